@@ -1,0 +1,345 @@
+"""Datasets on disk: JSONL, validated images, dataset folders, MemeQA JSON and base64 TSV.
+
+A *dataset folder* is ``items.jsonl`` (one :class:`lib.schema.Item` per line) + ``images/`` +
+``dataset.json`` (name, version, created, provenance, license). It loads with HF ``datasets``::
+
+    datasets.load_dataset("json", data_files=str(folder / "items.jsonl"), split="train")
+
+JSONL is written atomically (a temporary file renamed over the target) or appended line by line;
+a malformed line is reported with its file and line number. Images are validated on load: an empty,
+truncated, corrupt, non-image or decompression-bomb file raises :class:`ImageError` naming the file;
+collection-level loaders skip such files and report them in a :class:`LoadReport`.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from PIL import Image
+
+from lib.schema import Item
+
+MAX_IMAGE_PIXELS = 89_478_485  # Pillow's own bomb threshold (~0.25 GB of RGBA); raised as an error here
+
+
+class ImageError(ValueError):
+    """An image file that cannot be used; the message names the file and the reason."""
+
+
+class JSONLError(ValueError):
+    """A malformed JSONL line; the message names the file and line number."""
+
+
+# --- JSONL ------------------------------------------------------------------------------------
+
+def read_jsonl(path: str | Path) -> Iterator[dict]:
+    """Yield one dict per non-empty line; a malformed line raises :class:`JSONLError`."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as e:
+                raise JSONLError(f"{path}:{n}: malformed JSON line ({e.msg} at column {e.colno}); "
+                                 f"fix or remove that line") from None
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
+    """Write all rows atomically (readers see the old file or the whole new one); returns the count."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    n = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+                n += 1
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return n
+
+
+def append_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
+    """Append rows, each as one ``write`` of a whole line, flushed: a crash never splits a line
+    that was reported written. Returns the count."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with path.open("a", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            f.flush()
+            n += 1
+    return n
+
+
+def write_json(path: str | Path, obj) -> None:
+    """Write one JSON document atomically (indented, for humans and diffs)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False, default=str)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# --- images -----------------------------------------------------------------------------------
+
+def load_image(path: str | Path, mode: str | None = "RGB") -> Image.Image:
+    """Open and fully decode an image, raising :class:`ImageError` (naming the file) when it is
+    missing, empty, not an image, truncated, corrupt or larger than ``MAX_IMAGE_PIXELS``."""
+    path = Path(path)
+    if not path.is_file():
+        raise ImageError(f"{path}: no such image file")
+    if path.stat().st_size == 0:
+        raise ImageError(f"{path}: empty file (0 bytes)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                w, h = im.size
+                if w * h > MAX_IMAGE_PIXELS:
+                    raise ImageError(f"{path}: {w}x{h} pixels exceeds the {MAX_IMAGE_PIXELS:,}-pixel limit "
+                                     f"(possible decompression bomb)")
+                im.load()  # decode now: truncation and corruption surface here, not later
+                return im.convert(mode) if mode else im.copy()
+    except ImageError:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise ImageError(f"{path}: decompression bomb refused ({e})") from None
+    except Image.UnidentifiedImageError:
+        raise ImageError(f"{path}: not an image file (Pillow cannot identify it)") from None
+    except (OSError, SyntaxError, ValueError) as e:
+        raise ImageError(f"{path}: truncated or corrupt image ({e})") from None
+
+
+@dataclass
+class LoadReport:
+    """What a collection-level loader read and what it skipped (with the reason per file)."""
+
+    loaded: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    def add_skip(self, path, error: Exception) -> None:
+        self.skipped.append((str(path), str(error)))
+
+    def __str__(self) -> str:
+        lines = [f"loaded {self.loaded}, skipped {len(self.skipped)}"]
+        lines += [f"  skipped {p}: {why}" for p, why in self.skipped]
+        return "\n".join(lines)
+
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff"}
+
+
+def load_images(paths: Iterable[str | Path], mode: str | None = "RGB") -> tuple[dict[str, Image.Image], LoadReport]:
+    """Load many images; bad files are skipped, counted and listed in the report, never fatal."""
+    images, report = {}, LoadReport()
+    for p in paths:
+        try:
+            images[str(p)] = load_image(p, mode)
+            report.loaded += 1
+        except ImageError as e:
+            report.add_skip(p, e)
+    return images, report
+
+
+def scan_images(folder: str | Path) -> tuple[list[Path], LoadReport]:
+    """The readable images under ``folder`` (recursively, sorted), validating each one; unreadable
+    files and files without an image suffix are reported, not returned."""
+    good, report = [], LoadReport()
+    for p in sorted(Path(folder).rglob("*")):
+        if not p.is_file() or p.name.startswith("."):
+            continue
+        if p.suffix.lower() not in IMAGE_SUFFIXES:
+            report.add_skip(p, "no image file extension")
+            continue
+        try:
+            load_image(p, mode=None)
+            good.append(p)
+            report.loaded += 1
+        except ImageError as e:
+            report.add_skip(p, e)
+    return good, report
+
+
+# --- dataset folders --------------------------------------------------------------------------
+
+def dataset_info(name: str, version: str = "1", license: str = "unspecified", provenance: dict | None = None,
+                 **extra) -> dict:
+    return {"name": name, "version": version, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "license": license, "provenance": provenance or {}, **extra}
+
+
+def save_dataset(folder: str | Path, items: Iterable[Item], info: dict) -> int:
+    """Write ``items.jsonl`` (atomically) and ``dataset.json``; images must already be under
+    ``folder/images/`` (item image paths are relative to the folder). Returns the item count."""
+    folder = Path(folder)
+    seen: set[str] = set()
+
+    def rows():
+        for item in items:
+            if item.id in seen:
+                raise ValueError(f"duplicate item id {item.id!r} while writing {folder / 'items.jsonl'}")
+            seen.add(item.id)
+            yield item.to_dict()
+
+    n = write_jsonl(folder / "items.jsonl", rows())
+    write_json(folder / "dataset.json", {**info, "num_items": n})
+    return n
+
+
+def load_items(folder: str | Path) -> list[Item]:
+    """The items of a dataset folder; a bad record raises naming the file and line."""
+    path = Path(folder) / "items.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: not a dataset folder (no items.jsonl)")
+    items = []
+    for n, row in enumerate(read_jsonl(path), 1):
+        try:
+            items.append(Item.from_dict(row))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}: record {n} is not a valid Item ({e})") from None
+    return items
+
+
+def load_dataset_info(folder: str | Path) -> dict:
+    return json.loads((Path(folder) / "dataset.json").read_text())
+
+
+def to_hf_dataset(folder: str | Path):
+    """The folder's items as a HF ``datasets.Dataset`` (the json loader; answers and meta are
+    stored as JSON strings there because their shape varies between items)."""
+    import datasets
+
+    return datasets.load_dataset("json", data_files=str(Path(folder) / "items.jsonl"), split="train")
+
+
+# --- MemeQA JSON ------------------------------------------------------------------------------
+
+MEMEQA_KEYS = ("id", "img", "question", "options", "general_type", "specific_type", "answer_key")
+
+
+def import_memeqa(path: str | Path, image_dir: str = "images") -> list[Item]:
+    """Read a MemeQA split (a JSON list with keys id, img, question, options, general_type,
+    specific_type, answer_key) into ``mcq`` Items; a record missing a key raises naming it."""
+    path = Path(path)
+    records = json.loads(path.read_text())
+    items = []
+    for n, r in enumerate(records):
+        missing = [k for k in MEMEQA_KEYS if k not in r]
+        if missing:
+            raise ValueError(f"{path}: record {n} (id={r.get('id')!r}) lacks key(s) {missing}")
+        single = r["general_type"] == "single"
+        if single:
+            answer = int(r["answer_key"])
+        else:
+            answer = [i for i, flag in enumerate(r["answer_key"]) if int(flag)]
+        items.append(Item(
+            id=str(r["id"]), task="mcq", images=[f"{image_dir}/{r['img']}"], question=r["question"],
+            options=list(r["options"]), answer=answer,
+            meta={"general_type": r["general_type"], "specific_type": r["specific_type"], "source": path.name},
+        ))
+    return items
+
+
+def export_memeqa(items: Iterable[Item], path: str | Path) -> int:
+    """Write ``mcq`` Items as MemeQA JSON (multi-answer items as 0/1 lists); returns the count."""
+    out = []
+    for it in items:
+        if it.options is None:
+            raise ValueError(f"item {it.id!r} has no options; MemeQA JSON holds multiple-choice items only")
+        multi = isinstance(it.answer, list)
+        answer_key = [int(i in it.answer) for i in range(len(it.options))] if multi else int(it.answer)
+        out.append({
+            "id": it.id, "img": Path(it.images[0]).name if it.images else None, "question": it.question,
+            "options": it.options, "general_type": it.meta.get("general_type", "multi" if multi else "single"),
+            "specific_type": it.meta.get("specific_type"), "answer_key": answer_key,
+        })
+    write_json(path, out)
+    return len(out)
+
+
+# --- TSV with base64 images (VLMEvalKit / lmms-eval style) ------------------------------------
+
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def export_tsv(folder: str | Path, items: Iterable[Item], path: str | Path) -> int:
+    """Write items as a VLMEvalKit-style TSV: index, image (base64 of the file bytes), question,
+    A.., answer (letter(s) or text), category, id. Images are read (and validated) from ``folder``."""
+    folder, path = Path(folder), Path(path)
+    items = list(items)
+    width = max((len(it.options or []) for it in items), default=0)
+    fields = ["index", "id", "image", "question", *_LETTERS[:width], "answer", "category"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=fields, delimiter="\t")
+        w.writeheader()
+        for n, it in enumerate(items):
+            img = folder / it.images[0] if it.images else None
+            if img is not None:
+                load_image(img, mode=None)  # fail on a bad image here, naming it, not in a reader later
+            row = {"index": n, "id": it.id, "question": it.question, "category": it.meta.get("specific_type", it.task),
+                   "image": base64.b64encode(img.read_bytes()).decode() if img else ""}
+            for i, opt in enumerate(it.options or []):
+                row[_LETTERS[i]] = opt
+            ans = it.answer
+            if it.options is not None:
+                ans = "".join(_LETTERS[i] for i in (ans if isinstance(ans, list) else [ans]))
+            row["answer"] = ans if isinstance(ans, str) else json.dumps(ans)
+            w.writerow(row)
+    return len(items)
+
+
+def import_tsv(path: str | Path, folder: str | Path, task: str = "mcq") -> tuple[list[Item], LoadReport]:
+    """Read a base64-image TSV into Items, writing images to ``folder/images/``. Rows whose image
+    does not decode are skipped and reported (naming the row), not fatal."""
+    path, folder = Path(path), Path(folder)
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    csv.field_size_limit(1 << 31)
+    items, report = [], LoadReport()
+    with path.open(newline="", encoding="utf-8") as f:
+        for n, row in enumerate(csv.DictReader(f, delimiter="\t"), 2):
+            rid = row.get("id") or row.get("index") or str(n)
+            images = []
+            if row.get("image"):
+                try:
+                    raw = base64.b64decode(row["image"], validate=True)
+                    with Image.open(io.BytesIO(raw)) as im:
+                        im.load()
+                        ext = (im.format or "png").lower().replace("jpeg", "jpg")
+                except Exception as e:
+                    report.add_skip(f"{path}:{n} (id={rid})", f"image does not decode: {e}")
+                    continue
+                rel = f"images/{rid}.{ext}"
+                (folder / rel).write_bytes(raw)
+                images.append(rel)
+            options = [row[c] for c in _LETTERS if row.get(c)]
+            ans = row.get("answer", "")
+            if options and ans and all(c in _LETTERS[:len(options)] for c in ans):
+                idx = [_LETTERS.index(c) for c in ans]
+                ans = idx[0] if len(idx) == 1 else idx
+            items.append(Item(id=str(rid), task=task, images=images, question=row.get("question", ""),
+                              options=options or None, answer=ans,
+                              meta={"category": row.get("category"), "source": path.name}))
+            report.loaded += 1
+    return items, report

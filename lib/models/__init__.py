@@ -1,0 +1,41 @@
+"""Models behind one interface: build a spec, call ``generate`` through the call cache.
+
+>>> from lib.models import Request, Constraint, load_model, generate
+>>> model = load_model({"backend": "tiny", "name": "llava"})          # nothing loads yet
+>>> reqs = [Request.simple("Is there a red circle?", [img], constraint=Constraint(choices=("yes", "no")))]
+>>> responses = generate(model, reqs, store=CallStore.default())        # cached, resumable
+
+Backends: ``hf`` (transformers, any hub id or local path), ``openai`` (any OpenAI-compatible
+endpoint, vLLM included), ``tiny`` (the embedded offline models of :mod:`lib.models.tiny`).
+"""
+
+from __future__ import annotations
+
+from lib.models.base import Constraint, Model, Request, Response, parse_choice, parse_json, parse_response
+from lib.models.runner import generate
+
+BACKENDS = ("hf", "openai", "tiny")
+
+
+def load_model(spec: dict) -> Model:
+    """A lazily loaded model from a spec dict such as ``{backend: hf, name: ..., dtype: bfloat16}``."""
+    if not isinstance(spec, dict) or "backend" not in spec:
+        raise ValueError(f"a model spec is a dict with a 'backend' key ({', '.join(BACKENDS)}), got {spec!r}")
+    backend = spec["backend"]
+    if backend == "hf":
+        from lib.models.hf import HFModel
+
+        return HFModel(spec)
+    if backend == "tiny":
+        from lib.models.tiny import tiny_model_class
+
+        return tiny_model_class()(spec)
+    if backend == "openai":
+        from lib.models.api import OpenAIModel
+
+        return OpenAIModel(spec)
+    raise ValueError(f"unknown model backend {backend!r} in spec {spec}; choose one of {BACKENDS}")
+
+
+__all__ = ["BACKENDS", "Constraint", "Model", "Request", "Response", "generate", "load_model",
+           "parse_choice", "parse_json", "parse_response"]

@@ -1,0 +1,182 @@
+"""The ``openai`` backend: any OpenAI-compatible chat endpoint (OpenAI, vLLM, other providers).
+
+Spec keys::
+
+    {backend: openai, name: gpt-4o-mini,          # the model name the server knows
+     base_url: http://127.0.0.1:8000/v1,          # omit for api.openai.com; a vLLM server's /v1
+     api_key_env: OPENAI_API_KEY,                 # the NAME of the variable holding the key
+     concurrency: 16, max_retries: 5, timeout_s: 60,
+     price_per_1m_input: 0.15, price_per_1m_output: 0.60}   # USD, for the cost column
+
+The key's value is read from the environment at call time and never stored in params, responses,
+the call cache or logs. Requests run concurrently (asyncio, at most ``concurrency`` in flight);
+429s, 5xx and timeouts are retried with exponential backoff and jitter by the openai client itself
+(``max_retries``). A call that still fails is recorded as ``method="error"`` with the error text and
+the rest of the batch completes. Images travel as base64 data URLs of the original file bytes.
+Choices and JSON schemas are sent as ``response_format`` json_schema (vLLM and OpenAI enforce it);
+the answer is then parsed and checked, and kept raw and marked invalid when it does not conform.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import os
+import threading
+import time
+from pathlib import Path
+
+from lib.models.base import ERROR, FREE, INVALID, JSON_SCHEMA, Model, Request, Response, parse_choice, parse_json
+
+
+def data_url(image) -> str:
+    """A base64 data URL: file bytes as they are for paths, PNG for in-memory PIL images."""
+    if isinstance(image, (str, Path)):
+        from lib.io import load_image
+
+        with_format = load_image(image, mode=None)  # validates, and tells the format
+        fmt = (with_format.format or "png").lower()
+        raw = Path(image).read_bytes()
+    else:
+        buf = io.BytesIO()
+        image.save(buf, format="PNG")
+        fmt, raw = "png", buf.getvalue()
+    return f"data:image/{fmt};base64,{base64.b64encode(raw).decode()}"
+
+
+def to_openai_messages(messages: list[dict]) -> list[dict]:
+    out = []
+    for m in messages:
+        content = m["content"]
+        if not isinstance(content, str):
+            content = [{"type": "image_url", "image_url": {"url": data_url(p["image"])}} if p.get("type") == "image"
+                       else p for p in content]
+        out.append({"role": m["role"], "content": content})
+    return out
+
+
+def response_format(request: Request) -> dict | None:
+    """``response_format`` for a constraint: choices become a one-field JSON object with an enum."""
+    c = request.constraint
+    if c is None:
+        return None
+    if c.choices is not None:
+        schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": list(c.choices)}},
+                  "required": ["answer"], "additionalProperties": False}
+        return {"type": "json_schema", "json_schema": {"name": "choice", "schema": schema, "strict": True}}
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": c.json_schema, "strict": True}}
+
+
+class OpenAIModel(Model):
+    """An OpenAI-compatible endpoint behind the common interface (see the module docstring)."""
+
+    def __init__(self, spec: dict):
+        super().__init__(spec)
+        if "api_key" in spec:
+            raise ValueError("put the NAME of an environment variable in the spec's 'api_key_env', "
+                             "never the key itself in 'api_key'")
+        self.concurrency = int(spec.get("concurrency", 16))
+        self.batch_size = int(spec.get("batch_size", 4 * self.concurrency))
+
+    @property
+    def fingerprint(self) -> str:
+        from lib.models.base import fingerprint
+
+        # Prices and throughput knobs do not change answers; the endpoint and model do.
+        keep = {k: v for k, v in self.spec.items() if k in ("backend", "name", "base_url", "revision", "label")}
+        return fingerprint(keep)
+
+    def _api_key(self) -> str:
+        env = self.spec.get("api_key_env", "OPENAI_API_KEY")
+        key = os.environ.get(env)
+        if key:
+            return key
+        if self.spec.get("base_url"):  # local servers (vLLM without --api-key) accept any key
+            return "EMPTY"
+        raise RuntimeError(f"model {self.name!r}: environment variable {env} (named by the spec's api_key_env) "
+                           f"is not set; export it, or set base_url to a local server")
+
+    def _load(self) -> None:
+        self._api_key()  # fail before any request when no key is reachable
+
+    def _client(self):
+        from openai import AsyncOpenAI
+
+        return AsyncOpenAI(
+            base_url=self.spec.get("base_url"), api_key=self._api_key(),
+            max_retries=int(self.spec.get("max_retries", 5)), timeout=float(self.spec.get("timeout_s", 60)),
+        )
+
+    def _cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * float(self.spec.get("price_per_1m_input", 0))
+                + completion_tokens * float(self.spec.get("price_per_1m_output", 0))) / 1e6
+
+    async def _one(self, client, sem: asyncio.Semaphore, r: Request) -> Response:
+        async with sem:
+            start = time.perf_counter()
+            kwargs = {"model": self.spec["name"], "messages": to_openai_messages(r.messages),
+                      "max_tokens": r.max_new_tokens, "temperature": r.temperature, "top_p": r.top_p, "seed": r.seed}
+            fmt = response_format(r)
+            if fmt:
+                kwargs["response_format"] = fmt
+            try:
+                completion = await client.chat.completions.create(**kwargs)
+            except Exception as e:  # after the client's own retries: record, do not sink the batch
+                return Response(text="", parsed=None, method=ERROR, valid=False, error=f"{type(e).__name__}: {e}",
+                                latency_s=time.perf_counter() - start)
+            latency = time.perf_counter() - start
+            text = completion.choices[0].message.content or ""
+            usage = completion.usage
+            pt, ct = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+            parsed, method, valid = self._read(text, r, fmt)
+            return Response(text=text, parsed=parsed, method=method, valid=valid, prompt_tokens=pt,
+                            completion_tokens=ct, latency_s=latency, cost_usd=self._cost(pt, ct))
+
+    @staticmethod
+    def _read(text: str, r: Request, fmt: dict | None) -> tuple:
+        """Parse an answer: the JSON the response_format asked for, else (servers that ignore
+        response_format) the bare text by :func:`parse_choice`; unreadable = invalid, kept raw."""
+        c = r.constraint
+        if c is None:
+            return text, FREE, True
+        value, method = parse_json(text, fmt["json_schema"]["schema"])
+        if method != INVALID:
+            return (value["answer"] if c.choices is not None else value), JSON_SCHEMA, True
+        if c.choices is not None:
+            value, method = parse_choice(text, c.choices)
+            return value, method, method != INVALID
+        return None, INVALID, False
+
+    async def _run(self, requests: list[Request], on_result) -> list[Response]:
+        sem = asyncio.Semaphore(self.concurrency)
+        out: list[Response | None] = [None] * len(requests)
+        async with self._client() as client:
+            async def task(i: int, r: Request) -> None:
+                out[i] = await self._one(client, sem, r)
+                if on_result:
+                    on_result(i, out[i])
+
+            await asyncio.gather(*(task(i, r) for i, r in enumerate(requests)))
+        return out  # type: ignore[return-value]
+
+    def _generate(self, requests: list[Request], on_result) -> list[Response]:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._run(requests, on_result))
+        # Inside Jupyter an event loop is already running: run ours in a worker thread.
+        box: dict = {}
+
+        def work() -> None:
+            try:
+                box["out"] = asyncio.run(self._run(requests, on_result))
+            except BaseException as e:  # re-raised in the caller's thread
+                box["err"] = e
+
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        if "err" in box:
+            raise box["err"]
+        return box["out"]

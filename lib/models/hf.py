@@ -1,0 +1,301 @@
+"""The ``hf`` backend: transformers image-text-to-text and causal LMs from a hub id or a local path.
+
+Spec keys (all but ``name`` optional)::
+
+    {backend: hf, name: Qwen/Qwen2-VL-7B-Instruct,   # hub id or local folder
+     dtype: bfloat16,          # auto | float32 | bfloat16 | float16
+     device_map: auto,         # accelerate placement; "cpu" on machines without a GPU
+     batch_size: 16, revision: main, gguf_file: null, attn_implementation: null}
+
+Requests are grouped by (settings, constraint kind) and run as real batches with left padding.
+Choice constraints run either as constrained greedy decoding over a token trie
+(``prefix_allowed_tokens_fn``) or by scoring every option's log-likelihood; JSON schemas run
+through outlines, one request at a time (outlines does not batch structured generation).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+from lib.models.base import (
+    CONSTRAINED_LOGLIK, CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Model, Request, Response, parse_choice,
+    parse_response,
+)
+
+_NESTED_IMAGES = {"idefics2", "idefics3", "smolvlm", "mllama"}  # processors wanting one list per sample
+
+
+def _local_fingerprint(path: Path) -> dict:
+    """Identify a local checkpoint by its config and its weight files' names, sizes and mtimes
+    (hashing GBs of weights per run would cost more than the calls it saves)."""
+    files = sorted(p for p in path.iterdir() if p.suffix in {".safetensors", ".bin", ".gguf", ".pt"})
+    config = path / "config.json"
+    return {
+        "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest() if config.exists() else None,
+        "weights": [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files],
+    }
+
+
+class _Trie:
+    """Token-id trie over the allowed answers; a node marked ``end`` completes an answer."""
+
+    def __init__(self, sequences: list[list[int]]):
+        self.root: dict = {}
+        for seq in sequences:
+            node = self.root
+            for t in seq:
+                node = node.setdefault(t, {})
+            node["end"] = True
+
+    def allowed(self, prefix: list[int], eos: int) -> list[int]:
+        node = self.root
+        for t in prefix:
+            if t == eos or t not in node:
+                return [eos]
+            node = node[t]
+        nxt = [t for t in node if t != "end"]
+        return nxt + [eos] if node.get("end") or not nxt else nxt
+
+
+class HFModel(Model):
+    """A transformers model behind the common interface (see the module docstring for the spec)."""
+
+    def __init__(self, spec: dict):
+        super().__init__(spec)
+        self.batch_size = int(spec.get("batch_size", 8))
+        self.model = self.processor = self.tokenizer = None
+        self.is_vlm = False
+
+    def resolve_path(self) -> str:
+        """The hub id or local folder to load; the ``tiny`` backend overrides this."""
+        return str(self.spec["name"])
+
+    @property
+    def fingerprint(self) -> str:
+        extra = {}
+        path = Path(self.resolve_path())
+        if path.is_dir():
+            extra = _local_fingerprint(path)
+        payload = json.dumps({"spec": self.spec, **extra}, sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def _load(self) -> None:
+        import torch
+        from transformers import (
+            AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer,
+        )
+        from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+        path = self.resolve_path()
+        kw = {k: self.spec[k] for k in ("revision", "gguf_file", "attn_implementation") if self.spec.get(k)}
+        dtype = self.spec.get("dtype", "auto")
+        dtype = dtype if dtype == "auto" else getattr(torch, dtype)
+        device_map = self.spec.get("device_map") or ("auto" if torch.cuda.is_available() else "cpu")
+        try:
+            config = AutoConfig.from_pretrained(path, **kw)
+        except OSError as e:
+            raise OSError(
+                f"cannot load model {path!r} named in the model spec {self.spec}: {e}. A hub id needs "
+                f"network (or a prior download); a local path must hold config.json and the weights."
+            ) from e
+        self.is_vlm = config.model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+        cls = AutoModelForImageTextToText if self.is_vlm else AutoModelForCausalLM
+        self.model = cls.from_pretrained(path, dtype=dtype, device_map=device_map, **kw).eval()
+        if self.is_vlm:
+            self.processor = _load_processor(path, config.model_type, kw)
+            self.tokenizer = self.processor.tokenizer
+        else:
+            self.tokenizer = self.processor = AutoTokenizer.from_pretrained(path, **kw)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self._model_type = config.model_type
+
+    # --- batching ---------------------------------------------------------------------------
+
+    def _generate(self, requests: list[Request], on_result) -> list[Response]:
+        out: list[Response | None] = [None] * len(requests)
+        groups: dict[tuple, list[int]] = {}
+        for i, r in enumerate(requests):
+            c = r.constraint
+            kind = "free" if c is None else ("json" if c.json_schema is not None else c.method)
+            groups.setdefault((kind, tuple(sorted(r.settings().items()))), []).append(i)
+        for (kind, _), idx in groups.items():
+            batch = [requests[i] for i in idx]
+            if kind == "json":
+                answers = [self._json_one(r) for r in batch]
+            elif kind == "loglik":
+                answers = self._loglik(batch)
+            else:
+                answers = self._decode(batch, trie=(kind == "trie"))
+            for i, resp in zip(idx, answers):
+                out[i] = resp
+                if on_result:
+                    on_result(i, resp)
+        return out  # type: ignore[return-value]
+
+    def _chat_text(self, r: Request) -> str:
+        """The prompt string: image parts become bare ``{"type": "image"}`` placeholders for VLM
+        templates; text-only templates (SmolLM2's) get plain string content."""
+        if not self.is_vlm and r.images():
+            raise ValueError(f"model {self.name!r} is a text-only LM but a request carries {len(r.images())} image(s)")
+        msgs = []
+        for m in r.messages:
+            content = m["content"]
+            if not isinstance(content, str):
+                if self.is_vlm:
+                    content = [{"type": "image"} if p.get("type") == "image" else p for p in content]
+                else:
+                    content = "".join(p.get("text", "") for p in content)
+            msgs.append({"role": m["role"], "content": content})
+        return self.processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+
+    def _encode(self, batch: list[Request], suffix: list[str] | None = None):
+        """Chat-template and tokenise a batch (left padded), images included."""
+        from lib.io import load_image
+
+        texts, images = [], []
+        for r in batch:
+            texts.append(self._chat_text(r))
+            imgs = [im if not isinstance(im, (str, Path)) else load_image(im) for im in r.images()]
+            images.append([im.convert("RGB") for im in imgs])
+        if suffix is not None:
+            texts = [t + s for t, s in zip(texts, suffix)]
+        kwargs = {"text": texts, "return_tensors": "pt", "padding": True}
+        if any(images):
+            flat = images if self._model_type in _NESTED_IMAGES else [im for ims in images for im in ims]
+            kwargs["images"] = flat
+        enc = self.processor(**kwargs) if self.is_vlm else self.processor(texts, return_tensors="pt", padding=True,
+                                                                            add_special_tokens=False)
+        enc = enc.to(self.model.device)
+        if "pixel_values" in enc:
+            enc["pixel_values"] = enc["pixel_values"].to(self.model.dtype)
+        return enc
+
+    def _decode(self, batch: list[Request], trie: bool) -> list[Response]:
+        import torch
+
+        r0 = batch[0]
+        start = time.perf_counter()
+        enc = self._encode(batch)
+        prompt_len = enc["input_ids"].shape[1]
+        eos = self.tokenizer.eos_token_id
+        gen = {"max_new_tokens": r0.max_new_tokens, "do_sample": r0.temperature > 0, "pad_token_id": self.tokenizer.pad_token_id}
+        if r0.temperature > 0:
+            gen.update(temperature=r0.temperature, top_p=r0.top_p)
+            torch.manual_seed(r0.seed)  # one seed per batch: sampled answers depend on batch make-up
+        if trie:
+            tries = [_Trie([self.tokenizer.encode(c, add_special_tokens=False) for c in r.constraint.choices]) for r in batch]
+            gen["max_new_tokens"] = max(len(self.tokenizer.encode(c, add_special_tokens=False))
+                                        for r in batch for c in r.constraint.choices) + 1
+            gen["prefix_allowed_tokens_fn"] = lambda b, ids: tries[b].allowed(ids[prompt_len:].tolist(), eos)
+        with torch.inference_mode():
+            out = self.model.generate(**enc, **gen)
+        elapsed = time.perf_counter() - start
+        new = out[:, prompt_len:]
+        texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+        responses = []
+        for b, (r, text) in enumerate(zip(batch, texts)):
+            ids = new[b].tolist()
+            n_new = next((j for j, t in enumerate(ids) if t in (eos, self.tokenizer.pad_token_id)), len(ids))
+            if trie:
+                value, _ = parse_choice(text, r.constraint.choices)
+                method, valid = (CONSTRAINED_TRIE, True) if value is not None else (INVALID, False)
+            else:
+                value, method, valid = parse_response(text, r.constraint)
+            responses.append(Response(
+                text=text, parsed=value, method=method, valid=valid,
+                prompt_tokens=int(enc["attention_mask"][b].sum()), completion_tokens=n_new, latency_s=elapsed,
+            ))
+        return responses
+
+    def _loglik(self, batch: list[Request]) -> list[Response]:
+        """Score every choice's tokens after the prompt; answer the most likely (sum of log-probs)."""
+        import torch
+
+        start = time.perf_counter()
+        rows = [(r, c) for r in batch for c in r.constraint.choices]
+        enc = self._encode([r for r, _ in rows])
+        choice_ids = [self.tokenizer.encode(c, add_special_tokens=False) for _, c in rows]
+        width = max(map(len, choice_ids))
+        pad = self.tokenizer.pad_token_id
+        suffix = torch.tensor([ids + [pad] * (width - len(ids)) for ids in choice_ids], device=self.model.device)
+        suffix_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in choice_ids], device=self.model.device)
+        prompt_len = enc["input_ids"].shape[1]
+        for name in list(enc.keys()):  # per-token tensors (ids, mask, token types) grow by the suffix
+            t = enc[name]
+            if name == "pixel_values" or not hasattr(t, "shape") or t.dim() != 2 or t.shape[1] != prompt_len:
+                continue
+            extra = suffix if name == "input_ids" else suffix_mask if name == "attention_mask" else torch.zeros_like(suffix)
+            enc[name] = torch.cat([t, extra.to(t.dtype)], dim=1)
+        with torch.inference_mode():
+            logits = self.model(**enc).logits[:, prompt_len - 1:-1].float()
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, suffix.unsqueeze(-1)).squeeze(-1)
+        totals = (logp * suffix_mask).sum(-1).tolist()
+        elapsed = time.perf_counter() - start
+        responses, k = [], 0
+        for r in batch:
+            scores = {c: totals[k + j] for j, c in enumerate(r.constraint.choices)}
+            k += len(scores)
+            best = max(scores, key=scores.get)
+            responses.append(Response(text=best, parsed=best, method=CONSTRAINED_LOGLIK, valid=True, scores=scores,
+                                      prompt_tokens=int(enc["attention_mask"][k - 1].sum()) - len(choice_ids[k - 1]),
+                                      latency_s=elapsed))
+        return responses
+
+    def _json_one(self, r: Request) -> Response:
+        """Structured output under a JSON schema through outlines (constrained decoding)."""
+        import outlines
+        from outlines.types import JsonSchema
+
+        from lib.io import load_image
+
+        if not hasattr(self, "_outlines"):
+            self._outlines = outlines.from_transformers(self.model, self.processor)
+        start = time.perf_counter()
+        enc_text = self._chat_text(r)
+        images = [im if not isinstance(im, (str, Path)) else load_image(im) for im in r.images()]
+        prompt = [enc_text, *[outlines.inputs.Image(_with_format(im)) for im in images]] if images else enc_text
+        text = self._outlines(prompt, JsonSchema(json.dumps(r.constraint.json_schema)),
+                              max_new_tokens=r.max_new_tokens, do_sample=False)
+        value, method, valid = parse_response(text, r.constraint)
+        return Response(text=text, parsed=value, method=JSON_SCHEMA if valid else INVALID, valid=valid,
+                        latency_s=time.perf_counter() - start)
+
+
+def _with_format(image):
+    """outlines wants a PIL image that knows its file format; in-memory images have none."""
+    import io
+
+    from PIL import Image
+
+    if image.format:
+        return image
+    buf = io.BytesIO()
+    image.convert("RGB").save(buf, format="PNG")
+    buf.seek(0)
+    return Image.open(buf)
+
+
+def _load_processor(path: str, model_type: str, kw: dict):
+    """AutoProcessor, except where it cannot build one without torchvision: Qwen2VLProcessor needs
+    torchvision for its video slot (images never do), and AutoProcessor then silently returns the
+    bare tokenizer. There we build the image-only subclass of :mod:`lib.models.tiny`."""
+    from transformers import AutoProcessor, ProcessorMixin
+
+    try:
+        processor = AutoProcessor.from_pretrained(path, **kw)
+        error = None
+    except (ImportError, ValueError, TypeError) as e:
+        processor, error = None, e
+    if isinstance(processor, ProcessorMixin):
+        return processor
+    if model_type == "qwen2_vl":
+        from lib.models.tiny import qwen2_vl_processor_class
+
+        return qwen2_vl_processor_class().from_pretrained(path, **kw)
+    raise RuntimeError(f"could not build an image processor for {path!r} (model type {model_type!r}); "
+                       f"AutoProcessor gave {type(processor).__name__}: {error}")

@@ -1,0 +1,49 @@
+"""Run a list of requests through a model via the call cache, in batches, with a progress bar."""
+
+from __future__ import annotations
+
+from tqdm.auto import tqdm
+
+from lib.models.base import Model, Request, Response
+
+
+class Results(list):
+    """The responses in request order, plus how many came from the cache and how many were computed."""
+
+    n_cached: int = 0
+    n_computed: int = 0
+
+
+def generate(model: Model, requests: list[Request], store=None, batch_size: int | None = None,
+             progress: bool = True, desc: str | None = None) -> Results:
+    """Answer ``requests`` in order: cached calls from ``store``, the rest in batches of
+    ``batch_size`` (default: the backend's), each result committed to the store as it completes.
+
+    Identical requests in one call are computed once. Without a store nothing is cached.
+    """
+    from lib.store import call_key
+
+    fp = model.fingerprint
+    keys = [call_key(fp, r) for r in requests]
+    done: dict[str, Response] = store.get_many(keys) if store is not None else {}
+    todo = list(dict.fromkeys(k for k in keys if k not in done))
+    first = {k: requests[i] for i, k in reversed(list(enumerate(keys)))}
+    results = Results()
+    results.n_cached = sum(k in done for k in keys)
+    size = max(1, batch_size or model.batch_size)
+    bar = tqdm(total=len(todo), desc=desc or f"{model.name}", unit="call", disable=not progress or not todo)
+    for start in range(0, len(todo), size):
+        chunk = todo[start:start + size]
+        batch = [first[k] for k in chunk]
+
+        def record(i: int, resp: Response, chunk=chunk, batch=batch) -> None:
+            done[chunk[i]] = resp
+            if store is not None:
+                store.put(chunk[i], fp, batch[i], resp)
+
+        model.generate(batch, on_result=record)
+        bar.update(len(chunk))
+        results.n_computed += len(chunk)
+    bar.close()
+    results.extend(done[k] for k in keys)
+    return results

@@ -1,0 +1,92 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for tests and benchmarks (aiohttp).
+
+It answers ``POST /v1/chat/completions`` after ``delay_s``. Markers in the last user message script
+failures, per distinct message: ``[[429x2]]`` / ``[[500x1]]`` fail that many attempts first,
+``[[timeoutx1]]`` stalls that many attempts past any client timeout, ``[[always500]]`` never
+succeeds, ``[[malformed]]`` returns broken JSON for a structured request. Otherwise a structured
+request gets ``{"answer": <first enum value>}`` and a free one ``echo: <text>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from collections import Counter
+
+from aiohttp import web
+
+_MARK = re.compile(r"\[\[(429|500|timeout)x(\d+)\]\]")
+
+
+class OpenAIStub:
+    def __init__(self, delay_s: float = 0.0, stall_s: float = 30.0):
+        self.delay_s, self.stall_s = delay_s, stall_s
+        self.attempts: Counter = Counter()
+        self.auth_headers: set[str] = set()
+        self.in_flight = self.max_in_flight = 0
+        self.url = ""
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.auth_headers.add(request.headers.get("Authorization", ""))
+        last = body["messages"][-1]["content"]
+        text = last if isinstance(last, str) else " ".join(p.get("text", "") for p in last if p.get("type") == "text")
+        self.attempts[text] += 1
+        n = self.attempts[text]
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay_s)
+            m = _MARK.search(text)
+            if "[[always500]]" in text or (m and m.group(1) == "500" and n <= int(m.group(2))):
+                return web.json_response({"error": {"message": "boom"}}, status=500)
+            if m and m.group(1) == "429" and n <= int(m.group(2)):
+                return web.json_response({"error": {"message": "slow down"}}, status=429)
+            if m and m.group(1) == "timeout" and n <= int(m.group(2)):
+                await asyncio.sleep(self.stall_s)
+            fmt = body.get("response_format")
+            if "[[malformed]]" in text:
+                content = '{"answer": "yes", '
+            elif fmt and fmt.get("type") == "json_schema":
+                props = fmt["json_schema"]["schema"].get("properties", {})
+                content = json.dumps({k: (v.get("enum") or ["x"])[0] for k, v in props.items()})
+            else:
+                content = f"echo: {text}"
+            n_images = sum(1 for msg in body["messages"] if not isinstance(msg["content"], str)
+                           for p in msg["content"] if p.get("type") == "image_url")
+            return web.json_response({
+                "id": f"cmpl-{n}", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": 10 + 100 * n_images, "completion_tokens": 5, "total_tokens": 15 + 100 * n_images},
+            })
+        finally:
+            self.in_flight -= 1
+
+    def __enter__(self) -> "OpenAIStub":
+        ready = threading.Event()
+
+        def serve() -> None:
+            self._loop = asyncio.new_event_loop()
+            app = web.Application(client_max_size=64 * 2**20)
+            app.router.add_post("/v1/chat/completions", self._chat)
+            self._runner = web.AppRunner(app)
+            self._loop.run_until_complete(self._runner.setup())
+            site = web.TCPSite(self._runner, "127.0.0.1", 0)
+            self._loop.run_until_complete(site.start())
+            port = site._server.sockets[0].getsockname()[1]
+            self.url = f"http://127.0.0.1:{port}/v1"
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
