@@ -18,6 +18,7 @@ import csv
 import io
 import json
 import os
+import re
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
@@ -248,9 +249,8 @@ def import_memeqa(path: str | Path, image_dir: str = "images") -> list[Item]:
         missing = [k for k in MEMEQA_KEYS if k not in r]
         if missing:
             raise ValueError(f"{path}: record {n} (id={r.get('id')!r}) lacks key(s) {missing}")
-        single = r["general_type"] == "single"
-        if single:
-            answer = int(r["answer_key"])
+        if r["general_type"] == "single":
+            answer = [int(r["answer_key"])]
         else:
             answer = [i for i, flag in enumerate(r["answer_key"]) if int(flag)]
         items.append(Item(
@@ -267,11 +267,13 @@ def export_memeqa(items: Iterable[Item], path: str | Path) -> int:
     for it in items:
         if it.options is None:
             raise ValueError(f"item {it.id!r} has no options; MemeQA JSON holds multiple-choice items only")
-        multi = isinstance(it.answer, list)
-        answer_key = [int(i in it.answer) for i in range(len(it.options))] if multi else int(it.answer)
+        general = it.meta.get("general_type", "single" if len(it.answer) == 1 else "multi")
+        if general == "single" and len(it.answer) != 1:
+            raise ValueError(f"item {it.id!r} is single-answer but has answer {it.answer!r}")
+        answer_key = it.answer[0] if general == "single" else [int(i in it.answer) for i in range(len(it.options))]
         out.append({
             "id": it.id, "img": Path(it.images[0]).name if it.images else None, "question": it.question,
-            "options": it.options, "general_type": it.meta.get("general_type", "multi" if multi else "single"),
+            "options": it.options, "general_type": general,
             "specific_type": it.meta.get("specific_type"), "answer_key": answer_key,
         })
     write_json(path, out)
@@ -281,6 +283,7 @@ def export_memeqa(items: Iterable[Item], path: str | Path) -> int:
 # --- TSV with base64 images (VLMEvalKit / lmms-eval style) ------------------------------------
 
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_UNSAFE = re.compile(r"[^\w.-]")
 
 
 def export_tsv(folder: str | Path, items: Iterable[Item], path: str | Path) -> int:
@@ -302,10 +305,10 @@ def export_tsv(folder: str | Path, items: Iterable[Item], path: str | Path) -> i
                    "image": base64.b64encode(img.read_bytes()).decode() if img else ""}
             for i, opt in enumerate(it.options or []):
                 row[_LETTERS[i]] = opt
-            ans = it.answer
             if it.options is not None:
-                ans = "".join(_LETTERS[i] for i in (ans if isinstance(ans, list) else [ans]))
-            row["answer"] = ans if isinstance(ans, str) else json.dumps(ans)
+                row["answer"] = "".join(_LETTERS[i] for i in it.answer)
+            else:  # one reference as itself, several as a JSON list
+                row["answer"] = it.answer[0] if len(it.answer) == 1 else json.dumps(it.answer)
             w.writerow(row)
     return len(items)
 
@@ -320,24 +323,29 @@ def import_tsv(path: str | Path, folder: str | Path, task: str = "mcq") -> tuple
     with path.open(newline="", encoding="utf-8") as f:
         for n, row in enumerate(csv.DictReader(f, delimiter="\t"), 2):
             rid = row.get("id") or row.get("index") or str(n)
+            where = f"{path}:{n} (id={rid})"
+            options = [row[c] for c in _LETTERS if row.get(c)]
+            answer = row.get("answer", "")
+            if options:
+                if not answer or any(c not in _LETTERS[:len(options)] for c in answer):
+                    report.add_skip(where, f"answer {answer!r} is not option letters A-{_LETTERS[len(options) - 1]}")
+                    continue
+                ans = [_LETTERS.index(c) for c in answer]
+            else:
+                ans = json.loads(answer) if answer.startswith("[") else [answer]
             images = []
             if row.get("image"):
                 try:
-                    raw = base64.b64decode(row["image"], validate=True)
-                    with Image.open(io.BytesIO(raw)) as im:
+                    data = base64.b64decode(row["image"], validate=True)
+                    with Image.open(io.BytesIO(data)) as im:
                         im.load()
                         ext = (im.format or "png").lower().replace("jpeg", "jpg")
                 except Exception as e:
-                    report.add_skip(f"{path}:{n} (id={rid})", f"image does not decode: {e}")
+                    report.add_skip(where, f"image does not decode: {e}")
                     continue
-                rel = f"images/{rid}.{ext}"
-                (folder / rel).write_bytes(raw)
+                rel = f"images/{_UNSAFE.sub('_', rid)}.{ext}"  # ids may hold '/' (MemeQA's do)
+                (folder / rel).write_bytes(data)
                 images.append(rel)
-            options = [row[c] for c in _LETTERS if row.get(c)]
-            ans = row.get("answer", "")
-            if options and ans and all(c in _LETTERS[:len(options)] for c in ans):
-                idx = [_LETTERS.index(c) for c in ans]
-                ans = idx[0] if len(idx) == 1 else idx
             items.append(Item(id=str(rid), task=task, images=images, question=row.get("question", ""),
                               options=options or None, answer=ans,
                               meta={"category": row.get("category"), "source": path.name}))

@@ -25,8 +25,11 @@ def _check(cls, d: dict) -> dict:
 class Item:
     """One benchmark question.
 
-    ``answer`` is an option index (single choice), a list of indices (multi-answer), a text, or a
-    list of reference texts; ``meta`` holds question type, group, form, level, style, source, parent...
+    ``answer`` is always a list: option indices for multiple choice (one index for single-answer
+    items, any number for multi-answer ones, where ``[]`` means none of the options; ``meta``'s
+    ``general_type`` says which), reference texts otherwise. One list type per file keeps
+    ``items.jsonl`` a single Arrow schema, so HF ``datasets`` loads it as it is.
+    ``meta`` holds question type, group, form, level, style, source, parent image, seed...
     """
 
     id: str
@@ -34,7 +37,7 @@ class Item:
     question: str
     images: list[str] = field(default_factory=list)  # relative to the dataset folder
     options: list[str] | None = None
-    answer: Any = None
+    answer: list = field(default_factory=list)
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -42,11 +45,14 @@ class Item:
             raise ValueError(f"Item.id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.images, list):
             raise TypeError(f"Item {self.id!r}: images must be a list of paths, got {type(self.images).__name__}")
+        if not isinstance(self.answer, list):
+            raise TypeError(f"Item {self.id!r}: answer must be a list (indices or reference texts), got {self.answer!r}")
         if self.options is not None:
             n = len(self.options)
-            idx = self.answer if isinstance(self.answer, list) else [self.answer]
-            if any(not isinstance(i, int) or not 0 <= i < n for i in idx):
-                raise ValueError(f"Item {self.id!r}: answer {self.answer!r} is not an index (list) into {n} options")
+            if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in self.answer):
+                raise ValueError(f"Item {self.id!r}: answer {self.answer!r} must be indices into {n} options")
+        elif any(not isinstance(a, str) for a in self.answer):
+            raise ValueError(f"Item {self.id!r}: without options the answer is a list of reference texts")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -1,0 +1,80 @@
+"""The hf backend on tiny models built from configs (real transformers, real generate)."""
+
+import pytest
+
+from lib.models import Constraint, Request, generate, load_model
+from lib.models.tiny import TINY_KINDS
+
+YES_NO = Constraint(choices=("yes", "no", "not sure"))
+
+
+def _questions(images, n=12, **kw):
+    return [Request.simple(f"Question {i}: is there a red circle?", [images[i % len(images)]], **kw) for i in range(n)]
+
+
+def test_batched_greedy_equals_one_at_a_time(tiny_llava, images):
+    reqs = _questions(images, max_new_tokens=6)
+    batched = generate(tiny_llava, reqs, batch_size=8, progress=False)
+    single = generate(tiny_llava, reqs, batch_size=1, progress=False)
+    assert [r.text for r in batched] == [r.text for r in single]
+
+
+@pytest.mark.parametrize("kind", TINY_KINDS)
+def test_trie_constrained_answers_are_always_a_choice(kind, images):
+    model = load_model({"backend": "tiny", "name": kind})
+    responses = generate(model, _questions(images, constraint=YES_NO), progress=False)
+    assert all(r.valid and r.method == "constrained:trie" and r.parsed in YES_NO.choices for r in responses)
+    assert all(r.text == r.parsed for r in responses)
+
+
+@pytest.mark.parametrize("kind", TINY_KINDS)
+def test_loglik_picks_the_highest_scoring_option(kind, images):
+    model = load_model({"backend": "tiny", "name": kind})
+    c = Constraint(choices=("red", "green", "blue"), method="loglik")
+    responses = generate(model, _questions(images, n=4, constraint=c), progress=False)
+    for r in responses:
+        assert r.method == "constrained:loglik" and set(r.scores) == set(c.choices)
+        assert r.parsed == max(r.scores, key=r.scores.get)
+        assert all(s < 0 for s in r.scores.values())
+
+
+def test_loglik_scores_do_not_depend_on_batch_make_up(tiny_llava, images):
+    c = Constraint(choices=("yes", "no"), method="loglik")
+    reqs = _questions(images, n=6, constraint=c)
+    together = generate(tiny_llava, reqs, batch_size=6, progress=False)
+    alone = generate(tiny_llava, reqs, batch_size=1, progress=False)
+    for a, b in zip(together, alone):
+        assert a.scores == pytest.approx(b.scores, abs=1e-3)
+
+
+def test_json_schema_output_conforms(tiny_llava, images):
+    schema = {"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}, "count": {"type": "integer"}},
+              "required": ["answer", "count"]}
+    r = generate(tiny_llava, [Request.simple("JSON please", [images[0]], max_new_tokens=40,
+                                             constraint=Constraint(json_schema=schema))], progress=False)[0]
+    assert r.method == "json_schema" and r.valid
+    assert r.parsed["answer"] in ("yes", "no") and isinstance(r.parsed["count"], int)
+
+
+def test_text_only_model_refuses_images(images):
+    model = load_model({"backend": "tiny", "name": "smollm2"})
+    with pytest.raises(ValueError, match="text-only"):
+        generate(model, [Request.simple("hi", [images[0]])], progress=False)
+
+
+def test_smollm2_answers_a_simple_fact():
+    model = load_model({"backend": "tiny", "name": "smollm2"})
+    r = generate(model, [Request.simple("What is the capital of France?", max_new_tokens=12)], progress=False)[0]
+    assert "Paris" in r.text
+
+
+def test_models_load_lazily():
+    model = load_model({"backend": "hf", "name": "/nonexistent/model"})  # building costs nothing
+    assert repr(model).endswith("loaded=False)")
+    with pytest.raises(OSError, match="/nonexistent/model"):
+        model.load()
+
+
+def test_unknown_backend_is_named():
+    with pytest.raises(ValueError, match="'vllm'"):
+        load_model({"backend": "vllm", "name": "x"})

@@ -1,0 +1,163 @@
+import json
+import shutil
+
+import pytest
+from PIL import Image
+
+from lib import io as vio
+from lib.schema import Item
+
+from .conftest import SHARED_DATA
+
+
+def _bad_images(folder):
+    """One file per failure mode, plus one good image."""
+    good = folder / "good.png"
+    Image.new("RGB", (32, 32), "red").save(good)
+    (folder / "empty.png").write_bytes(b"")
+    (folder / "truncated.png").write_bytes(good.read_bytes()[:60])
+    noise = folder / "noise.png"
+    Image.frombytes("RGB", (64, 64), bytes(range(256)) * 48).save(noise)
+    corrupt = bytearray(noise.read_bytes())
+    middle = len(corrupt) // 2
+    corrupt[middle:middle + 64] = b"\xff" * 64  # damage the compressed pixel data, not the header
+    (folder / "corrupt.png").write_bytes(bytes(corrupt))
+    noise.unlink()
+    (folder / "notes.png").write_text("this is not an image")
+    Image.new("1", (10_000, 10_000)).save(folder / "bomb.png")  # 100 M pixels, a few kB on disk
+    return good
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("empty.png", "empty file"), ("truncated.png", "truncated or corrupt"), ("corrupt.png", "truncated or corrupt"),
+    ("notes.png", "not an image"), ("bomb.png", "decompression bomb"), ("missing.png", "no such image"),
+])
+def test_bad_image_raises_naming_the_file(tmp_path, name, reason):
+    _bad_images(tmp_path)
+    with pytest.raises(vio.ImageError, match=reason) as e:
+        vio.load_image(tmp_path / name)
+    assert name in str(e.value)
+
+
+def test_collection_loaders_skip_count_and_report_bad_files(tmp_path):
+    good = _bad_images(tmp_path)
+    (tmp_path / "README.txt").write_text("not an image either")
+    paths, report = vio.scan_images(tmp_path)
+    assert paths == [good]
+    assert report.loaded == 1 and len(report.skipped) == 6
+    assert {p.split("/")[-1] for p, _ in report.skipped} == {
+        "empty.png", "truncated.png", "corrupt.png", "notes.png", "bomb.png", "README.txt"}
+    images, report2 = vio.load_images(sorted(tmp_path.glob("*.png")))
+    assert list(images) == [str(good)] and len(report2.skipped) == 5
+    assert "bomb.png" in str(report2)
+
+
+def test_jsonl_malformed_line_reports_file_and_line(tmp_path):
+    path = tmp_path / "items.jsonl"
+    path.write_text('{"a": 1}\n\n{"a": 2}\n{"a": 3,\n')
+    with pytest.raises(vio.JSONLError, match=r"items.jsonl:4"):
+        list(vio.read_jsonl(path))
+
+
+def test_write_jsonl_is_atomic_on_failure(tmp_path):
+    path = tmp_path / "out.jsonl"
+    vio.write_jsonl(path, [{"a": 1}])
+
+    def rows():
+        yield {"a": 2}
+        raise RuntimeError("generator died")
+
+    with pytest.raises(RuntimeError):
+        vio.write_jsonl(path, rows())
+    assert list(vio.read_jsonl(path)) == [{"a": 1}]  # old content intact, no partial file
+    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+
+
+def test_append_jsonl_appends_whole_lines(tmp_path):
+    path = tmp_path / "log.jsonl"
+    vio.append_jsonl(path, [{"i": 0}])
+    vio.append_jsonl(path, [{"i": 1}, {"i": 2}])
+    assert [r["i"] for r in vio.read_jsonl(path)] == [0, 1, 2]
+
+
+def _dataset(folder):
+    (folder / "images").mkdir(parents=True)
+    Image.new("RGB", (16, 16), "blue").save(folder / "images" / "a.png")
+    Image.new("RGB", (16, 16), "red").save(folder / "images" / "b.jpg")
+    items = [
+        Item(id="s1", task="mcq", question="Colour?", images=["images/a.png"], options=["red", "blue"], answer=[1],
+             meta={"general_type": "single", "specific_type": "Colour"}),
+        Item(id="m1", task="mcq", question="Which apply?", images=["images/b.jpg"], options=["red", "warm", "blue"],
+             answer=[0, 1], meta={"general_type": "multi", "specific_type": "Colour"}),
+    ]
+    vio.save_dataset(folder, items, vio.dataset_info("toy", license="CC0"))
+    return items
+
+
+def test_dataset_folder_round_trips_and_loads_with_hf_datasets(tmp_path):
+    items = _dataset(tmp_path / "ds")
+    assert vio.load_items(tmp_path / "ds") == items
+    info = vio.load_dataset_info(tmp_path / "ds")
+    assert info["num_items"] == 2 and info["license"] == "CC0" and "created" in info
+    hf = vio.to_hf_dataset(tmp_path / "ds")
+    assert hf.num_rows == 2 and hf[1]["answer"] == [0, 1] and hf[0]["images"] == ["images/a.png"]
+
+
+def test_duplicate_ids_are_refused(tmp_path):
+    item = Item(id="x", task="vqa.open", question="?", answer=["a"])
+    with pytest.raises(ValueError, match="duplicate item id 'x'"):
+        vio.save_dataset(tmp_path, [item, item], vio.dataset_info("dup"))
+
+
+def test_tsv_round_trip_with_base64_images(tmp_path):
+    items = _dataset(tmp_path / "ds")
+    n = vio.export_tsv(tmp_path / "ds", items, tmp_path / "bench.tsv")
+    back, report = vio.import_tsv(tmp_path / "bench.tsv", tmp_path / "imported")
+    assert n == 2 and report.loaded == 2 and not report.skipped
+    assert [(b.id, b.options, b.answer) for b in back] == [(i.id, i.options, i.answer) for i in items]
+    for b, i in zip(back, items):  # image bytes survive unchanged
+        assert (tmp_path / "imported" / b.images[0]).read_bytes() == (tmp_path / "ds" / i.images[0]).read_bytes()
+
+
+def test_tsv_import_reports_rows_with_bad_images(tmp_path):
+    items = _dataset(tmp_path / "ds")
+    vio.export_tsv(tmp_path / "ds", items, tmp_path / "bench.tsv")
+    lines = (tmp_path / "bench.tsv").read_text().splitlines()
+    cols = lines[1].split("\t")
+    cols[2] = "bm90IGFuIGltYWdl"  # base64 of "not an image"
+    lines[1] = "\t".join(cols)
+    (tmp_path / "bench.tsv").write_text("\n".join(lines) + "\n")
+    back, report = vio.import_tsv(tmp_path / "bench.tsv", tmp_path / "imported")
+    assert [b.id for b in back] == ["m1"]
+    assert len(report.skipped) == 1 and "id=s1" in report.skipped[0][0]
+
+
+def test_tsv_export_names_a_bad_image(tmp_path):
+    items = _dataset(tmp_path / "ds")
+    (tmp_path / "ds" / "images" / "a.png").write_bytes(b"")
+    with pytest.raises(vio.ImageError, match="a.png"):
+        vio.export_tsv(tmp_path / "ds", items, tmp_path / "bench.tsv")
+
+
+MEMEQA = SHARED_DATA / "memeqa"
+
+
+@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is not on this machine")
+@pytest.mark.parametrize("variant", ["none-plus", "none-minus"])
+def test_memeqa_dev_round_trips(tmp_path, variant):
+    src = MEMEQA / variant / "dev.json"
+    items = vio.import_memeqa(src)
+    original = json.loads(src.read_text())
+    assert len(items) == len(original) == 1973
+    assert len({i.meta["specific_type"] for i in items}) == 11
+    multi = [i for i in items if i.meta["general_type"] == "multi"]
+    assert multi and all(isinstance(i.answer, list) for i in multi)
+    vio.export_memeqa(items, tmp_path / "dev.json")
+    assert json.loads((tmp_path / "dev.json").read_text()) == original
+
+
+def test_memeqa_missing_key_is_named(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([{"id": "q", "img": "a.png", "question": "?", "options": ["a"], "general_type": "single"}]))
+    with pytest.raises(ValueError, match=r"bad.json: record 0 \(id='q'\) lacks key\(s\) \['specific_type', 'answer_key'\]"):
+        vio.import_memeqa(path)

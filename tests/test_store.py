@@ -1,0 +1,128 @@
+"""The call cache: hits skip the model, results survive a SIGKILL, raw outputs can be re-parsed."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from lib.models import Constraint, Request, generate
+from lib.models.base import Model, Response
+from lib.store import CallStore, call_key
+
+
+class Echo(Model):
+    """A model that answers its prompt back and counts what it computed."""
+
+    batch_size = 4
+
+    def __init__(self, spec=None, fail_on=()):
+        super().__init__(spec or {"backend": "echo", "name": "echo"})
+        self.computed, self.fail_on = [], fail_on
+
+    def _load(self):
+        pass
+
+    def _generate(self, requests, on_result):
+        out = []
+        for i, r in enumerate(requests):
+            text = r.messages[-1]["content"][-1]["text"]
+            self.computed.append(text)
+            resp = Response(text="ERR", method="error", valid=False) if text in self.fail_on else Response(text=text)
+            out.append(resp)
+            on_result(i, resp)
+        return out
+
+
+def test_cached_calls_do_not_reach_the_model(tmp_path):
+    store = CallStore(tmp_path / "calls.sqlite")
+    reqs = [Request.simple(f"q{i}") for i in range(10)]
+    first = generate(Echo(), reqs, store=store, progress=False)
+    model = Echo()
+    again = generate(model, reqs + [Request.simple("new")], store=store, progress=False)
+    assert model.computed == ["new"]
+    assert again.n_cached == 10 and again.n_computed == 1
+    assert [r.text for r in again[:10]] == [r.text for r in first] and all(r.cached for r in again[:10])
+
+
+def test_key_covers_model_settings_constraint_and_image_content(tmp_path, images):
+    r = Request.simple("q", [images[0]])
+    base = call_key("m", r)
+    assert call_key("other-model", r) != base
+    assert call_key("m", Request.simple("q", [images[0]], max_new_tokens=5)) != base
+    assert call_key("m", Request.simple("q", [images[0]], constraint=Constraint(choices=("a", "b")))) != base
+    assert call_key("m", Request.simple("q", [images[1]])) != base
+    copy = tmp_path / "renamed.png"
+    copy.write_bytes(images[0].read_bytes())
+    assert call_key("m", Request.simple("q", [copy])) == base  # content, not the path, identifies an image
+
+
+def test_failed_calls_are_not_cached_so_a_rerun_retries_them(tmp_path):
+    store = CallStore(tmp_path / "calls.sqlite")
+    reqs = [Request.simple("ok"), Request.simple("down")]
+    generate(Echo(fail_on={"down"}), reqs, store=store, progress=False)
+    model = Echo()
+    generate(model, reqs, store=store, progress=False)
+    assert model.computed == ["down"]
+
+
+def test_identical_requests_in_one_run_are_computed_once(tmp_path):
+    model = Echo()
+    out = generate(model, [Request.simple("same")] * 5, store=CallStore(tmp_path / "c.sqlite"), progress=False)
+    assert model.computed == ["same"] and len(out) == 5
+
+
+def test_stored_raw_output_is_reparsed_without_a_model(tmp_path):
+    store = CallStore(tmp_path / "calls.sqlite")
+    reqs = [Request.simple("The answer is B."), Request.simple("no idea")]
+    generate(Echo(), reqs, store=store, progress=False)
+    keys = [call_key(Echo().fingerprint, r) for r in reqs]
+    again = store.reparse(keys, Constraint(choices=("A", "B", "C")))
+    assert [(r.parsed, r.method, r.valid) for r in again] == [("B", "parse:contains", True), (None, "invalid", False)]
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import json, os, sys, time
+    from lib.models import Request, generate, load_model
+    from lib.store import CallStore
+
+    model = load_model({"backend": "tiny", "name": "llava"})
+    inner = model._generate
+    def slow(batch, on_result):  # log each batch before computing it; slow enough to be killed mid-run
+        with open(sys.argv[2], "a") as f:
+            f.write(json.dumps([r.messages[-1]["content"][-1]["text"] for r in batch]) + "\\n")
+        time.sleep(0.15)
+        return inner(batch, on_result)
+    model._generate = slow
+    reqs = [Request.simple(f"question {i}", [sys.argv[3]], max_new_tokens=3) for i in range(200)]
+    out = generate(model, reqs, store=CallStore(sys.argv[1]), batch_size=10, progress=False)
+    print(json.dumps({"n": len(out), "cached": out.n_cached, "computed": out.n_computed}))
+""")
+
+
+def test_sigkill_halfway_then_rerun_loses_at_most_the_batch_in_flight(tmp_path, images):
+    db, log = tmp_path / "calls.sqlite", tmp_path / "batches.jsonl"
+    script = tmp_path / "job.py"
+    script.write_text(KILL_SCRIPT)
+    cmd = [sys.executable, str(script), str(db), str(log), str(images[0])]
+    proc = subprocess.Popen(cmd, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if db.exists() and len(CallStore(db)) >= 100:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    stored = len(CallStore(db))
+    started = sum(len(json.loads(line)) for line in log.read_text().splitlines())
+    assert 100 <= stored < 200, "the kill did not land halfway"
+    assert started - stored <= 10, "more than the in-flight batch was lost"
+
+    rerun = subprocess.run(cmd, env=os.environ.copy(), capture_output=True, text=True, timeout=300, check=True)
+    summary = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert summary == {"n": 200, "cached": stored, "computed": 200 - stored}
+    store = CallStore(db)
+    keys = [k for k, _, _ in store.records()]
+    assert len(keys) == len(set(keys)) == 200
