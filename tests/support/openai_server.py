@@ -25,11 +25,13 @@ class OpenAIStub:
         self.delay_s, self.stall_s = delay_s, stall_s
         self.attempts: Counter = Counter()
         self.auth_headers: set[str] = set()
+        self.bodies: list[dict] = []
         self.in_flight = self.max_in_flight = 0
         self.url = ""
 
     async def _chat(self, request: web.Request) -> web.Response:
         body = await request.json()
+        self.bodies.append(body)
         self.auth_headers.add(request.headers.get("Authorization", ""))
         last = body["messages"][-1]["content"]
         text = last if isinstance(last, str) else " ".join(p.get("text", "") for p in last if p.get("type") == "text")

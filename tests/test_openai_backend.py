@@ -1,0 +1,80 @@
+"""The openai backend with the real openai client against a real HTTP server on 127.0.0.1."""
+
+import base64
+
+import pytest
+
+from lib.models import Constraint, Request, generate, load_model
+from lib.store import CallStore
+
+from .support.openai_server import OpenAIStub
+
+
+@pytest.fixture
+def server():
+    with OpenAIStub(stall_s=3) as s:
+        yield s
+
+
+def _model(server, **kw):
+    spec = {"backend": "openai", "name": "stub-vlm", "base_url": server.url, "api_key_env": "VQALAB_TEST_KEY",
+            "concurrency": 4, "max_retries": 3, "timeout_s": 1.5, **kw}
+    return load_model(spec)
+
+
+def test_retries_where_it_should_and_records_what_cannot_succeed(server, monkeypatch):
+    monkeypatch.setenv("VQALAB_TEST_KEY", "sk-test-123")
+    schema = {"type": "object", "properties": {"rating": {"type": "integer"}}, "required": ["rating"]}
+    reqs = [
+        Request.simple("rate limited [[429x2]]", constraint=Constraint(choices=("yes", "no"))),
+        Request.simple("server error [[500x1]]"),
+        Request.simple("slow [[timeoutx1]]"),
+        Request.simple("broken json [[malformed]]", constraint=Constraint(json_schema=schema)),
+        Request.simple("down for good [[always500]]"),
+        Request.simple("plain"),
+    ]
+    rl, err, slow, bad, down, plain = generate(_model(server), reqs, progress=False)
+    assert (rl.parsed, rl.method, rl.valid) == ("yes", "json_schema", True)
+    assert server.attempts["rate limited [[429x2]]"] == 3
+    assert err.valid and server.attempts["server error [[500x1]]"] == 2
+    assert slow.valid and server.attempts["slow [[timeoutx1]]"] == 2
+    # malformed structured output: kept raw, counted invalid, not retried or guessed
+    assert (bad.parsed, bad.method, bad.valid, bad.text) == (None, "invalid", False, '{"answer": "yes", ')
+    assert server.attempts["broken json [[malformed]]"] == 1
+    assert down.method == "error" and not down.valid and "500" in down.error
+    assert server.attempts["down for good [[always500]]"] == 4  # first try + 3 retries
+    assert plain.text == "echo: plain"
+
+
+def test_key_comes_from_the_named_variable_and_never_from_the_spec(server, monkeypatch):
+    monkeypatch.setenv("VQALAB_TEST_KEY", "sk-secret-value")
+    generate(_model(server), [Request.simple("hello")], progress=False)
+    assert server.auth_headers == {"Bearer sk-secret-value"}
+    with pytest.raises(ValueError, match="api_key_env"):
+        load_model({"backend": "openai", "name": "x", "api_key": "sk-oops"})
+
+
+def test_missing_key_fails_before_any_request(monkeypatch):
+    monkeypatch.delenv("VQALAB_MISSING_KEY", raising=False)
+    model = load_model({"backend": "openai", "name": "gpt-4o", "api_key_env": "VQALAB_MISSING_KEY"})
+    with pytest.raises(RuntimeError, match="VQALAB_MISSING_KEY"):
+        generate(model, [Request.simple("hi")], progress=False)
+
+
+def test_concurrency_limit_is_honoured(server):
+    server.delay_s = 0.1
+    generate(_model(server, concurrency=3), [Request.simple(f"q{i}") for i in range(12)], progress=False)
+    assert server.max_in_flight == 3
+
+
+def test_images_travel_as_data_urls_and_usage_and_cost_are_recorded(server, images, tmp_path):
+    model = _model(server, price_per_1m_input=2.0, price_per_1m_output=8.0)
+    store = CallStore(tmp_path / "calls.sqlite")
+    r = generate(model, [Request.simple("what is this?", [images[0]])], store=store, progress=False)[0]
+    url = server.bodies[-1]["messages"][-1]["content"][0]["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,")
+    assert base64.b64decode(url.split(",", 1)[1]) == images[0].read_bytes()
+    assert (r.prompt_tokens, r.completion_tokens) == (110, 5)
+    assert r.cost_usd == pytest.approx((110 * 2.0 + 5 * 8.0) / 1e6)
+    again = generate(model, [Request.simple("what is this?", [images[0]])], store=store, progress=False)
+    assert again.n_cached == 1 and again[0].cost_usd == r.cost_usd

@@ -1,0 +1,64 @@
+"""Project hygiene a user relies on: one package list, clean paired notebooks, nothing ignored by mistake."""
+
+import json
+import re
+import subprocess
+import tomllib
+
+import jupytext
+import pytest
+import yaml
+
+from lib.paths import NOTEBOOKS, ROOT
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_environment_yml_lists_the_same_packages_as_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pip_reqs = project["dependencies"] + project["optional-dependencies"]["dev"]
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda_pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert sorted(conda_pip) == sorted(pip_reqs)  # same names AND same version pins
+    assert {_name(r) for r in conda_pip} == {_name(r) for r in pip_reqs}
+
+
+def test_torch_is_pinned_everywhere():
+    assert '"torch==2.13.0"' in (ROOT / "pyproject.toml").read_text()
+    assert "torch==2.13.0" in (ROOT / "environment.yml").read_text()
+
+
+NOTEBOOK_FILES = sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.name)
+def test_committed_notebook_is_stripped_tagged_and_has_a_kernelspec(path):
+    nb = json.loads(path.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "run `make strip`"
+    assert sum("parameters" in c.get("metadata", {}).get("tags", []) for c in code) == 1
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    assert nb["cells"][0]["cell_type"] == "markdown" and nb["cells"][0]["source"][0].startswith("# ")
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.name)
+def test_notebook_and_its_percent_script_are_in_sync(path):
+    script = path.with_suffix(".py")
+    assert script.exists(), f"{path.name} has no paired {script.name}: run `make strip`"
+    a, b = jupytext.read(path), jupytext.read(script)
+    assert [c.source for c in a.cells] == [c.source for c in b.cells], "run `make strip` (jupytext --sync)"
+
+
+def test_no_function_or_class_is_defined_in_a_notebook():
+    for script in NOTEBOOKS.glob("[0-9][0-9]_*.py"):
+        assert not re.search(r"^\s*(def|class) ", script.read_text(), re.M), f"{script.name}: move it to lib/"
+
+
+def test_gitignore_keeps_lib_and_ignores_outputs_and_weights():
+    def ignored(path: str) -> bool:
+        return subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0
+
+    assert not ignored("lib/models/hf.py") and not ignored("lib/data/tiny_corpus.txt")
+    assert ignored("outputs/demo/x.json") and ignored("model.safetensors") and ignored("w.gguf")
