@@ -38,7 +38,7 @@ lab: $(STAMP)
 	$(PY) -m jupyter lab --ip 127.0.0.1 --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 bench: $(STAMP)
-	$(OFFLINE) $(PY) benchmarks/run.py
+	$(OFFLINE) $(PY) -m benchmarks.run
 
 # Pair .py -> .ipynb and strip outputs (keeps the parameters tag); run before committing notebooks.
 strip: $(STAMP)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -124,10 +125,21 @@ class Response:
         return cls(**d, cached=cached)
 
 
+_FILE_HASHES: dict[tuple, str] = {}
+
+
 def image_sha256(image) -> str:
-    """Content hash of an image given as a path (file bytes) or a PIL image (mode, size, pixels)."""
+    """Content hash of an image given as a path (file bytes) or a PIL image (mode, size, pixels).
+
+    File hashes are memoised per (path, size, mtime) for the process: a rerun over a cached
+    dataset would otherwise spend most of its time re-reading images it never decodes.
+    """
     if isinstance(image, (str, Path)):
-        return hashlib.sha256(Path(image).read_bytes()).hexdigest()
+        stat = os.stat(image)
+        memo = (os.path.abspath(image), stat.st_size, stat.st_mtime_ns)
+        if memo not in _FILE_HASHES:
+            _FILE_HASHES[memo] = hashlib.sha256(Path(image).read_bytes()).hexdigest()
+        return _FILE_HASHES[memo]
     if isinstance(image, Image.Image):
         h = hashlib.sha256(f"{image.mode}:{image.size}".encode())
         h.update(image.tobytes())

@@ -161,7 +161,7 @@ class HFModel(Model):
         for r in batch:
             texts.append(self._chat_text(r))
             imgs = [im if not isinstance(im, (str, Path)) else load_image(im) for im in r.images()]
-            images.append([im.convert("RGB") for im in imgs])
+            images.append([im if im.mode == "RGB" else im.convert("RGB") for im in imgs])
         if suffix is not None:
             texts = [t + s for t, s in zip(texts, suffix)]
         kwargs = {"text": texts, "return_tensors": "pt", "padding": True}

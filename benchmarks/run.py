@@ -1,0 +1,18 @@
+"""Run every benchmark module (``make bench``); each writes ``outputs/bench/<name>.json``."""
+
+import importlib
+import pkgutil
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":
+    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name not in ("run",))
+    failed = []
+    for name in names:
+        print(f"== benchmarks.{name}", flush=True)
+        result = importlib.import_module(f"benchmarks.{name}").main()
+        if not result.get("meets_targets", True):
+            failed.append(name)
+    if failed:
+        print(f"targets missed: {failed}", file=sys.stderr)
+        sys.exit(1)
