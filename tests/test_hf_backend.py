@@ -78,3 +78,13 @@ def test_models_load_lazily():
 def test_unknown_backend_is_named():
     with pytest.raises(ValueError, match="'vllm'"):
         load_model({"backend": "vllm", "name": "x"})
+
+
+def test_embedded_sentence_encoder_loads_offline():
+    from sentence_transformers import SentenceTransformer
+
+    from lib.models.tiny import minilm_path
+
+    encoder = SentenceTransformer(str(minilm_path()), device="cpu")
+    a, b, c = encoder.encode(["a red circle", "a crimson disc", "quarterly tax report"], normalize_embeddings=True)
+    assert a.shape == (384,) and a @ b > a @ c
