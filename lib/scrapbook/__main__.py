@@ -1,0 +1,53 @@
+"""Command line for cluster runs.
+
+    python -m lib.scrapbook --params params/04_scrapbook.unique_all.yaml --out DIR [--shard i --num-shards k]
+    python -m lib.scrapbook merge --out DIR SHARD_DIR [SHARD_DIR ...]
+
+The params file is flat YAML whose keys are :class:`ScrapbookParams` fields (a stage params file
+of the pipeline works as it is; ``run`` is ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from lib.scrapbook.generate import ScrapbookParamError, ScrapbookParams, generate, merge
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["merge"]:
+        ap = argparse.ArgumentParser(prog="python -m lib.scrapbook merge")
+        ap.add_argument("--out", required=True)
+        ap.add_argument("shards", nargs="+")
+        args = ap.parse_args(argv[1:])
+        stats = merge(args.shards, args.out)
+    else:
+        ap = argparse.ArgumentParser(prog="python -m lib.scrapbook", description="Generate a Scrapbook dataset.")
+        ap.add_argument("--params", required=True, help="flat YAML of ScrapbookParams fields")
+        ap.add_argument("--out", required=True)
+        ap.add_argument("--shard", type=int, default=0)
+        ap.add_argument("--num-shards", type=int, default=1)
+        ap.add_argument("--seed", type=int, help="overrides the file's seed")
+        args = ap.parse_args(argv)
+        data = yaml.safe_load(Path(args.params).read_text()) or {}
+        data.pop("run", None)
+        if args.seed is not None:
+            data["seed"] = args.seed
+        try:
+            params = ScrapbookParams.from_dict(data, source=args.params)
+            stats = generate(params, args.out, args.shard, args.num_shards)
+        except ScrapbookParamError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    print(json.dumps({k: stats[k] for k in ("images", "questions", "by_type", "placement_failures")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,605 @@
+"""Scrapbook dataset generation: sets, backgrounds, arrangements, images, questions, streamed out.
+
+Units of work are ``(set s, background b, arrangement a, region pair p)``. For each unit the main
+object goes in the pair's first region and the reference object in the second so that the main
+object stands at one relative position to it; the relative positions are tried in a seeded order
+and the first that can be placed is used (so each unit yields one scene of up to ``x`` images,
+which gives the paper's 162 images for Table 2's parameters). Then the remaining arrangement
+objects are added one at a time, none overlapping and none standing in that relative position to
+the reference. Every step is an image whose scene records its parent (one object fewer).
+
+Each unit has its own RNG seeded from ``(seed, s, b, a, p)``, so shards produce exactly the units
+the unsharded run would, and :func:`merge` restores the unsharded files byte for byte.
+Choices where the paper is silent are in :mod:`lib.scrapbook.layout` and
+:mod:`lib.scrapbook.questions`, and here:
+- deterministic selection slides a window one position per set over the vocabulary lists
+  (classes, colours) and over the sizes ``70 + 40k`` for ``k < N``, wrapping around;
+- plain backgrounds are the vocabulary colours unused by the set's objects, in vocabulary order;
+  photographs are resized and centre-cropped to the plain canvas size (1280x768);
+- question sets per image: see :func:`queries`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+import shutil
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from PIL import Image, ImageOps
+
+from lib.scrapbook import questions as Q
+from lib.scrapbook.layout import Placer, region_of, regions, relation
+from lib.scrapbook.objects import ObjectSpec, coco_classes, draw_shape, load_cutout, vocabulary
+
+SELECTIONS = ("same", "unique", "random")
+OPPOSITE = {"upper left": "lower right", "above": "below", "upper right": "lower left", "left": "right",
+            "right": "left", "lower left": "upper right", "below": "above", "lower right": "upper left"}
+
+
+class ScrapbookParamError(ValueError):
+    """An invalid generator parameter, named, raised before anything is generated."""
+
+
+@dataclass
+class ScrapbookParams:
+    """The generator's parameters (paper Table 2 names in comments)."""
+
+    objects: str = "shapes"  # shapes | cutouts (a folder of RGBA files per class) | coco
+    object_selection: str = "deterministic"  # deterministic (sliding window) | random
+    class_selection: str = "unique"  # same | unique | random
+    color_selection: str = "unique"
+    size_selection: str = "unique"
+    n_sets: int = 3  # S
+    objects_per_set: int = 5  # N
+    n_backgrounds: int = 3  # B
+    n_arrangements: int = 2  # A
+    objects_per_image: int = 3  # x
+    n_region_pairs: int = 3  # P
+    n_questions_per_type: int = 3
+    backgrounds: str = "plain"  # plain | samples (scikit-image photographs) | a folder of images
+    cutouts_dir: str = ""  # objects=cutouts: <dir>/<class>/*.png (RGBA)
+    coco_images: str = ""  # objects=coco: the images folder (e.g. val2017/)
+    coco_annotations: str = ""  # objects=coco: instances_val2017.json
+    shapes: list = field(default_factory=lambda: list(vocabulary()["shapes"]))
+    colors: list = field(default_factory=lambda: list(vocabulary()["colors"]))
+    seed: int = 0
+    max_tries: int = 400  # placement draws per object before giving up (counted, reported)
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "params") -> "ScrapbookParams":
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ScrapbookParamError(f"{source}: unknown Scrapbook parameter(s) {unknown}; known: {sorted(known)}")
+        return cls(**d)
+
+    def validate(self) -> None:
+        """Fail before generating, naming the parameter at fault."""
+        v = vocabulary()
+        def bad(name, why):
+            raise ScrapbookParamError(f"Scrapbook parameter {name}={getattr(self, name)!r}: {why}")
+
+        for name in ("n_sets", "objects_per_set", "n_backgrounds", "n_arrangements", "objects_per_image",
+                     "n_region_pairs", "n_questions_per_type", "max_tries"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                bad(name, "must be a positive integer")
+        if self.objects not in ("shapes", "cutouts", "coco"):
+            bad("objects", "must be shapes, cutouts or coco")
+        if self.object_selection not in ("deterministic", "random"):
+            bad("object_selection", "must be deterministic or random")
+        for name in ("class_selection", "color_selection", "size_selection"):
+            if getattr(self, name) not in SELECTIONS:
+                bad(name, f"must be one of {SELECTIONS}")
+        if self.objects_per_image > self.objects_per_set:
+            bad("objects_per_image", f"x cannot exceed objects_per_set (N={self.objects_per_set})")
+        if self.objects_per_image < 2:
+            bad("objects_per_image", "x must be at least 2 (a main and a reference object)")
+        if self.n_region_pairs > 81:
+            bad("n_region_pairs", "P cannot exceed the 81 ordered pairs of the 9 regions")
+        n = self.objects_per_set
+        if self.n_arrangements > n * (n - 1):
+            bad("n_arrangements", f"A cannot exceed the N*(N-1)={n * (n - 1)} ordered (main, reference) pairs")
+        unknown_shapes = [s for s in self.shapes if s not in v["shapes"]]
+        if unknown_shapes:
+            bad("shapes", f"unknown shape(s) {unknown_shapes}; known: {v['shapes']}")
+        unknown_colors = [c for c in self.colors if c not in v["colors"]]
+        if unknown_colors:
+            bad("colors", f"unknown colour(s) {unknown_colors}; known: {list(v['colors'])}")
+        if self.objects == "shapes":
+            for name, pool in (("class_selection", self.shapes), ("color_selection", self.colors)):
+                if getattr(self, name) == "unique" and len(pool) < n:
+                    bad(name, f"unique selection needs at least N={n} values, the list has {len(pool)}")
+        if self.objects == "cutouts" and not Path(self.cutouts_dir).is_dir():
+            bad("cutouts_dir", "objects=cutouts needs a folder of <class>/<file>.png cut-outs")
+        if self.objects == "coco":
+            if not Path(self.coco_images).is_dir():
+                bad("coco_images", "objects=coco needs the COCO images folder (e.g. val2017/)")
+            if not Path(self.coco_annotations).is_file():
+                bad("coco_annotations", "objects=coco needs the instances JSON (e.g. instances_val2017.json)")
+        if self.backgrounds not in ("plain", "samples") and not Path(self.backgrounds).is_dir():
+            bad("backgrounds", "must be plain, samples, or an existing folder of images")
+        width, height = vocabulary()["canvas"]
+        side = vocabulary()["size_start"] + vocabulary()["size_step"] * (n - 1)  # the largest object
+        if self.objects == "shapes" and min(side, width // 3) * min(side, height // 3) < 0.75 * side * side:
+            bad("objects_per_set", f"its largest object ({side}px) cannot sit 3/4 inside a "
+                                   f"{width // 3}x{height // 3} region")
+
+
+def _select(pool: list, n: int, how: str, window: int, deterministic: bool, rng: random.Random) -> list:
+    if how == "same":
+        return [pool[window % len(pool)] if deterministic else rng.choice(pool)] * n
+    if how == "random":
+        return [rng.choice(pool) for _ in range(n)]
+    if deterministic:
+        return [pool[(window + j) % len(pool)] for j in range(n)]
+    return rng.sample(pool, n)
+
+
+@dataclass
+class Resources:
+    """What the units draw from: cut-out files per class and background images, validated once."""
+
+    cutouts: dict[str, list[Path]] = field(default_factory=dict)
+    background_files: list[Path] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def prepare(params: ScrapbookParams, cache: Path) -> Resources:
+    """Validate parameters and load the object and background sources (before any generation)."""
+    from lib.io import scan_images
+    from lib.scrapbook.objects import cutouts_from_folder, extract_coco_cutouts
+
+    params.validate()
+    res = Resources()
+    if params.objects == "cutouts":
+        res.cutouts = cutouts_from_folder(params.cutouts_dir)
+    elif params.objects == "coco":
+        res.cutouts = extract_coco_cutouts(params.coco_images, params.coco_annotations, cache / "coco_cutouts")
+    if params.objects != "shapes":
+        res.cutouts = {c: f for c, f in sorted(res.cutouts.items()) if f}
+        if params.class_selection == "unique" and len(res.cutouts) < params.objects_per_set:
+            raise ScrapbookParamError(
+                f"Scrapbook parameter objects={params.objects!r}: {len(res.cutouts)} classes with usable cut-outs, "
+                f"unique selection needs objects_per_set={params.objects_per_set}")
+    if params.backgrounds != "plain":
+        folder = Path(params.backgrounds)
+        if params.backgrounds == "samples":
+            from lib.setup import write_sample_images
+
+            folder = cache / "backgrounds"
+            write_sample_images(folder, ("astronaut", "hubble_deep_field", "immunohistochemistry", "camera"))
+        files, report = scan_images(folder)
+        min_side = vocabulary()["min_background_side"]
+        for f in files:
+            with Image.open(f) as im:
+                if min(im.size) >= min_side:
+                    res.background_files.append(f)
+                else:
+                    report.skipped.append((str(f), f"smaller than {min_side}x{min_side}"))
+        res.skipped = report.skipped
+        if len(res.background_files) < params.n_backgrounds:
+            raise ScrapbookParamError(
+                f"Scrapbook parameter n_backgrounds={params.n_backgrounds}: only {len(res.background_files)} usable "
+                f"background images in {folder} ({len(res.skipped)} skipped: {res.skipped[:3]})")
+    return res
+
+
+def object_sets(params: ScrapbookParams, res: Resources) -> list[list[ObjectSpec]]:
+    """The S sets of N objects (deterministic sliding window or seeded random)."""
+    rng = random.Random(f"{params.seed}:sets")
+    det = params.object_selection == "deterministic"
+    n = params.objects_per_set
+    v = vocabulary()
+    sizes = [v["size_start"] + v["size_step"] * k for k in range(n)]
+    sets = []
+    for s in range(params.n_sets):
+        if params.objects == "shapes":
+            kinds = _select(params.shapes, n, params.class_selection, s, det, rng)
+            colors = _select(params.colors, n, params.color_selection, s, det, rng)
+            sz = _select(sizes, n, params.size_selection, s, det, rng)
+            sets.append([ObjectSpec(k, c, z) for k, c, z in zip(kinds, colors, sz)])
+        else:
+            kinds = _select(sorted(res.cutouts), n, params.class_selection, s, det, rng)
+            sets.append([ObjectSpec(k, source=str(random.Random(f"{params.seed}:{s}:{j}").choice(res.cutouts[k])))
+                         for j, k in enumerate(kinds)])
+    return sets
+
+
+def set_backgrounds(params: ScrapbookParams, res: Resources, objs: list[ObjectSpec], s: int) -> list[str]:
+    """The B backgrounds of set ``s``: colour names (plain) or image paths."""
+    if params.backgrounds == "plain":
+        used = {o.color for o in objs}
+        free = [c for c in vocabulary()["colors"] if c not in used]
+        if len(free) < params.n_backgrounds:
+            raise ScrapbookParamError(
+                f"Scrapbook parameter n_backgrounds={params.n_backgrounds}: set {s} leaves only {len(free)} plain "
+                f"colours unused by its objects ({free})")
+        return free[:params.n_backgrounds]
+    files = [str(f) for f in res.background_files]
+    if params.object_selection == "deterministic":
+        return [files[(s + j) % len(files)] for j in range(params.n_backgrounds)]
+    return random.Random(f"{params.seed}:bg:{s}").sample(files, params.n_backgrounds)
+
+
+def units(params: ScrapbookParams) -> list[tuple[int, int, int, int]]:
+    return [(s, b, a, p) for s in range(params.n_sets) for b in range(params.n_backgrounds)
+            for a in range(params.n_arrangements) for p in range(params.n_region_pairs)]
+
+
+def arrangement(objs: list[ObjectSpec], a: int) -> list[ObjectSpec]:
+    """Arrangement ``a``: main = object a, reference = the next one, then the rest in set order;
+    (main, reference) pairs differ between arrangements for a < N*(N-1)."""
+    n = len(objs)
+    main, ref = a % n, (a % n + 1 + a // n) % n
+    return [objs[main], objs[ref]] + [o for i, o in enumerate(objs) if i not in (main, ref)]
+
+
+
+@lru_cache(maxsize=512)
+def sprite(spec: ObjectSpec) -> tuple[Image.Image, Image.Image]:
+    """The RGBA sprite and mask of an object (drawn once per process)."""
+    return draw_shape(spec.kind, spec.color, spec.size) if spec.is_shape else load_cutout(spec.source)
+
+
+def background(name: str, size: tuple[int, int]) -> Image.Image:
+    if name in vocabulary()["colors"]:
+        return Image.new("RGB", size, tuple(vocabulary()["colors"][name]))
+    from lib.io import load_image
+
+    return ImageOps.fit(load_image(name), size)
+
+
+@dataclass
+class Step:
+    """One generated image: its pixels, its object-index mask and its scene record."""
+
+    image: Image.Image
+    mask: Image.Image
+    scene: dict
+
+
+def _object_record(i: int, spec: ObjectSpec, box, role: str, width: int, height: int) -> dict:
+    rec = {"index": i, "role": role, "shape": spec.kind, "box": list(box), "region": region_of(box, width, height)}
+    if spec.is_shape:
+        rec.update(color=spec.color, size=spec.size)
+    else:
+        rec["source"] = spec.source
+    return rec
+
+
+def build_unit(params: ScrapbookParams, unit: tuple, objs: list[ObjectSpec], bg: str, failures: Counter) -> list[Step]:
+    """The images of one unit (main, + reference, + each further object), or [] when the pair of
+    regions admits no placement (counted in ``failures``)."""
+    s, b, a, p = unit
+    width, height = vocabulary()["canvas"]
+    rng = random.Random(f"{params.seed}:{s}:{b}:{a}:{p}")
+    order = arrangement(objs, a)
+    grid = regions(width, height)
+    names = list(grid)
+    pairs = random.Random(f"{params.seed}:pairs:{s}:{b}:{a}").sample(
+        [(r1, r2) for r1 in names for r2 in names], params.n_region_pairs)
+    r_main, r_ref = pairs[p]
+    placer = Placer(width, height, rng, max_tries=params.max_tries)
+    main_spec, ref_spec = order[0], order[1]
+    mw, mh = sprite(main_spec)[0].size
+    rw, rh = sprite(ref_spec)[0].size
+    relations = list(vocabulary()["relations"])
+    rng.shuffle(relations)
+    placed = None
+    for rel in relations:
+        for _ in range(10):  # a few main positions per relation before trying the next relation
+            main_box = placer.place(mw, mh, [], grid[r_main])
+            if main_box is None:
+                break
+            ref_box = placer.place(rw, rh, [main_box], grid[r_ref], check=lambda box: relation(main_box, box) == rel)
+            if ref_box is not None:
+                placed = (rel, main_box, ref_box)
+                break
+        if placed:
+            break
+    if placed is None:
+        failures["unit: no placement for the region pair"] += 1
+        return []
+    rel, main_box, ref_box = placed
+    boxes, specs, roles = [main_box, ref_box], [main_spec, ref_spec], ["main", "reference"]
+    for spec in order[2:params.objects_per_image]:
+        w, h = sprite(spec)[0].size
+        box = placer.place(w, h, boxes, check=lambda bx: relation(bx, ref_box) != rel)
+        if box is None:
+            failures["object: no free position"] += 1
+            break
+        boxes.append(box)
+        specs.append(spec)
+        roles.append("other")
+
+    canvas = background(bg, (width, height))
+    mask = Image.new("L", (width, height), 0)
+    steps, parent = [], None
+    base = f"s{s}_b{b}_a{a}_p{p}"
+    for k, (spec, box, role) in enumerate(zip(specs, boxes, roles)):
+        spr, m = sprite(spec)
+        canvas = canvas.copy()
+        canvas.paste(spr, box[:2], m)
+        mask = mask.copy()
+        mask.paste(k + 1, box[:2], m)
+        image_id = f"{base}_x{k + 1}"
+        present = [_object_record(i, sp, bx, rl, width, height)
+                   for i, (sp, bx, rl) in enumerate(zip(specs[:k + 1], boxes[:k + 1], roles[:k + 1]))]
+        absent = [dict(spec_attrs(sp), role=("reference" if j == 1 else "other")) for j, sp in enumerate(order)
+                  if j > k or j >= len(specs)]
+        scene = {"id": image_id, "image": f"images/{image_id}.png", "mask": f"masks/{image_id}.png",
+                 "parent": parent, "unit": list(unit), "set": s, "background": bg, "width": width, "height": height,
+                 "relation": rel, "region_pair": [r_main, r_ref], "objects": present, "absent": absent}
+        steps.append(Step(canvas, mask, scene))
+        parent = image_id
+    return steps
+
+
+def spec_attrs(spec: ObjectSpec) -> dict:
+    return spec.attributes()
+
+
+def _descriptors(attrs: dict) -> list[dict]:
+    if attrs.get("color") is None:
+        return [{"shape": attrs["shape"]}]
+    return [{"shape": attrs["shape"]}, {"color": attrs["color"]}, {"color": attrs["color"], "shape": attrs["shape"]}]
+
+
+def _unique(dicts) -> list[dict]:
+    seen, out = set(), []
+    for d in dicts:
+        key = tuple(sorted(d.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
+def queries(scene: dict) -> list[dict]:
+    """The structured queries asked about one image.
+
+    Targets: every descriptor (shape, colour, colour+shape) of every arrangement object, present or
+    absent, plus wrong combinations (a present object's colour with an absent object's shape).
+    Presence and counting: each target without position, at each region holding an object or
+    named by the unit's region pair, and relative to each descriptor of the reference object and
+    of one absent object (for subgroup _4), in the unit's relation and its opposite.
+    Confirmation: each present object's shape claimed of its colour (and of the position it is at,
+    and relative to the reference) with its true and a wrong characteristic. Recognition: the
+    colour, shape and region of each present object, asked only where the subject is unique.
+    """
+    present = [{k: o.get(k) for k in ("shape", "color")} for o in scene["objects"]]
+    present = [{k: v for k, v in o.items() if v is not None} for o in present]
+    absent = [{k: v for k, v in a.items() if k in ("shape", "color") and v is not None} for a in scene["absent"]]
+    targets = _unique([d for o in present + absent for d in _descriptors(o)]
+                      + [{"color": p["color"], "shape": a["shape"]} for p in present for a in absent[:1]
+                         if "color" in p and a["shape"] != p["shape"]])
+    region_list = sorted({o["region"] for o in scene["objects"]} | set(scene["region_pair"]),
+                         key=vocabulary()["regions"].index)
+    rel = scene["relation"]
+    relations = [rel, OPPOSITE[rel]]
+    ref_obj = next((o for o in scene["objects"] if o["role"] == "reference"), None)
+    ref_attrs = ({k: ref_obj[k] for k in ("shape", "color") if ref_obj.get(k) is not None} if ref_obj else
+                 {k: v for k, v in scene["absent"][0].items() if k in ("shape", "color") and v is not None})
+    references = [d for d in _descriptors(ref_attrs) if "shape" in d]
+    if absent and absent[-1] != ref_attrs:
+        references.append({"shape": absent[-1]["shape"]})  # an absent reference: subgroup _4
+    out = []
+    for t in targets:
+        for kind in ("presence", "counting"):
+            out.append({"type": kind, "group": "np", "target": t})
+            out += [{"type": kind, "group": "abs", "target": t, "region": r} for r in region_list]
+            out += [{"type": kind, "group": "rel", "target": t, "relation": rl, "reference": ref}
+                    for rl in relations for ref in references if ref != t]
+    colors = [c for c in vocabulary()["colors"]]
+    for o, rec in zip(present, scene["objects"]):
+        wrong_shape = next((a["shape"] for a in absent if a["shape"] != o["shape"]), None)
+        if "color" in o:
+            wrong_color = next((c for c in colors if c != o["color"]), None)
+            for claim in (o["color"], wrong_color):
+                out.append({"type": "confirmation", "group": "np", "target": {"shape": o["shape"]}, "assert": {"color": claim}})
+        for claim in (o["shape"], wrong_shape):
+            if claim is None:
+                continue
+            out.append({"type": "confirmation", "group": "abs", "target": {}, "region": rec["region"],
+                        "assert": {"shape": claim}})
+            if ref_obj is not None and rec is not ref_obj:
+                out.append({"type": "confirmation", "group": "rel", "target": {}, "relation": relation(rec["box"], ref_obj["box"]),
+                            "reference": {"shape": ref_obj["shape"]}, "assert": {"shape": claim}})
+        if "color" in o:
+            out.append({"type": "recognition", "group": "np", "target": {"shape": o["shape"]}, "ask": "color"})
+            out.append({"type": "recognition", "group": "np", "target": {"color": o["color"]}, "ask": "shape"})
+        out.append({"type": "recognition", "group": "np", "target": dict(o), "ask": "region"})
+        asks = ("color", "shape") if "color" in o else ("shape",)
+        out += [{"type": "recognition", "group": "abs", "target": {}, "region": rec["region"], "ask": ask} for ask in asks]
+        if ref_obj is not None and rec is not ref_obj:
+            r = relation(rec["box"], ref_obj["box"])
+            out += [{"type": "recognition", "group": "rel", "target": {}, "relation": r,
+                     "reference": {"shape": ref_obj["shape"]}, "ask": ask} for ask in asks + ("region",)]
+    return [q for q in out if q["type"] != "recognition" or Q.evaluate(q, scene) != Q.UNK]
+
+
+def items_for(scene: dict, params: ScrapbookParams, shapes: list[str], colors: list[str]) -> Iterator[dict]:
+    """The dataset rows (Item dicts) of one image: n paraphrases per query, in the four forms."""
+    rng = random.Random(f"{params.seed}:q:{scene['id']}")
+    region_names = list(vocabulary()["regions"])
+    n = 0
+    for query in queries(scene):
+        answer = Q.evaluate(query, scene)
+        sub = Q.subgroup(query, scene)
+        concepts = Q.concepts(query)
+        texts = Q.paraphrases(query)
+        chosen = rng.sample(texts, min(params.n_questions_per_type, len(texts)))
+        alts = Q.alternatives(query, params.objects_per_set, colors, shapes, region_names)
+        meta_base = {"type": query["type"], "group": query["group"], "subgroup": sub, "level": min(4, len(concepts)),
+                     "concepts": concepts, "query": query, "absurd": answer == Q.UNK, "image": scene["id"],
+                     "parent": scene["parent"], "unit": scene["unit"]}
+        for text in chosen:
+            for form in Q.FORMS:
+                row = {"id": f"{scene['id']}-{n:05d}", "task": "scrapbook.qa",
+                       "question": Q.render(text, form, query, alts), "images": [scene["image"]]}
+                row["options"] = None  # enumerated choices live in meta: answers stay text in every form
+                row["answer"] = [alts[-1] if form == "enumerated" and answer == Q.UNK else answer]
+                row["meta"] = {**meta_base, "form": form, **({"alternatives": alts} if form == "enumerated" else {})}
+                n += 1
+                yield row
+
+
+class Summary:
+    """Counts by type / group / subgroup / form / level, and the concept tables (paper 5.1-5.2)."""
+
+    def __init__(self):
+        self.counts: Counter = Counter()
+        self.concepts: Counter = Counter()  # (level, kind, value, subgroup, type)
+        self.answers: dict = {}  # (level, kind, value) -> set of answer classes seen
+        self.images = 0
+
+    def add(self, row: dict) -> None:
+        m = row["meta"]
+        self.counts[(m["type"], m["group"], m["subgroup"], m["form"], m["level"])] += 1
+        if m["type"] in ("presence", "counting") and m["form"] == "original" and m["level"] <= 2:
+            t = m["query"]["target"]
+            if m["level"] == 1 or (m["group"] == "np") or (m["group"] == "abs" and len(t) == 1):
+                kind = "color + object" if len(t) == 2 else ("color" if "color" in t else "object")
+                value = " ".join(v for v in (t.get("color"), t.get("shape")) if v)
+                self.concepts[(m["level"], kind, value, m["subgroup"], m["type"])] += 1
+                answer = row["answer"][0]
+                cls = ("yes" if answer == "yes" else "no" if answer == "no" else
+                       "zero" if answer == "0" else "unk" if answer == Q.UNK else "positive")
+                self.answers.setdefault((m["level"], kind, value), set()).add(cls)
+
+    def tables(self):
+        import pandas as pd
+
+        counts = pd.DataFrame([dict(zip(("type", "group", "subgroup", "form", "level"), k), questions=v)
+                               for k, v in sorted(self.counts.items())])
+        rows = []
+        for (lvl, kind, value, sub, typ), v in sorted(self.concepts.items()):
+            seen = self.answers[(lvl, kind, value)]
+            rows.append({"level": lvl, "concept": kind, "value": value, "subgroup": sub, "type": typ, "questions": v,
+                         "enabled": {"yes", "no"} <= seen and {"zero", "positive"} <= seen})
+        return counts, pd.DataFrame(rows)
+
+    def to_dict(self) -> dict:
+        def by(i: int) -> dict:
+            return {str(k): v for k, v in sorted(_sum_by(self.counts, i).items(), key=lambda kv: str(kv[0]))}
+
+        return {"images": self.images, "questions": sum(self.counts.values()), "by_type": by(0), "by_group": by(1),
+                "by_subgroup": by(2), "by_form": by(3), "by_level": by(4)}
+
+
+def _sum_by(counter: Counter, i: int) -> Counter:
+    out: Counter = Counter()
+    for k, v in counter.items():
+        out[k[i]] += v
+    return out
+
+
+def _dumps(row: dict) -> str:
+    return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+
+
+def _finish(out: Path, summary: Summary, info: dict) -> dict:
+    from lib.io import dataset_info, write_json
+
+    counts, concepts = summary.tables()
+    counts.to_csv(out / "counts.csv", index=False)
+    concepts.to_csv(out / "concepts.csv", index=False)
+    stats = {**summary.to_dict(), **info}
+    write_json(out / "summary.json", stats)
+    write_json(out / "dataset.json", {**dataset_info("scrapbook", license="CC-BY-4.0 (generated)"),
+                                      "num_items": stats["questions"], **info})
+    return stats
+
+
+def generate(params: ScrapbookParams, out_dir: str | Path, shard: int = 0, num_shards: int = 1,
+             progress: bool = True) -> dict:
+    """Generate (this shard of) the dataset into ``out_dir`` as a stream; returns the summary.
+
+    Writes ``images/`` and ``masks/`` (PNG; mask pixel k = object k, 0 = background),
+    ``scenes.jsonl``, ``items.jsonl`` (one :class:`lib.schema.Item` per line), ``counts.csv``,
+    ``concepts.csv``, ``summary.json`` and ``dataset.json``. Memory stays flat: rows go to disk as
+    they are made. The JSONL files appear under their final names only when complete.
+    """
+    from tqdm.auto import tqdm
+
+    from lib.paths import cache_dir
+
+    if not 0 <= shard < num_shards:
+        raise ScrapbookParamError(f"--shard {shard} must be in [0, --num-shards={num_shards})")
+    out = Path(out_dir)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    (out / "masks").mkdir(parents=True, exist_ok=True)
+    res = prepare(params, cache_dir("scrapbook"))
+    sets = object_sets(params, res)
+    shapes = list(params.shapes) if params.objects == "shapes" else sorted(res.cutouts)
+    colors = list(params.colors)
+    backgrounds = [set_backgrounds(params, res, objs, s) for s, objs in enumerate(sets)]
+    mine = [u for i, u in enumerate(units(params)) if i % num_shards == shard]
+    failures: Counter = Counter()
+    summary = Summary()
+    with open(out / ".items.jsonl.part", "w", encoding="utf-8") as items_f, \
+            open(out / ".scenes.jsonl.part", "w", encoding="utf-8") as scenes_f:
+        for unit in tqdm(mine, desc="scrapbook units", disable=not progress):
+            s, b = unit[0], unit[1]
+            for step in build_unit(params, unit, sets[s], backgrounds[s][b], failures):
+                step.image.save(out / step.scene["image"])
+                step.mask.save(out / step.scene["mask"])
+                scenes_f.write(_dumps(step.scene) + "\n")
+                for row in items_for(step.scene, params, shapes, colors):
+                    items_f.write(_dumps(row) + "\n")
+                    summary.add(row)
+                summary.images += 1
+    (out / ".items.jsonl.part").replace(out / "items.jsonl")
+    (out / ".scenes.jsonl.part").replace(out / "scenes.jsonl")
+    info = {"params": asdict(params), "shard": shard, "num_shards": num_shards, "units": len(mine),
+            "placement_failures": dict(failures), "skipped_files": res.skipped,
+            "sets": [[o.attributes() for o in objs] for objs in sets]}
+    return _finish(out, summary, info)
+
+
+def _unit_key(line: str) -> tuple:
+    row = json.loads(line)
+    return tuple(row["unit"] if "unit" in row else row["meta"]["unit"])
+
+
+def merge(shard_dirs: list[str | Path], out_dir: str | Path) -> dict:
+    """Union of shard outputs in unit order: the same files an unsharded run writes."""
+    out = Path(out_dir)
+    shards = [Path(d) for d in shard_dirs]
+    for d in shards:
+        if not (d / "items.jsonl").exists():
+            raise FileNotFoundError(f"{d}: not a finished Scrapbook shard (no items.jsonl)")
+    for sub in ("images", "masks"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+        for d in shards:
+            for f in sorted((d / sub).iterdir()):
+                shutil.copy2(f, out / sub / f.name)
+    summary = Summary()
+    for name in ("scenes.jsonl", "items.jsonl"):
+        files = [open(d / name, encoding="utf-8") for d in shards]
+        try:
+            with open(out / f".{name}.part", "w", encoding="utf-8") as f:
+                for line in heapq.merge(*files, key=_unit_key):
+                    f.write(line)
+                    if name == "items.jsonl":
+                        summary.add(json.loads(line))
+                    else:
+                        summary.images += 1
+        finally:
+            for fh in files:
+                fh.close()
+        (out / f".{name}.part").replace(out / name)
+    infos = [json.loads((d / "summary.json").read_text()) for d in shards]
+    failures: Counter = Counter()
+    for i in infos:
+        failures.update(i.get("placement_failures", {}))
+    info = {"params": infos[0]["params"], "shard": None, "num_shards": 1, "merged_from": [str(d) for d in shards],
+            "units": sum(i["units"] for i in infos), "placement_failures": dict(failures),
+            "skipped_files": [s for i in infos for s in i.get("skipped_files", [])], "sets": infos[0]["sets"]}
+    return _finish(out, summary, info)

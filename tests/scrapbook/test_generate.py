@@ -1,0 +1,221 @@
+"""Generating Scrapbook datasets: the paper's 162 images, answers checked against the pixels,
+determinism, sharding, parameter errors, background / cut-out / COCO sources."""
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from lib.paths import PARAMS
+from lib.schema import Item
+from lib.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
+from lib.scrapbook import questions as Q
+from lib.scrapbook.layout import region_of
+from lib.scrapbook.objects import vocabulary
+
+SMALL = dict(n_sets=2, objects_per_set=4, n_backgrounds=1, n_arrangements=2, objects_per_image=3,
+             n_region_pairs=2, n_questions_per_type=1)
+
+
+@pytest.fixture(scope="session")
+def unique_all(tmp_path_factory):
+    data = yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text())
+    out = tmp_path_factory.mktemp("unique_all")
+    stats = generate(ScrapbookParams.from_dict(data), out, progress=False)
+    return out, stats
+
+
+def test_unique_all_gives_the_papers_162_images(unique_all):
+    out, stats = unique_all
+    assert stats["images"] == 162 == len(list((out / "images").glob("*.png"))) == len(list((out / "masks").glob("*.png")))
+    assert stats["placement_failures"] == {}
+    assert stats["by_type"]["presence"] == stats["by_type"]["counting"]
+    assert set(stats["by_level"]) == {"1", "2", "3", "4"} and set(stats["by_subgroup"]) == {"1", "2", "3", "4"}
+    assert len(set(stats["by_form"].values())) == 1  # every question in all four forms
+
+
+def _nearest_color(rgb) -> str:
+    colors = vocabulary()["colors"]
+    return min(colors, key=lambda c: sum((a - b) ** 2 for a, b in zip(colors[c], rgb)))
+
+
+def _scene_from_pixels(folder: Path, scene: dict) -> dict:
+    """Rebuild the scene's geometry and colours from the saved mask and image, not the record."""
+    mask = np.asarray(Image.open(folder / scene["mask"]))
+    image = np.asarray(Image.open(folder / scene["image"]).convert("RGB"))
+    objects = []
+    for rec in scene["objects"]:
+        ys, xs = np.nonzero(mask == rec["index"] + 1)
+        box = [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1]
+        color = _nearest_color(np.median(image[ys, xs], axis=0))
+        objects.append({**rec, "box": box, "color": color, "region": region_of(box, scene["width"], scene["height"])})
+    return {**scene, "objects": objects}
+
+
+def test_every_answer_agrees_with_the_pixels(unique_all):
+    out, stats = unique_all
+    scenes = {}
+    for line in open(out / "scenes.jsonl"):
+        sc = json.loads(line)
+        pixel = _scene_from_pixels(out, sc)
+        assert [(o["box"], o["color"], o["region"]) for o in pixel["objects"]] == \
+               [(o["box"], o["color"], o["region"]) for o in sc["objects"]], sc["id"]
+        if sc["parent"]:
+            parent = scenes[sc["parent"]]
+            assert len(sc["objects"]) == len(parent["objects"]) + 1 and sc["objects"][:-1] == parent["objects"]
+        scenes[sc["id"]] = pixel
+    n, forms = 0, Counter()
+    with open(out / "items.jsonl") as f:
+        for line in f:
+            row = json.loads(line)
+            item = Item.from_dict(row)
+            m = item.meta
+            truth = Q.evaluate(m["query"], scenes[m["image"]])
+            expected = "not applicable" if m["form"] == "enumerated" and truth == Q.UNK else truth
+            assert item.answer == [expected], item.id
+            assert m["absurd"] == (truth == Q.UNK)
+            assert m["subgroup"] == Q.subgroup(m["query"], scenes[m["image"]])
+            if m["form"] == "enumerated":
+                assert item.answer[0] in m["alternatives"]
+            n += 1
+            forms[m["form"]] += 1
+    assert n == stats["questions"] and len(set(forms.values())) == 1
+
+
+def test_same_params_and_seed_give_identical_bytes(tmp_path):
+    a = generate(ScrapbookParams(**SMALL, seed=3), tmp_path / "a", progress=False)
+    b = generate(ScrapbookParams(**SMALL, seed=3), tmp_path / "b", progress=False)
+    assert a["questions"] == b["questions"] > 0
+    for name in ("items.jsonl", "scenes.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    images = sorted(p.name for p in (tmp_path / "a" / "images").iterdir())
+    assert images and all((tmp_path / "a" / "images" / n).read_bytes() == (tmp_path / "b" / "images" / n).read_bytes()
+                          for n in images)
+    c = generate(ScrapbookParams(**SMALL, seed=4), tmp_path / "c", progress=False)
+    assert (tmp_path / "c" / "scenes.jsonl").read_bytes() != (tmp_path / "a" / "scenes.jsonl").read_bytes()
+    assert c["images"] == a["images"]
+
+
+def test_union_of_shards_equals_the_unsharded_output(tmp_path):
+    params = ScrapbookParams(**SMALL)
+    full = generate(params, tmp_path / "full", progress=False)
+    shards = [tmp_path / f"shard{i}" for i in range(3)]
+    for i, d in enumerate(shards):
+        generate(params, d, shard=i, num_shards=3, progress=False)
+    merged = merge(shards, tmp_path / "merged")
+    assert merged["questions"] == full["questions"] and merged["by_type"] == full["by_type"]
+    for name in ("items.jsonl", "scenes.jsonl", "counts.csv", "concepts.csv"):
+        assert (tmp_path / "merged" / name).read_bytes() == (tmp_path / "full" / name).read_bytes(), name
+    assert sorted(p.name for p in (tmp_path / "merged" / "images").iterdir()) == \
+           sorted(p.name for p in (tmp_path / "full" / "images").iterdir())
+
+
+@pytest.mark.parametrize("change, name", [
+    ({"objects_per_image": 6}, "objects_per_image"),
+    ({"n_region_pairs": 82}, "n_region_pairs"),
+    ({"colors": ["red", "teal"]}, "colors"),
+    ({"shapes": ["circle", "star"]}, "shapes"),
+    ({"n_backgrounds": 4}, "n_backgrounds"),  # 8 colours - 5 used leaves 3 plain backgrounds
+    ({"objects_per_set": 8, "class_selection": "random"}, "objects_per_set"),  # a 350 px object
+    ({"backgrounds": "/nonexistent/folder"}, "backgrounds"),
+])
+def test_invalid_parameters_fail_before_generating_naming_the_parameter(tmp_path, change, name):
+    params = ScrapbookParams(**{**dict(objects_per_set=5), **change})
+    with pytest.raises(ScrapbookParamError, match=name):
+        generate(params, tmp_path / "out", progress=False)
+    assert not list((tmp_path / "out").glob("**/*.png")) and not (tmp_path / "out" / "items.jsonl").exists()
+
+
+def test_unknown_parameter_name_is_refused():
+    with pytest.raises(ScrapbookParamError, match="n_set"):
+        ScrapbookParams.from_dict({"n_set": 2}, source="my.yaml")
+
+
+def test_background_folder_reports_unreadable_and_small_files_by_name(tmp_path):
+    folder = tmp_path / "bgs"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(2):
+        Image.fromarray(rng.integers(0, 256, (600, 640, 3), dtype=np.uint8)).save(folder / f"ok{i}.jpg")
+    Image.new("RGB", (300, 300)).save(folder / "small.png")
+    (folder / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    with pytest.raises(ScrapbookParamError, match=r"n_backgrounds=3.*only 2 usable"):
+        generate(ScrapbookParams(**{**SMALL, "n_backgrounds": 3, "backgrounds": str(folder)}), tmp_path / "x", progress=False)
+    stats = generate(ScrapbookParams(**{**SMALL, "n_backgrounds": 2, "backgrounds": str(folder)}), tmp_path / "y",
+                     progress=False)
+    skipped = {Path(p).name for p, _ in stats["skipped_files"]}
+    assert skipped == {"small.png", "broken.jpg"} and stats["images"] > 0
+
+
+def _cutouts(folder: Path, classes: list[str]):
+    for i, name in enumerate(classes):
+        d = folder / name.replace(" ", "_")
+        d.mkdir(parents=True)
+        sprite = Image.new("RGBA", (80 + 10 * i, 60 + 10 * i), (40 * i, 100, 200, 0))
+        sprite.paste((40 * i, 100, 200, 255), (5, 5, 70 + 10 * i, 55 + 10 * i))
+        sprite.save(d / "a.png")
+
+
+def test_cutout_folder_objects_and_unreadable_file_reported(tmp_path, capsys):
+    _cutouts(tmp_path / "cut", ["dog", "cat", "bus", "traffic light"])
+    (tmp_path / "cut" / "dog" / "bad.png").write_bytes(b"")
+    stats = generate(ScrapbookParams(**{**SMALL, "objects": "cutouts", "cutouts_dir": str(tmp_path / "cut")}),
+                     tmp_path / "out", progress=False)
+    assert "bad.png" in capsys.readouterr().out
+    kinds = {o["shape"] for s in stats["sets"] for o in s}
+    assert kinds <= {"dog", "cat", "bus", "traffic light"} and stats["images"] > 0
+    row = json.loads(open(tmp_path / "out" / "items.jsonl").readline())
+    assert "color" not in row["meta"]["query"]["target"]
+
+
+def _coco_fixture(root: Path) -> tuple[Path, Path]:
+    """Two images and instances JSON: five usable classes, one too small, one on the border."""
+    images = root / "val2017"
+    images.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    anns, cats = [], [{"id": i + 1, "name": n, "supercategory": "x"} for i, n in
+                      enumerate(["dog", "cat", "bus", "bicycle", "toilet", "person"])]
+    boxes = [(1, 1, 50, 60, 100), (2, 2, 200, 50, 90), (3, 1, 350, 60, 120), (4, 2, 60, 250, 80),
+             (5, 1, 300, 250, 70), (1, 2, 400, 300, 30),  # too small (30 px)
+             (2, 1, 0, 300, 100)]  # touches the left border
+    for img_id in (1, 2):
+        Image.fromarray(rng.integers(0, 256, (480, 640, 3), dtype=np.uint8)).save(images / f"{img_id:012d}.jpg")
+    for k, (cat, img, x, y, s) in enumerate(boxes):
+        anns.append({"id": k + 1, "image_id": img, "category_id": cat, "iscrowd": 0, "area": s * s,
+                     "bbox": [x, y, s, s], "segmentation": [[x, y, x + s, y, x + s, y + s, x, y + s]]})
+    ann = root / "instances.json"
+    ann.write_text(json.dumps({"images": [{"id": i, "file_name": f"{i:012d}.jpg", "width": 640, "height": 480}
+                                          for i in (1, 2)], "annotations": anns, "categories": cats}))
+    return images, ann
+
+
+def test_coco_objects_on_plain_backgrounds_with_the_papers_filters(tmp_path, monkeypatch):
+    monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path / "outputs"))
+    images, ann = _coco_fixture(tmp_path / "coco")
+    params = ScrapbookParams(**{**SMALL, "objects_per_set": 5, "objects": "coco", "coco_images": str(images),
+                                "coco_annotations": str(ann)})
+    stats = generate(params, tmp_path / "out", progress=False)
+    cutouts = json.loads((tmp_path / "outputs" / "cache" / "scrapbook" / "coco_cutouts" / "cutouts.json").read_text())
+    assert sorted(cutouts) == ["bicycle", "bus", "cat", "dog", "toilet"]  # person is not among the 59 classes
+    assert [len(v) for v in cutouts.values()] == [1, 1, 1, 1, 1]  # the small and the border objects are dropped
+    assert stats["images"] > 0 and stats["by_type"]["presence"] == stats["by_type"]["counting"]
+
+
+def test_cli_generates_and_reports_bad_params(tmp_path):
+    good = tmp_path / "p.yaml"
+    good.write_text(yaml.safe_dump({**SMALL, "run": "ignored"}))
+    r = subprocess.run([sys.executable, "-m", "lib.scrapbook", "--params", str(good), "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["images"] == len(list((tmp_path / "o" / "images").iterdir()))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**SMALL, "objects_per_image": 9}))
+    r = subprocess.run([sys.executable, "-m", "lib.scrapbook", "--params", str(bad), "--out", str(tmp_path / "b")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "objects_per_image=9" in r.stderr
