@@ -1,5 +1,13 @@
 # ---
 # jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     notebook_metadata_filter: kernelspec,jupytext
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -29,10 +37,10 @@ n_arrangements: int = 1  # A: (main, reference) pairs per background
 objects_per_image: int = 3  # x: objects added one by one (one image per step)
 n_region_pairs: int = 2  # P: pairs of absolute regions per arrangement
 n_questions_per_type: int = 1  # paraphrases per query (smoke: 1; paper: 3)
-backgrounds: str = "plain"  # plain | samples | a folder of images >= 500x500
-cutouts_dir: str = ""  # objects=cutouts: <dir>/<class>/*.png
-coco_images: str = ""  # objects=coco: val2017/
-coco_annotations: str = ""  # objects=coco: instances_val2017.json
+backgrounds: str = "plain"  # plain, samples, or a folder of images at least 500x500
+cutouts_dir: str = ""  # for cut-out objects: a folder of <class>/*.png
+coco_images: str = ""  # for COCO objects: the val2017/ folder
+coco_annotations: str = ""  # for COCO objects: instances_val2017.json
 n_preview: int = 6  # images shown with the region grid
 
 # %%

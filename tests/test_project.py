@@ -62,3 +62,15 @@ def test_gitignore_keeps_lib_and_ignores_outputs_and_weights():
 
     assert not ignored("lib/models/hf.py") and not ignored("lib/data/tiny_corpus.txt")
     assert ignored("outputs/demo/x.json") and ignored("model.safetensors") and ignored("w.gguf")
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.name)
+def test_papermill_sees_every_parameter(path):
+    """papermill silently drops a parameter whose comment contains '=': the pipeline would then
+    refuse a params file naming it. Every assignment of the parameters cell must be visible."""
+    import papermill
+
+    nb = json.loads(path.read_text())
+    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+    assigned = set(re.findall(r"^(\w+)\s*(?::[^=]*)?=", "".join(cell["source"]), re.M))
+    assert assigned == set(papermill.inspect_notebook(str(path)))

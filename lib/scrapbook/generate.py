@@ -21,12 +21,13 @@ Choices where the paper is silent are in :mod:`lib.scrapbook.layout` and
 
 from __future__ import annotations
 
+import csv
 import heapq
 import json
 import random
 import shutil
-from collections import Counter
-from collections.abc import Iterator
+from collections import Counter, deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -368,7 +369,8 @@ def queries(scene: dict) -> list[dict]:
     absent, plus wrong combinations (a present object's colour with an absent object's shape).
     Presence and counting: each target without position, at each region holding an object or
     named by the unit's region pair, and relative to each descriptor of the reference object and
-    of one absent object (for subgroup _4), in the unit's relation and its opposite.
+    of one absent object, in the unit's relation and its opposite; where the reference is absent
+    (subgroup _4, answer ``<unk>``) only the present objects' descriptors are asked about.
     Confirmation: each present object's shape claimed of its colour (and of the position it is at,
     and relative to the reference) with its true and a wrong characteristic. Recognition: the
     colour, shape and region of each present object, asked only where the subject is unique.
@@ -389,13 +391,25 @@ def queries(scene: dict) -> list[dict]:
     references = [d for d in _descriptors(ref_attrs) if "shape" in d]
     if absent and absent[-1] != ref_attrs:
         references.append({"shape": absent[-1]["shape"]})  # an absent reference: subgroup _4
+    present_keys = {tuple(sorted(d.items())) for o in present for d in _descriptors(o)}
+    ref_present = ref_obj is not None
+
+    def rel_targets(ref: dict) -> list[dict]:
+        # an absent reference makes every answer <unk> (subgroup _4): asking about the present
+        # objects is enough to test that, without flooding the dataset with incoherent questions
+        if ref_present and ref in references[:len(_descriptors(ref_attrs))]:
+            return [t for t in targets if t != ref]
+        return [t for t in targets if tuple(sorted(t.items())) in present_keys and t != ref]
+
     out = []
     for t in targets:
         for kind in ("presence", "counting"):
             out.append({"type": kind, "group": "np", "target": t})
             out += [{"type": kind, "group": "abs", "target": t, "region": r} for r in region_list]
-            out += [{"type": kind, "group": "rel", "target": t, "relation": rl, "reference": ref}
-                    for rl in relations for ref in references if ref != t]
+    for ref in references:
+        for t in rel_targets(ref):
+            for kind in ("presence", "counting"):
+                out += [{"type": kind, "group": "rel", "target": t, "relation": rl, "reference": ref} for rl in relations]
     colors = [c for c in vocabulary()["colors"]]
     for o, rec in zip(present, scene["objects"]):
         wrong_shape = next((a["shape"] for a in absent if a["shape"] != o["shape"]), None)
@@ -424,30 +438,49 @@ def queries(scene: dict) -> list[dict]:
     return [q for q in out if q["type"] != "recognition" or Q.evaluate(q, scene) != Q.UNK]
 
 
-def items_for(scene: dict, params: ScrapbookParams, shapes: list[str], colors: list[str]) -> Iterator[dict]:
-    """The dataset rows (Item dicts) of one image: n paraphrases per query, in the four forms."""
+def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: list[str],
+               summary: "Summary | None" = None) -> list[str]:
+    """The dataset rows of one image as JSONL lines: n paraphrases per query, in the four forms.
+
+    Each line is one :class:`lib.schema.Item`. The JSON is assembled from pieces encoded once per
+    query (hand-assembled rather than ``json.dumps`` per row: this is the hot loop, ~70% of a
+    run's time otherwise); tests parse every line back into an Item.
+    """
     rng = random.Random(f"{params.seed}:q:{scene['id']}")
-    region_names = list(vocabulary()["regions"])
-    n = 0
+    image = _dumps([scene["image"]])
+    head, mid = f'{{"id":"{scene["id"]}-', '","task":"scrapbook.qa","question":'
+    lines: list[str] = []
+    scene_json = (f',"image":"{scene["id"]}","parent":{_dumps(scene["parent"])},"unit":{_dumps(scene["unit"])},'
+                  '"form":"')
     for query in queries(scene):
         answer = Q.evaluate(query, scene)
-        sub = Q.subgroup(query, scene)
-        concepts = Q.concepts(query)
-        texts = Q.paraphrases(query)
+        key = Q.query_key(query)
+        level, query_json = _query_json(key)
+        meta = {"type": query["type"], "group": query["group"], "subgroup": Q.subgroup(query, scene),
+                "level": level, "query": query}
+        texts = Q.paraphrases(query, key)
         chosen = rng.sample(texts, min(params.n_questions_per_type, len(texts)))
-        alts = Q.alternatives(query, params.objects_per_set, colors, shapes, region_names)
-        meta_base = {"type": query["type"], "group": query["group"], "subgroup": sub, "level": min(4, len(concepts)),
-                     "concepts": concepts, "query": query, "absurd": answer == Q.UNK, "image": scene["id"],
-                     "parent": scene["parent"], "unit": scene["unit"]}
+        kind = query["ask"] if query["type"] == "recognition" else query["type"]
+        alts = _alternatives(kind, params.objects_per_set, tuple(colors), tuple(shapes))
+        if summary is not None:
+            summary.add(meta, answer, len(chosen))
+        # meta: type, group, subgroup, level, concepts, query, absurd, image, parent, unit, form[, alternatives]
+        meta_json = (f'{{"type":"{query["type"]}","group":"{query["group"]}","subgroup":{meta["subgroup"]},'
+                     f'{query_json},"absurd":{"true" if answer == Q.UNK else "false"}{scene_json}')
+        tails = {}
+        for form in Q.FORMS:
+            enumerated = form == "enumerated"
+            shown = alts[-1] if enumerated and answer == Q.UNK else answer
+            tails[form] = (f',"images":{image},"options":null,"answer":[{_encode_str(shown)}],"meta":{meta_json}'
+                           f'{form}"' + (f',"alternatives":{_alts_json(tuple(alts))}' if enumerated else "") + "}}\n")
+        # JSON pieces per form, so each row only escapes its paraphrase once
+        pieces = [(_encode_str(pre)[1:-1], _encode_str(suf)[1:-1] + '"' + tails[form])
+                  for form, (pre, suf) in _affixes(kind, tuple(alts)).items()]
         for text in chosen:
-            for form in Q.FORMS:
-                row = {"id": f"{scene['id']}-{n:05d}", "task": "scrapbook.qa",
-                       "question": Q.render(text, form, query, alts), "images": [scene["image"]]}
-                row["options"] = None  # enumerated choices live in meta: answers stay text in every form
-                row["answer"] = [alts[-1] if form == "enumerated" and answer == Q.UNK else answer]
-                row["meta"] = {**meta_base, "form": form, **({"alternatives": alts} if form == "enumerated" else {})}
-                n += 1
-                yield row
+            escaped = _encode_str(text)[1:-1]
+            for pre, rest in pieces:
+                lines.append(f'{head}{len(lines):05d}{mid}"{pre}{escaped}{rest}')
+    return lines
 
 
 class Summary:
@@ -459,31 +492,38 @@ class Summary:
         self.answers: dict = {}  # (level, kind, value) -> set of answer classes seen
         self.images = 0
 
-    def add(self, row: dict) -> None:
-        m = row["meta"]
-        self.counts[(m["type"], m["group"], m["subgroup"], m["form"], m["level"])] += 1
-        if m["type"] in ("presence", "counting") and m["form"] == "original" and m["level"] <= 2:
+    def add(self, meta: dict, answer: str, paraphrases: int = 1, forms: tuple = Q.FORMS) -> None:
+        """Count ``paraphrases`` questions of one query in each of ``forms``."""
+        m = meta
+        for form in forms:
+            self.counts[(m["type"], m["group"], m["subgroup"], form, m["level"])] += paraphrases
+        if m["type"] in ("presence", "counting") and "original" in forms and m["level"] <= 2:
             t = m["query"]["target"]
-            if m["level"] == 1 or (m["group"] == "np") or (m["group"] == "abs" and len(t) == 1):
+            if m["level"] == 1 or m["group"] == "np" or (m["group"] == "abs" and len(t) == 1):
                 kind = "color + object" if len(t) == 2 else ("color" if "color" in t else "object")
                 value = " ".join(v for v in (t.get("color"), t.get("shape")) if v)
-                self.concepts[(m["level"], kind, value, m["subgroup"], m["type"])] += 1
-                answer = row["answer"][0]
+                self.concepts[(m["level"], kind, value, m["subgroup"], m["type"])] += paraphrases
                 cls = ("yes" if answer == "yes" else "no" if answer == "no" else
                        "zero" if answer == "0" else "unk" if answer == Q.UNK else "positive")
                 self.answers.setdefault((m["level"], kind, value), set()).add(cls)
 
-    def tables(self):
-        import pandas as pd
+    def add_row(self, row: dict) -> None:
+        """Count one stored row (used when merging shards)."""
+        answer = row["answer"][0]
+        if row["meta"]["form"] == "enumerated" and answer == Q.templates()["not_applicable"]:
+            answer = Q.UNK
+        self.add(row["meta"], answer, 1, (row["meta"]["form"],))
 
-        counts = pd.DataFrame([dict(zip(("type", "group", "subgroup", "form", "level"), k), questions=v)
-                               for k, v in sorted(self.counts.items())])
-        rows = []
+    def rows(self) -> tuple[list[dict], list[dict]]:
+        """The counts table and the concept table as lists of dicts (CSV-ready)."""
+        counts = [dict(zip(("type", "group", "subgroup", "form", "level"), k), questions=v)
+                  for k, v in sorted(self.counts.items())]
+        concepts = []
         for (lvl, kind, value, sub, typ), v in sorted(self.concepts.items()):
             seen = self.answers[(lvl, kind, value)]
-            rows.append({"level": lvl, "concept": kind, "value": value, "subgroup": sub, "type": typ, "questions": v,
-                         "enabled": {"yes", "no"} <= seen and {"zero", "positive"} <= seen})
-        return counts, pd.DataFrame(rows)
+            concepts.append({"level": lvl, "concept": kind, "value": value, "subgroup": sub, "type": typ,
+                             "questions": v, "enabled": {"yes", "no"} <= seen and {"zero", "positive"} <= seen})
+        return counts, concepts
 
     def to_dict(self) -> dict:
         def by(i: int) -> dict:
@@ -500,16 +540,84 @@ def _sum_by(counter: Counter, i: int) -> Counter:
     return out
 
 
-def _dumps(row: dict) -> str:
+class BackgroundIO:
+    """PNG encoding and file writes on worker threads, so question generation overlaps them (zlib
+    and file writes release the GIL). Text writes keep their order (one writer thread); at most
+    ``max_pending`` jobs wait, so memory stays flat however large the dataset."""
+
+    def __init__(self, image_workers: int = 2, max_pending: int = 16):
+        self._images = ThreadPoolExecutor(image_workers, thread_name_prefix="scrapbook-png")
+        self._text = ThreadPoolExecutor(1, thread_name_prefix="scrapbook-jsonl")
+        self._pending: deque = deque()
+        self._max = max_pending
+
+    def save(self, image: Image.Image, path: Path, **options) -> None:
+        self._track(self._images.submit(image.save, path, **options))
+
+    def write(self, f, text: str) -> None:
+        self._track(self._text.submit(f.write, text))
+
+    def _track(self, future) -> None:
+        self._pending.append(future)
+        while len(self._pending) > self._max:
+            self._pending.popleft().result()  # re-raises a worker's error here
+
+    def __enter__(self) -> "BackgroundIO":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            while self._pending:
+                self._pending.popleft().result()
+        finally:
+            self._images.shutdown()
+            self._text.shutdown()
+
+
+def _dumps(row) -> str:
     return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+
+
+_encode_str = json.encoder.encode_basestring  # the C string escaper json.dumps itself uses
+
+
+@lru_cache(maxsize=65536)
+def _query_json(key: tuple) -> tuple[int, str]:
+    """A query's level and its ``"level":..,"concepts":..,"query":..`` JSON, once per distinct query."""
+    query = {k: dict(v) if isinstance(v, tuple) else v for k, v in key}
+    concepts = Q.concepts(query)
+    level = min(4, len(concepts))
+    return level, f'"level":{level},"concepts":{_dumps(concepts)},"query":{_dumps(query)}'
+
+
+@lru_cache(maxsize=256)
+def _alts_json(alts: tuple) -> str:
+    return _dumps(list(alts))
+
+
+def _kind_query(kind: str) -> dict:
+    """The part of a query that forms and alternatives depend on: its type, or what it asks."""
+    return {"type": "recognition", "ask": kind} if kind in ("color", "shape", "region") else {"type": kind}
+
+
+@lru_cache(maxsize=256)
+def _affixes(kind: str, alts: tuple) -> dict:
+    return Q.affixes(_kind_query(kind), list(alts))
+
+
+@lru_cache(maxsize=256)
+def _alternatives(kind: str, max_count: int, colors: tuple, shapes: tuple) -> list[str]:
+    return Q.alternatives(_kind_query(kind), max_count, list(colors), list(shapes), list(vocabulary()["regions"]))
 
 
 def _finish(out: Path, summary: Summary, info: dict) -> dict:
     from lib.io import dataset_info, write_json
 
-    counts, concepts = summary.tables()
-    counts.to_csv(out / "counts.csv", index=False)
-    concepts.to_csv(out / "concepts.csv", index=False)
+    for name, rows in zip(("counts.csv", "concepts.csv"), summary.rows()):
+        with open(out / name, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["questions"])
+            writer.writeheader()
+            writer.writerows(rows)
     stats = {**summary.to_dict(), **info}
     write_json(out / "summary.json", stats)
     write_json(out / "dataset.json", {**dataset_info("scrapbook", license="CC-BY-4.0 (generated)"),
@@ -543,18 +651,17 @@ def generate(params: ScrapbookParams, out_dir: str | Path, shard: int = 0, num_s
     mine = [u for i, u in enumerate(units(params)) if i % num_shards == shard]
     failures: Counter = Counter()
     summary = Summary()
-    with open(out / ".items.jsonl.part", "w", encoding="utf-8") as items_f, \
-            open(out / ".scenes.jsonl.part", "w", encoding="utf-8") as scenes_f:
-        for unit in tqdm(mine, desc="scrapbook units", disable=not progress):
-            s, b = unit[0], unit[1]
-            for step in build_unit(params, unit, sets[s], backgrounds[s][b], failures):
-                step.image.save(out / step.scene["image"])
-                step.mask.save(out / step.scene["mask"])
-                scenes_f.write(_dumps(step.scene) + "\n")
-                for row in items_for(step.scene, params, shapes, colors):
-                    items_f.write(_dumps(row) + "\n")
-                    summary.add(row)
-                summary.images += 1
+    # binary files: the text is encoded on this thread, so the writer thread's writes release the GIL
+    with open(out / ".items.jsonl.part", "wb") as items_f, open(out / ".scenes.jsonl.part", "wb") as scenes_f:
+        with BackgroundIO() as io:
+            for unit in tqdm(mine, desc="scrapbook units", disable=not progress):
+                s, b = unit[0], unit[1]
+                for step in build_unit(params, unit, sets[s], backgrounds[s][b], failures):
+                    io.save(step.image, out / step.scene["image"])
+                    io.save(step.mask, out / step.scene["mask"], compress_level=1)  # label maps: fast zlib suffices
+                    io.write(scenes_f, (_dumps(step.scene) + "\n").encode())
+                    io.write(items_f, "".join(item_lines(step.scene, params, shapes, colors, summary)).encode())
+                    summary.images += 1
     (out / ".items.jsonl.part").replace(out / "items.jsonl")
     (out / ".scenes.jsonl.part").replace(out / "scenes.jsonl")
     info = {"params": asdict(params), "shard": shard, "num_shards": num_shards, "units": len(mine),
@@ -588,7 +695,7 @@ def merge(shard_dirs: list[str | Path], out_dir: str | Path) -> dict:
                 for line in heapq.merge(*files, key=_unit_key):
                     f.write(line)
                     if name == "items.jsonl":
-                        summary.add(json.loads(line))
+                        summary.add_row(json.loads(line))
                     else:
                         summary.images += 1
         finally:

@@ -57,7 +57,7 @@ def expressions() -> dict:
 # --- evaluating a query on a scene ------------------------------------------------------------
 
 def _matches(obj: dict, attrs: dict) -> bool:
-    return all(obj.get(k) == v for k, v in attrs.items())
+    return attrs.items() <= obj.items()  # every described attribute equals the object's (C-level test)
 
 
 def select(query: dict, scene: dict, attrs: dict | None = None) -> list[dict] | None:
@@ -208,9 +208,20 @@ def _expand(template_list: tuple[str, ...], frozen: tuple) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def paraphrases(query: dict) -> tuple[str, ...]:
-    """Every paraphrase the templates and expression dictionary give for ``query`` (sorted)."""
+def query_key(query: dict) -> tuple:
+    """A hashable form of a query (for caches)."""
+    return tuple((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in sorted(query.items()))
+
+
+@lru_cache(maxsize=65536)
+def _paraphrases(key: tuple) -> tuple[str, ...]:
+    query = {k: dict(v) if isinstance(v, tuple) else v for k, v in key}
     return _expand(tuple(_template_list(query)), _freeze(slot_values(query)))
+
+
+def paraphrases(query: dict, key: tuple | None = None) -> tuple[str, ...]:
+    """Every paraphrase the templates and expression dictionary give for ``query`` (sorted)."""
+    return _paraphrases(key or query_key(query))
 
 
 def alternatives(query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]) -> list[str]:
@@ -224,14 +235,17 @@ def alternatives(query: dict, max_count: int, colors: list[str], shapes: list[st
     return {"color": colors, "shape": shapes, "region": regions}[query["ask"]] + [na]
 
 
-def render(text: str, form: str, query: dict, alts: list[str]) -> str:
+def affixes(query: dict, alts: list[str]) -> dict[str, tuple[str, str]]:
+    """``{form: (prefix, suffix)}``: a question in a form is ``prefix + question + suffix``."""
     f = templates()["forms"]
-    if form == "original":
-        return text
-    if form == "condition":
-        key = query["ask"] if query["type"] == "recognition" else query["type"]
-        return f"{text} {f['condition'][key]}"
-    if form == "direction":
-        return f"{f['direction']} {text}"
+    key = query["ask"] if query["type"] == "recognition" else query["type"]
     listed = ", ".join(alts[:-1]) + ", or " + alts[-1]
-    return f"{text} {f['enumerated'].replace('{alternatives}', listed)}"
+    return {"original": ("", ""), "condition": ("", " " + f["condition"][key]),
+            "direction": (f["direction"] + " ", ""),
+            "enumerated": ("", " " + f["enumerated"].replace("{alternatives}", listed))}
+
+
+def render(text: str, form: str, query: dict, alts: list[str]) -> str:
+    """The question ``text`` in ``form`` (one of :data:`FORMS`)."""
+    prefix, suffix = affixes(query, alts)[form]
+    return prefix + text + suffix
