@@ -21,12 +21,19 @@ from lib.paths import PARAMS, outputs_root
 REPEATS = 3
 
 CHILD = r"""
-import json, resource, sys, tempfile, time
+import json, sys, tempfile, time
 from pathlib import Path
 from lib.scrapbook import ScrapbookParams, generate
 from lib.scrapbook.generate import BackgroundIO, build_unit, object_sets, prepare, set_backgrounds, units
 from lib.paths import cache_dir
 from collections import Counter
+
+def peak_rss_mb():
+    # VmHWM belongs to this process image (reset by exec), unlike ru_maxrss, which a child
+    # forked from a large parent (make bench's) inherits
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
 
 mode, params = sys.argv[1], ScrapbookParams.from_dict(json.loads(sys.argv[2]))
 out = Path(tempfile.mkdtemp())
@@ -46,7 +53,7 @@ else:  # render + PNG-encode the same images, nothing else (encoding on the same
                 n_images += 1
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "images": n_images, "questions": n_questions,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": peak_rss_mb()}))
 """
 
 
