@@ -195,11 +195,12 @@ def _coco_fixture(root: Path) -> tuple[Path, Path]:
     return images, ann
 
 
-def test_coco_objects_on_plain_backgrounds_with_the_papers_filters(tmp_path, monkeypatch):
+@pytest.mark.parametrize("backgrounds", ["plain", "samples"])  # coco_plain_bg and coco profiles
+def test_coco_objects_with_the_papers_filters(tmp_path, monkeypatch, backgrounds):
     monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path / "outputs"))
     images, ann = _coco_fixture(tmp_path / "coco")
     params = ScrapbookParams(**{**SMALL, "objects_per_set": 5, "objects": "coco", "coco_images": str(images),
-                                "coco_annotations": str(ann)})
+                                "coco_annotations": str(ann), "backgrounds": backgrounds})
     stats = generate(params, tmp_path / "out", progress=False)
     cutouts = json.loads((tmp_path / "outputs" / "cache" / "scrapbook" / "coco_cutouts" / "cutouts.json").read_text())
     assert sorted(cutouts) == ["bicycle", "bus", "cat", "dog", "toilet"]  # person is not among the 59 classes
@@ -219,3 +220,14 @@ def test_cli_generates_and_reports_bad_params(tmp_path):
     r = subprocess.run([sys.executable, "-m", "lib.scrapbook", "--params", str(bad), "--out", str(tmp_path / "b")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "objects_per_image=9" in r.stderr
+
+
+def test_sample_photographs_as_backgrounds(tmp_path):
+    stats = generate(ScrapbookParams(**{**SMALL, "n_backgrounds": 2, "backgrounds": "samples"}), tmp_path / "o",
+                     progress=False)
+    scenes = [json.loads(line) for line in open(tmp_path / "o" / "scenes.jsonl")]
+    assert {Path(s["background"]).stem for s in scenes} <= {"astronaut", "hubble_deep_field", "immunohistochemistry",
+                                                            "camera"}
+    first = Image.open(tmp_path / "o" / scenes[0]["image"])
+    assert first.size == tuple(vocabulary()["canvas"]) and len(set(first.getdata())) > 1000  # a photograph
+    assert stats["images"] == len(scenes)
