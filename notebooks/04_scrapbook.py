@@ -41,6 +41,12 @@ backgrounds: str = "plain"  # plain, samples, or a folder of images at least 500
 cutouts_dir: str = ""  # for cut-out objects: a folder of <class>/*.png
 coco_images: str = ""  # for COCO objects: the val2017/ folder
 coco_annotations: str = ""  # for COCO objects: instances_val2017.json
+canvas: list = [1280, 768]  # image width and height (the paper's plain-background size)
+size_start: int = 70  # first object's box side; each further object grows by size_step
+size_step: int = 40
+types: list = ["presence", "counting", "confirmation", "recognition"]  # question types to generate
+groups: list = ["np", "abs", "rel"]  # no position, absolute region, relative position
+forms: list = ["original", "condition", "direction", "enumerated"]
 n_preview: int = 6  # images shown with the region grid
 
 # %%
@@ -58,7 +64,8 @@ params = ScrapbookParams(
     color_selection=color_selection, size_selection=size_selection, n_sets=n_sets, objects_per_set=objects_per_set,
     n_backgrounds=n_backgrounds, n_arrangements=n_arrangements, objects_per_image=objects_per_image,
     n_region_pairs=n_region_pairs, n_questions_per_type=n_questions_per_type, backgrounds=backgrounds,
-    cutouts_dir=cutouts_dir, coco_images=coco_images, coco_annotations=coco_annotations, seed=seed,
+    cutouts_dir=cutouts_dir, coco_images=coco_images, coco_annotations=coco_annotations, canvas=canvas,
+    size_start=size_start, size_step=size_step, types=types, groups=groups, forms=forms, seed=seed,
 )
 
 # %% [markdown]

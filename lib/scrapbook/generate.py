@@ -15,7 +15,7 @@ Choices where the paper is silent are in :mod:`lib.scrapbook.layout` and
 - deterministic selection slides a window one position per set over the vocabulary lists
   (classes, colours) and over the sizes ``70 + 40k`` for ``k < N``, wrapping around;
 - plain backgrounds are the vocabulary colours unused by the set's objects, in vocabulary order;
-  photographs are resized and centre-cropped to the plain canvas size (1280x768);
+  photographs are resized and centre-cropped to the canvas size (the paper's 1280x768 by default);
 - question sets per image: see :func:`queries`.
 """
 
@@ -69,6 +69,12 @@ class ScrapbookParams:
     coco_annotations: str = ""  # objects=coco: instances_val2017.json
     shapes: list = field(default_factory=lambda: list(vocabulary()["shapes"]))
     colors: list = field(default_factory=lambda: list(vocabulary()["colors"]))
+    canvas: list = field(default_factory=lambda: list(vocabulary()["canvas"]))  # [width, height] (paper: 1280x768)
+    size_start: int = field(default_factory=lambda: vocabulary()["size_start"])  # first object's box side (paper: 70)
+    size_step: int = field(default_factory=lambda: vocabulary()["size_step"])  # growth per object (paper: 40)
+    types: list = field(default_factory=lambda: list(Q.TYPES))  # question types to generate
+    groups: list = field(default_factory=lambda: ["np", "abs", "rel"])  # position groups to generate
+    forms: list = field(default_factory=lambda: list(Q.FORMS))  # forms to generate
     seed: int = 0
     max_tries: int = 400  # placement draws per object before giving up (counted, reported)
 
@@ -125,8 +131,16 @@ class ScrapbookParams:
                 bad("coco_annotations", "objects=coco needs the instances JSON (e.g. instances_val2017.json)")
         if self.backgrounds not in ("plain", "samples") and not Path(self.backgrounds).is_dir():
             bad("backgrounds", "must be plain, samples, or an existing folder of images")
-        width, height = vocabulary()["canvas"]
-        side = vocabulary()["size_start"] + vocabulary()["size_step"] * (n - 1)  # the largest object
+        for name, allowed in (("types", Q.TYPES), ("groups", ("np", "abs", "rel")), ("forms", Q.FORMS)):
+            chosen = getattr(self, name)
+            if not chosen or any(c not in allowed for c in chosen):
+                bad(name, f"must be a non-empty list drawn from {list(allowed)}")
+        if len(self.canvas) != 2 or min(self.canvas) < 48:
+            bad("canvas", "must be [width, height], each at least 48 pixels")
+        if self.size_start < 8 or self.size_step < 0:
+            bad("size_start", "objects need a box side of at least 8 pixels and a non-negative size_step")
+        width, height = self.canvas
+        side = self.size_start + self.size_step * (n - 1)  # the largest object
         if self.objects == "shapes" and min(side, width // 3) * min(side, height // 3) < 0.75 * side * side:
             bad("objects_per_set", f"its largest object ({side}px) cannot sit 3/4 inside a "
                                    f"{width // 3}x{height // 3} region")
@@ -197,7 +211,7 @@ def object_sets(params: ScrapbookParams, res: Resources) -> list[list[ObjectSpec
     det = params.object_selection == "deterministic"
     n = params.objects_per_set
     v = vocabulary()
-    sizes = [v["size_start"] + v["size_step"] * k for k in range(n)]
+    sizes = [params.size_start + params.size_step * k for k in range(n)]
     sets = []
     for s in range(params.n_sets):
         if params.objects == "shapes":
@@ -278,7 +292,7 @@ def build_unit(params: ScrapbookParams, unit: tuple, objs: list[ObjectSpec], bg:
     """The images of one unit (main, + reference, + each further object), or [] when the pair of
     regions admits no placement (counted in ``failures``)."""
     s, b, a, p = unit
-    width, height = vocabulary()["canvas"]
+    width, height = params.canvas
     rng = random.Random(f"{params.seed}:{s}:{b}:{a}:{p}")
     order = arrangement(objs, a)
     grid = regions(width, height)
@@ -452,7 +466,11 @@ def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
     lines: list[str] = []
     scene_json = (f',"image":"{scene["id"]}","parent":{_dumps(scene["parent"])},"unit":{_dumps(scene["unit"])},'
                   '"form":"')
+    types, groups = set(params.types), set(params.groups)
+    forms = [f for f in Q.FORMS if f in params.forms]
     for query in queries(scene):
+        if query["type"] not in types or query["group"] not in groups:
+            continue
         answer = Q.evaluate(query, scene)
         key = Q.query_key(query)
         level, query_json = _query_json(key)
@@ -463,7 +481,7 @@ def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
         kind = query["ask"] if query["type"] == "recognition" else query["type"]
         alts = _alternatives(kind, params.objects_per_set, tuple(colors), tuple(shapes))
         if summary is not None:
-            summary.add(meta, answer, len(chosen))
+            summary.add(meta, answer, len(chosen), tuple(forms))
         # meta: type, group, subgroup, level, concepts, query, absurd, image, parent, unit, form[, alternatives]
         meta_json = (f'{{"type":"{query["type"]}","group":"{query["group"]}","subgroup":{meta["subgroup"]},'
                      f'{query_json},"absurd":{"true" if answer == Q.UNK else "false"}{scene_json}')
@@ -475,7 +493,7 @@ def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
                            f'{form}"' + (f',"alternatives":{_alts_json(tuple(alts))}' if enumerated else "") + "}}\n")
         # JSON pieces per form, so each row only escapes its paraphrase once
         pieces = [(_encode_str(pre)[1:-1], _encode_str(suf)[1:-1] + '"' + tails[form])
-                  for form, (pre, suf) in _affixes(kind, tuple(alts)).items()]
+                  for form, (pre, suf) in _affixes(kind, tuple(alts)).items() if form in forms]
         for text in chosen:
             escaped = _encode_str(text)[1:-1]
             for pre, rest in pieces:

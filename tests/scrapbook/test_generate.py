@@ -231,3 +231,16 @@ def test_sample_photographs_as_backgrounds(tmp_path):
     first = Image.open(tmp_path / "o" / scenes[0]["image"])
     assert first.size == tuple(vocabulary()["canvas"]) and len(set(first.getdata())) > 1000  # a photograph
     assert stats["images"] == len(scenes)
+
+
+def test_canvas_sizes_and_question_filters(tmp_path):
+    params = ScrapbookParams(**{**SMALL, "canvas": [224, 224], "size_start": 40, "size_step": 10,
+                                "types": ["presence"], "groups": ["np"], "forms": ["original", "enumerated"]})
+    stats = generate(params, tmp_path / "o", progress=False)
+    assert set(stats["by_type"]) == {"presence"} and set(stats["by_group"]) == {"np"}
+    assert set(stats["by_form"]) == {"original", "enumerated"}
+    scene = json.loads(open(tmp_path / "o" / "scenes.jsonl").readline())
+    assert (scene["width"], scene["height"]) == (224, 224) and scene["objects"][0]["size"] == 40
+    assert Image.open(tmp_path / "o" / scene["image"]).size == (224, 224)
+    with pytest.raises(ScrapbookParamError, match="types"):
+        ScrapbookParams(types=["presence", "colour"]).validate()
