@@ -49,3 +49,34 @@ def question_counts(counts: pd.DataFrame):
     ax.set_title("Scrapbook questions by type and position group")
     fig.tight_layout()
     return fig, ax
+
+
+def training_curve(curve: pd.DataFrame):
+    """Training loss per step (smoothed) and validation accuracy where it was measured."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    ax.plot(curve["step"], curve["loss"].rolling(20, min_periods=1).mean(), label="training loss (20-step mean)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    val = [c for c in curve.columns if c.startswith("val_accuracy")]
+    if val:
+        ax2 = ax.twinx()
+        rows = curve.dropna(subset=["val_accuracy"])
+        for c in val:
+            ax2.plot(rows["step"], rows[c], marker="o", ls="--", label=c.replace("val_", "validation "))
+        ax2.set_ylabel("validation accuracy")
+        ax2.set_ylim(0, 1)
+        ax2.legend(loc="upper right", fontsize=7)
+    ax.legend(loc="upper left", fontsize=7)
+    fig.tight_layout()
+    return fig, ax
+
+
+def accuracy_bars(table: pd.DataFrame):
+    """Accuracy per system (rows) and question type (columns)."""
+    fig, ax = plt.subplots(figsize=(6, 3))
+    table.T.plot.bar(ax=ax, rot=0)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("accuracy")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig, ax

@@ -69,6 +69,21 @@ class HFModel(Model):
         self.model = self.processor = self.tokenizer = None
         self.is_vlm = False
 
+    @classmethod
+    def from_loaded(cls, model, processor, spec: dict | None = None) -> "HFModel":
+        """Wrap a model already in memory (e.g. one being trained) behind the common interface.
+        Its fingerprint is the spec's: do not use a call store while its weights change."""
+        from transformers import ProcessorMixin
+
+        self = cls(spec or {"backend": "hf", "name": type(model).__name__})
+        self.model, self.processor = model, processor
+        self.is_vlm = isinstance(processor, ProcessorMixin)
+        self.tokenizer = processor.tokenizer if self.is_vlm else processor
+        self.tokenizer.padding_side = "left"
+        self._model_type = model.config.model_type
+        self._loaded = True
+        return self
+
     def resolve_path(self) -> str:
         """The hub id or local folder to load; the ``tiny`` backend overrides this."""
         return str(self.spec["name"])
@@ -153,7 +168,7 @@ class HFModel(Model):
             msgs.append({"role": m["role"], "content": content})
         return self.processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
 
-    def _encode(self, batch: list[Request], suffix: list[str] | None = None):
+    def _encode(self, batch: list[Request]):
         """Chat-template and tokenise a batch (left padded), images included."""
         from lib.io import load_image
 
@@ -162,8 +177,6 @@ class HFModel(Model):
             texts.append(self._chat_text(r))
             imgs = [im if not isinstance(im, (str, Path)) else load_image(im) for im in r.images()]
             images.append([im if im.mode == "RGB" else im.convert("RGB") for im in imgs])
-        if suffix is not None:
-            texts = [t + s for t, s in zip(texts, suffix)]
         kwargs = {"text": texts, "return_tensors": "pt", "padding": True}
         if any(images):
             flat = images if self._model_type in _NESTED_IMAGES else [im for ims in images for im in ims]

@@ -90,25 +90,25 @@ def _text_config(tok, seed_hidden: int = 128):
     )
 
 
-def _build_llava(tok):
+def _build_llava(tok, image_size: int = IMAGE_SIZE, patch: int = PATCH):
     from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
     vision = CLIPVisionConfig(
         hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        image_size=IMAGE_SIZE, patch_size=PATCH, projection_dim=64,
+        image_size=image_size, patch_size=patch, projection_dim=64,
     )
-    n_tokens = (IMAGE_SIZE // PATCH) ** 2  # +1 CLS -1 dropped by the "default" strategy
+    n_tokens = (image_size // patch) ** 2  # +1 CLS -1 dropped by the "default" strategy
     config = LlavaConfig(
         vision_config=vision, text_config=_text_config(tok),
         image_token_index=tok.convert_tokens_to_ids("<image>"), image_seq_length=n_tokens,
         vision_feature_select_strategy="default", vision_feature_layer=-1,
     )
     image_processor = CLIPImageProcessorPil(
-        size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
+        size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size},
     )
     processor = LlavaProcessor(
-        image_processor=image_processor, tokenizer=tok, patch_size=PATCH,
+        image_processor=image_processor, tokenizer=tok, patch_size=patch,
         vision_feature_select_strategy="default", num_additional_image_tokens=1,
         chat_template=tok.chat_template,
     )
@@ -173,8 +173,9 @@ def _build_idefics3(tok):
 _BUILDERS = {"llava": _build_llava, "qwen2_vl": _build_qwen2_vl, "idefics3": _build_idefics3}
 
 
-def build_tiny_vlm(kind: str = "llava", seed: int = 0):
-    """Build (model, processor) for a tiny randomly initialised VLM; ``seed`` fixes the weights."""
+def build_tiny_vlm(kind: str = "llava", seed: int = 0, **options):
+    """Build (model, processor) for a tiny randomly initialised VLM; ``seed`` fixes the weights.
+    LLaVA takes ``image_size`` and ``patch`` (default 112 and 16: 49 image tokens)."""
     import torch
 
     if kind not in _BUILDERS:
@@ -183,7 +184,7 @@ def build_tiny_vlm(kind: str = "llava", seed: int = 0):
     torch.manual_seed(seed)  # weight init has no generator argument; restored below
     state = torch.random.get_rng_state()
     try:
-        model, processor = _BUILDERS[kind](tok)
+        model, processor = _BUILDERS[kind](tok, **options)
     finally:
         torch.random.set_rng_state(state)
     model.generation_config.pad_token_id = tok.pad_token_id
@@ -210,15 +211,16 @@ def _build_once(name: str, build) -> Path:
     return final
 
 
-def tiny_vlm_path(kind: str = "llava", seed: int = 0) -> Path:
+def tiny_vlm_path(kind: str = "llava", seed: int = 0, **options) -> Path:
     """The folder of the tiny VLM ``kind`` (built once, then reused); load it with the hf backend."""
 
     def build(tmp: Path) -> None:
-        model, processor = build_tiny_vlm(kind, seed)
+        model, processor = build_tiny_vlm(kind, seed, **options)
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
 
-    return _build_once(f"tiny-{kind}-s{seed}-v{TINY_VERSION}", build)
+    suffix = "".join(f"-{k}{v}" for k, v in sorted(options.items()))
+    return _build_once(f"tiny-{kind}-s{seed}{suffix}-v{TINY_VERSION}", build)
 
 
 def _package_dir(name: str) -> Path:
@@ -265,12 +267,14 @@ def tiny_model_class():
     from lib.models.hf import HFModel
 
     class TinyModel(HFModel):
-        """Spec: ``{backend: tiny, name: llava | qwen2_vl | idefics3 | smollm2, seed: 0}``."""
+        """Spec: ``{backend: tiny, name: llava | qwen2_vl | idefics3 | smollm2, seed: 0}``
+        (+ ``image_size`` and ``patch`` for llava)."""
 
         def resolve_path(self) -> str:
             name = self.spec.get("name", "llava")
             if name == "smollm2":
                 return str(smollm2_path())
-            return str(tiny_vlm_path(name, int(self.spec.get("seed", 0))))
+            options = {k: int(self.spec[k]) for k in ("image_size", "patch") if k in self.spec}
+            return str(tiny_vlm_path(name, int(self.spec.get("seed", 0)), **options))
 
     return TinyModel

@@ -1,0 +1,54 @@
+"""Training benchmark (``make bench``): tokens per second and peak memory of the demo training
+setup (tiny LLaVA at 56x56, full fine-tuning, batch 16) on this machine, over a fixed number of steps.
+Runs in a fresh subprocess so the peak RSS is the training's own. Writes outputs/bench/train.json.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import yaml
+
+from lib.paths import PARAMS, outputs_root
+
+STEPS = 150
+
+CHILD = r"""
+import json, sys, tempfile
+from lib.scrapbook import ScrapbookParams, generate
+from lib.train import TrainConfig, train
+
+demo = json.loads(sys.argv[1])
+tmp = tempfile.mkdtemp()
+generate(ScrapbookParams.from_dict({**demo["scrapbook"], "n_sets": 2}), tmp + "/data", progress=False)
+cfg = TrainConfig(model=demo["model"], dataset=tmp + "/data", full_finetune=True, lr=demo["lr"], warmup_steps=10,
+                  max_steps=int(sys.argv[2]), batch_size=demo["batch_size"], eval_every=10**9, checkpoint_every=10**9)
+summary = train(cfg, tmp + "/out", progress=False)
+hwm = next(int(l.split()[1]) / 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps({"steps": summary["steps"], "train_seconds": summary["train_seconds"],
+                  "tokens_per_second": summary["tokens_per_second"], "peak_rss_mb": hwm}))
+"""
+
+
+def main() -> dict:
+    demo = yaml.safe_load((PARAMS / "05_train.demo.yaml").read_text())
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(demo), str(STEPS)], capture_output=True, text=True,
+                       check=True)
+    child = json.loads(r.stdout.strip().splitlines()[-1])
+    result = {"setup": {"model": demo["model"], "batch_size": demo["batch_size"], "full_finetune": True},
+              "steps": child["steps"], "train_seconds": child["train_seconds"],
+              "train_tokens_per_second": child["tokens_per_second"],
+              "examples_per_second": round(child["steps"] * demo["batch_size"] / child["train_seconds"], 1),
+              "peak_rss_mb": round(child["peak_rss_mb"], 1)}
+    out = outputs_root() / "bench" / "train.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    print(f"-> {out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,427 @@
+"""Stage 05 · Train: LoRA (peft) or full fine-tuning of a VLM on a project dataset, with
+generation-based validation on the task's own metric, checkpoints and exact resume.
+
+    python -m lib.train --params params/05_train.demo.yaml --out outputs/demo/05_train
+    accelerate launch -m lib.train --params FILE --out DIR      # several GPUs, same code
+
+Why an explicit loop on ``accelerate`` rather than transformers' ``Trainer``: validation here is
+*generation* with constrained choices (yes/no, counts, option letters) scored by the task's metric
+every k steps, and resume must restore the exact data position. Trainer's ``compute_metrics``
+sees logits of a teacher-forced forward, not generated answers (only ``Seq2SeqTrainer`` generates,
+and not for decoder-only VLM chat prompts with images), so the metric would need a callback that
+re-implements the evaluation loop anyway; the explicit loop is ~150 lines, and ``accelerate``
+still gives us devices, mixed precision, gradient accumulation, multi-GPU and checkpoint state.
+
+Batches are drawn *statelessly*: step t's examples come from ``rng(seed, t, process)``, so a
+resumed run sees exactly the batches the uninterrupted run would have seen. Loss is on the answer
+tokens only (prompt and image tokens masked with -100); prompts are right-padded during training
+so positions match what ``generate`` computes from the attention mask at inference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lib.io import ImageError, append_jsonl, load_image, load_items, write_json
+from lib.models import Constraint, Request, generate, load_model
+
+# The language model's linear layers: what LoRA adapts unless told otherwise.
+LM_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass
+class TrainConfig:
+    """Training parameters (all plain values, so a YAML params file maps onto them)."""
+
+    model: dict = field(default_factory=lambda: {"backend": "tiny", "name": "llava"})
+    dataset: str = ""  # a dataset folder (items.jsonl + images/)
+    types: list = field(default_factory=lambda: ["presence", "counting"])  # meta.type filter (Scrapbook)
+    groups: list = field(default_factory=lambda: ["np"])  # meta.group filter
+    forms: list = field(default_factory=lambda: ["original"])  # meta.form filter
+    eval_levels: list = field(default_factory=lambda: [1])  # validation/test questions' levels
+    val_fraction: float = 0.1  # of images
+    test_fraction: float = 0.1  # of images
+    full_finetune: bool = False  # True for randomly initialised models: LoRA on random weights learns little
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    target_modules: list = field(default_factory=list)  # default: the language model's linear layers
+    lr: float = 2e-4
+    weight_decay: float = 0.0
+    warmup_steps: int = 20
+    max_steps: int = 200
+    max_seconds: float = 0.0  # stop early after this much training time (0: no limit)
+    batch_size: int = 16
+    grad_accum: int = 1
+    max_grad_norm: float = 1.0
+    eval_every: int = 50
+    eval_items: int = 300  # validation questions per evaluation
+    checkpoint_every: int = 50
+    mixed_precision: str = "auto"  # auto (bf16 where the GPU has it), no, bf16, fp16
+    question_first: bool = True  # prompt = question then image: image tokens can attend to the question
+    seed: int = 0
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "params") -> "TrainConfig":
+        unknown = sorted(set(d) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"{source}: unknown training parameter(s) {unknown}")
+        return cls(**d)
+
+
+@dataclass
+class Example:
+    image: str
+    question: str
+    answer: str
+    choices: tuple
+    meta: dict
+
+
+# --- data -------------------------------------------------------------------------------------
+
+def split_by_image(image_ids: list[str], val_fraction: float, test_fraction: float, seed: int) -> dict[str, str]:
+    """Assign every image to train / val / test (disjoint by image, deterministic for a seed)."""
+    unique = sorted(set(image_ids))
+    order = np.random.default_rng(seed).permutation(len(unique))
+    n_test = round(len(unique) * test_fraction)
+    n_val = round(len(unique) * val_fraction)
+    split = {}
+    for rank, i in enumerate(order):
+        split[unique[i]] = "test" if rank < n_test else "val" if rank < n_test + n_val else "train"
+    return split
+
+
+def answer_choices(meta: dict, max_count: int) -> tuple:
+    """The closed answer set a question is validated with (constrained decoding)."""
+    kind = meta.get("type")
+    if kind in ("presence", "confirmation"):
+        return ("yes", "no")
+    if kind == "counting":
+        return tuple(str(i) for i in range(max_count + 1))
+    return tuple(meta.get("alternatives") or ())
+
+
+def load_examples(cfg: TrainConfig) -> tuple[dict[str, list[Example]], dict]:
+    """Examples per split from the dataset folder; unreadable images are skipped and counted."""
+    folder = Path(cfg.dataset)
+    items = [it for it in load_items(folder) if it.meta.get("type") in cfg.types
+             and it.meta.get("group") in cfg.groups and it.meta.get("form") in cfg.forms
+             and it.meta.get("absurd") is not True]
+    if not items:
+        raise ValueError(f"{folder}: no items match types={cfg.types} groups={cfg.groups} forms={cfg.forms}")
+    bad: dict[str, str] = {}
+    for image in sorted({it.images[0] for it in items}):
+        try:
+            load_image(folder / image)
+        except ImageError as e:
+            bad[image] = str(e)
+    max_count = max((int(it.answer[0]) for it in items if it.meta.get("type") == "counting"), default=0)
+    max_count = max(max_count, 5)
+    split = split_by_image([it.images[0] for it in items], cfg.val_fraction, cfg.test_fraction, cfg.seed)
+    out: dict[str, list[Example]] = {"train": [], "val": [], "test": []}
+    for it in items:
+        if it.images[0] in bad:
+            continue
+        part = split[it.images[0]]
+        if part != "train" and it.meta.get("level") not in cfg.eval_levels:
+            continue
+        out[part].append(Example(str(folder / it.images[0]), it.question, str(it.answer[0]),
+                                 answer_choices(it.meta, max_count), it.meta))
+    report = {"items": len(items), "skipped_images": bad, "skipped_items": sum(it.images[0] in bad for it in items),
+              **{f"{k}_examples": len(v) for k, v in out.items()},
+              **{f"{k}_images": len({e.image for e in v}) for k, v in out.items()}}
+    return out, report
+
+
+def user_content(question: str, image, question_first: bool) -> list[dict]:
+    """One user turn with an image and a question, in the configured order."""
+    parts = [{"type": "image", "image": image}, {"type": "text", "text": question}]
+    return parts[::-1] if question_first else parts
+
+
+def collate(examples: list[Example], processor, eos: str, question_first: bool = True):
+    """Right-padded inputs with labels on the answer tokens (+ end of turn) only."""
+    import torch
+
+    tok = processor.tokenizer
+    tok.padding_side = "left"
+    texts = [processor.apply_chat_template(
+        [{"role": "user", "content": [{"type": "image"} if p["type"] == "image" else p
+                                      for p in user_content(e.question, None, question_first)]}],
+        add_generation_prompt=True, tokenize=False) for e in examples]
+    images = [load_image(e.image) for e in examples]
+    nested = processor.__class__.__name__.startswith(("Idefics", "SmolVLM"))
+    enc = processor(text=texts, images=[[im] for im in images] if nested else images, return_tensors="pt",
+                    padding=True)
+    answers = [tok.encode(e.answer + eos, add_special_tokens=False) for e in examples]
+    mask = enc["attention_mask"].bool()
+    per_token = [k for k, v in enc.items() if k != "attention_mask" and v.dim() == 2 and v.shape == mask.shape]
+    rows = {k: [] for k in per_token}
+    labels = []
+    for i, ans in enumerate(answers):
+        for k in per_token:
+            kept = enc[k][i][mask[i]].tolist()
+            rows[k].append(kept + (ans if k == "input_ids" else [0] * len(ans)))
+        labels.append([-100] * int(mask[i].sum()) + ans)
+    width = max(map(len, labels))
+    pad = tok.pad_token_id
+    batch = {k: torch.tensor([r + [pad if k == "input_ids" else 0] * (width - len(r)) for r in v])
+             for k, v in rows.items()}
+    batch["attention_mask"] = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in labels])
+    batch["labels"] = torch.tensor([r + [-100] * (width - len(r)) for r in labels])
+    for k, v in enc.items():
+        if k not in batch and k not in per_token:
+            batch[k] = v
+    return batch
+
+
+# --- model ------------------------------------------------------------------------------------
+
+def lm_linear_modules(model) -> list[str]:
+    """Names of the language model's linear layers (vision tower and projector left out)."""
+    import torch
+
+    names = []
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and name.split(".")[-1] in LM_LINEAR and (
+                "language_model" in name or "text_model" in name) and "vision" not in name:
+            names.append(name)
+    return names
+
+
+def prepare_model(cfg: TrainConfig):
+    """Load the model named by the spec and wrap it for training (LoRA unless full fine-tuning)."""
+    backend = load_model(cfg.model).load()
+    model, processor = backend.model, backend.processor
+    if cfg.full_finetune:
+        for p in model.parameters():
+            p.requires_grad_(True)
+        return model, processor, {"mode": "full", "trainable": sum(p.numel() for p in model.parameters())}
+    from peft import LoraConfig, get_peft_model
+
+    targets = cfg.target_modules or lm_linear_modules(model)
+    if not targets:
+        raise ValueError(f"model {cfg.model}: no linear layers named {LM_LINEAR} in its language model; "
+                         f"set target_modules")
+    model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                                             target_modules=targets))
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    print(f"LoRA on {len(targets)} modules ({trainable:,} of {total:,} parameters, {100 * trainable / total:.2f}%): "
+          f"{', '.join(targets[:6])}{' ...' if len(targets) > 6 else ''}")
+    return model, processor, {"mode": "lora", "target_modules": targets, "trainable": trainable, "total": total}
+
+
+def evaluate_examples(model, processor, examples: list[Example], batch_size: int = 32,
+                      question_first: bool = True) -> dict:
+    """Accuracy by constrained greedy decoding over each question's answer set, per type."""
+    from lib.models.hf import HFModel
+
+    wrapper = HFModel.from_loaded(model, processor, {"backend": "hf", "name": "in-training"})
+    was_training = model.training
+    model.eval()
+    try:
+        reqs = [Request([{"role": "user", "content": user_content(e.question, e.image, question_first)}],
+                        constraint=Constraint(choices=e.choices)) for e in examples]
+        responses = generate(wrapper, reqs, batch_size=batch_size, progress=False)
+    finally:
+        model.train(was_training)
+    by_type: dict[str, list[bool]] = {}
+    for e, r in zip(examples, responses):
+        by_type.setdefault(e.meta.get("type", "all"), []).append(r.parsed == e.answer)
+    out = {f"accuracy_{k}": float(np.mean(v)) for k, v in by_type.items()}
+    out["accuracy"] = float(np.mean([x for v in by_type.values() for x in v])) if by_type else float("nan")
+    return out
+
+
+def majority_baseline(train: list[Example], test: list[Example]) -> dict:
+    """Accuracy of always answering the training split's most frequent answer, per type."""
+    out, all_hits = {}, []
+    for kind in sorted({e.meta.get("type") for e in test}):
+        answers = [e.answer for e in train if e.meta.get("type") == kind]
+        top = max(set(answers), key=answers.count) if answers else None
+        hits = [e.answer == top for e in test if e.meta.get("type") == kind]
+        out[f"accuracy_{kind}"] = float(np.mean(hits))
+        all_hits += hits
+    out["accuracy"] = float(np.mean(all_hits))
+    return out
+
+
+# --- loop -------------------------------------------------------------------------------------
+
+class TrainingInterrupted(RuntimeError):
+    """Raised by the ``stop_after`` test hook to simulate a kill after a checkpoint."""
+
+
+def _oom_message(cfg: TrainConfig) -> str:
+    return (f"out of GPU memory at batch_size={cfg.batch_size}, grad_accum={cfg.grad_accum}: lower batch_size "
+            f"and raise grad_accum by the same factor (same effective batch), use mixed_precision=bf16, enable "
+            f"gradient checkpointing, or train LoRA instead of full fine-tuning")
+
+
+def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: bool = True,
+          stop_after: int | None = None) -> dict:
+    """Train, validating every ``eval_every`` steps; saves ``best/`` and ``last/`` weights (adapters
+    for LoRA), ``checkpoint/`` (full state for resume), ``curve.csv`` and ``summary.json``."""
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+    from tqdm.auto import tqdm
+    from transformers import get_cosine_schedule_with_warmup
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    precision = cfg.mixed_precision
+    if precision == "auto":
+        precision = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    acc = Accelerator(mixed_precision=precision, gradient_accumulation_steps=cfg.grad_accum)
+    set_seed(cfg.seed)
+    data, report = load_examples(cfg)
+    if report["skipped_images"]:
+        print(f"skipped {len(report['skipped_images'])} unreadable image(s) ({report['skipped_items']} items): "
+              + "; ".join(f"{k}: {v}" for k, v in list(report["skipped_images"].items())[:5]))
+    model, processor, model_info = prepare_model(cfg)
+    eos = processor.tokenizer.eos_token
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
+    model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
+    rng_val = np.random.default_rng(cfg.seed)
+    val = [data["val"][i] for i in sorted(rng_val.permutation(len(data["val"]))[:cfg.eval_items])]
+
+    state = {"step": 0, "best": -1.0, "train_seconds": 0.0, "tokens": 0}
+    ckpt = out / "checkpoint"
+    if resume and (ckpt / "trainer.json").exists():
+        acc.load_state(str(ckpt))
+        state = json.loads((ckpt / "trainer.json").read_text())
+        print(f"resumed from {ckpt} at step {state['step']}")
+    else:
+        (out / "curve.jsonl").unlink(missing_ok=True)
+
+    def save_weights(name: str) -> None:
+        acc.unwrap_model(model).save_pretrained(out / name)
+        processor.save_pretrained(out / name)
+
+    bar = tqdm(total=cfg.max_steps, initial=state["step"], desc="train", disable=not progress or not acc.is_main_process)
+    model.train()
+    train_set = data["train"]
+    while state["step"] < cfg.max_steps:
+        if cfg.max_seconds and state["train_seconds"] >= cfg.max_seconds:
+            break
+        start = time.perf_counter()
+        step = state["step"]
+        loss_sum = 0.0
+        for micro in range(cfg.grad_accum):
+            pick = np.random.default_rng([cfg.seed, step, micro, acc.process_index]).choice(
+                len(train_set), cfg.batch_size, replace=len(train_set) < cfg.batch_size)
+            batch = collate([train_set[i] for i in pick], processor, eos, cfg.question_first)
+            batch = {k: v.to(acc.device) for k, v in batch.items()}
+            with acc.accumulate(model):
+                try:
+                    loss = model(**batch).loss
+                    acc.backward(loss)
+                except torch.OutOfMemoryError as e:
+                    raise torch.OutOfMemoryError(_oom_message(cfg)) from e
+                if acc.sync_gradients and cfg.max_grad_norm:
+                    acc.clip_grad_norm_(params, cfg.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+            loss_sum += loss.item()
+            state["tokens"] += int(batch["attention_mask"].sum())
+        state["step"] = step = step + 1
+        state["train_seconds"] += time.perf_counter() - start
+        row = {"step": step, "loss": loss_sum / cfg.grad_accum, "lr": scheduler.get_last_lr()[0],
+               "train_seconds": round(state["train_seconds"], 3)}
+        if step % cfg.eval_every == 0 or step == cfg.max_steps:
+            metrics = evaluate_examples(acc.unwrap_model(model), processor, val, question_first=cfg.question_first)
+            row.update({f"val_{k}": v for k, v in metrics.items()})
+            if acc.is_main_process and metrics["accuracy"] > state["best"]:
+                state["best"] = metrics["accuracy"]
+                save_weights("best")
+        if acc.is_main_process:
+            append_jsonl(out / "curve.jsonl", [row])
+        bar.update(1)
+        bar.set_postfix(loss=f"{row['loss']:.3f}")
+        if step % cfg.checkpoint_every == 0:
+            acc.save_state(str(ckpt))
+            if acc.is_main_process:
+                write_json(ckpt / "trainer.json", state)
+                write_curve(out)
+            if stop_after is not None and step >= stop_after:
+                raise TrainingInterrupted(f"stopped after step {step} (test hook)")
+    bar.close()
+    if acc.is_main_process:
+        save_weights("last")
+        acc.save_state(str(ckpt))
+        write_json(ckpt / "trainer.json", state)
+        write_curve(out)
+    summary = {"steps": state["step"], "train_seconds": round(state["train_seconds"], 1), "tokens": state["tokens"],
+               "tokens_per_second": round(state["tokens"] / max(state["train_seconds"], 1e-9), 1),
+               "best_val_accuracy": state["best"], "model": model_info, "data": report, "config": asdict(cfg),
+               "mixed_precision": precision, "processes": acc.num_processes}
+    return summary
+
+
+def write_curve(out: Path) -> Path:
+    """``curve.csv`` from the per-step log (validation columns filled on evaluation steps)."""
+    import pandas as pd
+
+    from lib.io import read_jsonl
+
+    path = out / "curve.csv"
+    pd.DataFrame(list(read_jsonl(out / "curve.jsonl"))).to_csv(path, index=False)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    import yaml
+
+    ap = argparse.ArgumentParser(prog="python -m lib.train", description="Fine-tune a VLM (LoRA or full).")
+    ap.add_argument("--params", required=True, help="flat YAML of TrainConfig fields")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--no-resume", action="store_true")
+    args = ap.parse_args(argv)
+    data = yaml.safe_load(Path(args.params).read_text()) or {}
+    data.pop("run", None)
+    cfg = TrainConfig.from_dict(data, source=args.params)
+    summary = train(cfg, args.out, resume=not args.no_resume)
+    print(json.dumps({k: summary[k] for k in ("steps", "train_seconds", "best_val_accuracy")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def load_trained(cfg: TrainConfig, folder: str | Path):
+    """(model, processor) of saved weights: a full model folder, or a LoRA adapter on the base."""
+    folder = Path(folder)
+    if (folder / "adapter_config.json").exists():
+        from peft import PeftModel
+
+        base = load_model(cfg.model).load()
+        return PeftModel.from_pretrained(base.model, folder).eval(), base.processor
+    trained = load_model({"backend": "hf", "name": str(folder)}).load()
+    return trained.model, trained.processor
+
+
+def compare(cfg: TrainConfig, out_dir: str | Path, max_test: int = 1000) -> dict:
+    """Base (untrained) vs trained (best validation) vs the majority answer, on the test split."""
+    data, _ = load_examples(cfg)
+    rng = np.random.default_rng(cfg.seed)
+    test = [data["test"][i] for i in sorted(rng.permutation(len(data["test"]))[:max_test])]
+    base = load_model(cfg.model).load()
+    model, processor = load_trained(cfg, Path(out_dir) / "best")
+    return {"n_test": len(test), "test_images": len({e.image for e in test}),
+            "majority": majority_baseline(data["train"], test),
+            "base": evaluate_examples(base.model, base.processor, test, question_first=cfg.question_first),
+            "trained": evaluate_examples(model, processor, test, question_first=cfg.question_first)}

@@ -1,0 +1,117 @@
+"""Training: splits by image, answer-only labels, LoRA targets, resume equality, bad images, OOM advice."""
+
+import json
+
+import pytest
+import torch
+from PIL import Image
+
+from lib.scrapbook import ScrapbookParams, generate
+from lib.train import (TrainConfig, TrainingInterrupted, _oom_message, collate, lm_linear_modules, load_examples,
+                       prepare_model, split_by_image, train)
+
+TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sb")
+    generate(ScrapbookParams(canvas=[224, 224], size_start=40, size_step=10, n_sets=2, n_backgrounds=1,
+                             n_arrangements=2, n_region_pairs=3, n_questions_per_type=1, types=["presence", "counting"],
+                             groups=["np"], forms=["original"]), out, progress=False)
+    return out
+
+
+def _cfg(dataset, **kw):
+    return TrainConfig(model=TINY, dataset=str(dataset), full_finetune=True, lr=1e-3, warmup_steps=2, max_steps=6,
+                       batch_size=4, eval_every=3, eval_items=16, checkpoint_every=2, seed=1, **kw)
+
+
+def test_splits_are_disjoint_by_image_and_deterministic():
+    images = [f"img{i % 50}" for i in range(500)]
+    a = split_by_image(images, 0.2, 0.2, seed=0)
+    assert a == split_by_image(images, 0.2, 0.2, seed=0) and a != split_by_image(images, 0.2, 0.2, seed=1)
+    assert sorted(list(a.values()).count(s) for s in ("train", "val", "test")) == [10, 10, 30]
+
+
+def test_examples_never_share_an_image_across_splits(dataset):
+    data, report = load_examples(_cfg(dataset))
+    images = {k: {e.image for e in v} for k, v in data.items()}
+    assert not images["train"] & images["val"] and not images["train"] & images["test"] and not images["val"] & images["test"]
+    assert all(e.meta["level"] == 1 for e in data["test"] + data["val"])
+    assert report["train_examples"] == len(data["train"]) > 0
+
+
+def test_loss_is_on_the_answer_tokens_only(dataset):
+    data, _ = load_examples(_cfg(dataset))
+    from lib.models import load_model
+
+    backend = load_model(TINY).load()
+    tok = backend.processor.tokenizer
+    batch = collate(data["train"][:3], backend.processor, tok.eos_token)
+    for i, e in enumerate(data["train"][:3]):
+        labelled = batch["labels"][i][batch["labels"][i] != -100].tolist()
+        assert tok.decode(labelled) == e.answer + tok.eos_token
+        n = int(batch["attention_mask"][i].sum())
+        assert batch["attention_mask"][i][:n].all() and not batch["attention_mask"][i][n:].any()  # right padded
+        assert batch["input_ids"][i][n - len(labelled):n].tolist() == labelled  # answer ends the sequence
+
+
+def test_lora_targets_the_language_model_only():
+    cfg = TrainConfig(model=TINY, full_finetune=False)
+    model, _, info = prepare_model(cfg)
+    assert info["mode"] == "lora" and info["trainable"] < 0.2 * info["total"]
+    assert info["target_modules"] and all("language_model" in n for n in info["target_modules"])
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n and "vision" not in n and "projector" not in n for n in trainable)
+
+
+def test_resumed_run_matches_an_uninterrupted_one(dataset, tmp_path):
+    full = train(_cfg(dataset), tmp_path / "full", progress=False)
+    with pytest.raises(TrainingInterrupted):
+        train(_cfg(dataset), tmp_path / "killed", progress=False, stop_after=4)
+    resumed = train(_cfg(dataset), tmp_path / "killed", progress=False)
+    assert full["steps"] == resumed["steps"] == 6
+    a = [json.loads(x) for x in (tmp_path / "full" / "curve.jsonl").read_text().splitlines()]
+    b = [json.loads(x) for x in (tmp_path / "killed" / "curve.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in b] == list(range(1, 7))
+    assert [r["loss"] for r in b] == pytest.approx([r["loss"] for r in a], abs=1e-5)
+    from safetensors.torch import load_file
+
+    wa, wb = load_file(tmp_path / "full" / "last" / "model.safetensors"), load_file(tmp_path / "killed" / "last" / "model.safetensors")
+    assert all(torch.allclose(wa[k], wb[k], atol=1e-5) for k in wa)
+
+
+def test_unreadable_training_image_is_skipped_and_reported(dataset, tmp_path):
+    import shutil
+
+    copy = tmp_path / "ds"
+    shutil.copytree(dataset, copy)
+    victim = sorted((copy / "images").iterdir())[0]
+    victim.write_bytes(b"")
+    data, report = load_examples(_cfg(copy))
+    assert list(report["skipped_images"]) == [f"images/{victim.name}"] and report["skipped_items"] > 0
+    assert all(not e.image.endswith(victim.name) for part in data.values() for e in part)
+
+
+def test_out_of_memory_message_names_the_settings_to_change():
+    msg = _oom_message(TrainConfig(batch_size=32, grad_accum=1))
+    assert "batch_size=32" in msg and "grad_accum" in msg and "gradient checkpointing" in msg
+
+
+def test_out_of_memory_during_training_is_re_raised_with_advice(dataset, tmp_path, monkeypatch):
+    from lib.models.hf import HFModel
+
+    real_load = HFModel._load
+
+    def load_then_break(self):
+        real_load(self)
+
+        def oom(*args, **kwargs):
+            raise torch.OutOfMemoryError("CUDA out of memory")
+
+        self.model.forward = oom
+
+    monkeypatch.setattr(HFModel, "_load", load_then_break)
+    with pytest.raises(torch.OutOfMemoryError, match="lower batch_size"):
+        train(_cfg(dataset), tmp_path / "oom", progress=False)
