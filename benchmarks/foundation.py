@@ -8,7 +8,6 @@ Each figure is a ratio of medians measured in this one run (these machines are n
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
@@ -19,8 +18,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from benchmarks._record import record
 from lib.models import Request, generate, load_model
-from lib.paths import outputs_root
 from lib.provenance import versions
 from lib.store import CallStore
 
@@ -118,12 +117,7 @@ def main() -> dict:
     result["targets"] = {"hf_batch_speedup": 4, "cache_speedup": 50, "api_concurrency_speedup": 10}
     result["meets_targets"] = (all(result[k] >= v for k, v in result["targets"].items())
                                and result["hf_same_greedy_outputs"] and result["cache_all_hits"])
-    out = outputs_root() / "bench" / "foundation.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
-    print(f"-> {out}")
-    return result
+    return record("foundation", result)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 if __name__ == "__main__":
-    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name not in ("run",))
+    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if not m.name.startswith("_") and m.name != "run")
     failed = []
     for name in names:
         print(f"== benchmarks.{name}", flush=True)

@@ -12,11 +12,11 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 
 import yaml
 
-from lib.paths import PARAMS, outputs_root
+from benchmarks._record import record
+from lib.paths import PARAMS
 
 REPEATS = 3
 
@@ -86,12 +86,7 @@ def main() -> dict:
         "targets": {"ratio_at_most": 2},
     }
     result["meets_targets"] = result["ratio"] <= 2 and full["images"] == 162
-    out = outputs_root() / "bench" / "scrapbook.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
-    print(f"-> {out}")
-    return result
+    return record("scrapbook", result)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ import sys
 
 import yaml
 
-from lib.paths import PARAMS, outputs_root
+from benchmarks._record import record
+from lib.paths import PARAMS
 
 STEPS = 150
 
@@ -42,12 +43,7 @@ def main() -> dict:
               "train_tokens_per_second": child["tokens_per_second"],
               "examples_per_second": round(child["steps"] * demo["batch_size"] / child["train_seconds"], 1),
               "peak_rss_mb": round(child["peak_rss_mb"], 1)}
-    out = outputs_root() / "bench" / "train.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
-    print(f"-> {out}")
-    return result
+    return record("train", result)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,11 @@ class TrainConfig:
     groups: list = field(default_factory=lambda: ["np"])  # meta.group filter
     forms: list = field(default_factory=lambda: ["original"])  # meta.form filter
     eval_levels: list = field(default_factory=lambda: [1])  # validation/test questions' levels
+    train_types: list = field(default_factory=list)  # train only on these question types; empty: all of `types`
+    train_targets: list = field(default_factory=list)  # train only on questions describing these attributes
+    #   (e.g. [color]: colour questions only); empty: all. Validation and test keep every question.
+    focus_targets: list = field(default_factory=list)  # curriculum: for the first focus_steps steps, train
+    focus_steps: int = 0  # only on questions about these attributes (an easy concept first), then on all
     val_fraction: float = 0.1  # of images
     test_fraction: float = 0.1  # of images
     full_finetune: bool = False  # True for randomly initialised models: LoRA on random weights learns little
@@ -99,6 +104,12 @@ def split_by_image(image_ids: list[str], val_fraction: float, test_fraction: flo
     return split
 
 
+def target_kind(meta: dict) -> str:
+    """What a Scrapbook question's target describes: ``color``, ``shape`` or ``color+shape``."""
+    target = (meta.get("query") or {}).get("target") or {}
+    return "+".join(k for k in ("color", "shape") if k in target) or "object"
+
+
 def answer_choices(meta: dict, max_count: int) -> tuple:
     """The closed answer set a question is validated with (constrained decoding)."""
     kind = meta.get("type")
@@ -132,6 +143,9 @@ def load_examples(cfg: TrainConfig) -> tuple[dict[str, list[Example]], dict]:
             continue
         part = split[it.images[0]]
         if part != "train" and it.meta.get("level") not in cfg.eval_levels:
+            continue
+        if part == "train" and ((cfg.train_targets and set(target_kind(it.meta).split("+")) - set(cfg.train_targets))
+                                or (cfg.train_types and it.meta.get("type") not in cfg.train_types)):
             continue
         out[part].append(Example(str(folder / it.images[0]), it.question, str(it.answer[0]),
                                  answer_choices(it.meta, max_count), it.meta))
@@ -234,25 +248,26 @@ def evaluate_examples(model, processor, examples: list[Example], batch_size: int
         responses = generate(wrapper, reqs, batch_size=batch_size, progress=False)
     finally:
         model.train(was_training)
-    by_type: dict[str, list[bool]] = {}
-    for e, r in zip(examples, responses):
-        by_type.setdefault(e.meta.get("type", "all"), []).append(r.parsed == e.answer)
-    out = {f"accuracy_{k}": float(np.mean(v)) for k, v in by_type.items()}
-    out["accuracy"] = float(np.mean([x for v in by_type.values() for x in v])) if by_type else float("nan")
-    return out
+    return _accuracies(examples, [r.parsed == e.answer for e, r in zip(examples, responses)])
+
+
+def _accuracies(examples: list[Example], hits: list[bool]) -> dict:
+    """Overall accuracy, per question type, and per type and target kind (colour / shape)."""
+    groups: dict[str, list[bool]] = {"accuracy": []}
+    for e, hit in zip(examples, hits):
+        kind = e.meta.get("type", "all")
+        for key in ("accuracy", f"accuracy_{kind}", f"accuracy_{kind}_{target_kind(e.meta)}"):
+            groups.setdefault(key, []).append(hit)
+    return {k: float(np.mean(v)) for k, v in sorted(groups.items()) if v}
 
 
 def majority_baseline(train: list[Example], test: list[Example]) -> dict:
-    """Accuracy of always answering the training split's most frequent answer, per type."""
-    out, all_hits = {}, []
-    for kind in sorted({e.meta.get("type") for e in test}):
+    """Accuracy of always giving the training split's most frequent answer for the question type."""
+    top = {}
+    for kind in {e.meta.get("type") for e in test}:
         answers = [e.answer for e in train if e.meta.get("type") == kind]
-        top = max(set(answers), key=answers.count) if answers else None
-        hits = [e.answer == top for e in test if e.meta.get("type") == kind]
-        out[f"accuracy_{kind}"] = float(np.mean(hits))
-        all_hits += hits
-    out["accuracy"] = float(np.mean(all_hits))
-    return out
+        top[kind] = max(set(answers), key=answers.count) if answers else None
+    return _accuracies(test, [e.answer == top[e.meta.get("type")] for e in test])
 
 
 # --- loop -------------------------------------------------------------------------------------
@@ -312,13 +327,14 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
 
     bar = tqdm(total=cfg.max_steps, initial=state["step"], desc="train", disable=not progress or not acc.is_main_process)
     model.train()
-    train_set = data["train"]
+    focus = [e for e in data["train"] if cfg.focus_targets and not set(target_kind(e.meta).split("+")) - set(cfg.focus_targets)]
     while state["step"] < cfg.max_steps:
         if cfg.max_seconds and state["train_seconds"] >= cfg.max_seconds:
             break
         start = time.perf_counter()
         step = state["step"]
         loss_sum = 0.0
+        train_set = focus if focus and step < cfg.focus_steps else data["train"]
         for micro in range(cfg.grad_accum):
             pick = np.random.default_rng([cfg.seed, step, micro, acc.process_index]).choice(
                 len(train_set), cfg.batch_size, replace=len(train_set) < cfg.batch_size)
@@ -415,13 +431,17 @@ def load_trained(cfg: TrainConfig, folder: str | Path):
 
 
 def compare(cfg: TrainConfig, out_dir: str | Path, max_test: int = 1000) -> dict:
-    """Base (untrained) vs trained (best validation) vs the majority answer, on the test split."""
+    """Base (untrained) vs trained (best validation) vs the majority answer, on the test split.
+    The majority answer per question type comes from every training question (no training filter)."""
+    from dataclasses import replace
+
     data, _ = load_examples(cfg)
+    everything, _ = load_examples(replace(cfg, train_types=[], train_targets=[]))
     rng = np.random.default_rng(cfg.seed)
     test = [data["test"][i] for i in sorted(rng.permutation(len(data["test"]))[:max_test])]
     base = load_model(cfg.model).load()
     model, processor = load_trained(cfg, Path(out_dir) / "best")
     return {"n_test": len(test), "test_images": len({e.image for e in test}),
-            "majority": majority_baseline(data["train"], test),
+            "majority": majority_baseline(everything["train"], test),
             "base": evaluate_examples(base.model, base.processor, test, question_first=cfg.question_first),
             "trained": evaluate_examples(model, processor, test, question_first=cfg.question_first)}

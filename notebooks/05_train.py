@@ -30,6 +30,10 @@ dataset: str = ""  # a dataset folder; empty: generate a Scrapbook training set 
 scrapbook: dict = {"canvas": [224, 224], "size_start": 40, "size_step": 10, "n_sets": 1, "n_backgrounds": 1,
                    "n_arrangements": 1, "n_region_pairs": 4, "n_questions_per_type": 1, "types": ["presence", "counting"],
                    "groups": ["np"], "forms": ["original"]}  # smoke: a few dozen images
+train_types: list = []  # train only on these question types (empty: all); evaluation keeps every type
+train_targets: list = []  # train only on questions about these attributes, e.g. ["color"] (empty: all)
+focus_targets: list = []  # curriculum: first train only on these attributes' questions, e.g. ["color"]
+focus_steps: int = 0  # ... for this many steps, then on all training questions
 full_finetune: bool = True  # the tiny model is random: train it all; real checkpoints: LoRA (False)
 lora_r: int = 16  # LoRA rank (when full_finetune is False)
 lr: float = 1e-3  # AdamW peak learning rate, after warm-up, cosine decay
@@ -66,7 +70,9 @@ if not dataset:
     stats = generate(ScrapbookParams.from_dict({**scrapbook, "seed": seed}), out / "data", progress=False)
     dataset = str(out / "data")
     print(f"generated {stats['images']} images, {stats['questions']:,} questions")
-cfg = TrainConfig(model=model, dataset=dataset, full_finetune=full_finetune, lora_r=lora_r, lr=lr,
+cfg = TrainConfig(model=model, dataset=dataset, train_types=train_types, train_targets=train_targets,
+                  focus_targets=focus_targets, focus_steps=focus_steps,
+                  full_finetune=full_finetune, lora_r=lora_r, lr=lr,
                   warmup_steps=warmup_steps, max_steps=max_steps, max_seconds=max_seconds, batch_size=batch_size,
                   grad_accum=grad_accum, eval_every=eval_every, eval_items=eval_items, checkpoint_every=eval_every,
                   seed=seed)
@@ -105,5 +111,6 @@ write_json(out / "summary.json", {"base": result["base"], "trained": result["tra
                                   "training": summary})
 write_provenance(out, "05_train", {"run": run, **json.loads(json.dumps(summary["config"]))}, seed)
 assert (out / "best").is_dir() and (out / "last").is_dir()
-print(f"trained presence accuracy {result['trained'].get('accuracy_presence', float('nan')):.3f} "
-      f"vs majority {result['majority'].get('accuracy_presence', float('nan')):.3f} -> {out}")
+for key in ("accuracy_presence", "accuracy_presence_color", "accuracy_presence_shape"):
+    print(f"{key}: trained {result['trained'].get(key, float('nan')):.3f}, base {result['base'].get(key, float('nan')):.3f}, "
+          f"majority {result['majority'].get(key, float('nan')):.3f}")

@@ -4,10 +4,9 @@ import json
 
 import pytest
 import torch
-from PIL import Image
 
 from lib.scrapbook import ScrapbookParams, generate
-from lib.train import (TrainConfig, TrainingInterrupted, _oom_message, collate, lm_linear_modules, load_examples,
+from lib.train import (TrainConfig, TrainingInterrupted, _oom_message, collate, load_examples,
                        prepare_model, split_by_image, train)
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
@@ -115,3 +114,27 @@ def test_out_of_memory_during_training_is_re_raised_with_advice(dataset, tmp_pat
     monkeypatch.setattr(HFModel, "_load", load_then_break)
     with pytest.raises(torch.OutOfMemoryError, match="lower batch_size"):
         train(_cfg(dataset), tmp_path / "oom", progress=False)
+
+
+def test_training_filters_touch_the_train_split_only(dataset):
+    data, _ = load_examples(_cfg(dataset, train_types=["presence"], train_targets=["color"]))
+    assert data["train"] and all(e.meta["type"] == "presence" and set(e.meta["query"]["target"]) == {"color"}
+                                 for e in data["train"])
+    assert {e.meta["type"] for e in data["test"]} == {"presence", "counting"}
+    assert {tuple(sorted(e.meta["query"]["target"])) for e in data["test"]} == {("color",), ("shape",)}
+
+
+def test_curriculum_trains_on_the_focus_questions_first(dataset, tmp_path, monkeypatch):
+    import lib.train as T
+
+    seen = []
+    real = T.collate
+
+    def spy(examples, *args, **kwargs):
+        seen.append({T.target_kind(e.meta) for e in examples})
+        return real(examples, *args, **kwargs)
+
+    monkeypatch.setattr(T, "collate", spy)
+    cfg = _cfg(dataset, focus_targets=["color"], focus_steps=3, train_types=["presence"])
+    train(cfg, tmp_path / "curriculum", progress=False)
+    assert all(kinds == {"color"} for kinds in seen[:3]) and any(kinds != {"color"} for kinds in seen[3:])

@@ -100,7 +100,7 @@ class HFModel(Model):
     def _load(self) -> None:
         import torch
         from transformers import (
-            AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer,
+            AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer,
         )
         from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 

@@ -36,7 +36,7 @@ from PIL import Image, ImageOps
 
 from lib.scrapbook import questions as Q
 from lib.scrapbook.layout import Placer, region_of, regions, relation
-from lib.scrapbook.objects import ObjectSpec, coco_classes, draw_shape, load_cutout, vocabulary
+from lib.scrapbook.objects import ObjectSpec, draw_shape, load_cutout, vocabulary
 
 SELECTIONS = ("same", "unique", "random")
 OPPOSITE = {"upper left": "lower right", "above": "below", "upper right": "lower left", "left": "right",
@@ -210,7 +210,6 @@ def object_sets(params: ScrapbookParams, res: Resources) -> list[list[ObjectSpec
     rng = random.Random(f"{params.seed}:sets")
     det = params.object_selection == "deterministic"
     n = params.objects_per_set
-    v = vocabulary()
     sizes = [params.size_start + params.size_step * k for k in range(n)]
     sets = []
     for s in range(params.n_sets):
