@@ -4,13 +4,14 @@ generation-based validation on the task's own metric, checkpoints and exact resu
     python -m lib.train --params params/05_train.demo.yaml --out outputs/demo/05_train
     accelerate launch -m lib.train --params FILE --out DIR      # several GPUs, same code
 
-Why an explicit loop on ``accelerate`` rather than transformers' ``Trainer``: validation here is
-*generation* with constrained choices (yes/no, counts, option letters) scored by the task's metric
-every k steps, and resume must restore the exact data position. Trainer's ``compute_metrics``
-sees logits of a teacher-forced forward, not generated answers (only ``Seq2SeqTrainer`` generates,
-and not for decoder-only VLM chat prompts with images), so the metric would need a callback that
-re-implements the evaluation loop anyway; the explicit loop is ~150 lines, and ``accelerate``
-still gives us devices, mixed precision, gradient accumulation, multi-GPU and checkpoint state.
+Why an explicit loop on ``accelerate`` rather than transformers' ``Trainer`` (both tried: a Trainer
+run with this module's ``collate`` and a callback calling :func:`evaluate_examples` trains fine):
+validation here is *generation* with constrained answers scored by the task's metric, and
+Trainer's evaluation loop computes teacher-forced logits, so the metric lives in a callback that
+Trainer's best-model selection does not see, next to an evaluation pass we do not need; the
+demo's curriculum (switching the training pool at a step) and the stateless batch draws that make
+resume exact would fight Trainer's sampler. The explicit loop is ~150 lines, and ``accelerate``
+still gives devices, mixed precision, gradient accumulation, multi-GPU and checkpoint state.
 
 Batches are drawn *statelessly*: step t's examples come from ``rng(seed, t, process)``, so a
 resumed run sees exactly the batches the uninterrupted run would have seen. Loss is on the answer

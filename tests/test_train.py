@@ -138,3 +138,18 @@ def test_curriculum_trains_on_the_focus_questions_first(dataset, tmp_path, monke
     cfg = _cfg(dataset, focus_targets=["color"], focus_steps=3, train_types=["presence"])
     train(cfg, tmp_path / "curriculum", progress=False)
     assert all(kinds == {"color"} for kinds in seen[:3]) and any(kinds != {"color"} for kinds in seen[3:])
+
+
+@pytest.mark.parametrize("kind", ["qwen2_vl", "idefics3"])
+def test_other_vlm_families_train_with_answer_only_labels(dataset, tmp_path, kind):
+    from lib.models import load_model
+
+    spec = {"backend": "tiny", "name": kind}
+    data, _ = load_examples(_cfg(dataset))
+    backend = load_model(spec).load()
+    tok = backend.processor.tokenizer
+    batch = collate(data["train"][:2], backend.processor, tok.eos_token)
+    assert tok.decode(batch["labels"][0][batch["labels"][0] != -100].tolist()) == data["train"][0].answer + tok.eos_token
+    summary = train(TrainConfig(model=spec, dataset=str(dataset), full_finetune=False, max_steps=2, batch_size=2,
+                                eval_every=2, eval_items=4, checkpoint_every=2), tmp_path / kind, progress=False)
+    assert summary["steps"] == 2 and summary["model"]["mode"] == "lora" and (tmp_path / kind / "best").is_dir()
