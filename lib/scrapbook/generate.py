@@ -345,7 +345,7 @@ def build_unit(params: ScrapbookParams, unit: tuple, objs: list[ObjectSpec], bg:
         image_id = f"{base}_x{k + 1}"
         present = [_object_record(i, sp, bx, rl, width, height)
                    for i, (sp, bx, rl) in enumerate(zip(specs[:k + 1], boxes[:k + 1], roles[:k + 1]))]
-        absent = [dict(spec_attrs(sp), role=("reference" if j == 1 else "other")) for j, sp in enumerate(order)
+        absent = [dict(sp.attributes(), role=("reference" if j == 1 else "other")) for j, sp in enumerate(order)
                   if j > k or j >= len(specs)]
         scene = {"id": image_id, "image": f"images/{image_id}.png", "mask": f"masks/{image_id}.png",
                  "parent": parent, "unit": list(unit), "set": s, "background": bg, "width": width, "height": height,
@@ -353,10 +353,6 @@ def build_unit(params: ScrapbookParams, unit: tuple, objs: list[ObjectSpec], bg:
         steps.append(Step(canvas, mask, scene))
         parent = image_id
     return steps
-
-
-def spec_attrs(spec: ObjectSpec) -> dict:
-    return spec.attributes()
 
 
 def _descriptors(attrs: dict) -> list[dict]:
