@@ -452,8 +452,8 @@ def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
     """The dataset rows of one image as JSONL lines: n paraphrases per query, in the four forms.
 
     Each line is one :class:`lib.schema.Item`. The JSON is assembled from pieces encoded once per
-    query (hand-assembled rather than ``json.dumps`` per row: this is the hot loop, ~70% of a
-    run's time otherwise); tests parse every line back into an Item.
+    query (hand-assembled: ``json.dumps`` per row cost twice the PNG encoding of the whole dataset
+    when profiled); tests parse every line back into an Item.
     """
     rng = random.Random(f"{params.seed}:q:{scene['id']}")
     image = _dumps([scene["image"]])
@@ -481,7 +481,7 @@ def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
         meta_json = (f'{{"type":"{query["type"]}","group":"{query["group"]}","subgroup":{meta["subgroup"]},'
                      f'{query_json},"absurd":{"true" if answer == Q.UNK else "false"}{scene_json}')
         tails = {}
-        for form in Q.FORMS:
+        for form in forms:
             enumerated = form == "enumerated"
             shown = alts[-1] if enumerated and answer == Q.UNK else answer
             tails[form] = (f',"images":{image},"options":null,"answer":[{_encode_str(shown)}],"meta":{meta_json}'
