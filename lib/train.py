@@ -436,10 +436,10 @@ def compare(cfg: TrainConfig, out_dir: str | Path, max_test: int = 1000) -> dict
     The majority answer per question type comes from every training question (no training filter)."""
     from dataclasses import replace
 
-    data, _ = load_examples(cfg)
+    # training filters touch the train split only, so one unfiltered load serves both purposes
     everything, _ = load_examples(replace(cfg, train_types=[], train_targets=[]))
     rng = np.random.default_rng(cfg.seed)
-    test = [data["test"][i] for i in sorted(rng.permutation(len(data["test"]))[:max_test])]
+    test = [everything["test"][i] for i in sorted(rng.permutation(len(everything["test"]))[:max_test])]
     base = load_model(cfg.model).load()
     model, processor = load_trained(cfg, Path(out_dir) / "best")
     return {"n_test": len(test), "test_images": len({e.image for e in test}),

@@ -597,7 +597,7 @@ _encode_str = json.encoder.encode_basestring  # the C string escaper json.dumps 
 @lru_cache(maxsize=65536)
 def _query_json(key: tuple) -> tuple[int, str]:
     """A query's level and its ``"level":..,"concepts":..,"query":..`` JSON, once per distinct query."""
-    query = {k: dict(v) if isinstance(v, tuple) else v for k, v in key}
+    query = Q.from_key(key)
     concepts = Q.concepts(query)
     level = min(4, len(concepts))
     return level, f'"level":{level},"concepts":{_dumps(concepts)},"query":{_dumps(query)}'

@@ -213,9 +213,14 @@ def query_key(query: dict) -> tuple:
     return tuple((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in sorted(query.items()))
 
 
+def from_key(key: tuple) -> dict:
+    """The query a :func:`query_key` was made from."""
+    return {k: dict(v) if isinstance(v, tuple) else v for k, v in key}
+
+
 @lru_cache(maxsize=65536)
 def _paraphrases(key: tuple) -> tuple[str, ...]:
-    query = {k: dict(v) if isinstance(v, tuple) else v for k, v in key}
+    query = from_key(key)
     return _expand(tuple(_template_list(query)), _freeze(slot_values(query)))
 
 
