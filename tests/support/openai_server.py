@@ -3,8 +3,9 @@
 It answers ``POST /v1/chat/completions`` after ``delay_s``. Markers in the last user message script
 failures, per distinct message: ``[[429x2]]`` / ``[[500x1]]`` fail that many attempts first,
 ``[[timeoutx1]]`` stalls that many attempts past any client timeout, ``[[always500]]`` never
-succeeds, ``[[malformed]]`` returns broken JSON for a structured request. Otherwise a structured
-request gets ``{"answer": <first enum value>}`` and a free one ``echo: <text>``.
+succeeds, ``[[malformed]]`` returns broken JSON for a structured request, ``[[reply:TEXT]]`` answers
+exactly TEXT (a scripted model, garbage included). Otherwise a structured request gets
+``{"answer": <first enum value>}`` and a free one ``echo: <text>``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections import Counter
 from aiohttp import web
 
 _MARK = re.compile(r"\[\[(429|500|timeout)x(\d+)\]\]")
+_REPLY = re.compile(r"\[\[reply:(.*?)\]\]", re.DOTALL)
 
 
 class OpenAIStub:
@@ -49,7 +51,10 @@ class OpenAIStub:
             if m and m.group(1) == "timeout" and n <= int(m.group(2)):
                 await asyncio.sleep(self.stall_s)
             fmt = body.get("response_format")
-            if "[[malformed]]" in text:
+            reply = _REPLY.search(text)
+            if reply:
+                content = reply.group(1)
+            elif "[[malformed]]" in text:
                 content = '{"answer": "yes", '
             elif fmt and fmt.get("type") == "json_schema":
                 props = fmt["json_schema"]["schema"].get("properties", {})

@@ -1,0 +1,50 @@
+"""Classification, multiple-choice credit and bootstrap intervals."""
+
+import math
+
+import pytest
+
+from lib.metrics import classification as C
+from lib.metrics.stats import bootstrap_ci, mean_ci
+
+
+def test_invalid_answers_stay_in_every_denominator():
+    gold = ["Y", "N", "Y", "N"]
+    pred = ["Y", None, "Y", "Y"]  # one invalid
+    assert C.accuracy(gold, pred) == 0.5
+    from sklearn.metrics import f1_score
+
+    # invalid is never positive: as if it were a third label
+    assert C.binary_f1(gold, pred, "Y") == pytest.approx(f1_score(gold, ["Y", "X", "Y", "Y"], labels=["Y"], average="macro"))
+    assert C.binary_f1(gold, pred, "Y") == pytest.approx(2 * 1.0 * (2 / 3) / (1.0 + 2 / 3))  # recall 1, precision 2/3
+    assert C.macro_f1(gold, pred) == pytest.approx(f1_score(gold, ["Y", "X", "Y", "Y"], labels=["N", "Y"], average="macro"))
+
+
+def test_mcq_exact_and_jaccard_credit():
+    gold = [[0, 2], [1], [], [3]]
+    pred = [[0], [1], [], None]
+    s = C.mcq_scores(gold, pred)
+    assert s["exact"] == [0.0, 1.0, 1.0, 0.0]
+    assert s["jaccard"] == [0.5, 1.0, 1.0, 0.0]  # "none" answered "none" = full credit; invalid = 0
+
+
+def test_micro_and_macro_over_question_types():
+    scores = [1, 1, 1, 0, 0, 1]
+    types = ["a", "a", "a", "a", "b", "b"]
+    r = C.per_type(scores, types)
+    assert r["micro"] == pytest.approx(4 / 6)
+    assert r["by_type"] == {"a": 0.75, "b": 0.5}
+    assert r["macro"] == pytest.approx(0.625)
+
+
+def test_bootstrap_intervals_are_deterministic_and_bracket_the_value():
+    vals = [1.0] * 30 + [0.0] * 70
+    v, lo, hi = mean_ci(vals, seed=3)
+    assert v == pytest.approx(0.3) and lo < v < hi and 0.18 < lo and hi < 0.42
+    assert mean_ci(vals, seed=3) == (v, lo, hi)
+    assert mean_ci([1.0, 1.0, 1.0]) == (1.0, 1.0, 1.0)
+    assert all(math.isnan(x) for x in mean_ci([])) and math.isnan(mean_ci([0.5])[1])
+    gold = ["Y", "N"] * 20
+    pred = ["Y", "Y"] * 20
+    f, flo, fhi = bootstrap_ci(lambda g, p: C.binary_f1(list(g), list(p), "Y"), [gold, pred], 200)
+    assert f == pytest.approx(2 / 3) and flo <= f <= fhi

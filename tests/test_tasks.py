@@ -1,0 +1,111 @@
+"""Tasks: rendered prompts (snapshots), closed answer sets, and answer reading that never guesses."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from lib.io import import_memeqa
+from lib.schema import Item
+from lib.tasks import build_prompt, demo_datasets, letter_sets, parse_letter_set, read_answer, target
+
+from .conftest import SHARED_DATA
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "prompts.json"
+MEMEQA = SHARED_DATA / "memeqa"
+
+
+def _scrapbook_item(form="enumerated"):
+    return Item(id="s-1", task="scrapbook.qa", images=["images/s.png"], answer=["red"],
+                question="what is the color of the circle? choose one of the alternatives: red, blue, or not applicable.",
+                meta={"form": form, "type": "recognition", "alternatives": ["red", "blue", "not applicable"],
+                      "query": {"type": "recognition", "ask": "color"}})
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    from lib.io import load_items
+
+    folders = demo_datasets(tmp_path_factory.mktemp("demo"))
+    return {name: load_items(folder) for name, folder in folders.items()}
+
+
+def _rendered(demo) -> dict:
+    pick = {"mcq single": demo["mcq"][0], "mcq multi (N for none)": demo["mcq"][4],
+            "yesbut.detection": demo["yesbut"][0], "yesbut.understanding left": demo["yesbut"][1],
+            "yesbut.understanding whole": demo["yesbut"][3],
+            "yesbut.completion": next(i for i in demo["yesbut"] if i.task == "yesbut.completion"),
+            "vqa.open": demo["vqa"][0], "scrapbook.qa enumerated": _scrapbook_item()}
+    out = {}
+    for name, item in pick.items():
+        p = build_prompt(item, "ROOT")
+        out[name] = {"text": p.text, "images": list(p.images), "choices": list(p.choices) if p.choices else None,
+                     "answer_trigger": p.answer_trigger}
+    return out
+
+
+def test_rendered_prompts_match_the_snapshot(demo):
+    """Prompts are data (lib/data/prompts/tasks.yaml); a change there must be deliberate:
+    regenerate with UPDATE_SNAPSHOTS=1 and review the diff."""
+    rendered = _rendered(demo)
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.write_text(json.dumps(rendered, indent=1, ensure_ascii=False) + "\n")
+    assert rendered == json.loads(SNAPSHOT.read_text())
+
+
+def test_the_papers_prompts_are_used_verbatim(demo):
+    det = build_prompt(demo["yesbut"][0], "ROOT").text
+    assert det.startswith("You are an AI expert in detecting humour or satire.")
+    assert det.endswith('Output format: one character, exactly either "Y" or "N"')
+    whole = build_prompt(demo["yesbut"][3], "ROOT")
+    assert whole.text == "Why is this image funny/satirical?" and whole.choices is None
+    assert build_prompt(demo["yesbut"][1], "ROOT").text == "Describe the image"
+
+
+def test_multi_answer_sets_and_parsing():
+    assert letter_sets(3, True) == ("A", "B", "C", "A, B", "A, C", "B, C", "A, B, C", "N")
+    assert parse_letter_set("A, C", 4, True) == {0, 2}
+    assert parse_letter_set("b and d.", 4, True) == {1, 3}
+    assert parse_letter_set("N", 4, True) == frozenset()
+    assert parse_letter_set("N", 4, False) is None  # a "None of the above" option exists: N is not an answer
+    assert parse_letter_set("A, E", 4, True) is None
+    assert parse_letter_set("I think A", 4, True) is None
+
+
+@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+@pytest.mark.parametrize("variant", ["none-minus", "none-plus"])
+def test_memeqa_items_become_prompts_and_targets(variant):
+    items = import_memeqa(MEMEQA / variant / "dev.json")
+    for item in items:
+        p = build_prompt(item, "ROOT")
+        n = len(item.options)
+        assert f"{'ABCD'[n - 1]}. {item.options[-1]}" in p.text
+        if item.meta["general_type"] == "single":
+            assert p.choices == tuple("ABCD"[:n]) and target(item) == "ABCD"[item.answer[0]]
+        else:
+            none_option = item.options[-1] == "None of the above"
+            assert ("N" in p.choices) is (not none_option) and len(p.choices) == 2 ** n - 1 + (not none_option)
+            gold = ", ".join("ABCD"[i] for i in item.answer) or "N"
+            assert read_answer(item, gold)[0] == target(item)  # the gold answer, written out, reads back
+    assert {i.meta["specific_type"] for i in items} and len({i.meta["specific_type"] for i in items}) == 11
+
+
+GARBAGE = ["", "   ", "这是一只猫", "A, B", '{"answer": "B"}', "B", "The answer is (C).", "a cat", "Y N", "yes"]
+
+
+@pytest.mark.parametrize("text", GARBAGE)
+def test_garbage_is_read_or_invalid_never_guessed(text, demo):
+    single, multi, det = demo["mcq"][0], demo["mcq"][4], demo["yesbut"][0]
+    for item in (single, multi, det, _scrapbook_item()):
+        value, method = read_answer(item, text)
+        choices = build_prompt(item, ".").choices
+        if value is None:
+            assert method == "invalid"
+        elif item is multi:
+            assert isinstance(value, frozenset)
+        else:
+            assert value in choices  # a read answer is always one of the allowed ones
+    assert read_answer(single, "A, B")[0] is None  # several letters for a single answer
+    assert read_answer(single, "a cat")[0] is None  # a lower-case article is not option A
+    assert read_answer(det, "Y N")[0] is None
