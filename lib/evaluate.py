@@ -14,7 +14,7 @@ Zero-shot chain of thought (``style="cot"``) is two calls, as in Kojima et al.: 
 answer trigger gives the answer, constrained like a zero-shot answer.
 
 Outputs under ``outputs/<run>/06_evaluate/``: ``predictions.jsonl``, ``judgements.jsonl`` (LAVE),
-``metrics.csv`` (model, task, style, subset, metric, value, ci_low, ci_high, n, n_invalid),
+``metrics.csv`` (model, dataset, task, style, subset, metric, value, ci_low, ci_high, n, n_invalid),
 ``levels.csv`` and ``errors.csv`` (Scrapbook, shaped like the paper's Tables 8-15), ``config.json``.
 """
 
@@ -130,7 +130,7 @@ def _constraint(choices, constrain: bool, model) -> Constraint | None:
 
 
 def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: EvalConfig, store=None,
-            progress: bool = True) -> list[Prediction]:
+            progress: bool = True, dataset: str = "") -> list[Prediction]:
     """One Prediction per item (raw output kept, answer read per the task, method recorded)."""
     from lib.store import call_key
 
@@ -153,7 +153,7 @@ def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: E
     fp = model.fingerprint
     preds = []
     for it, req, resp, why in zip(items, final, responses, reasoning):
-        meta = {"dataset_root": str(root)}
+        meta = {"dataset": dataset or Path(root).name}
         if why is not None:
             meta["reasoning"] = why.text
         if why is not None and why.error:
@@ -209,8 +209,8 @@ def score_predictions(items: dict[str, Item], preds: list[Prediction], cfg: Eval
 
             p.parsed, p.method, p.valid = (lambda r: (_jsonable(r[0]), r[1], r[2]))(
                 _read(items[p.item_id], Response(text=p.raw, method="free")))
-        groups[(p.model, p.task, p.style)].append(p)
-    for (_, task, _), group in groups.items():
+        groups[(p.model, p.meta.get("dataset", ""), p.task, p.style)].append(p)
+    for (_, _, task, _), group in groups.items():
         its = [items[p.item_id] for p in group]
         if task in ("mcq",):
             for p, it in zip(group, its):
@@ -271,12 +271,12 @@ def scrapbook_frame(preds: list[Prediction], items: list[Item], spaces: dict | N
     return pd.DataFrame(rows)
 
 
-def _row(model, task, style, subset, metric, values_or_stat, n, n_invalid, ci=None) -> dict:
+def _row(model, dataset, task, style, subset, metric, values_or_stat, n, n_invalid, ci=None) -> dict:
     if ci is None:
         value, low, high = mean_ci(values_or_stat)
     else:
         value, low, high = ci
-    return {"model": model, "task": task, "style": style, "subset": subset, "metric": metric, "value": value,
+    return {"model": model, "dataset": dataset, "task": task, "style": style, "subset": subset, "metric": metric, "value": value,
             "ci_low": low, "ci_high": high, "n": n, "n_invalid": n_invalid}
 
 
@@ -286,36 +286,36 @@ def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: l
     rows, level_frames, error_frames = [], [], []
     groups = defaultdict(list)
     for p in preds:
-        groups[(p.model, p.task, p.style)].append(p)
-    lave = {(j.model, j.item_id, j.meta.get("style", "zero_shot")): j for j in judgements}
-    for (model, task, style), group in sorted(groups.items()):
+        groups[(p.model, p.meta.get("dataset", ""), p.task, p.style)].append(p)
+    lave = {(j.model, j.meta.get("dataset", ""), j.item_id, j.meta.get("style", "zero_shot")): j for j in judgements}
+    for (model, dataset, task, style), group in sorted(groups.items()):
         its = [items[p.item_id] for p in group]
         n, n_inv = len(group), sum(not p.valid for p in group)
-        rows.append(_row(model, task, style, "all", "invalid_rate", [float(not p.valid) for p in group], n, n_inv))
+        rows.append(_row(model, dataset, task, style, "all", "invalid_rate", [float(not p.valid) for p in group], n, n_inv))
         if task == "mcq":
             types = [it.meta.get("specific_type", "all") for it in its]
             for metric in ("exact", "jaccard"):
                 vals = [p.scores[metric] for p in group]
-                rows.append(_row(model, task, style, "all", f"{metric}_micro", vals, n, n_inv))
+                rows.append(_row(model, dataset, task, style, "all", f"{metric}_micro", vals, n, n_inv))
                 macro = lambda v, t: C.per_type(v, t)["macro"]  # noqa: E731
-                rows.append(_row(model, task, style, "all", f"{metric}_macro", None, n, n_inv,
+                rows.append(_row(model, dataset, task, style, "all", f"{metric}_macro", None, n, n_inv,
                                  ci=bootstrap_ci(macro, [vals, types], cfg.n_resamples, seed=cfg.seed)))
                 for t in sorted(set(types)):
                     sub = [v for v, tt in zip(vals, types) if tt == t]
                     sub_inv = sum(not p.valid for p, tt in zip(group, types) if tt == t)
-                    rows.append(_row(model, task, style, t, metric, sub, len(sub), sub_inv))
+                    rows.append(_row(model, dataset, task, style, t, metric, sub, len(sub), sub_inv))
         elif task == "yesbut.detection":
             gold = [target(it) for it in its]
             pred = [p.parsed if p.valid else None for p in group]
-            rows.append(_row(model, task, style, "all", "accuracy", [p.scores["accuracy"] for p in group], n, n_inv))
-            rows.append(_row(model, task, style, "all", "f1", None, n, n_inv, ci=bootstrap_ci(
+            rows.append(_row(model, dataset, task, style, "all", "accuracy", [p.scores["accuracy"] for p in group], n, n_inv))
+            rows.append(_row(model, dataset, task, style, "all", "f1", None, n, n_inv, ci=bootstrap_ci(
                 lambda g, q: C.binary_f1(list(g), [None if x is None else x for x in q], "Y"),
                 [gold, pred], cfg.n_resamples, seed=cfg.seed)))
-            rows.append(_row(model, task, style, "all", "macro_f1", None, n, n_inv, ci=bootstrap_ci(
+            rows.append(_row(model, dataset, task, style, "all", "macro_f1", None, n, n_inv, ci=bootstrap_ci(
                 lambda g, q: C.macro_f1(list(g), list(q), labels=["Y", "N"]), [gold, pred], cfg.n_resamples,
                 seed=cfg.seed)))
         elif task == "yesbut.completion":
-            rows.append(_row(model, task, style, "all", "accuracy", [p.scores["accuracy"] for p in group], n, n_inv))
+            rows.append(_row(model, dataset, task, style, "all", "accuracy", [p.scores["accuracy"] for p in group], n, n_inv))
         elif task in ("yesbut.understanding", "vqa.open"):
             key = "part" if task == "yesbut.understanding" else None
             subsets = {"all": list(range(n))}
@@ -327,37 +327,38 @@ def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: l
             for subset, idx in subsets.items():
                 for metric in group[0].scores:
                     vals = [group[i].scores[metric] for i in idx]
-                    rows.append(_row(model, task, style, subset, metric, vals, len(idx),
+                    rows.append(_row(model, dataset, task, style, subset, metric, vals, len(idx),
                                      sum(not group[i].valid for i in idx)))
-            js = [lave.get((model, p.item_id, style)) for p in group]
+            js = [lave.get((model, dataset, p.item_id, style)) for p in group]
             if any(j is not None for j in js):
                 judged = [j for j in js if j is not None]
                 # an unread rating counts as 0 so the judge's failures stay visible (n_invalid is the judge's)
-                rows.append(_row(model, task, style, "all", "lave", [j.score if j.valid else 0.0 for j in judged],
+                rows.append(_row(model, dataset, task, style, "all", "lave", [j.score if j.valid else 0.0 for j in judged],
                                  len(judged), sum(not j.valid for j in judged)))
         elif task == "scrapbook.qa":
             frame = S.score_versions(scrapbook_frame(group, its))
             qs = S.questions(frame)
             m = frame["model"].iloc[0]
             for form, sub in frame.groupby("form"):
-                rows.append(_row(model, task, style, f"form={form}", "accuracy", sub["correct"].astype(float).tolist(),
+                rows.append(_row(model, dataset, task, style, f"form={form}", "accuracy", sub["correct"].astype(float).tolist(),
                                  len(sub), int(sum(not group[i].valid for i in sub.index))))
             for filt, q in (("non-absurd", qs[~qs["absurd"]]), ("full", qs)):
                 for metric, col in (("accuracy_all_forms", "correct_all"), ("accuracy_all_forms_strict", "correct_all_strict"),
                                     ("consistent_rate", "consistent")):
-                    rows.append(_row(model, task, style, filt, metric, q[col].astype(float).tolist(), len(q), n_inv))
+                    rows.append(_row(model, dataset, task, style, filt, metric, q[col].astype(float).tolist(), len(q), n_inv))
             levels = S.levels(frame)
             errors = S.error_table(frame, qs)
             overall = S.overall_table(frame, qs)
             for df in (levels, errors, overall):
                 df.insert(0, "style", style)
+                df.insert(0, "dataset", dataset)
                 df["model"] = model
             level_frames.append(levels)
             error_frames.append(pd.concat([errors, overall.rename(columns={"questions": "count"}).assign(
                 unit="questions", category="overall")], ignore_index=True))
             del m
-    metrics = pd.DataFrame(rows, columns=["model", "task", "style", "subset", "metric", "value", "ci_low", "ci_high",
-                                          "n", "n_invalid"])
+    metrics = pd.DataFrame(rows, columns=["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low",
+                                          "ci_high", "n", "n_invalid"])
     levels = pd.concat(level_frames, ignore_index=True) if level_frames else pd.DataFrame()
     errors = pd.concat(error_frames, ignore_index=True) if error_frames else pd.DataFrame()
     return metrics, levels, errors
@@ -380,7 +381,7 @@ def evaluate(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True
         model = load_model(spec)
         for name, (root, items) in data.items():
             for style in cfg.styles:
-                preds.extend(predict(label, model, items, root, style, cfg, store, progress))
+                preds.extend(predict(label, model, items, root, style, cfg, store, progress, dataset=name))
     if cfg.judge:
         judge_model = load_model(cfg.judge)
         by_id = {it.id: it for _, items in data.values() for it in items}
@@ -391,7 +392,7 @@ def evaluate(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True
                             max_new_tokens=cfg.judge_max_new_tokens, progress=progress)
             for j, p in zip(js, todo):
                 j.model = p.model
-                j.meta["style"] = p.style
+                j.meta.update(style=p.style, dataset=p.meta.get("dataset", ""))
             judgements.extend(js)
     write_jsonl(out / "predictions.jsonl", (p.to_dict() for p in preds))
     write_jsonl(out / "judgements.jsonl", (j.to_dict() for j in judgements))
@@ -429,11 +430,11 @@ def invalid_summary(out: str | Path) -> pd.DataFrame:
     """Invalid answers per model, task and style: count, total, rate and the methods that read the rest."""
     rows = defaultdict(lambda: defaultdict(int))
     for d in read_jsonl(Path(out) / "predictions.jsonl"):
-        key = (d["model"], d["task"], d["style"])
+        key = (d["model"], d["meta"].get("dataset", ""), d["task"], d["style"])
         rows[key]["n"] += 1
         rows[key]["invalid"] += not d["valid"]
         rows[key][f"method {d['method']}"] += 1
-    df = pd.DataFrame([{"model": k[0], "task": k[1], "style": k[2], **v} for k, v in rows.items()]).fillna(0)
+    df = pd.DataFrame([{"model": k[0], "dataset": k[1], "task": k[2], "style": k[3], **v} for k, v in rows.items()]).fillna(0)
     df["invalid_rate"] = df["invalid"] / df["n"]
     return df
 

@@ -29,6 +29,7 @@ run: str = "smoke"  # outputs go to outputs/<run>/
 seed: int = 0  # item sampling and bootstrap resampling
 datasets: dict = {}  # name: dataset folder; a value "stage:NN_name/sub" resolves inside this run's outputs
 demo_data: bool = True  # also evaluate the embedded demo datasets (mcq, yesbut, vqa)
+scrapbook: dict = {}  # Scrapbook parameters: generate a fresh probing set here (empty: none), e.g. 05's scenes
 models: dict = {"base": {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}}  # label: model spec
 styles: list = ["zero_shot", "cot"]  # zero_shot and/or cot
 constrain: bool = True  # constrained decoding over closed answer sets (choices) where the backend allows it
@@ -47,6 +48,8 @@ from IPython.display import display
 from lib.evaluate import EvalConfig, evaluate, invalid_summary
 from lib.paths import stage_dir
 from lib.provenance import write_provenance
+from lib.scrapbook import ScrapbookParams
+from lib.scrapbook import generate as generate_scrapbook
 from lib.tasks import demo_datasets
 
 out = stage_dir(run, "06_evaluate")
@@ -67,6 +70,11 @@ def resolve_spec(spec: dict) -> dict:
 data = {name: resolve(folder) for name, folder in datasets.items()}
 if demo_data:
     data.update({name: str(folder) for name, folder in demo_datasets(out / "data", seed=seed).items()})
+if scrapbook:
+    stats = generate_scrapbook(ScrapbookParams.from_dict({"seed": seed, **scrapbook}), out / "data" / "scrapbook-fresh",
+                               progress=False)
+    data["scrapbook-fresh"] = str(out / "data" / "scrapbook-fresh")
+    print(f"fresh Scrapbook set: {stats['images']} images, {stats['questions']:,} questions")
 cfg = EvalConfig(datasets=data, models={k: resolve_spec(v) for k, v in models.items()}, styles=styles,
                  constrain=constrain, max_new_tokens=max_new_tokens, cot_max_new_tokens=cot_max_new_tokens,
                  judge=judge or None, judge_max_new_tokens=judge_max_new_tokens, text_metrics=text_metrics,
@@ -94,7 +102,7 @@ display(invalid.style.format({"invalid_rate": "{:.1%}"}))
 # %%
 metrics = pd.read_csv(out / "metrics.csv")
 headline = metrics[metrics["subset"].isin(["all", "non-absurd"]) & (metrics["metric"] != "invalid_rate")]
-display(headline.pivot_table(index=["task", "metric"], columns=["model", "style"], values="value").round(3))
+display(headline.pivot_table(index=["dataset", "task", "metric"], columns=["model", "style"], values="value").round(3))
 
 # %% [markdown]
 # ## Open answers: LAVE beside exact match, ANLS and VQA accuracy (same answers)
@@ -112,9 +120,9 @@ if len(judgements):
 # %%
 errors = pd.read_csv(out / "errors.csv")
 if len(errors):
-    display(errors[errors["unit"] == "questions"][["model", "style", "filter", "count", "correct", "accuracy"]])
-    display(errors[errors["unit"] == "aggregated"].pivot_table(index="category", columns=["model", "style", "filter"],
-                                                                values="count"))
+    display(errors[errors["unit"] == "questions"][["dataset", "model", "style", "filter", "count", "correct", "accuracy"]])
+    display(errors[errors["unit"] == "aggregated"].pivot_table(index=["dataset", "category"],
+                                                                columns=["model", "style", "filter"], values="count"))
     levels = pd.read_csv(out / "levels.csv")
     display(levels[(levels["level"] == 1) & (levels["form"] == "all")].head(12))
 

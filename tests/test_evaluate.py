@@ -1,0 +1,187 @@
+"""The evaluation stage end to end on real tiny models: outputs, resume, rescoring without a model,
+and garbage answers from a real OpenAI-compatible server that never abort a run."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from lib import evaluate as E
+from lib.io import dataset_info, load_items, read_jsonl, save_dataset
+from lib.schema import Item
+from lib.scrapbook import ScrapbookParams, generate as scrapbook
+from lib.store import CallStore
+from lib.tasks import demo_datasets
+
+from .support.openai_server import OpenAIStub
+
+TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8, "question_first": True}
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval-data")
+    folders = {k: str(v) for k, v in demo_datasets(root / "demo").items()}
+    scrapbook(ScrapbookParams.from_dict({"canvas": [160, 160], "size_start": 30, "size_step": 10, "n_sets": 1,
+                                         "objects_per_set": 3, "n_backgrounds": 1, "n_arrangements": 1,
+                                         "objects_per_image": 2, "n_region_pairs": 1, "n_questions_per_type": 1,
+                                         "types": ["presence", "counting", "recognition"], "groups": ["np", "abs"]}),
+              root / "scrapbook", progress=False)
+    folders["scrapbook"] = str(root / "scrapbook")
+    return folders
+
+
+def _config(datasets, **kw):
+    base = dict(datasets=datasets, models={"tiny": TINY}, styles=["zero_shot", "cot"], max_new_tokens=6,
+                cot_max_new_tokens=8, max_items=120, n_resamples=100, text_metrics=["bleu", "rouge_l", "meteor", "cider"])
+    return E.EvalConfig(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def finished(datasets, tmp_path_factory):
+    out = tmp_path_factory.mktemp("eval-out")
+    store = CallStore(out / "calls.sqlite")
+    with OpenAIStub() as judge_server:
+        import os
+
+        os.environ["VQALAB_JUDGE_KEY"] = "sk-test"
+        judge = {"backend": "openai", "name": "judge", "base_url": judge_server.url, "api_key_env": "VQALAB_JUDGE_KEY"}
+        summary = E.evaluate(_config(datasets, judge=judge), out, store=store, progress=False)
+    return out, store, summary
+
+
+def test_every_task_style_and_item_is_predicted_and_scored(finished, datasets):
+    out, _, summary = finished
+    items = {name: E.sample_items(load_items(f), 120, 0) for name, f in datasets.items()}
+    preds = list(read_jsonl(out / "predictions.jsonl"))
+    assert len(preds) == summary["predictions"] == 2 * sum(len(v) for v in items.values())
+    assert {p["task"] for p in preds} == {"mcq", "yesbut.detection", "yesbut.understanding", "yesbut.completion",
+                                          "scrapbook.qa", "vqa.open"}
+    for p in preds:
+        assert p["raw"] is not None and p["method"] and p["style"] in ("zero_shot", "cot")
+        assert p["valid"] is (p["parsed"] is not None)
+        if p["style"] == "cot":
+            assert "reasoning" in p["meta"]
+        if p["task"] in ("mcq", "yesbut.detection", "yesbut.completion", "scrapbook.qa"):
+            assert isinstance(p["correct"], bool)
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert list(metrics.columns) == ["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low", "ci_high", "n",
+                                "n_invalid"]
+    inv = metrics[metrics["metric"] == "invalid_rate"]
+    assert len(inv) == 6 * 2  # every task, every style, with its invalid count (one dataset per task here)
+    for _, row in metrics.dropna(subset=["ci_low"]).iterrows():
+        assert row["ci_low"] - 1e-9 <= row["value"] <= row["ci_high"] + 1e-9, row.to_dict()
+    got = set(zip(metrics["task"], metrics["metric"]))
+    for pair in [("mcq", "exact_macro"), ("mcq", "jaccard_micro"), ("yesbut.detection", "f1"), ("yesbut.detection", "macro_f1"),
+                 ("yesbut.completion", "accuracy"), ("yesbut.understanding", "meteor"), ("yesbut.understanding", "cider"),
+                 ("vqa.open", "anls"), ("vqa.open", "vqa_accuracy"), ("vqa.open", "exact_match"), ("vqa.open", "lave"),
+                 ("scrapbook.qa", "accuracy_all_forms"), ("scrapbook.qa", "consistent_rate")]:
+        assert pair in got, pair
+    judgements = list(read_jsonl(out / "judgements.jsonl"))
+    assert len(judgements) == 2 * len(items["vqa"]) and all(j["raw"].startswith("echo:") for j in judgements)
+
+
+def test_scrapbook_tables(finished):
+    out, _, _ = finished
+    levels, errors = pd.read_csv(out / "levels.csv"), pd.read_csv(out / "errors.csv")
+    assert {"level", "concept", "type", "subgroup", "form", "n", "correct", "accuracy", "passed"} <= set(levels.columns)
+    assert (levels["level"] == 1).any() and set(levels["form"]) >= {"original", "enumerated", "all"}
+    agg = errors[errors["unit"] == "aggregated"]
+    assert set(agg["category"]) >= {"answer disagreement", "error disagreement", "wrong answer", "total"}
+    overall = errors[errors["unit"] == "questions"]
+    assert set(overall["filter"]) == {"non-absurd", "non-absurd*", "full", "full*"}
+    # the aggregated error total + the correct questions = every question, per model, style and filter
+    for (style, filt), sub in agg[agg["category"] == "total"].groupby(["style", "filter"]):
+        row = overall[(overall["style"] == style) & (overall["filter"] == ("full*" if filt == "all" else "non-absurd*"))]
+        assert int(sub["count"].iloc[0]) + int(row["correct"].iloc[0]) == int(row["count"].iloc[0])
+
+
+def test_rescore_needs_no_model_and_reproduces_the_tables(finished, monkeypatch):
+    out, _, _ = finished
+    before = {n: pd.read_csv(out / n) for n in ("metrics.csv", "levels.csv", "errors.csv")}
+
+    def no_model(*a, **k):
+        raise AssertionError("rescoring must not load a model")
+
+    monkeypatch.setattr(E, "load_model", no_model)
+    monkeypatch.setattr("lib.models.load_model", no_model)
+    for n in before:
+        (out / n).unlink()
+    E.rescore_folder(out)
+    for n, df in before.items():
+        pd.testing.assert_frame_equal(pd.read_csv(out / n), df)
+
+
+def test_rescore_cli_on_a_run(finished, monkeypatch, capsys):
+    import shutil
+
+    from lib.paths import stage_dir
+
+    out, _, _ = finished
+    target = stage_dir("rescore-cli", "06_evaluate")
+    for f in ("config.json", "predictions.jsonl", "judgements.jsonl"):
+        shutil.copy(out / f, target / f)
+    assert E.main(["rescore", "--run", "rescore-cli"]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"] > 0
+    assert (target / "metrics.csv").exists() and (target / "levels.csv").exists()
+
+
+def test_a_killed_evaluation_resumes_without_repeating_calls(datasets, tmp_path):
+    from lib.models.hf import HFModel
+
+    store = CallStore(tmp_path / "calls.sqlite")
+    cfg = _config({"mcq": datasets["mcq"], "vqa": datasets["vqa"]}, styles=["zero_shot"])
+    calls = []
+    original = HFModel._generate
+
+    def counting(self, requests, on_result):
+        calls.append(len(requests))
+        return original(self, requests, on_result)
+
+    HFModel._generate = counting
+    try:
+        model = E.load_model(TINY)
+        items = load_items(datasets["mcq"])
+        E.predict("tiny", model, items[:5], datasets["mcq"], "zero_shot", cfg, store, progress=False)  # then "killed"
+        first = sum(calls)
+        E.evaluate(cfg, tmp_path / "out", store=store, progress=False)
+        assert first == 5 and sum(calls) - first == len(items) - 5 + len(load_items(datasets["vqa"]))
+        calls.clear()
+        E.evaluate(cfg, tmp_path / "out", store=store, progress=False)
+        assert sum(calls) == 0  # a finished evaluation reruns from the cache alone
+    finally:
+        HFModel._generate = original
+
+
+GARBAGE = {"empty": "", "spaces": "   ", "chinese": "这是正确的答案", "two letters": "A, B", "json": '{"answer": "B"}',
+           "prose": "I would say the second one", "good": "B", "good, chatty": "The answer is B."}
+
+
+def test_garbage_from_an_api_model_is_counted_never_fatal(tmp_path, monkeypatch):
+    monkeypatch.setenv("VQALAB_TEST_KEY", "sk-test")
+    from PIL import Image
+
+    folder = tmp_path / "garbage"
+    (folder / "images").mkdir(parents=True)
+    Image.new("RGB", (32, 32), "red").save(folder / "images" / "r.png")
+    items = [Item(id=k, task="mcq", question=f"Which? [[reply:{v}]]", images=["images/r.png"], options=["x", "y", "z"],
+                  answer=[1], meta={"general_type": "single", "specific_type": "t"}) for k, v in GARBAGE.items()]
+    items.append(Item(id="open-empty", task="vqa.open", question="What? [[reply:]]", images=["images/r.png"], answer=["red"]))
+    items.append(Item(id="open-chinese", task="vqa.open", question="What? [[reply:红色]]", images=["images/r.png"],
+                      answer=["red"]))
+    save_dataset(folder, items, dataset_info("garbage"))
+    with OpenAIStub() as server:
+        spec = {"backend": "openai", "name": "api", "base_url": server.url, "api_key_env": "VQALAB_TEST_KEY"}
+        cfg = E.EvalConfig(datasets={"g": str(folder)}, models={"api": spec}, styles=["zero_shot"], constrain=False,
+                           n_resamples=50)
+        E.evaluate(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
+    preds = {p["item_id"]: p for p in read_jsonl(tmp_path / "out" / "predictions.jsonl")}
+    assert len(preds) == len(items)
+    assert {k for k, p in preds.items() if not p["valid"]} == {"empty", "spaces", "chinese", "two letters", "prose",
+                                                              "open-empty"}
+    # a JSON object naming one option is read as that option (scored), never as a random one
+    assert preds["good"]["correct"] and preds["good, chatty"]["correct"] and preds["json"]["parsed"] == "B"
+    assert preds["open-chinese"]["valid"] and preds["open-chinese"]["scores"]["exact_match"] == 0.0
+    metrics = pd.read_csv(tmp_path / "out" / "metrics.csv")
+    mcq = metrics[(metrics["task"] == "mcq") & (metrics["metric"] == "exact_micro")].iloc[0]
+    assert mcq["n"] == 8 and mcq["n_invalid"] == 5 and mcq["value"] == pytest.approx(3 / 8)
