@@ -271,9 +271,9 @@ def scrapbook_frame(preds: list[Prediction], items: list[Item], spaces: dict | N
     return pd.DataFrame(rows)
 
 
-def _row(model, dataset, task, style, subset, metric, values_or_stat, n, n_invalid, ci=None) -> dict:
+def _row(model, dataset, task, style, subset, metric, values_or_stat, n, n_invalid, ci=None, cfg=None) -> dict:
     if ci is None:
-        value, low, high = mean_ci(values_or_stat)
+        value, low, high = mean_ci(values_or_stat, **({"n_resamples": cfg.n_resamples, "seed": cfg.seed} if cfg else {}))
     else:
         value, low, high = ci
     return {"model": model, "dataset": dataset, "task": task, "style": style, "subset": subset, "metric": metric, "value": value,
@@ -284,6 +284,10 @@ def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: l
                   cfg: EvalConfig) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(metrics, levels, errors) from scored predictions and LAVE judgements."""
     rows, level_frames, error_frames = [], [], []
+
+    def row(*args, ci=None) -> dict:
+        return _row(*args, ci=ci, cfg=cfg)
+
     groups = defaultdict(list)
     for p in preds:
         groups[(p.model, p.meta.get("dataset", ""), p.task, p.style)].append(p)
@@ -291,31 +295,29 @@ def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: l
     for (model, dataset, task, style), group in sorted(groups.items()):
         its = [items[p.item_id] for p in group]
         n, n_inv = len(group), sum(not p.valid for p in group)
-        rows.append(_row(model, dataset, task, style, "all", "invalid_rate", [float(not p.valid) for p in group], n, n_inv))
+        rows.append(row(model, dataset, task, style, "all", "invalid_rate", [float(not p.valid) for p in group], n, n_inv))
         if task == "mcq":
             types = [it.meta.get("specific_type", "all") for it in its]
             for metric in ("exact", "jaccard"):
                 vals = [p.scores[metric] for p in group]
-                rows.append(_row(model, dataset, task, style, "all", f"{metric}_micro", vals, n, n_inv))
-                macro = lambda v, t: C.per_type(v, t)["macro"]  # noqa: E731
-                rows.append(_row(model, dataset, task, style, "all", f"{metric}_macro", None, n, n_inv,
-                                 ci=bootstrap_ci(macro, [vals, types], cfg.n_resamples, seed=cfg.seed)))
+                rows.append(row(model, dataset, task, style, "all", f"{metric}_micro", vals, n, n_inv))
+                stat, arrays = C.macro_over_types_statistic(vals, types)
+                rows.append(row(model, dataset, task, style, "all", f"{metric}_macro", None, n, n_inv,
+                                 ci=bootstrap_ci(stat, arrays, cfg.n_resamples, seed=cfg.seed)))
                 for t in sorted(set(types)):
                     sub = [v for v, tt in zip(vals, types) if tt == t]
                     sub_inv = sum(not p.valid for p, tt in zip(group, types) if tt == t)
-                    rows.append(_row(model, dataset, task, style, t, metric, sub, len(sub), sub_inv))
+                    rows.append(row(model, dataset, task, style, t, metric, sub, len(sub), sub_inv))
         elif task == "yesbut.detection":
             gold = [target(it) for it in its]
             pred = [p.parsed if p.valid else None for p in group]
-            rows.append(_row(model, dataset, task, style, "all", "accuracy", [p.scores["accuracy"] for p in group], n, n_inv))
-            rows.append(_row(model, dataset, task, style, "all", "f1", None, n, n_inv, ci=bootstrap_ci(
-                lambda g, q: C.binary_f1(list(g), [None if x is None else x for x in q], "Y"),
-                [gold, pred], cfg.n_resamples, seed=cfg.seed)))
-            rows.append(_row(model, dataset, task, style, "all", "macro_f1", None, n, n_inv, ci=bootstrap_ci(
-                lambda g, q: C.macro_f1(list(g), list(q), labels=["Y", "N"]), [gold, pred], cfg.n_resamples,
-                seed=cfg.seed)))
+            rows.append(row(model, dataset, task, style, "all", "accuracy", [p.scores["accuracy"] for p in group], n, n_inv))
+            for metric, labels in (("f1", ["Y"]), ("macro_f1", ["Y", "N"])):
+                stat, arrays = C.f1_statistic(gold, pred, labels)
+                rows.append(row(model, dataset, task, style, "all", metric, None, n, n_inv,
+                                 ci=bootstrap_ci(stat, arrays, cfg.n_resamples, seed=cfg.seed)))
         elif task == "yesbut.completion":
-            rows.append(_row(model, dataset, task, style, "all", "accuracy", [p.scores["accuracy"] for p in group], n, n_inv))
+            rows.append(row(model, dataset, task, style, "all", "accuracy", [p.scores["accuracy"] for p in group], n, n_inv))
         elif task in ("yesbut.understanding", "vqa.open"):
             key = "part" if task == "yesbut.understanding" else None
             subsets = {"all": list(range(n))}
@@ -327,25 +329,25 @@ def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: l
             for subset, idx in subsets.items():
                 for metric in group[0].scores:
                     vals = [group[i].scores[metric] for i in idx]
-                    rows.append(_row(model, dataset, task, style, subset, metric, vals, len(idx),
+                    rows.append(row(model, dataset, task, style, subset, metric, vals, len(idx),
                                      sum(not group[i].valid for i in idx)))
             js = [lave.get((model, dataset, p.item_id, style)) for p in group]
             if any(j is not None for j in js):
                 judged = [j for j in js if j is not None]
                 # an unread rating counts as 0 so the judge's failures stay visible (n_invalid is the judge's)
-                rows.append(_row(model, dataset, task, style, "all", "lave", [j.score if j.valid else 0.0 for j in judged],
+                rows.append(row(model, dataset, task, style, "all", "lave", [j.score if j.valid else 0.0 for j in judged],
                                  len(judged), sum(not j.valid for j in judged)))
         elif task == "scrapbook.qa":
             frame = S.score_versions(scrapbook_frame(group, its))
             qs = S.questions(frame)
             m = frame["model"].iloc[0]
             for form, sub in frame.groupby("form"):
-                rows.append(_row(model, dataset, task, style, f"form={form}", "accuracy", sub["correct"].astype(float).tolist(),
+                rows.append(row(model, dataset, task, style, f"form={form}", "accuracy", sub["correct"].astype(float).tolist(),
                                  len(sub), int(sum(not group[i].valid for i in sub.index))))
             for filt, q in (("non-absurd", qs[~qs["absurd"]]), ("full", qs)):
                 for metric, col in (("accuracy_all_forms", "correct_all"), ("accuracy_all_forms_strict", "correct_all_strict"),
                                     ("consistent_rate", "consistent")):
-                    rows.append(_row(model, dataset, task, style, filt, metric, q[col].astype(float).tolist(), len(q), n_inv))
+                    rows.append(row(model, dataset, task, style, filt, metric, q[col].astype(float).tolist(), len(q), n_inv))
             levels = S.levels(frame)
             errors = S.error_table(frame, qs)
             overall = S.overall_table(frame, qs)

@@ -55,6 +55,41 @@ def mcq_scores(gold: Sequence[Sequence[int]], pred: Sequence[Sequence[int] | Non
     return {"exact": exact, "jaccard": [jaccard(set(g), None if p is None else set(p)) for g, p in zip(gold, pred)]}
 
 
+# --- vectorised statistics for lib.metrics.stats.bootstrap_ci (last axis = items) ---------------
+
+def f1_statistic(gold: Sequence, pred: Sequence, labels: Sequence):
+    """A vectorised macro F1 over ``labels`` (one label: that class's F1) for bootstrap intervals;
+    invalid predictions (None) are never any label. Equals :func:`macro_f1` / :func:`binary_f1`."""
+    g = np.asarray(["\0" if x is None else str(x) for x in gold])
+    p = np.asarray([INVALID if x is None else str(x) for x in pred])
+    parts = [((g == str(lb)) & (p == str(lb)), (g != str(lb)) & (p == str(lb)), (g == str(lb)) & (p != str(lb)))
+             for lb in labels]
+    flat = [x.astype(np.int8) for trio in parts for x in trio]
+
+    def stat(*arrays):
+        f1s = []
+        for k in range(len(labels)):
+            tp, fp, fn = (arrays[3 * k + j].sum(axis=-1) for j in range(3))
+            denom = 2 * tp + fp + fn
+            f1s.append(np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0))
+        return np.mean(f1s, axis=0)
+
+    return stat, flat
+
+
+def macro_over_types_statistic(scores: Sequence[float], types: Sequence[str]):
+    """A vectorised mean over question types of the per-type mean score (MemeQA's macro average)."""
+    values = np.asarray(scores, dtype=float)
+    names = sorted(set(types))
+    masks = [(np.asarray(types) == t).astype(float) for t in names]
+
+    def stat(v, *ms):
+        means = [np.where(m.sum(axis=-1) > 0, (v * m).sum(axis=-1) / np.maximum(m.sum(axis=-1), 1), np.nan) for m in ms]
+        return np.nanmean(means, axis=0)
+
+    return stat, [values, *masks]
+
+
 def per_type(scores: Sequence[float], types: Sequence[str]) -> dict:
     """Micro average (over items), macro average (over types: MemeQA's headline) and per-type means."""
     groups: dict[str, list[float]] = defaultdict(list)

@@ -83,8 +83,6 @@ def bertscore(predictions: Sequence[str], references: Sequence[Sequence[str]], m
     """BERTScore F1 (bert-score), the best over references. Default model: the local MiniLM
     (all-MiniLM-L6-v2, 6 layers; no rescaling baseline exists for it). Any HF model id or path
     works with its own ``num_layers``."""
-    import bert_score
-
     _check(predictions, references, "bertscore")
     if not predictions:
         return []
@@ -98,11 +96,19 @@ def bertscore(predictions: Sequence[str], references: Sequence[Sequence[str]], m
     out = [0.0] * len(predictions)
     if keep:
         refs = [[r for r in references[i] if r.strip()] or ["."] for i in keep]
-        _, _, f1 = bert_score.score([predictions[i] for i in keep], refs, model_type=model, num_layers=num_layers,
-                                    batch_size=batch_size, device="cpu" if not _cuda() else None)
+        _, _, f1 = _bert_scorer(model, num_layers, batch_size).score([predictions[i] for i in keep], refs)
         for i, x in zip(keep, f1):
             out[i] = float(x)
     return out
+
+
+@lru_cache(maxsize=2)
+def _bert_scorer(model: str, num_layers: int | None, batch_size: int):
+    """One loaded BERTScorer per model (loading costs seconds; scoring a batch, milliseconds)."""
+    import bert_score
+
+    return bert_score.BERTScorer(model_type=model, num_layers=num_layers, batch_size=batch_size,
+                                 device="cpu" if not _cuda() else None)
 
 
 def _cuda() -> bool:

@@ -44,7 +44,12 @@ def test_bootstrap_intervals_are_deterministic_and_bracket_the_value():
     assert mean_ci(vals, seed=3) == (v, lo, hi)
     assert mean_ci([1.0, 1.0, 1.0]) == (1.0, 1.0, 1.0)
     assert all(math.isnan(x) for x in mean_ci([])) and math.isnan(mean_ci([0.5])[1])
-    gold = ["Y", "N"] * 20
-    pred = ["Y", "Y"] * 20
-    f, flo, fhi = bootstrap_ci(lambda g, p: C.binary_f1(list(g), list(p), "Y"), [gold, pred], 200)
-    assert f == pytest.approx(2 / 3) and flo <= f <= fhi
+    gold = ["Y", "N"] * 20 + ["N"] * 10
+    pred = ["Y", "Y"] * 20 + [None, "N"] * 5
+    for labels, reference in ((["Y"], C.binary_f1(gold, pred, "Y")), (["Y", "N"], C.macro_f1(gold, pred, ["Y", "N"]))):
+        stat, arrays = C.f1_statistic(gold, pred, labels)
+        f, flo, fhi = bootstrap_ci(stat, arrays, 200)
+        assert f == pytest.approx(reference) and flo < f < fhi  # the vectorised F1 is scikit-learn's
+    scores, types = [1, 1, 1, 0, 0, 1], ["a", "a", "a", "a", "b", "b"]
+    stat, arrays = C.macro_over_types_statistic(scores, types)
+    assert bootstrap_ci(stat, arrays, 100)[0] == pytest.approx(C.per_type(scores, types)["macro"])
