@@ -45,6 +45,9 @@ from lib.tasks import LETTERS, STYLES, build_prompt, is_multi, prompts, read_ans
 TEXT_METRICS = ("bleu", "rouge_l", "meteor", "bertscore", "cider")
 _TEXT_FNS = {"bleu": T.bleu, "rouge_l": T.rouge_l, "meteor": T.meteor, "bertscore": T.bertscore, "cider": T.cider}
 OPEN_METRICS = ("exact_match", "anls", "vqa_accuracy")
+LEVEL_COLUMNS = ["dataset", "style", "model", "level", "concepts", "concept", "type", "subgroup", "form", "n", "correct",
+                 "accuracy", "passed"]
+ERROR_COLUMNS = ["dataset", "style", "model", "filter", "unit", "category", "count", "share", "correct", "accuracy"]
 
 
 @dataclass
@@ -77,6 +80,22 @@ class EvalConfig:
 
 
 # --- items ----------------------------------------------------------------------------------------
+
+def resolve_folder(run: str, folder: str) -> str:
+    """``stage:04_scrapbook/dataset`` -> that folder inside ``outputs/<run>/``; other paths unchanged."""
+    from lib.paths import stage_dir
+
+    if folder.startswith("stage:"):
+        stage, _, sub = folder[len("stage:"):].partition("/")
+        return str(stage_dir(run, stage, create=False) / sub)
+    return folder
+
+
+def resolve_spec(run: str, spec: dict) -> dict:
+    """A model spec whose ``name`` may be a ``stage:...`` folder of this run (e.g. 05's weights)."""
+    return {**spec, "name": resolve_folder(run, spec["name"])} if "name" in spec else dict(spec)
+
+
 
 def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, list[Item]]]:
     """Each dataset's folder and items (filtered by task, sampled to ``max_items``)."""
@@ -361,8 +380,8 @@ def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: l
             del m
     metrics = pd.DataFrame(rows, columns=["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low",
                                           "ci_high", "n", "n_invalid"])
-    levels = pd.concat(level_frames, ignore_index=True) if level_frames else pd.DataFrame()
-    errors = pd.concat(error_frames, ignore_index=True) if error_frames else pd.DataFrame()
+    levels = pd.concat(level_frames, ignore_index=True) if level_frames else pd.DataFrame(columns=LEVEL_COLUMNS)
+    errors = pd.concat(error_frames, ignore_index=True) if error_frames else pd.DataFrame(columns=ERROR_COLUMNS)
     return metrics, levels, errors
 
 

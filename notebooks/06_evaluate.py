@@ -45,7 +45,7 @@ n_resamples: int = 1000  # bootstrap resamples for the confidence intervals
 import pandas as pd
 from IPython.display import display
 
-from lib.evaluate import EvalConfig, evaluate, invalid_summary
+from lib.evaluate import EvalConfig, evaluate, invalid_summary, resolve_folder, resolve_spec
 from lib.paths import stage_dir
 from lib.provenance import write_provenance
 from lib.scrapbook import ScrapbookParams
@@ -55,19 +55,7 @@ from lib.tasks import demo_datasets
 out = stage_dir(run, "06_evaluate")
 
 
-def resolve(folder: str) -> str:
-    """``stage:04_scrapbook/dataset`` -> that folder of this run's outputs."""
-    if folder.startswith("stage:"):
-        stage, _, sub = folder[len("stage:"):].partition("/")
-        return str(stage_dir(run, stage, create=False) / sub)
-    return folder
-
-
-def resolve_spec(spec: dict) -> dict:
-    return {**spec, "name": resolve(spec["name"])} if "name" in spec else spec
-
-
-data = {name: resolve(folder) for name, folder in datasets.items()}
+data = {name: resolve_folder(run, folder) for name, folder in datasets.items()}
 if demo_data:
     data.update({name: str(folder) for name, folder in demo_datasets(out / "data", seed=seed).items()})
 if scrapbook:
@@ -75,7 +63,7 @@ if scrapbook:
                                progress=False)
     data["scrapbook-fresh"] = str(out / "data" / "scrapbook-fresh")
     print(f"fresh Scrapbook set: {stats['images']} images, {stats['questions']:,} questions")
-cfg = EvalConfig(datasets=data, models={k: resolve_spec(v) for k, v in models.items()}, styles=styles,
+cfg = EvalConfig(datasets=data, models={k: resolve_spec(run, v) for k, v in models.items()}, styles=styles,
                  constrain=constrain, max_new_tokens=max_new_tokens, cot_max_new_tokens=cot_max_new_tokens,
                  judge=judge or None, judge_max_new_tokens=judge_max_new_tokens, text_metrics=text_metrics,
                  max_items=max_items, n_resamples=n_resamples, seed=seed)

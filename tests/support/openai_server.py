@@ -5,7 +5,8 @@ failures, per distinct message: ``[[429x2]]`` / ``[[500x1]]`` fail that many att
 ``[[timeoutx1]]`` stalls that many attempts past any client timeout, ``[[always500]]`` never
 succeeds, ``[[malformed]]`` returns broken JSON for a structured request, ``[[reply:TEXT]]`` answers
 exactly TEXT (a scripted model, garbage included). Otherwise a structured request gets
-``{"answer": <first enum value>}`` and a free one ``echo: <text>``.
+``{"answer": <first enum value>}`` and a free one ``echo: <text>``. ``POST /v1/images/generations``
+returns a small PNG (the images API of the style-variant stage).
 """
 
 from __future__ import annotations
@@ -72,6 +73,20 @@ class OpenAIStub:
         finally:
             self.in_flight -= 1
 
+    async def _image(self, request: web.Request) -> web.Response:
+        """``POST /v1/images/generations``: a PNG whose grey level encodes the prompt's length."""
+        import base64
+        import io
+
+        from PIL import Image
+
+        body = await request.json()
+        self.bodies.append(body)
+        self.auth_headers.add(request.headers.get("Authorization", ""))
+        buf = io.BytesIO()
+        Image.new("RGB", (64, 64), (len(body["prompt"]) % 256,) * 3).save(buf, format="PNG")
+        return web.json_response({"created": 0, "data": [{"b64_json": base64.b64encode(buf.getvalue()).decode()}]})
+
     def __enter__(self) -> "OpenAIStub":
         ready = threading.Event()
 
@@ -79,6 +94,7 @@ class OpenAIStub:
             self._loop = asyncio.new_event_loop()
             app = web.Application(client_max_size=64 * 2**20)
             app.router.add_post("/v1/chat/completions", self._chat)
+            app.router.add_post("/v1/images/generations", self._image)
             self._runner = web.AppRunner(app)
             self._loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, "127.0.0.1", 0)

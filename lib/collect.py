@@ -1,0 +1,341 @@
+"""Stage 01 · Collect: images from folders, the YesBut repository layout, MemeQA JSON, a Hugging
+Face dataset, URLs or the embedded demo, into one manifest (one record per image).
+
+A record: ``id`` (``img-`` + the first 16 hex digits of the file's SHA-256, so re-collecting the
+same sources gives the same ids and adding images later keeps the existing ones), ``path``,
+``sha256``, ``phash`` (perceptual hash, imagehash), ``width``, ``height``, ``source``, ``licence``,
+``url``, ``label`` (``satirical`` / ``non_satirical`` where known), ``left_style`` / ``right_style``
+(ORIG, STICK, 3D), ``stage``, ``timestamp``, ``original`` (the id of a generated image's stage-2
+original) and ``annotation`` (YesBut stage-2 fields joined by file name).
+
+Bad files (empty, truncated, not an image) are reported by name and counted, never ingested.
+Duplicates follow one documented rule (:func:`deduplicate`): exact copies (same SHA-256) and near
+copies (perceptual-hash Hamming distance <= ``near``) of an earlier record are removed and
+reported with the record they duplicate; "earlier" is the order the sources were given, then path.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from lib.io import LoadReport, load_image, scan_images
+
+STYLES = ("ORIG", "STICK", "3D")
+_YESBUT_NAME = re.compile(r"^(?P<ts>.+?)_(?P<left>ORIG|STICK|3D)_YES_(?P<right>ORIG|STICK|3D)_BUT\.\w+$")
+_YESBUT_FOLDER = re.compile(r"yesbut_stage_(?P<stage>\d)_(?P<label>satirical|non_satirical)$")
+
+
+@dataclass
+class Record:
+    id: str
+    path: str
+    name: str  # the file stem: how hand-written files (annotations, labels) refer to an image
+    sha256: str
+    phash: str
+    width: int
+    height: int
+    source: str
+    licence: str = "unknown"
+    url: str = ""
+    label: str | None = None
+    left_style: str | None = None
+    right_style: str | None = None
+    stage: int | None = None
+    timestamp: str | None = None
+    original: str | None = None
+    annotation: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def record_for(path: str | Path, source: str, **extra) -> Record:
+    """Hash, perceptual-hash and measure one image (raises :class:`lib.io.ImageError` if it is bad)."""
+    import imagehash
+
+    path = Path(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    image = load_image(path)
+    return Record(id=f"img-{digest[:16]}", path=str(path), name=path.stem, sha256=digest, phash=str(imagehash.phash(image)),
+                  width=image.width, height=image.height, source=source, **extra)
+
+
+def _records(paths, source: str, report: LoadReport, progress: bool, extra=lambda p: {}) -> list[Record]:
+    from lib.io import ImageError
+
+    out = []
+    for p in tqdm(paths, desc=f"collect {source}", unit="image", disable=not progress):
+        try:
+            out.append(record_for(p, source, **extra(Path(p))))
+        except (ImageError, OSError) as e:
+            report.add_skip(str(p), str(e))
+    report.loaded = len(out)
+    return out
+
+
+def collect_folder(folder: str | Path, source: str | None = None, licence: str = "unknown",
+                   progress: bool = True) -> tuple[list[Record], LoadReport]:
+    """Every image under ``folder`` (recursive, common formats); bad files go to the report."""
+    paths, report = scan_images(folder)
+    recs = _records(paths, source or Path(folder).name, report, progress, lambda p: {"licence": licence})
+    return recs, report
+
+
+def parse_yesbut_name(name: str) -> dict | None:
+    """``{timestamp, left_style, right_style}`` from ``{ts}_{L}_YES_{R}_BUT.jpg``; None otherwise.
+    The "timestamp" is the stage-2 original's file stem (usually a timestamp, sometimes a screenshot name)."""
+    m = _YESBUT_NAME.match(name)
+    return {"timestamp": m["ts"], "left_style": m["left"], "right_style": m["right"]} if m else None
+
+
+def read_yesbut_annotations(csv_path: str | Path) -> dict[str, dict]:
+    """YesBut_Stage2_Annotation.csv rows by file name, with typed fields."""
+    out = {}
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        for n, row in enumerate(csv.DictReader(f), start=2):
+            if not row.get("filename"):
+                raise ValueError(f"{csv_path}: line {n} has no filename")
+            out[row["filename"]] = {
+                "left_description": row["left_image"], "right_description": row["right_image"],
+                "overall_description": row["overall_description"],
+                "text_in_left": row["is_text_in_left_image"].strip().upper() == "TRUE",
+                "text_in_right": row["is_text_in_right_image"].strip().upper() == "TRUE",
+                "connected": row["are_images_connected"].strip().upper() == "TRUE",
+                "difficulty": row["difficulty_in_understanding"].strip().upper() or None}
+    return out
+
+
+def collect_yesbut(root: str | Path, licence: str = "YesBut dataset (see its repository)",
+                   progress: bool = True) -> tuple[list[Record], LoadReport]:
+    """The YesBut repository layout: ``images/stage_2/{ts}.jpg`` (originals, satirical, ORIG/ORIG)
+    joined with ``YesBut_Stage2_Annotation.csv``, and ``images/stage_3_and_4/yesbut_stage_{3,4}_
+    {satirical,non_satirical}/{ts}_{L}_YES_{R}_BUT.jpg`` (label from the folder, styles from the name,
+    linked to their original through the timestamp)."""
+    root = Path(root)
+    annotations = read_yesbut_annotations(root / "YesBut_Stage2_Annotation.csv") \
+        if (root / "YesBut_Stage2_Annotation.csv").exists() else {}
+    stage2, report = scan_images(root / "images" / "stage_2")
+
+    def stage2_extra(p: Path) -> dict:
+        return {"licence": licence, "label": "satirical", "left_style": "ORIG", "right_style": "ORIG", "stage": 2,
+                "timestamp": p.stem, "annotation": annotations.get(p.name, {})}
+
+    sub = _records(stage2, "yesbut", report, progress, stage2_extra)
+    by_ts = {r.timestamp: r for r in sub if r.timestamp}
+    generated = []
+    folders = sorted((root / "images" / "stage_3_and_4").glob("yesbut_stage_*")) \
+        if (root / "images" / "stage_3_and_4").exists() else []
+    for folder in folders:
+        m = _YESBUT_FOLDER.search(folder.name)
+        if not m:
+            continue
+        paths, rep = scan_images(folder)
+        report.skipped.extend(rep.skipped)
+        for p in paths:
+            parsed = parse_yesbut_name(p.name)
+            if parsed is None:
+                report.add_skip(str(p), "file name does not follow {ts}_{L}_YES_{R}_BUT")
+                continue
+            generated.append((p, {"licence": licence, "label": m["label"], "stage": int(m["stage"]), **parsed}))
+    gen = []
+    for p, extra in tqdm(generated, desc="collect yesbut stages 3-4", unit="image", disable=not progress):
+        try:
+            rec = record_for(p, "yesbut", **extra)
+        except OSError as e:
+            report.add_skip(str(p), str(e))
+            continue
+        original = by_ts.get(rec.timestamp)
+        rec.original = original.id if original else None
+        rec.annotation = dict(original.annotation) if original else {}
+        gen.append(rec)
+    report.loaded = len(sub) + len(gen)
+    return sub + gen, report
+
+
+def collect_memeqa(json_path: str | Path, images: str | Path, progress: bool = True) -> tuple[list[Record], LoadReport]:
+    """The images a MemeQA-format JSON names (``img`` keys) inside ``images``; missing ones are reported."""
+    import json
+
+    names = sorted({r["img"] for r in json.loads(Path(json_path).read_text())})
+    report = LoadReport()
+    present = []
+    for n in names:
+        if (Path(images) / n).exists():
+            present.append(Path(images) / n)
+        else:
+            report.add_skip(Path(images) / n, "named in the JSON but not found")
+    return _records(present, "memeqa", report, progress), report
+
+
+def collect_urls(urls: list[str], dest: str | Path, retries: int = 3, timeout_s: float = 20.0,
+                 progress: bool = True) -> tuple[list[Record], LoadReport]:
+    """Download each URL into ``dest`` (retries with backoff); a URL that never succeeds is reported.
+    Offline, every URL fails fast and is reported with the network error."""
+    import urllib.request
+
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    report, recs = LoadReport(), []
+    for url in tqdm(urls, desc="download", unit="url", disable=not progress):
+        name = hashlib.sha256(url.encode()).hexdigest()[:16] + (Path(url.split("?")[0]).suffix or ".img")
+        target = dest / name
+        error = None
+        for attempt in range(retries):
+            try:
+                with urllib.request.urlopen(url, timeout=timeout_s) as r:
+                    target.write_bytes(r.read())
+                error = None
+                break
+            except OSError as e:
+                error = f"{type(e).__name__}: {e}"
+                time.sleep(min(2 ** attempt * 0.2, 2.0))
+        if error:
+            report.add_skip(url, f"download failed after {retries} attempts ({error})")
+            continue
+        try:
+            recs.append(record_for(target, "urls", url=url))
+        except OSError as e:
+            report.add_skip(url, str(e))
+    report.loaded = len(recs)
+    return recs, report
+
+
+def collect_hf(name: str, dest: str | Path, split: str = "train", image_column: str = "image",
+               label_column: str | None = None, limit: int | None = None,
+               progress: bool = True) -> tuple[list[Record], LoadReport]:
+    """A Hugging Face dataset's images (``datasets.load_dataset``; needs the network or a prior
+    download), saved as PNGs under ``dest``."""
+    import datasets
+
+    try:
+        ds = datasets.load_dataset(name, split=split)
+    except Exception as e:  # offline, unknown name, gated...: say which and why
+        raise RuntimeError(f"cannot load the Hugging Face dataset {name!r} (split {split!r}): {e}. "
+                           f"It needs the network (HF_HUB_OFFLINE must be unset) or a local copy.") from e
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    report, recs = LoadReport(), []
+    for i, row in enumerate(tqdm(ds, desc=f"collect {name}", unit="image", disable=not progress)):
+        if limit is not None and i >= limit:
+            break
+        path = dest / f"{i:06d}.png"
+        row[image_column].convert("RGB").save(path)
+        recs.append(record_for(path, f"hf:{name}", label=str(row[label_column]) if label_column else None))
+    report.loaded = len(recs)
+    return recs, report
+
+
+def demo_pairs(photos: dict[str, str | Path], dest: str | Path) -> list[tuple[Path, dict]]:
+    """The demo's two-panel images: the photograph pairs of ``lib/data/demo/evaluation.yaml``
+    composed side by side (``{pair id}.png``), with their labels."""
+    import yaml
+
+    from lib.panels import compose
+    from lib.paths import DATA
+
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for r in yaml.safe_load((DATA / "demo" / "evaluation.yaml").read_text())["yesbut"]:
+        path = dest / f"{r['id']}.png"
+        if not path.exists():
+            compose(load_image(photos[r["left"]]), load_image(photos[r["right"]]), height=256).save(path)
+        out.append((path, {"label": "satirical" if r["satirical"] else "non_satirical", "left_style": "ORIG",
+                           "right_style": "ORIG", "stage": 2, "licence": "demo (composed from sample photographs)"}))
+    return out
+
+
+def collect_demo(dest: str | Path, progress: bool = True) -> tuple[list[Record], LoadReport]:
+    """The embedded demo: real photographs shipped by scikit-image, scikit-learn and matplotlib, and
+    the two-panel images composed from them (:func:`demo_pairs`)."""
+    import matplotlib.cbook
+    import numpy as np
+    from PIL import Image
+    from sklearn.datasets import load_sample_images
+
+    from lib.setup import write_sample_images
+
+    dest = Path(dest)
+    paths = write_sample_images(dest)
+    licences = {p: "scikit-image sample data (BSD-3-Clause; see skimage.data)" for p in paths}
+    for name, array in zip(("china", "flower"), load_sample_images().images):
+        p = dest / f"{name}.png"
+        if not p.exists():
+            Image.fromarray(np.asarray(array, dtype=np.uint8)).save(p)
+        paths.append(p)
+        licences[p] = "scikit-learn sample image (CC-BY, see sklearn.datasets.load_sample_images)"
+    p = dest / "grace_hopper.png"
+    if not p.exists():
+        with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
+            Image.open(f).convert("RGB").save(p)
+    paths.append(p)
+    licences[p] = "matplotlib sample data (public domain, US Navy photograph)"
+    report = LoadReport()
+    photos = _records(paths, "demo", report, progress, lambda p: {"licence": licences[p]})
+    pairs = demo_pairs({Path(p).stem: p for p in paths}, dest / "pairs")
+    extra = {str(p): e for p, e in pairs}
+    panels = _records([p for p, _ in pairs], "demo-pairs", LoadReport(), False, lambda p: extra[str(p)])
+    report.loaded = len(photos) + len(panels)
+    return photos + panels, report
+
+
+def gather(source: dict, out: str | Path, progress: bool = False) -> tuple[list[Record], LoadReport]:
+    """One source of notebook 01's ``sources`` list: ``{kind: demo | folder | yesbut | memeqa | urls | hf, ...}``."""
+    out = Path(out)
+    kind = source.get("kind")
+    if kind == "demo":
+        return collect_demo(out / "images", progress=progress)
+    if kind == "folder":
+        return collect_folder(source["path"], source.get("name"), source.get("licence", "unknown"), progress=progress)
+    if kind == "yesbut":
+        return collect_yesbut(source["path"], progress=progress)
+    if kind == "memeqa":
+        return collect_memeqa(source["json"], source["images"], progress=progress)
+    if kind == "urls":
+        return collect_urls(source["urls"], out / "downloads", progress=progress)
+    if kind == "hf":
+        return collect_hf(source["name"], out / "hf", source.get("split", "train"), source.get("image_column", "image"),
+                          source.get("label_column"), source.get("limit"), progress=progress)
+    raise ValueError(f"sources: unknown kind {kind!r} in {source}; use demo, folder, yesbut, memeqa, urls or hf")
+
+
+def deduplicate(records: list[Record], near: int = 4) -> tuple[list[Record], list[dict]]:
+    """Drop exact (same SHA-256) and near (phash Hamming distance <= ``near``; 0 disables) copies of
+    an earlier record; each drop is reported as ``{id, path, duplicate_of, kind, distance}``."""
+    import imagehash
+
+    kept, dropped, seen_sha = [], [], {}
+    hashes = []
+    for r in records:
+        if r.sha256 in seen_sha:
+            dropped.append({"id": r.id, "path": r.path, "duplicate_of": seen_sha[r.sha256], "kind": "exact", "distance": 0})
+            continue
+        h = imagehash.hex_to_hash(r.phash)
+        match = next(((k, h - kh) for k, kh in hashes if near and h - kh <= near), None)
+        if match:
+            dropped.append({"id": r.id, "path": r.path, "duplicate_of": match[0], "kind": "near", "distance": int(match[1])})
+            continue
+        seen_sha[r.sha256] = r.id
+        hashes.append((r.id, h))
+        kept.append(r)
+    return kept, dropped
+
+
+def merge_manifest(existing: list[dict], new: list[Record]) -> list[dict]:
+    """Existing records keep their place and id; new images are appended (ids are content hashes)."""
+    ids = {r["id"] for r in existing}
+    return existing + [r.to_dict() for r in new if r.id not in ids]
+
+
+def totals(manifest):
+    """Images per stage, label and (left, right) style."""
+    m = manifest.copy()
+    m["styles"] = m["left_style"].fillna("?") + " | " + m["right_style"].fillna("?")
+    return m.groupby(["stage", "label", "styles"], dropna=False).size().rename("images").reset_index()

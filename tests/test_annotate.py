@@ -1,0 +1,112 @@
+"""Annotation: append-only store, latest wins, agreement, Label Studio round trip, machine drafts
+kept apart, style variants through a real images API on 127.0.0.1 (cached, costed) or offline."""
+
+import json
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from lib import annotate as A
+from lib.panels import compose
+
+from .support.openai_server import OpenAIStub
+
+
+@pytest.fixture
+def store(tmp_path):
+    return A.AnnotationStore(tmp_path / "annotations.jsonl")
+
+
+def test_saves_append_and_the_latest_value_wins(store):
+    store.save("img1", "ana", {"difficulty": "EASY", "left_description": "a cup"})
+    store.save("img1", "ana", {"difficulty": "HARD"})
+    store.save("img1", "ben", {"difficulty": "MEDIUM"})
+    lines = store.path.read_text().splitlines()
+    assert len(lines) == 4 and json.loads(lines[0])["value"] == "EASY"  # nothing rewritten in place
+    t = store.table().set_index("annotator")
+    assert t.loc["ana", "difficulty"] == "HARD" and t.loc["ana", "left_description"] == "a cup"
+    assert t.loc["ben", "difficulty"] == "MEDIUM"
+
+
+def test_values_are_checked_against_the_schema(store):
+    with pytest.raises(ValueError, match="difficulty.*EASY"):
+        store.save("img1", "ana", {"difficulty": "TRIVIAL"})
+    with pytest.raises(ValueError, match="unknown annotation field 'colour'"):
+        store.save("img1", "ana", {"colour": "red"})
+    with pytest.raises(ValueError, match="annotator"):
+        store.save("img1", " ", {"difficulty": "EASY"})
+    store.save("img1", "ana", {"targets": [{"target": "cats", "sentiment": "negative", "action": "steal coffee"}],
+                               "intents": ["to joke"]})
+    assert store.table().iloc[0]["targets"][0]["target"] == "cats"
+
+
+def test_agreement_matches_the_reference_libraries(store):
+    import krippendorff
+    from sklearn.metrics import cohen_kappa_score
+
+    a = ["EASY", "EASY", "HARD", "MEDIUM", "EASY", "HARD"]
+    b = ["EASY", "MEDIUM", "HARD", "MEDIUM", "EASY", "EASY"]
+    for i, (x, y) in enumerate(zip(a, b)):
+        store.save(f"img{i}", "ana", {"difficulty": x})
+        store.save(f"img{i}", "ben", {"difficulty": y})
+    row = A.agreement(store, fields=["difficulty"]).iloc[0]
+    assert row["items"] == 6 and row["annotators"] == 2
+    assert row["cohen_kappa"] == pytest.approx(cohen_kappa_score(a, b))
+    codes = {"EASY": 0, "HARD": 1, "MEDIUM": 2}
+    assert row["krippendorff_alpha"] == pytest.approx(
+        krippendorff.alpha(reliability_data=[[codes[v] for v in a], [codes[v] for v in b]], level_of_measurement="nominal"))
+
+
+def test_label_studio_round_trip(store, tmp_path):
+    store.save("img1", "ana", {"difficulty": "EASY", "connected": True, "overall_description": "funny",
+                               "intents": ["to joke", "to warn"], "targets": [{"target": "cats"}]})
+    tasks = A.export_label_studio(store, {"img1": "/data/img1.png"})
+    assert tasks[0]["data"]["image"] == "/data/img1.png" and tasks[0]["annotations"][0]["completed_by"]["email"] == "ana"
+    other = A.AnnotationStore(tmp_path / "other.jsonl")
+    A.import_label_studio(json.loads(json.dumps(tasks)), other)
+    pd.testing.assert_frame_equal(other.table(), store.table())
+
+
+def test_machine_drafts_are_never_mixed_with_human_rows(store, tmp_path, tiny_llava):
+    img = tmp_path / "pair.png"
+    compose(Image.new("RGB", (60, 60), "red"), Image.new("RGB", (60, 60), "blue")).save(img)
+    store.save("pair", "ana", {"overall_description": "human words"})
+    n = A.preannotate(tiny_llava, [{"id": "pair", "path": str(img)}], store, max_new_tokens=4, progress=False)
+    assert n == 3
+    assert set(store.table()["annotator"]) == {"ana"}  # human tables: no drafts
+    drafts = store.latest(include_machine=True)
+    assert set(drafts[drafts["annotator"] != "ana"]["source"]) == {f"machine:{tiny_llava.name}"}
+
+
+def test_style_variants_through_an_images_api_are_cached_and_costed(tmp_path, monkeypatch):
+    monkeypatch.setenv("VQALAB_IMAGES_KEY", "sk-img")
+    pair = tmp_path / "pair.png"
+    compose(Image.new("RGB", (80, 80), "red"), Image.new("RGB", (80, 80), "blue")).save(pair)
+    rec = [{"id": "img-1", "name": "pair", "path": str(pair)}]
+    desc = {"img-1": {"left_description": "a red square", "right_description": "a blue square"}}
+    with OpenAIStub() as server:
+        api = A.ImageAPI("stub-dalle", tmp_path / "cache", base_url=server.url, api_key_env="VQALAB_IMAGES_KEY")
+        made = A.style_variants(rec, desc, tmp_path / "out", api=api, progress=False)
+        prompts = [b["prompt"] for b in server.bodies]
+        assert api.calls == 4 and api.cost_usd == pytest.approx(4 * 0.04)  # 2 halves x (STICK, 3D)
+        assert "Draw using stick figures (black silhouette against a white background) - a red square" in prompts
+        assert "Draw using 3D black silhouettes against a white background - a blue square" in prompts
+        assert server.auth_headers == {"Bearer sk-img"}
+        A.style_variants(rec, desc, tmp_path / "out2", api=api, progress=False)
+        assert api.calls == 4 and len(server.bodies) == 4  # cached by prompt and model
+    assert [(m["left_style"], m["right_style"]) for m in made] == A.STAGE3 + A.STAGE4
+    assert {m["stage"] for m in made} == {3, 4} and all(Image.open(m["path"]).width > 100 for m in made)
+    labelled, missing = A.apply_labels(made, {"pair-ORIG-STICK": True, "pair-3D-3D": False})
+    assert [v["label"] for v in labelled] == ["satirical", "non_satirical"] and len(missing) == 6
+
+
+def test_local_stylizer_draws_black_on_white():
+    import numpy as np
+
+    photo = Image.new("RGB", (100, 100), "white")
+    photo.paste(Image.new("RGB", (40, 40), (200, 30, 30)), (30, 30))
+    stick = np.asarray(A.stylize_local(photo, "STICK").convert("L"))
+    assert set(np.unique(stick)) <= {0, 255} and stick[50, 50] == 0 and stick[5, 5] == 255
+    with pytest.raises(ValueError, match="unknown style"):
+        A.stylize_local(photo, "WATERCOLOUR")

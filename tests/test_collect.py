@@ -1,0 +1,91 @@
+"""Collection: the manifest, bad files, duplicates, stable ids, and the YesBut layout on real data."""
+
+import shutil
+
+import pytest
+from PIL import Image
+
+from lib import collect
+from lib.annotate import figure3_counts
+
+from .conftest import SHARED_DATA
+
+YESBUT = SHARED_DATA / "yesbut"
+
+
+def test_folder_reports_bad_files_and_removes_duplicates_by_one_rule(tmp_path, images):
+    folder = tmp_path / "src"
+    (folder / "sub").mkdir(parents=True)
+    for i, p in enumerate(images):
+        shutil.copy(p, folder / f"{i}.png")
+    shutil.copy(images[0], folder / "sub" / "copy.png")  # exact copy
+    Image.open(images[1]).resize((70, 68)).save(folder / "sub" / "resized.jpg", quality=95)  # near copy
+    (folder / "empty.png").write_bytes(b"")
+    (folder / "notes.txt").write_text("not an image")
+    (folder / "broken.jpg").write_bytes(Image.open(images[2]).tobytes()[:100])
+    recs, report = collect.collect_folder(folder, progress=False)
+    assert len(recs) == 6 and {p.split("/")[-1] for p, _ in report.skipped} == {"empty.png", "notes.txt", "broken.jpg"}
+    kept, dropped = collect.deduplicate(recs, near=6)
+    by_path = {d["path"].split("/")[-1]: d for d in dropped}
+    assert set(by_path) == {"copy.png", "resized.jpg"}
+    assert by_path["copy.png"]["kind"] == "exact" and by_path["resized.jpg"]["kind"] == "near"
+    assert by_path["copy.png"]["duplicate_of"] == next(r.id for r in recs if r.path.endswith("/0.png"))
+    assert len(kept) == 4
+
+
+def test_ids_are_stable_and_adding_images_keeps_them(tmp_path, images):
+    folder = tmp_path / "src"
+    folder.mkdir()
+    shutil.copy(images[0], folder / "a.png")
+    first = collect.merge_manifest([], collect.collect_folder(folder, progress=False)[0])
+    again = collect.merge_manifest([], collect.collect_folder(folder, progress=False)[0])
+    assert first == again
+    shutil.copy(images[1], folder / "0-new.png")  # sorts before a.png
+    later = collect.merge_manifest(first, collect.collect_folder(folder, progress=False)[0])
+    assert later[0] == first[0] and len(later) == 2
+
+
+def test_urls_offline_fail_clearly(tmp_path):
+    recs, report = collect.collect_urls(["http://127.0.0.1:9/none.png"], tmp_path, retries=2, timeout_s=1, progress=False)
+    assert recs == [] and "download failed after 2 attempts" in report.skipped[0][1]
+
+
+def test_demo_collection_has_photographs_and_labelled_pairs(tmp_path):
+    recs, report = collect.collect_demo(tmp_path, progress=False)
+    assert not report.skipped and len({r.source for r in recs}) == 2
+    pairs = [r for r in recs if r.source == "demo-pairs"]
+    assert len(pairs) == 4 and {r.label for r in pairs} == {"satirical", "non_satirical"}
+    assert all(r.licence != "unknown" for r in recs)
+
+
+@pytest.mark.skipif(not YESBUT.exists(), reason="../shared/data/yesbut is absent")
+def test_yesbut_layout_labels_styles_links_and_annotations():
+    recs, report = collect.collect_yesbut(YESBUT, progress=False)
+    stage2 = [r for r in recs if r.stage == 2]
+    gen = [r for r in recs if r.stage in (3, 4)]
+    assert len(stage2) == 283 and len(gen) == 160
+    assert report.loaded == len(recs) and all(why for _, why in report.skipped)  # anything odd is named, with a reason
+    for r in gen:
+        folder = r.path.split("/")[-2]
+        assert folder == f"yesbut_stage_{r.stage}_{r.label}"
+        assert r.path.split("/")[-1].startswith(f"{r.timestamp}_{r.left_style}_YES_{r.right_style}_BUT")
+        if r.original:
+            assert r.annotation == next(o.annotation for o in stage2 if o.id == r.original)
+    assert sum(r.original is not None for r in gen) > 100  # generated images link to their originals
+    assert all(r.annotation for r in stage2)
+
+
+@pytest.mark.skipif(not YESBUT.exists(), reason="../shared/data/yesbut is absent")
+def test_figure3_counts_match_the_annotation_csv():
+    import pandas as pd
+
+    raw = pd.read_csv(YESBUT / "YesBut_Stage2_Annotation.csv")
+    table = pd.DataFrame(collect.read_yesbut_annotations(YESBUT / "YesBut_Stage2_Annotation.csv").values())
+    counts = figure3_counts(table)
+    assert counts["difficulty"].to_dict() == {"EASY": 245, "MEDIUM": 31, "HARD": 7}
+    assert counts["difficulty"].to_dict() == raw["difficulty_in_understanding"].value_counts().to_dict()
+    left = raw["is_text_in_left_image"].astype(str).str.upper() == "TRUE"
+    right = raw["is_text_in_right_image"].astype(str).str.upper() == "TRUE"
+    assert counts["text_in_image"]["both halves"] == int((left & right).sum())
+    assert counts["text_in_image"]["no text"] == int((~left & ~right).sum())
+    assert counts["connected"]["connected"] == int((raw["are_images_connected"].astype(str).str.upper() == "TRUE").sum())
