@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"\nRun outputs: {folder}")
-    report = folder / "07_analyze" / "report.html"
+    report = folder / "report.html"
     if report.exists():
         print(f"Report: {report}")
     print(f"Executed notebooks: {folder / 'executed'}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 
@@ -75,5 +76,138 @@ def accuracy_bars(table: pd.DataFrame):
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy")
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig, ax
+
+
+# --- YesBut ------------------------------------------------------------------------------------------
+
+def yesbut_fig3(counts: dict):
+    """YesBut Figure 3: annotation distributions (text in the image, connected halves, difficulty)."""
+    fig, axes = plt.subplots(1, len(counts), figsize=(4 * len(counts), 3.2), squeeze=False)
+    axes = axes[0]
+    for ax, (name, series) in zip(axes, counts.items()):
+        ax.bar(series.index.astype(str), series.values, color="#4c72b0")
+        for i, v in enumerate(series.values):
+            ax.text(i, v, str(int(v)), ha="center", va="bottom", fontsize=8)
+        ax.set_title(name.replace("_", " "))
+        ax.tick_params(axis="x", rotation=20)
+    axes[0].set_ylabel("images")
+    fig.tight_layout()
+    return fig, axes
+
+
+def embedding_map(frame: pd.DataFrame, color: str, title: str, embedding: str, score: float | None = None):
+    """YesBut Figure 4-style map: 2-D points coloured by ``color``; the title names the embedding shown
+    and the groups' separation (silhouette) when given."""
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    for value, sub in frame.groupby(frame[color].astype(str)):
+        ax.scatter(sub["x"], sub["y"], s=18, label=value, alpha=0.8)
+    ax.legend(fontsize=7, title=color, title_fontsize=8, loc="best")
+    sep = "" if score is None or score != score else f" · silhouette {score:.2f}"
+    ax.set_title(f"{title}\n{embedding}{sep}", fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    fig.tight_layout()
+    return fig, ax
+
+
+def understanding_metrics(metrics: pd.DataFrame):
+    """YesBut Figure 5: understanding metrics by image part (and stage when known) per model and style."""
+    m = metrics[(metrics["task"] == "yesbut.understanding") & (metrics["metric"] != "invalid_rate")
+                & (metrics["subset"] != "all")]
+    table = m.pivot_table(index="subset", columns=["metric"], values="value", aggfunc="mean")
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    table.plot.bar(ax=ax, width=0.8)
+    ax.set_ylabel("score (mean over models and styles)")
+    ax.set_xlabel("")
+    ax.legend(fontsize=7, ncol=3)
+    ax.tick_params(axis="x", rotation=0)
+    fig.tight_layout()
+    return fig, ax
+
+
+def human_eval_bars(tidy: pd.DataFrame):
+    """YesBut Figure 14: share of descriptions judged yes per criterion and source (model or human)."""
+    table = tidy.groupby(["criterion", "source"])["yes"].mean().unstack("source")
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    table.plot.bar(ax=ax, width=0.8)
+    ax.set_ylabel("share judged yes")
+    ax.set_ylim(0, 1)
+    ax.tick_params(axis="x", rotation=0)
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    return fig, ax
+
+
+# --- MemeQA ------------------------------------------------------------------------------------------
+
+def accuracy_by_type(metrics: pd.DataFrame, metric: str = "exact"):
+    """MemeQA: accuracy per question type with the micro and macro averages as lines."""
+    m = metrics[(metrics["task"] == "mcq") & (metrics["metric"] == metric)]
+    table = m.pivot_table(index="subset", columns=["model", "style"], values="value")
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    table.plot.barh(ax=ax, width=0.8)
+    for (model, style), ls in zip(table.columns, ("-", "--", ":", "-.") * 4):
+        for kind, color in (("micro", "k"), ("macro", "r")):
+            row = metrics[(metrics["task"] == "mcq") & (metrics["metric"] == f"{metric}_{kind}") &
+                          (metrics["model"] == model) & (metrics["style"] == style)]
+            if len(row):
+                ax.axvline(row["value"].iloc[0], color=color, ls=ls, lw=0.8)
+    ax.set_xlabel(f"{metric} (black: micro, red: macro average)")
+    ax.set_xlim(0, 1)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig, ax
+
+
+def af_curves(iterations: pd.DataFrame):
+    """Adversarial filtering: discriminator accuracy and fooled questions per iteration."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(iterations["iteration"], iterations["discriminator_accuracy"], "o-", label="discriminator accuracy")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("accuracy")
+    ax2 = ax.twinx()
+    ax2.bar(iterations["iteration"], iterations["fooled"], alpha=0.3, color="C1", label="fooled")
+    ax2.set_ylabel("questions fooled")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    return fig, ax
+
+
+# --- Scrapbook ---------------------------------------------------------------------------------------
+
+def scrapbook_level1(levels: pd.DataFrame, qtype: str = "presence", threshold: float = 0.8):
+    """Scrapbook Figures 17-31: per level-1 concept, five bars - all forms (the aggregated bar that
+    decides the concept) then original, condition, direction, enumerated - green at or above the
+    threshold, red below, stacked over the wrong share in grey."""
+    lv = levels[(levels["level"] == 1) & (levels["type"] == qtype)]
+    forms = ["all", "original", "condition", "direction", "enumerated"]
+    table = lv.groupby(["concept", "form"]).apply(lambda g: g["correct"].sum() / g["n"].sum(), include_groups=False) \
+        .unstack("form").reindex(columns=forms)
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(table)), 3.8))
+    width = 0.16
+    for k, form in enumerate(forms):
+        x = np.arange(len(table)) + (k - 2) * width
+        acc = table[form].fillna(0).to_numpy()
+        colors = ["#2ca02c" if a >= threshold else "#d62728" for a in acc]
+        ax.bar(x, acc, width, color=colors, edgecolor="k", lw=1.2 if form == "all" else 0.3)
+        ax.bar(x, 1 - acc, width, bottom=acc, color="#dddddd", edgecolor="k", lw=0.3)
+    ax.axhline(threshold, color="k", ls="--", lw=0.8)
+    ax.set_xticks(np.arange(len(table)), table.index, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(f"{qtype}: share correct")
+    ax.set_title("bars per concept: all forms (bold) | original | condition | direction | enumerated", fontsize=8)
+    fig.tight_layout()
+    return fig, ax
+
+
+def topic_sizes(info: pd.DataFrame):
+    """BERTopic: documents per topic (outliers, topic -1, in grey)."""
+    fig, ax = plt.subplots(figsize=(6, 0.35 * len(info) + 1.2))
+    labels = [f"{t}: {w[:40]}" for t, w in zip(info["Topic"], info["Words"])]
+    ax.barh(labels, info["Count"], color=["#999999" if t == -1 else "#4c72b0" for t in info["Topic"]])
+    ax.invert_yaxis()
+    ax.set_xlabel("documents")
     fig.tight_layout()
     return fig, ax

@@ -1,0 +1,215 @@
+"""Stage 07 · Analyze: image and text embeddings, UMAP maps with a separation score, BERTopic
+topics, and the tidy tables the papers' figures are drawn from.
+
+**Image embeddings**: CLIP image features through transformers (any CLIP hub id or local path).
+Where no CLIP weights exist (offline, as on the project's own machines) :func:`descriptor_embeddings`
+stands in - a colour histogram (HSV) and a gradient-orientation histogram (HOG, scikit-image) per
+image - and every map says which embedding it shows. **Text embeddings**: all-MiniLM-L6-v2
+(sentence-transformers). **UMAP** (umap-learn) and BERTopic run with fixed seeds, so the same inputs
+give the same coordinates and topics.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lib.io import load_image
+
+DESCRIPTOR = "colour + HOG descriptor (no CLIP weights)"
+
+
+# --- embeddings ------------------------------------------------------------------------------------
+
+def descriptor_embeddings(paths, size: int = 96) -> np.ndarray:
+    """Hand-made image descriptor (L2-normalised): an 8x4x4 HSV colour histogram and a 9-bin HOG
+    orientation histogram pooled over the image. It sees colour and texture, not meaning: a stand-in
+    so maps can be drawn without CLIP weights."""
+    from skimage.feature import hog
+
+    rows = []
+    for p in paths:
+        image = load_image(p).resize((size, size))
+        hsv = np.asarray(image.convert("HSV"), dtype=float) / 256
+        colour, _ = np.histogramdd(hsv.reshape(-1, 3), bins=(8, 4, 4), range=((0, 1),) * 3)
+        gray = np.asarray(image.convert("L"), dtype=float) / 255
+        grad = hog(gray, orientations=9, pixels_per_cell=(16, 16), cells_per_block=(1, 1), feature_vector=True)
+        grad = grad.reshape(-1, 9).mean(axis=0)
+        v = np.concatenate([colour.ravel() / colour.sum(), grad / (grad.sum() or 1)])
+        rows.append(v / (np.linalg.norm(v) or 1))
+    return np.asarray(rows)
+
+
+def clip_embeddings(paths, model: str, batch_size: int = 32) -> np.ndarray:
+    """CLIP image features (L2-normalised) from any CLIP checkpoint (hub id or local folder)."""
+    import torch
+    from transformers import CLIPModel
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    try:
+        clip = CLIPModel.from_pretrained(model).eval()
+        processor = CLIPImageProcessorPil.from_pretrained(model)
+    except OSError as e:
+        raise OSError(f"cannot load the CLIP model {model!r}: {e}. A hub id needs the network (or a prior "
+                      f"download); leave clip_model empty to use the {DESCRIPTOR}.") from e
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(paths), batch_size):
+            images = [load_image(p) for p in paths[i:i + batch_size]]
+            pixels = processor(images=images, return_tensors="pt")["pixel_values"]
+            feats = clip.get_image_features(pixel_values=pixels)
+            feats = getattr(feats, "pooler_output", feats)
+            out.append(torch.nn.functional.normalize(feats, dim=-1).numpy())
+    return np.concatenate(out)
+
+
+def image_embeddings(paths, clip_model: str = "") -> tuple[np.ndarray, str]:
+    """(embeddings, name of the embedding): CLIP when ``clip_model`` is given, else the descriptor."""
+    if clip_model:
+        return clip_embeddings(list(paths), clip_model), f"CLIP image features ({clip_model})"
+    return descriptor_embeddings(list(paths)), DESCRIPTOR
+
+
+def text_embeddings(texts, model: str | None = None) -> np.ndarray:
+    """Sentence embeddings (normalised); default all-MiniLM-L6-v2 from its PyPI package."""
+    from sentence_transformers import SentenceTransformer
+
+    from lib.models.tiny import minilm_path
+
+    encoder = SentenceTransformer(model or str(minilm_path()), device="cpu")
+    return encoder.encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
+
+
+# --- maps ----------------------------------------------------------------------------------------
+
+def umap_2d(x: np.ndarray, seed: int = 0, n_neighbors: int = 15, metric: str = "cosine") -> np.ndarray:
+    """2-D UMAP coordinates with a fixed random state (deterministic: umap-learn then runs single-threaded)."""
+    import umap
+
+    if len(x) < 4:
+        raise ValueError(f"a UMAP map needs at least 4 points, got {len(x)}")
+    reducer = umap.UMAP(n_components=2, n_neighbors=max(2, min(n_neighbors, len(x) - 1)), metric=metric,
+                        random_state=seed, init="random" if len(x) < 10 else "spectral")
+    return reducer.fit_transform(x)
+
+
+def tsne_2d(x: np.ndarray, seed: int = 0) -> np.ndarray:
+    """2-D t-SNE (scikit-learn), as in the Docmatix post's Figure 1."""
+    from sklearn.manifold import TSNE
+
+    return TSNE(n_components=2, perplexity=max(2.0, min(30.0, (len(x) - 1) / 3)), random_state=seed,
+                init="random").fit_transform(x)
+
+
+def separation(x: np.ndarray, labels) -> float:
+    """Silhouette score (scikit-learn, cosine) of ``labels`` in the embedding space: 1 = well separated
+    groups, 0 = overlapping, < 0 = mixed. NaN with fewer than two groups."""
+    from sklearn.metrics import silhouette_score
+
+    labels = np.asarray([str(v) for v in labels])
+    if len(set(labels)) < 2 or len(set(labels)) >= len(labels):
+        return float("nan")
+    return float(silhouette_score(x, labels, metric="cosine"))
+
+
+def embedding_frame(coords: np.ndarray, meta: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([pd.DataFrame(coords, columns=["x", "y"]), meta.reset_index(drop=True)], axis=1)
+
+
+# --- topics --------------------------------------------------------------------------------------
+
+def topics(texts, seed: int = 0, min_topic_size: int = 5, embeddings: np.ndarray | None = None):
+    """BERTopic with MiniLM embeddings, a seeded UMAP and HDBSCAN: ``(topic_info, per-text topic ids)``.
+    ``topic_info`` has Topic, Count, Name and the representative words; topic -1 is BERTopic's outliers."""
+    from bertopic import BERTopic
+    from hdbscan import HDBSCAN
+    from sentence_transformers import SentenceTransformer
+    from sklearn.feature_extraction.text import CountVectorizer
+    from umap import UMAP
+
+    from lib.models.tiny import minilm_path
+
+    texts = [str(t) for t in texts]
+    if len(texts) < 2 * min_topic_size:
+        raise ValueError(f"BERTopic needs at least {2 * min_topic_size} texts for topics of >= {min_topic_size}, "
+                         f"got {len(texts)}")
+    encoder = SentenceTransformer(str(minilm_path()), device="cpu")
+    if embeddings is None:
+        embeddings = encoder.encode(texts, normalize_embeddings=True, show_progress_bar=False)
+    model = BERTopic(embedding_model=encoder,
+                     umap_model=UMAP(n_neighbors=max(2, min(15, len(texts) - 1)), n_components=5, min_dist=0.0,
+                                     metric="cosine", random_state=seed),
+                     hdbscan_model=HDBSCAN(min_cluster_size=min_topic_size, metric="euclidean",
+                                           cluster_selection_method="eom", prediction_data=True),
+                     vectorizer_model=CountVectorizer(stop_words="english", min_df=1),
+                     min_topic_size=min_topic_size, calculate_probabilities=False)
+    ids, _ = model.fit_transform(texts, embeddings)
+    info = model.get_topic_info()
+    info["Words"] = [", ".join(w for w, _ in (model.get_topic(t) or [])[:8]) for t in info["Topic"]]
+    return info[["Topic", "Count", "Name", "Words"]], list(ids)
+
+
+def label_topics(model, info: pd.DataFrame, store=None, max_new_tokens: int = 12) -> list[str]:
+    """A short label per topic written by any LLM backend from its representative words."""
+    from lib.models import Request, generate
+
+    reqs = [Request.simple(f"Give a short label (at most five words) for a topic described by these words: {w}.",
+                           max_new_tokens=max_new_tokens) for w in info["Words"]]
+    return [r.text.strip().splitlines()[0] if r.text.strip() else "" for r in generate(model, reqs, store=store, progress=False)]
+
+
+# --- tidy tables for the papers' figures -------------------------------------------------------------
+
+HUMAN_CRITERIA = ("correctness", "appropriate_length", "visual_completeness", "faithfulness")
+
+
+def human_eval(csv_path: str | Path) -> pd.DataFrame:
+    """YesBut's Human_Eval_Results.csv as tidy rows (image, source, criterion, yes): description i of an
+    image was written by the i-th entry of ``order_of_overall_img_descriptions``; a non-empty cell = yes."""
+    raw = pd.read_csv(csv_path)
+    rows = []
+    for _, r in raw.iterrows():
+        order = ast.literal_eval(r["order_of_overall_img_descriptions"])
+        for i, source in enumerate(order, start=1):
+            for c in HUMAN_CRITERIA:
+                v = r[f"{c}_{i}"]
+                rows.append({"image": r["image_filename"], "source": source, "criterion": c,
+                             "yes": bool(isinstance(v, str) and v.strip())})
+    return pd.DataFrame(rows)
+
+
+def yesbut_tables(metrics: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """YesBut Tables 3 (detection accuracy / F1) and 4 (completion accuracy), zero-shot vs CoT, from
+    06's metrics.csv; values with their 95% intervals."""
+    out = {}
+    for name, task, keep in (("table3_detection", "yesbut.detection", ["accuracy", "f1"]),
+                             ("table4_completion", "yesbut.completion", ["accuracy"])):
+        m = metrics[(metrics["task"] == task) & (metrics["metric"].isin(keep)) & (metrics["subset"] == "all")].copy()
+        if m.empty:
+            continue
+        m["cell"] = [f"{v:.3f} [{lo:.2f}, {hi:.2f}]" for v, lo, hi in zip(m["value"], m["ci_low"], m["ci_high"])]
+        out[name] = m.pivot_table(index="model", columns=["metric", "style"], values="cell", aggfunc="first")
+    return out
+
+
+def scrapbook_tables(errors: pd.DataFrame, levels: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Scrapbook Table 8 (overall), Tables 9/10/15 (aggregated error types) and Tables 11-14 (level 2
+    by position, type and subgroup) from 06's errors.csv and levels.csv."""
+    out = {}
+    if len(errors):
+        q = errors[errors["unit"] == "questions"]
+        out["table8_overall"] = q.pivot_table(index=["dataset", "filter"], columns=["model", "style"],
+                                              values="accuracy").round(4)
+        agg = errors[errors["unit"] == "aggregated"]
+        out["tables9_10_15_errors"] = agg.pivot_table(index=["dataset", "category"],
+                                                      columns=["model", "style", "filter"], values="count")
+    if len(levels):
+        two = levels[(levels["level"] == 2) & (levels["form"] == "all")].copy()
+        if len(two):
+            two["cell"] = [f"{c} / {n}" for c, n in zip(two["correct"], two["n"])]
+            out["tables11_14_level2"] = two.pivot_table(index=["dataset", "model", "style", "concepts", "type"],
+                                                        columns="subgroup", values="cell", aggfunc="first")
+    return out

@@ -1,0 +1,122 @@
+"""The HTML report of a run: ``outputs/<run>/report.html``, self-contained (figures embedded as
+base64 PNG) so it can be mailed. One section per stage, in order; a stage whose outputs are absent
+gets a line saying so and why, instead of failing the report. The run's provenance (params, seeds,
+models, git SHA) and the invalid-answer rates are part of it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from lib.paths import run_dir
+
+STAGES = {
+    "00_setup": "Setup: models and probes",
+    "01_collect": "Collect: images and manifest",
+    "02_annotate": "Annotate: annotations, agreement, style variants",
+    "03_adversarial_filter": "Adversarial filtering of distractors",
+    "04_scrapbook": "Scrapbook: synthetic probing dataset",
+    "05_train": "Train: fine-tuning",
+    "06_evaluate": "Evaluate: predictions, metrics, Scrapbook protocol",
+    "07_analyze": "Analyze: maps, topics, the papers' figures",
+}
+_CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
+h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #bbb}
+table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px}
+img{max-width:100%;margin:.5em 0;border:1px solid #eee}.absent{color:#a00}.prov{font-size:11px;color:#555}
+details{margin:.3em 0}"""
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}"><figcaption>{html.escape(path.stem)}</figcaption></figure>'
+
+
+def _table(df: pd.DataFrame, title: str = "", max_rows: int = 60) -> str:
+    more = f"<p>({len(df) - max_rows} more rows in the CSV)</p>" if len(df) > max_rows else ""
+    head = f"<h4>{html.escape(title)}</h4>" if title else ""
+    return head + df.head(max_rows).to_html(float_format=lambda v: f"{v:.3f}", na_rep="", border=0) + more
+
+
+def _csv(path: Path, title: str, **kw) -> str:
+    try:
+        return _table(pd.read_csv(path, **kw), title)
+    except (pd.errors.EmptyDataError, FileNotFoundError):
+        return f"<p>{html.escape(title)}: empty</p>"
+
+
+def _provenance(folder: Path) -> str:
+    p = folder / "provenance.json"
+    if not p.exists():
+        return "<p class='prov'>no provenance.json</p>"
+    prov = json.loads(p.read_text())
+    git = prov.get("git", {})
+    head = (f"created {prov.get('created', '?')} · git {str(git.get('sha', '?'))[:12]}"
+            f"{' (dirty)' if git.get('dirty') else ''} · seed {prov.get('seed')}")
+    return (f"<p class='prov'>{html.escape(head)}</p><details><summary>parameters</summary><pre>"
+            f"{html.escape(json.dumps(prov.get('params', {}), indent=1, default=str))}</pre></details>")
+
+
+def _figures(folder: Path) -> str:
+    return "".join(_img(p) for p in sorted(folder.rglob("figures/*.png")))
+
+
+def _stage_body(stage: str, folder: Path) -> str:
+    parts = []
+    if stage == "01_collect" and (folder / "report.json").exists():
+        rep = json.loads((folder / "report.json").read_text())
+        parts.append(f"<p>{rep['collected']} images collected, {len(rep['bad_files'])} bad files, "
+                     f"{len(rep['duplicates'])} duplicates removed, {rep['kept']} kept.</p>")
+    if stage == "02_annotate":
+        parts.append(_csv(folder / "agreement.csv", "Agreement per categorical field"))
+    if stage == "04_scrapbook":
+        for sub in sorted(folder.glob("*/summary.json")):
+            s = json.loads(sub.read_text())
+            parts.append(f"<p>{sub.parent.name}: {s.get('images', '?')} images, {s.get('questions', '?'):,} questions</p>"
+                         if isinstance(s.get("questions"), int) else "")
+    if stage == "05_train" and (folder / "summary.json").exists():
+        s = json.loads((folder / "summary.json").read_text())
+        table = pd.DataFrame({k: s[k] for k in ("majority", "base", "trained") if k in s}).T
+        parts.append(_table(table, f"Held-out accuracy ({s.get('n_test')} questions, {s.get('train_seconds')} s of training)"))
+    if stage == "06_evaluate" and (folder / "metrics.csv").exists():
+        m = pd.read_csv(folder / "metrics.csv")
+        inv = m[m["metric"] == "invalid_rate"][["model", "dataset", "task", "style", "value", "n", "n_invalid"]]
+        parts.append(_table(inv.rename(columns={"value": "invalid_rate"}), "Invalid answers (kept raw, counted wrong)"))
+        head = m[m["subset"].isin(["all", "non-absurd"]) & (m["metric"] != "invalid_rate")]
+        parts.append(_table(head.pivot_table(index=["dataset", "task", "metric"], columns=["model", "style"],
+                                             values="value"), "Headline metrics", max_rows=80))
+        parts.append(_csv(folder / "errors.csv", "Scrapbook overall and error categories (errors.csv)"))
+    if stage == "07_analyze":
+        for p in sorted(folder.glob("tables/*.csv")):
+            parts.append(_csv(p, p.stem.replace("_", " "), index_col=0))
+    parts.append(_figures(folder))
+    return "".join(parts)
+
+
+def build_report(run: str, out: Path | None = None) -> Path:
+    """Write ``outputs/<run>/report.html`` from whatever stage outputs exist; returns its path."""
+    root = run_dir(run)
+    out = out or root / "report.html"
+    sections, absent = [], []
+    for stage, title in STAGES.items():
+        folder = root / stage
+        if not folder.is_dir() or not any(folder.iterdir()):
+            why = "no outputs: the stage was not run for this run" if not folder.is_dir() else "its folder is empty"
+            absent.append(stage)
+            sections.append(f"<h2>{stage} · {html.escape(title)}</h2><p class='absent'>Absent - {why}.</p>")
+            continue
+        sections.append(f"<h2>{stage} · {html.escape(title)}</h2>{_provenance(folder)}{_stage_body(stage, folder)}")
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    summary = (f"<p>Run <b>{html.escape(run)}</b>, report built {created}. Sections without outputs: "
+               f"{', '.join(absent) or 'none'}.</p>")
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>VQA Lab · {html.escape(run)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>VQA Lab report · {html.escape(run)}</h1>{summary}"
+            f"{''.join(sections)}</body></html>")
+    out.write_text(page, encoding="utf-8")
+    return out
