@@ -1,0 +1,63 @@
+"""Rule-based distractors of MemeQA's annotation-driven types (no LLM), from the annotations of
+the whole set (the *pool*):
+
+- ``tar_id``: other memes' targets (the paraphrase guard drops those in the target's synonym group:
+  MiniLM similarity above the threshold);
+- ``tar_sent_id``: a true target with a sentiment it does not have, or another target;
+- ``tar_act_id`` / ``cond_act_id``: actions of the opposite sentiment (``lib/data/prompts/af.yaml``),
+  for ``tar_act_id`` also the true action applied to another target;
+- ``cond_sent_id``: the other two sentiments (fixed options: the question cannot be regenerated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lib.af.skeletons import Skeleton, prompts
+
+SENTIMENTS = ("positive", "neutral", "negative")
+OPPOSITE = {"positive": ("negative",), "negative": ("positive",), "neutral": ("positive", "negative")}
+
+
+@dataclass
+class Pool:
+    targets: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_skeletons(cls, skeletons: list[Skeleton]) -> "Pool":
+        names = []
+        for s in skeletons:
+            for t in s.meta.get("targets", []) or []:
+                if t.get("target") and t["target"] not in names:
+                    names.append(t["target"])
+            if s.type == "tar_id":
+                names += [c for c in s.correct if c not in names]
+        return cls(targets=names)
+
+
+def _actions(sentiments) -> list[str]:
+    table = prompts()["actions"]
+    return [a for s in sentiments for a in table[s]]
+
+
+def distractors(sk: dict, n: int, forbidden: list[str], pool: Pool, rng) -> list[str]:
+    """Up to ``2n`` candidates (the guards then keep ``n``), drawn with ``rng``."""
+    kind, meta, correct = sk["type"], sk["meta"], sk["correct"]
+    targets = meta.get("targets", [])
+    others = [t for t in pool.targets if t not in correct and t not in {x.get("target") for x in targets}]
+    if kind == "cond_sent_id":
+        return [s.capitalize() for s in SENTIMENTS if s.capitalize() not in correct]
+    if kind == "tar_id":
+        cands = others
+    elif kind == "tar_sent_id":
+        cands = [f"The meme is {s} towards {t['target']}" for t in targets for s in SENTIMENTS if s != t.get("sentiment")]
+        cands += [f"The meme is {t.get('sentiment', 'negative')} towards {o}" for t in targets for o in others]
+    elif kind == "tar_act_id":
+        cands = [f"The meme {a} {t['target']}" for t in targets for a in _actions(OPPOSITE.get(t.get("sentiment"), SENTIMENTS))]
+        cands += [f"The meme {t['action']} {o}" for t in targets for o in others]
+    elif kind == "cond_act_id":
+        cands = _actions(OPPOSITE.get(meta.get("sentiment"), SENTIMENTS))
+    else:
+        raise ValueError(f"no rule-based distractors for type {kind!r}")
+    cands = [c for c in dict.fromkeys(cands) if c not in forbidden and c not in correct]
+    return [cands[i] for i in rng.permutation(len(cands))[:2 * n]]

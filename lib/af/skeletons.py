@@ -1,0 +1,172 @@
+"""Skeleton questions: a question, its image(s), the correct option(s) and a MemeQA type - no wrong
+options yet. They come from stage 02's annotations (intents, derivations, background knowledge,
+visual cues, targets with sentiment and action) or from MemeQA-format JSON (keeping only the
+correct options).
+
+Completion types blank a span of the annotated sentence: with spaCy and an installed English model
+the longest noun chunk (else named entity); without one, the documented fallback is the longest
+run of at most three consecutive content words (not in a small stop list) after the sentence's
+first word, the later one on ties - a noun-chunk-like span found without a parser (it can pick a
+verb phrase; install spaCy and en_core_web_sm for real runs).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from lib.paths import DATA
+
+TYPES = ("intent_comp", "deriv_comp", "intent_id", "deriv_id", "bk_id", "viz_id", "tar_id", "tar_sent_id",
+         "tar_act_id", "cond_act_id", "cond_sent_id")
+LLM_TYPES = ("intent_comp", "deriv_comp", "intent_id", "deriv_id", "bk_id", "viz_id")
+BLANK = "____"
+_STOP = set("a an the of to in on at for and or but is are was were be been being it its this that these those "
+            "with by as from about into than then so very can could would should will just not no".split())
+
+
+@lru_cache(maxsize=1)
+def prompts() -> dict:
+    return yaml.safe_load((DATA / "prompts" / "af.yaml").read_text())
+
+
+@dataclass
+class Skeleton:
+    id: str
+    type: str
+    question: str
+    images: list[str]
+    correct: list[str]
+    general_type: str = "single"
+    meta: dict = field(default_factory=dict)  # blanked sentence, target, sentiment, source...
+
+    def __post_init__(self):
+        if self.type not in TYPES:
+            raise ValueError(f"skeleton {self.id!r}: unknown type {self.type!r}; MemeQA types: {TYPES}")
+        if not self.correct:
+            raise ValueError(f"skeleton {self.id!r}: no correct option")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@lru_cache(maxsize=1)
+def _spacy():
+    try:
+        import spacy
+
+        return spacy.load("en_core_web_sm")
+    except (ImportError, OSError):
+        return None
+
+
+def blank_span(sentence: str) -> tuple[str, str] | None:
+    """(blanked sentence, removed span) or None when nothing can be blanked."""
+    nlp = _spacy()
+    if nlp is not None:
+        doc = nlp(sentence)
+        spans = sorted(list(doc.noun_chunks) or list(doc.ents), key=lambda s: (-len(s.text), s.start))
+        spans = [s for s in spans if s.start > 0 and s.text.lower() not in _STOP]
+        if spans:
+            s = spans[0]
+            return sentence[:s.start_char] + BLANK + sentence[s.end_char:], s.text
+    words = list(re.finditer(r"[A-Za-z][\w'-]*", sentence))
+    best: list = []
+    run: list = []
+    for m in words[1:]:
+        if m.group(0).lower() in _STOP:
+            run = []
+            continue
+        run = (run + [m])[-3:]
+        if len(run) >= len(best):  # ties: the later span (objects tend to follow the verb)
+            best = list(run)
+    if not best:
+        return None
+    start, end = best[0].start(), best[-1].end()
+    return sentence[:start] + BLANK + sentence[end:], sentence[start:end]
+
+
+def _question(kind: str, **slots) -> str:
+    return prompts()["types"][kind]["question"].format(**slots)
+
+
+def from_annotations(table, images: dict[str, str]) -> list[Skeleton]:
+    """Skeletons from 02's wide annotation table (one row per image and annotator; the first
+    annotator with a field wins). ``images`` maps item id -> image path."""
+    out = []
+    rows = {}
+    for _, r in table.iterrows():
+        merged = rows.setdefault(r["item"], {})
+        for k, v in r.items():
+            if k not in merged and v is not None and not (isinstance(v, float) and v != v):
+                merged[k] = v
+    for item, r in rows.items():
+        if item not in images:
+            continue
+        img = [images[item]]
+
+        def add(kind, correct, general="single", n=0, **meta):
+            out.append(Skeleton(id=f"{kind}/{item}/{n}", type=kind, images=img, correct=list(correct), general_type=general,
+                                question=_question(kind, **{k: v for k, v in meta.items() if isinstance(v, str)}),
+                                meta={"source": "annotations", "item": item, **meta}))
+
+        for n, intent in enumerate(r.get("intents") or []):
+            add("intent_id", [intent], n=n)
+            blanked = blank_span(intent)
+            if blanked:
+                add("intent_comp", [blanked[1]], n=n, blanked=blanked[0], sentence=intent)
+        derivs = list(r.get("derivations") or [])
+        if derivs:
+            add("deriv_id", derivs, "multi" if len(derivs) > 1 else "single")
+            for n, d in enumerate(derivs):
+                blanked = blank_span(d)
+                if blanked:
+                    add("deriv_comp", [blanked[1]], n=n, blanked=blanked[0], sentence=d)
+        for kind, field_name in (("bk_id", "background_knowledge"), ("viz_id", "visual_cues")):
+            values = list(r.get(field_name) or [])
+            if values:
+                add(kind, values, "multi" if len(values) > 1 else "single")
+        targets = [t for t in (r.get("targets") or []) if t.get("target")]
+        if targets:
+            names = [t["target"] for t in targets]
+            add("tar_id", names, "multi" if len(names) > 1 else "single", targets=targets)
+            with_sent = [t for t in targets if t.get("sentiment")]
+            if with_sent:
+                add("tar_sent_id", [f"The meme is {t['sentiment']} towards {t['target']}" for t in with_sent],
+                    "multi" if len(with_sent) > 1 else "single", targets=with_sent)
+            with_act = [t for t in targets if t.get("action")]
+            if with_act:
+                add("tar_act_id", [f"The meme {t['action']} {t['target']}" for t in with_act],
+                    "multi" if len(with_act) > 1 else "single", targets=with_act)
+            for n, t in enumerate(targets):
+                if t.get("action"):
+                    add("cond_act_id", [t["action"]], n=n, target=t["target"], sentiment=t.get("sentiment", ""))
+                if t.get("sentiment"):
+                    add("cond_sent_id", [t["sentiment"].capitalize()], n=n, target=t["target"])
+    return out
+
+
+def from_memeqa(path: str | Path, images_dir: str | Path) -> tuple[list[Skeleton], list[str]]:
+    """Skeletons from a MemeQA JSON split: the correct options kept, the wrong ones dropped (the
+    "None of the above" option too). Questions whose only correct answer is "None of the above"
+    have nothing to keep and are returned as skipped ids."""
+    nota = prompts()["none_of_the_above"].lower()
+    out, skipped = [], []
+    for r in json.loads(Path(path).read_text()):
+        kind = r["id"].split("/")[0]
+        keys = [r["answer_key"]] if r["general_type"] == "single" else [i for i, f in enumerate(r["answer_key"]) if f]
+        correct = [r["options"][i] for i in keys if r["options"][i].strip().lower() != nota]
+        if not correct or kind not in TYPES:
+            skipped.append(r["id"])
+            continue
+        meta = {"source": Path(path).name}
+        if kind in ("intent_comp", "deriv_comp") and ":" in r["question"]:
+            meta["blanked"] = r["question"].split(":", 1)[1].strip()
+        out.append(Skeleton(id=r["id"], type=kind, question=r["question"], images=[str(Path(images_dir) / r["img"])],
+                            correct=correct, general_type="multi" if len(correct) > 1 else "single", meta=meta))
+    return out, skipped

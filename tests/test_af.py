@@ -1,0 +1,168 @@
+"""Adversarial filtering: guards, the loop's bookkeeping, resume, determinism, garbage generators,
+and the MemeQA round trip."""
+
+import json
+
+import pytest
+from PIL import Image
+
+from lib import af
+from lib.af import engine
+from lib.io import export_memeqa, import_memeqa
+from lib.models import load_model
+from lib.store import CallStore
+
+from .conftest import SHARED_DATA
+from .support.openai_server import OpenAIStub
+
+MEMEQA = SHARED_DATA / "memeqa"
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    p = tmp_path_factory.mktemp("af") / "meme.png"
+    Image.new("RGB", (64, 48), "orange").save(p)
+    return str(p)
+
+
+def _rule_skeletons(image):
+    targets = [{"target": "cat owners", "sentiment": "neutral", "action": "mocks"},
+               {"target": "cats", "sentiment": "positive", "action": "celebrates"}]
+    other = [{"target": "astronauts", "sentiment": "negative", "action": "ridicules"}]
+    sk = []
+    for i, (ts, item) in enumerate(((targets, "m1"), (other, "m2"))):
+        sk.append(af.Skeleton(id=f"tar_act_id/{item}", type="tar_act_id", question="Select all correct statements.",
+                              images=[image], correct=[f"The meme {t['action']} {t['target']}" for t in ts],
+                              general_type="multi" if len(ts) > 1 else "single", meta={"targets": ts}))
+        for n, t in enumerate(ts):
+            sk.append(af.Skeleton(id=f"cond_act_id/{item}/{n}", type="cond_act_id", images=[image], correct=[t["action"]],
+                                  question=f"Fill in the blank: The meme ____ {t['target']}", meta={"sentiment": t["sentiment"],
+                                                                                                   "target": t["target"]}))
+            sk.append(af.Skeleton(id=f"cond_sent_id/{item}/{n}", type="cond_sent_id", images=[image],
+                                  correct=[t["sentiment"].capitalize()], question="What is the sentiment?",
+                                  meta={"target": t["target"]}))
+        sk.append(af.Skeleton(id=f"tar_id/{item}", type="tar_id", images=[image], correct=[t["target"] for t in ts],
+                              general_type="multi" if len(ts) > 1 else "single", question="Select all targets.",
+                              meta={"targets": ts}))
+    return sk
+
+
+def qs_all(state):
+    return list(state["questions"].values())
+
+
+def test_guards_reject_and_count():
+    kept, why = af.screen(["A cat", "a cat", "The answer", "  ", "{json}", "the right one", "Old one", "A dog"],
+                          ["The right one"], ["old one"], threshold=0.9)
+    assert kept == ["A cat", "The answer", "A dog"]
+    assert why == {"not_text": 2, "duplicate": 1, "correct": 1, "forbidden": 1, "paraphrase": 0}
+    kept, why = af.screen(["The meme makes fun of cat owners", "The meme is about rockets"],
+                          ["The meme mocks cat owners"], [], threshold=0.8)
+    assert kept == ["The meme is about rockets"] and why["paraphrase"] == 1  # MiniLM catches the paraphrase
+
+
+def test_only_active_questions_are_discriminated_and_reruns_call_nothing(tmp_path, image, tiny_llava):
+    store = CallStore(tmp_path / "calls.sqlite")
+    cfg = af.AFConfig(max_iterations=4, seed=1)
+    state = af.run(_rule_skeletons(image), None, [tiny_llava], cfg, tmp_path / "out", store=store, progress=False)
+    rows = state["iterations"]
+    # one discriminator: exactly one call per active question per iteration, none for accepted ones
+    assert [r["discriminator_calls"] for r in rows] == [r["active"] for r in rows]
+    assert sum(r["discriminator_calls"] for r in rows) == sum(r["active"] for r in rows) < len(rows) * len(qs_all(state))
+    for r, nxt in zip(rows, rows[1:]):
+        assert nxt["active"] <= r["active"] - r["fooled"]  # ... and accepted ones never come back
+    qs = state["questions"].values()
+    for q in qs:
+        if q["status"] == "accepted":
+            assert 1 <= q["accepted_iteration"] <= len(rows)
+        for k, later in enumerate(q["history"][1:], start=1):
+            assert not set(later) & {d for it in q["history"][:k] for d in it}  # forbidden never reappear
+        if q["options"]:
+            assert len(q["options"]) == (3 if q["skeleton"]["type"] == "cond_sent_id" else 4)
+            assert [q["options"][i] for i in q["answer"]] == [o for o, g in zip(q["options"], q["origins"]) if g == "correct"]
+    assert {q["status"] for q in qs} <= {"accepted", "never_fooled"}
+    # a finished run reruns from its state: no model call at all
+    calls = []
+    original = tiny_llava.generate
+    tiny_llava.generate = lambda *a, **k: calls.append(1) or original(*a, **k)
+    try:
+        again = af.run(_rule_skeletons(image), None, [tiny_llava], cfg, tmp_path / "out", store=store, progress=False)
+    finally:
+        tiny_llava.generate = original
+    assert calls == [] and again == state
+
+
+def test_killed_run_resumes_to_the_same_result(tmp_path, image, tiny_llava, monkeypatch):
+    cfg = af.AFConfig(max_iterations=3, seed=2)
+    full = af.run(_rule_skeletons(image), None, [tiny_llava], cfg, tmp_path / "full", progress=False)
+    real = engine.discriminate
+    seen = []
+
+    def dies_in_iteration_2(*a, **k):
+        seen.append(1)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(engine, "discriminate", dies_in_iteration_2)
+    with pytest.raises(KeyboardInterrupt):
+        af.run(_rule_skeletons(image), None, [tiny_llava], cfg, tmp_path / "killed", progress=False)
+    assert json.loads((tmp_path / "killed" / "state.json").read_text())["iteration"] == 1
+    monkeypatch.setattr(engine, "discriminate", real)
+    resumed = af.run(_rule_skeletons(image), None, [tiny_llava], cfg, tmp_path / "killed", progress=False)
+    strip = lambda s: {k: {**v, "last_answers": None} for k, v in s["questions"].items()}  # noqa: E731
+    assert strip(resumed) == strip(full)  # same seed, greedy: identical output
+    assert [r["fooled"] for r in resumed["iterations"]] == [r["fooled"] for r in full["iterations"]]
+
+
+def test_nota_position_and_balanced_answers(image):
+    cfg = af.AFConfig(nota_position="last")
+    positions = []
+    for i in range(40):
+        q = engine.QState(skeleton={"id": f"q{i}", "type": "intent_id", "correct": ["right"], "meta": {}})
+        engine.assemble(q, ["w1", "w2"], cfg, 1, "rule")
+        assert q.options[-1] == "None of the above"
+        positions.append(q.answer[0])
+    assert set(positions) == {0, 1, 2}  # the seeded shuffle spreads the correct answer
+
+
+def test_a_garbage_generator_is_rejected_counted_and_survived(tmp_path, image, monkeypatch):
+    monkeypatch.setenv("VQALAB_TEST_KEY", "sk-test")
+    replies = {"prose": "I think these are good options.", "short": '{"options": ["only one"]}',
+               "dupes": '{"options": ["same thing", "Same thing"]}', "itself": '{"options": ["RIGHT[[x]]", "other"]}',
+               "good": '{"options": ["a wrong intent", "another wrong intent"]}'}
+    sks = [af.Skeleton(id=f"intent_id/{k}", type="intent_id", question="Which intent?", images=[image],
+                       correct=[f"right [[reply:{v}]]" if k != "itself" else "RIGHT[[x]]"]) for k, v in replies.items()]
+    with OpenAIStub() as server:
+        spec = {"backend": "openai", "name": "gen", "base_url": server.url, "api_key_env": "VQALAB_TEST_KEY"}
+        state = af.run(sks, load_model(spec), [load_model({**spec, "name": "disc"})],
+                       af.AFConfig(max_iterations=1, max_retries=1, paraphrase_threshold=1.0), tmp_path / "o",
+                       store=CallStore(tmp_path / "c.sqlite"), progress=False)
+    row = state["iterations"][0]
+    assert row["invalid_generations"] >= 4 and row["rejected_distractors"] >= 2  # counted, not fatal
+    got = {k.split("/")[1]: q for k, q in state["questions"].items()}
+    assert got["good"]["options"] and not got["prose"]["options"] and not got["short"]["options"]
+    assert set(got["good"]["history"][0]) == {"a wrong intent", "another wrong intent"}
+
+
+def test_memeqa_export_round_trips(tmp_path, image, tiny_llava):
+    state = af.run(_rule_skeletons(image), None, [tiny_llava], af.AFConfig(max_iterations=2), tmp_path / "o", progress=False)
+    items = af.final_items(state)
+    export_memeqa(items, tmp_path / "m.json")
+    back = import_memeqa(tmp_path / "m.json", image_dir=str(tmp_path))
+    assert [(b.id, b.options, b.answer, b.meta["specific_type"]) for b in back] == \
+           [(i.id, i.options, i.answer, i.meta["specific_type"]) for i in items]
+
+
+@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+def test_memeqa_skeletons_keep_only_the_correct_options():
+    sks, skipped = af.from_memeqa(MEMEQA / "none-plus" / "dev.json", "images")
+    raw = json.loads((MEMEQA / "none-plus" / "dev.json").read_text())
+    assert len(sks) + len(skipped) == len(raw) and {s.type for s in sks} == set(af.TYPES)
+    by_id = {r["id"]: r for r in raw}
+    for s in sks[:300]:
+        r = by_id[s.id]
+        keys = [r["answer_key"]] if r["general_type"] == "single" else [i for i, f in enumerate(r["answer_key"]) if f]
+        assert s.correct == [r["options"][i] for i in keys if r["options"][i] != "None of the above"]
+    assert all(by_id[i]["options"][by_id[i]["answer_key"] if by_id[i]["general_type"] == "single"
+                                    else by_id[i]["answer_key"].index(1)] == "None of the above" for i in skipped)
