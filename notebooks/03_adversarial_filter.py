@@ -21,7 +21,7 @@
 # > correctly get new distractors (their earlier ones forbidden) until the discriminators are fooled.
 #
 # **Inputs:** 02's annotations (or a MemeQA JSON + images) · **Outputs:** `outputs/<run>/03_adversarial_filter/`
-# (dataset/ with items.jsonl, iterations.csv, memeqa.json, state.json, figures)
+# (items.jsonl + dataset.json - a dataset folder 06 can evaluate -, iterations.csv, memeqa.json, state.json, figures)
 
 # %% tags=["parameters"]
 run: str = "smoke"  # outputs go to outputs/<run>/
@@ -96,7 +96,7 @@ items = af.final_items(state)
 if blind_model and items:
     for item, answerable in zip(items, af.blind_check(load_model(blind_model), items, store)):
         item.meta["blind_answerable"] = answerable
-save_dataset(out / "dataset", items, dataset_info("adversarial-filter", provenance={"skeletons": skeletons_from}))
+save_dataset(out, items, dataset_info("adversarial-filter", provenance={"skeletons": skeletons_from}))  # items.jsonl
 export_memeqa(items, out / "memeqa.json")
 summary = pd.DataFrame([{"type": i.meta["type"], "fooled": i.meta["fooled"],
                          "blind_answerable": i.meta.get("blind_answerable")} for i in items])
@@ -117,4 +117,4 @@ for item in items[:4]:
 # %%
 write_provenance(out, "03_adversarial_filter", {"run": run, **cfg.__dict__, "generator": generator,
                                                 "discriminators": discriminators, "skeletons_from": skeletons_from}, seed)
-assert (out / "dataset" / "items.jsonl").exists()
+assert (out / "items.jsonl").exists()

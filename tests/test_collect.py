@@ -89,3 +89,12 @@ def test_figure3_counts_match_the_annotation_csv():
     assert counts["text_in_image"]["both halves"] == int((left & right).sum())
     assert counts["text_in_image"]["no text"] == int((~left & ~right).sum())
     assert counts["connected"]["connected"] == int((raw["are_images_connected"].astype(str).str.upper() == "TRUE").sum())
+
+
+def test_hugging_face_offline_fails_fast_naming_the_dataset(tmp_path):
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError, match="some-org/memes.*network"):
+        collect.collect_hf("some-org/memes", tmp_path, progress=False)
+    assert time.perf_counter() - start < 30

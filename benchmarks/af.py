@@ -1,0 +1,72 @@
+"""Adversarial-filtering benchmark (``make bench``): writes outputs/bench/af.json.
+
+A run over the demo's rule-based skeleton types (no LLM: the figures are about the loop's
+bookkeeping) with a discriminator behind a local OpenAI-compatible server on 127.0.0.1 that always
+picks option A (right exactly when the shuffle put the answer first), then a rerun of the finished
+run: ``discriminator_calls`` must equal the sum of active questions over the iterations, and
+``rerun_calls`` must be 0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from PIL import Image
+
+from benchmarks._record import record
+from lib import af
+from lib.models import load_model
+from lib.store import CallStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.openai_server import OpenAIStub  # noqa: E402
+
+N_MEMES = 40
+
+
+def skeletons(image: str) -> list[af.Skeleton]:
+    sentiments = ("positive", "neutral", "negative")
+    actions = {"positive": "praises", "neutral": "describes", "negative": "mocks"}
+    out = []
+    for m in range(N_MEMES):
+        t = {"target": f"group {m}", "sentiment": sentiments[m % 3]}
+        t["action"] = actions[t["sentiment"]]
+        out += [af.Skeleton(id=f"tar_act_id/{m}", type="tar_act_id", question="Select all correct statements.",
+                            images=[image], correct=[f"The meme {t['action']} {t['target']}"], meta={"targets": [t]}),
+                af.Skeleton(id=f"cond_act_id/{m}", type="cond_act_id", question=f"The meme ____ {t['target']}",
+                            images=[image], correct=[t["action"]], meta={"sentiment": t["sentiment"]}),
+                af.Skeleton(id=f"tar_id/{m}", type="tar_id", question="Select all targets.", images=[image],
+                            correct=[t["target"]], meta={"targets": [t]})]
+    return out
+
+
+def main() -> dict:
+    os.environ.setdefault("VQALAB_BENCH_KEY", "sk-bench")
+    with tempfile.TemporaryDirectory() as tmp, OpenAIStub() as server:
+        image = Path(tmp) / "meme.png"
+        Image.new("RGB", (64, 48), "orange").save(image)
+        disc = load_model({"backend": "openai", "name": "always-a", "base_url": server.url,
+                           "api_key_env": "VQALAB_BENCH_KEY", "concurrency": 8})
+        cfg = af.AFConfig(max_iterations=10, seed=0, paraphrase_threshold=1.0)
+        store = CallStore(Path(tmp) / "calls.sqlite")
+        start = time.perf_counter()
+        state = af.run(skeletons(str(image)), None, [disc], cfg, Path(tmp) / "out", store=store, progress=False)
+        seconds = time.perf_counter() - start
+        first = len(server.bodies)
+        af.run(skeletons(str(image)), None, [disc], cfg, Path(tmp) / "out", store=store, progress=False)
+        rows = state["iterations"]
+        result = {"questions": len(state["questions"]), "iterations": len(rows),
+                  "active_per_iteration": [r["active"] for r in rows],
+                  "fooled_per_iteration": [r["fooled"] for r in rows],
+                  "discriminator_calls": sum(r["discriminator_calls"] for r in rows),
+                  "sum_active": sum(r["active"] for r in rows), "server_requests": first,
+                  "rerun_calls": len(server.bodies) - first, "seconds": round(seconds, 2)}
+    return record("af", result)
+
+
+if __name__ == "__main__":
+    main()
