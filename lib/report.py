@@ -29,7 +29,7 @@ STAGES = {
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
 h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #bbb}
 table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px}
-img{max-width:100%;margin:.5em 0;border:1px solid #eee}.absent{color:#a00}.prov{font-size:11px;color:#555}
+img{max-width:min(100%,760px);margin:.5em 0;border:1px solid #eee}.absent{color:#a00}.prov{font-size:11px;color:#555}
 details{margin:.3em 0}"""
 
 

@@ -30,6 +30,7 @@ seed: int = 0  # item sampling and bootstrap resampling
 datasets: dict = {}  # name: dataset folder; a value "stage:NN_name/sub" resolves inside this run's outputs
 demo_data: bool = True  # also evaluate the embedded demo datasets (mcq, yesbut, vqa)
 scrapbook: dict = {}  # Scrapbook parameters: generate a fresh probing set here (empty: none), e.g. 05's scenes
+yesbut_manifest: str = ""  # a collected YesBut manifest (e.g. stage:01_collect/manifest.jsonl): detection, understanding, completion
 models: dict = {"base": {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}}  # label: model spec
 styles: list = ["zero_shot", "cot"]  # zero_shot and/or cot
 constrain: bool = True  # constrained decoding over closed answer sets (choices) where the backend allows it
@@ -50,7 +51,8 @@ from lib.paths import stage_dir
 from lib.provenance import write_provenance
 from lib.scrapbook import ScrapbookParams
 from lib.scrapbook import generate as generate_scrapbook
-from lib.tasks import demo_datasets
+from lib.io import read_jsonl
+from lib.tasks import demo_datasets, yesbut_datasets
 
 out = stage_dir(run, "06_evaluate")
 
@@ -58,6 +60,9 @@ out = stage_dir(run, "06_evaluate")
 data = {name: resolve_folder(run, folder) for name, folder in datasets.items()}
 if demo_data:
     data.update({name: str(folder) for name, folder in demo_datasets(out / "data", seed=seed).items()})
+if yesbut_manifest:
+    records = list(read_jsonl(resolve_folder(run, yesbut_manifest)))
+    data["yesbut-collected"] = str(yesbut_datasets(records, out / "data" / "yesbut-collected", seed=seed))
 if scrapbook:
     stats = generate_scrapbook(ScrapbookParams.from_dict({"seed": seed, **scrapbook}), out / "data" / "scrapbook-fresh",
                                progress=False)

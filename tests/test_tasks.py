@@ -8,7 +8,7 @@ import pytest
 
 from lib.io import import_memeqa
 from lib.schema import Item
-from lib.tasks import build_prompt, demo_datasets, letter_sets, parse_letter_set, read_answer, target
+from lib.tasks import build_prompt, demo_datasets, letter_sets, parse_letter_set, read_answer, target, yesbut_datasets
 
 from .conftest import SHARED_DATA
 
@@ -109,3 +109,27 @@ def test_garbage_is_read_or_invalid_never_guessed(text, demo):
     assert read_answer(single, "A, B")[0] is None  # several letters for a single answer
     assert read_answer(single, "a cat")[0] is None  # a lower-case article is not option A
     assert read_answer(det, "Y N")[0] is None
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "yesbut").exists(), reason="../shared/data/yesbut is absent")
+def test_yesbut_tasks_from_the_collected_sample(tmp_path):
+    from lib.collect import collect_yesbut
+    from lib.io import load_items
+
+    recs, _ = collect_yesbut(SHARED_DATA / "yesbut", progress=False)
+    records = [r.to_dict() for r in recs]
+    items = load_items(yesbut_datasets(records, tmp_path))
+    by_task = {t: [i for i in items if i.task == t] for t in ("yesbut.detection", "yesbut.understanding", "yesbut.completion")}
+    assert len(by_task["yesbut.detection"]) == len(records) == 443
+    assert sum(i.answer == ["Y"] for i in by_task["yesbut.detection"]) == sum(r["label"] == "satirical" for r in records)
+    parts = {i.meta["part"] for i in by_task["yesbut.understanding"]}
+    assert len(by_task["yesbut.understanding"]) == 3 * 283 and parts == {"left", "right", "whole"}
+    assert by_task["yesbut.completion"]  # the sample holds at least one curated pair
+    by_id = {r["id"]: r for r in records}
+    for item in by_task["yesbut.completion"]:
+        sat, non = by_id[item.meta["satirical_from"]], by_id[item.meta["non_satirical_from"]]
+        assert sat["label"] == "satirical" and non["label"] == "non_satirical"
+        assert sat["original"] == non["original"] == item.meta["original"]
+        side = "left" if item.meta["missing"] == "yes" else "right"
+        assert sat[f"{side}_style"] != non[f"{side}_style"]  # one 2D stick, one 3D option
+        assert build_prompt(item, tmp_path).choices == ("A", "B")

@@ -194,6 +194,8 @@ def generate_distractors(generator, active: list[QState], cfg: AFConfig, iterati
                                cfg.paraphrase_threshold if sk["type"] == "tar_id" else 1.0)
             stats["rejected"] += sum(why.values())
             out[sk["id"]] = kept[:n]
+            if len(kept) < n:
+                stats["exhausted"].append(sk["id"])  # the rule has nothing new left to offer
     for attempt in range(cfg.max_retries + 1):
         if not todo or generator is None:
             break
@@ -273,7 +275,7 @@ def run(skeletons: list[Skeleton], generator, discriminators: list, cfg: AFConfi
         qs = {k: QState(**v) for k, v in state["questions"].items()}
         active = [q for q in qs.values() if q.status == "active"]
         stats = {"generator_calls": 0, "discriminator_calls": 0, "invalid_generations": 0,
-                 "invalid_discriminations": 0, "rejected": 0}
+                 "invalid_discriminations": 0, "rejected": 0, "exhausted": []}
         new = generate_distractors(generator, active, cfg, it, store, pool, stats)
         ready = [q for q in active if q.skeleton["id"] in new and new[q.skeleton["id"]]]
         for q in ready:
@@ -282,6 +284,9 @@ def run(skeletons: list[Skeleton], generator, discriminators: list, cfg: AFConfi
             assemble(q, new[q.skeleton["id"]], cfg, it, origin)
         items = [as_item(q) for q in ready]
         answers = discriminate(discriminators, items, store, stats) if items else []
+        for qid in stats["exhausted"]:  # a rule-type question whose candidates ran out: it cannot get harder
+            if qs[qid].status == "active":
+                qs[qid].status = "never_fooled"
         fooled = 0
         for j, (q, item) in enumerate(zip(ready, items)):
             rights = [is_right(item, a[j]) for a in answers]
@@ -294,7 +299,9 @@ def run(skeletons: list[Skeleton], generator, discriminators: list, cfg: AFConfi
                 q.status = "never_fooled"  # its three options are fixed: new iterations cannot change them
         asked = [q for q in qs.values() if q.options]  # accuracy over every question that has options
         still_right = sum(q.status != "accepted" for q in asked)
-        row = {"iteration": it, "active": len(active), "fooled": fooled,
+        # active = the questions sent to the discriminator; waiting = active ones without new valid
+        # distractors this iteration (they sit it out and stay active, unless a rule ran out of candidates)
+        row = {"iteration": it, "active": len(ready), "waiting": len(active) - len(ready), "fooled": fooled,
                "discriminator_accuracy": still_right / len(asked) if asked else float("nan"),
                "invalid_generations": stats["invalid_generations"],
                "invalid_discriminations": stats["invalid_discriminations"], "rejected_distractors": stats["rejected"],
