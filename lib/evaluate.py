@@ -359,7 +359,6 @@ def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: l
         elif task == "scrapbook.qa":
             frame = S.score_versions(scrapbook_frame(group, its))
             qs = S.questions(frame)
-            m = frame["model"].iloc[0]
             for form, sub in frame.groupby("form"):
                 rows.append(row(model, dataset, task, style, f"form={form}", "accuracy", sub["correct"].astype(float).tolist(),
                                  len(sub), int(sum(not group[i].valid for i in sub.index))))
@@ -377,7 +376,6 @@ def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: l
             level_frames.append(levels)
             error_frames.append(pd.concat([errors, overall.rename(columns={"questions": "count"}).assign(
                 unit="questions", category="overall")], ignore_index=True))
-            del m
     metrics = pd.DataFrame(rows, columns=["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low",
                                           "ci_high", "n", "n_invalid"])
     levels = pd.concat(level_frames, ignore_index=True) if level_frames else pd.DataFrame(columns=LEVEL_COLUMNS)
@@ -396,7 +394,7 @@ def evaluate(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True
     store = store if store is not None else CallStore.default()
     data = load_eval_items(cfg)
     write_json(out / "config.json", {**asdict(cfg), "datasets": {k: str(v) for k, v in cfg.datasets.items()}})
-    preds, judgements, calls = [], [], {"cached": 0, "computed": 0}
+    preds, judgements = [], []
     start = time.perf_counter()
     for label, spec in cfg.models.items():
         model = load_model(spec)

@@ -171,8 +171,6 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
     Completion options are placed A/B by a seeded shuffle."""
     import random
 
-    from PIL import Image
-
     from lib.io import dataset_info, load_image, save_dataset
     from lib.panels import completion_grid, compose
     from lib.setup import write_sample_images

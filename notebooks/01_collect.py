@@ -29,8 +29,6 @@ sources: list = [{"kind": "demo"}]  # each: {kind: demo | folder | yesbut | meme
 near_duplicate_distance: int = 4  # perceptual-hash Hamming distance counted as a near copy (0: exact only)
 
 # %%
-import json
-
 import pandas as pd
 from IPython.display import display
 from PIL import Image

@@ -35,8 +35,6 @@ variant_labels_file: str = "lib/data/demo/variant_labels.yaml"  # satirical labe
 stages: list = [3, 4]  # which style stages to generate
 
 # %%
-import json
-
 import pandas as pd
 import yaml
 from IPython.display import display
