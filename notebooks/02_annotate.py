@@ -76,7 +76,9 @@ table.head(10)
 # %%
 if preannotate_model and panels:
     model = load_model(preannotate_model)
-    n = annotate.preannotate(model, panels, store, call_store=CallStore.default(), max_new_tokens=24, progress=False)
+    done = store.rows()["source"].eq(f"machine:{model.name}").any()  # a rerun appends no second copy
+    n = 0 if done else annotate.preannotate(model, panels, store, call_store=CallStore.default(), max_new_tokens=24,
+                                            progress=False)
     drafts = store.latest(include_machine=True)
     drafts = drafts[drafts["source"].str.startswith("machine:")]
     print(f"{n} machine rows appended; drafts never enter the human tables")
