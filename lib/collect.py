@@ -260,7 +260,7 @@ def collect_demo(dest: str | Path, progress: bool = True) -> tuple[list[Record],
     from PIL import Image
     from sklearn.datasets import load_sample_images
 
-    from lib.setup import write_sample_images
+    from lib.io import write_sample_images
 
     dest = Path(dest)
     paths = write_sample_images(dest)

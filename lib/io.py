@@ -351,3 +351,26 @@ def import_tsv(path: str | Path, folder: str | Path, task: str = "mcq") -> tuple
                               meta={"category": row.get("category"), "source": path.name}))
             report.loaded += 1
     return items, report
+
+
+# --- the embedded demo's photographs ----------------------------------------------------------
+
+# Real photographs that install offline with scikit-image (loaders that need the network are left out).
+SAMPLE_IMAGES = ("astronaut", "coffee", "chelsea", "rocket", "hubble_deep_field", "immunohistochemistry")
+
+
+def write_sample_images(folder: str | Path, names: tuple[str, ...] = SAMPLE_IMAGES) -> list[Path]:
+    """Save scikit-image's sample photographs as PNGs under ``folder``; returns their paths."""
+    import numpy as np
+    import skimage.data
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in names:
+        path = folder / f"{name}.png"
+        if not path.exists():
+            array = getattr(skimage.data, name)()
+            Image.fromarray(np.asarray(array, dtype=np.uint8)).convert("RGB").save(path)
+        paths.append(path)
+    return paths

@@ -1,6 +1,6 @@
 """Stage 00 · Setup: build the embedded models, write sample images, probe every model once.
 
-Run first (``make run`` does): it builds each model of the profile once into ``outputs/cache/``
+Run first (``make run`` does): it writes the demo's sample photographs (:func:`lib.io.write_sample_images`), builds each model of the profile once into ``outputs/cache/``
 (tiny VLMs from configs, SmolLM2 converted from GGUF), then sends a few constrained requests to
 each through the call cache, so a broken environment, a wrong model path or an unreachable
 endpoint shows up in seconds here instead of an hour into stage 03.
@@ -11,32 +11,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-from PIL import Image
 
 from lib.models import Constraint, Request, generate, load_model
 from lib.store import CallStore
-
-# Real photographs that install offline with scikit-image (loaders that need the network are left out).
-SAMPLE_IMAGES = ("astronaut", "coffee", "chelsea", "rocket", "hubble_deep_field", "immunohistochemistry")
-
-
-def write_sample_images(folder: str | Path, names: tuple[str, ...] = SAMPLE_IMAGES) -> list[Path]:
-    """Save scikit-image's sample photographs as PNGs under ``folder``; returns their paths."""
-    import skimage.data
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name in names:
-        path = folder / f"{name}.png"
-        if not path.exists():
-            array = getattr(skimage.data, name)()
-            Image.fromarray(np.asarray(array, dtype=np.uint8)).convert("RGB").save(path)
-        paths.append(path)
-    return paths
-
 
 def probe_requests(images: list[Path], vision: bool) -> list[Request]:
     """A handful of constrained questions (choices by trie and by log-likelihood, and JSON)."""

@@ -173,7 +173,7 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
 
     from lib.io import dataset_info, load_image, save_dataset
     from lib.panels import completion_grid, compose
-    from lib.setup import write_sample_images
+    from lib.io import write_sample_images
 
     spec = yaml.safe_load((DATA / "demo" / "evaluation.yaml").read_text())
     out = Path(out)

@@ -32,6 +32,7 @@ extra_models: dict = {}  # more specs to probe, label -> spec (e.g. an OpenAI-co
 from IPython.display import display
 
 from lib import setup
+from lib.io import write_sample_images
 from lib.paths import stage_dir
 from lib.provenance import write_provenance
 from lib.store import CallStore
@@ -45,7 +46,7 @@ specs = {"vlm": vlm, "text_llm": text_llm, **extra_models}
 # Real photographs from scikit-image, used for probing here and as demo material later.
 
 # %%
-images = setup.write_sample_images(out / "images")
+images = write_sample_images(out / "images")
 [p.name for p in images]
 
 # %% [markdown]

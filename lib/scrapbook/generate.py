@@ -185,7 +185,7 @@ def prepare(params: ScrapbookParams, cache: Path) -> Resources:
     if params.backgrounds != "plain":
         folder = Path(params.backgrounds)
         if params.backgrounds == "samples":
-            from lib.setup import write_sample_images
+            from lib.io import write_sample_images
 
             folder = cache / "backgrounds"
             write_sample_images(folder, ("astronaut", "hubble_deep_field", "immunohistochemistry", "camera"))
