@@ -41,6 +41,7 @@ patience: int = 0  # stop when accuracy changed by < stable_tol for this many it
 stable_tol: float = 0.01
 max_retries: int = 1
 paraphrase_threshold: float = 0.9
+min_length_ratio: float = 0.4  # generated distractors need this share of the correct options' words (length giveaway)
 max_new_tokens: int = 64
 
 # %%
@@ -78,7 +79,8 @@ pd.Series([s.type for s in skeletons]).value_counts().rename("skeletons").to_fra
 # %%
 cfg = af.AFConfig(n_options=n_options, none_of_the_above=none_of_the_above, nota_position=nota_position,
                   max_iterations=max_iterations, stable_tol=stable_tol, patience=patience, max_retries=max_retries,
-                  paraphrase_threshold=paraphrase_threshold, combine=combine, max_new_tokens=max_new_tokens, seed=seed)
+                  paraphrase_threshold=paraphrase_threshold, min_length_ratio=min_length_ratio, combine=combine,
+                  max_new_tokens=max_new_tokens, seed=seed)
 store = CallStore.default()
 state = af.run(skeletons, load_model(generator), [load_model(d) for d in discriminators], cfg, out, store=store)
 iterations = pd.DataFrame(state["iterations"])

@@ -55,7 +55,9 @@ def test_guards_reject_and_count():
     kept, why = af.screen(["A cat", "a cat", "The answer", "  ", "{json}", "the right one", "Old one", "A dog"],
                           ["The right one"], ["old one"], threshold=0.9)
     assert kept == ["A cat", "The answer", "A dog"]
-    assert why == {"not_text": 2, "duplicate": 1, "correct": 1, "forbidden": 1, "paraphrase": 0}
+    assert why == {"not_text": 2, "duplicate": 1, "correct": 1, "forbidden": 1, "too_short": 0, "paraphrase": 0}
+    kept, why = af.screen(["opposite", "The meme is about rockets"], ["The meme mocks proud astronauts"], [], 1.0, 0.4)
+    assert kept == ["The meme is about rockets"] and why["too_short"] == 1  # a one-word option gives itself away
     kept, why = af.screen(["The meme makes fun of cat owners", "The meme is about rockets"],
                           ["The meme mocks cat owners"], [], threshold=0.8)
     assert kept == ["The meme is about rockets"] and why["paraphrase"] == 1  # MiniLM catches the paraphrase
@@ -147,7 +149,7 @@ def test_a_garbage_generator_is_rejected_counted_and_survived(tmp_path, image, m
     with OpenAIStub() as server:
         spec = {"backend": "openai", "name": "gen", "base_url": server.url, "api_key_env": "VQALAB_TEST_KEY"}
         state = af.run(sks, load_model(spec), [load_model({**spec, "name": "disc"})],
-                       af.AFConfig(max_iterations=1, max_retries=1, paraphrase_threshold=1.0), tmp_path / "o",
+                       af.AFConfig(max_iterations=1, max_retries=1, paraphrase_threshold=1.0, min_length_ratio=0.0), tmp_path / "o",
                        store=CallStore(tmp_path / "c.sqlite"), progress=False)
     row = state["iterations"][0]
     assert row["invalid_generations"] >= 4 and row["rejected_distractors"] >= 2  # counted, not fatal

@@ -37,10 +37,14 @@ from lib.af.skeletons import LLM_TYPES, Skeleton, prompts
 from lib.io import write_json
 from lib.schema import Item
 
+OPTION_PATTERN = r"^[A-Za-z][A-Za-z0-9 ,.'-]{1,159}$"  # a phrase or sentence: no markup, no JSON debris
+
+
 def options_schema(n: int) -> dict:
-    """``{"options": [n non-trivial strings]}``: what the generator must return."""
+    """``{"options": [n phrases]}``: what the generator must return (enforced by constrained decoding
+    locally and by ``response_format`` on servers; validated again on parsing)."""
     return {"type": "object", "required": ["options"], "properties": {"options": {
-        "type": "array", "minItems": n, "maxItems": n, "items": {"type": "string", "minLength": 2, "maxLength": 160}}}}
+        "type": "array", "minItems": n, "maxItems": n, "items": {"type": "string", "pattern": OPTION_PATTERN}}}}
 
 
 @dataclass
@@ -53,6 +57,7 @@ class AFConfig:
     patience: int = 0
     max_retries: int = 2  # extra generator calls per question and iteration after an invalid reply
     paraphrase_threshold: float = 0.9
+    min_length_ratio: float = 0.4  # generated distractors need >= this share of the correct options' words
     combine: str = "vote"  # several discriminators: "vote" (majority right = not fooled) or "all" (all must be fooled)
     max_new_tokens: int = 96
     temperature: float = 0.0
@@ -67,7 +72,6 @@ class AFConfig:
 
 _NOT_TEXT = re.compile(r"[\[\]{}#<>|\\]|\b(?:options|json)\b", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z]{2,}")
-EXAMPLE_OPTIONS = ["The meme praises the new law", "The meme is about cooking"]  # the reply_format example
 
 
 def _rng(*parts) -> np.random.Generator:
@@ -85,9 +89,13 @@ def _encoder():
     return SentenceTransformer(str(minilm_path()), device="cpu")
 
 
-def screen(candidates: list, correct: list[str], forbidden: list[str], threshold: float) -> tuple[list[str], dict]:
-    """Keep the acceptable distractors; count why the others were rejected."""
-    why = {"not_text": 0, "duplicate": 0, "correct": 0, "forbidden": 0, "paraphrase": 0}
+def screen(candidates: list, correct: list[str], forbidden: list[str], threshold: float,
+           min_length_ratio: float = 0.0) -> tuple[list[str], dict]:
+    """Keep the acceptable distractors; count why the others were rejected. ``min_length_ratio``: a
+    distractor much shorter than the correct options (in words) gives the answer away by its length."""
+    why = {"not_text": 0, "duplicate": 0, "correct": 0, "forbidden": 0, "too_short": 0, "paraphrase": 0}
+    words = lambda t: len(t.split())  # noqa: E731
+    shortest = min_length_ratio * (sum(map(words, correct)) / len(correct)) if correct else 0
     kept: list[str] = []
     norm = lambda s: " ".join(s.lower().split()).strip(" .")  # noqa: E731
     correct_n, forbidden_n = {norm(c) for c in correct}, {norm(f) for f in forbidden}
@@ -100,6 +108,8 @@ def screen(candidates: list, correct: list[str], forbidden: list[str], threshold
             why["forbidden"] += 1
         elif norm(c) in {norm(k) for k in kept}:
             why["duplicate"] += 1
+        elif words(c) < shortest:
+            why["too_short"] += 1
         else:
             kept.append(c.strip())
     if kept and threshold < 1:
@@ -205,8 +215,8 @@ def generate_distractors(generator, active: list[QState], cfg: AFConfig, iterati
         retry = []
         for (q, n, forbidden), resp in zip(todo, responses):
             value = resp.parsed if resp.valid and isinstance(resp.parsed, dict) else None
-            kept, why = screen((value or {}).get("options", []) if value else [], q.skeleton["correct"],
-                           forbidden + EXAMPLE_OPTIONS, cfg.paraphrase_threshold)  # a copied example is no distractor
+            kept, why = screen((value or {}).get("options", []) if value else [], q.skeleton["correct"], forbidden,
+                           cfg.paraphrase_threshold, cfg.min_length_ratio)
             stats["rejected"] += sum(why.values())
             have = out.get(q.skeleton["id"], [])
             merged, _ = screen(have + kept, q.skeleton["correct"], forbidden, 1.0)
