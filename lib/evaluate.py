@@ -38,7 +38,7 @@ from lib.metrics import text as T
 from lib.metrics.lave import judge as lave_judge
 from lib.metrics.stats import bootstrap_ci, mean_ci
 from lib.models import Constraint, Request, generate, load_model
-from lib.models.base import ERROR, INVALID, JSON_SCHEMA
+from lib.models.base import ERROR, INVALID, JSON_SCHEMA, Response
 from lib.schema import Item, Judgement, Prediction
 from lib.tasks import LETTERS, STYLES, build_prompt, is_multi, prompts, read_answer, target
 
@@ -216,22 +216,24 @@ def _jsonable(value):
 
 # --- scoring (no model) ---------------------------------------------------------------------------
 
-def score_predictions(items: dict[str, Item], preds: list[Prediction], cfg: EvalConfig) -> list[Prediction]:
+def score_predictions(items: dict[str, Item], preds: list[Prediction], cfg: EvalConfig,
+                      frames: dict | None = None) -> list[Prediction]:
     """Fill ``correct`` and ``scores`` of every prediction from its stored output (re-parsed, so a
-    parser fix applies on rescoring). Invalid answers score 0 / wrong."""
+    parser fix applies on rescoring). Invalid answers score 0 / wrong. The Scrapbook groups' scored
+    frames are put in ``frames`` (keyed like the groups) so the tables reuse them."""
     groups = defaultdict(list)
     for p in preds:
         if p.item_id not in items:
             raise KeyError(f"prediction for item {p.item_id!r} ({p.task}) has no item in the evaluated datasets")
         if p.method != ERROR and not is_constrained(p.method):
-            from lib.models.base import Response
-
-            p.parsed, p.method, p.valid = (lambda r: (_jsonable(r[0]), r[1], r[2]))(
-                _read(items[p.item_id], Response(text=p.raw, method="free")))
+            parsed, p.method, p.valid = _read(items[p.item_id], Response(text=p.raw, method="free"))
+            p.parsed = _jsonable(parsed)
         groups[(p.model, p.meta.get("dataset", ""), p.task, p.style)].append(p)
-    for (_, _, task, _), group in groups.items():
+    frames = frames if frames is not None else {}
+    for key, group in groups.items():
+        task = key[2]
         its = [items[p.item_id] for p in group]
-        if task in ("mcq",):
+        if task == "mcq":
             for p, it in zip(group, its):
                 gold = set(it.answer)
                 if is_multi(it):
@@ -259,7 +261,7 @@ def score_predictions(items: dict[str, Item], preds: list[Prediction], cfg: Eval
                 if task == "vqa.open":
                     p.correct = bool(p.scores["exact_match"])
         elif task == "scrapbook.qa":
-            frame = S.score_versions(scrapbook_frame(group, its))
+            frame = frames[key] = S.score_versions(scrapbook_frame(group, its))
             for p, cat, ok, strict in zip(group, frame["category"], frame["correct"], frame["correct_strict"]):
                 p.correct = bool(ok)
                 p.scores = {"correct": float(ok), "correct_strict": float(strict)}
@@ -300,8 +302,10 @@ def _row(model, dataset, task, style, subset, metric, values_or_stat, n, n_inval
 
 
 def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: list[Judgement],
-                  cfg: EvalConfig) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(metrics, levels, errors) from scored predictions and LAVE judgements."""
+                  cfg: EvalConfig, frames: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(metrics, levels, errors) from scored predictions and LAVE judgements (``frames``: the Scrapbook
+    frames :func:`score_predictions` made, reused instead of scoring those answers again)."""
+    frames = frames or {}
     rows, level_frames, error_frames = [], [], []
 
     def row(*args, ci=None) -> dict:
@@ -357,7 +361,8 @@ def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: l
                 rows.append(row(model, dataset, task, style, "all", "lave", [j.score if j.valid else 0.0 for j in judged],
                                  len(judged), sum(not j.valid for j in judged)))
         elif task == "scrapbook.qa":
-            frame = S.score_versions(scrapbook_frame(group, its))
+            key = (model, dataset, task, style)
+            frame = frames[key] if key in frames else S.score_versions(scrapbook_frame(group, its))
             qs = S.questions(frame)
             for form, sub in frame.groupby("form"):
                 rows.append(row(model, dataset, task, style, f"form={form}", "accuracy", sub["correct"].astype(float).tolist(),
@@ -435,8 +440,9 @@ def rescore_folder(out: str | Path) -> dict:
     preds = [Prediction.from_dict(d) for d in read_jsonl(out / "predictions.jsonl")]
     judgements = [Judgement.from_dict(d) for d in read_jsonl(out / "judgements.jsonl")] \
         if (out / "judgements.jsonl").exists() else []
-    preds = score_predictions(items, preds, cfg)
-    metrics, levels, errors = metrics_table(items, preds, judgements, cfg)
+    frames: dict = {}
+    preds = score_predictions(items, preds, cfg, frames)
+    metrics, levels, errors = metrics_table(items, preds, judgements, cfg, frames)
     write_jsonl(out / "predictions.jsonl", (p.to_dict() for p in preds))
     metrics.to_csv(out / "metrics.csv", index=False)
     levels.to_csv(out / "levels.csv", index=False)

@@ -78,8 +78,8 @@ def _stage_body(stage: str, folder: Path) -> str:
     if stage == "04_scrapbook":
         for sub in sorted(folder.glob("*/summary.json")):
             s = json.loads(sub.read_text())
-            parts.append(f"<p>{sub.parent.name}: {s.get('images', '?')} images, {s.get('questions', '?'):,} questions</p>"
-                         if isinstance(s.get("questions"), int) else "")
+            if isinstance(s.get("questions"), int):
+                parts.append(f"<p>{sub.parent.name}: {s.get('images', '?')} images, {s['questions']:,} questions</p>")
     if stage == "05_train" and (folder / "summary.json").exists():
         s = json.loads((folder / "summary.json").read_text())
         table = pd.DataFrame({k: s[k] for k in ("majority", "base", "trained") if k in s}).T
