@@ -175,13 +175,10 @@ def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: E
         meta = {"dataset": dataset or Path(root).name}
         if why is not None:
             meta["reasoning"] = why.text
-        if why is not None and why.error:
-            resp_error = why.error
-        else:
-            resp_error = resp.error
-        if resp_error:
+        error = (why.error if why is not None else None) or resp.error  # a failed reasoning call fails the answer
+        if error:
             parsed, method, valid = None, ERROR, False
-            meta["error"] = resp_error
+            meta["error"] = error
         else:
             parsed, method, valid = _read(it, resp)
         preds.append(Prediction(item_id=it.id, model=label, task=it.task, raw=resp.text, parsed=_jsonable(parsed),
