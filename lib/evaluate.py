@@ -38,9 +38,9 @@ from lib.metrics import text as T
 from lib.metrics.lave import judge as lave_judge
 from lib.metrics.stats import bootstrap_ci, mean_ci
 from lib.models import Constraint, Request, generate, load_model
-from lib.models.base import ERROR, INVALID, JSON_SCHEMA, Response
+from lib.models.base import ERROR, Response
 from lib.schema import Item, Judgement, Prediction
-from lib.tasks import LETTERS, STYLES, build_prompt, is_multi, prompts, read_answer, target
+from lib.tasks import LETTERS, STYLES, build_prompt, is_constrained, is_multi, prompts, read_response, target
 
 TEXT_METRICS = ("bleu", "rouge_l", "meteor", "bertscore", "cider")
 _TEXT_FNS = {"bleu": T.bleu, "rouge_l": T.rouge_l, "meteor": T.meteor, "bertscore": T.bertscore, "cider": T.cider}
@@ -180,31 +180,12 @@ def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: E
             parsed, method, valid = None, ERROR, False
             meta["error"] = error
         else:
-            parsed, method, valid = _read(it, resp)
+            parsed, method, valid = read_response(it, resp)
         preds.append(Prediction(item_id=it.id, model=label, task=it.task, raw=resp.text, parsed=_jsonable(parsed),
                                 style=style, method=method, valid=valid, prompt_tokens=resp.prompt_tokens,
                                 completion_tokens=resp.completion_tokens, latency_s=resp.latency_s,
                                 cost_usd=resp.cost_usd, call_key=call_key(fp, req), meta=meta))
     return preds
-
-
-def _read(item: Item, resp) -> tuple:
-    """(parsed, method, valid) of a response: constrained answers are taken as decoded, free text parsed."""
-    constrained = is_constrained(resp.method) and resp.valid
-    value, method = read_answer(item, resp.text, resp.parsed if constrained else None)
-    if constrained and value is not None:
-        method = resp.method
-    if method == INVALID or value is None:
-        return None, INVALID, False
-    if method == "free" and not str(value).strip():
-        return None, INVALID, False  # an empty answer to an open question: counted, never scored as text
-    return value, method, True
-
-
-def is_constrained(method: str) -> bool:
-    """Was the answer produced under a constraint (trie, log-likelihood, JSON schema)? Such answers
-    are taken as decoded; everything else is (re-)parsed from the raw text."""
-    return method.startswith("constrained") or method == JSON_SCHEMA
 
 
 def _jsonable(value):
@@ -223,7 +204,7 @@ def score_predictions(items: dict[str, Item], preds: list[Prediction], cfg: Eval
         if p.item_id not in items:
             raise KeyError(f"prediction for item {p.item_id!r} ({p.task}) has no item in the evaluated datasets")
         if p.method != ERROR and not is_constrained(p.method):
-            parsed, p.method, p.valid = _read(items[p.item_id], Response(text=p.raw, method="free"))
+            parsed, p.method, p.valid = read_response(items[p.item_id], Response(text=p.raw, method="free"))
             p.parsed = _jsonable(parsed)
         groups[(p.model, p.meta.get("dataset", ""), p.task, p.style)].append(p)
     frames = frames if frames is not None else {}

@@ -98,27 +98,40 @@ def format_options(options: list[str]) -> str:
     return "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
 
 
+def answer_choices(item: Item) -> tuple[str, ...] | None:
+    """The item's closed answer set (what constrained decoding is restricted to), or None for free text."""
+    if item.task == "mcq":
+        if not item.options:
+            raise ValueError(f"item {item.id!r}: an mcq item needs options")
+        n = len(item.options)
+        return letter_sets(n, not has_none_option(item)) if is_multi(item) else letters(n)
+    if item.task == "yesbut.detection":
+        return ("Y", "N")
+    if item.task == "yesbut.completion":
+        return ("A", "B")
+    if item.task == "scrapbook.qa" and item.meta.get("form") == "enumerated" and item.meta.get("alternatives"):
+        return tuple(item.meta["alternatives"])
+    return None
+
+
 def build_prompt(item: Item, root: str | Path) -> Prompt:
     """The prompt of ``item``; image paths are resolved against the dataset folder ``root``."""
     p = prompts()
     images = tuple(str(Path(root) / im) for im in item.images)
     task = item.task
+    choices = answer_choices(item)
     if task == "mcq":
-        if not item.options:
-            raise ValueError(f"item {item.id!r}: an mcq item needs options")
-        ls = letters(len(item.options))
         opts = format_options(item.options)
         if is_multi(item):
             none = "" if has_none_option(item) else p["mcq"]["none_clause"]
             text = p["mcq"]["multi"].format(question=item.question, options=opts, none_clause=none)
-            return Prompt(text, images, letter_sets(len(ls), not has_none_option(item)),
-                          p["mcq"]["answer_trigger"]["multi"].format(none_clause=none))
+            return Prompt(text, images, choices, p["mcq"]["answer_trigger"]["multi"].format(none_clause=none))
         text = p["mcq"]["single"].format(question=item.question, options=opts)
-        return Prompt(text, images, ls, p["mcq"]["answer_trigger"]["single"].format(last=ls[-1]))
+        return Prompt(text, images, choices, p["mcq"]["answer_trigger"]["single"].format(last=choices[-1]))
     if task == "yesbut.detection":
-        return Prompt(p["yesbut"]["detection"], images, ("Y", "N"), p["yesbut"]["answer_trigger"]["detection"])
+        return Prompt(p["yesbut"]["detection"], images, choices, p["yesbut"]["answer_trigger"]["detection"])
     if task == "yesbut.completion":
-        return Prompt(p["yesbut"]["completion"], images, ("A", "B"), p["yesbut"]["answer_trigger"]["completion"])
+        return Prompt(p["yesbut"]["completion"], images, choices, p["yesbut"]["answer_trigger"]["completion"])
     if task == "yesbut.understanding":
         part = item.meta.get("part")
         if part not in ("left", "right", "whole"):
@@ -126,9 +139,8 @@ def build_prompt(item: Item, root: str | Path) -> Prompt:
         text = p["yesbut"]["why_funny"] if part == "whole" else p["yesbut"]["describe"]
         return Prompt(text, images, None, p["cot"]["answer_trigger"])
     if task == "scrapbook.qa":
-        alternatives = item.meta.get("alternatives") if item.meta.get("form") == "enumerated" else None
-        return Prompt(p["scrapbook"]["question"].format(question=item.question), images,
-                      tuple(alternatives) if alternatives else None, p["scrapbook"]["answer_trigger"])
+        return Prompt(p["scrapbook"]["question"].format(question=item.question), images, choices,
+                      p["scrapbook"]["answer_trigger"])
     if task == "vqa.open":
         return Prompt(p["vqa"]["open"].format(question=item.question), images, None, p["cot"]["answer_trigger"])
     raise ValueError(f"item {item.id!r}: unknown task {task!r}; known tasks: {', '.join(TASKS)}")
@@ -149,7 +161,7 @@ def read_answer(item: Item, text: str, constrained_value=None):
     Closed answer sets give None (invalid) when the reply names no single allowed answer."""
     from lib.models.base import INVALID, parse_choice
 
-    prompt_choices = build_prompt(item, ".").choices
+    prompt_choices = answer_choices(item)
     if item.task == "mcq" and is_multi(item):
         with_none = not has_none_option(item)
         value = parse_letter_set(constrained_value if constrained_value is not None else text,
@@ -161,6 +173,30 @@ def read_answer(item: Item, text: str, constrained_value=None):
         return constrained_value, "constrained"
     value, method = parse_choice(text, prompt_choices)
     return value, method
+
+
+def is_constrained(method: str) -> bool:
+    """Was a response produced under a constraint (trie, log-likelihood, JSON schema)? Such answers
+    are taken as decoded; everything else is (re-)parsed from the raw text."""
+    from lib.models.base import JSON_SCHEMA
+
+    return method.startswith("constrained") or method == JSON_SCHEMA
+
+
+def read_response(item: Item, resp) -> tuple:
+    """``(answer, method, valid)`` of a model response to ``item``: a constrained answer is taken as
+    decoded (its method kept), free text is parsed; an unreadable or empty answer is invalid."""
+    from lib.models.base import INVALID
+
+    constrained = is_constrained(resp.method) and resp.valid
+    value, method = read_answer(item, resp.text, resp.parsed if constrained else None)
+    if constrained and value is not None:
+        method = resp.method
+    if method == INVALID or value is None:
+        return None, INVALID, False
+    if method == "free" and not str(value).strip():
+        return None, INVALID, False  # an empty answer to an open question: counted, never scored as text
+    return value, method, True
 
 
 # --- the embedded demo's datasets -----------------------------------------------------------------

@@ -232,7 +232,7 @@ def generate_distractors(generator, active: list[QState], cfg: AFConfig, iterati
 def discriminate(discriminators: list, items: list[Item], store, stats: dict, blind: bool = False) -> list[list]:
     """Each discriminator's parsed answer per item (a letter or a frozenset of indices; None = invalid)."""
     from lib.models import Constraint, Request, generate
-    from lib.tasks import build_prompt, read_answer
+    from lib.tasks import build_prompt, read_response
 
     answers = []
     for model in discriminators:
@@ -243,9 +243,8 @@ def discriminate(discriminators: list, items: list[Item], store, stats: dict, bl
         stats["discriminator_calls"] += len(reqs)
         row = []
         for it, resp in zip(items, responses):
-            constrained = resp.valid and resp.method.startswith(("constrained", "json_schema"))
-            value, _ = read_answer(it, resp.text, resp.parsed if constrained else None)
-            if value is None:
+            value, _, valid = read_response(it, resp)
+            if not valid:
                 stats["invalid_discriminations"] += 1
             row.append(value)
         answers.append(row)
