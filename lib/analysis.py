@@ -75,12 +75,9 @@ def image_embeddings(paths, clip_model: str = "") -> tuple[np.ndarray, str]:
 
 def text_embeddings(texts, model: str | None = None) -> np.ndarray:
     """Sentence embeddings (normalised); default all-MiniLM-L6-v2 from its PyPI package."""
-    from sentence_transformers import SentenceTransformer
+    from lib.models.tiny import sentence_encoder
 
-    from lib.models.tiny import minilm_path
-
-    encoder = SentenceTransformer(model or str(minilm_path()), device="cpu")
-    return encoder.encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
+    return sentence_encoder(model).encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
 
 
 # --- maps ----------------------------------------------------------------------------------------
@@ -126,17 +123,16 @@ def topics(texts, seed: int = 0, min_topic_size: int = 5, embeddings: np.ndarray
     ``topic_info`` has Topic, Count, Name and the representative words; topic -1 is BERTopic's outliers."""
     from bertopic import BERTopic
     from hdbscan import HDBSCAN
-    from sentence_transformers import SentenceTransformer
     from sklearn.feature_extraction.text import CountVectorizer
     from umap import UMAP
 
-    from lib.models.tiny import minilm_path
+    from lib.models.tiny import sentence_encoder
 
     texts = [str(t) for t in texts]
     if len(texts) < 2 * min_topic_size:
         raise ValueError(f"BERTopic needs at least {2 * min_topic_size} texts for topics of >= {min_topic_size}, "
                          f"got {len(texts)}")
-    encoder = SentenceTransformer(str(minilm_path()), device="cpu")
+    encoder = sentence_encoder()
     if embeddings is None:
         embeddings = encoder.encode(texts, normalize_embeddings=True, show_progress_bar=False)
     model = BERTopic(embedding_model=encoder,

