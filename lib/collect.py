@@ -67,11 +67,13 @@ def record_for(path: str | Path, source: str, **extra) -> Record:
                   width=image.width, height=image.height, source=source, **extra)
 
 
-def _records(paths, source: str, report: LoadReport, progress: bool, extra=lambda p: {}) -> list[Record]:
+def _records(paths, source: str, report: LoadReport, progress: bool, extra=lambda p: {},
+             desc: str | None = None) -> list[Record]:
+    """A record per readable image; a bad one is added to ``report`` with the reason, never ingested."""
     from lib.io import ImageError
 
     out = []
-    for p in tqdm(paths, desc=f"collect {source}", unit="image", disable=not progress):
+    for p in tqdm(paths, desc=desc or f"collect {source}", unit="image", disable=not progress):
         try:
             out.append(record_for(p, source, **extra(Path(p))))
         except (ImageError, OSError) as e:
@@ -144,17 +146,13 @@ def collect_yesbut(root: str | Path, licence: str = "YesBut dataset (see its rep
                 report.add_skip(str(p), "file name does not follow {ts}_{L}_YES_{R}_BUT")
                 continue
             generated.append((p, {"licence": licence, "label": m["label"], "stage": int(m["stage"]), **parsed}))
-    gen = []
-    for p, extra in tqdm(generated, desc="collect yesbut stages 3-4", unit="image", disable=not progress):
-        try:
-            rec = record_for(p, "yesbut", **extra)
-        except OSError as e:
-            report.add_skip(str(p), str(e))
-            continue
+    extras = {str(p): e for p, e in generated}
+    gen = _records([p for p, _ in generated], "yesbut", report, progress, lambda p: extras[str(p)],
+                   desc="collect yesbut stages 3-4")
+    for rec in gen:  # linked to the stage-2 original through the timestamp, sharing its annotation
         original = by_ts.get(rec.timestamp)
         rec.original = original.id if original else None
         rec.annotation = dict(original.annotation) if original else {}
-        gen.append(rec)
     report.loaded = len(sub) + len(gen)
     return sub + gen, report
 
