@@ -221,7 +221,7 @@ def preannotate(model, records: list[dict], store: AnnotationStore, call_store=N
     WHYFUNNY prompt for the whole. Saved as ``source="machine:<model>"``, annotator = the model name."""
     from lib.models import Request, generate
     from lib.panels import split
-    from lib.tasks import prompts
+    from lib.tasks import prompts  # the YesBut prompt block
 
     p = prompts()["yesbut"]
     reqs, keys = [], []

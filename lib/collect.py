@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import random
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,9 +26,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from lib.io import LoadReport, load_image, scan_images
+from lib.io import LoadReport, dataset_info, load_image, save_dataset, scan_images
+from lib.panels import completion_grid, split
+from lib.schema import Item
 
-STYLES = ("ORIG", "STICK", "3D")
+PANEL_STYLES = ("ORIG", "STICK", "3D")
 _YESBUT_NAME = re.compile(r"^(?P<ts>.+?)_(?P<left>ORIG|STICK|3D)_YES_(?P<right>ORIG|STICK|3D)_BUT\.\w+$")
 _YESBUT_FOLDER = re.compile(r"yesbut_stage_(?P<stage>\d)_(?P<label>satirical|non_satirical)$")
 
@@ -337,3 +340,77 @@ def totals(manifest):
     m = manifest.copy()
     m["styles"] = m["left_style"].fillna("?") + " | " + m["right_style"].fillna("?")
     return m.groupby(["stage", "label", "styles"], dropna=False).size().rename("images").reset_index()
+
+
+# --- the YesBut evaluation datasets -----------------------------------------------------------
+
+def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path:
+    """A YesBut evaluation dataset folder from collected records (``lib.collect`` manifest rows):
+    detection on every labelled image; understanding on the annotated stage-2 originals (each half,
+    cut at the gutter, against its description; the whole against the overall description);
+    completion as the paper curates it - the original's half kept in its own (ORIG) style, the other
+    half chosen between a stylised half from a satirical combination and one from a non-satirical
+    combination of the same original, A/B by a seeded shuffle."""
+    out = Path(out)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    items = []
+    for r in records:
+        if r.get("label") not in ("satirical", "non_satirical"):
+            continue
+        items.append(Item(id=f"{r['id']}-detection", task="yesbut.detection", question="", images=[r["path"]],
+                          answer=["Y" if r["label"] == "satirical" else "N"],
+                          meta={"stage": r.get("stage"), "styles": f"{r.get('left_style')}|{r.get('right_style')}"}))
+    halves: dict = {}
+
+    def half(rec: dict, side: str) -> str:
+        key = (rec["id"], side)
+        if key not in halves:
+            path = out / "images" / f"{rec['id']}_{side}.png"
+            if not path.exists():
+                split(load_image(rec["path"]))[0 if side == "left" else 1].save(path)
+            halves[key] = str(path)
+        return halves[key]
+
+    for r in records:
+        a = r.get("annotation") or {}
+        if r.get("stage") != 2 or not a:
+            continue
+        for part, ref in (("left", a.get("left_description")), ("right", a.get("right_description")),
+                          ("whole", a.get("overall_description"))):
+            if ref:
+                image = r["path"] if part == "whole" else half(r, part)
+                items.append(Item(id=f"{r['id']}-{part}", task="yesbut.understanding", question="", images=[image],
+                                  answer=[ref], meta={"part": part, "stage": 2, "difficulty": a.get("difficulty")}))
+    rng = random.Random(seed)
+    by_original: dict = {}
+    for r in records:
+        if r.get("stage") in (3, 4) and r.get("original"):
+            by_original.setdefault(r["original"], []).append(r)
+    originals = {r["id"]: r for r in records if r.get("stage") == 2}
+    for oid, gen in sorted(by_original.items()):
+        if oid not in originals:
+            continue
+        for kept in ("left", "right"):
+            other = "right" if kept == "left" else "left"
+            fits = lambda g, label: g.get("label") == label and g.get(f"{kept}_style") == "ORIG" \
+                and g.get(f"{other}_style") != "ORIG"  # noqa: E731
+            sat = sorted((g for g in gen if fits(g, "satirical")), key=lambda g: g["id"])
+            non = sorted((g for g in gen if fits(g, "non_satirical") and (not sat or g[f"{other}_style"] !=
+                                                                          sat[0][f"{other}_style"])), key=lambda g: g["id"])
+            if not sat or not non:
+                continue
+            right, wrong = half(sat[0], other), half(non[0], other)
+            options = [right, wrong]
+            rng.shuffle(options)
+            missing = "yes" if other == "left" else "but"
+            kept_img = load_image(half(originals[oid], kept))
+            # the kept half fills its own cell; the missing cell shows the question mark whatever is passed
+            grid = completion_grid(kept_img, kept_img, load_image(options[0]), load_image(options[1]), missing=missing)
+            path = out / "images" / f"{oid}-completion-{missing}.png"
+            grid.save(path)
+            items.append(Item(id=f"{oid}-completion-{missing}", task="yesbut.completion", question="", images=[str(path)],
+                              answer=["A" if options[0] == right else "B"],
+                              meta={"original": oid, "missing": missing, "satirical_from": sat[0]["id"],
+                                    "non_satirical_from": non[0]["id"]}))
+    save_dataset(out, items, dataset_info("yesbut-collected", provenance={"records": len(records)}))
+    return out

@@ -1,4 +1,7 @@
-"""Record types shared by every stage: Item (a question), Prediction (a model's answer), Judgement.
+"""Record types shared by every layer: Item (a question), Prediction (a model's answer), Judgement,
+and the model-call records Request, Constraint and Response (with the method names a Response
+records). They sit below the call store and the backends, so both import them and neither
+imports the other.
 
 Plain dataclasses with ``to_dict`` / ``from_dict`` so they round-trip through JSONL and HF
 ``datasets`` unchanged. ``from_dict`` rejects unknown keys and wrong types with a message naming
@@ -7,8 +10,14 @@ the field, so a bad record is caught where it is read, not three stages later.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
+
+from PIL import Image
 
 
 def _check(cls, d: dict) -> dict:
@@ -111,3 +120,144 @@ class Judgement:
     @classmethod
     def from_dict(cls, d: dict) -> "Judgement":
         return cls(**_check(cls, d))
+
+
+# --- model calls -----------------------------------------------------------------------------
+
+# Methods recorded in Response.method
+CONSTRAINED_TRIE = "constrained:trie"  # decoding restricted to the choices by a token trie
+CONSTRAINED_LOGLIK = "constrained:loglik"  # the choice with the highest log-likelihood
+JSON_SCHEMA = "json_schema"  # structured output enforced by the backend (outlines / response_format)
+PARSE_EXACT = "parse:exact"
+PARSE_LETTER = "parse:letter"
+PARSE_CONTAINS = "parse:contains"
+PARSE_JSON = "parse:json"
+FREE = "free"  # no constraint: the text is the answer
+INVALID = "invalid"  # the model answered but the answer could not be read
+ERROR = "error"  # no answer at all (e.g. the API failed after its retries)
+
+
+def is_constrained(method: str) -> bool:
+    """Was a response produced under a constraint (trie, log-likelihood, JSON schema)? Such answers
+    are taken as decoded; everything else is (re-)parsed from the raw text."""
+    return method.startswith("constrained") or method == JSON_SCHEMA
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """Restrict an answer to one of ``choices`` or to JSON matching ``json_schema``.
+
+    ``method`` picks how a local model honours choices: ``trie`` (constrained greedy decoding) or
+    ``loglik`` (score every option, take the most likely; gives a ranking even for untrained models).
+    """
+
+    choices: tuple[str, ...] | None = None
+    json_schema: dict | None = None
+    method: str = "trie"
+
+    def __post_init__(self):
+        if (self.choices is None) == (self.json_schema is None):
+            raise ValueError("a Constraint takes exactly one of choices= or json_schema=")
+        if self.choices is not None:
+            object.__setattr__(self, "choices", tuple(self.choices))
+            if not self.choices or any(not isinstance(c, str) or not c for c in self.choices):
+                raise ValueError(f"choices must be non-empty strings, got {self.choices!r}")
+            if len(set(self.choices)) != len(self.choices):
+                raise ValueError(f"choices must be distinct, got {self.choices!r}")
+        if self.method not in ("trie", "loglik"):
+            raise ValueError(f"Constraint.method must be 'trie' or 'loglik', got {self.method!r}")
+
+    def to_dict(self) -> dict:
+        return {"choices": list(self.choices) if self.choices else None, "json_schema": self.json_schema, "method": self.method}
+
+
+@dataclass
+class Request:
+    """One model call: chat messages, generation settings, optional constraint."""
+
+    messages: list[dict]
+    max_new_tokens: int = 32
+    temperature: float = 0.0  # 0 = greedy, so cached answers are reproducible
+    top_p: float = 1.0
+    seed: int = 0
+    constraint: Constraint | None = None
+
+    @classmethod
+    def simple(cls, text: str, images: list | tuple = (), system: str | None = None, **kw) -> "Request":
+        """A one-turn user message: the images first, then the text."""
+        content = [{"type": "image", "image": im} for im in images] + [{"type": "text", "text": text}]
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": content}]
+        return cls(messages=messages, **kw)
+
+    def images(self) -> list:
+        """The images of all messages, in order."""
+        return [part["image"] for m in self.messages if not isinstance(m["content"], str)
+                for part in m["content"] if part.get("type") == "image"]
+
+    def settings(self) -> dict:
+        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+
+    def key_payload(self) -> dict:
+        """Everything that determines the answer, with images replaced by their content hash."""
+        messages = []
+        for m in self.messages:
+            content = m["content"]
+            if not isinstance(content, str):
+                content = [{"type": "image", "sha256": image_sha256(p["image"])} if p.get("type") == "image" else p
+                           for p in content]
+            messages.append({"role": m["role"], "content": content})
+        return {"messages": messages, "settings": self.settings(),
+                "constraint": self.constraint.to_dict() if self.constraint else None}
+
+
+@dataclass
+class Response:
+    """What came back: raw text, parsed value, how it was read, tokens, latency, cost."""
+
+    text: str
+    parsed: Any = None
+    method: str = FREE
+    valid: bool = True
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+    error: str | None = None
+    scores: dict | None = None  # per-choice log-likelihoods when method is loglik
+    cached: bool = field(default=False, compare=False)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("cached")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict, cached: bool = False) -> "Response":
+        return cls(**d, cached=cached)
+
+
+_FILE_HASHES: dict[tuple, str] = {}
+
+
+def image_sha256(image) -> str:
+    """Content hash of an image given as a path (file bytes) or a PIL image (mode, size, pixels).
+
+    File hashes are memoised per (path, size, mtime) for the process: a rerun over a cached
+    dataset would otherwise spend most of its time re-reading images it never decodes.
+    """
+    if isinstance(image, (str, Path)):
+        stat = os.stat(image)
+        memo = (os.path.abspath(image), stat.st_size, stat.st_mtime_ns)
+        if memo not in _FILE_HASHES:
+            _FILE_HASHES[memo] = hashlib.sha256(Path(image).read_bytes()).hexdigest()
+        return _FILE_HASHES[memo]
+    if isinstance(image, Image.Image):
+        h = hashlib.sha256(f"{image.mode}:{image.size}".encode())
+        h.update(image.tobytes())
+        return h.hexdigest()
+    raise TypeError(f"an image must be a path or a PIL.Image, got {type(image).__name__}")
+
+
+def fingerprint(spec: dict) -> str:
+    """A stable id for a model spec: the spec's canonical JSON (secrets are never in specs)."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]

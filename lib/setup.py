@@ -8,12 +8,18 @@ endpoint shows up in seconds here instead of an hour into stage 03.
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
+from lib.io import dataset_info, load_image, save_dataset, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
+from lib.panels import completion_grid, compose
+from lib.paths import DATA
+from lib.schema import Item
 from lib.store import CallStore
 
 def probe_requests(images: list[Path], vision: bool) -> list[Request]:
@@ -48,3 +54,57 @@ def probe_models(specs: dict[str, dict], images: list[Path], store: CallStore) -
                 "method": resp.method, "valid": resp.valid, "cached": resp.cached, "latency_s": round(resp.latency_s, 3),
             })
     return pd.DataFrame(rows)
+
+
+# --- the embedded demo's evaluation datasets ---------------------------------------------------
+
+def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
+    """Write the demo's ``mcq``, ``yesbut`` and ``vqa`` dataset folders under ``out`` from
+    ``lib/data/demo/evaluation.yaml`` and scikit-image's sample photographs; returns name -> folder.
+    Completion options are placed A/B by a seeded shuffle."""
+    spec = yaml.safe_load((DATA / "demo" / "evaluation.yaml").read_text())
+    out = Path(out)
+    info = lambda name: dataset_info(name, license="demo (scikit-image sample images)",  # noqa: E731
+                                     provenance={"source": "lib/data/demo/evaluation.yaml"})
+    folders = {}
+    for name in ("mcq", "vqa", "yesbut"):
+        folders[name] = out / name
+        write_sample_images(folders[name] / "images")
+    img = lambda name: f"images/{name}.png"  # noqa: E731
+    save_dataset(folders["mcq"], [
+        Item(id=r["id"], task="mcq", question=r["question"], images=[img(r["image"])], options=r["options"],
+             answer=r["answer"], meta={"general_type": r["general_type"], "specific_type": r["specific_type"]})
+        for r in spec["mcq"]], info("demo-mcq"))
+    save_dataset(folders["vqa"], [
+        Item(id=r["id"], task="vqa.open", question=r["question"], images=[img(r["image"])], answer=r["answers"])
+        for r in spec["vqa"]], info("demo-vqa"))
+    root = folders["yesbut"]
+    photo = lambda name: load_image(root / img(name))  # noqa: E731
+    items, pairs = [], {r["id"]: r for r in spec["yesbut"]}
+    for r in spec["yesbut"]:
+        path = f"images/{r['id']}.png"
+        compose(photo(r["left"]), photo(r["right"]), height=256).save(root / path)
+        label = "Y" if r["satirical"] else "N"
+        meta = {"left": r["left"], "right": r["right"], "satirical": r["satirical"]}
+        items.append(Item(id=f"{r['id']}-detection", task="yesbut.detection", question="", images=[path],
+                          answer=[label], meta=meta))
+        if r["satirical"]:
+            for part, ref, image in (("left", r["left_description"], img(r["left"])),
+                                     ("right", r["right_description"], img(r["right"])),
+                                     ("whole", r["overall_description"], path)):
+                items.append(Item(id=f"{r['id']}-{part}", task="yesbut.understanding", question="", images=[image],
+                                  answer=[ref], meta={**meta, "part": part}))
+    rng = random.Random(seed)
+    for c in spec["completion"]:
+        pair = pairs[c["pair"]]
+        correct = pair["right"] if c["missing"] == "but" else pair["left"]
+        options = [correct, c["distractor"]]
+        rng.shuffle(options)
+        path = f"images/{c['id']}.png"
+        completion_grid(photo(pair["left"]), photo(pair["right"]), photo(options[0]), photo(options[1]),
+                        missing=c["missing"], cell=192).save(root / path)
+        items.append(Item(id=c["id"], task="yesbut.completion", question="", images=[path],
+                          answer=["A" if options[0] == correct else "B"],
+                          meta={"pair": c["pair"], "missing": c["missing"], "options": options}))
+    save_dataset(root, items, info("demo-yesbut"))
+    return folders

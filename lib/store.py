@@ -20,7 +20,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from lib.models.base import ERROR, Constraint, Request, Response, parse_response
+from lib.answers import parse_response
+from lib.schema import ERROR, Constraint, Request, Response, is_constrained
 from lib.paths import cache_dir
 
 _SCHEMA = """
@@ -103,7 +104,7 @@ class CallStore:
         out: list[Response | None] = []
         for k in keys:
             r = stored.get(k)
-            if r is not None and not r.method.startswith("constrained") and r.method != "json_schema":
+            if r is not None and not is_constrained(r.method):
                 r.parsed, r.method, r.valid = parse_response(r.text, constraint)
             out.append(r)
         return out

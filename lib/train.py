@@ -31,7 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from lib.io import ImageError, append_jsonl, load_image, load_items, write_json
-from lib.models import Constraint, Request, generate, load_model
+from lib.models import generate, load_model
+from lib.schema import Item, Prediction
+from lib.tasks import Scoring, task_of, user_content, wants_question_first
 
 # The language model's linear layers: what LoRA adapts unless told otherwise.
 LM_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -71,7 +73,7 @@ class TrainConfig:
     eval_items: int = 300  # validation questions per evaluation
     checkpoint_every: int = 50
     mixed_precision: str = "auto"  # auto (bf16 where the GPU has it), no, bf16, fp16
-    question_first: bool = True  # prompt = question then image: image tokens can attend to the question
+    val_max_new_tokens: int = 8  # validation decodes like evaluation: free text unless the task has a closed set
     seed: int = 0
 
     @classmethod
@@ -84,11 +86,23 @@ class TrainConfig:
 
 @dataclass
 class Example:
-    image: str
-    question: str
-    answer: str
-    choices: tuple
-    meta: dict
+    """One training or validation question: the item and the dataset folder its images are in."""
+
+    item: Item
+    root: str
+
+    @property
+    def image(self) -> str:
+        return str(Path(self.root) / self.item.images[0])
+
+    @property
+    def answer(self) -> str:
+        """The text the model is trained to produce (the task's target text)."""
+        return task_of(self.item).target_text(self.item)
+
+    @property
+    def meta(self) -> dict:
+        return self.item.meta
 
 
 # --- data -------------------------------------------------------------------------------------
@@ -111,16 +125,6 @@ def target_kind(meta: dict) -> str:
     return "+".join(k for k in ("color", "shape") if k in target) or "object"
 
 
-def answer_choices(meta: dict, max_count: int) -> tuple:
-    """The closed answer set a question is validated with (constrained decoding)."""
-    kind = meta.get("type")
-    if kind in ("presence", "confirmation"):
-        return ("yes", "no")
-    if kind == "counting":
-        return tuple(str(i) for i in range(max_count + 1))
-    return tuple(meta.get("alternatives") or ())
-
-
 def load_examples(cfg: TrainConfig) -> tuple[dict[str, list[Example]], dict]:
     """Examples per split from the dataset folder; unreadable images are skipped and counted."""
     folder = Path(cfg.dataset)
@@ -135,8 +139,6 @@ def load_examples(cfg: TrainConfig) -> tuple[dict[str, list[Example]], dict]:
             load_image(folder / image)
         except ImageError as e:
             bad[image] = str(e)
-    max_count = max((int(it.answer[0]) for it in items if it.meta.get("type") == "counting"), default=0)
-    max_count = max(max_count, 5)
     split = split_by_image([it.images[0] for it in items], cfg.val_fraction, cfg.test_fraction, cfg.seed)
     out: dict[str, list[Example]] = {"train": [], "val": [], "test": []}
     for it in items:
@@ -148,29 +150,22 @@ def load_examples(cfg: TrainConfig) -> tuple[dict[str, list[Example]], dict]:
         if part == "train" and ((cfg.train_targets and set(target_kind(it.meta).split("+")) - set(cfg.train_targets))
                                 or (cfg.train_types and it.meta.get("type") not in cfg.train_types)):
             continue
-        out[part].append(Example(str(folder / it.images[0]), it.question, str(it.answer[0]),
-                                 answer_choices(it.meta, max_count), it.meta))
+        out[part].append(Example(it, str(folder)))
     report = {"items": len(items), "skipped_images": bad, "skipped_items": sum(it.images[0] in bad for it in items),
               **{f"{k}_examples": len(v) for k, v in out.items()},
               **{f"{k}_images": len({e.image for e in v}) for k, v in out.items()}}
     return out, report
 
 
-def user_content(question: str, image, question_first: bool) -> list[dict]:
-    """One user turn with an image and a question, in the configured order."""
-    parts = [{"type": "image", "image": image}, {"type": "text", "text": question}]
-    return parts[::-1] if question_first else parts
-
-
-def collate(examples: list[Example], processor, eos: str, question_first: bool = True):
-    """Right-padded inputs with labels on the answer tokens (+ end of turn) only."""
+def collate(examples: list[Example], processor, eos: str, question_first: bool = False):
+    """Right-padded inputs with labels on the answer tokens (+ end of turn) only. The prompt is the
+    task's own (:meth:`Task.prompt`), in the same image/question order as at evaluation."""
     import torch
 
     tok = processor.tokenizer
     tok.padding_side = "left"
     texts = [processor.apply_chat_template(
-        [{"role": "user", "content": [{"type": "image"} if p["type"] == "image" else p
-                                      for p in user_content(e.question, None, question_first)]}],
+        [{"role": "user", "content": user_content(task_of(e.item).prompt(e.item, e.root).text, [None], question_first)}],
         add_generation_prompt=True, tokenize=False) for e in examples]
     images = [load_image(e.image) for e in examples]
     nested = processor.__class__.__name__.startswith(("Idefics", "SmolVLM"))
@@ -236,20 +231,36 @@ def prepare_model(cfg: TrainConfig):
 
 
 def evaluate_examples(model, processor, examples: list[Example], batch_size: int = 32,
-                      question_first: bool = True) -> dict:
-    """Accuracy by constrained greedy decoding over each question's answer set, per type."""
+                      question_first: bool = False, max_new_tokens: int = 8) -> dict:
+    """Accuracy per type, with each task's own request, answer reading and scoring - what stage 06
+    does (greedy; constrained only where the task has a closed answer set)."""
     from lib.models.hf import HFModel
 
     wrapper = HFModel.from_loaded(model, processor, {"backend": "hf", "name": "in-training"})
     was_training = model.training
     model.eval()
     try:
-        reqs = [Request([{"role": "user", "content": user_content(e.question, e.image, question_first)}],
-                        constraint=Constraint(choices=e.choices)) for e in examples]
+        reqs = [task_of(e.item).request(e.item, e.root, question_first=question_first, max_new_tokens=max_new_tokens)
+                for e in examples]
         responses = generate(wrapper, reqs, batch_size=batch_size, progress=False)
     finally:
         model.train(was_training)
-    return _accuracies(examples, [r.parsed == e.answer for e, r in zip(examples, responses)])
+    return _accuracies(examples, score_examples(examples, responses))
+
+
+def score_examples(examples: list[Example], responses) -> list[bool]:
+    """Is each response right, as its task scores it (Scrapbook: the protocol's matching)?"""
+    preds = []
+    for e, resp in zip(examples, responses):
+        value, method, valid = task_of(e.item).read_response(e.item, resp)
+        preds.append(Prediction(item_id=e.item.id, model="validation", task=e.item.task, raw=resp.text,
+                                parsed=task_of(e.item).jsonable(value), method=method, valid=valid))
+    by_task: dict[str, list[int]] = {}
+    for i, e in enumerate(examples):
+        by_task.setdefault(e.item.task, []).append(i)
+    for name, idx in by_task.items():
+        task_of(examples[idx[0]].item).score([preds[i] for i in idx], [examples[i].item for i in idx], Scoring())
+    return [bool(p.correct) for p in preds]
 
 
 def _accuracies(examples: list[Example], hits: list[bool]) -> dict:
@@ -339,7 +350,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
         for micro in range(cfg.grad_accum):
             pick = np.random.default_rng([cfg.seed, step, micro, acc.process_index]).choice(
                 len(train_set), cfg.batch_size, replace=len(train_set) < cfg.batch_size)
-            batch = collate([train_set[i] for i in pick], processor, eos, cfg.question_first)
+            batch = collate([train_set[i] for i in pick], processor, eos, wants_question_first(cfg.model))
             batch = {k: v.to(acc.device) for k, v in batch.items()}
             with acc.accumulate(model):
                 try:
@@ -359,7 +370,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
         row = {"step": step, "loss": loss_sum / cfg.grad_accum, "lr": scheduler.get_last_lr()[0],
                "train_seconds": round(state["train_seconds"], 3)}
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
-            metrics = evaluate_examples(acc.unwrap_model(model), processor, val, question_first=cfg.question_first)
+            metrics = evaluate_examples(acc.unwrap_model(model), processor, val, question_first=wants_question_first(cfg.model),
+                                        max_new_tokens=cfg.val_max_new_tokens)
             row.update({f"val_{k}": v for k, v in metrics.items()})
             if acc.is_main_process and metrics["accuracy"] > state["best"]:
                 state["best"] = metrics["accuracy"]
@@ -444,5 +456,6 @@ def compare(cfg: TrainConfig, out_dir: str | Path, max_test: int = 1000) -> dict
     model, processor = load_trained(cfg, Path(out_dir) / "best")
     return {"n_test": len(test), "test_images": len({e.image for e in test}),
             "majority": majority_baseline(everything["train"], test),
-            "base": evaluate_examples(base.model, base.processor, test, question_first=cfg.question_first),
-            "trained": evaluate_examples(model, processor, test, question_first=cfg.question_first)}
+            "base": evaluate_examples(base.model, base.processor, test, question_first=wants_question_first(cfg.model),
+                                     max_new_tokens=cfg.val_max_new_tokens),
+            "trained": evaluate_examples(model, processor, test, question_first=wants_question_first(cfg.model), max_new_tokens=cfg.val_max_new_tokens)}

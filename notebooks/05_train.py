@@ -25,7 +25,7 @@
 # %% tags=["parameters"]
 run: str = "smoke"  # outputs go to outputs/<run>/
 seed: int = 0  # data split, batch order and initialisation
-model: dict = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}  # any hf / tiny VLM spec
+model: dict = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8, "question_first": True}  # any hf / tiny VLM spec
 dataset: str = ""  # a dataset folder; empty: generate a Scrapbook training set from `scrapbook`
 scrapbook: dict = {"canvas": [224, 224], "size_start": 40, "size_step": 10, "n_sets": 1, "n_backgrounds": 1,
                    "n_arrangements": 1, "n_region_pairs": 4, "n_questions_per_type": 1, "types": ["presence", "counting"],

@@ -52,7 +52,8 @@ from lib.provenance import write_provenance
 from lib.scrapbook import ScrapbookParams
 from lib.scrapbook import generate as generate_scrapbook
 from lib.io import read_jsonl
-from lib.tasks import demo_datasets, yesbut_datasets
+from lib.collect import yesbut_datasets
+from lib.setup import demo_datasets
 
 out = stage_dir(run, "06_evaluate")
 

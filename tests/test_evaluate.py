@@ -11,7 +11,7 @@ from lib.io import dataset_info, load_items, read_jsonl, save_dataset
 from lib.schema import Item
 from lib.scrapbook import ScrapbookParams, generate as scrapbook
 from lib.store import CallStore
-from lib.tasks import demo_datasets
+from lib.setup import demo_datasets
 
 from .support.openai_server import OpenAIStub
 

@@ -1,6 +1,7 @@
 import pytest
 
-from lib.models.base import Constraint, parse_choice, parse_json, parse_response
+from lib.answers import parse_choice, parse_json, parse_response
+from lib.schema import Constraint
 
 
 @pytest.mark.parametrize("text, choices, expected, method", [

@@ -9,7 +9,8 @@ import textwrap
 import time
 
 from lib.models import Constraint, Request, generate
-from lib.models.base import Model, Response
+from lib.models.base import Model
+from lib.schema import Response
 from lib.store import CallStore, call_key
 
 

@@ -8,12 +8,27 @@ import pytest
 
 from lib.io import import_memeqa
 from lib.schema import Item
-from lib.tasks import build_prompt, demo_datasets, letter_sets, parse_letter_set, read_answer, target, yesbut_datasets
+from lib.collect import yesbut_datasets
+from lib.setup import demo_datasets
+from lib.tasks import task_of
+from lib.tasks.mcq import letter_sets, parse_letter_set
 
 from .conftest import SHARED_DATA
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "prompts.json"
 MEMEQA = SHARED_DATA / "memeqa"
+
+
+def build_prompt(item, root):
+    return task_of(item).prompt(item, root)
+
+
+def read_answer(item, text):
+    return task_of(item).read(item, text)
+
+
+def target(item):
+    return task_of(item).target(item)
 
 
 def _scrapbook_item(form="enumerated"):

@@ -35,7 +35,9 @@ from lib.af import rules
 from lib.af.skeletons import LLM_TYPES, Skeleton, prompts
 from lib.io import write_json
 from lib.models.tiny import sentence_encoder
+from lib.models import Constraint, Request, generate
 from lib.schema import Item
+from lib.tasks import task_of, wants_question_first
 
 OPTION_PATTERN = r"^[A-Za-z][A-Za-z0-9 ,.'-]{1,159}$"  # a phrase or sentence: no markup, no JSON debris
 
@@ -159,8 +161,6 @@ def as_item(q: QState) -> Item:
 # --- generation and discrimination ------------------------------------------------------------------
 
 def _gen_request(sk: dict, n: int, forbidden: list[str], cfg: AFConfig, attempt: int):
-    from lib.models import Constraint, Request
-
     p = prompts()
     spec = p["types"][sk["type"]]
     text = spec["instruction"].format(n=n, correct="; ".join(sk["correct"]), blanked=sk["meta"].get("blanked", ""))
@@ -176,8 +176,6 @@ def _gen_request(sk: dict, n: int, forbidden: list[str], cfg: AFConfig, attempt:
 def generate_distractors(generator, active: list[QState], cfg: AFConfig, iteration: int, store, pool: rules.Pool,
                          stats: dict) -> dict[str, list[str]]:
     """New distractors for every active question (LLM types through ``generator``, others by rules)."""
-    from lib.models import generate
-
     out: dict[str, list[str]] = {}
     todo = []
     active_by_id = {q.skeleton["id"]: q for q in active}
@@ -222,19 +220,15 @@ def generate_distractors(generator, active: list[QState], cfg: AFConfig, iterati
 
 def discriminate(discriminators: list, items: list[Item], store, stats: dict, blind: bool = False) -> list[list]:
     """Each discriminator's parsed answer per item (a letter or a frozenset of indices; None = invalid)."""
-    from lib.models import Constraint, Request, generate
-    from lib.tasks import build_prompt, read_response
-
     answers = []
     for model in discriminators:
-        prompts_ = [build_prompt(it, "/") for it in items]
-        reqs = [Request.simple(p.text, [] if blind else list(p.images), max_new_tokens=12,
-                               constraint=Constraint(choices=p.choices)) for p in prompts_]
+        qf = wants_question_first(model.spec)
+        reqs = [task_of(it).request(it, "/", question_first=qf, max_new_tokens=12, with_images=not blind) for it in items]
         responses = generate(model, reqs, store=store, progress=False)
         stats["discriminator_calls"] += len(reqs)
         row = []
         for it, resp in zip(items, responses):
-            value, _, valid = read_response(it, resp)
+            value, _, valid = task_of(it).read_response(it, resp)
             if not valid:
                 stats["invalid_discriminations"] += 1
             row.append(value)
@@ -243,9 +237,7 @@ def discriminate(discriminators: list, items: list[Item], store, stats: dict, bl
 
 
 def is_right(item: Item, answer) -> bool:
-    from lib.tasks import target
-
-    return answer is not None and answer == target(item)
+    return task_of(item).is_right(item, answer)
 
 
 # --- the loop -------------------------------------------------------------------------------------

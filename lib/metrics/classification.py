@@ -11,11 +11,11 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-INVALID = "<invalid>"
+_NO_LABEL = "<no answer>"  # what an invalid (None) prediction becomes: never any class
 
 
 def _labels(pred: Sequence) -> list:
-    return [INVALID if p is None else p for p in pred]
+    return [_NO_LABEL if p is None else p for p in pred]
 
 
 def accuracy(gold: Sequence, pred: Sequence) -> float:
@@ -61,7 +61,7 @@ def f1_statistic(gold: Sequence, pred: Sequence, labels: Sequence):
     """A vectorised macro F1 over ``labels`` (one label: that class's F1) for bootstrap intervals;
     invalid predictions (None) are never any label. Equals :func:`macro_f1` / :func:`binary_f1`."""
     g = np.asarray(["\0" if x is None else str(x) for x in gold])
-    p = np.asarray([INVALID if x is None else str(x) for x in pred])
+    p = np.asarray([_NO_LABEL if x is None else str(x) for x in pred])
     parts = [((g == str(lb)) & (p == str(lb)), (g != str(lb)) & (p == str(lb)), (g == str(lb)) & (p != str(lb)))
              for lb in labels]
     flat = [x.astype(np.int8) for trio in parts for x in trio]

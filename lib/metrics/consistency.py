@@ -230,5 +230,6 @@ def _level_row(model, level, keys, k, n, now_passed) -> dict:
             "passed": all(c in now_passed for c in concept.split("|"))}
 
 
-def query_key(query: dict) -> str:
+def query_id(query: dict) -> str:
+    """A query as one comparable string (its canonical JSON): the protocol's question identity."""
     return json.dumps(query, sort_keys=True)

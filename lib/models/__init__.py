@@ -11,8 +11,10 @@ endpoint, vLLM included), ``tiny`` (the embedded offline models of :mod:`lib.mod
 
 from __future__ import annotations
 
-from lib.models.base import Constraint, Model, Request, Response, parse_choice, parse_json, parse_response
+from lib.answers import parse_choice, parse_json, parse_response
+from lib.models.base import Model
 from lib.models.runner import generate
+from lib.schema import Constraint, Request, Response
 
 BACKENDS = ("hf", "openai", "tiny")
 
@@ -27,9 +29,9 @@ def load_model(spec: dict) -> Model:
 
         return HFModel(spec)
     if backend == "tiny":
-        from lib.models.tiny import tiny_model_class
+        from lib.models.tiny import TinyModel
 
-        return tiny_model_class()(spec)
+        return TinyModel(spec)
     if backend == "openai":
         from lib.models.api import OpenAIModel
 

@@ -27,7 +27,9 @@ import threading
 import time
 from pathlib import Path
 
-from lib.models.base import ERROR, FREE, INVALID, JSON_SCHEMA, Model, Request, Response, parse_choice, parse_json
+from lib.answers import parse_choice, parse_json
+from lib.models.base import Model
+from lib.schema import ERROR, FREE, INVALID, JSON_SCHEMA, Request, Response, fingerprint
 
 
 def data_url(image) -> str:
@@ -81,8 +83,6 @@ class OpenAIModel(Model):
 
     @property
     def fingerprint(self) -> str:
-        from lib.models.base import fingerprint
-
         # Prices and throughput knobs do not change answers; the endpoint and model do.
         keep = {k: v for k, v in self.spec.items() if k in ("backend", "name", "base_url", "revision", "label")}
         return fingerprint(keep)

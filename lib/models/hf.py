@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from functools import lru_cache
 from pathlib import Path
 
-from lib.models.base import (
-    CONSTRAINED_LOGLIK, CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Model, Request, Response, parse_choice,
-    parse_response,
-)
+from lib.answers import parse_choice, parse_response
+from lib.models.base import Model
+from lib.schema import CONSTRAINED_LOGLIK, CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Request, Response
 
 _NESTED_IMAGES = {"idefics2", "idefics3", "smolvlm", "mllama"}  # processors wanting one list per sample
 
@@ -296,7 +296,7 @@ def _with_format(image):
 def _load_processor(path: str, model_type: str, kw: dict):
     """AutoProcessor, except where it cannot build one without torchvision: Qwen2VLProcessor needs
     torchvision for its video slot (images never do), and AutoProcessor then silently returns the
-    bare tokenizer. There we build the image-only subclass of :mod:`lib.models.tiny`."""
+    bare tokenizer. There we build the image-only subclass (:func:`qwen2_vl_processor_class`)."""
     from transformers import AutoProcessor, ProcessorMixin
 
     try:
@@ -307,8 +307,20 @@ def _load_processor(path: str, model_type: str, kw: dict):
     if isinstance(processor, ProcessorMixin):
         return processor
     if model_type == "qwen2_vl":
-        from lib.models.tiny import qwen2_vl_processor_class
-
         return qwen2_vl_processor_class().from_pretrained(path, **kw)
     raise RuntimeError(f"could not build an image processor for {path!r} (model type {model_type!r}); "
                        f"AutoProcessor gave {type(processor).__name__}: {error}")
+
+
+@lru_cache(maxsize=1)
+def qwen2_vl_processor_class():
+    """Qwen2VLProcessor without its video slot: the stock one needs torchvision, which cannot
+    import beside the CPU torch pinned here (ENVIRONMENT.md), and images never need it. Built on first
+    use (importing transformers at import time would cost seconds) and once per process."""
+    from transformers import Qwen2VLProcessor
+
+    class TinyQwen2VLProcessor(Qwen2VLProcessor):
+        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+            super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
+
+    return TinyQwen2VLProcessor

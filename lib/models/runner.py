@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from tqdm.auto import tqdm
 
-from lib.models.base import Model, Request, Response
+from lib.models.base import Model
+from lib.schema import Request, Response
+from lib.store import call_key
 
 
 class Results(list):
@@ -21,8 +23,6 @@ def generate(model: Model, requests: list[Request], store=None, batch_size: int 
 
     Identical requests in one call are computed once. Without a store nothing is cached.
     """
-    from lib.store import call_key
-
     fp = model.fingerprint
     keys = [call_key(fp, r) for r in requests]
     done: dict[str, Response] = store.get_many(keys) if store is not None else {}

@@ -21,6 +21,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from lib.models.hf import HFModel, qwen2_vl_processor_class
 from lib.paths import DATA, cache_dir
 
 TINY_KINDS = ("llava", "qwen2_vl", "idefics3")
@@ -114,18 +115,6 @@ def _build_llava(tok, image_size: int = IMAGE_SIZE, patch: int = PATCH):
         chat_template=tok.chat_template,
     )
     return LlavaForConditionalGeneration(config), processor
-
-
-def qwen2_vl_processor_class():
-    """Qwen2VLProcessor without its video slot: the stock one needs torchvision, which cannot
-    import beside the CPU torch pinned here (ENVIRONMENT.md), and images never need it."""
-    from transformers import Qwen2VLProcessor
-
-    class TinyQwen2VLProcessor(Qwen2VLProcessor):
-        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-            super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
-
-    return TinyQwen2VLProcessor
 
 
 def _build_qwen2_vl(tok):
@@ -271,19 +260,15 @@ def sentence_encoder(model: str | None = None):
     return SentenceTransformer(model or str(minilm_path()), device="cpu")
 
 
-def tiny_model_class():
-    """The ``tiny`` backend: the ``hf`` backend over an embedded model folder built on demand."""
-    from lib.models.hf import HFModel
+class TinyModel(HFModel):
+    """The ``tiny`` backend: the ``hf`` backend over an embedded model folder built on demand.
 
-    class TinyModel(HFModel):
-        """Spec: ``{backend: tiny, name: llava | qwen2_vl | idefics3 | smollm2, seed: 0}``
-        (+ ``image_size`` and ``patch`` for llava)."""
+    Spec: ``{backend: tiny, name: llava | qwen2_vl | idefics3 | smollm2, seed: 0}`` (+ ``image_size``
+    and ``patch`` for llava)."""
 
-        def resolve_path(self) -> str:
-            name = self.spec.get("name", "llava")
-            if name == "smollm2":
-                return str(smollm2_path())
-            options = {k: int(self.spec[k]) for k in ("image_size", "patch") if k in self.spec}
-            return str(tiny_vlm_path(name, int(self.spec.get("seed", 0)), **options))
-
-    return TinyModel
+    def resolve_path(self) -> str:
+        name = self.spec.get("name", "llava")
+        if name == "smollm2":
+            return str(smollm2_path())
+        options = {k: int(self.spec[k]) for k in ("image_size", "patch") if k in self.spec}
+        return str(tiny_vlm_path(name, int(self.spec.get("seed", 0)), **options))

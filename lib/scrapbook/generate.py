@@ -444,7 +444,7 @@ def queries(scene: dict) -> list[dict]:
             r = relation(rec["box"], ref_obj["box"])
             out += [{"type": "recognition", "group": "rel", "target": {}, "relation": r,
                      "reference": {"shape": ref_obj["shape"]}, "ask": ask} for ask in asks + ("region",)]
-    return [q for q in out if q["type"] != "recognition" or Q.evaluate(q, scene) != Q.UNK]
+    return [q for q in out if q["type"] != "recognition" or Q.answer(q, scene) != Q.UNK]
 
 
 def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: list[str],
@@ -466,8 +466,8 @@ def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
     for query in queries(scene):
         if query["type"] not in types or query["group"] not in groups:
             continue
-        answer = Q.evaluate(query, scene)
-        key = Q.query_key(query)
+        answer = Q.answer(query, scene)
+        key = Q.query_tuple(query)
         level, query_json = _query_json(key)
         meta = {"type": query["type"], "group": query["group"], "subgroup": Q.subgroup(query, scene),
                 "level": level, "query": query}

@@ -1,7 +1,7 @@
 """Scrapbook questions: structured queries, their answers on a scene, and templated paraphrases.
 
 Every question is generated from a *query* (a plain dict) and its answer is computed by
-:func:`evaluate` on the image's scene record, never written by hand:
+:func:`answer` on the image's scene record, never written by hand:
 
     {"type": "presence" | "counting" | "confirmation" | "recognition",
      "group": "np" | "abs" | "rel",          # no position / absolute region / relative position
@@ -75,7 +75,7 @@ def select(query: dict, scene: dict, attrs: dict | None = None) -> list[dict] | 
     return objs
 
 
-def evaluate(query: dict, scene: dict) -> str:
+def answer(query: dict, scene: dict) -> str:
     """The answer to ``query`` on ``scene`` (a string; ``<unk>`` when the question is incoherent)."""
     chosen = select(query, scene)
     kind = query["type"]
@@ -208,13 +208,13 @@ def _expand(template_list: tuple[str, ...], frozen: tuple) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def query_key(query: dict) -> tuple:
+def query_tuple(query: dict) -> tuple:
     """A hashable form of a query (for caches)."""
     return tuple((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in sorted(query.items()))
 
 
 def from_key(key: tuple) -> dict:
-    """The query a :func:`query_key` was made from."""
+    """The query a :func:`query_tuple` was made from."""
     return {k: dict(v) if isinstance(v, tuple) else v for k, v in key}
 
 
@@ -226,7 +226,7 @@ def _paraphrases(key: tuple) -> tuple[str, ...]:
 
 def paraphrases(query: dict, key: tuple | None = None) -> tuple[str, ...]:
     """Every paraphrase the templates and expression dictionary give for ``query`` (sorted)."""
-    return _paraphrases(key or query_key(query))
+    return _paraphrases(key or query_tuple(query))
 
 
 def alternatives(query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]) -> list[str]:

@@ -76,7 +76,7 @@ def test_every_answer_agrees_with_the_pixels(unique_all):
             row = json.loads(line)
             item = Item.from_dict(row)
             m = item.meta
-            truth = Q.evaluate(m["query"], scenes[m["image"]])
+            truth = Q.answer(m["query"], scenes[m["image"]])
             expected = "not applicable" if m["form"] == "enumerated" and truth == Q.UNK else truth
             assert item.answer == [expected], item.id
             assert m["absurd"] == (truth == Q.UNK)

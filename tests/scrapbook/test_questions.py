@@ -38,7 +38,7 @@ SCENE = {"objects": [
     ({"type": "recognition", "group": "np", "target": {"color": "blue", "shape": "square"}, "ask": "region"}, "center", 1),
 ])
 def test_answers_and_subgroups_follow_the_paper_rules(query, answer, subgroup):
-    assert Q.evaluate(query, SCENE) == answer
+    assert Q.answer(query, SCENE) == answer
     assert Q.subgroup(query, SCENE) == subgroup
 
 

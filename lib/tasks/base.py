@@ -1,0 +1,183 @@
+"""What every task is: the base class, the prompt record, the one image/question order, metric rows.
+
+A task turns an :class:`~lib.schema.Item` into a model request, says which answers are allowed
+(its closed answer set, or ``None`` for free text), reads a response without guessing, scores a
+group of predictions and aggregates those scores into metric rows. Evaluation (stage 06), the AF
+discriminator (stage 03) and training validation (stage 05) all go through these methods, so a
+rule lives in one place. The hooks are named after lmms-eval's (``doc_to_text`` -> :meth:`prompt`,
+``doc_to_target`` -> :meth:`target`, ``process_results`` -> :meth:`score`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import yaml
+
+from lib.answers import parse_choice
+from lib.metrics.stats import mean_ci
+from lib.paths import DATA
+from lib.schema import FREE, INVALID, Constraint, Item, Prediction, Request, Response, is_constrained
+
+PROMPT_STYLES = ("zero_shot", "cot")  # zero-shot, and two-call zero-shot chain of thought (Kojima et al.)
+QUESTION_FIRST = False  # images before the question unless a model spec says otherwise
+
+
+@lru_cache(maxsize=1)
+def prompts() -> dict:
+    """Every task's prompt block (``lib/data/prompts/tasks.yaml``); data, not code."""
+    return yaml.safe_load((DATA / "prompts" / "tasks.yaml").read_text())
+
+
+def wants_question_first(spec: dict) -> bool:
+    """Does this model get the question before its images? The model spec's ``question_first``."""
+    return bool(spec.get("question_first", QUESTION_FIRST))
+
+
+def user_content(text: str | None, images, question_first: bool = QUESTION_FIRST) -> list[dict]:
+    """One user turn's content parts: the images and the text, in the order the model wants. An
+    image given as None is a bare placeholder (what a chat template renders during training)."""
+    parts = [{"type": "image"} if im is None else {"type": "image", "image": im} for im in images]
+    text_part = [{"type": "text", "text": text}] if text is not None else []
+    return text_part + parts if question_first else parts + text_part
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What a model is asked: text, images (absolute paths), the closed answer set if any, and the
+    answer trigger used after chain-of-thought reasoning."""
+
+    text: str
+    images: tuple[str, ...]
+    choices: tuple[str, ...] | None
+    answer_trigger: str
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """The settings scoring may use (the evaluation config's share of them)."""
+
+    text_metrics: tuple[str, ...] = ("bleu", "rouge_l", "meteor", "bertscore", "cider")
+    bertscore_model: str | None = None
+    n_resamples: int = 1000
+    seed: int = 0
+
+
+@dataclass
+class Tables:
+    """What a task's :meth:`Task.aggregate` gives: metric rows (subset, metric, value, CI, n,
+    n_invalid) and, for tasks with a protocol of their own, extra frames (Scrapbook levels/errors)."""
+
+    rows: list[dict] = field(default_factory=list)
+    levels: object = None  # a DataFrame or None
+    errors: object = None
+
+
+def metric_row(subset: str, metric: str, values=None, n: int = 0, n_invalid: int = 0, ci=None,
+               scoring: Scoring | None = None) -> dict:
+    """One metric row: the mean of ``values`` with its bootstrap interval, or a given ``(value, low, high)``."""
+    if ci is None:
+        s = scoring or Scoring()
+        ci = mean_ci(values, n_resamples=s.n_resamples, seed=s.seed)
+    value, low, high = ci
+    return {"subset": subset, "metric": metric, "value": value, "ci_low": low, "ci_high": high, "n": n,
+            "n_invalid": n_invalid}
+
+
+class Task:
+    """A task: subclasses set ``name`` and override what differs (usually ``prompt``, ``choices``,
+    ``score`` and ``aggregate``). The defaults describe a free-text task."""
+
+    name: str = ""
+    open_answer: bool = False  # free-text answers against references (what LAVE judges)
+
+    # --- asking -----------------------------------------------------------------------------------
+    def choices(self, item: Item) -> tuple[str, ...] | None:
+        """The closed answer set (what constrained decoding is restricted to), or None for free text."""
+        return None
+
+    def prompt(self, item: Item, root) -> Prompt:
+        """The prompt of ``item``; image paths are resolved against the dataset folder ``root``."""
+        raise NotImplementedError
+
+    def request(self, item: Item, root, *, question_first: bool = QUESTION_FIRST, constrain: bool = True,
+                max_new_tokens: int = 32, seed: int = 0, with_images: bool = True) -> Request:
+        """The zero-shot request for ``item`` (constrained to :meth:`choices` when ``constrain``)."""
+        p = self.prompt(item, root)
+        images = p.images if with_images else ()
+        return Request([{"role": "user", "content": user_content(p.text, images, question_first)}],
+                       max_new_tokens=max_new_tokens, seed=seed, constraint=constraint(p.choices, constrain))
+
+    # --- answers ----------------------------------------------------------------------------------
+    def target(self, item: Item):
+        """The gold answer in the form :meth:`read` returns (default: the reference texts)."""
+        return list(item.answer)
+
+    def target_text(self, item: Item) -> str:
+        """The text a model is trained to produce for ``item`` (stage 05)."""
+        return str(item.answer[0])
+
+    def read(self, item: Item, text: str, constrained_value=None) -> tuple:
+        """``(answer, method)`` from a reply: a constrained value is taken as it is; otherwise
+        parsed. A closed answer set gives ``(None, INVALID)`` when the reply names no single answer."""
+        choices = self.choices(item)
+        if choices is None:
+            return text.strip(), FREE
+        if constrained_value is not None:
+            return constrained_value, "constrained"
+        return parse_choice(text, choices)
+
+    def read_response(self, item: Item, resp: Response) -> tuple:
+        """``(answer, method, valid)`` of a model response: a constrained answer is taken as decoded
+        (its method kept), free text is parsed; an unreadable or empty answer is invalid."""
+        constrained = is_constrained(resp.method) and resp.valid
+        value, method = self.read(item, resp.text, resp.parsed if constrained else None)
+        if constrained and value is not None:
+            method = resp.method
+        if method == INVALID or value is None:
+            return None, INVALID, False
+        if method == FREE and not str(value).strip():
+            return None, INVALID, False  # an empty answer to an open question: counted, never scored as text
+        return value, method, True
+
+    def is_right(self, item: Item, answer) -> bool:
+        """Is a read answer the gold one? (The AF discriminator's test.)"""
+        return answer is not None and answer == self.target(item)
+
+    # --- scoring ----------------------------------------------------------------------------------
+    def score(self, preds: list[Prediction], items: list[Item], scoring: Scoring):
+        """Fill ``scores`` and ``correct`` of a group of predictions (one model, dataset, style) from
+        their read answers; returns whatever :meth:`aggregate` can reuse (or None)."""
+        for p, it in zip(preds, items):
+            p.correct = bool(p.valid and p.parsed == self.target(it))
+            p.scores = {"accuracy": float(p.correct)}
+
+    def aggregate(self, preds: list[Prediction], items: list[Item], scoring: Scoring, state=None) -> Tables:
+        """Metric rows of a scored group (the ``invalid_rate`` row is added by the caller)."""
+        n, n_inv = len(preds), sum(not p.valid for p in preds)
+        return Tables([metric_row("all", "accuracy", [p.scores["accuracy"] for p in preds], n, n_inv,
+                                  scoring=scoring)])
+
+    # --- sampling ---------------------------------------------------------------------------------
+    def sample_unit(self, item: Item):
+        """Items that must be sampled together share a unit (None: the item alone)."""
+        return None
+
+    def sample_rank(self, item: Item) -> float:
+        """Units of lower rank are sampled first."""
+        return 0
+
+    def jsonable(self, value):
+        """A read answer as stored in ``predictions.jsonl``."""
+        return sorted(value) if isinstance(value, frozenset) else value
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+def constraint(choices, constrain: bool = True, supports_choices: bool = True) -> Constraint | None:
+    """The choice constraint of a closed answer set (None for free text, or when switched off)."""
+    if not (constrain and choices) or not supports_choices:
+        return None
+    return Constraint(choices=tuple(choices))

@@ -1,0 +1,130 @@
+"""``mcq``: MemeQA-style multiple choice, 2-26 options lettered A, B, ...
+
+Single answer: one letter. Multi-answer (``meta.general_type == "multi"``): letters separated by
+commas, ``N`` when no option is correct (unless the options hold a "None of the above", which is
+then an ordinary option). Scores: ``exact`` (the same set of options) and ``jaccard`` (partial
+credit), each as a micro average, MemeQA's macro average over question types, and per type.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import string
+from pathlib import Path
+
+from lib.metrics import classification as C
+from lib.metrics.stats import bootstrap_ci
+from lib.schema import INVALID, Item
+from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, prompts
+
+LETTERS = string.ascii_uppercase
+NONE_LETTER = "N"
+_NONE_OPTION = re.compile(r"^\s*none of the (above|options)\s*\.?\s*$", re.IGNORECASE)
+_MULTI = re.compile(r"^\s*(?:(?:the\s+)?(?:correct\s+)?(?:answers?|options?)\s*(?:are|is)?\s*[:\-]?\s*)?"
+                    r"\(?([A-Z])\)?((?:\s*(?:,|and|&|;)?\s*\(?[A-Z]\)?)*)\s*\.?\s*$", re.IGNORECASE)
+
+
+def is_multi(item: Item) -> bool:
+    return item.meta.get("general_type") == "multi"
+
+
+def has_none_option(item: Item) -> bool:
+    return any(_NONE_OPTION.match(o) for o in item.options or ())
+
+
+def letters(n: int) -> tuple[str, ...]:
+    if not 2 <= n <= len(LETTERS):
+        raise ValueError(f"a multiple-choice item needs 2-26 options, got {n}")
+    return tuple(LETTERS[:n])
+
+
+def letter_sets(n: int, with_none: bool) -> tuple[str, ...]:
+    """Every answer of a multi-answer item as text: "A", "A, B", ... and "N" (none) when allowed."""
+    ls = letters(n)
+    sets = [", ".join(c) for k in range(1, n + 1) for c in itertools.combinations(ls, k)]
+    return tuple(sets + ([NONE_LETTER] if with_none else []))
+
+
+def parse_letter_set(text: str, n: int, with_none: bool) -> frozenset[int] | None:
+    """Option indices named by a multi-answer reply ("A, C", "B and D", "N"), or None when the text
+    is anything else (prose, letters beyond the options, "N" mixed with letters)."""
+    t = text.strip().rstrip(".").strip()
+    if with_none and t.upper() in (NONE_LETTER, "NONE"):
+        return frozenset()
+    m = _MULTI.match(t)
+    if not m:
+        return None
+    found = [m.group(1)] + re.findall(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])", m.group(2))
+    idx = {LETTERS.index(x.upper()) for x in found}
+    if any(i >= n for i in idx) or NONE_LETTER in {x.upper() for x in found} and n <= LETTERS.index(NONE_LETTER):
+        return None
+    return frozenset(idx)
+
+
+def format_options(options: list[str]) -> str:
+    return "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
+
+
+class MultipleChoice(Task):
+    name = "mcq"
+
+    def choices(self, item: Item) -> tuple[str, ...]:
+        if not item.options:
+            raise ValueError(f"item {item.id!r}: an mcq item needs options")
+        n = len(item.options)
+        return letter_sets(n, not has_none_option(item)) if is_multi(item) else letters(n)
+
+    def prompt(self, item: Item, root) -> Prompt:
+        p = prompts()["mcq"]
+        images = tuple(str(Path(root) / im) for im in item.images)
+        choices = self.choices(item)
+        opts = format_options(item.options)
+        if is_multi(item):
+            none = "" if has_none_option(item) else p["none_clause"]
+            text = p["multi"].format(question=item.question, options=opts, none_clause=none)
+            return Prompt(text, images, choices, p["answer_trigger"]["multi"].format(none_clause=none))
+        text = p["single"].format(question=item.question, options=opts)
+        return Prompt(text, images, choices, p["answer_trigger"]["single"].format(last=choices[-1]))
+
+    def target(self, item: Item):
+        """A letter (single answer) or a frozenset of option indices (multi-answer)."""
+        return frozenset(item.answer) if is_multi(item) else LETTERS[item.answer[0]]
+
+    def target_text(self, item: Item) -> str:
+        if is_multi(item):
+            return ", ".join(LETTERS[i] for i in sorted(item.answer)) if item.answer else NONE_LETTER
+        return LETTERS[item.answer[0]]
+
+    def read(self, item: Item, text: str, constrained_value=None) -> tuple:
+        if not is_multi(item):
+            return super().read(item, text, constrained_value)
+        value = parse_letter_set(constrained_value if constrained_value is not None else text, len(item.options),
+                                 not has_none_option(item))
+        return (value, "parse:letters") if value is not None else (None, INVALID)
+
+    def score(self, preds, items, scoring: Scoring):
+        for p, it in zip(preds, items):
+            gold = set(it.answer)
+            if p.parsed is None:
+                pred = None
+            else:
+                pred = set(p.parsed) if is_multi(it) else {LETTERS.index(p.parsed)}
+            p.scores = {"exact": float(pred is not None and pred == gold), "jaccard": C.jaccard(gold, pred)}
+            p.correct = bool(p.scores["exact"])
+
+    def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
+        n, n_inv = len(preds), sum(not p.valid for p in preds)
+        types = [it.meta.get("specific_type", "all") for it in items]
+        rows = []
+        for metric in ("exact", "jaccard"):
+            vals = [p.scores[metric] for p in preds]
+            rows.append(metric_row("all", f"{metric}_micro", vals, n, n_inv, scoring=scoring))
+            stat, arrays = C.macro_over_types_statistic(vals, types)
+            rows.append(metric_row("all", f"{metric}_macro", n=n, n_invalid=n_inv,
+                                   ci=bootstrap_ci(stat, arrays, scoring.n_resamples, seed=scoring.seed)))
+            for t in sorted(set(types)):
+                sub = [v for v, tt in zip(vals, types) if tt == t]
+                sub_inv = sum(not p.valid for p, tt in zip(preds, types) if tt == t)
+                rows.append(metric_row(t, metric, sub, len(sub), sub_inv, scoring=scoring))
+        return Tables(rows)

@@ -1,0 +1,31 @@
+"""``vqa.open``: a free answer scored against the references (VQAv2 / DocVQA style): exact match,
+ANLS and VQA accuracy per answer; open answers are what the LAVE judge rates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, prompts
+from lib.tasks.yesbut import set_text_scores, text_scores
+
+OPEN_METRICS = ("exact_match", "anls", "vqa_accuracy")
+
+
+class OpenVQA(Task):
+    name = "vqa.open"
+    open_answer = True
+
+    def prompt(self, item, root) -> Prompt:
+        p = prompts()
+        return Prompt(p["vqa"]["open"].format(question=item.question), tuple(str(Path(root) / im) for im in item.images),
+                      None, p["cot"]["answer_trigger"])
+
+    def score(self, preds, items, scoring: Scoring):
+        set_text_scores(preds, text_scores(preds, [self.target(it) for it in items], OPEN_METRICS))
+        for p in preds:
+            p.correct = bool(p.scores["exact_match"])
+
+    def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
+        n, n_inv = len(preds), sum(not p.valid for p in preds)
+        return Tables([metric_row("all", metric, [p.scores[metric] for p in preds], n, n_inv, scoring=scoring)
+                       for metric in OPEN_METRICS])

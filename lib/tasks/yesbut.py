@@ -1,0 +1,115 @@
+"""The YesBut tasks (paper section 5), with the paper's prompts verbatim.
+
+- ``yesbut.detection``: is the two-panel image satirical? Y / N; accuracy, F1 of Y, macro F1.
+- ``yesbut.understanding``: ``meta.part`` ``left`` / ``right`` halves get "Describe the image",
+  ``whole`` gets "Why is this image funny/satirical?"; text metrics against the annotation, per
+  part and per part and stage.
+- ``yesbut.completion``: the 2x2 grid image, A / B; accuracy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lib.metrics import classification as C
+from lib.metrics import text as T
+from lib.metrics.stats import bootstrap_ci
+from lib.schema import Item
+from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, prompts
+
+TEXT_METRICS = ("bleu", "rouge_l", "meteor", "bertscore", "cider")
+
+
+def _images(item: Item, root) -> tuple[str, ...]:
+    return tuple(str(Path(root) / im) for im in item.images)
+
+
+class Detection(Task):
+    name = "yesbut.detection"
+    labels = ("Y", "N")
+
+    def choices(self, item):
+        return self.labels
+
+    def prompt(self, item, root) -> Prompt:
+        p = prompts()["yesbut"]
+        return Prompt(p["detection"], _images(item, root), self.labels, p["answer_trigger"]["detection"])
+
+    def target(self, item):
+        return item.answer[0]
+
+    def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
+        tables = super().aggregate(preds, items, scoring)
+        n, n_inv = len(preds), sum(not p.valid for p in preds)
+        gold = [self.target(it) for it in items]
+        pred = [p.parsed if p.valid else None for p in preds]
+        for metric, labels in (("f1", ["Y"]), ("macro_f1", ["Y", "N"])):
+            stat, arrays = C.f1_statistic(gold, pred, labels)
+            tables.rows.append(metric_row("all", metric, n=n, n_invalid=n_inv,
+                                          ci=bootstrap_ci(stat, arrays, scoring.n_resamples, seed=scoring.seed)))
+        return tables
+
+
+class Completion(Task):
+    name = "yesbut.completion"
+    labels = ("A", "B")
+
+    def choices(self, item):
+        return self.labels
+
+    def prompt(self, item, root) -> Prompt:
+        p = prompts()["yesbut"]
+        return Prompt(p["completion"], _images(item, root), self.labels, p["answer_trigger"]["completion"])
+
+    def target(self, item):
+        return item.answer[0]
+
+
+def text_scores(preds, refs: list[list[str]], names, bertscore_model: str | None = None) -> dict[str, list[float]]:
+    """Per-answer text metrics; an invalid answer is scored as the empty string and then set to 0."""
+    cands = [p.parsed if p.valid else "" for p in preds]
+    table = {}
+    for name in names:
+        fn = getattr(T, name)
+        table[name] = fn(cands, refs, model=bertscore_model) if name == "bertscore" else fn(cands, refs)
+    return table
+
+
+def set_text_scores(preds, table: dict) -> None:
+    for i, p in enumerate(preds):
+        p.scores = {k: (float(v[i]) if p.valid else 0.0) for k, v in table.items()}
+
+
+class Understanding(Task):
+    name = "yesbut.understanding"
+    open_answer = True
+
+    def prompt(self, item, root) -> Prompt:
+        p = prompts()
+        part = item.meta.get("part")
+        if part not in ("left", "right", "whole"):
+            raise ValueError(f"item {item.id!r}: yesbut.understanding needs meta.part left/right/whole, got {part!r}")
+        text = p["yesbut"]["why_funny"] if part == "whole" else p["yesbut"]["describe"]
+        return Prompt(text, _images(item, root), None, p["cot"]["answer_trigger"])
+
+    def score(self, preds, items, scoring: Scoring):
+        set_text_scores(preds, text_scores(preds, [self.target(it) for it in items], scoring.text_metrics,
+                                           scoring.bertscore_model))
+
+    def subsets(self, items) -> dict[str, list[int]]:
+        """``all``, each part, and each part within each stage."""
+        subsets = {"all": list(range(len(items)))}
+        for i, it in enumerate(items):
+            subsets.setdefault(it.meta.get("part", "all"), []).append(i)
+            if "stage" in it.meta:
+                subsets.setdefault(f"{it.meta.get('part')}/stage {it.meta['stage']}", []).append(i)
+        return subsets
+
+    def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
+        rows = []
+        for subset, idx in self.subsets(items).items():
+            for metric in preds[0].scores:
+                vals = [preds[i].scores[metric] for i in idx]
+                rows.append(metric_row(subset, metric, vals, len(idx), sum(not preds[i].valid for i in idx),
+                                       scoring=scoring))
+        return Tables(rows)

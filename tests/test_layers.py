@@ -1,0 +1,114 @@
+"""The package's shape: imports go one way down the layers of DESIGN.md, and stages stay apart."""
+
+import ast
+from pathlib import Path
+
+from graphlib import CycleError, TopologicalSorter
+
+from lib.paths import ROOT
+
+LIB = ROOT / "lib"
+# The stages (DESIGN.md): each may use the shared layers below it, never another stage.
+STAGES = ("setup", "collect", "annotate", "af", "scrapbook", "train", "evaluate", "analysis")
+# Layers from the bottom; a module may import its own layer or any layer below it.
+LAYERS = [
+    {"paths", "schema"},
+    {"answers", "provenance", "io", "store"},
+    {"models"},
+    {"tasks", "panels", "metrics", "plots"},
+    set(STAGES),
+    {"pipeline", "report"},
+]
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, name: str) -> set[str]:
+    """Every lib module ``path`` imports, at the top or inside a function."""
+    out = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("lib."))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            if base.startswith("lib.") or base == "lib":
+                for a in node.names:  # `from lib.x import y`: y may itself be a module
+                    out.add(f"{base}.{a.name}" if (LIB.parent / f"{base}.{a.name}".replace(".", "/")).with_suffix(".py").exists()
+                            or (LIB.parent / f"{base}.{a.name}".replace(".", "/")).is_dir() else base)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    """module -> the lib modules it imports."""
+    return {(name := _module(path)): _imports(path, name) - {name} for path in LIB.rglob("*.py")}
+
+
+def _edges() -> list[tuple[str, str]]:
+    return [(a, b) for a, targets in _graph().items() for b in targets]
+
+
+def _top(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else module
+
+
+def test_the_import_graph_of_lib_has_no_cycle():
+    # a package's __init__ re-exporting its own submodules is not a cycle between modules
+    graph = {a: {b for b in targets if not b.startswith(a + ".")} for a, targets in _graph().items()}
+    try:
+        list(TopologicalSorter(graph).static_order())
+    except CycleError as e:
+        raise AssertionError(f"import cycle in lib/: {' -> '.join(e.args[1])}") from None
+
+
+def test_no_stage_imports_another_stage():
+    crossings = sorted((a, b) for a, b in _edges() if _top(a) in STAGES and _top(b) in STAGES and _top(a) != _top(b))
+    assert not crossings, f"stage modules importing other stages: {crossings}"
+
+
+def test_imports_only_go_down_the_layers():
+    level = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+    upward = []
+    for a, b in _edges():
+        ta, tb = _top(a), _top(b)
+        if ta in level and tb in level and level[tb] > level[ta]:
+            upward.append((a, b))
+    assert not upward, f"imports reaching up a layer: {sorted(upward)}"
+    assert set(level) >= {_top(n) for n in _graph() if n != "lib" and _top(n) != "data"}, "a module in no layer"
+
+
+def test_the_tiny_backend_is_one_class():
+    from lib.models import load_model
+
+    spec = {"backend": "tiny", "name": "llava"}
+    assert type(load_model(spec)) is type(load_model(spec))
+
+
+def _selects_column(node) -> bool:
+    return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "task"
+
+
+def test_no_task_name_is_compared_outside_lib_tasks():
+    """Every task-specific rule lives in its task object (lib/tasks/), so no other module tests
+    ``task == "mcq"``-style strings. Selecting a task's rows of a table (``df["task"] == "mcq"``, as
+    a paper figure does) is data selection, not dispatch, and is allowed."""
+    from lib.tasks import TASKS
+
+    offenders = []
+    for path in LIB.rglob("*.py"):
+        if path.is_relative_to(LIB / "tasks"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and not _selects_column(node.left):
+                consts = [c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)]
+                for c in node.comparators:
+                    if isinstance(c, (ast.Tuple, ast.List, ast.Set)):
+                        consts += [e.value for e in c.elts if isinstance(e, ast.Constant)]
+                if any(v in TASKS for v in consts):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, f"task names compared outside lib/tasks/: {offenders}"

@@ -1,0 +1,91 @@
+"""A task defined here, outside lib/, runs through evaluation, rescoring and training validation:
+everything task-specific lives in the task object, nothing in the stages."""
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from lib import evaluate as E
+from lib import train as T
+from lib.io import dataset_info, read_jsonl, save_dataset
+from lib.models import load_model
+from lib.schema import Item, Response
+from lib.store import CallStore
+from lib.tasks import TASKS, Prompt, Tables, Task, metric_row
+
+TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
+COLOURS = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220)}
+
+
+class Colour(Task):
+    """Name the colour of a plain image; scored by accuracy and by a made-up "warm" rate."""
+
+    name = "toy.colour"
+
+    def choices(self, item):
+        return tuple(COLOURS)
+
+    def prompt(self, item, root):
+        return Prompt(f"Which colour fills the image? {item.question}", tuple(f"{root}/{im}" for im in item.images),
+                      self.choices(item), "Therefore, the colour is")
+
+    def target(self, item):
+        return item.answer[0]
+
+    def score(self, preds, items, scoring):
+        for p, it in zip(preds, items):
+            p.correct = p.valid and p.parsed == it.answer[0]
+            p.scores = {"accuracy": float(p.correct), "warm": float(p.parsed == "red")}
+
+    def aggregate(self, preds, items, scoring, state=None):
+        n, n_inv = len(preds), sum(not p.valid for p in preds)
+        return Tables([metric_row("all", m, [p.scores[m] for p in preds], n, n_inv, scoring=scoring)
+                       for m in ("accuracy", "warm")])
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    monkeypatch.setitem(TASKS, Colour.name, Colour())
+    folder = tmp_path / "toy"
+    (folder / "images").mkdir(parents=True)
+    items = []
+    for i, (name, rgb) in enumerate(list(COLOURS.items()) * 2):
+        Image.new("RGB", (56, 56), rgb).save(folder / "images" / f"{i}.png")
+        items.append(Item(id=f"toy-{i}", task=Colour.name, question="Answer with one word.", images=[f"images/{i}.png"],
+                          answer=[name], meta={"type": "colour"}))
+    save_dataset(folder, items, dataset_info("toy"))
+    return folder, items
+
+
+def test_a_task_defined_outside_lib_is_evaluated_and_rescored(toy, tmp_path):
+    folder, items = toy
+    cfg = E.EvalConfig(datasets={"toy": str(folder)}, models={"tiny": TINY}, styles=["zero_shot", "cot"],
+                       max_new_tokens=4, cot_max_new_tokens=4, n_resamples=50)
+    out = tmp_path / "eval"
+    E.evaluate(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    preds = list(read_jsonl(out / "predictions.jsonl"))
+    assert len(preds) == 2 * len(items) and {p["task"] for p in preds} == {Colour.name}
+    # constrained to the task's closed set: every answer is one of its colours
+    assert all(p["valid"] and p["parsed"] in COLOURS and p["method"].startswith("constrained") for p in preds)
+    metrics = pd.read_csv(out / "metrics.csv")
+    rows = metrics[metrics["task"] == Colour.name]
+    assert set(rows["metric"]) == {"invalid_rate", "accuracy", "warm"} and set(rows["style"]) == {"zero_shot", "cot"}
+    warm = rows[(rows["metric"] == "warm") & (rows["style"] == "zero_shot")]["value"].item()
+    assert warm == pytest.approx(sum(p["parsed"] == "red" for p in preds if p["style"] == "zero_shot") / len(items))
+    before = metrics.copy()
+    E.rescore_folder(out)
+    pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), before)
+
+
+def test_training_validates_and_trains_with_the_tasks_own_methods(toy):
+    folder, items = toy
+    backend = load_model(TINY).load()
+    examples = [T.Example(it, str(folder)) for it in items]
+    accuracies = T.evaluate_examples(backend.model, backend.processor, examples)
+    hits = T.score_examples(examples, [Response(text=c) for c in ("red", "blue", "blue", "red", "green", "Blue.")])
+    assert hits == [True, False, True, True, True, True]
+    assert set(accuracies) == {"accuracy", "accuracy_colour", "accuracy_colour_object"}
+    tok = backend.processor.tokenizer
+    batch = T.collate(examples[:2], backend.processor, tok.eos_token)
+    labelled = batch["labels"][0][batch["labels"][0] != -100].tolist()
+    assert tok.decode(labelled) == "red" + tok.eos_token  # the task's target text is what is learnt
