@@ -54,10 +54,10 @@ def main() -> dict:
         cfg = af.AFConfig(max_iterations=10, seed=0, paraphrase_threshold=1.0)
         store = CallStore(Path(tmp) / "calls.sqlite")
         start = time.perf_counter()
-        state = af.run(skeletons(str(image)), None, [disc], cfg, Path(tmp) / "out", store=store, progress=False)
+        state = af.filter_questions(skeletons(str(image)), None, [disc], cfg, Path(tmp) / "out", store=store, progress=False)
         seconds = time.perf_counter() - start
         first = len(server.bodies)
-        af.run(skeletons(str(image)), None, [disc], cfg, Path(tmp) / "out", store=store, progress=False)
+        af.filter_questions(skeletons(str(image)), None, [disc], cfg, Path(tmp) / "out", store=store, progress=False)
         rows = state["iterations"]
         result = {"questions": len(state["questions"]), "iterations": len(rows),
                   "active_per_iteration": [r["active"] for r in rows],

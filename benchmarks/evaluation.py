@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks._record import record
-from lib.evaluate import EvalConfig, evaluate, rescore_folder
+from lib.evaluate import EvalConfig, rescore_folder, run
 from lib.metrics import text as T
 from lib.paths import DATA
 from lib.scrapbook import ScrapbookParams, generate
@@ -57,7 +57,7 @@ def rescore(tmp: Path) -> dict:
     cfg = EvalConfig(datasets=datasets, models={"tiny": {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}},
                      styles=["zero_shot", "cot"], max_new_tokens=8, cot_max_new_tokens=24, max_items=400)
     start = time.perf_counter()
-    summary = evaluate(cfg, tmp / "out", store=CallStore(tmp / "calls.sqlite"), progress=False)
+    summary = run(cfg, tmp / "out", store=CallStore(tmp / "calls.sqlite"), progress=False)
     run_s = time.perf_counter() - start
     times = []
     for _ in range(3):

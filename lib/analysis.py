@@ -7,17 +7,32 @@ stands in - a colour histogram (HSV) and a gradient-orientation histogram (HOG, 
 image - and every map says which embedding it shows. **Text embeddings**: all-MiniLM-L6-v2
 (sentence-transformers). **UMAP** (umap-learn) and BERTopic run with fixed seeds, so the same inputs
 give the same coordinates and topics.
+
+    run(AnalyzeConfig(), out)                              # what notebook 07 does, report.html included
+    python -m lib.analysis --params params/07_analyze.demo.yaml --out outputs/demo/07_analyze
+
+It reads every earlier stage's outputs through :mod:`lib.artifacts` (a stage that did not run is
+skipped, and the report says so) and writes ``tables/``, ``figures/``, ``summary.json``,
+``provenance.json`` and the run's ``report.html``.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from lib.io import load_image
+from lib import artifacts as A
+from lib import config, plots
+from lib.io import AnnotationStore, load_image, load_items, read_yesbut_annotations
+from lib.models import load_model
+from lib.report import build_report
+from lib.schema import DIFFICULTY
+from lib.tasks import TASKS
 
 DESCRIPTOR = "colour + HOG descriptor (no CLIP weights)"
 
@@ -209,3 +224,146 @@ def scrapbook_tables(errors: pd.DataFrame, levels: pd.DataFrame) -> dict[str, pd
             out["tables11_14_level2"] = two.pivot_table(index=["dataset", "model", "style", "concepts", "type"],
                                                         columns="subgroup", values="cell", aggfunc="first")
     return out
+
+
+def figure3_counts(annotations: pd.DataFrame) -> dict[str, pd.Series]:
+    """YesBut Figure 3: text in images (none / left only / right only / both), connected halves,
+    difficulty - from a table with the fields text_in_left, text_in_right, connected, difficulty."""
+    a = annotations
+    left, right = a["text_in_left"].astype(bool), a["text_in_right"].astype(bool)
+    text = pd.Series(np.select([left & right, left, right], ["both halves", "left only", "right only"], "no text"))
+    return {"text_in_image": text.value_counts().reindex(["no text", "left only", "right only", "both halves"], fill_value=0),
+            "connected": a["connected"].astype(bool).map({True: "connected", False: "not connected"}).value_counts()
+            .reindex(["connected", "not connected"], fill_value=0),
+            "difficulty": a["difficulty"].value_counts().reindex(list(DIFFICULTY), fill_value=0)}
+
+
+# --- the stage --------------------------------------------------------------------------------------
+
+@dataclass
+class AnalyzeConfig(config.StageConfig):
+    """Which embeddings, which external data for the paper reproductions, BERTopic's settings."""
+
+    seed: int = 0  # UMAP, t-SNE and BERTopic seeds
+    clip_model: str = ""  # a CLIP hub id or local path; empty: the colour + HOG descriptor stands in
+    yesbut_data: str = ""  # a YesBut repository folder for the real-data reproductions (Fig. 3, 14, topics)
+    min_topic_size: int = 10  # BERTopic (its default)
+    topic_labeler: dict = field(default_factory=dict)  # any LLM spec to write topic labels ({}: none)
+
+    def check(self, source: str) -> None:
+        config.check_model_spec(self.topic_labeler, f"{source}: topic_labeler", allow_empty=True)
+
+
+def image_map(run_folder: Path, cfg: AnalyzeConfig, tables: Path, figures: Path) -> dict | None:
+    """YesBut Figure 4: 01's images and 02's style variants on a UMAP, coloured by style, label, stage."""
+    images = (A.read_manifest(run_folder) if (A.stage_folder(run_folder, A.COLLECT) / A.MANIFEST).exists() else []) \
+        + A.read_variants(run_folder)
+    if len(images) < 4:
+        return None
+    meta = pd.DataFrame(images)
+    meta["style"] = meta["left_style"].fillna("photo") + "|" + meta["right_style"].fillna("photo")
+    meta["label"] = meta["label"].fillna("unlabelled")
+    meta["stage"] = meta["stage"].fillna(0).astype(int).astype(str)
+    x, embedding = image_embeddings(meta["path"], cfg.clip_model)
+    frame = embedding_frame(umap_2d(x, seed=cfg.seed), meta[["id", "style", "label", "stage"]])
+    frame.to_csv(tables / "umap_images.csv", index=False)
+    scores = {c: separation(x, meta[c]) for c in ("style", "label", "stage")}
+    for c in ("style", "label", "stage"):
+        fig, _ = plots.embedding_map(frame, c, f"images by {c}", embedding, scores[c])
+        plots.save(fig, figures, f"umap_images_by_{c}", close=True)
+    pd.Series(scores, name="silhouette").to_frame().to_csv(tables / "image_separation.csv")
+    return {"embedding": embedding, "silhouette": scores}
+
+
+def open_answers(run_folder: Path) -> list[dict]:
+    """06's valid answers to open-answer tasks and their references, for the answer map and topics."""
+    config_06 = A.read_json(run_folder, A.EVALUATE, A.EVAL_CONFIG)
+    if config_06 is None:
+        return []
+    open_task = lambda name: name in TASKS and TASKS[name].open_answer  # noqa: E731
+    predictions = [p for p in A.read_records(run_folder, A.EVALUATE, A.PREDICTIONS) if open_task(p["task"]) and p["valid"]]
+    refs = {it.id: it.answer for folder in config_06["datasets"].values() for it in load_items(folder) if open_task(it.task)}
+    answers = [{"text": p["raw"], "kind": f"generated ({p['model']})", "task": p["task"]} for p in predictions]
+    return answers + [{"text": r, "kind": "reference", "task": "reference"} for rs in refs.values() for r in dict.fromkeys(rs)]
+
+
+def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
+    """Maps, topics, the papers' figures and tables from whatever earlier stages wrote; the report."""
+    out = Path(out)
+    run_folder = out.parent
+    figures, tables = out / A.FIGURES, out / A.TABLES
+    tables.mkdir(parents=True, exist_ok=True)
+    summary: dict = {"image_map": image_map(run_folder, cfg, tables, figures)}
+    answers = open_answers(run_folder)
+    if len(answers) >= 6:
+        texts = pd.DataFrame(answers)
+        xt = text_embeddings(texts["text"])
+        frame = embedding_frame(tsne_2d(xt, seed=cfg.seed), texts[["kind", "task"]])
+        fig, _ = plots.embedding_map(frame, "kind", "answers: generated vs reference (t-SNE)", "all-MiniLM-L6-v2",
+                                     separation(xt, texts["kind"].str.startswith("generated")))
+        plots.save(fig, figures, "tsne_answers", close=True)
+    summary["answers"] = len(answers)
+    # topics on descriptions, answers and LAVE rationales
+    annotations = AnnotationStore(A.annotations_path(run_folder))
+    latest = annotations.latest()
+    docs = [v for f, v in zip(latest["field"], latest["value"]) if f.endswith("description")]
+    release = read_yesbut_annotations(Path(cfg.yesbut_data) / "YesBut_Stage2_Annotation.csv") if cfg.yesbut_data else {}
+    docs += [h[k] for h in release.values() for k in ("left_description", "right_description")]
+    docs += [a["text"] for a in answers]
+    docs += [j["rationale"] for j in A.read_records(run_folder, A.EVALUATE, A.JUDGEMENTS) if j["rationale"]]
+    docs = [d for d in docs if isinstance(d, str) and d.strip()]
+    try:
+        info, _ = topics(docs, seed=cfg.seed, min_topic_size=cfg.min_topic_size)
+        if cfg.topic_labeler:
+            info["Label"] = label_topics(load_model(cfg.topic_labeler), info)
+        info.to_csv(tables / "topics.csv", index=False)
+        fig, _ = plots.topic_sizes(info)
+        plots.save(fig, figures, "topic_sizes", close=True)
+        summary["topics"] = int((info["Topic"] != -1).sum())
+    except ValueError as e:
+        summary["topics"] = f"none: {e}"
+    # the papers' figures and tables
+    human = annotations.table().drop_duplicates("item")
+    needed = ["text_in_left", "text_in_right", "connected", "difficulty"]
+    if set(needed) <= set(human.columns):
+        fig, _ = plots.yesbut_fig3(figure3_counts(human.dropna(subset=needed)))
+        plots.save(fig, figures, "yesbut_fig3_demo_annotations", close=True)
+    if release:
+        fig, _ = plots.yesbut_fig3(figure3_counts(pd.DataFrame(release.values())))
+        plots.save(fig, figures, "yesbut_fig3", close=True)
+        if (Path(cfg.yesbut_data) / "Human_Eval_Results.csv").exists():
+            fig, _ = plots.human_eval_bars(human_eval(Path(cfg.yesbut_data) / "Human_Eval_Results.csv"))
+            plots.save(fig, figures, "yesbut_fig14_human_eval", close=True)
+    iterations = A.read_table(run_folder, A.AF, A.ITERATIONS)
+    if iterations is not None and len(iterations):
+        fig, _ = plots.af_curves(iterations)
+        plots.save(fig, figures, "af_iterations", close=True)
+    metrics = A.read_table(run_folder, A.EVALUATE, A.METRICS)
+    written = []
+    if metrics is not None:
+        for name, df in yesbut_tables(metrics).items():
+            df.to_csv(tables / f"{name}.csv")
+            written.append(name)
+        if (metrics["task"] == "yesbut.understanding").any():
+            fig, _ = plots.understanding_metrics(metrics)
+            plots.save(fig, figures, "yesbut_fig5_understanding", close=True)
+        if (metrics["task"] == "mcq").any():
+            fig, _ = plots.accuracy_by_type(metrics)
+            plots.save(fig, figures, "memeqa_accuracy_by_type", close=True)
+        errors = A.read_table(run_folder, A.EVALUATE, A.ERRORS)
+        levels = A.read_table(run_folder, A.EVALUATE, A.LEVELS)
+        for name, df in scrapbook_tables(errors, levels).items():
+            df.to_csv(tables / f"{name}.csv")
+            written.append(name)
+        for (dataset, model, style), lv in levels.groupby(["dataset", "model", "style"]):
+            if style == "zero_shot" and (lv["level"] == 1).any():
+                fig, _ = plots.scrapbook_level1(lv)
+                plots.save(fig, figures, f"scrapbook_level1_{dataset}_{model}", close=True)
+    summary["tables"] = written
+    config.finish(out, A.ANALYZE, cfg, summary)
+    summary["report"] = str(build_report(run_folder))
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(config.main("python -m lib.analysis", AnalyzeConfig, run, description="Stage 07: analyze and report."))

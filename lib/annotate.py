@@ -9,6 +9,12 @@ background knowledge, visual cues, targets with sentiment and action); every fie
 ``annotator``, ``field``, ``value``, ``source``, ``time``): a kernel crash loses nothing, nothing is
 overwritten in place, and the latest row per (item, annotator, field) wins. Machine drafts carry
 ``source = "machine:<model>"`` and are never mixed with human rows unless asked for.
+
+    run(AnnotateConfig(annotations_file="lib/data/demo/annotations.yaml"), out)   # the batch run
+    python -m lib.annotate --params params/02_annotate.demo.yaml --out outputs/demo/02_annotate
+
+Interactive annotation (the widget) writes to the same store; :func:`run` then processes whatever
+the store holds.
 """
 
 from __future__ import annotations
@@ -16,107 +22,29 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 from PIL import Image, ImageFilter, ImageOps
 
-from lib.io import append_jsonl, load_image, read_jsonl
-
-DIFFICULTY = ("EASY", "MEDIUM", "HARD")
-SENTIMENTS = ("positive", "neutral", "negative")
-
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    kind: str  # text | bool | choice | list | targets
-    choices: tuple = ()
-    help: str = ""
-
-
-FIELDS = (
-    Field("left_description", "text", help="what the left ('yes') half shows"),
-    Field("right_description", "text", help="what the right ('but') half shows"),
-    Field("overall_description", "text", help="the whole image, with its punchline"),
-    Field("text_in_left", "bool", help="is there text in the left half?"),
-    Field("text_in_right", "bool", help="is there text in the right half?"),
-    Field("connected", "bool", help="are the two halves connected?"),
-    Field("difficulty", "choice", DIFFICULTY, help="how hard is the image to understand?"),
-    Field("satirical", "bool", help="is the image satirical?"),
-    Field("intents", "list", help="MemeQA: what the meme intends (one per line)"),
-    Field("derivations", "list", help="MemeQA: what can be derived from it"),
-    Field("background_knowledge", "list", help="MemeQA: facts needed to understand it"),
-    Field("visual_cues", "list", help="MemeQA: visual statements"),
-    Field("targets", "targets", help='MemeQA: [{"target", "sentiment", "action"}] (JSON)'),
-)
-FIELD_BY_NAME = {f.name: f for f in FIELDS}
-CATEGORICAL = tuple(f.name for f in FIELDS if f.kind in ("bool", "choice"))
-
-
-def check_value(field: str, value):
-    """The value if it fits the field, else a ValueError naming the field and what it expects."""
-    if field not in FIELD_BY_NAME:
-        raise ValueError(f"unknown annotation field {field!r}; known: {sorted(FIELD_BY_NAME)}")
-    f = FIELD_BY_NAME[field]
-    ok = {"text": lambda v: isinstance(v, str), "bool": lambda v: isinstance(v, bool),
-          "choice": lambda v: v in f.choices, "list": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-          "targets": lambda v: isinstance(v, list) and all(isinstance(t, dict) and "target" in t for t in v)}[f.kind]
-    if value is not None and not ok(value):
-        expected = {"choice": f"one of {f.choices}", "targets": 'a list of {"target", "sentiment", "action"}'}.get(f.kind, f.kind)
-        raise ValueError(f"annotation field {field!r} expects {expected}, got {value!r}")
-    return value
-
-
-class AnnotationStore:
-    """Append-only annotations in a JSONL file; :meth:`latest` resolves them."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    def save(self, item: str, annotator: str, values: dict, source: str = "human") -> int:
-        """Append one row per (non-empty) field, flushed before returning; returns the row count."""
-        if not annotator or not str(annotator).strip():
-            raise ValueError("an annotation needs an annotator name")
-        now = time.time()
-        rows = [{"item": item, "annotator": annotator, "field": k, "value": check_value(k, v), "source": source,
-                 "time": now} for k, v in values.items() if v not in (None, "", [])]
-        return append_jsonl(self.path, rows) if rows else 0
-
-    def rows(self) -> pd.DataFrame:
-        cols = ["item", "annotator", "field", "value", "source", "time"]
-        if not self.path.exists():
-            return pd.DataFrame(columns=cols)
-        return pd.DataFrame(list(read_jsonl(self.path)), columns=cols)
-
-    def latest(self, include_machine: bool = False) -> pd.DataFrame:
-        """One row per (item, annotator, field): the most recent save (file order breaks time ties)."""
-        df = self.rows()
-        if not include_machine:
-            df = df[df["source"] == "human"]
-        return df.reset_index().sort_values(["time", "index"]).groupby(["item", "annotator", "field"], as_index=False).last() \
-            .drop(columns="index")
-
-    def table(self, annotator: str | None = None, include_machine: bool = False) -> pd.DataFrame:
-        """Wide table: one row per (item, annotator), one column per field."""
-        df = self.latest(include_machine)
-        if annotator:
-            df = df[df["annotator"] == annotator]
-        if df.empty:
-            return pd.DataFrame(columns=["item", "annotator"])
-        return df.pivot(index=["item", "annotator"], columns="field", values="value").reset_index()
-
+from lib import artifacts as A
+from lib import config, plots
+from lib.io import AnnotationStore, append_jsonl, load_image, read_jsonl, write_json, write_jsonl
+from lib.schema import CATEGORICAL, FIELD_BY_NAME, FIELDS, AnnotationField
+from lib.models import load_model
+from lib.paths import ROOT
+from lib.store import CallStore
 
 def load_annotation_file(path: str | Path, store: AnnotationStore, annotator: str | None = None,
                          names: dict[str, str] | None = None) -> int:
     """Import a hand-written annotation file (YAML or JSON list of ``{item, annotator, ...fields}``)
     into ``store``; ``item`` is a manifest id or, through ``names`` (file stem -> id), a file name.
     Returns the rows appended. The batch (papermill) run uses this instead of the widget."""
-    import yaml
-
     records = yaml.safe_load(Path(path).read_text())
     names = names or {}
     n = 0
@@ -362,18 +290,6 @@ def apply_labels(variants: list[dict], labels: dict[str, bool]) -> tuple[list[di
 
 # --- statistics ----------------------------------------------------------------------------------
 
-def figure3_counts(annotations: pd.DataFrame) -> dict[str, pd.Series]:
-    """YesBut Figure 3: text in images (none / left only / right only / both), connected halves,
-    difficulty - from a table with the fields text_in_left, text_in_right, connected, difficulty."""
-    a = annotations
-    left, right = a["text_in_left"].astype(bool), a["text_in_right"].astype(bool)
-    text = pd.Series(np.select([left & right, left, right], ["both halves", "left only", "right only"], "no text"))
-    return {"text_in_image": text.value_counts().reindex(["no text", "left only", "right only", "both halves"], fill_value=0),
-            "connected": a["connected"].astype(bool).map({True: "connected", False: "not connected"}).value_counts()
-            .reindex(["connected", "not connected"], fill_value=0),
-            "difficulty": a["difficulty"].value_counts().reindex(list(DIFFICULTY), fill_value=0)}
-
-
 # --- the JupyterLab widget -----------------------------------------------------------------------
 
 class AnnotationWidget:
@@ -477,3 +393,78 @@ class AnnotationWidget:
 
         display(self.box)
         return self
+
+
+# --- the stage --------------------------------------------------------------------------------------
+
+@dataclass
+class AnnotateConfig(config.StageConfig):
+    """Where the annotations come from, which model drafts, how style variants are made."""
+
+    seed: int = 0  # annotation is deterministic; recorded in provenance
+    annotations_file: str = ""  # batch runs: load these (YAML/JSON); empty: annotate with the widget
+    annotator: str = ""  # the widget's default annotator name
+    fields: list[str] = field(default_factory=list)  # the widget's fields (empty: all of FIELDS)
+    preannotate_model: dict = field(default_factory=dict)  # VLM drafting descriptions ({}: none)
+    preannotate_max_new_tokens: int = 24
+    variants_api: dict = field(default_factory=dict)  # images API, e.g. {model: dall-e-3, api_key_env: ...}; {}: local
+    variant_labels_file: str = ""  # satirical labels of the variants (empty: label them with the widget)
+    stages: list[int] = field(default_factory=lambda: [3, 4])  # which style stages to generate
+
+    def check(self, source: str) -> None:
+        config.check_model_spec(self.preannotate_model, f"{source}: preannotate_model", allow_empty=True)
+        unknown = [f for f in self.fields if f not in FIELD_BY_NAME]
+        if unknown:
+            raise config.ParamsError(f"{source}: fields {unknown} are not annotation fields ({', '.join(FIELD_BY_NAME)})")
+
+
+def panels_to_annotate(manifest: list[dict]) -> list[dict]:
+    """The labelled two-panel originals (YesBut stage 2) of a manifest."""
+    return [r for r in manifest if r.get("label") is not None and r.get("stage") == 2]
+
+
+def _project_path(path: str) -> Path:
+    return Path(path) if Path(path).is_absolute() else ROOT / path
+
+
+def run(cfg: AnnotateConfig, out: str | Path, call_store=None, progress: bool = False) -> dict:
+    """Load the annotation file (once: the store is append-only), machine drafts (once per model),
+    agreement, style variants and their labels, the Label Studio export, summary and provenance."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = A.read_manifest(out.parent)
+    panels = panels_to_annotate(manifest)
+    store = AnnotationStore(out / A.ANNOTATIONS)
+    loaded = drafted = 0
+    if cfg.annotations_file and not store.rows()["source"].eq("human").any():
+        loaded = load_annotation_file(_project_path(cfg.annotations_file), store, names={r["name"]: r["id"] for r in panels})
+    if cfg.preannotate_model and panels:
+        model = load_model(cfg.preannotate_model)
+        if not store.rows()["source"].eq(f"machine:{model.name}").any():  # a rerun appends no second copy
+            drafted = preannotate(model, panels, store, call_store=call_store or CallStore.default(),
+                                  max_new_tokens=cfg.preannotate_max_new_tokens, progress=progress)
+    table = agreement(store)
+    table.to_csv(out / A.AGREEMENT, index=False)
+    api = ImageAPI(cache=out / "api_cache", **cfg.variants_api) if cfg.variants_api else None
+    first = store.table().drop_duplicates("item").set_index("item")
+    descriptions = {i: {k: first.loc[i].get(k) for k in ("left_description", "right_description")} for i in first.index}
+    satirical = [r for r in panels if r["label"] == "satirical"]
+    variants = style_variants(satirical, descriptions, out / "variants", api=api, stages=cfg.stages, progress=progress)
+    labels = yaml.safe_load(_project_path(cfg.variant_labels_file).read_text()) if cfg.variant_labels_file else {}
+    labelled, unlabelled = apply_labels(variants, labels)
+    write_jsonl(out / A.VARIANTS, labelled)
+    if labelled:
+        fig, _ = plots.image_grid([Image.open(v["path"]) for v in labelled[:6]],
+                                  [f"{v['left_style']}|{v['right_style']} {v['label']}" for v in labelled[:6]], cols=3,
+                                  grid_lines=False)
+        plots.save(fig, out / A.FIGURES, "variants", close=True)
+    write_json(out / A.LABEL_STUDIO, export_label_studio(store, {r["id"]: r["path"] for r in panels}))
+    summary = {"panels": len(panels), "manifest": len(manifest), "loaded_rows": loaded, "machine_rows": drafted,
+               "annotated_items": int(store.table()["item"].nunique()), "variants": len(variants),
+               "labelled_variants": len(labelled), "waiting_for_a_label": len(unlabelled),
+               "variant_source": f"API {api.model}" if api else "local stylizer"}
+    return config.finish(out, A.ANNOTATE, cfg, summary)
+
+
+if __name__ == "__main__":
+    sys.exit(config.main("python -m lib.annotate", AnnotateConfig, run, description="Stage 02: annotate."))

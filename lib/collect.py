@@ -12,21 +12,32 @@ Bad files (empty, truncated, not an image) are reported by name and counted, nev
 Duplicates follow one documented rule (:func:`deduplicate`): exact copies (same SHA-256) and near
 copies (perceptual-hash Hamming distance <= ``near``) of an earlier record are removed and
 reported with the record they duplicate; "earlier" is the order the sources were given, then path.
+
+    run(CollectConfig(sources=[{"kind": "demo"}]), out)      # what notebook 01 does
+    python -m lib.collect --params params/01_collect.real.yaml --out outputs/real/01_collect
+
+When the manifest holds labelled YesBut images, the stage also builds the YesBut evaluation
+dataset (``datasets/yesbut``: detection, understanding, completion; :func:`yesbut_datasets`).
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import random
 import re
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pandas as pd
+from PIL import Image
 from tqdm.auto import tqdm
 
-from lib.io import LoadReport, dataset_info, load_image, save_dataset, scan_images
+from lib import artifacts as A
+from lib import config, plots
+from lib.io import (LoadReport, dataset_info, load_image, read_jsonl, read_yesbut_annotations, save_dataset, scan_images,
+                    write_json, write_jsonl)
 from lib.panels import completion_grid, split
 from lib.schema import Item
 
@@ -98,23 +109,6 @@ def parse_yesbut_name(name: str) -> dict | None:
     The "timestamp" is the stage-2 original's file stem (usually a timestamp, sometimes a screenshot name)."""
     m = _YESBUT_NAME.match(name)
     return {"timestamp": m["ts"], "left_style": m["left"], "right_style": m["right"]} if m else None
-
-
-def read_yesbut_annotations(csv_path: str | Path) -> dict[str, dict]:
-    """YesBut_Stage2_Annotation.csv rows by file name, with typed fields."""
-    out = {}
-    with open(csv_path, newline="", encoding="utf-8") as f:
-        for n, row in enumerate(csv.DictReader(f), start=2):
-            if not row.get("filename"):
-                raise ValueError(f"{csv_path}: line {n} has no filename")
-            out[row["filename"]] = {
-                "left_description": row["left_image"], "right_description": row["right_image"],
-                "overall_description": row["overall_description"],
-                "text_in_left": row["is_text_in_left_image"].strip().upper() == "TRUE",
-                "text_in_right": row["is_text_in_right_image"].strip().upper() == "TRUE",
-                "connected": row["are_images_connected"].strip().upper() == "TRUE",
-                "difficulty": row["difficulty_in_understanding"].strip().upper() or None}
-    return out
 
 
 def collect_yesbut(root: str | Path, licence: str = "YesBut dataset (see its repository)",
@@ -414,3 +408,53 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
                                     "non_satirical_from": non[0]["id"]}))
     save_dataset(out, items, dataset_info("yesbut-collected", provenance={"records": len(records)}))
     return out
+
+
+# --- the stage --------------------------------------------------------------------------------------
+
+@dataclass
+class CollectConfig(config.StageConfig):
+    """Where the images come from and what counts as a duplicate."""
+
+    seed: int = 0  # the completion options' A/B placement in the YesBut dataset; collection is deterministic
+    sources: list[dict] = field(default_factory=lambda: [{"kind": "demo"}])  # each {kind: demo | folder | yesbut | memeqa | urls | hf, ...}
+    near_duplicate_distance: int = 4  # perceptual-hash Hamming distance counted as a near copy (0: exact only)
+    yesbut_dataset: bool = True  # build datasets/yesbut when the manifest holds labelled YesBut images
+
+    def check(self, source: str) -> None:
+        for i, s in enumerate(self.sources):
+            if "kind" not in s:
+                raise config.ParamsError(f"{source}: sources[{i}] needs a 'kind' (demo, folder, yesbut, memeqa, urls, hf)")
+
+
+def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
+    """Gather every source, report bad files, drop duplicates, merge into ``manifest.jsonl`` (existing
+    ids kept), ``report.json``, a sample figure, the YesBut dataset when there are labelled images."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    records, bad, per_source = [], [], []
+    for source in cfg.sources:
+        recs, report = gather(source, out, progress)
+        records += recs
+        bad += [{"source": source["kind"], "file": f, "reason": why} for f, why in report.skipped]
+        per_source.append({"source": source["kind"], "images": len(recs), "bad_files": len(report.skipped)})
+    kept, dropped = deduplicate(records, near=cfg.near_duplicate_distance)
+    path = out / A.MANIFEST
+    manifest = merge_manifest(list(read_jsonl(path)) if path.exists() else [], kept)
+    write_jsonl(path, manifest)
+    write_json(out / A.COLLECT_REPORT, {"collected": len(records), "kept": len(kept), "bad_files": bad,
+                                        "duplicates": dropped, "per_source": per_source})
+    sample = manifest[:6]
+    fig, _ = plots.image_grid([Image.open(r["path"]) for r in sample], [r["name"] for r in sample], cols=3,
+                              grid_lines=False)
+    plots.save(fig, out / A.FIGURES, "sample", close=True)
+    labelled = [r for r in manifest if r.get("label") in ("satirical", "non_satirical")]
+    yesbut = yesbut_datasets(manifest, A.dataset_folder(out, "yesbut"), seed=cfg.seed) \
+        if cfg.yesbut_dataset and labelled else None
+    summary = {"collected": len(records), "kept": len(kept), "duplicates": len(dropped), "bad_files": len(bad),
+               "manifest": len(manifest), "per_source": per_source, "datasets": {"yesbut": str(yesbut)} if yesbut else {}}
+    return config.finish(out, A.COLLECT, cfg, summary)
+
+
+if __name__ == "__main__":
+    sys.exit(config.main("python -m lib.collect", CollectConfig, run, description="Stage 01: collect images."))

@@ -1,6 +1,7 @@
 """Stage 06 · Evaluate: ask models the tasks' questions, read the answers honestly, score them.
 
-    evaluate(config, out)                      # predictions, judgements, metrics, Scrapbook tables
+    run(EvalConfig(datasets=..., models=...), out)       # what notebook 06 does
+    python -m lib.evaluate --params params/06_evaluate.demo.yaml --out outputs/demo/06_evaluate
     python -m lib.evaluate rescore --run RUN   # recompute every table from stored outputs, no model
 
 Every model call goes through the call cache, so a killed evaluation resumes without repeating
@@ -15,7 +16,8 @@ answer trigger gives the answer, constrained like a zero-shot answer.
 
 Outputs under ``outputs/<run>/06_evaluate/``: ``predictions.jsonl``, ``judgements.jsonl`` (LAVE),
 ``metrics.csv`` (model, dataset, task, style, subset, metric, value, ci_low, ci_high, n, n_invalid),
-``levels.csv`` and ``errors.csv`` (Scrapbook, shaped like the paper's Tables 8-15), ``config.json``.
+``levels.csv`` and ``errors.csv`` (Scrapbook, shaped like the paper's Tables 8-15), ``config.json``
+(the resolved config rescoring reads), ``summary.json``, ``provenance.json``.
 """
 
 from __future__ import annotations
@@ -25,18 +27,21 @@ import json
 import sys
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from lib import artifacts as A
+from lib import config
 from lib.io import load_items, read_jsonl, write_json, write_jsonl
 from lib.metrics.lave import judge as lave_judge
 from lib.models import Request, generate, load_model
 from lib.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
 from lib.store import CallStore, call_key
-from lib.tasks import PROMPT_STYLES, Scoring, get_task, metric_row, prompts, task_of, user_content, wants_question_first
+from lib.paths import stage_dir
+from lib.tasks import PROMPT_STYLES, TASKS, Scoring, get_task, metric_row, prompts, task_of, user_content, wants_question_first
 from lib.tasks.yesbut import TEXT_METRICS
 
 METRIC_COLUMNS = ["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low", "ci_high", "n", "n_invalid"]
@@ -46,12 +51,13 @@ ERROR_COLUMNS = ["dataset", "style", "model", "filter", "unit", "category", "cou
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(config.StageConfig):
     """What to evaluate: dataset folders by name, model specs by label, prompt styles, settings."""
 
-    datasets: dict[str, str]
-    models: dict[str, dict]
-    styles: list[str] = field(default_factory=lambda: ["zero_shot"])
+    datasets: dict[str, str] = field(default_factory=dict)  # name -> folder, or stage:NN_stage/datasets/<name>
+    models: dict[str, dict] = field(default_factory=lambda: {"base": {"backend": "tiny", "name": "llava"}})  # label -> spec
+    demo_data: bool = False  # also evaluate the embedded demo datasets stage 00 wrote (mcq, yesbut, vqa)
+    styles: list[str] = field(default_factory=lambda: ["zero_shot", "cot"])
     tasks: list[str] = field(default_factory=list)  # empty: every task found in the datasets
     constrain: bool = True  # constrained decoding over closed answer sets where the backend allows it
     max_new_tokens: int = 32
@@ -73,27 +79,21 @@ class EvalConfig:
         if bad:
             raise ValueError(f"EvalConfig.text_metrics: unknown metric(s) {bad}; choose from {TEXT_METRICS}")
 
+    def check(self, source: str) -> None:
+        if not self.models:
+            raise config.ParamsError(f"{source}: models needs at least one label: model spec")
+        for label, spec in self.models.items():
+            config.check_model_spec(spec, f"{source}: models.{label}")
+        config.check_model_spec(self.judge, f"{source}: judge", allow_empty=True)
+        unknown = [t for t in self.tasks + self.judge_tasks if t not in TASKS]
+        if unknown:
+            raise config.ParamsError(f"{source}: unknown task(s) {unknown}; known: {', '.join(TASKS)}")
+
     def scoring(self) -> Scoring:
         return Scoring(tuple(self.text_metrics), self.bertscore_model, self.n_resamples, self.seed)
 
 
 # --- items ----------------------------------------------------------------------------------------
-
-def resolve_folder(run: str, folder: str) -> str:
-    """``stage:04_scrapbook/dataset`` -> that folder inside ``outputs/<run>/``; other paths unchanged."""
-    from lib.paths import stage_dir
-
-    if folder.startswith("stage:"):
-        stage, _, sub = folder[len("stage:"):].partition("/")
-        return str(stage_dir(run, stage, create=False) / sub)
-    return folder
-
-
-def resolve_spec(run: str, spec: dict) -> dict:
-    """A model spec whose ``name`` may be a ``stage:...`` folder of this run (e.g. 05's weights)."""
-    return {**spec, "name": resolve_folder(run, spec["name"])} if "name" in spec else dict(spec)
-
-
 
 def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, list[Item]]]:
     """Each dataset's folder and items (filtered by task, sampled to ``max_items``)."""
@@ -245,13 +245,28 @@ def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: l
 
 # --- the stage ------------------------------------------------------------------------------------
 
-def evaluate(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> dict:
+def resolved(cfg: EvalConfig, run_folder: str | Path) -> EvalConfig:
+    """The config with ``stage:`` paths made paths of this run and the demo datasets (stage 00's)
+    added when ``demo_data`` asks for them."""
+    datasets = {name: A.resolve(folder, run_folder) for name, folder in cfg.datasets.items()}
+    if cfg.demo_data:
+        demo = A.datasets_of(run_folder, A.SETUP)
+        if not demo:
+            raise FileNotFoundError(f"demo_data: no datasets in {A.stage_folder(run_folder, A.SETUP) / A.DATASETS}; "
+                                    f"run stage 00_setup first (demo_datasets: true)")
+        datasets.update({name: str(folder) for name, folder in demo.items()})
+    models = {label: A.resolve_spec(spec, run_folder) for label, spec in cfg.models.items()}
+    return replace(cfg, datasets=datasets, models=models, demo_data=False)
+
+
+def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> dict:
     """Run every model on every dataset in every style, judge open answers, score, write outputs."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    cfg = resolved(cfg, out.parent)
     store = store if store is not None else CallStore.default()
     data = load_eval_items(cfg)
-    write_json(out / "config.json", {**asdict(cfg), "datasets": {k: str(v) for k, v in cfg.datasets.items()}})
+    write_json(out / A.EVAL_CONFIG, cfg.to_dict())
     preds, judgements = [], []
     start = time.perf_counter()
     for label, spec in cfg.models.items():
@@ -262,7 +277,7 @@ def evaluate(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True
     if cfg.judge:
         judge_model = load_model(cfg.judge)
         by_id = {it.id: it for _, items in data.values() for it in items}
-        todo = [p for p in preds if p.task in cfg.judge_tasks]
+        todo = [p for p in preds if p.task in cfg.judge_tasks]  # tasks named by the config, not by code
         if todo:
             js = lave_judge(judge_model, [by_id[p.item_id].question for p in todo],
                             [task_of(by_id[p.item_id]).target(by_id[p.item_id]) for p in todo],
@@ -272,35 +287,35 @@ def evaluate(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True
                 j.model = p.model
                 j.meta.update(style=p.style, dataset=p.meta.get("dataset", ""))
             judgements.extend(js)
-    write_jsonl(out / "predictions.jsonl", (p.to_dict() for p in preds))
-    write_jsonl(out / "judgements.jsonl", (j.to_dict() for j in judgements))
+    write_jsonl(out / A.PREDICTIONS, (p.to_dict() for p in preds))
+    write_jsonl(out / A.JUDGEMENTS, (j.to_dict() for j in judgements))
     seconds = time.perf_counter() - start
     summary = rescore_folder(out)
-    summary.update({"predict_seconds": round(seconds, 2), "predictions": len(preds), "judgements": len(judgements)})
-    write_json(out / "summary.json", summary)
-    return summary
+    summary.update({"predict_seconds": round(seconds, 2), "predictions": len(preds), "judgements": len(judgements),
+                    "datasets": {name: len(items) for name, (_, items) in data.items()}})
+    return config.finish(out, A.EVALUATE, cfg, summary)
 
 
 def rescore_folder(out: str | Path) -> dict:
     """Recompute predictions' scores, metrics.csv, levels.csv and errors.csv from the stored
     predictions, judgements and datasets of an evaluation folder - no model is loaded or called."""
     out = Path(out)
-    cfg_path = out / "config.json"
+    cfg_path = out / A.EVAL_CONFIG
     if not cfg_path.exists():
         raise FileNotFoundError(f"{cfg_path} not found: {out} holds no finished evaluation to rescore")
     cfg = EvalConfig(**json.loads(cfg_path.read_text()))
     start = time.perf_counter()
     items = {it.id: it for _, its in load_eval_items(cfg).values() for it in its}
-    preds = [Prediction.from_dict(d) for d in read_jsonl(out / "predictions.jsonl")]
-    judgements = [Judgement.from_dict(d) for d in read_jsonl(out / "judgements.jsonl")] \
-        if (out / "judgements.jsonl").exists() else []
+    preds = [Prediction.from_dict(d) for d in read_jsonl(out / A.PREDICTIONS)]
+    judgements = [Judgement.from_dict(d) for d in read_jsonl(out / A.JUDGEMENTS)] \
+        if (out / A.JUDGEMENTS).exists() else []
     states: dict = {}
     preds = score_predictions(items, preds, cfg, states)
     metrics, levels, errors = metrics_table(items, preds, judgements, cfg, states)
-    write_jsonl(out / "predictions.jsonl", (p.to_dict() for p in preds))
-    metrics.to_csv(out / "metrics.csv", index=False)
-    levels.to_csv(out / "levels.csv", index=False)
-    errors.to_csv(out / "errors.csv", index=False)
+    write_jsonl(out / A.PREDICTIONS, (p.to_dict() for p in preds))
+    metrics.to_csv(out / A.METRICS, index=False)
+    levels.to_csv(out / A.LEVELS, index=False)
+    errors.to_csv(out / A.ERRORS, index=False)
     return {"rescore_seconds": round(time.perf_counter() - start, 3), "metrics": len(metrics),
             "invalid": int(sum(not p.valid for p in preds))}
 
@@ -308,7 +323,7 @@ def rescore_folder(out: str | Path) -> dict:
 def invalid_summary(out: str | Path) -> pd.DataFrame:
     """Invalid answers per model, task and style: count, total, rate and the methods that read the rest."""
     rows = defaultdict(lambda: defaultdict(int))
-    for d in read_jsonl(Path(out) / "predictions.jsonl"):
+    for d in read_jsonl(Path(out) / A.PREDICTIONS):
         key = (d["model"], d["meta"].get("dataset", ""), d["task"], d["style"])
         rows[key]["n"] += 1
         rows[key]["invalid"] += not d["valid"]
@@ -319,14 +334,15 @@ def invalid_summary(out: str | Path) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lib.paths import stage_dir
-
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != ["rescore"]:
+        return config.main("python -m lib.evaluate", EvalConfig, run, argv, description="Stage 06: evaluate.")
     ap = argparse.ArgumentParser(prog="python -m lib.evaluate", description="Evaluation tools.")
     sub = ap.add_subparsers(dest="command", required=True)
     rs = sub.add_parser("rescore", help="recompute metrics.csv, levels.csv, errors.csv from stored outputs")
     rs.add_argument("--run", required=True, help="the run whose 06_evaluate folder to rescore")
     args = ap.parse_args(argv)
-    folder = stage_dir(args.run, "06_evaluate", create=False)
+    folder = stage_dir(args.run, A.EVALUATE, create=False)
     summary = rescore_folder(folder)
     print(json.dumps({"folder": str(folder), **summary}))
     return 0

@@ -20,15 +20,17 @@ import json
 import os
 import re
 import tempfile
+import time
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pandas as pd
 from PIL import Image
 
-from lib.schema import Item
+from lib.schema import Item, check_annotation
 
 MAX_IMAGE_PIXELS = 89_478_485  # Pillow's own bomb threshold (~0.25 GB of RGBA); raised as an error here
 
@@ -103,6 +105,48 @@ def write_json(path: str | Path, obj) -> None:
 
 
 # --- images -----------------------------------------------------------------------------------
+
+# --- annotations ---------------------------------------------------------------------------------
+
+class AnnotationStore:
+    """Append-only annotations in a JSONL file (one row per item, annotator and field); :meth:`latest`
+    resolves them. Saved values are checked against :data:`lib.schema.FIELDS`."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def save(self, item: str, annotator: str, values: dict, source: str = "human") -> int:
+        """Append one row per (non-empty) field, flushed before returning; returns the row count."""
+        if not annotator or not str(annotator).strip():
+            raise ValueError("an annotation needs an annotator name")
+        now = time.time()
+        rows = [{"item": item, "annotator": annotator, "field": k, "value": check_annotation(k, v), "source": source,
+                 "time": now} for k, v in values.items() if v not in (None, "", [])]
+        return append_jsonl(self.path, rows) if rows else 0
+
+    def rows(self) -> pd.DataFrame:
+        cols = ["item", "annotator", "field", "value", "source", "time"]
+        if not self.path.exists():
+            return pd.DataFrame(columns=cols)
+        return pd.DataFrame(list(read_jsonl(self.path)), columns=cols)
+
+    def latest(self, include_machine: bool = False) -> pd.DataFrame:
+        """One row per (item, annotator, field): the most recent save (file order breaks time ties)."""
+        df = self.rows()
+        if not include_machine:
+            df = df[df["source"] == "human"]
+        return df.reset_index().sort_values(["time", "index"]).groupby(["item", "annotator", "field"], as_index=False).last() \
+            .drop(columns="index")
+
+    def table(self, annotator: str | None = None, include_machine: bool = False) -> pd.DataFrame:
+        """Wide table: one row per (item, annotator), one column per field."""
+        df = self.latest(include_machine)
+        if annotator:
+            df = df[df["annotator"] == annotator]
+        if df.empty:
+            return pd.DataFrame(columns=["item", "annotator"])
+        return df.pivot(index=["item", "annotator"], columns="field", values="value").reset_index()
+
 
 def load_image(path: str | Path, mode: str | None = "RGB") -> Image.Image:
     """Open and fully decode an image, raising :class:`ImageError` (naming the file) when it is
@@ -237,6 +281,23 @@ def to_hf_dataset(folder: str | Path):
 # --- MemeQA JSON ------------------------------------------------------------------------------
 
 MEMEQA_KEYS = ("id", "img", "question", "options", "general_type", "specific_type", "answer_key")
+
+
+def read_yesbut_annotations(csv_path: str | Path) -> dict[str, dict]:
+    """YesBut_Stage2_Annotation.csv rows by file name, with typed fields."""
+    out = {}
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        for n, row in enumerate(csv.DictReader(f), start=2):
+            if not row.get("filename"):
+                raise ValueError(f"{csv_path}: line {n} has no filename")
+            out[row["filename"]] = {
+                "left_description": row["left_image"], "right_description": row["right_image"],
+                "overall_description": row["overall_description"],
+                "text_in_left": row["is_text_in_left_image"].strip().upper() == "TRUE",
+                "text_in_right": row["is_text_in_right_image"].strip().upper() == "TRUE",
+                "connected": row["are_images_connected"].strip().upper() == "TRUE",
+                "difficulty": row["difficulty_in_understanding"].strip().upper() or None}
+    return out
 
 
 def import_memeqa(path: str | Path, image_dir: str = "images") -> list[Item]:

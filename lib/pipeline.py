@@ -7,13 +7,16 @@ Parameters are layered: the notebook's own defaults, then ``params/common.<profi
 ``params/<stage>.<profile>.yaml`` (later wins). Before anything runs, every key of every file is
 checked against the notebook's declared parameters and their annotated types
 (``papermill.inspect_notebook``), because papermill itself only warns about unknown names and never
-checks types. Executed notebooks go to ``outputs/<run>/executed/``; a failing notebook stops the
-run and the error names the executed notebook to open.
+checks types; then the merged values build the stage's config dataclass (:data:`STAGE_CONFIGS`),
+which checks nested values too (model specs, Scrapbook and training parameters), naming the file
+and key at fault. Executed notebooks go to ``outputs/<run>/executed/``; a failing notebook stops
+the run and the error names the executed notebook to open.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import sys
 import time
@@ -22,15 +25,25 @@ from pathlib import Path
 
 import yaml
 
+from lib import artifacts as A
+from lib.af import AFConfig
+from lib.analysis import AnalyzeConfig
+from lib.annotate import AnnotateConfig
+from lib.collect import CollectConfig
+from lib.config import ParamsError
+from lib.evaluate import EvalConfig
 from lib.paths import NOTEBOOKS, PARAMS, run_dir
+from lib.scrapbook import ScrapbookConfig
+from lib.setup import SetupConfig
+from lib.train import TrainConfig
+
+# Each stage notebook's config dataclass: the single source of its defaults and checks.
+STAGE_CONFIGS = {A.SETUP: SetupConfig, A.COLLECT: CollectConfig, A.ANNOTATE: AnnotateConfig, A.AF: AFConfig,
+                 A.SCRAPBOOK: ScrapbookConfig, A.TRAIN: TrainConfig, A.EVALUATE: EvalConfig, A.ANALYZE: AnalyzeConfig}
 
 _STAGE = re.compile(r"^\d\d_[a-z0-9_]+$")
 _TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list,), "dict": (dict,),
           "None": (type(None),), "NoneType": (type(None),)}
-
-
-class ParamsError(ValueError):
-    """A params file names an unknown parameter or gives a value of the wrong type."""
 
 
 class StageFailed(RuntimeError):
@@ -83,7 +96,8 @@ def load_layer(path: Path) -> dict:
 
 
 def check_params(notebook: Path, layers: list[tuple[Path, dict]]) -> dict:
-    """Merge the layers, checking each key and type against the notebook; returns the merged dict."""
+    """Merge the layers, checking each key and type against the notebook, then (for a known stage)
+    building its config from the notebook's defaults and the merged values; returns the merged dict."""
     declared = declared_parameters(notebook)
     if not declared:
         raise ParamsError(f"{notebook}: no cell tagged 'parameters'; papermill cannot inject params")
@@ -98,6 +112,20 @@ def check_params(notebook: Path, layers: list[tuple[Path, dict]]) -> dict:
                 raise ParamsError(f"{path}: parameter {key!r} of {notebook.name} must be {type_name}, "
                                   f"got {type(value).__name__} {value!r}")
             merged[key] = value
+    cls = STAGE_CONFIGS.get(notebook.stem)
+    if cls is not None:
+        defaults = {k: v.get("default") for k, v in declared.items()}
+        values = {}
+        for k in declared:
+            if k in merged:
+                values[k] = merged[k]
+            elif k in {f for f in cls.__dataclass_fields__}:
+                try:
+                    values[k] = ast.literal_eval(defaults[k]) if isinstance(defaults[k], str) else defaults[k]
+                except (ValueError, SyntaxError):
+                    continue  # not a literal: papermill could not override it either
+        origin = " + ".join(str(p) for p, data in layers if data) or f"{notebook.name} defaults"
+        cls.from_params({k: v for k, v in values.items() if k in cls.__dataclass_fields__}, source=origin)
     return merged
 
 

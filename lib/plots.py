@@ -9,13 +9,16 @@ import numpy as np
 import pandas as pd
 
 
-def save(fig, folder: str | Path, name: str) -> list[Path]:
-    """Write ``<folder>/<name>.pdf`` and ``.png`` (150 dpi); returns both paths."""
+def save(fig, folder: str | Path, name: str, close: bool = False) -> list[Path]:
+    """Write ``<folder>/<name>.pdf`` and ``.png`` (150 dpi); returns both paths. ``close`` frees the
+    figure (a stage's ``run`` does; a notebook shows the saved PNG)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}.pdf", folder / f"{name}.png"]
     fig.savefig(paths[0], bbox_inches="tight")
     fig.savefig(paths[1], bbox_inches="tight", dpi=150)
+    if close:
+        plt.close(fig)
     return paths
 
 

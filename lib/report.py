@@ -1,7 +1,8 @@
 """The HTML report of a run: ``outputs/<run>/report.html``, self-contained (figures embedded as
 base64 PNG) so it can be mailed. One section per stage, in order; a stage whose outputs are absent
 gets a line saying so and why, instead of failing the report. The run's provenance (params, seeds,
-models, git SHA) and the invalid-answer rates are part of it.
+models, git SHA) and the invalid-answer rates are part of it. Every stage's outputs are read
+through :mod:`lib.artifacts`, the stages' published layout.
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from lib import artifacts as A
 from lib.paths import run_dir
 
-STAGES = {
-    "00_setup": "Setup: models and probes",
-    "01_collect": "Collect: images and manifest",
-    "02_annotate": "Annotate: annotations, agreement, style variants",
-    "03_adversarial_filter": "Adversarial filtering of distractors",
-    "04_scrapbook": "Scrapbook: synthetic probing dataset",
-    "05_train": "Train: fine-tuning",
-    "06_evaluate": "Evaluate: predictions, metrics, Scrapbook protocol",
-    "07_analyze": "Analyze: maps, topics, the papers' figures",
+TITLES = {
+    A.SETUP: "Setup: models and probes",
+    A.COLLECT: "Collect: images and manifest",
+    A.ANNOTATE: "Annotate: annotations, agreement, style variants",
+    A.AF: "Adversarial filtering of distractors",
+    A.SCRAPBOOK: "Scrapbook: synthetic probing datasets",
+    A.TRAIN: "Train: fine-tuning",
+    A.EVALUATE: "Evaluate: predictions, metrics, Scrapbook protocol",
+    A.ANALYZE: "Analyze: maps, topics, the papers' figures",
 }
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
 h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #bbb}
@@ -52,7 +54,7 @@ def _csv(path: Path, title: str, **kw) -> str:
 
 
 def _provenance(folder: Path) -> str:
-    p = folder / "provenance.json"
+    p = folder / A.PROVENANCE
     if not p.exists():
         return "<p class='prov'>no provenance.json</p>"
     prov = json.loads(p.read_text())
@@ -67,51 +69,51 @@ def _figures(folder: Path) -> str:
     return "".join(_img(p) for p in sorted(folder.rglob("figures/*.png")))
 
 
-def _stage_body(stage: str, folder: Path) -> str:
+def _stage_body(root: Path, stage: str, folder: Path) -> str:
     parts = []
-    if stage == "01_collect" and (folder / "report.json").exists():
-        rep = json.loads((folder / "report.json").read_text())
+    summary = A.read_summary(root, stage) or {}
+    if stage == A.COLLECT and (rep := A.read_json(root, stage, A.COLLECT_REPORT)):
         parts.append(f"<p>{rep['collected']} images collected, {len(rep['bad_files'])} bad files, "
                      f"{len(rep['duplicates'])} duplicates removed, {rep['kept']} kept.</p>")
-    if stage == "02_annotate":
-        parts.append(_csv(folder / "agreement.csv", "Agreement per categorical field"))
-    if stage == "04_scrapbook":
-        for sub in sorted(folder.glob("*/summary.json")):
-            s = json.loads(sub.read_text())
-            if isinstance(s.get("questions"), int):
-                parts.append(f"<p>{sub.parent.name}: {s.get('images', '?')} images, {s['questions']:,} questions</p>")
-    if stage == "05_train" and (folder / "summary.json").exists():
-        s = json.loads((folder / "summary.json").read_text())
-        table = pd.DataFrame({k: s[k] for k in ("majority", "base", "trained") if k in s}).T
-        parts.append(_table(table, f"Held-out accuracy ({s.get('n_test')} questions, {s.get('train_seconds')} s of training)"))
-    if stage == "06_evaluate" and (folder / "metrics.csv").exists():
-        m = pd.read_csv(folder / "metrics.csv")
+    if stage == A.ANNOTATE:
+        parts.append(_csv(folder / A.AGREEMENT, "Agreement per categorical field"))
+    if stage == A.SCRAPBOOK:
+        for name, d in summary.get("datasets", {}).items():
+            parts.append(f"<p>{html.escape(name)}: {d['images']} images, {d['questions']:,} questions</p>")
+    if stage == A.TRAIN and summary:
+        table = pd.DataFrame({k: summary[k] for k in ("majority", "base", "trained") if k in summary}).T
+        parts.append(_table(table, f"Held-out accuracy ({summary.get('n_test')} questions, "
+                                   f"{summary.get('train_seconds')} s of training)"))
+    m = A.read_table(root, stage, A.METRICS) if stage == A.EVALUATE else None
+    if m is not None:
         inv = m[m["metric"] == "invalid_rate"][["model", "dataset", "task", "style", "value", "n", "n_invalid"]]
         parts.append(_table(inv.rename(columns={"value": "invalid_rate"}), "Invalid answers (kept raw, counted wrong)"))
         head = m[m["subset"].isin(["all", "non-absurd"]) & (m["metric"] != "invalid_rate")]
         parts.append(_table(head.pivot_table(index=["dataset", "task", "metric"], columns=["model", "style"],
                                              values="value"), "Headline metrics", max_rows=80))
-        parts.append(_csv(folder / "errors.csv", "Scrapbook overall and error categories (errors.csv)"))
-    if stage == "07_analyze":
-        for p in sorted(folder.glob("tables/*.csv")):
+        parts.append(_csv(folder / A.ERRORS, "Scrapbook overall and error categories (errors.csv)"))
+    if stage == A.ANALYZE:
+        for p in sorted((folder / A.TABLES).glob("*.csv")):
             parts.append(_csv(p, p.stem.replace("_", " "), index_col=0))
     parts.append(_figures(folder))
     return "".join(parts)
 
 
-def build_report(run: str, out: Path | None = None) -> Path:
-    """Write ``outputs/<run>/report.html`` from whatever stage outputs exist; returns its path."""
-    root = run_dir(run)
-    out = out or root / "report.html"
+def build_report(run: str | Path, out: Path | None = None) -> Path:
+    """Write ``<run folder>/report.html`` from whatever stage outputs exist; returns its path.
+    ``run`` is a run name (``outputs/<run>/``) or a run folder."""
+    root = Path(run) if isinstance(run, Path) else run_dir(run)
+    run = root.name
+    out = out or root / A.REPORT
     sections, absent = [], []
-    for stage, title in STAGES.items():
-        folder = root / stage
+    for stage, title in TITLES.items():
+        folder = A.stage_folder(root, stage)
         if not folder.is_dir() or not any(folder.iterdir()):
             why = "no outputs: the stage was not run for this run" if not folder.is_dir() else "its folder is empty"
             absent.append(stage)
             sections.append(f"<h2>{stage} · {html.escape(title)}</h2><p class='absent'>Absent - {why}.</p>")
             continue
-        sections.append(f"<h2>{stage} · {html.escape(title)}</h2>{_provenance(folder)}{_stage_body(stage, folder)}")
+        sections.append(f"<h2>{stage} · {html.escape(title)}</h2>{_provenance(folder)}{_stage_body(root, stage, folder)}")
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     summary = (f"<p>Run <b>{html.escape(run)}</b>, report built {created}. Sections without outputs: "
                f"{', '.join(absent) or 'none'}.</p>")

@@ -261,3 +261,51 @@ def image_sha256(image) -> str:
 def fingerprint(spec: dict) -> str:
     """A stable id for a model spec: the spec's canonical JSON (secrets are never in specs)."""
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# --- annotations -----------------------------------------------------------------------------
+
+DIFFICULTY = ("EASY", "MEDIUM", "HARD")
+SENTIMENTS = ("positive", "neutral", "negative")
+
+
+@dataclass(frozen=True)
+class AnnotationField:
+    name: str
+    kind: str  # text | bool | choice | list | targets
+    choices: tuple = ()
+    help: str = ""
+
+
+# The annotation schema of stage 02: YesBut's fields and MemeQA's needs; every field is optional.
+FIELDS = (
+    AnnotationField("left_description", "text", help="what the left ('yes') half shows"),
+    AnnotationField("right_description", "text", help="what the right ('but') half shows"),
+    AnnotationField("overall_description", "text", help="the whole image, with its punchline"),
+    AnnotationField("text_in_left", "bool", help="is there text in the left half?"),
+    AnnotationField("text_in_right", "bool", help="is there text in the right half?"),
+    AnnotationField("connected", "bool", help="are the two halves connected?"),
+    AnnotationField("difficulty", "choice", DIFFICULTY, help="how hard is the image to understand?"),
+    AnnotationField("satirical", "bool", help="is the image satirical?"),
+    AnnotationField("intents", "list", help="MemeQA: what the meme intends (one per line)"),
+    AnnotationField("derivations", "list", help="MemeQA: what can be derived from it"),
+    AnnotationField("background_knowledge", "list", help="MemeQA: facts needed to understand it"),
+    AnnotationField("visual_cues", "list", help="MemeQA: visual statements"),
+    AnnotationField("targets", "targets", help='MemeQA: [{"target", "sentiment", "action"}] (JSON)'),
+)
+FIELD_BY_NAME = {f.name: f for f in FIELDS}
+CATEGORICAL = tuple(f.name for f in FIELDS if f.kind in ("bool", "choice"))
+
+
+def check_annotation(field: str, value):
+    """The value if it fits the field, else a ValueError naming the field and what it expects."""
+    if field not in FIELD_BY_NAME:
+        raise ValueError(f"unknown annotation field {field!r}; known: {sorted(FIELD_BY_NAME)}")
+    f = FIELD_BY_NAME[field]
+    ok = {"text": lambda v: isinstance(v, str), "bool": lambda v: isinstance(v, bool),
+          "choice": lambda v: v in f.choices, "list": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+          "targets": lambda v: isinstance(v, list) and all(isinstance(t, dict) and "target" in t for t in v)}[f.kind]
+    if value is not None and not ok(value):
+        expected = {"choice": f"one of {f.choices}", "targets": 'a list of {"target", "sentiment", "action"}'}.get(f.kind, f.kind)
+        raise ValueError(f"annotation field {field!r} expects {expected}, got {value!r}")
+    return value

@@ -1,26 +1,76 @@
 """Stage 00 · Setup: build the embedded models, write sample images, probe every model once.
 
-Run first (``make run`` does): it writes the demo's sample photographs (:func:`lib.io.write_sample_images`), builds each model of the profile once into ``outputs/cache/``
+    run(SetupConfig(), out)                                   # what notebook 00 does
+    python -m lib.setup --params params/00_setup.demo.yaml --out outputs/demo/00_setup
+
+Run first (``make run`` does): it writes the demo's sample photographs
+(:func:`lib.io.write_sample_images`), builds each model of the profile once into ``outputs/cache/``
 (tiny VLMs from configs, SmolLM2 converted from GGUF), then sends a few constrained requests to
 each through the call cache, so a broken environment, a wrong model path or an unreachable
-endpoint shows up in seconds here instead of an hour into stage 03.
+endpoint shows up in seconds here instead of an hour into stage 03. It also writes the embedded
+demo's evaluation datasets (``datasets/mcq``, ``datasets/vqa``, ``datasets/yesbut``).
 """
 
 from __future__ import annotations
 
 import random
+import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
+from lib import artifacts as A
+from lib import config
 from lib.io import dataset_info, load_image, save_dataset, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
 from lib.panels import completion_grid, compose
 from lib.paths import DATA
 from lib.schema import Item
 from lib.store import CallStore
+
+
+@dataclass
+class SetupConfig(config.StageConfig):
+    """Which models to build and probe, and whether to write the demo's datasets."""
+
+    seed: int = 0  # recorded in provenance; the demo datasets' A/B placement of completion options
+    vlm: dict = field(default_factory=lambda: {"backend": "tiny", "name": "llava"})  # the VLM later stages answer with
+    text_llm: dict = field(default_factory=lambda: {"backend": "tiny", "name": "smollm2"})  # generator / judge LLM
+    extra_models: dict[str, dict] = field(default_factory=dict)  # more specs to probe, label -> spec
+    demo_datasets: bool = True  # write the embedded demo's mcq / vqa / yesbut datasets (06 evaluates them)
+
+    def check(self, source: str) -> None:
+        config.check_model_spec(self.vlm, f"{source}: vlm")
+        config.check_model_spec(self.text_llm, f"{source}: text_llm")
+        for label, spec in self.extra_models.items():
+            config.check_model_spec(spec, f"{source}: extra_models.{label}")
+
+    def specs(self) -> dict[str, dict]:
+        return {"vlm": self.vlm, "text_llm": self.text_llm, **self.extra_models}
+
+
+def run(cfg: SetupConfig, out: str | Path, store: CallStore | None = None) -> dict:
+    """Sample images, the probe of every model (``probe.csv``), the demo datasets, summary and
+    provenance. Raises when a constrained probe answer is invalid (the environment is broken)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    images = write_sample_images(out / A.SAMPLE_IMAGES)
+    probe = probe_models(cfg.specs(), images, store if store is not None else CallStore.default())
+    probe.to_csv(out / A.PROBE, index=False)
+    datasets = demo_datasets(out / A.DATASETS, seed=cfg.seed) if cfg.demo_datasets else {}
+    constrained = probe[probe.method.str.startswith("constrained")]
+    summary = {"models": int(probe.model.nunique()), "probe_answers": len(probe),
+               "constrained_invalid": int((~constrained.valid).sum()), "sample_images": [p.name for p in images],
+               "datasets": {k: str(v) for k, v in datasets.items()}}
+    config.finish(out, A.SETUP, cfg, summary)
+    if summary["constrained_invalid"]:
+        bad = constrained[~constrained.valid]
+        raise RuntimeError(f"{len(bad)} constrained probe answer(s) invalid (models {sorted(set(bad.model))}): "
+                           f"see {out / A.PROBE}")
+    return summary
 
 def probe_requests(images: list[Path], vision: bool) -> list[Request]:
     """A handful of constrained questions (choices by trie and by log-likelihood, and JSON)."""
@@ -108,3 +158,7 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
                           meta={"pair": c["pair"], "missing": c["missing"], "options": options}))
     save_dataset(root, items, info("demo-yesbut"))
     return folders
+
+
+if __name__ == "__main__":
+    sys.exit(config.main("python -m lib.setup", SetupConfig, run, description="Stage 00: build and probe the models."))

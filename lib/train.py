@@ -1,8 +1,13 @@
 """Stage 05 · Train: LoRA (peft) or full fine-tuning of a VLM on a project dataset, with
 generation-based validation on the task's own metric, checkpoints and exact resume.
 
+    run(TrainConfig(dataset=...), out)                    # what notebook 05 does: train, compare, figures
     python -m lib.train --params params/05_train.demo.yaml --out outputs/demo/05_train
     accelerate launch -m lib.train --params FILE --out DIR      # several GPUs, same code
+
+Prompts, targets, answer reading and scoring are the items' tasks' (:mod:`lib.tasks`): training
+learns :meth:`Task.target_text` after :meth:`Task.prompt`, and validation asks, reads and scores
+exactly as stage 06 does.
 
 Why an explicit loop on ``accelerate`` rather than transformers' ``Trainer`` (both tried: a Trainer
 run with this module's ``collate`` and a callback calling :func:`evaluate_examples` trains fine):
@@ -21,16 +26,18 @@ so positions match what ``generate`` computes from the attention mask at inferen
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from lib.io import ImageError, append_jsonl, load_image, load_items, write_json
+from lib import artifacts as A
+from lib import config, plots
+from lib.io import ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json
 from lib.models import generate, load_model
 from lib.schema import Item, Prediction
 from lib.tasks import Scoring, task_of, user_content, wants_question_first
@@ -40,11 +47,11 @@ LM_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "do
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(config.StageConfig):
     """Training parameters (all plain values, so a YAML params file maps onto them)."""
 
     model: dict = field(default_factory=lambda: {"backend": "tiny", "name": "llava"})
-    dataset: str = ""  # a dataset folder (items.jsonl + images/)
+    dataset: str = ""  # a dataset folder (items.jsonl + images/), or stage:NN_stage/datasets/<name> of this run
     types: list = field(default_factory=lambda: ["presence", "counting"])  # meta.type filter (Scrapbook)
     groups: list = field(default_factory=lambda: ["np"])  # meta.group filter
     forms: list = field(default_factory=lambda: ["original"])  # meta.form filter
@@ -74,14 +81,18 @@ class TrainConfig:
     checkpoint_every: int = 50
     mixed_precision: str = "auto"  # auto (bf16 where the GPU has it), no, bf16, fp16
     val_max_new_tokens: int = 8  # validation decodes like evaluation: free text unless the task has a closed set
+    max_test: int = 1000  # held-out questions for the base / trained / majority comparison
+    resume: bool = True  # continue from checkpoint/ when it was made with the same settings
     seed: int = 0
 
-    @classmethod
-    def from_dict(cls, d: dict, source: str = "params") -> "TrainConfig":
-        unknown = sorted(set(d) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"{source}: unknown training parameter(s) {unknown}")
-        return cls(**d)
+    def check(self, source: str) -> None:
+        config.check_model_spec(self.model, f"{source}: model")
+        if not self.dataset:
+            raise config.ParamsError(f"{source}: dataset must name a dataset folder (e.g. stage:04_scrapbook/datasets/scrapbook)")
+
+    def settings(self) -> dict:
+        """What a checkpoint must share with the run that resumes it."""
+        return {k: v for k, v in asdict(self).items() if k not in ("resume", "max_test", "max_seconds")}
 
 
 @dataclass
@@ -324,11 +335,15 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
     rng_val = np.random.default_rng(cfg.seed)
     val = [data["val"][i] for i in sorted(rng_val.permutation(len(data["val"]))[:cfg.eval_items])]
 
-    state = {"step": 0, "best": -1.0, "train_seconds": 0.0, "tokens": 0}
-    ckpt = out / "checkpoint"
+    state = {"step": 0, "best": -1.0, "train_seconds": 0.0, "tokens": 0, "settings": cfg.settings()}
+    ckpt = out / A.CHECKPOINT
     if resume and (ckpt / "trainer.json").exists():
+        saved = json.loads((ckpt / "trainer.json").read_text())
+        if saved.get("settings") != cfg.settings():
+            raise ValueError(f"{ckpt} was made with other training settings; set resume: false (or remove {ckpt}) "
+                             f"to train afresh")
         acc.load_state(str(ckpt))
-        state = json.loads((ckpt / "trainer.json").read_text())
+        state = saved
         print(f"resumed from {ckpt} at step {state['step']}")
     else:
         (out / "curve.jsonl").unlink(missing_ok=True)
@@ -402,33 +417,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
 
 def write_curve(out: Path) -> Path:
     """``curve.csv`` from the per-step log (validation columns filled on evaluation steps)."""
-    import pandas as pd
-
-    from lib.io import read_jsonl
-
-    path = out / "curve.csv"
+    path = out / A.CURVE
     pd.DataFrame(list(read_jsonl(out / "curve.jsonl"))).to_csv(path, index=False)
     return path
-
-
-def main(argv: list[str] | None = None) -> int:
-    import yaml
-
-    ap = argparse.ArgumentParser(prog="python -m lib.train", description="Fine-tune a VLM (LoRA or full).")
-    ap.add_argument("--params", required=True, help="flat YAML of TrainConfig fields")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--no-resume", action="store_true")
-    args = ap.parse_args(argv)
-    data = yaml.safe_load(Path(args.params).read_text()) or {}
-    data.pop("run", None)
-    cfg = TrainConfig.from_dict(data, source=args.params)
-    summary = train(cfg, args.out, resume=not args.no_resume)
-    print(json.dumps({k: summary[k] for k in ("steps", "train_seconds", "best_val_accuracy")}))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 def load_trained(cfg: TrainConfig, folder: str | Path):
@@ -446,8 +437,6 @@ def load_trained(cfg: TrainConfig, folder: str | Path):
 def compare(cfg: TrainConfig, out_dir: str | Path, max_test: int = 1000) -> dict:
     """Base (untrained) vs trained (best validation) vs the majority answer, on the test split.
     The majority answer per question type comes from every training question (no training filter)."""
-    from dataclasses import replace
-
     # training filters touch the train split only, so one unfiltered load serves both purposes
     everything, _ = load_examples(replace(cfg, train_types=[], train_targets=[]))
     rng = np.random.default_rng(cfg.seed)
@@ -459,3 +448,25 @@ def compare(cfg: TrainConfig, out_dir: str | Path, max_test: int = 1000) -> dict
             "base": evaluate_examples(base.model, base.processor, test, question_first=wants_question_first(cfg.model),
                                      max_new_tokens=cfg.val_max_new_tokens),
             "trained": evaluate_examples(model, processor, test, question_first=wants_question_first(cfg.model), max_new_tokens=cfg.val_max_new_tokens)}
+
+
+# --- the stage --------------------------------------------------------------------------------------
+
+def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
+    """Train (resuming when allowed), compare base / trained / majority on the test split, draw the
+    curve and the comparison, write ``summary.json`` and ``provenance.json``."""
+    out = Path(out)
+    cfg = replace(cfg, dataset=A.resolve(cfg.dataset, out.parent))
+    training = train(cfg, out, resume=cfg.resume, progress=progress)
+    result = compare(cfg, out, max_test=cfg.max_test)
+    fig, _ = plots.training_curve(pd.read_csv(out / A.CURVE))
+    plots.save(fig, out / A.FIGURES, "training_curve", close=True)
+    fig, _ = plots.accuracy_bars(pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T)
+    plots.save(fig, out / A.FIGURES, "base_vs_trained", close=True)
+    summary = {"base": result["base"], "trained": result["trained"], "majority": result["majority"],
+               "train_seconds": training["train_seconds"], "n_test": result["n_test"], "training": training}
+    return config.finish(out, A.TRAIN, cfg, summary)
+
+
+if __name__ == "__main__":
+    sys.exit(config.main("python -m lib.train", TrainConfig, run, description="Stage 05: fine-tune a VLM (LoRA or full)."))

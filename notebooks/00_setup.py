@@ -19,7 +19,8 @@
 # > Build the embedded models once, write the sample images, and probe every model of the profile
 # > through the call cache, so a broken environment fails here in seconds.
 #
-# **Inputs:** model specs (params) · **Outputs:** `outputs/<run>/00_setup/` (probe table, sample images, provenance)
+# **Inputs:** model specs (params) · **Outputs:** `outputs/<run>/00_setup/` (probe.csv, images/, datasets/ of the demo,
+# summary.json, provenance.json)
 
 # %% tags=["parameters"]
 run: str = "smoke"  # outputs go to outputs/<run>/
@@ -27,44 +28,33 @@ seed: int = 0  # global seed recorded in provenance; each generator takes its ow
 vlm: dict = {"backend": "tiny", "name": "llava"}  # the VLM later stages answer with
 text_llm: dict = {"backend": "tiny", "name": "smollm2"}  # generator / judge LLM
 extra_models: dict = {}  # more specs to probe, label -> spec (e.g. an OpenAI-compatible endpoint)
+demo_datasets: bool = True  # write the embedded demo's mcq / vqa / yesbut datasets (06 evaluates them)
 
 # %%
 from IPython.display import display
 
+from lib import artifacts as A
 from lib import setup
-from lib.io import write_sample_images
+from lib.config import notebook_params
 from lib.paths import stage_dir
-from lib.provenance import write_provenance
-from lib.store import CallStore
 
-out = stage_dir(run, "00_setup")
-store = CallStore.default()
-specs = {"vlm": vlm, "text_llm": text_llm, **extra_models}
+cfg = setup.SetupConfig.from_params(notebook_params(setup.SetupConfig, globals()), source="notebook 00_setup")
+out = stage_dir(run, A.SETUP)
 
 # %% [markdown]
-# ## Sample images
-# Real photographs from scikit-image, used for probing here and as demo material later.
+# ## Sample images, probes, demo datasets
+# Real photographs from scikit-image, used for probing here and as demo material later. Choices are
+# answered by constrained decoding (token trie) or option log-likelihood, so even an untrained tiny
+# model gives a valid answer there; its free text is noise until stage 05 trains it.
 
 # %%
-images = write_sample_images(out / "images")
-[p.name for p in images]
+summary = setup.run(cfg, out)
+display(A.read_table(out.parent, A.SETUP, A.PROBE))
 
 # %% [markdown]
-# ## Probe every model
-# Choices are answered by constrained decoding (token trie) or option log-likelihood, so even an
-# untrained tiny model gives a valid answer there; its free text is noise until stage 05 trains it.
+# ## Check
 
 # %%
-probe = setup.probe_models(specs, images, store)
-display(probe)
-
-# %% [markdown]
-# ## Save
-
-# %%
-probe.to_csv(out / "probe.csv", index=False)
-write_provenance(out, "00_setup", {"run": run, "seed": seed, "vlm": vlm, "text_llm": text_llm,
-                                   "extra_models": extra_models}, seed)
-constrained = probe[probe.method.str.startswith("constrained")]
-assert constrained.valid.all(), "a constrained answer was invalid: see the probe table"
-print(f"{len(probe)} probe answers from {probe.model.nunique()} models -> {out}")
+assert summary["constrained_invalid"] == 0, "a constrained answer was invalid: see the probe table"
+print(f"{summary['probe_answers']} probe answers from {summary['models']} models; demo datasets: "
+      f"{', '.join(summary['datasets']) or 'none'} -> {out}")

@@ -21,7 +21,8 @@
 # > correctly get new distractors (their earlier ones forbidden) until the discriminators are fooled.
 #
 # **Inputs:** 02's annotations (or a MemeQA JSON + images) · **Outputs:** `outputs/<run>/03_adversarial_filter/`
-# (items.jsonl + dataset.json - a dataset folder 06 can evaluate -, iterations.csv, memeqa.json, state.json, figures)
+# (datasets/adversarial - a dataset folder 06 evaluates -, iterations.csv, memeqa.json, state.json, figures,
+# summary.json, provenance.json)
 
 # %% tags=["parameters"]
 run: str = "smoke"  # outputs go to outputs/<run>/
@@ -36,74 +37,49 @@ blind_model: dict = {"backend": "tiny", "name": "smollm2"}  # text-only pass fla
 n_options: int = 4
 none_of_the_above: bool = True
 nota_position: str = "random"  # "last" reproduces the released data's shortcut (always D)
-max_iterations: int = 3  # the seed used 20
+max_iterations: int = 3  # smoke: the seed ran 20
 patience: int = 0  # stop when accuracy changed by < stable_tol for this many iterations (0: off)
 stable_tol: float = 0.01
-max_retries: int = 1
+max_retries: int = 1  # smoke: one retry after an invalid reply
 paraphrase_threshold: float = 0.9
 min_length_ratio: float = 0.4  # generated distractors need this share of the correct options' words (length giveaway)
-max_new_tokens: int = 64
+max_new_tokens: int = 64  # smoke: short replies
 
 # %%
 import pandas as pd
-from IPython.display import display
+from IPython.display import Image, display
 
-from lib import af, plots
-from lib.annotate import AnnotationStore
-from lib.io import dataset_info, export_memeqa, read_jsonl, save_dataset
-from lib.models import load_model
+from lib import af
+from lib import artifacts as A
+from lib.config import notebook_params
+from lib.io import load_items
 from lib.paths import stage_dir
-from lib.provenance import write_provenance
-from lib.store import CallStore
 
-out = stage_dir(run, "03_adversarial_filter")
+cfg = af.AFConfig.from_params(notebook_params(af.AFConfig, globals()), source="notebook 03_adversarial_filter")
+out = stage_dir(run, A.AF)
 
 # %% [markdown]
 # ## Skeletons
 
 # %%
-if skeletons_from == "annotations":
-    manifest = {r["id"]: r["path"] for r in read_jsonl(stage_dir(run, "01_collect", create=False) / "manifest.jsonl")}
-    table = AnnotationStore(stage_dir(run, "02_annotate", create=False) / "annotations.jsonl").table()
-    skeletons, skipped = af.from_annotations(table, manifest), []
-else:
-    skeletons, skipped = af.from_memeqa(skeletons_from, memeqa_images)
-if max_skeletons:
-    skeletons = skeletons[:max_skeletons]
+skeletons, skipped = af.skeletons_of(cfg, out.parent)
 print(f"{len(skeletons)} skeletons, {len(skipped)} skipped (no correct option to keep)")
 pd.Series([s.type for s in skeletons]).value_counts().rename("skeletons").to_frame()
 
 # %% [markdown]
-# ## Filter (resumable: state.json after every iteration)
+# ## Filter (resumable: state.json after every iteration), the blind check, the exports
 
 # %%
-cfg = af.AFConfig(n_options=n_options, none_of_the_above=none_of_the_above, nota_position=nota_position,
-                  max_iterations=max_iterations, stable_tol=stable_tol, patience=patience, max_retries=max_retries,
-                  paraphrase_threshold=paraphrase_threshold, min_length_ratio=min_length_ratio, combine=combine,
-                  max_new_tokens=max_new_tokens, seed=seed)
-store = CallStore.default()
-state = af.run(skeletons, load_model(generator), [load_model(d) for d in discriminators], cfg, out, store=store)
-iterations = pd.DataFrame(state["iterations"])
-iterations.to_csv(out / "iterations.csv", index=False)
-display(iterations)
-if len(iterations):
-    fig, _ = plots.af_curves(iterations)
-    plots.save(fig, out / "figures", "iterations")
-
-# %% [markdown]
-# ## Questions, the blind check and the exports
+summary = af.run(cfg, out)
+display(A.read_table(out.parent, A.AF, A.ITERATIONS))
+Image(out / A.FIGURES / "iterations.png") if (out / A.FIGURES / "iterations.png").exists() else None
 
 # %%
-items = af.final_items(state)
-if blind_model and items:
-    for item, answerable in zip(items, af.blind_check(load_model(blind_model), items, store)):
-        item.meta["blind_answerable"] = answerable
-save_dataset(out, items, dataset_info("adversarial-filter", provenance={"skeletons": skeletons_from}))  # items.jsonl
-export_memeqa(items, out / "memeqa.json")
-summary = pd.DataFrame([{"type": i.meta["type"], "fooled": i.meta["fooled"],
-                         "blind_answerable": i.meta.get("blind_answerable")} for i in items])
-display(summary.groupby("type").agg(questions=("fooled", "size"), fooled=("fooled", "sum"),
-                                     blind_answerable=("blind_answerable", "sum")))
+items = load_items(A.dataset_folder(out, A.AF_DATASET))
+table = pd.DataFrame([{"type": i.meta["type"], "fooled": i.meta["fooled"], "blind_answerable": i.meta.get("blind_answerable")}
+                      for i in items])
+display(table.groupby("type").agg(questions=("fooled", "size"), fooled=("fooled", "sum"),
+                                  blind_answerable=("blind_answerable", "sum")))
 
 # %% [markdown]
 # ## A few questions' distractor histories
@@ -117,6 +93,4 @@ for item in items[:4]:
                         enumerate(zip(item.options, item.meta["origins"]))])
 
 # %%
-write_provenance(out, "03_adversarial_filter", {"run": run, **cfg.__dict__, "generator": generator,
-                                                "discriminators": discriminators, "skeletons_from": skeletons_from}, seed)
-assert (out / "items.jsonl").exists()
+assert summary["questions"] == len(items)

@@ -20,7 +20,8 @@
 # > templated questions (presence, counting, confirmation, recognition) in four forms, with answers
 # > computed from each image's scene record and validation levels per concept.
 #
-# **Inputs:** params (shapes, or COCO / cut-out folders, background folders) · **Outputs:** `outputs/<run>/04_scrapbook/` (dataset folder, counts, concept tables, figures)
+# **Inputs:** params (shapes, or COCO / cut-out folders, background folders) · **Outputs:** `outputs/<run>/04_scrapbook/` (datasets/scrapbook and one
+# datasets/<name> per further set, with counts and concept tables; figures, summary.json, provenance.json)
 
 # %% tags=["parameters"]
 run: str = "smoke"  # outputs go to outputs/<run>/
@@ -30,12 +31,12 @@ object_selection: str = "deterministic"  # deterministic sliding window | random
 class_selection: str = "unique"  # same | unique | random
 color_selection: str = "unique"
 size_selection: str = "unique"
-n_sets: int = 1  # S: object sets
-objects_per_set: int = 3  # N
-n_backgrounds: int = 1  # B per set
-n_arrangements: int = 1  # A: (main, reference) pairs per background
+n_sets: int = 1  # S: object sets (smoke: 1; paper: 3)
+objects_per_set: int = 3  # N (smoke: 3; paper: 5)
+n_backgrounds: int = 1  # B per set (smoke: 1; paper: 3)
+n_arrangements: int = 1  # A: (main, reference) pairs per background (smoke: 1; paper: 2)
 objects_per_image: int = 3  # x: objects added one by one (one image per step)
-n_region_pairs: int = 2  # P: pairs of absolute regions per arrangement
+n_region_pairs: int = 2  # P: pairs of absolute regions per arrangement (smoke: 2; paper: 3)
 n_questions_per_type: int = 1  # paraphrases per query (smoke: 1; paper: 3)
 backgrounds: str = "plain"  # plain, samples, or a folder of images at least 500x500
 cutouts_dir: str = ""  # for cut-out objects: a folder of <class>/*.png
@@ -48,33 +49,31 @@ types: list = ["presence", "counting", "confirmation", "recognition"]  # questio
 groups: list = ["np", "abs", "rel"]  # no position, absolute region, relative position
 forms: list = ["original", "condition", "direction", "enumerated"]
 n_preview: int = 6  # images shown with the region grid
+sets: dict = {}  # further datasets, name -> Scrapbook parameter overrides (e.g. 05's training scenes)
 
 # %%
-from IPython.display import display
+import pandas as pd
+from IPython.display import Image, display
 
-from lib import plots
+from lib import artifacts as A
+from lib.config import notebook_params
 from lib.paths import stage_dir
-from lib.provenance import write_provenance
-from lib.scrapbook import ScrapbookParams, generate
-from lib.scrapbook import explore
+from lib.scrapbook import ScrapbookConfig, explore
+from lib.scrapbook import run as run_stage
 
-out = stage_dir(run, "04_scrapbook")
-params = ScrapbookParams(
-    objects=objects, object_selection=object_selection, class_selection=class_selection,
-    color_selection=color_selection, size_selection=size_selection, n_sets=n_sets, objects_per_set=objects_per_set,
-    n_backgrounds=n_backgrounds, n_arrangements=n_arrangements, objects_per_image=objects_per_image,
-    n_region_pairs=n_region_pairs, n_questions_per_type=n_questions_per_type, backgrounds=backgrounds,
-    cutouts_dir=cutouts_dir, coco_images=coco_images, coco_annotations=coco_annotations, canvas=canvas,
-    size_start=size_start, size_step=size_step, types=types, groups=groups, forms=forms, seed=seed,
-)
+cfg = ScrapbookConfig.from_params(notebook_params(ScrapbookConfig, globals()), source="notebook 04_scrapbook")
+out = stage_dir(run, A.SCRAPBOOK)
+dataset = A.dataset_folder(out, A.SCRAPBOOK_DATASET)
 
 # %% [markdown]
 # ## Generate
-# Parameters are validated first; images, masks, scenes and questions are then streamed to disk.
+# Parameters are validated first; images, masks, scenes and questions are then streamed to disk,
+# for the main dataset and for every further set named in `sets`.
 
 # %%
-stats = generate(params, out / "dataset")
+stats = run_stage(cfg, out)
 print(f"{stats['images']} images, {stats['questions']:,} questions; placement failures: {stats['placement_failures'] or 'none'}")
+pd.DataFrame(stats["datasets"]).T
 
 # %% [markdown]
 # ## Sample images
@@ -82,27 +81,22 @@ print(f"{stats['images']} images, {stats['questions']:,} questions; placement fa
 # reference object at one relative position to it, then the others.
 
 # %%
-scenes = explore.read_scenes(out / "dataset")
-fig, _ = plots.image_grid(*explore.preview(out / "dataset", scenes, n_preview))
-plots.save(fig, out / "figures", "samples")
+Image(out / A.FIGURES / "samples.png")
 
 # %% [markdown]
 # ## Sample questions of each type, group and form
 
 # %%
-display(explore.sample_questions(out / "dataset"))
+display(explore.sample_questions(dataset))
 
 # %% [markdown]
 # ## Counts
 # Presence and counting questions come in equal numbers, as in the paper's section 5.2.
 
 # %%
-import pandas as pd
-
-counts = pd.read_csv(out / "dataset" / "counts.csv")
+counts = pd.read_csv(dataset / "counts.csv")
 display(counts.pivot_table(index=["type", "group"], columns="subgroup", values="questions", aggfunc="sum", fill_value=0))
-fig, _ = plots.question_counts(counts)
-plots.save(fig, out / "figures", "question_counts")
+Image(out / A.FIGURES / "question_counts.png")
 
 # %% [markdown]
 # ## Concepts enabled at levels 1 and 2
@@ -110,16 +104,12 @@ plots.save(fig, out / "figures", "question_counts")
 # its counting questions both zero and non-zero answers (paper 5.1; Tables 3-6).
 
 # %%
-concepts = pd.read_csv(out / "dataset" / "concepts.csv")
+concepts = pd.read_csv(dataset / "concepts.csv")
 display(concepts.pivot_table(index=["level", "concept", "value", "enabled"], columns="subgroup",
                              values="questions", aggfunc="sum", fill_value=0))
 
-# %% [markdown]
-# ## Save
-
 # %%
-write_provenance(out, "04_scrapbook", {"run": run, **stats["params"]}, seed)
 by_type = stats["by_type"]
 assert by_type.get("presence") == by_type.get("counting"), "presence and counting should come in equal numbers"
 assert stats["images"] > 0 and stats["questions"] > 0
-print(f"dataset -> {out / 'dataset'}")
+print(f"datasets -> {out / A.DATASETS}")

@@ -20,97 +20,69 @@
 # > project dataset, validating with the task's own metric, and compare base vs trained vs the
 # > majority answer on held-out images.
 #
-# **Inputs:** a dataset folder (or Scrapbook parameters to generate one) · **Outputs:** `outputs/<run>/05_train/` (best/ and last/ weights, curve.csv, summary.json, figures)
+# **Inputs:** a dataset folder (04's Scrapbook sets in the demo) · **Outputs:** `outputs/<run>/05_train/` (best/ and last/
+# weights, checkpoint/, curve.csv, figures, summary.json, provenance.json)
 
 # %% tags=["parameters"]
 run: str = "smoke"  # outputs go to outputs/<run>/
 seed: int = 0  # data split, batch order and initialisation
-model: dict = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8, "question_first": True}  # any hf / tiny VLM spec
-dataset: str = ""  # a dataset folder; empty: generate a Scrapbook training set from `scrapbook`
-scrapbook: dict = {"canvas": [224, 224], "size_start": 40, "size_step": 10, "n_sets": 1, "n_backgrounds": 1,
-                   "n_arrangements": 1, "n_region_pairs": 4, "n_questions_per_type": 1, "types": ["presence", "counting"],
-                   "groups": ["np"], "forms": ["original"]}  # smoke: a few dozen images
+model: dict = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8, "question_first": True}  # smoke: the tiny VLM, question first
+dataset: str = "stage:04_scrapbook/datasets/scrapbook"  # smoke: 04's set; any dataset folder or stage:... path
 train_types: list = []  # train only on these question types (empty: all); evaluation keeps every type
 train_targets: list = []  # train only on questions about these attributes, e.g. ["color"] (empty: all)
 focus_targets: list = []  # curriculum: first train only on these attributes' questions, e.g. ["color"]
 focus_steps: int = 0  # ... for this many steps, then on all training questions
-full_finetune: bool = True  # the tiny model is random: train it all; real checkpoints: LoRA (False)
+full_finetune: bool = True  # smoke: the tiny model is random, train it all; real checkpoints: LoRA (False)
 lora_r: int = 16  # LoRA rank (when full_finetune is False)
-lr: float = 1e-3  # AdamW peak learning rate, after warm-up, cosine decay
-warmup_steps: int = 5
+lr: float = 1e-3  # smoke (a random tiny model); AdamW peak learning rate, after warm-up, cosine decay
+warmup_steps: int = 5  # smoke
 max_steps: int = 10  # smoke: seconds; the demo profile trains for minutes
 max_seconds: float = 0.0  # stop after this much training time (0: no limit)
-batch_size: int = 8
+batch_size: int = 8  # smoke
 grad_accum: int = 1
-eval_every: int = 5  # validate by generation every k steps
-eval_items: int = 32  # validation questions per evaluation
-max_test: int = 200  # held-out questions for the base / trained / majority comparison
+eval_every: int = 5  # smoke; validate by generation every k steps
+checkpoint_every: int = 5  # smoke; save the resumable state every k steps
+eval_items: int = 32  # smoke; validation questions per evaluation
+max_test: int = 200  # smoke; held-out questions for the base / trained / majority comparison
 
 # %%
-import json
-
 import pandas as pd
-from IPython.display import display
+from IPython.display import Image, display
 
-from lib import plots
-from lib.io import write_json
+from lib import artifacts as A
+from lib import train
+from lib.config import notebook_params
 from lib.paths import stage_dir
-from lib.provenance import write_provenance
-from lib.scrapbook import ScrapbookParams, generate
-from lib.train import TrainConfig, compare, train
 
-out = stage_dir(run, "05_train")
+cfg = train.TrainConfig.from_params(notebook_params(train.TrainConfig, globals()), source="notebook 05_train")
+out = stage_dir(run, A.TRAIN)
 
 # %% [markdown]
-# ## Data
-# Splits are disjoint by image; validation and test use level-1 questions.
+# ## Train, then compare base vs trained vs majority answer on held-out images
+# Splits are disjoint by image; validation and test use level-1 questions. Validation asks, reads
+# and scores each question as stage 06 will (the items' task).
 
 # %%
-if not dataset:
-    stats = generate(ScrapbookParams.from_dict({**scrapbook, "seed": seed}), out / "data", progress=False)
-    dataset = str(out / "data")
-    print(f"generated {stats['images']} images, {stats['questions']:,} questions")
-cfg = TrainConfig(model=model, dataset=dataset, train_types=train_types, train_targets=train_targets,
-                  focus_targets=focus_targets, focus_steps=focus_steps,
-                  full_finetune=full_finetune, lora_r=lora_r, lr=lr,
-                  warmup_steps=warmup_steps, max_steps=max_steps, max_seconds=max_seconds, batch_size=batch_size,
-                  grad_accum=grad_accum, eval_every=eval_every, eval_items=eval_items, checkpoint_every=eval_every,
-                  seed=seed)
-
-# %% [markdown]
-# ## Train
-
-# %%
-summary = train(cfg, out, resume=False)
-print(f"{summary['steps']} steps in {summary['train_seconds']} s, {summary['tokens_per_second']:,.0f} tokens/s")
+summary = train.run(cfg, out)
+training = summary["training"]
+print(f"{training['steps']} steps in {training['train_seconds']} s, {training['tokens_per_second']:,.0f} tokens/s")
 
 # %% [markdown]
 # ## Training curve
 
 # %%
-curve = pd.read_csv(out / "curve.csv")
-fig, _ = plots.training_curve(curve)
-plots.save(fig, out / "figures", "training_curve")
+Image(out / A.FIGURES / "training_curve.png")
 
 # %% [markdown]
-# ## Base vs trained vs majority answer, on held-out images
+# ## Base vs trained vs majority answer
 
 # %%
-result = compare(cfg, out, max_test=max_test)
-table = pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T
+table = pd.DataFrame({k: summary[k] for k in ("majority", "base", "trained")}).T
 display(table.style.format("{:.3f}"))
-fig, _ = plots.accuracy_bars(table)
-plots.save(fig, out / "figures", "base_vs_trained")
-
-# %% [markdown]
-# ## Save
+Image(out / A.FIGURES / "base_vs_trained.png")
 
 # %%
-write_json(out / "summary.json", {"base": result["base"], "trained": result["trained"], "majority": result["majority"],
-                                  "train_seconds": summary["train_seconds"], "n_test": result["n_test"],
-                                  "training": summary})
-write_provenance(out, "05_train", {"run": run, **json.loads(json.dumps(summary["config"]))}, seed)
-assert (out / "best").is_dir() and (out / "last").is_dir()
+assert (out / A.BEST).is_dir() and (out / A.LAST).is_dir()
 for key in ("accuracy_presence", "accuracy_presence_color", "accuracy_presence_shape"):
-    print(f"{key}: trained {result['trained'].get(key, float('nan')):.3f}, base {result['base'].get(key, float('nan')):.3f}, "
-          f"majority {result['majority'].get(key, float('nan')):.3f}")
+    print(f"{key}: trained {summary['trained'].get(key, float('nan')):.3f}, base {summary['base'].get(key, float('nan')):.3f}, "
+          f"majority {summary['majority'].get(key, float('nan')):.3f}")

@@ -77,7 +77,7 @@ def test_only_active_questions_are_discriminated_and_reruns_call_nothing(tmp_pat
     server, disc = stub_disc
     store = CallStore(tmp_path / "calls.sqlite")
     cfg = af.AFConfig(max_iterations=5, seed=1)
-    state = af.run(_rule_skeletons(image), None, [disc], cfg, tmp_path / "out", store=store, progress=False)
+    state = af.filter_questions(_rule_skeletons(image), None, [disc], cfg, tmp_path / "out", store=store, progress=False)
     rows = state["iterations"]
     assert len(rows) >= 2 and sum(r["fooled"] for r in rows) >= 2
     # one discriminator: exactly one call per active question per iteration, none for accepted ones
@@ -100,14 +100,14 @@ def test_only_active_questions_are_discriminated_and_reruns_call_nothing(tmp_pat
             assert [q["options"][i] for i in q["answer"]] == [o for o, g in zip(q["options"], q["origins"]) if g == "correct"]
     assert {q["status"] for q in qs_all(state)} <= {"accepted", "never_fooled"}
     calls = len(server.bodies)
-    again = af.run(_rule_skeletons(image), None, [disc], cfg, tmp_path / "out", store=store, progress=False)
+    again = af.filter_questions(_rule_skeletons(image), None, [disc], cfg, tmp_path / "out", store=store, progress=False)
     assert len(server.bodies) == calls and again == state  # a finished run reruns without a model call
 
 
 def test_killed_run_resumes_to_the_same_result(tmp_path, image, stub_disc, monkeypatch):
     _, disc = stub_disc
     cfg = af.AFConfig(max_iterations=4, seed=2)
-    full = af.run(_rule_skeletons(image), None, [disc], cfg, tmp_path / "full", progress=False)
+    full = af.filter_questions(_rule_skeletons(image), None, [disc], cfg, tmp_path / "full", progress=False)
     assert len(full["iterations"]) >= 2
     real = engine.discriminate
     seen = []
@@ -120,10 +120,10 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, image, stub_disc, monke
 
     monkeypatch.setattr(engine, "discriminate", dies_in_iteration_2)
     with pytest.raises(KeyboardInterrupt):
-        af.run(_rule_skeletons(image), None, [disc], cfg, tmp_path / "killed", progress=False)
+        af.filter_questions(_rule_skeletons(image), None, [disc], cfg, tmp_path / "killed", progress=False)
     assert json.loads((tmp_path / "killed" / "state.json").read_text())["iteration"] == 1
     monkeypatch.setattr(engine, "discriminate", real)
-    resumed = af.run(_rule_skeletons(image), None, [disc], cfg, tmp_path / "killed", progress=False)
+    resumed = af.filter_questions(_rule_skeletons(image), None, [disc], cfg, tmp_path / "killed", progress=False)
     assert resumed["questions"] == full["questions"]  # same seed: identical output
     assert [r["fooled"] for r in resumed["iterations"]] == [r["fooled"] for r in full["iterations"]]
 
@@ -148,7 +148,7 @@ def test_a_garbage_generator_is_rejected_counted_and_survived(tmp_path, image, m
                        correct=[f"right [[reply:{v}]]" if k != "itself" else "RIGHT[[x]]"]) for k, v in replies.items()]
     with OpenAIStub() as server:
         spec = {"backend": "openai", "name": "gen", "base_url": server.url, "api_key_env": "VQALAB_TEST_KEY"}
-        state = af.run(sks, load_model(spec), [load_model({**spec, "name": "disc"})],
+        state = af.filter_questions(sks, load_model(spec), [load_model({**spec, "name": "disc"})],
                        af.AFConfig(max_iterations=1, max_retries=1, paraphrase_threshold=1.0, min_length_ratio=0.0), tmp_path / "o",
                        store=CallStore(tmp_path / "c.sqlite"), progress=False)
     row = state["iterations"][0]
@@ -159,7 +159,7 @@ def test_a_garbage_generator_is_rejected_counted_and_survived(tmp_path, image, m
 
 
 def test_memeqa_export_round_trips(tmp_path, image, tiny_llava):
-    state = af.run(_rule_skeletons(image), None, [tiny_llava], af.AFConfig(max_iterations=2), tmp_path / "o", progress=False)
+    state = af.filter_questions(_rule_skeletons(image), None, [tiny_llava], af.AFConfig(max_iterations=2), tmp_path / "o", progress=False)
     items = af.final_items(state)
     export_memeqa(items, tmp_path / "m.json")
     back = import_memeqa(tmp_path / "m.json", image_dir=str(tmp_path))

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from lib import analysis, annotate, collect, plots
+from lib.io import read_yesbut_annotations
 from lib.report import build_report
 
 from .conftest import SHARED_DATA
@@ -81,7 +82,7 @@ def test_human_eval_tidy_table_and_figure14():
 
 @needs_yesbut
 def test_topics_of_the_half_descriptions_are_deterministic():
-    halves = collect.read_yesbut_annotations(YESBUT / "YesBut_Stage2_Annotation.csv").values()
+    halves = read_yesbut_annotations(YESBUT / "YesBut_Stage2_Annotation.csv").values()
     docs = [h[k] for h in list(halves)[:120] for k in ("left_description", "right_description")]
     info, ids = analysis.topics(docs, seed=0, min_topic_size=8)
     again, ids2 = analysis.topics(docs, seed=0, min_topic_size=8)

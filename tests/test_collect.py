@@ -6,7 +6,8 @@ import pytest
 from PIL import Image
 
 from lib import collect
-from lib.annotate import figure3_counts
+from lib.analysis import figure3_counts
+from lib.io import read_yesbut_annotations
 
 from .conftest import SHARED_DATA
 
@@ -80,7 +81,7 @@ def test_figure3_counts_match_the_annotation_csv():
     import pandas as pd
 
     raw = pd.read_csv(YESBUT / "YesBut_Stage2_Annotation.csv")
-    table = pd.DataFrame(collect.read_yesbut_annotations(YESBUT / "YesBut_Stage2_Annotation.csv").values())
+    table = pd.DataFrame(read_yesbut_annotations(YESBUT / "YesBut_Stage2_Annotation.csv").values())
     counts = figure3_counts(table)
     assert counts["difficulty"].to_dict() == {"EASY": 245, "MEDIUM": 31, "HARD": 7}
     assert counts["difficulty"].to_dict() == raw["difficulty_in_understanding"].value_counts().to_dict()

@@ -46,7 +46,7 @@ def finished(datasets, tmp_path_factory):
 
         os.environ["VQALAB_JUDGE_KEY"] = "sk-test"
         judge = {"backend": "openai", "name": "judge", "base_url": judge_server.url, "api_key_env": "VQALAB_JUDGE_KEY"}
-        summary = E.evaluate(_config(datasets, judge=judge), out, store=store, progress=False)
+        summary = E.run(_config(datasets, judge=judge), out, store=store, progress=False)
     return out, store, summary
 
 
@@ -144,10 +144,10 @@ def test_a_killed_evaluation_resumes_without_repeating_calls(datasets, tmp_path)
         items = load_items(datasets["mcq"])
         E.predict("tiny", model, items[:5], datasets["mcq"], "zero_shot", cfg, store, progress=False)  # then "killed"
         first = sum(calls)
-        E.evaluate(cfg, tmp_path / "out", store=store, progress=False)
+        E.run(cfg, tmp_path / "out", store=store, progress=False)
         assert first == 5 and sum(calls) - first == len(items) - 5 + len(load_items(datasets["vqa"]))
         calls.clear()
-        E.evaluate(cfg, tmp_path / "out", store=store, progress=False)
+        E.run(cfg, tmp_path / "out", store=store, progress=False)
         assert sum(calls) == 0  # a finished evaluation reruns from the cache alone
     finally:
         HFModel._generate = original
@@ -174,7 +174,7 @@ def test_garbage_from_an_api_model_is_counted_never_fatal(tmp_path, monkeypatch)
         spec = {"backend": "openai", "name": "api", "base_url": server.url, "api_key_env": "VQALAB_TEST_KEY"}
         cfg = E.EvalConfig(datasets={"g": str(folder)}, models={"api": spec}, styles=["zero_shot"], constrain=False,
                            n_resamples=50)
-        E.evaluate(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
+        E.run(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
     preds = {p["item_id"]: p for p in read_jsonl(tmp_path / "out" / "predictions.jsonl")}
     assert len(preds) == len(items)
     assert {k for k, p in preds.items() if not p["valid"]} == {"empty", "spaces", "chinese", "two letters", "prose",

@@ -13,11 +13,11 @@ STAGES = ("setup", "collect", "annotate", "af", "scrapbook", "train", "evaluate"
 # Layers from the bottom; a module may import its own layer or any layer below it.
 LAYERS = [
     {"paths", "schema"},
-    {"answers", "provenance", "io", "store"},
+    {"answers", "provenance", "io", "store", "artifacts", "config"},
     {"models"},
-    {"tasks", "panels", "metrics", "plots"},
+    {"tasks", "panels", "metrics", "plots", "report"},
     set(STAGES),
-    {"pipeline", "report"},
+    {"pipeline"},
 ]
 
 

@@ -62,7 +62,7 @@ def test_a_task_defined_outside_lib_is_evaluated_and_rescored(toy, tmp_path):
     cfg = E.EvalConfig(datasets={"toy": str(folder)}, models={"tiny": TINY}, styles=["zero_shot", "cot"],
                        max_new_tokens=4, cot_max_new_tokens=4, n_resamples=50)
     out = tmp_path / "eval"
-    E.evaluate(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     preds = list(read_jsonl(out / "predictions.jsonl"))
     assert len(preds) == 2 * len(items) and {p["task"] for p in preds} == {Colour.name}
     # constrained to the task's closed set: every answer is one of its colours

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lib import config
 from lib.af import rules
 from lib.af.skeletons import LLM_TYPES, Skeleton, prompts
 from lib.io import write_json
@@ -50,26 +51,47 @@ def options_schema(n: int) -> dict:
 
 
 @dataclass
-class AFConfig:
+class AFConfig(config.StageConfig):
+    """Stage 03: where the skeletons come from, the models, and the loop's settings."""
+
+    seed: int = 0  # option shuffles and generation seeds
+    skeletons_from: str = "annotations"  # "annotations" (stage 02) or a MemeQA JSON path
+    memeqa_images: str = ""  # the images folder of a MemeQA JSON
+    max_skeletons: int = 0  # 0: all
+    generator: dict = field(default_factory=lambda: {"backend": "tiny", "name": "smollm2"})  # any text LLM
+    discriminators: list[dict] = field(default_factory=lambda: [{"backend": "tiny", "name": "llava"}])  # VLM specs
+    blind_model: dict = field(default_factory=lambda: {"backend": "tiny", "name": "smollm2"})  # text-only pass ({}: none)
     n_options: int = 4  # options per question, "None of the above" included when enabled
     none_of_the_above: bool = True
     nota_position: str = "random"  # "last" (the released data's D - a shortcut) or "random"
-    max_iterations: int = 20
+    max_iterations: int = 20  # the seed ran 20 fixed iterations
     stable_tol: float = 0.01
-    patience: int = 0
+    patience: int = 0  # stop when accuracy changed by < stable_tol for this many iterations (0: off)
     max_retries: int = 2  # extra generator calls per question and iteration after an invalid reply
     paraphrase_threshold: float = 0.9
     min_length_ratio: float = 0.4  # generated distractors need >= this share of the correct options' words
     combine: str = "vote"  # several discriminators: "vote" (majority right = not fooled) or "all" (all must be fooled)
     max_new_tokens: int = 96
     temperature: float = 0.0
-    seed: int = 0
 
     def __post_init__(self):
         if self.nota_position not in ("last", "random"):
             raise ValueError(f"AFConfig.nota_position must be 'last' or 'random', got {self.nota_position!r}")
         if self.combine not in ("vote", "all"):
             raise ValueError(f"AFConfig.combine must be 'vote' or 'all', got {self.combine!r}")
+
+    def check(self, source: str) -> None:
+        config.check_model_spec(self.generator, f"{source}: generator", allow_empty=True)
+        config.check_model_spec(self.blind_model, f"{source}: blind_model", allow_empty=True)
+        if not self.discriminators:
+            raise config.ParamsError(f"{source}: discriminators needs at least one model spec")
+        for i, spec in enumerate(self.discriminators):
+            config.check_model_spec(spec, f"{source}: discriminators[{i}]")
+
+    def loop_settings(self) -> dict:
+        """What a resumed loop must share with the run it resumes (models and settings, not sources)."""
+        skip = {"skeletons_from", "memeqa_images", "max_skeletons", "blind_model"}
+        return {k: v for k, v in asdict(self).items() if k not in skip}
 
 
 _NOT_TEXT = re.compile(r"[\[\]{}#<>|\\]|\b(?:options|json)\b", re.IGNORECASE)
@@ -242,8 +264,8 @@ def is_right(item: Item, answer) -> bool:
 
 # --- the loop -------------------------------------------------------------------------------------
 
-def run(skeletons: list[Skeleton], generator, discriminators: list, cfg: AFConfig, out: str | Path, store=None,
-        progress: bool = True) -> dict:
+def filter_questions(skeletons: list[Skeleton], generator, discriminators: list, cfg: AFConfig, out: str | Path,
+                     store=None, progress: bool = True) -> dict:
     """Run (or resume) adversarial filtering; writes ``state.json`` after every iteration. Returns the
     final state: ``{"config", "iteration", "questions": {id: QState dict}, "iterations": [rows]}``."""
     from tqdm.auto import tqdm
@@ -253,10 +275,10 @@ def run(skeletons: list[Skeleton], generator, discriminators: list, cfg: AFConfi
     path = out / "state.json"
     if path.exists():
         state = json.loads(path.read_text())
-        if state["config"] != asdict(cfg):
+        if state["config"] != cfg.loop_settings():
             raise ValueError(f"{path} was made with a different AFConfig; delete it or use another output folder")
     else:
-        state = {"config": asdict(cfg), "iteration": 0, "done": False, "iterations": [],
+        state = {"config": cfg.loop_settings(), "iteration": 0, "done": False, "iterations": [],
                  "questions": {s.id: asdict(QState(skeleton=s.to_dict())) for s in skeletons}}
     pool = rules.Pool.from_skeletons([Skeleton(**q["skeleton"]) for q in state["questions"].values()])
     bar = tqdm(total=cfg.max_iterations, initial=state["iteration"], desc="adversarial filtering", unit="iter",

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lib.af.skeletons import Skeleton, prompts
+from lib.schema import SENTIMENTS
 
-SENTIMENTS = ("positive", "neutral", "negative")
 OPPOSITE = {"positive": ("negative",), "negative": ("positive",), "neutral": ("positive", "negative")}
 
 

@@ -4,6 +4,7 @@ templated questions in four forms, validation levels). Paper: ../shared/seeds/00
     from lib.scrapbook import ScrapbookParams, generate
     stats = generate(ScrapbookParams(n_sets=1), "outputs/demo/04_scrapbook")
 
+The stage: ``run(ScrapbookConfig(...), out)`` or ``python -m lib.scrapbook --params FILE --out DIR``.
 Cluster runs: ``python -m lib.scrapbook --params FILE --out DIR --shard i --num-shards k`` per
 shard, then ``python -m lib.scrapbook merge --out DIR SHARD_DIR...``. Modules: objects (shapes,
 cut-outs), layout (regions, relations, placement), questions (queries, answers, paraphrases),
@@ -11,5 +12,6 @@ generate (sets, units, streaming writer, summary, merge).
 """
 
 from lib.scrapbook.generate import ScrapbookParamError, ScrapbookParams, Summary, generate, merge
+from lib.scrapbook.stage import ScrapbookConfig, run
 
-__all__ = ["ScrapbookParamError", "ScrapbookParams", "Summary", "generate", "merge"]
+__all__ = ["ScrapbookConfig", "ScrapbookParamError", "ScrapbookParams", "Summary", "generate", "merge", "run"]

@@ -1,10 +1,12 @@
-"""Command line for cluster runs.
+"""Command line: the stage, and sharded generation for cluster runs.
 
-    python -m lib.scrapbook --params params/04_scrapbook.unique_all.yaml --out DIR [--shard i --num-shards k]
+    python -m lib.scrapbook --params params/04_scrapbook.demo.yaml --out outputs/demo/04_scrapbook   # the stage
+    python -m lib.scrapbook --params params/04_scrapbook.unique_all.yaml --out DIR --shard i --num-shards k
     python -m lib.scrapbook merge --out DIR SHARD_DIR [SHARD_DIR ...]
 
-The params file is flat YAML whose keys are :class:`ScrapbookParams` fields (a stage params file
-of the pipeline works as it is; ``run`` is ignored).
+Without ``--shard``/``--num-shards`` this is stage 04 (:func:`lib.scrapbook.stage.run`: datasets,
+figures, summary, provenance). With them it writes one shard's dataset folder into ``DIR``; the
+params are :class:`ScrapbookParams` fields (a stage params file works as it is; ``run`` is ignored).
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ from pathlib import Path
 
 import yaml
 
+from lib import config
 from lib.scrapbook.generate import ScrapbookParamError, ScrapbookParams, generate, merge
+from lib.scrapbook.stage import ScrapbookConfig, run
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != ["merge"] and not any(a.startswith(("--shard", "--num-shards")) for a in argv):
+        return config.main("python -m lib.scrapbook", ScrapbookConfig, run, argv, description="Stage 04: Scrapbook.")
     if argv[:1] == ["merge"]:
         ap = argparse.ArgumentParser(prog="python -m lib.scrapbook merge")
         ap.add_argument("--out", required=True)
@@ -36,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--seed", type=int, help="overrides the file's seed")
         args = ap.parse_args(argv)
         data = yaml.safe_load(Path(args.params).read_text()) or {}
-        data.pop("run", None)
+        for key in ("run", "sets", "n_preview"):  # pipeline and stage keys: no generator parameters
+            data.pop(key, None)
         if args.seed is not None:
             data["seed"] = args.seed
         try:

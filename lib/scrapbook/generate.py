@@ -34,6 +34,7 @@ from pathlib import Path
 
 from PIL import Image, ImageOps
 
+from lib.config import ParamsError
 from lib.scrapbook import questions as Q
 from lib.scrapbook.layout import Placer, region_of, regions, relation
 from lib.scrapbook.objects import ObjectSpec, draw_shape, load_cutout, vocabulary
@@ -43,7 +44,7 @@ OPPOSITE = {"upper left": "lower right", "above": "below", "upper right": "lower
             "right": "left", "lower left": "upper right", "below": "above", "lower right": "upper left"}
 
 
-class ScrapbookParamError(ValueError):
+class ScrapbookParamError(ParamsError):
     """An invalid generator parameter, named, raised before anything is generated."""
 
 
@@ -86,8 +87,9 @@ class ScrapbookParams:
             raise ScrapbookParamError(f"{source}: unknown Scrapbook parameter(s) {unknown}; known: {sorted(known)}")
         return cls(**d)
 
-    def validate(self) -> None:
-        """Fail before generating, naming the parameter at fault."""
+    def validate(self, check_files: bool = True) -> None:
+        """Fail before generating, naming the parameter at fault. ``check_files=False`` checks the
+        values only (a params check on a machine without the data: the folders are not looked at)."""
         v = vocabulary()
         def bad(name, why):
             raise ScrapbookParamError(f"Scrapbook parameter {name}={getattr(self, name)!r}: {why}")
@@ -122,14 +124,14 @@ class ScrapbookParams:
             for name, pool in (("class_selection", self.shapes), ("color_selection", self.colors)):
                 if getattr(self, name) == "unique" and len(pool) < n:
                     bad(name, f"unique selection needs at least N={n} values, the list has {len(pool)}")
-        if self.objects == "cutouts" and not Path(self.cutouts_dir).is_dir():
+        if self.objects == "cutouts" and check_files and not Path(self.cutouts_dir).is_dir():
             bad("cutouts_dir", "objects=cutouts needs a folder of <class>/<file>.png cut-outs")
-        if self.objects == "coco":
+        if self.objects == "coco" and check_files:
             if not Path(self.coco_images).is_dir():
                 bad("coco_images", "objects=coco needs the COCO images folder (e.g. val2017/)")
             if not Path(self.coco_annotations).is_file():
                 bad("coco_annotations", "objects=coco needs the instances JSON (e.g. instances_val2017.json)")
-        if self.backgrounds not in ("plain", "samples") and not Path(self.backgrounds).is_dir():
+        if self.backgrounds not in ("plain", "samples") and check_files and not Path(self.backgrounds).is_dir():
             bad("backgrounds", "must be plain, samples, or an existing folder of images")
         for name, allowed in (("types", Q.TYPES), ("groups", ("np", "abs", "rel")), ("forms", Q.FORMS)):
             chosen = getattr(self, name)

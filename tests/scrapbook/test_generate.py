@@ -214,7 +214,14 @@ def test_cli_generates_and_reports_bad_params(tmp_path):
     r = subprocess.run([sys.executable, "-m", "lib.scrapbook", "--params", str(good), "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["images"] == len(list((tmp_path / "o" / "images").iterdir()))
+    dataset = tmp_path / "o" / "datasets" / "scrapbook"  # the stage's layout, as notebook 04 writes it
+    assert json.loads(r.stdout)["images"] == len(list((dataset / "images").iterdir()))
+    written = {p.name for p in (tmp_path / "o").iterdir()}
+    assert {"provenance.json", "summary.json", "figures", "datasets"} <= written
+    shard = subprocess.run([sys.executable, "-m", "lib.scrapbook", "--params", str(good), "--out", str(tmp_path / "s"),
+                            "--shard", "0", "--num-shards", "2"], capture_output=True, text=True, timeout=300)
+    assert shard.returncode == 0, shard.stderr
+    assert 0 < json.loads(shard.stdout)["images"] < json.loads(r.stdout)["images"]  # a shard: the dataset folder only
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**SMALL, "objects_per_image": 9}))
     r = subprocess.run([sys.executable, "-m", "lib.scrapbook", "--params", str(bad), "--out", str(tmp_path / "b")],

@@ -1,0 +1,10 @@
+"""``python -m lib.af --params FILE --out DIR``: stage 03 from the command line."""
+
+import sys
+
+from lib import config
+from lib.af.engine import AFConfig
+from lib.af.stage import run
+
+if __name__ == "__main__":
+    sys.exit(config.main("python -m lib.af", AFConfig, run, description="Stage 03: adversarial filtering."))

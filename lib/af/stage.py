@@ -1,0 +1,61 @@
+"""Stage 03 as one call: skeletons, the filtering loop, the blind check, the dataset and exports.
+
+    run(AFConfig(max_iterations=2), out)                  # what notebook 03 does
+    python -m lib.af --params params/03_adversarial_filter.demo.yaml --out outputs/demo/03_adversarial_filter
+
+Writes ``state.json`` (resumable), ``iterations.csv``, ``datasets/adversarial/`` (the filtered
+questions, a dataset folder 06 evaluates), ``memeqa.json`` (MemeQA's format), a figure of the
+iterations, ``summary.json`` and ``provenance.json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lib import artifacts as A
+from lib import config, plots
+from lib.af.engine import AFConfig, blind_check, filter_questions, final_items
+from lib.af.skeletons import from_annotations, from_memeqa
+from lib.io import AnnotationStore, dataset_info, export_memeqa, save_dataset
+from lib.models import load_model
+from lib.store import CallStore
+
+
+def skeletons_of(cfg: AFConfig, run_folder: str | Path) -> tuple[list, list]:
+    """The skeleton questions (from 02's annotations of 01's images, or a MemeQA JSON) and the ids
+    skipped for having no correct option to keep."""
+    if cfg.skeletons_from == "annotations":
+        images = {r["id"]: r["path"] for r in A.read_manifest(run_folder)}
+        skeletons, skipped = from_annotations(AnnotationStore(A.annotations_path(run_folder)).table(), images), []
+    else:
+        skeletons, skipped = from_memeqa(cfg.skeletons_from, cfg.memeqa_images)
+    return (skeletons[:cfg.max_skeletons] if cfg.max_skeletons else skeletons), skipped
+
+
+def run(cfg: AFConfig, out: str | Path, store: CallStore | None = None, progress: bool = True) -> dict:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = store if store is not None else CallStore.default()
+    skeletons, skipped = skeletons_of(cfg, out.parent)
+    generator = load_model(cfg.generator) if cfg.generator else None
+    state = filter_questions(skeletons, generator, [load_model(d) for d in cfg.discriminators], cfg, out,
+                             store=store, progress=progress)
+    iterations = pd.DataFrame(state["iterations"])
+    iterations.to_csv(out / A.ITERATIONS, index=False)
+    if len(iterations):
+        fig, _ = plots.af_curves(iterations)
+        plots.save(fig, out / A.FIGURES, "iterations", close=True)
+    items = final_items(state)
+    if cfg.blind_model and items:
+        for item, answerable in zip(items, blind_check(load_model(cfg.blind_model), items, store)):
+            item.meta["blind_answerable"] = answerable
+    folder = A.dataset_folder(out, A.AF_DATASET)
+    save_dataset(folder, items, dataset_info("adversarial-filter", provenance={"skeletons": cfg.skeletons_from}))
+    export_memeqa(items, out / A.MEMEQA_EXPORT)
+    summary = {"skeletons": len(skeletons), "skipped_skeletons": len(skipped), "questions": len(items),
+               "fooled": sum(bool(i.meta["fooled"]) for i in items),
+               "blind_answerable": sum(bool(i.meta.get("blind_answerable")) for i in items),
+               "iterations": len(iterations), "dataset": str(folder)}
+    return config.finish(out, A.AF, cfg, summary)

@@ -1,0 +1,129 @@
+"""The run layout: what each stage writes where, and readers for what later stages consume.
+
+One run is one folder, ``outputs/<run>/``, with one subfolder per stage. The file names below are
+each stage's published contract: the stage writes them, and later stages, notebooks and the report
+read them only through these readers (a stage module never imports another stage). Dataset folders
+always sit at ``<stage>/datasets/<name>/`` (items.jsonl + images/ + dataset.json).
+
+A params value ``stage:NN_stage/sub/path`` names a path inside the run folder (e.g.
+``stage:04_scrapbook/datasets/scrapbook``), so params files never hold absolute output paths.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from lib.io import read_jsonl
+
+SETUP, COLLECT, ANNOTATE, AF, SCRAPBOOK, TRAIN, EVALUATE, ANALYZE = (
+    "00_setup", "01_collect", "02_annotate", "03_adversarial_filter", "04_scrapbook", "05_train", "06_evaluate",
+    "07_analyze")
+STAGES = (SETUP, COLLECT, ANNOTATE, AF, SCRAPBOOK, TRAIN, EVALUATE, ANALYZE)
+
+SUMMARY = "summary.json"  # every stage: its headline numbers
+PROVENANCE = "provenance.json"  # every stage: date, git SHA, resolved config, seed, versions
+DATASETS = "datasets"  # every stage that makes datasets: datasets/<name>/
+FIGURES = "figures"
+TABLES = "tables"
+
+# file names per stage (the writer uses them too)
+PROBE = "probe.csv"  # 00
+SAMPLE_IMAGES = "images"  # 00
+MANIFEST = "manifest.jsonl"  # 01
+COLLECT_REPORT = "report.json"  # 01
+ANNOTATIONS = "annotations.jsonl"  # 02
+AGREEMENT = "agreement.csv"  # 02
+VARIANTS = "variants.jsonl"  # 02
+LABEL_STUDIO = "label_studio.json"  # 02
+ITERATIONS = "iterations.csv"  # 03
+AF_STATE = "state.json"  # 03
+MEMEQA_EXPORT = "memeqa.json"  # 03
+AF_DATASET = "adversarial"  # 03's dataset name
+SCRAPBOOK_DATASET = "scrapbook"  # 04's main dataset name
+CURVE = "curve.csv"  # 05
+BEST, LAST, CHECKPOINT = "best", "last", "checkpoint"  # 05
+PREDICTIONS = "predictions.jsonl"  # 06
+JUDGEMENTS = "judgements.jsonl"  # 06
+METRICS, LEVELS, ERRORS = "metrics.csv", "levels.csv", "errors.csv"  # 06
+EVAL_CONFIG = "config.json"  # 06
+REPORT = "report.html"  # 07, at the run folder's root
+
+
+def stage_folder(run_folder: str | Path, stage: str) -> Path:
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
+    return Path(run_folder) / stage
+
+
+def dataset_folder(stage_out: str | Path, name: str) -> Path:
+    """Where a stage puts its dataset ``name``: ``<stage folder>/datasets/<name>``."""
+    return Path(stage_out) / DATASETS / name
+
+
+def datasets_of(run_folder: str | Path, stage: str) -> dict[str, Path]:
+    """Every dataset folder a stage of this run wrote, by name."""
+    root = stage_folder(run_folder, stage) / DATASETS
+    return {p.name: p for p in sorted(root.iterdir()) if (p / "items.jsonl").exists()} if root.is_dir() else {}
+
+
+def resolve(ref: str, run_folder: str | Path) -> str:
+    """``stage:04_scrapbook/datasets/scrapbook`` -> that path in the run folder; other paths unchanged."""
+    if not isinstance(ref, str) or not ref.startswith("stage:"):
+        return ref
+    stage, _, sub = ref[len("stage:"):].partition("/")
+    return str(stage_folder(run_folder, stage) / sub)
+
+
+def resolve_spec(spec: dict, run_folder: str | Path) -> dict:
+    """A model spec whose ``name`` may be a ``stage:`` path of this run (e.g. 05's weights)."""
+    return {**spec, "name": resolve(spec["name"], run_folder)} if "name" in spec else dict(spec)
+
+
+def _need(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: {what}")
+    return path
+
+
+# --- readers ----------------------------------------------------------------------------------------
+
+def read_manifest(run_folder: str | Path) -> list[dict]:
+    """01's manifest: one record per collected image."""
+    return list(read_jsonl(_need(stage_folder(run_folder, COLLECT) / MANIFEST, "run stage 01_collect first")))
+
+
+def annotations_path(run_folder: str | Path) -> Path:
+    """02's append-only annotation file (open it with :class:`lib.io.AnnotationStore`)."""
+    return stage_folder(run_folder, ANNOTATE) / ANNOTATIONS
+
+
+def read_variants(run_folder: str | Path) -> list[dict]:
+    """02's style variants (empty when the stage made none)."""
+    path = stage_folder(run_folder, ANNOTATE) / VARIANTS
+    return list(read_jsonl(path)) if path.exists() else []
+
+
+def read_summary(run_folder: str | Path, stage: str) -> dict | None:
+    """A stage's ``summary.json`` (None when the stage has not run)."""
+    path = stage_folder(run_folder, stage) / SUMMARY
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def read_table(run_folder: str | Path, stage: str, name: str) -> pd.DataFrame | None:
+    """A CSV table a stage wrote (``METRICS``, ``ITERATIONS``, ``CURVE``...); None when absent."""
+    path = stage_folder(run_folder, stage) / name
+    return pd.read_csv(path) if path.exists() else None
+
+
+def read_records(run_folder: str | Path, stage: str, name: str) -> list[dict]:
+    """A JSONL file a stage wrote (``PREDICTIONS``, ``JUDGEMENTS``...); empty when absent."""
+    path = stage_folder(run_folder, stage) / name
+    return list(read_jsonl(path)) if path.exists() else []
+
+
+def read_json(run_folder: str | Path, stage: str, name: str) -> dict | None:
+    path = stage_folder(run_folder, stage) / name
+    return json.loads(path.read_text()) if path.exists() else None

@@ -1,0 +1,113 @@
+"""One contract per stage: the config dataclass is the single source of defaults, params are
+checked to the nested value with the file and key named, and each stage's command line writes
+what its notebook writes."""
+
+import ast
+import json
+import subprocess
+import sys
+import typing
+from dataclasses import fields
+
+import papermill
+import pytest
+import yaml
+
+from lib import artifacts as A
+from lib import pipeline
+from lib.config import ParamsError, StageConfig
+from lib.evaluate import EvalConfig
+from lib.paths import NOTEBOOKS, PARAMS
+from lib.scrapbook import ScrapbookConfig
+
+_NAMES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
+
+
+def _base(tp):
+    """The outer type of an annotation: ``list[str]`` -> list, ``dict | None`` -> {dict, None}."""
+    if typing.get_origin(tp) in (typing.Union, __import__("types").UnionType):
+        return {_base(a) for a in typing.get_args(tp)} - {None} | ({None} if type(None) in typing.get_args(tp) else set())
+    return typing.get_origin(tp) or (None if tp is type(None) else tp)
+
+
+@pytest.mark.parametrize("stage", A.STAGES)
+def test_every_notebook_parameter_is_a_config_field_with_its_default_or_a_declared_smoke_value(stage):
+    cls = pipeline.STAGE_CONFIGS[stage]
+    declared = papermill.inspect_notebook(str(NOTEBOOKS / f"{stage}.ipynb"))
+    hints = typing.get_type_hints(cls)
+    defaults = cls.defaults()
+    names = {f.name for f in fields(cls)}
+    for name, p in declared.items():
+        if name == "run":  # where the run goes: the pipeline's, not the stage's
+            continue
+        assert name in names, f"{stage}: notebook parameter {name!r} is no field of {cls.__name__}"
+        nb_type = _NAMES[p["inferred_type_name"]]
+        allowed = _base(hints[name])
+        allowed = allowed if isinstance(allowed, set) else {allowed}
+        assert nb_type in allowed or (nb_type is int and float in allowed), \
+            f"{stage}: {name} is {p['inferred_type_name']} in the notebook, {hints[name]} in {cls.__name__}"
+        value = ast.literal_eval(p["default"])
+        if value != defaults.get(name, object()):
+            assert "smoke" in (p["help"] or ""), (
+                f"{stage}: {name} = {value!r} in the notebook but {defaults.get(name)!r} in {cls.__name__}; "
+                f"use the config's default or say why in a '# smoke: ...' comment")
+
+
+def test_a_nested_value_at_fault_is_named_with_its_file_and_key():
+    with pytest.raises(ParamsError, match=r"06\.yaml: models\.trained\.backend must be one of"):
+        EvalConfig.from_params({"models": {"trained": {"backend": "hff", "name": "x"}}}, source="06.yaml")
+    with pytest.raises(ParamsError, match=r"06\.yaml: parameter 'styles'\[1\] must be str"):
+        EvalConfig.from_params({"styles": ["zero_shot", 3]}, source="06.yaml")
+    with pytest.raises(ParamsError, match=r"06\.yaml: parameter 'models'\.a must be dict"):
+        EvalConfig.from_params({"models": {"a": "tiny"}}, source="06.yaml")
+    with pytest.raises(ParamsError, match=r"04\.yaml: sets\.train: .*objects_per_image=9"):
+        ScrapbookConfig.from_params({"sets": {"train": {"objects_per_image": 9}}}, source="04.yaml")
+    with pytest.raises(ParamsError, match=r"api_key_env"):
+        EvalConfig.from_params({"judge": {"backend": "openai", "name": "j", "api_key": "sk-123"}}, source="06.yaml")
+    with pytest.raises(ParamsError, match=r"unknown parameter\(s\) \['judge_model'\]"):
+        EvalConfig.from_params({"judge_model": {}}, source="06.yaml")
+
+
+def test_pipeline_check_validates_nested_values_of_the_shipped_profile(tmp_path):
+    params = tmp_path / "params"
+    params.mkdir()
+    for p in PARAMS.glob("*.demo.yaml"):
+        (params / p.name).write_text(p.read_text())
+    assert pipeline.plan("demo", params_dir=params)  # the shipped demo passes
+    bad = yaml.safe_load((params / "06_evaluate.demo.yaml").read_text())
+    bad["models"]["untrained"]["backend"] = "tinny"
+    (params / "06_evaluate.demo.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(ParamsError, match=r"06_evaluate\.demo\.yaml: models\.untrained\.backend"):
+        pipeline.plan("demo", params_dir=params)
+
+
+def test_every_stage_config_is_a_stage_config_with_a_command_line():
+    for stage, cls in pipeline.STAGE_CONFIGS.items():
+        assert issubclass(cls, StageConfig), stage
+        cls.from_params({}, source="defaults") if stage not in (A.TRAIN,) else None  # defaults are valid
+    with pytest.raises(ParamsError, match="dataset must name a dataset folder"):
+        pipeline.STAGE_CONFIGS[A.TRAIN].from_params({}, source="defaults")
+
+
+def _files(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def test_the_command_line_writes_what_the_notebook_writes(tmp_path, monkeypatch):
+    """Stage 01 both ways on the demo source: the same files, a summary and the provenance."""
+    monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path / "outputs"))
+    nb_out = tmp_path / "outputs" / "nb"
+    (nb_out / "executed").mkdir(parents=True)
+    papermill.execute_notebook(str(NOTEBOOKS / "01_collect.ipynb"), str(nb_out / "executed" / "01.ipynb"),
+                               parameters={"run": "nb"}, kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False)
+    params = tmp_path / "01.yaml"
+    params.write_text(yaml.safe_dump({"sources": [{"kind": "demo"}]}))
+    cli_out = tmp_path / "outputs" / "cli" / A.COLLECT
+    r = subprocess.run([sys.executable, "-m", "lib.collect", "--params", str(params), "--out", str(cli_out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert _files(nb_out / A.COLLECT) == _files(cli_out)
+    assert {"summary.json", "provenance.json", "manifest.jsonl"} <= set(_files(cli_out))
+    summary = json.loads((cli_out / "summary.json").read_text())
+    assert summary == json.loads(r.stdout) and summary["manifest"] > 0
+    assert json.loads((cli_out / "provenance.json").read_text())["params"]["sources"] == [{"kind": "demo"}]
