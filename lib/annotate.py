@@ -19,11 +19,8 @@ the store holds.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,14 +28,18 @@ import numpy as np
 import pandas as pd
 import yaml
 from PIL import Image, ImageFilter, ImageOps
+from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib import config, plots
-from lib.io import AnnotationStore, append_jsonl, load_image, read_jsonl, write_json, write_jsonl
-from lib.schema import CATEGORICAL, FIELD_BY_NAME, FIELDS, AnnotationField
-from lib.models import load_model
+from lib.io import AnnotationStore, load_image, write_json, write_jsonl
+from lib.models import Request, generate, load_model
+from lib.models.api import response_image
+from lib.panels import compose, split
 from lib.paths import ROOT
+from lib.schema import CATEGORICAL, FIELD_BY_NAME, FIELDS
 from lib.store import CallStore
+from lib.tasks import prompts
 
 def load_annotation_file(path: str | Path, store: AnnotationStore, annotator: str | None = None,
                          names: dict[str, str] | None = None) -> int:
@@ -147,10 +148,6 @@ def preannotate(model, records: list[dict], store: AnnotationStore, call_store=N
                 progress: bool = True) -> int:
     """Draft descriptions with any VLM backend: "Describe the image" for each half and the YesBut
     WHYFUNNY prompt for the whole. Saved as ``source="machine:<model>"``, annotator = the model name."""
-    from lib.models import Request, generate
-    from lib.panels import split
-    from lib.tasks import prompts  # the YesBut prompt block
-
     p = prompts()["yesbut"]
     reqs, keys = [], []
     for r in records:
@@ -204,67 +201,36 @@ def stylize_local(image: Image.Image, style: str, size: int = 512) -> Image.Imag
     raise ValueError(f"unknown style {style!r}; styles: STICK, 3D")
 
 
-class ImageAPI:
-    """An OpenAI-compatible images API (``images.generate``) with results cached on disk by
-    (model, prompt, size) and the cost of each new image recorded. Keys come from the environment
-    variable named by ``api_key_env``."""
-
-    def __init__(self, model: str, cache: str | Path, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 size: str = "1024x1024", cost_per_image: float = 0.04):
-        import os
-
-        from openai import OpenAI
-
-        key = os.environ.get(api_key_env)
-        if not key:
-            raise RuntimeError(f"the images API needs a key in the environment variable {api_key_env!r}")
-        self.client = OpenAI(base_url=base_url, api_key=key)
-        self.model, self.size, self.cost_per_image = model, size, cost_per_image
-        self.cache = Path(cache)
-        self.cache.mkdir(parents=True, exist_ok=True)
-        self.calls = 0
-        self.cost_usd = 0.0
-
-    def generate(self, prompt: str) -> Image.Image:
-        import io
-
-        key = hashlib.sha256(json.dumps([self.model, prompt, self.size]).encode()).hexdigest()[:24]
-        path = self.cache / f"{key}.png"
-        if not path.exists():
-            r = self.client.images.generate(model=self.model, prompt=prompt, size=self.size, response_format="b64_json", n=1)
-            Image.open(io.BytesIO(base64.b64decode(r.data[0].b64_json))).convert("RGB").save(path)
-            self.calls += 1
-            self.cost_usd += self.cost_per_image
-            append_jsonl(self.cache / "costs.jsonl", [{"key": key, "model": self.model, "prompt": prompt,
-                                                      "cost_usd": self.cost_per_image, "time": time.time()}])
-        return Image.open(path).convert("RGB")
-
-
-def style_variants(records: list[dict], descriptions: dict[str, dict], out: str | Path, api: ImageAPI | None = None,
+def style_variants(records: list[dict], descriptions: dict[str, dict], out: str | Path, model=None, store=None,
                    stages=(3, 4), progress: bool = True) -> list[dict]:
     """For each two-panel image with left/right descriptions, generate STICK (stage 3) and 3D (stage 4)
-    halves - through ``api`` with the paper's prompts, or :func:`stylize_local` offline - and compose
-    every left/right style combination of those stages. Returns one record per combined image."""
-    from tqdm.auto import tqdm
-
-    from lib.panels import compose, split
-
+    halves - through an images ``model`` (an ``openai`` spec with ``endpoint: images``) with the
+    paper's prompts, all in one cached, costed batch, or by :func:`stylize_local` offline - and
+    compose every left/right style combination of those stages. Returns one record per image."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     combos = (STAGE3 if 3 in stages else []) + (STAGE4 if 4 in stages else [])
+    styles = sorted({s for pair in combos for s in pair} - {"ORIG"})
+    halves, asks = {}, []
+    for r in records:
+        halves[r["id"]] = dict(zip(("left", "right"), split(load_image(r["path"]))))
+        for side in ("left", "right"):
+            text = descriptions.get(r["id"], {}).get(f"{side}_description")
+            for style in styles:
+                if model is not None and text:
+                    asks.append(((r["id"], side, style), PROMPTS[style].format(description=text)))
+    drawn = {}
+    if asks:
+        responses = generate(model, [Request.simple(prompt) for _, prompt in asks], store=store, progress=progress,
+                             desc=f"style variants ({model.name})")
+        drawn = {key: response_image(resp) for (key, _), resp in zip(asks, responses)}
     made = []
     for r in tqdm(records, desc="style variants", unit="image", disable=not progress):
-        desc = descriptions.get(r["id"], {})
-        image = load_image(r["path"])
-        halves = dict(zip(("left", "right"), split(image)))
-        versions = {("left", "ORIG"): halves["left"], ("right", "ORIG"): halves["right"]}
+        h = halves[r["id"]]
+        versions = {("left", "ORIG"): h["left"], ("right", "ORIG"): h["right"]}
         for side in ("left", "right"):
-            for style in {s for pair in combos for s in pair} - {"ORIG"}:
-                text = desc.get(f"{side}_description")
-                if api is not None and text:
-                    versions[(side, style)] = api.generate(PROMPTS[style].format(description=text))
-                else:
-                    versions[(side, style)] = stylize_local(halves[side], style)
+            for style in styles:
+                versions[(side, style)] = drawn.get((r["id"], side, style)) or stylize_local(h[side], style)
         for left, right in combos:
             stage = 3 if (left, right) in STAGE3 else 4
             stem = r.get("name") or r["id"]
@@ -272,7 +238,7 @@ def style_variants(records: list[dict], descriptions: dict[str, dict], out: str 
             compose(versions[("left", left)], versions[("right", right)], height=384).save(out / name)
             made.append({"id": f"{stem}-{left}-{right}", "path": str(out / name), "original": r["id"],
                          "left_style": left, "right_style": right, "stage": stage,
-                         "generator": api.model if api is not None else "local-stylizer"})
+                         "generator": model.name if model is not None and asks else "local-stylizer"})
     return made
 
 
@@ -341,8 +307,6 @@ class AnnotationWidget:
         return buf.getvalue()
 
     def render(self) -> None:
-        from lib.panels import split
-
         r = self.records[self.index]
         image = load_image(r["path"])
         for w, im in zip(self.images, (image, *split(image))):
@@ -407,12 +371,16 @@ class AnnotateConfig(config.StageConfig):
     fields: list[str] = field(default_factory=list)  # the widget's fields (empty: all of FIELDS)
     preannotate_model: dict = field(default_factory=dict)  # VLM drafting descriptions ({}: none)
     preannotate_max_new_tokens: int = 24
-    variants_api: dict = field(default_factory=dict)  # images API, e.g. {model: dall-e-3, api_key_env: ...}; {}: local
+    variants_model: dict = field(default_factory=dict)  # an images API spec ({backend: openai, endpoint: images,
+    #   name: dall-e-3, api_key_env: OPENAI_API_KEY, price_per_image: 0.04}); {}: the local stylizer
     variant_labels_file: str = ""  # satirical labels of the variants (empty: label them with the widget)
     stages: list[int] = field(default_factory=lambda: [3, 4])  # which style stages to generate
 
     def check(self, source: str) -> None:
         config.check_model_spec(self.preannotate_model, f"{source}: preannotate_model", allow_empty=True)
+        config.check_model_spec(self.variants_model, f"{source}: variants_model", allow_empty=True)
+        if self.variants_model and self.variants_model.get("endpoint") != "images":
+            raise config.ParamsError(f"{source}: variants_model must be an images API (backend: openai, endpoint: images)")
         unknown = [f for f in self.fields if f not in FIELD_BY_NAME]
         if unknown:
             raise config.ParamsError(f"{source}: fields {unknown} are not annotation fields ({', '.join(FIELD_BY_NAME)})")
@@ -436,20 +404,22 @@ def run(cfg: AnnotateConfig, out: str | Path, call_store=None, progress: bool = 
     panels = panels_to_annotate(manifest)
     store = AnnotationStore(out / A.ANNOTATIONS)
     loaded = drafted = 0
+    call_store = call_store or CallStore.default()
     if cfg.annotations_file and not store.rows()["source"].eq("human").any():
         loaded = load_annotation_file(_project_path(cfg.annotations_file), store, names={r["name"]: r["id"] for r in panels})
     if cfg.preannotate_model and panels:
         model = load_model(cfg.preannotate_model)
         if not store.rows()["source"].eq(f"machine:{model.name}").any():  # a rerun appends no second copy
-            drafted = preannotate(model, panels, store, call_store=call_store or CallStore.default(),
+            drafted = preannotate(model, panels, store, call_store=call_store,
                                   max_new_tokens=cfg.preannotate_max_new_tokens, progress=progress)
     table = agreement(store)
     table.to_csv(out / A.AGREEMENT, index=False)
-    api = ImageAPI(cache=out / "api_cache", **cfg.variants_api) if cfg.variants_api else None
+    images_model = load_model(cfg.variants_model) if cfg.variants_model else None
     first = store.table().drop_duplicates("item").set_index("item")
     descriptions = {i: {k: first.loc[i].get(k) for k in ("left_description", "right_description")} for i in first.index}
     satirical = [r for r in panels if r["label"] == "satirical"]
-    variants = style_variants(satirical, descriptions, out / "variants", api=api, stages=cfg.stages, progress=progress)
+    variants = style_variants(satirical, descriptions, out / "variants", model=images_model, store=call_store,
+                              stages=cfg.stages, progress=progress)
     labels = yaml.safe_load(_project_path(cfg.variant_labels_file).read_text()) if cfg.variant_labels_file else {}
     labelled, unlabelled = apply_labels(variants, labels)
     write_jsonl(out / A.VARIANTS, labelled)
@@ -462,7 +432,7 @@ def run(cfg: AnnotateConfig, out: str | Path, call_store=None, progress: bool = 
     summary = {"panels": len(panels), "manifest": len(manifest), "loaded_rows": loaded, "machine_rows": drafted,
                "annotated_items": int(store.table()["item"].nunique()), "variants": len(variants),
                "labelled_variants": len(labelled), "waiting_for_a_label": len(unlabelled),
-               "variant_source": f"API {api.model}" if api else "local stylizer"}
+               "variant_source": f"images API {images_model.name}" if images_model else "local stylizer"}
     return config.finish(out, A.ANNOTATE, cfg, summary)
 
 

@@ -30,7 +30,7 @@ annotations_file: str = "lib/data/demo/annotations.yaml"  # smoke: the demo's; e
 annotator: str = ""  # the widget's default annotator name
 fields: list = []  # the widget's fields (empty: all of lib/annotate.py FIELDS)
 preannotate_model: dict = {"backend": "tiny", "name": "llava"}  # smoke: a tiny VLM drafts ({} for none)
-variants_api: dict = {}  # images API for style variants, e.g. {model: dall-e-3, api_key_env: OPENAI_API_KEY}; {}: local stylizer
+variants_model: dict = {}  # an images API spec ({backend: openai, endpoint: images, name: dall-e-3, ...}); {}: local stylizer
 variant_labels_file: str = "lib/data/demo/variant_labels.yaml"  # smoke: the demo's labels (empty: the widget)
 stages: list = [3, 4]  # which style stages to generate
 

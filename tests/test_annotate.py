@@ -8,7 +8,9 @@ import pytest
 from PIL import Image
 
 from lib import annotate as A
+from lib.models import load_model
 from lib.panels import compose
+from lib.store import CallStore
 
 from .support.openai_server import OpenAIStub
 
@@ -85,18 +87,23 @@ def test_style_variants_through_an_images_api_are_cached_and_costed(tmp_path, mo
     compose(Image.new("RGB", (80, 80), "red"), Image.new("RGB", (80, 80), "blue")).save(pair)
     rec = [{"id": "img-1", "name": "pair", "path": str(pair)}]
     desc = {"img-1": {"left_description": "a red square", "right_description": "a blue square"}}
+    store = CallStore(tmp_path / "calls.sqlite")
     with OpenAIStub() as server:
-        api = A.ImageAPI("stub-dalle", tmp_path / "cache", base_url=server.url, api_key_env="VQALAB_IMAGES_KEY")
-        made = A.style_variants(rec, desc, tmp_path / "out", api=api, progress=False)
+        model = load_model({"backend": "openai", "endpoint": "images", "name": "stub-dalle", "base_url": server.url,
+                            "api_key_env": "VQALAB_IMAGES_KEY", "price_per_image": 0.04})
+        made = A.style_variants(rec, desc, tmp_path / "out", model=model, store=store, progress=False)
         prompts = [b["prompt"] for b in server.bodies]
-        assert api.calls == 4 and api.cost_usd == pytest.approx(4 * 0.04)  # 2 halves x (STICK, 3D)
+        costs = [resp.cost_usd for _, _, resp in store.records()]
+        assert len(costs) == 4 and sum(costs) == pytest.approx(4 * 0.04)  # 2 halves x (STICK, 3D), in the call store
         assert "Draw using stick figures (black silhouette against a white background) - a red square" in prompts
         assert "Draw using 3D black silhouettes against a white background - a blue square" in prompts
-        assert server.auth_headers == {"Bearer sk-img"}
-        A.style_variants(rec, desc, tmp_path / "out2", api=api, progress=False)
-        assert api.calls == 4 and len(server.bodies) == 4  # cached by prompt and model
+        assert server.auth_headers == {"Bearer sk-img"}  # the key from the variable the spec names, as for chat
+        again = A.style_variants(rec, desc, tmp_path / "out2", model=model, store=store, progress=False)
+        assert len(server.bodies) == 4  # cached by prompt and model: nothing paid twice
     assert [(m["left_style"], m["right_style"]) for m in made] == A.STAGE3 + A.STAGE4
     assert {m["stage"] for m in made} == {3, 4} and all(Image.open(m["path"]).width > 100 for m in made)
+    assert {m["generator"] for m in made} == {"stub-dalle"}
+    assert [Image.open(a["path"]).tobytes() for a in again] == [Image.open(m["path"]).tobytes() for m in made]
     labelled, missing = A.apply_labels(made, {"pair-ORIG-STICK": True, "pair-3D-3D": False})
     assert [v["label"] for v in labelled] == ["satirical", "non_satirical"] and len(missing) == 6
 

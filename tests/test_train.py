@@ -153,3 +153,35 @@ def test_other_vlm_families_train_with_answer_only_labels(dataset, tmp_path, kin
     summary = train(TrainConfig(model=spec, dataset=str(dataset), full_finetune=False, max_steps=2, batch_size=2,
                                 eval_every=2, eval_items=4, checkpoint_every=2), tmp_path / kind, progress=False)
     assert summary["steps"] == 2 and summary["model"]["mode"] == "lora" and (tmp_path / kind / "best").is_dir()
+
+
+def test_the_command_line_writes_the_stage_outputs_with_summary_and_provenance(dataset, tmp_path):
+    """`python -m lib.train` is the whole stage: training, the comparison, figures, summary, provenance."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    run_folder = tmp_path / "run"
+    (run_folder / "04_scrapbook" / "datasets").mkdir(parents=True)
+    (run_folder / "04_scrapbook" / "datasets" / "scrapbook").symlink_to(dataset)
+    params = tmp_path / "05.yaml"
+    params.write_text(yaml.safe_dump({"run": "ignored", "model": TINY, "dataset": "stage:04_scrapbook/datasets/scrapbook",
+                                      "full_finetune": True, "max_steps": 2, "batch_size": 2, "eval_every": 2,
+                                      "eval_items": 4, "checkpoint_every": 2, "max_test": 8}))
+    out = run_folder / "05_train"
+    r = subprocess.run([sys.executable, "-m", "lib.train", "--params", str(params), "--out", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["training"]["steps"] == 2 and summary["n_test"] > 0 and set(summary["trained"]) >= {"accuracy"}
+    provenance = json.loads((out / "provenance.json").read_text())
+    assert provenance["stage"] == "05_train" and provenance["params"]["dataset"] == str(run_folder / "04_scrapbook" / "datasets" / "scrapbook")
+    assert {"best", "last", "checkpoint", "curve.csv", "figures"} <= {p.name for p in out.iterdir()}
+    again = subprocess.run([sys.executable, "-m", "lib.train", "--params", str(params), "--out", str(out)],
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "resumed from" in again.stdout  # same settings: the finished run resumes
+    params.write_text(params.read_text().replace("max_steps: 2", "max_steps: 3"))
+    changed = subprocess.run([sys.executable, "-m", "lib.train", "--params", str(params), "--out", str(out)],
+                             capture_output=True, text=True, timeout=600)
+    assert changed.returncode != 0 and "other training settings" in changed.stderr  # never a silent mix

@@ -8,6 +8,13 @@ Spec keys::
      concurrency: 16, max_retries: 5, timeout_s: 60,
      price_per_1m_input: 0.15, price_per_1m_output: 0.60}   # USD, for the cost column
 
+    {backend: openai, endpoint: images, name: dall-e-3, size: 1024x1024, price_per_image: 0.04}
+
+With ``endpoint: images`` the model is an images API (``images.generate``): a request's last text
+is the prompt, and the response's ``text`` names the PNG it returned, stored once by content hash
+under ``outputs/cache/images/`` (:func:`response_image` opens it). Such calls go through the call
+cache like any other, so a prompt is paid for once; ``price_per_image`` fills the cost column.
+
 The key's value is read from the environment at call time and never stored in params, responses,
 the call cache or logs. Requests run concurrently (asyncio, at most ``concurrency`` in flight);
 429s, 5xx and timeouts are retried with exponential backoff and jitter by the openai client itself
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import io
 import os
 import threading
@@ -29,6 +37,7 @@ from pathlib import Path
 
 from lib.answers import parse_choice, parse_json
 from lib.models.base import Model
+from lib.paths import cache_dir
 from lib.schema import ERROR, FREE, INVALID, JSON_SCHEMA, Request, Response, fingerprint
 
 
@@ -70,6 +79,20 @@ def response_format(request: Request) -> dict | None:
     return {"type": "json_schema", "json_schema": {"name": "answer", "schema": c.json_schema, "strict": True}}
 
 
+def response_image(response: Response):
+    """The image an images-endpoint response names (a PIL image)."""
+    from PIL import Image
+
+    if response.method == ERROR or not response.text:
+        raise ValueError(f"the images API gave no image: {response.error or 'empty response'}")
+    return Image.open(cache_dir() / response.text).convert("RGB")
+
+
+def _last_text(r: Request) -> str:
+    content = r.messages[-1]["content"]
+    return content if isinstance(content, str) else " ".join(p["text"] for p in content if p.get("type") == "text")
+
+
 class OpenAIModel(Model):
     """An OpenAI-compatible endpoint behind the common interface (see the module docstring)."""
 
@@ -84,7 +107,8 @@ class OpenAIModel(Model):
     @property
     def fingerprint(self) -> str:
         # Prices and throughput knobs do not change answers; the endpoint and model do.
-        keep = {k: v for k, v in self.spec.items() if k in ("backend", "name", "base_url", "revision", "label")}
+        keep = {k: v for k, v in self.spec.items() if k in ("backend", "name", "base_url", "revision", "label",
+                                                             "endpoint", "size")}
         return fingerprint(keep)
 
     def _api_key(self) -> str:
@@ -112,7 +136,26 @@ class OpenAIModel(Model):
         return (prompt_tokens * float(self.spec.get("price_per_1m_input", 0))
                 + completion_tokens * float(self.spec.get("price_per_1m_output", 0))) / 1e6
 
+    async def _image(self, client, r: Request) -> Response:
+        start = time.perf_counter()
+        try:
+            result = await client.images.generate(model=self.spec["name"], prompt=_last_text(r),
+                                                  size=self.spec.get("size", "1024x1024"), response_format="b64_json", n=1)
+        except Exception as e:  # after the client's own retries
+            return Response(text="", method=ERROR, valid=False, error=f"{type(e).__name__}: {e}",
+                            latency_s=time.perf_counter() - start)
+        raw = base64.b64decode(result.data[0].b64_json)
+        name = f"images/{hashlib.sha256(raw).hexdigest()}.png"
+        path = cache_dir("images") / Path(name).name
+        if not path.exists():
+            path.write_bytes(raw)
+        return Response(text=name, parsed=name, method=FREE, latency_s=time.perf_counter() - start,
+                        cost_usd=float(self.spec.get("price_per_image", 0)))
+
     async def _one(self, client, sem: asyncio.Semaphore, r: Request) -> Response:
+        if self.spec.get("endpoint") == "images":
+            async with sem:
+                return await self._image(client, r)
         async with sem:
             start = time.perf_counter()
             kwargs = {"model": self.spec["name"], "messages": to_openai_messages(r.messages),

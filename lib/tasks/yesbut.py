@@ -24,19 +24,27 @@ def _images(item: Item, root) -> tuple[str, ...]:
     return tuple(str(Path(root) / im) for im in item.images)
 
 
-class Detection(Task):
-    name = "yesbut.detection"
-    labels = ("Y", "N")
+class _OneLabel(Task):
+    """A YesBut task answered with one label of a fixed set, asked with the paper's prompt."""
+
+    labels: tuple[str, ...] = ()
+    prompt_key = ""  # the prompt and answer-trigger key in the yesbut block
 
     def choices(self, item):
         return self.labels
 
     def prompt(self, item, root) -> Prompt:
         p = prompts()["yesbut"]
-        return Prompt(p["detection"], _images(item, root), self.labels, p["answer_trigger"]["detection"])
+        return Prompt(p[self.prompt_key], _images(item, root), self.labels, p["answer_trigger"][self.prompt_key])
 
     def target(self, item):
         return item.answer[0]
+
+
+class Detection(_OneLabel):
+    name = "yesbut.detection"
+    labels = ("Y", "N")
+    prompt_key = "detection"
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         tables = super().aggregate(preds, items, scoring)
@@ -50,19 +58,10 @@ class Detection(Task):
         return tables
 
 
-class Completion(Task):
+class Completion(_OneLabel):
     name = "yesbut.completion"
     labels = ("A", "B")
-
-    def choices(self, item):
-        return self.labels
-
-    def prompt(self, item, root) -> Prompt:
-        p = prompts()["yesbut"]
-        return Prompt(p["completion"], _images(item, root), self.labels, p["answer_trigger"]["completion"])
-
-    def target(self, item):
-        return item.answer[0]
+    prompt_key = "completion"
 
 
 def text_scores(preds, refs: list[list[str]], names, bertscore_model: str | None = None) -> dict[str, list[float]]:
