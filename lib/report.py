@@ -72,11 +72,19 @@ def _figures(folder: Path) -> str:
 def _stage_body(root: Path, stage: str, folder: Path) -> str:
     parts = []
     summary = A.read_summary(root, stage) or {}
+    if stage == A.SETUP and summary:
+        parts.append(f"<p>{summary['probe_answers']} probe answers from {summary['models']} models "
+                     f"({summary['constrained_invalid']} constrained answers invalid); demo datasets: "
+                     f"{html.escape(', '.join(summary['datasets']) or 'none')}.</p>")
+        parts.append(_csv(folder / A.PROBE, "Probe answers"))
     if stage == A.COLLECT and (rep := A.read_json(root, stage, A.COLLECT_REPORT)):
         parts.append(f"<p>{rep['collected']} images collected, {len(rep['bad_files'])} bad files, "
                      f"{len(rep['duplicates'])} duplicates removed, {rep['kept']} kept.</p>")
     if stage == A.ANNOTATE:
         parts.append(_csv(folder / A.AGREEMENT, "Agreement per categorical field"))
+    if stage == A.AF and summary:
+        parts.append(f"<p>{summary['questions']} questions from {summary['skeletons']} skeletons, {summary['fooled']} "
+                     f"fooled the discriminators, {summary['blind_answerable']} answerable without the image.</p>")
     if stage == A.SCRAPBOOK:
         for name, d in summary.get("datasets", {}).items():
             parts.append(f"<p>{html.escape(name)}: {d['images']} images, {d['questions']:,} questions</p>")
