@@ -282,7 +282,8 @@ def open_answers(run_folder: Path) -> list[dict]:
         return []
     open_task = lambda name: name in TASKS and TASKS[name].open_answer  # noqa: E731
     predictions = [p for p in A.read_records(run_folder, A.EVALUATE, A.PREDICTIONS) if open_task(p["task"]) and p["valid"]]
-    refs = {it.id: it.answer for folder in config_06["datasets"].values() for it in load_items(folder) if open_task(it.task)}
+    refs = {(name, it.id): it.answer for name, folder in config_06["datasets"].items() for it in load_items(folder)
+            if open_task(it.task)}  # keyed by (dataset, id): datasets may share ids
     answers = [{"text": p["raw"], "kind": f"generated ({p['model']})", "task": p["task"]} for p in predictions]
     return answers + [{"text": r, "kind": "reference", "task": "reference"} for rs in refs.values() for r in dict.fromkeys(rs)]
 

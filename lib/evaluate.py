@@ -102,9 +102,29 @@ def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, list[Item]]]:
         folder = Path(folder)
         if not (folder / "items.jsonl").exists():
             raise FileNotFoundError(f"dataset {name!r}: {folder}/items.jsonl not found (check the `datasets` parameter)")
-        items = [it for it in load_items(folder) if not cfg.tasks or it.task in cfg.tasks]
+        items = load_items(folder)
+        seen: dict[str, int] = {}
+        for line, it in enumerate(items, start=1):
+            if it.id in seen:
+                raise ValueError(f"dataset {name!r}: {folder}/items.jsonl has id {it.id!r} twice (lines {seen[it.id]} "
+                                 f"and {line}); ids must be unique within a dataset")
+            seen[it.id] = line
+        items = [it for it in items if not cfg.tasks or it.task in cfg.tasks]
         out[name] = (folder, sample_items(items, cfg.max_items, cfg.seed))
     return out
+
+
+def item_key(dataset: str, item_id: str) -> tuple[str, str]:
+    """An item's identity: (dataset, id). Two datasets may share ids, never a dataset."""
+    return dataset, item_id
+
+
+def items_by_key(data: dict[str, tuple[Path, list[Item]]]) -> dict[tuple[str, str], Item]:
+    return {item_key(name, it.id): it for name, (_, items) in data.items() for it in items}
+
+
+def _key(p: Prediction) -> tuple[str, str]:
+    return item_key(p.meta.get("dataset", ""), p.item_id)
 
 
 def sample_items(items: list[Item], max_items: int, seed: int) -> list[Item]:
@@ -188,26 +208,27 @@ def _groups(preds: list[Prediction]) -> dict[tuple, list[Prediction]]:
     return groups
 
 
-def score_predictions(items: dict[str, Item], preds: list[Prediction], cfg: EvalConfig,
+def score_predictions(items: dict[tuple[str, str], Item], preds: list[Prediction], cfg: EvalConfig,
                       states: dict | None = None) -> list[Prediction]:
     """Fill ``correct`` and ``scores`` of every prediction from its stored output (re-read, so a
     parser fix applies on rescoring). Invalid answers score 0 / wrong. What each task's scoring
     leaves for its tables (Scrapbook's scored frame) is put in ``states``, keyed like the groups."""
     for p in preds:
-        if p.item_id not in items:
-            raise KeyError(f"prediction for item {p.item_id!r} ({p.task}) has no item in the evaluated datasets")
+        if _key(p) not in items:
+            raise KeyError(f"prediction for item {p.item_id!r} of dataset {p.meta.get('dataset', '')!r} ({p.task}) has no "
+                           f"item in the evaluated datasets")
         if p.method != ERROR and not is_constrained(p.method):
             task = get_task(p.task)
-            parsed, p.method, p.valid = task.read_response(items[p.item_id], Response(text=p.raw, method="free"))
+            parsed, p.method, p.valid = task.read_response(items[_key(p)], Response(text=p.raw, method="free"))
             p.parsed = task.jsonable(parsed)
     states = states if states is not None else {}
     scoring = cfg.scoring()
     for key, group in _groups(preds).items():
-        states[key] = get_task(key[2]).score(group, [items[p.item_id] for p in group], scoring)
+        states[key] = get_task(key[2]).score(group, [items[_key(p)] for p in group], scoring)
     return preds
 
 
-def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: list[Judgement],
+def metrics_table(items: dict[tuple[str, str], Item], preds: list[Prediction], judgements: list[Judgement],
                   cfg: EvalConfig, states: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(metrics, levels, errors) from scored predictions and LAVE judgements: every group's
     ``invalid_rate``, its task's own rows and tables, and the LAVE row where answers were judged
@@ -218,7 +239,7 @@ def metrics_table(items: dict[str, Item], preds: list[Prediction], judgements: l
     lave = {(j.model, j.meta.get("dataset", ""), j.item_id, j.meta.get("style", "zero_shot")): j for j in judgements}
     for key, group in sorted(_groups(preds).items()):
         model, dataset, task_name, style = key
-        its = [items[p.item_id] for p in group]
+        its = [items[_key(p)] for p in group]
         head = dict(zip(("model", "dataset", "task", "style"), key))
         n, n_inv = len(group), sum(not p.valid for p in group)
         rows.append({**head, **metric_row("all", "invalid_rate", [float(not p.valid) for p in group], n, n_inv,
@@ -276,11 +297,11 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
                 preds.extend(predict(label, model, items, root, style, cfg, store, progress, dataset=name))
     if cfg.judge:
         judge_model = load_model(cfg.judge)
-        by_id = {it.id: it for _, items in data.values() for it in items}
+        by_key = items_by_key(data)
         todo = [p for p in preds if p.task in cfg.judge_tasks]  # tasks named by the config, not by code
         if todo:
-            js = lave_judge(judge_model, [by_id[p.item_id].question for p in todo],
-                            [task_of(by_id[p.item_id]).target(by_id[p.item_id]) for p in todo],
+            judged = [by_key[_key(p)] for p in todo]
+            js = lave_judge(judge_model, [it.question for it in judged], [task_of(it).target(it) for it in judged],
                             [p.raw for p in todo], store=store, item_ids=[p.item_id for p in todo],
                             max_new_tokens=cfg.judge_max_new_tokens, progress=progress)
             for j, p in zip(js, todo):
@@ -305,7 +326,7 @@ def rescore_folder(out: str | Path) -> dict:
         raise FileNotFoundError(f"{cfg_path} not found: {out} holds no finished evaluation to rescore")
     cfg = EvalConfig(**json.loads(cfg_path.read_text()))
     start = time.perf_counter()
-    items = {it.id: it for _, its in load_eval_items(cfg).values() for it in its}
+    items = items_by_key(load_eval_items(cfg))
     preds = [Prediction.from_dict(d) for d in read_jsonl(out / A.PREDICTIONS)]
     judgements = [Judgement.from_dict(d) for d in read_jsonl(out / A.JUDGEMENTS)] \
         if (out / A.JUDGEMENTS).exists() else []

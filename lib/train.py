@@ -37,7 +37,7 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import config, plots
-from lib.io import ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json
+from lib.io import ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json, write_jsonl
 from lib.models import generate, load_model
 from lib.schema import Item, Prediction
 from lib.tasks import Scoring, task_of, user_content, wants_question_first
@@ -71,8 +71,8 @@ class TrainConfig(config.StageConfig):
     lr: float = 2e-4
     weight_decay: float = 0.0
     warmup_steps: int = 20
-    max_steps: int = 200
-    max_seconds: float = 0.0  # stop early after this much training time (0: no limit)
+    max_steps: int = 200  # the budget: in steps, so a slow or busy machine gives the same model, only later
+    max_seconds: float = 0.0  # a safety net only (0: none): stops early, then still validates and saves best/
     batch_size: int = 16
     grad_accum: int = 1
     max_grad_norm: float = 1.0
@@ -344,6 +344,10 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
                              f"to train afresh")
         acc.load_state(str(ckpt))
         state = saved
+        # steps logged after the checkpoint are trained again: drop their rows, or they would appear twice
+        kept = [r for r in read_jsonl(out / "curve.jsonl") if r["step"] <= state["step"]] \
+            if (out / "curve.jsonl").exists() else []
+        write_jsonl(out / "curve.jsonl", kept)
         print(f"resumed from {ckpt} at step {state['step']}")
     else:
         (out / "curve.jsonl").unlink(missing_ok=True)
@@ -351,6 +355,16 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
     def save_weights(name: str) -> None:
         acc.unwrap_model(model).save_pretrained(out / name)
         processor.save_pretrained(out / name)
+
+    def validate(force_save: bool = False) -> dict:
+        """Validation metrics now; ``best/`` when they beat the best so far (or none exists yet)."""
+        metrics = evaluate_examples(acc.unwrap_model(model), processor, val, question_first=wants_question_first(cfg.model),
+                                    max_new_tokens=cfg.val_max_new_tokens)
+        state["validated_step"] = state["step"]
+        if acc.is_main_process and (metrics["accuracy"] > state["best"] or (force_save and not (out / A.BEST).is_dir())):
+            state["best"] = max(state["best"], metrics["accuracy"])
+            save_weights(A.BEST)
+        return {f"val_{k}": v for k, v in metrics.items()}
 
     bar = tqdm(total=cfg.max_steps, initial=state["step"], desc="train", disable=not progress or not acc.is_main_process)
     model.train()
@@ -385,12 +399,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
         row = {"step": step, "loss": loss_sum / cfg.grad_accum, "lr": scheduler.get_last_lr()[0],
                "train_seconds": round(state["train_seconds"], 3)}
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
-            metrics = evaluate_examples(acc.unwrap_model(model), processor, val, question_first=wants_question_first(cfg.model),
-                                        max_new_tokens=cfg.val_max_new_tokens)
-            row.update({f"val_{k}": v for k, v in metrics.items()})
-            if acc.is_main_process and metrics["accuracy"] > state["best"]:
-                state["best"] = metrics["accuracy"]
-                save_weights("best")
+            row.update(validate())
         if acc.is_main_process:
             append_jsonl(out / "curve.jsonl", [row])
         bar.update(1)
@@ -403,6 +412,14 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
             if stop_after is not None and step >= stop_after:
                 raise TrainingInterrupted(f"stopped after step {step} (test hook)")
     bar.close()
+    if state.get("validated_step") != state["step"] or not (out / A.BEST).is_dir():
+        # stopped by the time cap, or before the first scheduled validation: validate what there is, so
+        # that every run ends with a validation row and a best/ (the best so far, or these weights)
+        row = {"step": state["step"], "loss": None, "lr": scheduler.get_last_lr()[0],
+               "train_seconds": round(state["train_seconds"], 3), **validate(force_save=True)}
+        if acc.is_main_process and state.get("logged_final") != state["step"]:
+            append_jsonl(out / "curve.jsonl", [row])
+            state["logged_final"] = state["step"]
     if acc.is_main_process:
         save_weights("last")
         acc.save_state(str(ckpt))

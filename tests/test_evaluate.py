@@ -8,7 +8,7 @@ import pytest
 
 from lib import evaluate as E
 from lib.io import dataset_info, load_items, read_jsonl, save_dataset
-from lib.schema import Item
+from lib.schema import Item, Prediction
 from lib.scrapbook import ScrapbookParams, generate as scrapbook
 from lib.store import CallStore
 from lib.setup import demo_datasets
@@ -185,3 +185,37 @@ def test_garbage_from_an_api_model_is_counted_never_fatal(tmp_path, monkeypatch)
     metrics = pd.read_csv(tmp_path / "out" / "metrics.csv")
     mcq = metrics[(metrics["task"] == "mcq") & (metrics["metric"] == "exact_micro")].iloc[0]
     assert mcq["n"] == 8 and mcq["n_invalid"] == 5 and mcq["value"] == pytest.approx(3 / 8)
+
+
+def _open_dataset(folder, answers: dict[str, str]):
+    items = [Item(id=i, task="vqa.open", question=f"question {i}?", images=[], answer=[a]) for i, a in answers.items()]
+    save_dataset(folder, items, dataset_info(folder.name))
+    return items
+
+
+def test_items_are_identified_by_dataset_and_id(tmp_path):
+    """Two datasets share ids with different questions: each answer is scored against its own
+    dataset's gold (keyed by id alone, one dataset's gold would grade the other's answers)."""
+    a = _open_dataset(tmp_path / "a", {"q1": "red", "q2": "two"})
+    b = _open_dataset(tmp_path / "b", {"q1": "blue", "q2": "seven"})
+    out = tmp_path / "eval"
+    out.mkdir()
+    cfg = E.EvalConfig(datasets={"a": str(tmp_path / "a"), "b": str(tmp_path / "b")}, models={"m": TINY},
+                       styles=["zero_shot"], n_resamples=20)
+    (out / "config.json").write_text(json.dumps(cfg.to_dict()))
+    preds = [Prediction(item_id=it.id, model="m", task="vqa.open", raw=it.answer[0], parsed=it.answer[0],
+                          meta={"dataset": name}).to_dict() for name, its in (("a", a), ("b", b)) for it in its]
+    (out / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    E.rescore_folder(out)
+    m = pd.read_csv(out / "metrics.csv")
+    exact = m[m["metric"] == "exact_match"].set_index("dataset")["value"]
+    assert exact.to_dict() == {"a": 1.0, "b": 1.0}  # every model answer is its own item's gold
+
+
+def test_a_duplicate_id_within_a_dataset_is_an_error_naming_both_lines(tmp_path):
+    _open_dataset(tmp_path / "d", {"q1": "red"})
+    with open(tmp_path / "d" / "items.jsonl", "a") as f:
+        f.write(json.dumps(Item(id="q1", task="vqa.open", question="another?", answer=["x"]).to_dict()) + "\n")
+    cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": TINY})
+    with pytest.raises(ValueError, match=r"dataset 'd': .*items.jsonl has id 'q1' twice \(lines 1 and 2\)"):
+        E.load_eval_items(cfg)

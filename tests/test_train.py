@@ -22,8 +22,9 @@ def dataset(tmp_path_factory):
 
 
 def _cfg(dataset, **kw):
-    return TrainConfig(model=TINY, dataset=str(dataset), full_finetune=True, lr=1e-3, warmup_steps=2, max_steps=6,
-                       batch_size=4, eval_every=3, eval_items=16, checkpoint_every=2, seed=1, **kw)
+    base = dict(model=TINY, dataset=str(dataset), full_finetune=True, lr=1e-3, warmup_steps=2, max_steps=6,
+                batch_size=4, eval_every=3, eval_items=16, checkpoint_every=2, seed=1)
+    return TrainConfig(**{**base, **kw})
 
 
 def test_splits_are_disjoint_by_image_and_deterministic():
@@ -185,3 +186,51 @@ def test_the_command_line_writes_the_stage_outputs_with_summary_and_provenance(d
     changed = subprocess.run([sys.executable, "-m", "lib.train", "--params", str(params), "--out", str(out)],
                              capture_output=True, text=True, timeout=600)
     assert changed.returncode != 0 and "other training settings" in changed.stderr  # never a silent mix
+
+
+def test_a_budget_that_ends_before_the_first_validation_still_validates_and_saves_best(dataset, tmp_path):
+    """A time cap hit before the first scheduled validation (a slow or busy machine): the stage still
+    ends with a validation row and a best/ that the comparison can load."""
+    from lib.train import compare
+
+    cfg = _cfg(dataset, max_steps=50, eval_every=40, checkpoint_every=40, max_seconds=1e-9)
+    summary = train(cfg, tmp_path / "short", progress=False)
+    assert summary["steps"] == 1  # the cap stopped it after one step, long before step 40
+    rows = [json.loads(x) for x in (tmp_path / "short" / "curve.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 1] and "val_accuracy" in rows[-1]
+    assert (tmp_path / "short" / "best").is_dir() and summary["best_val_accuracy"] >= 0
+    assert compare(cfg, tmp_path / "short", max_test=8)["n_test"] == 8
+
+
+def test_the_same_step_budget_gives_the_same_model_whatever_the_machine_speed(dataset, tmp_path):
+    """Budgets are steps: two runs of the same config agree exactly (the demo's numbers do not depend
+    on how busy the machine is)."""
+    a = train(_cfg(dataset), tmp_path / "a", progress=False)
+    b = train(_cfg(dataset), tmp_path / "b", progress=False)
+    curve = lambda p: [(r["step"], r["loss"], r.get("val_accuracy")) for r in map(json.loads, (p / "curve.jsonl").read_text().splitlines())]  # noqa: E731
+    assert a["steps"] == b["steps"] == 6 and curve(tmp_path / "a") == curve(tmp_path / "b")
+
+
+def test_a_kill_between_checkpoints_leaves_no_duplicate_curve_rows(dataset, tmp_path, monkeypatch):
+    """Killed after step 5 (checkpoints at 2, 4, 6): the resumed run trains step 5 again from the
+    step-4 checkpoint, and the curve lists every step once."""
+    import lib.train as T
+
+    real = T.append_jsonl
+
+    def killed_after_step_5(path, rows):
+        n = real(path, rows)
+        if rows and rows[-1].get("step") == 5:
+            raise KeyboardInterrupt("killed")
+        return n
+
+    monkeypatch.setattr(T, "append_jsonl", killed_after_step_5)
+    with pytest.raises(KeyboardInterrupt):
+        train(_cfg(dataset), tmp_path / "k", progress=False)
+    monkeypatch.setattr(T, "append_jsonl", real)
+    train(_cfg(dataset), tmp_path / "k", progress=False)
+    steps = [json.loads(x)["step"] for x in (tmp_path / "k" / "curve.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5, 6]
+    import pandas as pd
+
+    assert pd.read_csv(tmp_path / "k" / "curve.csv")["step"].tolist() == steps
