@@ -41,10 +41,11 @@ from lib.models import Request, generate, load_model
 from lib.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
 from lib.store import CallStore, call_key
 from lib.paths import stage_dir
-from lib.tasks import PROMPT_STYLES, TASKS, Scoring, get_task, metric_row, prompts, task_of, user_content, wants_question_first
+from lib.tasks import PROMPT_STYLES, TASKS, Scoring, get_task, metric_row, n_truncated, prompts, task_of, user_content, wants_question_first
 from lib.tasks.yesbut import TEXT_METRICS
 
-METRIC_COLUMNS = ["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low", "ci_high", "n", "n_invalid"]
+METRIC_COLUMNS = ["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low", "ci_high", "n", "n_invalid",
+                  "n_truncated"]
 LEVEL_COLUMNS = ["dataset", "style", "model", "level", "concepts", "concept", "type", "subgroup", "form", "n", "correct",
                  "accuracy", "passed"]
 ERROR_COLUMNS = ["dataset", "style", "model", "filter", "unit", "category", "count", "share", "correct", "accuracy"]
@@ -192,7 +193,8 @@ def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: E
         else:
             parsed, method, valid = task.read_response(it, resp)
         preds.append(Prediction(item_id=it.id, model=label, task=it.task, raw=resp.text, parsed=task.jsonable(parsed),
-                                style=style, method=method, valid=valid, prompt_tokens=resp.prompt_tokens,
+                                style=style, method=method, valid=valid, truncated=resp.finish_reason == "length",
+                                prompt_tokens=resp.prompt_tokens,
                                 completion_tokens=resp.completion_tokens, latency_s=resp.latency_s,
                                 cost_usd=resp.cost_usd, call_key=call_key(fp, req), meta=meta))
     return preds
@@ -243,15 +245,17 @@ def metrics_table(items: dict[tuple[str, str], Item], preds: list[Prediction], j
         head = dict(zip(("model", "dataset", "task", "style"), key))
         n, n_inv = len(group), sum(not p.valid for p in group)
         rows.append({**head, **metric_row("all", "invalid_rate", [float(not p.valid) for p in group], n, n_inv,
+                                          n_truncated=n_truncated(group),
                                           scoring=scoring)})
         tables = get_task(task_name).aggregate(group, its, scoring, states.get(key))
         rows.extend({**head, **r} for r in tables.rows)
-        js = [lave.get((model, dataset, p.item_id, style)) for p in group]
-        judged = [j for j in js if j is not None]
+        pairs = [(p, lave.get((model, dataset, p.item_id, style))) for p in group]
+        judged = [(p, j) for p, j in pairs if j is not None]
         if judged:
             # an unread rating counts as 0 so the judge's failures stay visible (n_invalid is the judge's)
-            rows.append({**head, **metric_row("all", "lave", [j.score if j.valid else 0.0 for j in judged], len(judged),
-                                              sum(not j.valid for j in judged), scoring=scoring)})
+            rows.append({**head, **metric_row("all", "lave", [j.score if j.valid else 0.0 for _, j in judged], len(judged),
+                                              sum(not j.valid for _, j in judged), scoring=scoring,
+                                              n_truncated=n_truncated([p for p, _ in judged]))})
         for df, out in ((tables.levels, level_frames), (tables.errors, error_frames)):
             if df is not None:
                 df.insert(0, "style", style)
@@ -342,12 +346,14 @@ def rescore_folder(out: str | Path) -> dict:
 
 
 def invalid_summary(out: str | Path) -> pd.DataFrame:
-    """Invalid answers per model, task and style: count, total, rate and the methods that read the rest."""
+    """Invalid and truncated answers per model, task and style: counts, total, rate and the methods
+    that read the rest."""
     rows = defaultdict(lambda: defaultdict(int))
     for d in read_jsonl(Path(out) / A.PREDICTIONS):
         key = (d["model"], d["meta"].get("dataset", ""), d["task"], d["style"])
         rows[key]["n"] += 1
         rows[key]["invalid"] += not d["valid"]
+        rows[key]["truncated"] += bool(d.get("truncated"))
         rows[key][f"method {d['method']}"] += 1
     df = pd.DataFrame([{"model": k[0], "dataset": k[1], "task": k[2], "style": k[3], **v} for k, v in rows.items()]).fillna(0)
     df["invalid_rate"] = df["invalid"] / df["n"]

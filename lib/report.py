@@ -94,8 +94,9 @@ def _stage_body(root: Path, stage: str, folder: Path) -> str:
                                    f"{summary.get('train_seconds')} s of training)"))
     m = A.read_table(root, stage, A.METRICS) if stage == A.EVALUATE else None
     if m is not None:
-        inv = m[m["metric"] == "invalid_rate"][["model", "dataset", "task", "style", "value", "n", "n_invalid"]]
-        parts.append(_table(inv.rename(columns={"value": "invalid_rate"}), "Invalid answers (kept raw, counted wrong)"))
+        inv = m[m["metric"] == "invalid_rate"][["model", "dataset", "task", "style", "value", "n", "n_invalid",
+                                              "n_truncated"]]
+        parts.append(_table(inv.rename(columns={"value": "invalid_rate"}), "Invalid answers (kept raw, counted wrong) and answers cut off by the token limit"))
         head = m[m["subset"].isin(["all", "non-absurd"]) & (m["metric"] != "invalid_rate")]
         parts.append(_table(head.pivot_table(index=["dataset", "task", "metric"], columns=["model", "style"],
                                              values="value"), "Headline metrics", max_rows=80))

@@ -84,6 +84,7 @@ class Prediction:
     method: str = "free"
     valid: bool = True
     correct: bool | None = None  # None until scored, and for invalid answers of unscored tasks
+    truncated: bool = False  # the answer was cut off by the token limit (counted beside every metric)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
@@ -224,6 +225,7 @@ class Response:
     cost_usd: float = 0.0
     error: str | None = None
     scores: dict | None = None  # per-choice log-likelihoods when method is loglik
+    finish_reason: str | None = None  # "stop", or "length" when the token limit cut the answer off
     cached: bool = field(default=False, compare=False)
 
     def to_dict(self) -> dict:

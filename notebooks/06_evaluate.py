@@ -70,7 +70,7 @@ invalid = E.invalid_summary(out)
 display(invalid.style.format({"invalid_rate": "{:.1%}"}))
 
 # %% [markdown]
-# ## Headline metrics (95% bootstrap intervals; `n_invalid` beside every score)
+# ## Headline metrics (95% bootstrap intervals; `n_invalid` and `n_truncated` beside every score)
 
 # %%
 metrics = A.read_table(out.parent, A.EVALUATE, A.METRICS)

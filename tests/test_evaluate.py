@@ -66,7 +66,12 @@ def test_every_task_style_and_item_is_predicted_and_scored(finished, datasets):
             assert isinstance(p["correct"], bool)
     metrics = pd.read_csv(out / "metrics.csv")
     assert list(metrics.columns) == ["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low", "ci_high", "n",
-                                "n_invalid"]
+                                "n_invalid", "n_truncated"]
+    # the untrained model's free text runs into the token limit: counted as truncated, raw kept
+    cut = [p for p in preds if p["truncated"]]
+    assert cut and all(p["task"] in ("vqa.open", "yesbut.understanding", "scrapbook.qa") for p in cut)
+    vqa_rows = metrics[(metrics["task"] == "vqa.open") & (metrics["metric"] == "exact_match")]
+    assert vqa_rows["n_truncated"].sum() == sum(p["task"] == "vqa.open" for p in cut)
     inv = metrics[metrics["metric"] == "invalid_rate"]
     assert len(inv) == 6 * 2  # every task, every style, with its invalid count (one dataset per task here)
     for _, row in metrics.dropna(subset=["ci_low"]).iterrows():
@@ -219,3 +224,25 @@ def test_a_duplicate_id_within_a_dataset_is_an_error_naming_both_lines(tmp_path)
     cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": TINY})
     with pytest.raises(ValueError, match=r"dataset 'd': .*items.jsonl has id 'q1' twice \(lines 1 and 2\)"):
         E.load_eval_items(cfg)
+
+
+def test_a_reply_that_is_no_chat_completion_fails_that_request_only(tmp_path, monkeypatch):
+    """An HTML page with status 200, a completion without choices: recorded as errors for those
+    items; the run completes and a reply cut off by the token limit is counted as truncated."""
+    monkeypatch.setenv("VQALAB_TEST_KEY", "sk-test")
+    folder = tmp_path / "odd"
+    items = [Item(id=k, task="vqa.open", question=f"What? {marker}", answer=["red"])
+             for k, marker in (("html", "[[html]]"), ("empty", "[[nochoices]]"), ("cut", "[[length]] [[reply:re]]"),
+                               ("fine", "[[reply:red]]"))]
+    save_dataset(folder, items, dataset_info("odd"))
+    with OpenAIStub() as server:
+        spec = {"backend": "openai", "name": "api", "base_url": server.url, "api_key_env": "VQALAB_TEST_KEY",
+                "max_retries": 0}
+        cfg = E.EvalConfig(datasets={"o": str(folder)}, models={"api": spec}, styles=["zero_shot"], n_resamples=20)
+        E.run(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
+    preds = {p["item_id"]: p for p in read_jsonl(tmp_path / "out" / "predictions.jsonl")}
+    assert preds["html"]["method"] == preds["empty"]["method"] == "error"
+    assert "not a chat completion" in preds["empty"]["meta"]["error"]
+    assert preds["fine"]["correct"] and preds["cut"]["truncated"] and not preds["fine"]["truncated"]
+    row = pd.read_csv(tmp_path / "out" / "metrics.csv").query("metric == 'exact_match'").iloc[0]
+    assert row["n"] == 4 and row["n_invalid"] == 2 and row["n_truncated"] == 1

@@ -169,12 +169,18 @@ class OpenAIModel(Model):
                 return Response(text="", parsed=None, method=ERROR, valid=False, error=f"{type(e).__name__}: {e}",
                                 latency_s=time.perf_counter() - start)
             latency = time.perf_counter() - start
-            text = completion.choices[0].message.content or ""
-            usage = completion.usage
-            pt, ct = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+            try:  # a 200 that is no chat completion (an HTML page, choices: []) fails this request only
+                choice = completion.choices[0]
+                text = choice.message.content or ""
+                finish = getattr(choice, "finish_reason", None)
+                usage = getattr(completion, "usage", None)
+                pt, ct = (int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)) if usage else (0, 0)
+            except (AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
+                return Response(text="", method=ERROR, valid=False, latency_s=latency,
+                                error=f"not a chat completion ({type(e).__name__}: {e}): {str(completion)[:200]!r}")
             parsed, method, valid = self._read(text, r, fmt)
             return Response(text=text, parsed=parsed, method=method, valid=valid, prompt_tokens=pt,
-                            completion_tokens=ct, latency_s=latency, cost_usd=self._cost(pt, ct))
+                            completion_tokens=ct, latency_s=latency, cost_usd=self._cost(pt, ct), finish_reason=finish)
 
     @staticmethod
     def _read(text: str, r: Request, fmt: dict | None) -> tuple:

@@ -214,6 +214,7 @@ class HFModel(Model):
         for b, (r, text) in enumerate(zip(batch, texts)):
             ids = new[b].tolist()
             n_new = next((j for j, t in enumerate(ids) if t in (eos, self.tokenizer.pad_token_id)), len(ids))
+            cut = not trie and n_new >= gen["max_new_tokens"]  # no end of turn within the limit
             if trie:
                 value, _ = parse_choice(text, r.constraint.choices)
                 method, valid = (CONSTRAINED_TRIE, True) if value is not None else (INVALID, False)
@@ -222,6 +223,7 @@ class HFModel(Model):
             responses.append(Response(
                 text=text, parsed=value, method=method, valid=valid,
                 prompt_tokens=int(enc["attention_mask"][b].sum()), completion_tokens=n_new, latency_s=elapsed,
+                finish_reason="length" if cut else "stop",
             ))
         return responses
 

@@ -15,7 +15,8 @@ entry in :data:`TASKS`.
 from __future__ import annotations
 
 from lib.schema import Item
-from lib.tasks.base import PROMPT_STYLES, Prompt, Scoring, Tables, Task, metric_row, prompts, user_content, wants_question_first
+from lib.tasks.base import (PROMPT_STYLES, Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts, user_content,
+                            wants_question_first)
 from lib.tasks.mcq import MultipleChoice
 from lib.tasks.scrapbook import ScrapbookQA
 from lib.tasks.vqa_open import OpenVQA
@@ -41,5 +42,5 @@ def task_of(item: Item) -> Task:
         raise KeyError(f"item {item.id!r}: unknown task {item.task!r}; known tasks: {', '.join(TASKS)}") from None
 
 
-__all__ = ["PROMPT_STYLES", "TASKS", "Prompt", "Scoring", "Tables", "Task", "get_task", "metric_row", "prompts",
+__all__ = ["PROMPT_STYLES", "TASKS", "Prompt", "Scoring", "Tables", "Task", "get_task", "metric_row", "n_truncated", "prompts",
            "task_of", "user_content", "wants_question_first"]

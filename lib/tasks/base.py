@@ -75,14 +75,21 @@ class Tables:
 
 
 def metric_row(subset: str, metric: str, values=None, n: int = 0, n_invalid: int = 0, ci=None,
-               scoring: Scoring | None = None) -> dict:
-    """One metric row: the mean of ``values`` with its bootstrap interval, or a given ``(value, low, high)``."""
+               scoring: Scoring | None = None, n_truncated: int = 0) -> dict:
+    """One metric row: the mean of ``values`` with its bootstrap interval, or a given ``(value, low,
+    high)``; beside it how many answers it covers, how many could not be read (``n_invalid``) and
+    how many were cut off by the token limit (``n_truncated``)."""
     if ci is None:
         s = scoring or Scoring()
         ci = mean_ci(values, n_resamples=s.n_resamples, seed=s.seed)
     value, low, high = ci
     return {"subset": subset, "metric": metric, "value": value, "ci_low": low, "ci_high": high, "n": n,
-            "n_invalid": n_invalid}
+            "n_invalid": n_invalid, "n_truncated": n_truncated}
+
+
+def n_truncated(preds) -> int:
+    """How many answers were cut off by the token limit."""
+    return sum(bool(p.truncated) for p in preds)
 
 
 class Task:
@@ -157,7 +164,7 @@ class Task:
         """Metric rows of a scored group (the ``invalid_rate`` row is added by the caller)."""
         n, n_inv = len(preds), sum(not p.valid for p in preds)
         return Tables([metric_row("all", "accuracy", [p.scores["accuracy"] for p in preds], n, n_inv,
-                                  scoring=scoring)])
+                                  scoring=scoring, n_truncated=n_truncated(preds))])
 
     # --- sampling ---------------------------------------------------------------------------------
     def sample_unit(self, item: Item):

@@ -16,7 +16,7 @@ from pathlib import Path
 from lib.metrics import classification as C
 from lib.metrics.stats import bootstrap_ci
 from lib.schema import INVALID, Item
-from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, prompts
+from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts
 
 LETTERS = string.ascii_uppercase
 NONE_LETTER = "N"
@@ -116,15 +116,17 @@ class MultipleChoice(Task):
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         n, n_inv = len(preds), sum(not p.valid for p in preds)
         types = [it.meta.get("specific_type", "all") for it in items]
+        n_trunc = n_truncated(preds)
         rows = []
         for metric in ("exact", "jaccard"):
             vals = [p.scores[metric] for p in preds]
-            rows.append(metric_row("all", f"{metric}_micro", vals, n, n_inv, scoring=scoring))
+            rows.append(metric_row("all", f"{metric}_micro", vals, n, n_inv, scoring=scoring, n_truncated=n_trunc))
             stat, arrays = C.macro_over_types_statistic(vals, types)
-            rows.append(metric_row("all", f"{metric}_macro", n=n, n_invalid=n_inv,
+            rows.append(metric_row("all", f"{metric}_macro", n=n, n_invalid=n_inv, n_truncated=n_trunc,
                                    ci=bootstrap_ci(stat, arrays, scoring.n_resamples, seed=scoring.seed)))
             for t in sorted(set(types)):
                 sub = [v for v, tt in zip(vals, types) if tt == t]
-                sub_inv = sum(not p.valid for p, tt in zip(preds, types) if tt == t)
-                rows.append(metric_row(t, metric, sub, len(sub), sub_inv, scoring=scoring))
+                sub_preds = [p for p, tt in zip(preds, types) if tt == t]
+                rows.append(metric_row(t, metric, sub, len(sub), sum(not p.valid for p in sub_preds), scoring=scoring,
+                                       n_truncated=n_truncated(sub_preds)))
         return Tables(rows)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from lib.metrics import consistency as S
 from lib.schema import ERROR, Item
-from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, prompts
+from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts
 
 
 def answer_spaces(items: list[Item]) -> dict:
@@ -71,12 +71,14 @@ class ScrapbookQA(Task):
         qs = S.questions(frame)
         rows = []
         for form, sub in frame.groupby("form"):
+            in_form = [preds[i] for i in sub.index]
             rows.append(metric_row(f"form={form}", "accuracy", sub["correct"].astype(float).tolist(), len(sub),
-                                   int(sum(not preds[i].valid for i in sub.index)), scoring=scoring))
+                                   int(sum(not p.valid for p in in_form)), scoring=scoring, n_truncated=n_truncated(in_form)))
         for filt, q in (("non-absurd", qs[~qs["absurd"]]), ("full", qs)):
             for metric, col in (("accuracy_all_forms", "correct_all"), ("accuracy_all_forms_strict", "correct_all_strict"),
                                 ("consistent_rate", "consistent")):
-                rows.append(metric_row(filt, metric, q[col].astype(float).tolist(), len(q), n_inv, scoring=scoring))
+                rows.append(metric_row(filt, metric, q[col].astype(float).tolist(), len(q), n_inv, scoring=scoring,
+                                       n_truncated=n_truncated(preds)))
         overall = S.overall_table(frame, qs)
         errors = pd.concat([S.error_table(frame, qs), overall.rename(columns={"questions": "count"}).assign(
             unit="questions", category="overall")], ignore_index=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, prompts
+from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts
 from lib.tasks.yesbut import set_text_scores, text_scores
 
 OPEN_METRICS = ("exact_match", "anls", "vqa_accuracy")
@@ -27,5 +27,6 @@ class OpenVQA(Task):
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         n, n_inv = len(preds), sum(not p.valid for p in preds)
-        return Tables([metric_row("all", metric, [p.scores[metric] for p in preds], n, n_inv, scoring=scoring)
+        return Tables([metric_row("all", metric, [p.scores[metric] for p in preds], n, n_inv, scoring=scoring,
+                                  n_truncated=n_truncated(preds))
                        for metric in OPEN_METRICS])

@@ -15,7 +15,7 @@ from lib.metrics import classification as C
 from lib.metrics import text as T
 from lib.metrics.stats import bootstrap_ci
 from lib.schema import Item
-from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, prompts
+from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts
 
 TEXT_METRICS = ("bleu", "rouge_l", "meteor", "bertscore", "cider")
 
@@ -53,7 +53,7 @@ class Detection(_OneLabel):
         pred = [p.parsed if p.valid else None for p in preds]
         for metric, labels in (("f1", ["Y"]), ("macro_f1", ["Y", "N"])):
             stat, arrays = C.f1_statistic(gold, pred, labels)
-            tables.rows.append(metric_row("all", metric, n=n, n_invalid=n_inv,
+            tables.rows.append(metric_row("all", metric, n=n, n_invalid=n_inv, n_truncated=n_truncated(preds),
                                           ci=bootstrap_ci(stat, arrays, scoring.n_resamples, seed=scoring.seed)))
         return tables
 
@@ -110,5 +110,6 @@ class Understanding(Task):
             for metric in preds[0].scores:
                 vals = [preds[i].scores[metric] for i in idx]
                 rows.append(metric_row(subset, metric, vals, len(idx), sum(not preds[i].valid for i in idx),
+                                       n_truncated=n_truncated([preds[i] for i in idx]),
                                        scoring=scoring))
         return Tables(rows)

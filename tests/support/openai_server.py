@@ -4,7 +4,9 @@ It answers ``POST /v1/chat/completions`` after ``delay_s``. Markers in the last 
 failures, per distinct message: ``[[429x2]]`` / ``[[500x1]]`` fail that many attempts first,
 ``[[timeoutx1]]`` stalls that many attempts past any client timeout, ``[[always500]]`` never
 succeeds, ``[[malformed]]`` returns broken JSON for a structured request, ``[[reply:TEXT]]`` answers
-exactly TEXT (a scripted model, garbage included). Otherwise a structured request gets
+exactly TEXT (a scripted model, garbage included), ``[[html]]`` answers 200 with an HTML page (a
+``base_url`` without ``/v1``), ``[[nochoices]]`` a completion with ``choices: []``, ``[[length]]``
+a reply cut off by the token limit (``finish_reason: length``). Otherwise a structured request gets
 ``{"answer": <first enum value>}`` and a free one ``echo: <text>``. ``POST /v1/images/generations``
 returns a small PNG (the images API of the style-variant stage).
 """
@@ -51,6 +53,11 @@ class OpenAIStub:
                 return web.json_response({"error": {"message": "slow down"}}, status=429)
             if m and m.group(1) == "timeout" and n <= int(m.group(2)):
                 await asyncio.sleep(self.stall_s)
+            if "[[html]]" in text:
+                return web.Response(text="<html><body>Welcome to nginx!</body></html>", content_type="text/html")
+            if "[[nochoices]]" in text:
+                return web.json_response({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                          "choices": []})
             fmt = body.get("response_format")
             reply = _REPLY.search(text)
             if reply:
@@ -66,7 +73,7 @@ class OpenAIStub:
                            for p in msg["content"] if p.get("type") == "image_url")
             return web.json_response({
                 "id": f"cmpl-{n}", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
+                "choices": [{"index": 0, "finish_reason": "length" if "[[length]]" in text else "stop",
                              "message": {"role": "assistant", "content": content}}],
                 "usage": {"prompt_tokens": 10 + 100 * n_images, "completion_tokens": 5, "total_tokens": 15 + 100 * n_images},
             })
