@@ -49,6 +49,7 @@ PREDICTIONS = "predictions.jsonl"  # 06
 JUDGEMENTS = "judgements.jsonl"  # 06
 METRICS, LEVELS, ERRORS = "metrics.csv", "levels.csv", "errors.csv"  # 06
 EVAL_CONFIG = "config.json"  # 06
+EVAL_MANIFEST = "manifest.json"  # 06: written last; ties config, predictions, judgements and datasets together
 REPORT = "report.html"  # 07, at the run folder's root
 
 

@@ -23,6 +23,7 @@ Outputs under ``outputs/<run>/06_evaluate/``: ``predictions.jsonl``, ``judgement
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -291,7 +292,8 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     cfg = resolved(cfg, out.parent)
     store = store if store is not None else CallStore.default()
     data = load_eval_items(cfg)
-    write_json(out / A.EVAL_CONFIG, cfg.to_dict())
+    # from here until the new manifest is written the folder is "unfinished": rescore refuses it
+    (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
     preds, judgements = [], []
     start = time.perf_counter()
     for label, spec in cfg.models.items():
@@ -314,6 +316,8 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
             judgements.extend(js)
     write_jsonl(out / A.PREDICTIONS, (p.to_dict() for p in preds))
     write_jsonl(out / A.JUDGEMENTS, (j.to_dict() for j in judgements))
+    write_json(out / A.EVAL_CONFIG, cfg.to_dict())
+    write_json(out / A.EVAL_MANIFEST, manifest(out, cfg))  # last, atomically: the parts belong together
     seconds = time.perf_counter() - start
     summary = rescore_folder(out)
     summary.update({"predict_seconds": round(seconds, 2), "predictions": len(preds), "judgements": len(judgements),
@@ -321,14 +325,59 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     return config.finish(out, A.EVALUATE, cfg, summary)
 
 
-def rescore_folder(out: str | Path) -> dict:
+def _sha256(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+def _answers_digest(path: Path) -> str | None:
+    """What identifies the stored answers: each prediction's item, model, style and raw output (not
+    its scores, which rescoring rewrites)."""
+    if not path.exists():
+        return None
+    h = hashlib.sha256()
+    for d in read_jsonl(path):
+        h.update(json.dumps([d["meta"].get("dataset", ""), d["item_id"], d["model"], d["style"], d["raw"],
+                             d.get("call_key")]).encode())
+    return h.hexdigest()
+
+
+def manifest(out: Path, cfg: EvalConfig) -> dict:
+    """The fingerprints that tie a finished evaluation's parts together: its config, its answers,
+    its judgements and every dataset's items as they were evaluated."""
+    return {"config": _sha256(out / A.EVAL_CONFIG), "answers": _answers_digest(out / A.PREDICTIONS),
+            "judgements": _sha256(out / A.JUDGEMENTS),
+            "datasets": {name: _sha256(Path(folder) / "items.jsonl") for name, folder in cfg.datasets.items()}}
+
+
+def check_manifest(out: Path, cfg: EvalConfig) -> None:
+    """Refuse a folder whose parts do not belong together (an unfinished rerun, a dataset changed
+    since the evaluation), saying which part and what to do."""
+    path = out / A.EVAL_MANIFEST
+    if not path.exists():
+        raise ValueError(f"{path} not found: the evaluation in {out} did not finish (a rerun was stopped, or the "
+                         f"folder predates manifests), so its config and predictions may belong to different runs; "
+                         f"rerun the stage (the call cache keeps it cheap), or rescore with --unverified")
+    saved, now = json.loads(path.read_text()), manifest(out, cfg)
+    for part in ("config", "answers", "judgements"):
+        if saved.get(part) != now[part]:
+            raise ValueError(f"{out}: the {part} changed after the evaluation finished; rerun the stage")
+    for name, digest in now["datasets"].items():
+        if saved.get("datasets", {}).get(name) != digest:
+            raise ValueError(f"{out}: dataset {name!r} ({cfg.datasets[name]}/items.jsonl) changed since it was evaluated: "
+                             f"rescoring would grade the stored answers against other questions; rerun the stage")
+
+
+def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
     """Recompute predictions' scores, metrics.csv, levels.csv and errors.csv from the stored
-    predictions, judgements and datasets of an evaluation folder - no model is loaded or called."""
+    predictions, judgements and datasets of an evaluation folder - no model is loaded or called.
+    The folder's manifest must match its parts (``unverified`` skips that check)."""
     out = Path(out)
     cfg_path = out / A.EVAL_CONFIG
     if not cfg_path.exists():
         raise FileNotFoundError(f"{cfg_path} not found: {out} holds no finished evaluation to rescore")
     cfg = EvalConfig(**json.loads(cfg_path.read_text()))
+    if not unverified:
+        check_manifest(out, cfg)
     start = time.perf_counter()
     items = items_by_key(load_eval_items(cfg))
     preds = [Prediction.from_dict(d) for d in read_jsonl(out / A.PREDICTIONS)]
@@ -368,9 +417,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     rs = sub.add_parser("rescore", help="recompute metrics.csv, levels.csv, errors.csv from stored outputs")
     rs.add_argument("--run", required=True, help="the run whose 06_evaluate folder to rescore")
+    rs.add_argument("--unverified", action="store_true", help="rescore a folder without a matching manifest.json")
     args = ap.parse_args(argv)
     folder = stage_dir(args.run, A.EVALUATE, create=False)
-    summary = rescore_folder(folder)
+    try:
+        summary = rescore_folder(folder, unverified=args.unverified)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(json.dumps({"folder": str(folder), **summary}))
     return 0
 

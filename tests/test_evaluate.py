@@ -124,7 +124,7 @@ def test_rescore_cli_on_a_run(finished, monkeypatch, capsys):
 
     out, _, _ = finished
     target = stage_dir("rescore-cli", "06_evaluate")
-    for f in ("config.json", "predictions.jsonl", "judgements.jsonl"):
+    for f in ("config.json", "predictions.jsonl", "judgements.jsonl", "manifest.json"):
         shutil.copy(out / f, target / f)
     assert E.main(["rescore", "--run", "rescore-cli"]) == 0
     assert json.loads(capsys.readouterr().out)["metrics"] > 0
@@ -211,7 +211,7 @@ def test_items_are_identified_by_dataset_and_id(tmp_path):
     preds = [Prediction(item_id=it.id, model="m", task="vqa.open", raw=it.answer[0], parsed=it.answer[0],
                           meta={"dataset": name}).to_dict() for name, its in (("a", a), ("b", b)) for it in its]
     (out / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
-    E.rescore_folder(out)
+    E.rescore_folder(out, unverified=True)  # written by hand: no manifest
     m = pd.read_csv(out / "metrics.csv")
     exact = m[m["metric"] == "exact_match"].set_index("dataset")["value"]
     assert exact.to_dict() == {"a": 1.0, "b": 1.0}  # every model answer is its own item's gold

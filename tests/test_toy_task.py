@@ -89,3 +89,25 @@ def test_training_validates_and_trains_with_the_tasks_own_methods(toy):
     batch = T.collate(examples[:2], backend.processor, tok.eos_token)
     labelled = batch["labels"][0][batch["labels"][0] != -100].tolist()
     assert tok.decode(labelled) == "red" + tok.eos_token  # the task's target text is what is learnt
+
+
+def test_rescore_refuses_parts_that_do_not_belong_together(toy, tmp_path):
+    """A dataset changed after its evaluation, or a rerun stopped before it finished: rescoring would
+    grade stored answers against other gold, so it refuses and says why."""
+    folder, items = toy
+    cfg = E.EvalConfig(datasets={"toy": str(folder)}, models={"tiny": TINY}, styles=["zero_shot"], max_new_tokens=4,
+                       n_resamples=20)
+    out = tmp_path / "eval"
+    E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    E.rescore_folder(out)  # a finished evaluation rescores
+    lines = (folder / "items.jsonl").read_text().splitlines()
+    (folder / "items.jsonl").write_text("\n".join(lines[::-1]).replace('"red"', '"blue"') + "\n")
+    with pytest.raises(ValueError, match=r"dataset 'toy' .* changed since it was evaluated"):
+        E.rescore_folder(out)
+    (folder / "items.jsonl").write_text("\n".join(lines) + "\n")
+    E.rescore_folder(out)
+    (out / "manifest.json").unlink()  # what a killed rerun leaves: new config beside old predictions
+    with pytest.raises(ValueError, match="did not finish"):
+        E.rescore_folder(out)
+    assert E.main(["rescore", "--run", "no-such-run"]) == 2  # a clear error, exit status 2
+    E.rescore_folder(out, unverified=True)  # the user's explicit choice
