@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import types
 import typing
@@ -98,6 +99,10 @@ def check_model_spec(spec, where: str, allow_empty: bool = False) -> None:
         raise ParamsError(f"{where}.name must name the model (hub id, folder or served name), got {spec.get('name')!r}")
     if "api_key" in spec:
         raise ParamsError(f"{where}: put the *name* of an environment variable in 'api_key_env', never a key")
+    env = spec.get("api_key_env")
+    if env is not None and not (isinstance(env, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", env)):
+        raise ParamsError(f"{where}.api_key_env must name an environment variable (letters, digits, _), not hold a "
+                          f"key; the value given is not shown")
 
 
 class StageConfig:

@@ -7,6 +7,7 @@ commit. Values of keys that look like secrets are redacted (only variable *names
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import subprocess
@@ -45,14 +46,41 @@ def versions() -> dict:
     return out
 
 
+def _key_values(v) -> set[str]:
+    """The values of the environment variables that ``api_key_env`` entries name (and OpenAI's default)."""
+    names = {"OPENAI_API_KEY"}
+
+    def walk(x):
+        if isinstance(x, dict):
+            names.update(str(x["api_key_env"]) for _ in [0] if "api_key_env" in x)
+            for y in x.values():
+                walk(y)
+        elif isinstance(x, list):
+            for y in x:
+                walk(y)
+
+    walk(v)
+    return {os.environ[n] for n in names if len(os.environ.get(n, "")) >= 4}
+
+
 def redact(params: dict) -> dict:
-    """Params with secret-looking values replaced (``api_key_env`` names a variable: kept)."""
+    """Params with secret-looking values replaced (``api_key_env`` names a variable: kept), and any
+    key value that the named variables hold removed wherever it appears."""
+    keys = _key_values(params)
+
+    def scrub(s: str) -> str:
+        for k in keys:
+            s = s.replace(k, "<redacted>")
+        return s
+
     def walk(v, key=""):
         if isinstance(v, dict):
             return {k: walk(x, k) for k, x in v.items()}
         if isinstance(v, list):
             return [walk(x) for x in v]
-        return "<redacted>" if key and _SECRET.search(key) and v else v
+        if key and _SECRET.search(key) and v:
+            return "<redacted>"
+        return scrub(v) if isinstance(v, str) else v
 
     return walk(params)
 

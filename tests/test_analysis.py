@@ -103,3 +103,21 @@ def test_umap_of_the_sample_images_by_half_style():
     assert -1 <= score <= 1
     fig, ax = plots.embedding_map(analysis.embedding_frame(coords, meta[["style"]]), "style", "YesBut stages 3-4", name, score)
     assert analysis.DESCRIPTOR in ax.get_title()
+
+
+def test_report_escapes_every_value_it_embeds(tmp_path):
+    """Names and values from a run's outputs are text, never markup (a dataset called <script>...)."""
+    import json
+
+    from lib.paths import stage_dir
+
+    evil = "<script>alert(1)</script>"
+    folder = stage_dir("report-escape", "04_scrapbook")
+    (folder / "summary.json").write_text(json.dumps({"datasets": {evil: {"images": 1, "questions": 2}}}))
+    (folder / "provenance.json").write_text(json.dumps({"created": evil, "git": {"sha": evil}, "params": {"x": evil}}))
+    setup = stage_dir("report-escape", "00_setup")
+    (setup / "summary.json").write_text(json.dumps({"probe_answers": 1, "models": 1, "constrained_invalid": 0,
+                                                   "datasets": {evil: "x"}}))
+    pd.DataFrame([{"model": evil, "raw": evil}]).to_csv(setup / "probe.csv", index=False)
+    page = build_report("report-escape").read_text()
+    assert evil not in page and "&lt;script&gt;" in page

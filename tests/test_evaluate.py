@@ -10,6 +10,7 @@ from lib import evaluate as E
 from lib.io import dataset_info, load_items, read_jsonl, save_dataset
 from lib.schema import Item, Prediction
 from lib.scrapbook import ScrapbookParams, generate as scrapbook
+from lib.config import ParamsError
 from lib.store import CallStore
 from lib.setup import demo_datasets
 
@@ -246,3 +247,31 @@ def test_a_reply_that_is_no_chat_completion_fails_that_request_only(tmp_path, mo
     assert preds["fine"]["correct"] and preds["cut"]["truncated"] and not preds["fine"]["truncated"]
     row = pd.read_csv(tmp_path / "out" / "metrics.csv").query("metric == 'exact_match'").iloc[0]
     assert row["n"] == 4 and row["n_invalid"] == 2 and row["n_truncated"] == 1
+
+
+def test_the_key_never_lands_on_disk(tmp_path, monkeypatch):
+    """A server that echoes the key in its 401 or its reply: the key's value is redacted from the
+    stored predictions, the call cache and the provenance; a key put in api_key_env is refused."""
+    secret = "sk-live-0123456789abcdef"
+    monkeypatch.setenv("VQALAB_SECRET_KEY", secret)
+    folder = tmp_path / "k"
+    save_dataset(folder, [Item(id="a", task="vqa.open", question="What? [[echo401]]", answer=["x"]),
+                          Item(id="b", task="vqa.open", question="What? [[echokey]]", answer=["x"])], dataset_info("k"))
+    with OpenAIStub() as server:
+        spec = {"backend": "openai", "name": "api", "base_url": server.url, "api_key_env": "VQALAB_SECRET_KEY",
+                "max_retries": 0}
+        cfg = E.EvalConfig(datasets={"k": str(folder)}, models={"api": spec}, styles=["zero_shot"], n_resamples=20)
+        E.run(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
+    preds = {p["item_id"]: p for p in read_jsonl(tmp_path / "out" / "predictions.jsonl")}
+    assert preds["a"]["method"] == "error" and "<redacted>" in preds["a"]["meta"]["error"]
+    assert "<redacted>" in preds["b"]["raw"]
+    for path in [*(tmp_path / "out").iterdir(), tmp_path / "c.sqlite"]:
+        assert secret.encode() not in path.read_bytes(), path.name
+    with pytest.raises(ParamsError, match="not shown") as e:
+        E.EvalConfig.from_params({"models": {"m": {**spec, "api_key_env": secret}}}, source="06.yaml")
+    assert secret not in str(e.value)
+    from lib.models import load_model
+
+    with pytest.raises(ValueError, match="not shown") as e:
+        load_model({**spec, "api_key_env": secret})
+    assert secret not in str(e.value)

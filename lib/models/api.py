@@ -31,6 +31,7 @@ import base64
 import hashlib
 import io
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -79,6 +80,9 @@ def response_format(request: Request) -> dict | None:
     return {"type": "json_schema", "json_schema": {"name": "answer", "schema": c.json_schema, "strict": True}}
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def response_image(response: Response):
     """The image an images-endpoint response names (a PIL image)."""
     from PIL import Image
@@ -101,6 +105,11 @@ class OpenAIModel(Model):
         if "api_key" in spec:
             raise ValueError("put the NAME of an environment variable in the spec's 'api_key_env', "
                              "never the key itself in 'api_key'")
+        env = spec.get("api_key_env", "OPENAI_API_KEY")
+        if not isinstance(env, str) or not _ENV_NAME.match(env):
+            # the message never repeats the value: it may be the key itself
+            raise ValueError(f"model {spec.get('name')!r}: api_key_env must be the NAME of an environment variable "
+                             f"(letters, digits, _), not a key; the value given is not shown")
         self.concurrency = int(spec.get("concurrency", 16))
         self.batch_size = int(spec.get("batch_size", 4 * self.concurrency))
 
@@ -132,6 +141,11 @@ class OpenAIModel(Model):
             max_retries=int(self.spec.get("max_retries", 5)), timeout=float(self.spec.get("timeout_s", 60)),
         )
 
+    def _redact(self, text: str) -> str:
+        """``text`` without the key's value (servers echo it in their errors; it must not reach disk)."""
+        key = os.environ.get(self.spec.get("api_key_env", "OPENAI_API_KEY"))
+        return text.replace(key, "<redacted>") if key and len(key) >= 4 else text
+
     def _cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * float(self.spec.get("price_per_1m_input", 0))
                 + completion_tokens * float(self.spec.get("price_per_1m_output", 0))) / 1e6
@@ -142,7 +156,7 @@ class OpenAIModel(Model):
             result = await client.images.generate(model=self.spec["name"], prompt=_last_text(r),
                                                   size=self.spec.get("size", "1024x1024"), response_format="b64_json", n=1)
         except Exception as e:  # after the client's own retries
-            return Response(text="", method=ERROR, valid=False, error=f"{type(e).__name__}: {e}",
+            return Response(text="", method=ERROR, valid=False, error=self._redact(f"{type(e).__name__}: {e}"),
                             latency_s=time.perf_counter() - start)
         raw = base64.b64decode(result.data[0].b64_json)
         name = f"images/{hashlib.sha256(raw).hexdigest()}.png"
@@ -166,8 +180,8 @@ class OpenAIModel(Model):
             try:
                 completion = await client.chat.completions.create(**kwargs)
             except Exception as e:  # after the client's own retries: record, do not sink the batch
-                return Response(text="", parsed=None, method=ERROR, valid=False, error=f"{type(e).__name__}: {e}",
-                                latency_s=time.perf_counter() - start)
+                return Response(text="", parsed=None, method=ERROR, valid=False,
+                                error=self._redact(f"{type(e).__name__}: {e}"), latency_s=time.perf_counter() - start)
             latency = time.perf_counter() - start
             try:  # a 200 that is no chat completion (an HTML page, choices: []) fails this request only
                 choice = completion.choices[0]
@@ -176,8 +190,9 @@ class OpenAIModel(Model):
                 usage = getattr(completion, "usage", None)
                 pt, ct = (int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)) if usage else (0, 0)
             except (AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
-                return Response(text="", method=ERROR, valid=False, latency_s=latency,
-                                error=f"not a chat completion ({type(e).__name__}: {e}): {str(completion)[:200]!r}")
+                return Response(text="", method=ERROR, valid=False, latency_s=latency, error=self._redact(
+                    f"not a chat completion ({type(e).__name__}: {e}): {str(completion)[:200]!r}"))
+            text = self._redact(text)
             parsed, method, valid = self._read(text, r, fmt)
             return Response(text=text, parsed=parsed, method=method, valid=valid, prompt_tokens=pt,
                             completion_tokens=ct, latency_s=latency, cost_usd=self._cost(pt, ct), finish_reason=finish)

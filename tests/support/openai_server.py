@@ -6,7 +6,8 @@ failures, per distinct message: ``[[429x2]]`` / ``[[500x1]]`` fail that many att
 succeeds, ``[[malformed]]`` returns broken JSON for a structured request, ``[[reply:TEXT]]`` answers
 exactly TEXT (a scripted model, garbage included), ``[[html]]`` answers 200 with an HTML page (a
 ``base_url`` without ``/v1``), ``[[nochoices]]`` a completion with ``choices: []``, ``[[length]]``
-a reply cut off by the token limit (``finish_reason: length``). Otherwise a structured request gets
+a reply cut off by the token limit (``finish_reason: length``), ``[[echo401]]`` a 401 whose message
+repeats the Authorization header (as some servers do), ``[[echokey]]`` a reply that does. Otherwise a structured request gets
 ``{"answer": <first enum value>}`` and a free one ``echo: <text>``. ``POST /v1/images/generations``
 returns a small PNG (the images API of the style-variant stage).
 """
@@ -53,6 +54,11 @@ class OpenAIStub:
                 return web.json_response({"error": {"message": "slow down"}}, status=429)
             if m and m.group(1) == "timeout" and n <= int(m.group(2)):
                 await asyncio.sleep(self.stall_s)
+            if "[[echo401]]" in text:
+                return web.json_response({"error": {"message": f"bad key {request.headers.get('Authorization')}"}},
+                                         status=401)
+            if "[[echokey]]" in text:
+                text = f"{text} {request.headers.get('Authorization')}"
             if "[[html]]" in text:
                 return web.Response(text="<html><body>Welcome to nginx!</body></html>", content_type="text/html")
             if "[[nochoices]]" in text:
