@@ -647,15 +647,36 @@ def generate(params: ScrapbookParams, out_dir: str | Path, shard: int = 0, num_s
     Writes ``images/`` and ``masks/`` (PNG; mask pixel k = object k, 0 = background),
     ``scenes.jsonl``, ``items.jsonl`` (one :class:`lib.schema.Item` per line), ``counts.csv``,
     ``concepts.csv``, ``summary.json`` and ``dataset.json``. Memory stays flat: rows go to disk as
-    they are made. The JSONL files appear under their final names only when complete.
+    they are made. The folder is built beside ``out_dir`` and swapped in when complete, so a killed
+    run leaves the old dataset or the new one, never a mix.
     """
+    if not 0 <= shard < num_shards:
+        raise ScrapbookParamError(f"--shard {shard} must be in [0, --num-shards={num_shards})")
+    return _built_aside(Path(out_dir), lambda tmp: _generate(params, tmp, shard, num_shards, progress))
+
+
+def _built_aside(out: Path, build) -> dict:
+    """Run ``build(folder)`` on a fresh folder beside ``out``, then put it in ``out``'s place."""
+    tmp = out.parent / f".{out.name}.building"
+    if tmp.exists():
+        shutil.rmtree(tmp)  # a killed earlier build
+    tmp.mkdir(parents=True)
+    stats = build(tmp)
+    old = out.parent / f".{out.name}.old"
+    if old.exists():
+        shutil.rmtree(old)
+    if out.exists():
+        out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+    return stats
+
+
+def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, progress: bool) -> dict:
     from tqdm.auto import tqdm
 
     from lib.paths import cache_dir
 
-    if not 0 <= shard < num_shards:
-        raise ScrapbookParamError(f"--shard {shard} must be in [0, --num-shards={num_shards})")
-    out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "masks").mkdir(parents=True, exist_ok=True)
     res = prepare(params, cache_dir("scrapbook"))
@@ -691,12 +712,30 @@ def _unit_key(line: str) -> tuple:
 
 
 def merge(shard_dirs: list[str | Path], out_dir: str | Path) -> dict:
-    """Union of shard outputs in unit order: the same files an unsharded run writes."""
+    """Union of shard outputs in unit order: the same files an unsharded run writes. Refuses a shard
+    given twice and shards made with different parameters or seeds (their union is no dataset)."""
     out = Path(out_dir)
     shards = [Path(d) for d in shard_dirs]
     for d in shards:
         if not (d / "items.jsonl").exists():
             raise FileNotFoundError(f"{d}: not a finished Scrapbook shard (no items.jsonl)")
+    infos = [json.loads((d / "summary.json").read_text()) for d in shards]
+    seen: dict = {}
+    for d, i in zip(shards, infos):
+        key = (d.resolve(), None) if i.get("shard") is None else (None, i["shard"])
+        if d.resolve() in {k[0] for k in seen} or key in seen:
+            raise ScrapbookParamError(f"merge: {d} is shard {i.get('shard')} of {i.get('num_shards')}, given twice "
+                                      f"(also as {seen.get(key, d)})")
+        seen[key] = d
+        seen[(d.resolve(), None)] = d
+        if i["params"] != infos[0]["params"] or i.get("num_shards") != infos[0].get("num_shards"):
+            diff = sorted(k for k in i["params"] if i["params"][k] != infos[0]["params"].get(k))
+            raise ScrapbookParamError(f"merge: {d} was made with other parameters than {shards[0]} "
+                                      f"({', '.join(diff) or 'num_shards'} differ); shards of one dataset share them")
+    return _built_aside(out, lambda tmp: _merge(shards, infos, tmp))
+
+
+def _merge(shards: list[Path], infos: list[dict], out: Path) -> dict:
     for sub in ("images", "masks"):
         (out / sub).mkdir(parents=True, exist_ok=True)
         for d in shards:
@@ -717,7 +756,6 @@ def merge(shard_dirs: list[str | Path], out_dir: str | Path) -> dict:
             for fh in files:
                 fh.close()
         (out / f".{name}.part").replace(out / name)
-    infos = [json.loads((d / "summary.json").read_text()) for d in shards]
     failures: Counter = Counter()
     for i in infos:
         failures.update(i.get("placement_failures", {}))

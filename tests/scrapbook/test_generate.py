@@ -114,6 +114,36 @@ def test_union_of_shards_equals_the_unsharded_output(tmp_path):
         assert (tmp_path / "merged" / name).read_bytes() == (tmp_path / "full" / name).read_bytes(), name
     assert sorted(p.name for p in (tmp_path / "merged" / "images").iterdir()) == \
            sorted(p.name for p in (tmp_path / "full" / "images").iterdir())
+    with pytest.raises(ScrapbookParamError, match="given twice"):
+        merge([shards[0], shards[1], shards[1]], tmp_path / "dup")
+    other = generate(ScrapbookParams(**{**SMALL, "seed": 9}), tmp_path / "other", shard=2, num_shards=3, progress=False)
+    assert other["images"] > 0
+    with pytest.raises(ScrapbookParamError, match=r"other parameters .*\(seed differ\)"):
+        merge([shards[0], shards[1], tmp_path / "other"], tmp_path / "mixed")
+    assert not (tmp_path / "dup").exists() and not (tmp_path / "mixed").exists()  # refused before writing
+
+
+def test_regenerating_over_a_folder_swaps_a_complete_build_in(tmp_path, monkeypatch):
+    """A run killed while regenerating leaves the old dataset whole; a finished one replaces it."""
+    G = sys.modules["lib.scrapbook.generate"]  # the module (lib.scrapbook.generate is also the function)
+
+    out = tmp_path / "ds"
+    first = generate(ScrapbookParams(**SMALL), out, progress=False)
+    before = (out / "items.jsonl").read_bytes()
+    real = G.item_lines
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt("killed mid-way")
+
+    monkeypatch.setattr(G, "item_lines", killed)
+    with pytest.raises(KeyboardInterrupt):
+        generate(ScrapbookParams(**{**SMALL, "seed": 5}), out, progress=False)
+    assert (out / "items.jsonl").read_bytes() == before and len(list((out / "images").iterdir())) == first["images"]
+    monkeypatch.setattr(G, "item_lines", real)
+    generate(ScrapbookParams(**{**SMALL, "seed": 5}), out, progress=False)
+    assert (out / "items.jsonl").read_bytes() != before
+    assert json.loads((out / "summary.json").read_text())["params"]["seed"] == 5
+    assert [p.name for p in tmp_path.iterdir()] == ["ds"]  # nothing left aside
 
 
 @pytest.mark.parametrize("change, name", [
