@@ -47,6 +47,9 @@ def load_annotation_file(path: str | Path, store: AnnotationStore, annotator: st
     into ``store``; ``item`` is a manifest id or, through ``names`` (file stem -> id), a file name.
     Returns the rows appended. The batch (papermill) run uses this instead of the widget."""
     records = yaml.safe_load(Path(path).read_text())
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise ValueError(f"{path}: an annotation file is a list of records ({{item, annotator, fields...}}), "
+                         f"got {type(records).__name__}")
     names = names or {}
     n = 0
     for i, r in enumerate(records):

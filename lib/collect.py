@@ -36,7 +36,8 @@ from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib import config, plots
-from lib.io import (LoadReport, dataset_info, load_image, read_jsonl, read_yesbut_annotations, save_dataset, scan_images,
+from lib.io import (LoadReport, dataset_info, load_image, read_jsonl, read_memeqa, read_yesbut_annotations, save_dataset,
+                    scan_images,
                     write_json, write_jsonl)
 from lib.panels import completion_grid, split
 from lib.schema import Item
@@ -156,9 +157,7 @@ def collect_yesbut(root: str | Path, licence: str = "YesBut dataset (see its rep
 
 def collect_memeqa(json_path: str | Path, images: str | Path, progress: bool = True) -> tuple[list[Record], LoadReport]:
     """The images a MemeQA-format JSON names (``img`` keys) inside ``images``; missing ones are reported."""
-    import json
-
-    names = sorted({r["img"] for r in json.loads(Path(json_path).read_text())})
+    names = sorted({r["img"] for r in read_memeqa(json_path)})
     report = LoadReport()
     present = []
     for n in names:

@@ -111,8 +111,14 @@ def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, list[Item]]]:
                 raise ValueError(f"dataset {name!r}: {folder}/items.jsonl has id {it.id!r} twice (lines {seen[it.id]} "
                                  f"and {line}); ids must be unique within a dataset")
             seen[it.id] = line
-        items = [it for it in items if not cfg.tasks or it.task in cfg.tasks]
-        out[name] = (folder, sample_items(items, cfg.max_items, cfg.seed))
+        items = sample_items([it for it in items if not cfg.tasks or it.task in cfg.tasks], cfg.max_items, cfg.seed)
+        bad = [(it.id, im, "missing" if not (folder / im).exists() else "not a file")
+               for it in items for im in it.images if not (folder / im).is_file()]
+        if bad:  # before any model is called, not as a bare error an hour into the run
+            listed = "; ".join(f"{i}: {im} ({why})" for i, im, why in bad[:5])
+            raise ValueError(f"dataset {name!r} ({folder}): {len(bad)} image(s) of its items cannot be read: {listed}"
+                             f"{' ...' if len(bad) > 5 else ''}")
+        out[name] = (folder, items)
     return out
 
 

@@ -300,16 +300,51 @@ def read_yesbut_annotations(csv_path: str | Path) -> dict[str, dict]:
     return out
 
 
-def import_memeqa(path: str | Path, image_dir: str = "images") -> list[Item]:
-    """Read a MemeQA split (a JSON list with keys id, img, question, options, general_type,
-    specific_type, answer_key) into ``mcq`` Items; a record missing a key raises naming it."""
+def read_memeqa(path: str | Path) -> list[dict]:
+    """The records of a MemeQA split (a JSON list with keys id, img, question, options, general_type,
+    specific_type, answer_key), each checked - keys, value types, the answer key against the
+    options - so every MemeQA reader (this importer, 03's skeletons, 01's collector) refuses the
+    same bad record with the same message naming the file and the record."""
     path = Path(path)
-    records = json.loads(path.read_text())
-    items = []
+    try:
+        records = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(records, list):
+        raise ValueError(f"{path}: a MemeQA split is a JSON list of records, got {type(records).__name__}")
     for n, r in enumerate(records):
+        where = f"{path}: record {n} (id={r.get('id') if isinstance(r, dict) else None!r})"
+        if not isinstance(r, dict):
+            raise ValueError(f"{where}: a record is a JSON object, got {type(r).__name__}")
         missing = [k for k in MEMEQA_KEYS if k not in r]
         if missing:
-            raise ValueError(f"{path}: record {n} (id={r.get('id')!r}) lacks key(s) {missing}")
+            raise ValueError(f"{where} lacks key(s) {missing}")
+        for key in ("img", "question", "specific_type"):
+            if not isinstance(r[key], str):
+                raise ValueError(f"{where}: {key} must be a string, got {r[key]!r}")
+        if not isinstance(r["id"], (str, int)) or isinstance(r["id"], bool):
+            raise ValueError(f"{where}: id must be a string, got {r['id']!r}")
+        opts = r["options"]
+        if not isinstance(opts, list) or len(opts) < 2 or not all(isinstance(o, str) for o in opts):
+            raise ValueError(f"{where}: options must be a list of at least 2 strings, got {opts!r}")
+        if r["general_type"] == "single":
+            ok = isinstance(r["answer_key"], int) and not isinstance(r["answer_key"], bool) and 0 <= r["answer_key"] < len(opts)
+        elif r["general_type"] == "multi":
+            ok = isinstance(r["answer_key"], list) and len(r["answer_key"]) == len(opts) and \
+                all(f in (0, 1, True, False) for f in r["answer_key"])
+        else:
+            raise ValueError(f"{where}: general_type must be 'single' or 'multi', got {r['general_type']!r}")
+        if not ok:
+            raise ValueError(f"{where}: answer_key {r['answer_key']!r} does not fit {len(opts)} options "
+                             f"({'an index' if r['general_type'] == 'single' else 'one 0/1 flag per option'})")
+    return records
+
+
+def import_memeqa(path: str | Path, image_dir: str = "images") -> list[Item]:
+    """A MemeQA split (:func:`read_memeqa`) as ``mcq`` Items."""
+    path = Path(path)
+    items = []
+    for r in read_memeqa(path):
         if r["general_type"] == "single":
             answer = [int(r["answer_key"])]
         else:

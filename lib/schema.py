@@ -58,6 +58,9 @@ class Item:
             raise TypeError(f"Item {self.id!r}: answer must be a list (indices or reference texts), got {self.answer!r}")
         if self.options is not None:
             n = len(self.options)
+            if n < 2 or not all(isinstance(o, str) for o in self.options):
+                raise ValueError(f"Item {self.id!r}: a multiple-choice item needs at least 2 options (strings), "
+                                 f"got {self.options!r}")
             if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in self.answer):
                 raise ValueError(f"Item {self.id!r}: answer {self.answer!r} must be indices into {n} options")
         elif any(not isinstance(a, str) for a in self.answer):

@@ -160,3 +160,52 @@ def test_memeqa_missing_key_is_named(tmp_path):
     path.write_text(json.dumps([{"id": "q", "img": "a.png", "question": "?", "options": ["a"], "general_type": "single"}]))
     with pytest.raises(ValueError, match=r"bad.json: record 0 \(id='q'\) lacks key\(s\) \['specific_type', 'answer_key'\]"):
         vio.import_memeqa(path)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"options": "A cat; A dog"}, "options must be a list of at least 2 strings"),
+    ({"options": ["only one"]}, "options must be a list of at least 2 strings"),
+    ({"answer_key": 7}, "answer_key 7 does not fit 3 options"),
+    ({"general_type": "multi", "answer_key": [1, 0]}, "does not fit 3 options"),
+    ({"question": None}, "question must be a string"),
+    ({"general_type": "several"}, "general_type must be 'single' or 'multi'"),
+])
+def test_every_memeqa_reader_refuses_the_same_bad_record_by_name(tmp_path, change, message):
+    from lib import collect
+    from lib.af import from_memeqa
+
+    good = {"id": "intent/1", "img": "a.png", "question": "Why?", "options": ["x", "y", "z"], "general_type": "single",
+            "specific_type": "Intent", "answer_key": 1}
+    path = tmp_path / "split.json"
+    path.write_text(json.dumps([good, {**good, "id": "intent/2", **change}]))
+    for read in (lambda: vio.import_memeqa(path), lambda: from_memeqa(path, tmp_path),
+                 lambda: collect.collect_memeqa(path, tmp_path, progress=False)):
+        with pytest.raises(ValueError, match=rf"split\.json: record 1 \(id='intent/2'\).*{message}"):
+            read()
+
+
+def test_an_item_with_fewer_than_two_options_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"Item 'q': a multiple-choice item needs at least 2 options"):
+        Item(id="q", task="mcq", question="?", options=["only"], answer=[0])
+
+
+def test_an_evaluation_names_the_items_whose_images_cannot_be_read(tmp_path):
+    from lib import evaluate as E
+
+    (tmp_path / "d" / "images" / "folder.png").mkdir(parents=True)
+    vio.save_dataset(tmp_path / "d", [Item(id="a", task="vqa.open", question="?", images=["images/gone.png"], answer=["x"]),
+                                      Item(id="b", task="vqa.open", question="?", images=["images/folder.png"],
+                                           answer=["x"])], vio.dataset_info("d"))
+    cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": {"backend": "tiny", "name": "llava"}})
+    with pytest.raises(ValueError, match=r"dataset 'd' .*2 image\(s\).*a: images/gone.png \(missing\); "
+                                         r"b: images/folder.png \(not a file\)"):
+        E.load_eval_items(cfg)
+
+
+def test_an_annotation_file_that_is_no_list_of_records_is_refused_by_name(tmp_path):
+    from lib import annotate as A
+
+    path = tmp_path / "ann.yaml"
+    path.write_text("item: pair-1\nannotator: ana\n")
+    with pytest.raises(ValueError, match=r"ann\.yaml: an annotation file is a list of records"):
+        A.load_annotation_file(path, A.AnnotationStore(tmp_path / "a.jsonl"))

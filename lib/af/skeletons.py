@@ -12,7 +12,6 @@ verb phrase; install spaCy and en_core_web_sm for real runs).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from lib.io import read_memeqa
 from lib.paths import DATA
 
 TYPES = ("intent_comp", "deriv_comp", "intent_id", "deriv_id", "bk_id", "viz_id", "tar_id", "tar_sent_id",
@@ -157,8 +157,8 @@ def from_memeqa(path: str | Path, images_dir: str | Path) -> tuple[list[Skeleton
     have nothing to keep and are returned as skipped ids."""
     nota = prompts()["none_of_the_above"].lower()
     out, skipped = [], []
-    for r in json.loads(Path(path).read_text()):
-        kind = r["id"].split("/")[0]
+    for r in read_memeqa(path):
+        kind = str(r["id"]).split("/")[0]
         keys = [r["answer_key"]] if r["general_type"] == "single" else [i for i, f in enumerate(r["answer_key"]) if f]
         correct = [r["options"][i] for i in keys if r["options"][i].strip().lower() != nota]
         if not correct or kind not in TYPES:
