@@ -120,28 +120,48 @@ def export_label_studio(store: AnnotationStore, images: dict[str, str]) -> list[
     return tasks
 
 
+def _ls_value(f, r: dict):
+    """The annotation value of one Label Studio result, accepting exactly what the export writes."""
+    if f.kind in ("bool", "choice"):
+        if r.get("type") != "choices":
+            raise ValueError(f"field {f.name!r} expects a choices result, got type {r.get('type')!r}")
+        (c,) = r["value"]["choices"]
+        if f.kind == "bool":
+            if c not in ("Yes", "No"):
+                raise ValueError(f"field {f.name!r} expects the choice 'Yes' or 'No', got {c!r}")
+            return c == "Yes"
+        return c
+    (text,) = r["value"]["text"]
+    return text if f.kind == "text" else (json.loads(text) if f.kind == "targets"
+                                          else [x for x in text.splitlines() if x.strip()])
+
+
 def import_label_studio(tasks: list[dict], store: AnnotationStore) -> int:
-    """Append the annotations of Label Studio tasks (as exported above or by Label Studio) to ``store``."""
+    """Append the annotations of Label Studio tasks (as exported above or by Label Studio) to ``store``.
+    Only the exact choices the export writes are accepted ("Maybe" is no bool); a malformed task or
+    result raises naming its index, before anything of that task is saved. Results for fields
+    outside the schema (other labelling configs) are left out."""
     n = 0
-    for t in tasks:
-        item = t["data"].get("item") or str(t["id"])
-        for ann in t.get("annotations", []):
-            who = ann.get("completed_by", {})
-            who = who.get("email") if isinstance(who, dict) else str(who)
-            values = {}
-            for r in ann.get("result", []):
-                field = r["from_name"]
-                if field not in FIELD_BY_NAME:
-                    continue
-                f = FIELD_BY_NAME[field]
-                if r["type"] == "choices":
-                    c = r["value"]["choices"][0]
-                    values[field] = (c == "Yes") if f.kind == "bool" else c
-                else:
-                    text = r["value"]["text"][0]
-                    values[field] = text if f.kind == "text" else (json.loads(text) if f.kind == "targets"
-                                                                  else [x for x in text.splitlines() if x.strip()])
-            n += store.save(item, who or "label-studio", values)
+    for i, t in enumerate(tasks):
+        try:
+            item = t["data"].get("item") or str(t["id"])
+            parsed = []
+            for ann in t.get("annotations", []):
+                who = ann.get("completed_by", {})
+                who = who.get("email") if isinstance(who, dict) else str(who)
+                values = {}
+                for j, r in enumerate(ann.get("result", [])):
+                    if r.get("from_name") in FIELD_BY_NAME:
+                        try:
+                            values[r["from_name"]] = _ls_value(FIELD_BY_NAME[r["from_name"]], r)
+                        except (KeyError, TypeError, ValueError) as e:
+                            raise ValueError(f"result {j}: {e}") from None
+                parsed.append((who or "label-studio", values))
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            raise ValueError(f"Label Studio task {i} (id={t.get('id') if isinstance(t, dict) else None!r}): "
+                             f"malformed ({type(e).__name__}: {e})") from None
+        for who, values in parsed:
+            n += store.save(item, who, values)
     return n
 
 

@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib import config, plots
-from lib.io import (LoadReport, dataset_info, load_image, read_jsonl, read_memeqa, read_yesbut_annotations, save_dataset,
+from lib.io import (ImageError, LoadReport, dataset_info, load_image, read_jsonl, read_memeqa, read_yesbut_annotations, save_dataset,
                     scan_images,
                     write_json, write_jsonl)
 from lib.panels import completion_grid, split
@@ -85,8 +85,6 @@ def record_for(path: str | Path, source: str, **extra) -> Record:
 def _records(paths, source: str, report: LoadReport, progress: bool, extra=lambda p: {},
              desc: str | None = None) -> list[Record]:
     """A record per readable image; a bad one is added to ``report`` with the reason, never ingested."""
-    from lib.io import ImageError
-
     out = []
     for p in tqdm(paths, desc=desc or f"collect {source}", unit="image", disable=not progress):
         try:
@@ -170,14 +168,22 @@ def collect_memeqa(json_path: str | Path, images: str | Path, progress: bool = T
 
 def collect_urls(urls: list[str], dest: str | Path, retries: int = 3, timeout_s: float = 20.0,
                  progress: bool = True) -> tuple[list[Record], LoadReport]:
-    """Download each URL into ``dest`` (retries with backoff); a URL that never succeeds is reported.
-    Offline, every URL fails fast and is reported with the network error."""
+    """Download each URL into ``dest`` (retries with backoff). A URL that never succeeds, one that is
+    not http(s) (``file://`` included: collection does not read local files through URLs), one
+    without a scheme, and one whose download is no image (a soft 404's HTML page) are each reported
+    with the reason, and the other URLs are kept. Offline, every URL fails fast and is reported."""
+    import urllib.parse
     import urllib.request
+
 
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     report, recs = LoadReport(), []
     for url in tqdm(urls, desc="download", unit="url", disable=not progress):
+        scheme = urllib.parse.urlsplit(str(url)).scheme.lower()
+        if scheme not in ("http", "https"):
+            report.add_skip(url, f"not an http(s) URL ({f'scheme {scheme!r}' if scheme else 'scheme missing'})")
+            continue
         name = hashlib.sha256(url.encode()).hexdigest()[:16] + (Path(url.split("?")[0]).suffix or ".img")
         target = dest / name
         error = None
@@ -195,8 +201,9 @@ def collect_urls(urls: list[str], dest: str | Path, retries: int = 3, timeout_s:
             continue
         try:
             recs.append(record_for(target, "urls", url=url))
-        except OSError as e:
-            report.add_skip(url, str(e))
+        except (OSError, ImageError) as e:
+            target.unlink(missing_ok=True)  # not kept: it is no image
+            report.add_skip(url, f"downloaded, but not an image ({e})")
     report.loaded = len(recs)
     return recs, report
 

@@ -117,3 +117,17 @@ def test_local_stylizer_draws_black_on_white():
     assert set(np.unique(stick)) <= {0, 255} and stick[50, 50] == 0 and stick[5, 5] == 255
     with pytest.raises(ValueError, match="unknown style"):
         A.stylize_local(photo, "WATERCOLOUR")
+
+
+def test_label_studio_import_accepts_only_what_the_export_writes(tmp_path):
+    store = A.AnnotationStore(tmp_path / "a.jsonl")
+    choice = lambda field, c: {"from_name": field, "to_name": "image", "type": "choices", "value": {"choices": [c]}}  # noqa: E731
+    good = {"id": 1, "data": {"image": "x.png", "item": "img-1"},
+            "annotations": [{"completed_by": {"email": "ana"}, "result": [choice("connected", "Yes")]}]}
+    maybe = {"id": 2, "data": {"image": "y.png", "item": "img-2"},
+             "annotations": [{"completed_by": {"email": "ana"}, "result": [choice("connected", "Maybe")]}]}
+    with pytest.raises(ValueError, match=r"task 1 \(id=2\).*result 0: field 'connected' expects the choice 'Yes' or 'No', got 'Maybe'"):
+        A.import_label_studio([good, maybe], store)
+    assert store.table()["connected"].tolist() == [True]  # the good task before it is kept, nothing of the bad one
+    with pytest.raises(ValueError, match=r"task 0 \(id=None\): malformed"):
+        A.import_label_studio([{"annotations": []}], store)

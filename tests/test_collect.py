@@ -99,3 +99,32 @@ def test_hugging_face_offline_fails_fast_naming_the_dataset(tmp_path):
     with pytest.raises(RuntimeError, match="some-org/memes.*network"):
         collect.collect_hf("some-org/memes", tmp_path, progress=False)
     assert time.perf_counter() - start < 30
+
+
+def test_each_bad_url_is_reported_with_its_reason_and_the_good_ones_kept(tmp_path):
+    """A real HTTP server on 127.0.0.1: an image, a soft 404 (HTML with status 200), a hard 404;
+    a URL without a scheme and a file:// URL are refused before any download."""
+    import functools
+    import http.server
+    import threading
+
+    served = tmp_path / "www"
+    served.mkdir()
+    Image.new("RGB", (40, 30), "green").save(served / "ok.png")
+    (served / "soft404.png").write_text("<html>Not found, but 200</html>")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        urls = [f"{base}/ok.png", f"{base}/soft404.png", f"{base}/missing.png", "no-scheme/cat.png",
+                f"file://{served / 'ok.png'}"]
+        recs, report = collect.collect_urls(urls, tmp_path / "dl", retries=1, timeout_s=5, progress=False)
+    finally:
+        server.shutdown()
+    assert [r.url for r in recs] == [f"{base}/ok.png"] and recs[0].width == 40
+    why = dict(report.skipped)
+    assert "not an image" in why[f"{base}/soft404.png"] and "404" in why[f"{base}/missing.png"]
+    assert "scheme missing" in why["no-scheme/cat.png"] and "scheme 'file'" in why[f"file://{served / 'ok.png'}"]
+    assert len(list((tmp_path / "dl").iterdir())) == 1  # the HTML page is not kept as an image
