@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,7 +36,34 @@ CREATE TABLE IF NOT EXISTS calls (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS calls_model ON calls(model);
+CREATE TABLE IF NOT EXISTS claims (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    created REAL NOT NULL
+);
 """
+CLAIM_TTL_S = 900.0  # a claim older than this is a dead process's: another may take the call over
+
+
+def claim_owner() -> str:
+    """Who claims calls: host, process id and a nonce (one per :func:`lib.models.generate` call)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Is the claiming process still running? Known on this host (its pid); elsewhere, assumed
+    (its claims expire after :data:`CLAIM_TTL_S`)."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def call_key(model_fingerprint: str, request: Request) -> str:
@@ -53,6 +83,68 @@ class CallStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable against process kills
         self._db.executescript(_SCHEMA)
+
+    def claim(self, keys: list[str], owner: str, ttl_s: float = CLAIM_TTL_S) -> tuple[list[str], list[str]]:
+        """Claim uncached calls before making them, so that two processes sharing this store make
+        each call once: returns ``(mine, theirs)``; ``theirs`` are claimed by another live owner,
+        whose results :meth:`wait_for` collects. Stale claims (older than ``ttl_s``) are taken over."""
+        mine, theirs = [], []
+        now = time.time()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM claims WHERE created < ?", (now - ttl_s,))
+                for k in keys:
+                    cur = self._db.execute("INSERT OR IGNORE INTO claims VALUES (?, ?, ?)", (k, owner, now))
+                    if cur.rowcount:
+                        mine.append(k)
+                    else:
+                        row = self._db.execute("SELECT owner FROM claims WHERE key = ?", (k,)).fetchone()
+                        if row and row[0] != owner and not owner_alive(row[0]):  # a killed process's claim
+                            self._db.execute("UPDATE claims SET owner = ?, created = ? WHERE key = ?", (owner, now, k))
+                            row = (owner,)
+                        (mine if row and row[0] == owner else theirs).append(k)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return mine, theirs
+
+    def release(self, keys: list[str], owner: str) -> None:
+        """Drop this owner's claims (after their results are stored, or when giving up)."""
+        with self._lock:
+            self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", [(k, owner) for k in keys])
+
+    def _claimed(self, keys: list[str], ttl_s: float = CLAIM_TTL_S) -> set[str]:
+        now, out = time.time(), set()
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                out.update(r[0] for r in self._db.execute(
+                    f"SELECT key, owner FROM claims WHERE created >= ? AND key IN ({','.join('?' * len(chunk))})",
+                    [now - ttl_s, *chunk]).fetchall() if owner_alive(r[1]))
+        return out
+
+    def wait_for(self, keys: list[str], poll_s: float = 0.2) -> tuple[dict[str, Response], list[str]]:
+        """Results of calls others claimed, as they arrive: ``(found, orphaned)``. A call whose claim
+        went away without a stored result (an error, a killed process) is orphaned: the caller makes it."""
+        found: dict[str, Response] = {}
+        orphaned: list[str] = []
+        waiting = list(dict.fromkeys(keys))
+        while waiting:
+            found.update(self.get_many(waiting))
+            waiting = [k for k in waiting if k not in found]
+            if not waiting:
+                break
+            claimed = self._claimed(waiting)
+            gone = [k for k in waiting if k not in claimed]
+            if gone:
+                found.update(self.get_many(gone))  # stored just before its claim was released
+                orphaned += [k for k in gone if k not in found]
+                waiting = [k for k in waiting if k in claimed]
+                continue
+            time.sleep(poll_s)
+        return found, orphaned
 
     @classmethod
     def default(cls) -> "CallStore":

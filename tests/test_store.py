@@ -127,3 +127,44 @@ def test_sigkill_halfway_then_rerun_loses_at_most_the_batch_in_flight(tmp_path, 
     store = CallStore(db)
     keys = [k for k, _, _ in store.records()]
     assert len(keys) == len(set(keys)) == 200
+
+
+TWIN_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from lib.models import Request, generate, load_model
+    from lib.store import CallStore
+
+    model = load_model({"backend": "openai", "name": "stub", "base_url": sys.argv[2], "api_key_env": "VQALAB_TWIN_KEY",
+                        "concurrency": 4, "batch_size": 8})
+    reqs = [Request.simple(f"question {i}") for i in range(int(sys.argv[3]))]
+    out = generate(model, reqs, store=CallStore(sys.argv[1]), progress=False)
+    print(json.dumps({"n": len(out), "computed": out.n_computed, "texts": [r.text for r in out]}))
+""")
+
+
+def test_two_evaluations_sharing_a_store_make_each_call_once(tmp_path):
+    """Two processes ask the same 60 questions through one call cache at the same time: a counting
+    server on 127.0.0.1 sees each question once, and both get every answer."""
+    from .support.openai_server import OpenAIStub
+
+    script = tmp_path / "twin.py"
+    script.write_text(TWIN_SCRIPT)
+    with OpenAIStub(delay_s=0.05) as server:
+        env = {**os.environ, "VQALAB_TWIN_KEY": "sk-twin"}
+        cmd = [sys.executable, str(script), str(tmp_path / "calls.sqlite"), server.url, "60"]
+        procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        outs = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
+    assert sum(server.attempts.values()) == 60 and max(server.attempts.values()) == 1
+    assert [o["n"] for o in outs] == [60, 60] and sum(o["computed"] for o in outs) == 60
+    assert outs[0]["texts"] == outs[1]["texts"] == [f"echo: question {i}" for i in range(60)]
+
+
+def test_a_killed_processs_claims_do_not_block_the_next_run(tmp_path):
+    store = CallStore(tmp_path / "calls.sqlite")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    import socket
+
+    ghost = f"{socket.gethostname()}:{dead.stdout.strip()}:abc"  # a process that has exited
+    assert store.claim(["k1", "k2"], ghost) == (["k1", "k2"], [])
+    mine, theirs = store.claim(["k1", "k2"], "me-elsewhere:1:x")
+    assert mine == ["k1", "k2"] and theirs == []  # taken over, not waited for

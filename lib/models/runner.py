@@ -6,7 +6,7 @@ from tqdm.auto import tqdm
 
 from lib.models.base import Model
 from lib.schema import Request, Response
-from lib.store import call_key
+from lib.store import call_key, claim_owner
 
 
 class Results(list):
@@ -21,7 +21,9 @@ def generate(model: Model, requests: list[Request], store=None, batch_size: int 
     """Answer ``requests`` in order: cached calls from ``store``, the rest in batches of
     ``batch_size`` (default: the backend's), each result committed to the store as it completes.
 
-    Identical requests in one call are computed once. Without a store nothing is cached.
+    Identical requests in one call are computed once. Calls are claimed in the store before they
+    are made, so two processes sharing a store make each call once: the second waits for the
+    first's results (and makes those the first could not). Without a store nothing is cached.
     """
     fp = model.fingerprint
     keys = [call_key(fp, r) for r in requests]
@@ -30,8 +32,29 @@ def generate(model: Model, requests: list[Request], store=None, batch_size: int 
     first = {k: requests[i] for i, k in reversed(list(enumerate(keys)))}
     results = Results()
     results.n_cached = sum(k in done for k in keys)
-    size = max(1, batch_size or model.batch_size)
+    owner = claim_owner()
+    mine, theirs = store.claim(todo, owner) if store is not None else (todo, [])
     bar = tqdm(total=len(todo), desc=desc or f"{model.name}", unit="call", disable=not progress or not todo)
+    try:
+        results.n_computed += _compute(model, mine, first, done, store, owner, batch_size, bar)
+        if theirs:
+            found, orphaned = store.wait_for(theirs)
+            done.update(found)
+            bar.update(len(found))
+            results.n_computed += _compute(model, orphaned, first, done, store, None, batch_size, bar)
+    finally:
+        if store is not None:
+            store.release(mine, owner)
+        bar.close()
+    results.extend(done[k] for k in keys)
+    return results
+
+
+def _compute(model: Model, todo: list[str], first: dict, done: dict, store, owner: str | None,
+             batch_size: int | None, bar) -> int:
+    """Make the calls ``todo`` in batches, storing each result (and releasing its claim) as it completes."""
+    fp = model.fingerprint
+    size = max(1, batch_size or model.batch_size)
     for start in range(0, len(todo), size):
         chunk = todo[start:start + size]
         batch = [first[k] for k in chunk]
@@ -40,10 +63,9 @@ def generate(model: Model, requests: list[Request], store=None, batch_size: int 
             done[chunk[i]] = resp
             if store is not None:
                 store.put(chunk[i], fp, batch[i], resp)
+                if owner:
+                    store.release([chunk[i]], owner)
 
         model.generate(batch, on_result=record)
         bar.update(len(chunk))
-        results.n_computed += len(chunk)
-    bar.close()
-    results.extend(done[k] for k in keys)
-    return results
+    return len(todo)
