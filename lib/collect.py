@@ -36,9 +36,8 @@ from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib import config, plots
-from lib.io import (ImageError, LoadReport, dataset_info, load_image, read_jsonl, read_memeqa, read_yesbut_annotations, save_dataset,
-                    scan_images,
-                    write_json, write_jsonl)
+from lib.io import (ImageError, LoadReport, dataset_info, images_roots, load_image, read_jsonl, read_memeqa,
+                    read_yesbut_annotations, save_dataset, scan_images, write_json, write_jsonl)
 from lib.panels import completion_grid, split
 from lib.schema import Item
 
@@ -412,7 +411,8 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
                               answer=["A" if options[0] == right else "B"],
                               meta={"original": oid, "missing": missing, "satirical_from": sat[0]["id"],
                                     "non_satirical_from": non[0]["id"]}))
-    save_dataset(out, items, dataset_info("yesbut-collected", provenance={"records": len(records)}))
+    save_dataset(out, items, dataset_info("yesbut-collected", provenance={"records": len(records)},
+                                          images_roots=images_roots(items, out)))
     return out
 
 

@@ -36,7 +36,7 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import config
-from lib.io import load_items, read_jsonl, write_json, write_jsonl
+from lib.io import load_items, outside_images, read_jsonl, write_json, write_jsonl
 from lib.metrics.lave import judge as lave_judge
 from lib.models import Request, generate, load_model
 from lib.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
@@ -112,6 +112,12 @@ def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, list[Item]]]:
                                  f"and {line}); ids must be unique within a dataset")
             seen[it.id] = line
         items = sample_items([it for it in items if not cfg.tasks or it.task in cfg.tasks], cfg.max_items, cfg.seed)
+        outside = outside_images(folder, items)
+        if outside:
+            listed = "; ".join(f"{i}: {im}" for i, im in outside[:5])
+            raise ValueError(f"dataset {name!r} ({folder}): {len(outside)} image path(s) leave the dataset folder and "
+                             f"no images_roots in its dataset.json covers them: {listed}"
+                             f"{' ...' if len(outside) > 5 else ''}")
         bad = [(it.id, im, "missing" if not (folder / im).exists() else "not a file")
                for it in items for im in it.images if not (folder / im).is_file()]
         if bad:  # before any model is called, not as a bare error an hour into the run

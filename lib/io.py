@@ -270,6 +270,31 @@ def load_dataset_info(folder: str | Path) -> dict:
     return json.loads((Path(folder) / "dataset.json").read_text())
 
 
+def images_roots(items: Iterable[Item], folder: str | Path) -> list[str]:
+    """The folders outside ``folder`` that items' images live in (for ``dataset.json``'s
+    ``images_roots``: a dataset declares where it reads images from)."""
+    folder = Path(folder).resolve()
+    roots = {str(Path(im).resolve().parent) for it in items for im in it.images
+             if not (folder / im).resolve().is_relative_to(folder)}
+    return sorted(roots)
+
+
+def outside_images(folder: str | Path, items: Iterable[Item]) -> list[tuple[str, str]]:
+    """``(item id, path)`` of every image path that is absolute or escapes ``folder`` (``..``) and is
+    not under one of the ``images_roots`` the dataset declares: such paths are refused, since an
+    image is read and, with an API backend, sent off the machine."""
+    folder = Path(folder).resolve()
+    info = folder / "dataset.json"
+    roots = [Path(r).resolve() for r in (json.loads(info.read_text()).get("images_roots", []) if info.exists() else [])]
+    bad = []
+    for it in items:
+        for im in it.images:
+            path = (folder / im).resolve()
+            if not path.is_relative_to(folder) and not any(path.is_relative_to(r) for r in roots):
+                bad.append((it.id, im))
+    return bad
+
+
 def to_hf_dataset(folder: str | Path):
     """The folder's items as a HF ``datasets.Dataset`` (the json loader; answers and meta are
     stored as JSON strings there because their shape varies between items)."""

@@ -209,3 +209,21 @@ def test_an_annotation_file_that_is_no_list_of_records_is_refused_by_name(tmp_pa
     path.write_text("item: pair-1\nannotator: ana\n")
     with pytest.raises(ValueError, match=r"ann\.yaml: an annotation file is a list of records"):
         A.load_annotation_file(path, A.AnnotationStore(tmp_path / "a.jsonl"))
+
+
+def test_image_paths_that_leave_the_dataset_folder_are_refused_unless_declared(tmp_path):
+    """An absolute path or one escaping with .. is read and, with an API backend, sent off the
+    machine: an evaluation refuses it unless dataset.json declares the folder it points into."""
+    from lib import evaluate as E
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    Image.new("RGB", (8, 8)).save(outside / "secret.png")
+    items = [Item(id="abs", task="vqa.open", question="?", images=[str(outside / "secret.png")], answer=["x"]),
+             Item(id="up", task="vqa.open", question="?", images=["../elsewhere/secret.png"], answer=["x"])]
+    vio.save_dataset(tmp_path / "d", items, vio.dataset_info("d"))
+    cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": {"backend": "tiny", "name": "llava"}})
+    with pytest.raises(ValueError, match=r"2 image path\(s\) leave the dataset folder .*abs: .*secret.png; up: \.\./elsewhere"):
+        E.load_eval_items(cfg)
+    vio.save_dataset(tmp_path / "d", items, vio.dataset_info("d", images_roots=vio.images_roots(items, tmp_path / "d")))
+    assert [it.id for it in E.load_eval_items(cfg)["d"][1]] == ["abs", "up"]  # declared: allowed

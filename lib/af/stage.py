@@ -18,7 +18,7 @@ from lib import artifacts as A
 from lib import config, plots
 from lib.af.engine import AFConfig, blind_check, filter_questions, final_items
 from lib.af.skeletons import from_annotations, from_memeqa
-from lib.io import AnnotationStore, dataset_info, export_memeqa, save_dataset
+from lib.io import AnnotationStore, dataset_info, export_memeqa, images_roots, save_dataset
 from lib.models import load_model
 from lib.store import CallStore
 
@@ -52,7 +52,8 @@ def run(cfg: AFConfig, out: str | Path, store: CallStore | None = None, progress
         for item, answerable in zip(items, blind_check(load_model(cfg.blind_model), items, store)):
             item.meta["blind_answerable"] = answerable
     folder = A.dataset_folder(out, A.AF_DATASET)
-    save_dataset(folder, items, dataset_info("adversarial-filter", provenance={"skeletons": cfg.skeletons_from}))
+    save_dataset(folder, items, dataset_info("adversarial-filter", provenance={"skeletons": cfg.skeletons_from},
+                                             images_roots=images_roots(items, folder)))
     export_memeqa(items, out / A.MEMEQA_EXPORT)
     summary = {"skeletons": len(skeletons), "skipped_skeletons": len(skipped), "questions": len(items),
                "fooled": sum(bool(i.meta["fooled"]) for i in items),
