@@ -453,16 +453,25 @@ def import_tsv(path: str | Path, folder: str | Path, task: str = "mcq") -> tuple
                     continue
                 ans = [_LETTERS.index(c) for c in answer]
             else:
-                ans = json.loads(answer) if answer.startswith("[") else [answer]
+                try:
+                    ans = json.loads(answer) if answer.startswith("[") else [answer]
+                except json.JSONDecodeError as e:
+                    report.add_skip(where, f"answer {answer[:80]!r} is not valid JSON ({e})")
+                    continue
+                if not isinstance(ans, list) or not all(isinstance(a, str) for a in ans):
+                    report.add_skip(where, f"answer {answer[:80]!r} is not a list of reference texts")
+                    continue
             images = []
             if row.get("image"):
                 try:
                     data = base64.b64decode(row["image"], validate=True)
-                    with Image.open(io.BytesIO(data)) as im:
-                        im.load()
-                        ext = (im.format or "png").lower().replace("jpeg", "jpg")
+                    with warnings.catch_warnings():  # a decompression bomb is refused, not loaded with a warning
+                        warnings.simplefilter("error", Image.DecompressionBombWarning)
+                        with Image.open(io.BytesIO(data)) as im:
+                            im.load()
+                            ext = (im.format or "png").lower().replace("jpeg", "jpg")
                 except Exception as e:
-                    report.add_skip(where, f"image does not decode: {e}")
+                    report.add_skip(where, f"image does not decode: {type(e).__name__}: {e}")
                     continue
                 rel = f"images/{_UNSAFE.sub('_', rid)}.{ext}"  # ids may hold '/' (MemeQA's do)
                 (folder / rel).write_bytes(data)

@@ -227,3 +227,25 @@ def test_image_paths_that_leave_the_dataset_folder_are_refused_unless_declared(t
         E.load_eval_items(cfg)
     vio.save_dataset(tmp_path / "d", items, vio.dataset_info("d", images_roots=vio.images_roots(items, tmp_path / "d")))
     assert [it.id for it in E.load_eval_items(cfg)["d"][1]] == ["abs", "up"]  # declared: allowed
+
+
+def test_tsv_import_reports_a_malformed_answer_and_refuses_a_decompression_bomb(tmp_path, monkeypatch):
+    import base64
+    import io as _io
+
+    buf = _io.BytesIO()
+    Image.new("RGB", (64, 64)).save(buf, format="PNG")
+    png = base64.b64encode(buf.getvalue()).decode()
+    tsv = tmp_path / "t.tsv"
+    tsv.write_text("id\tquestion\tanswer\timage\n"
+                   f"ok\twhat?\t[\"a\", \"b\"]\t{png}\n"
+                   f"broken\twhat?\t[\"a\", \t{png}\n"
+                   f"numbers\twhat?\t[1, 2]\t{png}\n")
+    items, report = vio.import_tsv(tsv, tmp_path / "out", task="vqa.open")
+    assert [it.id for it in items] == ["ok"] and report.loaded == 1
+    why = dict(report.skipped)
+    assert "not valid JSON" in why[f"{tsv}:3 (id=broken)"] and "not a list of reference texts" in why[f"{tsv}:4 (id=numbers)"]
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 64 * 64 - 1)  # 64x64 is now "a bomb" (warning range)
+    items, report = vio.import_tsv(tsv, tmp_path / "out2", task="vqa.open")
+    assert items == [] and report.loaded == 0
+    assert "DecompressionBomb" in dict(report.skipped)[f"{tsv}:2 (id=ok)"]
