@@ -23,7 +23,7 @@ from lib.train import TrainConfig, train
 
 demo = json.loads(sys.argv[1])
 tmp = tempfile.mkdtemp()
-generate(ScrapbookParams.from_dict({**demo["scrapbook"], "n_sets": 2}), tmp + "/data", progress=False)
+generate(ScrapbookParams.from_dict({**demo["scrapbook"], "n_sets": 2}), tmp + "/data", progress=False)  # 04's train set
 cfg = TrainConfig(model=demo["model"], dataset=tmp + "/data", full_finetune=True, lr=demo["lr"], warmup_steps=10,
                   max_steps=int(sys.argv[2]), batch_size=demo["batch_size"], eval_every=10**9, checkpoint_every=10**9)
 summary = train(cfg, tmp + "/out", progress=False)
@@ -35,6 +35,8 @@ print(json.dumps({"steps": summary["steps"], "train_seconds": summary["train_sec
 
 def main() -> dict:
     demo = yaml.safe_load((PARAMS / "05_train.demo.yaml").read_text())
+    # the demo's training scenes are made by stage 04 (its `sets.train`)
+    demo["scrapbook"] = yaml.safe_load((PARAMS / "04_scrapbook.demo.yaml").read_text())["sets"]["train"]
     r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(demo), str(STEPS)], capture_output=True, text=True,
                        check=True)
     child = json.loads(r.stdout.strip().splitlines()[-1])
