@@ -256,8 +256,7 @@ class AnalyzeConfig(config.StageConfig):
 
 def image_map(run_folder: Path, cfg: AnalyzeConfig, tables: Path, figures: Path) -> dict | None:
     """YesBut Figure 4: 01's images and 02's style variants on a UMAP, coloured by style, label, stage."""
-    images = (A.read_manifest(run_folder) if (A.stage_folder(run_folder, A.COLLECT) / A.MANIFEST).exists() else []) \
-        + A.read_variants(run_folder)
+    images = A.read_records(run_folder, A.COLLECT, A.MANIFEST) + A.read_variants(run_folder)
     if len(images) < 4:
         return None
     meta = pd.DataFrame(images)

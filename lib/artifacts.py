@@ -103,14 +103,12 @@ def annotations_path(run_folder: str | Path) -> Path:
 
 def read_variants(run_folder: str | Path) -> list[dict]:
     """02's style variants (empty when the stage made none)."""
-    path = stage_folder(run_folder, ANNOTATE) / VARIANTS
-    return list(read_jsonl(path)) if path.exists() else []
+    return read_records(run_folder, ANNOTATE, VARIANTS)
 
 
 def read_summary(run_folder: str | Path, stage: str) -> dict | None:
     """A stage's ``summary.json`` (None when the stage has not run)."""
-    path = stage_folder(run_folder, stage) / SUMMARY
-    return json.loads(path.read_text()) if path.exists() else None
+    return read_json(run_folder, stage, SUMMARY)
 
 
 def read_table(run_folder: str | Path, stage: str, name: str) -> pd.DataFrame | None:

@@ -21,7 +21,7 @@ import re
 import sys
 import types
 import typing
-from dataclasses import MISSING, asdict, fields, is_dataclass
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 
 import yaml
@@ -161,10 +161,10 @@ def load_params(paths: list[str | Path]) -> tuple[dict, str]:
     return merged, " + ".join(str(p) for p in paths) or "defaults"
 
 
-def finish(out: Path, stage: str, cfg, summary: dict, seed: int | None = None) -> dict:
+def finish(out: Path, stage: str, cfg, summary: dict) -> dict:
     """Every stage's last step: ``summary.json`` and ``provenance.json`` (the resolved config)."""
     write_json(out / "summary.json", summary)
-    write_provenance(out, stage, cfg.to_dict(), getattr(cfg, "seed", seed))
+    write_provenance(out, stage, cfg.to_dict(), getattr(cfg, "seed", None))
     return summary
 
 
@@ -183,7 +183,3 @@ def main(prog: str, cls, run, argv: list[str] | None = None, description: str = 
     summary = run(cfg, Path(args.out))
     print(json.dumps(summary, indent=1, default=str))
     return 0
-
-
-def is_config(cls) -> bool:
-    return is_dataclass(cls) and issubclass(cls, StageConfig)

@@ -43,7 +43,7 @@ from lib.schema import ERROR, Item, Judgement, Prediction, Response, is_constrai
 from lib.store import CallStore, call_key
 from lib.paths import stage_dir
 from lib.tasks import PROMPT_STYLES, TASKS, Scoring, get_task, metric_row, n_truncated, prompts, task_of, user_content, wants_question_first
-from lib.tasks.yesbut import TEXT_METRICS
+from lib.tasks.base import TEXT_METRICS
 
 METRIC_COLUMNS = ["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low", "ci_high", "n", "n_invalid",
                   "n_truncated"]

@@ -114,18 +114,18 @@ def check_params(notebook: Path, layers: list[tuple[Path, dict]]) -> dict:
             merged[key] = value
     cls = STAGE_CONFIGS.get(notebook.stem)
     if cls is not None:
-        defaults = {k: v.get("default") for k, v in declared.items()}
         values = {}
-        for k in declared:
+        for k in declared.keys() & cls.__dataclass_fields__.keys():
             if k in merged:
                 values[k] = merged[k]
-            elif k in {f for f in cls.__dataclass_fields__}:
-                try:
-                    values[k] = ast.literal_eval(defaults[k]) if isinstance(defaults[k], str) else defaults[k]
-                except (ValueError, SyntaxError):
-                    continue  # not a literal: papermill could not override it either
+                continue
+            default = declared[k].get("default")
+            try:
+                values[k] = ast.literal_eval(default) if isinstance(default, str) else default
+            except (ValueError, SyntaxError):
+                pass  # not a literal: papermill could not override it either
         origin = " + ".join(str(p) for p, data in layers if data) or f"{notebook.name} defaults"
-        cls.from_params({k: v for k, v in values.items() if k in cls.__dataclass_fields__}, source=origin)
+        cls.from_params(values, source=origin)
     return merged
 
 

@@ -16,12 +16,14 @@ from functools import lru_cache
 import yaml
 
 from lib.answers import parse_choice
+from lib.metrics import text as T
 from lib.metrics.stats import mean_ci
 from lib.paths import DATA
 from lib.schema import FREE, INVALID, Constraint, Item, Prediction, Request, Response, is_constrained
 
 PROMPT_STYLES = ("zero_shot", "cot")  # zero-shot, and two-call zero-shot chain of thought (Kojima et al.)
 QUESTION_FIRST = False  # images before the question unless a model spec says otherwise
+TEXT_METRICS = ("bleu", "rouge_l", "meteor", "bertscore", "cider")  # YesBut's understanding metrics
 
 
 @lru_cache(maxsize=1)
@@ -58,7 +60,7 @@ class Prompt:
 class Scoring:
     """The settings scoring may use (the evaluation config's share of them)."""
 
-    text_metrics: tuple[str, ...] = ("bleu", "rouge_l", "meteor", "bertscore", "cider")
+    text_metrics: tuple[str, ...] = TEXT_METRICS
     bertscore_model: str | None = None
     n_resamples: int = 1000
     seed: int = 0
@@ -90,6 +92,21 @@ def metric_row(subset: str, metric: str, values=None, n: int = 0, n_invalid: int
 def n_truncated(preds) -> int:
     """How many answers were cut off by the token limit."""
     return sum(bool(p.truncated) for p in preds)
+
+
+def text_scores(preds, refs: list[list[str]], names, bertscore_model: str | None = None) -> dict[str, list[float]]:
+    """Per-answer text metrics; an invalid answer is scored as the empty string and then set to 0."""
+    cands = [p.parsed if p.valid else "" for p in preds]
+    table = {}
+    for name in names:
+        fn = getattr(T, name)
+        table[name] = fn(cands, refs, model=bertscore_model) if name == "bertscore" else fn(cands, refs)
+    return table
+
+
+def set_text_scores(preds, table: dict) -> None:
+    for i, p in enumerate(preds):
+        p.scores = {k: (float(v[i]) if p.valid else 0.0) for k, v in table.items()}
 
 
 class Task:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts
-from lib.tasks.yesbut import set_text_scores, text_scores
+from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts, set_text_scores, text_scores
 
 OPEN_METRICS = ("exact_match", "anls", "vqa_accuracy")
 

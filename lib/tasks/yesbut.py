@@ -12,12 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from lib.metrics import classification as C
-from lib.metrics import text as T
 from lib.metrics.stats import bootstrap_ci
 from lib.schema import Item
-from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts
-
-TEXT_METRICS = ("bleu", "rouge_l", "meteor", "bertscore", "cider")
+from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts, set_text_scores, text_scores
 
 
 def _images(item: Item, root) -> tuple[str, ...]:
@@ -62,21 +59,6 @@ class Completion(_OneLabel):
     name = "yesbut.completion"
     labels = ("A", "B")
     prompt_key = "completion"
-
-
-def text_scores(preds, refs: list[list[str]], names, bertscore_model: str | None = None) -> dict[str, list[float]]:
-    """Per-answer text metrics; an invalid answer is scored as the empty string and then set to 0."""
-    cands = [p.parsed if p.valid else "" for p in preds]
-    table = {}
-    for name in names:
-        fn = getattr(T, name)
-        table[name] = fn(cands, refs, model=bertscore_model) if name == "bertscore" else fn(cands, refs)
-    return table
-
-
-def set_text_scores(preds, table: dict) -> None:
-    for i, p in enumerate(preds):
-        p.scores = {k: (float(v[i]) if p.valid else 0.0) for k, v in table.items()}
 
 
 class Understanding(Task):
