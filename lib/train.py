@@ -417,9 +417,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
         # that every run ends with a validation row and a best/ (the best so far, or these weights)
         row = {"step": state["step"], "loss": None, "lr": scheduler.get_last_lr()[0],
                "train_seconds": round(state["train_seconds"], 3), **validate(force_save=True)}
-        if acc.is_main_process and state.get("logged_final") != state["step"]:
+        if acc.is_main_process:
             append_jsonl(out / "curve.jsonl", [row])
-            state["logged_final"] = state["step"]
     if acc.is_main_process:
         save_weights("last")
         acc.save_state(str(ckpt))
