@@ -72,6 +72,7 @@ class EvalConfig(config.StageConfig):
     max_items: int = 0  # per dataset (0: all); Scrapbook samples whole images so versions stay together
     n_resamples: int = 1000
     seed: int = 0
+    scrapbook_exact: str = "paper"  # Scrapbook condition/enumerated matching: paper (raw answer) | words (lenient)
 
     def __post_init__(self):
         bad = [s for s in self.styles if s not in PROMPT_STYLES]
@@ -80,6 +81,8 @@ class EvalConfig(config.StageConfig):
         bad = [m for m in self.text_metrics if m not in TEXT_METRICS]
         if bad:
             raise ValueError(f"EvalConfig.text_metrics: unknown metric(s) {bad}; choose from {TEXT_METRICS}")
+        if self.scrapbook_exact not in ("paper", "words"):
+            raise ValueError(f"EvalConfig.scrapbook_exact={self.scrapbook_exact!r}: choose paper or words")
 
     def check(self, source: str) -> None:
         if not self.models:
@@ -92,7 +95,7 @@ class EvalConfig(config.StageConfig):
             raise config.ParamsError(f"{source}: unknown task(s) {unknown}; known: {', '.join(TASKS)}")
 
     def scoring(self) -> Scoring:
-        return Scoring(tuple(self.text_metrics), self.bertscore_model, self.n_resamples, self.seed)
+        return Scoring(tuple(self.text_metrics), self.bertscore_model, self.n_resamples, self.seed, self.scrapbook_exact)
 
 
 # --- items ----------------------------------------------------------------------------------------

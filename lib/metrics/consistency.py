@@ -1,30 +1,49 @@
-"""The Scrapbook evaluation protocol (paper sections 7-8).
+"""The Scrapbook evaluation protocol (paper sections 7-8), rule by rule.
 
-Every prediction row needs: ``model, item_id, image, parent, query`` (canonical JSON of the query),
-``type, form, level, concepts, subgroup, absurd, expected`` (the answer text), ``output`` (the
-model's raw text, or None for a failed call) and ``space`` (the question's answer vocabulary: the
-enumerated alternatives, ``not applicable`` included).
+Every answer row needs: ``model, item_id, image, parent, query`` (canonical JSON of the query),
+``paraphrase`` (which paraphrase of the query; default 0), ``type, form, level, concepts,
+subgroup, absurd, expected`` (the answer text), ``output`` (the model's raw text, or None for a
+failed call) and ``space`` (the question's answer vocabulary: the enumerated alternatives).
 
-**Matching per form** - original and direction: the expected answer is contained in the output;
-condition and enumerated: the output equals it exactly (case, outer punctuation and spaces
-ignored; number words read as digits). An expected ``<unk>`` (presupposition failure) is matched by
-"not applicable", the phrase the enumerated form offers.
+**A question** (the paper's unit: its counts 69, 33, 207, 537 are multiples of 3 paraphrases) is
+one paraphrase of one query on one image; its four *versions* are its forms (original, condition,
+direction, enumerated).
+
+**Matching per form** (section 7) - original and direction: the expected answer is *contained*
+in the output; condition and enumerated: the raw output *equals* it (``exact="paper"``: outer
+spaces and letter case ignored, nothing else; ``exact="words"`` is our lenient reading:
+punctuation dropped, number words as digits). Containment reads every synonym the generator
+itself uses ("upper left" and "left half" for regions, "grey" for gray: :func:`synonyms`), and so
+does the condition form; the enumerated form needs one of the listed alternatives. An expected
+``<unk>`` (presupposition failure) is matched by "not applicable", the phrase the enumerated form
+offers, or by ``<unk>``.
 
 **Error categories** (one per answer): ``wrong answer`` (exactly one plausible answer - one of the
 space - and not the expected one), ``more than one answer`` (several plausible answers, e.g.
-"yes and no"; also an error when the expected one is among them), ``unexpected answer`` (no
-plausible answer at all; under the exact forms also the right answer buried in other text),
-``invalidated by simpler image`` (correct, but the same question in the same form is wrong on an
-ancestor image - the image with fewer objects it was built from).
+"yes and no"), ``unexpected answer`` (no plausible answer; under the exact forms also the right
+answer buried in other text), ``invalidated by simpler image`` (correct, but the same query in the
+same form is answered wrong on an ancestor image - an image with fewer objects it was built from).
 
-**A question** is one query on one image; its *versions* are every paraphrase in every form.
-Aggregated category: all versions agree -> that category; they disagree but every answer was
-plausible (correct or wrong answer) -> ``answer disagreement``; else ``error disagreement``.
-**Consistency** is the share of versions answered correctly; a question is consistent at >= 0.8.
+**Aggregated categories** (per question, from its versions' answers): every version correct ->
+correct; every version wrong with *the same* plausible answer -> ``wrong answer``; every answer
+plausible but not all the same (correct and wrong, or different wrong answers: four wrong colours)
+-> ``answer disagreement``; one other category throughout -> that category; else ``error
+disagreement``. A question correct in every version is *invalidated by simpler image* when the
+same query is answered wrong (some paraphrase not correct in every version) on an ancestor image:
+so Corrects - Corrects* = Invalidated, as in the paper's Tables 8-15.
 
-**Level gating**: a concept passes a level when the level's presence questions containing it are
-answered correctly in all versions at least ``threshold`` of the time; a question of the next level
-is evaluated only when every concept it shares with lower levels passed there.
+**Consistency** is the share of a question's versions answered correctly; the paper's threshold is
+0.8 (with four versions that needs all four). The five accuracy approaches are each form's accuracy
+over answers and the all-versions accuracy over questions.
+
+**Level gating** (section 5.1): presence and counting questions (non-absurd). A level-1 concept -
+or at a higher level the concepts new there, or the combination when nothing is new ("gray
+pentagon") - passes when the data *enables* it (for each of presence and counting, questions where
+it is present, subgroup 1, and absent, subgroups 2+) and every (type, subgroup) of its gated
+questions is answered correctly in all versions at least ``threshold`` of the time. A question of a
+higher level is evaluated only when every concept it shares with lower levels passed there; a
+reference object's concept is the same concept (``reference_shape:square`` is ``shape:square``).
+A model that always says "no" passes nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +54,9 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+import yaml
+
+from lib.paths import DATA
 
 CORRECT = "correct"
 WRONG = "wrong answer"
@@ -46,13 +68,27 @@ ERROR_DISAGREEMENT = "error disagreement"
 CATEGORIES = (WRONG, MULTIPLE, UNEXPECTED, INVALIDATED, ANSWER_DISAGREEMENT, ERROR_DISAGREEMENT)
 CONTAINED_FORMS = ("original", "direction")
 EXACT_FORMS = ("condition", "enumerated")
+EXACT_MODES = ("paper", "words")
 NOT_APPLICABLE = "not applicable"
 UNK = "<unk>"
 THRESHOLD = 0.8
+GATE_TYPES = ("presence", "counting")
 
 _NUMBER_WORDS = {w: str(i) for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve".split())}
 _WORD = re.compile(r"[a-z0-9<>]+(?:[-'][a-z0-9]+)*")
+
+
+@lru_cache(maxsize=1)
+def synonyms() -> dict[str, tuple[str, ...]]:
+    """Canonical answer -> the words the generator uses for it (itself first): the region names
+    and colour words of the generator's expression dictionary (``lib/data/scrapbook/expressions.yaml``)."""
+    e = yaml.safe_load((DATA / "scrapbook" / "expressions.yaml").read_text())
+    out = {UNK: (NOT_APPLICABLE, UNK), NOT_APPLICABLE: (NOT_APPLICABLE, UNK)}
+    for table in (e["regions"], e.get("color_words", {})):
+        for canonical, words in table.items():
+            out[canonical] = tuple(dict.fromkeys([canonical, *words]))
+    return out
 
 
 def normalize(text: str, counting: bool = False) -> str:
@@ -68,61 +104,98 @@ def _pattern(answer: str) -> re.Pattern:
     return re.compile(rf"(?<![a-z0-9]){re.escape(answer)}(?![a-z0-9])")
 
 
+@lru_cache(maxsize=1024)
+def _surfaces(space: tuple[str, ...], counting: bool) -> tuple[tuple[str, str], ...]:
+    """(normalised surface word, canonical answer) for every answer of ``space`` and its synonyms."""
+    syn = synonyms()
+    return tuple((normalize(w, counting), a) for a in space for w in syn.get(a, (a,)) if normalize(w, counting))
+
+
 def plausible_answers(output: str, space: tuple[str, ...], counting: bool) -> set[str]:
-    """The answers of ``space`` named in ``output`` (longest match wins: "center left" hides
-    "center"); for counting questions every number counts as a plausible answer."""
+    """The answers of ``space`` named in ``output``, by any of their synonyms; a match inside a
+    longer match does not count ("center left" hides "center" and "left"). For counting questions
+    every number is a plausible answer."""
     text = normalize(output, counting)
-    found = {a for a in space if _pattern(normalize(a, counting)).search(text)}
+    spans = [(m.start(), m.end(), a) for w, a in _surfaces(space, counting) for m in _pattern(w).finditer(text)]
     if counting:
-        found |= set(re.findall(r"(?<![a-z0-9])\d+(?![a-z0-9])", text))
+        spans += [(m.start(), m.end(), m.group()) for m in re.finditer(r"(?<![a-z0-9])\d+(?![a-z0-9])", text)]
     if UNK in text:
-        found.add(NOT_APPLICABLE)
-    return {a for a in found if not any(a != b and _pattern(a).search(b) for b in found)}
+        spans.append((text.index(UNK), text.index(UNK) + len(UNK), NOT_APPLICABLE))
+    return {a for s, e, a in spans
+            if not any(s2 <= s and e <= e2 and (e2 - s2) > (e - s) for s2, e2, _ in spans)}
 
 
-def categorize(output: str | None, expected: str, form: str, space, counting: bool = False) -> str:
-    """One answer's category: ``correct`` or one of the individual error categories."""
+def _exact(text: str, mode: str, counting: bool) -> str:
+    return str(text).strip().lower() if mode == "paper" else normalize(text, counting)
+
+
+def matches_exactly(output: str, expected: str, form: str, counting: bool = False, exact: str = "paper") -> bool:
+    """Does the raw ``output`` equal the expected answer (the enumerated form: the listed word;
+    the condition form: the word or one of its synonyms)?"""
+    words = synonyms().get(expected, (expected,)) if form == "condition" or expected in (UNK, NOT_APPLICABLE) \
+        else (expected,)
+    got = _exact(output, exact, counting)
+    return any(got == _exact(w, exact, counting) for w in words)
+
+
+def read_answer(output: str | None, expected: str, form: str, space, counting: bool = False,
+                exact: str = "paper") -> tuple[str, str | None]:
+    """``(category, answer)`` of one answer: ``correct`` or an individual error category, and the
+    one plausible answer it names (None when it names none or several)."""
+    if exact not in EXACT_MODES:
+        raise ValueError(f"exact={exact!r}: choose one of {EXACT_MODES}")
     if output is None:
-        return UNEXPECTED
-    expected = NOT_APPLICABLE if expected == UNK else normalize(expected, counting)
-    space = tuple(normalize(a, counting) for a in space) + (NOT_APPLICABLE,)
+        return UNEXPECTED, None
+    canonical = NOT_APPLICABLE if expected in (UNK, NOT_APPLICABLE) else expected
+    space = tuple(dict.fromkeys([*space, NOT_APPLICABLE]))
     found = plausible_answers(output, space, counting)
+    if counting:
+        canonical = normalize(canonical, counting)
+    answer = next(iter(found)) if len(found) == 1 else None
     if form in EXACT_FORMS:
-        if normalize(output, counting) == expected or (expected == NOT_APPLICABLE and normalize(output) == UNK):
-            return CORRECT
+        if matches_exactly(output, expected, form, counting, exact):
+            return CORRECT, canonical
         if len(found) > 1:
-            return MULTIPLE
-        return WRONG if len(found) == 1 and expected not in found else UNEXPECTED
+            return MULTIPLE, None
+        return (WRONG, answer) if answer is not None and answer != canonical else (UNEXPECTED, answer)
     if form not in CONTAINED_FORMS:
         raise ValueError(f"unknown Scrapbook question form {form!r}; expected one of {CONTAINED_FORMS + EXACT_FORMS}")
     if len(found) > 1:
-        return MULTIPLE
-    if found == {expected}:
-        return CORRECT
-    return WRONG if found else UNEXPECTED
+        return MULTIPLE, None
+    if answer == canonical:
+        return CORRECT, answer
+    return (WRONG, answer) if answer is not None else (UNEXPECTED, None)
 
 
-def score_versions(df: pd.DataFrame) -> pd.DataFrame:
-    """Per answer: ``category``/``correct`` and, with the precedence check, ``category_strict``/``correct_strict``."""
+def categorize(output: str | None, expected: str, form: str, space, counting: bool = False, exact: str = "paper") -> str:
+    """One answer's category: ``correct`` or one of the individual error categories."""
+    return read_answer(output, expected, form, space, counting, exact)[0]
+
+
+def _ancestors(image, parent: dict):
+    seen = set()
+    p = parent.get(image)
+    while p is not None and not _isna(p) and p not in seen:
+        seen.add(p)
+        yield p
+        p = parent.get(p)
+
+
+def score_versions(df: pd.DataFrame, exact: str = "paper") -> pd.DataFrame:
+    """Per answer: ``category``, ``answer`` (the plausible answer read), ``correct`` and, with the
+    precedence check per (query, form), ``category_strict`` / ``correct_strict``."""
     df = df.copy()
-    df["category"] = [categorize(o, e, f, tuple(s), t == "counting")
-                      for o, e, f, s, t in zip(df["output"], df["expected"], df["form"], df["space"], df["type"])]
+    if "paraphrase" not in df:
+        df["paraphrase"] = 0
+    read = [read_answer(o, e, f, tuple(s), t == "counting", exact)
+            for o, e, f, s, t in zip(df["output"], df["expected"], df["form"], df["space"], df["type"])]
+    df["category"] = [c for c, _ in read]
+    df["answer"] = [a for _, a in read]
     df["correct"] = df["category"] == CORRECT
-    # precedence: per (model, query, form), is every version correct on this image and all its ancestors?
     ok = df.groupby(["model", "image", "query", "form"])["correct"].all().to_dict()
     parent = dict(zip(df["image"], df["parent"]))
-    chain_ok: dict = {}
-
-    def ancestors_ok(model, image, query, form) -> bool:
-        key = (model, image, query, form)
-        if key not in chain_ok:
-            p = parent.get(image)
-            up = True if p is None or (model, p, query, form) not in ok else ancestors_ok(model, p, query, form)
-            chain_ok[key] = up and ok.get(key, True)
-        return chain_ok[key]
-
-    invalid = [c and p is not None and not _isna(p) and (m, p, q, f) in ok and not ancestors_ok(m, p, q, f)
-               for m, p, q, f, c in zip(df["model"], df["parent"], df["query"], df["form"], df["correct"])]
+    invalid = [c and any(not ok.get((m, a, q, f), True) for a in _ancestors(i, parent))
+               for m, i, q, f, c in zip(df["model"], df["image"], df["query"], df["form"], df["correct"])]
     df["category_strict"] = np.where(invalid, INVALIDATED, df["category"])
     df["correct_strict"] = df["category_strict"] == CORRECT
     return df
@@ -132,25 +205,40 @@ def _isna(x) -> bool:
     return x is None or (isinstance(x, float) and np.isnan(x))
 
 
-def aggregate_category(categories) -> str:
-    cats = set(categories)
-    if len(cats) == 1:
-        return cats.pop()
-    return ANSWER_DISAGREEMENT if cats <= {CORRECT, WRONG} else ERROR_DISAGREEMENT
+def aggregate_category(categories, answers=None) -> str:
+    """A question's category from its versions' categories and the plausible answers they read."""
+    cats = list(categories)
+    kinds = set(cats)
+    answers = list(answers) if answers is not None else [None] * len(cats)
+    if kinds == {CORRECT}:
+        return CORRECT
+    if kinds <= {CORRECT, WRONG}:
+        return WRONG if kinds == {WRONG} and len(set(answers)) == 1 else ANSWER_DISAGREEMENT
+    if len(kinds) == 1:
+        return kinds.pop()
+    return ERROR_DISAGREEMENT
 
 
 def questions(scored: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, image, query): all-versions correctness, consistency, aggregated categories."""
-    keys = ["model", "image", "query"]
+    """One row per question (model, image, query, paraphrase): all-versions correctness,
+    consistency, aggregated category, and the precedence check (``*_strict``)."""
+    scored = scored if "paraphrase" in scored else scored.assign(paraphrase=0)
+    keys = ["model", "image", "query", "paraphrase"]
     g = scored.groupby(keys, sort=False)
     out = g.agg(type=("type", "first"), level=("level", "first"), subgroup=("subgroup", "first"),
-                absurd=("absurd", "first"), concepts=("concepts", "first"), versions=("correct", "size"),
-                consistency=("correct", "mean"), correct_all=("correct", "all"),
-                correct_all_strict=("correct_strict", "all")).reset_index()
+                absurd=("absurd", "first"), concepts=("concepts", "first"), parent=("parent", "first"),
+                versions=("correct", "size"), consistency=("correct", "mean"),
+                correct_all=("correct", "all")).reset_index()
     out["consistent"] = out["consistency"] >= THRESHOLD
-    out["category"] = g["category"].agg(aggregate_category).to_numpy()
-    out["category_strict"] = g["category_strict"].agg(aggregate_category).to_numpy()
-    return out
+    out["category"] = [aggregate_category(c, a) for c, a in zip(g["category"].agg(list), g["answer"].agg(list))] \
+        if "answer" in scored else g["category"].agg(aggregate_category).to_numpy()
+    query_ok = out.groupby(["model", "image", "query"])["correct_all"].all().to_dict()
+    parent = dict(zip(out["image"], out["parent"]))
+    invalid = [c and any(not query_ok.get((m, a, q), True) for a in _ancestors(i, parent))
+               for m, i, q, c in zip(out["model"], out["image"], out["query"], out["correct_all"])]
+    out["correct_all_strict"] = out["correct_all"] & ~np.asarray(invalid, dtype=bool)
+    out["category_strict"] = np.where(invalid, INVALIDATED, out["category"])
+    return out.drop(columns="parent")
 
 
 def overall_table(scored: pd.DataFrame, qs: pd.DataFrame) -> pd.DataFrame:
@@ -167,8 +255,9 @@ def overall_table(scored: pd.DataFrame, qs: pd.DataFrame) -> pd.DataFrame:
 
 
 def error_table(scored: pd.DataFrame, qs: pd.DataFrame) -> pd.DataFrame:
-    """Tables 9, 10, 15: error counts per model, filter (non-absurd / all) and unit
-    (``individual`` answers or ``aggregated`` questions), with each category's share of the errors."""
+    """Tables 9, 10, 15: error counts per model, filter (non-absurd / all) and unit (``individual``
+    answers or ``aggregated`` questions), with each category's share of the errors. For questions,
+    ``total`` = questions - Corrects* and ``invalidated`` = Corrects - Corrects*, as in the paper."""
     rows = []
     for unit, frame in (("individual", scored), ("aggregated", qs)):
         for model, m in frame.groupby("model"):
@@ -186,39 +275,57 @@ def error_table(scored: pd.DataFrame, qs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def levels(scored: pd.DataFrame, threshold: float = THRESHOLD) -> pd.DataFrame:
-    """Level gating and the per-level tables (Figures 17-31, Tables 11-14) for presence and counting.
+def concept_name(concept: str) -> str:
+    """The concept itself, whatever role it plays: ``reference_shape:square`` is ``shape:square``."""
+    return concept.removeprefix("reference_")
 
-    Rows: model, level, concepts (the question's concepts), concept (the concept new at this level,
-    which the pass decision is about), type, subgroup, form (or ``all`` = every version correct),
-    n, correct, accuracy, passed (the concept reached ``threshold`` on presence at this level).
-    Only questions gated in (their earlier concepts passed) appear from level 2 on.
+
+def _passes(q: pd.DataFrame, types, threshold: float) -> bool:
+    """Enabled (present and absent questions of every gating type) and every (type, subgroup) at
+    or above the threshold, all versions correct."""
+    for t in types:
+        sub = q[q["type"] == t]
+        subgroups = set(sub["subgroup"])
+        if 1 not in subgroups or not any(s >= 2 for s in subgroups):
+            return False
+        if (sub.groupby("subgroup")["correct"].mean() < threshold).any():
+            return False
+    return True
+
+
+def levels(scored: pd.DataFrame, threshold: float = THRESHOLD, gate_types=GATE_TYPES) -> pd.DataFrame:
+    """Level gating and the per-level tables (Figures 17-31, Tables 5-6 and 11-14) for presence and counting.
+
+    Rows: model, level, concepts (the question's concepts), concept (the concepts new at this
+    level, or all of them when none is new), type, subgroup, form (or ``all`` = every version
+    correct), n, correct, accuracy, passed (that concept passed at this level). From level 2 on only
+    questions whose earlier concepts passed appear.
     """
-    pc = scored[scored["type"].isin(("presence", "counting")) & ~scored["absurd"].astype(bool)].copy()
-    pc["concepts_key"] = pc["concepts"].map(lambda c: "|".join(c))
+    pc = scored[scored["type"].isin(gate_types) & ~scored["absurd"].astype(bool)].copy()
+    if "paraphrase" not in pc:
+        pc["paraphrase"] = 0
+    pc["concepts"] = pc["concepts"].map(lambda cs: tuple(dict.fromkeys(concept_name(c) for c in cs)))
+    pc["concepts_key"] = pc["concepts"].map("|".join)
+    types = [t for t in gate_types if t in set(pc["type"])]
     rows = []
     for model, m in pc.groupby("model"):
         passed: set[str] = set()
-        seen: set[str] = set()  # concepts tested at lower levels
+        seen: set[str] = set()  # concepts asked about at lower levels
         for level in sorted(m["level"].unique()):
             lv = m[m["level"] == level]
             gated = lv[lv["concepts"].map(lambda cs: all(c in passed for c in cs if c in seen))]
-            new = lambda cs: [c for c in cs if c not in seen] or list(cs)  # noqa: E731
-            gated = gated.assign(concept=gated["concepts"].map(lambda cs: "|".join(new(cs))))
-            q = gated.groupby(["image", "query"]).agg(correct=("correct", "all"), type=("type", "first"),
-                                                       subgroup=("subgroup", "first"), concept=("concept", "first"),
-                                                       concepts_key=("concepts_key", "first")).reset_index()
-            # pass decision per new concept: presence questions, every version correct
-            now_passed = set()
-            for concept, sub in q[q["type"] == "presence"].groupby("concept"):
-                if sub["correct"].mean() >= threshold:
-                    now_passed.update(concept.split("|"))
+            gated = gated.assign(concept=gated["concepts"].map(
+                lambda cs: "|".join([c for c in cs if c not in seen] or cs)))
+            q = gated.groupby(["image", "query", "paraphrase"]).agg(
+                correct=("correct", "all"), type=("type", "first"), subgroup=("subgroup", "first"),
+                concept=("concept", "first"), concepts_key=("concepts_key", "first")).reset_index()
+            now_passed = {c for c, sub in q.groupby("concept") if _passes(sub, types, threshold)}
             for keys, sub in gated.groupby(["concepts_key", "concept", "type", "subgroup", "form"]):
                 rows.append(_level_row(model, level, keys, int(sub["correct"].sum()), len(sub), now_passed))
             for keys, sub in q.groupby(["concepts_key", "concept", "type", "subgroup"]):
                 rows.append(_level_row(model, level, (*keys, "all"), int(sub["correct"].sum()), len(sub), now_passed))
             seen.update(c for cs in lv["concepts"] for c in cs)
-            passed |= now_passed
+            passed |= {part for c in now_passed for part in c.split("|")}
     cols = ["model", "level", "concepts", "concept", "type", "subgroup", "form", "n", "correct", "accuracy", "passed"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -227,7 +334,7 @@ def _level_row(model, level, keys, k, n, now_passed) -> dict:
     concepts, concept, typ, subgroup, form = keys
     return {"model": model, "level": int(level), "concepts": concepts, "concept": concept, "type": typ,
             "subgroup": int(subgroup), "form": form, "n": n, "correct": k, "accuracy": k / n if n else np.nan,
-            "passed": all(c in now_passed for c in concept.split("|"))}
+            "passed": concept in now_passed}
 
 
 def query_id(query: dict) -> str:

@@ -36,10 +36,11 @@ from PIL import Image, ImageOps
 
 from lib.config import ParamsError
 from lib.scrapbook import questions as Q
-from lib.scrapbook.layout import Placer, region_of, regions, relation
+from lib.scrapbook.layout import OTHER_REGION_SHARE, Placer, region_of, region_shares, regions, relation
 from lib.scrapbook.objects import ObjectSpec, draw_shape, load_cutout, vocabulary
 
 SELECTIONS = ("same", "unique", "random")
+PARAPHRASE_SLOT = "\x00paraphrase\x00"  # filled per row in item_lines (never in the written JSON)
 OPPOSITE = {"upper left": "lower right", "above": "below", "upper right": "lower left", "left": "right",
             "right": "left", "lower left": "upper right", "below": "above", "lower right": "upper left"}
 
@@ -64,6 +65,7 @@ class ScrapbookParams:
     objects_per_image: int = 3  # x
     n_region_pairs: int = 3  # P
     n_questions_per_type: int = 3
+    n_wrong_positions: int = 3  # wrong absolute positions asked per present object (paper Table 6: 3)
     backgrounds: str = "plain"  # plain | samples (scikit-image photographs) | a folder of images
     cutouts_dir: str = ""  # objects=cutouts: <dir>/<class>/*.png (RGBA)
     coco_images: str = ""  # objects=coco: the images folder (e.g. val2017/)
@@ -100,6 +102,8 @@ class ScrapbookParams:
                 bad(name, "must be a positive integer")
         if self.objects not in ("shapes", "cutouts", "coco"):
             bad("objects", "must be shapes, cutouts or coco")
+        if not isinstance(self.n_wrong_positions, int) or not 0 <= self.n_wrong_positions <= 8:
+            bad("n_wrong_positions", "must be an integer from 0 to 8 (the other regions)")
         if self.object_selection not in ("deterministic", "random"):
             bad("object_selection", "must be deterministic or random")
         for name in ("class_selection", "color_selection", "size_selection"):
@@ -326,7 +330,8 @@ def build_unit(params: ScrapbookParams, unit: tuple, objs: list[ObjectSpec], bg:
     boxes, specs, roles = [main_box, ref_box], [main_spec, ref_spec], ["main", "reference"]
     for spec in order[2:params.objects_per_image]:
         w, h = sprite(spec)[0].size
-        box = placer.place(w, h, boxes, check=lambda bx: relation(bx, ref_box) != rel)
+        box = placer.place(w, h, boxes, check=lambda bx: relation(bx, ref_box) not in (None, rel)
+                           and max(region_shares(bx, width, height).values()) >= OTHER_REGION_SHARE)
         if box is None:
             failures["object: no free position"] += 1
             break
@@ -338,6 +343,7 @@ def build_unit(params: ScrapbookParams, unit: tuple, objs: list[ObjectSpec], bg:
     mask = Image.new("L", (width, height), 0)
     steps, parent = [], None
     base = f"s{s}_b{b}_a{a}_p{p}"
+    unit_regions = [region_of(bx, width, height) for bx in boxes]  # where this unit's objects are (or will be)
     for k, (spec, box, role) in enumerate(zip(specs, boxes, roles)):
         spr, m = sprite(spec)
         canvas = canvas.copy()
@@ -351,7 +357,8 @@ def build_unit(params: ScrapbookParams, unit: tuple, objs: list[ObjectSpec], bg:
                   if j > k or j >= len(specs)]
         scene = {"id": image_id, "image": f"images/{image_id}.png", "mask": f"masks/{image_id}.png",
                  "parent": parent, "unit": list(unit), "set": s, "background": bg, "width": width, "height": height,
-                 "relation": rel, "region_pair": [r_main, r_ref], "objects": present, "absent": absent}
+                 "relation": rel, "region_pair": [r_main, r_ref], "unit_regions": unit_regions,
+                 "objects": present, "absent": absent}
         steps.append(Step(canvas, mask, scene))
         parent = image_id
     return steps
@@ -366,87 +373,145 @@ def _descriptors(attrs: dict) -> list[dict]:
 def _unique(dicts) -> list[dict]:
     seen, out = set(), []
     for d in dicts:
-        key = tuple(sorted(d.items()))
+        key = Q.query_tuple(d)
         if key not in seen:
             seen.add(key)
             out.append(d)
     return out
 
 
-def queries(scene: dict) -> list[dict]:
-    """The structured queries asked about one image.
+def _attrs(obj: dict) -> dict:
+    return {k: obj[k] for k in ("shape", "color") if obj.get(k) is not None}
 
-    Targets: every descriptor (shape, colour, colour+shape) of every arrangement object, present or
-    absent, plus wrong combinations (a present object's colour with an absent object's shape).
-    Presence and counting: each target without position, at each region holding an object or
-    named by the unit's region pair, and relative to each descriptor of the reference object and
-    of one absent object, in the unit's relation and its opposite; where the reference is absent
-    (subgroup _4, answer ``<unk>``) only the present objects' descriptors are asked about.
-    Confirmation: each present object's shape claimed of its colour (and of the position it is at,
-    and relative to the reference) with its true and a wrong characteristic. Recognition: the
-    colour, shape and region of each present object, asked only where the subject is unique.
+
+def _one_attribute(attrs: dict) -> list[dict]:
+    return [{k: v} for k, v in sorted(attrs.items())]
+
+
+def wrong_regions(correct: set[str], unit_regions: list[str], n: int, rng: random.Random) -> list[str]:
+    """``n`` wrong absolute positions for an object at ``correct``: first where the unit's other
+    objects are or will be added (paper 4.4), then regions drawn with the seed (Table 6's counts
+    need 3 per object and image; a unit of x=3 objects names at most 2)."""
+    named = [r for r in dict.fromkeys(unit_regions) if r not in correct]
+    rest = [r for r in vocabulary()["regions"] if r not in correct and r not in named]
+    return (named + rng.sample(rest, max(0, min(len(rest), n - len(named)))))[:n]
+
+
+def queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | None = None, seed: int = 0,
+            n_wrong_positions: int = 3) -> list[dict]:
+    """The structured queries asked about one image (paper 4.4 and 5.1).
+
+    Presence and counting - targets: every descriptor (shape, colour, colour+shape) of every
+    arrangement object, present or absent, plus wrong combinations (a present object's colour with
+    an absent object's shape); asked without position, at each region of the unit (where its
+    objects are or will be added), a present target at its own region and at
+    ``n_wrong_positions`` wrong ones (:func:`wrong_regions`), and relative to
+    each descriptor of the reference object in the unit's relation and its opposite (subgroups _1
+    and _2), the absent subjects giving _3; where the reference is absent (_4, ``<unk>``) only the
+    present objects' descriptors are asked about.
+
+    Confirmation - each present object described by one attribute and claimed to have the other,
+    truly and wrongly ("is the circle red?", "is the red object a circle?"); at its region and at
+    the unit's other regions ("is the object on the bottom right a pentagon?", "is the red object
+    on the left a circle?"); relative to the reference described by shape or colour, in its true
+    relation and the opposite one ("is the circle to the right of the blue object green?"); and
+    about absent subjects (``<unk>``). Recognition - the colour, shape and region of each present
+    object, its subject described as in the paper ("the circle on the top left", "the red object
+    to the left of the square"), asked only where the subject is unique. Wrong values are drawn
+    with the dataset's seed from the dataset's colours and shapes. No question needs more than
+    the paper's four concepts.
     """
-    present = [{k: o.get(k) for k in ("shape", "color")} for o in scene["objects"]]
-    present = [{k: v for k, v in o.items() if v is not None} for o in present]
+    vocab = vocabulary()
+    colors = list(colors or vocab["colors"])
+    shapes = list(shapes or vocab["shapes"])
+    rng = random.Random(f"{seed}:wrong:{scene['id']}")
+    present = [_attrs(o) for o in scene["objects"]]
     absent = [{k: v for k, v in a.items() if k in ("shape", "color") and v is not None} for a in scene["absent"]]
     targets = _unique([d for o in present + absent for d in _descriptors(o)]
                       + [{"color": p["color"], "shape": a["shape"]} for p in present for a in absent[:1]
                          if "color" in p and a["shape"] != p["shape"]])
-    region_list = sorted({o["region"] for o in scene["objects"]} | set(scene["region_pair"]),
-                         key=vocabulary()["regions"].index)
+    unit_regions = scene.get("unit_regions") or [o["region"] for o in scene["objects"]] + list(scene["region_pair"])
+    region_list = sorted(set(unit_regions) | {o["region"] for o in scene["objects"]}, key=vocab["regions"].index)
     rel = scene["relation"]
     relations = [rel, OPPOSITE[rel]]
     ref_obj = next((o for o in scene["objects"] if o["role"] == "reference"), None)
-    ref_attrs = ({k: ref_obj[k] for k in ("shape", "color") if ref_obj.get(k) is not None} if ref_obj else
-                 {k: v for k, v in scene["absent"][0].items() if k in ("shape", "color") and v is not None})
-    references = [d for d in _descriptors(ref_attrs) if "shape" in d]
-    if absent and absent[-1] != ref_attrs:
-        references.append({"shape": absent[-1]["shape"]})  # an absent reference: subgroup _4
-    present_keys = {tuple(sorted(d.items())) for o in present for d in _descriptors(o)}
-    ref_present = ref_obj is not None
+    ref_attrs = _attrs(ref_obj) if ref_obj else next(
+        {k: v for k, v in a.items() if k in ("shape", "color") and v is not None}
+        for a in scene["absent"] if a.get("role") == "reference")
+    ref_descriptions = _descriptors(ref_attrs)
+    present_keys = {Q.query_tuple(d) for o in present for d in _descriptors(o)}
 
-    def rel_targets(ref: dict) -> list[dict]:
-        # an absent reference makes every answer <unk> (subgroup _4): asking about the present
-        # objects is enough to test that, without flooding the dataset with incoherent questions
-        if ref_present and ref in references[:len(_descriptors(ref_attrs))]:
-            return [t for t in targets if t != ref]
-        return [t for t in targets if tuple(sorted(t.items())) in present_keys and t != ref]
+    def wrong(key: str, true: str) -> str | None:
+        pool = [v for v in (colors if key == "color" else shapes) if v != true]
+        return rng.choice(pool) if pool else None
+
+    def at_regions(attrs: dict) -> list[str]:
+        """Where a description is asked about: its objects' regions and wrong ones, or the unit's."""
+        correct = {o["region"] for o in scene["objects"] if attrs.items() <= o.items()}
+        if not correct:
+            return region_list
+        return sorted(correct, key=vocab["regions"].index) + wrong_regions(correct, unit_regions, n_wrong_positions, rng)
 
     out = []
     for t in targets:
         for kind in ("presence", "counting"):
             out.append({"type": kind, "group": "np", "target": t})
-            out += [{"type": kind, "group": "abs", "target": t, "region": r} for r in region_list]
-    for ref in references:
-        for t in rel_targets(ref):
+        regions_t = at_regions(t)
+        for kind in ("presence", "counting"):
+            out += [{"type": kind, "group": "abs", "target": t, "region": r} for r in regions_t]
+    for ref in ref_descriptions:
+        for t in targets:
+            if t == ref or len(t) + len(ref) > 3:  # target + relation + reference: at most 4 concepts
+                continue
+            if ref_obj is None and Q.query_tuple(t) not in present_keys:
+                continue  # reference absent: the present objects suffice to ask for <unk>
             for kind in ("presence", "counting"):
                 out += [{"type": kind, "group": "rel", "target": t, "relation": rl, "reference": ref} for rl in relations]
-    colors = [c for c in vocabulary()["colors"]]
-    for o, rec in zip(present, scene["objects"]):
-        wrong_shape = next((a["shape"] for a in absent if a["shape"] != o["shape"]), None)
-        if "color" in o:
-            wrong_color = next((c for c in colors if c != o["color"]), None)
-            for claim in (o["color"], wrong_color):
-                out.append({"type": "confirmation", "group": "np", "target": {"shape": o["shape"]}, "assert": {"color": claim}})
-        for claim in (o["shape"], wrong_shape):
-            if claim is None:
+
+    def claims(attrs: dict, key: str) -> list[dict]:
+        values = [attrs[key], wrong(key, attrs[key])]
+        return [{key: v} for v in values if v is not None]
+
+    for o, rec in zip(present + absent, scene["objects"] + [None] * len(absent)):
+        for key in ("color", "shape"):
+            if key not in o:
                 continue
-            out.append({"type": "confirmation", "group": "abs", "target": {}, "region": rec["region"],
-                        "assert": {"shape": claim}})
-            if ref_obj is not None and rec is not ref_obj:
-                out.append({"type": "confirmation", "group": "rel", "target": {}, "relation": relation(rec["box"], ref_obj["box"]),
-                            "reference": {"shape": ref_obj["shape"]}, "assert": {"shape": claim}})
-        if "color" in o:
-            out.append({"type": "recognition", "group": "np", "target": {"shape": o["shape"]}, "ask": "color"})
-            out.append({"type": "recognition", "group": "np", "target": {"color": o["color"]}, "ask": "shape"})
-        out.append({"type": "recognition", "group": "np", "target": dict(o), "ask": "region"})
-        asks = ("color", "shape") if "color" in o else ("shape",)
-        out += [{"type": "recognition", "group": "abs", "target": {}, "region": rec["region"], "ask": ask} for ask in asks]
+            others = [{k: v} for k, v in o.items() if k != key]  # "the circle" when claiming a colour
+            for subject in others:  # np: "is the circle red?" (absent subjects: <unk>)
+                out += [{"type": "confirmation", "group": "np", "target": subject, "assert": c} for c in claims(o, key)]
+            if rec is None:
+                continue
+            for region in at_regions(o):
+                for subject in [{}] + others:
+                    out += [{"type": "confirmation", "group": "abs", "target": subject, "region": region, "assert": c}
+                            for c in claims(o, key)]
+            if ref_obj is not None and rec is ref_obj:
+                continue
+            true_rel = relation(rec["box"], ref_obj["box"]) if ref_obj is not None else rel
+            if true_rel is None:
+                continue
+            for ref in _one_attribute(ref_attrs):
+                for subject in [{}] + others:
+                    for rl in (true_rel, OPPOSITE[true_rel]):
+                        out += [{"type": "confirmation", "group": "rel", "target": subject, "relation": rl,
+                                 "reference": ref, "assert": c} for c in claims(o, key)]
+    for o, rec in zip(present, scene["objects"]):
+        asks = [k for k in ("color", "shape") if k in o]
+        for ask in asks:  # np: "what is the color of the circle?"
+            out += [{"type": "recognition", "group": "np", "target": subject, "ask": ask}
+                    for subject in _one_attribute(o) if ask not in subject]
+        out += [{"type": "recognition", "group": "np", "target": d, "ask": "region"} for d in _descriptors(o)]
+        for ask in asks:  # abs: "what is the color of the circle on the top left?"
+            out += [{"type": "recognition", "group": "abs", "target": subject, "region": rec["region"], "ask": ask}
+                    for subject in [{}] + _one_attribute(o) if ask not in subject]
         if ref_obj is not None and rec is not ref_obj:
             r = relation(rec["box"], ref_obj["box"])
-            out += [{"type": "recognition", "group": "rel", "target": {}, "relation": r,
-                     "reference": {"shape": ref_obj["shape"]}, "ask": ask} for ask in asks + ("region",)]
-    return [q for q in out if q["type"] != "recognition" or Q.answer(q, scene) != Q.UNK]
+            for ref in _one_attribute(ref_attrs):
+                for ask in asks + ["region"]:  # "what is the shape of the red object to the left of the square?"
+                    out += [{"type": "recognition", "group": "rel", "target": subject, "relation": r, "reference": ref,
+                             "ask": ask} for subject in [{}] + _one_attribute(o) if ask not in subject]
+    out = [q for q in _unique(out) if q["type"] != "recognition" or Q.answer(q, scene) != Q.UNK]
+    return [q for q in out if Q.level(q) <= 4 and len(Q.concepts(q)) <= 4]
 
 
 def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: list[str],
@@ -465,36 +530,36 @@ def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
                   '"form":"')
     types, groups = set(params.types), set(params.groups)
     forms = [f for f in Q.FORMS if f in params.forms]
-    for query in queries(scene):
+    for query in queries(scene, colors, shapes, params.seed, params.n_wrong_positions):
         if query["type"] not in types or query["group"] not in groups:
             continue
+        texts = Q.paraphrases(query)
+        chosen = rng.sample(texts, min(params.n_questions_per_type, len(texts)))
         answer = Q.answer(query, scene)
         key = Q.query_tuple(query)
         level, query_json = _query_json(key)
         meta = {"type": query["type"], "group": query["group"], "subgroup": Q.subgroup(query, scene),
                 "level": level, "query": query}
-        texts = Q.paraphrases(query, key)
-        chosen = rng.sample(texts, min(params.n_questions_per_type, len(texts)))
         kind = query["ask"] if query["type"] == "recognition" else query["type"]
         alts = _alternatives(kind, params.objects_per_set, tuple(colors), tuple(shapes))
         if summary is not None:
             summary.add(meta, answer, len(chosen), tuple(forms))
         # meta: type, group, subgroup, level, concepts, query, absurd, image, parent, unit, form[, alternatives]
         meta_json = (f'{{"type":"{query["type"]}","group":"{query["group"]}","subgroup":{meta["subgroup"]},'
-                     f'{query_json},"absurd":{"true" if answer == Q.UNK else "false"}{scene_json}')
+                     f'{query_json},"absurd":{"true" if answer == Q.UNK else "false"},"paraphrase":')
         tails = {}
         for form in forms:
             enumerated = form == "enumerated"
             shown = alts[-1] if enumerated and answer == Q.UNK else answer
             tails[form] = (f',"images":{image},"options":null,"answer":[{_encode_str(shown)}],"meta":{meta_json}'
-                           f'{form}"' + (f',"alternatives":{_alts_json(tuple(alts))}' if enumerated else "") + "}}\n")
+                           f'{PARAPHRASE_SLOT}{form}"' + (f',"alternatives":{_alts_json(tuple(alts))}' if enumerated else "") + "}}\n")
         # JSON pieces per form, so each row only escapes its paraphrase once
         pieces = [(_encode_str(pre)[1:-1], _encode_str(suf)[1:-1] + '"' + tails[form])
                   for form, (pre, suf) in _affixes(kind, tuple(alts)).items() if form in forms]
-        for text in chosen:
+        for j, text in enumerate(chosen):
             escaped = _encode_str(text)[1:-1]
             for pre, rest in pieces:
-                lines.append(f'{head}{len(lines):05d}{mid}"{pre}{escaped}{rest}')
+                lines.append(f'{head}{len(lines):05d}{mid}"{pre}{escaped}{rest.replace(PARAPHRASE_SLOT, f"{j}{scene_json}", 1)}')
     return lines
 
 

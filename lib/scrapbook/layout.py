@@ -1,13 +1,16 @@
 """Where objects go: the 9 absolute regions, the 8 relative positions, and seeded placement.
 
 Choices where the paper is silent (written down here, as the issue asks):
-- An object's *absolute region* is the region holding its bounding-box centre. Placing an object
+- An object's *absolute region* is the region holding most of its bounding box. Placing an object
   "in" a region means at least 3/4 of its box area lies inside that region and the whole box
-  inside the image (paper 4.3).
+  inside the image (paper 4.3); the other objects of an image are placed only where one region
+  holds at least :data:`OTHER_REGION_SHARE` of them, so none straddles a boundary ambiguously.
 - Relative positions compare bounding boxes: the main object is *left* of the reference when its
-  box ends before the reference's starts (``main.x1 <= ref.x0``), *above* when ``main.y1 <= ref.y0``,
-  and so on; the eight positions are the combinations (upper left = left and above; left = left
-  and overlapping vertically...). Two non-overlapping boxes always stand in exactly one of them.
+  box ends before the reference's starts (``main.x1 <= ref.x0``), *above* when ``main.y1 <= ref.y0``.
+  Separated on both axes: a diagonal (upper left...). Separated on one axis only, the cardinal
+  relation ("left") needs the boxes to overlap on the other axis by at least
+  :data:`CARDINAL_OVERLAP` of the smaller box's extent; less overlap looks diagonal to a person and
+  is no relation at all (``None``): placement never produces it where a relation is asked about.
 - Placement draws uniformly among valid positions with a seeded RNG and gives up after
   ``max_tries`` draws; callers count and report such failures. Nothing loops forever.
 """
@@ -20,6 +23,8 @@ from dataclasses import dataclass
 from lib.scrapbook.objects import vocabulary
 
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (x1, y1 exclusive)
+CARDINAL_OVERLAP = 0.5  # "left of" needs this much vertical overlap (share of the smaller height)
+OTHER_REGION_SHARE = 2 / 3  # an object beyond main and reference lies this much in one region
 
 
 def regions(width: int, height: int) -> dict[str, Box]:
@@ -30,25 +35,33 @@ def regions(width: int, height: int) -> dict[str, Box]:
     return {names[3 * r + c]: (xs[c], ys[r], xs[c + 1], ys[r + 1]) for r in range(3) for c in range(3)}
 
 
+def region_shares(box: Box, width: int, height: int) -> dict[str, float]:
+    """The share of the box inside each region."""
+    return {name: inside_fraction(box, r) for name, r in regions(width, height).items()}
+
+
 def region_of(box: Box, width: int, height: int) -> str:
-    """The region holding the box centre."""
-    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-    col = min(2, int(cx * 3 // width))
-    row = min(2, int(cy * 3 // height))
-    return vocabulary()["regions"][3 * row + col]
+    """The region holding most of the box (the first in reading order on a tie)."""
+    shares = region_shares(box, width, height)
+    return max(shares, key=shares.get)
 
 
-def relation(main: Box, ref: Box) -> str | None:
-    """The relative position of ``main`` with respect to ``ref`` (None when the boxes overlap)."""
+def _overlap(a0: int, a1: int, b0: int, b1: int) -> float:
+    return max(0, min(a1, b1) - max(a0, b0)) / max(1, min(a1 - a0, b1 - b0))
+
+
+def relation(main: Box, ref: Box, min_overlap: float = CARDINAL_OVERLAP) -> str | None:
+    """The relative position of ``main`` with respect to ``ref``; None when the boxes overlap or
+    stand in no clear relation (side by side with too little overlap on the other axis)."""
     h = "left" if main[2] <= ref[0] else "right" if main[0] >= ref[2] else None
     v = "above" if main[3] <= ref[1] else "below" if main[1] >= ref[3] else None
     if h is None and v is None:
         return None
-    if v is None:
-        return h
-    if h is None:
-        return v
-    return {"above": "upper", "below": "lower"}[v] + " " + h
+    if h is not None and v is not None:
+        return {"above": "upper", "below": "lower"}[v] + " " + h
+    if h is not None:
+        return h if _overlap(main[1], main[3], ref[1], ref[3]) >= min_overlap else None
+    return v if _overlap(main[0], main[2], ref[0], ref[2]) >= min_overlap else None
 
 
 def overlaps(a: Box, b: Box, margin: int = 0) -> bool:

@@ -14,9 +14,9 @@ Every question is generated from a *query* (a plain dict) and its answer is comp
 
 Answer rules (paper 4.4): presence yes/no; counting the number; confirmation yes/no; recognition
 the characteristic or region. ``<unk>`` marks an incoherent question - a relative question whose
-reference object is absent, a confirmation about a subject that is not in the image ("is the
-circle blue?" with no circle), a recognition question whose subject is absent or ambiguous - and
-such questions are flagged ``absurd``. Subgroups follow the paper: np _1 present / _2 absent; abs _1
+reference object is absent (or not unique), a confirmation or recognition question whose subject
+is absent or ambiguous ("is the circle blue?" with no circle) - and such questions are flagged
+``absurd``. Subgroups follow the paper: np _1 present / _2 absent; abs _1
 at the region / _2 elsewhere / _3 absent; rel _1 in the relation / _2 present but not in it /
 _3 absent / _4 reference absent; recognition is always _1 (only asked about a unique subject).
 The *focused* object deciding the subgroup is the target (presence, counting, recognition) or the
@@ -61,17 +61,17 @@ def _matches(obj: dict, attrs: dict) -> bool:
 
 
 def select(query: dict, scene: dict, attrs: dict | None = None) -> list[dict] | None:
-    """The scene objects the query's description picks out (``None``: reference absent)."""
+    """The scene objects the query's description picks out (``None``: the reference is absent or
+    not unique - "the red object" presupposes one)."""
     attrs = query["target"] if attrs is None else attrs
     objs = [o for o in scene["objects"] if _matches(o, attrs)]
     if query["group"] == "abs":
         objs = [o for o in objs if o["region"] == query["region"]]
     elif query["group"] == "rel":
         refs = [o for o in scene["objects"] if _matches(o, query["reference"])]
-        if not refs:
+        if len(refs) != 1:
             return None
-        objs = [o for o in objs if any(r is not o and box_relation(o["box"], r["box"]) == query["relation"]
-                                       for r in refs)]
+        objs = [o for o in objs if o is not refs[0] and box_relation(o["box"], refs[0]["box"]) == query["relation"]]
     return objs
 
 
@@ -85,12 +85,10 @@ def answer(query: dict, scene: dict) -> str:
         return "yes" if chosen else "no"
     if kind == "counting":
         return str(len(chosen))
-    if kind == "confirmation":
-        if not chosen:
-            return UNK
-        return "yes" if any(_matches(o, query["assert"]) for o in chosen) else "no"
-    if len(chosen) != 1:  # recognition needs exactly one subject
+    if len(chosen) != 1:  # confirmation and recognition presuppose exactly one subject
         return UNK
+    if kind == "confirmation":
+        return "yes" if _matches(chosen[0], query["assert"]) else "no"
     return chosen[0][query["ask"]]
 
 
@@ -109,7 +107,7 @@ def subgroup(query: dict, scene: dict) -> int:
         if any(o["region"] == query["region"] for o in present):
             return 1
         return 2 if present else 3
-    if not any(_matches(o, query["reference"]) for o in scene["objects"]):
+    if sum(_matches(o, query["reference"]) for o in scene["objects"]) != 1:
         return 4
     if not present:
         return 3
@@ -166,6 +164,17 @@ def _with_article(phrases: list[str]) -> list[str]:
     return [f"{art if art != 'a' else _an(p)} {p}" for p in phrases for art in expressions()["article"]]
 
 
+def region_phrases(region: str) -> list[str]:
+    """Every way the templates say "at ``region``": "on the top left", "in the middle of the
+    picture", "somewhere on the left half" (the side regions are also the paper's halves)."""
+    e = expressions()
+    on = "in" if region in e["in_regions"] else "on"
+    out = [p.replace("{on}", on).replace("{r}", r) for p in e["at_region"] for r in e["regions"][region]]
+    if region in e["halves"]:
+        out += [p.replace("{h}", e["halves"][region]) for p in e["at_half"]]
+    return out
+
+
 def slot_values(query: dict) -> dict[str, list[str]]:
     """Alternatives for every slot a template of this query may use."""
     e = expressions()
@@ -173,9 +182,11 @@ def slot_values(query: dict) -> dict[str, list[str]]:
     target = query["target"]
     values["a_obj"] = _with_article(nouns(target))
     values["objs"] = nouns(target, plural=True)
+    # after "how many items are": "circles" / "red circles", but a bare colour for "red objects"
+    values["objs_pred"] = nouns(target, plural=True) if "shape" in target else [target.get("color") or "here"]
     values["subj"] = nouns(target)
     if query["group"] == "abs":
-        values["at_region"] = [p.replace("{r}", r) for p in e["at_region"] for r in e["regions"][query["region"]]]
+        values["at_region"] = region_phrases(query["region"])
     if query["group"] == "rel":
         values["rel"] = e["relations"][query["relation"]]
         values["the_ref"] = [f"the {n}" for n in nouns(query["reference"])]
@@ -204,7 +215,10 @@ def _expand(template_list: tuple[str, ...], frozen: tuple) -> tuple[str, ...]:
             text = template
             for s, v in zip(slots, combo):
                 text = text.replace("{" + s + "}", v, 1)
-            out.add(text)
+            if "{image}" in text:  # a slot value's own slot ("on the left of the {image}")
+                out.update(text.replace("{image}", im) for im in values["image"])
+            else:
+                out.add(text)
     return tuple(sorted(out))
 
 

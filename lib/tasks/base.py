@@ -64,6 +64,7 @@ class Scoring:
     bertscore_model: str | None = None
     n_resamples: int = 1000
     seed: int = 0
+    scrapbook_exact: str = "paper"  # Scrapbook's exact forms: "paper" (raw answer, case aside) or "words"
 
 
 @dataclass

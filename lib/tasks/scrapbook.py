@@ -2,10 +2,11 @@
 paper's protocol (:mod:`lib.metrics.consistency`): matching per form, error categories,
 consistency over versions, precedence over ancestor images, level gating.
 
-The closed answer set is the enumerated form's listed alternatives; the other forms (original,
-condition, direction) are asked and read as free text, as in the paper, and the protocol's
-matching reads them. Items are sampled by question (one query on one image chain, every version),
-lowest levels first.
+The closed answer set is the enumerated form's listed alternatives (constrained decoding may use
+it); the other forms are asked and read as free text, as in the paper. Scoring always reads the
+model's *raw* output - never an answer parsed out of it - so "Yes, there is a circle." is not
+"yes" under the exact forms. Items are sampled by query (one query on one image chain, every
+paraphrase and version), lowest levels first.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def scrapbook_frame(preds, items: list[Item], spaces: dict | None = None) -> pd.
         rows.append({"model": f"{p.model} [{p.style}]", "item_id": it.id, "image": m["image"], "parent": m.get("parent"),
                      "query": S.query_id(m["query"]), "type": m["type"], "form": m["form"], "level": m["level"],
                      "concepts": tuple(m["concepts"]), "subgroup": m["subgroup"], "absurd": bool(m["absurd"]),
-                     "expected": it.answer[0], "output": None if p.method == ERROR else (p.parsed if p.valid else p.raw),
+                     "paraphrase": m.get("paraphrase", 0), "expected": it.answer[0], "output": None if p.method == ERROR else p.raw,
                      "space": spaces[(m["type"], m["query"].get("ask"))]})
     return pd.DataFrame(rows)
 
@@ -58,7 +59,7 @@ class ScrapbookQA(Task):
                       self.choices(item), p["answer_trigger"])
 
     def score(self, preds, items, scoring: Scoring) -> pd.DataFrame:
-        frame = S.score_versions(scrapbook_frame(preds, items))
+        frame = S.score_versions(scrapbook_frame(preds, items), exact=scoring.scrapbook_exact)
         for p, cat, ok, strict in zip(preds, frame["category"], frame["correct"], frame["correct_strict"]):
             p.correct = bool(ok)
             p.scores = {"correct": float(ok), "correct_strict": float(strict)}

@@ -7,23 +7,33 @@ from lib.metrics import consistency as S
 
 YN = ("yes", "no", "not applicable")
 REGIONS = ("top left", "center", "center left", "not applicable")
+COLORS = ("gray", "red", "not applicable")
 
 
 @pytest.mark.parametrize("output, expected, form, category", [
     ("yes", "yes", "original", S.CORRECT),
     ("Yes, there is one.", "yes", "original", S.CORRECT),  # contained: enough for original/direction
     ("Yes, there is one.", "yes", "condition", S.UNEXPECTED),  # exact forms need the answer alone
-    ("Yes.", "yes", "enumerated", S.CORRECT),
+    ("Yes", "yes", "enumerated", S.CORRECT),  # the paper's exact match: case aside, the raw answer
+    ("Yes.", "yes", "enumerated", S.UNEXPECTED),
+    (" squares1 No 2 pentagonsON", "no", "enumerated", S.UNEXPECTED),  # never read as "no"
+    ("upper left", "top left", "original", S.CORRECT),  # the generator's own synonyms
+    ("upper left", "top left", "condition", S.CORRECT),
+    ("upper left", "top left", "enumerated", S.UNEXPECTED),  # enumerated: one of the listed words
+    ("it is in the middle", "center", "direction", S.CORRECT),
+    ("on the left half", "center left", "original", S.CORRECT),
+    ("top left", "center left", "original", S.WRONG),  # "left" inside "top left" is not a second answer
     ("yes and no", "yes", "original", S.MULTIPLE),
     ("no", "yes", "direction", S.WRONG),
     ("banana", "yes", "original", S.UNEXPECTED),
     ("not applicable", "<unk>", "enumerated", S.CORRECT),
     ("it is at the center left", "center left", "original", S.CORRECT),  # longest match: not also "center"
     ("center", "center left", "condition", S.WRONG),
+    ("grey", "gray", "original", S.CORRECT),
     ("", "yes", "original", S.UNEXPECTED),
 ])
 def test_categories(output, expected, form, category):
-    space = REGIONS if "center" in expected else YN
+    space = REGIONS if expected in REGIONS else COLORS if expected in COLORS else YN
     assert S.categorize(output, expected, form, space) == category
 
 
@@ -67,17 +77,89 @@ def test_aggregated_categories_and_consistency():
     assert agg[S.ERROR_DISAGREEMENT] == 1 and agg["total"] == 1
 
 
-def test_level_gating_evaluates_level_2_only_with_passed_concepts():
+def test_words_mode_is_the_lenient_reading_one_parameter_away():
+    assert S.categorize("Yes.", "yes", "enumerated", YN, exact="words") == S.CORRECT
+    assert S.categorize("two", "2", "condition", ("0", "1", "2"), counting=True, exact="words") == S.CORRECT
+    assert S.categorize("two", "2", "condition", ("0", "1", "2"), counting=True) == S.UNEXPECTED  # not the digit
+    with pytest.raises(ValueError, match="exact"):
+        S.categorize("yes", "yes", "enumerated", YN, exact="loose")
+
+
+def _colour_rows(outputs, paraphrase=0, image="a"):
+    return [{"model": "m", "item_id": f"{image}-{paraphrase}-{f}", "image": image, "parent": None, "query": "q",
+             "paraphrase": paraphrase, "type": "recognition", "form": f, "level": 2, "concepts": ("shape:circle",),
+             "subgroup": 1, "absurd": False, "expected": "green", "output": o,
+             "space": ("green", "red", "blue", "yellow", "white")} for f, o in outputs.items()]
+
+
+def test_aggregated_categories_are_decided_from_the_answers():
+    forms = ("original", "condition", "direction", "enumerated")
+    four_colours = S.questions(S.score_versions(pd.DataFrame(_colour_rows(dict(zip(forms, ("red", "blue", "yellow", "white")))))))
+    assert four_colours.iloc[0]["category"] == S.ANSWER_DISAGREEMENT
+    same = S.questions(S.score_versions(pd.DataFrame(_colour_rows({f: "red" for f in forms}))))
+    assert same.iloc[0]["category"] == S.WRONG
+
+
+def test_a_question_is_one_paraphrase_with_its_four_forms():
+    forms = ("original", "condition", "direction", "enumerated")
+    rows = _colour_rows({f: "green" for f in forms}, 0) + _colour_rows({f: "green" for f in forms}, 1) \
+        + _colour_rows({f: "green" for f in forms[:3]} | {"enumerated": "red"}, 2)
+    q = S.questions(S.score_versions(pd.DataFrame(rows)))
+    assert len(q) == 3 and (q["versions"] == 4).all()
+    assert q["correct_all"].tolist() == [True, True, False] and q["consistency"].tolist() == [1.0, 1.0, 0.75]
+
+
+def test_corrects_minus_corrects_star_is_invalidated_by_construction():
+    """Table 8 - Tables 9/10/15: 7,491 - 5,149 = 2,342 holds because invalidation is decided per question."""
+    forms = ("original", "condition", "direction", "enumerated")
     rows = []
-    for concept, ok in (("shape:circle", True), ("shape:square", False)):
-        for i in range(5):
-            rows.append({"model": "m", "image": f"i{i}", "query": f"{concept}-1", "type": "presence", "form": "original",
-                         "level": 1, "concepts": (concept,), "absurd": False, "correct": ok, "subgroup": 1})
-            rows.append({"model": "m", "image": f"i{i}", "query": f"{concept}-2", "type": "presence", "form": "original",
-                         "level": 2, "concepts": (concept, "region:center"), "absurd": False, "correct": True, "subgroup": 1})
+    for image, parent, outs in (("a", None, ("no",) * 4), ("b", "a", ("yes",) * 4), ("c", "b", ("yes",) * 4),
+                                ("d", None, ("yes",) * 4), ("e", "d", ("yes", "no", "yes", "yes"))):
+        for p in (0, 1):
+            rows += [{"model": "m", "item_id": f"{image}{p}{f}", "image": image, "parent": parent, "query": "q",
+                      "paraphrase": p, "type": "presence", "form": f, "level": 1, "concepts": ("shape:circle",),
+                      "subgroup": 1, "absurd": False, "expected": "yes", "output": o, "space": YN}
+                     for f, o in zip(forms, outs)]
+    scored = S.score_versions(pd.DataFrame(rows))
+    qs = S.questions(scored)
+    overall = S.overall_table(scored, qs).set_index("filter")
+    errors = S.error_table(scored, qs)
+    agg = errors[(errors["unit"] == "aggregated") & (errors["filter"] == "all")].set_index("category")["count"]
+    corrects, corrects_star = overall.loc["full", "correct"], overall.loc["full*", "correct"]
+    assert (corrects, corrects_star) == (6, 2)  # b and c (4 questions) rest on a wrong answer on a
+    assert corrects - corrects_star == agg[S.INVALIDATED] == 4
+    assert agg["total"] == len(qs) - corrects_star
+
+
+def _gating_rows(concept, answers, level=1, extra=()):
+    """Presence and counting questions about ``concept``: present (subgroup 1) and absent (2)."""
+    rows = []
+    for typ, present, absent in (("presence", "yes", "no"), ("counting", "1", "0")):
+        for sub, expected in ((1, present), (2, absent)):
+            for i in range(5):
+                out = answers(typ, expected)
+                rows.append({"model": "m", "image": f"i{i}", "query": f"{concept}{extra}-{typ}-{sub}", "type": typ,
+                             "form": "original", "level": level, "concepts": (concept, *extra), "absurd": False,
+                             "correct": out == expected, "subgroup": sub})
+    return rows
+
+
+def test_level_gating_needs_present_and_absent_questions_and_passes_nothing_for_always_no():
+    right = lambda typ, expected: expected  # noqa: E731
+    always_no = lambda typ, expected: "no" if typ == "presence" else "0"  # noqa: E731
+    rows = _gating_rows("shape:circle", right) + _gating_rows("shape:square", always_no)
+    rows += [r for r in _gating_rows("color:white", right) if r["subgroup"] == 2]  # never present: not enabled
+    rows += _gating_rows("shape:circle", right, 2, ("region:center",)) + _gating_rows("shape:square", right, 2, ("region:center",))
+    rows += _gating_rows("shape:triangle", right, 1) + _gating_rows("shape:pentagon", right, 3, ("relation:left", "reference_shape:square"))
     lv = S.levels(pd.DataFrame(rows))
-    one = lv[(lv["level"] == 1) & (lv["form"] == "all")].set_index("concept")["passed"]
-    assert one["shape:circle"] and not one["shape:square"]
+    one = lv[(lv["level"] == 1) & (lv["form"] == "all")].groupby("concept")["passed"].all()
+    assert one["shape:circle"] and one["shape:triangle"]
+    assert not one["shape:square"] and not one["color:white"]
     two = lv[lv["level"] == 2]
     assert set(two["concepts"]) == {"shape:circle|region:center"}  # the square never reaches level 2
     assert two["concept"].eq("region:center").all() and two["passed"].all()
+    assert lv[lv["level"] == 3].empty  # the reference square failed level 1: its relative questions are gated out
+    no_model = S.levels(pd.DataFrame([dict(r, correct=always_no(r["type"], "x") == ("no" if r["subgroup"] == 2 and r["type"] == "presence"
+                                                                                  else "0" if r["subgroup"] == 2 else "-"))
+                                      for r in _gating_rows("shape:circle", right)]))
+    assert not no_model["passed"].any()

@@ -151,7 +151,7 @@ def test_regenerating_over_a_folder_swaps_a_complete_build_in(tmp_path, monkeypa
     ({"n_region_pairs": 82}, "n_region_pairs"),
     ({"colors": ["red", "teal"]}, "colors"),
     ({"shapes": ["circle", "star"]}, "shapes"),
-    ({"n_backgrounds": 4}, "n_backgrounds"),  # 8 colours - 5 used leaves 3 plain backgrounds
+    ({"n_backgrounds": 5}, "n_backgrounds"),  # 9 colours - 5 used leaves 4 plain backgrounds
     ({"objects_per_set": 8, "class_selection": "random"}, "objects_per_set"),  # a 350 px object
     ({"backgrounds": "/nonexistent/folder"}, "backgrounds"),
 ])
