@@ -31,7 +31,7 @@ from lib.provenance import write_provenance
 
 # Keys a params file may hold for the pipeline's sake that no stage config has: where the run goes.
 PIPELINE_KEYS = ("run",)
-MODEL_BACKENDS = ("hf", "openai", "tiny")
+MODEL_BACKENDS = ("hf", "openai", "tiny", "constant", "random")
 
 
 class ParamsError(ValueError):
@@ -97,6 +97,10 @@ def check_model_spec(spec, where: str, allow_empty: bool = False) -> None:
         raise ParamsError(f"{where}.backend must be one of {MODEL_BACKENDS}, got {spec.get('backend')!r}")
     if spec["backend"] in ("hf", "openai") and not isinstance(spec.get("name"), str):
         raise ParamsError(f"{where}.name must name the model (hub id, folder or served name), got {spec.get('name')!r}")
+    if spec["backend"] == "constant" and not isinstance(spec.get("answer"), str):
+        raise ParamsError(f"{where}.answer must be the text the constant baseline always gives, got {spec.get('answer')!r}")
+    if spec["backend"] == "random" and not isinstance(spec.get("seed", 0), int):
+        raise ParamsError(f"{where}.seed must be an integer, got {spec.get('seed')!r}")
     if "api_key" in spec:
         raise ParamsError(f"{where}: put the *name* of an environment variable in 'api_key_env', never a key")
     env = spec.get("api_key_env")

@@ -131,6 +131,7 @@ class Judgement:
 # Methods recorded in Response.method
 CONSTRAINED_TRIE = "constrained:trie"  # decoding restricted to the choices by a token trie
 CONSTRAINED_LOGLIK = "constrained:loglik"  # the choice with the highest log-likelihood
+CONSTRAINED_RANDOM = "constrained:random"  # a uniform pick from the choices (the random baseline)
 JSON_SCHEMA = "json_schema"  # structured output enforced by the backend (outlines / response_format)
 PARSE_EXACT = "parse:exact"
 PARSE_LETTER = "parse:letter"

@@ -6,7 +6,8 @@
 >>> responses = generate(model, reqs, store=CallStore.default())        # cached, resumable
 
 Backends: ``hf`` (transformers, any hub id or local path), ``openai`` (any OpenAI-compatible
-endpoint, vLLM included), ``tiny`` (the embedded offline models of :mod:`lib.models.tiny`).
+endpoint, vLLM included), ``tiny`` (the embedded offline models of :mod:`lib.models.tiny`),
+``constant`` and ``random`` (the baselines of :mod:`lib.models.baseline`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from lib.models.base import Model
 from lib.models.runner import generate
 from lib.schema import Constraint, Request, Response
 
-BACKENDS = ("hf", "openai", "tiny")
+BACKENDS = ("hf", "openai", "tiny", "constant", "random")
 
 
 def load_model(spec: dict) -> Model:
@@ -36,6 +37,10 @@ def load_model(spec: dict) -> Model:
         from lib.models.api import OpenAIModel
 
         return OpenAIModel(spec)
+    if backend in ("constant", "random"):
+        from lib.models.baseline import ConstantModel, RandomModel
+
+        return (ConstantModel if backend == "constant" else RandomModel)(spec)
     raise ValueError(f"unknown model backend {backend!r} in spec {spec}; choose one of {BACKENDS}")
 
 

@@ -575,8 +575,9 @@ class Summary:
     def add(self, meta: dict, answer: str, paraphrases: int = 1, forms: tuple = Q.FORMS) -> None:
         """Count ``paraphrases`` questions of one query in each of ``forms``."""
         m = meta
+        absurd = answer == Q.UNK
         for form in forms:
-            self.counts[(m["type"], m["group"], m["subgroup"], form, m["level"])] += paraphrases
+            self.counts[(m["type"], m["group"], m["subgroup"], form, m["level"], absurd)] += paraphrases
         if m["type"] in ("presence", "counting") and "original" in forms and m["level"] <= 2:
             t = m["query"]["target"]
             if m["level"] == 1 or m["group"] == "np" or (m["group"] == "abs" and len(t) == 1):
@@ -596,7 +597,7 @@ class Summary:
 
     def rows(self) -> tuple[list[dict], list[dict]]:
         """The counts table and the concept table as lists of dicts (CSV-ready)."""
-        counts = [dict(zip(("type", "group", "subgroup", "form", "level"), k), questions=v)
+        counts = [dict(zip(("type", "group", "subgroup", "form", "level", "absurd"), k), questions=v)
                   for k, v in sorted(self.counts.items())]
         concepts = []
         for (lvl, kind, value, sub, typ), v in sorted(self.concepts.items()):
@@ -610,7 +611,7 @@ class Summary:
             return {str(k): v for k, v in sorted(_sum_by(self.counts, i).items(), key=lambda kv: str(kv[0]))}
 
         return {"images": self.images, "questions": sum(self.counts.values()), "by_type": by(0), "by_group": by(1),
-                "by_subgroup": by(2), "by_form": by(3), "by_level": by(4)}
+                "by_subgroup": by(2), "by_form": by(3), "by_level": by(4), "absurd": by(5).get("True", 0)}
 
 
 def _sum_by(counter: Counter, i: int) -> Counter:

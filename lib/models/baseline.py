@@ -1,0 +1,67 @@
+"""Baseline backends: the floor every table can show beside real models.
+
+- ``{backend: constant, answer: "no"}`` answers every request with the same text (read like any
+  free answer: under a closed answer set it counts only when it names one of the choices).
+- ``{backend: random, seed: 0}`` picks uniformly from a request's closed answer set (its choice
+  constraint); a request without one gets no answer and is counted invalid, never guessed.
+  The pick depends on the seed and the request itself (its text, images and choices), not on the
+  order or batch the requests come in, so a rerun or a resumed run gives the same answers.
+
+Hand-written because there is nothing to load: a baseline is a rule, not a model.
+"""
+
+from __future__ import annotations
+
+import random
+
+from lib.models.base import Model
+from lib.schema import CONSTRAINED_RANDOM, FREE, INVALID, Request, Response, fingerprint
+
+
+class ConstantModel(Model):
+    batch_size = 1024
+
+    def __init__(self, spec: dict):
+        if not isinstance(spec.get("answer"), str):
+            raise ValueError(f"a constant baseline needs the answer it always gives: answer: <text>, got {spec!r}")
+        super().__init__(spec)
+
+    @property
+    def name(self) -> str:
+        return str(self.spec.get("label") or f"constant:{self.spec['answer']}")
+
+    def _load(self) -> None:
+        pass
+
+    def _generate(self, requests: list[Request], on_result) -> list[Response]:
+        out = []
+        for i, _ in enumerate(requests):
+            out.append(Response(text=self.spec["answer"], method=FREE, finish_reason="stop"))
+            if on_result:
+                on_result(i, out[-1])
+        return out
+
+
+class RandomModel(Model):
+    batch_size = 1024
+
+    @property
+    def name(self) -> str:
+        return str(self.spec.get("label") or f"random:{self.spec.get('seed', 0)}")
+
+    def _load(self) -> None:
+        pass
+
+    def _generate(self, requests: list[Request], on_result) -> list[Response]:
+        out = []
+        for i, req in enumerate(requests):
+            choices = req.constraint.choices if req.constraint is not None else None
+            if choices:
+                rng = random.Random(f"{self.spec.get('seed', 0)}:{fingerprint(req.key_payload())}")
+                pick = rng.choice(choices)
+                out.append(Response(text=pick, parsed=pick, method=CONSTRAINED_RANDOM, finish_reason="stop"))
+            else:
+                out.append(Response(text="", method=INVALID, valid=False))  # nothing to draw from: no answer
+            if on_result:
+                on_result(i, out[-1])
+        return out
