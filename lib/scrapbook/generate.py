@@ -14,9 +14,19 @@ Choices where the paper is silent are in :mod:`lib.scrapbook.layout` and
 :mod:`lib.scrapbook.questions`, and here:
 - deterministic selection slides a window one position per set over the vocabulary lists
   (classes, colours) and over the sizes ``70 + 40k`` for ``k < N``, wrapping around;
+- the colour list is alphabetical with brown and gray (``vocabulary.yaml`` says why: Figure 9 and
+  Tables 5-6 use them; with it the window reproduces Table 5's present counts);
 - plain backgrounds are the vocabulary colours unused by the set's objects, in vocabulary order;
   photographs are resized and centre-cropped to the canvas size (the paper's 1280x768 by default);
-- question sets per image: see :func:`queries`.
+- question sets per image: see :func:`queries`; the wrong absolute positions are where the unit's
+  other objects are or will be added, completed to ``n_wrong_positions`` (3, as Table 6 counts) by
+  seeded draws; wrong colours and shapes are drawn with the seed from the dataset's own values;
+  a question never needs more than the paper's four concepts (a relative question with a
+  two-attribute subject describes its reference by one attribute);
+- ``n_questions_per_type`` paraphrases are drawn per query (4.4's "five questions about the
+  presence of an object given a specific position"); every absent arrangement object is asked
+  about (the paper's absent counts are subsampled in a way it does not describe:
+  :mod:`lib.scrapbook.paper`).
 """
 
 from __future__ import annotations

@@ -23,14 +23,6 @@ SMALL = dict(n_sets=2, objects_per_set=4, n_backgrounds=1, n_arrangements=2, obj
              n_region_pairs=2, n_questions_per_type=1)
 
 
-@pytest.fixture(scope="session")
-def unique_all(tmp_path_factory):
-    data = yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text())
-    out = tmp_path_factory.mktemp("unique_all")
-    stats = generate(ScrapbookParams.from_dict(data), out, progress=False)
-    return out, stats
-
-
 def test_unique_all_gives_the_papers_162_images(unique_all):
     out, stats = unique_all
     assert stats["images"] == 162 == len(list((out / "images").glob("*.png"))) == len(list((out / "masks").glob("*.png")))

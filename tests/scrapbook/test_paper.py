@@ -4,28 +4,25 @@ import json
 from collections import Counter
 
 import pytest
-import yaml
 
 from lib.metrics import consistency as S
-from lib.paths import ROOT
-from lib.scrapbook import ScrapbookParams, generate, paper
+from lib.scrapbook import paper
 from lib.scrapbook import questions as Q
 from lib.scrapbook.layout import OTHER_REGION_SHARE, region_shares, relation
 
 
 @pytest.fixture(scope="module")
-def unique_all(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("unique_all") / "ds"
-    params = yaml.safe_load((ROOT / "params" / "04_scrapbook.unique_all.yaml").read_text())
-    generate(ScrapbookParams.from_dict(params), folder, progress=False)
+def originals(unique_all):
+    """The dataset folder, its original-form rows and its scenes."""
+    folder = unique_all[0]
     rows = [json.loads(line) for line in open(folder / "items.jsonl") if '"form":"original"' in line]
     scenes = [json.loads(line) for line in open(folder / "scenes.jsonl")]
     assert rows and all(r["meta"]["form"] == "original" for r in rows)
     return folder, rows, scenes
 
 
-def test_tables_5_and_6_present_and_wrong_position_rows_match_the_paper_exactly(unique_all):
-    rows = paper.concept_rows(unique_all[0])
+def test_tables_5_and_6_present_and_wrong_position_rows_match_the_paper_exactly(originals):
+    rows = paper.concept_rows(originals[0])
     present = rows[(rows["subgroup"] == 1) | ((rows["level"] == 2) & (rows["subgroup"] == 2) & (rows["concept"] != "color + object"))]
     assert present["match"].all(), present[~present["match"]].to_dict("records")
     assert len(present) == 13
@@ -33,21 +30,21 @@ def test_tables_5_and_6_present_and_wrong_position_rows_match_the_paper_exactly(
     assert (rows.loc[~rows["match"], "note"] == paper.ABSENT_NOTE).all()
 
 
-def test_per_type_counts_are_reported_beside_the_paper(unique_all):
-    counts = paper.type_counts(unique_all[0]).set_index("type")
+def test_per_type_counts_are_reported_beside_the_paper(originals):
+    counts = paper.type_counts(originals[0]).set_index("type")
     assert set(counts.index) == {"presence", "counting", "confirmation", "recognition", "total"}
     assert counts.loc["total", "paper"] == paper.QUESTIONS
     assert (counts.loc[["presence", "counting"], "original"] == counts.loc["presence", "original"]).all()
     assert (counts.drop(columns=["paper", "ratio", "note"]).drop(index="total").nunique(axis=1) == 1).all()  # 4 forms each
-    assert 0 < paper.absurd_share(unique_all[0])["ours"] < 1
+    assert 0 < paper.absurd_share(originals[0])["ours"] < 1
 
 
 def _subgroups(rows, qtype):
     return {(r["meta"]["group"], r["meta"]["subgroup"]) for r in rows if r["meta"]["type"] == qtype}
 
 
-def test_every_subgroup_the_paper_defines_is_asked(unique_all):
-    _, rows, _ = unique_all
+def test_every_subgroup_the_paper_defines_is_asked(originals):
+    _, rows, _ = originals
     full = {("np", 1), ("np", 2), ("abs", 1), ("abs", 2), ("abs", 3), ("rel", 1), ("rel", 2), ("rel", 3), ("rel", 4)}
     for qtype in ("presence", "counting", "confirmation"):
         assert _subgroups(rows, qtype) == full, qtype
@@ -59,23 +56,23 @@ def test_every_subgroup_the_paper_defines_is_asked(unique_all):
     assert max(r["meta"]["level"] for r in rows) == 4 and all(len(r["meta"]["concepts"]) <= 4 for r in rows)
 
 
-def test_wrong_values_are_spread_over_the_allowed_values(unique_all):
-    _, rows, _ = unique_all
+def test_wrong_values_are_spread_over_the_allowed_values(originals):
+    _, rows, _ = originals
     colours = Counter(r["meta"]["query"]["assert"]["color"] for r in rows
                       if r["meta"]["type"] == "confirmation" and "color" in r["meta"]["query"]["assert"] and r["answer"] == ["no"])
     assert len(colours) >= 6 and max(colours.values()) < 0.3 * sum(colours.values())
 
 
-def test_recognition_subjects_are_described_by_attribute(unique_all):
-    _, rows, _ = unique_all
+def test_recognition_subjects_are_described_by_attribute(originals):
+    _, rows, _ = originals
     texts = {r["question"] for r in rows if r["meta"]["type"] == "recognition"}
     described = [r for r in rows if r["meta"]["type"] == "recognition" and r["meta"]["group"] != "np" and r["meta"]["query"]["target"]]
     assert described and any(t.startswith("what is the color of the circle on the") for t in texts)
     assert any(" to the left of the " in t and "what is the shape of the" in t for t in texts)
 
 
-def test_the_papers_example_wordings_and_no_awkward_ones(unique_all):
-    _, rows, _ = unique_all
+def test_the_papers_example_wordings_and_no_awkward_ones(originals):
+    _, rows, _ = originals
     texts = {r["question"] for r in rows}
     for example in ("here, circles, are there any?", "about circles... can we find any?", "how many circles are there?",
                     "how many items are black here?"):
@@ -86,8 +83,8 @@ def test_the_papers_example_wordings_and_no_awkward_ones(unique_all):
         assert not [t for t in texts if bad in t and not any(bad + side in t for side in ("left", "right"))], bad
 
 
-def test_spatial_labels_a_person_agrees_with(unique_all):
-    _, _, scenes = unique_all
+def test_spatial_labels_a_person_agrees_with(originals):
+    _, _, scenes = originals
     for scene in scenes:
         objs = {o["role"]: o for o in scene["objects"]}
         if "reference" not in objs:
