@@ -272,6 +272,10 @@ def metrics_table(items: dict[tuple[str, str], Item], preds: list[Prediction], j
             rows.append({**head, **metric_row("all", "lave", [j.score if j.valid else 0.0 for _, j in judged], len(judged),
                                               sum(not j.valid for _, j in judged), scoring=scoring,
                                               n_truncated=n_truncated([p for p, _ in judged]))})
+            ref = [j.meta.get("score_reference") for _, j in judged]
+            if all(x is not None for x in ref):  # the reference implementation's reading: unread ratings are 2
+                rows.append({**head, **metric_row("all", "lave_reference", ref, len(judged), 0, scoring=scoring,
+                                                  n_truncated=n_truncated([p for p, _ in judged]))})
         for df, out in ((tables.levels, level_frames), (tables.errors, error_frames)):
             if df is not None:
                 df.insert(0, "style", style)

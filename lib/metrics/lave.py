@@ -1,11 +1,17 @@
 """LAVE: an LLM judge rates a candidate answer 1-3 against the references; score = (rating - 1) / 2.
 
-The prompt (task description, demonstrations, format) is data in ``lib/data/prompts/lave.yaml``.
-:func:`judge_requests` builds one request per answer, :func:`read_rating` reads the rating from the
-judge's text and never guesses: no rating, or two different ratings ("provide only one rating"
-ignored), is invalid. :func:`judge` runs a judge model through the call cache; when the text has no
-readable rating and ``constrain`` is set, the judge is asked once more with its answer restricted to
-"1", "2", "3" (a constrained rating, recorded as such) - otherwise the rating stays invalid.
+The prompt is built as the reference implementation (mair-lab/lave, ``lave.py``) builds it: its
+task definition; 8 demonstrations ("<rationale> So rating=N"), the binary set when the most common
+*raw* reference is yes/no; references filtered by its rare-answer rule (an answer whose count is at
+most a quarter of the most common answer's is dropped, duplicates kept, so "red" x8 + "maroon" x2
+shows how the annotators split) and written sorted and quoted (``'a', 'b'``: a reference holding a
+comma stays one). The wording is data in ``lib/data/prompts/lave.yaml``.
+
+Reading the rating: :func:`read_rating` never guesses - no rating, or two different ratings, is
+invalid (counted); when ``constrain`` is set the judge is asked once more with its answer restricted
+to "1", "2", "3" (recorded as a constrained rating). The reference instead takes the last character
+of the output and falls back to 2 when it is not a rating: :func:`reference_rating`, whose score
+every judgement also keeps (``meta.score_reference``) so both numbers are visible.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from lib.schema import Judgement
 
 _RATING = re.compile(r"rating\s*(?:is|of|=|:)?\s*\**\s*([1-3])\b", re.IGNORECASE)
 _YES_NO = {"yes", "no"}
+REFERENCE_FALLBACK = 2  # the reference implementation's rating when the output ends in no rating
 
 
 @lru_cache(maxsize=1)
@@ -29,31 +36,41 @@ def prompt_data() -> dict:
     return yaml.safe_load((DATA / "prompts" / "lave.yaml").read_text())
 
 
-def filter_references(references: Sequence[str]) -> list[str]:
-    """LAVE's rare-answer filter: when some answer was given by several annotators, answers given by
-    only one are dropped; the rest are deduplicated, most frequent first."""
-    counts = Counter(r.strip() for r in references if r.strip())
-    if counts and max(counts.values()) > 1:
-        counts = Counter({r: c for r, c in counts.items() if c > 1})
-    return [r for r, _ in counts.most_common()]
+def filter_references(references: Sequence[str], share: float | None = None) -> list[str]:
+    """The reference's rare-answer filter: drop every answer whose count is at most ``share``
+    (0.25) of the most common answer's count; the others are kept with their duplicates, in order."""
+    share = prompt_data()["rare_answer_share"] if share is None else share
+    refs = list(references)
+    if not refs:
+        return []
+    counts = Counter(refs)
+    top = max(counts.values())
+    return [r for r in refs if counts[r] / top > share]
+
+
+def format_references(references: Sequence[str]) -> str:
+    """Sorted and single-quoted, comma-separated: ``'cat', 'cat', 'kitten'``."""
+    return ", ".join(f"'{r}'" for r in sorted(references))
 
 
 def is_yes_no(references: Sequence[str]) -> bool:
-    refs = {r.strip().lower().rstrip(".") for r in references}
-    return bool(refs) and refs <= _YES_NO
+    """A binary question: its most common raw reference is yes or no."""
+    refs = list(references)
+    return bool(refs) and Counter(refs).most_common(1)[0][0].lower().rstrip(".") in _YES_NO
 
 
 def render_prompt(question: str, references: Sequence[str], candidate: str) -> str:
-    """The full judge prompt: task description, the matching demonstrations, then the test input."""
+    """The full judge prompt: task definition, the matching demonstrations, then the test input."""
     data = prompt_data()
-    refs = filter_references(references)
-    demos = data["demonstrations"]["yes_no" if is_yes_no(refs) else "general"]
-    fmt = data["demonstration_template"]
+    demos = data["demonstrations"]["yes_no" if is_yes_no(references) else "general"][:data["num_shots"]]
+    fmt, out = data["example_template"], data["demonstration_output"]
     blocks = [data["task_description"]]
-    blocks += [fmt.format(question=d["question"], references=", ".join(d["references"]), candidate=d["candidate"],
-                          output=d["output"]) for d in demos]
-    blocks.append(fmt.format(question=question, references=", ".join(refs), candidate=candidate, output="").rstrip())
-    return "\n\n".join(blocks)
+    blocks += [fmt.format(question=d["question"], references=format_references(d["references"]),
+                          candidate=d["candidate"], output=out.format(rationale=d["rationale"], rating=d["rating"]))
+               for d in demos]
+    blocks.append(fmt.format(question=question, references=format_references(filter_references(references)),
+                             candidate=candidate, output=""))
+    return "\n\n".join(blocks).strip()
 
 
 def read_rating(text: str) -> tuple[int | None, str]:
@@ -67,6 +84,13 @@ def read_rating(text: str) -> tuple[int | None, str]:
     m = _RATING.search(text)
     rationale = text[:m.start()].strip() if m else text.strip()[:-1].strip()
     return found[0], rationale
+
+
+def reference_rating(text: str) -> int:
+    """The rating as the reference implementation reads it: the output's last character when it is
+    1, 2 or 3, else 2."""
+    tail = text.strip()
+    return int(tail[-1]) if tail and tail[-1] in "123" else REFERENCE_FALLBACK
 
 
 def score(rating: int | None) -> float | None:
@@ -111,5 +135,6 @@ def judge(model, questions: Sequence[str], references: Sequence[Sequence[str]], 
         out.append(Judgement(item_id=ids[i], model=answer_model, judge=model.name, rating=rating, score=score(rating),
                              rationale=rationale, raw=resp.text, valid=rating is not None,
                              meta={"method": methods[i], "references": filter_references(references[i]),
+                                   "score_reference": None if resp.error else score(reference_rating(resp.text)),
                                    "error": resp.error}))
     return out

@@ -3,7 +3,8 @@
 - ``yesbut.detection``: is the two-panel image satirical? Y / N; accuracy, F1 of Y, macro F1.
 - ``yesbut.understanding``: ``meta.part`` ``left`` / ``right`` halves get "Describe the image",
   ``whole`` gets "Why is this image funny/satirical?"; text metrics against the annotation, per
-  part and per part and stage.
+  part and per part and stage, with corpus BLEU (``bleu_corpus``, the paper's) beside the mean of
+  sentence BLEU (``bleu``), and BERTScore's row naming its model.
 - ``yesbut.completion``: the 2x2 grid image, A / B; accuracy.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lib.metrics import classification as C
+from lib.metrics import text as T
 from lib.metrics.stats import bootstrap_ci
 from lib.schema import Item
 from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts, set_text_scores, text_scores
@@ -87,11 +89,23 @@ class Understanding(Task):
         return subsets
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
+        """Per subset, the mean of each per-answer metric (BERTScore's row names its model) and,
+        beside sentence BLEU's mean, corpus BLEU - what the paper's tool reports."""
         rows = []
+        refs = [self.target(it) for it in items]
         for subset, idx in self.subsets(items).items():
+            n_inv, n_cut = sum(not preds[i].valid for i in idx), n_truncated([preds[i] for i in idx])
             for metric in preds[0].scores:
                 vals = [preds[i].scores[metric] for i in idx]
-                rows.append(metric_row(subset, metric, vals, len(idx), sum(not preds[i].valid for i in idx),
-                                       n_truncated=n_truncated([preds[i] for i in idx]),
-                                       scoring=scoring))
+                label = f"bertscore ({bertscore_name(scoring.bertscore_model)})" if metric == "bertscore" else metric
+                rows.append(metric_row(subset, label, vals, len(idx), n_inv, n_truncated=n_cut, scoring=scoring))
+            if "bleu" in preds[0].scores:
+                ci = T.bleu_corpus([preds[i].parsed if preds[i].valid else "" for i in idx], [refs[i] for i in idx],
+                                   scoring.n_resamples, scoring.seed)
+                rows.append(metric_row(subset, "bleu_corpus", n=len(idx), n_invalid=n_inv, ci=ci, n_truncated=n_cut))
         return Tables(rows)
+
+
+def bertscore_name(model: str | None) -> str:
+    """The BERTScore model as a metrics row names it (the local MiniLM when none is given)."""
+    return Path(model).name if model else "all-MiniLM-L6-v2"
