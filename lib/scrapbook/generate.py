@@ -50,7 +50,6 @@ from lib.scrapbook.layout import OTHER_REGION_SHARE, Placer, region_of, region_s
 from lib.scrapbook.objects import ObjectSpec, draw_shape, load_cutout, vocabulary
 
 SELECTIONS = ("same", "unique", "random")
-PARAPHRASE_SLOT = "\x00paraphrase\x00"  # filled per row in item_lines (never in the written JSON)
 OPPOSITE = {"upper left": "lower right", "above": "below", "upper right": "lower left", "left": "right",
             "right": "left", "lower left": "upper right", "below": "above", "lower right": "upper left"}
 
@@ -520,8 +519,7 @@ def queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | No
                 for ask in asks + ["region"]:  # "what is the shape of the red object to the left of the square?"
                     out += [{"type": "recognition", "group": "rel", "target": subject, "relation": r, "reference": ref,
                              "ask": ask} for subject in [{}] + _one_attribute(o) if ask not in subject]
-    out = [q for q in _unique(out) if q["type"] != "recognition" or Q.answer(q, scene) != Q.UNK]
-    return [q for q in out if Q.level(q) <= 4 and len(Q.concepts(q)) <= 4]
+    return [q for q in _unique(out) if q["type"] != "recognition" or Q.answer(q, scene) != Q.UNK]
 
 
 def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: list[str],
@@ -543,10 +541,10 @@ def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
     for query in queries(scene, colors, shapes, params.seed, params.n_wrong_positions):
         if query["type"] not in types or query["group"] not in groups:
             continue
-        texts = Q.paraphrases(query)
+        key = Q.query_tuple(query)
+        texts = Q.paraphrases(query, key)
         chosen = rng.sample(texts, min(params.n_questions_per_type, len(texts)))
         answer = Q.answer(query, scene)
-        key = Q.query_tuple(query)
         level, query_json = _query_json(key)
         meta = {"type": query["type"], "group": query["group"], "subgroup": Q.subgroup(query, scene),
                 "level": level, "query": query}
@@ -561,15 +559,16 @@ def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
         for form in forms:
             enumerated = form == "enumerated"
             shown = alts[-1] if enumerated and answer == Q.UNK else answer
-            tails[form] = (f',"images":{image},"options":null,"answer":[{_encode_str(shown)}],"meta":{meta_json}'
-                           f'{PARAPHRASE_SLOT}{form}"' + (f',"alternatives":{_alts_json(tuple(alts))}' if enumerated else "") + "}}\n")
-        # JSON pieces per form, so each row only escapes its paraphrase once
-        pieces = [(_encode_str(pre)[1:-1], _encode_str(suf)[1:-1] + '"' + tails[form])
+            tails[form] = (f',"images":{image},"options":null,"answer":[{_encode_str(shown)}],"meta":{meta_json}',
+                           f'{scene_json}{form}"' + (f',"alternatives":{_alts_json(tuple(alts))}' if enumerated else "") + "}}\n")
+        # JSON pieces per form (before and after the paraphrase number), so each row only escapes
+        # its paraphrase once
+        pieces = [(_encode_str(pre)[1:-1], _encode_str(suf)[1:-1] + '"' + tails[form][0], tails[form][1])
                   for form, (pre, suf) in _affixes(kind, tuple(alts)).items() if form in forms]
         for j, text in enumerate(chosen):
             escaped = _encode_str(text)[1:-1]
-            for pre, rest in pieces:
-                lines.append(f'{head}{len(lines):05d}{mid}"{pre}{escaped}{rest.replace(PARAPHRASE_SLOT, f"{j}{scene_json}", 1)}')
+            for pre, rest, end in pieces:
+                lines.append(f'{head}{len(lines):05d}{mid}"{pre}{escaped}{rest}{j}{end}')
     return lines
 
 
