@@ -159,8 +159,22 @@ def topics(texts, seed: int = 0, min_topic_size: int = 5, embeddings: np.ndarray
                      min_topic_size=min_topic_size, calculate_probabilities=False)
     ids, _ = model.fit_transform(texts, embeddings)
     info = model.get_topic_info()
-    info["Words"] = [", ".join(w for w, _ in (model.get_topic(t) or [])[:8]) for t in info["Topic"]]
+    words = [[w for w, _ in (model.get_topic(t) or []) if w.strip()][:8] for t in info["Topic"]]
+    info["Words"] = [", ".join(w) for w in words]  # BERTopic pads short topics with empty words: dropped
+    info["Name"] = [f"{t}_" + "_".join(w[:3]) for t, w in zip(info["Topic"], words)]
     return info[["Topic", "Count", "Name", "Words"]], list(ids)
+
+
+def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
+    """A pivoted table as flat columns a reader (and a CSV) keeps: the index as columns, and
+    column levels joined ("trained / zero_shot") instead of stacked header rows."""
+    out = df.copy()
+    if isinstance(out.columns, pd.MultiIndex):
+        out.columns = [" / ".join(str(x) for x in col if str(x) != "") for col in out.columns]
+    else:
+        out.columns = [str(c) for c in out.columns]
+    out.columns.name = None
+    return out.reset_index() if not isinstance(out.index, pd.RangeIndex) else out
 
 
 def label_topics(model, info: pd.DataFrame, store=None, max_new_tokens: int = 12) -> list[str]:
@@ -270,7 +284,8 @@ def image_map(run_folder: Path, cfg: AnalyzeConfig, tables: Path, figures: Path)
     for c in ("style", "label", "stage"):
         fig, _ = plots.embedding_map(frame, c, f"images by {c}", embedding, scores[c])
         plots.save(fig, figures, f"umap_images_by_{c}", close=True)
-    pd.Series(scores, name="silhouette").to_frame().to_csv(tables / "image_separation.csv")
+    pd.Series(scores, name="silhouette").rename_axis("grouped by").reset_index().to_csv(
+        tables / "image_separation.csv", index=False)
     return {"embedding": embedding, "silhouette": scores}
 
 
@@ -342,7 +357,7 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     written = []
     if metrics is not None:
         for name, df in yesbut_tables(metrics).items():
-            df.to_csv(tables / f"{name}.csv")
+            tidy_table(df).to_csv(tables / f"{name}.csv", index=False)
             written.append(name)
         if (metrics["task"] == "yesbut.understanding").any():
             fig, _ = plots.understanding_metrics(metrics)
@@ -353,7 +368,7 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
         errors = A.read_table(run_folder, A.EVALUATE, A.ERRORS)
         levels = A.read_table(run_folder, A.EVALUATE, A.LEVELS)
         for name, df in scrapbook_tables(errors, levels).items():
-            df.to_csv(tables / f"{name}.csv")
+            tidy_table(df).to_csv(tables / f"{name}.csv", index=False)
             written.append(name)
         for (dataset, model, style), lv in levels.groupby(["dataset", "model", "style"]):
             if style == "zero_shot" and (lv["level"] == 1).any():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 import numpy as np
 import pandas as pd
 
@@ -170,6 +171,7 @@ def af_curves(iterations: pd.DataFrame):
     ax.plot(iterations["iteration"], iterations["discriminator_accuracy"], "o-", label="discriminator accuracy")
     ax.set_ylim(0, 1)
     ax.set_xlabel("iteration")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations are counted, never fractional
     ax.set_ylabel("accuracy")
     ax2 = ax.twinx()
     ax2.bar(iterations["iteration"], iterations["fooled"], alpha=0.3, color="C1", label="fooled")

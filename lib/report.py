@@ -35,6 +35,9 @@ img{max-width:min(100%,760px);margin:.5em 0;border:1px solid #eee}.absent{color:
 details{margin:.3em 0}"""
 
 
+DATA_TABLES = {"umap_images"}  # written for reuse; the report shows their figures instead
+
+
 def _img(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     return f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}"><figcaption>{html.escape(path.stem)}</figcaption></figure>'
@@ -103,7 +106,8 @@ def _stage_body(root: Path, stage: str, folder: Path) -> str:
         parts.append(_csv(folder / A.ERRORS, "Scrapbook overall and error categories (errors.csv)"))
     if stage == A.ANALYZE:
         for p in sorted((folder / A.TABLES).glob("*.csv")):
-            parts.append(_csv(p, p.stem.replace("_", " "), index_col=0))
+            if p.stem not in DATA_TABLES:  # point coordinates are data for a figure, not a table to read
+                parts.append(_csv(p, p.stem.replace("_", " ")))
     parts.append(_figures(folder))
     return "".join(parts)
 

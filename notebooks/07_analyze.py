@@ -78,7 +78,7 @@ display(pd.read_csv(topics)) if topics.exists() else print(f"no topics: {summary
 
 # %%
 for name in summary["tables"]:
-    display(pd.read_csv(out / A.TABLES / f"{name}.csv", index_col=0).head(20))
+    display(pd.read_csv(out / A.TABLES / f"{name}.csv").head(20))
 
 # %%
 assert (out.parent / A.REPORT).exists()

@@ -88,6 +88,7 @@ def test_topics_of_the_half_descriptions_are_deterministic():
     again, ids2 = analysis.topics(docs, seed=0, min_topic_size=8)
     assert ids == ids2 and info.equals(again)
     assert (info["Topic"] >= 0).sum() >= 2 and info["Count"].sum() == len(docs)
+    assert all(w.strip() for words in info["Words"] for w in words.split(",")) and not info["Name"].str.contains("__").any()
 
 
 @needs_yesbut
@@ -121,3 +122,21 @@ def test_report_escapes_every_value_it_embeds(tmp_path):
     pd.DataFrame([{"model": evil, "raw": evil}]).to_csv(setup / "probe.csv", index=False)
     page = build_report("report-escape").read_text()
     assert evil not in page and "&lt;script&gt;" in page
+
+
+def test_report_tables_have_readable_headers_and_no_coordinate_dumps(tmp_path):
+    from lib.paths import stage_dir
+
+    metrics = pd.DataFrame({"model": ["trained", "trained", "untrained"], "style": ["cot", "zero_shot", "cot"],
+                            "dataset": ["sb"] * 3, "filter": ["full"] * 3, "accuracy": [0.4, 0.36, 0.0]})
+    pivot = metrics.pivot_table(index=["dataset", "filter"], columns=["model", "style"], values="accuracy")
+    flat = analysis.tidy_table(pivot)
+    assert list(flat.columns) == ["dataset", "filter", "trained / cot", "trained / zero_shot", "untrained / cot"]
+    tables = stage_dir("report-tables", "07_analyze") / "tables"
+    tables.mkdir(parents=True)
+    flat.to_csv(tables / "table8_overall.csv", index=False)
+    pd.DataFrame({"x": [1.25], "y": [2.5], "id": ["img-1"]}).to_csv(tables / "umap_images.csv", index=False)
+    page = build_report("report-tables").read_text()
+    assert "trained / zero_shot" in page and "table8 overall" in page
+    assert "Unnamed" not in page and "trained.1" not in page
+    assert "umap images" not in page and "img-1" not in page
