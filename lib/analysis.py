@@ -220,6 +220,44 @@ def yesbut_tables(metrics: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return out
 
 
+UNDERSTANDING_METRICS = ("bleu_corpus", "rouge_l", "meteor", "bertscore")  # the paper's four (5.3)
+
+
+def understanding_frame(metrics: pd.DataFrame, style: str = "zero_shot") -> pd.DataFrame:
+    """YesBut understanding rows as the paper reads them (zero-shot, its four metrics): model,
+    subset, part (whole = the WHYFUNNY prompt, left/right = "Describe the image"), group (stage 2, 3,
+    4, all; or difficulty / text), metric, value - plus ``mean of 4`` per model and subset."""
+    m = metrics[(metrics["task"] == "yesbut.understanding") & (metrics["style"] == style)].copy()
+    m["metric"] = m["metric"].str.replace(r"^bertscore.*", "bertscore", regex=True)  # its row names the model
+    m = m[m["metric"].isin(UNDERSTANDING_METRICS) & (m["subset"] != "all")]
+    if m.empty:
+        return m
+    m["part"] = m["subset"].str.split("/").str[0]
+    m["group"] = m["subset"].str.split("/").str[1].fillna("all")
+    mean = m.groupby(["model", "subset", "part", "group"], as_index=False)["value"].mean().assign(metric="mean of 4")
+    return pd.concat([m[["model", "subset", "part", "group", "metric", "value"]], mean], ignore_index=True)
+
+
+def yesbut_understanding_tables(metrics: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """YesBut Tables 6 (by annotation stage, both prompts), 7 (WHYFUNNY by difficulty) and 8 (WHYFUNNY
+    by text in the image): one row per model and group, one column per metric and their mean."""
+    f = understanding_frame(metrics)
+    if f.empty:
+        return {}
+    out = {}
+    stages = f[f["group"].str.startswith("stage") | (f["group"] == "all")]
+    stages = stages.assign(prompt=stages["part"].map({"whole": "WHYFUNNY", "left": "describe (left)",
+                                                      "right": "describe (right)"}))
+    out["table6_understanding_by_stage"] = stages.pivot_table(index=["model", "prompt", "group"], columns="metric",
+                                                              values="value").round(4)
+    for name, key in (("table7_understanding_by_difficulty", "difficulty"), ("table8_understanding_by_text", "text")):
+        sub = f[(f["part"] == "whole") & f["group"].str.startswith(key)]
+        if len(sub):
+            out[name] = sub.assign(group=sub["group"].str.removeprefix(f"{key} ")).rename(columns={"group": key}) \
+                .pivot_table(index=["model", key], columns="metric", values="value").round(4)
+    return out
+
+
 def scrapbook_tables(errors: pd.DataFrame, levels: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Scrapbook Table 8 (overall), Tables 9/10/15 (aggregated error types) and Tables 11-14 (level 2
     by position, type and subgroup) from 06's errors.csv and levels.csv."""
@@ -356,11 +394,12 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     metrics = A.read_table(run_folder, A.EVALUATE, A.METRICS)
     written = []
     if metrics is not None:
-        for name, df in yesbut_tables(metrics).items():
+        for name, df in {**yesbut_tables(metrics), **yesbut_understanding_tables(metrics)}.items():
             tidy_table(df).to_csv(tables / f"{name}.csv", index=False)
             written.append(name)
-        if (metrics["task"] == "yesbut.understanding").any():
-            fig, _ = plots.understanding_metrics(metrics)
+        frame = understanding_frame(metrics)
+        if len(frame):
+            fig, _ = plots.understanding_metrics(frame)
             plots.save(fig, figures, "yesbut_fig5_understanding", close=True)
         if (metrics["task"] == "mcq").any():
             fig, _ = plots.accuracy_by_type(metrics)

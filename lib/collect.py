@@ -345,8 +345,10 @@ def totals(manifest):
 
 def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path:
     """A YesBut evaluation dataset folder from collected records (``lib.collect`` manifest rows):
-    detection on every labelled image; understanding on the annotated stage-2 originals (each half,
-    cut at the gutter, against its description; the whole against the overall description);
+    detection on every labelled image; understanding on every satirical image whose scene is
+    annotated - the stage-2 originals and their stage-3/4 restyled satirical versions, which share
+    the original's annotation (each half, cut at the gutter, against its description; the whole
+    against the overall description; stage, difficulty and text presence kept for Tables 6-8);
     completion as the paper curates it - the original's half kept in its own (ORIG) style, the other
     half chosen between a stylised half from a satirical combination and one from a non-satirical
     combination of the same original, A/B by a seeded shuffle."""
@@ -370,16 +372,26 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
             halves[key] = str(path)
         return halves[key]
 
+    annotated = {r["id"]: r["annotation"] for r in records if r.get("stage") == 2 and r.get("annotation")}
     for r in records:
-        a = r.get("annotation") or {}
-        if r.get("stage") != 2 or not a:
+        # every satirical image whose content is annotated: the stage-2 original itself, or a
+        # stage-3/4 restyling of an annotated original (same scene, other styles: the paper's stages)
+        a = annotated.get(r["id"]) if r.get("stage") == 2 else \
+            annotated.get(r.get("original")) if r.get("stage") in (3, 4) and r.get("label") == "satirical" else None
+        if not a:
             continue
+        text = {"left": a.get("text_in_left"), "right": a.get("text_in_right")}
+        text["whole"] = None if None in text.values() else bool(text["left"] or text["right"])
         for part, ref in (("left", a.get("left_description")), ("right", a.get("right_description")),
                           ("whole", a.get("overall_description"))):
             if ref:
                 image = r["path"] if part == "whole" else half(r, part)
+                meta = {"part": part, "stage": r["stage"], "difficulty": a.get("difficulty"),
+                        "text": None if text[part] is None else "Y" if text[part] else "N"}
+                if r["stage"] != 2:
+                    meta["original"] = r["original"]
                 items.append(Item(id=f"{r['id']}-{part}", task="yesbut.understanding", question="", images=[image],
-                                  answer=[ref], meta={"part": part, "stage": 2, "difficulty": a.get("difficulty")}))
+                                  answer=[ref], meta=meta))
     rng = random.Random(seed)
     by_original: dict = {}
     for r in records:

@@ -63,6 +63,7 @@ class EvalConfig(config.StageConfig):
     tasks: list[str] = field(default_factory=list)  # empty: every task found in the datasets
     constrain: bool = True  # constrained decoding over closed answer sets where the backend allows it
     max_new_tokens: int = 32
+    task_max_new_tokens: dict[str, int] = field(default_factory=dict)  # task -> its answer's token limit
     cot_max_new_tokens: int = 128
     judge: dict | None = None  # LAVE judge model spec (None: no LAVE)
     judge_tasks: list[str] = field(default_factory=lambda: ["vqa.open"])
@@ -90,9 +91,13 @@ class EvalConfig(config.StageConfig):
         for label, spec in self.models.items():
             config.check_model_spec(spec, f"{source}: models.{label}")
         config.check_model_spec(self.judge, f"{source}: judge", allow_empty=True)
-        unknown = [t for t in self.tasks + self.judge_tasks if t not in TASKS]
+        unknown = [t for t in self.tasks + self.judge_tasks + list(self.task_max_new_tokens) if t not in TASKS]
         if unknown:
             raise config.ParamsError(f"{source}: unknown task(s) {unknown}; known: {', '.join(TASKS)}")
+
+    def answer_tokens(self, task: str) -> int:
+        """The token limit of a task's answer: its own (``task_max_new_tokens``) or ``max_new_tokens``."""
+        return self.task_max_new_tokens.get(task, self.max_new_tokens)
 
     def scoring(self) -> Scoring:
         return Scoring(tuple(self.text_metrics), self.bertscore_model, self.n_resamples, self.seed, self.scrapbook_exact)
@@ -181,7 +186,7 @@ def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: E
     qf = wants_question_first(model.spec)
     constrain = cfg.constrain and getattr(model, "supports_choices", True) is not False
     tasks = [task_of(it) for it in items]
-    first = [t.request(it, root, question_first=qf, constrain=constrain, max_new_tokens=cfg.max_new_tokens,
+    first = [t.request(it, root, question_first=qf, constrain=constrain, max_new_tokens=cfg.answer_tokens(it.task),
                        seed=cfg.seed) for t, it in zip(tasks, items)]
     if style == "cot":
         prompts_ = [t.prompt(it, root) for t, it in zip(tasks, items)]
@@ -191,7 +196,7 @@ def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: E
         reasoning = generate(model, reasoning_reqs, store=store, progress=progress, desc=f"{label} reasoning")
         final = [Request(r.messages + [{"role": "assistant", "content": [{"type": "text", "text": z.text}]},
                                        {"role": "user", "content": [{"type": "text", "text": p.answer_trigger}]}],
-                         max_new_tokens=cfg.max_new_tokens, constraint=f.constraint, seed=cfg.seed)
+                         max_new_tokens=f.max_new_tokens, constraint=f.constraint, seed=cfg.seed)
                  for r, z, p, f in zip(reasoning_reqs, reasoning, prompts_, first)]
     else:
         reasoning, final = [None] * len(items), first

@@ -116,19 +116,29 @@ def embedding_map(frame: pd.DataFrame, color: str, title: str, embedding: str, s
     return fig, ax
 
 
-def understanding_metrics(metrics: pd.DataFrame):
-    """YesBut Figure 5: understanding metrics by image part (and stage when known) per model and style."""
-    m = metrics[(metrics["task"] == "yesbut.understanding") & (metrics["metric"] != "invalid_rate")
-                & (metrics["subset"] != "all")]
-    table = m.pivot_table(index="subset", columns=["metric"], values="value", aggfunc="mean")
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    table.plot.bar(ax=ax, width=0.8)
-    ax.set_ylabel("score (mean over models and styles)")
-    ax.set_xlabel("")
-    ax.legend(fontsize=7, ncol=3)
-    ax.tick_params(axis="x", rotation=0)
+def understanding_metrics(frame: pd.DataFrame):
+    """YesBut Figure 5: per model, the mean of the four automated metrics (0-1 each: BLEU, ROUGE-L,
+    METEOR, BERTScore) at annotation stages 2, 3, 4 and over all images; left panel the whole image
+    (WHYFUNNY prompt), right panel the sub-images ("Describe the image", left and right averaged).
+    ``frame`` is :func:`lib.analysis.understanding_frame`."""
+    mean = frame[(frame["metric"] == "mean of 4") & (frame["group"].str.startswith("stage") | (frame["group"] == "all"))]
+    groups = sorted({g for g in mean["group"] if g != "all"}) + ["all"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    for ax, (title, parts) in zip(axes, (("whole image (WHYFUNNY prompt)", ["whole"]),
+                                         ("sub-images (describe prompt)", ["left", "right"]))):
+        sub = mean[mean["part"].isin(parts)]
+        table = sub.groupby(["group", "model"])["value"].mean().unstack("model").reindex(groups)
+        if len(table.columns):
+            table.plot.bar(ax=ax, width=0.8, legend=ax is axes[0])
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("")
+        ax.tick_params(axis="x", rotation=0)
+    axes[0].set_ylabel("mean of the 4 metrics")
+    axes[0].set_ylim(0, 1)
+    if axes[0].get_legend():
+        axes[0].legend(fontsize=7)
     fig.tight_layout()
-    return fig, ax
+    return fig, axes[0]
 
 
 def human_eval_bars(tidy: pd.DataFrame):

@@ -135,7 +135,8 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
         path = f"images/{r['id']}.png"
         compose(photo(r["left"]), photo(r["right"]), height=256).save(root / path)
         label = "Y" if r["satirical"] else "N"
-        meta = {"left": r["left"], "right": r["right"], "satirical": r["satirical"]}
+        meta = {"left": r["left"], "right": r["right"], "satirical": r["satirical"],
+                **{k: r[k] for k in ("stage", "difficulty", "text") if k in r}}
         items.append(Item(id=f"{r['id']}-detection", task="yesbut.detection", question="", images=[path],
                           answer=[label], meta=meta))
         if r["satirical"]:

@@ -34,10 +34,13 @@ models: dict = {"base": {"backend": "tiny", "name": "llava", "image_size": 56, "
 styles: list = ["zero_shot", "cot"]  # zero_shot and/or cot
 constrain: bool = True  # constrained decoding over closed answer sets (choices) where the backend allows it
 max_new_tokens: int = 16  # smoke
+task_max_new_tokens: dict = {}  # task -> its answer's token limit (e.g. a paragraph for yesbut.understanding)
 cot_max_new_tokens: int = 32  # smoke; reasoning length for cot
 judge: dict = {"backend": "tiny", "name": "smollm2"}  # smoke: the LAVE judge ({} for none)
 judge_max_new_tokens: int = 64  # smoke
 text_metrics: list = ["bleu", "rouge_l", "meteor", "bertscore", "cider"]  # yesbut.understanding
+bertscore_model: str = None  # HF id or path, the YesBut paper used roberta-large; None: the local MiniLM
+scrapbook_exact: str = "paper"  # Scrapbook condition/enumerated matching: paper (raw answer) | words (lenient)
 max_items: int = 200  # smoke; per dataset (0: all); Scrapbook keeps whole image chains
 n_resamples: int = 1000  # bootstrap resamples for the confidence intervals
 

@@ -140,3 +140,26 @@ def test_report_tables_have_readable_headers_and_no_coordinate_dumps(tmp_path):
     assert "trained / zero_shot" in page and "table8 overall" in page
     assert "Unnamed" not in page and "trained.1" not in page
     assert "umap images" not in page and "img-1" not in page
+
+
+def test_yesbut_understanding_tables_and_figure5_as_the_paper_draws_them():
+    rows = []
+    for model, base in (("a", 0.2), ("b", 0.4)):
+        for subset, bump in (("whole", 0.0), ("whole/stage 2", 0.1), ("whole/stage 3", 0.0), ("left/stage 2", 0.05),
+                             ("right/stage 2", 0.05), ("whole/difficulty HARD", -0.1), ("whole/text Y", 0.05)):
+            for metric in ("bleu_corpus", "rouge_l", "meteor", "bertscore (all-MiniLM-L6-v2)", "cider", "bleu"):
+                rows.append({"model": model, "task": "yesbut.understanding", "style": "zero_shot", "subset": subset,
+                             "metric": metric, "value": 5.0 if metric == "cider" else base + bump})
+    metrics = pd.DataFrame(rows)
+    frame = analysis.understanding_frame(metrics)
+    assert set(frame["metric"]) == {"bleu_corpus", "rouge_l", "meteor", "bertscore", "mean of 4"}  # CIDEr (0-10) left out
+    mean = frame[(frame["metric"] == "mean of 4") & (frame["subset"] == "whole/stage 2")].set_index("model")["value"]
+    assert mean.to_dict() == pytest.approx({"a": 0.3, "b": 0.5})
+    tables = analysis.yesbut_understanding_tables(metrics)
+    assert set(tables) == {"table6_understanding_by_stage", "table7_understanding_by_difficulty", "table8_understanding_by_text"}
+    t6 = analysis.tidy_table(tables["table6_understanding_by_stage"])
+    assert {"model", "prompt", "group", "mean of 4"} <= set(t6.columns) and set(t6["group"]) == {"all", "stage 2", "stage 3"}
+    assert analysis.tidy_table(tables["table7_understanding_by_difficulty"])["difficulty"].tolist() == ["HARD", "HARD"]
+    fig, ax = plots.understanding_metrics(frame)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["stage 2", "stage 3", "all"]
+    assert ax.get_ylim() == (0, 1)

@@ -275,3 +275,10 @@ def test_the_key_never_lands_on_disk(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not shown") as e:
         load_model({**spec, "api_key_env": secret})
     assert secret not in str(e.value)
+
+
+def test_each_task_can_have_its_own_answer_length():
+    cfg = E.EvalConfig.from_params({"max_new_tokens": 32, "task_max_new_tokens": {"yesbut.understanding": 256}})
+    assert cfg.answer_tokens("yesbut.understanding") == 256 and cfg.answer_tokens("mcq") == 32
+    with pytest.raises(ParamsError, match="yesbut.explain"):
+        E.EvalConfig.from_params({"task_max_new_tokens": {"yesbut.explain": 64}}, source="06.yaml")

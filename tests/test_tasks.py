@@ -138,7 +138,16 @@ def test_yesbut_tasks_from_the_collected_sample(tmp_path):
     assert len(by_task["yesbut.detection"]) == len(records) == 443
     assert sum(i.answer == ["Y"] for i in by_task["yesbut.detection"]) == sum(r["label"] == "satirical" for r in records)
     parts = {i.meta["part"] for i in by_task["yesbut.understanding"]}
-    assert len(by_task["yesbut.understanding"]) == 3 * 283 and parts == {"left", "right", "whole"}
+    assert parts == {"left", "right", "whole"}
+    # every satirical image whose scene is annotated: the 283 originals and their satirical restylings
+    restyled = [r for r in records if r["stage"] in (3, 4) and r["label"] == "satirical" and
+                (by_id := {x["id"]: x for x in records}).get(r.get("original"), {}).get("annotation")]
+    wholes = [i for i in by_task["yesbut.understanding"] if i.meta["part"] == "whole"]
+    assert len(wholes) == 283 + len(restyled) and {i.meta["stage"] for i in wholes} == {2, 3, 4}
+    assert {i.meta["difficulty"] for i in wholes} <= {"EASY", "MEDIUM", "HARD"} and {i.meta["text"] for i in wholes} == {"Y", "N"}
+    for i in wholes:
+        if i.meta["stage"] != 2:  # a restyling is scored against its original's annotation
+            assert i.answer == [by_id[i.meta["original"]]["annotation"]["overall_description"]]
     assert by_task["yesbut.completion"]  # the sample holds at least one curated pair
     by_id = {r["id"]: r for r in records}
     for item in by_task["yesbut.completion"]:

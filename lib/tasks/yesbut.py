@@ -80,12 +80,18 @@ class Understanding(Task):
                                            scoring.bertscore_model))
 
     def subsets(self, items) -> dict[str, list[int]]:
-        """``all``, each part, and each part within each stage."""
+        """``all``, each part, each part within each stage (Figure 5, Table 6), and the whole image
+        by annotated difficulty (Table 7) and by text in the image (Table 8)."""
         subsets = {"all": list(range(len(items)))}
         for i, it in enumerate(items):
-            subsets.setdefault(it.meta.get("part", "all"), []).append(i)
-            if "stage" in it.meta:
-                subsets.setdefault(f"{it.meta.get('part')}/stage {it.meta['stage']}", []).append(i)
+            part = it.meta.get("part", "all")
+            subsets.setdefault(part, []).append(i)
+            if it.meta.get("stage") is not None:
+                subsets.setdefault(f"{part}/stage {it.meta['stage']}", []).append(i)
+            if part == "whole":
+                for key in ("difficulty", "text"):
+                    if it.meta.get(key) is not None:
+                        subsets.setdefault(f"whole/{key} {it.meta[key]}", []).append(i)
         return subsets
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
