@@ -10,8 +10,11 @@ original) and ``annotation`` (YesBut stage-2 fields joined by file name).
 
 Bad files (empty, truncated, not an image) are reported by name and counted, never ingested.
 Duplicates follow one documented rule (:func:`deduplicate`): exact copies (same SHA-256) and near
-copies (perceptual-hash Hamming distance <= ``near``) of an earlier record are removed and
-reported with the record they duplicate; "earlier" is the order the sources were given, then path.
+copies (a perceptual-hash match confirmed by the pixels of both halves) of an earlier record are
+removed and reported with both paths and the evidence; images of different labels and style
+variants of one YesBut original never are; "earlier" is the order the sources were given, then
+path. A rerun with changed sources rebuilds the manifest from what they give now (ids kept) and
+lists what it no longer holds in ``report.json``.
 
     run(CollectConfig(sources=[{"kind": "demo"}]), out)      # what notebook 01 does
     python -m lib.collect --params params/01_collect.real.yaml --out outputs/real/01_collect
@@ -71,10 +74,12 @@ class Record:
 
 
 def record_for(path: str | Path, source: str, **extra) -> Record:
-    """Hash, perceptual-hash and measure one image (raises :class:`lib.io.ImageError` if it is bad)."""
+    """Hash, perceptual-hash and measure one image (raises :class:`lib.io.ImageError` if it is bad).
+    The path is stored absolute: the one rule for image paths, so a manifest row and every dataset
+    built from it resolve the same file from every stage and working directory."""
     import imagehash
 
-    path = Path(path)
+    path = Path(path).resolve()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     image = load_image(path)
     return Record(id=f"img-{digest[:16]}", path=str(path), name=path.stem, sha256=digest, phash=str(imagehash.phash(image)),
@@ -148,6 +153,9 @@ def collect_yesbut(root: str | Path, licence: str = "YesBut dataset (see its rep
         original = by_ts.get(rec.timestamp)
         rec.original = original.id if original else None
         rec.annotation = dict(original.annotation) if original else {}
+        if original is None:
+            report.notes.append((rec.path, f"its original {rec.timestamp} is not in images/stage_2 (missing, or not "
+                                           f"an image: a git-lfs pointer?): kept without an original or annotation"))
     report.loaded = len(sub) + len(gen)
     return sub + gen, report
 
@@ -306,32 +314,92 @@ def gather(source: dict, out: str | Path, progress: bool = False) -> tuple[list[
     raise ValueError(f"sources: unknown kind {kind!r} in {source}; use demo, folder, yesbut, memeqa, urls or hf")
 
 
+PIXEL_BLOCK_TOLERANCE = 12.0  # a near copy differs by at most this much (0-255) in every 8x8 block of each half
+
+
+def _half_blocks(path: str) -> list:
+    """Each half of the image (cut down the middle) as 64x64 RGB, averaged over 8x8-pixel blocks."""
+    import numpy as np
+
+    image = load_image(path)
+    w, h = image.size
+    out = []
+    for box in ((0, 0, w // 2, h), (w // 2, 0, w, h)):
+        a = np.asarray(image.crop(box).resize((64, 64)), dtype=np.float32)
+        out.append(a)
+    return out
+
+
+def pixel_difference(a: str, b: str) -> list[float]:
+    """Per half (left, right): the largest mean absolute RGB difference over the 8x8 blocks of the
+    two images at 64x64 per half - small for a re-encoded or resized copy, large wherever one
+    detail differs (a red light turned green, a stick figure drawn where a photo was)."""
+    import numpy as np
+
+    diffs = []
+    for x, y in zip(_half_blocks(a), _half_blocks(b)):
+        d = np.abs(x - y).reshape(8, 8, 8, 8, 3).mean(axis=(1, 3, 4))
+        diffs.append(round(float(d.max()), 2))
+    return diffs
+
+
+def _family(r: Record) -> str | None:
+    """Images made from one YesBut original (its stage-2 image and its restylings) share this."""
+    return r.timestamp if r.source == "yesbut" else None
+
+
 def deduplicate(records: list[Record], near: int = 4) -> tuple[list[Record], list[dict]]:
-    """Drop exact (same SHA-256) and near (phash Hamming distance <= ``near``; 0 disables) copies of
-    an earlier record; each drop is reported as ``{id, path, duplicate_of, kind, distance}``."""
+    """Drop copies of an earlier record; each drop is reported with both paths and the evidence.
+
+    Exact copies have the same SHA-256. A perceptual-hash match (Hamming distance <= ``near``; 0
+    disables) is only a *candidate*: it is a copy when :func:`pixel_difference` stays within
+    :data:`PIXEL_BLOCK_TOLERANCE` in both halves. Images of different labels, and images of one
+    YesBut original in different styles, are never copies of each other (two panels in another
+    style are the point of the dataset)."""
     import imagehash
 
-    kept, dropped, seen_sha = [], [], {}
-    hashes = []
+    kept, dropped, seen_sha, hashes = [], [], {}, []
+    by_id = {}
     for r in records:
-        if r.sha256 in seen_sha:
-            dropped.append({"id": r.id, "path": r.path, "duplicate_of": seen_sha[r.sha256], "kind": "exact", "distance": 0})
+        first = seen_sha.get(r.sha256)
+        if first is not None and by_id[first].label == r.label:
+            dropped.append({"id": r.id, "path": r.path, "duplicate_of": first, "duplicate_path": by_id[first].path,
+                            "kind": "exact", "distance": 0, "pixel_difference": [0.0, 0.0]})
             continue
         h = imagehash.hex_to_hash(r.phash)
-        match = next(((k, h - kh) for k, kh in hashes if near and h - kh <= near), None)
+        match = None
+        for k, kh in hashes if near else ():
+            other = by_id[k]
+            if h - kh > near or other.label != r.label:
+                continue
+            if _family(r) is not None and _family(r) == _family(other) and \
+                    (r.left_style, r.right_style) != (other.left_style, other.right_style):
+                continue  # a style variant of the same original
+            diff = pixel_difference(other.path, r.path)
+            if max(diff) <= PIXEL_BLOCK_TOLERANCE:
+                match = (k, h - kh, diff)
+                break
         if match:
-            dropped.append({"id": r.id, "path": r.path, "duplicate_of": match[0], "kind": "near", "distance": int(match[1])})
+            dropped.append({"id": r.id, "path": r.path, "duplicate_of": match[0], "duplicate_path": by_id[match[0]].path,
+                            "kind": "near", "distance": int(match[1]), "pixel_difference": match[2]})
             continue
-        seen_sha[r.sha256] = r.id
+        seen_sha.setdefault(r.sha256, r.id)
+        by_id[r.id] = r
         hashes.append((r.id, h))
         kept.append(r)
     return kept, dropped
 
 
-def merge_manifest(existing: list[dict], new: list[Record]) -> list[dict]:
-    """Existing records keep their place and id; new images are appended (ids are content hashes)."""
-    ids = {r["id"] for r in existing}
-    return existing + [r.to_dict() for r in new if r.id not in ids]
+def merge_manifest(existing: list[dict], new: list[Record]) -> tuple[list[dict], list[dict]]:
+    """The manifest of this collection and the records it no longer holds. Records the sources give
+    again keep their place and id (ids are content hashes) with their fields as collected now; new
+    images are appended; records the sources no longer give are removed and returned, so the
+    manifest and its provenance always describe the same collection."""
+    now = {r.id: r.to_dict() for r in new}
+    manifest = [now[r["id"]] for r in existing if r["id"] in now]
+    placed = {r["id"] for r in manifest}
+    manifest += [d for i, d in now.items() if i not in placed]
+    return manifest, [r for r in existing if r["id"] not in now]
 
 
 def totals(manifest):
@@ -450,18 +518,20 @@ def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
     ids kept), ``report.json``, a sample figure, the YesBut dataset when there are labelled images."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    records, bad, per_source = [], [], []
+    records, bad, notes, per_source = [], [], [], []
     for source in cfg.sources:
         recs, report = gather(source, out, progress)
         records += recs
         bad += [{"source": source["kind"], "file": f, "reason": why} for f, why in report.skipped]
+        notes += [{"source": source["kind"], "file": f, "note": why} for f, why in report.notes]
         per_source.append({"source": source["kind"], "images": len(recs), "bad_files": len(report.skipped)})
     kept, dropped = deduplicate(records, near=cfg.near_duplicate_distance)
     path = out / A.MANIFEST
-    manifest = merge_manifest(list(read_jsonl(path)) if path.exists() else [], kept)
+    manifest, removed = merge_manifest(list(read_jsonl(path)) if path.exists() else [], kept)
     write_jsonl(path, manifest)
     write_json(out / A.COLLECT_REPORT, {"collected": len(records), "kept": len(kept), "bad_files": bad,
-                                        "duplicates": dropped, "per_source": per_source})
+                                        "notes": notes, "duplicates": dropped, "per_source": per_source,
+                                        "removed_since_last_collection": [{"id": r["id"], "path": r["path"]} for r in removed]})
     sample = manifest[:6]
     fig, _ = plots.image_grid([Image.open(r["path"]) for r in sample], [r["name"] for r in sample], cols=3,
                               grid_lines=False)
@@ -470,7 +540,7 @@ def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
     yesbut = yesbut_datasets(manifest, A.dataset_folder(out, "yesbut"), seed=cfg.seed) \
         if cfg.yesbut_dataset and labelled else None
     summary = {"collected": len(records), "kept": len(kept), "duplicates": len(dropped), "bad_files": len(bad),
-               "manifest": len(manifest), "per_source": per_source, "datasets": {"yesbut": str(yesbut)} if yesbut else {}}
+               "notes": len(notes), "removed_since_last_collection": len(removed), "manifest": len(manifest), "per_source": per_source, "datasets": {"yesbut": str(yesbut)} if yesbut else {}}
     return config.finish(out, A.COLLECT, cfg, summary)
 
 

@@ -182,6 +182,7 @@ class LoadReport:
 
     loaded: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[tuple[str, str]] = field(default_factory=list)  # kept, but worth a look (named, with why)
 
     def add_skip(self, path, error: Exception) -> None:
         self.skipped.append((str(path), str(error)))
@@ -189,6 +190,7 @@ class LoadReport:
     def __str__(self) -> str:
         lines = [f"loaded {self.loaded}, skipped {len(self.skipped)}"]
         lines += [f"  skipped {p}: {why}" for p, why in self.skipped]
+        lines += [f"  note {p}: {why}" for p, why in self.notes]
         return "\n".join(lines)
 
 

@@ -1,5 +1,6 @@
 """Collection: the manifest, bad files, duplicates, stable ids, and the YesBut layout on real data."""
 
+import json
 import shutil
 
 import pytest
@@ -20,30 +21,101 @@ def test_folder_reports_bad_files_and_removes_duplicates_by_one_rule(tmp_path, i
     for i, p in enumerate(images):
         shutil.copy(p, folder / f"{i}.png")
     shutil.copy(images[0], folder / "sub" / "copy.png")  # exact copy
-    Image.open(images[1]).resize((70, 68)).save(folder / "sub" / "resized.jpg", quality=95)  # near copy
+    _scene("red", folder / "scene.png")
+    Image.open(folder / "scene.png").resize((300, 150)).save(folder / "sub" / "resized.jpg", quality=90)  # near copy
     (folder / "empty.png").write_bytes(b"")
     (folder / "notes.txt").write_text("not an image")
     (folder / "broken.jpg").write_bytes(Image.open(images[2]).tobytes()[:100])
     recs, report = collect.collect_folder(folder, progress=False)
-    assert len(recs) == 6 and {p.split("/")[-1] for p, _ in report.skipped} == {"empty.png", "notes.txt", "broken.jpg"}
+    assert len(recs) == 7 and {p.split("/")[-1] for p, _ in report.skipped} == {"empty.png", "notes.txt", "broken.jpg"}
     kept, dropped = collect.deduplicate(recs, near=6)
     by_path = {d["path"].split("/")[-1]: d for d in dropped}
     assert set(by_path) == {"copy.png", "resized.jpg"}
     assert by_path["copy.png"]["kind"] == "exact" and by_path["resized.jpg"]["kind"] == "near"
     assert by_path["copy.png"]["duplicate_of"] == next(r.id for r in recs if r.path.endswith("/0.png"))
-    assert len(kept) == 4
+    assert by_path["resized.jpg"]["duplicate_path"].endswith("/scene.png") and max(by_path["resized.jpg"]["pixel_difference"]) < 12
+    assert len(kept) == 5
+
+
+def _scene(light: str, path, style_right: str = "photo"):
+    """A two-panel drawing: a street on the left, a traffic light on the right (its colour given)."""
+    from PIL import ImageDraw
+
+    im = Image.new("RGB", (400, 200), (200, 200, 190))
+    d = ImageDraw.Draw(im)
+    d.rectangle((20, 120, 180, 180), fill=(60, 60, 60))
+    d.rectangle((300, 30, 340, 150), fill=(20, 20, 20))
+    d.ellipse((305, 40 if light == "red" else 110, 335, 70 if light == "red" else 140),
+              fill=(230, 30, 30) if light == "red" else (30, 200, 60))
+    if style_right == "stick":
+        d.line((250, 60, 250, 190), fill=(0, 0, 0), width=3)
+    im.save(path)
+    return path
+
+
+def test_a_perceptual_hash_match_is_only_a_candidate(tmp_path):
+    red, green = _scene("red", tmp_path / "red.png"), _scene("green", tmp_path / "green.png")
+    recs = [collect.record_for(p, "folder") for p in (red, green)]
+    kept, dropped = collect.deduplicate(recs, near=64)  # every pair is a hash candidate
+    assert len(kept) == 2 and dropped == []  # the pixels of the right half tell them apart
+    assert max(collect.pixel_difference(str(red), str(green))) > collect.PIXEL_BLOCK_TOLERANCE
+
+
+def test_other_labels_and_style_variants_are_never_duplicates(tmp_path):
+    a = collect.record_for(_scene("red", tmp_path / "a.png"), "yesbut", label="satirical", timestamp="t1",
+                           left_style="ORIG", right_style="ORIG")
+    copy = tmp_path / "b.jpg"
+    Image.open(a.path).save(copy, quality=90)
+    other_label = collect.record_for(copy, "yesbut", label="non_satirical", timestamp="t2", left_style="ORIG",
+                                     right_style="ORIG")
+    variant = collect.record_for(copy, "yesbut", label="satirical", timestamp="t1", left_style="ORIG",
+                                 right_style="STICK")
+    same = collect.record_for(copy, "yesbut", label="satirical", timestamp="t3", left_style="ORIG", right_style="ORIG")
+    kept, dropped = collect.deduplicate([a, other_label, variant, same], near=8)
+    assert [d["path"] for d in dropped] == [same.path] and len(kept) == 3
+
+
+def test_recollecting_a_changed_source_drops_and_lists_stale_records(tmp_path, images):
+    folder = tmp_path / "src"
+    folder.mkdir()
+    for i in range(3):
+        shutil.copy(images[i], folder / f"{i}.png")
+    cfg = collect.CollectConfig(sources=[{"kind": "folder", "path": str(folder)}], yesbut_dataset=False)
+    out = tmp_path / "01"
+    collect.run(cfg, out)
+    (folder / "2.png").unlink()
+    summary = collect.run(cfg, out)
+    manifest = [json.loads(line) for line in open(out / "manifest.jsonl")]
+    report = json.loads((out / "report.json").read_text())
+    assert summary["manifest"] == len(manifest) == 2 and summary["removed_since_last_collection"] == 1
+    assert [r["path"] for r in report["removed_since_last_collection"]] == [str(folder / "2.png")]
+    assert {r["path"] for r in manifest} == {str(folder / "0.png"), str(folder / "1.png")}
+
+
+def test_a_generated_image_without_its_original_is_named(tmp_path):
+    root = tmp_path / "yesbut"
+    (root / "images" / "stage_2").mkdir(parents=True)
+    gen = root / "images" / "stage_3_and_4" / "yesbut_stage_3_satirical"
+    gen.mkdir(parents=True)
+    _scene("red", root / "images" / "stage_2" / "111.png")
+    _scene("red", gen / "111_ORIG_YES_STICK_BUT.png", "stick")
+    _scene("green", gen / "222_ORIG_YES_STICK_BUT.png", "stick")
+    recs, report = collect.collect_yesbut(root, progress=False)
+    orphan = next(r for r in recs if r.timestamp == "222")
+    assert orphan.original is None and next(r for r in recs if r.timestamp == "111" and r.stage == 3).original
+    assert [(p.split("/")[-1], "222" in why) for p, why in report.notes] == [("222_ORIG_YES_STICK_BUT.png", True)]
 
 
 def test_ids_are_stable_and_adding_images_keeps_them(tmp_path, images):
     folder = tmp_path / "src"
     folder.mkdir()
     shutil.copy(images[0], folder / "a.png")
-    first = collect.merge_manifest([], collect.collect_folder(folder, progress=False)[0])
-    again = collect.merge_manifest([], collect.collect_folder(folder, progress=False)[0])
+    first, _ = collect.merge_manifest([], collect.collect_folder(folder, progress=False)[0])
+    again, _ = collect.merge_manifest([], collect.collect_folder(folder, progress=False)[0])
     assert first == again
     shutil.copy(images[1], folder / "0-new.png")  # sorts before a.png
-    later = collect.merge_manifest(first, collect.collect_folder(folder, progress=False)[0])
-    assert later[0] == first[0] and len(later) == 2
+    later, removed = collect.merge_manifest(first, collect.collect_folder(folder, progress=False)[0])
+    assert later[0] == first[0] and len(later) == 2 and removed == []
 
 
 def test_urls_offline_fail_clearly(tmp_path):
@@ -55,7 +127,7 @@ def test_demo_collection_has_photographs_and_labelled_pairs(tmp_path):
     recs, report = collect.collect_demo(tmp_path, progress=False)
     assert not report.skipped and len({r.source for r in recs}) == 2
     pairs = [r for r in recs if r.source == "demo-pairs"]
-    assert len(pairs) == 4 and {r.label for r in pairs} == {"satirical", "non_satirical"}
+    assert len(pairs) == 5 and {r.label for r in pairs} == {"satirical", "non_satirical"}
     assert all(r.licence != "unknown" for r in recs)
 
 
@@ -128,3 +200,23 @@ def test_each_bad_url_is_reported_with_its_reason_and_the_good_ones_kept(tmp_pat
     assert "not an image" in why[f"{base}/soft404.png"] and "404" in why[f"{base}/missing.png"]
     assert "scheme missing" in why["no-scheme/cat.png"] and "scheme 'file'" in why[f"file://{served / 'ok.png'}"]
     assert len(list((tmp_path / "dl").iterdir())) == 1  # the HTML page is not kept as an image
+
+
+def test_a_relative_source_path_collects_into_datasets_stage_06_can_read(tmp_path, monkeypatch):
+    from lib import evaluate as E
+
+    root = tmp_path / "project" / "yesbut"
+    (root / "images" / "stage_2").mkdir(parents=True)
+    gen = root / "images" / "stage_3_and_4" / "yesbut_stage_3_non_satirical"
+    gen.mkdir(parents=True)
+    _scene("red", root / "images" / "stage_2" / "111.png")
+    _scene("green", gen / "111_ORIG_YES_STICK_BUT.png", "stick")
+    monkeypatch.chdir(tmp_path / "project")  # the source given relative to the project, as params files do
+    out = tmp_path / "runs" / "01_collect"
+    collect.run(collect.CollectConfig(sources=[{"kind": "yesbut", "path": "yesbut"}]), out)
+    manifest = [json.loads(line) for line in open(out / "manifest.jsonl")]
+    assert all(r["path"].startswith("/") for r in manifest)
+    monkeypatch.chdir(tmp_path)  # a later stage, run from elsewhere
+    loaded = E.load_eval_items(E.EvalConfig(datasets={"yesbut": str(out / "datasets" / "yesbut")}))
+    folder, items = loaded["yesbut"]
+    assert {it.task for it in items} == {"yesbut.detection"} and len(items) == 2
