@@ -43,15 +43,23 @@ def _img(path: Path) -> str:
     return f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}"><figcaption>{html.escape(path.stem)}</figcaption></figure>'
 
 
-def _table(df: pd.DataFrame, title: str = "", max_rows: int = 60) -> str:
+def _table(df: pd.DataFrame, title: str = "", max_rows: int = 60, index: bool = True) -> str:
+    """An HTML table: counts as integers, other numbers to 3 decimals; a tidy frame without its
+    row numbers (``index=False``)."""
     more = f"<p>({len(df) - max_rows} more rows in the CSV)</p>" if len(df) > max_rows else ""
     head = f"<h4>{html.escape(title)}</h4>" if title else ""
-    return head + df.head(max_rows).to_html(float_format=lambda v: f"{v:.3f}", na_rep="", border=0) + more
+    df = df.head(max_rows).copy()
+    for col in df.columns:
+        values = df[col]
+        if values.dtype.kind == "f" and values.notna().any() and (values.dropna() % 1 == 0).all() \
+                and (values.dropna().abs() > 1).any():
+            df[col] = values.astype("Int64")  # a column of counts, not 12.000
+    return head + df.to_html(float_format=lambda v: f"{v:.3f}", na_rep="", border=0, index=index) + more
 
 
 def _csv(path: Path, title: str, **kw) -> str:
     try:
-        return _table(pd.read_csv(path, **kw), title)
+        return _table(pd.read_csv(path, **kw), title, index=False)
     except (pd.errors.EmptyDataError, FileNotFoundError):
         return f"<p>{html.escape(title)}: empty</p>"
 
