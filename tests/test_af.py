@@ -179,3 +179,14 @@ def test_memeqa_skeletons_keep_only_the_correct_options():
         assert s.correct == [r["options"][i] for i in keys if r["options"][i] != "None of the above"]
     assert all(by_id[i]["options"][by_id[i]["answer_key"] if by_id[i]["general_type"] == "single"
                                     else by_id[i]["answer_key"].index(1)] == "None of the above" for i in skipped)
+
+
+def test_an_unreadable_discriminator_answer_never_accepts_a_question(tmp_path, image):
+    mute = load_model({"backend": "constant", "answer": "I would rather not say."})
+    cfg = af.AFConfig(max_iterations=3, seed=1)
+    state = af.filter_questions(_rule_skeletons(image), None, [mute], cfg, tmp_path / "out",
+                                store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    rows = state["iterations"]
+    assert rows and sum(r["fooled"] for r in rows) == 0
+    assert all(r["unreadable_answers"] == r["active"] and r["invalid_discriminations"] > 0 for r in rows)
+    assert not any(q["status"] == "accepted" for q in qs_all(state))

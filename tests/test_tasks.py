@@ -82,6 +82,9 @@ def test_multi_answer_sets_and_parsing():
     assert letter_sets(3, True) == ("A", "B", "C", "A, B", "A, C", "B, C", "A, B, C", "N")
     assert parse_letter_set("A, C", 4, True) == {0, 2}
     assert parse_letter_set("b and d.", 4, True) == {1, 3}
+    assert parse_letter_set("ACD", 4, True) == {0, 2, 3} and parse_letter_set("ABCD", 4, True) == {0, 1, 2, 3}
+    assert parse_letter_set("The answers are: A and C.", 4, True) == {0, 2}
+    assert parse_letter_set("a cat", 4, True) is None and parse_letter_set("a bad idea", 4, True) is None
     assert parse_letter_set("N", 4, True) == frozenset()
     assert parse_letter_set("N", 4, False) is None  # a "None of the above" option exists: N is not an answer
     assert parse_letter_set("A, E", 4, True) is None

@@ -301,9 +301,12 @@ def filter_questions(skeletons: list[Skeleton], generator, discriminators: list,
         for qid in stats["exhausted"]:  # a rule-type question whose candidates ran out: it cannot get harder
             if qs[qid].status == "active":
                 qs[qid].status = "never_fooled"
-        fooled = 0
+        fooled = unreadable = 0
         for j, (q, item) in enumerate(zip(ready, items)):
-            rights = [is_right(item, a[j]) for a in answers]
+            # an unreadable answer is no evidence the discriminator was fooled: it counts as not fooled
+            # (the question stays active and is asked again), never as a wrong answer
+            rights = [a[j] is None or is_right(item, a[j]) for a in answers]
+            unreadable += any(a[j] is None for a in answers)
             q.last_answers = {m.name: (sorted(a[j]) if isinstance(a[j], frozenset) else a[j]) for m, a in zip(discriminators, answers)}
             not_fooled = (sum(rights) * 2 > len(rights)) if cfg.combine == "vote" else any(rights)
             if not not_fooled:
@@ -316,6 +319,7 @@ def filter_questions(skeletons: list[Skeleton], generator, discriminators: list,
         # active = the questions sent to the discriminator; waiting = active ones without new valid
         # distractors this iteration (they sit it out and stay active, unless a rule ran out of candidates)
         row = {"iteration": it, "active": len(ready), "waiting": len(active) - len(ready), "fooled": fooled,
+               "unreadable_answers": unreadable,
                "discriminator_accuracy": still_right / len(asked) if asked else float("nan"),
                "invalid_generations": stats["invalid_generations"],
                "invalid_discriminations": stats["invalid_discriminations"], "rejected_distractors": stats["rejected"],

@@ -21,8 +21,6 @@ from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncate
 LETTERS = string.ascii_uppercase
 NONE_LETTER = "N"
 _NONE_OPTION = re.compile(r"^\s*none of the (above|options)\s*\.?\s*$", re.IGNORECASE)
-_MULTI = re.compile(r"^\s*(?:(?:the\s+)?(?:correct\s+)?(?:answers?|options?)\s*(?:are|is)?\s*[:\-]?\s*)?"
-                    r"\(?([A-Z])\)?((?:\s*(?:,|and|&|;)?\s*\(?[A-Z]\)?)*)\s*\.?\s*$", re.IGNORECASE)
 
 
 def is_multi(item: Item) -> bool:
@@ -46,18 +44,23 @@ def letter_sets(n: int, with_none: bool) -> tuple[str, ...]:
     return tuple(sets + ([NONE_LETTER] if with_none else []))
 
 
+_PREFIX = re.compile(r"^\s*(?:the\s+)?(?:correct\s+)?(?:answers?|options?)\s*(?:are|is)?\s*[:\-]?\s*", re.IGNORECASE)
+_SEPARATOR = re.compile(r"\s*(?:,|;|&|\band\b|\s)\s*", re.IGNORECASE)
+
+
 def parse_letter_set(text: str, n: int, with_none: bool) -> frozenset[int] | None:
-    """Option indices named by a multi-answer reply ("A, C", "B and D", "N"), or None when the text
-    is anything else (prose, letters beyond the options, "N" mixed with letters)."""
-    t = text.strip().rstrip(".").strip()
+    """Option indices named by a multi-answer reply ("A, C", "B and D", "ACD", "(A) (C)", "N"), or
+    None when the text is anything else (prose such as "a cat", letters beyond the options, "N"
+    mixed with letters). Single letters may be lower case ("b and d"); runs must be capitals."""
+    t = _PREFIX.sub("", text.strip().rstrip(".").strip(), count=1).strip()
     if with_none and t.upper() in (NONE_LETTER, "NONE"):
         return frozenset()
-    m = _MULTI.match(t)
-    if not m:
-        return None
-    found = [m.group(1)] + re.findall(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])", m.group(2))
-    idx = {LETTERS.index(x.upper()) for x in found}
-    if any(i >= n for i in idx) or NONE_LETTER in {x.upper() for x in found} and n <= LETTERS.index(NONE_LETTER):
+    tokens = [tok.strip("()") for tok in _SEPARATOR.split(t) if tok.strip("()")]
+    if not tokens or not all(re.fullmatch(r"[A-Z]+|[A-Za-z]", tok) for tok in tokens):
+        return None  # a run of letters must be capitals ("ACD"), so a word ("cat") is not a letter set
+    tokens = [tok.upper() for tok in tokens]
+    idx = {LETTERS.index(ch) for tok in tokens for ch in tok}
+    if any(i >= n for i in idx) or (NONE_LETTER in "".join(tokens) and n <= LETTERS.index(NONE_LETTER)):
         return None
     return frozenset(idx)
 
