@@ -139,6 +139,44 @@ def test_nota_position_and_balanced_answers(image):
     assert set(positions) == {0, 1, 2}  # the seeded shuffle spreads the correct answer
 
 
+def test_none_of_the_above_as_the_release_builds_it():
+    """None+ = None- with one option removed at random and NOTA appended at D, correct exactly when
+    no correct option remains (25.8% of single-answer train questions in the release)."""
+    cfg = af.AFConfig()
+    assert engine.n_distractors({"type": "intent_id", "correct": ["right"]}, cfg) == 3
+    nota_right, positions = 0, set()
+    for i in range(200):
+        q = engine.QState(skeleton={"id": f"q{i}", "type": "intent_id", "correct": ["right"], "meta": {}})
+        engine.assemble(q, ["w1", "w2", "w3"], cfg, 1, "rule")
+        assert len(q.options) == 4 and q.options[-1] == "None of the above" and len(q.answer) == 1
+        if "right" in q.options:
+            assert q.answer == [q.options.index("right")]
+        else:
+            assert q.answer == [3]  # nothing correct left: NOTA is the answer
+            nota_right += 1
+        positions.add(q.answer[0])
+    assert positions == {0, 1, 2, 3} and 30 <= nota_right <= 70  # one in four, by the seeded draw
+    many = engine.QState(skeleton={"id": "m", "type": "viz_id", "correct": ["a", "b", "c", "d", "e"], "meta": {},
+                                   "question": "Which cues are visible?", "images": ["m.png"],
+                                   "general_type": "multi"})
+    engine.assemble(many, ["w"] * engine.n_distractors(many.skeleton, cfg), cfg, 1, "rule")
+    assert len(many.options) == 4  # never 5-6 options, whatever the number of correct statements
+    assert engine.as_item(many).meta["general_type"] == "multi"
+
+
+def test_release_types_keep_their_answer_kind():
+    from lib.af.skeletons import MULTI_TYPES
+
+    table = [{"item": "m1", "annotator": "ana", "derivations": ["one derivation"], "visual_cues": ["a cue"],
+              "background_knowledge": ["a fact"], "intents": ["an intent"], "targets": None}]
+    import pandas as pd
+
+    sks = af.from_annotations(pd.DataFrame(table), {"m1": "m1.png"})
+    kinds = {s.type: s.general_type for s in sks}
+    assert kinds["deriv_id"] == kinds["viz_id"] == kinds["bk_id"] == "multi" and kinds["intent_id"] == "single"
+    assert set(MULTI_TYPES) == {"deriv_id", "bk_id", "viz_id", "tar_id", "tar_sent_id", "tar_act_id"}
+
+
 def test_a_garbage_generator_is_rejected_counted_and_survived(tmp_path, image, monkeypatch):
     monkeypatch.setenv("VQALAB_TEST_KEY", "sk-test")
     replies = {"prose": "I think these are good options.", "short": '{"options": ["only one"]}',
@@ -149,7 +187,8 @@ def test_a_garbage_generator_is_rejected_counted_and_survived(tmp_path, image, m
     with OpenAIStub() as server:
         spec = {"backend": "openai", "name": "gen", "base_url": server.url, "api_key_env": "VQALAB_TEST_KEY"}
         state = af.filter_questions(sks, load_model(spec), [load_model({**spec, "name": "disc"})],
-                       af.AFConfig(max_iterations=1, max_retries=1, paraphrase_threshold=1.0, min_length_ratio=0.0), tmp_path / "o",
+                       af.AFConfig(max_iterations=1, max_retries=1, paraphrase_threshold=1.0, min_length_ratio=0.0,
+                                   nota_position="last"), tmp_path / "o",
                        store=CallStore(tmp_path / "c.sqlite"), progress=False)
     row = state["iterations"][0]
     assert row["invalid_generations"] >= 4 and row["rejected_distractors"] >= 2  # counted, not fatal

@@ -61,9 +61,12 @@ class AFConfig(config.StageConfig):
     generator: dict = field(default_factory=lambda: {"backend": "tiny", "name": "smollm2"})  # any text LLM
     discriminators: list[dict] = field(default_factory=lambda: [{"backend": "tiny", "name": "llava"}])  # VLM specs
     blind_model: dict = field(default_factory=lambda: {"backend": "tiny", "name": "smollm2"})  # text-only pass ({}: none)
-    n_options: int = 4  # options per question, "None of the above" included when enabled
+    n_options: int = 4  # options per question, "None of the above" included when enabled (cond_sent_id: 3)
     none_of_the_above: bool = True
-    nota_position: str = "random"  # "last" (the released data's D - a shortcut) or "random"
+    # "release": as the released None+ files are built - the 4 options, one removed at random, NOTA
+    # appended at D and correct exactly when no correct option remains; "last": an extra NOTA at D
+    # that is never correct (a shortcut); "random": an extra NOTA anywhere, never correct
+    nota_position: str = "release"
     max_iterations: int = 20  # the seed ran 20 fixed iterations
     stable_tol: float = 0.01
     patience: int = 0  # stop when accuracy changed by < stable_tol for this many iterations (0: off)
@@ -75,8 +78,8 @@ class AFConfig(config.StageConfig):
     temperature: float = 0.0
 
     def __post_init__(self):
-        if self.nota_position not in ("last", "random"):
-            raise ValueError(f"AFConfig.nota_position must be 'last' or 'random', got {self.nota_position!r}")
+        if self.nota_position not in ("release", "last", "random"):
+            raise ValueError(f"AFConfig.nota_position must be 'release', 'last' or 'random', got {self.nota_position!r}")
         if self.combine not in ("vote", "all"):
             raise ValueError(f"AFConfig.combine must be 'vote' or 'all', got {self.combine!r}")
 
@@ -150,33 +153,53 @@ class QState:
     last_answers: dict = field(default_factory=dict)
 
 
+def _correct(sk: dict, cfg: AFConfig) -> list[str]:
+    """The correct options a question shows: all of them, or - when there are more than
+    ``n_options - 1`` - that many, drawn once per question, so every question keeps its option count."""
+    correct = list(sk["correct"])
+    room = max(1, cfg.n_options - 1)
+    if len(correct) <= room:
+        return correct
+    keep = sorted(_rng(cfg.seed, sk["id"], 0).choice(len(correct), size=room, replace=False))
+    return [correct[i] for i in keep]
+
+
 def assemble(q: QState, distractors: list[str], cfg: AFConfig, iteration: int, origin: str) -> None:
-    """Options = correct + distractors (+ "None of the above"), shuffled by a seed derived from
-    (seed, question, iteration) so answer positions are balanced; NOTA last or anywhere."""
+    """Options = correct + distractors, shuffled by a seed derived from (seed, question, iteration)
+    so answer positions are balanced; then "None of the above" as ``nota_position`` says (the
+    release's None+ construction by default: one option removed at random, NOTA appended at D, NOTA
+    correct exactly when no correct option is left)."""
     sk = q.skeleton
-    opts = [(c, "correct") for c in sk["correct"]] + [(d, origin) for d in distractors]
+    opts = [(c, "correct") for c in _correct(sk, cfg)] + [(d, origin) for d in distractors]
     rng = _rng(cfg.seed, sk["id"], iteration)
     opts = [opts[i] for i in rng.permutation(len(opts))]
     if cfg.none_of_the_above and sk["type"] != "cond_sent_id":
-        nota = (prompts()["none_of_the_above"], "none_of_the_above")
-        pos = len(opts) if cfg.nota_position == "last" else int(rng.integers(0, len(opts) + 1))
-        opts.insert(pos, nota)
+        if cfg.nota_position == "release":
+            del opts[int(rng.integers(0, len(opts)))]
+            left = any(g == "correct" for _, g in opts)
+            opts.append((prompts()["none_of_the_above"], "none_of_the_above" if left else "correct"))
+        else:
+            nota = (prompts()["none_of_the_above"], "none_of_the_above")
+            pos = len(opts) if cfg.nota_position == "last" else int(rng.integers(0, len(opts) + 1))
+            opts.insert(pos, nota)
     q.options = [o for o, _ in opts]
     q.origins = [g for _, g in opts]
     q.answer = [i for i, g in enumerate(q.origins) if g == "correct"]
 
 
 def n_distractors(sk: dict, cfg: AFConfig) -> int:
+    """Distractors per question: the release's 4 - #correct (the None+ construction replaces one
+    option by NOTA afterwards; an extra NOTA takes one more place)."""
     if sk["type"] == "cond_sent_id":
         return 2  # positive / neutral / negative: the other two
-    nota = 1 if cfg.none_of_the_above else 0
-    return max(1, cfg.n_options - len(sk["correct"]) - nota)
+    extra = 1 if cfg.none_of_the_above and cfg.nota_position != "release" else 0
+    return max(1, cfg.n_options - len(_correct(sk, cfg)) - extra)
 
 
 def as_item(q: QState) -> Item:
     sk = q.skeleton
     return Item(id=sk["id"], task="mcq", question=sk["question"], images=list(sk["images"]), options=list(q.options),
-                answer=list(q.answer), meta={"general_type": "multi" if len(q.answer) != 1 else "single",
+                answer=list(q.answer), meta={"general_type": sk.get("general_type") or ("multi" if len(q.answer) != 1 else "single"),
                                              "specific_type": prompts()["specific_types"][sk["type"]], "type": sk["type"]})
 
 

@@ -24,6 +24,9 @@ from lib.paths import DATA
 
 TYPES = ("intent_comp", "deriv_comp", "intent_id", "deriv_id", "bk_id", "viz_id", "tar_id", "tar_sent_id",
          "tar_act_id", "cond_act_id", "cond_sent_id")
+# The types the released MemeQA questions are always multi-answer for (whatever the number of
+# correct options: a derivation question with one true statement is still "select all that apply").
+MULTI_TYPES = ("deriv_id", "bk_id", "viz_id", "tar_id", "tar_sent_id", "tar_act_id")
 LLM_TYPES = ("intent_comp", "deriv_comp", "intent_id", "deriv_id", "bk_id", "viz_id")
 BLANK = "____"
 _STOP = set("a an the of to in on at for and or but is are was were be been being it its this that these those "
@@ -110,7 +113,8 @@ def from_annotations(table, images: dict[str, str]) -> list[Skeleton]:
             continue
         img = [images[item]]
 
-        def add(kind, correct, general="single", n=0, **meta):
+        def add(kind, correct, general=None, n=0, **meta):
+            general = "multi" if kind in MULTI_TYPES else "single"  # the release's rule, per type
             out.append(Skeleton(id=f"{kind}/{item}/{n}", type=kind, images=img, correct=list(correct), general_type=general,
                                 question=_question(kind, **{k: v for k, v in meta.items() if isinstance(v, str)}),
                                 meta={"source": "annotations", "item": item, **meta}))
@@ -168,5 +172,5 @@ def from_memeqa(path: str | Path, images_dir: str | Path) -> tuple[list[Skeleton
         if kind in ("intent_comp", "deriv_comp") and ":" in r["question"]:
             meta["blanked"] = r["question"].split(":", 1)[1].strip()
         out.append(Skeleton(id=r["id"], type=kind, question=r["question"], images=[str(Path(images_dir) / r["img"])],
-                            correct=correct, general_type="multi" if len(correct) > 1 else "single", meta=meta))
+                            correct=correct, general_type="multi" if kind in MULTI_TYPES else "single", meta=meta))
     return out, skipped
