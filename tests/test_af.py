@@ -229,3 +229,15 @@ def test_an_unreadable_discriminator_answer_never_accepts_a_question(tmp_path, i
     assert rows and sum(r["fooled"] for r in rows) == 0
     assert all(r["unreadable_answers"] == r["active"] and r["invalid_discriminations"] > 0 for r in rows)
     assert not any(q["status"] == "accepted" for q in qs_all(state))
+
+
+def test_the_generator_sees_what_the_meme_shows():
+    import pandas as pd
+
+    table = [{"item": "m1", "annotator": "ana", "intents": ["to mock Mondays"],
+              "overall_description": "A cat sleeps on a keyboard on a Monday morning."}]
+    sk = af.from_annotations(pd.DataFrame(table), {"m1": "m1.png"})[0]
+    assert sk.meta["caption"] == "A cat sleeps on a keyboard on a Monday morning."
+    req = engine._gen_request(sk.to_dict(), 3, [], af.AFConfig(), 0)
+    text = req.messages[-1]["content"][-1]["text"]
+    assert text.startswith("The meme shows: A cat sleeps on a keyboard") and "to mock Mondays" in text

@@ -209,6 +209,9 @@ def _gen_request(sk: dict, n: int, forbidden: list[str], cfg: AFConfig, attempt:
     p = prompts()
     spec = p["types"][sk["type"]]
     text = spec["instruction"].format(n=n, correct="; ".join(sk["correct"]), blanked=sk["meta"].get("blanked", ""))
+    context = [p["meme_context"][k].format(**{k: sk["meta"][k]}) for k in ("caption", "text") if sk["meta"].get(k)]
+    if context:  # the generator sees what the meme shows, as the original's prompt did
+        text = " ".join(context) + " " + text
     if forbidden:
         text += " " + p["forbidden"].format(forbidden="; ".join(forbidden))
     text += " " + p["reply_format"].format(n=n)

@@ -112,12 +112,17 @@ def from_annotations(table, images: dict[str, str]) -> list[Skeleton]:
         if item not in images:
             continue
         img = [images[item]]
+        # what the generator may know about the meme: its annotated description (the original used a
+        # caption model) and its text, when annotated
+        caption = r.get("overall_description") or " / ".join(
+            d for d in (r.get("left_description"), r.get("right_description")) if isinstance(d, str) and d)
+        context = {k: v for k, v in (("caption", caption), ("text", r.get("text"))) if isinstance(v, str) and v}
 
         def add(kind, correct, general=None, n=0, **meta):
             general = "multi" if kind in MULTI_TYPES else "single"  # the release's rule, per type
             out.append(Skeleton(id=f"{kind}/{item}/{n}", type=kind, images=img, correct=list(correct), general_type=general,
                                 question=_question(kind, **{k: v for k, v in meta.items() if isinstance(v, str)}),
-                                meta={"source": "annotations", "item": item, **meta}))
+                                meta={"source": "annotations", "item": item, **context, **meta}))
 
         for n, intent in enumerate(r.get("intents") or []):
             add("intent_id", [intent], n=n)
