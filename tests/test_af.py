@@ -241,3 +241,20 @@ def test_the_generator_sees_what_the_meme_shows():
     req = engine._gen_request(sk.to_dict(), 3, [], af.AFConfig(), 0)
     text = req.messages[-1]["content"][-1]["text"]
     assert text.startswith("The meme shows: A cat sleeps on a keyboard") and "to mock Mondays" in text
+
+
+@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+def test_none_plus_is_derived_from_none_minus_exactly_as_the_release_derives_it():
+    minus = {r["id"]: r for r in json.loads((MEMEQA / "none-minus" / "train.json").read_text())}
+    plus = [r for r in json.loads((MEMEQA / "none-plus" / "train.json").read_text()) if r["id"] in minus]
+    flags = lambda r: [i == r["answer_key"] for i in range(len(r["options"]))] if r["general_type"] == "single" \
+        else [bool(x) for x in r["answer_key"]]  # noqa: E731
+    matched = 0
+    for r in plus:
+        m = minus[r["id"]]
+        if len(m["options"]) != 4:
+            continue  # conditional sentiment: three options, no None+ twin to derive
+        removed = next(i for i in range(4) if i == 3 or m["options"][i] != r["options"][i])
+        assert engine.none_plus(m["options"], flags(m), removed) == (r["options"], flags(r)), r["id"]
+        matched += 1
+    assert matched > 4000  # 4,855 of 4,856 in the count

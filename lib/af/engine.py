@@ -164,6 +164,15 @@ def _correct(sk: dict, cfg: AFConfig) -> list[str]:
     return [correct[i] for i in keep]
 
 
+def none_plus(options: list[str], correct: list[bool], removed: int, nota: str | None = None) -> tuple[list[str], list[bool]]:
+    """A released None- question as its None+ twin: option ``removed`` dropped, the others kept in
+    order, "None of the above" appended (at D), correct exactly when no correct option is left."""
+    nota = nota or prompts()["none_of_the_above"]
+    opts = [o for i, o in enumerate(options) if i != removed]
+    flags = [c for i, c in enumerate(correct) if i != removed]
+    return opts + [nota], flags + [not any(flags)]
+
+
 def assemble(q: QState, distractors: list[str], cfg: AFConfig, iteration: int, origin: str) -> None:
     """Options = correct + distractors, shuffled by a seed derived from (seed, question, iteration)
     so answer positions are balanced; then "None of the above" as ``nota_position`` says (the
@@ -175,9 +184,10 @@ def assemble(q: QState, distractors: list[str], cfg: AFConfig, iteration: int, o
     opts = [opts[i] for i in rng.permutation(len(opts))]
     if cfg.none_of_the_above and sk["type"] != "cond_sent_id":
         if cfg.nota_position == "release":
-            del opts[int(rng.integers(0, len(opts)))]
-            left = any(g == "correct" for _, g in opts)
-            opts.append((prompts()["none_of_the_above"], "none_of_the_above" if left else "correct"))
+            removed = int(rng.integers(0, len(opts)))
+            texts, flags = none_plus([o for o, _ in opts], [g == "correct" for _, g in opts], removed)
+            origins = [g for i, (_, g) in enumerate(opts) if i != removed]
+            opts = list(zip(texts, origins + ["correct" if flags[-1] else "none_of_the_above"]))
         else:
             nota = (prompts()["none_of_the_above"], "none_of_the_above")
             pos = len(opts) if cfg.nota_position == "last" else int(rng.integers(0, len(opts) + 1))
