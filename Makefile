@@ -24,6 +24,11 @@ $(STAMP): pyproject.toml
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	  wordnet-base wordnet-sense-index >/dev/null; fi
 	$(PY) -m lib.metrics.wordnet || echo "WARNING: no WordNet: METEOR will fail until it is installed (see above)"
+	# Java for coco-caption's PTBTokenizer (CIDEr tokenises as the reference does)
+	@if ! command -v java >/dev/null && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	  default-jre-headless >/dev/null; fi
+	@command -v java >/dev/null || echo "WARNING: no Java: CIDEr needs it (apt-get install default-jre-headless), or use tokenizer='regex'"
 	touch $(STAMP)
 
 run: $(STAMP)
