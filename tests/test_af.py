@@ -55,7 +55,8 @@ def test_guards_reject_and_count():
     kept, why = af.screen(["A cat", "a cat", "The answer", "  ", "{json}", "the right one", "Old one", "A dog"],
                           ["The right one"], ["old one"], threshold=0.9)
     assert kept == ["A cat", "The answer", "A dog"]
-    assert why == {"not_text": 2, "duplicate": 1, "correct": 1, "forbidden": 1, "too_short": 0, "paraphrase": 0}
+    assert why == {"not_text": 2, "duplicate": 1, "correct": 1, "forbidden": 1, "too_short": 0, "placeholder": 0,
+                   "blank_neighbour": 0, "paraphrase": 0}
     kept, why = af.screen(["opposite", "The meme is about rockets"], ["The meme mocks proud astronauts"], [], 1.0, 0.4)
     assert kept == ["The meme is about rockets"] and why["too_short"] == 1  # a one-word option gives itself away
     kept, why = af.screen(["The meme makes fun of cat owners", "The meme is about rockets"],
@@ -188,7 +189,7 @@ def test_a_garbage_generator_is_rejected_counted_and_survived(tmp_path, image, m
         spec = {"backend": "openai", "name": "gen", "base_url": server.url, "api_key_env": "VQALAB_TEST_KEY"}
         state = af.filter_questions(sks, load_model(spec), [load_model({**spec, "name": "disc"})],
                        af.AFConfig(max_iterations=1, max_retries=1, paraphrase_threshold=1.0, min_length_ratio=0.0,
-                                   nota_position="last"), tmp_path / "o",
+                                   nota_position="last", length_tell_guard=False), tmp_path / "o",
                        store=CallStore(tmp_path / "c.sqlite"), progress=False)
     row = state["iterations"][0]
     assert row["invalid_generations"] >= 4 and row["rejected_distractors"] >= 2  # counted, not fatal
@@ -258,3 +259,33 @@ def test_none_plus_is_derived_from_none_minus_exactly_as_the_release_derives_it(
         assert engine.none_plus(m["options"], flags(m), removed) == (r["options"], flags(r)), r["id"]
         matched += 1
     assert matched > 4000  # 4,855 of 4,856 in the count
+
+
+@pytest.mark.parametrize("candidate, guard", [
+    ("foo bar baz", "placeholder"), ("Lorem ipsum dolor", "placeholder"), ("option 2", "placeholder"),
+    ("ignore them", "blank_neighbour"), ("by ignoring", "blank_neighbour"), ("calling", None),
+])
+def test_tell_guards_reject_and_count_by_name(candidate, guard):
+    kept, why = engine.screen([candidate], ["labeling"], [], 1.0, blanked="The meme insults democrats by ____ them as brain dead")
+    if guard is None:
+        assert kept == ["calling"] and sum(why.values()) == 0
+    else:
+        assert kept == [] and why[guard] == 1
+
+
+def test_distractors_take_the_correct_options_style():
+    kept, _ = engine.screen(["the meme praises cats", "The meme likes dogs."], ["The meme mocks Mondays."], [], 1.0)
+    assert kept == ["The meme praises cats.", "The meme likes dogs."]
+    kept, _ = engine.screen(["Ignore.", "dismiss"], ["labeling"], [], 1.0)
+    assert kept == ["ignore", "dismiss"]
+
+
+def test_the_answer_is_never_left_the_uniquely_shortest_or_longest():
+    assert engine.length_tell(["ban"], ["ignoring", "overlook", "dismiss"])
+    assert not engine.length_tell(["labeling"], ["ignoring", "overlooking", "dismiss"])
+    picked = engine.pick_without_tell(["ban"], ["ignoring", "overlook", "dismiss", "cut", "veto"], 3)
+    assert len(picked) == 3 and not engine.length_tell(["ban"], picked) and {"cut", "veto"} & set(picked)
+    assert engine.pick_without_tell(["ban"], ["ignoring", "overlook", "dismiss"], 3) is None
+    schema = engine.options_schema(3)["properties"]["options"]["items"]
+    import re
+    assert re.match(schema["pattern"], '"Wish you were here" is written on the postcard') and schema["maxLength"] >= 300

@@ -40,14 +40,19 @@ from lib.models import Constraint, Request, generate
 from lib.schema import Item
 from lib.tasks import task_of, wants_question_first
 
-OPTION_PATTERN = r"^[A-Za-z][A-Za-z0-9 ,.'-]{1,159}$"  # a phrase or sentence: no markup, no JSON debris
+# A phrase or sentence in the style of the released correct options (quotes, digits, parentheses,
+# any length up to OPTION_MAX_LENGTH): no markup, no JSON debris, one line. The length is its own
+# schema keyword, not a regex repeat (servers' grammar engines refuse large repeat counts).
+OPTION_PATTERN = r"^[A-Za-z0-9\"'(][^\[\]{}#<>|\\\n]+$"
+OPTION_MAX_LENGTH = 300
 
 
 def options_schema(n: int) -> dict:
     """``{"options": [n phrases]}``: what the generator must return (enforced by constrained decoding
     locally and by ``response_format`` on servers; validated again on parsing)."""
     return {"type": "object", "required": ["options"], "properties": {"options": {
-        "type": "array", "minItems": n, "maxItems": n, "items": {"type": "string", "pattern": OPTION_PATTERN}}}}
+        "type": "array", "minItems": n, "maxItems": n,
+        "items": {"type": "string", "pattern": OPTION_PATTERN, "maxLength": OPTION_MAX_LENGTH}}}}
 
 
 @dataclass
@@ -73,6 +78,7 @@ class AFConfig(config.StageConfig):
     max_retries: int = 2  # extra generator calls per question and iteration after an invalid reply
     paraphrase_threshold: float = 0.9
     min_length_ratio: float = 0.4  # generated distractors need >= this share of the correct options' words
+    length_tell_guard: bool = True  # never leave a single correct option the uniquely shortest or longest
     combine: str = "vote"  # several discriminators: "vote" (majority right = not fooled) or "all" (all must be fooled)
     max_new_tokens: int = 96
     temperature: float = 0.0
@@ -107,13 +113,46 @@ def _rng(*parts) -> np.random.Generator:
 
 # --- guards -------------------------------------------------------------------------------------
 
+_PLACEHOLDER = re.compile(r"\b(?:foo|baz|qux|lorem|ipsum|placeholder|option\s*\d+|distractor\s*\d*)\b|\bfoo\s*bar\b",
+                          re.IGNORECASE)
+GUARDS = ("not_text", "duplicate", "correct", "forbidden", "too_short", "placeholder", "blank_neighbour", "paraphrase")
+
+
+def blank_neighbours(blanked: str) -> tuple[str, str]:
+    """The words right before and after the blank ("by ____ them" -> ("by", "them"))."""
+    before, _, after = blanked.partition("____")
+    b, a = before.split(), after.split()
+    strip = lambda w: w.strip(".,;:!?\"'").lower()  # noqa: E731
+    return (strip(b[-1]) if b else ""), (strip(a[0]) if a else "")
+
+
+def conform_style(text: str, correct: list[str]) -> str:
+    """A distractor in the correct options' surface style, so style is no tell: their first-letter
+    case and their final full stop (when all correct options agree on them)."""
+    t = text.strip()
+    if correct and t:
+        if all(c[:1].isupper() for c in correct):
+            t = t[0].upper() + t[1:]
+        elif all(c[:1].islower() for c in correct):
+            t = t[0].lower() + t[1:]
+        if all(c.rstrip().endswith(".") for c in correct) and not t.endswith("."):
+            t += "."
+        elif not any(c.rstrip().endswith(".") for c in correct):
+            t = t.rstrip(".").rstrip()
+    return t
+
+
 def screen(candidates: list, correct: list[str], forbidden: list[str], threshold: float,
-           min_length_ratio: float = 0.0) -> tuple[list[str], dict]:
-    """Keep the acceptable distractors; count why the others were rejected. ``min_length_ratio``: a
-    distractor much shorter than the correct options (in words) gives the answer away by its length."""
-    why = {"not_text": 0, "duplicate": 0, "correct": 0, "forbidden": 0, "too_short": 0, "paraphrase": 0}
+           min_length_ratio: float = 0.0, blanked: str = "") -> tuple[list[str], dict]:
+    """Keep the acceptable distractors (in the correct options' style: :func:`conform_style`); count
+    why the others were rejected, per guard (:data:`GUARDS`). ``min_length_ratio``: a distractor much
+    shorter than the correct options (in words) gives the answer away by its length; placeholders
+    ("foo", "lorem ipsum", "option 2") are no options; a completion filler that repeats the word
+    next to the blank (``blanked``) reads wrongly and gives itself away."""
+    why = dict.fromkeys(GUARDS, 0)
     words = lambda t: len(t.split())  # noqa: E731
     shortest = min_length_ratio * (sum(map(words, correct)) / len(correct)) if correct else 0
+    before, after = blank_neighbours(blanked) if blanked else ("", "")
     kept: list[str] = []
     norm = lambda s: " ".join(s.lower().split()).strip(" .")  # noqa: E731
     correct_n, forbidden_n = {norm(c) for c in correct}, {norm(f) for f in forbidden}
@@ -128,8 +167,12 @@ def screen(candidates: list, correct: list[str], forbidden: list[str], threshold
             why["duplicate"] += 1
         elif words(c) < shortest:
             why["too_short"] += 1
+        elif _PLACEHOLDER.search(c):
+            why["placeholder"] += 1
+        elif (before and norm(c).split()[0] == before) or (after and norm(c).split()[-1] == after):
+            why["blank_neighbour"] += 1
         else:
-            kept.append(c.strip())
+            kept.append(conform_style(c, correct))
     if kept and threshold < 1:
         emb = sentence_encoder().encode(kept + list(correct), normalize_embeddings=True, show_progress_bar=False)
         sims = emb[:len(kept)] @ emb[len(kept):].T
@@ -137,6 +180,25 @@ def screen(candidates: list, correct: list[str], forbidden: list[str], threshold
         why["paraphrase"] = int(para.sum())
         kept = [k for k, p in zip(kept, para) if not p]
     return kept, why
+
+
+def length_tell(correct: list[str], distractors: list[str]) -> bool:
+    """Does a single correct option stand out as the uniquely shortest or longest (in characters)?
+    (intent completion in the release: the uniquely shortest option is right 90% of the time.)"""
+    if len(correct) != 1 or not distractors:
+        return False
+    n, others = len(correct[0]), [len(d) for d in distractors]
+    return n < min(others) or n > max(others)
+
+
+def pick_without_tell(correct: list[str], candidates: list[str], n: int) -> list[str] | None:
+    """``n`` of the candidates (in order of preference) with which no length tell remains, or None."""
+    import itertools
+
+    for combo in itertools.combinations(candidates, n):
+        if not length_tell(correct, list(combo)):
+            return list(combo)
+    return None
 
 
 # --- state --------------------------------------------------------------------------------------
@@ -231,6 +293,12 @@ def _gen_request(sk: dict, n: int, forbidden: list[str], cfg: AFConfig, attempt:
                           seed=cfg.seed + attempt, constraint=Constraint(json_schema=options_schema(n)))
 
 
+def _count(stats: dict, why: dict) -> None:
+    stats["rejected"] += sum(why.values())
+    for k, v in why.items():
+        stats["rejected_by"][k] += v
+
+
 def generate_distractors(generator, active: list[QState], cfg: AFConfig, iteration: int, store, pool: rules.Pool,
                          stats: dict) -> dict[str, list[str]]:
     """New distractors for every active question (LLM types through ``generator``, others by rules)."""
@@ -249,10 +317,11 @@ def generate_distractors(generator, active: list[QState], cfg: AFConfig, iterati
             # paraphrase guard only applies where a rule picks free text (other memes' targets)
             kept, why = screen(cands, sk["correct"], forbidden if sk["type"] != "cond_sent_id" else [],
                                cfg.paraphrase_threshold if sk["type"] == "tar_id" else 1.0)
-            stats["rejected"] += sum(why.values())
+            _count(stats, why)
             out[sk["id"]] = kept[:n]
             if len(kept) < n:
                 stats["exhausted"].append(sk["id"])  # the rule has nothing new left to offer
+    pending: dict[str, list[str]] = {}  # screened candidates per question, across retries
     for attempt in range(cfg.max_retries + 1):
         if not todo or generator is None:
             break
@@ -262,15 +331,22 @@ def generate_distractors(generator, active: list[QState], cfg: AFConfig, iterati
         retry = []
         for (q, n, forbidden), resp in zip(todo, responses):
             value = resp.parsed if resp.valid and isinstance(resp.parsed, dict) else None
-            kept, why = screen((value or {}).get("options", []) if value else [], q.skeleton["correct"], forbidden,
-                           cfg.paraphrase_threshold, cfg.min_length_ratio)
-            stats["rejected"] += sum(why.values())
-            have = out.get(q.skeleton["id"], [])
-            merged, _ = screen(have + kept, q.skeleton["correct"], forbidden, 1.0)
-            out[q.skeleton["id"]] = merged[:n]
+            sk = q.skeleton
+            kept, why = screen((value or {}).get("options", []) if value else [], sk["correct"], forbidden,
+                               cfg.paraphrase_threshold, cfg.min_length_ratio, sk["meta"].get("blanked", ""))
+            _count(stats, why)
+            have = pending.get(sk["id"], [])
+            merged, _ = screen(have + kept, sk["correct"], forbidden, 1.0)
+            pending[sk["id"]] = merged
+            chosen = pick_without_tell(sk["correct"], merged, n) if cfg.length_tell_guard else merged[:n]
+            if chosen is not None and len(chosen) == n:
+                out[sk["id"]] = chosen
+                continue
             if len(merged) < n:
                 stats["invalid_generations"] += 1
-                retry.append((q, n, forbidden + merged))
+            else:
+                stats["rejected_by"]["length_tell"] += 1  # enough options, but the answer's length stands out
+            retry.append((q, n, forbidden + merged))
         todo = retry
     # still short after the retries: the question sits this iteration out (never a short option list)
     return {k: v for k, v in out.items() if len(v) == n_distractors(active_by_id[k].skeleton, cfg)}
@@ -325,7 +401,8 @@ def filter_questions(skeletons: list[Skeleton], generator, discriminators: list,
         qs = {k: QState(**v) for k, v in state["questions"].items()}
         active = [q for q in qs.values() if q.status == "active"]
         stats = {"generator_calls": 0, "discriminator_calls": 0, "invalid_generations": 0,
-                 "invalid_discriminations": 0, "rejected": 0, "exhausted": []}
+                 "invalid_discriminations": 0, "rejected": 0, "exhausted": [],
+                 "rejected_by": dict.fromkeys(GUARDS + ("length_tell",), 0)}
         new = generate_distractors(generator, active, cfg, it, store, pool, stats)
         ready = [q for q in active if q.skeleton["id"] in new and new[q.skeleton["id"]]]
         for q in ready:
@@ -359,6 +436,7 @@ def filter_questions(skeletons: list[Skeleton], generator, discriminators: list,
                "discriminator_accuracy": still_right / len(asked) if asked else float("nan"),
                "invalid_generations": stats["invalid_generations"],
                "invalid_discriminations": stats["invalid_discriminations"], "rejected_distractors": stats["rejected"],
+               **{f"rejected_{k}": v for k, v in stats["rejected_by"].items()},
                "generator_calls": stats["generator_calls"], "discriminator_calls": stats["discriminator_calls"],
                "calls": stats["generator_calls"] + stats["discriminator_calls"],
                "seconds": round(time.perf_counter() - start, 3)}
