@@ -289,3 +289,33 @@ def test_the_answer_is_never_left_the_uniquely_shortest_or_longest():
     schema = engine.options_schema(3)["properties"]["options"]["items"]
     import re
     assert re.match(schema["pattern"], '"Wish you were here" is written on the postcard') and schema["maxLength"] >= 300
+
+
+def test_rule_types_mix_the_true_target_with_the_opposite_and_never_offer_a_synonym():
+    from lib.af import rules
+    import numpy as np
+
+    pool = rules.Pool(targets=["cats", "dogs", "astronauts", "Mondays", "tax forms"])
+    sk = {"type": "tar_act_id", "correct": ["The meme mocks cats"], "meta": {"targets": [{"target": "cats", "action": "mocks"}]}}
+    cands = rules.distractors(sk, 3, [], pool, np.random.default_rng(0))
+    assert all(c.endswith(" cats") for c in cands[:3])  # the true target with another action comes first
+    negative = set(rules.prompts()["actions"]["negative"])
+    assert not any(c.split()[2] in negative and c.endswith(" cats") for c in cands)  # no "ridicules cats"
+    cond = {"type": "cond_act_id", "correct": ["criticizes"], "meta": {"target": "Pierre Trudeau", "sentiment": ""}}
+    offered = rules.distractors(cond, 3, [], pool, np.random.default_rng(0))
+    assert offered and not set(offered) & negative  # the sentiment is read off the correct action
+
+
+@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+def test_rule_types_from_memeqa_json_get_distractors():
+    from lib.af import rules
+    import numpy as np
+
+    sks, _ = af.from_memeqa(MEMEQA / "none-minus" / "dev.json", "images")
+    pool = rules.Pool.from_skeletons(sks)
+    for kind in ("tar_id", "tar_sent_id", "tar_act_id", "cond_act_id", "cond_sent_id"):
+        sample = [s for s in sks if s.type == kind][:20]
+        assert sample, kind
+        for s in sample:
+            n = engine.n_distractors(s.to_dict(), af.AFConfig())
+            assert len(rules.distractors(s.to_dict(), n, [], pool, np.random.default_rng(0))) >= n, s.id

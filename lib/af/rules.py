@@ -3,9 +3,12 @@ the whole set (the *pool*):
 
 - ``tar_id``: other memes' targets (the paraphrase guard drops those in the target's synonym group:
   MiniLM similarity above the threshold);
-- ``tar_sent_id``: a true target with a sentiment it does not have, or another target;
-- ``tar_act_id`` / ``cond_act_id``: actions of the opposite sentiment (``lib/data/prompts/af.yaml``),
-  for ``tar_act_id`` also the true action applied to another target;
+- ``tar_sent_id``: a true target with a sentiment it does not have first (as the original mixes
+  them), then another meme's target;
+- ``tar_act_id`` / ``cond_act_id``: actions of the opposite sentiment (``lib/data/prompts/af.yaml``)
+  on the true target first, for ``tar_act_id`` then the true action applied to another target; never
+  an action of the correct action's own sentiment (a synonym - "criticizes" / "ridicules" - would be a
+  second right answer); an unknown sentiment is read off the correct action;
 - ``cond_sent_id``: the other two sentiments (fixed options: the question cannot be regenerated).
 """
 
@@ -40,24 +43,39 @@ def _actions(sentiments) -> list[str]:
     return [a for s in sentiments for a in table[s]]
 
 
+def sentiment_of(action: str) -> str | None:
+    """The sentiment whose action list holds ``action`` (None for an action outside the lists)."""
+    return next((s for s, acts in prompts()["actions"].items() if action in acts), None)
+
+
+def _opposite_actions(sentiment: str | None, action: str | None) -> list[str]:
+    sentiment = sentiment or (sentiment_of(action) if action else None)
+    return _actions(OPPOSITE.get(sentiment, tuple(s for s in SENTIMENTS if s != sentiment_of(action or ""))))
+
+
 def distractors(sk: dict, n: int, forbidden: list[str], pool: Pool, rng) -> list[str]:
-    """Up to ``2n`` candidates (the guards then keep ``n``), drawn with ``rng``."""
+    """Up to ``2n`` candidates (the guards then keep ``n``), drawn with ``rng``: the candidates about
+    the meme's own targets first, then those about other memes' targets."""
     kind, meta, correct = sk["type"], sk["meta"], sk["correct"]
     targets = meta.get("targets", [])
     others = [t for t in pool.targets if t not in correct and t not in {x.get("target") for x in targets}]
     if kind == "cond_sent_id":
         return [s.capitalize() for s in SENTIMENTS if s.capitalize() not in correct]
+    own: list[str] = []
     if kind == "tar_id":
-        cands = others
+        rest = others
     elif kind == "tar_sent_id":
-        cands = [f"The meme is {s} towards {t['target']}" for t in targets for s in SENTIMENTS if s != t.get("sentiment")]
-        cands += [f"The meme is {t.get('sentiment', 'negative')} towards {o}" for t in targets for o in others]
+        own = [f"The meme is {s} towards {t['target']}" for t in targets for s in SENTIMENTS if s != t.get("sentiment")]
+        rest = [f"The meme is {t.get('sentiment', 'negative')} towards {o}" for t in targets for o in others]
     elif kind == "tar_act_id":
-        cands = [f"The meme {a} {t['target']}" for t in targets for a in _actions(OPPOSITE.get(t.get("sentiment"), SENTIMENTS))]
-        cands += [f"The meme {t['action']} {o}" for t in targets for o in others]
+        own = [f"The meme {a} {t['target']}" for t in targets for a in _opposite_actions(t.get("sentiment"), t.get("action"))]
+        rest = [f"The meme {t['action']} {o}" for t in targets for o in others]
     elif kind == "cond_act_id":
-        cands = _actions(OPPOSITE.get(meta.get("sentiment"), SENTIMENTS))
+        own, rest = _opposite_actions(meta.get("sentiment"), correct[0] if correct else None), []
     else:
         raise ValueError(f"no rule-based distractors for type {kind!r}")
-    cands = [c for c in dict.fromkeys(cands) if c not in forbidden and c not in correct]
-    return [cands[i] for i in rng.permutation(len(cands))[:2 * n]]
+    out = []
+    for group in (own, rest):
+        group = [c for c in dict.fromkeys(group) if c not in forbidden and c not in correct and c not in out]
+        out += [group[i] for i in rng.permutation(len(group))]
+    return out[:2 * n]

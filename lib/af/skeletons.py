@@ -160,6 +160,31 @@ def from_annotations(table, images: dict[str, str]) -> list[Skeleton]:
     return out
 
 
+_SENT = re.compile(r"^The meme is (positive|negative|neutral) towards (.+)$", re.IGNORECASE)
+_ACT = re.compile(r"^The meme (\w+) (.+)$")
+_COND_TARGET = re.compile(r"The meme ____ (.+)$")
+
+
+def rule_meta(kind: str, question: str, correct: list[str]) -> dict:
+    """What the rule types need, read back from a released question (MemeQA JSON has no annotation
+    table): the targets with their sentiment or action, or the conditional question's target."""
+    if kind == "tar_id":
+        return {"targets": [{"target": c} for c in correct]}
+    if kind == "tar_sent_id":
+        found = [m for m in (_SENT.match(c) for c in correct) if m]
+        return {"targets": [{"target": m[2], "sentiment": m[1].lower()} for m in found]}
+    if kind == "tar_act_id":
+        found = [m for m in (_ACT.match(c) for c in correct) if m]
+        return {"targets": [{"target": m[2], "action": m[1]} for m in found]}
+    if kind == "cond_act_id":
+        m = _COND_TARGET.search(question)
+        return {"target": m[1]} if m else {}
+    if kind == "cond_sent_id":
+        m = re.search(r"towards (.+?)\??$", question)
+        return {"target": m[1]} if m else {}
+    return {}
+
+
 def from_memeqa(path: str | Path, images_dir: str | Path) -> tuple[list[Skeleton], list[str]]:
     """Skeletons from a MemeQA JSON split: the correct options kept, the wrong ones dropped (the
     "None of the above" option too). Questions whose only correct answer is "None of the above"
@@ -173,7 +198,7 @@ def from_memeqa(path: str | Path, images_dir: str | Path) -> tuple[list[Skeleton
         if not correct or kind not in TYPES:
             skipped.append(r["id"])
             continue
-        meta = {"source": Path(path).name}
+        meta = {"source": Path(path).name, **rule_meta(kind, r["question"], correct)}
         if kind in ("intent_comp", "deriv_comp") and ":" in r["question"]:
             meta["blanked"] = r["question"].split(":", 1)[1].strip()
         out.append(Skeleton(id=r["id"], type=kind, question=r["question"], images=[str(Path(images_dir) / r["img"])],
