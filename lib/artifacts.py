@@ -41,6 +41,7 @@ LABEL_STUDIO = "label_studio.json"  # 02
 ITERATIONS = "iterations.csv"  # 03
 AF_STATE = "state.json"  # 03
 MEMEQA_EXPORT = "memeqa.json"  # 03
+SHORTCUTS = "shortcuts.csv"  # 03: the shortcut audit (lib.metrics.shortcuts)
 AF_DATASET = "adversarial"  # 03's dataset name
 SCRAPBOOK_DATASET = "scrapbook"  # 04's main dataset name
 CURVE = "curve.csv"  # 05

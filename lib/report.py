@@ -96,6 +96,9 @@ def _stage_body(root: Path, stage: str, folder: Path) -> str:
     if stage == A.AF and summary:
         parts.append(f"<p>{summary['questions']} questions from {summary['skeletons']} skeletons, {summary['fooled']} "
                      f"fooled the discriminators, {summary['blind_answerable']} answerable without the image.</p>")
+        if (folder / A.SHORTCUTS).exists():
+            parts.append(_csv(folder / A.SHORTCUTS, "Shortcut audit: how often a text-only tell picks the answer, "
+                                                    "beside chance (lib.metrics.shortcuts)"))
     if stage == A.SCRAPBOOK:
         for name, d in summary.get("datasets", {}).items():
             parts.append(f"<p>{html.escape(name)}: {d['images']} images, {d['questions']:,} questions</p>")

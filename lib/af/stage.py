@@ -4,7 +4,8 @@
     python -m lib.af --params params/03_adversarial_filter.demo.yaml --out outputs/demo/03_adversarial_filter
 
 Writes ``state.json`` (resumable), ``iterations.csv``, ``datasets/adversarial/`` (the filtered
-questions, a dataset folder 06 evaluates), ``memeqa.json`` (MemeQA's format), a figure of the
+questions, a dataset folder 06 evaluates), ``memeqa.json`` (MemeQA's format), ``shortcuts.csv``
+(the shortcut audit of the output, and of the source when it is a MemeQA file), a figure of the
 iterations, ``summary.json`` and ``provenance.json``.
 """
 
@@ -18,7 +19,8 @@ from lib import artifacts as A
 from lib import config, plots
 from lib.af.engine import AFConfig, blind_check, filter_questions, final_items
 from lib.af.skeletons import from_annotations, from_memeqa
-from lib.io import AnnotationStore, dataset_info, export_memeqa, images_roots, save_dataset
+from lib.io import AnnotationStore, dataset_info, export_memeqa, images_roots, import_memeqa, save_dataset
+from lib.metrics import shortcuts
 from lib.models import load_model
 from lib.store import CallStore
 
@@ -55,8 +57,14 @@ def run(cfg: AFConfig, out: str | Path, store: CallStore | None = None, progress
     save_dataset(folder, items, dataset_info("adversarial-filter", provenance={"skeletons": cfg.skeletons_from},
                                              images_roots=images_roots(items, folder)))
     export_memeqa(items, out / A.MEMEQA_EXPORT)
+    audits = {"output": shortcuts.audit(items)}
+    if cfg.skeletons_from != "annotations":  # the released questions the skeletons came from
+        audits["source"] = shortcuts.audit(import_memeqa(cfg.skeletons_from))
+    table = pd.concat([t.assign(dataset=k) for k, t in audits.items()], ignore_index=True)
+    table.to_csv(out / A.SHORTCUTS, index=False)
     summary = {"skeletons": len(skeletons), "skipped_skeletons": len(skipped), "questions": len(items),
                "fooled": sum(bool(i.meta["fooled"]) for i in items),
                "blind_answerable": sum(bool(i.meta.get("blind_answerable")) for i in items),
+               "shortcuts": {k: shortcuts.macro_blind(t) for k, t in audits.items()},
                "iterations": len(iterations), "dataset": str(folder)}
     return config.finish(out, A.AF, cfg, summary)

@@ -8,6 +8,8 @@ per-item scores or a number, so any subset can be scored and bootstrapped.
 - :mod:`lib.metrics.lave` - the LAVE judge: prompt, rating parser, score (r - 1) / 2.
 - :mod:`lib.metrics.consistency` - the Scrapbook protocol: matching per form, error categories,
   consistency, precedence, level gating.
+- :mod:`lib.metrics.shortcuts` - the shortcut audit of any multiple-choice dataset (text-only tells
+  and a blind baseline built from them, beside chance).
 - :mod:`lib.metrics.stats` - bootstrap confidence intervals.
 """
 
