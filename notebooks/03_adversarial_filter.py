@@ -39,6 +39,7 @@ none_of_the_above: bool = True
 nota_position: str = "release"  # the released None+ construction (NOTA at D, correct when no correct option is left); last / random: an extra, never-correct NOTA
 max_iterations: int = 3  # smoke: the seed ran 20
 patience: int = 0  # stop when accuracy changed by < stable_tol for this many iterations (0: off)
+stop_when_none_fooled: bool = False  # the original rule: stop once an iteration after the first fools nothing
 stable_tol: float = 0.01
 max_retries: int = 1  # smoke: one retry after an invalid reply
 paraphrase_threshold: float = 0.9

@@ -319,3 +319,15 @@ def test_rule_types_from_memeqa_json_get_distractors():
         for s in sample:
             n = engine.n_distractors(s.to_dict(), af.AFConfig())
             assert len(rules.distractors(s.to_dict(), n, [], pool, np.random.default_rng(0))) >= n, s.id
+
+
+def test_the_originals_stop_rule_ends_the_loop_once_an_iteration_fools_nothing(tmp_path, image):
+    mute = load_model({"backend": "constant", "answer": "I would rather not say."})  # never fooled
+    runs = {}
+    for stop in (True, False):
+        cfg = af.AFConfig(max_iterations=6, seed=1, stop_when_none_fooled=stop)
+        state = af.filter_questions(_rule_skeletons(image), None, [mute], cfg, tmp_path / f"out{stop}",
+                                    store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+        runs[stop] = state["iterations"]
+    assert len(runs[True]) == 2 and runs[True][-1]["fooled"] == 0  # the first quiet iteration after the first
+    assert len(runs[False]) > 2

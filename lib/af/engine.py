@@ -75,6 +75,7 @@ class AFConfig(config.StageConfig):
     max_iterations: int = 20  # the seed ran 20 fixed iterations
     stable_tol: float = 0.01
     patience: int = 0  # stop when accuracy changed by < stable_tol for this many iterations (0: off)
+    stop_when_none_fooled: bool = False  # the original's rule: stop once an iteration after the first fools nothing
     max_retries: int = 2  # extra generator calls per question and iteration after an invalid reply
     paraphrase_threshold: float = 0.9
     min_length_ratio: float = 0.4  # generated distractors need >= this share of the correct options' words
@@ -446,7 +447,8 @@ def filter_questions(skeletons: list[Skeleton], generator, discriminators: list,
         accs = [r["discriminator_accuracy"] for r in state["iterations"]]
         stable = cfg.patience and len(accs) > cfg.patience and all(
             abs(accs[-k] - accs[-k - 1]) < cfg.stable_tol for k in range(1, cfg.patience + 1))
-        if stable or not any(q.status == "active" for q in qs.values()):
+        quiet = cfg.stop_when_none_fooled and it > 1 and fooled == 0
+        if stable or quiet or not any(q.status == "active" for q in qs.values()):
             state["done"] = True
         write_json(path, state)
         bar.update(1)
