@@ -31,6 +31,7 @@ import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -317,17 +318,16 @@ def gather(source: dict, out: str | Path, progress: bool = False) -> tuple[list[
 PIXEL_BLOCK_TOLERANCE = 12.0  # a near copy differs by at most this much (0-255) in every 8x8 block of each half
 
 
-def _half_blocks(path: str) -> list:
-    """Each half of the image (cut down the middle) as 64x64 RGB, averaged over 8x8-pixel blocks."""
+@lru_cache(maxsize=64)
+def _halves(path: str) -> tuple:
+    """Each half of the image (cut down the middle) as a 64x64 RGB array; cached, so an image that
+    is a candidate for several others is read once."""
     import numpy as np
 
     image = load_image(path)
     w, h = image.size
-    out = []
-    for box in ((0, 0, w // 2, h), (w // 2, 0, w, h)):
-        a = np.asarray(image.crop(box).resize((64, 64)), dtype=np.float32)
-        out.append(a)
-    return out
+    return tuple(np.asarray(image.crop(box).resize((64, 64)), dtype=np.float32)
+                 for box in ((0, 0, w // 2, h), (w // 2, 0, w, h)))
 
 
 def pixel_difference(a: str, b: str) -> list[float]:
@@ -337,7 +337,7 @@ def pixel_difference(a: str, b: str) -> list[float]:
     import numpy as np
 
     diffs = []
-    for x, y in zip(_half_blocks(a), _half_blocks(b)):
+    for x, y in zip(_halves(a), _halves(b)):
         d = np.abs(x - y).reshape(8, 8, 8, 8, 3).mean(axis=(1, 3, 4))
         diffs.append(round(float(d.max()), 2))
     return diffs

@@ -37,6 +37,7 @@ import pandas as pd
 from lib import artifacts as A
 from lib import config
 from lib.io import load_items, outside_images, read_jsonl, write_json, write_jsonl
+from lib.metrics.consistency import EXACT_MODES
 from lib.metrics.lave import judge as lave_judge
 from lib.models import Request, generate, load_model
 from lib.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
@@ -82,8 +83,8 @@ class EvalConfig(config.StageConfig):
         bad = [m for m in self.text_metrics if m not in TEXT_METRICS]
         if bad:
             raise ValueError(f"EvalConfig.text_metrics: unknown metric(s) {bad}; choose from {TEXT_METRICS}")
-        if self.scrapbook_exact not in ("paper", "words"):
-            raise ValueError(f"EvalConfig.scrapbook_exact={self.scrapbook_exact!r}: choose paper or words")
+        if self.scrapbook_exact not in EXACT_MODES:
+            raise ValueError(f"EvalConfig.scrapbook_exact={self.scrapbook_exact!r}: choose one of {EXACT_MODES}")
 
     def check(self, source: str) -> None:
         if not self.models:

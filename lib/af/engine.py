@@ -23,6 +23,7 @@ finished iteration, and the call cache spares repeated calls inside the interrup
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import time
@@ -194,8 +195,6 @@ def length_tell(correct: list[str], distractors: list[str]) -> bool:
 
 def pick_without_tell(correct: list[str], candidates: list[str], n: int) -> list[str] | None:
     """``n`` of the candidates (in order of preference) with which no length tell remains, or None."""
-    import itertools
-
     for combo in itertools.combinations(candidates, n):
         if not length_tell(correct, list(combo)):
             return list(combo)

@@ -49,8 +49,10 @@ def sentiment_of(action: str) -> str | None:
 
 
 def _opposite_actions(sentiment: str | None, action: str | None) -> list[str]:
-    sentiment = sentiment or (sentiment_of(action) if action else None)
-    return _actions(OPPOSITE.get(sentiment, tuple(s for s in SENTIMENTS if s != sentiment_of(action or ""))))
+    """The actions of the other sentiment(s); an unknown sentiment is read off the correct action,
+    and when that is unknown too every action list is a candidate."""
+    sentiment = sentiment or sentiment_of(action or "")
+    return _actions(OPPOSITE.get(sentiment, SENTIMENTS))
 
 
 def distractors(sk: dict, n: int, forbidden: list[str], pool: Pool, rng) -> list[str]:

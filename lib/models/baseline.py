@@ -18,9 +18,27 @@ from lib.models.base import Model
 from lib.schema import CONSTRAINED_RANDOM, FREE, INVALID, Request, Response, fingerprint
 
 
-class ConstantModel(Model):
+class _RuleModel(Model):
+    """A baseline: nothing to load, one answer per request by :meth:`answer`."""
+
     batch_size = 1024
 
+    def _load(self) -> None:
+        pass
+
+    def answer(self, request: Request) -> Response:
+        raise NotImplementedError
+
+    def _generate(self, requests: list[Request], on_result) -> list[Response]:
+        out = []
+        for i, req in enumerate(requests):
+            out.append(self.answer(req))
+            if on_result:
+                on_result(i, out[-1])
+        return out
+
+
+class ConstantModel(_RuleModel):
     def __init__(self, spec: dict):
         if not isinstance(spec.get("answer"), str):
             raise ValueError(f"a constant baseline needs the answer it always gives: answer: <text>, got {spec!r}")
@@ -30,38 +48,18 @@ class ConstantModel(Model):
     def name(self) -> str:
         return str(self.spec.get("label") or f"constant:{self.spec['answer']}")
 
-    def _load(self) -> None:
-        pass
-
-    def _generate(self, requests: list[Request], on_result) -> list[Response]:
-        out = []
-        for i, _ in enumerate(requests):
-            out.append(Response(text=self.spec["answer"], method=FREE, finish_reason="stop"))
-            if on_result:
-                on_result(i, out[-1])
-        return out
+    def answer(self, request: Request) -> Response:
+        return Response(text=self.spec["answer"], method=FREE, finish_reason="stop")
 
 
-class RandomModel(Model):
-    batch_size = 1024
-
+class RandomModel(_RuleModel):
     @property
     def name(self) -> str:
         return str(self.spec.get("label") or f"random:{self.spec.get('seed', 0)}")
 
-    def _load(self) -> None:
-        pass
-
-    def _generate(self, requests: list[Request], on_result) -> list[Response]:
-        out = []
-        for i, req in enumerate(requests):
-            choices = req.constraint.choices if req.constraint is not None else None
-            if choices:
-                rng = random.Random(f"{self.spec.get('seed', 0)}:{fingerprint(req.key_payload())}")
-                pick = rng.choice(choices)
-                out.append(Response(text=pick, parsed=pick, method=CONSTRAINED_RANDOM, finish_reason="stop"))
-            else:
-                out.append(Response(text="", method=INVALID, valid=False))  # nothing to draw from: no answer
-            if on_result:
-                on_result(i, out[-1])
-        return out
+    def answer(self, request: Request) -> Response:
+        choices = request.constraint.choices if request.constraint is not None else None
+        if not choices:
+            return Response(text="", method=INVALID, valid=False)  # nothing to draw from: no answer
+        pick = random.Random(f"{self.spec.get('seed', 0)}:{fingerprint(request.key_payload())}").choice(choices)
+        return Response(text=pick, parsed=pick, method=CONSTRAINED_RANDOM, finish_reason="stop")

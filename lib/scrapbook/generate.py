@@ -435,7 +435,7 @@ def queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | No
     shapes = list(shapes or vocab["shapes"])
     rng = random.Random(f"{seed}:wrong:{scene['id']}")
     present = [_attrs(o) for o in scene["objects"]]
-    absent = [{k: v for k, v in a.items() if k in ("shape", "color") and v is not None} for a in scene["absent"]]
+    absent = [_attrs(a) for a in scene["absent"]]
     targets = _unique([d for o in present + absent for d in _descriptors(o)]
                       + [{"color": p["color"], "shape": a["shape"]} for p in present for a in absent[:1]
                          if "color" in p and a["shape"] != p["shape"]])
@@ -444,9 +444,7 @@ def queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | No
     rel = scene["relation"]
     relations = [rel, OPPOSITE[rel]]
     ref_obj = next((o for o in scene["objects"] if o["role"] == "reference"), None)
-    ref_attrs = _attrs(ref_obj) if ref_obj else next(
-        {k: v for k, v in a.items() if k in ("shape", "color") and v is not None}
-        for a in scene["absent"] if a.get("role") == "reference")
+    ref_attrs = _attrs(ref_obj or next(a for a in scene["absent"] if a.get("role") == "reference"))
     ref_descriptions = _descriptors(ref_attrs)
     present_keys = {Q.query_tuple(d) for o in present for d in _descriptors(o)}
 
