@@ -29,6 +29,7 @@ import pandas as pd
 from lib import artifacts as A
 from lib import config, plots
 from lib.io import AnnotationStore, load_image, load_items, read_yesbut_annotations
+from lib.metrics import shortcuts
 from lib.models import load_model
 from lib.report import build_report
 from lib.schema import DIFFICULTY
@@ -340,6 +341,21 @@ def open_answers(run_folder: Path) -> list[dict]:
     return answers + [{"text": r, "kind": "reference", "task": "reference"} for rs in refs.values() for r in dict.fromkeys(rs)]
 
 
+def shortcut_summary(audit: pd.DataFrame) -> pd.DataFrame:
+    """Stage 03's shortcut audit (:func:`lib.metrics.shortcuts.audit`, per dataset) as one row per
+    dataset and question type: the share of questions each text-only tell answers correctly where
+    it fires, the blind baseline's exact-match score and chance beside it; a macro row per dataset."""
+    rates = audit.pivot_table(index=["dataset", "type"], columns="tell", values="rate", aggfunc="first")
+    blind = audit[audit["tell"] == "blind baseline"].set_index(["dataset", "type"])
+    tells = [t for t in shortcuts.TELLS if t in rates.columns]
+    table = rates[tells].join(blind[["rate", "chance", "fired"]].rename(
+        columns={"rate": "blind baseline", "fired": "single-answer questions"}))
+    macro = table.groupby(level="dataset").mean(numeric_only=True)
+    macro["single-answer questions"] = table.groupby(level="dataset")["single-answer questions"].sum()
+    macro.index = pd.MultiIndex.from_tuples([(d, "macro") for d in macro.index], names=["dataset", "type"])
+    return pd.concat([table, macro]).sort_index(level="dataset", sort_remaining=False).reset_index()
+
+
 def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     """Maps, topics, the papers' figures and tables from whatever earlier stages wrote; the report."""
     out = Path(out)
@@ -393,6 +409,10 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
         plots.save(fig, figures, "af_iterations", close=True)
     metrics = A.read_table(run_folder, A.EVALUATE, A.METRICS)
     written = []
+    audit = A.read_table(run_folder, A.AF, A.SHORTCUTS)
+    if audit is not None and len(audit):
+        tidy_table(shortcut_summary(audit)).to_csv(tables / "memeqa_shortcuts.csv", index=False)
+        written.append("memeqa_shortcuts")
     if metrics is not None:
         for name, df in {**yesbut_tables(metrics), **yesbut_understanding_tables(metrics)}.items():
             tidy_table(df).to_csv(tables / f"{name}.csv", index=False)

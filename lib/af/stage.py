@@ -4,7 +4,9 @@
     python -m lib.af --params params/03_adversarial_filter.demo.yaml --out outputs/demo/03_adversarial_filter
 
 Writes ``state.json`` (resumable), ``iterations.csv``, ``datasets/adversarial/`` (the filtered
-questions, a dataset folder 06 evaluates), ``memeqa.json`` (MemeQA's format), ``shortcuts.csv``
+None- questions, a dataset folder 06 evaluates) and ``datasets/adversarial_none_plus/`` (their
+None+ twins, as the release derives them), ``memeqa/none-minus.json`` and ``memeqa/none-plus.json``
+(MemeQA's format), ``shortcuts.csv``
 (the shortcut audit of the output, and of the source when it is a MemeQA file), a figure of the
 iterations, ``summary.json`` and ``provenance.json``.
 """
@@ -17,7 +19,7 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import config, plots
-from lib.af.engine import AFConfig, blind_check, filter_questions, final_items
+from lib.af.engine import AFConfig, blind_check, filter_questions, final_items, plus_variant
 from lib.af.skeletons import from_annotations, from_memeqa
 from lib.io import AnnotationStore, dataset_info, export_memeqa, images_roots, import_memeqa, save_dataset
 from lib.metrics import shortcuts
@@ -30,7 +32,8 @@ def skeletons_of(cfg: AFConfig, run_folder: str | Path) -> tuple[list, list]:
     skipped for having no correct option to keep."""
     if cfg.skeletons_from == "annotations":
         images = {r["id"]: r["path"] for r in A.read_manifest(run_folder)}
-        skeletons, skipped = from_annotations(AnnotationStore(A.annotations_path(run_folder)).table(), images), []
+        skeletons, skipped = from_annotations(AnnotationStore(A.annotations_path(run_folder)).table(), images,
+                                         cfg.completion_blanks, cfg.seed), []
     else:
         skeletons, skipped = from_memeqa(cfg.skeletons_from, cfg.memeqa_images)
     return (skeletons[:cfg.max_skeletons] if cfg.max_skeletons else skeletons), skipped
@@ -53,11 +56,19 @@ def run(cfg: AFConfig, out: str | Path, store: CallStore | None = None, progress
     if cfg.blind_model and items:
         for item, answerable in zip(items, blind_check(load_model(cfg.blind_model), items, store)):
             item.meta["blind_answerable"] = answerable
-    folder = A.dataset_folder(out, A.AF_DATASET)
-    save_dataset(folder, items, dataset_info("adversarial-filter", provenance={"skeletons": cfg.skeletons_from},
-                                             images_roots=images_roots(items, folder)))
-    export_memeqa(items, out / A.MEMEQA_EXPORT)
-    audits = {"output": shortcuts.audit(items)}
+    # the release's two forms: the filtered None- questions and their None+ twins (a run filtering
+    # with an extra NOTA has only its own form)
+    variants = {"none-minus": items}
+    if cfg.nota_position == "release" and cfg.none_of_the_above:
+        variants["none-plus"] = [plus_variant(i, cfg.seed) for i in items]
+    folders = {}
+    for variant, its in variants.items():
+        folder = folders[variant] = A.dataset_folder(out, A.AF_DATASETS[variant])
+        save_dataset(folder, its, dataset_info("adversarial-filter", provenance={"skeletons": cfg.skeletons_from,
+                                                                                "variant": variant},
+                                               images_roots=images_roots(its, folder)))
+        export_memeqa(its, out / A.MEMEQA_EXPORT / f"{variant}.json")
+    audits = {f"output {v}": shortcuts.audit(its) for v, its in variants.items()}
     if cfg.skeletons_from != "annotations":  # the released questions the skeletons came from
         audits["source"] = shortcuts.audit(import_memeqa(cfg.skeletons_from))
     table = pd.concat([t.assign(dataset=k) for k, t in audits.items()], ignore_index=True)
@@ -66,5 +77,5 @@ def run(cfg: AFConfig, out: str | Path, store: CallStore | None = None, progress
                "fooled": sum(bool(i.meta["fooled"]) for i in items),
                "blind_answerable": sum(bool(i.meta.get("blind_answerable")) for i in items),
                "shortcuts": {k: shortcuts.macro_blind(t) for k, t in audits.items()},
-               "iterations": len(iterations), "dataset": str(folder)}
+               "iterations": len(iterations), "datasets": {v: str(f) for v, f in folders.items()}}
     return config.finish(out, A.AF, cfg, summary)
