@@ -451,6 +451,9 @@ def run(cfg: AnnotateConfig, out: str | Path, call_store=None, progress: bool = 
                                   [f"{v['left_style']}|{v['right_style']} {v['label']}" for v in labelled[:6]], cols=3,
                                   grid_lines=False)
         plots.save(fig, out / A.FIGURES, "variants", close=True)
+    if any(r.get("layout") for r in manifest):  # 01's two-panel cuts, for a person to check
+        fig, _ = plots.panel_cuts(manifest, seed=cfg.seed)
+        plots.save(fig, out / A.FIGURES, "panel_cuts", close=True)
     write_json(out / A.LABEL_STUDIO, export_label_studio(store, {r["id"]: r["path"] for r in panels}))
     summary = {"panels": len(panels), "manifest": len(manifest), "loaded_rows": loaded, "machine_rows": drafted,
                "annotated_items": int(store.table()["item"].nunique()), "variants": len(variants),

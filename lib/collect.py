@@ -42,7 +42,7 @@ from lib import artifacts as A
 from lib import config, plots
 from lib.io import (ImageError, LoadReport, dataset_info, images_roots, load_image, read_jsonl, read_memeqa,
                     read_yesbut_annotations, save_dataset, scan_images, write_json, write_jsonl)
-from lib.panels import completion_grid, split
+from lib.panels import completion_grid, layout, split
 from lib.schema import Item
 
 PANEL_STYLES = ("ORIG", "STICK", "3D")
@@ -69,6 +69,9 @@ class Record:
     timestamp: str | None = None
     original: str | None = None
     annotation: dict = field(default_factory=dict)
+    # two-panel images (those with styles per half): what the layout check found (lib.panels.layout):
+    # {"panels": 2 | 3 | None, "cut": x, "evidence": "..."}
+    layout: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -83,6 +86,8 @@ def record_for(path: str | Path, source: str, **extra) -> Record:
     path = Path(path).resolve()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     image = load_image(path)
+    if extra.get("left_style") and "layout" not in extra:  # a YesBut-style image: two panels, checked
+        extra["layout"] = asdict(layout(image))
     return Record(id=f"img-{digest[:16]}", path=str(path), name=path.stem, sha256=digest, phash=str(imagehash.phash(image)),
                   width=image.width, height=image.height, source=source, **extra)
 
@@ -415,9 +420,11 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
     """A YesBut evaluation dataset folder from collected records (``lib.collect`` manifest rows):
     detection on every labelled image; understanding on every satirical image whose scene is
     annotated - the stage-2 originals and their stage-3/4 restyled satirical versions, which share
-    the original's annotation (each half, cut at the gutter, against its description; the whole
+    the original's annotation (each half, cut where 01's layout check found the panels meet, against
+    its description - an image of three panels is not cut, only its whole is used; the whole
     against the overall description; stage, difficulty and text presence kept for Tables 6-8);
-    completion as the paper curates it - the original's half kept in its own (ORIG) style, the other
+    completion as the paper curates it - the original's half kept in its own (ORIG) style (taken
+    from the satirical composition, where the authors cut it), the other
     half chosen between a stylised half from a satirical combination and one from a non-satirical
     combination of the same original, A/B by a seeded shuffle."""
     out = Path(out)
@@ -436,9 +443,16 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
         if key not in halves:
             path = out / "images" / f"{rec['id']}_{side}.png"
             if not path.exists():
-                split(load_image(rec["path"]))[0 if side == "left" else 1].save(path)
+                image = load_image(rec["path"])
+                x = rec["layout"]["cut"] if rec.get("layout") else None  # where 01's layout check cut it
+                left, right = (image.crop((0, 0, x, image.height)), image.crop((x, 0, image.width, image.height))) \
+                    if x else split(image)
+                (left if side == "left" else right).save(path)
             halves[key] = str(path)
         return halves[key]
+
+    # three panels side by side have no halves: such an image is not cut (its whole-image items stay)
+    uncut = {r["id"] for r in records if (r.get("layout") or {}).get("panels") == 3}
 
     annotated = {r["id"]: r["annotation"] for r in records if r.get("stage") == 2 and r.get("annotation")}
     for r in records:
@@ -452,7 +466,7 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
         text["whole"] = None if None in text.values() else bool(text["left"] or text["right"])
         for part, ref in (("left", a.get("left_description")), ("right", a.get("right_description")),
                           ("whole", a.get("overall_description"))):
-            if ref:
+            if ref and (part == "whole" or r["id"] not in uncut):
                 image = r["path"] if part == "whole" else half(r, part)
                 meta = {"part": part, "stage": r["stage"], "difficulty": a.get("difficulty"),
                         "text": None if text[part] is None else "Y" if text[part] else "N"}
@@ -476,13 +490,16 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
             sat = sorted((g for g in gen if fits(g, "satirical")), key=lambda g: g["id"])
             non = sorted((g for g in gen if fits(g, "non_satirical") and (not sat or g[f"{other}_style"] !=
                                                                           sat[0][f"{other}_style"])), key=lambda g: g["id"])
+            sat, non = [g for g in sat if g["id"] not in uncut], [g for g in non if g["id"] not in uncut]
             if not sat or not non:
                 continue
             right, wrong = half(sat[0], other), half(non[0], other)
             options = [right, wrong]
             rng.shuffle(options)
             missing = "yes" if other == "left" else "but"
-            kept_img = load_image(half(originals[oid], kept))
+            # the original's half as the authors cut it: the ORIG half of the satirical composition
+            # (an original of three panels has no half of its own to cut)
+            kept_img = load_image(half(sat[0], kept))
             # the kept half fills its own cell; the missing cell shows the question mark whatever is passed
             grid = completion_grid(kept_img, kept_img, load_image(options[0]), load_image(options[1]), missing=missing)
             path = out / "images" / f"{oid}-completion-{missing}.png"
@@ -491,7 +508,8 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
                               answer=["A" if options[0] == right else "B"],
                               meta={"original": oid, "missing": missing, "satirical_from": sat[0]["id"],
                                     "non_satirical_from": non[0]["id"]}))
-    save_dataset(out, items, dataset_info("yesbut-collected", provenance={"records": len(records)},
+    save_dataset(out, items, dataset_info("yesbut-collected", provenance={"records": len(records),
+                                                                         "three_panels_not_cut": sorted(uncut)},
                                           images_roots=images_roots(items, out)))
     return out
 
@@ -529,8 +547,10 @@ def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
     path = out / A.MANIFEST
     manifest, removed = merge_manifest(list(read_jsonl(path)) if path.exists() else [], kept)
     write_jsonl(path, manifest)
+    flagged = [{"path": r["path"], **r["layout"]} for r in manifest if r.get("layout") and r["layout"]["panels"] != 2]
     write_json(out / A.COLLECT_REPORT, {"collected": len(records), "kept": len(kept), "bad_files": bad,
                                         "notes": notes, "duplicates": dropped, "per_source": per_source,
+                                        "not_verified_two_panels": flagged,
                                         "removed_since_last_collection": [{"id": r["id"], "path": r["path"]} for r in removed]})
     sample = manifest[:6]
     fig, _ = plots.image_grid([Image.open(r["path"]) for r in sample], [r["name"] for r in sample], cols=3,
@@ -540,7 +560,8 @@ def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
     yesbut = yesbut_datasets(manifest, A.dataset_folder(out, "yesbut"), seed=cfg.seed) \
         if cfg.yesbut_dataset and labelled else None
     summary = {"collected": len(records), "kept": len(kept), "duplicates": len(dropped), "bad_files": len(bad),
-               "notes": len(notes), "removed_since_last_collection": len(removed), "manifest": len(manifest), "per_source": per_source, "datasets": {"yesbut": str(yesbut)} if yesbut else {}}
+               "notes": len(notes), "not_verified_two_panels": len(flagged),
+               "three_panels": sum(f["panels"] == 3 for f in flagged), "removed_since_last_collection": len(removed), "manifest": len(manifest), "per_source": per_source, "datasets": {"yesbut": str(yesbut)} if yesbut else {}}
     return config.finish(out, A.COLLECT, cfg, summary)
 
 

@@ -6,34 +6,98 @@ The completion grid follows YesBut's appendix E (Figures 9-10): the top row hold
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 
-def find_gutter(image: Image.Image, search: float = 0.2, min_contrast: float = 12.0) -> int:
-    """The x of the vertical separator between the halves: the most uniform column band near the
-    middle (``search`` of the width either side), if it stands out from its neighbourhood by
-    ``min_contrast`` grey levels of column variance; else the middle."""
-    gray = np.asarray(image.convert("L"), dtype=np.float32)
-    w = gray.shape[1]
-    mid = w // 2
-    lo, hi = max(1, int(mid - search * w)), min(w - 1, int(mid + search * w))
-    spread = gray.std(axis=0)
-    band = spread[lo:hi]
-    if band.size == 0:
-        return mid
-    best = int(np.argmin(band)) + lo
-    if np.median(spread[lo:hi]) - spread[best] < min_contrast:
-        return mid
-    # the centre of the run of near-minimal columns (a gutter is usually several pixels wide)
-    run = np.flatnonzero(spread[lo:hi] <= spread[best] + 1.0) + lo
-    near = run[np.abs(run - best) <= max(2, w // 50)]
-    return int(near.mean().round())
+PROFILE_WIDTH = 400  # the layout check reads a copy this wide (the aspect kept)
+UNIFORM_TOLERANCE = 16  # grey levels a gutter pixel may differ from its column's median (JPEG noise)
+UNIFORM_SHARE = 0.95  # a gutter column: this share of its pixels within the tolerance
+SEAM_FACTOR, SEAM_MIN = 5.0, 12.0  # a seam: the mean |step| to the next column >= both (x the median column)
+SEAM_SHARPNESS, SEAM_SIDE = 2.5, 3  # ... and this many times the step SEAM_SIDE columns either side (a straight cut)
+CENTRE = (0.35, 0.65)  # where the layout puts the boundary of two panels side by side (share of width)
+THIRDS_SLACK = 0.05  # boundaries within this share of the width of 1/3 and 2/3: three panels
 
 
-def split(image: Image.Image) -> tuple[Image.Image, Image.Image]:
-    """(left, right) halves, cut at the detected gutter (or the middle)."""
-    x = find_gutter(image)
+class NotTwoPanels(ValueError):
+    """An image the layout check found is not two panels side by side (:func:`layout`)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What :func:`layout` found. ``panels``: 2 (a boundary near the middle), 3 (boundaries at the
+    thirds and none near the middle) or None (no boundary anywhere near the middle: a single photo,
+    or two panels whose backgrounds meet without a seam). ``cut``: where to cut (the boundary found,
+    else the middle). ``evidence``: what was found, in words."""
+
+    panels: int | None
+    cut: int
+    evidence: str
+
+    @property
+    def flagged(self) -> bool:
+        """Not verified as two panels: for a person to check (stage 02's contact sheet)."""
+        return self.panels != 2
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    return list(zip(edges[::2], edges[1::2]))
+
+
+def layout(image: Image.Image) -> Layout:
+    """Check that ``image`` is two panels side by side and find where they meet.
+
+    Hand-written (no library checks comic layouts): on a grey copy ``PROFILE_WIDTH`` wide, a column
+    is uniform when nearly all its pixels (``UNIFORM_SHARE``) match its median; a narrow run of
+    uniform columns away from the edges is a *gutter* (a white or black strip between panels). At
+    full resolution a column is a *seam* when the mean step to the next one is an outlier and sharp
+    (``SEAM_SHARPNESS`` times the steps beside it: two pictures abutting on a straight line, not the
+    slanted edge of an object in a photo). Inside ``CENTRE``: a gutter, else a seam, else a wide uniform run covering
+    the middle (two white stick-figure backgrounds meeting: uniform backgrounds are no evidence
+    against two panels) = two panels, cut at the one nearest the middle. None there but boundaries
+    near both thirds = three panels. Nothing = unverified: the layout promises two panels, so
+    :func:`split` cuts at the middle unless told to refuse."""
+    w, h = image.size
+    gray_full = np.asarray(image.convert("L"), dtype=np.float32)
+    small_h = max(1, round(h * PROFILE_WIDTH / w))
+    gray = np.asarray(image.convert("L").resize((PROFILE_WIDTH, small_h)), dtype=np.float32)
+    n = gray.shape[1]
+    uniform = (np.abs(gray - np.median(gray, axis=0)) <= UNIFORM_TOLERANCE).mean(axis=0) >= UNIFORM_SHARE
+    runs = _runs(uniform)
+    gutters = [(a + b - 1) / 2 / n for a, b in runs if a > 0.02 * n and b < 0.98 * n and b - a <= 0.1 * n]
+    covering = [(a + b - 1) / 2 / n for a, b in runs if a < CENTRE[1] * n and b > CENTRE[0] * n]
+    # seams at full resolution (a resize blurs a one-pixel step away): the mean step to the next column
+    step = np.abs(np.diff(gray_full, axis=1)).mean(axis=0)
+    side = np.maximum(np.roll(step, SEAM_SIDE), np.roll(step, -SEAM_SIDE))  # a slanted edge spreads over columns
+    strong = (step >= max(SEAM_MIN, SEAM_FACTOR * float(np.median(step)))) & (step >= SEAM_SHARPNESS * side)
+    seams = list((np.flatnonzero(strong) + 1) / w)
+    inside = lambda xs: [x for x in xs if CENTRE[0] <= x <= CENTRE[1]]  # noqa: E731
+    for kind, found in (("gutter", inside(gutters)), ("seam", inside(seams)), ("background", inside(covering))):
+        if found:  # a gutter first, then where two pictures abut, then where two backgrounds meet
+            x = min(found, key=lambda x: abs(x - 0.5))
+            return Layout(2, int(round(x * w)), f"{kind} at {x:.0%} of the width")
+    at = lambda f: any(abs(x - f) <= THIRDS_SLACK for x in gutters + seams)  # noqa: E731
+    if at(1 / 3) and at(2 / 3):
+        return Layout(3, w // 2, "boundaries at 1/3 and 2/3 of the width, none near the middle")
+    return Layout(None, w // 2, "no gutter, seam or background near middle")
+
+
+def find_gutter(image: Image.Image) -> int:
+    """The x where two panels side by side meet: the boundary :func:`layout` found, else the middle."""
+    return layout(image).cut
+
+
+def split(image: Image.Image, require_two: bool = False) -> tuple[Image.Image, Image.Image]:
+    """(left, right) halves, cut where the panels meet (:func:`layout`; the middle when no boundary
+    was found). ``require_two``: raise :class:`NotTwoPanels` instead for an image not verified as two
+    panels."""
+    found = layout(image)
+    if require_two and found.flagged:
+        raise NotTwoPanels(f"not two panels side by side: {found.evidence}")
+    x = found.cut
     return image.crop((0, 0, x, image.height)), image.crop((x, 0, image.width, image.height))
 
 

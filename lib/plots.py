@@ -41,6 +41,38 @@ def image_grid(images: list, titles: list[str], cols: int = 3, grid_lines: bool 
     return fig, axes
 
 
+def panel_cuts(records: list[dict], n: int = 24, seed: int = 0, cols: int = 6):
+    """Contact sheet of 01's two-panel cuts for a person to check: every image the layout check did
+    not verify as two panels first (orange title: three panels, or no boundary found), then a
+    seeded sample of verified ones, each with its cut drawn (red: found, dashed: the middle)."""
+    import random
+
+    from PIL import Image
+
+    checked = [r for r in records if r.get("layout")]
+    flagged = [r for r in checked if r["layout"]["panels"] != 2]
+    rest = [r for r in checked if r["layout"]["panels"] == 2]
+    shown = flagged[:n] + random.Random(seed).sample(rest, min(len(rest), max(0, n - len(flagged))))
+    rows = max(1, (len(shown) + cols - 1) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.4 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for ax, r in zip(axes.flat, shown):
+        im = Image.open(r["path"])
+        im.draft("RGB", (320, 320))  # a JPEG decodes at thumbnail size
+        scale = im.width / (r.get("width") or im.width)
+        ax.imshow(im)
+        ok = r["layout"]["panels"] == 2
+        ax.axvline(r["layout"]["cut"] * scale, color="red", lw=1.5, ls="-" if ok else "--")
+        what = "two panels" if ok else "three panels" if r["layout"]["panels"] == 3 else "not verified"
+        ax.set_title(f"{r['name'][:28]}\n{what}: {r['layout']['evidence'][:40]}", fontsize=6,
+                     color="black" if ok else "darkorange")
+    fig.suptitle(f"Panel cuts: {len(flagged)} of {len(checked)} images not verified as two panels (shown first)",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig, axes
+
+
 def question_counts(counts: pd.DataFrame):
     """Questions per type, stacked by group (the shape of the paper's section 5.2 counts)."""
     table = counts.groupby(["type", "group"])["questions"].sum().unstack("group").fillna(0)

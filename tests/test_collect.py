@@ -3,6 +3,7 @@
 import json
 import shutil
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -220,3 +221,24 @@ def test_a_relative_source_path_collects_into_datasets_stage_06_can_read(tmp_pat
     loaded = E.load_eval_items(E.EvalConfig(datasets={"yesbut": str(out / "datasets" / "yesbut")}))
     folder, items = loaded["yesbut"]
     assert {it.task for it in items} == {"yesbut.detection"} and len(items) == 2
+
+
+def test_images_that_are_not_two_panels_are_flagged_by_name_and_never_cut(tmp_path):
+    from lib import panels, plots
+
+    root = tmp_path / "yesbut"
+    (root / "images" / "stage_2").mkdir(parents=True)
+    _scene("red", root / "images" / "stage_2" / "111.png")
+    a, b, c = (Image.fromarray(np.random.default_rng(k).integers(0, 256, (200, 200, 3), dtype=np.uint8)) for k in range(3))
+    panels.compose(panels.compose(a, b, gutter=8), c, gutter=8).save(root / "images" / "stage_2" / "333.png")  # three panels
+    out = tmp_path / "run" / "01_collect"
+    collect.run(collect.CollectConfig(sources=[{"kind": "yesbut", "path": str(root)}]), out)
+    manifest = {r["name"]: r for r in map(json.loads, open(out / "manifest.jsonl"))}
+    assert manifest["111"]["layout"]["panels"] == 2 and manifest["333"]["layout"]["panels"] == 3
+    report = json.loads((out / "report.json").read_text())
+    assert [(f["path"].split("/")[-1], f["panels"]) for f in report["not_verified_two_panels"]] == [("333.png", 3)]
+    info = json.loads((out / "datasets" / "yesbut" / "dataset.json").read_text())
+    assert info["provenance"]["three_panels_not_cut"] == [manifest["333"]["id"]]
+    fig, axes = plots.panel_cuts(list(manifest.values()))
+    titles = [ax.get_title() for ax in axes.flat if ax.get_title()]
+    assert titles[0].startswith("333") and "three panels" in titles[0] and "two panels" in titles[1]
