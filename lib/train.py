@@ -39,11 +39,13 @@ from lib import artifacts as A
 from lib import config, plots
 from lib.io import ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json, write_jsonl
 from lib.models import generate, load_model
+from lib.models.hf import is_encoder_decoder
 from lib.schema import Item, Prediction
 from lib.tasks import Scoring, task_of, user_content, wants_question_first
 
-# The language model's linear layers: what LoRA adapts unless told otherwise.
-LM_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Where a VLM keeps its language model (LLaVA, Qwen-VL, BLIP-2, Florence-2: language_model; Idefics3,
+# Kosmos-2: text_model): LoRA adapts that model's Linear layers unless told otherwise.
+LM_SCOPES = ("language_model.", "text_model.")
 
 
 @dataclass
@@ -168,21 +170,30 @@ def load_examples(cfg: TrainConfig) -> tuple[dict[str, list[Example]], dict]:
     return out, report
 
 
-def collate(examples: list[Example], processor, eos: str, question_first: bool = False):
+def collate(examples: list[Example], processor, eos: str, question_first: bool = False,
+            encoder_decoder: bool = False, spec: dict | None = None):
     """Right-padded inputs with labels on the answer tokens (+ end of turn) only. The prompt is the
-    task's own (:meth:`Task.prompt`), in the same image/question order as at evaluation."""
+    task's own (:meth:`Task.prompt`), in the same image/question order and chat template as at
+    evaluation (:class:`lib.models.hf.HFModel`'s). An encoder-decoder model reads the prompt with
+    its encoder and is trained to decode the answer: ``labels`` are the answer tokens alone."""
     import torch
+
+    from lib.models.hf import chat_prompt
 
     tok = processor.tokenizer
     tok.padding_side = "left"
-    texts = [processor.apply_chat_template(
-        [{"role": "user", "content": user_content(task_of(e.item).prompt(e.item, e.root).text, [None], question_first)}],
-        add_generation_prompt=True, tokenize=False) for e in examples]
+    fmt = (spec or {}).get("prompt_format", "{text}")
+    texts = [chat_prompt(processor, [{"role": "user", "content": user_content(
+        task_of(e.item).prompt(e.item, e.root).text, [None], question_first)}], fmt) for e in examples]
     images = [load_image(e.image) for e in examples]
     nested = processor.__class__.__name__.startswith(("Idefics", "SmolVLM"))
     enc = processor(text=texts, images=[[im] for im in images] if nested else images, return_tensors="pt",
                     padding=True)
     answers = [tok.encode(e.answer + eos, add_special_tokens=False) for e in examples]
+    if encoder_decoder:
+        width = max(map(len, answers))
+        enc["labels"] = torch.tensor([a + [-100] * (width - len(a)) for a in answers])
+        return dict(enc)
     mask = enc["attention_mask"].bool()
     per_token = [k for k, v in enc.items() if k != "attention_mask" and v.dim() == 2 and v.shape == mask.shape]
     rows = {k: [] for k in per_token}
@@ -207,13 +218,16 @@ def collate(examples: list[Example], processor, eos: str, question_first: bool =
 # --- model ------------------------------------------------------------------------------------
 
 def lm_linear_modules(model) -> list[str]:
-    """Names of the language model's linear layers (vision tower and projector left out)."""
+    """Names of the language model's Linear layers - attention and MLP, whatever the family calls
+    them (q_proj / q / query, fc1 / wi_0 / down_proj...), in decoder-only and encoder-decoder
+    models alike - leaving out the vision tower, the projector (Q-Former included) and lm_head:
+    the original MemeQA setup's "every Linear except the projector, the vision tower and lm_head"."""
     import torch
 
     names = []
     for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) and name.split(".")[-1] in LM_LINEAR and (
-                "language_model" in name or "text_model" in name) and "vision" not in name:
+        if isinstance(module, torch.nn.Linear) and any(scope in name for scope in LM_SCOPES) \
+                and not name.endswith("lm_head") and "vision" not in name:
             names.append(name)
     return names
 
@@ -230,7 +244,7 @@ def prepare_model(cfg: TrainConfig):
 
     targets = cfg.target_modules or lm_linear_modules(model)
     if not targets:
-        raise ValueError(f"model {cfg.model}: no linear layers named {LM_LINEAR} in its language model; "
+        raise ValueError(f"model {cfg.model}: no Linear layers under {LM_SCOPES} (its language model); "
                          f"set target_modules")
     model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                                              target_modules=targets))
@@ -242,12 +256,14 @@ def prepare_model(cfg: TrainConfig):
 
 
 def evaluate_examples(model, processor, examples: list[Example], batch_size: int = 32,
-                      question_first: bool = False, max_new_tokens: int = 8) -> dict:
+                      question_first: bool = False, max_new_tokens: int = 8, spec: dict | None = None) -> dict:
     """Accuracy per type, with each task's own request, answer reading and scoring - what stage 06
-    does (greedy; constrained only where the task has a closed answer set)."""
+    does (greedy; constrained only where the task has a closed answer set). ``spec``: the model's
+    spec, for its prompt_format."""
     from lib.models.hf import HFModel
 
-    wrapper = HFModel.from_loaded(model, processor, {"backend": "hf", "name": "in-training"})
+    keep = {k: v for k, v in (spec or {}).items() if k == "prompt_format"}
+    wrapper = HFModel.from_loaded(model, processor, {"backend": "hf", "name": "in-training", **keep})
     was_training = model.training
     model.eval()
     try:
@@ -328,6 +344,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
               + "; ".join(f"{k}: {v}" for k, v in list(report["skipped_images"].items())[:5]))
     model, processor, model_info = prepare_model(cfg)
     eos = processor.tokenizer.eos_token
+    encdec = is_encoder_decoder(model)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
@@ -359,7 +376,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
     def validate(force_save: bool = False) -> dict:
         """Validation metrics now; ``best/`` when they beat the best so far (or none exists yet)."""
         metrics = evaluate_examples(acc.unwrap_model(model), processor, val, question_first=wants_question_first(cfg.model),
-                                    max_new_tokens=cfg.val_max_new_tokens)
+                                    max_new_tokens=cfg.val_max_new_tokens, spec=cfg.model)
         state["validated_step"] = state["step"]
         if acc.is_main_process and (metrics["accuracy"] > state["best"] or (force_save and not (out / A.BEST).is_dir())):
             state["best"] = max(state["best"], metrics["accuracy"])
@@ -379,7 +396,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
         for micro in range(cfg.grad_accum):
             pick = np.random.default_rng([cfg.seed, step, micro, acc.process_index]).choice(
                 len(train_set), cfg.batch_size, replace=len(train_set) < cfg.batch_size)
-            batch = collate([train_set[i] for i in pick], processor, eos, wants_question_first(cfg.model))
+            batch = collate([train_set[i] for i in pick], processor, eos, wants_question_first(cfg.model),
+                            encoder_decoder=encdec, spec=cfg.model)
             batch = {k: v.to(acc.device) for k, v in batch.items()}
             with acc.accumulate(model):
                 try:

@@ -5,7 +5,12 @@ Spec keys (all but ``name`` optional)::
     {backend: hf, name: Qwen/Qwen2-VL-7B-Instruct,   # hub id or local folder
      dtype: bfloat16,          # auto | float32 | bfloat16 | float16
      device_map: auto,         # accelerate placement; "cpu" on machines without a GPU
-     batch_size: 16, revision: main, gguf_file: null, attn_implementation: null}
+     batch_size: 16, revision: main, gguf_file: null, attn_implementation: null,
+     prompt_format: "Question: {text} Answer:"}   # only for checkpoints without a chat template
+
+Encoder-decoder language models (BLIP-2 / InstructBLIP with Flan-T5, Florence-2's BART) generate
+decoder tokens only: answers are read from those, a choice trie constrains them, and a choice's
+log-likelihood is that of the decoder producing it.
 
 Requests are grouped by (settings, constraint kind) and run as real batches with left padding.
 Choice constraints run either as constrained greedy decoding over a token trie
@@ -84,6 +89,12 @@ class HFModel(Model):
         self._loaded = True
         return self
 
+    @property
+    def encoder_decoder(self) -> bool:
+        """Does the language model encode the prompt and decode the answer separately (T5, BART)?
+        Then ``generate`` returns decoder tokens only, starting with the decoder start token."""
+        return is_encoder_decoder(self.model)
+
     def resolve_path(self) -> str:
         """The hub id or local folder to load; the ``tiny`` backend overrides this."""
         return str(self.spec["name"])
@@ -157,15 +168,10 @@ class HFModel(Model):
         templates; text-only templates (SmolLM2's) get plain string content."""
         if not self.is_vlm and r.images():
             raise ValueError(f"model {self.name!r} is a text-only LM but a request carries {len(r.images())} image(s)")
-        msgs = []
-        for m in r.messages:
-            content = m["content"]
-            if not isinstance(content, str):
-                if self.is_vlm:
-                    content = [{"type": "image"} if p.get("type") == "image" else p for p in content]
-                else:
-                    content = "".join(p.get("text", "") for p in content)
-            msgs.append({"role": m["role"], "content": content})
+        if self.is_vlm:
+            return chat_prompt(self.processor, r.messages, self.spec.get("prompt_format", "{text}"))
+        msgs = [{"role": m["role"], "content": m["content"] if isinstance(m["content"], str)
+                 else "".join(p.get("text", "") for p in m["content"])} for m in r.messages]
         return self.processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
 
     def _encode(self, batch: list[Request]):
@@ -200,15 +206,17 @@ class HFModel(Model):
         if r0.temperature > 0:
             gen.update(temperature=r0.temperature, top_p=r0.top_p)
             torch.manual_seed(r0.seed)  # one seed per batch: sampled answers depend on batch make-up
+        # decoder-only models return prompt + answer; encoder-decoders the decoder start token + answer
+        skip = 1 if self.encoder_decoder else prompt_len
         if trie:
             tries = [_Trie([self.tokenizer.encode(c, add_special_tokens=False) for c in r.constraint.choices]) for r in batch]
             gen["max_new_tokens"] = max(len(self.tokenizer.encode(c, add_special_tokens=False))
                                         for r in batch for c in r.constraint.choices) + 1
-            gen["prefix_allowed_tokens_fn"] = lambda b, ids: tries[b].allowed(ids[prompt_len:].tolist(), eos)
+            gen["prefix_allowed_tokens_fn"] = lambda b, ids: tries[b].allowed(ids[skip:].tolist(), eos)
         with torch.inference_mode():
             out = self.model.generate(**enc, **gen)
         elapsed = time.perf_counter() - start
-        new = out[:, prompt_len:]
+        new = out[:, skip:]
         texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
         responses = []
         for b, (r, text) in enumerate(zip(batch, texts)):
@@ -240,6 +248,11 @@ class HFModel(Model):
         suffix = torch.tensor([ids + [pad] * (width - len(ids)) for ids in choice_ids], device=self.model.device)
         suffix_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in choice_ids], device=self.model.device)
         prompt_len = enc["input_ids"].shape[1]
+        if self.encoder_decoder:  # the choice is the decoder's target: its log-likelihood given the prompt
+            labels = suffix.masked_fill(suffix_mask == 0, -100)
+            with torch.inference_mode():
+                logits = self.model(**enc, labels=labels).logits.float()
+            return self._best_choices(batch, logits, suffix, suffix_mask, enc, choice_ids, start)
         for name in list(enc.keys()):  # per-token tensors (ids, mask, token types) grow by the suffix
             t = enc[name]
             if name == "pixel_values" or not hasattr(t, "shape") or t.dim() != 2 or t.shape[1] != prompt_len:
@@ -248,6 +261,12 @@ class HFModel(Model):
             enc[name] = torch.cat([t, extra.to(t.dtype)], dim=1)
         with torch.inference_mode():
             logits = self.model(**enc).logits[:, prompt_len - 1:-1].float()
+        return self._best_choices(batch, logits, suffix, suffix_mask, enc, choice_ids, start, prompt_part=True)
+
+    def _best_choices(self, batch, logits, suffix, suffix_mask, enc, choice_ids, start, prompt_part=False):
+        """The most likely choice per request from the logits that predict each choice's tokens."""
+        import torch
+
         logp = torch.log_softmax(logits, dim=-1).gather(-1, suffix.unsqueeze(-1)).squeeze(-1)
         totals = (logp * suffix_mask).sum(-1).tolist()
         elapsed = time.perf_counter() - start
@@ -257,8 +276,8 @@ class HFModel(Model):
             k += len(scores)
             best = max(scores, key=scores.get)
             responses.append(Response(text=best, parsed=best, method=CONSTRAINED_LOGLIK, valid=True, scores=scores,
-                                      prompt_tokens=int(enc["attention_mask"][k - 1].sum()) - len(choice_ids[k - 1]),
-                                      latency_s=elapsed))
+                                      prompt_tokens=int(enc["attention_mask"][k - 1].sum())
+                                      - (len(choice_ids[k - 1]) if prompt_part else 0), latency_s=elapsed))
         return responses
 
     def _json_one(self, r: Request) -> Response:
@@ -281,6 +300,30 @@ class HFModel(Model):
                         latency_s=time.perf_counter() - start)
 
 
+def is_encoder_decoder(model) -> bool:
+    """Is ``model``'s language model an encoder-decoder (T5, BART), itself or inside a VLM?"""
+    config = model.config
+    return bool(getattr(config, "is_encoder_decoder", False)
+                or getattr(getattr(config, "text_config", None), "is_encoder_decoder", False))
+
+
+def chat_prompt(processor, messages: list[dict], prompt_format: str = "{text}") -> str:
+    """A VLM's prompt string for chat ``messages`` (image parts as bare placeholders): the processor's
+    chat template, else its tokenizer's (processors such as BLIP-2's do not keep one), else - for
+    checkpoints without any (BLIP-2, InstructBLIP, Kosmos-2, Florence-2) - the messages' text in
+    ``prompt_format`` (BLIP-2's VQA prompt is ``"Question: {text} Answer:"``). Training uses it too,
+    so a model learns on the prompt it is evaluated with."""
+    msgs = [{"role": m["role"], "content": m["content"] if isinstance(m["content"], str) else
+             [{"type": "image"} if p.get("type") == "image" else p for p in m["content"]]} for m in messages]
+    if getattr(processor, "chat_template", None) is not None:
+        return processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    if getattr(processor.tokenizer, "chat_template", None) is not None:
+        return processor.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    text = "\n".join(p.get("text", "") for m in msgs for p in
+                     ([{"text": m["content"]}] if isinstance(m["content"], str) else m["content"]) if p.get("text"))
+    return prompt_format.format(text=text)
+
+
 def _with_format(image):
     """outlines wants a PIL image that knows its file format; in-memory images have none."""
     import io
@@ -296,7 +339,7 @@ def _with_format(image):
 
 
 def _load_processor(path: str, model_type: str, kw: dict):
-    """AutoProcessor, except where it cannot build one without torchvision: Qwen2VLProcessor needs
+    """AutoProcessor, except where it cannot build one without torchvision: Qwen2(.5)-VL's processor needs
     torchvision for its video slot (images never do), and AutoProcessor then silently returns the
     bare tokenizer. There we build the image-only subclass (:func:`qwen2_vl_processor_class`)."""
     from transformers import AutoProcessor, ProcessorMixin
@@ -308,8 +351,9 @@ def _load_processor(path: str, model_type: str, kw: dict):
         processor, error = None, e
     if isinstance(processor, ProcessorMixin):
         return processor
-    if model_type == "qwen2_vl":
-        return qwen2_vl_processor_class().from_pretrained(path, **kw)
+    if model_type in ("qwen2_vl", "qwen2_5_vl"):
+        cls = qwen2_vl_processor_class() if model_type == "qwen2_vl" else qwen2_5_vl_processor_class()
+        return cls.from_pretrained(path, **kw)
     raise RuntimeError(f"could not build an image processor for {path!r} (model type {model_type!r}); "
                        f"AutoProcessor gave {type(processor).__name__}: {error}")
 
@@ -326,3 +370,15 @@ def qwen2_vl_processor_class():
             super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
 
     return TinyQwen2VLProcessor
+
+
+@lru_cache(maxsize=1)
+def qwen2_5_vl_processor_class():
+    """Qwen2_5_VLProcessor without its video slot, for the same reason as :func:`qwen2_vl_processor_class`."""
+    from transformers import Qwen2_5_VLProcessor
+
+    class TinyQwen2_5_VLProcessor(Qwen2_5_VLProcessor):
+        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+            super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
+
+    return TinyQwen2_5_VLProcessor
