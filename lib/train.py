@@ -53,11 +53,22 @@ class TrainConfig(config.StageConfig):
     """Training parameters (all plain values, so a YAML params file maps onto them)."""
 
     model: dict = field(default_factory=lambda: {"backend": "tiny", "name": "llava"})
-    dataset: str = ""  # a dataset folder (items.jsonl + images/), or stage:NN_stage/datasets/<name> of this run
-    types: list = field(default_factory=lambda: ["presence", "counting"])  # meta.type filter (Scrapbook)
-    groups: list = field(default_factory=lambda: ["np"])  # meta.group filter
-    forms: list = field(default_factory=lambda: ["original"])  # meta.form filter
-    eval_levels: list = field(default_factory=lambda: [1])  # validation/test questions' levels
+    # a dataset folder (items.jsonl + images/), stage:NN_stage/datasets/<name> of this run, or a MemeQA
+    # JSON split (its images in memeqa_images). With val_dataset and test_dataset (same kinds) the
+    # dataset's own splits are used (MemeQA's train / dev / test files); otherwise it is split by image.
+    dataset: str = ""
+    val_dataset: str = ""
+    test_dataset: str = ""
+    memeqa_images: str = ""  # the images folder of MemeQA JSON splits
+    # Scrapbook filters (other datasets train on every item): question types, groups, forms, and the
+    # levels validation and test keep
+    types: list = field(default_factory=lambda: ["presence", "counting"])
+    groups: list = field(default_factory=lambda: ["np"])
+    forms: list = field(default_factory=lambda: ["original"])
+    eval_levels: list = field(default_factory=lambda: [1])
+    # the validation metric that picks best/: "auto" = the task's headline (MemeQA's macro average of
+    # exact match over its question types for mcq datasets, accuracy otherwise), or "accuracy" / "macro"
+    select_by: str = "auto"
     train_types: list = field(default_factory=list)  # train only on these question types; empty: all of `types`
     train_targets: list = field(default_factory=list)  # train only on questions describing these attributes
     #   (e.g. [color]: colour questions only); empty: all. Validation and test keep every question.
@@ -71,9 +82,11 @@ class TrainConfig(config.StageConfig):
     lora_dropout: float = 0.05
     target_modules: list = field(default_factory=list)  # default: the language model's linear layers
     lr: float = 2e-4
+    lr_schedule: str = "cosine"  # cosine (after warmup_steps) or constant (the original MemeQA runs)
     weight_decay: float = 0.0
     warmup_steps: int = 20
     max_steps: int = 200  # the budget: in steps, so a slow or busy machine gives the same model, only later
+    epochs: float = 0.0  # > 0: the budget in passes over the training split instead (max_steps derived from it)
     max_seconds: float = 0.0  # a safety net only (0: none): stops early, then still validates and saves best/
     batch_size: int = 16
     grad_accum: int = 1
@@ -91,6 +104,12 @@ class TrainConfig(config.StageConfig):
         config.check_model_spec(self.model, f"{source}: model")
         if not self.dataset:
             raise config.ParamsError(f"{source}: dataset must name a dataset folder (e.g. stage:04_scrapbook/datasets/scrapbook)")
+        if bool(self.val_dataset) != bool(self.test_dataset):
+            raise config.ParamsError(f"{source}: give both val_dataset and test_dataset (a dataset's own splits) or neither")
+        if self.select_by not in ("auto", "accuracy", "macro"):
+            raise config.ParamsError(f"{source}: select_by must be auto, accuracy or macro, got {self.select_by!r}")
+        if self.lr_schedule not in ("cosine", "constant"):
+            raise config.ParamsError(f"{source}: lr_schedule must be cosine or constant, got {self.lr_schedule!r}")
 
     def settings(self) -> dict:
         """What a checkpoint must share with the run that resumes it."""
@@ -138,33 +157,75 @@ def target_kind(meta: dict) -> str:
     return "+".join(k for k in ("color", "shape") if k in target) or "object"
 
 
+def _read_split(source: str, cfg: TrainConfig) -> tuple[list[Item], Path]:
+    """Items and the folder their image paths are relative to: a dataset folder, or a MemeQA JSON."""
+    from lib.io import import_memeqa
+
+    path = Path(source)
+    if path.suffix == ".json":
+        if not cfg.memeqa_images:
+            raise ValueError(f"{path}: a MemeQA JSON split needs memeqa_images (the folder of its images)")
+        return import_memeqa(path, str(Path(cfg.memeqa_images).resolve())), path.parent
+    return load_items(path), path
+
+
+def _keep(cfg: TrainConfig, it: Item) -> bool:
+    """The Scrapbook filters (type, group, form, no absurd questions); other tasks keep every item."""
+    if not it.task.startswith("scrapbook"):
+        return True
+    return it.meta.get("type") in cfg.types and it.meta.get("group") in cfg.groups \
+        and it.meta.get("form") in cfg.forms and it.meta.get("absurd") is not True
+
+
+def question_type(meta: dict) -> str:
+    """A question's type for per-type metrics: Scrapbook's meta.type, MemeQA's specific type."""
+    return meta.get("type") or meta.get("specific_type") or "all"
+
+
 def load_examples(cfg: TrainConfig) -> tuple[dict[str, list[Example]], dict]:
-    """Examples per split from the dataset folder; unreadable images are skipped and counted."""
-    folder = Path(cfg.dataset)
-    items = [it for it in load_items(folder) if it.meta.get("type") in cfg.types
-             and it.meta.get("group") in cfg.groups and it.meta.get("form") in cfg.forms
-             and it.meta.get("absurd") is not True]
-    if not items:
-        raise ValueError(f"{folder}: no items match types={cfg.types} groups={cfg.groups} forms={cfg.forms}")
-    bad: dict[str, str] = {}
-    for image in sorted({it.images[0] for it in items}):
+    """Examples per split; unreadable images are skipped and counted. The splits are the dataset's
+    own when ``val_dataset`` / ``test_dataset`` name them (an image in two of them is an error:
+    it would leak), else drawn by image from ``dataset``."""
+    sources = {"train": cfg.dataset, "val": cfg.val_dataset, "test": cfg.test_dataset} if cfg.val_dataset \
+        else {"all": cfg.dataset}
+    parts: dict[str, list[Item]] = {}
+    roots: dict[str, Path] = {}
+    for part, source in sources.items():
+        items, roots[part] = _read_split(source, cfg)
+        parts[part] = [it for it in items if _keep(cfg, it)]
+        if not parts[part]:
+            raise ValueError(f"{source}: no items match types={cfg.types} groups={cfg.groups} forms={cfg.forms}")
+    image_of = lambda part, it: str((roots[part] / it.images[0]).resolve())  # noqa: E731
+    if "all" in parts:
+        split = split_by_image([it.images[0] for it in parts["all"]], cfg.val_fraction, cfg.test_fraction, cfg.seed)
+        assigned = [(split[it.images[0]], it, roots["all"]) for it in parts["all"]]
+    else:
+        seen: dict[str, str] = {}
+        for part, items in parts.items():
+            for it in items:
+                other = seen.setdefault(image_of(part, it), part)
+                if other != part:
+                    raise ValueError(f"image {it.images[0]} is in both the {other} and the {part} split "
+                                     f"({sources[other]}, {sources[part]}): the splits must not share images")
+        assigned = [(part, it, roots[part]) for part, items in parts.items() for it in items]
+    bad: dict[str, str] = {}  # keyed by the image as the items name it
+    for root, name in sorted({(root, it.images[0]) for _, it, root in assigned}):
         try:
-            load_image(folder / image)
+            load_image(root / name)
         except ImageError as e:
-            bad[image] = str(e)
-    split = split_by_image([it.images[0] for it in items], cfg.val_fraction, cfg.test_fraction, cfg.seed)
+            bad[name] = str(e)
     out: dict[str, list[Example]] = {"train": [], "val": [], "test": []}
-    for it in items:
+    for part, it, root in assigned:
         if it.images[0] in bad:
             continue
-        part = split[it.images[0]]
-        if part != "train" and it.meta.get("level") not in cfg.eval_levels:
+        if part != "train" and it.task.startswith("scrapbook") and it.meta.get("level") not in cfg.eval_levels:
             continue
         if part == "train" and ((cfg.train_targets and set(target_kind(it.meta).split("+")) - set(cfg.train_targets))
                                 or (cfg.train_types and it.meta.get("type") not in cfg.train_types)):
             continue
-        out[part].append(Example(it, str(folder)))
-    report = {"items": len(items), "skipped_images": bad, "skipped_items": sum(it.images[0] in bad for it in items),
+        out[part].append(Example(it, str(root)))
+    report = {"items": len(assigned), "splits": "the dataset's own" if cfg.val_dataset else "by image",
+              "skipped_images": bad, "skipped_items": sum(it.images[0] in bad for _, it, _ in assigned),
               **{f"{k}_examples": len(v) for k, v in out.items()},
               **{f"{k}_images": len({e.image for e in v}) for k, v in out.items()}}
     return out, report
@@ -291,22 +352,38 @@ def score_examples(examples: list[Example], responses) -> list[bool]:
 
 
 def _accuracies(examples: list[Example], hits: list[bool]) -> dict:
-    """Overall accuracy, per question type, and per type and target kind (colour / shape)."""
+    """Overall accuracy, per question type, per type and target kind (colour / shape: Scrapbook),
+    and ``macro``: the mean of the per-type accuracies (MemeQA's headline, exact match)."""
     groups: dict[str, list[bool]] = {"accuracy": []}
+    per_type: dict[str, list[bool]] = {}
     for e, hit in zip(examples, hits):
-        kind = e.meta.get("type", "all")
-        for key in ("accuracy", f"accuracy_{kind}", f"accuracy_{kind}_{target_kind(e.meta)}"):
+        kind = question_type(e.meta)
+        per_type.setdefault(kind, []).append(hit)
+        keys = ["accuracy", f"accuracy_{kind}"]
+        if e.item.task.startswith("scrapbook"):
+            keys.append(f"accuracy_{kind}_{target_kind(e.meta)}")
+        for key in keys:
             groups.setdefault(key, []).append(hit)
-    return {k: float(np.mean(v)) for k, v in sorted(groups.items()) if v}
+    out = {k: float(np.mean(v)) for k, v in sorted(groups.items()) if v}
+    if per_type:
+        out["macro"] = float(np.mean([np.mean(v) for v in per_type.values()]))
+    return out
+
+
+def selection_metric(cfg: TrainConfig, examples: list[Example]) -> str:
+    """The validation metric that picks ``best/`` (see ``TrainConfig.select_by``)."""
+    if cfg.select_by != "auto":
+        return cfg.select_by
+    return "macro" if examples and all(e.item.task == "mcq" for e in examples) else "accuracy"
 
 
 def majority_baseline(train: list[Example], test: list[Example]) -> dict:
     """Accuracy of always giving the training split's most frequent answer for the question type."""
     top = {}
-    for kind in {e.meta.get("type") for e in test}:
-        answers = [e.answer for e in train if e.meta.get("type") == kind]
-        top[kind] = max(set(answers), key=answers.count) if answers else None
-    return _accuracies(test, [e.answer == top[e.meta.get("type")] for e in test])
+    for kind in {question_type(e.meta) for e in test}:
+        answers = sorted(e.answer for e in train if question_type(e.meta) == kind)
+        top[kind] = max(set(answers), key=lambda a: (answers.count(a), a)) if answers else None
+    return _accuracies(test, [e.answer == top[question_type(e.meta)] for e in test])
 
 
 # --- loop -------------------------------------------------------------------------------------
@@ -329,7 +406,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
     from accelerate import Accelerator
     from accelerate.utils import set_seed
     from tqdm.auto import tqdm
-    from transformers import get_cosine_schedule_with_warmup
+    from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -347,10 +424,15 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
     encdec = is_encoder_decoder(model)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
+    if cfg.epochs > 0:  # passes over the training split, as whole steps
+        per_step = cfg.batch_size * cfg.grad_accum * acc.num_processes
+        cfg = replace(cfg, max_steps=max(1, int(np.ceil(cfg.epochs * len(data["train"]) / per_step))))
+    scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps) \
+        if cfg.lr_schedule == "cosine" else get_constant_schedule_with_warmup(optimizer, cfg.warmup_steps)
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
     rng_val = np.random.default_rng(cfg.seed)
     val = [data["val"][i] for i in sorted(rng_val.permutation(len(data["val"]))[:cfg.eval_items])]
+    select = selection_metric(cfg, val)
 
     state = {"step": 0, "best": -1.0, "train_seconds": 0.0, "tokens": 0, "settings": cfg.settings()}
     ckpt = out / A.CHECKPOINT
@@ -378,8 +460,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
         metrics = evaluate_examples(acc.unwrap_model(model), processor, val, question_first=wants_question_first(cfg.model),
                                     max_new_tokens=cfg.val_max_new_tokens, spec=cfg.model)
         state["validated_step"] = state["step"]
-        if acc.is_main_process and (metrics["accuracy"] > state["best"] or (force_save and not (out / A.BEST).is_dir())):
-            state["best"] = max(state["best"], metrics["accuracy"])
+        if acc.is_main_process and (metrics[select] > state["best"] or (force_save and not (out / A.BEST).is_dir())):
+            state["best"] = max(state["best"], metrics[select])
             save_weights(A.BEST)
         return {f"val_{k}": v for k, v in metrics.items()}
 
@@ -444,7 +526,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
         write_curve(out)
     summary = {"steps": state["step"], "train_seconds": round(state["train_seconds"], 1), "tokens": state["tokens"],
                "tokens_per_second": round(state["tokens"] / max(state["train_seconds"], 1e-9), 1),
-               "best_val_accuracy": state["best"], "model": model_info, "data": report, "config": asdict(cfg),
+               "best_val_accuracy": state["best"], "selected_by": select, "model": model_info, "data": report, "config": asdict(cfg),
                "mixed_precision": precision, "processes": acc.num_processes}
     return summary
 
@@ -480,8 +562,9 @@ def compare(cfg: TrainConfig, out_dir: str | Path, max_test: int = 1000) -> dict
     return {"n_test": len(test), "test_images": len({e.image for e in test}),
             "majority": majority_baseline(everything["train"], test),
             "base": evaluate_examples(base.model, base.processor, test, question_first=wants_question_first(cfg.model),
-                                     max_new_tokens=cfg.val_max_new_tokens),
-            "trained": evaluate_examples(model, processor, test, question_first=wants_question_first(cfg.model), max_new_tokens=cfg.val_max_new_tokens)}
+                                     max_new_tokens=cfg.val_max_new_tokens, spec=cfg.model),
+            "trained": evaluate_examples(model, processor, test, question_first=wants_question_first(cfg.model),
+                                        max_new_tokens=cfg.val_max_new_tokens, spec=cfg.model)}
 
 
 # --- the stage --------------------------------------------------------------------------------------
@@ -490,7 +573,8 @@ def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
     """Train (resuming when allowed), compare base / trained / majority on the test split, draw the
     curve and the comparison, write ``summary.json`` and ``provenance.json``."""
     out = Path(out)
-    cfg = replace(cfg, dataset=A.resolve(cfg.dataset, out.parent))
+    cfg = replace(cfg, **{k: A.resolve(getattr(cfg, k), out.parent) for k in ("dataset", "val_dataset", "test_dataset")
+                          if getattr(cfg, k)})
     training = train(cfg, out, resume=cfg.resume, progress=progress)
     result = compare(cfg, out, max_test=cfg.max_test)
     fig, _ = plots.training_curve(pd.read_csv(out / A.CURVE))

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -260,3 +261,70 @@ def test_a_kill_between_checkpoints_leaves_no_duplicate_curve_rows(dataset, tmp_
     import pandas as pd
 
     assert pd.read_csv(tmp_path / "k" / "curve.csv")["step"].tolist() == steps
+
+
+def _memeqa_splits(root, per_split=6):
+    """Three MemeQA-format JSON splits (disjoint images, stand-in pictures) over three types, single
+    and multi-answer, as the release's files are laid out."""
+    from PIL import Image
+
+    (root / "images").mkdir(parents=True)
+    kinds = [("intent_id", "Intent Identification", "single"), ("viz_id", "Visual Identification", "multi"),
+             ("cond_sent_id", "Conditional Sentiment Identification", "single")]
+    paths = {}
+    for s, split in enumerate(("train", "dev", "test")):
+        rows = []
+        for i in range(per_split):
+            img = f"{split}_{i}.png"
+            Image.new("RGB", (40, 40), ("red", "green", "blue")[i % 3]).save(root / "images" / img)
+            kind, specific, general = kinds[i % 3]
+            options = ["The meme mocks cats", "The meme praises dogs", "The meme is about rain", "None of the above"] \
+                if kind != "cond_sent_id" else ["Positive", "Neutral", "Negative"]
+            key = (i + s) % len(options) if general == "single" else [1, 0, 1, 0]
+            rows.append({"id": f"{kind}/{split}{i}", "img": img, "question": f"Question {i} about the meme?",
+                         "options": options, "general_type": general, "specific_type": specific, "answer_key": key})
+        paths[split] = root / f"{split}.json"
+        paths[split].write_text(json.dumps(rows))
+    return paths
+
+
+def test_multiple_choice_training_uses_the_datasets_splits_options_letters_and_the_macro_metric(tmp_path):
+    from lib.tasks import task_of
+
+    paths = _memeqa_splits(tmp_path / "memeqa")
+    cfg = TrainConfig(model=TINY, dataset=str(paths["train"]), val_dataset=str(paths["dev"]), test_dataset=str(paths["test"]),
+                      memeqa_images=str(tmp_path / "memeqa" / "images"), lr=1e-3, max_steps=4, batch_size=2,
+                      eval_every=2, eval_items=6, checkpoint_every=4, full_finetune=True, val_max_new_tokens=6)
+    data, report = load_examples(cfg)
+    assert report["splits"] == "the dataset's own" and [len(data[k]) for k in ("train", "val", "test")] == [6, 6, 6]
+    assert {e.image.split("/")[-1].split("_")[0] for e in data["val"]} == {"dev"}  # the dev file is validation
+    multi = next(e for e in data["train"] if e.meta["general_type"] == "multi")
+    assert multi.answer == "A, C"  # a letter set, as the evaluation reads it
+    single = next(e for e in data["train"] if e.meta["general_type"] == "single")
+    assert single.answer in "ABCD" and len(single.answer) == 1
+    prompt = task_of(single.item).prompt(single.item, single.root).text
+    assert all(o in prompt for o in single.item.options) and "A. " in prompt  # the options are in the prompt
+    from lib.models import load_model
+
+    backend = load_model(TINY).load()
+    batch = collate([multi], backend.processor, backend.processor.tokenizer.eos_token)
+    labelled = batch["labels"][0][batch["labels"][0] != -100].tolist()
+    assert backend.processor.tokenizer.decode(labelled) == "A, C" + backend.processor.tokenizer.eos_token
+    summary = train(cfg, tmp_path / "out", progress=False)
+    assert summary["selected_by"] == "macro"  # MemeQA picks its checkpoint by the macro over types
+    curve = [json.loads(line) for line in open(tmp_path / "out" / "curve.jsonl")]
+    assert any("val_macro" in r for r in curve) and (tmp_path / "out" / "best").is_dir()
+    leaking = tmp_path / "leak.json"
+    leaking.write_text(paths["train"].read_text())
+    with pytest.raises(ValueError, match="must not share images"):
+        load_examples(TrainConfig(model=TINY, dataset=str(paths["train"]), val_dataset=str(leaking),
+                                  test_dataset=str(paths["test"]), memeqa_images=cfg.memeqa_images))
+
+
+def test_an_epoch_budget_and_the_originals_constant_learning_rate(dataset, tmp_path):
+    cfg = _cfg(dataset, epochs=0.5, lr_schedule="constant", warmup_steps=0, eval_every=100, checkpoint_every=100)
+    data, _ = load_examples(cfg)
+    summary = train(cfg, tmp_path / "e", progress=False)
+    assert summary["steps"] == int(np.ceil(0.5 * len(data["train"]) / cfg.batch_size))
+    lrs = {round(json.loads(line)["lr"], 9) for line in open(tmp_path / "e" / "curve.jsonl")}
+    assert lrs == {cfg.lr}
