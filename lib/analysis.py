@@ -341,6 +341,19 @@ def open_answers(run_folder: Path) -> list[dict]:
     return answers + [{"text": r, "kind": "reference", "task": "reference"} for rs in refs.values() for r in dict.fromkeys(rs)]
 
 
+def memeqa_type_tables(metrics: pd.DataFrame, metric: str = "exact") -> dict[tuple, pd.DataFrame]:
+    """MemeQA's per-type table (the paper's main results), per multiple-choice dataset: one row per
+    model and prompt style, a column per question type, then the micro and macro averages."""
+    out = {}
+    mcq = metrics[metrics["task"] == "mcq"]
+    for dataset, m in mcq.groupby("dataset"):
+        types = m[m["metric"] == metric].pivot_table(index=["model", "style"], columns="subset", values="value")
+        avg = m[m["metric"].isin([f"{metric}_micro", f"{metric}_macro"])].pivot_table(
+            index=["model", "style"], columns="metric", values="value")
+        out[(dataset,)] = types.join(avg.rename(columns=lambda c: c.split("_")[-1])).reset_index()
+    return out
+
+
 def shortcut_summary(audit: pd.DataFrame) -> pd.DataFrame:
     """Stage 03's shortcut audit (:func:`lib.metrics.shortcuts.audit`, per dataset) as one row per
     dataset and question type: the share of questions each text-only tell answers correctly where
@@ -422,6 +435,10 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
             fig, _ = plots.understanding_metrics(frame)
             plots.save(fig, figures, "yesbut_fig5_understanding", close=True)
         if (metrics["task"] == "mcq").any():
+            for (dataset,), table in memeqa_type_tables(metrics).items():
+                name = f"memeqa_types_{dataset}"
+                tidy_table(table).to_csv(tables / f"{name}.csv", index=False)
+                written.append(name)
             fig, _ = plots.accuracy_by_type(metrics)
             plots.save(fig, figures, "memeqa_accuracy_by_type", close=True)
         errors = A.read_table(run_folder, A.EVALUATE, A.ERRORS)

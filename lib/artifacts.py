@@ -73,7 +73,15 @@ def datasets_of(run_folder: str | Path, stage: str) -> dict[str, Path]:
 
 
 def resolve(ref: str, run_folder: str | Path) -> str:
-    """``stage:04_scrapbook/datasets/scrapbook`` -> that path in the run folder; other paths unchanged."""
+    """``stage:04_scrapbook/datasets/scrapbook`` -> that path in the run folder;
+    ``run:<run>/05_train/best`` -> that path in another run of the same outputs root (a profile
+    that evaluates what several training runs made); other paths unchanged."""
+    if isinstance(ref, str) and ref.startswith("run:"):
+        from lib.paths import outputs_root
+
+        run, _, rest = ref[len("run:"):].partition("/")
+        stage, _, sub = rest.partition("/")
+        return str(stage_folder(outputs_root() / run, stage) / sub)
     if not isinstance(ref, str) or not ref.startswith("stage:"):
         return ref
     stage, _, sub = ref[len("stage:"):].partition("/")

@@ -514,6 +514,17 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
     return out
 
 
+def memeqa_dataset(json_path: str | Path, images: str | Path, out: str | Path) -> Path:
+    """A MemeQA JSON split as a dataset folder (``mcq`` items; images stay where they are, named
+    absolutely and declared in ``images_roots``)."""
+    from lib.io import import_memeqa
+
+    items = import_memeqa(json_path, str(Path(images).resolve()))
+    save_dataset(out, items, dataset_info("memeqa", provenance={"json": str(Path(json_path).resolve())},
+                                          images_roots=images_roots(items, out)))
+    return Path(out)
+
+
 # --- the stage --------------------------------------------------------------------------------------
 
 @dataclass
@@ -556,6 +567,9 @@ def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
     fig, _ = plots.image_grid([Image.open(r["path"]) for r in sample], [r["name"] for r in sample], cols=3,
                               grid_lines=False)
     plots.save(fig, out / A.FIGURES, "sample", close=True)
+    for source in cfg.sources:  # a MemeQA split's questions, as a dataset folder 06 evaluates
+        if source["kind"] == "memeqa":
+            memeqa_dataset(source["json"], source["images"], A.dataset_folder(out, f"memeqa_{Path(source['json']).stem}"))
     labelled = [r for r in manifest if r.get("label") in ("satirical", "non_satirical")]
     yesbut = yesbut_datasets(manifest, A.dataset_folder(out, "yesbut"), seed=cfg.seed) \
         if cfg.yesbut_dataset and labelled else None

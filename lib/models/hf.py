@@ -2,7 +2,7 @@
 
 Spec keys (all but ``name`` optional)::
 
-    {backend: hf, name: Qwen/Qwen2-VL-7B-Instruct,   # hub id or local folder
+    {backend: hf, name: Qwen/Qwen2-VL-7B-Instruct,   # hub id or local folder (a LoRA adapter folder too)
      dtype: bfloat16,          # auto | float32 | bfloat16 | float16
      device_map: auto,         # accelerate placement; "cpu" on machines without a GPU
      batch_size: 16, revision: main, gguf_file: null, attn_implementation: null,
@@ -116,6 +116,11 @@ class HFModel(Model):
         from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
         path = self.resolve_path()
+        adapter = Path(path) / "adapter_config.json"
+        if adapter.exists():  # stage 05's LoRA output: the base model it names, with the adapter on top
+            path_adapter, path = path, json.loads(adapter.read_text())["base_model_name_or_path"]
+        else:
+            path_adapter = None
         kw = {k: self.spec[k] for k in ("revision", "gguf_file", "attn_implementation") if self.spec.get(k)}
         dtype = self.spec.get("dtype", "auto")
         dtype = dtype if dtype == "auto" else getattr(torch, dtype)
@@ -130,8 +135,12 @@ class HFModel(Model):
         self.is_vlm = config.model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
         cls = AutoModelForImageTextToText if self.is_vlm else AutoModelForCausalLM
         self.model = cls.from_pretrained(path, dtype=dtype, device_map=device_map, **kw).eval()
+        if path_adapter is not None:
+            from peft import PeftModel
+
+            self.model = PeftModel.from_pretrained(self.model, path_adapter).eval()
         if self.is_vlm:
-            self.processor = _load_processor(path, config.model_type, kw)
+            self.processor = _load_processor(path_adapter or path, config.model_type, kw)
             self.tokenizer = self.processor.tokenizer
         else:
             self.tokenizer = self.processor = AutoTokenizer.from_pretrained(path, **kw)
