@@ -78,3 +78,46 @@ def test_images_travel_as_data_urls_and_usage_and_cost_are_recorded(server, imag
     assert r.cost_usd == pytest.approx((110 * 2.0 + 5 * 8.0) / 1e6)
     again = generate(model, [Request.simple("what is this?", [images[0]])], store=store, progress=False)
     assert again.n_cached == 1 and again[0].cost_usd == r.cost_usd
+
+
+class _WrappedModel(OpenAIStub):
+    """A model outside transformers served the way the README tells MiniGPT-4 users to: a small
+    OpenAI-compatible server around its own answer function (here the tiny LLaVA's, a stand-in)."""
+
+    def __init__(self, answer):
+        super().__init__()
+        self.answer = answer
+
+    async def _chat(self, request):
+        import io
+
+        from aiohttp import web
+        from PIL import Image
+
+        body = await request.json()
+        self.bodies.append(body)
+        parts = body["messages"][-1]["content"]
+        text = " ".join(p["text"] for p in parts if p.get("type") == "text")
+        images = [Image.open(io.BytesIO(base64.b64decode(p["image_url"]["url"].split(",", 1)[1])))
+                  for p in parts if p.get("type") == "image_url"]
+        content = self.answer(text, images, body.get("max_tokens") or 8)
+        return web.json_response({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                  "choices": [{"index": 0, "finish_reason": "stop",
+                                               "message": {"role": "assistant", "content": content}}],
+                                  "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+
+def test_a_model_outside_transformers_is_evaluated_through_its_own_server(tiny_llava, images, monkeypatch):
+    monkeypatch.setenv("MINIGPT4_KEY", "sk-local")
+
+    def answer(text, imgs, max_tokens):  # what a wrapper around MiniGPT-4's Chat.answer would do
+        return generate(tiny_llava, [Request.simple(text, imgs, max_new_tokens=max_tokens)], progress=False)[0].text
+
+    reqs = [Request.simple(f"Question {i}: what colour is the shape?", [images[i % len(images)]], max_new_tokens=5)
+            for i in range(4)]
+    with _WrappedModel(answer) as server:
+        served = load_model({"backend": "openai", "name": "minigpt4", "base_url": server.url,
+                             "api_key_env": "MINIGPT4_KEY"})
+        got = generate(served, reqs, progress=False)
+    assert len(server.bodies) == 4 and all(b["model"] == "minigpt4" for b in server.bodies)
+    assert [r.text for r in got] == [r.text for r in generate(tiny_llava, reqs, progress=False)]  # what the model says
