@@ -366,7 +366,9 @@ def shortcut_summary(audit: pd.DataFrame) -> pd.DataFrame:
     macro = table.groupby(level="dataset").mean(numeric_only=True)
     macro["single-answer questions"] = table.groupby(level="dataset")["single-answer questions"].sum()
     macro.index = pd.MultiIndex.from_tuples([(d, "macro") for d in macro.index], names=["dataset", "type"])
-    return pd.concat([table, macro]).sort_index(level="dataset", sort_remaining=False).reset_index()
+    out = pd.concat([table, macro]).sort_index(level="dataset", sort_remaining=False).reset_index()
+    out["single-answer questions"] = out["single-answer questions"].astype("Int64")  # a count, blank where none
+    return out
 
 
 def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
