@@ -5,6 +5,10 @@ bookkeeping) with a discriminator behind a local OpenAI-compatible server on 127
 picks option A (right exactly when the shuffle put the answer first), then a rerun of the finished
 run: ``discriminator_calls`` must equal the sum of active questions over the iterations, and
 ``rerun_calls`` must be 0.
+
+Then the generator's cost when it runs locally: AF-style JSON-schema requests (the options schema)
+to SmolLM2 one at a time and as one batch, ``REPS`` times each, medians and their ratio; the
+answers must be identical.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.openai_server import OpenAIStub  # noqa: E402
 
 N_MEMES = 40
+N_JSON, REPS = 12, 3
 
 
 def skeletons(image: str) -> list[af.Skeleton]:
@@ -65,7 +70,32 @@ def main() -> dict:
                   "discriminator_calls": sum(r["discriminator_calls"] for r in rows),
                   "sum_active": sum(r["active"] for r in rows), "server_requests": first,
                   "rerun_calls": len(server.bodies) - first, "seconds": round(seconds, 2)}
+    result["structured_output"] = structured_output()
     return record("af", result)
+
+
+def structured_output() -> dict:
+    """SmolLM2 under the AF options schema: one request at a time vs one batch (no call cache)."""
+    import statistics
+
+    from lib.af.engine import options_schema
+    from lib.models import Constraint, Request, generate
+
+    model = load_model({"backend": "tiny", "name": "smollm2"})
+    reqs = [Request.simple(f"The meme's intent is: to mock people who queue {i} hours for a phone. Write 3 wrong "
+                           f"intents. Reply with JSON only.", max_new_tokens=96,
+                           constraint=Constraint(json_schema=options_schema(3))) for i in range(N_JSON)]
+    generate(model, reqs[:2], batch_size=2, progress=False)  # load and warm up
+    times, texts = {"one_at_a_time": [], "batched": []}, {}
+    for _ in range(REPS):
+        for mode, size in (("one_at_a_time", 1), ("batched", N_JSON)):
+            start = time.perf_counter()
+            texts[mode] = [r.text for r in generate(model, reqs, batch_size=size, progress=False)]
+            times[mode].append(time.perf_counter() - start)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"requests": N_JSON, "reps": REPS, **{f"{k}_median_s": round(v, 2) for k, v in med.items()},
+            "speedup": round(med["one_at_a_time"] / med["batched"], 2),
+            "identical_answers": texts["one_at_a_time"] == texts["batched"]}
 
 
 if __name__ == "__main__":

@@ -66,8 +66,8 @@ class TrainConfig(config.StageConfig):
     groups: list = field(default_factory=lambda: ["np"])
     forms: list = field(default_factory=lambda: ["original"])
     eval_levels: list = field(default_factory=lambda: [1])
-    # the validation metric that picks best/: "auto" = the task's headline (MemeQA's macro average of
-    # exact match over its question types for mcq datasets, accuracy otherwise), or "accuracy" / "macro"
+    # the validation metric that picks best/: "auto" = the task's own (Task.validation_metric: MemeQA's
+    # macro average of exact match over its question types for mcq, accuracy otherwise), or by hand
     select_by: str = "auto"
     train_types: list = field(default_factory=list)  # train only on these question types; empty: all of `types`
     train_targets: list = field(default_factory=list)  # train only on questions describing these attributes
@@ -171,7 +171,7 @@ def _read_split(source: str, cfg: TrainConfig) -> tuple[list[Item], Path]:
 
 def _keep(cfg: TrainConfig, it: Item) -> bool:
     """The Scrapbook filters (type, group, form, no absurd questions); other tasks keep every item."""
-    if not it.task.startswith("scrapbook"):
+    if not task_of(it).scene_questions:
         return True
     return it.meta.get("type") in cfg.types and it.meta.get("group") in cfg.groups \
         and it.meta.get("form") in cfg.forms and it.meta.get("absurd") is not True
@@ -218,7 +218,7 @@ def load_examples(cfg: TrainConfig) -> tuple[dict[str, list[Example]], dict]:
     for part, it, root in assigned:
         if it.images[0] in bad:
             continue
-        if part != "train" and it.task.startswith("scrapbook") and it.meta.get("level") not in cfg.eval_levels:
+        if part != "train" and task_of(it).scene_questions and it.meta.get("level") not in cfg.eval_levels:
             continue
         if part == "train" and ((cfg.train_targets and set(target_kind(it.meta).split("+")) - set(cfg.train_targets))
                                 or (cfg.train_types and it.meta.get("type") not in cfg.train_types)):
@@ -360,7 +360,7 @@ def _accuracies(examples: list[Example], hits: list[bool]) -> dict:
         kind = question_type(e.meta)
         per_type.setdefault(kind, []).append(hit)
         keys = ["accuracy", f"accuracy_{kind}"]
-        if e.item.task.startswith("scrapbook"):
+        if task_of(e.item).scene_questions:
             keys.append(f"accuracy_{kind}_{target_kind(e.meta)}")
         for key in keys:
             groups.setdefault(key, []).append(hit)
@@ -374,7 +374,8 @@ def selection_metric(cfg: TrainConfig, examples: list[Example]) -> str:
     """The validation metric that picks ``best/`` (see ``TrainConfig.select_by``)."""
     if cfg.select_by != "auto":
         return cfg.select_by
-    return "macro" if examples and all(e.item.task == "mcq" for e in examples) else "accuracy"
+    wanted = {task_of(e.item).validation_metric for e in examples}
+    return wanted.pop() if len(wanted) == 1 else "accuracy"  # tasks that disagree: the micro average
 
 
 def majority_baseline(train: list[Example], test: list[Example]) -> dict:

@@ -116,6 +116,12 @@ class Task:
 
     name: str = ""
     open_answer: bool = False  # free-text answers against references (what LAVE judges)
+    # questions generated from a scene record (Scrapbook): training may filter them by type, group,
+    # form and level, and report them by target kind
+    scene_questions: bool = False
+    # the validation metric stage 05 picks its best checkpoint by (a key of its accuracy table):
+    # "accuracy" (micro) or "macro" (the mean over question types)
+    validation_metric: str = "accuracy"
 
     # --- asking -----------------------------------------------------------------------------------
     def choices(self, item: Item) -> tuple[str, ...] | None:

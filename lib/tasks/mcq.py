@@ -71,6 +71,7 @@ def format_options(options: list[str]) -> str:
 
 class MultipleChoice(Task):
     name = "mcq"
+    validation_metric = "macro"  # MemeQA selects by the dev macro average over its question types
 
     def choices(self, item: Item) -> tuple[str, ...]:
         if not item.options:

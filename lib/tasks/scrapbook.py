@@ -47,6 +47,7 @@ def scrapbook_frame(preds, items: list[Item], spaces: dict | None = None) -> pd.
 
 class ScrapbookQA(Task):
     name = "scrapbook.qa"
+    scene_questions = True
 
     def choices(self, item):
         if item.meta.get("form") == "enumerated" and item.meta.get("alternatives"):
