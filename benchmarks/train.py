@@ -1,6 +1,8 @@
 """Training benchmark (``make bench``): tokens per second and peak memory of the demo training
-setup (tiny LLaVA at 56x56, full fine-tuning, batch 16) on this machine, over a fixed number of steps.
-Runs in a fresh subprocess so the peak RSS is the training's own. Writes outputs/bench/train.json.
+setup (tiny LLaVA at 56x56, full fine-tuning, batch 16) on this machine, over a fixed number of steps,
+with the decoded-image cache (the default) and without it (``image_cache_mb: 0``, every step decodes
+its PNGs). Each runs in a fresh subprocess so the peak RSS is the training's own. Writes
+outputs/bench/train.json.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ demo = json.loads(sys.argv[1])
 tmp = tempfile.mkdtemp()
 generate(ScrapbookParams.from_dict({**demo["scrapbook"], "n_sets": 2}), tmp + "/data", progress=False)  # 04's train set
 cfg = TrainConfig(model=demo["model"], dataset=tmp + "/data", full_finetune=True, lr=demo["lr"], warmup_steps=10,
-                  max_steps=int(sys.argv[2]), batch_size=demo["batch_size"], eval_every=10**9, checkpoint_every=10**9)
+                  max_steps=int(sys.argv[2]), batch_size=demo["batch_size"], eval_every=10**9, checkpoint_every=10**9,
+                  image_cache_mb=int(sys.argv[3]))
 summary = train(cfg, tmp + "/out", progress=False)
 hwm = next(int(l.split()[1]) / 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:"))
 print(json.dumps({"steps": summary["steps"], "train_seconds": summary["train_seconds"],
@@ -37,14 +40,20 @@ def main() -> dict:
     demo = yaml.safe_load((PARAMS / "05_train.demo.yaml").read_text())
     # the demo's training scenes are made by stage 04 (its `sets.train`)
     demo["scrapbook"] = yaml.safe_load((PARAMS / "04_scrapbook.demo.yaml").read_text())["sets"]["train"]
-    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(demo), str(STEPS)], capture_output=True, text=True,
-                       check=True)
-    child = json.loads(r.stdout.strip().splitlines()[-1])
+    runs = {}
+    for label, cache_mb in (("cached", 1024), ("uncached", 0)):
+        r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(demo), str(STEPS), str(cache_mb)],
+                           capture_output=True, text=True, check=True)
+        runs[label] = json.loads(r.stdout.strip().splitlines()[-1])
+    child = runs["cached"]
     result = {"setup": {"model": demo["model"], "batch_size": demo["batch_size"], "full_finetune": True},
               "steps": child["steps"], "train_seconds": child["train_seconds"],
               "train_tokens_per_second": child["tokens_per_second"],
               "examples_per_second": round(child["steps"] * demo["batch_size"] / child["train_seconds"], 1),
-              "peak_rss_mb": round(child["peak_rss_mb"], 1)}
+              "peak_rss_mb": round(child["peak_rss_mb"], 1),
+              "uncached_tokens_per_second": runs["uncached"]["tokens_per_second"],
+              "uncached_peak_rss_mb": round(runs["uncached"]["peak_rss_mb"], 1),
+              "image_cache_speedup": round(child["tokens_per_second"] / runs["uncached"]["tokens_per_second"], 2)}
     return record("train", result)
 
 

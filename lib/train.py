@@ -97,6 +97,7 @@ class TrainConfig(config.StageConfig):
     mixed_precision: str = "auto"  # auto (bf16 where the GPU has it), no, bf16, fp16
     val_max_new_tokens: int = 8  # validation decodes like evaluation: free text unless the task has a closed set
     max_test: int = 1000  # held-out questions for the base / trained / majority comparison
+    image_cache_mb: int = 1024  # decoded training images kept in memory (least recently used out; 0: decode every step)
     resume: bool = True  # continue from checkpoint/ when it was made with the same settings
     seed: int = 0
 
@@ -113,7 +114,7 @@ class TrainConfig(config.StageConfig):
 
     def settings(self) -> dict:
         """What a checkpoint must share with the run that resumes it."""
-        return {k: v for k, v in asdict(self).items() if k not in ("resume", "max_test", "max_seconds")}
+        return {k: v for k, v in asdict(self).items() if k not in ("resume", "max_test", "max_seconds", "image_cache_mb")}
 
 
 @dataclass
@@ -231,8 +232,37 @@ def load_examples(cfg: TrainConfig) -> tuple[dict[str, list[Example]], dict]:
     return out, report
 
 
+class ImageCache:
+    """Decoded training images, least recently used out past ``max_mb`` of pixels, so a training
+    step decodes no PNG it has decoded before (a budget of steps draws each image many times).
+    Hand-written: functools.lru_cache bounds entries, not bytes, and images differ in size."""
+
+    def __init__(self, max_mb: int):
+        from collections import OrderedDict
+
+        self.max_bytes, self.bytes, self.hits, self.misses = max_mb * 2**20, 0, 0, 0
+        self._images: OrderedDict = OrderedDict()
+
+    def __call__(self, path: str):
+        image = self._images.get(path)
+        if image is not None:
+            self._images.move_to_end(path)
+            self.hits += 1
+            return image
+        self.misses += 1
+        image = load_image(path)
+        size = image.width * image.height * len(image.getbands())
+        if size <= self.max_bytes:
+            self._images[path] = image
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, old = self._images.popitem(last=False)
+                self.bytes -= old.width * old.height * len(old.getbands())
+        return image
+
+
 def collate(examples: list[Example], processor, eos: str, question_first: bool = False,
-            encoder_decoder: bool = False, spec: dict | None = None):
+            encoder_decoder: bool = False, spec: dict | None = None, images=load_image):
     """Right-padded inputs with labels on the answer tokens (+ end of turn) only. The prompt is the
     task's own (:meth:`Task.prompt`), in the same image/question order and chat template as at
     evaluation (:class:`lib.models.hf.HFModel`'s). An encoder-decoder model reads the prompt with
@@ -246,9 +276,9 @@ def collate(examples: list[Example], processor, eos: str, question_first: bool =
     fmt = (spec or {}).get("prompt_format", "{text}")
     texts = [chat_prompt(processor, [{"role": "user", "content": user_content(
         task_of(e.item).prompt(e.item, e.root).text, [None], question_first)}], fmt) for e in examples]
-    images = [load_image(e.image) for e in examples]
+    pictures = [images(e.image) for e in examples]  # ``images``: a loader, e.g. an ImageCache
     nested = processor.__class__.__name__.startswith(("Idefics", "SmolVLM"))
-    enc = processor(text=texts, images=[[im] for im in images] if nested else images, return_tensors="pt",
+    enc = processor(text=texts, images=[[im] for im in pictures] if nested else pictures, return_tensors="pt",
                     padding=True)
     answers = [tok.encode(e.answer + eos, add_special_tokens=False) for e in examples]
     if encoder_decoder:
@@ -423,6 +453,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
     model, processor, model_info = prepare_model(cfg)
     eos = processor.tokenizer.eos_token
     encdec = is_encoder_decoder(model)
+    cache = ImageCache(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else load_image
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if cfg.epochs > 0:  # passes over the training split, as whole steps
@@ -480,7 +511,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
             pick = np.random.default_rng([cfg.seed, step, micro, acc.process_index]).choice(
                 len(train_set), cfg.batch_size, replace=len(train_set) < cfg.batch_size)
             batch = collate([train_set[i] for i in pick], processor, eos, wants_question_first(cfg.model),
-                            encoder_decoder=encdec, spec=cfg.model)
+                            encoder_decoder=encdec, spec=cfg.model, images=cache)
             batch = {k: v.to(acc.device) for k, v in batch.items()}
             with acc.accumulate(model):
                 try:
@@ -527,7 +558,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
         write_curve(out)
     summary = {"steps": state["step"], "train_seconds": round(state["train_seconds"], 1), "tokens": state["tokens"],
                "tokens_per_second": round(state["tokens"] / max(state["train_seconds"], 1e-9), 1),
-               "best_val_accuracy": state["best"], "selected_by": select, "model": model_info, "data": report, "config": asdict(cfg),
+               "best_val_accuracy": state["best"], "selected_by": select, "model": model_info,
+               "image_cache": {"hits": cache.hits, "misses": cache.misses, "mb": round(cache.bytes / 2**20, 1)}
+               if isinstance(cache, ImageCache) else None, "data": report, "config": asdict(cfg),
                "mixed_precision": precision, "processes": acc.num_processes}
     return summary
 

@@ -328,3 +328,14 @@ def test_an_epoch_budget_and_the_originals_constant_learning_rate(dataset, tmp_p
     assert summary["steps"] == int(np.ceil(0.5 * len(data["train"]) / cfg.batch_size))
     lrs = {round(json.loads(line)["lr"], 9) for line in open(tmp_path / "e" / "curve.jsonl")}
     assert lrs == {cfg.lr}
+
+
+def test_the_image_cache_trains_the_same_model_without_decoding_images_again(dataset, tmp_path):
+    cached = train(_cfg(dataset, max_steps=4, eval_every=100, checkpoint_every=100), tmp_path / "c", progress=False)
+    plain = train(_cfg(dataset, max_steps=4, eval_every=100, checkpoint_every=100, image_cache_mb=0), tmp_path / "p",
+                  progress=False)
+    loss = lambda d: [json.loads(line)["loss"] for line in open(tmp_path / d / "curve.jsonl")]  # noqa: E731
+    assert loss("c") == loss("p")  # the same pixels, the same batches: the same training
+    info = cached["image_cache"]
+    assert 0 < info["misses"] <= len({e.image for e in load_examples(_cfg(dataset))[0]["train"]})  # each image decoded once
+    assert info["hits"] > 0 and info["hits"] + info["misses"] == 4 * 4 and plain["image_cache"] is None
