@@ -112,3 +112,21 @@ def test_structured_output_is_batched_with_the_same_answers_as_one_at_a_time(nam
     assert all(len(r.parsed["options"]) == 2 + i % 2 for i, r in enumerate(batched) if r.valid)
     if name == "smollm2":  # a real LM closes its JSON; the random tiny VLM may run out of tokens first
         assert sum(r.valid for r in batched) >= 3
+
+
+@pytest.mark.parametrize("kind", ["smollm2", "llava", "llava_next", "idefics3"])
+def test_loglik_from_one_prefill_equals_encoding_every_choice_whole(kind, images, monkeypatch):
+    """The prompt and its image encoded once, the choices scored from its cache: the same scores
+    (1e-4) as encoding each (prompt, choice) row whole, in a batch of prompts of different lengths."""
+    from lib.models.hf import HFModel
+
+    model = load_model({"backend": "tiny", "name": kind})
+    c = Constraint(choices=("red", "green", "a blue circle", "no"), method="loglik")
+    reqs = [Request.simple(f"Question {i}: what colour is the shape?" + " Look closely." * i,
+                           [] if kind == "smollm2" else [images[i % len(images)]], constraint=c) for i in range(5)]
+    assert model.load()._can_prefill()
+    fast = generate(model, reqs, batch_size=5, progress=False)
+    monkeypatch.setattr(HFModel, "_can_prefill", lambda self: False)
+    whole = generate(model, reqs, batch_size=5, progress=False)
+    for a, b in zip(fast, whole):
+        assert a.scores == pytest.approx(b.scores, abs=1e-4) and a.parsed == b.parsed

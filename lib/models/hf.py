@@ -31,6 +31,9 @@ from lib.models.base import Model
 from lib.schema import CONSTRAINED_LOGLIK, CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Request, Response
 
 _NESTED_IMAGES = {"idefics2", "idefics3", "smolvlm", "mllama"}  # processors wanting one list per sample
+# VLMs whose forward continues from a KV cache without the images (log-likelihood from one prefill);
+# Qwen-VL's rotary positions and BLIP-2 / Kosmos-2 / Florence-2's image inputs need the whole row
+_PREFILL_TYPES = {"llava", "llava_next", "idefics3"}
 
 
 def _local_fingerprint(path: Path) -> dict:
@@ -246,10 +249,15 @@ class HFModel(Model):
         return responses
 
     def _loglik(self, batch: list[Request]) -> list[Response]:
-        """Score every choice's tokens after the prompt; answer the most likely (sum of log-probs)."""
+        """Score every choice's tokens after the prompt; answer the most likely (sum of log-probs).
+        Where the model can continue from a cache without its images (text LMs, LLaVA, LLaVA-NeXT,
+        Idefics3), the prompt and its images are encoded once and every choice is scored from the
+        cached prefix (:meth:`_loglik_prefill`); elsewhere each (prompt, choice) row is encoded whole."""
         import torch
 
         start = time.perf_counter()
+        if self._can_prefill():
+            return self._loglik_prefill(batch, start)
         rows = [(r, c) for r in batch for c in r.constraint.choices]
         enc = self._encode([r for r, _ in rows])
         choice_ids = [self.tokenizer.encode(c, add_special_tokens=False) for _, c in rows]
@@ -272,6 +280,36 @@ class HFModel(Model):
         with torch.inference_mode():
             logits = self.model(**enc).logits[:, prompt_len - 1:-1].float()
         return self._best_choices(batch, logits, suffix, suffix_mask, enc, choice_ids, start, prompt_part=True)
+
+    def _can_prefill(self) -> bool:
+        return not self.encoder_decoder and (not self.is_vlm or self._model_type in _PREFILL_TYPES)
+
+    def _loglik_prefill(self, batch: list[Request], start: float) -> list[Response]:
+        """One prefill per request: the prompt (images included) is encoded once, its KV cache is
+        repeated for the request's choices, and every choice's tokens are scored from it - the same
+        positions and attention as encoding each row whole, at a fraction of the cost."""
+        import torch
+
+        enc = self._encode(batch)
+        with torch.inference_mode():
+            prefix = self.model(**enc, use_cache=True)
+        rows = [(b, c) for b, r in enumerate(batch) for c in r.constraint.choices]
+        idx = torch.tensor([b for b, _ in rows], device=self.model.device)
+        cache = prefix.past_key_values
+        cache.reorder_cache(idx)  # one copy of the request's prefix per choice
+        choice_ids = [self.tokenizer.encode(c, add_special_tokens=False) for _, c in rows]
+        width = max(map(len, choice_ids))
+        pad = self.tokenizer.pad_token_id
+        suffix = torch.tensor([ids + [pad] * (width - len(ids)) for ids in choice_ids], device=self.model.device)
+        suffix_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in choice_ids],
+                                   device=self.model.device)
+        prompt_mask = enc["attention_mask"][idx]
+        with torch.inference_mode():
+            tail = self.model(input_ids=suffix, attention_mask=torch.cat([prompt_mask, suffix_mask], dim=1),
+                              past_key_values=cache, use_cache=False).logits
+        logits = torch.cat([prefix.logits[:, -1][idx].unsqueeze(1), tail[:, :-1]], dim=1).float()
+        return self._best_choices(batch, logits, suffix, suffix_mask, {"attention_mask": prompt_mask}, choice_ids,
+                                  start)
 
     def _best_choices(self, batch, logits, suffix, suffix_mask, enc, choice_ids, start, prompt_part=False):
         """The most likely choice per request from the logits that predict each choice's tokens."""
