@@ -57,7 +57,9 @@ def layout(image: Image.Image) -> Layout:
     (``SEAM_SHARPNESS`` times the steps beside it: two pictures abutting on a straight line, not the
     slanted edge of an object in a photo). Inside ``CENTRE``: a gutter, else a seam, else a wide uniform run covering
     the middle (two white stick-figure backgrounds meeting: uniform backgrounds are no evidence
-    against two panels) = two panels, cut at the one nearest the middle. None there but boundaries
+    against two panels) = two panels, cut at the gutter that stands out most from the columns on
+    both its sides (a uniform strip inside one picture, a night sky, does not), else at the seam or
+    background nearest the middle. None there but boundaries
     near both thirds = three panels. Nothing = unverified: the layout promises two panels, so
     :func:`split` cuts at the middle unless told to refuse."""
     w, h = image.size
@@ -67,7 +69,13 @@ def layout(image: Image.Image) -> Layout:
     n = gray.shape[1]
     uniform = (np.abs(gray - np.median(gray, axis=0)) <= UNIFORM_TOLERANCE).mean(axis=0) >= UNIFORM_SHARE
     runs = _runs(uniform)
-    gutters = [(a + b - 1) / 2 / n for a, b in runs if a > 0.02 * n and b < 0.98 * n and b - a <= 0.1 * n]
+    narrow = [(a, b) for a, b in runs if a > 0.02 * n and b < 0.98 * n and b - a <= 0.1 * n]
+    # a gutter between panels stands out from both sides (white beside pictures); a uniform strip of
+    # one picture (a night sky) runs on into similar columns: the most contrasted gutters come first
+    contrast = {(a, b): min(float(np.abs(gray[:, a] - gray[:, a - 1]).mean()),
+                            float(np.abs(gray[:, b - 1] - gray[:, b]).mean())) for a, b in narrow}
+    narrow.sort(key=lambda r: -contrast[r])
+    gutters = [(a + b - 1) / 2 / n for a, b in narrow]
     covering = [(a + b - 1) / 2 / n for a, b in runs if a < CENTRE[1] * n and b > CENTRE[0] * n]
     # seams at full resolution (a resize blurs a one-pixel step away): the mean step to the next column
     step = np.abs(np.diff(gray_full, axis=1)).mean(axis=0)
@@ -77,7 +85,8 @@ def layout(image: Image.Image) -> Layout:
     inside = lambda xs: [x for x in xs if CENTRE[0] <= x <= CENTRE[1]]  # noqa: E731
     for kind, found in (("gutter", inside(gutters)), ("seam", inside(seams)), ("background", inside(covering))):
         if found:  # a gutter first, then where two pictures abut, then where two backgrounds meet
-            x = min(found, key=lambda x: abs(x - 0.5))
+            # the most contrasted gutter; a seam or background nearest the middle
+            x = found[0] if kind == "gutter" else min(found, key=lambda x: abs(x - 0.5))
             return Layout(2, int(round(x * w)), f"{kind} at {x:.0%} of the width")
     at = lambda f: any(abs(x - f) <= THIRDS_SLACK for x in gutters + seams)  # noqa: E731
     if at(1 / 3) and at(2 / 3):

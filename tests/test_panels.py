@@ -89,3 +89,16 @@ def test_completion_grid_marks_the_missing_cell():
     assert (top_left > 200).mean() < 0.5
     with pytest.raises(ValueError, match="missing"):
         panels.completion_grid(_photo(3), _photo(4), _photo(5), _photo(6), missing="left")
+
+
+def test_a_uniform_strip_inside_a_picture_is_not_taken_for_the_gutter():
+    """A night sky has star-free columns - uniform, like a gutter - nearer the middle of the pair
+    than the real gutter; the real one is the white strip that stands out from both its sides."""
+    rng = np.random.default_rng(3)
+    sky = np.full((120, 200), 12, np.uint8)
+    for x in range(200):
+        if not 150 <= x < 160:  # a star-free strip at 46-49% of the pair's width
+            sky[rng.choice(120, 8, replace=False), x] = 200
+    pair = panels.compose(Image.fromarray(np.stack([sky] * 3, -1)), _photo(8, (120, 120)), gutter=8)
+    found = panels.layout(pair)
+    assert found.panels == 2 and 200 <= found.cut <= 208, found  # the white gutter, at 61-63%
