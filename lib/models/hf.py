@@ -76,6 +76,7 @@ class HFModel(Model):
         self.batch_size = int(spec.get("batch_size", 8))
         self.model = self.processor = self.tokenizer = None
         self.is_vlm = False
+        self.padding = (0, 0)  # (pad tokens, all tokens) this model has encoded: how much batching pads
 
     @classmethod
     def from_loaded(cls, model, processor, spec: dict | None = None) -> "HFModel":
@@ -202,6 +203,8 @@ class HFModel(Model):
             kwargs["images"] = flat
         enc = self.processor(**kwargs) if self.is_vlm else self.processor(texts, return_tensors="pt", padding=True,
                                                                             add_special_tokens=False)
+        mask = enc["attention_mask"]
+        self.padding = (self.padding[0] + int((mask == 0).sum()), self.padding[1] + int(mask.numel()))
         enc = enc.to(self.model.device)
         if "pixel_values" in enc:
             enc["pixel_values"] = enc["pixel_values"].to(self.model.dtype)

@@ -50,11 +50,23 @@ def generate(model: Model, requests: list[Request], store=None, batch_size: int 
     return results
 
 
+def _batch_order(request: Request) -> tuple:
+    """Requests of one kind (constraint, settings, images) and similar prompt length next to each
+    other, so a batch pads little. Answers are keyed by request, so the order changes no result;
+    greedy answers do not depend on the batch (tested), sampled ones are drawn per batch."""
+    c = request.constraint
+    kind = "free" if c is None else "json" if c.json_schema is not None else str(c.method)
+    text = sum(len(m["content"]) if isinstance(m["content"], str) else
+               sum(len(p.get("text", "")) for p in m["content"]) for m in request.messages)
+    return kind, sorted(request.settings().items()), len(request.images()), text
+
+
 def _compute(model: Model, todo: list[str], first: dict, done: dict, store, owner: str | None,
              batch_size: int | None, bar) -> int:
     """Make the calls ``todo`` in batches, storing each result (and releasing its claim) as it completes."""
     fp = model.fingerprint
     size = max(1, batch_size or model.batch_size)
+    todo = sorted(todo, key=lambda k: _batch_order(first[k]))  # similar requests share a batch: less padding
     for start in range(0, len(todo), size):
         chunk = todo[start:start + size]
         batch = [first[k] for k in chunk]
