@@ -263,17 +263,13 @@ class HFModel(Model):
             return self._loglik_prefill(batch, start)
         rows = [(r, c) for r in batch for c in r.constraint.choices]
         enc = self._encode([r for r, _ in rows])
-        choice_ids = [self.tokenizer.encode(c, add_special_tokens=False) for _, c in rows]
-        width = max(map(len, choice_ids))
-        pad = self.tokenizer.pad_token_id
-        suffix = torch.tensor([ids + [pad] * (width - len(ids)) for ids in choice_ids], device=self.model.device)
-        suffix_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in choice_ids], device=self.model.device)
+        suffix, suffix_mask = self._choice_tensors([c for _, c in rows])
         prompt_len = enc["input_ids"].shape[1]
         if self.encoder_decoder:  # the choice is the decoder's target: its log-likelihood given the prompt
             labels = suffix.masked_fill(suffix_mask == 0, -100)
             with torch.inference_mode():
                 logits = self.model(**enc, labels=labels).logits.float()
-            return self._best_choices(batch, logits, suffix, suffix_mask, enc, choice_ids, start)
+            return self._best_choices(batch, logits, suffix, suffix_mask, enc["attention_mask"].sum(-1), start)
         for name in list(enc.keys()):  # per-token tensors (ids, mask, token types) grow by the suffix
             t = enc[name]
             if name == "pixel_values" or not hasattr(t, "shape") or t.dim() != 2 or t.shape[1] != prompt_len:
@@ -282,7 +278,19 @@ class HFModel(Model):
             enc[name] = torch.cat([t, extra.to(t.dtype)], dim=1)
         with torch.inference_mode():
             logits = self.model(**enc).logits[:, prompt_len - 1:-1].float()
-        return self._best_choices(batch, logits, suffix, suffix_mask, enc, choice_ids, start, prompt_part=True)
+        prompt_tokens = enc["attention_mask"].sum(-1) - suffix_mask.sum(-1)  # the rows grew by the choices
+        return self._best_choices(batch, logits, suffix, suffix_mask, prompt_tokens, start)
+
+    def _choice_tensors(self, choices: list[str]):
+        """Each choice's token ids, right padded, and their mask (one row per choice)."""
+        import torch
+
+        ids = [self.tokenizer.encode(c, add_special_tokens=False) for c in choices]
+        width = max(map(len, ids))
+        pad = self.tokenizer.pad_token_id
+        rows = torch.tensor([i + [pad] * (width - len(i)) for i in ids], device=self.model.device)
+        mask = torch.tensor([[1] * len(i) + [0] * (width - len(i)) for i in ids], device=self.model.device)
+        return rows, mask
 
     def _can_prefill(self) -> bool:
         return not self.encoder_decoder and (not self.is_vlm or self._model_type in _PREFILL_TYPES)
@@ -300,22 +308,17 @@ class HFModel(Model):
         idx = torch.tensor([b for b, _ in rows], device=self.model.device)
         cache = prefix.past_key_values
         cache.reorder_cache(idx)  # one copy of the request's prefix per choice
-        choice_ids = [self.tokenizer.encode(c, add_special_tokens=False) for _, c in rows]
-        width = max(map(len, choice_ids))
-        pad = self.tokenizer.pad_token_id
-        suffix = torch.tensor([ids + [pad] * (width - len(ids)) for ids in choice_ids], device=self.model.device)
-        suffix_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in choice_ids],
-                                   device=self.model.device)
+        suffix, suffix_mask = self._choice_tensors([c for _, c in rows])
         prompt_mask = enc["attention_mask"][idx]
         with torch.inference_mode():
             tail = self.model(input_ids=suffix, attention_mask=torch.cat([prompt_mask, suffix_mask], dim=1),
                               past_key_values=cache, use_cache=False).logits
         logits = torch.cat([prefix.logits[:, -1][idx].unsqueeze(1), tail[:, :-1]], dim=1).float()
-        return self._best_choices(batch, logits, suffix, suffix_mask, {"attention_mask": prompt_mask}, choice_ids,
-                                  start)
+        return self._best_choices(batch, logits, suffix, suffix_mask, prompt_mask.sum(-1), start)
 
-    def _best_choices(self, batch, logits, suffix, suffix_mask, enc, choice_ids, start, prompt_part=False):
-        """The most likely choice per request from the logits that predict each choice's tokens."""
+    def _best_choices(self, batch, logits, suffix, suffix_mask, prompt_tokens, start):
+        """The most likely choice per request from the logits that predict each choice's tokens
+        (one row per choice; ``prompt_tokens``: each row's prompt length)."""
         import torch
 
         logp = torch.log_softmax(logits, dim=-1).gather(-1, suffix.unsqueeze(-1)).squeeze(-1)
@@ -327,8 +330,7 @@ class HFModel(Model):
             k += len(scores)
             best = max(scores, key=scores.get)
             responses.append(Response(text=best, parsed=best, method=CONSTRAINED_LOGLIK, valid=True, scores=scores,
-                                      prompt_tokens=int(enc["attention_mask"][k - 1].sum())
-                                      - (len(choice_ids[k - 1]) if prompt_part else 0), latency_s=elapsed))
+                                      prompt_tokens=int(prompt_tokens[k - 1]), latency_s=elapsed))
         return responses
 
     def _json_batch(self, batch: list[Request]) -> list[Response]:
@@ -418,27 +420,25 @@ def _load_processor(path: str, model_type: str, kw: dict):
                        f"AutoProcessor gave {type(processor).__name__}: {error}")
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=None)
+def image_only_processor_class(name: str):
+    """transformers' processor ``name`` (Qwen2VLProcessor, Qwen2_5_VLProcessor) without its video
+    slot: the stock one needs torchvision, which cannot import beside the CPU torch pinned here
+    (ENVIRONMENT.md), and images never need it. Built on first use (importing transformers at
+    import time would cost seconds) and once per process."""
+    import transformers
+
+    base = getattr(transformers, name)
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        base.__init__(self, image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
+
+    return type(f"Tiny{name}", (base,), {"__init__": __init__})
+
+
 def qwen2_vl_processor_class():
-    """Qwen2VLProcessor without its video slot: the stock one needs torchvision, which cannot
-    import beside the CPU torch pinned here (ENVIRONMENT.md), and images never need it. Built on first
-    use (importing transformers at import time would cost seconds) and once per process."""
-    from transformers import Qwen2VLProcessor
-
-    class TinyQwen2VLProcessor(Qwen2VLProcessor):
-        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-            super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
-
-    return TinyQwen2VLProcessor
+    return image_only_processor_class("Qwen2VLProcessor")
 
 
-@lru_cache(maxsize=1)
 def qwen2_5_vl_processor_class():
-    """Qwen2_5_VLProcessor without its video slot, for the same reason as :func:`qwen2_vl_processor_class`."""
-    from transformers import Qwen2_5_VLProcessor
-
-    class TinyQwen2_5_VLProcessor(Qwen2_5_VLProcessor):
-        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-            super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
-
-    return TinyQwen2_5_VLProcessor
+    return image_only_processor_class("Qwen2_5_VLProcessor")

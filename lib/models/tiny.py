@@ -119,26 +119,36 @@ def _build_llava(tok, image_size: int = IMAGE_SIZE, patch: int = PATCH):
     return LlavaForConditionalGeneration(config), processor
 
 
-def _build_qwen2_vl(tok):
-    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+def _build_qwen_vl(tok, version: str = "2"):
+    """Qwen2-VL (``version="2"``) or Qwen2.5-VL (``"2.5"``: window attention in its vision tower),
+    with 8x8 patches of 14 px merged into 16 image tokens."""
+    import transformers as T
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
+    if version == "2":
+        Config, Model, text_type, processor_cls = (T.Qwen2VLConfig, T.Qwen2VLForConditionalGeneration, "qwen2_vl_text",
+                                                   qwen2_vl_processor_class())
+        vision = {"depth": 2, "embed_dim": 64, "hidden_size": 128, "num_heads": 4, "mlp_ratio": 2}
+    else:
+        Config, Model, text_type, processor_cls = (T.Qwen2_5_VLConfig, T.Qwen2_5_VLForConditionalGeneration,
+                                                   "qwen2_5_vl_text", qwen2_5_vl_processor_class())
+        vision = {"depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 4, "out_hidden_size": 128,
+                  "window_size": 56, "fullatt_block_indexes": [1]}
     text = _text_config(tok).to_dict()
-    text.update(model_type="qwen2_vl_text", rope_parameters={"rope_type": "default", "mrope_section": [4, 6, 6], "rope_theta": 10000.0})
-    config = Qwen2VLConfig(
+    text.update(model_type=text_type, rope_parameters={"rope_type": "default", "mrope_section": [4, 6, 6], "rope_theta": 10000.0})
+    config = Config(
         text_config=text,
-        vision_config={"depth": 2, "embed_dim": 64, "hidden_size": 128, "num_heads": 4, "mlp_ratio": 2,
-                       "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_channels": 3},
+        vision_config={**vision, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_channels": 3},
         image_token_id=tok.convert_tokens_to_ids("<|image_pad|>"),
         video_token_id=tok.convert_tokens_to_ids("<|video_pad|>"),
         vision_start_token_id=tok.convert_tokens_to_ids("<|vision_start|>"),
         vision_end_token_id=tok.convert_tokens_to_ids("<|vision_end|>"),
         tie_word_embeddings=True,
     )
-    side = 112  # 8x8 patches of 14 -> 16 merged image tokens
+    side = 112
     image_processor = Qwen2VLImageProcessorPil(min_pixels=side * side, max_pixels=side * side, patch_size=14, merge_size=2)
-    processor = qwen2_vl_processor_class()(image_processor=image_processor, tokenizer=tok, chat_template=tok.chat_template)
-    return Qwen2VLForConditionalGeneration(config), processor
+    processor = processor_cls(image_processor=image_processor, tokenizer=tok, chat_template=tok.chat_template)
+    return Model(config), processor
 
 
 def _build_idefics3(tok):
@@ -231,30 +241,6 @@ def _build_llava_next(tok):
     return LlavaNextForConditionalGeneration(config), processor
 
 
-def _build_qwen2_5_vl(tok):
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-
-    text = _text_config(tok).to_dict()
-    text.update(model_type="qwen2_5_vl_text",
-                rope_parameters={"rope_type": "default", "mrope_section": [4, 6, 6], "rope_theta": 10000.0})
-    config = Qwen2_5_VLConfig(
-        text_config=text,
-        vision_config={"depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 4, "out_hidden_size": 128,
-                       "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_channels": 3,
-                       "window_size": 56, "fullatt_block_indexes": [1]},
-        image_token_id=tok.convert_tokens_to_ids("<|image_pad|>"),
-        video_token_id=tok.convert_tokens_to_ids("<|video_pad|>"),
-        vision_start_token_id=tok.convert_tokens_to_ids("<|vision_start|>"),
-        vision_end_token_id=tok.convert_tokens_to_ids("<|vision_end|>"),
-        tie_word_embeddings=True,
-    )
-    side = 112
-    image_processor = Qwen2VLImageProcessorPil(min_pixels=side * side, max_pixels=side * side, patch_size=14, merge_size=2)
-    processor = qwen2_5_vl_processor_class()(image_processor=image_processor, tokenizer=tok, chat_template=tok.chat_template)
-    return Qwen2_5_VLForConditionalGeneration(config), processor
-
-
 def _build_kosmos2(tok):
     """Kosmos-2: a ViT, 8 latent queries, a Magneto-style decoder; the processor adds its grounding and
     1,024 patch-index tokens to the tokenizer, so the text model's vocabulary is sized after it."""
@@ -305,8 +291,8 @@ def _build_florence2(tok):
     return Florence2ForConditionalGeneration(config), processor
 
 
-_BUILDERS = {"llava": _build_llava, "qwen2_vl": _build_qwen2_vl, "idefics3": _build_idefics3,
-             "llava_next": _build_llava_next, "qwen2_5_vl": _build_qwen2_5_vl,
+_BUILDERS = {"llava": _build_llava, "qwen2_vl": _build_qwen_vl, "idefics3": _build_idefics3,
+             "llava_next": _build_llava_next, "qwen2_5_vl": lambda tok: _build_qwen_vl(tok, "2.5"),
              "blip2_opt": lambda tok: _blip_family(tok, "opt", instruct=False),
              "blip2_t5": lambda tok: _blip_family(tok, "t5", instruct=False),
              "instructblip_llama": lambda tok: _blip_family(tok, "llama", instruct=True),
