@@ -443,11 +443,9 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
         if key not in halves:
             path = out / "images" / f"{rec['id']}_{side}.png"
             if not path.exists():
-                image = load_image(rec["path"])
-                x = rec["layout"]["cut"] if rec.get("layout") else None  # where 01's layout check cut it
-                left, right = (image.crop((0, 0, x, image.height)), image.crop((x, 0, image.width, image.height))) \
-                    if x else split(image)
-                (left if side == "left" else right).save(path)
+                # where 01's layout check cut it (records collected before it: checked now)
+                halves_ = split(load_image(rec["path"]), at=(rec.get("layout") or {}).get("cut"))
+                halves_[0 if side == "left" else 1].save(path)
             halves[key] = str(path)
         return halves[key]
 

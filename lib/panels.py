@@ -63,9 +63,9 @@ def layout(image: Image.Image) -> Layout:
     near both thirds = three panels. Nothing = unverified: the layout promises two panels, so
     :func:`split` cuts at the middle unless told to refuse."""
     w, h = image.size
-    gray_full = np.asarray(image.convert("L"), dtype=np.float32)
-    small_h = max(1, round(h * PROFILE_WIDTH / w))
-    gray = np.asarray(image.convert("L").resize((PROFILE_WIDTH, small_h)), dtype=np.float32)
+    grey = image.convert("L")
+    gray_full = np.asarray(grey, dtype=np.float32)
+    gray = np.asarray(grey.resize((PROFILE_WIDTH, max(1, round(h * PROFILE_WIDTH / w)))), dtype=np.float32)
     n = gray.shape[1]
     uniform = (np.abs(gray - np.median(gray, axis=0)) <= UNIFORM_TOLERANCE).mean(axis=0) >= UNIFORM_SHARE
     runs = _runs(uniform)
@@ -99,15 +99,16 @@ def find_gutter(image: Image.Image) -> int:
     return layout(image).cut
 
 
-def split(image: Image.Image, require_two: bool = False) -> tuple[Image.Image, Image.Image]:
+def split(image: Image.Image, require_two: bool = False, at: int | None = None) -> tuple[Image.Image, Image.Image]:
     """(left, right) halves, cut where the panels meet (:func:`layout`; the middle when no boundary
-    was found). ``require_two``: raise :class:`NotTwoPanels` instead for an image not verified as two
-    panels."""
-    found = layout(image)
-    if require_two and found.flagged:
-        raise NotTwoPanels(f"not two panels side by side: {found.evidence}")
-    x = found.cut
-    return image.crop((0, 0, x, image.height)), image.crop((x, 0, image.width, image.height))
+    was found), or at ``at`` (a cut found before, e.g. stored by stage 01). ``require_two``: raise
+    :class:`NotTwoPanels` instead for an image not verified as two panels."""
+    if at is None:
+        found = layout(image)
+        if require_two and found.flagged:
+            raise NotTwoPanels(f"not two panels side by side: {found.evidence}")
+        at = found.cut
+    return image.crop((0, 0, at, image.height)), image.crop((at, 0, image.width, image.height))
 
 
 def _fit(image: Image.Image, height: int) -> Image.Image:
