@@ -46,7 +46,6 @@ from lib.tasks import task_of, wants_question_first
 # schema keyword, not a regex repeat (servers' grammar engines refuse large repeat counts).
 OPTION_PATTERN = r"^[A-Za-z0-9\"'(][^\[\]{}#<>|\\\n]+$"
 OPTION_MAX_LENGTH = 300
-VARIANTS = ("none-minus", "none-plus")  # the release's two forms of every question
 
 
 def options_schema(n: int) -> dict:
@@ -491,20 +490,10 @@ def filter_questions(skeletons: list[Skeleton], generator, discriminators: list,
     return state
 
 
-def final_items(state: dict, variant: str = "none-minus") -> list[Item]:
+def final_items(state: dict) -> list[Item]:
     """Accepted and never-fooled questions as mcq Items (options with their origins, the iteration a
-    question was accepted in, its distractor history) in the form they were filtered in
-    (``variant="none-minus"``), or as their None+ twins (``"none-plus"``, :func:`plus_variant`;
-    only for a run that filtered without NOTA, as the release did). Questions that never got options
-    are left out."""
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    if variant == "none-plus":
-        cfg = state["config"]
-        if cfg.get("none_of_the_above") and cfg.get("nota_position") != "release":
-            raise ValueError("this run filtered with an extra 'None of the above' (nota_position "
-                             f"{cfg.get('nota_position')!r}): its questions have no None+ twin to derive")
-        return [plus_variant(i, cfg.get("seed", 0)) for i in final_items(state)]
+    question was accepted in, its distractor history) in the form they were filtered in (their None+
+    twins: :func:`plus_variant`). Questions that never got options are left out."""
     items = []
     for q in state["questions"].values():
         qs = QState(**q)
