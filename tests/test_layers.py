@@ -16,7 +16,7 @@ LAYERS = [
     {"answers", "provenance", "io", "store", "artifacts", "config"},
     {"models"},
     {"tasks", "panels", "metrics", "plots", "report"},
-    set(STAGES),
+    set(STAGES) | {"export"},  # export: datasets handed to other harnesses (a tool beside the stages)
     {"pipeline"},
 ]
 

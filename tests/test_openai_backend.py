@@ -121,3 +121,54 @@ def test_a_model_outside_transformers_is_evaluated_through_its_own_server(tiny_l
         got = generate(served, reqs, progress=False)
     assert len(server.bodies) == 4 and all(b["model"] == "minigpt4" for b in server.bodies)
     assert [r.text for r in got] == [r.text for r in generate(tiny_llava, reqs, progress=False)]  # what the model says
+
+
+def test_every_schema_the_project_sends_compiles_on_vllm_engines():
+    """Closed objects, anchored patterns, repeat counts xgrammar accepts: the AF options schema for
+    every option count stage 03 asks for and the choice schema every closed answer set becomes."""
+    from lib.af.engine import options_schema
+    from lib.models.api import response_format, schema_problems
+
+    sent = [options_schema(n) for n in range(1, 6)]
+    sent += [response_format(Request.simple("q", constraint=Constraint(choices=c)))["json_schema"]["schema"]
+             for c in (("yes", "no"), ("A", "B", "C", "D"), ("1", "2", "3"))]
+    assert all(schema_problems(s) == [] for s in sent), [schema_problems(s) for s in sent]
+    # and the check itself finds what the engines trip on, naming where
+    loose = {"type": "object", "properties": {"o": {"type": "array", "items": {"type": "string",
+                                                                              "pattern": "[a-z]{1,160}"}}}}
+    problems = schema_problems(loose)
+    assert problems[0] == "$: object without additionalProperties: false"
+    assert any("$.properties.o.items.pattern: not anchored" in p for p in problems)
+    assert any("repeat count 160 > 128" in p for p in problems)
+
+
+def test_a_grammar_failure_is_not_retried_a_plain_500_is(server):
+    reqs = [Request.simple("schema too big [[grammar500]]", constraint=Constraint(choices=("yes", "no"))),
+            Request.simple("flaky [[500x1]]")]
+    bad, flaky = generate(_model(server), reqs, progress=False)
+    assert server.attempts["schema too big [[grammar500]]"] == 1
+    assert bad.method == "error" and not bad.valid and "xgrammar" in bad.error
+    assert flaky.valid and server.attempts["flaky [[500x1]]"] == 2
+
+
+def test_cache_key_knows_what_the_server_serves():
+    """Same URL and name, other weights behind it (vLLM's /v1/models root) or another label: other
+    keys, so no cached answer of one setup is served for another."""
+    from lib.schema import fingerprint
+
+    served = {"id": "stub-vlm", "root": "/models/a", "max_model_len": 2048}
+    with OpenAIStub(models=[served, {"id": "other", "root": "/models/c"}]) as s:
+        a = _model(s)
+        assert a.server_identity() == served
+        fp_a = a.fingerprint
+        assert _model(s).fingerprint == fp_a  # stable for one setup
+        assert _model(s, label="guidance-engine").fingerprint != fp_a
+        s.models = [{**served, "root": "/models/b"}]
+        fp_b = _model(s).fingerprint
+        s.models = [{**served, "max_model_len": 4096}]
+        fp_len = _model(s).fingerprint
+        s.models = None  # a server without /v1/models: the spec alone, as before
+        bare = _model(s)
+        assert bare.server_identity() == {}
+        assert len({fp_a, fp_b, fp_len, bare.fingerprint}) == 4
+        assert bare.fingerprint == fingerprint({"backend": "openai", "name": "stub-vlm", "base_url": s.url})

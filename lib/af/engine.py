@@ -51,7 +51,7 @@ OPTION_MAX_LENGTH = 300
 def options_schema(n: int) -> dict:
     """``{"options": [n phrases]}``: what the generator must return (enforced by constrained decoding
     locally and by ``response_format`` on servers; validated again on parsing)."""
-    return {"type": "object", "required": ["options"], "properties": {"options": {
+    return {"type": "object", "required": ["options"], "additionalProperties": False, "properties": {"options": {
         "type": "array", "minItems": n, "maxItems": n,
         "items": {"type": "string", "pattern": OPTION_PATTERN, "maxLength": OPTION_MAX_LENGTH}}}}
 

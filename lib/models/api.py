@@ -21,7 +21,17 @@ the call cache or logs. Requests run concurrently (asyncio, at most ``concurrenc
 (``max_retries``). A call that still fails is recorded as ``method="error"`` with the error text and
 the rest of the batch completes. Images travel as base64 data URLs of the original file bytes.
 Choices and JSON schemas are sent as ``response_format`` json_schema (vLLM and OpenAI enforce it);
-the answer is then parsed and checked, and kept raw and marked invalid when it does not conform.
+the answer is then parsed and checked again here against the same schema, and kept raw and marked
+invalid when it does not conform. Every schema the project sends passes :func:`schema_problems`
+(it compiles on vLLM's xgrammar and guidance engines alike); a 500 whose body names a grammar
+failure is not retried (the same schema fails the same way every time).
+
+The call cache knows a server by its spec (``name``, ``base_url``, ``label``...) and, for a
+``base_url`` server that answers ``GET /models``, by what the server says about the model it
+serves (``id``, ``root``: the weights' folder, ``max_model_len``): a different checkpoint behind
+the same URL and name gets new cache keys. Engine flags are not visible there (the
+structured-output backend, ``disable_any_whitespace``, dtype): set the spec's ``label`` when
+they change.
 """
 
 from __future__ import annotations
@@ -82,6 +92,58 @@ def response_format(request: Request) -> dict | None:
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+# xgrammar (vLLM's default structured-output engine) refuses a regex repeat count above this.
+MAX_PATTERN_REPEAT = 128
+_REPEAT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
+
+
+def schema_problems(schema: dict, where: str = "$") -> list[str]:
+    """Why ``schema`` may not compile, or may mean something else, on vLLM's engines (empty: fine).
+
+    Checked: every object closes its properties (``additionalProperties: false``: xgrammar and
+    guidance differ on the default), every ``pattern`` is anchored (``^...$``: the engines differ on
+    unanchored ones) and repeats at most :data:`MAX_PATTERN_REPEAT` times (xgrammar's limit; use
+    ``maxLength`` for a length). A hand-written walk: no validator checks portability."""
+    problems = []
+    if not isinstance(schema, dict):
+        return problems
+    if schema.get("type") == "object" or "properties" in schema:
+        if schema.get("additionalProperties") is not False:
+            problems.append(f"{where}: object without additionalProperties: false")
+    pattern = schema.get("pattern")
+    if pattern is not None:
+        if not (pattern.startswith("^") and pattern.endswith("$")):
+            problems.append(f"{where}.pattern: not anchored with ^...$: {pattern!r}")
+        counts = [int(x) for m in _REPEAT.finditer(pattern) for x in m.groups() if x]
+        if counts and max(counts) > MAX_PATTERN_REPEAT:
+            problems.append(f"{where}.pattern: repeat count {max(counts)} > {MAX_PATTERN_REPEAT} "
+                            f"(xgrammar refuses it; use maxLength): {pattern!r}")
+    for key in ("properties", "$defs", "definitions", "patternProperties"):
+        for name, sub in (schema.get(key) or {}).items():
+            problems += schema_problems(sub, f"{where}.{key}.{name}")
+    for key in ("items", "additionalProperties", "not", "contains"):
+        if isinstance(schema.get(key), dict):
+            problems += schema_problems(schema[key], f"{where}.{key}")
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        for i, sub in enumerate(schema.get(key) or []):
+            problems += schema_problems(sub, f"{where}.{key}[{i}]")
+    return problems
+
+
+# What vLLM's 500s say when a grammar engine cannot compile the request's schema.
+_GRAMMAR_FAILURE = re.compile(r"grammar|xgrammar|guidance|llguidance|structured.output|json.schema", re.I)
+
+
+def grammar_failure(response) -> bool:
+    """Is this HTTP response a server error about the request's grammar (never worth a retry)?"""
+    if response.status_code < 500:
+        return False
+    try:
+        body = response.text
+    except Exception:  # a streamed body not read yet: cannot tell
+        return False
+    return bool(_GRAMMAR_FAILURE.search(body))
+
 
 def response_image(response: Response):
     """The image an images-endpoint response names (a PIL image)."""
@@ -112,13 +174,39 @@ class OpenAIModel(Model):
                              f"(letters, digits, _), not a key; the value given is not shown")
         self.concurrency = int(spec.get("concurrency", 16))
         self.batch_size = int(spec.get("batch_size", 4 * self.concurrency))
+        self._identity: dict | None = None
 
     @property
     def fingerprint(self) -> str:
-        # Prices and throughput knobs do not change answers; the endpoint and model do.
+        # Prices and throughput knobs do not change answers; the endpoint, the model and the weights
+        # the server says it serves do.
         keep = {k: v for k, v in self.spec.items() if k in ("backend", "name", "base_url", "revision", "label",
                                                              "endpoint", "size")}
+        served = self.server_identity()
+        if served:
+            keep["served"] = served
         return fingerprint(keep)
+
+    def server_identity(self) -> dict:
+        """What a ``base_url`` server's ``GET /models`` says about this model (``id``, ``root``,
+        ``max_model_len``; vLLM gives all three), asked once; empty when there is no ``base_url``,
+        the server does not answer or does not list the model."""
+        if self._identity is None:
+            self._identity = {}
+            base = self.spec.get("base_url")
+            if base and self.spec.get("endpoint") != "images":
+                from openai import OpenAI, OpenAIError
+
+                try:
+                    with OpenAI(base_url=base, api_key=self._api_key(), max_retries=1,
+                                timeout=float(self.spec.get("timeout_s", 60))) as client:
+                        listed = [m.model_dump() for m in client.models.list()]
+                except (OpenAIError, ValueError, TypeError, AttributeError):
+                    listed = []
+                for m in listed:
+                    if m.get("id") == self.spec.get("name"):
+                        self._identity = {k: m[k] for k in ("id", "root", "max_model_len") if m.get(k) is not None}
+        return self._identity
 
     def _api_key(self) -> str:
         env = self.spec.get("api_key_env", "OPENAI_API_KEY")
@@ -136,7 +224,11 @@ class OpenAIModel(Model):
     def _client(self):
         from openai import AsyncOpenAI
 
-        return AsyncOpenAI(
+        class Client(AsyncOpenAI):
+            def _should_retry(self, response) -> bool:  # the openai client's retry rule, minus grammar failures
+                return not grammar_failure(response) and super()._should_retry(response)
+
+        return Client(
             base_url=self.spec.get("base_url"), api_key=self._api_key(),
             max_retries=int(self.spec.get("max_retries", 5)), timeout=float(self.spec.get("timeout_s", 60)),
         )

@@ -7,9 +7,12 @@ succeeds, ``[[malformed]]`` returns broken JSON for a structured request, ``[[re
 exactly TEXT (a scripted model, garbage included), ``[[html]]`` answers 200 with an HTML page (a
 ``base_url`` without ``/v1``), ``[[nochoices]]`` a completion with ``choices: []``, ``[[length]]``
 a reply cut off by the token limit (``finish_reason: length``), ``[[echo401]]`` a 401 whose message
-repeats the Authorization header (as some servers do), ``[[echokey]]`` a reply that does. Otherwise a structured request gets
-``{"answer": <first enum value>}`` and a free one ``echo: <text>``. ``POST /v1/images/generations``
-returns a small PNG (the images API of the style-variant stage).
+repeats the Authorization header (as some servers do), ``[[echokey]]`` a reply that does,
+``[[grammar500]]`` the 500 vLLM answers when its grammar engine cannot compile the request's schema.
+Otherwise a structured request gets ``{"answer": <first enum value>}`` and a free one
+``echo: <text>``. ``POST /v1/images/generations`` returns a small PNG (the images API of the
+style-variant stage). ``GET /v1/models`` lists ``models`` (vLLM's fields: id, root,
+max_model_len) when given, else answers 404 as servers without the route do.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ _REPLY = re.compile(r"\[\[reply:(.*?)\]\]", re.DOTALL)
 
 
 class OpenAIStub:
-    def __init__(self, delay_s: float = 0.0, stall_s: float = 30.0):
-        self.delay_s, self.stall_s = delay_s, stall_s
+    def __init__(self, delay_s: float = 0.0, stall_s: float = 30.0, models: list[dict] | None = None):
+        self.delay_s, self.stall_s, self.models = delay_s, stall_s, models
         self.attempts: Counter = Counter()
         self.auth_headers: set[str] = set()
         self.bodies: list[dict] = []
@@ -50,6 +53,11 @@ class OpenAIStub:
             m = _MARK.search(text)
             if "[[always500]]" in text or (m and m.group(1) == "500" and n <= int(m.group(2))):
                 return web.json_response({"error": {"message": "boom"}}, status=500)
+            if "[[grammar500]]" in text:  # vLLM 0.32's body when xgrammar refuses a schema
+                return web.json_response({"error": {
+                    "message": "Failed to compile grammar for request: xgrammar cannot compile the JSON schema "
+                               "(pattern repeat count 160 exceeds the limit)", "type": "InternalServerError",
+                    "param": None, "code": 500}}, status=500)
             if m and m.group(1) == "429" and n <= int(m.group(2)):
                 return web.json_response({"error": {"message": "slow down"}}, status=429)
             if m and m.group(1) == "timeout" and n <= int(m.group(2)):
@@ -86,6 +94,12 @@ class OpenAIStub:
         finally:
             self.in_flight -= 1
 
+    async def _models(self, request: web.Request) -> web.Response:
+        if self.models is None:
+            return web.json_response({"error": {"message": "not found"}}, status=404)
+        return web.json_response({"object": "list", "data": [{"object": "model", "created": 0, "owned_by": "vllm", **m}
+                                                             for m in self.models]})
+
     async def _image(self, request: web.Request) -> web.Response:
         """``POST /v1/images/generations``: a PNG whose grey level encodes the prompt's length."""
         import base64
@@ -108,6 +122,7 @@ class OpenAIStub:
             app = web.Application(client_max_size=64 * 2**20)
             app.router.add_post("/v1/chat/completions", self._chat)
             app.router.add_post("/v1/images/generations", self._image)
+            app.router.add_get("/v1/models", self._models)
             self._runner = web.AppRunner(app)
             self._loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, "127.0.0.1", 0)
