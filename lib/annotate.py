@@ -108,6 +108,24 @@ def _ls_result(field: str, value) -> dict:
     return {"from_name": field, "to_name": "image", "type": "textarea", "value": {"text": [text]}}
 
 
+def label_studio_config() -> str:
+    """The labelling config (Label Studio's XML) of the annotation schema: yes/no and closed
+    fields as single choices, free text, lists (one per line) and targets (JSON) as text areas,
+    named like the fields, so exported results read back with :func:`import_label_studio`."""
+    from xml.sax.saxutils import quoteattr
+
+    parts = ['<View>', '  <Image name="image" value="$image"/>']
+    for f in FIELDS:
+        parts.append(f"  <Header value={quoteattr(f.help or f.name)}/>")
+        if f.kind in ("bool", "choice"):
+            values = ("Yes", "No") if f.kind == "bool" else f.choices
+            options = "".join(f"<Choice value={quoteattr(str(v))}/>" for v in values)
+            parts.append(f'  <Choices name="{f.name}" toName="image" choice="single">{options}</Choices>')
+        else:
+            parts.append(f'  <TextArea name="{f.name}" toName="image" maxSubmissions="1"/>')
+    return "\n".join(parts + ["</View>"]) + "\n"
+
+
 def export_label_studio(store: AnnotationStore, images: dict[str, str]) -> list[dict]:
     """Label Studio tasks with their annotations (one per annotator), images by URL/path."""
     latest = store.latest()
@@ -137,7 +155,9 @@ def _ls_value(f, r: dict):
 
 
 def import_label_studio(tasks: list[dict], store: AnnotationStore) -> int:
-    """Append the annotations of Label Studio tasks (as exported above or by Label Studio) to ``store``.
+    """Append the annotations of Label Studio tasks (as exported above or by Label Studio) to ``store``;
+    an annotation Label Studio exports is credited to ``label-studio-user-<id>`` (its user id), its
+    predictions (pre-annotations) are not read.
     Only the exact choices the export writes are accepted ("Maybe" is no bool); a malformed task or
     result raises naming its index, before anything of that task is saved. Results for fields
     outside the schema (other labelling configs) are left out."""
@@ -147,8 +167,8 @@ def import_label_studio(tasks: list[dict], store: AnnotationStore) -> int:
             item = t["data"].get("item") or str(t["id"])
             parsed = []
             for ann in t.get("annotations", []):
-                who = ann.get("completed_by", {})
-                who = who.get("email") if isinstance(who, dict) else str(who)
+                who = ann.get("completed_by", {})  # ours: {"email": name}; Label Studio's export: a user id
+                who = who.get("email") if isinstance(who, dict) else f"label-studio-user-{who}"
                 values = {}
                 for j, r in enumerate(ann.get("result", [])):
                     if r.get("from_name") in FIELD_BY_NAME:
@@ -455,6 +475,7 @@ def run(cfg: AnnotateConfig, out: str | Path, call_store=None, progress: bool = 
         fig, _ = plots.panel_cuts(manifest, seed=cfg.seed)
         plots.save(fig, out / A.FIGURES, "panel_cuts", close=True)
     write_json(out / A.LABEL_STUDIO, export_label_studio(store, {r["id"]: r["path"] for r in panels}))
+    (out / A.LABEL_STUDIO_CONFIG).write_text(label_studio_config())
     summary = {"panels": len(panels), "manifest": len(manifest), "loaded_rows": loaded, "machine_rows": drafted,
                "annotated_items": int(store.table()["item"].nunique()), "variants": len(variants),
                "labelled_variants": len(labelled), "waiting_for_a_label": len(unlabelled),

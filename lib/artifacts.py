@@ -38,6 +38,7 @@ ANNOTATIONS = "annotations.jsonl"  # 02
 AGREEMENT = "agreement.csv"  # 02
 VARIANTS = "variants.jsonl"  # 02
 LABEL_STUDIO = "label_studio.json"  # 02
+LABEL_STUDIO_CONFIG = "label_studio_config.xml"  # 02: the labelling config those tasks fit
 ITERATIONS = "iterations.csv"  # 03
 AF_STATE = "state.json"  # 03
 MEMEQA_EXPORT = "memeqa"  # 03: none-minus.json and none-plus.json, as the release names its folders

@@ -131,3 +131,21 @@ def test_label_studio_import_accepts_only_what_the_export_writes(tmp_path):
     assert store.table()["connected"].tolist() == [True]  # the good task before it is kept, nothing of the bad one
     with pytest.raises(ValueError, match=r"task 0 \(id=None\): malformed"):
         A.import_label_studio([{"annotations": []}], store)
+
+
+def test_the_label_studio_config_names_every_field_as_the_export_writes_it():
+    import xml.etree.ElementTree as ET
+
+    from lib.annotate import label_studio_config
+    from lib.schema import FIELDS
+
+    view = ET.fromstring(label_studio_config())
+    controls = {c.get("name"): c for c in view if c.tag in ("Choices", "TextArea")}
+    assert list(controls) == [f.name for f in FIELDS]
+    assert view.find("Image").get("value") == "$image" and all(c.get("toName") == "image" for c in controls.values())
+    for f in FIELDS:  # the result types _ls_result writes: choices for yes/no and closed fields, text otherwise
+        c = controls[f.name]
+        if f.kind in ("bool", "choice"):
+            assert c.tag == "Choices" and [x.get("value") for x in c] == (["Yes", "No"] if f.kind == "bool" else list(f.choices))
+        else:
+            assert c.tag == "TextArea"

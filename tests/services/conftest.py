@@ -83,3 +83,8 @@ def vllm(vllm_python, servable_models, tmp_path_factory):
 def spec(server, **kw) -> dict:
     return {"backend": "openai", "name": server.argv[server.argv.index("--served-model-name") + 1],
             "base_url": server.base_url, "max_retries": 1, "timeout_s": 120, "concurrency": 16, **kw}
+
+
+@pytest.fixture(scope="session")
+def label_studio_python() -> str:
+    return _python("VQALAB_LABEL_STUDIO_PYTHON", "the Label Studio venv")

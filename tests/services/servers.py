@@ -104,3 +104,20 @@ def vllm_server(python: str, model: Path, served_name: str, log: Path, cores: st
     server = Server(f"vLLM ({served_name})", argv, f"http://127.0.0.1:{port}/v1/models", log, env=env)
     server.base_url = f"http://127.0.0.1:{port}/v1"
     return server
+
+
+def label_studio_server(python: str, data_dir: Path, files_root: Path, log: Path, token: str,
+                        password: str = "vqalab-test-pw") -> Server:
+    """``label-studio start`` on 127.0.0.1 with SQLite in ``data_dir``, serving local files under
+    ``files_root``, a user whose legacy API token is ``token`` (ENVIRONMENT.md's flags)."""
+    port = free_port()
+    exe = str(Path(python).with_name("label-studio"))
+    argv = [exe, "start", "--no-browser", "--internal-host", "127.0.0.1", "--port", str(port),
+            "--username", "test@example.com", "--password", password, "--user-token", token,
+            "--enable-legacy-api-token"]
+    env = {"HOME": str(data_dir), "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir), "LATEST_VERSION_CHECK": "false",
+           "COLLECT_ANALYTICS": "false", "LOCAL_FILES_SERVING_ENABLED": "true",
+           "LOCAL_FILES_DOCUMENT_ROOT": str(files_root)}
+    server = Server("Label Studio", argv, f"http://127.0.0.1:{port}/health", log, env=env, timeout_s=180)
+    server.base_url = f"http://127.0.0.1:{port}"
+    return server
