@@ -46,6 +46,34 @@ def test_free_text_choices_and_images(vllm, images):
     assert seen.prompt_tokens > blind.prompt_tokens  # the image reached the model as image tokens
 
 
+def test_every_schema_the_project_sends_compiles_on_both_vllm_engines(vllm_python, servable_models, tmp_path):
+    """vLLM's own validation and compilation (xgrammar and guidance, against SmolLM2's tokenizer),
+    offline: the AF options schema for every option count, every choice schema; and the two
+    shapes schema_problems flags fail on xgrammar exactly as the server does (guidance takes them)."""
+    import subprocess
+    from pathlib import Path
+
+    from lib.models.api import response_format
+
+    sent = {f"options_{n}": engine.options_schema(n) for n in range(1, 6)}
+    sent.update({f"choice_{'_'.join(c)}": response_format(Request.simple("q", constraint=Constraint(choices=c)))[
+        "json_schema"]["schema"] for c in (("yes", "no"), ("A", "B", "C", "D"), ("1", "2", "3"))})
+    string = {"type": "object", "required": ["a"], "additionalProperties": False}
+    flagged = {"repeat_160": {**string, "properties": {"a": {"type": "string", "pattern": "^[a-z]{1,160}$"}}},
+               "pattern_and_max_length": {**string, "properties": {"a": {"type": "string", "pattern": "^[a-z]+$",
+                                                                         "maxLength": 300}}}}
+    assert all(schema_problems(s) == [] for s in sent.values()) and all(schema_problems(s) for s in flagged.values())
+    (tmp_path / "schemas.json").write_text(json.dumps({**sent, **flagged}))
+    done = subprocess.run([vllm_python, str(Path(__file__).with_name("compile_schemas.py")), str(tmp_path / "schemas.json"),
+                           str(servable_models["text"])], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    compiled = json.loads(done.stdout.strip().splitlines()[-1])
+    for name in sent:
+        assert compiled[name] == {"xgrammar": None, "guidance": None}, (name, compiled[name])
+    for name in flagged:
+        assert compiled[name]["xgrammar"] is not None and compiled[name]["guidance"] is None, (name, compiled[name])
+
+
 def test_the_af_options_schema_compiles_on_the_default_engine(vllm):
     text = load_model(spec(vllm["text"]))
     n_options = (1, 3)
