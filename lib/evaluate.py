@@ -36,7 +36,8 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import config
-from lib.io import load_items, outside_images, read_jsonl, write_json, write_jsonl
+from lib.io import item_index, outside_images, read_items_at, read_jsonl, save_item_index, scan_items, write_json, \
+    write_jsonl
 from lib.metrics.consistency import EXACT_MODES
 from lib.metrics.lave import judge as lave_judge
 from lib.models import Request, generate, load_model
@@ -107,20 +108,15 @@ class EvalConfig(config.StageConfig):
 # --- items ----------------------------------------------------------------------------------------
 
 def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, list[Item]]]:
-    """Each dataset's folder and items (filtered by task, sampled to ``max_items``)."""
+    """Each dataset's folder and items (filtered by task, sampled to ``max_items``). The file is
+    streamed once: a sample keeps only each candidate's offset, unit and rank, then reads its own
+    lines (a 2,000-question sample of an 827,004-question Scrapbook set never holds the rest)."""
     out = {}
     for name, folder in cfg.datasets.items():
         folder = Path(folder)
         if not (folder / "items.jsonl").exists():
             raise FileNotFoundError(f"dataset {name!r}: {folder}/items.jsonl not found (check the `datasets` parameter)")
-        items = load_items(folder)
-        seen: dict[str, int] = {}
-        for line, it in enumerate(items, start=1):
-            if it.id in seen:
-                raise ValueError(f"dataset {name!r}: {folder}/items.jsonl has id {it.id!r} twice (lines {seen[it.id]} "
-                                 f"and {line}); ids must be unique within a dataset")
-            seen[it.id] = line
-        items = sample_items([it for it in items if not cfg.tasks or it.task in cfg.tasks], cfg.max_items, cfg.seed)
+        items = _select_items(name, folder, cfg)
         outside = outside_images(folder, items)
         if outside:
             listed = "; ".join(f"{i}: {im}" for i, im in outside[:5])
@@ -134,6 +130,63 @@ def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, list[Item]]]:
             raise ValueError(f"dataset {name!r} ({folder}): {len(bad)} image(s) of its items cannot be read: {listed}"
                              f"{' ...' if len(bad) > 5 else ''}")
         out[name] = (folder, items)
+    return out
+
+
+def _select_items(name: str, folder: Path, cfg: EvalConfig) -> list[Item]:
+    """One streaming pass: unique ids checked, the task filter applied, every item kept when
+    there is no ``max_items``, else only what :func:`sample_indices` needs; the id index is saved
+    for rescoring (:func:`items_for`)."""
+    seen: dict[str, int] = {}
+    offsets: list[int] = []
+    kept: list[Item] = []
+    cand_offsets: list[int] = []
+    units: list = []
+    ranks: list[float] = []
+    unit_ids: dict = {}
+    for line, (off, it) in enumerate(scan_items(folder), start=1):
+        if it.id in seen:
+            raise ValueError(f"dataset {name!r}: {folder}/items.jsonl has id {it.id!r} twice (lines {seen[it.id]} "
+                             f"and {line}); ids must be unique within a dataset")
+        seen[it.id] = line
+        offsets.append(off)
+        if cfg.tasks and it.task not in cfg.tasks:
+            continue
+        if not cfg.max_items:
+            kept.append(it)
+            continue
+        task = task_of(it)
+        unit = task.sample_unit(it)
+        units.append(None if unit is None else unit_ids.setdefault(unit, len(unit_ids)))
+        ranks.append(task.sample_rank(it))
+        cand_offsets.append(off)
+    save_item_index(folder, list(seen), offsets)
+    if not cfg.max_items:
+        return kept
+    return read_items_at(folder, [cand_offsets[i] for i in sample_indices(units, ranks, cfg.max_items, cfg.seed)])
+
+
+def items_for(cfg: EvalConfig, wanted: dict[str, set[str]]) -> dict[tuple[str, str], Item]:
+    """The items of each dataset whose ids are ``wanted`` (dataset -> ids), read by their offsets
+    (the cached id index): rescoring touches only the evaluated questions' lines. An id the
+    dataset does not have is left out (the caller names it)."""
+    out = {}
+    for name, ids in wanted.items():
+        if name not in cfg.datasets:
+            continue
+        folder = Path(cfg.datasets[name])
+        for rebuild in (False, True):
+            index = item_index(folder, rebuild=rebuild)
+            pairs = sorted((index[i], i) for i in ids if i in index)
+            try:
+                got = read_items_at(folder, [off for off, _ in pairs])
+            except ValueError:  # an offset inside a line: a stale index on the first pass
+                if rebuild:
+                    raise
+                continue
+            if [it.id for it in got] == [i for _, i in pairs]:
+                break  # else the file was rewritten in place with the same size and time: index it again
+        out.update({item_key(name, it.id): it for it in got})
     return out
 
 
@@ -151,32 +204,39 @@ def _key(p: Prediction) -> tuple[str, str]:
 
 
 def sample_items(items: list[Item], max_items: int, seed: int) -> list[Item]:
-    """At most ``max_items`` items, drawn with ``seed``. Items whose task groups them
-    (:meth:`Task.sample_unit`) are drawn by unit, lowest :meth:`Task.sample_rank` first, randomly
-    within a rank: Scrapbook's units are one query on one image chain with every version, so the
-    protocol's consistency and precedence checks stay whole and level gating starts from level 1."""
-    if not max_items or len(items) <= max_items:
-        return items
+    """At most ``max_items`` items, drawn with ``seed`` (see :func:`sample_indices`)."""
+    tasks = [task_of(it) for it in items]
+    units = [t.sample_unit(it) for t, it in zip(tasks, items)]
+    ranks = [t.sample_rank(it) for t, it in zip(tasks, items)]
+    return [items[i] for i in sample_indices(units, ranks, max_items, seed)]
+
+
+def sample_indices(units: list, ranks: list[float], max_items: int, seed: int) -> list[int]:
+    """Which of n candidates (in file order) a sample of at most ``max_items`` keeps, drawn with
+    ``seed``. Candidates whose task groups them (:meth:`Task.sample_unit`, here any hashable, None
+    for none) are drawn by unit, lowest :meth:`Task.sample_rank` first, randomly within a rank:
+    Scrapbook's units are one query on one image chain with every version, so the protocol's
+    consistency and precedence checks stay whole and level gating starts from level 1."""
+    n_items = len(units)
+    if not max_items or n_items <= max_items:
+        return list(range(n_items))
     rng = np.random.default_rng(seed)
-    units = [task_of(it).sample_unit(it) for it in items]
     if all(u is not None for u in units):
         groups: dict = defaultdict(list)
-        for it, unit in zip(items, units):
-            groups[unit].append(it)
+        for i, unit in enumerate(units):
+            groups[unit].append(i)
         keys = list(groups)
-        first = [groups[k][0] for k in keys]
-        order = sorted(range(len(keys)), key=lambda k, r=rng.random(len(keys)): (task_of(first[k]).sample_rank(first[k]),
-                                                                                 r[k]))
-        keep, n = set(), 0
+        r = rng.random(len(keys))
+        order = sorted(range(len(keys)), key=lambda k: (ranks[groups[keys[k]][0]], r[k]))
+        keep, n = [], 0
         for k in order:
             chunk = groups[keys[k]]
             if n + len(chunk) > max_items:
                 continue
-            keep.update(it.id for it in chunk)
+            keep.extend(chunk)
             n += len(chunk)
-        return [it for it in items if it.id in keep]
-    idx = sorted(rng.choice(len(items), size=max_items, replace=False))
-    return [items[i] for i in idx]
+        return sorted(keep)
+    return sorted(int(i) for i in rng.choice(n_items, size=max_items, replace=False))
 
 
 # --- asking ---------------------------------------------------------------------------------------
@@ -404,8 +464,11 @@ def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
     if not unverified:
         check_manifest(out, cfg)
     start = time.perf_counter()
-    items = items_by_key(load_eval_items(cfg))
     preds = [Prediction.from_dict(d) for d in read_jsonl(out / A.PREDICTIONS)]
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for p in preds:
+        wanted[p.meta.get("dataset", "")].add(p.item_id)
+    items = items_for(cfg, wanted)
     judgements = [Judgement.from_dict(d) for d in read_jsonl(out / A.JUDGEMENTS)] \
         if (out / A.JUDGEMENTS).exists() else []
     states: dict = {}

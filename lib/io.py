@@ -254,18 +254,89 @@ def save_dataset(folder: str | Path, items: Iterable[Item], info: dict) -> int:
     return n
 
 
-def load_items(folder: str | Path) -> list[Item]:
-    """The items of a dataset folder; a bad record raises naming the file and line."""
+def scan_items(folder: str | Path) -> Iterator[tuple[int, Item]]:
+    """``(byte offset, Item)`` of every record of a dataset's ``items.jsonl``, streamed (one line
+    in memory at a time); a bad record raises naming the file and line."""
     path = Path(folder) / "items.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{path}: not a dataset folder (no items.jsonl)")
-    items = []
-    for n, row in enumerate(read_jsonl(path), 1):
-        try:
-            items.append(Item.from_dict(row))
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{path}: record {n} is not a valid Item ({e})") from None
-    return items
+    with path.open("rb") as f:
+        offset, record = 0, 0
+        for line_no, line in enumerate(f, 1):
+            start, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            record += 1
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise JSONLError(f"{path}:{line_no}: malformed JSON line ({e.msg} at column {e.colno}); "
+                                 f"fix or remove that line") from None
+            try:
+                yield start, Item.from_dict(row)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{path}: record {record} is not a valid Item ({e})") from None
+
+
+def load_items(folder: str | Path) -> list[Item]:
+    """The items of a dataset folder; a bad record raises naming the file and line."""
+    return [it for _, it in scan_items(folder)]
+
+
+def read_items_at(folder: str | Path, offsets: Iterable[int]) -> list[Item]:
+    """The items whose lines start at ``offsets`` (from :func:`scan_items` or :func:`item_index`),
+    read by seeking: a sample of a large dataset costs its own lines only."""
+    path = Path(folder) / "items.jsonl"
+    out = []
+    with path.open("rb") as f:
+        for off in offsets:
+            f.seek(off)
+            line = f.readline()
+            try:
+                out.append(Item.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, TypeError, ValueError) as e:
+                raise ValueError(f"{path}: the record at byte {off} is not a valid Item ({e}); the file changed "
+                                 f"since it was indexed?") from None
+    return out
+
+
+def _index_path(folder: str | Path) -> Path:
+    from hashlib import sha256
+
+    from lib.paths import cache_dir
+
+    path = (Path(folder) / "items.jsonl").resolve()
+    st = path.stat()
+    return cache_dir("index") / f"{sha256(f'{path}|{st.st_size}|{st.st_mtime_ns}'.encode()).hexdigest()[:32]}.npz"
+
+
+def save_item_index(folder: str | Path, ids: list[str], offsets: list[int]) -> None:
+    """Keep a dataset's id -> line offset index (``outputs/cache/index/``, keyed by the file's path,
+    size and modification time, so an edited file is indexed again)."""
+    import numpy as np
+
+    target = _index_path(folder)
+    tmp = target.with_suffix(".tmp.npz")
+    np.savez(tmp, ids=np.frombuffer("\n".join(ids).encode(), dtype=np.uint8), offsets=np.asarray(offsets, dtype=np.int64))
+    os.replace(tmp, target)
+
+
+def item_index(folder: str | Path, rebuild: bool = False) -> dict[str, int]:
+    """id -> byte offset of every item of a dataset (cached; built by one streaming pass when the
+    cache has none for the file as it is now, or when ``rebuild``)."""
+    import numpy as np
+
+    path = _index_path(folder)
+    if path.exists() and not rebuild:
+        with np.load(path) as z:
+            ids = z["ids"].tobytes().decode().split("\n") if z["ids"].size else []
+            return dict(zip(ids, z["offsets"].tolist()))
+    ids, offsets = [], []
+    for off, it in scan_items(folder):
+        ids.append(it.id)
+        offsets.append(off)
+    save_item_index(folder, ids, offsets)
+    return dict(zip(ids, offsets))
 
 
 def load_dataset_info(folder: str | Path) -> dict:

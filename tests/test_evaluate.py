@@ -282,3 +282,26 @@ def test_each_task_can_have_its_own_answer_length():
     assert cfg.answer_tokens("yesbut.understanding") == 256 and cfg.answer_tokens("mcq") == 32
     with pytest.raises(ParamsError, match="yesbut.explain"):
         E.EvalConfig.from_params({"task_max_new_tokens": {"yesbut.explain": 64}}, source="06.yaml")
+
+
+@pytest.mark.parametrize("name,max_items", [("scrapbook", 40), ("mcq", 5), ("scrapbook", 0)])
+def test_a_streamed_sample_is_the_sample_of_the_whole_file(datasets, name, max_items):
+    """load_eval_items streams the file and reads back only the sampled lines: the same items, in
+    the same order, as sampling the fully loaded dataset (units kept whole for Scrapbook)."""
+    cfg = E.EvalConfig(datasets={name: datasets[name]}, max_items=max_items, seed=3)
+    streamed = E.load_eval_items(cfg)[name][1]
+    whole = E.sample_items(load_items(datasets[name]), max_items, 3)
+    assert [it.to_dict() for it in streamed] == [it.to_dict() for it in whole]
+    assert 0 < len(streamed) <= (max_items or len(load_items(datasets[name])))
+
+
+def test_the_id_index_follows_the_file(tmp_path):
+    from lib.io import item_index, read_items_at, save_dataset
+
+    items = [Item(id=f"q{i}", task="vqa.open", question=f"what is {i}?", images=[], answer=[str(i)]) for i in range(5)]
+    save_dataset(tmp_path, items, {"name": "t"})
+    index = item_index(tmp_path)
+    assert [it.id for it in read_items_at(tmp_path, [index["q3"], index["q0"]])] == ["q3", "q0"]
+    save_dataset(tmp_path, items[::-1][:3], {"name": "t"})  # rewritten: other offsets, fewer ids
+    index = item_index(tmp_path)
+    assert set(index) == {"q4", "q3", "q2"} and read_items_at(tmp_path, [index["q2"]])[0].question == "what is 2?"
