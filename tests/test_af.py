@@ -297,8 +297,8 @@ def test_the_answer_is_never_left_the_uniquely_shortest_or_longest():
     assert engine.pick_without_tell(["ban"], ["ignoring", "overlook", "dismiss"], 3) is None
     schema = engine.options_schema(3)["properties"]["options"]["items"]
     import re
-    long_quote = '"Wish you were here" is written on the postcard, ' * 6  # longer than any released option
-    assert re.match(schema["pattern"], long_quote) and not re.match(schema["pattern"], '{"options": ["a"]}')
+    assert re.match(schema["pattern"], '"Wish you were here" is written on the postcard') and schema["maxLength"] >= 300
+    assert not re.match(schema["pattern"], '{"options": ["a"]}')
 
 
 def test_rule_types_mix_the_true_target_with_the_opposite_and_never_offer_a_synonym():

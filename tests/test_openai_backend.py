@@ -129,9 +129,11 @@ def test_every_schema_the_project_sends_compiles_on_vllm_engines():
     from lib.af.engine import options_schema
     from lib.models.api import response_format, schema_problems
 
-    sent = [options_schema(n) for n in range(1, 6)]
-    sent += [response_format(Request.simple("q", constraint=Constraint(choices=c)))["json_schema"]["schema"]
-             for c in (("yes", "no"), ("A", "B", "C", "D"), ("1", "2", "3"))]
+    def sent_for(constraint):
+        return response_format(Request.simple("q", constraint=constraint))["json_schema"]["schema"]
+
+    sent = [sent_for(Constraint(json_schema=options_schema(n))) for n in range(1, 6)]
+    sent += [sent_for(Constraint(choices=c)) for c in (("yes", "no"), ("A", "B", "C", "D"), ("1", "2", "3"))]
     assert all(schema_problems(s) == [] for s in sent), [schema_problems(s) for s in sent]
     # and the check itself finds what the engines trip on, naming where
     loose = {"type": "object", "properties": {"o": {"type": "array", "items": {
@@ -173,3 +175,20 @@ def test_cache_key_knows_what_the_server_serves():
         assert bare.server_identity() == {}
         assert len({fp_a, fp_b, fp_len, bare.fingerprint}) == 4
         assert bare.fingerprint == fingerprint({"backend": "openai", "name": "stub-vlm", "base_url": s.url})
+
+
+def test_a_reply_is_checked_against_the_whole_schema_not_only_what_the_server_enforced(server):
+    """The options' maxLength stays out of what the server gets (xgrammar refuses it beside a
+    pattern) and is checked here: an over-long option is invalid, kept raw."""
+    from lib.af.engine import OPTION_MAX_LENGTH, options_schema
+    from lib.models.api import response_format
+
+    c = Constraint(json_schema=options_schema(1))
+    assert "maxLength" not in response_format(Request.simple("q", constraint=c))["json_schema"]["schema"][
+        "properties"]["options"]["items"]
+    long = "a" * (OPTION_MAX_LENGTH + 1)
+    ok, too_long = generate(_model(server), [
+        Request.simple('[[reply:{"options": ["A fine option"]}]]', constraint=c),
+        Request.simple(f'[[reply:{{"options": ["{long}"]}}]]', constraint=c)], progress=False)
+    assert (ok.valid, ok.parsed) == (True, {"options": ["A fine option"]})
+    assert (too_long.valid, too_long.method, too_long.parsed) == (False, "invalid", None) and long in too_long.text

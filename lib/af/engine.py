@@ -41,11 +41,13 @@ from lib.models import Constraint, Request, generate
 from lib.schema import Item
 from lib.tasks import task_of, wants_question_first
 
-# A phrase or sentence in the style of the released correct options (quotes, digits, parentheses):
-# no markup, no JSON debris, one line. No length in the schema: xgrammar (vLLM's default engine)
-# refuses a pattern with a maxLength and any repeat count above 128; the generator's token budget
-# (generation_tokens, from the released options' lengths) bounds an option instead.
+# A phrase or sentence in the style of the released correct options (quotes, digits, parentheses,
+# any length up to OPTION_MAX_LENGTH): no markup, no JSON debris, one line. The length is its own
+# keyword, not a regex repeat (xgrammar refuses repeat counts above 128); servers get the schema
+# without it (xgrammar also refuses a pattern beside a length: api.portable_schema) and the reply
+# is checked against the whole schema here.
 OPTION_PATTERN = r"^[A-Za-z0-9\"'(][^\[\]{}#<>|\\\n]+$"
+OPTION_MAX_LENGTH = 300
 
 
 def options_schema(n: int) -> dict:
@@ -53,7 +55,7 @@ def options_schema(n: int) -> dict:
     locally and by ``response_format`` on servers; validated again on parsing)."""
     return {"type": "object", "required": ["options"], "additionalProperties": False, "properties": {"options": {
         "type": "array", "minItems": n, "maxItems": n,
-        "items": {"type": "string", "pattern": OPTION_PATTERN}}}}
+        "items": {"type": "string", "pattern": OPTION_PATTERN, "maxLength": OPTION_MAX_LENGTH}}}}
 
 
 @dataclass

@@ -79,7 +79,8 @@ def to_openai_messages(messages: list[dict]) -> list[dict]:
 
 
 def response_format(request: Request) -> dict | None:
-    """``response_format`` for a constraint: choices become a one-field JSON object with an enum."""
+    """``response_format`` for a constraint: choices become a one-field JSON object with an enum, a
+    JSON schema goes as :func:`portable_schema` makes it."""
     c = request.constraint
     if c is None:
         return None
@@ -87,7 +88,23 @@ def response_format(request: Request) -> dict | None:
         schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": list(c.choices)}},
                   "required": ["answer"], "additionalProperties": False}
         return {"type": "json_schema", "json_schema": {"name": "choice", "schema": schema, "strict": True}}
-    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": c.json_schema, "strict": True}}
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": portable_schema(c.json_schema),
+                                                   "strict": True}}
+
+
+def portable_schema(schema):
+    """``schema`` as servers get it: a string's ``minLength``/``maxLength`` beside a ``pattern``
+    left out (xgrammar, vLLM's default engine, refuses the pair with a 400). The reply is checked
+    against the whole schema here, so an over-long string is still invalid, never accepted."""
+    if isinstance(schema, list):
+        return [portable_schema(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: portable_schema(v) for k, v in schema.items()}
+    if "pattern" in out and isinstance(out["pattern"], str):
+        out.pop("minLength", None)
+        out.pop("maxLength", None)
+    return out
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -305,7 +322,7 @@ class OpenAIModel(Model):
         c = r.constraint
         if c is None:
             return text, FREE, True
-        value, method = parse_json(text, fmt["json_schema"]["schema"])
+        value, method = parse_json(text, fmt["json_schema"]["schema"] if c.choices is not None else c.json_schema)
         if method != INVALID:
             return (value["answer"] if c.choices is not None else value), JSON_SCHEMA, True
         if c.choices is not None:

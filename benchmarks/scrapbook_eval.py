@@ -1,0 +1,85 @@
+"""Scrapbook-scale evaluation (``make bench``): writes outputs/bench/scrapbook_eval.json.
+
+The ``unique_all`` dataset (params/04_scrapbook.unique_all.yaml, generated once into a temporary
+folder), then in fresh subprocesses (each peak RSS its own): stage 06 on 2,000 and on 20,000
+questions sampled from it (tiny LLaVA, zero-shot, a fresh call cache: every question is asked),
+seconds and peak RSS each (one run each: the 20,000 take minutes); then ``rescore`` of the
+20,000-question evaluation, median of 3.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from benchmarks._record import record
+from lib.paths import PARAMS
+
+SIZES = (2_000, 20_000)
+RESCORE_REPEATS = 3
+
+CHILD = r"""
+import json, sys, time
+from pathlib import Path
+from lib import evaluate as E
+from lib.store import CallStore
+
+def peak_rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+
+mode, folder, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+start = time.perf_counter()
+if mode == "eval":
+    cfg = E.EvalConfig(datasets={"unique_all": folder}, models={"tiny": {"backend": "tiny", "name": "llava",
+                       "batch_size": 16}}, styles=["zero_shot"], max_items=int(sys.argv[4]), n_resamples=200)
+    summary = E.run(cfg, out, store=CallStore(out.parent / "calls.sqlite"), progress=False)
+    n = summary["predictions"]
+else:
+    summary = E.rescore_folder(out)
+    n = sum(1 for _ in open(out / "predictions.jsonl"))
+print(json.dumps({"seconds": time.perf_counter() - start, "predictions": n, "peak_rss_mb": peak_rss_mb()}))
+"""
+
+
+def _child(*args) -> dict:
+    r = subprocess.run([sys.executable, "-c", CHILD, *map(str, args)], capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(r.stderr[-3000:])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main() -> dict:
+    from lib.scrapbook import ScrapbookParams, generate
+
+    root = Path(tempfile.mkdtemp(prefix="vqalab-bench-unique-all-"))
+    params = ScrapbookParams.from_dict(yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text()))
+    stats = generate(params, root / "unique_all", progress=False)
+    size_mb = (root / "unique_all" / "items.jsonl").stat().st_size / 2**20
+    runs = {n: _child("eval", root / "unique_all", root / f"eval{n}" / "06_evaluate", n) for n in SIZES}
+    rescores = [_child("rescore", root / "unique_all", root / f"eval{SIZES[-1]}" / "06_evaluate")
+                for _ in range(RESCORE_REPEATS)]
+    result = {
+        "dataset": {"questions": stats["questions"], "images": stats["images"], "items_jsonl_mb": round(size_mb)},
+        "evaluate": {str(n): {"predictions": r["predictions"], "seconds": round(r["seconds"], 1),
+                              "ms_per_question": round(1000 * r["seconds"] / r["predictions"], 2),
+                              "peak_rss_mb": round(r["peak_rss_mb"])} for n, r in runs.items()},
+        "rescore_20000": {"seconds": round(statistics.median(r["seconds"] for r in rescores), 2),
+                          "peak_rss_mb": round(max(r["peak_rss_mb"] for r in rescores)),
+                          "all_seconds": [round(r["seconds"], 2) for r in rescores]},
+        "targets": {"peak_rss_mb_at_most": 600, "rescore_20000_seconds_at_most": 3},
+    }
+    result["meets_targets"] = (all(r["peak_rss_mb"] <= 600 for r in runs.values())
+                               and result["rescore_20000"]["seconds"] <= 3)
+    return record("scrapbook_eval", result)
+
+
+if __name__ == "__main__":
+    main()
