@@ -411,7 +411,11 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
 
 
 def _sha256(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+    """The file's SHA-256, read in chunks (a Scrapbook items.jsonl is half a gigabyte)."""
+    if not path.exists():
+        return None
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _answers_digest(path: Path) -> str | None:

@@ -97,7 +97,9 @@ class Prediction:
     meta: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The record as written to ``predictions.jsonl``: a shallow copy (``asdict``'s deep copy was
+        most of a 20,000-prediction rescore), so its ``scores`` and ``meta`` are the prediction's own."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Prediction":
