@@ -5,7 +5,7 @@ import pytest
 
 from lib import evaluate as E
 from lib.config import ParamsError
-from lib.io import read_jsonl
+from lib.io import load_items, read_jsonl
 from lib.models import Constraint, Request, load_model
 from lib.scrapbook import ScrapbookParams, generate
 from lib.store import CallStore
@@ -36,7 +36,7 @@ def test_a_model_that_always_says_no_passes_no_concept(evaluated):
 
 def test_random_baseline_draws_from_the_closed_set_and_is_invalid_elsewhere(evaluated):
     preds = [p for p in read_jsonl(evaluated / "predictions.jsonl") if p["model"] == "random"]
-    items = {it.id: it for it in E.load_items(evaluated.parent / "sb")}
+    items = {it.id: it for it in load_items(evaluated.parent / "sb")}
     enumerated = [p for p in preds if items[p["item_id"]].meta["form"] == "enumerated"]
     others = [p for p in preds if items[p["item_id"]].meta["form"] != "enumerated"]
     assert enumerated and all(p["valid"] and p["raw"] in items[p["item_id"]].meta["alternatives"] for p in enumerated)
