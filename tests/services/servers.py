@@ -3,6 +3,7 @@ with a bounded timeout, stopped by PID (their whole process group) whatever happ
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -94,8 +95,6 @@ def vllm_server(python: str, model: Path, served_name: str, log: Path, cores: st
     random-weight model cannot pad JSON until the token limit."""
     port = free_port()
     structured = structured or {"backend": "xgrammar", "disable_any_whitespace": True}
-    import json
-
     argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1", "--port", str(port),
             "--model", str(model), "--served-model-name", served_name, "--max-model-len", str(max_model_len),
             "--gpu-memory-utilization", "0.1", "--structured-outputs-config", json.dumps(structured)]
