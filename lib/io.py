@@ -176,6 +176,41 @@ def load_image(path: str | Path, mode: str | None = "RGB") -> Image.Image:
         raise ImageError(f"{path}: truncated or corrupt image ({e})") from None
 
 
+class ImageCache:
+    """Decoded images, least recently used out past ``max_mb`` of pixels, so a loop that meets an
+    image many times decodes its file once: a training budget of steps draws each image many times,
+    and an evaluation asks many questions about one image (Scrapbook) and every model and style the
+    same images. Called like :func:`load_image` (a path, RGB); errors are :func:`load_image`'s.
+    Hand-written: functools.lru_cache bounds entries, not bytes, and images differ in size."""
+
+    def __init__(self, max_mb: float):
+        from collections import OrderedDict
+
+        self.max_bytes, self.bytes, self.hits, self.misses = int(max_mb * 2**20), 0, 0, 0
+        self._images: OrderedDict = OrderedDict()
+
+    def __call__(self, path: str | Path) -> Image.Image:
+        key = str(path)
+        image = self._images.get(key)
+        if image is not None:
+            self._images.move_to_end(key)
+            self.hits += 1
+            return image
+        self.misses += 1
+        image = load_image(path)
+        size = image.width * image.height * len(image.getbands())
+        if size <= self.max_bytes:
+            self._images[key] = image
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, old = self._images.popitem(last=False)
+                self.bytes -= old.width * old.height * len(old.getbands())
+        return image
+
+    def stats(self) -> dict:
+        return {"hits": self.hits, "misses": self.misses, "mb": round(self.bytes / 2**20, 1)}
+
+
 @dataclass
 class LoadReport:
     """What a collection-level loader read and what it skipped (with the reason per file)."""

@@ -37,7 +37,7 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import config, plots
-from lib.io import ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json, write_jsonl
+from lib.io import ImageCache, ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json, write_jsonl
 from lib.models import generate, load_model
 from lib.models.hf import is_encoder_decoder
 from lib.schema import Item, Prediction
@@ -230,35 +230,6 @@ def load_examples(cfg: TrainConfig) -> tuple[dict[str, list[Example]], dict]:
               **{f"{k}_examples": len(v) for k, v in out.items()},
               **{f"{k}_images": len({e.image for e in v}) for k, v in out.items()}}
     return out, report
-
-
-class ImageCache:
-    """Decoded training images, least recently used out past ``max_mb`` of pixels, so a training
-    step decodes no PNG it has decoded before (a budget of steps draws each image many times).
-    Hand-written: functools.lru_cache bounds entries, not bytes, and images differ in size."""
-
-    def __init__(self, max_mb: int):
-        from collections import OrderedDict
-
-        self.max_bytes, self.bytes, self.hits, self.misses = max_mb * 2**20, 0, 0, 0
-        self._images: OrderedDict = OrderedDict()
-
-    def __call__(self, path: str):
-        image = self._images.get(path)
-        if image is not None:
-            self._images.move_to_end(path)
-            self.hits += 1
-            return image
-        self.misses += 1
-        image = load_image(path)
-        size = image.width * image.height * len(image.getbands())
-        if size <= self.max_bytes:
-            self._images[path] = image
-            self.bytes += size
-            while self.bytes > self.max_bytes:
-                _, old = self._images.popitem(last=False)
-                self.bytes -= old.width * old.height * len(old.getbands())
-        return image
 
 
 def collate(examples: list[Example], processor, eos: str, question_first: bool = False,
@@ -559,7 +530,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
     summary = {"steps": state["step"], "train_seconds": round(state["train_seconds"], 1), "tokens": state["tokens"],
                "tokens_per_second": round(state["tokens"] / max(state["train_seconds"], 1e-9), 1),
                "best_val_accuracy": state["best"], "selected_by": select, "model": model_info,
-               "image_cache": {"hits": cache.hits, "misses": cache.misses, "mb": round(cache.bytes / 2**20, 1)}
+               "image_cache": cache.stats()
                if isinstance(cache, ImageCache) else None, "data": report, "config": asdict(cfg),
                "mixed_precision": precision, "processes": acc.num_processes}
     return summary

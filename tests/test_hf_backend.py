@@ -130,3 +130,30 @@ def test_loglik_from_one_prefill_equals_encoding_every_choice_whole(kind, images
     whole = generate(model, reqs, batch_size=5, progress=False)
     for a, b in zip(fast, whole):
         assert a.scores == pytest.approx(b.scores, abs=1e-4) and a.parsed == b.parsed
+
+
+def test_a_shared_prompt_prefix_is_encoded_once_with_the_same_answers():
+    """LAVE's prompts share their instructions and eight demonstrations: the prefix's KV cache is
+    computed once and reused across batches, a batch mixing the yes/no and the general
+    demonstrations is split by family, and the answers (free and trie-constrained) and their token
+    counts equal those of plain left-padded batches."""
+    from lib.metrics import lave
+
+    qs = ["What color is the car?", "Is the dog asleep?", "How many cats are there?", "What is the man holding?",
+          "What sport is this?"]
+    refs = [["red"] * 3, ["no"] * 3, ["2"] * 3, ["umbrella", "umbrella", "stick"], ["tennis"] * 3]
+    reqs = lave.judge_requests(qs, refs, ["red", "no", "three", "an umbrella", "baseball, a long answer"],
+                               max_new_tokens=8)
+    rating = Constraint(choices=("1", "2", "3"))
+    follow = [Request(messages=r.messages + [{"role": "user", "content": "Rating:"}], max_new_tokens=2, constraint=rating)
+              for r in reqs]
+    plain = load_model({"backend": "tiny", "name": "smollm2", "prefix_cache": False})
+    cached = load_model({"backend": "tiny", "name": "smollm2"})
+    want = generate(plain, reqs + follow, batch_size=5, progress=False)
+    assert cached.load()._prefix_groups(reqs) == [[0, 2, 3, 4], [1]]  # the general family, then the yes/no one
+    got = generate(cached, reqs + follow, batch_size=5, progress=False)
+    assert [(r.text, r.prompt_tokens, r.completion_tokens) for r in got] == \
+        [(r.text, r.prompt_tokens, r.completion_tokens) for r in want]
+    assert not plain._prefixes
+    (prefix,) = cached._prefixes  # encoded once for both calls; a lone row does not cache its own prompt
+    assert len(prefix) > 500 and want[0].prompt_tokens - len(prefix) < 100

@@ -249,3 +249,17 @@ def test_tsv_import_reports_a_malformed_answer_and_refuses_a_decompression_bomb(
     items, report = vio.import_tsv(tsv, tmp_path / "out2", task="vqa.open")
     assert items == [] and report.loaded == 0
     assert "DecompressionBomb" in dict(report.skipped)[f"{tsv}:2 (id=ok)"]
+
+
+def test_image_cache_decodes_each_file_once_within_its_byte_budget(tmp_path):
+    paths = []
+    for i in range(3):
+        paths.append(tmp_path / f"{i}.png")
+        Image.new("RGB", (100, 100), (i, 0, 0)).save(paths[-1])  # 30,000 bytes decoded
+    cache = vio.ImageCache(max_mb=70_000 / 2**20)  # room for two
+    a = cache(paths[0])
+    assert cache(str(paths[0])) is a and (cache.hits, cache.misses) == (1, 1)
+    cache(paths[1]), cache(paths[2])  # the least recently used (0) goes
+    assert cache.bytes == 60_000 and cache(paths[0]) is not a and cache.misses == 4
+    with pytest.raises(vio.ImageError, match="missing.png"):
+        cache(tmp_path / "missing.png")

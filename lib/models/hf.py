@@ -6,6 +6,9 @@ Spec keys (all but ``name`` optional)::
      dtype: bfloat16,          # auto | float32 | bfloat16 | float16
      device_map: auto,         # accelerate placement; "cpu" on machines without a GPU
      batch_size: 16, revision: main, gguf_file: null, attn_implementation: null,
+     image_cache_mb: 128,      # decoded images kept across batches (an image is asked many questions)
+     prefix_cache: true,       # text LMs: a prompt prefix the batch shares (a judge's instructions and
+                               # demonstrations) is encoded once and its KV cache reused (see _shared_prefix)
      prompt_format: "Question: {text} Answer:"}   # only for checkpoints without a chat template
 
 Encoder-decoder language models (BLIP-2 / InstructBLIP with Flan-T5, Florence-2's BART) generate
@@ -34,6 +37,26 @@ _NESTED_IMAGES = {"idefics2", "idefics3", "smolvlm", "mllama"}  # processors wan
 # VLMs whose forward continues from a KV cache without the images (log-likelihood from one prefill);
 # Qwen-VL's rotary positions and BLIP-2 / Kosmos-2 / Florence-2's image inputs need the whole row
 _PREFILL_TYPES = {"llava", "llava_next", "idefics3"}
+@lru_cache(maxsize=1)
+def _cache_arg() -> str:
+    """The KV cache's keyword and output field: ``cache`` in newer transformers 5 releases,
+    ``past_key_values`` (deprecated there, with a warning per call) before."""
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    return "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
+PREFIX_MIN_TOKENS = 64  # a shared prompt prefix shorter than this is encoded with each row
+PREFIX_SLACK_TOKENS = 32  # a cached prefix this much shorter than the batch's own still serves it
+PREFIX_CACHE_ENTRIES = 4  # shared prefixes whose KV cache a model keeps (LAVE has two: yes/no and general)
+
+
+def _common_prefix(ids: list[list[int]]) -> int:
+    """How many leading tokens all rows share, leaving every row at least one of its own."""
+    common, first = min(map(len, ids)) - 1, ids[0]
+    for row in ids[1:]:
+        common = next((j for j in range(common) if row[j] != first[j]), common)
+    return common
 
 
 def _local_fingerprint(path: Path) -> dict:
@@ -77,6 +100,8 @@ class HFModel(Model):
         self.model = self.processor = self.tokenizer = None
         self.is_vlm = False
         self.padding = (0, 0)  # (pad tokens, all tokens) this model has encoded: how much batching pads
+        self._images = None  # lib.io.ImageCache, made on first use
+        self._prefixes: dict = {}  # shared prompt prefix (token ids) -> its KV cache, most recent last
 
     @classmethod
     def from_loaded(cls, model, processor, spec: dict | None = None) -> "HFModel":
@@ -188,14 +213,22 @@ class HFModel(Model):
                  else "".join(p.get("text", "") for p in m["content"])} for m in r.messages]
         return self.processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
 
+    def _image(self, image):
+        """A request's image: a path is decoded once per model (:class:`lib.io.ImageCache`)."""
+        if not isinstance(image, (str, Path)):
+            return image
+        if self._images is None:
+            from lib.io import ImageCache
+
+            self._images = ImageCache(float(self.spec.get("image_cache_mb", 128)))
+        return self._images(image)
+
     def _encode(self, batch: list[Request]):
         """Chat-template and tokenise a batch (left padded), images included."""
-        from lib.io import load_image
-
         texts, images = [], []
         for r in batch:
             texts.append(self._chat_text(r))
-            imgs = [im if not isinstance(im, (str, Path)) else load_image(im) for im in r.images()]
+            imgs = [self._image(im) for im in r.images()]
             images.append([im if im.mode == "RGB" else im.convert("RGB") for im in imgs])
         kwargs = {"text": texts, "return_tensors": "pt", "padding": True}
         if any(images):
@@ -210,12 +243,98 @@ class HFModel(Model):
             enc["pixel_values"] = enc["pixel_values"].to(self.model.dtype)
         return enc
 
+    def _prefix_caching(self) -> bool:
+        return not (self.is_vlm or self.encoder_decoder) and bool(self.spec.get("prefix_cache", True))
+
+    def _token_ids(self, batch: list[Request]) -> list[list[int]]:
+        return [self.tokenizer.encode(self._chat_text(r), add_special_tokens=False) for r in batch]
+
+    def _prefix_groups(self, batch: list[Request]) -> list[list[int]]:
+        """The batch split where its rows fall into families sharing much longer prefixes than the
+        whole batch does (LAVE's yes/no and general demonstrations sorted next to each other): each
+        family of two or more rows whose common prefix is ``PREFIX_MIN_TOKENS`` longer, then the
+        rest. One group (the batch) when there is no such family or no prefix caching."""
+        whole = [list(range(len(batch)))]
+        if len(batch) < 3 or not self._prefix_caching():
+            return whole
+        ids = self._token_ids(batch)
+        common = _common_prefix(ids)
+        families: dict[int, list[int]] = {}
+        for i, row in enumerate(ids):
+            families.setdefault(row[common] if len(row) > common else -1, []).append(i)
+        gaining = [idx for idx in families.values()
+                   if len(idx) > 1 and _common_prefix([ids[i] for i in idx]) - common >= PREFIX_MIN_TOKENS]
+        if not gaining:
+            return whole
+        taken = {i for idx in gaining for i in idx}
+        rest = [i for i in range(len(batch)) if i not in taken]
+        return gaining + ([rest] if rest else [])
+
+    def _shared_prefix(self, batch: list[Request]):
+        """Inputs for ``generate`` that start from a cached prefix, or None where there is none.
+
+        A text LM's batch often shares a long prompt prefix: LAVE's task definition and eight
+        demonstrations precede every question, MemeQA-style generators repeat their instructions.
+        That prefix (the batch's longest common run of tokens, at least ``PREFIX_MIN_TOKENS``, or a
+        prefix already encoded that every row starts with, at most ``PREFIX_SLACK_TOKENS`` shorter:
+        batches of LAVE's prompts differ in their questions' first words) is encoded once per model -
+        kept for the next batches, the last ``PREFIX_CACHE_ENTRIES`` prefixes - and each row
+        continues from a copy of its KV cache. Rows are laid out
+        ``prefix + left padding + own suffix`` with the padding masked, so each token sees the
+        same tokens at the same positions (positions come from the attention mask) as in the plain
+        left-padded batch: the same answers (tested), the long prefix paid once instead of per row.
+        VLM prompts carry images and encoder-decoders encode the whole prompt: they never take it."""
+        import copy
+
+        import torch
+
+        if not self._prefix_caching():
+            return None
+        ids = self._token_ids(batch)
+        common, first = _common_prefix(ids), ids[0]
+        if common < PREFIX_MIN_TOKENS:
+            return None
+        # a prefix already encoded that this batch shares serves it, unless the batch shares much more
+        key = max((k for k in self._prefixes if common - PREFIX_SLACK_TOKENS <= len(k) <= common
+                   and tuple(first[:len(k)]) == k), key=len, default=None)
+        if key is None and len(batch) == 1:
+            return None  # a prefix of one row's own is shared with nothing
+        key, common = (key, len(key)) if key else (tuple(first[:common]), common)
+        cache = self._prefixes.pop(key, None)
+        device = self.model.device
+        if cache is None:
+            with torch.inference_mode():
+                prefix = self.model(input_ids=torch.tensor([first[:common]], device=device), use_cache=True)
+                cache = getattr(prefix, _cache_arg())
+        self._prefixes[key] = cache
+        while len(self._prefixes) > PREFIX_CACHE_ENTRIES:
+            self._prefixes.pop(next(iter(self._prefixes)))
+        cache = copy.deepcopy(cache)
+        cache.reorder_cache(torch.zeros(len(batch), dtype=torch.long, device=device))  # one copy per row
+        width = max(len(row) for row in ids) - common
+        pad = self.tokenizer.pad_token_id
+        input_ids = [first[:common] + [pad] * (width - len(row) + common) + row[common:] for row in ids]
+        mask = [[1] * common + [0] * (width - len(row) + common) + [1] * (len(row) - common) for row in ids]
+        self.padding = (self.padding[0] + sum(m.count(0) for m in mask), self.padding[1] + sum(map(len, mask)))
+        return {"input_ids": torch.tensor(input_ids, device=device), "attention_mask": torch.tensor(mask, device=device),
+                _cache_arg(): cache}
+
     def _decode(self, batch: list[Request], trie: bool) -> list[Response]:
+        groups = self._prefix_groups(batch)
+        if len(groups) == 1:
+            return self._decode_batch(batch, trie)
+        out: list = [None] * len(batch)
+        for idx in groups:
+            for i, resp in zip(idx, self._decode_batch([batch[i] for i in idx], trie)):
+                out[i] = resp
+        return out
+
+    def _decode_batch(self, batch: list[Request], trie: bool) -> list[Response]:
         import torch
 
         r0 = batch[0]
         start = time.perf_counter()
-        enc = self._encode(batch)
+        enc = self._shared_prefix(batch) or self._encode(batch)
         prompt_len = enc["input_ids"].shape[1]
         eos = self.tokenizer.eos_token_id
         gen = {"max_new_tokens": r0.max_new_tokens, "do_sample": r0.temperature > 0, "pad_token_id": self.tokenizer.pad_token_id}
@@ -306,13 +425,13 @@ class HFModel(Model):
             prefix = self.model(**enc, use_cache=True)
         rows = [(b, c) for b, r in enumerate(batch) for c in r.constraint.choices]
         idx = torch.tensor([b for b, _ in rows], device=self.model.device)
-        cache = prefix.past_key_values
+        cache = getattr(prefix, _cache_arg())
         cache.reorder_cache(idx)  # one copy of the request's prefix per choice
         suffix, suffix_mask = self._choice_tensors([c for _, c in rows])
         prompt_mask = enc["attention_mask"][idx]
         with torch.inference_mode():
             tail = self.model(input_ids=suffix, attention_mask=torch.cat([prompt_mask, suffix_mask], dim=1),
-                              past_key_values=cache, use_cache=False).logits
+                              use_cache=False, **{_cache_arg(): cache}).logits
         logits = torch.cat([prefix.logits[:, -1][idx].unsqueeze(1), tail[:, :-1]], dim=1).float()
         return self._best_choices(batch, logits, suffix, suffix_mask, prompt_mask.sum(-1), start)
 
@@ -340,15 +459,13 @@ class HFModel(Model):
         import outlines
         from outlines.types import JsonSchema
 
-        from lib.io import load_image
-
         if not hasattr(self, "_outlines"):
             self._outlines = outlines.from_transformers(self.model, self.processor)
         start = time.perf_counter()
         prompts = []
         for r in batch:
             text = self._chat_text(r)
-            images = [im if not isinstance(im, (str, Path)) else load_image(im) for im in r.images()]
+            images = [self._image(im) for im in r.images()]
             prompts.append([text, *[outlines.inputs.Image(_with_format(im)) for im in images]] if images else text)
         generator = outlines.Generator(self._outlines, JsonSchema(json.dumps(batch[0].constraint.json_schema)))
         settings = {"max_new_tokens": batch[0].max_new_tokens, "do_sample": False}
