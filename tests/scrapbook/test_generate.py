@@ -273,3 +273,44 @@ def test_canvas_sizes_and_question_filters(tmp_path):
     assert Image.open(tmp_path / "o" / scene["image"]).size == (224, 224)
     with pytest.raises(ScrapbookParamError, match="types"):
         ScrapbookParams(types=["presence", "colour"]).validate()
+
+
+def test_placement_draws_the_boxes_randint_would():
+    """Placer.place inlines its draws and checks for speed: the boxes must be those of drawing
+    ``randint`` x then y and checking region share, overlaps and ``check`` in turn."""
+    import random
+
+    from lib.scrapbook.layout import Placer, inside_fraction, overlaps
+
+    def reference(rng, W, H, w, h, others, region, check, tries=400, margin=4):
+        if w > W or h > H:
+            return None
+        if region is None:
+            lo = (0, W - w, 0, H - h)
+        else:
+            lo = (max(0, region[0] - w // 4), min(W - w, region[2] - 3 * w // 4),
+                  max(0, region[1] - h // 4), min(H - h, region[3] - 3 * h // 4))
+            if lo[0] > lo[1] or lo[2] > lo[3]:
+                return None
+        for _ in range(tries):
+            x, y = rng.randint(lo[0], lo[1]), rng.randint(lo[2], lo[3])
+            box = (x, y, x + w, y + h)
+            if region is not None and inside_fraction(box, region) < 0.75:
+                continue
+            if any(overlaps(box, o, margin) for o in others) or (check is not None and not check(box)):
+                continue
+            return box
+        return None
+
+    cases = random.Random(0)
+    for case in range(300):
+        W, H = cases.choice([(168, 168), (1280, 768)])
+        w, h = cases.randint(10, W // 2), cases.randint(10, H // 2)
+        others = [(x, y, x + cases.randint(5, 90), y + cases.randint(5, 90))
+                  for x, y in ((cases.randint(0, W - 90), cases.randint(0, H - 90)) for _ in range(cases.randint(0, 4)))]
+        region = cases.choice([None, (0, 0, W // 2, H // 2), (W // 3, H // 3, W, H)])
+        check = cases.choice([None, lambda b: b[0] < b[1]])
+        a, b = random.Random(case), random.Random(case)
+        got = [Placer(W, H, a).place(w, h, others, region, check) for _ in range(3)]
+        assert got == [reference(b, W, H, w, h, others, region, check) for _ in range(3)]
+        assert a.random() == b.random()  # and the same number of draws
