@@ -97,7 +97,8 @@ def test_embedded_sentence_encoder_loads_offline():
 @pytest.mark.parametrize("name", ["smollm2", "llava"])
 def test_structured_output_is_batched_with_the_same_answers_as_one_at_a_time(name, images):
     """JSON-schema requests run as one batch per schema (outlines' batch generation), with exactly
-    the answers one-at-a-time generation gives; requests under two schemas in one call are grouped."""
+    the answers one-at-a-time generation gives; requests under two schemas in one call are grouped,
+    and a schema's compiled generator is reused by later calls."""
     from lib.af.engine import options_schema
 
     model = load_model({"backend": "tiny", "name": name})
@@ -112,6 +113,7 @@ def test_structured_output_is_batched_with_the_same_answers_as_one_at_a_time(nam
     assert all(len(r.parsed["options"]) == 2 + i % 2 for i, r in enumerate(batched) if r.valid)
     if name == "smollm2":  # a real LM closes its JSON; the random tiny VLM may run out of tokens first
         assert sum(r.valid for r in batched) >= 3
+    assert len(model._json_generators) == 2  # each schema compiled once, reused by the one-at-a-time calls
 
 
 @pytest.mark.parametrize("kind", ["smollm2", "llava", "llava_next", "idefics3"])

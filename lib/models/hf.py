@@ -46,6 +46,7 @@ def _cache_arg() -> str:
     return "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
+JSON_GENERATORS = 8  # compiled JSON-schema generators a model keeps
 PREFIX_MIN_TOKENS = 64  # a shared prompt prefix shorter than this is encoded with each row
 PREFIX_SLACK_TOKENS = 32  # a cached prefix this much shorter than the batch's own still serves it
 PREFIX_CACHE_ENTRIES = 4  # shared prefixes whose KV cache a model keeps (LAVE has two: yes/no and general)
@@ -102,6 +103,7 @@ class HFModel(Model):
         self.padding = (0, 0)  # (pad tokens, all tokens) this model has encoded: how much batching pads
         self._images = None  # lib.io.ImageCache, made on first use
         self._prefixes: dict = {}  # shared prompt prefix (token ids) -> its KV cache, most recent last
+        self._json_generators: dict = {}  # JSON schema -> its outlines generator, most recent last
 
     @classmethod
     def from_loaded(cls, model, processor, spec: dict | None = None) -> "HFModel":
@@ -467,7 +469,11 @@ class HFModel(Model):
             text = self._chat_text(r)
             images = [self._image(im) for im in r.images()]
             prompts.append([text, *[outlines.inputs.Image(_with_format(im)) for im in images]] if images else text)
-        generator = outlines.Generator(self._outlines, JsonSchema(json.dumps(batch[0].constraint.json_schema)))
+        schema = json.dumps(batch[0].constraint.json_schema)  # key order is the output's property order
+        generator = self._json_generators.pop(schema, None) or outlines.Generator(self._outlines, JsonSchema(schema))
+        self._json_generators[schema] = generator  # compiling a schema's index takes seconds; outlines resets it per call
+        while len(self._json_generators) > JSON_GENERATORS:
+            self._json_generators.pop(next(iter(self._json_generators)))
         settings = {"max_new_tokens": batch[0].max_new_tokens, "do_sample": False}
         texts = generator.batch(prompts, **settings) if len(batch) > 1 else [generator(prompts[0], **settings)]
         elapsed = time.perf_counter() - start
