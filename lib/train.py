@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -232,8 +233,112 @@ def load_examples(cfg: TrainConfig) -> tuple[dict[str, list[Example]], dict]:
     return out, report
 
 
+class ImageTensors:
+    """The image processor's output per image, kept (least recently used out past ``max_mb``), so
+    a training step neither decodes nor resizes nor normalises an image it has prepared before.
+
+    Installed around the processor's call (:meth:`around`), it answers the processor's
+    ``image_processor(images, **kwargs)`` by concatenating each image's cached tensors - what the
+    processor itself computes, image by image, for the families whose batch is the concatenation
+    of its images (LLaVA's CLIP, BLIP-2, Idefics3 at one size...). The first batch is checked
+    against the real call and, where the outputs differ or are not per-image tensors (padded
+    across the batch, lists), the real image processor is used for every batch (``active`` False).
+    Images are keyed by their pixels' digest, so the same picture is prepared once whatever loads
+    it. Hand-written: transformers has no per-image cache of processed inputs."""
+
+    def __init__(self, max_mb: float):
+        from collections import OrderedDict
+
+        self.max_bytes, self.bytes, self.hits, self.misses = int(max_mb * 2**20), 0, 0, 0
+        self.active: bool | None = None  # None until the first batch is checked
+        self._tensors: OrderedDict = OrderedDict()
+
+    def stats(self) -> dict:
+        return {"active": self.active, "hits": self.hits, "misses": self.misses, "mb": round(self.bytes / 2**20, 1)}
+
+    def _one(self, real, image, kwargs: dict) -> dict:
+        import hashlib
+
+        key = (hashlib.blake2b(image.tobytes(), digest_size=16).hexdigest(), image.size, image.mode,
+               repr(sorted(kwargs.items())))
+        found = self._tensors.get(key)
+        if found is not None:
+            self._tensors.move_to_end(key)
+            self.hits += 1
+            return found
+        self.misses += 1
+        out = dict(real([image], **kwargs))
+        size = sum(v.numel() * v.element_size() for v in out.values() if hasattr(v, "numel"))
+        if size <= self.max_bytes:
+            self._tensors[key] = out
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, old = self._tensors.popitem(last=False)
+                self.bytes -= sum(v.numel() * v.element_size() for v in old.values() if hasattr(v, "numel"))
+        return out
+
+    def _combined(self, real, images, kwargs: dict):
+        import torch
+        from transformers import BatchFeature
+
+        if not isinstance(images, list) or not all(hasattr(im, "tobytes") for im in images):
+            return None  # nested lists (one per sample): the real call
+        parts = [self._one(real, im, kwargs) for im in images]
+        if not all(torch.is_tensor(v) and v.shape[0] == 1 for part in parts for v in part.values()):
+            return None
+        try:
+            return BatchFeature({k: torch.cat([part[k] for part in parts]) for k in parts[0]})
+        except RuntimeError:  # per-image shapes differ (tiles, sizes): the processor pads; let it
+            return None
+
+    def around(self, processor):
+        """A context in which ``processor``'s image processor answers from this cache."""
+        from contextlib import contextmanager
+
+        import torch
+
+        @contextmanager
+        def installed():
+            real = processor.image_processor
+            if self.active is False or real is None:
+                yield
+                return
+
+            def cached(images, **kwargs):
+                out = self._combined(real, images, kwargs)
+                want = real(images, **kwargs) if self.active is None else None
+                if want is not None:  # the first batch: the cache must give exactly the real output
+                    same = out is not None and set(out) == set(want) and all(
+                        torch.is_tensor(want[k]) and torch.equal(out[k], torch.as_tensor(want[k])) for k in want)
+                    self.active = same
+                    return want
+                return out if out is not None else real(images, **kwargs)
+
+            processor.image_processor = _Delegate(real, cached)
+            try:
+                yield
+            finally:
+                processor.image_processor = real
+
+        return installed()
+
+
+class _Delegate:
+    """``real`` with its call replaced (attributes such as its size and crop settings read through)."""
+
+    def __init__(self, real, call):
+        self._real, self._call = real, call
+
+    def __call__(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
 def collate(examples: list[Example], processor, eos: str, question_first: bool = False,
-            encoder_decoder: bool = False, spec: dict | None = None, images=load_image):
+            encoder_decoder: bool = False, spec: dict | None = None, images=load_image,
+            image_tensors: ImageTensors | None = None):
     """Right-padded inputs with labels on the answer tokens (+ end of turn) only. The prompt is the
     task's own (:meth:`Task.prompt`), in the same image/question order and chat template as at
     evaluation (:class:`lib.models.hf.HFModel`'s). An encoder-decoder model reads the prompt with
@@ -249,8 +354,9 @@ def collate(examples: list[Example], processor, eos: str, question_first: bool =
         task_of(e.item).prompt(e.item, e.root).text, [None], question_first)}], fmt) for e in examples]
     pictures = [images(e.image) for e in examples]  # ``images``: a loader, e.g. an ImageCache
     nested = processor.__class__.__name__.startswith(("Idefics", "SmolVLM"))
-    enc = processor(text=texts, images=[[im] for im in pictures] if nested else pictures, return_tensors="pt",
-                    padding=True)
+    with image_tensors.around(processor) if image_tensors is not None else nullcontext():
+        enc = processor(text=texts, images=[[im] for im in pictures] if nested else pictures, return_tensors="pt",
+                        padding=True)
     answers = [tok.encode(e.answer + eos, add_special_tokens=False) for e in examples]
     if encoder_decoder:
         width = max(map(len, answers))
@@ -425,6 +531,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
     eos = processor.tokenizer.eos_token
     encdec = is_encoder_decoder(model)
     cache = ImageCache(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else load_image
+    tensors = ImageTensors(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else None
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if cfg.epochs > 0:  # passes over the training split, as whole steps
@@ -482,7 +589,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
             pick = np.random.default_rng([cfg.seed, step, micro, acc.process_index]).choice(
                 len(train_set), cfg.batch_size, replace=len(train_set) < cfg.batch_size)
             batch = collate([train_set[i] for i in pick], processor, eos, wants_question_first(cfg.model),
-                            encoder_decoder=encdec, spec=cfg.model, images=cache)
+                            encoder_decoder=encdec, spec=cfg.model, images=cache, image_tensors=tensors)
             batch = {k: v.to(acc.device) for k, v in batch.items()}
             with acc.accumulate(model):
                 try:
@@ -530,8 +637,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
     summary = {"steps": state["step"], "train_seconds": round(state["train_seconds"], 1), "tokens": state["tokens"],
                "tokens_per_second": round(state["tokens"] / max(state["train_seconds"], 1e-9), 1),
                "best_val_accuracy": state["best"], "selected_by": select, "model": model_info,
-               "image_cache": cache.stats()
-               if isinstance(cache, ImageCache) else None, "data": report, "config": asdict(cfg),
+               "image_cache": cache.stats() if isinstance(cache, ImageCache) else None,
+               "image_tensors": tensors.stats() if tensors is not None else None, "data": report, "config": asdict(cfg),
                "mixed_precision": precision, "processes": acc.num_processes}
     return summary
 

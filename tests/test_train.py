@@ -339,3 +339,22 @@ def test_the_image_cache_trains_the_same_model_without_decoding_images_again(dat
     info = cached["image_cache"]
     assert 0 < info["misses"] <= len({e.image for e in load_examples(_cfg(dataset))[0]["train"]})  # each image decoded once
     assert info["hits"] > 0 and info["hits"] + info["misses"] == 4 * 4 and plain["image_cache"] is None
+    assert cached["image_tensors"]["active"] and cached["image_tensors"]["hits"] > 0 and plain["image_tensors"] is None
+
+
+@pytest.mark.parametrize("kind", TINY_KINDS)
+def test_prepared_image_tensors_give_every_family_the_processors_own_batches(dataset, kind):
+    """Per-image processor outputs are reused only where concatenating them is what the processor
+    computes (checked on the first batch); every family's batches equal the plain ones."""
+    from lib.train import ImageTensors
+
+    _, processor, _ = prepare_model(TrainConfig(model={"backend": "tiny", "name": kind}, dataset=str(dataset)))
+    train_set = load_examples(_cfg(dataset))[0]["train"]
+    tensors, eos = ImageTensors(64), processor.tokenizer.eos_token
+    encdec = kind.endswith(("_t5", "florence2"))
+    for batch in (train_set[:3], train_set[1:4], train_set[:3]):
+        want = collate(batch, processor, eos, encoder_decoder=encdec)
+        got = collate(batch, processor, eos, encoder_decoder=encdec, image_tensors=tensors)
+        assert set(got) == set(want) and all(torch.equal(got[k], want[k]) for k in want)
+    assert tensors.active is not None
+    assert kind != "llava" or tensors.active
