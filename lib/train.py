@@ -40,7 +40,7 @@ from lib import artifacts as A
 from lib import config, plots
 from lib.io import ImageCache, ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json, write_jsonl
 from lib.models import generate, load_model
-from lib.models.hf import is_encoder_decoder
+from lib.models.hf import ImageTensors, is_encoder_decoder
 from lib.schema import Item, Prediction
 from lib.tasks import Scoring, task_of, user_content, wants_question_first
 
@@ -231,109 +231,6 @@ def load_examples(cfg: TrainConfig) -> tuple[dict[str, list[Example]], dict]:
               **{f"{k}_examples": len(v) for k, v in out.items()},
               **{f"{k}_images": len({e.image for e in v}) for k, v in out.items()}}
     return out, report
-
-
-class ImageTensors:
-    """The image processor's output per image, kept (least recently used out past ``max_mb``), so
-    a training step neither decodes nor resizes nor normalises an image it has prepared before.
-
-    Installed around the processor's call (:meth:`around`), it answers the processor's
-    ``image_processor(images, **kwargs)`` by concatenating each image's cached tensors - what the
-    processor itself computes, image by image, for the families whose batch is the concatenation
-    of its images (LLaVA's CLIP, BLIP-2, Idefics3 at one size...). The first batch is checked
-    against the real call and, where the outputs differ or are not per-image tensors (padded
-    across the batch, lists), the real image processor is used for every batch (``active`` False).
-    Images are keyed by their pixels' digest, so the same picture is prepared once whatever loads
-    it. Hand-written: transformers has no per-image cache of processed inputs."""
-
-    def __init__(self, max_mb: float):
-        from collections import OrderedDict
-
-        self.max_bytes, self.bytes, self.hits, self.misses = int(max_mb * 2**20), 0, 0, 0
-        self.active: bool | None = None  # None until the first batch is checked
-        self._tensors: OrderedDict = OrderedDict()
-
-    def stats(self) -> dict:
-        return {"active": self.active, "hits": self.hits, "misses": self.misses, "mb": round(self.bytes / 2**20, 1)}
-
-    def _one(self, real, image, kwargs: dict) -> dict:
-        import hashlib
-
-        key = (hashlib.blake2b(image.tobytes(), digest_size=16).hexdigest(), image.size, image.mode,
-               repr(sorted(kwargs.items())))
-        found = self._tensors.get(key)
-        if found is not None:
-            self._tensors.move_to_end(key)
-            self.hits += 1
-            return found
-        self.misses += 1
-        out = dict(real([image], **kwargs))
-        size = sum(v.numel() * v.element_size() for v in out.values() if hasattr(v, "numel"))
-        if size <= self.max_bytes:
-            self._tensors[key] = out
-            self.bytes += size
-            while self.bytes > self.max_bytes:
-                _, old = self._tensors.popitem(last=False)
-                self.bytes -= sum(v.numel() * v.element_size() for v in old.values() if hasattr(v, "numel"))
-        return out
-
-    def _combined(self, real, images, kwargs: dict):
-        import torch
-        from transformers import BatchFeature
-
-        if not isinstance(images, list) or not all(hasattr(im, "tobytes") for im in images):
-            return None  # nested lists (one per sample): the real call
-        parts = [self._one(real, im, kwargs) for im in images]
-        if not all(torch.is_tensor(v) and v.shape[0] == 1 for part in parts for v in part.values()):
-            return None
-        try:
-            return BatchFeature({k: torch.cat([part[k] for part in parts]) for k in parts[0]})
-        except RuntimeError:  # per-image shapes differ (tiles, sizes): the processor pads; let it
-            return None
-
-    def around(self, processor):
-        """A context in which ``processor``'s image processor answers from this cache."""
-        from contextlib import contextmanager
-
-        import torch
-
-        @contextmanager
-        def installed():
-            real = processor.image_processor
-            if self.active is False or real is None:
-                yield
-                return
-
-            def cached(images, **kwargs):
-                out = self._combined(real, images, kwargs)
-                want = real(images, **kwargs) if self.active is None else None
-                if want is not None:  # the first batch: the cache must give exactly the real output
-                    same = out is not None and set(out) == set(want) and all(
-                        torch.is_tensor(want[k]) and torch.equal(out[k], torch.as_tensor(want[k])) for k in want)
-                    self.active = same
-                    return want
-                return out if out is not None else real(images, **kwargs)
-
-            processor.image_processor = _Delegate(real, cached)
-            try:
-                yield
-            finally:
-                processor.image_processor = real
-
-        return installed()
-
-
-class _Delegate:
-    """``real`` with its call replaced (attributes such as its size and crop settings read through)."""
-
-    def __init__(self, real, call):
-        self._real, self._call = real, call
-
-    def __call__(self, *args, **kwargs):
-        return self._call(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
 
 
 def collate(examples: list[Example], processor, eos: str, question_first: bool = False,

@@ -19,6 +19,7 @@ def test_batched_greedy_equals_one_at_a_time(kind, images):
     batched = generate(model, reqs, batch_size=6, progress=False)
     single = generate(model, reqs, batch_size=1, progress=False)
     assert [r.text for r in batched] == [r.text for r in single]
+    assert model._tensors.active is not None  # the processed-image cache checked itself on the first batch
     # the answer is what the model generated after the prompt: never the prompt, never cut short
     assert all(r.completion_tokens <= 6 and "red circle" not in r.text for r in batched)
 

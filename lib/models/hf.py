@@ -6,7 +6,8 @@ Spec keys (all but ``name`` optional)::
      dtype: bfloat16,          # auto | float32 | bfloat16 | float16
      device_map: auto,         # accelerate placement; "cpu" on machines without a GPU
      batch_size: 16, revision: main, gguf_file: null, attn_implementation: null,
-     image_cache_mb: 128,      # decoded images kept across batches (an image is asked many questions)
+     image_cache_mb: 128,      # decoded images, and again their processed tensors, kept across batches
+                               # (an image is asked many questions)
      prefix_cache: true,       # text LMs: a prompt prefix the batch shares (a judge's instructions and
                                # demonstrations) is encoded once and its KV cache reused (see _shared_prefix)
      prompt_format: "Question: {text} Answer:"}   # only for checkpoints without a chat template
@@ -102,6 +103,7 @@ class HFModel(Model):
         self.is_vlm = False
         self.padding = (0, 0)  # (pad tokens, all tokens) this model has encoded: how much batching pads
         self._images = None  # lib.io.ImageCache, made on first use
+        self._tensors = None  # ImageTensors: the processor's output per image, made on first use
         self._prefixes: dict = {}  # shared prompt prefix (token ids) -> its KV cache, most recent last
         self._json_generators: dict = {}  # JSON schema -> its outlines generator, most recent last
 
@@ -236,8 +238,13 @@ class HFModel(Model):
         if any(images):
             flat = images if self._model_type in _NESTED_IMAGES else [im for ims in images for im in ims]
             kwargs["images"] = flat
-        enc = self.processor(**kwargs) if self.is_vlm else self.processor(texts, return_tensors="pt", padding=True,
-                                                                            add_special_tokens=False)
+        if self.is_vlm:
+            if self._tensors is None:
+                self._tensors = ImageTensors(float(self.spec.get("image_cache_mb", 128)))
+            with self._tensors.around(self.processor):
+                enc = self.processor(**kwargs)
+        else:
+            enc = self.processor(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         mask = enc["attention_mask"]
         self.padding = (self.padding[0] + int((mask == 0).sum()), self.padding[1] + int(mask.numel()))
         enc = enc.to(self.model.device)
@@ -483,6 +490,110 @@ class HFModel(Model):
             out.append(Response(text=text, parsed=value, method=JSON_SCHEMA if valid else INVALID, valid=valid,
                                 latency_s=elapsed))
         return out
+
+
+class ImageTensors:
+    """The image processor's output per image, kept (least recently used out past ``max_mb``), so
+    a training step or an evaluation batch neither resizes nor normalises an image it has prepared
+    before (Scrapbook asks dozens of questions per image; training draws each image many times).
+
+    Installed around the processor's call (:meth:`around`), it answers the processor's
+    ``image_processor(images, **kwargs)`` by concatenating each image's cached tensors - what the
+    processor itself computes, image by image, for the families whose batch is the concatenation
+    of its images (LLaVA's CLIP, BLIP-2, Idefics3 at one size...). The first batch is checked
+    against the real call and, where the outputs differ or are not per-image tensors (padded
+    across the batch, lists), the real image processor is used for every batch (``active`` False).
+    Images are keyed by their pixels' digest, so the same picture is prepared once whatever loads
+    it. Hand-written: transformers has no per-image cache of processed inputs."""
+
+    def __init__(self, max_mb: float):
+        from collections import OrderedDict
+
+        self.max_bytes, self.bytes, self.hits, self.misses = int(max_mb * 2**20), 0, 0, 0
+        self.active: bool | None = None  # None until the first batch is checked
+        self._tensors: OrderedDict = OrderedDict()
+
+    def stats(self) -> dict:
+        return {"active": self.active, "hits": self.hits, "misses": self.misses, "mb": round(self.bytes / 2**20, 1)}
+
+    def _one(self, real, image, kwargs: dict) -> dict:
+        import hashlib
+
+        key = (hashlib.blake2b(image.tobytes(), digest_size=16).hexdigest(), image.size, image.mode,
+               repr(sorted(kwargs.items())))
+        found = self._tensors.get(key)
+        if found is not None:
+            self._tensors.move_to_end(key)
+            self.hits += 1
+            return found
+        self.misses += 1
+        out = dict(real([image], **kwargs))
+        size = sum(v.numel() * v.element_size() for v in out.values() if hasattr(v, "numel"))
+        if size <= self.max_bytes:
+            self._tensors[key] = out
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, old = self._tensors.popitem(last=False)
+                self.bytes -= sum(v.numel() * v.element_size() for v in old.values() if hasattr(v, "numel"))
+        return out
+
+    def _combined(self, real, images, kwargs: dict):
+        import torch
+        from transformers import BatchFeature
+
+        if not isinstance(images, list) or not all(hasattr(im, "tobytes") for im in images):
+            return None  # nested lists (one per sample): the real call
+        parts = [self._one(real, im, kwargs) for im in images]
+        if not all(torch.is_tensor(v) and v.shape[0] == 1 for part in parts for v in part.values()):
+            return None
+        try:
+            return BatchFeature({k: torch.cat([part[k] for part in parts]) for k in parts[0]})
+        except RuntimeError:  # per-image shapes differ (tiles, sizes): the processor pads; let it
+            return None
+
+    def around(self, processor):
+        """A context in which ``processor``'s image processor answers from this cache."""
+        from contextlib import contextmanager
+
+        import torch
+
+        @contextmanager
+        def installed():
+            real = processor.image_processor
+            if self.active is False or real is None:
+                yield
+                return
+
+            def cached(images, **kwargs):
+                out = self._combined(real, images, kwargs)
+                want = real(images, **kwargs) if self.active is None else None
+                if want is not None:  # the first batch: the cache must give exactly the real output
+                    same = out is not None and set(out) == set(want) and all(
+                        torch.is_tensor(want[k]) and torch.equal(out[k], torch.as_tensor(want[k])) for k in want)
+                    self.active = same
+                    return want
+                return out if out is not None else real(images, **kwargs)
+
+            processor.image_processor = _Delegate(real, cached)
+            try:
+                yield
+            finally:
+                processor.image_processor = real
+
+        return installed()
+
+
+class _Delegate:
+    """``real`` with its call replaced (attributes such as its size and crop settings read through)."""
+
+    def __init__(self, real, call):
+        self._real, self._call = real, call
+
+    def __call__(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
 
 
 def is_encoder_decoder(model) -> bool:
