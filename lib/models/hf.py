@@ -38,6 +38,8 @@ _NESTED_IMAGES = {"idefics2", "idefics3", "smolvlm", "mllama"}  # processors wan
 # VLMs whose forward continues from a KV cache without the images (log-likelihood from one prefill);
 # Qwen-VL's rotary positions and BLIP-2 / Kosmos-2 / Florence-2's image inputs need the whole row
 _PREFILL_TYPES = {"llava", "llava_next", "idefics3"}
+
+
 @lru_cache(maxsize=1)
 def _cache_arg() -> str:
     """The KV cache's keyword and output field: ``cache`` in newer transformers 5 releases,
@@ -559,7 +561,7 @@ class ImageTensors:
 
         @contextmanager
         def installed():
-            real = processor.image_processor
+            real = getattr(processor, "image_processor", None)
             if self.active is False or real is None:
                 yield
                 return
