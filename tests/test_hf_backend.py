@@ -153,7 +153,7 @@ def test_a_shared_prompt_prefix_is_encoded_once_with_the_same_answers():
     plain = load_model({"backend": "tiny", "name": "smollm2", "prefix_cache": False})
     cached = load_model({"backend": "tiny", "name": "smollm2"})
     want = generate(plain, reqs + follow, batch_size=5, progress=False)
-    assert cached.load()._prefix_groups(reqs) == [[0, 2, 3, 4], [1]]  # the general family, then the yes/no one
+    assert cached._prefix_groups(cached.load()._token_ids(reqs)) == [[0, 2, 3, 4], [1]]  # the general family, then the yes/no one
     got = generate(cached, reqs + follow, batch_size=5, progress=False)
     assert [(r.text, r.prompt_tokens, r.completion_tokens) for r in got] == \
         [(r.text, r.prompt_tokens, r.completion_tokens) for r in want]

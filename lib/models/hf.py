@@ -260,15 +260,14 @@ class HFModel(Model):
     def _token_ids(self, batch: list[Request]) -> list[list[int]]:
         return [self.tokenizer.encode(self._chat_text(r), add_special_tokens=False) for r in batch]
 
-    def _prefix_groups(self, batch: list[Request]) -> list[list[int]]:
+    def _prefix_groups(self, ids: list[list[int]]) -> list[list[int]]:
         """The batch split where its rows fall into families sharing much longer prefixes than the
         whole batch does (LAVE's yes/no and general demonstrations sorted next to each other): each
         family of two or more rows whose common prefix is ``PREFIX_MIN_TOKENS`` longer, then the
-        rest. One group (the batch) when there is no such family or no prefix caching."""
-        whole = [list(range(len(batch)))]
-        if len(batch) < 3 or not self._prefix_caching():
+        rest (``ids``: the rows' prompt tokens). One group (the batch) when there is no such family."""
+        whole = [list(range(len(ids)))]
+        if len(ids) < 3:
             return whole
-        ids = self._token_ids(batch)
         common = _common_prefix(ids)
         families: dict[int, list[int]] = {}
         for i, row in enumerate(ids):
@@ -278,10 +277,10 @@ class HFModel(Model):
         if not gaining:
             return whole
         taken = {i for idx in gaining for i in idx}
-        rest = [i for i in range(len(batch)) if i not in taken]
+        rest = [i for i in range(len(ids)) if i not in taken]
         return gaining + ([rest] if rest else [])
 
-    def _shared_prefix(self, batch: list[Request]):
+    def _shared_prefix(self, batch: list[Request], ids: list[list[int]] | None):
         """Inputs for ``generate`` that start from a cached prefix, or None where there is none.
 
         A text LM's batch often shares a long prompt prefix: LAVE's task definition and eight
@@ -299,9 +298,8 @@ class HFModel(Model):
 
         import torch
 
-        if not self._prefix_caching():
+        if ids is None:
             return None
-        ids = self._token_ids(batch)
         common, first = _common_prefix(ids), ids[0]
         if common < PREFIX_MIN_TOKENS:
             return None
@@ -331,21 +329,25 @@ class HFModel(Model):
                 _cache_arg(): cache}
 
     def _decode(self, batch: list[Request], trie: bool) -> list[Response]:
-        groups = self._prefix_groups(batch)
+        """Generate for a batch; a text LM's prompts are tokenised once here for the prefix cache
+        (split by prefix family, then each part from its shared prefix)."""
+        ids = self._token_ids(batch) if self._prefix_caching() else None
+        groups = self._prefix_groups(ids) if ids is not None else [list(range(len(batch)))]
         if len(groups) == 1:
-            return self._decode_batch(batch, trie)
+            return self._decode_batch(batch, trie, ids)
         out: list = [None] * len(batch)
         for idx in groups:
-            for i, resp in zip(idx, self._decode_batch([batch[i] for i in idx], trie)):
+            part = self._decode_batch([batch[i] for i in idx], trie, [ids[i] for i in idx])
+            for i, resp in zip(idx, part):
                 out[i] = resp
         return out
 
-    def _decode_batch(self, batch: list[Request], trie: bool) -> list[Response]:
+    def _decode_batch(self, batch: list[Request], trie: bool, ids: list[list[int]] | None = None) -> list[Response]:
         import torch
 
         r0 = batch[0]
         start = time.perf_counter()
-        enc = self._shared_prefix(batch) or self._encode(batch)
+        enc = self._shared_prefix(batch, ids) or self._encode(batch)
         prompt_len = enc["input_ids"].shape[1]
         eos = self.tokenizer.eos_token_id
         gen = {"max_new_tokens": r0.max_new_tokens, "do_sample": r0.temperature > 0, "pad_token_id": self.tokenizer.pad_token_id}
