@@ -176,39 +176,54 @@ def load_image(path: str | Path, mode: str | None = "RGB") -> Image.Image:
         raise ImageError(f"{path}: truncated or corrupt image ({e})") from None
 
 
-class ImageCache:
-    """Decoded images, least recently used out past ``max_mb`` of pixels, so a loop that meets an
-    image many times decodes its file once: a training budget of steps draws each image many times,
-    and an evaluation asks many questions about one image (Scrapbook) and every model and style the
-    same images. Called like :func:`load_image` (a path, RGB); errors are :func:`load_image`'s.
-    Hand-written: functools.lru_cache bounds entries, not bytes, and images differ in size."""
+class ByteLRU:
+    """Values kept least recently used out past ``max_mb`` bytes (each value's size given by the
+    caller), with hit and miss counts. Hand-written: functools.lru_cache bounds entries, not
+    bytes, and images and their tensors differ in size."""
 
     def __init__(self, max_mb: float):
         from collections import OrderedDict
 
         self.max_bytes, self.bytes, self.hits, self.misses = int(max_mb * 2**20), 0, 0, 0
-        self._images: OrderedDict = OrderedDict()
+        self._values: OrderedDict = OrderedDict()
 
-    def __call__(self, path: str | Path) -> Image.Image:
-        key = str(path)
-        image = self._images.get(key)
-        if image is not None:
-            self._images.move_to_end(key)
-            self.hits += 1
-            return image
-        self.misses += 1
-        image = load_image(path)
-        size = image.width * image.height * len(image.getbands())
-        if size <= self.max_bytes:
-            self._images[key] = image
-            self.bytes += size
-            while self.bytes > self.max_bytes:
-                _, old = self._images.popitem(last=False)
-                self.bytes -= old.width * old.height * len(old.getbands())
-        return image
+    def get(self, key):
+        """The value kept under ``key`` (now the most recent), or None (counted as a miss)."""
+        value = self._values.get(key)
+        if value is None:
+            self.misses += 1
+            return None
+        self._values.move_to_end(key)
+        self.hits += 1
+        return value
+
+    def put(self, key, value, size: int) -> None:
+        """Keep ``value`` unless it alone exceeds the budget; older values go to make room."""
+        if size > self.max_bytes:
+            return
+        self._values[key] = (value, size)
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            _, (_, old) = self._values.popitem(last=False)
+            self.bytes -= old
 
     def stats(self) -> dict:
         return {"hits": self.hits, "misses": self.misses, "mb": round(self.bytes / 2**20, 1)}
+
+
+class ImageCache(ByteLRU):
+    """Decoded images within a byte budget (:class:`ByteLRU`), so a loop that meets an image many
+    times decodes its file once: a training budget of steps draws each image many times, and an
+    evaluation asks many questions about one image (Scrapbook) and every model and style the same
+    images. Called like :func:`load_image` (a path, RGB); errors are :func:`load_image`'s."""
+
+    def __call__(self, path: str | Path) -> Image.Image:
+        found = self.get(str(path))
+        if found is not None:
+            return found[0]
+        image = load_image(path)
+        self.put(str(path), image, image.width * image.height * len(image.getbands()))
+        return image
 
 
 @dataclass

@@ -511,14 +511,13 @@ class ImageTensors:
     it. Hand-written: transformers has no per-image cache of processed inputs."""
 
     def __init__(self, max_mb: float):
-        from collections import OrderedDict
+        from lib.io import ByteLRU
 
-        self.max_bytes, self.bytes, self.hits, self.misses = int(max_mb * 2**20), 0, 0, 0
         self.active: bool | None = None  # None until the first batch is checked
-        self._tensors: OrderedDict = OrderedDict()
+        self._tensors = ByteLRU(max_mb)
 
     def stats(self) -> dict:
-        return {"active": self.active, "hits": self.hits, "misses": self.misses, "mb": round(self.bytes / 2**20, 1)}
+        return {"active": self.active, **self._tensors.stats()}
 
     def _one(self, real, image, kwargs: dict) -> dict:
         import hashlib
@@ -527,18 +526,9 @@ class ImageTensors:
                repr(sorted(kwargs.items())))
         found = self._tensors.get(key)
         if found is not None:
-            self._tensors.move_to_end(key)
-            self.hits += 1
-            return found
-        self.misses += 1
+            return found[0]
         out = dict(real([image], **kwargs))
-        size = sum(v.numel() * v.element_size() for v in out.values() if hasattr(v, "numel"))
-        if size <= self.max_bytes:
-            self._tensors[key] = out
-            self.bytes += size
-            while self.bytes > self.max_bytes:
-                _, old = self._tensors.popitem(last=False)
-                self.bytes -= sum(v.numel() * v.element_size() for v in old.values() if hasattr(v, "numel"))
+        self._tensors.put(key, out, sum(v.numel() * v.element_size() for v in out.values() if hasattr(v, "numel")))
         return out
 
     def _combined(self, real, images, kwargs: dict):
