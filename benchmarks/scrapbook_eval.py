@@ -4,7 +4,9 @@ The ``unique_all`` dataset (params/04_scrapbook.unique_all.yaml, generated once 
 folder), then in fresh subprocesses (each peak RSS its own): stage 06 on 2,000 and on 20,000
 questions sampled from it (tiny LLaVA, zero-shot, a fresh call cache: every question is asked),
 seconds and peak RSS each (one run each: the 20,000 take minutes); then ``rescore`` of the
-20,000-question evaluation, median of 3.
+20,000-question evaluation, median of 3; then every question answered by the ``constant``
+baseline (no model) and that evaluation rescored (one run each: the rescore reads, scores and
+writes back 827,004 predictions).
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ def peak_rss_mb():
 
 mode, folder, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 start = time.perf_counter()
-if mode == "eval":
-    cfg = E.EvalConfig(datasets={"unique_all": folder}, models={"tiny": {"backend": "tiny", "name": "llava",
-                       "batch_size": 16}}, styles=["zero_shot"], max_items=int(sys.argv[4]), n_resamples=200)
+if mode in ("eval", "constant"):
+    model = {"backend": "tiny", "name": "llava", "batch_size": 16} if mode == "eval" else {"backend": "constant", "answer": "yes"}
+    cfg = E.EvalConfig(datasets={"unique_all": folder}, models={mode: model}, styles=["zero_shot"],
+                       max_items=int(sys.argv[4]))  # the default 1,000 bootstrap resamples
     summary = E.run(cfg, out, store=CallStore(out.parent / "calls.sqlite"), progress=False)
     n = summary["predictions"]
 else:
@@ -66,6 +69,8 @@ def main() -> dict:
     runs = {n: _child("eval", root / "unique_all", root / f"eval{n}" / "06_evaluate", n) for n in SIZES}
     rescores = [_child("rescore", root / "unique_all", root / f"eval{SIZES[-1]}" / "06_evaluate")
                 for _ in range(RESCORE_REPEATS)]
+    constant = _child("constant", root / "unique_all", root / "constant" / "06_evaluate", 0)
+    full = _child("rescore", root / "unique_all", root / "constant" / "06_evaluate")
     result = {
         "dataset": {"questions": stats["questions"], "images": stats["images"], "items_jsonl_mb": round(size_mb)},
         "evaluate": {str(n): {"predictions": r["predictions"], "seconds": round(r["seconds"], 1),
@@ -74,10 +79,15 @@ def main() -> dict:
         "rescore_20000": {"seconds": round(statistics.median(r["seconds"] for r in rescores), 2),
                           "peak_rss_mb": round(max(r["peak_rss_mb"] for r in rescores)),
                           "all_seconds": [round(r["seconds"], 2) for r in rescores]},
-        "targets": {"peak_rss_mb_at_most": 600, "rescore_20000_seconds_at_most": 3},
+        "constant_all": {"predictions": constant["predictions"], "evaluate_seconds": round(constant["seconds"], 1),
+                         "evaluate_peak_rss_mb": round(constant["peak_rss_mb"]), "rescore_seconds": round(full["seconds"], 1),
+                         "rescore_peak_rss_mb": round(full["peak_rss_mb"])},
+        "targets": {"peak_rss_mb_at_most": 600, "rescore_20000_seconds_at_most": 3,
+                    "rescore_all_seconds_at_most": 120, "rescore_all_peak_rss_mb_at_most": 4096},
     }
     result["meets_targets"] = (all(r["peak_rss_mb"] <= 600 for r in runs.values())
-                               and result["rescore_20000"]["seconds"] <= 3)
+                               and result["rescore_20000"]["seconds"] <= 3 and full["seconds"] <= 120
+                               and full["peak_rss_mb"] <= 4096)
     return record("scrapbook_eval", result)
 
 

@@ -36,8 +36,8 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import config
-from lib.io import item_index, outside_images, read_items_at, read_jsonl, save_item_index, scan_items, write_json, \
-    write_jsonl
+from lib.io import file_sha256, item_index, outside_images, paused_gc, read_items_at, read_jsonl, save_item_index, \
+    scan_items, write_json, write_jsonl
 from lib.metrics.consistency import EXACT_MODES
 from lib.metrics.lave import judge as lave_judge
 from lib.models import Request, generate, load_model
@@ -402,7 +402,7 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     write_jsonl(out / A.PREDICTIONS, (p.to_dict() for p in preds))
     write_jsonl(out / A.JUDGEMENTS, (j.to_dict() for j in judgements))
     write_json(out / A.EVAL_CONFIG, cfg.to_dict())
-    write_json(out / A.EVAL_MANIFEST, manifest(out, cfg))  # last, atomically: the parts belong together
+    write_json(out / A.EVAL_MANIFEST, manifest(out, cfg, preds))  # last, atomically: the parts belong together
     seconds = time.perf_counter() - start
     summary = rescore_folder(out)
     summary.update({"predict_seconds": round(seconds, 2), "predictions": len(preds), "judgements": len(judgements),
@@ -410,43 +410,34 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     return config.finish(out, A.EVALUATE, cfg, summary)
 
 
-def _sha256(path: Path) -> str | None:
-    """The file's SHA-256, read in chunks (a Scrapbook items.jsonl is half a gigabyte)."""
-    if not path.exists():
-        return None
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def _answers_digest(path: Path) -> str | None:
+def _answers_digest(preds) -> str:
     """What identifies the stored answers: each prediction's item, model, style and raw output (not
-    its scores, which rescoring rewrites)."""
-    if not path.exists():
-        return None
+    its scores, which rescoring rewrites). Made from the predictions in memory: reading a large
+    predictions file again only to hash it doubled the check."""
     h = hashlib.sha256()
-    for d in read_jsonl(path):
-        h.update(json.dumps([d["meta"].get("dataset", ""), d["item_id"], d["model"], d["style"], d["raw"],
-                             d.get("call_key")]).encode())
+    for p in preds:
+        h.update(json.dumps([p.meta.get("dataset", ""), p.item_id, p.model, p.style, p.raw, p.call_key]).encode())
     return h.hexdigest()
 
 
-def manifest(out: Path, cfg: EvalConfig) -> dict:
-    """The fingerprints that tie a finished evaluation's parts together: its config, its answers,
-    its judgements and every dataset's items as they were evaluated."""
-    return {"config": _sha256(out / A.EVAL_CONFIG), "answers": _answers_digest(out / A.PREDICTIONS),
-            "judgements": _sha256(out / A.JUDGEMENTS),
-            "datasets": {name: _sha256(Path(folder) / "items.jsonl") for name, folder in cfg.datasets.items()}}
+def manifest(out: Path, cfg: EvalConfig, preds: list[Prediction]) -> dict:
+    """The fingerprints that tie a finished evaluation's parts together: its config, its answers
+    (``preds``, as written to its predictions file), its judgements and every dataset's items as
+    they were evaluated."""
+    return {"config": file_sha256(out / A.EVAL_CONFIG, remember=False), "answers": _answers_digest(preds),
+            "judgements": file_sha256(out / A.JUDGEMENTS, remember=False),
+            "datasets": {name: file_sha256(Path(folder) / "items.jsonl") for name, folder in cfg.datasets.items()}}
 
 
-def check_manifest(out: Path, cfg: EvalConfig) -> None:
+def check_manifest(out: Path, cfg: EvalConfig, preds: list[Prediction]) -> None:
     """Refuse a folder whose parts do not belong together (an unfinished rerun, a dataset changed
-    since the evaluation), saying which part and what to do."""
+    since the evaluation), saying which part and what to do (``preds``: its predictions file, read)."""
     path = out / A.EVAL_MANIFEST
     if not path.exists():
         raise ValueError(f"{path} not found: the evaluation in {out} did not finish (a rerun was stopped, or the "
                          f"folder predates manifests), so its config and predictions may belong to different runs; "
                          f"rerun the stage (the call cache keeps it cheap), or rescore with --unverified")
-    saved, now = json.loads(path.read_text()), manifest(out, cfg)
+    saved, now = json.loads(path.read_text()), manifest(out, cfg, preds)
     for part in ("config", "answers", "judgements"):
         if saved.get(part) != now[part]:
             raise ValueError(f"{out}: the {part} changed after the evaluation finished; rerun the stage")
@@ -465,10 +456,11 @@ def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
     if not cfg_path.exists():
         raise FileNotFoundError(f"{cfg_path} not found: {out} holds no finished evaluation to rescore")
     cfg = EvalConfig(**json.loads(cfg_path.read_text()))
-    if not unverified:
-        check_manifest(out, cfg)
     start = time.perf_counter()
-    preds = [Prediction.from_dict(d) for d in read_jsonl(out / A.PREDICTIONS)]
+    with paused_gc():
+        preds = [Prediction.from_dict(d) for d in read_jsonl(out / A.PREDICTIONS)]
+    if not unverified:
+        check_manifest(out, cfg, preds)
     wanted: dict[str, set[str]] = defaultdict(set)
     for p in preds:
         wanted[p.meta.get("dataset", "")].add(p.item_id)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import base64
 import csv
+import gc
 import io
+import itertools
 import json
 import os
 import re
@@ -23,6 +25,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,18 +48,62 @@ class JSONLError(ValueError):
 
 # --- JSONL ------------------------------------------------------------------------------------
 
+CHUNK_LINES = 2048  # lines decoded by one json.loads (see decode_lines)
+
+
+@contextmanager
+def paused_gc():
+    """The cyclic garbage collector paused while many records are built (and enabled again after,
+    if it was): records hold no cycles, and the collector's passes over a growing list of them were
+    most of the time of reading 50,000 items (2.4 s against 0.9 s)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def decode_lines(chunk: list[str | bytes]) -> list | None:
+    """The JSON value of each line of ``chunk`` (one record per line, each an object), decoded by
+    one ``json.loads`` over the lines as an array; None when that reading is not certain (a line
+    that is not one whole object), for the caller to decode line by line and name the bad one.
+
+    One call rather than one per line because the decoder shares equal keys within a call: the
+    records of a chunk share their keys' strings instead of each holding copies (a quarter of a
+    large dataset's memory), and it is faster. Each line keeps its newline, so no string can run
+    across lines; a line that does not start with ``{`` and end with ``}`` is decoded alone."""
+    if not chunk:
+        return []
+    binary = isinstance(chunk[0], bytes)
+    opener, closer, sep = (b"{", b"}", b",") if binary else ("{", "}", ",")
+    if not all(line.lstrip().startswith(opener) and line.rstrip().endswith(closer) for line in chunk):
+        return None
+    try:
+        rows = json.loads((b"[" if binary else "[") + sep.join(chunk) + (b"]" if binary else "]"))
+    except json.JSONDecodeError:
+        return None
+    return rows if len(rows) == len(chunk) and all(type(r) is dict for r in rows) else None
+
+
 def read_jsonl(path: str | Path) -> Iterator[dict]:
-    """Yield one dict per non-empty line; a malformed line raises :class:`JSONLError`."""
+    """Yield one dict per non-empty line; a malformed line raises :class:`JSONLError`. Lines are
+    read and decoded in chunks (:func:`decode_lines`)."""
     path = Path(path)
     with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
+        numbered = ((n, line) for n, line in enumerate(f, 1) if line.strip())
+        while chunk := list(itertools.islice(numbered, CHUNK_LINES)):
+            rows = decode_lines([line for _, line in chunk])
+            if rows is not None:
+                yield from rows
                 continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as e:
-                raise JSONLError(f"{path}:{n}: malformed JSON line ({e.msg} at column {e.colno}); "
-                                 f"fix or remove that line") from None
+            for n, line in chunk:
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise JSONLError(f"{path}:{n}: malformed JSON line ({e.msg} at column {e.colno}); "
+                                     f"fix or remove that line") from None
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
@@ -305,27 +352,38 @@ def save_dataset(folder: str | Path, items: Iterable[Item], info: dict) -> int:
 
 
 def scan_items(folder: str | Path) -> Iterator[tuple[int, Item]]:
-    """``(byte offset, Item)`` of every record of a dataset's ``items.jsonl``, streamed (one line
-    in memory at a time); a bad record raises naming the file and line."""
+    """``(byte offset, Item)`` of every record of a dataset's ``items.jsonl``, streamed (a chunk
+    of lines in memory at a time, :func:`decode_lines`); a bad record raises naming the file and line."""
     path = Path(folder) / "items.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{path}: not a dataset folder (no items.jsonl)")
-    with path.open("rb") as f:
-        offset, record = 0, 0
+
+    def lines(f):
+        offset = 0
         for line_no, line in enumerate(f, 1):
             start, offset = offset, offset + len(line)
-            if not line.strip():
-                continue
-            record += 1
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise JSONLError(f"{path}:{line_no}: malformed JSON line ({e.msg} at column {e.colno}); "
-                                 f"fix or remove that line") from None
-            try:
-                yield start, Item.from_dict(row)
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"{path}: record {record} is not a valid Item ({e})") from None
+            if line.strip():
+                yield line_no, start, line
+
+    with path.open("rb") as f:
+        record = 0
+        numbered = lines(f)
+        while chunk := list(itertools.islice(numbered, CHUNK_LINES)):
+            rows = decode_lines([line for _, _, line in chunk])
+            for k, (line_no, start, line) in enumerate(chunk):
+                record += 1
+                if rows is not None:
+                    row = rows[k]
+                else:
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise JSONLError(f"{path}:{line_no}: malformed JSON line ({e.msg} at column {e.colno}); "
+                                         f"fix or remove that line") from None
+                try:
+                    yield start, Item.from_dict(row)
+                except (TypeError, ValueError) as e:
+                    raise ValueError(f"{path}: record {record} is not a valid Item ({e})") from None
 
 
 def load_items(folder: str | Path) -> list[Item]:
@@ -335,29 +393,67 @@ def load_items(folder: str | Path) -> list[Item]:
 
 def read_items_at(folder: str | Path, offsets: Iterable[int]) -> list[Item]:
     """The items whose lines start at ``offsets`` (from :func:`scan_items` or :func:`item_index`),
-    read by seeking: a sample of a large dataset costs its own lines only."""
+    read by seeking: a sample of a large dataset costs its own lines only (decoded in chunks,
+    :func:`decode_lines`)."""
     path = Path(folder) / "items.jsonl"
     out = []
-    with path.open("rb") as f:
-        for off in offsets:
-            f.seek(off)
-            line = f.readline()
-            try:
-                out.append(Item.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, TypeError, ValueError) as e:
-                raise ValueError(f"{path}: the record at byte {off} is not a valid Item ({e}); the file changed "
-                                 f"since it was indexed?") from None
+
+    def bad(off, e):
+        return ValueError(f"{path}: the record at byte {off} is not a valid Item ({e}); the file changed "
+                          f"since it was indexed?")
+
+    with path.open("rb") as f, paused_gc():
+        offsets = iter(offsets)
+        while chunk := list(itertools.islice(offsets, CHUNK_LINES)):
+            lines = []
+            for off in chunk:
+                f.seek(off)
+                lines.append(f.readline())
+            rows = decode_lines(lines)
+            for k, (off, line) in enumerate(zip(chunk, lines)):
+                try:
+                    out.append(Item.from_dict(rows[k] if rows is not None else json.loads(line)))
+                except (json.JSONDecodeError, TypeError, ValueError) as e:
+                    raise bad(off, e) from None
     return out
 
 
-def _index_path(folder: str | Path) -> Path:
+def _stat_key(path: Path, kind: str, suffix: str) -> Path:
+    """Where ``outputs/cache/<kind>/`` keeps what was derived from ``path`` as it is now: keyed by
+    the resolved path, size and modification time (ns), so an edited file gets a new entry."""
     from hashlib import sha256
 
     from lib.paths import cache_dir
 
-    path = (Path(folder) / "items.jsonl").resolve()
+    path = path.resolve()
     st = path.stat()
-    return cache_dir("index") / f"{sha256(f'{path}|{st.st_size}|{st.st_mtime_ns}'.encode()).hexdigest()[:32]}.npz"
+    return cache_dir(kind) / f"{sha256(f'{path}|{st.st_size}|{st.st_mtime_ns}'.encode()).hexdigest()[:32]}{suffix}"
+
+
+def _index_path(folder: str | Path) -> Path:
+    return _stat_key(Path(folder) / "items.jsonl", "index", ".npz")
+
+
+def file_sha256(path: str | Path, remember: bool = True) -> str | None:
+    """A file's SHA-256 (None when it does not exist), read in chunks; with ``remember`` kept like
+    the item index (path, size, modification time): checking a 500 MB Scrapbook items.jsonl
+    again costs a stat, not a second of hashing."""
+    import hashlib
+
+    path = Path(path)
+    if not path.exists():
+        return None
+    memo = _stat_key(path, "digests", ".sha256") if remember else None
+    if memo is not None and memo.exists():
+        return memo.read_text().strip()
+    with path.open("rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    if memo is None:
+        return digest
+    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(digest)
+    os.replace(tmp, memo)
+    return digest
 
 
 def save_item_index(folder: str | Path, ids: list[str], offsets: list[int]) -> None:

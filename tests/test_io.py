@@ -263,3 +263,22 @@ def test_image_cache_decodes_each_file_once_within_its_byte_budget(tmp_path):
     assert cache.bytes == 60_000 and cache(paths[0]) is not a and cache.misses == 4
     with pytest.raises(vio.ImageError, match="missing.png"):
         cache(tmp_path / "missing.png")
+
+
+def test_a_files_digest_is_hashed_once_and_again_when_the_file_changes(tmp_path, monkeypatch):
+    import hashlib
+    import os
+
+    path = tmp_path / "items.jsonl"
+    path.write_text('{"id": "a"}\n')
+    first = vio.file_sha256(path)
+    assert first == hashlib.sha256(path.read_bytes()).hexdigest() and vio.file_sha256(tmp_path / "nothing") is None
+    calls = []
+    real = hashlib.file_digest
+    monkeypatch.setattr(hashlib, "file_digest", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert vio.file_sha256(path) == first and not calls  # remembered: the file is not read again
+    st = path.stat()
+    path.write_text('{"id": "b"}\n')  # same size: the modification time tells
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert vio.file_sha256(path) == hashlib.sha256(b'{"id": "b"}\n').hexdigest() and calls == [1]
+    assert vio.file_sha256(path, remember=False) == vio.file_sha256(path) and calls == [1, 1]

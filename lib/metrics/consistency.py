@@ -183,22 +183,40 @@ def _ancestors(image, parent: dict):
 
 def score_versions(df: pd.DataFrame, exact: str = "paper") -> pd.DataFrame:
     """Per answer: ``category``, ``answer`` (the plausible answer read), ``correct`` and, with the
-    precedence check per (query, form), ``category_strict`` / ``correct_strict``."""
+    precedence check per (query, form), ``category_strict`` / ``correct_strict``. Each distinct
+    (output, expected, form, space, type) is read once: a dataset's answers repeat."""
     df = df.copy()
     if "paraphrase" not in df:
         df["paraphrase"] = 0
-    read = [read_answer(o, e, f, tuple(s), t == "counting", exact)
-            for o, e, f, s, t in zip(df["output"], df["expected"], df["form"], df["space"], df["type"])]
+    memo: dict = {}
+    read = []
+    for key in zip(df["output"], df["expected"], df["form"], map(tuple, df["space"]), df["type"]):
+        got = memo.get(key)
+        if got is None:
+            o, e, f, sp, t = key
+            got = memo[key] = read_answer(o, e, f, sp, t == "counting", exact)
+        read.append(got)
     df["category"] = [c for c, _ in read]
     df["answer"] = [a for _, a in read]
     df["correct"] = df["category"] == CORRECT
-    ok = df.groupby(["model", "image", "query", "form"])["correct"].all().to_dict()
-    parent = dict(zip(df["image"], df["parent"]))
-    invalid = [c and any(not ok.get((m, a, q, f), True) for a in _ancestors(i, parent))
-               for m, i, q, f, c in zip(df["model"], df["image"], df["query"], df["form"], df["correct"])]
+    keys = ["model", "image", "query", "form"]
+    invalid = df["correct"].to_numpy() & _failed_on_ancestor(df, df.groupby(keys, sort=False)["correct"].all(), keys)
     df["category_strict"] = np.where(invalid, INVALIDATED, df["category"])
     df["correct_strict"] = df["category_strict"] == CORRECT
     return df
+
+
+def _failed_on_ancestor(frame: pd.DataFrame, ok: pd.Series, keys: list[str]) -> np.ndarray:
+    """Per row of ``frame``: is ``ok`` False for the row's ``keys`` with its image replaced by one
+    of the image's ancestors? (``ok`` is indexed by ``keys``; a key it lacks is not a failure.)
+    Joins instead of a Python loop per row: a full Scrapbook dataset has 827,004 answers."""
+    parent = dict(zip(frame["image"], frame["parent"]))
+    pairs = pd.DataFrame([(i, a) for i in parent for a in _ancestors(i, parent)], columns=["image", "ancestor"])
+    failed = ok[~ok.astype(bool)].reset_index()[keys]
+    if pairs.empty or failed.empty:
+        return np.zeros(len(frame), dtype=bool)
+    failed = failed.rename(columns={"image": "ancestor"}).merge(pairs, on="ancestor")[keys].drop_duplicates()
+    return frame[keys].merge(failed.assign(_failed=True), on=keys, how="left")["_failed"].notna().to_numpy()
 
 
 def _isna(x) -> bool:
@@ -221,24 +239,29 @@ def aggregate_category(categories, answers=None) -> str:
 
 def questions(scored: pd.DataFrame) -> pd.DataFrame:
     """One row per question (model, image, query, paraphrase): all-versions correctness,
-    consistency, aggregated category, and the precedence check (``*_strict``)."""
+    consistency, aggregated category (:func:`aggregate_category`'s rule, per group in one pass),
+    and the precedence check (``*_strict``)."""
     scored = scored if "paraphrase" in scored else scored.assign(paraphrase=0)
     keys = ["model", "image", "query", "paraphrase"]
-    g = scored.groupby(keys, sort=False)
+    cat = scored["category"]
+    g = scored.assign(_correct=cat == CORRECT, _wrong=cat == WRONG,
+                      _answer=scored["answer"] if "answer" in scored else None).groupby(keys, sort=False)
     out = g.agg(type=("type", "first"), level=("level", "first"), subgroup=("subgroup", "first"),
                 absurd=("absurd", "first"), concepts=("concepts", "first"), parent=("parent", "first"),
-                versions=("correct", "size"), consistency=("correct", "mean"),
-                correct_all=("correct", "all")).reset_index()
+                versions=("correct", "size"), consistency=("correct", "mean"), correct_all=("correct", "all"),
+                _correct=("_correct", "sum"), _wrong=("_wrong", "sum"), _kinds=("category", "nunique"),
+                _first=("category", "first")).reset_index()
+    out["_answers"] = g["_answer"].nunique(dropna=False).to_numpy()
     out["consistent"] = out["consistency"] >= THRESHOLD
-    out["category"] = [aggregate_category(c, a) for c, a in zip(g["category"].agg(list), g["answer"].agg(list))] \
-        if "answer" in scored else g["category"].agg(aggregate_category).to_numpy()
-    query_ok = out.groupby(["model", "image", "query"])["correct_all"].all().to_dict()
-    parent = dict(zip(out["image"], out["parent"]))
-    invalid = [c and any(not query_ok.get((m, a, q), True) for a in _ancestors(i, parent))
-               for m, i, q, c in zip(out["model"], out["image"], out["query"], out["correct_all"])]
-    out["correct_all_strict"] = out["correct_all"] & ~np.asarray(invalid, dtype=bool)
+    n, right, wrong = out["versions"], out["_correct"], out["_wrong"]
+    out["category"] = np.select([right == n, (wrong == n) & (out["_answers"] == 1), right + wrong == n, out["_kinds"] == 1],
+                                [CORRECT, WRONG, ANSWER_DISAGREEMENT, out["_first"]], ERROR_DISAGREEMENT)
+    query = ["model", "image", "query"]
+    invalid = out["correct_all"].to_numpy() & _failed_on_ancestor(out, out.groupby(query, sort=False)["correct_all"].all(),
+                                                                  query)
+    out["correct_all_strict"] = out["correct_all"] & ~invalid
     out["category_strict"] = np.where(invalid, INVALIDATED, out["category"])
-    return out.drop(columns="parent")
+    return out.drop(columns=["parent", "_correct", "_wrong", "_kinds", "_first", "_answers"])
 
 
 def overall_table(scored: pd.DataFrame, qs: pd.DataFrame) -> pd.DataFrame:

@@ -2,6 +2,13 @@
 indices, with *vectorised* statistics - each takes arrays whose last axis holds the items and
 returns one value per leading index - so a ratio statistic such as F1 or a macro average over
 question types costs one numpy pass for all resamples instead of one library call per resample.
+
+A mean's interval (:func:`mean_ci`) resamples *counts*: drawing n items with replacement from n
+scores is drawing how often each distinct score is picked, Multinomial(n, its share), so the
+bootstrap distribution is the same at O(distinct scores) per resample instead of O(n) -
+hand-written because scipy resamples indices, which takes 17 s per interval over the 827,004
+answers of a full Scrapbook dataset (1,000 resamples) against 0.04 s here. Scores with many
+distinct values (a drawn count costs ~8 times an index) still resample indices through scipy.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import numpy as np
 
 N_RESAMPLES = 1000
 CONFIDENCE = 0.95
+COUNTS_PER_INDEX = 8  # a multinomial count costs ~8 index draws (measured): fewer distinct scores than n / 8 draw counts
 
 
 def bootstrap_ci(statistic: Callable, samples: Sequence[Sequence], n_resamples: int = N_RESAMPLES,
@@ -46,5 +54,24 @@ def bootstrap_ci(statistic: Callable, samples: Sequence[Sequence], n_resamples: 
 
 def mean_ci(values: Sequence[float], n_resamples: int = N_RESAMPLES, confidence: float = CONFIDENCE,
             seed: int = 0) -> tuple[float, float, float]:
-    """(mean, low, high) of per-item scores."""
-    return bootstrap_ci(lambda a: np.mean(a, axis=-1), [np.asarray(values, dtype=float)], n_resamples, confidence, seed)
+    """(mean, low, high) of per-item scores: the percentile bootstrap (as :func:`bootstrap_ci`),
+    each resample drawn as the counts of the distinct scores (see the module docstring)."""
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    value = float(x.mean())
+    if n < 2:
+        return value, math.nan, math.nan
+    scores, counts = np.unique(x, return_counts=True)
+    if len(scores) == 1:
+        return value, value, value
+    if len(scores) * COUNTS_PER_INDEX > n:
+        return bootstrap_ci(lambda a: np.mean(a, axis=-1), [x], n_resamples, confidence, seed)
+    rng = np.random.default_rng(seed)
+    batch = max(1, 2_000_000 // len(scores))  # resamples per draw: at most ~2M counts in memory at once
+    means = np.concatenate([rng.multinomial(n, counts / n, size=min(batch, n_resamples - start)) @ scores / n
+                            for start in range(0, n_resamples, batch)])
+    alpha = (1 - confidence) / 2
+    low, high = np.percentile(means, [100 * alpha, 100 * (1 - alpha)])
+    return value, float(low), float(high)

@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+
 import pytest
 
 from lib.metrics import classification as C
@@ -53,3 +55,18 @@ def test_bootstrap_intervals_are_deterministic_and_bracket_the_value():
     scores, types = [1, 1, 1, 0, 0, 1], ["a", "a", "a", "a", "b", "b"]
     stat, arrays = C.macro_over_types_statistic(scores, types)
     assert bootstrap_ci(stat, arrays, 100)[0] == pytest.approx(C.per_type(scores, types)["macro"])
+
+
+def test_a_means_interval_from_resampled_counts_is_the_index_bootstraps():
+    """Resampling counts of the distinct scores gives the bootstrap distribution of resampling
+    items: with many resamples both intervals agree to Monte Carlo error, for binary and
+    three-valued scores; scores with many distinct values resample items (scipy) as before."""
+    rng = np.random.default_rng(5)
+    for values in ((rng.random(3000) < 0.3).astype(float), rng.choice([0.0, 0.5, 1.0], 3000, p=[0.5, 0.2, 0.3])):
+        v, lo, hi = mean_ci(values, n_resamples=20_000, seed=1)
+        iv, ilo, ihi = bootstrap_ci(lambda a: np.mean(a, axis=-1), [values], 20_000, seed=1)
+        assert v == iv
+        assert lo == pytest.approx(ilo, abs=2e-3) and hi == pytest.approx(ihi, abs=2e-3)
+        assert hi - lo == pytest.approx(2 * 1.96 * values.std() / np.sqrt(len(values)), rel=0.05)
+    spread = rng.random(500)  # 500 distinct scores: indices, the same numbers as bootstrap_ci
+    assert mean_ci(spread, 300, seed=2) == bootstrap_ci(lambda a: np.mean(a, axis=-1), [spread], 300, seed=2)
