@@ -456,14 +456,16 @@ def file_sha256(path: str | Path, remember: bool = True) -> str | None:
     return digest
 
 
-def save_item_index(folder: str | Path, ids: list[str], offsets: list[int]) -> None:
+def save_item_index(folder: str | Path, ids: list[str] | bytes, offsets) -> None:
     """Keep a dataset's id -> line offset index (``outputs/cache/index/``, keyed by the file's path,
-    size and modification time, so an edited file is indexed again)."""
+    size and modification time, so an edited file is indexed again). ``ids``: a list, or the ids
+    already joined by newlines (UTF-8), as a streaming pass collects them."""
     import numpy as np
 
     target = _index_path(folder)
     tmp = target.with_suffix(".tmp.npz")
-    np.savez(tmp, ids=np.frombuffer("\n".join(ids).encode(), dtype=np.uint8), offsets=np.asarray(offsets, dtype=np.int64))
+    blob = ids if isinstance(ids, (bytes, bytearray)) else "\n".join(ids).encode()
+    np.savez(tmp, ids=np.frombuffer(blob, dtype=np.uint8), offsets=np.asarray(offsets, dtype=np.int64))
     os.replace(tmp, target)
 
 

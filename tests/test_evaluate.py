@@ -223,7 +223,7 @@ def test_a_duplicate_id_within_a_dataset_is_an_error_naming_both_lines(tmp_path)
     with open(tmp_path / "d" / "items.jsonl", "a") as f:
         f.write(json.dumps(Item(id="q1", task="vqa.open", question="another?", answer=["x"]).to_dict()) + "\n")
     cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": TINY})
-    with pytest.raises(ValueError, match=r"dataset 'd': .*items.jsonl has id 'q1' twice \(lines 1 and 2\)"):
+    with pytest.raises(ValueError, match=r"dataset 'd': .*items.jsonl has id 'q1' twice \(records 1 and 2\)"):
         E.load_eval_items(cfg)
 
 
@@ -293,6 +293,38 @@ def test_a_streamed_sample_is_the_sample_of_the_whole_file(datasets, name, max_i
     whole = E.sample_items(load_items(datasets[name]), max_items, 3)
     assert [it.to_dict() for it in streamed] == [it.to_dict() for it in whole]
     assert 0 < len(streamed) <= (max_items or len(load_items(datasets[name])))
+
+
+def _sample_by_units(units, ranks, max_items, seed):
+    """The sampling rule written plainly: units in order of first appearance, ordered by the rank
+    of their first item and a uniform draw each, taken whole while they fit."""
+    import numpy as np
+
+    if not max_items or len(units) <= max_items:
+        return list(range(len(units)))
+    groups: dict = {}
+    for i, u in enumerate(units):
+        groups.setdefault(u, []).append(i)
+    keys = list(groups)
+    r = np.random.default_rng(seed).random(len(keys))
+    keep, n = [], 0
+    for k in sorted(range(len(keys)), key=lambda k: (ranks[groups[keys[k]][0]], r[k])):
+        if n + len(groups[keys[k]]) <= max_items:
+            keep += groups[keys[k]]
+            n += len(groups[keys[k]])
+    return sorted(keep)
+
+
+def test_sampling_by_units_follows_the_rule_on_random_cases():
+    import random
+
+    rng = random.Random(0)
+    for trial in range(300):
+        n = rng.randint(1, 60)
+        units = [rng.randint(0, 12) for _ in range(n)]
+        ranks = [rng.choice([1, 2, 3, 4]) for _ in range(n)]
+        max_items = rng.randint(0, n + 3)
+        assert E.sample_indices(units, ranks, max_items, trial) == _sample_by_units(units, ranks, max_items, trial)
 
 
 def test_the_id_index_follows_the_file(tmp_path):
