@@ -358,3 +358,24 @@ def test_prepared_image_tensors_give_every_family_the_processors_own_batches(dat
         assert set(got) == set(want) and all(torch.equal(got[k], want[k]) for k in want)
     assert tensors.active is not None
     assert kind != "llava" or tensors.active
+
+
+def test_prepared_image_tensors_hash_an_image_object_once(dataset, monkeypatch):
+    """A decoded image the model keeps is hashed at its first use only; a new object with the same
+    pixels is hashed again and finds the same tensors."""
+    import hashlib
+
+    from lib.io import ImageCache
+    from lib.train import ImageTensors
+
+    _, processor, _ = prepare_model(TrainConfig(model={"backend": "tiny", "name": "llava"}, dataset=str(dataset)))
+    example = load_examples(_cfg(dataset))[0]["train"][0]
+    images, tensors = ImageCache(64), ImageTensors(64)
+    hashed = []
+    real = hashlib.blake2b
+    monkeypatch.setattr(hashlib, "blake2b", lambda *a, **k: hashed.append(1) or real(*a, **k))
+    first = tensors._one(processor.image_processor, images(dataset / example.image), {"return_tensors": "pt"})
+    again = tensors._one(processor.image_processor, images(dataset / example.image), {"return_tensors": "pt"})
+    assert len(hashed) == 1 and again is first
+    copy = images(dataset / example.image).copy()
+    assert tensors._one(processor.image_processor, copy, {"return_tensors": "pt"}) is first and len(hashed) == 2

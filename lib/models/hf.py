@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import weakref
 from functools import lru_cache
 from pathlib import Path
 
@@ -496,6 +497,9 @@ class HFModel(Model):
         return out
 
 
+IMAGE_DIGESTS = 4096  # image digests ImageTensors remembers (per image object)
+
+
 class ImageTensors:
     """The image processor's output per image, kept (least recently used out past ``max_mb``), so
     a training step or an evaluation batch neither resizes nor normalises an image it has prepared
@@ -515,15 +519,23 @@ class ImageTensors:
 
         self.active: bool | None = None  # None until the first batch is checked
         self._tensors = ByteLRU(max_mb)
+        # id(image) -> (weak reference, digest): a decoded image the model keeps (lib.io.ImageCache)
+        # is hashed once, not at every question (4 ms for a 1280x768 picture); PIL images are unhashable
+        self._digests: dict[int, tuple[weakref.ref, str]] = {}
 
     def stats(self) -> dict:
         return {"active": self.active, **self._tensors.stats()}
 
     def _one(self, real, image, kwargs: dict) -> dict:
-        import hashlib
-
-        key = (hashlib.blake2b(image.tobytes(), digest_size=16).hexdigest(), image.size, image.mode,
-               repr(sorted(kwargs.items())))
+        known = self._digests.get(id(image))
+        if known is not None and known[0]() is image:
+            digest = known[1]
+        else:
+            digest = hashlib.blake2b(image.tobytes(), digest_size=16).hexdigest()
+            if len(self._digests) >= IMAGE_DIGESTS:
+                self._digests.clear()  # entries of images long gone; the live ones are hashed again
+            self._digests[id(image)] = (weakref.ref(image), digest)
+        key = (digest, image.size, image.mode, repr(sorted(kwargs.items())))
         found = self._tensors.get(key)
         if found is not None:
             return found[0]
