@@ -282,3 +282,29 @@ def test_a_files_digest_is_hashed_once_and_again_when_the_file_changes(tmp_path,
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert vio.file_sha256(path) == hashlib.sha256(b'{"id": "b"}\n').hexdigest() and calls == [1]
     assert vio.file_sha256(path, remember=False) == vio.file_sha256(path) and calls == [1, 1]
+
+
+def test_jsonl_lines_are_never_read_across_line_ends(tmp_path):
+    """Lines are decoded many at a time; lines that only make JSON together (an object opened on
+    one line and closed on the next, two objects on one line) are still refused by line."""
+    path = tmp_path / "x.jsonl"
+    good = [{"id": i, "meta": {"k": "v"}} for i in range(5000)]
+    vio.write_jsonl(path, good)
+    assert list(vio.read_jsonl(path)) == good
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert rows == good
+    path.write_text('{"a": 1}\n{"a": [{"b": 1}\n{"c": 2}]}\n{"d": 1},{"e": 2}\n')
+    with pytest.raises(vio.JSONLError, match=r"x.jsonl:2: malformed JSON line"):
+        list(vio.read_jsonl(path))
+
+
+@pytest.mark.parametrize("lines", [
+    ['{"a": [{"b": 1}', '{"c": 2}]}', '{"d": 1},{"e": 2}'],  # open + close, two on a line
+    ['{"a": 1}],[{"b": 2}', '{"c": [{"d": 1}', '{"e": 3}]}'],  # a line closing the wrapper, then a merge
+    ['{"a": 1}],[[{"b": 2}', '{"c": 3}]', '{"d": 4}'],
+    ['[{"a": 1}]', '{"b": 2}'], ['"text"', '{"b": 2}'], ['{"a": 1}', '{"b": 2} {"c": 3}'],
+])
+def test_lines_that_are_not_one_object_each_are_never_decoded_together(lines):
+    assert vio.decode_lines(lines) is None
+    assert vio.decode_lines([line.encode() + b"\n" for line in lines]) is None
+    assert vio.decode_lines(['{"a": 1}\n', '{"b": "]"}\n']) == [{"a": 1}, {"b": "]"}]
