@@ -188,7 +188,7 @@ def items_for(cfg: EvalConfig, wanted: dict[str, set[str]]) -> dict[tuple[str, s
             continue
         folder = Path(cfg.datasets[name])
         for rebuild in (False, True):
-            index = item_index(folder, rebuild=rebuild)
+            index = item_index(folder, rebuild=rebuild, wanted=ids)
             pairs = sorted((index[i], i) for i in ids if i in index)
             try:
                 got = read_items_at(folder, [off for off, _ in pairs])

@@ -390,7 +390,8 @@ def scan_items(folder: str | Path) -> Iterator[tuple[int, Item]]:
 
 def load_items(folder: str | Path) -> list[Item]:
     """The items of a dataset folder; a bad record raises naming the file and line."""
-    return [it for _, it in scan_items(folder)]
+    with paused_gc():
+        return [it for _, it in scan_items(folder)]
 
 
 def read_items_at(folder: str | Path, offsets: Iterable[int]) -> list[Item]:
@@ -471,22 +472,27 @@ def save_item_index(folder: str | Path, ids: list[str] | bytes, offsets) -> None
     os.replace(tmp, target)
 
 
-def item_index(folder: str | Path, rebuild: bool = False) -> dict[str, int]:
-    """id -> byte offset of every item of a dataset (cached; built by one streaming pass when the
-    cache has none for the file as it is now, or when ``rebuild``)."""
+def item_index(folder: str | Path, rebuild: bool = False, wanted: set[str] | None = None) -> dict[str, int]:
+    """id -> byte offset of every item of a dataset, or only of the ``wanted`` ids it has (cached;
+    built by one streaming pass when the cache has none for the file as it is now, or when
+    ``rebuild``). With ``wanted``, rescoring 20,000 answers of an 827,004-question set no longer
+    builds a dictionary of every id (100 MB)."""
     import numpy as np
 
     path = _index_path(folder)
     if path.exists() and not rebuild:
         with np.load(path) as z:
-            ids = z["ids"].tobytes().decode().split("\n") if z["ids"].size else []
-            return dict(zip(ids, z["offsets"].tolist()))
+            blob, offsets = (z["ids"].tobytes().decode() if z["ids"].size else ""), z["offsets"]
+        ids = blob.split("\n") if blob else []
+        if wanted is None:
+            return dict(zip(ids, offsets.tolist()))
+        return {i: int(offsets[k]) for k, i in enumerate(ids) if i in wanted}
     ids, offsets = [], []
     for off, it in scan_items(folder):
         ids.append(it.id)
         offsets.append(off)
     save_item_index(folder, ids, offsets)
-    return dict(zip(ids, offsets))
+    return {i: off for i, off in zip(ids, offsets) if wanted is None or i in wanted}
 
 
 def load_dataset_info(folder: str | Path) -> dict:

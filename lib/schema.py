@@ -37,24 +37,22 @@ def _field_set(cls) -> frozenset[str]:
 SHARED_STRING_CHARS = 64  # labels, paths and answers up to this length are shared between records
 
 
-def _shared(value):
+def _shared(value, intern=sys.intern):
     """``value`` with its short strings interned, in place (dicts and lists): the records of a
     dataset repeat the same labels, image paths and answers, and 827,004 Scrapbook items read as
     separate copies took 3.6 KB each. Keys are shared by the JSON decoder
     (:func:`lib.io.decode_lines`)."""
     kind = type(value)
     if kind is str:
-        return sys.intern(value) if len(value) <= SHARED_STRING_CHARS else value
-    if kind is dict:
-        for k, v in value.items():
-            if type(v) is str:
+        return intern(value) if len(value) <= SHARED_STRING_CHARS else value
+    if kind is dict or kind is list:
+        for k, v in (value.items() if kind is dict else enumerate(value)):
+            t = type(v)
+            if t is str:
                 if len(v) <= SHARED_STRING_CHARS:
-                    value[k] = sys.intern(v)
-            elif type(v) in (dict, list):
+                    value[k] = intern(v)
+            elif t is dict or t is list:
                 _shared(v)
-    elif kind is list:
-        for i, v in enumerate(value):
-            value[i] = _shared(v)
     return value
 
 
