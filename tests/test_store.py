@@ -153,7 +153,10 @@ def test_two_evaluations_sharing_a_store_make_each_call_once(tmp_path):
         env = {**os.environ, "VQALAB_TWIN_KEY": "sk-twin"}
         cmd = [sys.executable, str(script), str(tmp_path / "calls.sqlite"), server.url, "60"]
         procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-        outs = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
+        ran = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, ran):
+        assert p.returncode == 0 and out.strip(), f"a twin failed (exit {p.returncode}): {err[-3000:]}"
+    outs = [json.loads(out.strip().splitlines()[-1]) for out, _ in ran]
     assert sum(server.attempts.values()) == 60 and max(server.attempts.values()) == 1
     assert [o["n"] for o in outs] == [60, 60] and sum(o["computed"] for o in outs) == 60
     assert outs[0]["texts"] == outs[1]["texts"] == [f"echo: question {i}" for i in range(60)]
