@@ -89,6 +89,25 @@ def decode_lines(chunk: list[str | bytes]) -> list | None:
     return [r[0] for r in rows]
 
 
+def _decode_chunk(lines: list[str | bytes], error) -> list:
+    """Each line's JSON value: the chunk at once (:func:`decode_lines`) or, where that reading is
+    not certain, line by line, raising ``error(k, e)`` for the first line ``k`` that is no JSON."""
+    rows = decode_lines(lines)
+    if rows is not None:
+        return rows
+    out = []
+    for k, line in enumerate(lines):
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise error(k, e) from None
+    return out
+
+
+def _malformed(path: Path, line_no: int, e: json.JSONDecodeError) -> JSONLError:
+    return JSONLError(f"{path}:{line_no}: malformed JSON line ({e.msg} at column {e.colno}); fix or remove that line")
+
+
 def read_jsonl(path: str | Path) -> Iterator[dict]:
     """Yield one dict per non-empty line; a malformed line raises :class:`JSONLError`. Lines are
     read and decoded in chunks (:func:`decode_lines`)."""
@@ -96,16 +115,7 @@ def read_jsonl(path: str | Path) -> Iterator[dict]:
     with path.open(encoding="utf-8") as f:
         numbered = ((n, line) for n, line in enumerate(f, 1) if line.strip())
         while chunk := list(itertools.islice(numbered, CHUNK_LINES)):
-            rows = decode_lines([line for _, line in chunk])
-            if rows is not None:
-                yield from rows
-                continue
-            for n, line in chunk:
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise JSONLError(f"{path}:{n}: malformed JSON line ({e.msg} at column {e.colno}); "
-                                     f"fix or remove that line") from None
+            yield from _decode_chunk([line for _, line in chunk], lambda k, e: _malformed(path, chunk[k][0], e))
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
@@ -371,17 +381,9 @@ def scan_items(folder: str | Path) -> Iterator[tuple[int, Item]]:
         record = 0
         numbered = lines(f)
         while chunk := list(itertools.islice(numbered, CHUNK_LINES)):
-            rows = decode_lines([line for _, _, line in chunk])
-            for k, (line_no, start, line) in enumerate(chunk):
+            rows = _decode_chunk([line for _, _, line in chunk], lambda k, e: _malformed(path, chunk[k][0], e))
+            for (_, start, _), row in zip(chunk, rows):
                 record += 1
-                if rows is not None:
-                    row = rows[k]
-                else:
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise JSONLError(f"{path}:{line_no}: malformed JSON line ({e.msg} at column {e.colno}); "
-                                         f"fix or remove that line") from None
                 try:
                     yield start, Item.from_dict(row)
                 except (TypeError, ValueError) as e:
@@ -412,11 +414,10 @@ def read_items_at(folder: str | Path, offsets: Iterable[int]) -> list[Item]:
             for off in chunk:
                 f.seek(off)
                 lines.append(f.readline())
-            rows = decode_lines(lines)
-            for k, (off, line) in enumerate(zip(chunk, lines)):
+            for off, row in zip(chunk, _decode_chunk(lines, lambda k, e: bad(chunk[k], e))):
                 try:
-                    out.append(Item.from_dict(rows[k] if rows is not None else json.loads(line)))
-                except (json.JSONDecodeError, TypeError, ValueError) as e:
+                    out.append(Item.from_dict(row))
+                except (TypeError, ValueError) as e:
                     raise bad(off, e) from None
     return out
 
