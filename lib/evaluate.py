@@ -28,6 +28,7 @@ import json
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -254,7 +255,7 @@ def sample_indices(units, ranks, max_items: int, seed: int) -> list[int]:
 # --- asking ---------------------------------------------------------------------------------------
 
 def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: EvalConfig, store=None,
-            progress: bool = True, dataset: str = "") -> list[Prediction]:
+            progress: bool = True, dataset: str = "", part: str = "") -> list[Prediction]:
     """One Prediction per item (raw output kept, answer read by the item's task, method recorded)."""
     qf = wants_question_first(model.spec)
     constrain = cfg.constrain and getattr(model, "supports_choices", True) is not False
@@ -266,14 +267,14 @@ def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: E
         trigger = prompts()["cot"]["reasoning_trigger"]
         reasoning_reqs = [Request([{"role": "user", "content": user_content(f"{p.text}\n{trigger}", p.images, qf)}],
                                   max_new_tokens=cfg.cot_max_new_tokens, seed=cfg.seed) for p in prompts_]
-        reasoning = generate(model, reasoning_reqs, store=store, progress=progress, desc=f"{label} reasoning")
+        reasoning = generate(model, reasoning_reqs, store=store, progress=progress, desc=f"{label} reasoning{part}")
         final = [Request(r.messages + [{"role": "assistant", "content": [{"type": "text", "text": z.text}]},
                                        {"role": "user", "content": [{"type": "text", "text": p.answer_trigger}]}],
                          max_new_tokens=f.max_new_tokens, constraint=f.constraint, seed=cfg.seed)
                  for r, z, p, f in zip(reasoning_reqs, reasoning, prompts_, first)]
     else:
         reasoning, final = [None] * len(items), first
-    responses = generate(model, final, store=store, progress=progress, desc=f"{label} {style}")
+    responses = generate(model, final, store=store, progress=progress, desc=f"{label} {style}{part}")
     fp = model.fingerprint
     preds = []
     for task, it, req, resp, why in zip(tasks, items, final, responses, reasoning):
@@ -382,8 +383,28 @@ def resolved(cfg: EvalConfig, run_folder: str | Path) -> EvalConfig:
     return replace(cfg, datasets=datasets, models=models, demo_data=False)
 
 
+PREDICT_CHUNK = 4096  # questions asked per generate() call: a large evaluation never holds all its requests
+
+
+def _predictions(cfg: EvalConfig, data: dict, store, progress: bool) -> Iterator[Prediction]:
+    """Every model's predictions on every dataset in every style, a chunk of questions at a time
+    (:data:`PREDICT_CHUNK`); each model is let go before the next is loaded."""
+    for label, spec in cfg.models.items():
+        model = load_model(spec)
+        for name, (root, items) in data.items():
+            chunks = range(0, len(items), PREDICT_CHUNK)
+            for style in cfg.styles:
+                for k, start in enumerate(chunks, start=1):
+                    part = f" {k}/{len(chunks)}" if len(chunks) > 1 else ""
+                    yield from predict(label, model, items[start:start + PREDICT_CHUNK], root, style, cfg, store,
+                                       progress, dataset=name, part=part)
+        del model
+
+
 def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> dict:
-    """Run every model on every dataset in every style, judge open answers, score, write outputs."""
+    """Run every model on every dataset in every style, judge open answers, score, write outputs.
+    Predictions are written as they are made (the file appears whole, atomically, at the end);
+    only those the judge reads are kept in memory."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cfg = resolved(cfg, out.parent)
@@ -391,52 +412,59 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     data = load_eval_items(cfg)
     # from here until the new manifest is written the folder is "unfinished": rescore refuses it
     (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
-    preds, judgements = [], []
+    answers, todo = hashlib.sha256(), []
     start = time.perf_counter()
-    for label, spec in cfg.models.items():
-        model = load_model(spec)
-        for name, (root, items) in data.items():
-            for style in cfg.styles:
-                preds.extend(predict(label, model, items, root, style, cfg, store, progress, dataset=name))
-    if cfg.judge:
+
+    def rows():
+        for p in _predictions(cfg, data, store, progress):
+            _answer_digest(answers, p)
+            if cfg.judge and p.task in cfg.judge_tasks:  # tasks named by the config, not by code
+                todo.append(p)
+            yield p.to_dict()
+
+    n_preds = write_jsonl(out / A.PREDICTIONS, rows())
+    judgements = []
+    if todo:
         judge_model = load_model(cfg.judge)
         by_key = items_by_key(data)
-        todo = [p for p in preds if p.task in cfg.judge_tasks]  # tasks named by the config, not by code
-        if todo:
-            judged = [by_key[_key(p)] for p in todo]
-            js = lave_judge(judge_model, [it.question for it in judged], [task_of(it).target(it) for it in judged],
-                            [p.raw for p in todo], store=store, item_ids=[p.item_id for p in todo],
-                            max_new_tokens=cfg.judge_max_new_tokens, progress=progress)
-            for j, p in zip(js, todo):
-                j.model = p.model
-                j.meta.update(style=p.style, dataset=p.meta.get("dataset", ""))
-            judgements.extend(js)
-    write_jsonl(out / A.PREDICTIONS, (p.to_dict() for p in preds))
+        judged = [by_key[_key(p)] for p in todo]
+        judgements = lave_judge(judge_model, [it.question for it in judged], [task_of(it).target(it) for it in judged],
+                                [p.raw for p in todo], store=store, item_ids=[p.item_id for p in todo],
+                                max_new_tokens=cfg.judge_max_new_tokens, progress=progress)
+        for j, p in zip(judgements, todo):
+            j.model = p.model
+            j.meta.update(style=p.style, dataset=p.meta.get("dataset", ""))
     write_jsonl(out / A.JUDGEMENTS, (j.to_dict() for j in judgements))
     write_json(out / A.EVAL_CONFIG, cfg.to_dict())
-    write_json(out / A.EVAL_MANIFEST, manifest(out, cfg, preds))  # last, atomically: the parts belong together
+    write_json(out / A.EVAL_MANIFEST, manifest(out, cfg, answers.hexdigest()))  # last, atomically: the parts belong together
     seconds = time.perf_counter() - start
+    del todo, judgements
     summary = rescore_folder(out)
-    summary.update({"predict_seconds": round(seconds, 2), "predictions": len(preds), "judgements": len(judgements),
+    summary.update({"predict_seconds": round(seconds, 2), "predictions": n_preds,
+                    "judgements": sum(1 for _ in read_jsonl(out / A.JUDGEMENTS)),
                     "datasets": {name: len(items) for name, (_, items) in data.items()}})
     return config.finish(out, A.EVALUATE, cfg, summary)
 
 
+def _answer_digest(h, p: Prediction) -> None:
+    """Add what identifies a stored answer to ``h``: its item, model, style and raw output (not
+    its scores, which rescoring rewrites). Made from the predictions as they are written:
+    reading a large predictions file again only to hash it doubled the check."""
+    h.update(json.dumps([p.meta.get("dataset", ""), p.item_id, p.model, p.style, p.raw, p.call_key]).encode())
+
+
 def _answers_digest(preds) -> str:
-    """What identifies the stored answers: each prediction's item, model, style and raw output (not
-    its scores, which rescoring rewrites). Made from the predictions in memory: reading a large
-    predictions file again only to hash it doubled the check."""
     h = hashlib.sha256()
     for p in preds:
-        h.update(json.dumps([p.meta.get("dataset", ""), p.item_id, p.model, p.style, p.raw, p.call_key]).encode())
+        _answer_digest(h, p)
     return h.hexdigest()
 
 
-def manifest(out: Path, cfg: EvalConfig, preds: list[Prediction]) -> dict:
+def manifest(out: Path, cfg: EvalConfig, answers: str) -> dict:
     """The fingerprints that tie a finished evaluation's parts together: its config, its answers
-    (``preds``, as written to its predictions file), its judgements and every dataset's items as
+    (:func:`_answers_digest` of its predictions file), its judgements and every dataset's items as
     they were evaluated."""
-    return {"config": file_sha256(out / A.EVAL_CONFIG, remember=False), "answers": _answers_digest(preds),
+    return {"config": file_sha256(out / A.EVAL_CONFIG, remember=False), "answers": answers,
             "judgements": file_sha256(out / A.JUDGEMENTS, remember=False),
             "datasets": {name: file_sha256(Path(folder) / "items.jsonl") for name, folder in cfg.datasets.items()}}
 
@@ -449,7 +477,7 @@ def check_manifest(out: Path, cfg: EvalConfig, preds: list[Prediction]) -> None:
         raise ValueError(f"{path} not found: the evaluation in {out} did not finish (a rerun was stopped, or the "
                          f"folder predates manifests), so its config and predictions may belong to different runs; "
                          f"rerun the stage (the call cache keeps it cheap), or rescore with --unverified")
-    saved, now = json.loads(path.read_text()), manifest(out, cfg, preds)
+    saved, now = json.loads(path.read_text()), manifest(out, cfg, _answers_digest(preds))
     for part in ("config", "answers", "judgements"):
         if saved.get(part) != now[part]:
             raise ValueError(f"{out}: the {part} changed after the evaluation finished; rerun the stage")

@@ -337,3 +337,38 @@ def test_the_id_index_follows_the_file(tmp_path):
     save_dataset(tmp_path, items[::-1][:3], {"name": "t"})  # rewritten: other offsets, fewer ids
     index = item_index(tmp_path)
     assert set(index) == {"q4", "q3", "q2"} and read_items_at(tmp_path, [index["q2"]])[0].question == "what is 2?"
+
+
+def test_the_id_index_finds_wanted_ids_across_its_chunks(tmp_path):
+    """Rescoring looks up the answered ids a chunk of the index at a time: every wanted id the
+    dataset has is found at its own offset whatever chunk it falls in, and absent ids are left out."""
+    from lib.io import _wanted_offsets, item_index, save_dataset
+
+    items = [Item(id=f"id-{i:03d}{'x' * (i % 7)}", task="vqa.open", question="q?", images=[], answer=["a"])
+             for i in range(200)]
+    save_dataset(tmp_path, items, {"name": "t"})
+    full = item_index(tmp_path)
+    wanted = {it.id for it in items[::3]} | {items[-1].id, items[0].id, "not-there"}
+    assert item_index(tmp_path, wanted=wanted) == {i: full[i] for i in wanted if i in full}
+    blob, offsets = "\n".join(full).encode(), list(full.values())
+    for chunk in (1, 5, 17, 64, 10**6):  # chunk edges inside ids, on newlines, one chunk in all
+        assert _wanted_offsets(blob, offsets, {i.encode() for i in wanted}, chunk) == \
+            {i: full[i] for i in wanted if i in full}
+
+
+def test_asking_in_chunks_writes_the_same_predictions_and_tables(datasets, tmp_path, monkeypatch):
+    """A large evaluation asks a chunk of questions at a time and streams predictions to disk;
+    the predictions (in order), the manifest's answers and every table equal a single pass."""
+    cfg = _config({"mcq": datasets["mcq"], "scrapbook": datasets["scrapbook"]}, max_items=40)
+    outs = {}
+    for chunk in (E.PREDICT_CHUNK, 7):
+        monkeypatch.setattr(E, "PREDICT_CHUNK", chunk)
+        outs[chunk] = tmp_path / f"chunk{chunk}"
+        E.run(cfg, outs[chunk], store=CallStore(tmp_path / f"calls{chunk}.sqlite"), progress=False)
+    whole, chunked = ([{k: v for k, v in p.items() if k != "latency_s"} for p in read_jsonl(o / "predictions.jsonl")]
+                      for o in outs.values())
+    assert len(whole) > 2 * 7 and chunked == whole
+    manifests = [json.loads((o / "manifest.json").read_text()) for o in outs.values()]
+    assert manifests[0]["answers"] == manifests[1]["answers"]
+    for table in ("metrics.csv", "levels.csv", "errors.csv"):
+        pd.testing.assert_frame_equal(*(pd.read_csv(o / table) for o in outs.values()))

@@ -160,3 +160,48 @@ def test_a_shared_prompt_prefix_is_encoded_once_with_the_same_answers():
     assert not plain._prefixes
     (prefix,) = cached._prefixes  # encoded once for both calls; a lone row does not cache its own prompt
     assert len(prefix) > 500 and want[0].prompt_tokens - len(prefix) < 100
+
+
+def test_prepared_image_files_are_not_decoded_again(images, tmp_path, monkeypatch):
+    """Once the processed-image cache has checked itself, an image file whose tensors it holds is
+    only opened, never decoded: the answers equal those of a model that caches nothing (every
+    file decoded at every question), each file is decoded once, and a file rewritten in place is
+    prepared anew (its tensors are keyed by path, size and modification time)."""
+    import shutil
+
+    import lib.io as vio
+    from PIL import Image
+
+    files = [shutil.copy(p, tmp_path / p.name) for p in images]
+    decoded = []
+    real = vio.load_image
+    monkeypatch.setattr(vio, "load_image", lambda path, *a, **k: decoded.append(str(path)) or real(path, *a, **k))
+    reqs = _questions(files, n=24, max_new_tokens=4)
+    cached = load_model({"backend": "tiny", "name": "llava", "batch_size": 4})
+    plain = load_model({"backend": "tiny", "name": "llava", "batch_size": 4, "image_cache_mb": 0})
+    want = [r.text for r in generate(plain, reqs, progress=False)]
+    decoded.clear()
+    assert [r.text for r in generate(cached, reqs, progress=False)] == want
+    assert cached._tensors.active and sorted(decoded) == sorted(map(str, files))  # each file once
+    assert cached._images is None  # decoded pictures are not kept once files are keyed
+
+    decoded.clear()
+    Image.new("RGB", (80, 64), "red").save(files[0])  # rewritten in place: another picture
+    fresh = load_model({"backend": "tiny", "name": "llava", "batch_size": 4, "image_cache_mb": 0})
+    again = [Request.simple(f"Question {i}: is there a red circle?", [files[0]], max_new_tokens=4) for i in range(3)]
+    assert [r.text for r in generate(cached, again, progress=False)] == \
+        [r.text for r in generate(fresh, again, progress=False)]
+    assert decoded.count(str(files[0])) >= 2  # the cached model prepared the new picture
+
+
+def test_a_bad_image_file_is_named_after_the_cache_checked_itself(images, tmp_path):
+    """Opening a file instead of decoding it keeps load_image's errors: the file is named."""
+    from lib.io import ImageError
+
+    model = load_model({"backend": "tiny", "name": "llava", "batch_size": 4})
+    generate(model, _questions(images, n=4, max_new_tokens=2), progress=False)
+    assert model._tensors.active
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"not a picture")
+    with pytest.raises(ImageError, match="broken.png: not an image file"):
+        generate(model, [Request.simple("what is it?", [bad], max_new_tokens=2)], progress=False)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import weakref
 from functools import lru_cache
@@ -231,21 +232,25 @@ class HFModel(Model):
         return self._images(image)
 
     def _encode(self, batch: list[Request]):
-        """Chat-template and tokenise a batch (left padded), images included."""
+        """Chat-template and tokenise a batch (left padded), images included. Once the
+        processed-image cache has checked itself (:class:`ImageTensors`), image files are only
+        opened (:meth:`ImageTensors.file_image`): the cache decodes what it has not prepared."""
+        if self.is_vlm and self._tensors is None:
+            self._tensors = ImageTensors(float(self.spec.get("image_cache_mb", 128)))
         texts, images = [], []
         for r in batch:
             texts.append(self._chat_text(r))
-            imgs = [self._image(im) for im in r.images()]
-            images.append([im if im.mode == "RGB" else im.convert("RGB") for im in imgs])
+            images.append([self._tensors.file_image(im, self._image) if isinstance(im, (str, Path)) and self.is_vlm
+                           else _rgb(self._image(im)) for im in r.images()])
         kwargs = {"text": texts, "return_tensors": "pt", "padding": True}
         if any(images):
             flat = images if self._model_type in _NESTED_IMAGES else [im for ims in images for im in ims]
             kwargs["images"] = flat
         if self.is_vlm:
-            if self._tensors is None:
-                self._tensors = ImageTensors(float(self.spec.get("image_cache_mb", 128)))
             with self._tensors.around(self.processor):
                 enc = self.processor(**kwargs)
+            if self._tensors.active and self._images is not None:
+                self._images = None  # decoded images are no longer needed: files are keyed as they are
         else:
             enc = self.processor(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         mask = enc["attention_mask"]
@@ -498,6 +503,7 @@ class HFModel(Model):
 
 
 IMAGE_DIGESTS = 4096  # image digests ImageTensors remembers (per image object)
+CHECK_IMAGES = 2  # images of the first batch ImageTensors checks against the real call
 
 
 class ImageTensors:
@@ -508,23 +514,84 @@ class ImageTensors:
     Installed around the processor's call (:meth:`around`), it answers the processor's
     ``image_processor(images, **kwargs)`` by concatenating each image's cached tensors - what the
     processor itself computes, image by image, for the families whose batch is the concatenation
-    of its images (LLaVA's CLIP, BLIP-2, Idefics3 at one size...). The first batch is checked
-    against the real call and, where the outputs differ or are not per-image tensors (padded
-    across the batch, lists), the real image processor is used for every batch (``active`` False).
-    Images are keyed by their pixels' digest, so the same picture is prepared once whatever loads
-    it. Hand-written: transformers has no per-image cache of processed inputs."""
+    of its images (LLaVA's CLIP, BLIP-2, Idefics3 at one size...). The first batch's first two
+    images are checked against the real call on both (concatenation is what is checked; the whole
+    batch at once held every picture's float copies together) and, where the outputs differ or
+    are not per-image tensors (padded across the batch, lists), the real image processor is used
+    for every batch (``active`` False); per-image shapes that differ in a later batch fall back to
+    the real call too.
+    Decoded images are keyed by their pixels' digest, so the same picture is prepared once
+    whatever loads it; image files opened by :meth:`file_image` by the file (path, size and
+    modification time), so a prepared file is never decoded again (a 2,000-question Scrapbook
+    evaluation decoded 1280x768 PNGs only to find their tensors cached). Hand-written:
+    transformers has no per-image cache of processed inputs."""
 
     def __init__(self, max_mb: float):
         from lib.io import ByteLRU
 
         self.active: bool | None = None  # None until the first batch is checked
         self._tensors = ByteLRU(max_mb)
-        # id(image) -> (weak reference, digest): a decoded image the model keeps (lib.io.ImageCache)
-        # is hashed once, not at every question (4 ms for a 1280x768 picture); PIL images are unhashable
-        self._digests: dict[int, tuple[weakref.ref, str]] = {}
+        # id(image) -> (weak reference, key, path if opened, not decoded): a decoded image the model
+        # keeps (lib.io.ImageCache) is hashed once, not at every question (4 ms for a 1280x768
+        # picture); a file's image is keyed by the file (("file", path, size, mtime)); PIL images
+        # are unhashable
+        self._digests: dict[int, tuple[weakref.ref, str | tuple, str | None]] = {}
+        self._files: dict[str, tuple[tuple, object]] = {}  # path -> (its key, its header image)
 
     def stats(self) -> dict:
         return {"active": self.active, **self._tensors.stats()}
+
+    def file_image(self, path: str | Path, decode):
+        """The image file at ``path`` for the processor, keyed by the file's identity. Once this
+        cache has checked itself (``active``), it is opened, not decoded: a PIL image with its size
+        and mode and no pixels, which is decoded (:func:`lib.io.load_image`, with its checks) only
+        where it has no tensors yet (:meth:`_pixels`). Before the check, and where the cache is
+        off, it is ``decode(path)`` (RGB), remembered by the same key."""
+        from PIL import Image
+
+        from lib.io import ImageError, load_image
+
+        path = str(path)
+        try:
+            st = os.stat(path)
+        except OSError:
+            load_image(path)  # raises ImageError naming the file
+            raise
+        key = ("file", path, st.st_size, st.st_mtime_ns)
+        if self.active is not True:
+            image = _rgb(decode(path))
+            self._remember(image, key, None)
+            return image
+        known = self._files.get(path)
+        if known is not None and known[0] == key:
+            return known[1]
+        try:
+            with Image.open(path) as image:  # reads the header; the file is closed on leaving
+                pass
+        except (OSError, SyntaxError, ValueError):
+            load_image(path)  # raises ImageError with the reason, naming the file
+            raise
+        if len(self._files) >= IMAGE_DIGESTS:
+            self._files.clear()
+        self._files[path] = (key, image)
+        self._remember(image, key, path)
+        return image
+
+    def _remember(self, image, key, opened: str | None) -> None:
+        if len(self._digests) >= IMAGE_DIGESTS:
+            self._digests.clear()  # entries of images long gone; the live ones are keyed again
+        self._digests[id(image)] = (weakref.ref(image), key, opened)
+
+    def _pixels(self, images: list) -> list:
+        """``images`` with every opened file decoded (RGB), for the real image processor."""
+        from lib.io import load_image
+
+        out = []
+        for im in images:
+            known = self._digests.get(id(im))
+            opened = known[2] if known is not None and known[0]() is im else None
+            out.append(load_image(opened) if opened else im)
+        return out
 
     def _one(self, real, image, kwargs: dict) -> dict:
         known = self._digests.get(id(image))
@@ -532,14 +599,15 @@ class ImageTensors:
             digest = known[1]
         else:
             digest = hashlib.blake2b(image.tobytes(), digest_size=16).hexdigest()
-            if len(self._digests) >= IMAGE_DIGESTS:
-                self._digests.clear()  # entries of images long gone; the live ones are hashed again
-            self._digests[id(image)] = (weakref.ref(image), digest)
-        key = (digest, image.size, image.mode, repr(sorted(kwargs.items())))
+            self._remember(image, digest, None)
+        is_file = isinstance(digest, tuple)
+        # a file's decoded pixels are RGB whatever its header says: its mode is not part of its key
+        key = (digest, repr(sorted(kwargs.items()))) if is_file else \
+            (digest, image.size, image.mode, repr(sorted(kwargs.items())))
         found = self._tensors.get(key)
         if found is not None:
             return found[0]
-        out = dict(real([image], **kwargs))
+        out = dict(real(self._pixels([image]), **kwargs))
         self._tensors.put(key, out, sum(v.numel() * v.element_size() for v in out.values() if hasattr(v, "numel")))
         return out
 
@@ -571,14 +639,14 @@ class ImageTensors:
                 return
 
             def cached(images, **kwargs):
-                out = self._combined(real, images, kwargs)
-                want = real(images, **kwargs) if self.active is None else None
-                if want is not None:  # the first batch: the cache must give exactly the real output
-                    same = out is not None and set(out) == set(want) and all(
+                if self.active is None:  # the first batch: the cache must give exactly the real output
+                    sample = images[:CHECK_IMAGES] if isinstance(images, list) else images
+                    out, want = self._combined(real, sample, kwargs), real(sample, **kwargs)
+                    self.active = out is not None and set(out) == set(want) and all(
                         torch.is_tensor(want[k]) and torch.equal(out[k], torch.as_tensor(want[k])) for k in want)
-                    self.active = same
-                    return want
-                return out if out is not None else real(images, **kwargs)
+                out = self._combined(real, images, kwargs) if self.active else None
+                return out if out is not None else real(self._pixels(images) if isinstance(images, list) else images,
+                                                        **kwargs)
 
             processor.image_processor = _Delegate(real, cached)
             try:
@@ -600,6 +668,10 @@ class _Delegate:
 
     def __getattr__(self, name):
         return getattr(self._real, name)
+
+
+def _rgb(image):
+    return image if image.mode == "RGB" else image.convert("RGB")
 
 
 def is_encoder_decoder(model) -> bool:
