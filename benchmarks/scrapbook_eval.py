@@ -3,7 +3,9 @@
 The ``unique_all`` dataset (params/04_scrapbook.unique_all.yaml, generated once into a temporary
 folder), then in fresh subprocesses (each peak RSS its own): stage 06 on 2,000 and on 20,000
 questions sampled from it (tiny LLaVA, zero-shot, a fresh call cache: every question is asked),
-seconds and peak RSS each (one run each: the 20,000 take minutes); then ``rescore`` of the
+seconds and peak RSS each (one run each: the 20,000 take minutes), beside the floor of any
+evaluation (a process that imports what stage 06 imports, loads the model and answers one
+question); then ``rescore`` of the
 20,000-question evaluation, median of 3; then every question answered by the ``constant``
 baseline (no model) and that evaluation rescored (one run each: the rescore reads, scores and
 writes back 827,004 predictions).
@@ -39,6 +41,15 @@ def peak_rss_mb():
 
 mode, folder, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 start = time.perf_counter()
+if mode == "floor":  # what any evaluation holds: the imports, the model, one question answered
+    from lib.io import read_items_at
+    from lib.models import load_model
+    from lib.tasks import task_of
+    item = read_items_at(folder, [0])[0]
+    model = load_model({"backend": "tiny", "name": "llava", "batch_size": 16})
+    model.generate([task_of(item).request(item, Path(folder), max_new_tokens=32)])
+    print(json.dumps({"seconds": time.perf_counter() - start, "predictions": 1, "peak_rss_mb": peak_rss_mb()}))
+    sys.exit(0)
 if mode in ("eval", "constant"):
     model = {"backend": "tiny", "name": "llava", "batch_size": 16} if mode == "eval" else {"backend": "constant", "answer": "yes"}
     cfg = E.EvalConfig(datasets={"unique_all": folder}, models={mode: model}, styles=["zero_shot"],
@@ -66,6 +77,7 @@ def main() -> dict:
     params = ScrapbookParams.from_dict(yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text()))
     stats = generate(params, root / "unique_all", progress=False)
     size_mb = (root / "unique_all" / "items.jsonl").stat().st_size / 2**20
+    floor = _child("floor", root / "unique_all", root / "floor")
     runs = {n: _child("eval", root / "unique_all", root / f"eval{n}" / "06_evaluate", n) for n in SIZES}
     rescores = [_child("rescore", root / "unique_all", root / f"eval{SIZES[-1]}" / "06_evaluate")
                 for _ in range(RESCORE_REPEATS)]
@@ -75,7 +87,10 @@ def main() -> dict:
         "dataset": {"questions": stats["questions"], "images": stats["images"], "items_jsonl_mb": round(size_mb)},
         "evaluate": {str(n): {"predictions": r["predictions"], "seconds": round(r["seconds"], 1),
                               "ms_per_question": round(1000 * r["seconds"] / r["predictions"], 2),
-                              "peak_rss_mb": round(r["peak_rss_mb"])} for n, r in runs.items()},
+                              "peak_rss_mb": round(r["peak_rss_mb"]),
+                              "above_floor_mb": round(r["peak_rss_mb"] - floor["peak_rss_mb"])} for n, r in runs.items()},
+        # torch, transformers (which imports sympy and scipy), pandas, the tiny LLaVA, one question
+        "floor_peak_rss_mb": round(floor["peak_rss_mb"]),
         "rescore_20000": {"seconds": round(statistics.median(r["seconds"] for r in rescores), 2),
                           "peak_rss_mb": round(max(r["peak_rss_mb"] for r in rescores)),
                           "all_seconds": [round(r["seconds"], 2) for r in rescores]},

@@ -205,3 +205,25 @@ def test_a_bad_image_file_is_named_after_the_cache_checked_itself(images, tmp_pa
     bad.write_bytes(b"not a picture")
     with pytest.raises(ImageError, match="broken.png: not an image file"):
         generate(model, [Request.simple("what is it?", [bad], max_new_tokens=2)], progress=False)
+
+
+def test_many_image_files_never_lose_the_key_of_an_opened_one(tmp_path, monkeypatch):
+    """More files than the cache remembers digests for (MemeQA has 9,000 images): the digests of
+    decoded images are forgotten, never those of opened files, which have no pixels to hash."""
+    import numpy as np
+    from PIL import Image
+
+    import lib.models.hf as H
+
+    monkeypatch.setattr(H, "IMAGE_DIGESTS", 6)
+    rng = np.random.default_rng(1)
+    files = []
+    for i in range(14):
+        files.append(tmp_path / f"f{i}.png")
+        Image.fromarray(rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)).save(files[-1])
+    reqs = [Request.simple(f"Question {i}: what is it?", [files[i % 14]], max_new_tokens=2) for i in range(42)]
+    cached = load_model({"backend": "tiny", "name": "llava", "batch_size": 5})
+    plain = load_model({"backend": "tiny", "name": "llava", "batch_size": 5, "image_cache_mb": 0})
+    assert [r.text for r in generate(cached, reqs, progress=False)] == \
+        [r.text for r in generate(plain, reqs, progress=False)]
+    assert cached._tensors.active and len(cached._tensors._digests) <= 6 + 5

@@ -571,7 +571,7 @@ class ImageTensors:
         except (OSError, SyntaxError, ValueError):
             load_image(path)  # raises ImageError with the reason, naming the file
             raise
-        if len(self._files) >= IMAGE_DIGESTS:
+        if len(self._files) >= IMAGE_DIGESTS // 2:  # at most half the digests are of opened files
             self._files.clear()
         self._files[path] = (key, image)
         self._remember(image, key, path)
@@ -579,7 +579,9 @@ class ImageTensors:
 
     def _remember(self, image, key, opened: str | None) -> None:
         if len(self._digests) >= IMAGE_DIGESTS:
-            self._digests.clear()  # entries of images long gone; the live ones are keyed again
+            # images long gone are forgotten, and decoded ones (hashed again if met again); an opened
+            # file's image never is while it lives: it has no pixels to hash
+            self._digests = {i: v for i, v in self._digests.items() if v[2] is not None and v[0]() is not None}
         self._digests[id(image)] = (weakref.ref(image), key, opened)
 
     def _pixels(self, images: list) -> list:
