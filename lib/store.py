@@ -80,9 +80,23 @@ class CallStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._wal()
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable against process kills
         self._db.executescript(_SCHEMA)
+
+    def _wal(self, timeout_s: float = 60.0) -> None:
+        """Switch the file to WAL. Two processes opening a fresh store at once can both try, and
+        SQLite answers the loser "database is locked" at once, without its busy timeout: retried
+        until ``timeout_s`` (a twin evaluation failed on it in CI)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def claim(self, keys: list[str], owner: str, ttl_s: float = CLAIM_TTL_S) -> tuple[list[str], list[str]]:
         """Claim uncached calls before making them, so that two processes sharing this store make

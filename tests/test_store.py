@@ -171,3 +171,31 @@ def test_a_killed_processs_claims_do_not_block_the_next_run(tmp_path):
     assert store.claim(["k1", "k2"], ghost) == (["k1", "k2"], [])
     mine, theirs = store.claim(["k1", "k2"], "me-elsewhere:1:x")
     assert mine == ["k1", "k2"] and theirs == []  # taken over, not waited for
+
+
+def test_a_store_opened_while_another_process_switches_it_to_wal_waits(tmp_path, monkeypatch):
+    """SQLite answers "database is locked" at once, without its busy timeout, to a second process
+    switching a fresh file to WAL: the store retries instead of failing the evaluation."""
+    import sqlite3
+
+    import lib.store as S
+
+    real_connect, refused = sqlite3.connect, []
+
+    class Busy:
+        def __init__(self, db):
+            self._db = db
+
+        def execute(self, sql, *args):
+            if sql.startswith("PRAGMA journal_mode") and len(refused) < 3:
+                refused.append(sql)
+                raise sqlite3.OperationalError("database is locked")
+            return self._db.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self._db, name)
+
+    monkeypatch.setattr(S.sqlite3, "connect", lambda *a, **k: Busy(real_connect(*a, **k)))
+    store = S.CallStore(tmp_path / "calls.sqlite")
+    assert len(refused) == 3
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
