@@ -423,27 +423,31 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
             yield p.to_dict()
 
     n_preds = write_jsonl(out / A.PREDICTIONS, rows())
-    judgements = []
-    if todo:
-        judge_model = load_model(cfg.judge)
-        by_key = items_by_key(data)
-        judged = [by_key[_key(p)] for p in todo]
-        judgements = lave_judge(judge_model, [it.question for it in judged], [task_of(it).target(it) for it in judged],
-                                [p.raw for p in todo], store=store, item_ids=[p.item_id for p in todo],
-                                max_new_tokens=cfg.judge_max_new_tokens, progress=progress)
-        for j, p in zip(judgements, todo):
-            j.model = p.model
-            j.meta.update(style=p.style, dataset=p.meta.get("dataset", ""))
+    judgements = _judge(cfg, data, todo, store, progress) if todo else []
     write_jsonl(out / A.JUDGEMENTS, (j.to_dict() for j in judgements))
     write_json(out / A.EVAL_CONFIG, cfg.to_dict())
     write_json(out / A.EVAL_MANIFEST, manifest(out, cfg, answers.hexdigest()))  # last, atomically: the parts belong together
     seconds = time.perf_counter() - start
-    del todo, judgements
+    counts = {"predict_seconds": round(seconds, 2), "predictions": n_preds, "judgements": len(judgements),
+              "datasets": {name: len(items) for name, (_, items) in data.items()}}
+    del data, todo, judgements  # rescoring reads what it needs back: the asked items are not held twice
     summary = rescore_folder(out)
-    summary.update({"predict_seconds": round(seconds, 2), "predictions": n_preds,
-                    "judgements": sum(1 for _ in read_jsonl(out / A.JUDGEMENTS)),
-                    "datasets": {name: len(items) for name, (_, items) in data.items()}})
+    summary.update(counts)
     return config.finish(out, A.EVALUATE, cfg, summary)
+
+
+def _judge(cfg: EvalConfig, data: dict, todo: list[Prediction], store, progress: bool) -> list[Judgement]:
+    """LAVE judgements of the predictions ``todo`` (the judge model is let go on return)."""
+    judge_model = load_model(cfg.judge)
+    by_key = items_by_key(data)
+    judged = [by_key[_key(p)] for p in todo]
+    judgements = lave_judge(judge_model, [it.question for it in judged], [task_of(it).target(it) for it in judged],
+                            [p.raw for p in todo], store=store, item_ids=[p.item_id for p in todo],
+                            max_new_tokens=cfg.judge_max_new_tokens, progress=progress)
+    for j, p in zip(judgements, todo):
+        j.model = p.model
+        j.meta.update(style=p.style, dataset=p.meta.get("dataset", ""))
+    return judgements
 
 
 def _answer_digest(h, p: Prediction) -> None:
