@@ -482,11 +482,13 @@ def item_index(folder: str | Path, rebuild: bool = False, wanted: set[str] | Non
 
     path = _index_path(folder)
     if path.exists() and not rebuild:
+        if wanted is not None:
+            with np.load(path) as z:
+                offsets = z["offsets"]
+            return _wanted_offsets(_index_id_chunks(path), offsets, {i.encode() for i in wanted})
         with np.load(path) as z:
             blob, offsets = z["ids"].tobytes(), z["offsets"]
-        if wanted is None:
-            return dict(zip(blob.decode().split("\n") if blob else [], offsets.tolist()))
-        return _wanted_offsets(blob, offsets, {i.encode() for i in wanted})
+        return dict(zip(blob.decode().split("\n") if blob else [], offsets.tolist()))
     ids, offsets = [], []
     for off, it in scan_items(folder):
         ids.append(it.id)
@@ -495,17 +497,41 @@ def item_index(folder: str | Path, rebuild: bool = False, wanted: set[str] | Non
     return {i: off for i, off in zip(ids, offsets) if wanted is None or i in wanted}
 
 
-def _wanted_offsets(blob: bytes, offsets, wanted: set[bytes], chunk: int = 2**20) -> dict[str, int]:
-    """The offsets of the ``wanted`` ids in a newline-joined id blob, split a megabyte at a time:
-    an 827,004-id index is never held as 827,004 strings (+110 MB for a 20,000-answer rescore)."""
-    found, k, start = {}, 0, 0
-    while start < len(blob):
-        end = blob.find(b"\n", min(start + chunk, len(blob)))
-        end = len(blob) if end < 0 else end
-        part = blob[start:end].split(b"\n")
+def _index_id_chunks(path: Path, size: int = 2**20) -> Iterator[bytes]:
+    """The newline-joined ids of a saved index, read a megabyte at a time from its ``ids`` member
+    (an uncompressed .npy inside the .npz: its header is read with numpy's format functions)."""
+    import zipfile
+
+    from numpy.lib import format as npy
+
+    with zipfile.ZipFile(path) as zf, zf.open("ids.npy") as f:
+        version = npy.read_magic(f)
+        (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(f)
+        while chunk := f.read(size):
+            yield chunk
+
+
+def _wanted_offsets(chunks: Iterable[bytes], offsets, wanted: set[bytes]) -> dict[str, int]:
+    """The offsets of the ``wanted`` ids in newline-joined ids read in ``chunks``: an 827,004-id
+    index is never held whole, nor as 827,004 strings (+110 MB for a 20,000-answer rescore)."""
+    found, k, rest = {}, 0, b""
+
+    def look(part: list[bytes]) -> None:
+        nonlocal k
         if not wanted.isdisjoint(part):
             found.update((i.decode(), int(offsets[k + j])) for j, i in enumerate(part) if i in wanted)
-        k, start = k + len(part), end + 1
+        k += len(part)
+
+    for chunk in chunks:
+        data = rest + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            rest = data
+            continue
+        look(data[:cut].split(b"\n"))
+        rest = data[cut + 1:]
+    if rest:  # the last id (no newline follows it)
+        look([rest])
     return found
 
 

@@ -351,8 +351,9 @@ def test_the_id_index_finds_wanted_ids_across_its_chunks(tmp_path):
     wanted = {it.id for it in items[::3]} | {items[-1].id, items[0].id, "not-there"}
     assert item_index(tmp_path, wanted=wanted) == {i: full[i] for i in wanted if i in full}
     blob, offsets = "\n".join(full).encode(), list(full.values())
-    for chunk in (1, 5, 17, 64, 10**6):  # chunk edges inside ids, on newlines, one chunk in all
-        assert _wanted_offsets(blob, offsets, {i.encode() for i in wanted}, chunk) == \
+    for size in (1, 5, 17, 64, 10**6):  # chunk edges inside ids, on newlines, one chunk in all
+        chunks = (blob[i:i + size] for i in range(0, len(blob), size))
+        assert _wanted_offsets(chunks, offsets, {i.encode() for i in wanted}) == \
             {i: full[i] for i in wanted if i in full}
 
 

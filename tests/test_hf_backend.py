@@ -163,10 +163,10 @@ def test_a_shared_prompt_prefix_is_encoded_once_with_the_same_answers():
 
 
 def test_prepared_image_files_are_not_decoded_again(images, tmp_path, monkeypatch):
-    """Once the processed-image cache has checked itself, an image file whose tensors it holds is
-    only opened, never decoded: the answers equal those of a model that caches nothing (every
-    file decoded at every question), each file is decoded once, and a file rewritten in place is
-    prepared anew (its tensors are keyed by path, size and modification time)."""
+    """An image file whose tensors the processed-image cache holds is only opened, never decoded:
+    the answers equal those of a model that caches nothing (every file decoded at every
+    question), each file is decoded once, and a file rewritten in place is prepared anew (its
+    tensors are keyed by path, size and modification time)."""
     import shutil
 
     import lib.io as vio
@@ -183,7 +183,7 @@ def test_prepared_image_files_are_not_decoded_again(images, tmp_path, monkeypatc
     decoded.clear()
     assert [r.text for r in generate(cached, reqs, progress=False)] == want
     assert cached._tensors.active and sorted(decoded) == sorted(map(str, files))  # each file once
-    assert cached._images is None  # decoded pictures are not kept once files are keyed
+    assert cached._images is None  # no decoded pictures are kept: files are keyed as they are
 
     decoded.clear()
     Image.new("RGB", (80, 64), "red").save(files[0])  # rewritten in place: another picture
@@ -227,3 +227,25 @@ def test_many_image_files_never_lose_the_key_of_an_opened_one(tmp_path, monkeypa
     assert [r.text for r in generate(cached, reqs, progress=False)] == \
         [r.text for r in generate(plain, reqs, progress=False)]
     assert cached._tensors.active and len(cached._tensors._digests) <= 6 + 5
+
+
+def test_a_processor_that_reads_pixels_itself_gets_decoded_images(images):
+    """Image files reach the processor opened, not decoded; a processor that reads pixels before
+    its image processor does (some families inspect the pictures) is seen to fail on the first
+    batch, which is made again from decoded images, as is every batch after it."""
+    import numpy as np
+
+    model = load_model({"backend": "tiny", "name": "llava", "batch_size": 4}).load()
+    cls = type(model.processor)
+
+    class ReadsPixels(cls):
+        def __call__(self, *args, images=None, **kwargs):
+            for im in images or []:
+                np.asarray(im)  # an opened file has no pixels: this raises
+            return super().__call__(*args, images=images, **kwargs)
+
+    model.processor.__class__ = ReadsPixels
+    reqs = _questions(images, n=8, max_new_tokens=4)
+    plain = load_model({"backend": "tiny", "name": "llava", "batch_size": 4, "image_cache_mb": 0})
+    assert [r.text for r in generate(model, reqs, progress=False)] == [r.text for r in generate(plain, reqs, progress=False)]
+    assert model._tensors.opens is False and model._tensors.active

@@ -232,33 +232,41 @@ class HFModel(Model):
         return self._images(image)
 
     def _encode(self, batch: list[Request]):
-        """Chat-template and tokenise a batch (left padded), images included. Once the
-        processed-image cache has checked itself (:class:`ImageTensors`), image files are only
-        opened (:meth:`ImageTensors.file_image`): the cache decodes what it has not prepared."""
+        """Chat-template and tokenise a batch (left padded), images included. Image files are
+        opened, not decoded (:meth:`ImageTensors.file_image`): the processed-image cache decodes
+        what it has not prepared, one picture at a time. A processor that reads pixels itself
+        fails on its first batch, which is made again from decoded images, as is every later one."""
         if self.is_vlm and self._tensors is None:
             self._tensors = ImageTensors(float(self.spec.get("image_cache_mb", 128)))
-        texts, images = [], []
-        for r in batch:
-            texts.append(self._chat_text(r))
-            images.append([self._tensors.file_image(im, self._image) if isinstance(im, (str, Path)) and self.is_vlm
-                           else _rgb(self._image(im)) for im in r.images()])
-        kwargs = {"text": texts, "return_tensors": "pt", "padding": True}
-        if any(images):
-            flat = images if self._model_type in _NESTED_IMAGES else [im for ims in images for im in ims]
-            kwargs["images"] = flat
-        if self.is_vlm:
-            with self._tensors.around(self.processor):
-                enc = self.processor(**kwargs)
-            if self._tensors.active and self._images is not None:
-                self._images = None  # decoded images are no longer needed: files are keyed as they are
-        else:
+        texts = [self._chat_text(r) for r in batch]
+        if not self.is_vlm:
             enc = self.processor(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        else:
+            opened = self._tensors.opens
+            try:
+                enc = self._vlm_inputs(batch, texts)
+            except (AssertionError, AttributeError, ValueError, OSError):
+                if not opened:
+                    raise
+                self._tensors.needs_pixels()  # this processor reads pixels before its image processor
+                enc = self._vlm_inputs(batch, texts)
+            if self._tensors.opens and self._images is not None:
+                self._images = None  # decoded images are no longer needed: files are keyed as they are
         mask = enc["attention_mask"]
         self.padding = (self.padding[0] + int((mask == 0).sum()), self.padding[1] + int(mask.numel()))
         enc = enc.to(self.model.device)
         if "pixel_values" in enc:
             enc["pixel_values"] = enc["pixel_values"].to(self.model.dtype)
         return enc
+
+    def _vlm_inputs(self, batch: list[Request], texts: list[str]):
+        images = [[self._tensors.file_image(im, self._image) if isinstance(im, (str, Path)) else _rgb(self._image(im))
+                   for im in r.images()] for r in batch]
+        kwargs = {"text": texts, "return_tensors": "pt", "padding": True}
+        if any(images):
+            kwargs["images"] = images if self._model_type in _NESTED_IMAGES else [im for ims in images for im in ims]
+        with self._tensors.around(self.processor):
+            return self.processor(**kwargs)
 
     def _prefix_caching(self) -> bool:
         return not (self.is_vlm or self.encoder_decoder) and bool(self.spec.get("prefix_cache", True))
@@ -537,16 +545,28 @@ class ImageTensors:
         # are unhashable
         self._digests: dict[int, tuple[weakref.ref, str | tuple, str | None]] = {}
         self._files: dict[str, tuple[tuple, object]] = {}  # path -> (its key, its header image)
+        self._opens: bool | None = None  # False once the processor needed an opened image's pixels
 
     def stats(self) -> dict:
         return {"active": self.active, **self._tensors.stats()}
 
+    @property
+    def opens(self) -> bool:
+        """Are image files given to the processor opened rather than decoded? Until the processor
+        has been seen to need pixels itself (:meth:`needs_pixels`) or the cache has turned itself
+        off."""
+        return self.active is not False and self._opens is not False
+
+    def needs_pixels(self) -> None:
+        """The processor read an opened image's pixels itself: decode files for it from now on."""
+        self._opens = False
+
     def file_image(self, path: str | Path, decode):
-        """The image file at ``path`` for the processor, keyed by the file's identity. Once this
-        cache has checked itself (``active``), it is opened, not decoded: a PIL image with its size
-        and mode and no pixels, which is decoded (:func:`lib.io.load_image`, with its checks) only
-        where it has no tensors yet (:meth:`_pixels`). Before the check, and where the cache is
-        off, it is ``decode(path)`` (RGB), remembered by the same key."""
+        """The image file at ``path`` for the processor, keyed by the file's identity. Opened, not
+        decoded (:attr:`opens`): a PIL image with its size and mode and no pixels, which is
+        decoded (:func:`lib.io.load_image`, with its checks) only where this cache has no tensors
+        for it yet (:meth:`_pixels`), one image at a time. Otherwise ``decode(path)`` (RGB),
+        remembered by the same key."""
         from PIL import Image
 
         from lib.io import ImageError, load_image
@@ -558,7 +578,7 @@ class ImageTensors:
             load_image(path)  # raises ImageError naming the file
             raise
         key = ("file", path, st.st_size, st.st_mtime_ns)
-        if self.active is not True:
+        if not self.opens:
             image = _rgb(decode(path))
             self._remember(image, key, None)
             return image
@@ -584,18 +604,18 @@ class ImageTensors:
             self._digests = {i: v for i, v in self._digests.items() if v[2] is not None and v[0]() is not None}
         self._digests[id(image)] = (weakref.ref(image), key, opened)
 
-    def _pixels(self, images: list) -> list:
-        """``images`` with every opened file decoded (RGB), for the real image processor."""
+    def _pixels(self, images):
+        """``images`` (an image, or lists of them) with every opened file decoded (RGB), for the
+        real image processor."""
         from lib.io import load_image
 
-        out = []
-        for im in images:
-            known = self._digests.get(id(im))
-            opened = known[2] if known is not None and known[0]() is im else None
-            out.append(load_image(opened) if opened else im)
-        return out
+        if isinstance(images, (list, tuple)):
+            return [self._pixels(im) for im in images]
+        known = self._digests.get(id(images))
+        opened = known[2] if known is not None and known[0]() is images else None
+        return load_image(opened) if opened else images
 
-    def _one(self, real, image, kwargs: dict) -> dict:
+    def _one(self, real, image, kwargs: dict, pixels=None) -> dict:
         known = self._digests.get(id(image))
         if known is not None and known[0]() is image:
             digest = known[1]
@@ -609,17 +629,17 @@ class ImageTensors:
         found = self._tensors.get(key)
         if found is not None:
             return found[0]
-        out = dict(real(self._pixels([image]), **kwargs))
+        out = dict(real([self._pixels(image) if pixels is None else pixels], **kwargs))
         self._tensors.put(key, out, sum(v.numel() * v.element_size() for v in out.values() if hasattr(v, "numel")))
         return out
 
-    def _combined(self, real, images, kwargs: dict):
+    def _combined(self, real, images, kwargs: dict, pixels: list | None = None):
         import torch
         from transformers import BatchFeature
 
         if not isinstance(images, list) or not all(hasattr(im, "tobytes") for im in images):
             return None  # nested lists (one per sample): the real call
-        parts = [self._one(real, im, kwargs) for im in images]
+        parts = [self._one(real, im, kwargs, None if pixels is None else pixels[k]) for k, im in enumerate(images)]
         if not all(torch.is_tensor(v) and v.shape[0] == 1 for part in parts for v in part.values()):
             return None
         try:
@@ -643,12 +663,13 @@ class ImageTensors:
             def cached(images, **kwargs):
                 if self.active is None:  # the first batch: the cache must give exactly the real output
                     sample = images[:CHECK_IMAGES] if isinstance(images, list) else images
-                    out, want = self._combined(real, sample, kwargs), real(sample, **kwargs)
+                    pixels = self._pixels(sample)  # opened files decoded once for both calls
+                    want = real(pixels, **kwargs)
+                    out = self._combined(real, sample, kwargs, pixels if isinstance(sample, list) else None)
                     self.active = out is not None and set(out) == set(want) and all(
                         torch.is_tensor(want[k]) and torch.equal(out[k], torch.as_tensor(want[k])) for k in want)
                 out = self._combined(real, images, kwargs) if self.active else None
-                return out if out is not None else real(self._pixels(images) if isinstance(images, list) else images,
-                                                        **kwargs)
+                return out if out is not None else real(self._pixels(images), **kwargs)
 
             processor.image_processor = _Delegate(real, cached)
             try:
