@@ -414,15 +414,9 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
     answers, todo = hashlib.sha256(), []
     start = time.perf_counter()
-
-    def rows():
-        for p in _predictions(cfg, data, store, progress):
-            _answer_digest(answers, p)
-            if cfg.judge and p.task in cfg.judge_tasks:  # tasks named by the config, not by code
-                todo.append(p)
-            yield p.to_dict()
-
-    n_preds = write_jsonl(out / A.PREDICTIONS, rows())
+    judged_tasks = set(cfg.judge_tasks) if cfg.judge else set()  # tasks named by the config, not by code
+    n_preds = write_jsonl(out / A.PREDICTIONS,
+                          _rows(_predictions(cfg, data, store, progress), answers, todo, judged_tasks))
     judgements = _judge(cfg, data, todo, store, progress) if todo else []
     write_jsonl(out / A.JUDGEMENTS, (j.to_dict() for j in judgements))
     write_json(out / A.EVAL_CONFIG, cfg.to_dict())
@@ -434,6 +428,16 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     summary = rescore_folder(out)
     summary.update(counts)
     return config.finish(out, A.EVALUATE, cfg, summary)
+
+
+def _rows(preds: Iterator[Prediction], answers, keep: list[Prediction], judged_tasks: set[str]) -> Iterator[dict]:
+    """Each prediction as a row for the predictions file, its answer folded into ``answers`` (the
+    manifest's digest) and those of ``judged_tasks`` kept for the judge."""
+    for p in preds:
+        _answer_digest(answers, p)
+        if p.task in judged_tasks:
+            keep.append(p)
+        yield p.to_dict()
 
 
 def _judge(cfg: EvalConfig, data: dict, todo: list[Prediction], store, progress: bool) -> list[Judgement]:

@@ -522,12 +522,13 @@ class ImageTensors:
     Installed around the processor's call (:meth:`around`), it answers the processor's
     ``image_processor(images, **kwargs)`` by concatenating each image's cached tensors - what the
     processor itself computes, image by image, for the families whose batch is the concatenation
-    of its images (LLaVA's CLIP, BLIP-2, Idefics3 at one size...). The first batch's first two
-    images are checked against the real call on both (concatenation is what is checked; the whole
-    batch at once held every picture's float copies together) and, where the outputs differ or
+    of its images (LLaVA's CLIP, BLIP-2, Idefics3 at one size...). On the first batch, the
+    cached tensors of its first two images, concatenated, must equal the real call on both
+    (checking the whole batch held every picture's float copies at once); where they differ or
     are not per-image tensors (padded across the batch, lists), the real image processor is used
-    for every batch (``active`` False); per-image shapes that differ in a later batch fall back to
-    the real call too.
+    for every batch (``active`` False). Per-image shapes that differ in a later batch fall back
+    to the real call too.
+
     Decoded images are keyed by their pixels' digest, so the same picture is prepared once
     whatever loads it; image files opened by :meth:`file_image` by the file (path, size and
     modification time), so a prepared file is never decoded again (a 2,000-question Scrapbook
@@ -569,7 +570,7 @@ class ImageTensors:
         remembered by the same key."""
         from PIL import Image
 
-        from lib.io import ImageError, load_image
+        from lib.io import load_image
 
         path = str(path)
         try:
