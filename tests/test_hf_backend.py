@@ -205,6 +205,7 @@ def test_a_bad_image_file_is_named_after_the_cache_checked_itself(images, tmp_pa
     bad.write_bytes(b"not a picture")
     with pytest.raises(ImageError, match="broken.png: not an image file"):
         generate(model, [Request.simple("what is it?", [bad], max_new_tokens=2)], progress=False)
+    assert model._tensors.opens  # a bad file is not taken for a processor that needs pixels
 
 
 def test_many_image_files_never_lose_the_key_of_an_opened_one(tmp_path, monkeypatch):

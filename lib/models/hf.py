@@ -242,9 +242,13 @@ class HFModel(Model):
         if not self.is_vlm:
             enc = self.processor(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         else:
+            from lib.io import ImageError
+
             opened = self._tensors.opens
             try:
                 enc = self._vlm_inputs(batch, texts)
+            except ImageError:
+                raise  # a bad file, named: not the processor's doing
             except (AssertionError, AttributeError, ValueError, OSError):
                 if not opened:
                     raise
