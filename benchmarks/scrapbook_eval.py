@@ -39,6 +39,7 @@ def peak_rss_mb():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
 
+LLAVA = {"backend": "tiny", "name": "llava", "batch_size": 16}
 mode, folder, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 start = time.perf_counter()
 if mode == "floor":  # what any evaluation holds: the imports, the model, one question answered
@@ -46,12 +47,12 @@ if mode == "floor":  # what any evaluation holds: the imports, the model, one qu
     from lib.models import load_model
     from lib.tasks import task_of
     item = read_items_at(folder, [0])[0]
-    model = load_model({"backend": "tiny", "name": "llava", "batch_size": 16})
+    model = load_model(LLAVA)
     model.generate([task_of(item).request(item, Path(folder), max_new_tokens=32)])
     print(json.dumps({"seconds": time.perf_counter() - start, "predictions": 1, "peak_rss_mb": peak_rss_mb()}))
     sys.exit(0)
 if mode in ("eval", "constant"):
-    model = {"backend": "tiny", "name": "llava", "batch_size": 16} if mode == "eval" else {"backend": "constant", "answer": "yes"}
+    model = LLAVA if mode == "eval" else {"backend": "constant", "answer": "yes"}
     cfg = E.EvalConfig(datasets={"unique_all": folder}, models={mode: model}, styles=["zero_shot"],
                        max_items=int(sys.argv[4]))  # the default 1,000 bootstrap resamples
     summary = E.run(cfg, out, store=CallStore(out.parent / "calls.sqlite"), progress=False)
