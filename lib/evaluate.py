@@ -28,7 +28,7 @@ import json
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -37,8 +37,8 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import config
-from lib.io import file_sha256, item_index, outside_images, paused_gc, read_items_at, read_jsonl, save_item_index, \
-    scan_items, write_json, write_jsonl
+from lib.io import ItemsAt, ItemsChanged, file_sha256, item_index, outside_images, paused_gc, read_jsonl, release_memory, \
+    save_item_index, scan_items, write_json, write_jsonl
 from lib.metrics.consistency import EXACT_MODES
 from lib.metrics.lave import judge as lave_judge
 from lib.models import Request, generate, load_model
@@ -108,65 +108,74 @@ class EvalConfig(config.StageConfig):
 
 # --- items ----------------------------------------------------------------------------------------
 
-def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, list[Item]]]:
-    """Each dataset's folder and items (filtered by task, sampled to ``max_items``). The file is
-    streamed once: a sample keeps only each candidate's offset, unit and rank, then reads its own
-    lines (a 2,000-question sample of an 827,004-question Scrapbook set never holds the rest)."""
+def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, ItemsAt]]:
+    """Each dataset's folder and the items to ask (filtered by task, sampled to ``max_items``),
+    read when asked for (:class:`lib.io.ItemsAt`). The file is streamed once: a sample keeps only
+    each candidate's offset, unit and rank (a 2,000-question sample of an 827,004-question
+    Scrapbook set never holds the rest), and no evaluation holds its questions while it asks them."""
     out = {}
     for name, folder in cfg.datasets.items():
         folder = Path(folder)
         if not (folder / "items.jsonl").exists():
             raise FileNotFoundError(f"dataset {name!r}: {folder}/items.jsonl not found (check the `datasets` parameter)")
         items = _select_items(name, folder, cfg)
-        outside = outside_images(folder, items)
-        if outside:
-            listed = "; ".join(f"{i}: {im}" for i, im in outside[:5])
-            raise ValueError(f"dataset {name!r} ({folder}): {len(outside)} image path(s) leave the dataset folder and "
-                             f"no images_roots in its dataset.json covers them: {listed}"
-                             f"{' ...' if len(outside) > 5 else ''}")
-        bad = [(it.id, im, "missing" if not (folder / im).exists() else "not a file")
-               for it in items for im in it.images if not (folder / im).is_file()]
-        if bad:  # before any model is called, not as a bare error an hour into the run
-            listed = "; ".join(f"{i}: {im} ({why})" for i, im, why in bad[:5])
-            raise ValueError(f"dataset {name!r} ({folder}): {len(bad)} image(s) of its items cannot be read: {listed}"
-                             f"{' ...' if len(bad) > 5 else ''}")
+        release_memory()  # the pass's garbage, before a model is loaded beside it
+        _check_images(name, folder, items)
         out[name] = (folder, items)
     return out
 
 
-def _select_items(name: str, folder: Path, cfg: EvalConfig) -> list[Item]:
-    """One streaming pass: unique ids checked, the task filter applied, every item kept when
-    there is no ``max_items``, else only what :func:`sample_indices` needs; the id index is saved
-    for rescoring (:func:`items_for`). Per line it keeps flat bytes and numbers, not Python
-    objects: an 827,004-question pass holds ~50 MB instead of a quarter of a gigabyte."""
+def _check_images(name: str, folder: Path, items: Iterable[Item]) -> None:
+    """Refuse, before any model is called (not as a bare error an hour into the run), image paths
+    that leave the dataset folder undeclared and images that are not files, each named with the
+    first item that uses it. Each distinct path is checked once (Scrapbook's 827,004 questions
+    use 162 images)."""
+    uses: dict[str, str] = {}
+    for it in items:
+        for im in it.images:
+            uses.setdefault(im, it.id)
+    outside = outside_images(folder, ((i, im) for im, i in uses.items()))
+    if outside:
+        listed = "; ".join(f"{i}: {im}" for i, im in outside[:5])
+        raise ValueError(f"dataset {name!r} ({folder}): {len(outside)} image path(s) leave the dataset folder and "
+                         f"no images_roots in its dataset.json covers them: {listed}"
+                         f"{' ...' if len(outside) > 5 else ''}")
+    bad = [(i, im, "missing" if not (folder / im).exists() else "not a file")
+           for im, i in uses.items() if not (folder / im).is_file()]
+    if bad:
+        listed = "; ".join(f"{i}: {im} ({why})" for i, im, why in bad[:5])
+        raise ValueError(f"dataset {name!r} ({folder}): {len(bad)} image(s) of its items cannot be read: {listed}"
+                         f"{' ...' if len(bad) > 5 else ''}")
+
+
+def _select_items(name: str, folder: Path, cfg: EvalConfig) -> ItemsAt:
+    """One streaming pass: unique ids checked, the task filter applied, the offset of every item
+    kept when there is no ``max_items``, else what :func:`sample_indices` needs; the id index is
+    saved for rescoring (:func:`items_for`). Per line it keeps flat bytes and numbers, not
+    Python objects: an 827,004-question pass holds ~50 MB instead of a quarter of a gigabyte."""
     from array import array
 
     ids = bytearray()  # newline-joined, as the index stores them
     hashes, offsets, cand_offsets, units, ranks = array("q"), array("q"), array("q"), array("q"), array("d")
-    kept: list[Item] = []
-    unit_ids: dict = {}
     for off, it in scan_items(folder):
         ids += it.id.encode() + b"\n"
         hashes.append(hash(it.id))
         offsets.append(off)
         if cfg.tasks and it.task not in cfg.tasks:
             continue
-        if not cfg.max_items:
-            kept.append(it)
-            continue
-        task = task_of(it)
-        unit = task.sample_unit(it)
-        units.append(-1 if unit is None else unit_ids.setdefault(unit, len(unit_ids)))
-        ranks.append(task.sample_rank(it))
         cand_offsets.append(off)
+        if cfg.max_items:
+            task = task_of(it)
+            unit = task.sample_unit(it)
+            units.append(-1 if unit is None else hash(unit) & UNIT_HASH_BITS)
+            ranks.append(task.sample_rank(it))
     if len(np.unique(np.frombuffer(hashes, dtype=np.int64))) < len(hashes):  # a repeated id, or a hash collision
         _refuse_duplicate_ids(name, folder, ids.decode().split("\n")[:-1])
     save_item_index(folder, bytes(ids[:-1]), offsets)
-    del ids, hashes
+    del ids, hashes, offsets
     if not cfg.max_items:
-        return kept
-    picked = sample_indices(units, ranks, cfg.max_items, cfg.seed)
-    return read_items_at(folder, [cand_offsets[i] for i in picked])
+        return ItemsAt(folder, cand_offsets)
+    return ItemsAt(folder, [cand_offsets[i] for i in sample_indices(units, ranks, cfg.max_items, cfg.seed)])
 
 
 def _refuse_duplicate_ids(name: str, folder: Path, ids: list[str]) -> None:
@@ -179,37 +188,60 @@ def _refuse_duplicate_ids(name: str, folder: Path, ids: list[str]) -> None:
         seen[i] = record
 
 
-def items_for(cfg: EvalConfig, wanted: dict[str, set[str]]) -> dict[tuple[str, str], Item]:
-    """The items of each dataset whose ids are ``wanted`` (dataset -> ids), read by their offsets
-    (the cached id index): rescoring touches only the evaluated questions' lines. An id the
-    dataset does not have is left out (the caller names it)."""
-    out = {}
+class AskedItems(Mapping):
+    """The evaluated items by (dataset, id), located by the id index and read from their files
+    when a group is scored (:meth:`of`, a chunk at a time), not held: a 20,000-answer Scrapbook
+    rescore no longer keeps 20,000 questions' Python objects beside their answers and its frame."""
+
+    def __init__(self, folders: dict[str, Path], offsets: dict[tuple[str, str], int]):
+        self.folders, self.offsets = folders, offsets
+
+    def of(self, keys: list[tuple[str, str]]) -> ItemsAt:
+        """The items of ``keys`` (all of one dataset), in that order, checked against their ids."""
+        names = {name for name, _ in keys}
+        if len(names) > 1:
+            raise ValueError(f"AskedItems.of: keys of several datasets {sorted(names)}")
+        name = names.pop() if names else ""
+        return ItemsAt(self.folders.get(name, "."), [self.offsets[k] for k in keys], ids=[i for _, i in keys])
+
+    def __getitem__(self, key: tuple[str, str]) -> Item:
+        return self.of([key])[0]
+
+    def __contains__(self, key) -> bool:
+        return key in self.offsets
+
+    def __iter__(self):
+        return iter(self.offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+def items_for(cfg: EvalConfig, wanted: dict[str, set[str]], rebuild: bool = False) -> AskedItems:
+    """The items of each dataset whose ids are ``wanted`` (dataset -> ids), located by the cached
+    id index (``rebuild``: index the files again) and read only when scored: rescoring touches
+    only the evaluated questions' lines. An id the dataset does not have is left out (the caller
+    names it)."""
+    folders, offsets = {}, {}
     for name, ids in wanted.items():
         if name not in cfg.datasets:
             continue
-        folder = Path(cfg.datasets[name])
-        for rebuild in (False, True):
-            index = item_index(folder, rebuild=rebuild, wanted=ids)
-            pairs = sorted((index[i], i) for i in ids if i in index)
-            try:
-                got = read_items_at(folder, [off for off, _ in pairs])
-            except ValueError:  # an offset inside a line: a stale index on the first pass
-                if rebuild:
-                    raise
-                continue
-            if [it.id for it in got] == [i for _, i in pairs]:
-                break  # else the file was rewritten in place with the same size and time: index it again
-        out.update({item_key(name, it.id): it for it in got})
-    return out
+        folders[name] = Path(cfg.datasets[name])
+        index = item_index(folders[name], rebuild=rebuild, wanted=ids)
+        offsets.update({item_key(name, i): off for i, off in index.items()})
+    return AskedItems(folders, offsets)
+
+
+def _items_of(items, group: list[Prediction]):
+    """The items of a group's predictions, in order: read lazily from :class:`AskedItems`, looked
+    up in a plain mapping."""
+    keys = [_key(p) for p in group]
+    return items.of(keys) if isinstance(items, AskedItems) else [items[k] for k in keys]
 
 
 def item_key(dataset: str, item_id: str) -> tuple[str, str]:
     """An item's identity: (dataset, id). Two datasets may share ids, never a dataset."""
     return dataset, item_id
-
-
-def items_by_key(data: dict[str, tuple[Path, list[Item]]]) -> dict[tuple[str, str], Item]:
-    return {item_key(name, it.id): it for name, (_, items) in data.items() for it in items}
 
 
 def _key(p: Prediction) -> tuple[str, str]:
@@ -314,14 +346,16 @@ def score_predictions(items: dict[tuple[str, str], Item], preds: list[Prediction
         if _key(p) not in items:
             raise KeyError(f"prediction for item {p.item_id!r} of dataset {p.meta.get('dataset', '')!r} ({p.task}) has no "
                            f"item in the evaluated datasets")
-        if p.method != ERROR and not is_constrained(p.method):
-            task = get_task(p.task)
-            parsed, p.method, p.valid = task.read_response(items[_key(p)], Response(text=p.raw, method="free"))
-            p.parsed = task.jsonable(parsed)
     states = states if states is not None else {}
     scoring = cfg.scoring()
     for key, group in _groups(preds).items():
-        states[key] = get_task(key[2]).score(group, [items[_key(p)] for p in group], scoring)
+        task, its = get_task(key[2]), _items_of(items, group)
+        if any(p.method != ERROR and not is_constrained(p.method) for p in group):
+            for p, it in zip(group, its):
+                if p.method != ERROR and not is_constrained(p.method):
+                    parsed, p.method, p.valid = task.read_response(it, Response(text=p.raw, method="free"))
+                    p.parsed = task.jsonable(parsed)
+        states[key] = task.score(group, its, scoring)
     return preds
 
 
@@ -329,20 +363,22 @@ def metrics_table(items: dict[tuple[str, str], Item], preds: list[Prediction], j
                   cfg: EvalConfig, states: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(metrics, levels, errors) from scored predictions and LAVE judgements: every group's
     ``invalid_rate``, its task's own rows and tables, and the LAVE row where answers were judged
-    (``states``: what :func:`score_predictions` left, reused instead of scoring again)."""
+    (``states``: what :func:`score_predictions` left, reused instead of scoring again; ``items``
+    need not hold a group's items where its task aggregates from that state)."""
     states = states or {}
     scoring = cfg.scoring()
     rows, level_frames, error_frames = [], [], []
     lave = {(j.model, j.meta.get("dataset", ""), j.item_id, j.meta.get("style", "zero_shot")): j for j in judgements}
     for key, group in sorted(_groups(preds).items()):
         model, dataset, task_name, style = key
-        its = [items[_key(p)] for p in group]
+        task = get_task(task_name)
+        its = None if key in states and task.aggregates_from_state else _items_of(items, group)
         head = dict(zip(("model", "dataset", "task", "style"), key))
         n, n_inv = len(group), sum(not p.valid for p in group)
         rows.append({**head, **metric_row("all", "invalid_rate", [float(not p.valid) for p in group], n, n_inv,
                                           n_truncated=n_truncated(group),
                                           scoring=scoring)})
-        tables = get_task(task_name).aggregate(group, its, scoring, states.get(key))
+        tables = task.aggregate(group, its, scoring, states.get(key))
         rows.extend({**head, **r} for r in tables.rows)
         pairs = [(p, lave.get((model, dataset, p.item_id, style))) for p in group]
         judged = [(p, j) for p, j in pairs if j is not None]
@@ -383,6 +419,7 @@ def resolved(cfg: EvalConfig, run_folder: str | Path) -> EvalConfig:
     return replace(cfg, datasets=datasets, models=models, demo_data=False)
 
 
+UNIT_HASH_BITS = 2**63 - 1  # a sampling unit's code: its hash, non-negative
 PREDICT_CHUNK = 4096  # questions asked per generate() call: a large evaluation never holds all its requests
 
 
@@ -424,7 +461,8 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     seconds = time.perf_counter() - start
     counts = {"predict_seconds": round(seconds, 2), "predictions": n_preds, "judgements": len(judgements),
               "datasets": {name: len(items) for name, (_, items) in data.items()}}
-    del data, todo, judgements  # rescoring reads what it needs back: the asked items are not held twice
+    del data, todo, judgements  # rescoring reads what it needs back
+    release_memory()  # what the models used, before rescoring adds its own
     summary = rescore_folder(out)
     summary.update(counts)
     return config.finish(out, A.EVALUATE, cfg, summary)
@@ -443,7 +481,8 @@ def _rows(preds: Iterator[Prediction], answers, keep: list[Prediction], judged_t
 def _judge(cfg: EvalConfig, data: dict, todo: list[Prediction], store, progress: bool) -> list[Judgement]:
     """LAVE judgements of the predictions ``todo`` (the judge model is let go on return)."""
     judge_model = load_model(cfg.judge)
-    by_key = items_by_key(data)
+    wanted = {_key(p) for p in todo}
+    by_key = {k: it for name, (_, items) in data.items() for it in items if (k := item_key(name, it.id)) in wanted}
     judged = [by_key[_key(p)] for p in todo]
     judgements = lave_judge(judge_model, [it.question for it in judged], [task_of(it).target(it) for it in judged],
                             [p.raw for p in todo], store=store, item_ids=[p.item_id for p in todo],
@@ -512,12 +551,18 @@ def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
     wanted: dict[str, set[str]] = defaultdict(set)
     for p in preds:
         wanted[p.meta.get("dataset", "")].add(p.item_id)
-    items = items_for(cfg, wanted)
     judgements = [Judgement.from_dict(d) for d in read_jsonl(out / A.JUDGEMENTS)] \
         if (out / A.JUDGEMENTS).exists() else []
-    states: dict = {}
-    preds = score_predictions(items, preds, cfg, states)
-    metrics, levels, errors = metrics_table(items, preds, judgements, cfg, states)
+    for rebuild in (False, True):
+        items = items_for(cfg, wanted, rebuild=rebuild)
+        try:
+            states: dict = {}
+            preds = score_predictions(items, preds, cfg, states)
+            metrics, levels, errors = metrics_table(items, preds, judgements, cfg, states)
+            break
+        except ItemsChanged:  # rewritten in place with the same size and time: index it again, once
+            if rebuild:
+                raise
     write_jsonl(out / A.PREDICTIONS, (p.to_dict() for p in preds))
     metrics.to_csv(out / A.METRICS, index=False)
     levels.to_csv(out / A.LEVELS, index=False)

@@ -373,3 +373,58 @@ def test_asking_in_chunks_writes_the_same_predictions_and_tables(datasets, tmp_p
     assert manifests[0]["answers"] == manifests[1]["answers"]
     for table in ("metrics.csv", "levels.csv", "errors.csv"):
         pd.testing.assert_frame_equal(*(pd.read_csv(o / table) for o in outs.values()))
+
+
+def test_lazily_read_items_score_like_items_held_in_memory(finished, datasets):
+    """Rescoring reads each group's items from the dataset files as it scores them (AskedItems);
+    scores and every table equal those made from the items held in a dict."""
+    out, _, _ = finished
+    cfg = E.EvalConfig(**json.loads((out / "config.json").read_text()))
+    read = lambda: [Prediction.from_dict(d) for d in read_jsonl(out / "predictions.jsonl")]  # noqa: E731
+    held = {E.item_key(name, it.id): it for name in cfg.datasets for it in load_items(cfg.datasets[name])}
+    wanted = {}
+    for p in read():
+        wanted.setdefault(p.meta["dataset"], set()).add(p.item_id)
+    lazy = E.items_for(cfg, wanted)
+    assert isinstance(lazy, E.AskedItems) and len(lazy) == sum(map(len, wanted.values()))
+    tables = {}
+    for name, items in (("held", held), ("lazy", lazy)):
+        states: dict = {}
+        preds = E.score_predictions(items, read(), cfg, states)
+        tables[name] = ([(p.correct, p.scores, p.parsed, p.valid, p.meta) for p in preds],
+                        E.metrics_table(items, preds, [], cfg, states))
+    assert tables["held"][0] == tables["lazy"][0]
+    for held_df, lazy_df in zip(tables["held"][1], tables["lazy"][1]):
+        pd.testing.assert_frame_equal(held_df, lazy_df)
+
+
+def test_a_dataset_rewritten_with_the_same_size_and_time_is_indexed_again_on_rescoring(datasets, tmp_path,
+                                                                                         monkeypatch):
+    """The id index is keyed by the file's size and modification time; a file rewritten in place
+    with both unchanged (its lines reordered) is caught by the ids read back, indexed again once,
+    and the answers are graded against their own questions: the tables are unchanged."""
+    import os
+    import shutil
+
+    from lib import io as vio
+
+    folder = tmp_path / "scrapbook"
+    shutil.copytree(datasets["scrapbook"], folder)
+    cfg = E.EvalConfig(datasets={"scrapbook": str(folder)}, models={"yes": {"backend": "constant", "answer": "yes"}},
+                       styles=["zero_shot"], n_resamples=50)
+    out = tmp_path / "06_evaluate"
+    E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    before = {n: pd.read_csv(out / n) for n in ("metrics.csv", "levels.csv", "errors.csv")}
+    path = folder / "items.jsonl"
+    st = path.stat()
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[::-1]))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    rebuilds = []
+    real = vio.item_index
+    monkeypatch.setattr(E, "item_index", lambda *a, **k: rebuilds.append(k.get("rebuild")) or real(*a, **k))
+    E.rescore_folder(out)
+    assert rebuilds == [False, True]
+    for n, df in before.items():
+        pd.testing.assert_frame_equal(pd.read_csv(out / n), df)

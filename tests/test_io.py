@@ -308,3 +308,23 @@ def test_lines_that_are_not_one_object_each_are_never_decoded_together(lines):
     assert vio.decode_lines(lines) is None
     assert vio.decode_lines([line.encode() + b"\n" for line in lines]) is None
     assert vio.decode_lines(['{"a": 1}\n', '{"b": "]"}\n']) == [{"a": 1}, {"b": "]"}]
+
+
+def test_items_read_at_offsets_on_demand_are_the_items_and_check_their_ids(tmp_path, monkeypatch):
+    """ItemsAt (what an evaluation holds instead of its questions) gives the items at its offsets
+    by index, slice and iteration across read chunks, and refuses a line that is not the indexed
+    item, naming the file, the byte and both ids."""
+    items = [Item(id=f"q{i}", task="vqa.open", question=f"what is {i}?", images=[], answer=[str(i)]) for i in range(11)]
+    vio.save_dataset(tmp_path, items, {"name": "t"})
+    index = vio.item_index(tmp_path)
+    order = ["q7", "q0", "q10", "q3", "q3", "q9", "q1"]
+    monkeypatch.setattr(vio, "CHUNK_LINES", 3)  # iteration crosses chunks
+    lazy = vio.ItemsAt(tmp_path, [index[i] for i in order], ids=order)
+    assert len(lazy) == 7 and [it.id for it in lazy] == order
+    assert lazy[2].question == "what is 10?" and lazy[-1].id == "q1" and [it.id for it in lazy[1:4]] == order[1:4]
+    with pytest.raises(IndexError):
+        lazy[7]
+    wrong = vio.ItemsAt(tmp_path, [index["q2"], index["q5"]], ids=["q2", "q4"])
+    assert wrong[0].id == "q2"
+    with pytest.raises(vio.ItemsChanged, match=rf"items.jsonl: the record at byte {index['q5']} is item 'q5', not 'q4'"):
+        list(wrong)

@@ -122,6 +122,9 @@ class Task:
     # the validation metric stage 05 picks its best checkpoint by (a key of its accuracy table):
     # "accuracy" (micro) or "macro" (the mean over question types)
     validation_metric: str = "accuracy"
+    # what score() leaves (its state) is all aggregate() reads: a rescore does not read the group's
+    # items again for its tables
+    aggregates_from_state: bool = False
 
     # --- asking -----------------------------------------------------------------------------------
     def choices(self, item: Item) -> tuple[str, ...] | None:

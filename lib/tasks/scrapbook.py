@@ -21,44 +21,45 @@ from lib.schema import ERROR, Item
 from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts
 
 
-def answer_spaces(items: list[Item]) -> dict:
-    """Each question kind's answer vocabulary: the alternatives its enumerated form lists (union
-    over the items); kinds without an enumerated question use the expected answers seen."""
-    spaces: dict = defaultdict(set)
+# the frame's strings stay Python objects (shared with the records), not copied into pyarrow
+# strings: 13 MB less for a 20,000-answer rescore
+TEXT_COLUMNS = ("model", "item_id", "image", "parent", "query", "type", "form", "subgroup", "expected", "output")
+ITEM_COLUMNS = ("item_id", "image", "parent", "query", "type", "form", "level", "concepts", "subgroup", "absurd",
+                "paraphrase", "expected")
+
+
+def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
+    """One row per answer, in the shape :func:`lib.metrics.consistency.score_versions` reads.
+    Built column by column in one pass over ``items`` (any iterable, such as the lazily read
+    :class:`lib.io.ItemsAt`): no item is held once its row is made - a list of row dicts for
+    827,004 answers took a gigabyte, and holding the items a quarter of a 20,000-answer rescore."""
+    columns: dict[str, list] = {k: [] for k in ITEM_COLUMNS}
+    # each row's question kind, and each kind's answer vocabulary: the alternatives its enumerated
+    # form lists (union over the items); kinds without an enumerated question use the expected answers
+    kinds, seen = [], defaultdict(set)
     for it in items:
-        kind = (it.meta["type"], it.meta["query"].get("ask"))
-        spaces[kind].update(it.meta.get("alternatives") or [a for a in it.answer if a != S.UNK])
-    return {k: tuple(sorted(v)) for k, v in spaces.items()}
-
-
-def scrapbook_frame(preds, items: list[Item], spaces: dict | None = None) -> pd.DataFrame:
-    """One row per answer, in the shape :func:`lib.metrics.consistency.score_versions` reads
-    (built column by column: a list of row dicts for 827,004 answers took a gigabyte)."""
-    spaces = spaces or answer_spaces(items)
-    metas = [it.meta for it in items]
+        m = it.meta
+        for k, v in zip(ITEM_COLUMNS, (it.id, m["image"], m.get("parent"), S.query_id(m["query"]), m["type"], m["form"],
+                                       m["level"], tuple(m["concepts"]), m["subgroup"], bool(m["absurd"]),
+                                       m.get("paraphrase", 0), it.answer[0])):
+            columns[k].append(v)
+        kind = (m["type"], m["query"].get("ask"))
+        kinds.append(kind)
+        if spaces is None:
+            seen[kind].update(m.get("alternatives") or [a for a in it.answer if a != S.UNK])
+    spaces = spaces or {k: tuple(sorted(v)) for k, v in seen.items()}
     labels: dict = {}
-    return pd.DataFrame({
-        "model": [labels.setdefault((p.model, p.style), f"{p.model} [{p.style}]") for p in preds],
-        "item_id": [it.id for it in items],
-        "image": [m["image"] for m in metas],
-        "parent": [m.get("parent") for m in metas],
-        "query": [S.query_id(m["query"]) for m in metas],
-        "type": [m["type"] for m in metas],
-        "form": [m["form"] for m in metas],
-        "level": [m["level"] for m in metas],
-        "concepts": [tuple(m["concepts"]) for m in metas],
-        "subgroup": [m["subgroup"] for m in metas],
-        "absurd": [bool(m["absurd"]) for m in metas],
-        "paraphrase": [m.get("paraphrase", 0) for m in metas],
-        "expected": [it.answer[0] for it in items],
-        "output": [None if p.method == ERROR else p.raw for p in preds],
-        "space": [spaces[(m["type"], m["query"].get("ask"))] for m in metas],
-    })
+    columns = {"model": [labels.setdefault((p.model, p.style), f"{p.model} [{p.style}]") for p in preds], **columns,
+               "output": [None if p.method == ERROR else p.raw for p in preds], "space": [spaces[k] for k in kinds]}
+    order = ("model", "item_id", "image", "parent", "query", "type", "form", "level", "concepts", "subgroup", "absurd",
+             "paraphrase", "expected", "output", "space")
+    return pd.DataFrame({k: pd.Series(columns[k], dtype=object if k in TEXT_COLUMNS else None) for k in order})
 
 
 class ScrapbookQA(Task):
     name = "scrapbook.qa"
     scene_questions = True
+    aggregates_from_state = True  # the scored frame
 
     def choices(self, item):
         if item.meta.get("form") == "enumerated" and item.meta.get("alternatives"):
