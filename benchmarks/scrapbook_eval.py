@@ -60,7 +60,8 @@ if mode in ("eval", "constant"):
 else:
     summary = E.rescore_folder(out)
     n = sum(1 for _ in open(out / "predictions.jsonl"))
-print(json.dumps({"seconds": time.perf_counter() - start, "predictions": n, "peak_rss_mb": peak_rss_mb()}))
+print(json.dumps({"seconds": time.perf_counter() - start, "predictions": n, "peak_rss_mb": peak_rss_mb(),
+                  "ask_seconds": summary.get("predict_seconds"), "rescore_seconds": summary.get("rescore_seconds")}))
 """
 
 
@@ -86,12 +87,19 @@ def main() -> dict:
     full = _child("rescore", root / "unique_all", root / "constant" / "06_evaluate")
     result = {
         "dataset": {"questions": stats["questions"], "images": stats["images"], "items_jsonl_mb": round(size_mb)},
+        # seconds: the whole stage; sampling: the rest of it besides asking and rescoring, almost all
+        # the pass over every line that draws the sample (the same for any sample size); asking, per
+        # question: answering, less the floor's seconds (importing torch, loading the model, one question)
         "evaluate": {str(n): {"predictions": r["predictions"], "seconds": round(r["seconds"], 1),
                               "ms_per_question": round(1000 * r["seconds"] / r["predictions"], 2),
+                              "sampling_seconds": round(r["seconds"] - r["ask_seconds"] - r["rescore_seconds"], 1),
+                              "ask_ms_per_question": round(1000 * (r["ask_seconds"] - floor["seconds"])
+                                                           / r["predictions"], 2),
+                              "rescore_seconds": round(r["rescore_seconds"], 2),
                               "peak_rss_mb": round(r["peak_rss_mb"]),
                               "above_floor_mb": round(r["peak_rss_mb"] - floor["peak_rss_mb"])} for n, r in runs.items()},
         # torch, transformers (which imports sympy and scipy), pandas, the tiny LLaVA, one question
-        "floor_peak_rss_mb": round(floor["peak_rss_mb"]),
+        "floor_peak_rss_mb": round(floor["peak_rss_mb"]), "floor_seconds": round(floor["seconds"], 1),
         "rescore_20000": {"seconds": round(statistics.median(r["seconds"] for r in rescores), 2),
                           "peak_rss_mb": round(max(r["peak_rss_mb"] for r in rescores)),
                           "all_seconds": [round(r["seconds"], 2) for r in rescores]},

@@ -37,8 +37,8 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import config
-from lib.io import ItemsAt, ItemsChanged, file_sha256, item_index, outside_images, paused_gc, read_jsonl, release_memory, \
-    save_item_index, scan_items, write_json, write_jsonl
+from lib.io import ItemsAt, ItemsChanged, file_sha256, item_index, outside_images, paused_gc, read_jsonl, \
+    release_memory, save_item_index, scan_items, write_json, write_jsonl
 from lib.metrics.consistency import EXACT_MODES
 from lib.metrics.lave import judge as lave_judge
 from lib.models import Request, generate, load_model
@@ -108,6 +108,9 @@ class EvalConfig(config.StageConfig):
 
 # --- items ----------------------------------------------------------------------------------------
 
+UNIT_HASH_BITS = 2**63 - 1  # a sampling unit's code: its hash, non-negative
+
+
 def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, ItemsAt]]:
     """Each dataset's folder and the items to ask (filtered by task, sampled to ``max_items``),
     read when asked for (:class:`lib.io.ItemsAt`). The file is streamed once: a sample keeps only
@@ -118,22 +121,27 @@ def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, ItemsAt]]:
         folder = Path(folder)
         if not (folder / "items.jsonl").exists():
             raise FileNotFoundError(f"dataset {name!r}: {folder}/items.jsonl not found (check the `datasets` parameter)")
-        items = _select_items(name, folder, cfg)
+        items, uses = _select_items(name, folder, cfg)
         release_memory()  # the pass's garbage, before a model is loaded beside it
-        _check_images(name, folder, items)
+        _check_images(name, folder, uses if uses is not None else _image_uses(items))
         out[name] = (folder, items)
     return out
 
 
-def _check_images(name: str, folder: Path, items: Iterable[Item]) -> None:
-    """Refuse, before any model is called (not as a bare error an hour into the run), image paths
-    that leave the dataset folder undeclared and images that are not files, each named with the
-    first item that uses it. Each distinct path is checked once (Scrapbook's 827,004 questions
-    use 162 images)."""
-    uses: dict[str, str] = {}
+def _image_uses(items: Iterable[Item], uses: dict[str, str] | None = None) -> dict[str, str]:
+    """Each distinct image path of ``items`` -> the id of the first item that uses it (added to ``uses``)."""
+    uses = {} if uses is None else uses
     for it in items:
         for im in it.images:
             uses.setdefault(im, it.id)
+    return uses
+
+
+def _check_images(name: str, folder: Path, uses: dict[str, str]) -> None:
+    """Refuse, before any model is called (not as a bare error an hour into the run), image paths
+    that leave the dataset folder undeclared and images that are not files, each named with the
+    first item that uses it (``uses``: :func:`_image_uses`). Each distinct path is checked once
+    (Scrapbook's 827,004 questions use 162 images)."""
     outside = outside_images(folder, ((i, im) for im, i in uses.items()))
     if outside:
         listed = "; ".join(f"{i}: {im}" for i, im in outside[:5])
@@ -148,23 +156,30 @@ def _check_images(name: str, folder: Path, items: Iterable[Item]) -> None:
                          f"{' ...' if len(bad) > 5 else ''}")
 
 
-def _select_items(name: str, folder: Path, cfg: EvalConfig) -> ItemsAt:
+def _select_items(name: str, folder: Path, cfg: EvalConfig) -> tuple[ItemsAt, dict[str, str] | None]:
     """One streaming pass: unique ids checked, the task filter applied, the offset of every item
-    kept when there is no ``max_items``, else what :func:`sample_indices` needs; the id index is
+    kept and its images' uses (:func:`_image_uses`) when there is no ``max_items``, else what
+    :func:`sample_indices` needs (uses None: the sample is read for them); the id index is
     saved for rescoring (:func:`items_for`). Per line it keeps flat bytes and numbers, not
-    Python objects: an 827,004-question pass holds ~50 MB instead of a quarter of a gigabyte."""
+    Python objects: an 827,004-question pass holds ~50 MB instead of a quarter of a gigabyte. A
+    sampling unit is coded by its hash (:data:`UNIT_HASH_BITS`): its 69,000 keys held as Python
+    objects kept 30 MB resident after the pass; two units whose 63-bit hashes collide (odds
+    ~1e-10 at that size) would only be drawn together."""
     from array import array
 
     ids = bytearray()  # newline-joined, as the index stores them
     hashes, offsets, cand_offsets, units, ranks = array("q"), array("q"), array("q"), array("q"), array("d")
-    for off, it in scan_items(folder):
+    uses: dict[str, str] = {}
+    for off, it in scan_items(folder, share=False):
         ids += it.id.encode() + b"\n"
         hashes.append(hash(it.id))
         offsets.append(off)
         if cfg.tasks and it.task not in cfg.tasks:
             continue
         cand_offsets.append(off)
-        if cfg.max_items:
+        if not cfg.max_items:
+            _image_uses((it,), uses)
+        else:
             task = task_of(it)
             unit = task.sample_unit(it)
             units.append(-1 if unit is None else hash(unit) & UNIT_HASH_BITS)
@@ -174,8 +189,9 @@ def _select_items(name: str, folder: Path, cfg: EvalConfig) -> ItemsAt:
     save_item_index(folder, bytes(ids[:-1]), offsets)
     del ids, hashes, offsets
     if not cfg.max_items:
-        return ItemsAt(folder, cand_offsets)
-    return ItemsAt(folder, [cand_offsets[i] for i in sample_indices(units, ranks, cfg.max_items, cfg.seed)])
+        return ItemsAt(folder, cand_offsets, share=False), uses
+    picked = sample_indices(units, ranks, cfg.max_items, cfg.seed)
+    return ItemsAt(folder, [cand_offsets[i] for i in picked], share=False), None
 
 
 def _refuse_duplicate_ids(name: str, folder: Path, ids: list[str]) -> None:
@@ -202,7 +218,8 @@ class AskedItems(Mapping):
         if len(names) > 1:
             raise ValueError(f"AskedItems.of: keys of several datasets {sorted(names)}")
         name = names.pop() if names else ""
-        return ItemsAt(self.folders.get(name, "."), [self.offsets[k] for k in keys], ids=[i for _, i in keys])
+        return ItemsAt(self.folders.get(name, "."), [self.offsets[k] for k in keys], ids=[i for _, i in keys],
+                       share=False)
 
     def __getitem__(self, key: tuple[str, str]) -> Item:
         return self.of([key])[0]
@@ -419,7 +436,6 @@ def resolved(cfg: EvalConfig, run_folder: str | Path) -> EvalConfig:
     return replace(cfg, datasets=datasets, models=models, demo_data=False)
 
 
-UNIT_HASH_BITS = 2**63 - 1  # a sampling unit's code: its hash, non-negative
 PREDICT_CHUNK = 4096  # questions asked per generate() call: a large evaluation never holds all its requests
 
 

@@ -55,8 +55,9 @@ def release_memory() -> None:
     """Hand memory freed by a finished phase back to the system: the garbage collector's pass,
     then glibc's ``malloc_trim`` (no-op elsewhere). glibc keeps freed heap memory for reuse, and
     its dynamic mmap threshold moves large buffers (numpy arrays, tensors) into that heap, so a
-    phase that freed everything it made still counted in the next one's peak RSS: after a
-    Scrapbook-scale sampling pass, 75 MB of its 43 MB of ... Hand-written: Python has no binding."""
+    phase that freed what it made still counted in the next one's peak RSS: sampling 20,000 of
+    827,004 Scrapbook questions left 43 MB resident, 12 MB once trimmed. Hand-written: the
+    standard library has no binding for it."""
     import ctypes
     import ctypes.util
 
@@ -379,9 +380,10 @@ def save_dataset(folder: str | Path, items: Iterable[Item], info: dict) -> int:
     return n
 
 
-def scan_items(folder: str | Path) -> Iterator[tuple[int, Item]]:
+def scan_items(folder: str | Path, share: bool = True) -> Iterator[tuple[int, Item]]:
     """``(byte offset, Item)`` of every record of a dataset's ``items.jsonl``, streamed (a chunk
-    of lines in memory at a time, :func:`decode_lines`); a bad record raises naming the file and line."""
+    of lines in memory at a time, :func:`decode_lines`); a bad record raises naming the file and line.
+    ``share=False`` for a pass that keeps no item (:meth:`Item.from_dict`)."""
     path = Path(folder) / "items.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{path}: not a dataset folder (no items.jsonl)")
@@ -401,7 +403,7 @@ def scan_items(folder: str | Path) -> Iterator[tuple[int, Item]]:
             for (_, start, _), row in zip(chunk, rows):
                 record += 1
                 try:
-                    yield start, Item.from_dict(row)
+                    yield start, Item.from_dict(row, share)
                 except (TypeError, ValueError) as e:
                     raise ValueError(f"{path}: record {record} is not a valid Item ({e})") from None
 
@@ -412,10 +414,10 @@ def load_items(folder: str | Path) -> list[Item]:
         return [it for _, it in scan_items(folder)]
 
 
-def read_items_at(folder: str | Path, offsets: Iterable[int]) -> list[Item]:
+def read_items_at(folder: str | Path, offsets: Iterable[int], share: bool = True) -> list[Item]:
     """The items whose lines start at ``offsets`` (from :func:`scan_items` or :func:`item_index`),
     read by seeking: a sample of a large dataset costs its own lines only (decoded in chunks,
-    :func:`decode_lines`)."""
+    :func:`decode_lines`). ``share``: as :meth:`Item.from_dict`."""
     path = Path(folder) / "items.jsonl"
     out = []
 
@@ -432,7 +434,7 @@ def read_items_at(folder: str | Path, offsets: Iterable[int]) -> list[Item]:
                 lines.append(f.readline())
             for off, row in zip(chunk, _decode_chunk(lines, lambda k, e: bad(chunk[k], e))):
                 try:
-                    out.append(Item.from_dict(row))
+                    out.append(Item.from_dict(row, share))
                 except (TypeError, ValueError) as e:
                     raise bad(off, e) from None
     return out
@@ -447,14 +449,15 @@ class ItemsAt(Sequence):
     for (:func:`read_items_at`, a slice or a chunk at a time) instead of held: an evaluation of
     20,000 of a Scrapbook set's questions keeps 8 bytes per question while it asks or rescores
     them, and one of all 827,004 no longer holds every question as a Python object (gigabytes).
-    With ``ids`` (from an id index), each item read must have its id, else :class:`ItemsChanged`."""
+    With ``ids`` (from an id index), each item read must have its id, else :class:`ItemsChanged`;
+    ``share=False`` for items let go once used (:meth:`Item.from_dict`)."""
 
-    def __init__(self, folder: str | Path, offsets, ids: Sequence[str] | None = None):
+    def __init__(self, folder: str | Path, offsets, ids: Sequence[str] | None = None, share: bool = True):
         from array import array
 
         self.folder = Path(folder)
         self.offsets = array("q", offsets)
-        self.ids = ids
+        self.ids, self.share = ids, share
         if ids is not None and len(ids) != len(self.offsets):
             raise ValueError(f"ItemsAt: {len(ids)} ids for {len(self.offsets)} offsets")
 
@@ -465,7 +468,7 @@ class ItemsAt(Sequence):
         if not isinstance(k, slice):
             k = range(len(self))[k]  # an IndexError past the end, negative indices counted back
             return self[k:k + 1][0]
-        got = read_items_at(self.folder, self.offsets[k])
+        got = read_items_at(self.folder, self.offsets[k], share=self.share)
         if self.ids is not None:
             expected = self.ids[k]
             for it, i, off in zip(got, expected, self.offsets[k]):
@@ -550,7 +553,7 @@ def item_index(folder: str | Path, rebuild: bool = False, wanted: set[str] | Non
             blob, offsets = z["ids"].tobytes(), z["offsets"]
         return dict(zip(blob.decode().split("\n") if blob else [], offsets.tolist()))
     ids, offsets = [], []
-    for off, it in scan_items(folder):
+    for off, it in scan_items(folder, share=False):
         ids.append(it.id)
         offsets.append(off)
     save_item_index(folder, ids, offsets)

@@ -189,14 +189,18 @@ def test_an_item_with_fewer_than_two_options_is_refused_by_name():
         Item(id="q", task="mcq", question="?", options=["only"], answer=[0])
 
 
-def test_an_evaluation_names_the_items_whose_images_cannot_be_read(tmp_path):
+@pytest.mark.parametrize("max_items", [0, 3])  # all items (checked in the pass) or a sample (checked after)
+def test_an_evaluation_names_the_items_whose_images_cannot_be_read(tmp_path, max_items):
     from lib import evaluate as E
 
     (tmp_path / "d" / "images" / "folder.png").mkdir(parents=True)
     vio.save_dataset(tmp_path / "d", [Item(id="a", task="vqa.open", question="?", images=["images/gone.png"], answer=["x"]),
                                       Item(id="b", task="vqa.open", question="?", images=["images/folder.png"],
+                                           answer=["x"]),
+                                      Item(id="c", task="vqa.open", question="?", images=["images/gone.png"],
                                            answer=["x"])], vio.dataset_info("d"))
-    cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": {"backend": "tiny", "name": "llava"}})
+    cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": {"backend": "tiny", "name": "llava"}},
+                       max_items=max_items)
     with pytest.raises(ValueError, match=r"dataset 'd' .*2 image\(s\).*a: images/gone.png \(missing\); "
                                          r"b: images/folder.png \(not a file\)"):
         E.load_eval_items(cfg)

@@ -23,7 +23,7 @@ from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncate
 
 # the frame's strings stay Python objects (shared with the records), not copied into pyarrow
 # strings: 13 MB less for a 20,000-answer rescore
-TEXT_COLUMNS = ("model", "item_id", "image", "parent", "query", "type", "form", "subgroup", "expected", "output")
+TEXT_COLUMNS = ("model", "item_id", "image", "parent", "query", "type", "form", "expected", "output")
 ITEM_COLUMNS = ("item_id", "image", "parent", "query", "type", "form", "level", "concepts", "subgroup", "absurd",
                 "paraphrase", "expected")
 
@@ -36,15 +36,17 @@ def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
     columns: dict[str, list] = {k: [] for k in ITEM_COLUMNS}
     # each row's question kind, and each kind's answer vocabulary: the alternatives its enumerated
     # form lists (union over the items); kinds without an enumerated question use the expected answers
-    kinds, seen = [], defaultdict(set)
+    kinds, seen, seen_kinds = [], defaultdict(set), {}
+    # one object per distinct value of a column (labels, queries, concepts), however the items were read
+    shared: dict[str, dict] = {k: {} for k in ITEM_COLUMNS}
     for it in items:
         m = it.meta
         for k, v in zip(ITEM_COLUMNS, (it.id, m["image"], m.get("parent"), S.query_id(m["query"]), m["type"], m["form"],
                                        m["level"], tuple(m["concepts"]), m["subgroup"], bool(m["absurd"]),
                                        m.get("paraphrase", 0), it.answer[0])):
-            columns[k].append(v)
+            columns[k].append(v if k == "item_id" else shared[k].setdefault(v, v))
         kind = (m["type"], m["query"].get("ask"))
-        kinds.append(kind)
+        kinds.append(kind := seen_kinds.setdefault(kind, kind))
         if spaces is None:
             seen[kind].update(m.get("alternatives") or [a for a in it.answer if a != S.UNK])
     spaces = spaces or {k: tuple(sorted(v)) for k, v in seen.items()}
