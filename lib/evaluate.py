@@ -354,7 +354,7 @@ def _groups(preds: list[Prediction]) -> dict[tuple, list[Prediction]]:
     return groups
 
 
-def score_predictions(items: dict[tuple[str, str], Item], preds: list[Prediction], cfg: EvalConfig,
+def score_predictions(items: Mapping[tuple[str, str], Item], preds: list[Prediction], cfg: EvalConfig,
                       states: dict | None = None) -> list[Prediction]:
     """Fill ``correct`` and ``scores`` of every prediction from its stored output (re-read, so a
     parser fix applies on rescoring). Invalid answers score 0 / wrong. What each task's scoring
@@ -376,7 +376,7 @@ def score_predictions(items: dict[tuple[str, str], Item], preds: list[Prediction
     return preds
 
 
-def metrics_table(items: dict[tuple[str, str], Item], preds: list[Prediction], judgements: list[Judgement],
+def metrics_table(items: Mapping[tuple[str, str], Item], preds: list[Prediction], judgements: list[Judgement],
                   cfg: EvalConfig, states: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(metrics, levels, errors) from scored predictions and LAVE judgements: every group's
     ``invalid_rate``, its task's own rows and tables, and the LAVE row where answers were judged
