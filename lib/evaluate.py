@@ -498,7 +498,8 @@ def _judge(cfg: EvalConfig, data: dict, todo: list[Prediction], store, progress:
     """LAVE judgements of the predictions ``todo`` (the judge model is let go on return)."""
     judge_model = load_model(cfg.judge)
     wanted = {_key(p) for p in todo}
-    by_key = {k: it for name, (_, items) in data.items() for it in items if (k := item_key(name, it.id)) in wanted}
+    by_key = {k: it for name in {name for name, _ in wanted} for it in data[name][1]
+              if (k := item_key(name, it.id)) in wanted}
     judged = [by_key[_key(p)] for p in todo]
     judgements = lave_judge(judge_model, [it.question for it in judged], [task_of(it).target(it) for it in judged],
                             [p.raw for p in todo], store=store, item_ids=[p.item_id for p in todo],

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import functools
 import gc
 import io
 import itertools
@@ -58,14 +59,21 @@ def release_memory() -> None:
     phase that freed what it made still counted in the next one's peak RSS: sampling 20,000 of
     827,004 Scrapbook questions left 43 MB resident, 12 MB once trimmed. Hand-written: the
     standard library has no binding for it."""
-    import ctypes
-    import ctypes.util
-
     gc.collect()
-    libc = ctypes.util.find_library("c")
-    trim = getattr(ctypes.CDLL(libc), "malloc_trim", None) if libc else None
+    trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+@functools.cache
+def _malloc_trim():
+    """glibc's ``malloc_trim`` from the running process's own symbols, or None (another libc)."""
+    import ctypes
+
+    try:
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except (OSError, TypeError):  # TypeError: Windows has no handle for the process itself
+        return None
 
 
 @contextmanager

@@ -53,9 +53,7 @@ def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
     labels: dict = {}
     columns = {"model": [labels.setdefault((p.model, p.style), f"{p.model} [{p.style}]") for p in preds], **columns,
                "output": [None if p.method == ERROR else p.raw for p in preds], "space": [spaces[k] for k in kinds]}
-    order = ("model", "item_id", "image", "parent", "query", "type", "form", "level", "concepts", "subgroup", "absurd",
-             "paraphrase", "expected", "output", "space")
-    return pd.DataFrame({k: pd.Series(columns[k], dtype=object if k in TEXT_COLUMNS else None) for k in order})
+    return pd.DataFrame({k: pd.Series(v, dtype=object if k in TEXT_COLUMNS else None) for k, v in columns.items()})
 
 
 class ScrapbookQA(Task):
