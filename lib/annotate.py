@@ -23,6 +23,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -407,6 +408,9 @@ class AnnotationWidget:
 @dataclass
 class AnnotateConfig(config.StageConfig):
     """Where the annotations come from, which model drafts, how style variants are made."""
+
+    STAGE: ClassVar[str] = A.ANNOTATE
+    MODEL_ROLES: ClassVar[dict] = {"preannotate_model": None, "variants_model": None}
 
     seed: int = 0  # annotation is deterministic; recorded in provenance
     annotations_file: str = ""  # batch runs: load these (YAML/JSON); empty: annotate with the widget

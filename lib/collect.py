@@ -33,6 +33,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
 import pandas as pd
 from PIL import Image
@@ -528,6 +529,8 @@ def memeqa_dataset(json_path: str | Path, images: str | Path, out: str | Path) -
 @dataclass
 class CollectConfig(config.StageConfig):
     """Where the images come from and what counts as a duplicate."""
+
+    STAGE: ClassVar[str] = A.COLLECT
 
     seed: int = 0  # the completion options' A/B placement in the YesBut dataset; collection is deterministic
     sources: list[dict] = field(default_factory=lambda: [{"kind": "demo"}])  # each {kind: demo | folder | yesbut | memeqa | urls | hf, ...}

@@ -1,41 +1,62 @@
-"""Stage configs: one dataclass per stage is the single source of its defaults.
+"""Stage configs and profiles: one dataclass per stage is the single source of its defaults.
 
 nanoGPT's configurator, for a pipeline: the dataclass holds the defaults (each knob with a *why*
-comment), then params files override it (``params/common.<profile>.yaml``, then the stage's own),
-then the notebook's papermill parameters or the command line. Every value is checked against the
-field's annotation - nested ones too (``list[str]``, ``dict[str, dict]``, model specs) - and an
-error names the file and the key at fault. The resolved config goes into ``provenance.json``.
+comment), then a *profile* overrides it - ``params/common.<profile>.yaml`` (the profile's stages, its
+named models, offline or not, and fields every stage shares, such as ``seed``), then
+``params/NN_stage.<profile>.yaml`` - then the overrides of a notebook or a command line. Every value
+is checked against the field's annotation - nested ones too (``list[str]``, ``dict[str, dict]``,
+model specs) - and an error names the file and the key at fault, with a "did you mean" for a
+misspelt key. :func:`resolve` does this once, for the notebooks, the pipeline and the command line
+alike; the resolved config and where each value came from go into ``provenance.json``.
+
+Models are declared once per profile (``models:`` in the common file, name -> spec); a stage refers
+to one by its name wherever a model spec goes (``generator: llm``, ``discriminators: [vlm]``). A
+model field the profile leaves unset takes the profile's model of the field's role
+(``MODEL_ROLES``: the VLM ``vlm``, the text LLM ``llm``), never the class's embedded tiny default.
 
 Every stage module exposes the same contract::
 
-    cfg = StageConfig.from_params({...}, source="params/NN_stage.demo.yaml")
-    summary = run(cfg, out)                           # writes what the notebook writes
+    stage = resolve(AFConfig, "03_adversarial_filter", profile="demo", overrides={...})
+    summary = run(stage.cfg, stage.out)                    # what the notebook does
+    python -m lib.<stage> --profile demo [--set key=value ...] [--out DIR]
     python -m lib.<stage> --params FILE [--params FILE ...] --out DIR
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import os
 import re
 import sys
 import types
 import typing
-from dataclasses import MISSING, asdict, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 import yaml
 
+from lib import artifacts as A
 from lib.io import write_json
+from lib.paths import ROOT, params_root, run_dir
 from lib.provenance import write_provenance
 
-# Keys a params file may hold for the pipeline's sake that no stage config has: where the run goes.
-PIPELINE_KEYS = ("run",)
+# Keys of params/common.<profile>.yaml that describe the profile rather than set a stage field.
+PROFILE_KEYS = ("run", "stages", "models", "offline", "extends")
 MODEL_BACKENDS = ("hf", "openai", "tiny", "constant", "random")
+# What an offline profile sets before anything loads a model: a stray hub call fails in milliseconds.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
 class ParamsError(ValueError):
     """A params file names an unknown parameter or gives a value of the wrong type."""
+
+
+def did_you_mean(word: str, known) -> str:
+    """`` (did you mean 'x'?)`` for the closest known name, or an empty string."""
+    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _type_name(tp) -> str:
@@ -110,18 +131,26 @@ def check_model_spec(spec, where: str, allow_empty: bool = False) -> None:
 
 
 class StageConfig:
-    """Mixin of the stage config dataclasses: building from params, checking, defaults."""
+    """Mixin of the stage config dataclasses: building from params, checking, defaults.
+
+    ``MODEL_ROLES`` maps each field that holds model specs to the profile model it takes when the
+    profile leaves it unset (``None``: no role - the field keeps its default, e.g. "no judge")."""
+
+    MODEL_ROLES: typing.ClassVar[dict[str, str | None]] = {}
 
     @classmethod
-    def from_params(cls, params: dict, source: str = "params"):
-        """The config from ``params`` (unknown keys and wrong types raise, naming ``source``)."""
+    def from_params(cls, params: dict, source: str = "params", models: dict[str, dict] | None = None):
+        """The config from ``params`` (unknown keys and wrong types raise, naming ``source``);
+        model fields may name models of ``models`` (a profile's registry) instead of holding specs."""
         hints = typing.get_type_hints(cls)
         names = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - names - set(PIPELINE_KEYS))
+        unknown = sorted(set(params) - names)
         if unknown:
-            raise ParamsError(f"{source}: unknown parameter(s) {unknown} for {cls.__name__} "
-                              f"(known: {', '.join(sorted(names))})")
+            raise ParamsError(f"{source}: unknown parameter(s) {unknown} for {cls.__name__}"
+                              f"{did_you_mean(unknown[0], names)} (known: {', '.join(sorted(names))})")
         values = {k: v for k, v in params.items() if k in names}
+        for k in cls.MODEL_ROLES.keys() & values.keys():
+            values[k] = bind_models(values[k], models or {}, f"{source}: {k}")
         for k, v in values.items():
             check_type(v, hints[k], f"{source}: parameter {k!r}")
         cfg = cls(**values)
@@ -146,9 +175,221 @@ class StageConfig:
         return json.loads(json.dumps(asdict(self), default=str))
 
 
-def notebook_params(cls, namespace: dict) -> dict:
-    """The config fields a notebook defines (its parameters cell), for ``cls.from_params``."""
-    return {f.name: namespace[f.name] for f in fields(cls) if f.name in namespace}
+def _is_ref(value) -> bool:
+    """A model reference: the name of a profile model (a plain word), not a spec or a path."""
+    return isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", value) is not None
+
+
+def bind_models(value, models: dict[str, dict], where: str):
+    """Replace model names in a model field's value by the profile's specs (names in a list, or the
+    values of a label -> spec mapping, are replaced too); an unknown name raises with a suggestion."""
+    def one(v, at):
+        if not _is_ref(v):
+            return v
+        if v not in models:
+            declared = ", ".join(sorted(models)) or "none"
+            raise ParamsError(f"{at} names model {v!r}, which the profile does not declare{did_you_mean(v, models)} "
+                              f"(models: {declared}); declare it under models: in params/common.<profile>.yaml")
+        return dict(models[v])
+
+    if isinstance(value, list):
+        return [one(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict) and "backend" not in value:  # label -> spec (or name)
+        return {k: one(v, f"{where}.{k}") for k, v in value.items()}
+    return one(value, where)
+
+
+def load_layer(path: str | Path) -> dict:
+    """One flat YAML params file (a missing file is an error naming it)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ParamsError(f"{path}: not valid YAML ({e})") from None
+    except FileNotFoundError:
+        raise ParamsError(f"{path}: no such params file") from None
+    if not isinstance(data, dict):
+        raise ParamsError(f"{path}: a params file is a flat mapping of parameter names to values")
+    return data
+
+
+def profiles(params_dir: str | Path | None = None) -> list[str]:
+    """The profiles shipped in ``params/``: one per ``common.<profile>.yaml``."""
+    return sorted(p.name.split(".")[1] for p in Path(params_dir or params_root()).glob("common.*.yaml"))
+
+
+@dataclass
+class Profile:
+    """``params/common.<name>.yaml``: the stages a profile runs, its models, offline or not, and the
+    fields every stage of it shares (``shared``, e.g. ``seed``)."""
+
+    name: str
+    run: str
+    stages: list[str]
+    models: dict[str, dict]
+    offline: bool
+    shared: dict
+    source: Path
+
+    parent: "Profile | None" = None  # ``extends:``: the profile this one adds to
+
+    def stage_file(self, stage: str) -> Path:
+        return self.source.parent / f"{stage}.{self.name}.yaml"
+
+    def stage_files(self, stage: str) -> list[Path]:
+        """The stage's params files, the extended profile's first."""
+        own = [self.stage_file(stage)] if self.stage_file(stage).exists() else []
+        return (self.parent.stage_files(stage) if self.parent else []) + own
+
+
+def load_profile(name: str, params_dir: str | Path | None = None) -> Profile:
+    """Read and check ``params/common.<name>.yaml`` (unknown stages, bad model specs, stage files of
+    stages the profile does not run: errors naming the file and what to do)."""
+    folder = Path(params_dir or params_root())
+    path = folder / f"common.{name}.yaml"
+    if not path.exists():
+        known = profiles(folder)
+        raise ParamsError(f"unknown profile {name!r}: no {path}{did_you_mean(name, known)} (profiles: {', '.join(known)})")
+    data = load_layer(path)
+    parent = None
+    if "extends" in data:
+        check_type(data["extends"], str, f"{path}: extends")
+        if data["extends"] == name:
+            raise ParamsError(f"{path}: a profile cannot extend itself")
+        parent = load_profile(data["extends"], folder)
+        data = {"run": parent.run, "stages": parent.stages, "offline": parent.offline, **parent.shared, **data,
+                "models": {**parent.models, **(data.get("models") or {})}}
+    for key in ("run", "stages"):
+        if key not in data:
+            raise ParamsError(f"{path}: a profile must say its {key!r} (run: the outputs folder name; "
+                              f"stages: the stages it runs, from {', '.join(A.STAGES)})")
+    run, stages, models = data["run"], data["stages"], data.get("models") or {}
+    check_type(run, str, f"{path}: run")
+    try:
+        run_dir(run)
+    except ValueError as e:
+        raise ParamsError(f"{path}: {e}") from None
+    check_type(stages, list[str], f"{path}: stages")
+    for s in stages:
+        if s not in A.STAGES:
+            raise ParamsError(f"{path}: unknown stage {s!r} in stages{did_you_mean(s, A.STAGES)} (stages: {', '.join(A.STAGES)})")
+    check_type(models, dict[str, dict], f"{path}: models")
+    for label, spec in models.items():
+        check_model_spec(spec, f"{path}: models.{label}")
+    offline = data.get("offline", False)
+    check_type(offline, bool, f"{path}: offline")
+    for other in sorted(folder.glob(f"*.{name}.yaml")):
+        stage = other.name.split(".")[0]
+        if other != path and stage not in stages:
+            raise ParamsError(f"{other}: sets stage {stage} but {path} does not run it: add {stage} to its stages "
+                              f"or delete the file")
+    shared = {k: v for k, v in data.items() if k not in PROFILE_KEYS}
+    return Profile(name, run, [s for s in A.STAGES if s in stages], models, offline, shared, path, parent)
+
+
+def go_offline() -> None:
+    """Set the offline variables (kernels and subprocesses started later inherit them)."""
+    os.environ.update(OFFLINE_ENV)
+
+
+@dataclass
+class Resolved:
+    """A stage's config as a profile resolves it, where each value came from, and where it writes."""
+
+    stage: str
+    cfg: "StageConfig"
+    profile: Profile | None
+    run: str
+    origins: dict[str, str] = field(default_factory=dict)  # field -> the file (or "default") that set it
+    refs: set[str] = field(default_factory=set)  # the profile models it names
+    files: list[str] = field(default_factory=list)  # the params layers read, in order
+
+    @property
+    def out(self) -> Path:
+        from lib.paths import stage_dir
+
+        return stage_dir(self.run, self.stage)
+
+    def table(self):
+        """The resolved config, one row per field: value and where it came from (for notebooks)."""
+        import pandas as pd
+
+        values = self.cfg.to_dict()
+        return pd.DataFrame([{"field": k, "value": json.dumps(v, default=str), "from": self.origins.get(k, "default")}
+                             for k, v in values.items()]).set_index("field")
+
+    def describe(self) -> str:
+        where = f"profile {self.profile.name}" if self.profile else "no profile"
+        return f"{self.stage} ({where}, run {self.run!r}): " + ", ".join(
+            f"{k}={v!r}" for k, v in self.cfg.to_dict().items() if self.origins.get(k, "default") != "default")
+
+
+def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = None, overrides: dict | None = None,
+            params_dir: str | Path | None = None, extra: list[str | Path] = ()) -> Resolved:
+    """The one way a stage config is built: the class defaults, then the profile's common file and its
+    stage file, then ``extra`` params files, then ``overrides``; model names bound to the profile's
+    models; model fields the profile leaves unset bound to the model of their role. ``profile=None``
+    (or "") uses ``$VQALAB_PROFILE``, else ``demo``; ``profile=False`` uses none."""
+    stage = cls.STAGE
+    if isinstance(profile, Profile) or profile is False:  # False: no profile (a command line's params files)
+        prof = profile or None
+    else:
+        prof = load_profile(profile or os.environ.get("VQALAB_PROFILE") or "demo", params_dir)
+    if prof is not None and stage not in prof.stages:
+        raise ParamsError(f"profile {prof.name} does not run {stage} (stages in {prof.source}: "
+                          f"{', '.join(prof.stages)}); add it there to run it")
+    layers: list[tuple[str, dict]] = []
+    show = lambda p: str(Path(p).relative_to(ROOT)) if Path(p).is_relative_to(ROOT) else str(p)  # noqa: E731
+    if prof is not None:
+        names = {f.name for f in fields(cls)}
+        bad = [k for k in prof.shared if k not in names]
+        if bad:
+            raise ParamsError(f"{prof.source}: {bad[0]!r} is neither a profile key ({', '.join(PROFILE_KEYS)}) nor a "
+                              f"field of {cls.__name__} ({stage}){did_you_mean(bad[0], names | set(PROFILE_KEYS))}; "
+                              f"a stage's own fields go in {prof.stage_file(stage).name}")
+        layers.append((show(prof.source), prof.shared))
+        layers += [(show(p), load_layer(p)) for p in prof.stage_files(stage)]
+    layers += [(show(p), load_layer(p)) for p in extra]
+    if overrides:
+        layers.append(("overrides", dict(overrides)))
+    values, origins = {}, {}
+    for source, data in layers:
+        for k, v in data.items():
+            values[k], origins[k] = v, source
+    models = prof.models if prof is not None else {}
+    if prof is not None:
+        for name, role in cls.MODEL_ROLES.items():
+            if name in values or role is None:
+                continue
+            if role == "*":  # every model of the profile (stage 00 probes them)
+                values[name], origins[name] = dict(models), f"{show(prof.source)} models"
+            elif role in models:
+                default = cls.defaults().get(name)
+                is_map = isinstance(default, dict) and default and "backend" not in default
+                values[name] = [role] if isinstance(default, list) else {role: role} if is_map else role
+                origins[name] = f"{show(prof.source)} models.{role}"
+            else:
+                raise ParamsError(f"{stage}: {name} is not set and {prof.source} declares no model {role!r} "
+                                  f"(models: {', '.join(models) or 'none'}); declare it under models: or set {name} "
+                                  f"in {prof.stage_file(stage).name}")
+    sources = " + ".join(dict.fromkeys(origins.values())) or "defaults"
+    for k, v in values.items():  # the file that set a bad key is named, not the whole chain
+        if k not in {f.name for f in fields(cls)}:
+            sources = origins[k]
+            break
+    refs = {r for k in cls.MODEL_ROLES.keys() & values.keys() for r in _names(values[k])}
+    cfg = cls.from_params(values, source=sources, models=models)
+    name = run or (prof.run if prof is not None else None) or "default"
+    cfg.origin = {"profile": prof.name if prof else None, "run": name, "fields": origins}
+    return Resolved(stage, cfg, prof, name, origins, refs, [src for src, _ in layers])
+
+
+def _names(value) -> list[str]:
+    """The model names in a model field's raw value (a name, a list of them, label -> name)."""
+    if isinstance(value, list):
+        return [v for v in value if _is_ref(v)]
+    if isinstance(value, dict) and "backend" not in value:
+        return [v for v in value.values() if _is_ref(v)]
+    return [value] if _is_ref(value) else []
 
 
 def load_params(paths: list[str | Path]) -> tuple[dict, str]:
@@ -168,22 +409,37 @@ def load_params(paths: list[str | Path]) -> tuple[dict, str]:
 def finish(out: Path, stage: str, cfg, summary: dict) -> dict:
     """Every stage's last step: ``summary.json`` and ``provenance.json`` (the resolved config)."""
     write_json(out / "summary.json", summary)
-    write_provenance(out, stage, cfg.to_dict(), getattr(cfg, "seed", None))
+    write_provenance(out, stage, cfg.to_dict(), getattr(cfg, "seed", None), origin=getattr(cfg, "origin", None))
     return summary
 
 
+def _assignment(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise ParamsError(f"--set {text!r}: write key=value (a YAML value, e.g. max_steps=50 or models=[vlm])")
+    return key.strip(), yaml.safe_load(value)
+
+
 def main(prog: str, cls, run, argv: list[str] | None = None, description: str = "") -> int:
-    """The command line every stage shares: ``--params FILE`` (repeatable) ``--out DIR``."""
+    """The command line every stage shares: a profile and overrides (``--profile P --set k=v``)
+    and/or params files (``--params FILE``, repeatable), resolved by :func:`resolve`."""
     ap = argparse.ArgumentParser(prog=prog, description=description)
+    ap.add_argument("--profile", help="a profile of params/ (its models, stage file and shared fields)")
     ap.add_argument("--params", action="append", default=[], help="flat YAML of config fields (repeatable; later wins)")
-    ap.add_argument("--out", required=True, help="the stage folder to write (outputs/<run>/<stage>/ in a pipeline)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="one field (YAML value; repeatable)")
+    ap.add_argument("--run", help="the run name (default: the profile's)")
+    ap.add_argument("--out", help="the stage folder to write (default: outputs/<run>/<stage>/)")
     args = ap.parse_args(argv)
     try:
-        params, source = load_params(args.params)
-        cfg = cls.from_params(params, source=source)
+        overrides = dict(_assignment(a) for a in args.set)
+        stage = resolve(cls, args.profile or (None if not args.params else False), args.run, overrides,
+                        extra=args.params)
+        if stage.profile is not None and stage.profile.offline:
+            go_offline()
     except ParamsError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    summary = run(cfg, Path(args.out))
+    print(stage.describe(), file=sys.stderr)
+    summary = run(stage.cfg, Path(args.out) if args.out else stage.out)
     print(json.dumps(summary, indent=1, default=str))
     return 0

@@ -31,6 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -58,6 +59,10 @@ ERROR_COLUMNS = ["dataset", "style", "model", "filter", "unit", "category", "cou
 @dataclass
 class EvalConfig(config.StageConfig):
     """What to evaluate: dataset folders by name, model specs by label, prompt styles, settings."""
+
+    STAGE: ClassVar[str] = A.EVALUATE
+    MODEL_ROLES: ClassVar[dict] = {"models": "vlm", "judge": None}
+    HUB_FIELDS: ClassVar[tuple] = ("bertscore_model",)  # hub ids the preflight checks
 
     datasets: dict[str, str] = field(default_factory=dict)  # name -> folder, or stage:NN_stage/datasets/<name>
     models: dict[str, dict] = field(default_factory=lambda: {"base": {"backend": "tiny", "name": "llava"}})  # label -> spec

@@ -16,6 +16,11 @@ NOTEBOOKS = ROOT / "notebooks"
 PARAMS = ROOT / "params"
 
 
+def params_root() -> Path:
+    """Where profiles live; ``$VQALAB_PARAMS`` overrides ``<project>/params`` (a copy to edit, a test's tmp)."""
+    return Path(os.environ.get("VQALAB_PARAMS", PARAMS)).resolve()
+
+
 def outputs_root() -> Path:
     """The root of everything generated; ``$VQALAB_OUTPUTS`` overrides ``<project>/outputs``."""
     return Path(os.environ.get("VQALAB_OUTPUTS", ROOT / "outputs")).resolve()

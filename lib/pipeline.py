@@ -1,49 +1,51 @@
-"""Run the stage notebooks with papermill under a parameter profile.
+"""Run the stage notebooks with papermill under a profile.
 
-    python -m lib.pipeline --profile demo                 # every numbered notebook, in order
+    python -m lib.pipeline --profile demo                 # every stage the profile declares, in order
     python -m lib.pipeline --profile demo --stage 04_scrapbook --run my-run
+    python -m lib.pipeline --profile real --check         # params only: every stage's config resolved
+    python -m lib.pipeline --profile real --preflight     # models, servers and keys reachable?
 
-Parameters are layered: the notebook's own defaults, then ``params/common.<profile>.yaml``, then
-``params/<stage>.<profile>.yaml`` (later wins). Before anything runs, every key of every file is
-checked against the notebook's declared parameters and their annotated types
-(``papermill.inspect_notebook``), because papermill itself only warns about unknown names and never
-checks types; then the merged values build the stage's config dataclass (:data:`STAGE_CONFIGS`),
-which checks nested values too (model specs, Scrapbook and training parameters), naming the file
-and key at fault. Executed notebooks go to ``outputs/<run>/executed/``; a failing notebook stops
-the run and the error names the executed notebook to open.
+A profile (``params/common.<profile>.yaml``) declares the stages it runs, its models by name, and
+whether it is offline; each stage's config is resolved from it by :func:`lib.config.resolve` - the
+same function the notebooks and the stage command lines call - so a key the config class does not
+have, or a value of the wrong type, stops the run before anything runs, naming the file and key.
+The plan is printed first (which stages run with which files, which are skipped and why); then the
+preflight (:mod:`lib.preflight`) checks every model, server and key the stages need; then each
+notebook runs with only ``profile``, ``run`` and its ``overrides`` as parameters. Executed notebooks
+go to ``outputs/<run>/executed/``; a failing notebook stops the run and the error names it.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import re
+import os
 import sys
 import time
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from lib import artifacts as A
+from lib import preflight
 from lib.af import AFConfig
 from lib.analysis import AnalyzeConfig
 from lib.annotate import AnnotateConfig
 from lib.collect import CollectConfig
-from lib.config import ParamsError
+from lib.config import OFFLINE_ENV, ParamsError, Profile, Resolved, did_you_mean, load_profile, resolve
 from lib.evaluate import EvalConfig
-from lib.paths import NOTEBOOKS, PARAMS, run_dir
+from lib.io import write_json
+from lib.paths import NOTEBOOKS, params_root, run_dir
 from lib.scrapbook import ScrapbookConfig
 from lib.setup import SetupConfig
 from lib.train import TrainConfig
 
-# Each stage notebook's config dataclass: the single source of its defaults and checks.
-STAGE_CONFIGS = {A.SETUP: SetupConfig, A.COLLECT: CollectConfig, A.ANNOTATE: AnnotateConfig, A.AF: AFConfig,
-                 A.SCRAPBOOK: ScrapbookConfig, A.TRAIN: TrainConfig, A.EVALUATE: EvalConfig, A.ANALYZE: AnalyzeConfig}
-
-_STAGE = re.compile(r"^\d\d_[a-z0-9_]+$")
-_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list,), "dict": (dict,),
-          "None": (type(None),), "NoneType": (type(None),)}
+# Each stage's config dataclass: the single source of its defaults and checks.
+STAGE_CONFIGS = {c.STAGE: c for c in (SetupConfig, CollectConfig, AnnotateConfig, AFConfig, ScrapbookConfig,
+                                      TrainConfig, EvalConfig, AnalyzeConfig)}
+# A stage notebook's parameters cell: which profile and run, and overrides - never a stage value.
+NOTEBOOK_PARAMETERS = ("profile", "run", "overrides")
 
 
 class StageFailed(RuntimeError):
@@ -55,149 +57,186 @@ class StageFailed(RuntimeError):
                          f"cell and its traceback.")
 
 
+class PreflightFailed(RuntimeError):
+    """A model, server or key the profile needs is not there (one line per problem)."""
+
+
 @dataclass
 class StagePlan:
     stage: str
     notebook: Path
-    params: dict
-    sources: list[Path]
+    resolved: Resolved
+
+    @property
+    def sources(self) -> list[str]:
+        return self.resolved.files
 
 
-def stage_notebooks(notebooks_dir: Path = NOTEBOOKS) -> list[Path]:
-    """The numbered stage notebooks (``NN_name.ipynb``), in order."""
-    return sorted(p for p in Path(notebooks_dir).glob("*.ipynb") if _STAGE.match(p.stem))
+@dataclass
+class Plan:
+    """What a run will do: the stages that run (resolved), those skipped and why."""
+
+    profile: Profile
+    run: str
+    steps: list[StagePlan]
+    skipped: dict[str, str] = field(default_factory=dict)  # stage -> why
+
+    def describe(self) -> str:
+        mode = "offline" if self.profile.offline else "online"
+        lines = [f"profile {self.profile.name} ({self.profile.source}, {mode}) -> {run_dir(self.run)}"]
+        running = {s.stage: s for s in self.steps}
+        for stage in A.STAGES:
+            if stage in running:
+                lines.append(f"  {stage:<22} runs: {' + '.join(running[stage].sources) or 'class defaults'}")
+            elif stage in self.skipped:
+                lines.append(f"  {stage:<22} skipped: {self.skipped[stage]}")
+        return "\n".join(lines)
 
 
-def _type_ok(value, type_name: str) -> bool:
-    """Does ``value`` fit an annotation such as ``int``, ``list[str]``, ``str | None``?"""
-    names = re.findall(r"[A-Za-z_]+", type_name.split("[")[0] if "|" not in type_name else type_name)
-    allowed = [_TYPES[n] for n in names if n in _TYPES]
-    if not allowed or any(n in ("Any", "object") for n in names):
-        return True  # no annotation we can check
-    if isinstance(value, bool) and not any(bool in t for t in allowed):
-        return False  # bool is an int subclass; True is not a valid int parameter
-    return any(isinstance(value, t) for t in allowed)
-
-
-def declared_parameters(notebook: Path) -> dict:
+def check_notebook(notebook: Path) -> None:
+    """A stage notebook exists and its parameters cell declares exactly profile, run and overrides."""
     import papermill
 
-    return papermill.inspect_notebook(str(notebook))
+    if not notebook.exists():
+        raise ParamsError(f"{notebook}: no such notebook")
+    declared = papermill.inspect_notebook(str(notebook))
+    if set(declared) != set(NOTEBOOK_PARAMETERS):
+        raise ParamsError(f"{notebook}: its cell tagged 'parameters' must declare {', '.join(NOTEBOOK_PARAMETERS)} "
+                          f"and nothing else (stage values live in the config class and params/), "
+                          f"found {', '.join(declared) or 'none'}")
 
 
-def load_layer(path: Path) -> dict:
+def plan(profile: str, stages: list[str] | None = None, run: str | None = None,
+         overrides: dict[str, dict] | None = None, notebooks_dir: Path = NOTEBOOKS,
+         params_dir: Path | None = None, configs: dict | None = None) -> Plan:
+    """Resolve and check every stage of the profile before anything runs (``stages``: run only
+    these of them; ``overrides``: stage -> fields set on top of the profile)."""
+    configs = configs or STAGE_CONFIGS
+    prof = load_profile(profile, params_dir)
+    overrides = overrides or {}
+    for stage in list(stages or []) + list(overrides):
+        if stage not in prof.stages:
+            hint = did_you_mean(stage, prof.stages) if stage not in A.STAGES else f"; add it to stages in {prof.source}"
+            raise ParamsError(f"profile {prof.name} does not run {stage!r} (its stages: {', '.join(prof.stages)}){hint}")
+    steps, skipped, used = [], {}, set()
+    for stage in A.STAGES:
+        if stage not in prof.stages:
+            skipped[stage] = f"not in the stages of {prof.source.name}"
+            continue
+        resolved = resolve(configs[stage], prof, run, overrides.get(stage), params_dir)
+        if stage != A.SETUP:
+            used |= resolved.refs
+        if stages and stage not in stages:
+            skipped[stage] = "not selected (--stage)"
+            continue
+        notebook = Path(notebooks_dir) / f"{stage}.ipynb"
+        check_notebook(notebook)
+        steps.append(StagePlan(stage, notebook, resolved))
+    unused = sorted(set(prof.models) - used)
+    if unused:
+        raise ParamsError(f"{prof.source}: model(s) {unused} are used by no stage of the profile: remove them, or name "
+                          f"them in a stage's params (stage 00 probes every model a profile declares)")
+    return Plan(prof, run or prof.run, steps, skipped)
+
+
+@contextmanager
+def _environment(values: dict[str, str]):
+    """Set variables for the notebooks' kernels (they inherit them), restoring them afterwards."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ParamsError(f"{path}: not valid YAML ({e})") from None
-    if not isinstance(data, dict):
-        raise ParamsError(f"{path}: a params file is a flat mapping of parameter names to values")
-    return data
-
-
-def check_params(notebook: Path, layers: list[tuple[Path, dict]]) -> dict:
-    """Merge the layers, checking each key and type against the notebook, then (for a known stage)
-    building its config from the notebook's defaults and the merged values; returns the merged dict."""
-    declared = declared_parameters(notebook)
-    if not declared:
-        raise ParamsError(f"{notebook}: no cell tagged 'parameters'; papermill cannot inject params")
-    merged = {}
-    for path, data in layers:
-        for key, value in data.items():
-            if key not in declared:
-                raise ParamsError(f"{path}: unknown parameter {key!r} for {notebook.name} "
-                                  f"(declared: {', '.join(sorted(declared))})")
-            type_name = declared[key].get("inferred_type_name") or "None"
-            if not _type_ok(value, type_name):
-                raise ParamsError(f"{path}: parameter {key!r} of {notebook.name} must be {type_name}, "
-                                  f"got {type(value).__name__} {value!r}")
-            merged[key] = value
-    cls = STAGE_CONFIGS.get(notebook.stem)
-    if cls is not None:
-        values = {}
-        for k in declared.keys() & cls.__dataclass_fields__.keys():
-            if k in merged:
-                values[k] = merged[k]
-                continue
-            default = declared[k].get("default")
-            try:
-                values[k] = ast.literal_eval(default) if isinstance(default, str) else default
-            except (ValueError, SyntaxError):
-                pass  # not a literal: papermill could not override it either
-        origin = " + ".join(str(p) for p, data in layers if data) or f"{notebook.name} defaults"
-        cls.from_params(values, source=origin)
-    return merged
-
-
-def plan(profile: str, stages: list[str] | None = None, notebooks_dir: Path = NOTEBOOKS,
-         params_dir: Path = PARAMS, run: str | None = None) -> list[StagePlan]:
-    """Resolve and check the params of every selected stage before anything runs."""
-    notebooks = stage_notebooks(notebooks_dir)
-    known = {nb.stem: nb for nb in notebooks}
-    if stages:
-        unknown = [s for s in stages if s not in known]
-        if unknown:
-            raise ParamsError(f"unknown stage(s) {unknown}; stages in {notebooks_dir}: {sorted(known)}")
-        notebooks = [known[s] for s in stages]
-    common = Path(params_dir) / f"common.{profile}.yaml"
-    if not common.exists() and not any(Path(params_dir).glob(f"*.{profile}.yaml")):
-        profiles = sorted({p.name.split(".")[-2] for p in Path(params_dir).glob("*.yaml")})
-        raise ParamsError(f"unknown profile {profile!r}: no params/*.{profile}.yaml (profiles: {profiles})")
-    plans = []
-    for nb in notebooks:
-        files = [p for p in (common, Path(params_dir) / f"{nb.stem}.{profile}.yaml") if p.exists()]
-        layers = [(p, load_layer(p)) for p in files]
-        if run:
-            layers.append((Path("--run"), {"run": run}))
-        plans.append(StagePlan(nb.stem, nb, check_params(nb, layers), files))
-    return plans
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def run(profile: str = "demo", stages: list[str] | None = None, run_name: str | None = None,
-        notebooks_dir: Path = NOTEBOOKS, params_dir: Path = PARAMS, progress: bool = True) -> Path:
-    """Execute the stages in order; returns the run folder. Raises :class:`StageFailed`."""
+        overrides: dict[str, dict] | None = None, notebooks_dir: Path = NOTEBOOKS, params_dir: Path | None = None,
+        progress: bool = True, check_models: bool = True, configs: dict | None = None) -> Path:
+    """Execute the planned stages in order; returns the run folder. Raises :class:`ParamsError`,
+    :class:`PreflightFailed` (before anything runs) or :class:`StageFailed`."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    plans = plan(profile, stages, notebooks_dir, params_dir, run_name)
-    name = run_name or next((p.params["run"] for p in plans if "run" in p.params), profile)
-    executed_dir = run_dir(name) / "executed"
-    executed_dir.mkdir(parents=True, exist_ok=True)
-    for p in plans:
-        out = executed_dir / p.notebook.name
-        start = time.perf_counter()
-        print(f"[{p.stage}] params from {', '.join(str(s) for s in p.sources) or 'notebook defaults'}", flush=True)
-        try:
-            papermill.execute_notebook(
-                str(p.notebook), str(out), parameters=p.params, kernel_name="python3",
-                cwd=str(p.notebook.parent), progress_bar=progress, log_output=False,
-            )
-        except PapermillExecutionError as e:
-            raise StageFailed(p.stage, out, e) from None
-        print(f"[{p.stage}] done in {time.perf_counter() - start:.1f}s -> {out}", flush=True)
-    return run_dir(name)
+    p = plan(profile, stages, run_name, overrides, notebooks_dir, params_dir, configs)
+    print(p.describe(), flush=True)
+    env = {"VQALAB_PARAMS": str(Path(params_dir or params_root()).resolve()), "TOKENIZERS_PARALLELISM": "false",
+           **(OFFLINE_ENV if p.profile.offline else {})}
+    with _environment(env):
+        if check_models:
+            problems = preflight.check(p.steps, p.profile.offline)
+            if problems:
+                raise PreflightFailed("preflight: " + "\n  ".join([f"{len(problems)} problem(s), nothing has run:",
+                                                                  *problems]))
+        executed_dir = run_dir(p.run) / "executed"
+        executed_dir.mkdir(parents=True, exist_ok=True)
+        timings = {}
+        for step in p.steps:
+            out = executed_dir / step.notebook.name
+            start = time.perf_counter()
+            print(f"[{step.stage}] running", flush=True)
+            try:
+                papermill.execute_notebook(
+                    str(step.notebook), str(out), kernel_name="python3", cwd=str(step.notebook.parent),
+                    parameters={"profile": p.profile.name, "run": p.run, "overrides": (overrides or {}).get(step.stage, {})},
+                    progress_bar=progress, log_output=False,
+                )
+            except PapermillExecutionError as e:
+                raise StageFailed(step.stage, out, e) from None
+            timings[step.stage] = round(time.perf_counter() - start, 1)
+            print(f"[{step.stage}] done in {timings[step.stage]:.1f}s -> {out}", flush=True)
+        write_json(run_dir(p.run) / "timings.json", {"profile": p.profile.name, "seconds": timings})
+    return run_dir(p.run)
+
+
+def _overrides(assignments: list[str]) -> dict[str, dict]:
+    """``--set 05_train.max_steps=50`` -> {"05_train": {"max_steps": 50}} (values are YAML)."""
+    out: dict[str, dict] = {}
+    for a in assignments:
+        key, sep, value = a.partition("=")
+        stage, dot, name = key.strip().partition(".")
+        if not (sep and dot and name):
+            raise ParamsError(f"--set {a!r}: write STAGE.FIELD=VALUE, e.g. 05_train.max_steps=50")
+        out.setdefault(stage, {})[name] = yaml.safe_load(value)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lib.pipeline", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--profile", default="demo", help="params profile: params/*.<profile>.yaml")
-    ap.add_argument("--stage", action="append", help="run only this stage (repeatable), e.g. 04_scrapbook")
-    ap.add_argument("--run", dest="run_name", help="run name: outputs go to outputs/<run>/")
-    ap.add_argument("--check", action="store_true", help="only check the params files, run nothing")
+    ap.add_argument("--profile", default="demo", help="params profile: params/common.<profile>.yaml")
+    ap.add_argument("--stage", action="append", help="run only this stage of the profile (repeatable), e.g. 04_scrapbook")
+    ap.add_argument("--run", dest="run_name", help="run name: outputs go to outputs/<run>/ (default: the profile's)")
+    ap.add_argument("--set", action="append", default=[], metavar="STAGE.FIELD=VALUE", help="override one field")
+    ap.add_argument("--check", action="store_true", help="only resolve and check every stage's params, run nothing")
+    ap.add_argument("--preflight", action="store_true", help="only check the params and the models, servers and keys")
     args = ap.parse_args(argv)
     try:
-        if args.check:
-            for p in plan(args.profile, args.stage, run=args.run_name):
-                print(f"{p.stage}: ok ({len(p.params)} params)")
+        overrides = _overrides(args.set)
+        if args.check or args.preflight:
+            p = plan(args.profile, args.stage, args.run_name, overrides)
+            print(p.describe())
+            for step in p.steps:
+                print(f"{step.stage}: ok ({len(step.resolved.cfg.to_dict())} fields)")
+            if args.preflight:
+                with _environment(OFFLINE_ENV if p.profile.offline else {}):
+                    problems = preflight.check(p.steps, p.profile.offline)
+                if problems:
+                    raise PreflightFailed("preflight:\n  " + "\n  ".join(problems))
+                print(f"preflight: ok ({len(preflight.uses(p.steps))} models checked)")
             return 0
-        folder = run(args.profile, args.stage, args.run_name)
-    except (ParamsError, StageFailed) as e:
+        folder = run(args.profile, args.stage, args.run_name, overrides)
+    except (ParamsError, StageFailed, PreflightFailed) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"\nRun outputs: {folder}")
     report = folder / "report.html"
     if report.exists():
         print(f"Report: {report}")
+    print(f"Timings: {folder / 'timings.json'}")
     print(f"Executed notebooks: {folder / 'executed'}")
     return 0
 

@@ -85,9 +85,12 @@ def redact(params: dict) -> dict:
     return walk(params)
 
 
-def provenance(stage: str, params: dict, seed: int | None = None) -> dict:
+def provenance(stage: str, params: dict, seed: int | None = None, origin: dict | None = None) -> dict:
     return {
         "stage": stage,
+        "profile": (origin or {}).get("profile"),
+        "run": (origin or {}).get("run"),
+        "params_from": redact((origin or {}).get("fields", {})),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git": git_state(),
         "params": redact(params),
@@ -98,10 +101,12 @@ def provenance(stage: str, params: dict, seed: int | None = None) -> dict:
     }
 
 
-def write_provenance(folder: str | Path, stage: str, params: dict, seed: int | None = None) -> Path:
-    """Write ``<folder>/provenance.json`` and return its path."""
+def write_provenance(folder: str | Path, stage: str, params: dict, seed: int | None = None,
+                     origin: dict | None = None) -> Path:
+    """Write ``<folder>/provenance.json`` (``origin``: the profile, run and the file each field came
+    from, as :func:`lib.config.resolve` records them) and return its path."""
     from lib.io import write_json
 
     path = Path(folder) / "provenance.json"
-    write_json(path, provenance(stage, params, seed))
+    write_json(path, provenance(stage, params, seed, origin))
     return path

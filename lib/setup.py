@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import pandas as pd
 import yaml
@@ -36,20 +37,22 @@ from lib.store import CallStore
 class SetupConfig(config.StageConfig):
     """Which models to build and probe, and whether to write the demo's datasets."""
 
+    STAGE: ClassVar[str] = A.SETUP
+    # In a profile, ``models`` is the profile's whole registry: exactly the models its stages use.
+    MODEL_ROLES: ClassVar[dict] = {"models": "*"}
+
     seed: int = 0  # recorded in provenance; the demo datasets' A/B placement of completion options
-    vlm: dict = field(default_factory=lambda: {"backend": "tiny", "name": "llava"})  # the VLM later stages answer with
-    text_llm: dict = field(default_factory=lambda: {"backend": "tiny", "name": "smollm2"})  # generator / judge LLM
-    extra_models: dict[str, dict] = field(default_factory=dict)  # more specs to probe, label -> spec
+    models: dict[str, dict] = field(default_factory=lambda: {"vlm": {"backend": "tiny", "name": "llava"},
+                                                             "llm": {"backend": "tiny", "name": "smollm2"}})  # name -> spec
     demo_datasets: bool = True  # write the embedded demo's mcq / vqa / yesbut datasets (06 evaluates them)
 
     def check(self, source: str) -> None:
-        config.check_model_spec(self.vlm, f"{source}: vlm")
-        config.check_model_spec(self.text_llm, f"{source}: text_llm")
-        for label, spec in self.extra_models.items():
-            config.check_model_spec(spec, f"{source}: extra_models.{label}")
+        for label, spec in self.models.items():
+            config.check_model_spec(spec, f"{source}: models.{label}")
 
     def specs(self) -> dict[str, dict]:
-        return {"vlm": self.vlm, "text_llm": self.text_llm, **self.extra_models}
+        """The models to probe now: those a later stage makes (``stage:``/``run:`` paths) are left out."""
+        return {k: v for k, v in self.models.items() if not str(v.get("name", "")).startswith(("stage:", "run:"))}
 
 
 def run(cfg: SetupConfig, out: str | Path, store: CallStore | None = None) -> dict:

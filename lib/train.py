@@ -32,6 +32,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -52,6 +53,9 @@ LM_SCOPES = ("language_model.", "text_model.")
 @dataclass
 class TrainConfig(config.StageConfig):
     """Training parameters (all plain values, so a YAML params file maps onto them)."""
+
+    STAGE: ClassVar[str] = A.TRAIN
+    MODEL_ROLES: ClassVar[dict] = {"model": "vlm"}
 
     model: dict = field(default_factory=lambda: {"backend": "tiny", "name": "llava"})
     # a dataset folder (items.jsonl + images/), stage:NN_stage/datasets/<name> of this run, or a MemeQA

@@ -22,24 +22,26 @@
 # **Inputs:** model specs (params) · **Outputs:** `outputs/<run>/00_setup/` (probe.csv, images/, datasets/ of the demo,
 # summary.json, provenance.json)
 
+# %% [markdown]
+# Opened as it is, this notebook runs the `demo` profile into `outputs/demo/` (after `make run`, it
+# reads that run's earlier stages). Another profile: set `profile` below, or run
+# `make stage STAGE=00_setup PROFILE=<profile>`; the stage's values come from `params/`, never from here.
+
 # %% tags=["parameters"]
-run: str = "smoke"  # outputs go to outputs/<run>/
-seed: int = 0  # global seed recorded in provenance; each generator takes its own
-vlm: dict = {"backend": "tiny", "name": "llava"}  # the VLM later stages answer with
-text_llm: dict = {"backend": "tiny", "name": "smollm2"}  # generator / judge LLM
-extra_models: dict = {}  # more specs to probe, label -> spec (e.g. an OpenAI-compatible endpoint)
-demo_datasets: bool = True  # write the embedded demo's mcq / vqa / yesbut datasets (06 evaluates them)
+profile: str = ""  # params/common.<profile>.yaml; empty: $VQALAB_PROFILE if set, else "demo"
+run: str = ""  # outputs go to outputs/<run>/; empty: the profile's run
+overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_items": 50}
 
 # %%
 from IPython.display import display
 
 from lib import artifacts as A
 from lib import setup
-from lib.config import notebook_params
-from lib.paths import stage_dir
+from lib.config import resolve
 
-cfg = setup.SetupConfig.from_params(notebook_params(setup.SetupConfig, globals()), source="notebook 00_setup")
-out = stage_dir(run, A.SETUP)
+resolved = resolve(setup.SetupConfig, profile, run or None, overrides)  # as make run resolves it
+cfg, out, run = resolved.cfg, resolved.out, resolved.run
+display(resolved.table())  # every field, and the params file that set it
 
 # %% [markdown]
 # ## Sample images, probes, demo datasets

@@ -23,12 +23,15 @@
 # **Inputs:** the sources in `sources` · **Outputs:** `outputs/<run>/01_collect/` (manifest.jsonl, report.json, figures,
 # datasets/yesbut when the images are labelled YesBut ones, summary.json, provenance.json)
 
+# %% [markdown]
+# Opened as it is, this notebook runs the `demo` profile into `outputs/demo/` (after `make run`, it
+# reads that run's earlier stages). Another profile: set `profile` below, or run
+# `make stage STAGE=01_collect PROFILE=<profile>`; the stage's values come from `params/`, never from here.
+
 # %% tags=["parameters"]
-run: str = "smoke"  # outputs go to outputs/<run>/
-seed: int = 0  # the YesBut completion options' A/B placement (collection itself is deterministic)
-sources: list = [{"kind": "demo"}]  # each: {kind: demo | folder | yesbut | memeqa | urls | hf, ...}
-near_duplicate_distance: int = 4  # perceptual-hash Hamming distance counted as a near copy (0: exact only)
-yesbut_dataset: bool = True  # build datasets/yesbut when the manifest holds labelled YesBut images
+profile: str = ""  # params/common.<profile>.yaml; empty: $VQALAB_PROFILE if set, else "demo"
+run: str = ""  # outputs go to outputs/<run>/; empty: the profile's run
+overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_items": 50}
 
 # %%
 import pandas as pd
@@ -36,11 +39,11 @@ from IPython.display import Image, display
 
 from lib import artifacts as A
 from lib import collect
-from lib.config import notebook_params
-from lib.paths import stage_dir
+from lib.config import resolve
 
-cfg = collect.CollectConfig.from_params(notebook_params(collect.CollectConfig, globals()), source="notebook 01_collect")
-out = stage_dir(run, A.COLLECT)
+resolved = resolve(collect.CollectConfig, profile, run or None, overrides)  # as make run resolves it
+cfg, out, run = resolved.cfg, resolved.out, resolved.run
+display(resolved.table())  # every field, and the params file that set it
 
 # %% [markdown]
 # ## Gather, deduplicate, merge into the manifest

@@ -23,16 +23,15 @@
 # **Inputs:** `outputs/<run>/01_collect/manifest.jsonl` · **Outputs:** `outputs/<run>/02_annotate/`
 # (annotations.jsonl, agreement.csv, variants.jsonl, label_studio.json, figures, summary.json, provenance.json)
 
+# %% [markdown]
+# Opened as it is, this notebook runs the `demo` profile into `outputs/demo/` (after `make run`, it
+# reads that run's earlier stages). Another profile: set `profile` below, or run
+# `make stage STAGE=02_annotate PROFILE=<profile>`; the stage's values come from `params/`, never from here.
+
 # %% tags=["parameters"]
-run: str = "smoke"  # outputs go to outputs/<run>/
-seed: int = 0  # unused (annotation is deterministic); kept for the common parameters
-annotations_file: str = "lib/data/demo/annotations.yaml"  # smoke: the demo's; empty: annotate with the widget
-annotator: str = ""  # the widget's default annotator name
-fields: list = []  # the widget's fields (empty: all of lib/annotate.py FIELDS)
-preannotate_model: dict = {"backend": "tiny", "name": "llava"}  # smoke: a tiny VLM drafts ({} for none)
-variants_model: dict = {}  # an images API spec ({backend: openai, endpoint: images, name: dall-e-3, ...}); {}: local stylizer
-variant_labels_file: str = "lib/data/demo/variant_labels.yaml"  # smoke: the demo's labels (empty: the widget)
-stages: list = [3, 4]  # which style stages to generate
+profile: str = ""  # params/common.<profile>.yaml; empty: $VQALAB_PROFILE if set, else "demo"
+run: str = ""  # outputs go to outputs/<run>/; empty: the profile's run
+overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_items": 50}
 
 # %%
 import pandas as pd
@@ -42,11 +41,11 @@ from lib import annotate
 from lib import artifacts as A
 from lib.analysis import figure3_counts
 from lib.collect import totals
-from lib.config import notebook_params
-from lib.paths import stage_dir
+from lib.config import resolve
 
-cfg = annotate.AnnotateConfig.from_params(notebook_params(annotate.AnnotateConfig, globals()), source="notebook 02_annotate")
-out = stage_dir(run, A.ANNOTATE)
+resolved = resolve(annotate.AnnotateConfig, profile, run or None, overrides)  # as make run resolves it
+cfg, out, run = resolved.cfg, resolved.out, resolved.run
+display(resolved.table())  # every field, and the params file that set it
 manifest = A.read_manifest(out.parent)
 panels = annotate.panels_to_annotate(manifest)
 store = annotate.AnnotationStore(out / A.ANNOTATIONS)
@@ -54,13 +53,13 @@ print(f"{len(panels)} two-panel images to annotate, {len(manifest)} images in th
 
 # %% [markdown]
 # ## Annotate
-# In JupyterLab (no `annotations_file`) the widget appears; each **save** is appended to
+# In JupyterLab (a profile without `annotations_file`) the widget appears; each **save** is appended to
 # `annotations.jsonl` at once - then run the cells below. In a batch run the annotation file is
 # loaded instead (once: the store is append-only).
 
 # %%
-if not annotations_file:
-    widget = annotate.AnnotationWidget(panels, store, fields=fields or annotate.FIELDS, annotator=annotator).show()
+if not cfg.annotations_file:
+    widget = annotate.AnnotationWidget(panels, store, fields=cfg.fields or annotate.FIELDS, annotator=cfg.annotator).show()
 
 # %% [markdown]
 # ## Machine drafts, agreement, style variants (YesBut stages 3 and 4), Label Studio export
@@ -78,7 +77,7 @@ drafts = store.latest(include_machine=True)
 display(drafts[drafts["source"].str.startswith("machine:")].head(6))
 
 # %% [markdown]
-# ## Agreement (categorical fields, items with two or more annotators)
+# ## Agreement (categorical cfg.fields, items with two or more annotators)
 
 # %%
 A.read_table(out.parent, A.ANNOTATE, A.AGREEMENT)
@@ -104,4 +103,4 @@ everything = pd.DataFrame(manifest + A.read_variants(out.parent))
 display(totals(everything[everything["label"].notna()]))
 
 # %%
-assert (out / A.ANNOTATIONS).exists() or not annotations_file
+assert (out / A.ANNOTATIONS).exists() or not cfg.annotations_file

@@ -25,28 +25,15 @@
 # evaluates -, iterations.csv, memeqa/none-minus.json and none-plus.json, shortcuts.csv, state.json, figures,
 # summary.json, provenance.json)
 
+# %% [markdown]
+# Opened as it is, this notebook runs the `demo` profile into `outputs/demo/` (after `make run`, it
+# reads that run's earlier stages). Another profile: set `profile` below, or run
+# `make stage STAGE=03_adversarial_filter PROFILE=<profile>`; the stage's values come from `params/`, never from here.
+
 # %% tags=["parameters"]
-run: str = "smoke"  # outputs go to outputs/<run>/
-seed: int = 0  # option shuffles and generation seeds
-skeletons_from: str = "annotations"  # "annotations" (stage 02) or a MemeQA JSON path
-memeqa_images: str = ""  # the images folder of a MemeQA JSON
-max_skeletons: int = 0  # 0: all
-completion_blanks: int = 1  # smoke: one completion question per annotated sentence (the release: 2.5)
-generator: dict = {"backend": "tiny", "name": "smollm2"}  # any text LLM (hf / openai / tiny)
-discriminators: list = [{"backend": "tiny", "name": "llava"}]  # one or more VLM specs
-combine: str = "vote"  # several discriminators: vote, or all must be fooled
-blind_model: dict = {"backend": "tiny", "name": "smollm2"}  # text-only pass flagging questions answerable without the image ({}: none)
-n_options: int = 4
-none_of_the_above: bool = True
-nota_position: str = "release"  # filter None- and derive None+ as the release did (NOTA at D, correct when no correct option is left); last / random: filter with an extra, never-correct NOTA
-max_iterations: int = 3  # smoke: the seed ran 20
-patience: int = 0  # stop when accuracy changed by < stable_tol for this many iterations (0: off)
-stop_when_none_fooled: bool = False  # the original rule: stop once an iteration after the first fools nothing
-stable_tol: float = 0.01
-max_retries: int = 1  # smoke: one retry after an invalid reply
-paraphrase_threshold: float = 0.9
-min_length_ratio: float = 0.4  # generated distractors need this share of the correct options' words (length giveaway)
-max_new_tokens: int = 64  # smoke: short replies (0: sized from the released distractor lengths)
+profile: str = ""  # params/common.<profile>.yaml; empty: $VQALAB_PROFILE if set, else "demo"
+run: str = ""  # outputs go to outputs/<run>/; empty: the profile's run
+overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_items": 50}
 
 # %%
 import pandas as pd
@@ -54,12 +41,12 @@ from IPython.display import Image, display
 
 from lib import af
 from lib import artifacts as A
-from lib.config import notebook_params
+from lib.config import resolve
 from lib.io import load_items
-from lib.paths import stage_dir
 
-cfg = af.AFConfig.from_params(notebook_params(af.AFConfig, globals()), source="notebook 03_adversarial_filter")
-out = stage_dir(run, A.AF)
+resolved = resolve(af.AFConfig, profile, run or None, overrides)  # as make run resolves it
+cfg, out, run = resolved.cfg, resolved.out, resolved.run
+display(resolved.table())  # every field, and the params file that set it
 
 # %% [markdown]
 # ## Skeletons

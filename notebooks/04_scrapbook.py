@@ -23,46 +23,28 @@
 # **Inputs:** params (shapes, or COCO / cut-out folders, background folders) · **Outputs:** `outputs/<run>/04_scrapbook/` (datasets/scrapbook and one
 # datasets/<name> per further set, with counts and concept tables; figures, summary.json, provenance.json)
 
+# %% [markdown]
+# Opened as it is, this notebook runs the `demo` profile into `outputs/demo/` (after `make run`, it
+# reads that run's earlier stages). Another profile: set `profile` below, or run
+# `make stage STAGE=04_scrapbook PROFILE=<profile>`; the stage's values come from `params/`, never from here.
+
 # %% tags=["parameters"]
-run: str = "smoke"  # outputs go to outputs/<run>/
-seed: int = 0  # one seed for the whole dataset; every unit derives its own RNG from it
-objects: str = "shapes"  # shapes | cutouts | coco
-object_selection: str = "deterministic"  # deterministic sliding window | random
-class_selection: str = "unique"  # same | unique | random
-color_selection: str = "unique"
-size_selection: str = "unique"
-n_sets: int = 1  # S: object sets (smoke: 1; paper: 3)
-objects_per_set: int = 3  # N (smoke: 3; paper: 5)
-n_backgrounds: int = 1  # B per set (smoke: 1; paper: 3)
-n_arrangements: int = 1  # A: (main, reference) pairs per background (smoke: 1; paper: 2)
-objects_per_image: int = 3  # x: objects added one by one (one image per step)
-n_region_pairs: int = 2  # P: pairs of absolute regions per arrangement (smoke: 2; paper: 3)
-n_questions_per_type: int = 1  # paraphrases per query (smoke: 1; paper: 3)
-backgrounds: str = "plain"  # plain, samples, or a folder of images at least 500x500
-cutouts_dir: str = ""  # for cut-out objects: a folder of <class>/*.png
-coco_images: str = ""  # for COCO objects: the val2017/ folder
-coco_annotations: str = ""  # for COCO objects: instances_val2017.json
-canvas: list = [1280, 768]  # image width and height (the paper's plain-background size)
-size_start: int = 70  # first object's box side; each further object grows by size_step
-size_step: int = 40
-types: list = ["presence", "counting", "confirmation", "recognition"]  # question types to generate
-groups: list = ["np", "abs", "rel"]  # no position, absolute region, relative position
-forms: list = ["original", "condition", "direction", "enumerated"]
-n_preview: int = 6  # images shown with the region grid
-sets: dict = {}  # further datasets, name -> Scrapbook parameter overrides (e.g. 05's training scenes)
+profile: str = ""  # params/common.<profile>.yaml; empty: $VQALAB_PROFILE if set, else "demo"
+run: str = ""  # outputs go to outputs/<run>/; empty: the profile's run
+overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_items": 50}
 
 # %%
 import pandas as pd
 from IPython.display import Image, display
 
 from lib import artifacts as A
-from lib.config import notebook_params
-from lib.paths import stage_dir
+from lib.config import resolve
 from lib.scrapbook import ScrapbookConfig, explore
 from lib.scrapbook import run as run_stage
 
-cfg = ScrapbookConfig.from_params(notebook_params(ScrapbookConfig, globals()), source="notebook 04_scrapbook")
-out = stage_dir(run, A.SCRAPBOOK)
+resolved = resolve(ScrapbookConfig, profile, run or None, overrides)  # as make run resolves it
+cfg, out, run = resolved.cfg, resolved.out, resolved.run
+display(resolved.table())  # every field, and the params file that set it
 dataset = A.dataset_folder(out, A.SCRAPBOOK_DATASET)
 
 # %% [markdown]

@@ -25,24 +25,15 @@
 # model specs · **Outputs:** `outputs/<run>/06_evaluate/` (predictions.jsonl, judgements.jsonl, metrics.csv, levels.csv,
 # errors.csv, config.json, summary.json, provenance.json)
 
+# %% [markdown]
+# Opened as it is, this notebook runs the `demo` profile into `outputs/demo/` (after `make run`, it
+# reads that run's earlier stages). Another profile: set `profile` below, or run
+# `make stage STAGE=06_evaluate PROFILE=<profile>`; the stage's values come from `params/`, never from here.
+
 # %% tags=["parameters"]
-run: str = "smoke"  # outputs go to outputs/<run>/
-seed: int = 0  # item sampling and bootstrap resampling
-datasets: dict = {}  # name: dataset folder, or "stage:NN_stage/datasets/<name>" of this run (e.g. 01's yesbut)
-demo_data: bool = True  # smoke: also evaluate the embedded demo datasets stage 00 wrote (mcq, yesbut, vqa)
-models: dict = {"base": {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}}  # smoke: label -> model spec
-styles: list = ["zero_shot", "cot"]  # zero_shot and/or cot
-constrain: bool = True  # constrained decoding over closed answer sets (choices) where the backend allows it
-max_new_tokens: int = 16  # smoke
-task_max_new_tokens: dict = {}  # task -> its answer's token limit (e.g. a paragraph for yesbut.understanding)
-cot_max_new_tokens: int = 32  # smoke; reasoning length for cot
-judge: dict = {"backend": "tiny", "name": "smollm2"}  # smoke: the LAVE judge ({} for none)
-judge_max_new_tokens: int = 64  # smoke
-text_metrics: list = ["bleu", "rouge_l", "meteor", "bertscore", "cider"]  # yesbut.understanding
-bertscore_model: str = None  # HF id or path, the YesBut paper used roberta-large; None: the local MiniLM
-scrapbook_exact: str = "paper"  # Scrapbook condition/enumerated matching: paper (raw answer) | words (lenient)
-max_items: int = 200  # smoke; per dataset (0: all); Scrapbook keeps whole image chains
-n_resamples: int = 1000  # bootstrap resamples for the confidence intervals
+profile: str = ""  # params/common.<profile>.yaml; empty: $VQALAB_PROFILE if set, else "demo"
+run: str = ""  # outputs go to outputs/<run>/; empty: the profile's run
+overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_items": 50}
 
 # %%
 import pandas as pd
@@ -50,11 +41,11 @@ from IPython.display import display
 
 from lib import artifacts as A
 from lib import evaluate as E
-from lib.config import notebook_params
-from lib.paths import stage_dir
+from lib.config import resolve
 
-cfg = E.EvalConfig.from_params(notebook_params(E.EvalConfig, globals()), source="notebook 06_evaluate")
-out = stage_dir(run, A.EVALUATE)
+resolved = resolve(E.EvalConfig, profile, run or None, overrides)  # as make run resolves it
+cfg, out, run = resolved.cfg, resolved.out, resolved.run
+display(resolved.table())  # every field, and the params file that set it
 pd.Series(E.resolved(cfg, out.parent).datasets, name="dataset folder").to_frame()
 
 # %% [markdown]

@@ -22,13 +22,15 @@
 # **Inputs:** whatever `outputs/<run>/0N_*` holds (absent stages are reported, not fatal) · **Outputs:**
 # `outputs/<run>/07_analyze/` (figures/, tables/) and `outputs/<run>/report.html`
 
+# %% [markdown]
+# Opened as it is, this notebook runs the `demo` profile into `outputs/demo/` (after `make run`, it
+# reads that run's earlier stages). Another profile: set `profile` below, or run
+# `make stage STAGE=07_analyze PROFILE=<profile>`; the stage's values come from `params/`, never from here.
+
 # %% tags=["parameters"]
-run: str = "smoke"  # outputs go to outputs/<run>/
-seed: int = 0  # UMAP, t-SNE and BERTopic seeds
-clip_model: str = ""  # a CLIP hub id or local path; empty: the colour + HOG descriptor stands in
-yesbut_data: str = ""  # a YesBut repository folder for the real-data reproductions (Fig. 3, 14, topics)
-min_topic_size: int = 5  # smoke: BERTopic on a handful of texts
-topic_labeler: dict = {}  # any LLM spec to write topic labels ({} for none)
+profile: str = ""  # params/common.<profile>.yaml; empty: $VQALAB_PROFILE if set, else "demo"
+run: str = ""  # outputs go to outputs/<run>/; empty: the profile's run
+overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_items": 50}
 
 # %%
 import pandas as pd
@@ -36,11 +38,11 @@ from IPython.display import Image, display
 
 from lib import analysis
 from lib import artifacts as A
-from lib.config import notebook_params
-from lib.paths import stage_dir
+from lib.config import resolve
 
-cfg = analysis.AnalyzeConfig.from_params(notebook_params(analysis.AnalyzeConfig, globals()), source="notebook 07_analyze")
-out = stage_dir(run, A.ANALYZE)
+resolved = resolve(analysis.AnalyzeConfig, profile, run or None, overrides)  # as make run resolves it
+cfg, out, run = resolved.cfg, resolved.out, resolved.run
+display(resolved.table())  # every field, and the params file that set it
 {stage: (out.parent / stage).is_dir() for stage in A.STAGES[:-1]}
 
 # %% [markdown]

@@ -14,6 +14,7 @@ from PIL import Image
 # Set before anything imports transformers; nbval kernels inherit these too.
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
 os.environ.setdefault("VQALAB_OUTPUTS", tempfile.mkdtemp(prefix="vqalab-test-outputs-"))
+os.environ["VQALAB_PROFILE"] = "smoke"  # the notebooks under nbval resolve the smoke profile (params/*.smoke.yaml)
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

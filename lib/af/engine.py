@@ -29,9 +29,11 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
+from lib import artifacts as A
 from lib import config
 from lib.af import rules
 from lib.af.skeletons import LLM_TYPES, Skeleton, prompts
@@ -61,6 +63,9 @@ def options_schema(n: int) -> dict:
 @dataclass
 class AFConfig(config.StageConfig):
     """Stage 03: where the skeletons come from, the models, and the loop's settings."""
+
+    STAGE: ClassVar[str] = A.AF
+    MODEL_ROLES: ClassVar[dict] = {"generator": "llm", "discriminators": "vlm", "blind_model": "llm"}
 
     seed: int = 0  # option shuffles and generation seeds
     skeletons_from: str = "annotations"  # "annotations" (stage 02) or a MemeQA JSON path

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import ClassVar
 
 import pandas as pd
 
@@ -25,6 +26,8 @@ from lib.scrapbook.generate import ScrapbookParams, generate
 @dataclass
 class ScrapbookConfig(ScrapbookParams, config.StageConfig):
     """The main dataset's generator parameters (:class:`ScrapbookParams`), plus further named sets."""
+
+    STAGE: ClassVar[str] = A.SCRAPBOOK
 
     sets: dict[str, dict] = field(default_factory=dict)  # name -> ScrapbookParams overrides (seed: the stage's)
     n_preview: int = 6  # images shown with the region grid

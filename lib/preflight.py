@@ -1,0 +1,140 @@
+"""Preflight: before stage 00 computes anything, check that every model, server and key a profile
+needs is there, and say in one line per problem which model, which params file, and the fix.
+
+    python -m lib.pipeline --profile real --preflight      # only this check
+    make run PROFILE=real                                  # runs it first, stops on a problem
+
+What is checked, per model spec the profile's stages use (each checked once):
+
+- ``hf`` by hub id: in the local hub cache, or (online) reachable with the caller's access
+  (``HfApi.auth_check`` with ``$HF_TOKEN``: a gated model whose licence is not accepted, a misspelt
+  id, an unreachable hub - each its own message). A local folder must exist and hold ``config.json``.
+  Outputs of the run itself (``stage:``) are made later and skipped; ``run:`` outputs of earlier runs
+  must exist.
+- ``openai``: the key variable named by ``api_key_env`` is set (a ``base_url`` server without a key
+  accepts any), and a ``base_url`` server answers ``GET /models``.
+- hub ids in plain string fields (``clip_model``, ``bertscore_model``: the classes' ``HUB_FIELDS``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from lib import artifacts as A
+from lib.paths import outputs_root
+
+TIMEOUT_S = 10.0  # a server or hub that does not answer in this long is reported, not waited for
+
+
+def _is_local(name: str) -> bool:
+    return name.startswith(("/", ".", "~")) or name.count("/") != 1 or Path(name).expanduser().exists()
+
+
+def hub_problem(name: str, offline: bool) -> str | None:
+    """Why the hub id or folder ``name`` cannot be loaded here, or None."""
+    if name.startswith("stage:"):
+        return None  # made by this run
+    if name.startswith("run:"):
+        path = Path(A.resolve(name, outputs_root()))
+        return None if path.exists() else f"{path} does not exist: run the profile that makes it first"
+    if _is_local(name):
+        path = Path(name).expanduser()
+        if not path.is_dir():
+            return f"folder {path} does not exist (a hub id is owner/name)"
+        if not (path / "config.json").exists() and not (path / "adapter_config.json").exists():
+            return f"folder {path} holds no config.json (save it with save_pretrained)"
+        return None
+    from huggingface_hub import HfApi, try_to_load_from_cache
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+    if isinstance(try_to_load_from_cache(name, "config.json"), str):
+        return None
+    if offline:
+        return (f"not in the local hub cache ({os.environ.get('HF_HOME', '~/.cache/huggingface')}) and the profile "
+                f"is offline: download it once (hf download {name}) or set offline: false")
+    token = os.environ.get("HF_TOKEN") or None
+    try:
+        HfApi().auth_check(name, token=token)
+    except GatedRepoError:
+        return (f"gated: accept its licence at https://huggingface.co/{name} and export HF_TOKEN "
+                f"(a token of that account{'' if token else '; HF_TOKEN is not set'})")
+    except RepositoryNotFoundError:
+        return f"no such model on the hub (misspelt? a private model needs HF_TOKEN{'' if token else ', not set'})"
+    except (HfHubHTTPError, OSError) as e:
+        return f"the hub is unreachable ({type(e).__name__}): check the connection, or download it and set offline: true"
+    return None
+
+
+def server_problem(spec: dict) -> str | None:
+    """Why an ``openai`` spec cannot be served: a missing key variable, a silent server."""
+    env = spec.get("api_key_env", "OPENAI_API_KEY")
+    base = spec.get("base_url")
+    if not base and not os.environ.get(env):
+        return f"{env} is not set: export it (the spec's api_key_env names the variable holding the key)"
+    if spec.get("api_key_env") and not os.environ.get(env):
+        return f"{env} is not set: export it, or drop api_key_env for a local server without a key"
+    if not base:
+        return None
+    import httpx
+
+    headers = {"Authorization": f"Bearer {os.environ[env]}"} if os.environ.get(env) else {}
+    try:
+        r = httpx.get(base.rstrip("/") + "/models", headers=headers, timeout=TIMEOUT_S, trust_env=False)
+    except httpx.HTTPError as e:
+        return f"no server answers at {base} ({type(e).__name__}): start it (e.g. vllm serve {spec.get('name')}) or fix base_url"
+    if r.status_code in (401, 403):
+        return f"{base} refused the key in {env} (HTTP {r.status_code})"
+    if r.status_code >= 400:
+        return f"{base}/models answered HTTP {r.status_code}: is base_url the server's /v1?"
+    return None
+
+
+def problem(spec: dict, offline: bool) -> str | None:
+    if spec.get("backend") == "hf":
+        return hub_problem(str(spec["name"]), offline)
+    if spec.get("backend") == "openai":
+        return server_problem(spec)
+    return None  # tiny, constant, random: nothing to reach
+
+
+def _specs(value):
+    if isinstance(value, dict) and "backend" in value:
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _specs(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _specs(v)
+
+
+def uses(steps) -> list[tuple[str, dict | str, str]]:
+    """(what, spec or hub id, params file) for every model the resolved stages use, each once."""
+    seen, out = set(), []
+    for step in steps:
+        cfg, origins = step.resolved.cfg, step.resolved.origins
+        for field in type(cfg).MODEL_ROLES:
+            for spec in _specs(getattr(cfg, field)):
+                key = json.dumps(spec, sort_keys=True, default=str)
+                if key not in seen:
+                    seen.add(key)
+                    out.append((f"{step.stage} {field} {spec.get('name', spec.get('backend'))!r}", spec,
+                                origins.get(field, "the class default")))
+        for field in getattr(type(cfg), "HUB_FIELDS", ()):
+            name = getattr(cfg, field)
+            if name and name not in seen:
+                seen.add(name)
+                out.append((f"{step.stage} {field} {name!r}", name, origins.get(field, "the class default")))
+    return out
+
+
+def check(steps, offline: bool) -> list[str]:
+    """One line per problem: the model, the params file that names it, the fix."""
+    lines = []
+    for what, spec, source in uses(steps):
+        why = hub_problem(spec, offline) if isinstance(spec, str) else problem(spec, offline)
+        if why:
+            lines.append(f"{what} ({source}): {why}")
+    return lines
