@@ -352,8 +352,14 @@ def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = 
     if overrides:
         layers.append(("overrides", dict(overrides)))
     values, origins = {}, {}
+    hints, names = typing.get_type_hints(cls), {f.name for f in fields(cls)}
     for source, data in layers:
         for k, v in data.items():
+            if k not in names:
+                raise ParamsError(f"{source}: unknown parameter(s) [{k!r}] for {cls.__name__}{did_you_mean(k, names)} "
+                                  f"(known: {', '.join(sorted(names))})")
+            if k not in cls.MODEL_ROLES:  # model fields may hold names: checked once bound
+                check_type(v, hints[k], f"{source}: parameter {k!r}")
             values[k], origins[k] = v, source
     models = prof.models if prof is not None else {}
     if prof is not None:
@@ -372,10 +378,6 @@ def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = 
                                   f"(models: {', '.join(models) or 'none'}); declare it under models: or set {name} "
                                   f"in {prof.stage_file(stage).name}")
     sources = " + ".join(dict.fromkeys(origins.values())) or "defaults"
-    for k, v in values.items():  # the file that set a bad key is named, not the whole chain
-        if k not in {f.name for f in fields(cls)}:
-            sources = origins[k]
-            break
     refs = {r for k in cls.MODEL_ROLES.keys() & values.keys() for r in _names(values[k])}
     cfg = cls.from_params(values, source=sources, models=models)
     name = run or (prof.run if prof is not None else None) or "default"

@@ -51,9 +51,11 @@ def hub_problem(name: str, offline: bool) -> str | None:
 
     if isinstance(try_to_load_from_cache(name, "config.json"), str):
         return None
-    if offline:
-        return (f"not in the local hub cache ({os.environ.get('HF_HOME', '~/.cache/huggingface')}) and the profile "
-                f"is offline: download it once (hf download {name}) or set offline: false")
+    env_offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    if offline or env_offline:
+        why = "the profile is offline" if offline else "HF_HUB_OFFLINE is set"
+        return (f"not in the local hub cache ({os.environ.get('HF_HOME', '~/.cache/huggingface')}) and {why}: "
+                f"download it once (hf download {name}) or go online")
     token = os.environ.get("HF_TOKEN") or None
     try:
         HfApi().auth_check(name, token=token)
@@ -111,8 +113,18 @@ def _specs(value):
 
 
 def uses(steps) -> list[tuple[str, dict | str, str]]:
-    """(what, spec or hub id, params file) for every model the resolved stages use, each once."""
+    """(what, spec or hub id, params file) for every model the resolved stages use, each once: the
+    profile's models they name first (their file is the profile's), then specs written in a stage file."""
     seen, out = set(), []
+    for step in steps:
+        prof = step.resolved.profile
+        for name in sorted(step.resolved.refs):
+            spec = prof.models[name]
+            key = json.dumps(spec, sort_keys=True, default=str)
+            if key not in seen:
+                seen.add(key)
+                out.append((f"model {name!r} ({spec.get('name', spec.get('backend'))})", spec,
+                            f"{prof.source.name} models.{name}"))
     for step in steps:
         cfg, origins = step.resolved.cfg, step.resolved.origins
         for field in type(cfg).MODEL_ROLES:

@@ -6,7 +6,6 @@ import ast
 import json
 import subprocess
 import sys
-import typing
 from dataclasses import fields
 
 import papermill
@@ -15,42 +14,32 @@ import yaml
 
 from lib import artifacts as A
 from lib import pipeline
-from lib.config import ParamsError, StageConfig
+from lib.config import ParamsError, StageConfig, resolve
 from lib.evaluate import EvalConfig
 from lib.paths import NOTEBOOKS, PARAMS
 from lib.scrapbook import ScrapbookConfig
 
-_NAMES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
 
-
-def _base(tp):
-    """The outer type of an annotation: ``list[str]`` -> list, ``dict | None`` -> {dict, None}."""
-    if typing.get_origin(tp) in (typing.Union, __import__("types").UnionType):
-        return {_base(a) for a in typing.get_args(tp)} - {None} | ({None} if type(None) in typing.get_args(tp) else set())
-    return typing.get_origin(tp) or (None if tp is type(None) else tp)
+@pytest.mark.parametrize("stage", A.STAGES)
+def test_a_notebook_parameters_cell_names_the_profile_and_run_only_never_a_stage_value(stage):
+    declared = papermill.inspect_notebook(str(NOTEBOOKS / f"{stage}.ipynb"))
+    assert set(declared) == set(pipeline.NOTEBOOK_PARAMETERS), stage
+    assert {k: ast.literal_eval(p["default"]) for k, p in declared.items()} == {"profile": "", "run": "", "overrides": {}}
 
 
 @pytest.mark.parametrize("stage", A.STAGES)
-def test_every_notebook_parameter_is_a_config_field_with_its_default_or_a_declared_smoke_value(stage):
+def test_every_config_field_is_settable_from_a_profile(stage, tmp_path):
+    """Each field of the stage's class, set in a profile's stage file to its default, is accepted."""
     cls = pipeline.STAGE_CONFIGS[stage]
-    declared = papermill.inspect_notebook(str(NOTEBOOKS / f"{stage}.ipynb"))
-    hints = typing.get_type_hints(cls)
-    defaults = cls.defaults()
-    names = {f.name for f in fields(cls)}
-    for name, p in declared.items():
-        if name == "run":  # where the run goes: the pipeline's, not the stage's
-            continue
-        assert name in names, f"{stage}: notebook parameter {name!r} is no field of {cls.__name__}"
-        nb_type = _NAMES[p["inferred_type_name"]]
-        allowed = _base(hints[name])
-        allowed = allowed if isinstance(allowed, set) else {allowed}
-        assert nb_type in allowed or (nb_type is int and float in allowed), \
-            f"{stage}: {name} is {p['inferred_type_name']} in the notebook, {hints[name]} in {cls.__name__}"
-        value = ast.literal_eval(p["default"])
-        if value != defaults.get(name, object()):
-            assert "smoke" in (p["help"] or ""), (
-                f"{stage}: {name} = {value!r} in the notebook but {defaults.get(name)!r} in {cls.__name__}; "
-                f"use the config's default or say why in a '# smoke: ...' comment")
+    models = {"vlm": {"backend": "tiny", "name": "llava"}, "llm": {"backend": "tiny", "name": "smollm2"}}
+    (tmp_path / "common.p.yaml").write_text(yaml.safe_dump({"run": "r", "stages": [stage], "models": models}))
+    values = cls.defaults()
+    if stage == A.TRAIN:
+        values["dataset"] = "stage:04_scrapbook/datasets/scrapbook"
+    (tmp_path / f"{stage}.p.yaml").write_text(yaml.safe_dump(values))
+    resolved = resolve(cls, "p", params_dir=tmp_path)
+    assert set(resolved.origins) >= {f.name for f in fields(cls)}
+    assert all(resolved.origins[f.name].endswith(f"{stage}.p.yaml") for f in fields(cls) if f.name in values)
 
 
 def test_a_nested_value_at_fault_is_named_with_its_file_and_key():
@@ -58,8 +47,10 @@ def test_a_nested_value_at_fault_is_named_with_its_file_and_key():
         EvalConfig.from_params({"models": {"trained": {"backend": "hff", "name": "x"}}}, source="06.yaml")
     with pytest.raises(ParamsError, match=r"06\.yaml: parameter 'styles'\[1\] must be str"):
         EvalConfig.from_params({"styles": ["zero_shot", 3]}, source="06.yaml")
-    with pytest.raises(ParamsError, match=r"06\.yaml: parameter 'models'\.a must be dict"):
+    with pytest.raises(ParamsError, match=r"06\.yaml: models\.a names model 'tiny', which the profile does not declare"):
         EvalConfig.from_params({"models": {"a": "tiny"}}, source="06.yaml")
+    with pytest.raises(ParamsError, match=r"06\.yaml: parameter 'models'\.a must be dict"):
+        EvalConfig.from_params({"models": {"a": 3}}, source="06.yaml")
     with pytest.raises(ParamsError, match=r"04\.yaml: sets\.train: .*objects_per_image=9"):
         ScrapbookConfig.from_params({"sets": {"train": {"objects_per_image": 9}}}, source="04.yaml")
     with pytest.raises(ParamsError, match=r"api_key_env"):
@@ -74,10 +65,10 @@ def test_pipeline_check_validates_nested_values_of_the_shipped_profile(tmp_path)
     for p in PARAMS.glob("*.demo.yaml"):
         (params / p.name).write_text(p.read_text())
     assert pipeline.plan("demo", params_dir=params)  # the shipped demo passes
-    bad = yaml.safe_load((params / "06_evaluate.demo.yaml").read_text())
-    bad["models"]["untrained"]["backend"] = "tinny"
-    (params / "06_evaluate.demo.yaml").write_text(yaml.safe_dump(bad))
-    with pytest.raises(ParamsError, match=r"06_evaluate\.demo\.yaml: models\.untrained\.backend"):
+    bad = yaml.safe_load((params / "common.demo.yaml").read_text())
+    bad["models"]["student"]["backend"] = "tinny"
+    (params / "common.demo.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(ParamsError, match=r"common\.demo\.yaml: models\.student\.backend"):
         pipeline.plan("demo", params_dir=params)
 
 
@@ -99,7 +90,7 @@ def test_the_command_line_writes_what_the_notebook_writes(tmp_path, monkeypatch)
     nb_out = tmp_path / "outputs" / "nb"
     (nb_out / "executed").mkdir(parents=True)
     papermill.execute_notebook(str(NOTEBOOKS / "01_collect.ipynb"), str(nb_out / "executed" / "01.ipynb"),
-                               parameters={"run": "nb"}, kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False)
+                               parameters={"profile": "smoke", "run": "nb"}, kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False)
     params = tmp_path / "01.yaml"
     params.write_text(yaml.safe_dump({"sources": [{"kind": "demo"}]}))
     cli_out = tmp_path / "outputs" / "cli" / A.COLLECT

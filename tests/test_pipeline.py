@@ -1,4 +1,5 @@
-"""The papermill pipeline: params checked before anything runs, layering, failures, secrets."""
+"""The papermill pipeline: a profile's plan checked before anything runs, layering, skipped stages,
+failures, the preflight, secrets."""
 
 import json
 import subprocess
@@ -8,47 +9,43 @@ import jupytext
 import pytest
 
 from lib import pipeline
-from lib.paths import PARAMS
+from lib.config import profiles
 
 from .support.openai_server import OpenAIStub
 
-STAGE_A = '''# %% tags=["parameters"]
-run: str = "smoke"
-seed: int = 0
-size: int = 3  # how many
-label: str = "default"
-ratio: float = 0.5
-tags: list = []
+PARAMETERS = '''# %% tags=["parameters"]
+profile: str = ""
+run: str = ""
+overrides: dict = {}
 
-# %%
-from lib.paths import stage_dir
-from lib.provenance import write_provenance
-out = stage_dir(run, "01_alpha")
-(out / "values.json").write_text(__import__("json").dumps({"size": size, "label": label, "ratio": ratio}))
-write_provenance(out, "01_alpha", {"size": size, "label": label}, seed)
+'''
+# A stage notebook as the real ones are: it resolves its config class and writes what it read.
+STAGE_COLLECT = PARAMETERS + '''# %%
+import json
+from lib.collect import CollectConfig
+from lib.config import finish, resolve
+r = resolve(CollectConfig, profile, run or None, overrides)
+(r.out / "values.json").write_text(json.dumps(r.cfg.to_dict()))
+finish(r.out, r.stage, r.cfg, {"ok": True})
 '''
 
-STAGE_FAIL = '''# %% tags=["parameters"]
-run: str = "smoke"
-seed: int = 0
-
-# %%
+STAGE_FAIL = PARAMETERS + '''# %%
 raise RuntimeError("stage two is broken")
 '''
 
-STAGE_API = '''# %% tags=["parameters"]
-run: str = "smoke"
-seed: int = 0
-base_url: str = ""
-
-# %%
+STAGE_API = PARAMETERS + '''# %%
+from lib.config import resolve
+from lib.evaluate import EvalConfig
 from lib.models import Request, generate, load_model
 from lib.store import CallStore
-model = load_model({"backend": "openai", "name": "stub", "base_url": base_url, "api_key_env": "VQALAB_PIPELINE_KEY"})
+r = resolve(EvalConfig, profile, run or None, overrides)
+model = load_model(r.cfg.models["api"])
 print(model.spec)
 out = generate(model, [Request.simple("hello")], store=CallStore.default())
 print(out[0].text)
 '''
+
+STAGES = "[01_collect, 02_annotate, 06_evaluate]"
 
 
 def _project(tmp_path, stages: dict[str, str], params: dict[str, str]):
@@ -70,83 +67,154 @@ def outputs(tmp_path, monkeypatch):
     return tmp_path / "outputs"
 
 
-def test_unknown_key_is_an_error_naming_file_and_key(tmp_path):
-    nb, params = _project(tmp_path, {"01_alpha": STAGE_A}, {"01_alpha.demo.yaml": "size: 4\nsizes: 5\n"})
-    with pytest.raises(pipeline.ParamsError, match=r"01_alpha\.demo\.yaml: unknown parameter 'sizes'"):
-        pipeline.plan("demo", notebooks_dir=nb, params_dir=params)
+def test_unknown_key_is_an_error_naming_file_key_and_a_suggestion(tmp_path):
+    nb, params = _project(tmp_path, {"01_collect": STAGE_COLLECT}, {
+        "common.p.yaml": "run: r\nstages: [01_collect]\n", "01_collect.p.yaml": "near_duplicate_distanse: 3\n"})
+    with pytest.raises(pipeline.ParamsError, match=r"01_collect\.p\.yaml: unknown parameter\(s\) "
+                                                    r"\['near_duplicate_distanse'\].*did you mean 'near_duplicate_distance'"):
+        pipeline.plan("p", notebooks_dir=nb, params_dir=params)
 
 
 @pytest.mark.parametrize("line, key, expected", [
-    ("size: '4'", "size", "int"), ("size: true", "size", "int"), ("label: 3", "label", "str"),
-    ("ratio: fast", "ratio", "float"), ("tags: a", "tags", "list"),
+    ("near_duplicate_distance: '4'", "near_duplicate_distance", "int"), ("yesbut_dataset: 3", "yesbut_dataset", "bool"),
+    ("seed: fast", "seed", "int"), ("sources: a", "sources", "list"),
 ])
 def test_wrong_type_is_an_error_naming_file_key_and_type(tmp_path, line, key, expected):
-    nb, params = _project(tmp_path, {"01_alpha": STAGE_A}, {"common.demo.yaml": f"run: r\n{line}\n"})
-    with pytest.raises(pipeline.ParamsError, match=rf"common\.demo\.yaml: parameter '{key}' .* must be {expected}"):
-        pipeline.plan("demo", notebooks_dir=nb, params_dir=params)
+    nb, params = _project(tmp_path, {"01_collect": STAGE_COLLECT},
+                          {"common.p.yaml": "run: r\nstages: [01_collect]\n", "01_collect.p.yaml": f"{line}\n"})
+    with pytest.raises(pipeline.ParamsError, match=rf"01_collect\.p\.yaml: parameter '{key}' must be (a )?{expected}"):
+        pipeline.plan("p", notebooks_dir=nb, params_dir=params)
 
 
-def test_int_is_accepted_for_float(tmp_path):
-    nb, params = _project(tmp_path, {"01_alpha": STAGE_A}, {"common.demo.yaml": "ratio: 1\n"})
-    assert pipeline.plan("demo", notebooks_dir=nb, params_dir=params)[0].params == {"ratio": 1}
+@pytest.mark.parametrize("common, message", [
+    ("stages: [01_collect]\n", r"must say its 'run'"),
+    ("run: r\n", r"must say its 'stages'"),
+    ("run: r\nstages: [01_colect]\n", r"unknown stage '01_colect'.*did you mean '01_collect'"),
+    ("run: r\nstages: [01_collect]\nmodels: {m: {backend: hff, name: x}}\n", r"models\.m\.backend must be one of"),
+    ("run: r\nstages: [01_collect]\nmodels: {m: {backend: tiny, name: llava}}\n", r"\['m'\] are used by no stage"),
+    ("run: r\nstages: [01_collect]\nsed: 1\n", r"'sed' is neither a profile key .* \(did you mean 'seed'\?\)"),
+    ("run: ../r\nstages: [01_collect]\n", r"must be a plain folder name"),
+])
+def test_a_bad_profile_is_named_with_what_to_do(tmp_path, common, message):
+    nb, params = _project(tmp_path, {"01_collect": STAGE_COLLECT}, {"common.p.yaml": common})
+    with pytest.raises(pipeline.ParamsError, match=message):
+        pipeline.plan("p", notebooks_dir=nb, params_dir=params)
 
 
-def test_layers_run_and_provenance(tmp_path, outputs):
-    nb, params = _project(tmp_path, {"01_alpha": STAGE_A}, {
-        "common.demo.yaml": "run: layered\nseed: 7\nlabel: from-common\nsize: 1\n",
-        "01_alpha.demo.yaml": "size: 9\n",
+def test_a_stage_file_for_a_stage_the_profile_does_not_run_is_an_error(tmp_path):
+    nb, params = _project(tmp_path, {"01_collect": STAGE_COLLECT}, {
+        "common.p.yaml": "run: r\nstages: [01_collect]\n", "05_train.p.yaml": "max_steps: 3\n"})
+    with pytest.raises(pipeline.ParamsError, match=r"05_train\.p\.yaml: sets stage 05_train but .* does not run it"):
+        pipeline.plan("p", notebooks_dir=nb, params_dir=params)
+
+
+def test_a_model_name_binds_the_profile_spec_and_a_misspelt_one_is_named(tmp_path):
+    nb, params = _project(tmp_path, {"06_evaluate": STAGE_API}, {
+        "common.p.yaml": "run: r\nstages: [06_evaluate]\nmodels: {vlm: {backend: tiny, name: llava}, llm: {backend: tiny, name: smollm2}}\n",
+        "06_evaluate.p.yaml": "models: {a: vlm}\njudge: llm\n"})
+    cfg = pipeline.plan("p", notebooks_dir=nb, params_dir=params).steps[0].resolved.cfg
+    assert cfg.models == {"a": {"backend": "tiny", "name": "llava"}} and cfg.judge == {"backend": "tiny", "name": "smollm2"}
+    (params / "06_evaluate.p.yaml").write_text("models: {a: vml}\njudge: llm\n")
+    with pytest.raises(pipeline.ParamsError, match=r"models\.a names model 'vml'.*did you mean 'vlm'"):
+        pipeline.plan("p", notebooks_dir=nb, params_dir=params)
+
+
+def test_an_unset_model_field_takes_the_profile_model_of_its_role_never_the_tiny_default(tmp_path):
+    nb, params = _project(tmp_path, {"06_evaluate": STAGE_API}, {
+        "common.p.yaml": "run: r\nstages: [06_evaluate]\nmodels: {vlm: {backend: hf, name: org/my-vlm}}\n"})
+    cfg = pipeline.plan("p", notebooks_dir=nb, params_dir=params).steps[0].resolved.cfg
+    assert cfg.models == {"vlm": {"backend": "hf", "name": "org/my-vlm"}}
+    (params / "common.p.yaml").write_text("run: r\nstages: [06_evaluate]\n")
+    with pytest.raises(pipeline.ParamsError, match=r"models is not set and .* declares no model 'vlm'"):
+        pipeline.plan("p", notebooks_dir=nb, params_dir=params)
+
+
+def test_layers_run_skipped_stages_and_provenance(tmp_path, outputs, capsys):
+    nb, params = _project(tmp_path, {"01_collect": STAGE_COLLECT, "02_annotate": STAGE_FAIL}, {
+        "common.p.yaml": "run: layered\nstages: [01_collect]\nseed: 7\nnear_duplicate_distance: 1\n",
+        "01_collect.p.yaml": "near_duplicate_distance: 9\n",
     })
-    folder = pipeline.run("demo", notebooks_dir=nb, params_dir=params, progress=False)
+    folder = pipeline.run("p", notebooks_dir=nb, params_dir=params, progress=False,
+                          overrides={"01_collect": {"yesbut_dataset": False}})
     assert folder == outputs / "layered"
-    values = json.loads((folder / "01_alpha" / "values.json").read_text())
-    assert values == {"size": 9, "label": "from-common", "ratio": 0.5}  # stage file > common > notebook default
-    assert (folder / "executed" / "01_alpha.ipynb").exists()
-    prov = json.loads((folder / "01_alpha" / "provenance.json").read_text())
-    assert prov["seed"] == 7 and prov["params"]["size"] == 9
+    printed = capsys.readouterr().out
+    assert "02_annotate            skipped: not in the stages of common.p.yaml" in printed  # the broken stage never ran
+    values = json.loads((folder / "01_collect" / "values.json").read_text())
+    assert (values["near_duplicate_distance"], values["seed"], values["yesbut_dataset"]) == (9, 7, False)
+    assert values["sources"] == [{"kind": "demo"}]  # the class default: nothing set it
+    prov = json.loads((folder / "01_collect" / "provenance.json").read_text())
+    assert prov["profile"] == "p" and prov["run"] == "layered" and prov["seed"] == 7
+    assert prov["params_from"]["near_duplicate_distance"].endswith("01_collect.p.yaml")
+    assert prov["params_from"]["yesbut_dataset"] == "overrides"
     assert {"python", "torch", "transformers", "vqalab"} <= set(prov["versions"]) and "sha" in prov["git"]
+    assert json.loads((folder / "timings.json").read_text())["seconds"].keys() == {"01_collect"}
 
 
 def test_failing_stage_stops_the_run_and_names_the_executed_notebook(tmp_path, outputs):
-    nb, params = _project(tmp_path, {"01_alpha": STAGE_A, "02_broken": STAGE_FAIL, "03_after": STAGE_A},
-                          {"common.demo.yaml": "run: failing\n"})
+    nb, params = _project(tmp_path, {"01_collect": STAGE_COLLECT, "02_annotate": STAGE_FAIL, "06_evaluate": STAGE_API},
+                          {"common.p.yaml": "run: failing\nstages: [01_collect, 02_annotate, 06_evaluate]\n"
+                                            "models: {vlm: {backend: tiny, name: llava}}\n"})
     with pytest.raises(pipeline.StageFailed) as e:
-        pipeline.run("demo", notebooks_dir=nb, params_dir=params, progress=False)
-    executed = outputs / "failing" / "executed" / "02_broken.ipynb"
+        pipeline.run("p", notebooks_dir=nb, params_dir=params, progress=False)
+    executed = outputs / "failing" / "executed" / "02_annotate.ipynb"
     assert str(executed) in str(e.value) and executed.exists()
     assert "stage two is broken" in executed.read_text()
-    assert not (outputs / "failing" / "executed" / "03_after.ipynb").exists()
+    assert not (outputs / "failing" / "executed" / "06_evaluate.ipynb").exists()
 
 
 def test_all_stages_are_checked_before_any_runs(tmp_path, outputs):
-    nb, params = _project(tmp_path, {"01_alpha": STAGE_A, "02_beta": STAGE_A},
-                          {"common.demo.yaml": "run: checked\n", "02_beta.demo.yaml": "nope: 1\n"})
-    with pytest.raises(pipeline.ParamsError, match="02_beta.demo.yaml"):
-        pipeline.run("demo", notebooks_dir=nb, params_dir=params, progress=False)
+    nb, params = _project(tmp_path, {"01_collect": STAGE_COLLECT, "06_evaluate": STAGE_API},
+                          {"common.p.yaml": f"run: checked\nstages: {STAGES}\nmodels: {{vlm: {{backend: tiny, name: llava}}}}\n",
+                           "06_evaluate.p.yaml": "nope: 1\n"})
+    with pytest.raises(pipeline.ParamsError, match="06_evaluate.p.yaml"):
+        pipeline.run("p", stages=["01_collect"], notebooks_dir=nb, params_dir=params, progress=False)
     assert not (outputs / "checked").exists()
+
+
+def test_preflight_names_the_model_the_file_and_the_fix_before_anything_runs(tmp_path, outputs, monkeypatch):
+    monkeypatch.delenv("VQALAB_NO_SUCH_KEY", raising=False)
+    nb, params = _project(tmp_path, {"01_collect": STAGE_COLLECT, "06_evaluate": STAGE_API}, {
+        "common.p.yaml": "run: pre\nstages: [01_collect, 06_evaluate]\nmodels:\n"
+                         "  vlm: {backend: hf, name: no-such-org/no-such-model}\n"
+                         "  api: {backend: openai, name: gpt-x, api_key_env: VQALAB_NO_SUCH_KEY}\n"
+                         "  served: {backend: openai, name: m, base_url: 'http://127.0.0.1:9/v1'}\n",
+        "06_evaluate.p.yaml": "models: {vlm: vlm, api: api, served: served}\n"})
+    with pytest.raises(pipeline.PreflightFailed) as e:
+        pipeline.run("p", notebooks_dir=nb, params_dir=params, progress=False)
+    lines = str(e.value).splitlines()
+    assert "3 problem(s), nothing has run" in lines[0]
+    assert any("model 'vlm' (no-such-org/no-such-model) (common.p.yaml models.vlm)" in x and "not in the local hub cache" in x
+               for x in lines), lines  # the tests run offline
+    assert any("VQALAB_NO_SUCH_KEY is not set" in x for x in lines)
+    assert any("no server answers at http://127.0.0.1:9/v1" in x for x in lines)
+    assert not (outputs / "pre" / "01_collect").exists()
 
 
 def test_api_key_never_reaches_outputs(tmp_path, outputs, monkeypatch):
     key = "sk-live-DO-NOT-LEAK-4242"
     monkeypatch.setenv("VQALAB_PIPELINE_KEY", key)
-    with OpenAIStub() as server:
-        nb, params = _project(tmp_path, {"01_api": STAGE_API},
-                              {"common.demo.yaml": f"run: secret\nbase_url: '{server.url}'\n"})
-        pipeline.run("demo", notebooks_dir=nb, params_dir=params, progress=False)
+    with OpenAIStub(models=[{"id": "stub", "root": "stub", "max_model_len": 64}]) as server:
+        nb, params = _project(tmp_path, {"06_evaluate": STAGE_API}, {
+            "common.p.yaml": f"run: secret\nstages: [06_evaluate]\nmodels:\n  api: {{backend: openai, name: stub, "
+                             f"base_url: '{server.url}', api_key_env: VQALAB_PIPELINE_KEY}}\n",
+            "06_evaluate.p.yaml": "models: {api: api}\n"})
+        pipeline.run("p", notebooks_dir=nb, params_dir=params, progress=False)  # the preflight passes too
         assert server.auth_headers == {f"Bearer {key}"}  # the key was really used
     files = [p for p in outputs.rglob("*") if p.is_file()]
-    assert any(p.name == "01_api.ipynb" for p in files) and any(p.name.startswith("calls.sqlite") for p in files)
+    assert any(p.name == "06_evaluate.ipynb" for p in files) and any(p.name.startswith("calls.sqlite") for p in files)
     leaked = [p for p in files if key.encode() in p.read_bytes()]
     assert leaked == []
 
 
 def test_cli_reports_bad_params_with_exit_code():
-    result = subprocess.run([sys.executable, "-m", "lib.pipeline", "--profile", "nosuch", "--check"],
+    result = subprocess.run([sys.executable, "-m", "lib.pipeline", "--profile", "demoo", "--check"],
                             capture_output=True, text=True)
-    assert result.returncode == 1 and "unknown profile 'nosuch'" in result.stderr
+    assert result.returncode == 1 and "unknown profile 'demoo'" in result.stderr and "did you mean 'demo'" in result.stderr
 
 
-@pytest.mark.parametrize("profile", sorted({p.name.split(".")[-2] for p in PARAMS.glob("*.yaml")}))
-def test_shipped_params_match_the_notebooks(profile):
-    plans = pipeline.plan(profile)
-    assert plans, f"profile {profile} selects no notebook"
-    assert all(p.params.get("run") for p in plans)
+@pytest.mark.parametrize("profile", profiles())
+def test_every_shipped_profile_resolves_every_stage_it_declares(profile):
+    plan = pipeline.plan(profile)
+    assert plan.steps, f"profile {profile} runs no stage"
+    assert plan.run and all(s.resolved.profile.name == profile for s in plan.steps)
+    assert set(plan.skipped) | {s.stage for s in plan.steps} == set(pipeline.STAGE_CONFIGS)
