@@ -33,7 +33,7 @@ from lib.af import AFConfig
 from lib.analysis import AnalyzeConfig
 from lib.annotate import AnnotateConfig
 from lib.collect import CollectConfig
-from lib.config import OFFLINE_ENV, ParamsError, Profile, Resolved, did_you_mean, load_profile, resolve
+from lib.config import OFFLINE_ENV, ParamsError, Profile, Resolved, did_you_mean, load_layer, load_profile, resolve
 from lib.evaluate import EvalConfig
 from lib.io import write_json
 from lib.paths import NOTEBOOKS, params_root, run_dir
@@ -211,11 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stage", action="append", help="run only this stage of the profile (repeatable), e.g. 04_scrapbook")
     ap.add_argument("--run", dest="run_name", help="run name: outputs go to outputs/<run>/ (default: the profile's)")
     ap.add_argument("--set", action="append", default=[], metavar="STAGE.FIELD=VALUE", help="override one field")
+    ap.add_argument("--overrides", metavar="FILE", help="a YAML file of overrides: stage -> {field: value}")
     ap.add_argument("--check", action="store_true", help="only resolve and check every stage's params, run nothing")
     ap.add_argument("--preflight", action="store_true", help="only check the params and the models, servers and keys")
     args = ap.parse_args(argv)
     try:
-        overrides = _overrides(args.set)
+        overrides = load_layer(args.overrides) if args.overrides else {}
+        for stage, values in _overrides(args.set).items():
+            overrides.setdefault(stage, {}).update(values)
         if args.check or args.preflight:
             p = plan(args.profile, args.stage, args.run_name, overrides)
             print(p.describe())

@@ -29,7 +29,8 @@ TIMEOUT_S = 10.0  # a server or hub that does not answer in this long is reporte
 
 
 def _is_local(name: str) -> bool:
-    return name.startswith(("/", ".", "~")) or name.count("/") != 1 or Path(name).expanduser().exists()
+    """A folder, not a hub id (``owner/name``, or a legacy one-word id such as ``roberta-large``)."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or Path(name).expanduser().exists()
 
 
 def hub_problem(name: str, offline: bool) -> str | None:

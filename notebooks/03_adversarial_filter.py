@@ -67,7 +67,7 @@ Image(out / A.FIGURES / "iterations.png") if (out / A.FIGURES / "iterations.png"
 # %%
 items = load_items(A.dataset_folder(out, A.AF_DATASET))
 table = pd.DataFrame([{"type": i.meta["type"], "fooled": i.meta["fooled"], "blind_answerable": i.meta.get("blind_answerable")}
-                      for i in items])
+                      for i in items], columns=["type", "fooled", "blind_answerable"])  # columns: an empty run shows 0 rows
 display(table.groupby("type").agg(questions=("fooled", "size"), fooled=("fooled", "sum"),
                                   blind_answerable=("blind_answerable", "sum")))
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 
 import pytest
+import yaml
 
 from lib import artifacts as A
 from lib import pipeline
@@ -19,7 +20,7 @@ PROFILE = "real"
 SMALL = dict(n_sets=1, n_backgrounds=1, n_arrangements=1, n_region_pairs=1, n_questions_per_type=1)
 # Budgets only: what a user would lower for a first try on a small machine.
 SHRINK = {
-    "03_adversarial_filter": {"max_iterations": 1, "max_skeletons": 4},
+    "03_adversarial_filter": {"max_iterations": 1},
     "04_scrapbook": {**SMALL, "sets": {"train": {**SMALL, "types": ["presence"], "groups": ["np"], "forms": ["original"]},
                                        "fresh": {**SMALL, "types": ["presence"], "groups": ["np"]}}},
     "05_train": {"epochs": 0.0, "max_steps": 2, "batch_size": 2, "grad_accum": 1, "eval_every": 2,
@@ -51,11 +52,12 @@ def test_make_run_real_offline_against_a_hub_cache_of_tiny_models(tmp_path):
     for repo_id in hub_ids(pipeline.plan(PROFILE)):
         save_under_repo_id(hf_home, repo_id)
     outputs = tmp_path / "outputs"
-    sets = " ".join(f"--set {stage}.{k}={json.dumps(v)}" for stage, values in SHRINK.items() for k, v in values.items())
+    shrink = tmp_path / "shrink.yaml"
+    shrink.write_text(yaml.safe_dump(SHRINK))
     env = {**os.environ, "HF_HOME": str(hf_home), "VQALAB_OUTPUTS": str(outputs), "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env.pop("VQALAB_PROFILE", None)
-    r = subprocess.run(["make", "run", f"PROFILE={PROFILE}", f"ARGS={sets}"], cwd=ROOT, env=env,
+    r = subprocess.run(["make", "run", f"PROFILE={PROFILE}", f"ARGS=--overrides {shrink}"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "preflight" not in r.stderr
