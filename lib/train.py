@@ -422,6 +422,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
     precision = cfg.mixed_precision
     if precision == "auto":
         precision = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    elif precision == "fp16" and not torch.cuda.is_available():
+        print("note: mixed_precision fp16 needs a GPU; training in full precision on this CPU-only machine")
+        precision = "no"
     acc = Accelerator(mixed_precision=precision, gradient_accumulation_steps=cfg.grad_accum)
     set_seed(cfg.seed)
     data, report = load_examples(cfg)

@@ -250,3 +250,15 @@ def test_a_processor_that_reads_pixels_itself_gets_decoded_images(images):
     plain = load_model({"backend": "tiny", "name": "llava", "batch_size": 4, "image_cache_mb": 0})
     assert [r.text for r in generate(model, reqs, progress=False)] == [r.text for r in generate(plain, reqs, progress=False)]
     assert model._tensors.opens is False and model._tensors.active
+
+
+def test_gpu_only_settings_are_mapped_for_a_cpu_with_a_note(capsys):
+    import torch
+
+    from lib.models.hf import cpu_settings
+
+    assert cpu_settings("m", torch.float16, "cuda:0") == (torch.float32, "cpu")
+    out = capsys.readouterr().out
+    assert "dtype float16 needs a GPU" in out and "device_map 'cuda:0' needs a GPU" in out
+    assert cpu_settings("m", torch.bfloat16, "auto") == (torch.bfloat16, "auto")  # a CPU takes these
+    assert capsys.readouterr().out == ""

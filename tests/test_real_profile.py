@@ -21,7 +21,8 @@ SMALL = dict(n_sets=1, n_backgrounds=1, n_arrangements=1, n_region_pairs=1, n_qu
 # Budgets only: what a user would lower for a first try on a small machine.
 SHRINK = {
     "03_adversarial_filter": {"max_iterations": 1},
-    "04_scrapbook": {**SMALL, "sets": {"train": {**SMALL, "types": ["presence"], "groups": ["np"], "forms": ["original"]},
+    "04_scrapbook": {**SMALL, "sets": {"train": {**SMALL, "n_sets": 2, "n_backgrounds": 2, "n_arrangements": 3,  # 36 images
+                                                 "types": ["presence"], "groups": ["np"], "forms": ["original"]},
                                        "fresh": {**SMALL, "types": ["presence"], "groups": ["np"]}}},
     "05_train": {"epochs": 0.0, "max_steps": 2, "batch_size": 2, "grad_accum": 1, "eval_every": 2,
                  "checkpoint_every": 2, "eval_items": 4, "max_test": 8},

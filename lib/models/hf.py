@@ -162,6 +162,8 @@ class HFModel(Model):
         dtype = self.spec.get("dtype", "auto")
         dtype = dtype if dtype == "auto" else getattr(torch, dtype)
         device_map = self.spec.get("device_map") or ("auto" if torch.cuda.is_available() else "cpu")
+        if not torch.cuda.is_available():
+            dtype, device_map = cpu_settings(self.spec.get("name"), dtype, device_map)
         try:
             config = AutoConfig.from_pretrained(path, **kw)
         except OSError as e:
@@ -696,6 +698,21 @@ class _Delegate:
 
     def __getattr__(self, name):
         return getattr(self._real, name)
+
+
+def cpu_settings(name, dtype, device_map):
+    """Settings only a GPU takes, mapped for a CPU with a printed note (never silently): float16
+    weights (slow or unsupported CPU kernels) load as float32, a ``cuda`` device map as ``cpu``.
+    bfloat16 and ``auto`` stay: a CPU takes them."""
+    import torch
+
+    if dtype is torch.float16:
+        print(f"note: model {name!r}: dtype float16 needs a GPU; loading float32 on this CPU-only machine")
+        dtype = torch.float32
+    if isinstance(device_map, str) and device_map.startswith("cuda"):
+        print(f"note: model {name!r}: device_map {device_map!r} needs a GPU; using cpu")
+        device_map = "cpu"
+    return dtype, device_map
 
 
 def _rgb(image):
