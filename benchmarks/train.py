@@ -14,6 +14,7 @@ import sys
 import yaml
 
 from benchmarks._record import record
+from lib.config import load_profile
 from lib.paths import PARAMS
 
 STEPS = 150
@@ -38,6 +39,7 @@ print(json.dumps({"steps": summary["steps"], "train_seconds": summary["train_sec
 
 def main() -> dict:
     demo = yaml.safe_load((PARAMS / "05_train.demo.yaml").read_text())
+    demo["model"] = load_profile("demo").models[demo["model"]]  # the profile's model the stage names
     # the demo's training scenes are made by stage 04 (its `sets.train`)
     demo["scrapbook"] = yaml.safe_load((PARAMS / "04_scrapbook.demo.yaml").read_text())["sets"]["train"]
     runs = {}

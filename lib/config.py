@@ -394,20 +394,6 @@ def _names(value) -> list[str]:
     return [value] if _is_ref(value) else []
 
 
-def load_params(paths: list[str | Path]) -> tuple[dict, str]:
-    """Merge flat YAML params files (later wins); returns the values and a name for errors."""
-    merged: dict = {}
-    for path in paths:
-        try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ParamsError(f"{path}: not valid YAML ({e})") from None
-        if not isinstance(data, dict):
-            raise ParamsError(f"{path}: a params file is a flat mapping of parameter names to values")
-        merged.update(data)
-    return merged, " + ".join(str(p) for p in paths) or "defaults"
-
-
 def finish(out: Path, stage: str, cfg, summary: dict) -> dict:
     """Every stage's last step: ``summary.json`` and ``provenance.json`` (the resolved config)."""
     write_json(out / "summary.json", summary)

@@ -9,10 +9,21 @@ JSONL is written atomically (a temporary file renamed over the target) or append
 a malformed line is reported with its file and line number. Images are validated on load: an empty,
 truncated, corrupt, non-image or decompression-bomb file raises :class:`ImageError` naming the file;
 collection-level loaders skip such files and report them in a :class:`LoadReport`.
+
+Your own dataset (``examples/my_dataset`` is one to copy): :func:`check_dataset` lists every
+problem of a folder, each naming file, line and field; :func:`import_csv` and :func:`import_hf`
+make a folder from a CSV or a Hugging Face dataset (a ``save_to_disk`` folder or a parquet file),
+naming the row and column of every problem before writing anything::
+
+    python -m lib.io check examples/my_dataset
+    python -m lib.io import-csv examples/my_dataset/data.csv --images-root examples/my_dataset/images --out DIR
+    python -m lib.io import-hf PATH --out DIR [--split S] [--task T] [--image-column image] [--question-column
+        question] [--options-column options] [--answer-column answer] [--id-column id]
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import csv
 import functools
@@ -22,12 +33,14 @@ import itertools
 import json
 import os
 import re
+import shutil
+import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -626,12 +639,13 @@ def outside_images(folder: str | Path, uses: Iterable[tuple[str, str]]) -> list[
     folder = Path(folder).resolve()
     info = folder / "dataset.json"
     roots = [Path(r).resolve() for r in (json.loads(info.read_text()).get("images_roots", []) if info.exists() else [])]
-    bad = []
-    for item_id, im in uses:
-        path = (folder / im).resolve()
-        if not path.is_relative_to(folder) and not any(path.is_relative_to(r) for r in roots):
-            bad.append((item_id, im))
-    return bad
+    return [(item_id, im) for item_id, im in uses if _outside(folder, roots, im)]
+
+
+def _outside(folder: Path, roots: list[Path], im: str) -> bool:
+    """Does image path ``im`` leave the (resolved) dataset ``folder`` for a place no declared root holds?"""
+    path = (folder / im).resolve()
+    return not path.is_relative_to(folder) and not any(path.is_relative_to(r) for r in roots)
 
 
 def to_hf_dataset(folder: str | Path):
@@ -640,6 +654,224 @@ def to_hf_dataset(folder: str | Path):
     import datasets
 
     return datasets.load_dataset("json", data_files=str(Path(folder) / "items.jsonl"), split="train")
+
+
+# --- checking a dataset folder ----------------------------------------------------------------
+
+MAX_PROBLEMS = 50  # problems a check lists; the rest are counted: the first ones are those fixed first
+ITEM_FIELDS = tuple(f.name for f in fields(Item))
+ITEM_REQUIRED = ("id", "task", "question")
+
+
+@dataclass(frozen=True)
+class DatasetProblem:
+    """One thing wrong in a dataset folder or an import's source: the file, its line (a CSV's row,
+    a Hugging Face dataset's row index; None for the whole file), the field or column at fault, and
+    what is wrong with what to do about it."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}{'' if self.line is None else f':{self.line}'}: {self.field}: {self.message}"
+
+
+@dataclass
+class DatasetCheck:
+    """What a check (or an import) found: the first ``limit`` problems, how many more, and how many
+    items and distinct images it read."""
+
+    folder: Path
+    problems: list[DatasetProblem] = field(default_factory=list)
+    more: int = 0  # problems past ``limit``: counted, not kept
+    items: int = 0
+    images: int = 0
+    limit: int = MAX_PROBLEMS
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def count(self) -> int:
+        return len(self.problems) + self.more
+
+    def add(self, file: str, line: int | None, field_: str, message: str) -> None:
+        if len(self.problems) < self.limit:
+            self.problems.append(DatasetProblem(file, line, field_, message))
+        else:
+            self.more += 1
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"{self.folder}: ok, {self.items} items, {self.images} images"
+        more = [f"... and {self.more} more problem(s)"] if self.more else []
+        return "\n".join([str(p) for p in self.problems] + more + [f"{self.folder}: {self.count} problem(s)"])
+
+
+class DatasetError(ValueError):
+    """Problems that stopped an import (each naming its file, row and column); nothing was written."""
+
+    def __init__(self, found: DatasetCheck):
+        self.found = found
+        super().__init__(str(found))
+
+
+def item_problems(row) -> list[tuple[str, str]]:
+    """``(field, message)`` for each way a decoded JSONL record fails to be an :class:`Item`.
+
+    :meth:`Item.from_dict` decides; when it refuses a record, each field is tried alone on a
+    minimal item, so every field at fault is named, not only the first. Adds the checks Item leaves
+    to its writers (task, question, image paths and meta types; one index for a single-answer
+    multiple-choice item) because later stages rely on them."""
+    if not isinstance(row, dict):
+        return [("record", f"a line holds one JSON object (an Item), got {type(row).__name__}")]
+    try:
+        Item.from_dict(dict(row), share=False)
+        out = []
+    except (TypeError, ValueError) as e:
+        out = _blame(row, e)
+    blamed = {f for f, _ in out}
+    task, question, images, options, meta = (row.get(k) for k in ("task", "question", "images", "options", "meta"))
+    extra = [("task", "must be a non-empty string naming the task (such as 'mcq' or 'vqa.open')")
+             if "task" in row and not (isinstance(task, str) and task) else None,
+             ("question", f"must be a string, got {question!r}") if "question" in row and not isinstance(question, str) else None,
+             ("options", f"must be a list of option texts or null, got {options!r}")
+             if options is not None and not isinstance(options, list) else None,
+             ("meta", f"must be a JSON object, got {meta!r}") if "meta" in row and not isinstance(meta, dict) else None]
+    if isinstance(images, list):
+        extra += [(f"images[{k}]", f"must be a non-empty path string, got {im!r}")
+                  for k, im in enumerate(images) if not (isinstance(im, str) and im)]
+    answer = row.get("answer")
+    if isinstance(options, list) and isinstance(answer, list) and len(answer) != 1 and "answer" not in blamed \
+            and not (isinstance(meta, dict) and meta.get("general_type") == "multi"):
+        extra.append(("answer", f"a single-answer item holds exactly one option index, got {answer!r}; for several "
+                                f"(or none) set meta.general_type to \"multi\""))
+    return out + [p for p in extra if p is not None and p[0] not in blamed]
+
+
+def _blame(row: dict, error: Exception) -> list[tuple[str, str]]:
+    """The fields of ``row`` that :class:`Item` refuses, each tried alone on a minimal item (the
+    answer with the row's options); the whole ``error`` when no single field is at fault."""
+    out = [(k, f"unknown field; an Item has {', '.join(ITEM_FIELDS)}") for k in row if k not in ITEM_FIELDS]
+    out += [(k, f"missing; every item has {', '.join(ITEM_REQUIRED)}") for k in ITEM_REQUIRED if k not in row]
+    rid = row.get("id")
+    base = {"id": rid if isinstance(rid, str) and rid else "?", "task": "", "question": ""}
+
+    def refused(**values) -> str | None:
+        try:
+            Item(**{**base, **values})
+        except (TypeError, ValueError) as e:
+            return str(e)
+        return None
+
+    for name in ("id", "images", "options"):
+        if name in row and (why := refused(**{name: row[name]})):
+            out.append((name, why))
+    if "answer" in row and "options" not in {f for f, _ in out} and (why := refused(options=row.get("options"),
+                                                                                    answer=row["answer"])):
+        out.append(("answer", why))
+    return out or [("record", str(error))]
+
+
+def check_dataset(folder: str | Path, limit: int = MAX_PROBLEMS) -> DatasetCheck:
+    """Every problem of a dataset folder, not only the first, each naming file, line and field:
+    ``dataset.json`` present and valid, every ``items.jsonl`` line valid JSON and a valid Item
+    (:func:`item_problems`), ids unique, every image path inside the folder (or a declared
+    ``images_roots`` folder) and readable (:func:`load_image`, each distinct image once). Streams
+    the file, so a large dataset costs its ids and image paths in memory."""
+    from tqdm.auto import tqdm
+
+    folder = Path(folder)
+    found = DatasetCheck(folder, limit=limit)
+    info = _check_info(folder, found)
+    path = folder / "items.jsonl"
+    if not path.is_file():
+        found.add("items.jsonl", None, "file", f"no such file in {folder}; write one Item (a JSON object) per line, "
+                                               f"as examples/my_dataset/items.jsonl does")
+        return found
+    roots = [Path(r).resolve() for r in (info or {}).get("images_roots", []) if isinstance(r, str)]
+    here = folder.resolve()
+    first: dict[str, int] = {}  # id -> the line it first appears on
+    seen_images: set[str] = set()
+    with path.open("rb") as f:
+        for n, raw in enumerate(tqdm(f, desc=f"checking {path}", unit=" lines", disable=None, leave=False), 1):
+            if not raw.strip():
+                continue
+            found.items += 1
+            try:
+                row = json.loads(raw)
+            except UnicodeDecodeError as e:
+                found.add("items.jsonl", n, "json", f"not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8")
+                continue
+            except json.JSONDecodeError as e:
+                found.add("items.jsonl", n, "json", f"malformed JSON ({e.msg} at column {e.colno}); fix or remove the line")
+                continue
+            for name, message in item_problems(row):
+                found.add("items.jsonl", n, name, message)
+            if not isinstance(row, dict):
+                continue
+            rid = row.get("id")
+            if isinstance(rid, str) and rid:
+                if rid in first:
+                    found.add("items.jsonl", n, "id", f"duplicate id {rid!r} (first on line {first[rid]}); ids must be unique")
+                else:
+                    first[rid] = n
+            images = row.get("images")
+            for k, im in enumerate(images if isinstance(images, list) else []):
+                if isinstance(im, str) and im and im not in seen_images:  # each image checked (and reported) once
+                    seen_images.add(im)
+                    if why := _image_problem(folder, here, roots, im):
+                        found.add("items.jsonl", n, f"images[{k}]", why)
+    found.images = len(seen_images)
+    if isinstance(info, dict) and "num_items" in info and info["num_items"] != found.items:
+        found.add("dataset.json", None, "num_items", f"says {info['num_items']!r} but items.jsonl holds {found.items} "
+                                                     f"items; set it to {found.items} (save_dataset writes it)")
+    return found
+
+
+def _check_info(folder: Path, found: DatasetCheck) -> dict | None:
+    """``dataset.json``'s content, its problems added to ``found``; None when it cannot be read."""
+    path = folder / "dataset.json"
+    fix = json.dumps({"name": folder.name or "my_dataset", "version": "1", "license": "unspecified"})
+    if not path.is_file():
+        found.add("dataset.json", None, "file", f"no such file in {folder}; write {fix} there (the dataset's name, "
+                                                f"version and license)")
+        return None
+    try:
+        info = json.loads(path.read_bytes())
+    except UnicodeDecodeError as e:
+        found.add("dataset.json", None, "json", f"not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8")
+        return None
+    except json.JSONDecodeError as e:
+        found.add("dataset.json", e.lineno, "json", f"malformed JSON ({e.msg} at column {e.colno}); fix it, or write {fix}")
+        return None
+    if not isinstance(info, dict):
+        found.add("dataset.json", None, "file", f"must be one JSON object, such as {fix}")
+        return None
+    if not (isinstance(info.get("name"), str) and info["name"]):
+        found.add("dataset.json", None, "name", f"missing; name the dataset: \"name\": {json.dumps(folder.name or 'my_dataset')}")
+    roots = info.get("images_roots", [])
+    if not (isinstance(roots, list) and all(isinstance(r, str) for r in roots)):
+        found.add("dataset.json", None, "images_roots", f"must be a list of folder paths, got {roots!r}")
+    return info
+
+
+def _image_problem(folder: Path, here: Path, roots: list[Path], im: str) -> str | None:
+    """What is wrong with image path ``im`` of the dataset ``folder`` (resolved: ``here``), or None."""
+    if _outside(here, roots, im):
+        return (f"{im} is absolute or leaves the dataset folder; copy the image under {folder / 'images'} and give "
+                f"its path relative to {folder} (or declare its folder in dataset.json's images_roots)")
+    path = folder / im
+    if not path.is_file():
+        return f"{im}: no such image file under {folder}; put the image there or fix the path"
+    try:
+        load_image(path, mode=None)
+    except ImageError as e:
+        return f"{im}: {str(e).removeprefix(f'{path}: ')}; replace it with a readable image"
+    return None
 
 
 # --- MemeQA JSON ------------------------------------------------------------------------------
@@ -822,6 +1054,357 @@ def import_tsv(path: str | Path, folder: str | Path, task: str = "mcq") -> tuple
     return items, report
 
 
+# --- your own dataset: CSV and Hugging Face imports -------------------------------------------
+
+@dataclass(frozen=True)
+class Columns:
+    """The source columns an importer reads each part of an item from. ``options`` None: the
+    column ``options`` where the source has one, else every question is open. ``id`` "": items
+    are numbered by row."""
+
+    id: str = "id"
+    image: str = "image"
+    question: str = "question"
+    options: str | None = None
+    answer: str = "answer"
+
+
+def parse_options(value) -> list[str] | None:
+    """Options as a list of texts, from a list, a JSON list or ``|``-separated text; None when empty."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        if value.lstrip().startswith("["):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{value[:80]!r} is not a JSON list ({e.msg}); write the options as a JSON list or "
+                                 f"separated by |") from None
+        else:
+            value = [o.strip() for o in value.split("|")]
+    if not isinstance(value, list) or not all(isinstance(o, str) and o for o in value) or len(value) < 2:
+        raise ValueError(f"{value!r}: a multiple-choice item needs at least 2 non-empty option texts")
+    return value
+
+
+def parse_answer(value, options: list[str] | None) -> list:
+    """An Item's ``answer`` from a source value. With options: letters (A, B, ...), 0-based indices
+    or option texts, several separated by ``|`` or as a list, giving sorted option indices; a
+    token that names two different options (the text "2" as an index and as an option) is refused.
+    Without options: reference texts, several separated by ``|`` or as a JSON list."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{value[:80]!r} is not a JSON list ({e.msg})") from None
+    tokens = value if isinstance(value, list) else [value]
+    if isinstance(value, str):
+        tokens = [t.strip() for t in value.split("|")]
+    tokens = [t for t in tokens if t is not None and t != ""]
+    if any(isinstance(t, bool) or not isinstance(t, (str, int, float)) for t in tokens):
+        raise ValueError(f"{value!r}: an answer is text, an index or a list of those")
+    if options is None:
+        if not tokens:
+            raise ValueError("no reference answer; give one or more, separated by |")
+        return [t if isinstance(t, str) else format(t, "g") for t in tokens]
+    if not tokens:
+        raise ValueError(f"no answer; give the correct option as a letter A-{_LETTERS[len(options) - 1]}, a 0-based "
+                         f"index or its text")
+    return sorted({_option_index(t, options) for t in tokens})
+
+
+def _option_index(token, options: list[str]) -> int:
+    """The option a letter, a 0-based index or an option's text names (see :func:`parse_answer`)."""
+    n = len(options)
+    named = set()
+    if isinstance(token, (int, float)):
+        if token != int(token) or not 0 <= token < n:
+            raise ValueError(f"{token!r} is not an index 0-{n - 1} of the {n} options")
+        return int(token)
+    if len(token) == 1 and token in _LETTERS[:n]:
+        named.add(_LETTERS.index(token))
+    if token.isdigit() and int(token) < n:
+        named.add(int(token))
+    if token in options:
+        named.add(options.index(token))
+    if len(named) > 1:
+        raise ValueError(f"{token!r} names options {sorted(named)} (as a letter, an index or a text); write the letter")
+    if not named:
+        raise ValueError(f"{token!r} is not a letter A-{_LETTERS[n - 1]}, an index 0-{n - 1} or one of the options "
+                         f"{options}")
+    return named.pop()
+
+
+def _row_item(row: dict, cols: Columns, rid: str, images: list[str], task: str | None, meta: dict,
+              add) -> Item | None:
+    """The Item a source row makes, or None after ``add(column, message)`` for each problem."""
+    bad = False
+
+    def problem(column, message):
+        nonlocal bad
+        bad = True
+        add(column, message)
+
+    question = row.get(cols.question)
+    if not isinstance(question, str) or not question.strip():
+        problem(cols.question, f"no question text (got {question!r})")
+    try:
+        options = parse_options(row.get(cols.options)) if cols.options else None
+    except ValueError as e:
+        problem(cols.options, str(e))
+        options = None
+    task = task or ("mcq" if options else "vqa.open")
+    if task == "mcq" and options is None and not bad:
+        problem(cols.options or "options", "an mcq item needs options; give them, or import open questions with "
+                                           "--task vqa.open")
+    answer = None
+    try:
+        answer = parse_answer(row.get(cols.answer), options)
+    except ValueError as e:
+        problem(cols.answer, str(e))
+    if bad:
+        return None
+    if options is not None:
+        meta = {"general_type": "single" if len(answer) == 1 else "multi", **meta}
+    try:
+        return Item(id=rid, task=task, question=question, images=images, options=options, answer=answer, meta=meta)
+    except (TypeError, ValueError) as e:
+        problem(cols.answer, str(e))
+        return None
+
+
+@contextmanager
+def staged_folder(out: str | Path):
+    """A fresh folder beside ``out``, renamed to ``out`` when the block succeeds and removed when
+    it fails: an import leaves a whole dataset folder or none. ``out`` must be absent or empty."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out}: exists and is not empty; choose another --out or remove it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "images").mkdir(parents=True)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if out.exists():
+        out.rmdir()
+    os.replace(tmp, out)
+
+
+def import_csv(path: str | Path, out: str | Path, task: str | None = None, images_root: str | Path | None = None,
+               name: str | None = None, license: str = "unspecified") -> DatasetCheck:
+    """Make the dataset folder ``out`` from a CSV and return its :func:`check_dataset`.
+
+    Columns: ``id``, ``image`` (a path relative to ``images_root``, default the CSV's folder;
+    several separated by ``|``; copied to ``out/images/`` under the same relative path),
+    ``question``, ``options`` (optional; ``|``-separated or a JSON list) and ``answer``
+    (:func:`parse_answer`); optional ``task`` (else ``task``, else ``mcq`` for rows with options,
+    ``vqa.open`` without) and ``meta`` (a JSON object). Every problem of every row is reported,
+    naming row and column (:class:`DatasetError`), before anything is written."""
+    path = Path(path)
+    root = Path(images_root) if images_root is not None else path.parent
+    found = DatasetCheck(path)
+    items, copies, first = [], {}, {}  # copies: path in out -> source file; first: id -> row
+    with path.open(newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's byte-order mark is no header
+        reader = csv.DictReader(f)
+        header = reader.fieldnames or []
+        for column in ("id", "image", "question", "answer"):
+            if column not in header:
+                found.add(path.name, 1, column, f"no such column; the header has {header}; name the columns id, image, "
+                                                f"question, options, answer")
+        if not found.ok:
+            raise DatasetError(found)
+        for n, row in enumerate(reader, 2):  # row 1 is the header, as a spreadsheet numbers them
+            def add(column, message, n=n):
+                found.add(path.name, n, column, message)
+
+            rid = (row.get("id") or "").strip()
+            if not rid:
+                add("id", "empty; every row needs an id")
+            elif rid in first:
+                add("id", f"duplicate id {rid!r} (first on row {first[rid]}); ids must be unique")
+            else:
+                first[rid] = n
+            images = []
+            for im in filter(None, (p.strip() for p in (row.get("image") or "").split("|"))):
+                rel = Path(im)
+                if rel.is_absolute() or ".." in rel.parts:
+                    add("image", f"{im} is not a path inside {root}; give paths relative to the CSV's folder, or to "
+                                 f"--images-root")
+                    continue
+                dest = f"images/{rel.as_posix()}"
+                if dest not in copies:
+                    if not (root / rel).is_file():
+                        add("image", f"no such image file {root / rel}; image paths are relative to the CSV's folder, "
+                                     f"or to --images-root")
+                        continue
+                    try:
+                        load_image(root / rel, mode=None)
+                    except ImageError as e:
+                        add("image", f"{e}; replace it with a readable image")
+                        continue
+                    copies[dest] = root / rel
+                images.append(dest)
+            meta = {}
+            if (row.get("meta") or "").strip():
+                try:
+                    meta = json.loads(row["meta"])
+                except json.JSONDecodeError as e:
+                    add("meta", f"malformed JSON ({e.msg} at column {e.colno}); write a JSON object or leave it empty")
+                if not isinstance(meta, dict):
+                    add("meta", f"must be a JSON object, got {row['meta'][:80]!r}")
+                    meta = {}
+            item = _row_item(row, Columns(options="options"), rid or "?", images, (row.get("task") or "").strip() or task,
+                             meta, add)
+            if item is not None and rid:
+                items.append(item)
+    if not found.ok:
+        raise DatasetError(found)
+    out = Path(out)
+    info = dataset_info(name or out.name, license=license, provenance={
+        "importer": "python -m lib.io import-csv", "source": str(path.resolve()), "images_root": str(root.resolve())})
+    with staged_folder(out) as tmp:
+        for dest, src in copies.items():
+            (tmp / dest).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, tmp / dest)
+        save_dataset(tmp, items, info)
+    return check_dataset(out)
+
+
+def open_hf(path: str | Path, split: str | None = None, cache_dir: str | Path | None = None):
+    """``(dataset, folder its relative image paths start from)`` for a Hugging Face ``datasets``
+    folder written by ``save_to_disk`` (one split, or a DatasetDict with ``split``, needed when it
+    holds several) or a parquet file."""
+    import datasets
+
+    path = Path(path)
+    if path.is_file():
+        if path.suffix != ".parquet":
+            raise ValueError(f"{path}: neither a parquet file nor a folder written by save_to_disk")
+        if split:
+            raise ValueError(f"{path}: a parquet file is one split; drop --split")
+        return datasets.Dataset.from_parquet(str(path), cache_dir=str(cache_dir) if cache_dir else None), path.parent
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    ds = datasets.load_from_disk(str(path))
+    if isinstance(ds, datasets.DatasetDict):
+        if split is None and len(ds) != 1:
+            raise ValueError(f"{path} holds the splits {list(ds)}; pass --split NAME")
+        split = split or next(iter(ds))
+        if split not in ds:
+            raise ValueError(f"{path} has no split {split!r}; it has {list(ds)}")
+        return ds[split], path / split
+    if split:
+        raise ValueError(f"{path} holds one split (no DatasetDict); drop --split")
+    return ds, path
+
+
+HF_BATCH = 256  # rows converted from Arrow at a time: a batch's images in memory, not the dataset's
+
+
+def import_hf(path: str | Path, out: str | Path, split: str | None = None, task: str | None = None,
+              columns: Columns = Columns(), name: str | None = None, license: str = "unspecified",
+              cache_dir: str | Path | None = None) -> DatasetCheck:
+    """Make the dataset folder ``out`` from a Hugging Face dataset (:func:`open_hf`) and return its
+    :func:`check_dataset`. Each column is named in ``columns`` (no guessing); an image cell is an
+    ``Image`` feature's bytes (written as they are: no re-encoding), raw bytes, a PIL image or a
+    path (relative to the dataset's folder), or a list of those. Options and answers are read as
+    :func:`parse_options` and :func:`parse_answer` read them; the task is ``task``, else ``mcq``
+    for rows with options and ``vqa.open`` without. ``cache_dir``: where ``datasets`` caches a
+    parquet file's Arrow copy (its default cache when None)."""
+    from tqdm.auto import tqdm
+
+    ds, source = open_hf(path, split, cache_dir)
+    label = Path(path).name
+    have = ds.column_names
+    found = DatasetCheck(Path(path))
+    if columns.options is None:
+        columns = Columns(columns.id, columns.image, columns.question, "options" if "options" in have else None,
+                          columns.answer)
+    wanted = {"id": columns.id, "image": columns.image, "question": columns.question, "options": columns.options,
+              "answer": columns.answer}
+    for role, column in wanted.items():
+        if column and column not in have:
+            found.add(label, None, column, f"no such column; the dataset has {have}; pass --{role}-column NAME")
+    if not found.ok:
+        raise DatasetError(found)
+    out = Path(out)
+    items, first, names = [], {}, set()
+    with staged_folder(out) as tmp:
+        table = ds.with_format("arrow")  # image cells stay their stored bytes: nothing decoded, nothing re-encoded
+        for start in tqdm(range(0, len(ds), HF_BATCH), desc=f"importing {label}", unit=" batches", disable=None):
+            for n, row in enumerate(table[start:start + HF_BATCH].to_pylist(), start):
+                def add(column, message, n=n):
+                    found.add(label, n, column, message)
+
+                rid = str(n) if not columns.id else row.get(columns.id)
+                rid = str(rid) if isinstance(rid, int) and not isinstance(rid, bool) else rid
+                if not isinstance(rid, str) or not rid:
+                    add(columns.id, f"{rid!r} is not an id; pass --id-column of a column of unique ids, or "
+                                    f"--id-column '' to number the rows")
+                    continue
+                if rid in first:
+                    add(columns.id, f"duplicate id {rid!r} (first in row {first[rid]}); ids must be unique")
+                    continue
+                first[rid] = n
+                cell = row.get(columns.image)
+                images = []
+                for k, value in enumerate(cell if isinstance(cell, list) else [cell]):
+                    stem = _UNSAFE.sub("_", rid) + (f"_{k}" if isinstance(cell, list) else "")
+                    stem = stem if stem not in names else f"{stem}_row{n}"  # ids 'a/b' and 'a_b' share a safe name
+                    names.add(stem)
+                    try:
+                        images.append(_write_hf_image(value, tmp, stem, source))
+                    except ValueError as e:
+                        add(columns.image, str(e))
+                item = _row_item(row, columns, rid, images, task, {}, add)
+                if item is not None:
+                    items.append(item)
+        if not found.ok:
+            raise DatasetError(found)  # the staged folder is removed: nothing written
+        save_dataset(tmp, items, dataset_info(name or out.name, license=license, provenance={
+            "importer": "python -m lib.io import-hf", "source": str(Path(path).resolve()), "split": split,
+            "columns": {k: v for k, v in wanted.items() if v is not None}}))
+    return check_dataset(out)
+
+
+def _write_hf_image(value, folder: Path, stem: str, source: Path) -> str:
+    """Write one image cell under ``folder/images/`` as ``stem`` plus the suffix of its format,
+    validated by :func:`load_image`; returns its path relative to ``folder``."""
+    if isinstance(value, dict):  # an Image feature's stored form
+        value = value.get("bytes") if value.get("bytes") is not None else value.get("path")
+    if isinstance(value, Image.Image):
+        buf = io.BytesIO()
+        value.save(buf, format=value.format or "PNG")
+        value = buf.getvalue()
+    if isinstance(value, str):
+        src = Path(value) if Path(value).is_absolute() else source / value
+        if not src.is_file():
+            raise ValueError(f"no such image file {src}; relative image paths start from {source}")
+        value = src.read_bytes()
+    if not isinstance(value, (bytes, bytearray)):
+        raise ValueError(f"no image in this cell (got {type(value).__name__}); give image bytes, a PIL image or a path")
+    try:
+        with warnings.catch_warnings():  # a bomb is refused by load_image below, not announced here
+            warnings.simplefilter("ignore")
+            with Image.open(io.BytesIO(value)) as im:
+                fmt = im.format
+    except Exception:
+        fmt = None
+    suffix = {"JPEG": "jpg"}.get(fmt, (fmt or "bin").lower())
+    dest = folder / "images" / f"{stem}.{suffix}"
+    dest.write_bytes(value)
+    try:
+        load_image(dest, mode=None)
+    except ImageError as e:
+        dest.unlink()
+        raise ValueError(f"{str(e).removeprefix(f'{dest}: ')}; replace the image") from None
+    return dest.relative_to(folder).as_posix()
+
+
 # --- the embedded demo's photographs ----------------------------------------------------------
 
 # Real photographs that install offline with scikit-image (loaders that need the network are left out).
@@ -843,3 +1426,54 @@ def write_sample_images(folder: str | Path, names: tuple[str, ...] = SAMPLE_IMAG
             Image.fromarray(np.asarray(array, dtype=np.uint8)).convert("RGB").save(path)
         paths.append(path)
     return paths
+
+
+# --- command line -------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    """``check DIR`` (exit 1 when it has problems), ``import-csv`` and ``import-hf`` (exit 1 when
+    the source or the folder made has problems, 2 on an error such as a missing file)."""
+    ap = argparse.ArgumentParser(prog="python -m lib.io", description="Check a dataset folder, or make one from a "
+                                                                      "CSV or a Hugging Face dataset.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="list every problem of a dataset folder (items.jsonl, images/, dataset.json)")
+    check.add_argument("folder")
+    check.add_argument("--max-problems", type=int, default=MAX_PROBLEMS, help="problems listed; the rest are counted")
+    for command, source in (("import-csv", "the CSV file"), ("import-hf", "a save_to_disk folder or a parquet file")):
+        p = sub.add_parser(command, help=f"make a dataset folder from {source}")
+        p.add_argument("source", help=source)
+        p.add_argument("--out", required=True, help="the dataset folder to write (absent or empty)")
+        p.add_argument("--task", help="the items' task (default: mcq for rows with options, vqa.open without)")
+        p.add_argument("--name", help="the dataset's name in dataset.json (default: the --out folder's name)")
+        p.add_argument("--license", default="unspecified", help="the dataset's license, for dataset.json")
+    imp_csv, imp_hf = sub.choices["import-csv"], sub.choices["import-hf"]
+    imp_csv.add_argument("--images-root", help="the folder image paths start from (default: the CSV's folder)")
+    imp_hf.add_argument("--split", help="the split of a save_to_disk DatasetDict (needed when it holds several)")
+    for role, default in (("image", "image"), ("question", "question"), ("options", None), ("answer", "answer"),
+                          ("id", "id")):
+        imp_hf.add_argument(f"--{role}-column", default=default,
+                            help={"options": "default: 'options' where the dataset has it, else open questions",
+                                  "id": "default: id; '' numbers the rows"}.get(role, f"default: {default}"))
+    args = ap.parse_args(argv)
+    try:
+        if args.command == "check":
+            found = check_dataset(args.folder, args.max_problems)
+        elif args.command == "import-csv":
+            found = import_csv(args.source, args.out, args.task, args.images_root, args.name, args.license)
+        else:
+            columns = Columns(args.id_column, args.image_column, args.question_column, args.options_column,
+                              args.answer_column)
+            found = import_hf(args.source, args.out, args.split, args.task, columns, args.name, args.license)
+    except DatasetError as e:
+        print(e)
+        print(f"nothing was written to {args.out}")
+        return 1
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(found)
+    return 0 if found.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -589,8 +589,10 @@ def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
     """Train (resuming when allowed), compare base / trained / majority on the test split, draw the
     curve and the comparison, write ``summary.json`` and ``provenance.json``."""
     out = Path(out)
+    origin = getattr(cfg, "origin", None)  # where each value came from (lib.config.resolve), for provenance
     cfg = replace(cfg, **{k: A.resolve(getattr(cfg, k), out.parent) for k in ("dataset", "val_dataset", "test_dataset")
                           if getattr(cfg, k)})
+    cfg.origin = origin
     training = train(cfg, out, resume=cfg.resume, progress=progress)
     result = compare(cfg, out, max_test=cfg.max_test)
     fig, _ = plots.training_curve(pd.read_csv(out / A.CURVE))

@@ -51,13 +51,13 @@ def test_the_memeqa_profile_trains_four_families_and_tabulates_six_models_per_ty
     paths = {"dataset": str(data / "train.json"), "val_dataset": str(data / "dev.json"),
              "test_dataset": str(data / "test.json"), "memeqa_images": str(data / "images")}
     for m, kind in TINY_OF.items():
-        params, source = config.load_params([PARAMS / f"common.memeqa_{m}.yaml", PARAMS / f"05_train.memeqa_{m}.yaml"])
-        assert (params["lora_r"], params["lora_alpha"], params["lora_dropout"], params["lr"], params["lr_schedule"],
-                params["epochs"]) == (8, 8, 0.1, 1e-5, "constant", 3)  # the original's setup
-        params.update(paths, model={"backend": "tiny", "name": kind}, epochs=0.25, batch_size=2, grad_accum=1,
-                      eval_every=100, eval_items=11, checkpoint_every=100, mixed_precision="no", max_test=11)
-        cfg = T.TrainConfig.from_params(params, source)
-        summary = T.run(cfg, outputs_root() / params["run"] / "05_train", progress=False)
+        shipped = config.resolve(T.TrainConfig, f"memeqa_{m}").cfg
+        assert (shipped.lora_r, shipped.lora_alpha, shipped.lora_dropout, shipped.lr, shipped.lr_schedule,
+                shipped.epochs) == (8, 8, 0.1, 1e-5, "constant", 3)  # the original's setup
+        stage = config.resolve(T.TrainConfig, f"memeqa_{m}", overrides=dict(
+            paths, model={"backend": "tiny", "name": kind}, epochs=0.25, batch_size=2, grad_accum=1, eval_every=100,
+            eval_items=11, checkpoint_every=100, mixed_precision="no", max_test=11))
+        summary = T.run(stage.cfg, outputs_root() / stage.run / "05_train", progress=False)
         assert summary["training"]["selected_by"] == "macro" and summary["training"]["model"]["mode"] == "lora"
         assert summary["training"]["steps"] == 3  # a quarter pass over 22 questions, 2 at a time
     run = outputs_root() / "memeqa"
@@ -65,17 +65,16 @@ def test_the_memeqa_profile_trains_four_families_and_tabulates_six_models_per_ty
                                                 "images": paths["memeqa_images"]}]), run / "01_collect")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("NEBIUS_API_KEY", "sk-test")
-    params, source = config.load_params([PARAMS / "common.memeqa.yaml", PARAMS / "06_evaluate.memeqa.yaml"])
+    cfg = config.resolve(E.EvalConfig, "memeqa").cfg
     with OpenAIStub() as server:
         for label in ("gpt-4o", "qvq-72b-preview"):  # the API models, served locally
-            params["models"][label].update(base_url=server.url)
-        for label, spec in params["models"].items():
+            cfg.models[label].update(base_url=server.url)
+        for label, spec in cfg.models.items():
             spec.pop("device_map", None), spec.pop("dtype", None)
-        cfg = E.EvalConfig.from_params(params, source)
         E.run(cfg, run / "06_evaluate", store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     metrics = pd.read_csv(run / "06_evaluate" / "metrics.csv")
     table = analysis.memeqa_type_tables(metrics)[("memeqa-test",)]
-    assert set(table["model"]) == set(params["models"]) and len(table) == 6
+    assert set(table["model"]) == set(cfg.models) and len(table) == 6
     types = [c for c in table.columns if c not in ("model", "style", "micro", "macro")]
     assert len(types) == 11  # MemeQA's 11 question types, one column each
     assert table[types + ["micro", "macro"]].notna().all().all()
