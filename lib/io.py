@@ -16,7 +16,7 @@ make a folder from a CSV or a Hugging Face dataset (a ``save_to_disk`` folder or
 naming the row and column of every problem before writing anything::
 
     python -m lib.io check examples/my_dataset
-    python -m lib.io import-csv examples/my_dataset/data.csv --images-root examples/my_dataset/images --out DIR
+    python -m lib.io import-csv examples/my_dataset/data.csv --out DIR [--task T] [--images-root PATH]
     python -m lib.io import-hf PATH --out DIR [--split S] [--task T] [--image-column image] [--question-column
         question] [--options-column options] [--answer-column answer] [--id-column id]
 """
@@ -1070,8 +1070,9 @@ class Columns:
 
 
 def parse_options(value) -> list[str] | None:
-    """Options as a list of texts, from a list, a JSON list or ``|``-separated text; None when empty."""
-    if value is None or (isinstance(value, str) and not value.strip()):
+    """Options as a list of texts, from a list, a JSON list or ``|``-separated text; None (an open
+    question) when empty: a list column holds ``[]`` where a row has no options."""
+    if value is None or value == [] or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, str):
         if value.lstrip().startswith("["):
@@ -1080,6 +1081,8 @@ def parse_options(value) -> list[str] | None:
             except json.JSONDecodeError as e:
                 raise ValueError(f"{value[:80]!r} is not a JSON list ({e.msg}); write the options as a JSON list or "
                                  f"separated by |") from None
+            if value == []:
+                return None
         else:
             value = [o.strip() for o in value.split("|")]
     if not isinstance(value, list) or not all(isinstance(o, str) and o for o in value) or len(value) < 2:
@@ -1097,9 +1100,10 @@ def parse_answer(value, options: list[str] | None) -> list:
             value = json.loads(value)
         except json.JSONDecodeError as e:
             raise ValueError(f"{value[:80]!r} is not a JSON list ({e.msg})") from None
-    tokens = value if isinstance(value, list) else [value]
     if isinstance(value, str):
         tokens = [t.strip() for t in value.split("|")]
+    else:
+        tokens = value if isinstance(value, list) else [value]
     tokens = [t for t in tokens if t is not None and t != ""]
     if any(isinstance(t, bool) or not isinstance(t, (str, int, float)) for t in tokens):
         raise ValueError(f"{value!r}: an answer is text, an index or a list of those")
@@ -1152,12 +1156,12 @@ def _row_item(row: dict, cols: Columns, rid: str, images: list[str], task: str |
         options = parse_options(row.get(cols.options)) if cols.options else None
     except ValueError as e:
         problem(cols.options, str(e))
-        options = None
+        return None  # the answer is read against the options
     task = task or ("mcq" if options else "vqa.open")
-    if task == "mcq" and options is None and not bad:
+    if task == "mcq" and options is None:
         problem(cols.options or "options", "an mcq item needs options; give them, or import open questions with "
                                            "--task vqa.open")
-    answer = None
+        return None
     try:
         answer = parse_answer(row.get(cols.answer), options)
     except ValueError as e:
@@ -1173,13 +1177,19 @@ def _row_item(row: dict, cols: Columns, rid: str, images: list[str], task: str |
         return None
 
 
+def _fresh(out: str | Path) -> Path:
+    """``out``, refused (before any work) when it exists and is not an empty folder."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out}: exists and is not empty; choose another --out or remove it")
+    return out
+
+
 @contextmanager
 def staged_folder(out: str | Path):
     """A fresh folder beside ``out``, renamed to ``out`` when the block succeeds and removed when
     it fails: an import leaves a whole dataset folder or none. ``out`` must be absent or empty."""
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FileExistsError(f"{out}: exists and is not empty; choose another --out or remove it")
+    out = _fresh(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -1199,12 +1209,13 @@ def import_csv(path: str | Path, out: str | Path, task: str | None = None, image
     """Make the dataset folder ``out`` from a CSV and return its :func:`check_dataset`.
 
     Columns: ``id``, ``image`` (a path relative to ``images_root``, default the CSV's folder;
-    several separated by ``|``; copied to ``out/images/`` under the same relative path),
+    several separated by ``|``; copied to ``out/images/`` under the same relative path, or to
+    ``out/`` when it starts with ``images/``, as a CSV beside its dataset folder's images does),
     ``question``, ``options`` (optional; ``|``-separated or a JSON list) and ``answer``
     (:func:`parse_answer`); optional ``task`` (else ``task``, else ``mcq`` for rows with options,
     ``vqa.open`` without) and ``meta`` (a JSON object). Every problem of every row is reported,
     naming row and column (:class:`DatasetError`), before anything is written."""
-    path = Path(path)
+    path, out = Path(path), _fresh(out)
     root = Path(images_root) if images_root is not None else path.parent
     found = DatasetCheck(path)
     items, copies, first = [], {}, {}  # copies: path in out -> source file; first: id -> row
@@ -1235,7 +1246,7 @@ def import_csv(path: str | Path, out: str | Path, task: str | None = None, image
                     add("image", f"{im} is not a path inside {root}; give paths relative to the CSV's folder, or to "
                                  f"--images-root")
                     continue
-                dest = f"images/{rel.as_posix()}"
+                dest = rel.as_posix() if rel.parts[0] == "images" else f"images/{rel.as_posix()}"
                 if dest not in copies:
                     if not (root / rel).is_file():
                         add("image", f"no such image file {root / rel}; image paths are relative to the CSV's folder, "
@@ -1263,7 +1274,6 @@ def import_csv(path: str | Path, out: str | Path, task: str | None = None, image
                 items.append(item)
     if not found.ok:
         raise DatasetError(found)
-    out = Path(out)
     info = dataset_info(name or out.name, license=license, provenance={
         "importer": "python -m lib.io import-csv", "source": str(path.resolve()), "images_root": str(root.resolve())})
     with staged_folder(out) as tmp:
@@ -1317,6 +1327,7 @@ def import_hf(path: str | Path, out: str | Path, split: str | None = None, task:
     parquet file's Arrow copy (its default cache when None)."""
     from tqdm.auto import tqdm
 
+    out = _fresh(out)
     ds, source = open_hf(path, split, cache_dir)
     label = Path(path).name
     have = ds.column_names
@@ -1328,10 +1339,10 @@ def import_hf(path: str | Path, out: str | Path, split: str | None = None, task:
               "answer": columns.answer}
     for role, column in wanted.items():
         if column and column not in have:
-            found.add(label, None, column, f"no such column; the dataset has {have}; pass --{role}-column NAME")
+            found.add(label, None, column, f"no such column; the dataset has {have}; pass --{role}-column NAME"
+                                           + (" (or --id-column '' to number the rows)" if role == "id" else ""))
     if not found.ok:
         raise DatasetError(found)
-    out = Path(out)
     items, first, names = [], {}, set()
     with staged_folder(out) as tmp:
         table = ds.with_format("arrow")  # image cells stay their stored bytes: nothing decoded, nothing re-encoded

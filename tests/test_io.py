@@ -1,4 +1,8 @@
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -332,3 +336,191 @@ def test_items_read_at_offsets_on_demand_are_the_items_and_check_their_ids(tmp_p
     assert wrong[0].id == "q2"
     with pytest.raises(vio.ItemsChanged, match=rf"items.jsonl: the record at byte {index['q5']} is item 'q5', not 'q4'"):
         list(wrong)
+
+
+# --- your own dataset: check, import-csv, import-hf, the command line ------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "my_dataset"
+
+
+def _example_copy(tmp_path):
+    return Path(shutil.copytree(EXAMPLE, tmp_path / "ds"))
+
+
+def test_the_example_dataset_passes_its_check():
+    found = vio.check_dataset(EXAMPLE)
+    assert found.ok, str(found)
+    assert (found.items, found.images) == (5, 3)
+    assert {it.task for it in vio.load_items(EXAMPLE)} == {"mcq", "vqa.open"}
+    assert all(p.stat().st_size < 20_000 for p in (EXAMPLE / "images").iterdir())
+
+
+def _lines(folder):
+    return (folder / "items.jsonl").read_text().splitlines()
+
+
+def _set_line(folder, n, text):
+    lines = _lines(folder)
+    lines[n - 1] = text
+    (folder / "items.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _edit(folder, n, **changes):
+    _set_line(folder, n, json.dumps({**json.loads(_lines(folder)[n - 1]), **changes}))
+
+
+def _bad_json(ds):
+    _set_line(ds, 2, _lines(ds)[1][:-5])
+
+
+def _duplicate_id(ds):
+    _edit(ds, 4, id="chelsea-animal")
+
+
+def _missing_image(ds):
+    _edit(ds, 3, images=["images/nowhere.png"])
+
+
+def _unreadable_image(ds):
+    (ds / "images" / "broken.png").write_bytes((ds / "images" / "coffee.png").read_bytes()[:100])
+    _edit(ds, 5, images=["images/broken.png"])
+
+
+def _escaping_image(ds):
+    _edit(ds, 1, images=["../elsewhere.png"])
+
+
+def _answer_out_of_range(ds):
+    _edit(ds, 1, answer=[7])
+
+
+def _two_answers_for_a_single_answer_item(ds):
+    _edit(ds, 2, answer=[0, 1])
+
+
+def _missing_dataset_json(ds):
+    (ds / "dataset.json").unlink()
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (_bad_json, ("items.jsonl", 2, "json", "malformed JSON")),
+    (_duplicate_id, ("items.jsonl", 4, "id", "duplicate id 'chelsea-animal' (first on line 1)")),
+    (_missing_image, ("items.jsonl", 3, "images[0]", "images/nowhere.png: no such image file")),
+    (_unreadable_image, ("items.jsonl", 5, "images[0]", "images/broken.png: truncated or corrupt")),
+    (_escaping_image, ("items.jsonl", 1, "images[0]", "leaves the dataset folder")),
+    (_answer_out_of_range, ("items.jsonl", 1, "answer", "must be indices into 4 options")),
+    (_two_answers_for_a_single_answer_item, ("items.jsonl", 2, "answer", "exactly one option index")),
+    (_missing_dataset_json, ("dataset.json", None, "file", 'write {"name": "ds"')),
+])
+def test_each_kind_of_problem_is_named_by_file_line_and_field(tmp_path, damage, problem):
+    ds = _example_copy(tmp_path)
+    damage(ds)
+    found = vio.check_dataset(ds)
+    assert [(p.file, p.line, p.field) for p in found.problems] == [problem[:3]], str(found)
+    assert problem[3] in found.problems[0].message
+    assert str(found.problems[0]).startswith(f"{problem[0]}{'' if problem[1] is None else f':{problem[1]}'}: {problem[2]}: ")
+
+
+def test_a_check_goes_on_past_the_first_problem_and_caps_its_list(tmp_path):
+    ds = _example_copy(tmp_path)
+    _edit(ds, 1, answer=[7], question=3, extra=1)
+    _edit(ds, 2, id="chelsea-animal")
+    found = vio.check_dataset(ds)
+    assert sorted((p.line, p.field) for p in found.problems) == [(1, "answer"), (1, "extra"), (1, "question"), (2, "id")]
+    (ds / "items.jsonl").write_text("{oops\n" * 60)
+    found = vio.check_dataset(ds, limit=50)
+    # 60 malformed lines, and dataset.json's num_items (5) no longer the count
+    assert len(found.problems) == 50 and found.more == 11 and str(found).endswith("and 11 more problem(s)\n"
+                                                                                  f"{ds}: 61 problem(s)")
+
+
+@pytest.mark.parametrize("images_root", [None, EXAMPLE / "images"])
+def test_import_csv_round_trips_the_example(tmp_path, images_root):
+    csv_path = EXAMPLE / "data.csv"
+    if images_root:  # the same CSV with its image paths relative to the images' own folder
+        csv_path = tmp_path / "data.csv"
+        csv_path.write_text((EXAMPLE / "data.csv").read_text().replace(",images/", ","))
+    found = vio.import_csv(csv_path, tmp_path / "out", images_root=images_root)
+    assert found.ok, str(found)
+    assert vio.load_items(tmp_path / "out") == vio.load_items(EXAMPLE)
+    for p in (EXAMPLE / "images").iterdir():
+        assert (tmp_path / "out" / "images" / p.name).read_bytes() == p.read_bytes()
+    assert vio.load_dataset_info(tmp_path / "out")["provenance"]["importer"] == "python -m lib.io import-csv"
+
+
+def test_import_csv_names_row_and_column_of_every_problem_and_writes_nothing(tmp_path):
+    csv_path = tmp_path / "data.csv"
+    Image.new("RGB", (8, 8), "red").save(tmp_path / "a.png")
+    csv_path.write_text("id,image,question,options,answer,meta\n"
+                        "q1,a.png,Colour?,red|blue,E,\n"
+                        "q1,missing.png,Colour?,red|blue,A,\n"
+                        'q3,a.png,Colour?,,red,"{""style"": ""plain""}"\n'
+                        "q4,a.png,Count?,1|2|3,2,\n")
+    with pytest.raises(vio.DatasetError) as e:
+        vio.import_csv(csv_path, tmp_path / "out")
+    assert [(p.file, p.line, p.field) for p in e.value.found.problems] == [
+        ("data.csv", 2, "answer"), ("data.csv", 3, "id"), ("data.csv", 3, "image"), ("data.csv", 5, "answer")]
+    assert "'E' is not a letter A-B" in str(e.value) and "names options [1, 2]" in str(e.value)
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.*"))
+
+
+def _hf_rows(tmp_path):
+    """A small Hugging Face dataset with an Image feature, and the items it should make."""
+    import datasets
+
+    images = [Image.new("RGB", (12, 10), c) for c in ("red", "blue")]
+    ds = datasets.Dataset.from_dict(
+        {"qid": [7, 8], "picture": images, "prompt": ["Colour?", "Which shade?"],
+         "choices": [["red", "blue"], []], "label": ["A", "dark blue|navy"]},
+        features=datasets.Features({"qid": datasets.Value("int64"), "picture": datasets.Image(),
+                                    "prompt": datasets.Value("string"), "choices": datasets.List(datasets.Value("string")),
+                                    "label": datasets.Value("string")}))
+    expected = [Item(id="7", task="mcq", question="Colour?", images=["images/7.png"], options=["red", "blue"], answer=[0],
+                     meta={"general_type": "single"}),
+                Item(id="8", task="vqa.open", question="Which shade?", images=["images/8.png"],
+                     answer=["dark blue", "navy"])]
+    return ds, expected
+
+
+HF_COLUMNS = vio.Columns(id="qid", image="picture", question="prompt", options="choices", answer="label")
+
+
+def test_import_hf_from_a_parquet_file(tmp_path):
+    ds, expected = _hf_rows(tmp_path)
+    ds.to_parquet(tmp_path / "train.parquet")
+    found = vio.import_hf(tmp_path / "train.parquet", tmp_path / "out", columns=HF_COLUMNS, cache_dir=tmp_path / "cache")
+    assert found.ok and found.images == 2, str(found)
+    assert vio.load_items(tmp_path / "out") == expected
+    assert vio.load_image(tmp_path / "out" / "images" / "8.png").getpixel((0, 0)) == (0, 0, 255)
+
+
+def test_import_hf_from_a_save_to_disk_folder_names_columns_and_splits(tmp_path):
+    import datasets
+
+    ds, expected = _hf_rows(tmp_path)
+    datasets.DatasetDict({"train": ds, "test": ds}).save_to_disk(tmp_path / "hf")
+    with pytest.raises(ValueError, match=r"splits \['train', 'test'\]; pass --split"):
+        vio.import_hf(tmp_path / "hf", tmp_path / "out", columns=HF_COLUMNS)
+    with pytest.raises(vio.DatasetError, match=r"hf: question: no such column.*pass --question-column"):
+        vio.import_hf(tmp_path / "hf", tmp_path / "out", split="test", columns=vio.Columns(id="qid", image="picture"))
+    assert vio.import_hf(tmp_path / "hf", tmp_path / "out", split="test", columns=HF_COLUMNS).ok
+    assert vio.load_items(tmp_path / "out") == expected
+
+
+def test_the_command_line_exit_codes(tmp_path, capsys):
+    assert vio.main(["check", str(EXAMPLE)]) == 0
+    assert capsys.readouterr().out.strip() == f"{EXAMPLE}: ok, 5 items, 3 images"
+    ds = _example_copy(tmp_path)
+    _answer_out_of_range(ds)
+    assert vio.main(["check", str(ds)]) == 1
+    assert capsys.readouterr().out.splitlines()[0].startswith("items.jsonl:1: answer: ")
+    out = tmp_path / "imported"
+    assert vio.main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == f"{out}: ok, 5 items, 3 images"
+    assert vio.main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(tmp_path / "o2"), "--images-root", "/"]) == 1
+    assert "data.csv:2: image: no such image file /images/chelsea.png" in capsys.readouterr().out
+    assert vio.main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(out)]) == 2  # not empty: refused
+    assert "exists and is not empty" in capsys.readouterr().err
+    done = subprocess.run([sys.executable, "-m", "lib.io", "check", str(tmp_path / "nowhere")], capture_output=True,
+                          text=True, cwd=EXAMPLE.parents[1])
+    assert done.returncode == 1 and "items.jsonl: file: no such file" in done.stdout
