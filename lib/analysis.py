@@ -9,7 +9,7 @@ image - and every map says which embedding it shows. **Text embeddings**: all-Mi
 give the same coordinates and topics.
 
     run(AnalyzeConfig(), out)                              # what notebook 07 does, report.html included
-    python -m lib.analysis --params params/07_analyze.demo.yaml --out outputs/demo/07_analyze
+    python -m lib.analysis --profile demo          # -> outputs/demo/07_analyze
 
 It reads every earlier stage's outputs through :mod:`lib.artifacts` (a stage that did not run is
 skipped, and the report says so) and writes ``tables/``, ``figures/``, ``summary.json``,

@@ -11,7 +11,7 @@ overwritten in place, and the latest row per (item, annotator, field) wins. Mach
 ``source = "machine:<model>"`` and are never mixed with human rows unless asked for.
 
     run(AnnotateConfig(annotations_file="lib/data/demo/annotations.yaml"), out)   # the batch run
-    python -m lib.annotate --params params/02_annotate.demo.yaml --out outputs/demo/02_annotate
+    python -m lib.annotate --profile demo          # -> outputs/demo/02_annotate
 
 Interactive annotation (the widget) writes to the same store; :func:`run` then processes whatever
 the store holds.

@@ -17,7 +17,7 @@ path. A rerun with changed sources rebuilds the manifest from what they give now
 lists what it no longer holds in ``report.json``.
 
     run(CollectConfig(sources=[{"kind": "demo"}]), out)      # what notebook 01 does
-    python -m lib.collect --params params/01_collect.real.yaml --out outputs/real/01_collect
+    python -m lib.collect --profile real          # -> outputs/real/01_collect
 
 When the manifest holds labelled YesBut images, the stage also builds the YesBut evaluation
 dataset (``datasets/yesbut``: detection, understanding, completion; :func:`yesbut_datasets`).

@@ -32,7 +32,7 @@ import re
 import sys
 import types
 import typing
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import yaml
@@ -392,6 +392,13 @@ def _names(value) -> list[str]:
     if isinstance(value, dict) and "backend" not in value:
         return [v for v in value.values() if _is_ref(v)]
     return [value] if _is_ref(value) else []
+
+
+def replaced(cfg, **changes):
+    """``dataclasses.replace`` that keeps where the values came from (``origin``, for provenance)."""
+    new = replace(cfg, **changes)
+    new.origin = getattr(cfg, "origin", None)
+    return new
 
 
 def finish(out: Path, stage: str, cfg, summary: dict) -> dict:

@@ -1,7 +1,7 @@
 """Stage 06 · Evaluate: ask models the tasks' questions, read the answers honestly, score them.
 
     run(EvalConfig(datasets=..., models=...), out)       # what notebook 06 does
-    python -m lib.evaluate --params params/06_evaluate.demo.yaml --out outputs/demo/06_evaluate
+    python -m lib.evaluate --profile demo          # -> outputs/demo/06_evaluate
     python -m lib.evaluate rescore --run RUN   # recompute every table from stored outputs, no model
 
 Every model call goes through the call cache, so a killed evaluation resumes without repeating
@@ -29,7 +29,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -438,7 +438,7 @@ def resolved(cfg: EvalConfig, run_folder: str | Path) -> EvalConfig:
                                     f"run stage 00_setup first (demo_datasets: true)")
         datasets.update({name: str(folder) for name, folder in demo.items()})
     models = {label: A.resolve_spec(spec, run_folder) for label, spec in cfg.models.items()}
-    return replace(cfg, datasets=datasets, models=models, demo_data=False)
+    return config.replaced(cfg, datasets=datasets, models=models, demo_data=False)
 
 
 PREDICT_CHUNK = 4096  # questions asked per generate() call: a large evaluation never holds all its requests

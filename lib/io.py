@@ -1157,11 +1157,7 @@ def _row_item(row: dict, cols: Columns, rid: str, images: list[str], task: str |
     except ValueError as e:
         problem(cols.options, str(e))
         return None  # the answer is read against the options
-    task = task or ("mcq" if options else "vqa.open")
-    if task == "mcq" and options is None:
-        problem(cols.options or "options", "an mcq item needs options; give them, or import open questions with "
-                                           "--task vqa.open")
-        return None
+    task = task or ("mcq" if options else "vqa.open")  # the default: rows with options are multiple choice
     try:
         answer = parse_answer(row.get(cols.answer), options)
     except ValueError as e:

@@ -1,7 +1,7 @@
 """Stage 00 · Setup: build the embedded models, write sample images, probe every model once.
 
     run(SetupConfig(), out)                                   # what notebook 00 does
-    python -m lib.setup --params params/00_setup.demo.yaml --out outputs/demo/00_setup
+    python -m lib.setup --profile demo          # -> outputs/demo/00_setup
 
 Run first (``make run`` does): it writes the demo's sample photographs
 (:func:`lib.io.write_sample_images`), builds each model of the profile once into ``outputs/cache/``

@@ -2,7 +2,7 @@
 generation-based validation on the task's own metric, checkpoints and exact resume.
 
     run(TrainConfig(dataset=...), out)                    # what notebook 05 does: train, compare, figures
-    python -m lib.train --params params/05_train.demo.yaml --out outputs/demo/05_train
+    python -m lib.train --profile demo          # -> outputs/demo/05_train
     accelerate launch -m lib.train --params FILE --out DIR      # several GPUs, same code
 
 Prompts, targets, answer reading and scoring are the items' tasks' (:mod:`lib.tasks`): training
@@ -440,7 +440,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if cfg.epochs > 0:  # passes over the training split, as whole steps
         per_step = cfg.batch_size * cfg.grad_accum * acc.num_processes
-        cfg = replace(cfg, max_steps=max(1, int(np.ceil(cfg.epochs * len(data["train"]) / per_step))))
+        cfg = config.replaced(cfg, max_steps=max(1, int(np.ceil(cfg.epochs * len(data["train"]) / per_step))))
     scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps) \
         if cfg.lr_schedule == "cosine" else get_constant_schedule_with_warmup(optimizer, cfg.warmup_steps)
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
@@ -589,10 +589,8 @@ def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
     """Train (resuming when allowed), compare base / trained / majority on the test split, draw the
     curve and the comparison, write ``summary.json`` and ``provenance.json``."""
     out = Path(out)
-    origin = getattr(cfg, "origin", None)  # where each value came from (lib.config.resolve), for provenance
-    cfg = replace(cfg, **{k: A.resolve(getattr(cfg, k), out.parent) for k in ("dataset", "val_dataset", "test_dataset")
-                          if getattr(cfg, k)})
-    cfg.origin = origin
+    cfg = config.replaced(cfg, **{k: A.resolve(getattr(cfg, k), out.parent) for k in ("dataset", "val_dataset", "test_dataset")
+                                  if getattr(cfg, k)})
     training = train(cfg, out, resume=cfg.resume, progress=progress)
     result = compare(cfg, out, max_test=cfg.max_test)
     fig, _ = plots.training_curve(pd.read_csv(out / A.CURVE))

@@ -17,7 +17,7 @@ LAYERS = [
     {"models"},
     {"tasks", "panels", "metrics", "plots", "report"},
     set(STAGES) | {"export"},  # export: datasets handed to other harnesses (a tool beside the stages)
-    {"pipeline"},
+    {"pipeline", "preflight"},  # preflight: what a run needs is reachable, checked before it starts
 ]
 
 

@@ -194,7 +194,7 @@ def test_the_command_line_writes_the_stage_outputs_with_summary_and_provenance(d
     (run_folder / "04_scrapbook" / "datasets").mkdir(parents=True)
     (run_folder / "04_scrapbook" / "datasets" / "scrapbook").symlink_to(dataset)
     params = tmp_path / "05.yaml"
-    params.write_text(yaml.safe_dump({"run": "ignored", "model": TINY, "dataset": "stage:04_scrapbook/datasets/scrapbook",
+    params.write_text(yaml.safe_dump({"model": TINY, "dataset": "stage:04_scrapbook/datasets/scrapbook",
                                       "full_finetune": True, "max_steps": 2, "batch_size": 2, "eval_every": 2,
                                       "eval_items": 4, "checkpoint_every": 2, "max_test": 8}))
     out = run_folder / "05_train"

@@ -3,7 +3,7 @@
 - :mod:`lib.af.skeletons` - skeleton questions from 02's annotations or MemeQA JSON, the 11 types;
 - :mod:`lib.af.rules` - rule-based distractors of the annotation-driven types;
 - :mod:`lib.af.engine` - the loop, the guards, state and resume, the blind check;
-- :mod:`lib.af.stage` - the stage: :func:`run` (``python -m lib.af --params FILE --out DIR``).
+- :mod:`lib.af.stage` - the stage: :func:`run` (``python -m lib.af --profile P`` or ``--params FILE --out DIR``).
 """
 
 from lib.af.engine import AFConfig, blind_check, filter_questions, final_items, screen

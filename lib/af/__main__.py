@@ -1,4 +1,4 @@
-"""``python -m lib.af --params FILE --out DIR``: stage 03 from the command line."""
+"""``python -m lib.af --profile P [--set k=v]`` or ``--params FILE --out DIR``: stage 03 from the command line."""
 
 import sys
 

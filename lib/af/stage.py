@@ -1,7 +1,7 @@
 """Stage 03 as one call: skeletons, the filtering loop, the blind check, the dataset and exports.
 
     run(AFConfig(max_iterations=2), out)                  # what notebook 03 does
-    python -m lib.af --params params/03_adversarial_filter.demo.yaml --out outputs/demo/03_adversarial_filter
+    python -m lib.af --profile demo          # -> outputs/demo/03_adversarial_filter
 
 Writes ``state.json`` (resumable), ``iterations.csv``, ``datasets/adversarial/`` (the filtered
 None- questions, a dataset folder 06 evaluates) and ``datasets/adversarial_none_plus/`` (their

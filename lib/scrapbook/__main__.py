@@ -1,6 +1,6 @@
 """Command line: the stage, and sharded generation for cluster runs.
 
-    python -m lib.scrapbook --params params/04_scrapbook.demo.yaml --out outputs/demo/04_scrapbook   # the stage
+    python -m lib.scrapbook --profile demo                # the stage -> outputs/demo/04_scrapbook
     python -m lib.scrapbook --params params/04_scrapbook.unique_all.yaml --out DIR --shard i --num-shards k
     python -m lib.scrapbook merge --out DIR SHARD_DIR [SHARD_DIR ...]
 

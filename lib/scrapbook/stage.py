@@ -1,7 +1,7 @@
 """Stage 04 as one call: the main Scrapbook dataset, any further named sets, previews, tables.
 
     run(ScrapbookConfig(n_sets=1), out)                   # what notebook 04 does
-    python -m lib.scrapbook --params params/04_scrapbook.demo.yaml --out outputs/demo/04_scrapbook
+    python -m lib.scrapbook --profile demo          # -> outputs/demo/04_scrapbook
 
 Writes ``datasets/scrapbook/`` (images, masks, scenes, items, counts.csv, concepts.csv), one
 ``datasets/<name>/`` per entry of ``sets`` (e.g. the scenes stage 05 trains on and a fresh set

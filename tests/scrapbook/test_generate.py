@@ -232,7 +232,7 @@ def test_coco_objects_with_the_papers_filters(tmp_path, monkeypatch, backgrounds
 
 def test_cli_generates_and_reports_bad_params(tmp_path):
     good = tmp_path / "p.yaml"
-    good.write_text(yaml.safe_dump({**SMALL, "run": "ignored"}))
+    good.write_text(yaml.safe_dump(SMALL))
     r = subprocess.run([sys.executable, "-m", "lib.scrapbook", "--params", str(good), "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -75,9 +75,10 @@ def _roberta(folder: Path) -> None:
     tok.save_pretrained(folder)
 
 
-# The architectures of the real checkpoints the shipped real profiles name.
+# The architectures of the real checkpoints the shipped real profiles and the README name.
 BUILDERS = {
     "Qwen/Qwen2-VL-7B-Instruct": _qwen2_vl,
+    "Qwen/Qwen2-VL-2B-Instruct": _qwen2_vl,  # the README's "your model"
     "Qwen/Qwen2.5-7B-Instruct": _qwen2_lm,
     "openai/clip-vit-base-patch32": _clip,
     "roberta-large": _roberta,
