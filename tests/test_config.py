@@ -102,3 +102,24 @@ def test_the_command_line_writes_what_the_notebook_writes(tmp_path, monkeypatch)
     summary = json.loads((cli_out / "summary.json").read_text())
     assert summary == json.loads(r.stdout) and summary["manifest"] > 0
     assert json.loads((cli_out / "provenance.json").read_text())["params"]["sources"] == [{"kind": "demo"}]
+
+
+def test_a_notebook_opened_as_it_is_resolves_the_demo_profile(monkeypatch):
+    """JupyterLab, no edits: profile "" and no $VQALAB_PROFILE -> the demo, its run folder."""
+    from lib.collect import CollectConfig
+
+    monkeypatch.delenv("VQALAB_PROFILE", raising=False)
+    r = resolve(CollectConfig, "", None, {})
+    assert (r.profile.name, r.run) == ("demo", "demo")
+    monkeypatch.setenv("VQALAB_PROFILE", "smoke")
+    assert resolve(CollectConfig, "", None, {}).run == "smoke"
+    assert resolve(CollectConfig, "real", "mine", {"near_duplicate_distance": 2}).origins["near_duplicate_distance"] == "overrides"
+
+
+def test_an_extending_profile_reads_its_parent_files_first_and_adds_its_models():
+    real, served = pipeline.plan("real"), pipeline.plan("real_vllm")
+    assert served.profile.stages == real.profile.stages and served.run == "real_vllm"
+    ev = next(s for s in served.steps if s.stage == A.EVALUATE).resolved
+    assert ev.files == ["params/common.real_vllm.yaml", "params/06_evaluate.real.yaml", "params/06_evaluate.real_vllm.yaml"]
+    assert set(ev.cfg.models) == {"trained", "base", "qwen2-vl-72b", "gpt-4o"}
+    assert ev.cfg.judge == real.profile.models["llm"]  # everything else as the parent says
