@@ -59,6 +59,12 @@ def did_you_mean(word: str, known) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _short(value, limit: int = 120) -> str:
+    """``repr`` cut to ``limit`` characters: an error message never echoes a huge value."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def _type_name(tp) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
@@ -75,14 +81,14 @@ def check_type(value, tp, where: str) -> None:
                 return check_type(value, arg, where)
             except ParamsError as e:
                 errors.append(e)
-        raise ParamsError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {value!r}")
+        raise ParamsError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {_short(value)}")
     if tp is type(None):
         if value is not None:
-            raise ParamsError(f"{where} must be None, got {value!r}")
+            raise ParamsError(f"{where} must be None, got {_short(value)}")
         return
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ParamsError(f"{where} must be a list, got {type(value).__name__} {value!r}")
+            raise ParamsError(f"{where} must be a list, got {type(value).__name__} {_short(value)}")
         args = typing.get_args(tp)
         if args and args[-1] is not Ellipsis:
             for i, v in enumerate(value):
@@ -90,7 +96,7 @@ def check_type(value, tp, where: str) -> None:
         return
     if origin is dict:
         if not isinstance(value, dict):
-            raise ParamsError(f"{where} must be a mapping, got {type(value).__name__} {value!r}")
+            raise ParamsError(f"{where} must be a mapping, got {type(value).__name__} {_short(value)}")
         args = typing.get_args(tp)
         if args:
             for k, v in value.items():
@@ -105,7 +111,7 @@ def check_type(value, tp, where: str) -> None:
     else:
         ok = isinstance(value, base)
     if not ok:
-        raise ParamsError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {value!r}")
+        raise ParamsError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {_short(value)}")
 
 
 def check_model_spec(spec, where: str, allow_empty: bool = False) -> None:
@@ -199,14 +205,46 @@ def bind_models(value, models: dict[str, dict], where: str):
     return one(value, where)
 
 
+class _ParamsLoader(yaml.SafeLoader):
+    """YAML for params: a repeated key is an error (YAML itself keeps the last silently), and
+    anchors/aliases are refused (an alias bomb expands a few hundred bytes into gigabytes)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: aliases (*{event.anchor}) are not allowed in "
+                                 f"params files: write the value out")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: key {key!r} appears twice")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str, where: str):
+    """Parse params YAML (a value of ``--set`` or a file), errors naming ``where``."""
+    try:
+        return yaml.load(text, Loader=_ParamsLoader)
+    except yaml.YAMLError as e:
+        raise ParamsError(f"{where}: not valid params YAML ({_short(str(e), 300)})") from None
+    except RecursionError:
+        raise ParamsError(f"{where}: nested too deeply to be params") from None
+
+
 def load_layer(path: str | Path) -> dict:
     """One flat YAML params file (a missing file is an error naming it)."""
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ParamsError(f"{path}: not valid YAML ({e})") from None
+        text = Path(path).read_text()
     except FileNotFoundError:
         raise ParamsError(f"{path}: no such params file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ParamsError(f"{path}: cannot read it ({e})") from None
+    data = parse_yaml(text, str(path)) or {}
     if not isinstance(data, dict):
         raise ParamsError(f"{path}: a params file is a flat mapping of parameter names to values")
     return data
@@ -412,7 +450,7 @@ def _assignment(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep:
         raise ParamsError(f"--set {text!r}: write key=value (a YAML value, e.g. max_steps=50 or models=[vlm])")
-    return key.strip(), yaml.safe_load(value)
+    return key.strip(), parse_yaml(value, f"--set {key.strip()}")
 
 
 def main(prog: str, cls, run, argv: list[str] | None = None, description: str = "") -> int:

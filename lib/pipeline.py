@@ -25,15 +25,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from lib import artifacts as A
 from lib import preflight
 from lib.af import AFConfig
 from lib.analysis import AnalyzeConfig
 from lib.annotate import AnnotateConfig
 from lib.collect import CollectConfig
-from lib.config import OFFLINE_ENV, ParamsError, Profile, Resolved, did_you_mean, load_layer, load_profile, resolve
+from lib.config import OFFLINE_ENV, ParamsError, Profile, Resolved, did_you_mean, load_layer, load_profile, parse_yaml, resolve
 from lib.evaluate import EvalConfig
 from lib.io import write_json
 from lib.paths import NOTEBOOKS, params_root, run_dir
@@ -201,7 +199,7 @@ def _overrides(assignments: list[str]) -> dict[str, dict]:
         stage, dot, name = key.strip().partition(".")
         if not (sep and dot and name):
             raise ParamsError(f"--set {a!r}: write STAGE.FIELD=VALUE, e.g. 05_train.max_steps=50")
-        out.setdefault(stage, {})[name] = yaml.safe_load(value)
+        out.setdefault(stage, {})[name] = parse_yaml(value, f"--set {key.strip()}")
     return out
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from lib.paths import ROOT
 
 PACKAGES = ("vqalab", "torch", "transformers", "accelerate", "peft", "datasets", "openai", "outlines", "papermill")
-_SECRET = re.compile(r"(api_?key|token|secret|password)$", re.IGNORECASE)
+_SECRET = re.compile(r"(key|token|secret|password|passwd|auth|authorization|bearer|headers|credentials?|cookie)$",
+                     re.IGNORECASE)
 
 
 def git_state(root: Path = ROOT) -> dict:
@@ -74,12 +75,12 @@ def redact(params: dict) -> dict:
         return s
 
     def walk(v, key=""):
+        if key and _SECRET.search(key) and v:  # a credential-shaped field: nothing of it is kept
+            return "<redacted>"
         if isinstance(v, dict):
             return {k: walk(x, k) for k, x in v.items()}
         if isinstance(v, list):
             return [walk(x) for x in v]
-        if key and _SECRET.search(key) and v:
-            return "<redacted>"
         return scrub(v) if isinstance(v, str) else v
 
     return walk(params)

@@ -7,7 +7,13 @@ prediction and a list of references. Scores are in [0, 1] except CIDEr (0-10 sca
 Hand-written, with reasons: ANLS (a few lines over rapidfuzz's Levenshtein distance; the official
 DocVQA script is not distributed as a package - this computes what it computes), VQA accuracy and
 its answer normalisation (the official VQA evaluation script, GT-Vision-Lab/VQA ``vqaEval.py``, is
-not a package either; its rules are restated here and tested on its cases).
+not a package either; its rules are restated here and tested against values from running it).
+``vqa_accuracy(rule="official")`` reproduces, in the script's order: newline/tab to space and strip
+on both sides; no further normalisation when all references are the same; otherwise, on both sides,
+its punctuation list (with "-" and "!", without ":" and "'"), its comma-between-digits and full-stop
+regexes (including the ``(?!<=`` lookahead typo, the count of 32, Python 2's ASCII-only digits), lower
+case, number words (and "none") to digits, articles dropped, its contraction table with straight
+apostrophes; then the mean over the leave-one-out subsets of min(#matches / 3, 1).
 """
 
 from __future__ import annotations
@@ -212,31 +218,57 @@ def anls(predictions: Sequence[str], references: Sequence[Sequence[str]], thresh
 
 
 # --- VQA accuracy -------------------------------------------------------------------------------
-# The rules of the official VQA evaluation (GT-Vision-Lab/VQA, vqaEval.py), restated.
+# The official VQA evaluation (GT-Vision-Lab/VQA vqaEval.py at a013f00, the 2021 "processing answers"
+# fix), restated; tests/metrics/test_text.py checks it against values from running that script.
 
 _MANUAL_MAP = {"none": "0", **{w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten".split())}}
 _ARTICLES = {"a", "an", "the"}
-_OFFICIAL_PUNCT = [";", ":", "/", "'", "[", "]", '"', "(", ")", "=", "+", "\\", "_", ">", "<", "@", "`", ",", "?"]
-_COMMA_BETWEEN_DIGITS = re.compile(r"(\d)(,)(\d)")
+# Its list exactly: no ":", "'" or "$", which therefore stay ("10:30", "dog's"); full stops: _PERIOD.
+_OFFICIAL_PUNCT = [";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-", ">", "<", "@", "`", ",", "?",
+                   "!"]
+# re.ASCII: the script ran on Python 2, where \d in a pattern without re.UNICODE means [0-9] only.
+_COMMA_BETWEEN_DIGITS = re.compile(r"(\d)(,)(\d)", re.ASCII)
 # The official pattern as written: "(?!<=" is a lookahead, not a lookbehind, so every full stop not
 # followed by a digit goes ("2." -> "2", "u.s.a." -> "usa"), at most 32 of them (it passes re.UNICODE
 # where re.sub takes its count).
-_PERIOD = re.compile(r"(?!<=\d)(\.)(?!\d)")
-# The common entries of the official contraction table, with its apostrophes (it restores most of
-# them with a typographic one); the table's rarer entries ("y'all'd've") are left out.
-_CONTRACTIONS = {"aint": "ain't", "arent": "aren't", "cant": "can't", "couldve": "could've", "couldnt": "couldn't",
-                 "didnt": "didn’t", "doesnt": "doesn’t", "dont": "don’t", "hadnt": "hadn’t", "hasnt": "hasn’t",
-                 "havent": "haven’t", "hes": "he’s", "Im": "I’m", "Ive": "I’ve", "isnt": "isn’t", "itll": "it’ll",
-                 "shouldnt": "shouldn’t", "thats": "that’s", "theres": "there’s", "theyre": "they’re", "wasnt": "wasn’t",
-                 "werent": "weren’t", "weve": "we've", "whats": "what’s", "wheres": "where's", "whos": "who’s",
-                 "wont": "won’t", "wouldnt": "wouldn’t", "youre": "you’re", "youve": "you’ve"}
+_PERIOD = re.compile(r"(?!<=\d)(\.)(?!\d)", re.ASCII)
+# The official table verbatim (straight apostrophes, as since its 2016 fix). Keys are matched after
+# lower-casing, so "Im", "Ive", "Id've" and "I'dve" never fire - as in the script.
+_CONTRACTIONS = {
+    "aint": "ain't", "arent": "aren't", "cant": "can't", "couldve": "could've", "couldnt": "couldn't",
+    "couldn'tve": "couldn't've", "couldnt've": "couldn't've", "didnt": "didn't", "doesnt": "doesn't",
+    "dont": "don't", "hadnt": "hadn't", "hadnt've": "hadn't've", "hadn'tve": "hadn't've", "hasnt": "hasn't",
+    "havent": "haven't", "hed": "he'd", "hed've": "he'd've", "he'dve": "he'd've", "hes": "he's", "howd": "how'd",
+    "howll": "how'll", "hows": "how's", "Id've": "I'd've", "I'dve": "I'd've", "Im": "I'm", "Ive": "I've",
+    "isnt": "isn't", "itd": "it'd", "itd've": "it'd've", "it'dve": "it'd've", "itll": "it'll", "let's": "let's",
+    "maam": "ma'am", "mightnt": "mightn't", "mightnt've": "mightn't've", "mightn'tve": "mightn't've",
+    "mightve": "might've", "mustnt": "mustn't", "mustve": "must've", "neednt": "needn't", "notve": "not've",
+    "oclock": "o'clock", "oughtnt": "oughtn't", "ow's'at": "'ow's'at", "'ows'at": "'ow's'at", "'ow'sat": "'ow's'at",
+    "shant": "shan't", "shed've": "she'd've", "she'dve": "she'd've", "she's": "she's", "shouldve": "should've",
+    "shouldnt": "shouldn't", "shouldnt've": "shouldn't've", "shouldn'tve": "shouldn't've", "somebody'd": "somebodyd",
+    "somebodyd've": "somebody'd've", "somebody'dve": "somebody'd've", "somebodyll": "somebody'll",
+    "somebodys": "somebody's", "someoned": "someone'd", "someoned've": "someone'd've", "someone'dve": "someone'd've",
+    "someonell": "someone'll", "someones": "someone's", "somethingd": "something'd",
+    "somethingd've": "something'd've", "something'dve": "something'd've", "somethingll": "something'll",
+    "thats": "that's", "thered": "there'd", "thered've": "there'd've", "there'dve": "there'd've",
+    "therere": "there're", "theres": "there's", "theyd": "they'd", "theyd've": "they'd've", "they'dve": "they'd've",
+    "theyll": "they'll", "theyre": "they're", "theyve": "they've", "twas": "'twas", "wasnt": "wasn't",
+    "wed've": "we'd've", "we'dve": "we'd've", "weve": "we've", "werent": "weren't", "whatll": "what'll",
+    "whatre": "what're", "whats": "what's", "whatve": "what've", "whens": "when's", "whered": "where'd",
+    "wheres": "where's", "whereve": "where've", "whod": "who'd", "whod've": "who'd've", "who'dve": "who'd've",
+    "wholl": "who'll", "whos": "who's", "whove": "who've", "whyll": "why'll", "whyre": "why're", "whys": "why's",
+    "wont": "won't", "wouldve": "would've", "wouldnt": "wouldn't", "wouldnt've": "wouldn't've",
+    "wouldn'tve": "wouldn't've", "yall": "y'all", "yall'll": "y'all'll", "y'allll": "y'all'll",
+    "yall'd've": "y'all'd've", "y'alld've": "y'all'd've", "y'all'dve": "y'all'd've", "youd": "you'd",
+    "youd've": "you'd've", "you'dve": "you'd've", "youll": "you'll", "youre": "you're", "youve": "you've",
+}
 VQA_RULES = ("official", "lenient")
 
 
 def vqa_punctuation(text: str) -> str:
-    """The official ``processPunctuation``: a punctuation mark next to a space (or any mark, when a
-    comma sits between digits: "1,000") is dropped, otherwise it becomes a space; full stops not
-    before a digit are dropped. Hyphens, "!" and "$" are not in its list and stay."""
+    """The official ``processPunctuation``: a listed mark next to a space (or any listed mark, when a
+    comma sits between digits: "1,000") is dropped, otherwise it becomes a space ("t-shirt" ->
+    "t shirt"); then full stops not before a digit are dropped."""
     out = text
     digits_comma = _COMMA_BETWEEN_DIGITS.search(text) is not None
     for p in _OFFICIAL_PUNCT:
@@ -244,39 +276,52 @@ def vqa_punctuation(text: str) -> str:
     return _PERIOD.sub("", out, count=32)
 
 
-def normalize_vqa(answer: str) -> str:
-    """How the official evaluation normalises a *predicted* answer: newlines and tabs to spaces,
-    outer spaces stripped, :func:`vqa_punctuation`, lower case, number words (and "none") to digits,
-    articles dropped, contractions restored."""
-    text = vqa_punctuation(answer.replace("\n", " ").replace("\t", " ").strip())
-    words = [_MANUAL_MAP.get(w, w) for w in text.lower().split()]
+def _digit_article(text: str) -> str:
+    """The official ``processDigitArticle``: lower case, number words to digits, articles dropped,
+    contractions restored."""
+    # Python 2's unicode.lower() maps "İ" to "i"; Python 3 adds a combining dot.
+    words = [_MANUAL_MAP.get(w, w) for w in text.replace("\u0130", "i").lower().split()]
     return " ".join(_CONTRACTIONS.get(w, w) for w in words if w not in _ARTICLES)
 
 
+def _strip(answer: str) -> str:
+    return answer.replace("\n", " ").replace("\t", " ").strip()
+
+
+def normalize_vqa(answer: str) -> str:
+    """The official full normalisation (applied to both sides when the references differ): newlines
+    and tabs to spaces, outer spaces stripped, :func:`vqa_punctuation`, then digits, articles and
+    contractions."""
+    return _digit_article(vqa_punctuation(_strip(answer)))
+
+
 def vqa_accuracy(predictions: Sequence[str], references: Sequence[Sequence[str]], rule: str = "official") -> list[float]:
-    """VQA accuracy as the official ``vqaEval.py`` computes it: the prediction normalised
-    (:func:`normalize_vqa`); the references taken as they are, or - only when they are not all the
-    same - with :func:`vqa_punctuation` applied; then, for each reference left out in turn,
+    """VQA accuracy as the official ``vqaEval.py`` computes it: both sides stripped; when the stripped
+    references are not all the same, both normalised (:func:`normalize_vqa`), otherwise compared as
+    they are (so "Yes" scores 0 against ten "yes"); then, for each reference left out in turn,
     min(1, matches among the others / 3), averaged. With fewer than 4 references this cannot reach 1
     (one reference always gives 0), exactly as the official code behaves.
 
-    ``rule="lenient"`` is our reading for datasets with few references: both sides fully normalised,
+    ``rule="lenient"`` is our reading for datasets with few references: both sides always normalised,
     the threshold min(3, n - 1), a single reference scored by exact match."""
     if rule not in VQA_RULES:
         raise ValueError(f"vqa_accuracy: rule={rule!r}; choose one of {VQA_RULES}")
     _check(predictions, references, "vqa_accuracy")
     out = []
     for p, refs in zip(predictions, references):
-        res = normalize_vqa(p)
         if rule == "lenient":
-            gts = [normalize_vqa(r) for r in refs]
+            res, gts = normalize_vqa(p), [normalize_vqa(r) for r in refs]
             if len(gts) == 1:
                 out.append(float(res == gts[0]))
                 continue
             need = min(3, len(gts) - 1)
         else:
-            gts = [vqa_punctuation(r) for r in refs] if len(set(refs)) > 1 else list(refs)
+            res, gts = _strip(p), [_strip(r) for r in refs]
+            if len(set(gts)) > 1:
+                res, gts = normalize_vqa(res), [normalize_vqa(g) for g in gts]
             need = 3
+        # Leave-one-out by position: the script drops the answer dict equal to the one left out, and
+        # real annotations' dicts differ by answer_id, so exactly one goes.
         accs = [min(1.0, sum(g == res for j, g in enumerate(gts) if j != i) / need) for i in range(len(gts))]
         out.append(sum(accs) / len(accs))
     return out

@@ -79,14 +79,14 @@ class ScrapbookParams:
     cutouts_dir: str = ""  # objects=cutouts: <dir>/<class>/*.png (RGBA)
     coco_images: str = ""  # objects=coco: the images folder (e.g. val2017/)
     coco_annotations: str = ""  # objects=coco: instances_val2017.json
-    shapes: list = field(default_factory=lambda: list(vocabulary()["shapes"]))
-    colors: list = field(default_factory=lambda: list(vocabulary()["colors"]))
-    canvas: list = field(default_factory=lambda: list(vocabulary()["canvas"]))  # [width, height] (paper: 1280x768)
+    shapes: list[str] = field(default_factory=lambda: list(vocabulary()["shapes"]))
+    colors: list[str] = field(default_factory=lambda: list(vocabulary()["colors"]))
+    canvas: list[int] = field(default_factory=lambda: list(vocabulary()["canvas"]))  # [width, height] (paper: 1280x768)
     size_start: int = field(default_factory=lambda: vocabulary()["size_start"])  # first object's box side (paper: 70)
     size_step: int = field(default_factory=lambda: vocabulary()["size_step"])  # growth per object (paper: 40)
-    types: list = field(default_factory=lambda: list(Q.TYPES))  # question types to generate
-    groups: list = field(default_factory=lambda: ["np", "abs", "rel"])  # position groups to generate
-    forms: list = field(default_factory=lambda: list(Q.FORMS))  # forms to generate
+    types: list[str] = field(default_factory=lambda: list(Q.TYPES))  # question types to generate
+    groups: list[str] = field(default_factory=lambda: ["np", "abs", "rel"])  # position groups to generate
+    forms: list[str] = field(default_factory=lambda: list(Q.FORMS))  # forms to generate
     seed: int = 0
     max_tries: int = 400  # placement draws per object before giving up (counted, reported)
 

@@ -11,6 +11,8 @@ and ``provenance.json``.
 
 from __future__ import annotations
 
+import re
+import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
@@ -45,7 +47,13 @@ class ScrapbookConfig(ScrapbookParams, config.StageConfig):
             self.params().validate(check_files=False)
         except config.ParamsError as e:
             raise config.ParamsError(f"{source}: {e}") from None
-        for name in self.sets:
+        hints = typing.get_type_hints(ScrapbookParams)
+        for name, overrides in self.sets.items():
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", name):  # it becomes a folder name
+                raise config.ParamsError(f"{source}: sets: {name!r} is not a dataset name (letters, digits, _ and -)")
+            for key, value in overrides.items():
+                if key in hints:
+                    config.check_type(value, hints[key], f"{source}: sets.{name}.{key}")
             try:
                 self.set_params(name).validate(check_files=False)
             except config.ParamsError as e:

@@ -1,0 +1,84 @@
+"""Hostile and unlucky params: each refused before anything runs, with the file and key named and
+a bounded message - never a raw TypeError, RecursionError or MemoryError, never a silent last-wins."""
+
+import subprocess
+import sys
+
+import pytest
+
+from lib import pipeline
+from lib.config import ParamsError, load_layer
+from lib.provenance import redact
+
+COMMON = "run: r\nstages: [04_scrapbook]\n"
+
+
+def _params(tmp_path, files: dict[str, str]):
+    folder = tmp_path / "params"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def test_a_repeated_key_is_refused_not_last_wins(tmp_path):
+    folder = _params(tmp_path, {"common.p.yaml": COMMON, "04_scrapbook.p.yaml": "n_sets: 1\nn_sets: 3\n"})
+    with pytest.raises(ParamsError, match=r"04_scrapbook\.p\.yaml: .*line 2: key 'n_sets' appears twice"):
+        pipeline.plan("p", params_dir=folder)
+
+
+def test_an_alias_bomb_is_refused_at_once(tmp_path):
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+    path = tmp_path / "bomb.yaml"
+    path.write_text(bomb)
+    assert len(bomb) < 600
+    with pytest.raises(ParamsError, match=r"bomb\.yaml: .*aliases .* are not allowed"):
+        load_layer(path)
+
+
+def test_deep_nesting_is_a_params_error(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("sets: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    with pytest.raises(ParamsError, match=r"deep\.yaml: (nested too deeply|not valid params YAML)"):
+        load_layer(path)
+
+
+def test_a_wrong_type_names_file_and_key_and_the_message_stays_short(tmp_path):
+    folder = _params(tmp_path, {"common.p.yaml": COMMON, "04_scrapbook.p.yaml": "canvas: [a, b]\n"})
+    with pytest.raises(ParamsError, match=r"04_scrapbook\.p\.yaml: parameter 'canvas'\[0\] must be int"):
+        pipeline.plan("p", params_dir=folder)
+    (folder / "04_scrapbook.p.yaml").write_text(f"n_sets: [{', '.join(['1'] * 100_000)}]\n")
+    with pytest.raises(ParamsError) as e:
+        pipeline.plan("p", params_dir=folder)
+    assert "must be int" in str(e.value) and len(str(e.value)) < 500
+
+
+@pytest.mark.parametrize("name", ["../escape", "/abs", "a/b", ".hidden"])
+def test_a_scrapbook_set_name_that_is_not_a_name_is_refused_by_the_check(tmp_path, name):
+    folder = _params(tmp_path, {"common.p.yaml": COMMON, "04_scrapbook.p.yaml": f"sets: {{'{name}': {{n_sets: 1}}}}\n"})
+    with pytest.raises(ParamsError, match=r"04_scrapbook\.p\.yaml: sets: .* is not a dataset name"):
+        pipeline.plan("p", params_dir=folder)
+
+
+def test_a_set_override_of_the_wrong_type_is_named(tmp_path):
+    folder = _params(tmp_path, {"common.p.yaml": COMMON, "04_scrapbook.p.yaml": "sets: {train: {canvas: [a, b]}}\n"})
+    with pytest.raises(ParamsError, match=r"sets\.train\.canvas\[0\] must be int"):
+        pipeline.plan("p", params_dir=folder)
+
+
+def test_a_run_name_outside_the_outputs_is_refused_by_the_check(tmp_path):
+    folder = _params(tmp_path, {"common.p.yaml": "run: ../../etc\nstages: [04_scrapbook]\n"})
+    r = subprocess.run([sys.executable, "-m", "lib.pipeline", "--profile", "p", "--check"], capture_output=True,
+                       text=True, env={"VQALAB_PARAMS": str(folder), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 1 and "common.p.yaml: run name '../../etc' must be a plain folder name" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_credential_shaped_fields_are_redacted_wherever_they_sit():
+    spec = {"backend": "openai", "name": "m", "api_key_env": "MY_KEY", "headers": {"Authorization": "Bearer sk-1"},
+            "auth": "user:pw", "bearer": "sk-2", "key": "sk-3", "extra": {"x_api_key": "sk-4"}}
+    out = redact({"models": {"m": spec}})["models"]["m"]
+    assert out["api_key_env"] == "MY_KEY" and out["name"] == "m"  # a variable's name is kept
+    assert {out[k] for k in ("headers", "auth", "bearer", "key")} == {"<redacted>"}
+    assert out["extra"]["x_api_key"] == "<redacted>"
