@@ -42,7 +42,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pandas as pd
 from PIL import Image
@@ -920,6 +920,10 @@ def read_memeqa(path: str | Path) -> list[dict]:
                 raise ValueError(f"{where}: {key} must be a string, got {r[key]!r}")
         if not isinstance(r["id"], (str, int)) or isinstance(r["id"], bool):
             raise ValueError(f"{where}: id must be a string, got {r['id']!r}")
+        img = PurePosixPath(r["img"].replace("\\", "/"))
+        if not r["img"] or img.is_absolute() or ".." in img.parts or re.match(r"^[A-Za-z]:", r["img"]):
+            # readers join img to the split's images folder: it must stay inside that folder
+            raise ValueError(f"{where}: img must be a file name inside the images folder, got {r['img'][:200]!r}")
         opts = r["options"]
         if not isinstance(opts, list) or len(opts) < 2 or not all(isinstance(o, str) for o in opts):
             raise ValueError(f"{where}: options must be a list of at least 2 strings, got {opts!r}")

@@ -82,3 +82,21 @@ def test_credential_shaped_fields_are_redacted_wherever_they_sit():
     assert out["api_key_env"] == "MY_KEY" and out["name"] == "m"  # a variable's name is kept
     assert {out[k] for k in ("headers", "auth", "bearer", "key")} == {"<redacted>"}
     assert out["extra"]["x_api_key"] == "<redacted>"
+
+
+@pytest.mark.parametrize("img", ["../outside.png", "/etc/passwd", "a/../../b.png", "C:\\\\x.png", ""])
+def test_a_memeqa_image_path_outside_its_folder_is_refused_by_every_reader(tmp_path, img):
+    import json
+
+    from lib.af.skeletons import from_memeqa
+    from lib.collect import collect_memeqa
+    from lib.io import import_memeqa
+
+    split = tmp_path / "test.json"
+    split.write_text(json.dumps([{"id": "intent_id/1", "img": img, "question": "Why?", "options": ["a", "b"],
+                                  "general_type": "single", "specific_type": "x", "answer_key": 0}]))
+    (tmp_path / "images").mkdir()
+    for read in (lambda: collect_memeqa(split, tmp_path / "images", progress=False),
+                 lambda: from_memeqa(split, tmp_path / "images"), lambda: import_memeqa(split)):
+        with pytest.raises(ValueError, match=r"test\.json: record 0 .*img must be a file name inside the images folder"):
+            read()
