@@ -39,7 +39,7 @@ import yaml
 
 from lib import artifacts as A
 from lib.io import write_json
-from lib.paths import ROOT, params_root, run_dir
+from lib.paths import ROOT, RunBusy, RunLock, params_root, run_dir
 from lib.provenance import write_provenance
 
 # Keys of params/common.<profile>.yaml that describe the profile rather than set a stage field.
@@ -473,6 +473,12 @@ def main(prog: str, cls, run, argv: list[str] | None = None, description: str = 
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(stage.describe(), file=sys.stderr)
-    summary = run(stage.cfg, Path(args.out) if args.out else stage.out)
+    out = Path(args.out) if args.out else stage.out
+    try:
+        with RunLock(out.parent):  # the run folder: one writer at a time
+            summary = run(stage.cfg, out)
+    except RunBusy as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(json.dumps(summary, indent=1, default=str))
     return 0

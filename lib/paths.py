@@ -46,3 +46,41 @@ def cache_dir(*parts: str) -> Path:
     path = outputs_root().joinpath("cache", *parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+class RunBusy(RuntimeError):
+    """Another process is writing the run folder."""
+
+
+class RunLock:
+    """An exclusive lock on a run folder (``<folder>/.lock``, ``fcntl.flock``) for the length of a
+    ``with`` block: a second process that would write the same run fails at once, naming the holder.
+    The kernel releases the lock when its holder dies, so a killed run leaves no stale lock."""
+
+    def __init__(self, folder: str | Path):
+        self.path = Path(folder) / ".lock"
+        self._file = None
+
+    def __enter__(self) -> "RunLock":
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(self.path, "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            f.close()
+            raise RunBusy(f"{self.path.parent} is being written by {holder}: wait for it to finish, or "
+                               f"write another run (--run NAME)") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"PID {os.getpid()}")
+        f.flush()
+        self._file = f
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._file.close()  # closing releases the lock
+        self._file = None

@@ -34,7 +34,7 @@ from lib.collect import CollectConfig
 from lib.config import OFFLINE_ENV, ParamsError, Profile, Resolved, did_you_mean, load_layer, load_profile, parse_yaml, resolve
 from lib.evaluate import EvalConfig
 from lib.io import write_json
-from lib.paths import NOTEBOOKS, params_root, run_dir
+from lib.paths import NOTEBOOKS, RunBusy, RunLock, params_root, run_dir
 from lib.scrapbook import ScrapbookConfig
 from lib.setup import SetupConfig
 from lib.train import TrainConfig
@@ -155,11 +155,9 @@ def _environment(values: dict[str, str]):
 def run(profile: str = "demo", stages: list[str] | None = None, run_name: str | None = None,
         overrides: dict[str, dict] | None = None, notebooks_dir: Path = NOTEBOOKS, params_dir: Path | None = None,
         progress: bool = True, check_models: bool = True, configs: dict | None = None) -> Path:
-    """Execute the planned stages in order; returns the run folder. Raises :class:`ParamsError`,
-    :class:`PreflightFailed` (before anything runs) or :class:`StageFailed`."""
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
+    """Execute the planned stages in order, holding the run folder's lock; returns the run folder.
+    Raises :class:`ParamsError`, :class:`PreflightFailed` (before anything runs), :class:`StageFailed`,
+    or :class:`lib.paths.RunBusy` when another process holds the run."""
     p = plan(profile, stages, run_name, overrides, notebooks_dir, params_dir, configs)
     print(p.describe(), flush=True)
     env = {"VQALAB_PARAMS": str(Path(params_dir or params_root()).resolve()), "TOKENIZERS_PARALLELISM": "false",
@@ -170,25 +168,32 @@ def run(profile: str = "demo", stages: list[str] | None = None, run_name: str | 
             if problems:
                 raise PreflightFailed("preflight: " + "\n  ".join([f"{len(problems)} problem(s), nothing has run:",
                                                                   *problems]))
-        executed_dir = run_dir(p.run) / "executed"
-        executed_dir.mkdir(parents=True, exist_ok=True)
-        timings = {}
-        for step in p.steps:
-            out = executed_dir / step.notebook.name
-            start = time.perf_counter()
-            print(f"[{step.stage}] running", flush=True)
-            try:
-                papermill.execute_notebook(
-                    str(step.notebook), str(out), kernel_name="python3", cwd=str(step.notebook.parent),
-                    parameters={"profile": p.profile.name, "run": p.run, "overrides": (overrides or {}).get(step.stage, {})},
-                    progress_bar=progress, log_output=False,
-                )
-            except PapermillExecutionError as e:
-                raise StageFailed(step.stage, out, e) from None
-            timings[step.stage] = round(time.perf_counter() - start, 1)
-            print(f"[{step.stage}] done in {timings[step.stage]:.1f}s -> {out}", flush=True)
-        write_json(run_dir(p.run) / "timings.json", {"profile": p.profile.name, "seconds": timings})
+        with RunLock(run_dir(p.run)):
+            timings = {step.stage: _execute(p, step, (overrides or {}).get(step.stage, {}), progress) for step in p.steps}
+            write_json(run_dir(p.run) / "timings.json", {"profile": p.profile.name, "seconds": timings})
     return run_dir(p.run)
+
+
+def _execute(p: Plan, step: StagePlan, overrides: dict, progress: bool) -> float:
+    """One stage notebook, executed into ``outputs/<run>/executed/``; its seconds."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    out = run_dir(p.run) / "executed" / step.notebook.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    print(f"[{step.stage}] running", flush=True)
+    try:
+        papermill.execute_notebook(
+            str(step.notebook), str(out), kernel_name="python3", cwd=str(step.notebook.parent),
+            parameters={"profile": p.profile.name, "run": p.run, "overrides": overrides},
+            progress_bar=progress, log_output=False,
+        )
+    except PapermillExecutionError as e:
+        raise StageFailed(step.stage, out, e) from None
+    seconds = round(time.perf_counter() - start, 1)
+    print(f"[{step.stage}] done in {seconds:.1f}s -> {out}", flush=True)
+    return seconds
 
 
 def _overrides(assignments: list[str]) -> dict[str, dict]:
@@ -230,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"preflight: ok ({len(preflight.uses(p.steps))} models checked)")
             return 0
         folder = run(args.profile, args.stage, args.run_name, overrides)
-    except (ParamsError, StageFailed, PreflightFailed) as e:
+    except (ParamsError, StageFailed, PreflightFailed, RunBusy) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"\nRun outputs: {folder}")

@@ -97,8 +97,13 @@ class Item:
     def __post_init__(self):
         if not isinstance(self.id, str) or not self.id:
             raise ValueError(f"Item.id must be a non-empty string, got {self.id!r}")
-        if not isinstance(self.images, list):
-            raise TypeError(f"Item {self.id!r}: images must be a list of paths, got {type(self.images).__name__}")
+        if not isinstance(self.task, str) or not isinstance(self.question, str):
+            raise TypeError(f"Item {self.id!r}: task and question must be strings, got "
+                            f"{type(self.task).__name__} and {type(self.question).__name__}")
+        if not isinstance(self.meta, dict):  # tasks read meta by key: a list or a string would fail mid-evaluation
+            raise TypeError(f"Item {self.id!r}: meta must be an object, got {type(self.meta).__name__}")
+        if not isinstance(self.images, list) or not all(isinstance(p, str) for p in self.images):
+            raise TypeError(f"Item {self.id!r}: images must be a list of paths, got {self.images!r:.200}")
         if not isinstance(self.answer, list):
             raise TypeError(f"Item {self.id!r}: answer must be a list (indices or reference texts), got {self.answer!r}")
         if self.options is not None:

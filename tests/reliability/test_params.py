@@ -100,3 +100,33 @@ def test_a_memeqa_image_path_outside_its_folder_is_refused_by_every_reader(tmp_p
                  lambda: from_memeqa(split, tmp_path / "images"), lambda: import_memeqa(split)):
         with pytest.raises(ValueError, match=r"test\.json: record 0 .*img must be a file name inside the images folder"):
             read()
+
+
+@pytest.mark.parametrize("meta", [["a"], "text", 3])
+def test_an_item_whose_meta_is_not_an_object_is_refused_at_load_with_its_line(tmp_path, meta):
+    import json
+
+    from lib.io import JSONLError, load_items
+
+    (tmp_path / "items.jsonl").write_text(
+        json.dumps({"id": "ok", "task": "vqa.open", "question": "q", "answer": ["a"]}) + "\n" +
+        json.dumps({"id": "bad", "task": "vqa.open", "question": "q", "answer": ["a"], "meta": meta}) + "\n")
+    with pytest.raises((JSONLError, TypeError, ValueError), match=r"items\.jsonl: record 2 is not a valid Item .*meta must be an object"):
+        load_items(tmp_path)
+
+
+def test_a_second_writer_of_a_run_fails_at_once_naming_the_holder(tmp_path):
+    """Two `make stage` of one run: the second stops before writing, naming the first's PID."""
+    import os
+
+    from lib.paths import RunBusy, RunLock
+
+    with RunLock(tmp_path / "run"):
+        holder = subprocess.run([sys.executable, "-c", "from lib.paths import RunLock\n"
+                                 f"with RunLock({str(tmp_path / 'run')!r}): pass"], capture_output=True, text=True)
+        assert holder.returncode != 0 and f"being written by PID {os.getpid()}" in holder.stderr
+        with pytest.raises(RunBusy):
+            with RunLock(tmp_path / "run"):
+                pass
+    with RunLock(tmp_path / "run"):  # released: the next writer goes ahead
+        pass
