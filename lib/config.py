@@ -45,6 +45,16 @@ from lib.provenance import write_provenance
 # Keys of params/common.<profile>.yaml that describe the profile rather than set a stage field.
 PROFILE_KEYS = ("run", "stages", "models", "offline", "extends")
 MODEL_BACKENDS = ("hf", "openai", "tiny", "constant", "random")
+# Every key a model spec may hold (lib/models/ reads them); another is a typo, refused with a suggestion.
+MODEL_SPEC_KEYS = frozenset({
+    "backend", "name", "label",
+    "dtype", "device_map", "batch_size", "revision", "gguf_file", "attn_implementation", "prompt_format",  # hf
+    "question_first", "image_cache_mb", "prefix_cache",
+    "image_size", "patch", "seed",  # tiny (and random's seed)
+    "base_url", "api_key_env", "concurrency", "max_retries", "timeout_s", "max_reply_chars",  # openai
+    "price_per_1m_input", "price_per_1m_output", "price_per_image", "endpoint", "size",
+    "answer",  # constant
+})
 # What an offline profile sets before anything loads a model: a stray hub call fails in milliseconds.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
@@ -120,6 +130,10 @@ def check_model_spec(spec, where: str, allow_empty: bool = False) -> None:
         return
     if not isinstance(spec, dict):
         raise ParamsError(f"{where} must be a model spec (a mapping with 'backend'), got {spec!r}")
+    unknown = sorted(set(spec) - MODEL_SPEC_KEYS - {"api_key"})
+    if unknown:
+        raise ParamsError(f"{where}: unknown model spec key {unknown[0]!r}{did_you_mean(unknown[0], MODEL_SPEC_KEYS)} "
+                          f"(keys: {', '.join(sorted(MODEL_SPEC_KEYS))})")
     if spec.get("backend") not in MODEL_BACKENDS:
         raise ParamsError(f"{where}.backend must be one of {MODEL_BACKENDS}, got {spec.get('backend')!r}")
     if spec["backend"] in ("hf", "openai") and not isinstance(spec.get("name"), str):

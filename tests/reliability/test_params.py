@@ -130,3 +130,20 @@ def test_a_second_writer_of_a_run_fails_at_once_naming_the_holder(tmp_path):
                 pass
     with RunLock(tmp_path / "run"):  # released: the next writer goes ahead
         pass
+
+
+def test_an_unknown_model_spec_key_is_refused_with_a_suggestion(tmp_path):
+    folder = _params(tmp_path, {"common.p.yaml": "run: r\nstages: [06_evaluate]\n"
+                                                 "models: {vlm: {backend: hf, name: org/m, dtpye: bfloat16}}\n"})
+    with pytest.raises(ParamsError, match=r"common\.p\.yaml: models\.vlm: unknown model spec key 'dtpye' \(did you mean 'dtype'\?\)"):
+        pipeline.plan("p", params_dir=folder)
+
+
+@pytest.mark.slow
+def test_a_valid_scrapbook_type_selection_runs_its_notebook_to_the_end(tmp_path, monkeypatch):
+    """types: [presence] alone is a valid 04 param: the notebook's last check must not refuse it."""
+    monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path / "outputs"))
+    folder = pipeline.run("smoke", stages=["04_scrapbook"], run_name="presence-only", progress=False,
+                          overrides={"04_scrapbook": {"types": ["presence"]}})
+    summary = (folder / "04_scrapbook" / "summary.json").read_text()
+    assert '"presence"' in summary and '"counting"' not in summary
