@@ -39,7 +39,7 @@ import yaml
 
 from lib import artifacts as A
 from lib.io import write_json
-from lib.paths import ROOT, RunBusy, RunLock, params_root, run_dir
+from lib.paths import ROOT, RunBusy, RunLock, params_root, run_dir, stage_dir
 from lib.provenance import write_provenance
 
 # Keys of params/common.<profile>.yaml that describe the profile rather than set a stage field.
@@ -154,7 +154,9 @@ class StageConfig:
     """Mixin of the stage config dataclasses: building from params, checking, defaults.
 
     ``MODEL_ROLES`` maps each field that holds model specs to the profile model it takes when the
-    profile leaves it unset (``None``: no role - the field keeps its default, e.g. "no judge")."""
+    profile leaves it unset (``None``: no role - the field keeps its default, e.g. "no judge").
+    ``STAGE`` names the stage. :func:`resolve` sets ``origin`` on the instance (profile, run, the
+    file each field came from) for provenance; :func:`replaced` carries it over."""
 
     MODEL_ROLES: typing.ClassVar[dict[str, str | None]] = {}
 
@@ -357,13 +359,11 @@ class Resolved:
 
     @property
     def out(self) -> Path:
-        from lib.paths import stage_dir
-
         return stage_dir(self.run, self.stage)
 
     def table(self):
         """The resolved config, one row per field: value and where it came from (for notebooks)."""
-        import pandas as pd
+        import pandas as pd  # deferred: every stage's command line imports this module, few need pandas here
 
         values = self.cfg.to_dict()
         return pd.DataFrame([{"field": k, "value": json.dumps(v, default=str), "from": self.origins.get(k, "default")}
@@ -389,8 +389,13 @@ def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = 
     if prof is not None and stage not in prof.stages:
         raise ParamsError(f"profile {prof.name} does not run {stage} (stages in {prof.source}: "
                           f"{', '.join(prof.stages)}); add it there to run it")
+    if run:
+        try:
+            run_dir(run)
+        except ValueError as e:
+            raise ParamsError(f"--run: {e}") from None
     layers: list[tuple[str, dict]] = []
-    show = lambda p: str(Path(p).relative_to(ROOT)) if Path(p).is_relative_to(ROOT) else str(p)  # noqa: E731
+    show = _shown
     if prof is not None:
         names = {f.name for f in fields(cls)}
         bad = [k for k in prof.shared if k not in names]
@@ -435,6 +440,11 @@ def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = 
     name = run or (prof.run if prof is not None else None) or "default"
     cfg.origin = {"profile": prof.name if prof else None, "run": name, "fields": origins}
     return Resolved(stage, cfg, prof, name, origins, refs, [src for src, _ in layers])
+
+
+def _shown(path) -> str:
+    """A params file as the plan and the errors show it: relative to the project when inside it."""
+    return str(Path(path).relative_to(ROOT)) if Path(path).is_relative_to(ROOT) else str(path)
 
 
 def _names(value) -> list[str]:
