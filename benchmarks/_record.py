@@ -1,13 +1,77 @@
-"""Writing a benchmark's record: ``outputs/bench/<name>.json``, also printed."""
+"""Writing a benchmark's record: ``outputs/bench/<name>.json``, also printed.
+
+Every record says what else the machine was doing, since a timing on a shared machine is only
+as good as its hour: a benchmark takes ``before = host_state()`` as it starts and hands it to
+``record``, which adds the machine (``platform``, ``cpu_model``, ``cores``) and a ``load`` block
+(the 1 / 5 / 15 minute load averages before and after, and ``under_load``; see
+:func:`under_load`).
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import platform
+import time
 
 from lib.paths import outputs_root
 
+# others' runnable tasks per core above which a figure counts as measured under load: on 2 cores,
+# one busy neighbour (another test run, a notebook) is enough to slow a CPU-bound figure visibly
+UNDER_LOAD_PER_CORE = 0.5
 
-def record(name: str, result: dict) -> dict:
+
+def host_state() -> dict:
+    """The load averages now, and the CPU seconds this process and its finished children have used."""
+    t = os.times()
+    return {"loadavg": [round(x, 2) for x in os.getloadavg()], "cpu_s": t.user + t.system + t.children_user + t.children_system,
+            "time_s": time.monotonic()}
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict:
+    return {"platform": platform.platform(), "cpu_model": cpu_model(), "cores": os.cpu_count()}
+
+
+def under_load(before: dict, after: dict, cores: int) -> tuple[bool, float]:
+    """Was the machine busy with other work while a benchmark measured? Returns the verdict and
+    the cores the benchmark itself kept busy on average.
+
+    The rule: the 1-minute load average before the measurement, or the one after it less the
+    benchmark's own average use of cores (its CPU seconds, its finished child processes' included,
+    over the wall-clock seconds), exceeds ``UNDER_LOAD_PER_CORE`` x ``cores``. The load after a
+    measurement counts the benchmark's own threads, so without that subtraction every CPU-bound
+    benchmark would mark itself. The estimate errs towards "under load": work the benchmark runs
+    in processes it has not yet reaped (a server it still holds) counts as others', and a
+    benchmark competing for the cores gets fewer CPU seconds than it has threads waiting to run
+    (which only happens when others are running)."""
+    seconds = max(after["time_s"] - before["time_s"], 1e-9)
+    own = max(after["cpu_s"] - before["cpu_s"], 0.0) / seconds
+    limit = UNDER_LOAD_PER_CORE * (cores or 1)
+    return before["loadavg"][0] > limit or after["loadavg"][0] - own > limit, own
+
+
+def record(name: str, result: dict, before: dict) -> dict:
+    """Write ``result`` with the machine and its load (``before``: :func:`host_state` at the start)."""
+    after = host_state()
+    info = machine()
+    busy, own = under_load(before, after, info["cores"])
+    minutes = ("1min", "5min", "15min")
+    result = {**result, "machine": {**result.get("machine", {}), **info}, "load": {
+        "before": dict(zip(minutes, before["loadavg"])), "after": dict(zip(minutes, after["loadavg"])),
+        "own_cores": round(own, 2), "under_load": busy,
+        "rule": f"1-min load before, or after less own_cores, > {UNDER_LOAD_PER_CORE} x cores"}}
     out = outputs_root() / "bench" / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

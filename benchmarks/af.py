@@ -21,7 +21,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from benchmarks._record import record
+from benchmarks._record import host_state, record
 from lib import af
 from lib.models import load_model
 from lib.store import CallStore
@@ -50,6 +50,7 @@ def skeletons(image: str) -> list[af.Skeleton]:
 
 
 def main() -> dict:
+    before = host_state()
     os.environ.setdefault("VQALAB_BENCH_KEY", "sk-bench")
     with tempfile.TemporaryDirectory() as tmp, OpenAIStub() as server:
         image = Path(tmp) / "meme.png"
@@ -71,7 +72,7 @@ def main() -> dict:
                   "sum_active": sum(r["active"] for r in rows), "server_requests": first,
                   "rerun_calls": len(server.bodies) - first, "seconds": round(seconds, 2)}
     result["structured_output"] = structured_output()
-    return record("af", result)
+    return record("af", result, before)
 
 
 def structured_output() -> dict:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._record import record
+from benchmarks._record import host_state, record
 from lib.evaluate import EvalConfig, rescore_folder, run
 from lib.metrics import text as T
 from lib.paths import DATA
@@ -71,9 +71,10 @@ def rescore(tmp: Path) -> dict:
 
 
 def main() -> dict:
+    before = host_state()
     with tempfile.TemporaryDirectory() as tmp:
         result = {**rescore(Path(tmp)), **text_metrics()}
-    return record("evaluation", result)
+    return record("evaluation", result, before)
 
 
 if __name__ == "__main__":

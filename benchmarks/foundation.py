@@ -8,8 +8,6 @@ Each figure is a ratio of medians measured in this one run (these machines are n
 
 from __future__ import annotations
 
-import os
-import platform
 import statistics
 import tempfile
 import time
@@ -18,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from benchmarks._record import record
+from benchmarks._record import host_state, record
 from lib.models import Request, generate, load_model
 from lib.provenance import versions
 from lib.store import CallStore
@@ -127,6 +125,7 @@ def loglik_overhead(images: list[Path], spec: dict) -> dict:
 
 
 def main() -> dict:
+    before = host_state()
     spec = {"backend": "tiny", "name": "llava"}
     with tempfile.TemporaryDirectory() as tmp:
         images = _images(Path(tmp), N)
@@ -134,7 +133,8 @@ def main() -> dict:
                   **api_concurrency()}
     import torch
 
-    result["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    # record() adds the platform, the CPU model, the cores and the load
+    result["machine"] = {"torch_threads": torch.get_num_threads(),
                          "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
     result["versions"] = versions()
     result["targets"] = {"hf_batch_speedup": 4, "cache_speedup": 50, "api_concurrency_speedup": 10}
@@ -142,7 +142,7 @@ def main() -> dict:
     result["meets_targets"] = (all(result[k] >= v for k, v in result["targets"].items())
                                and all(result[k] <= v for k, v in result["ceilings"].items())
                                and result["hf_same_greedy_outputs"] and result["cache_all_hits"])
-    return record("foundation", result)
+    return record("foundation", result, before)
 
 
 if __name__ == "__main__":

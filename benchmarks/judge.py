@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from benchmarks._record import record
+from benchmarks._record import host_state, record
 from lib.metrics import lave
 from lib.models import generate, load_model
 
@@ -38,6 +38,7 @@ def timed(prefix_cache: bool, reqs) -> tuple[float, list[str]]:
 
 
 def main() -> dict:
+    before = host_state()
     reqs = requests()
     runs = {flag: [timed(flag, reqs) for _ in range(REPS)] for flag in (False, True)}
     plain, cached = (statistics.median(s for s, _ in runs[f]) for f in (False, True))
@@ -47,7 +48,7 @@ def main() -> dict:
               "lave_prefix_speedup": round(plain / cached, 2),
               "identical_outputs": len(texts[False] | texts[True]) == 1}
     result["meets_targets"] = result["identical_outputs"]
-    return record("judge", result)
+    return record("judge", result, before)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import sys
 
 import yaml
 
-from benchmarks._record import record
+from benchmarks._record import host_state, record
 from lib.paths import PARAMS
 
 REPEATS = 3
@@ -70,6 +70,7 @@ def _median(mode: str, params: dict) -> dict:
 
 
 def main() -> dict:
+    before = host_state()
     params = yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text())
     full = _median("full", params)
     encode = _median("encode", params)
@@ -86,7 +87,7 @@ def main() -> dict:
         "targets": {"ratio_at_most": 2},
     }
     result["meets_targets"] = result["ratio"] <= 2 and full["images"] == 162
-    return record("scrapbook", result)
+    return record("scrapbook", result, before)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks._record import record
+from benchmarks._record import host_state, record
 from lib.paths import PARAMS
 
 SIZES = (2_000, 20_000)
@@ -73,6 +73,7 @@ def _child(*args) -> dict:
 
 
 def main() -> dict:
+    before = host_state()
     from lib.scrapbook import ScrapbookParams, generate
 
     root = Path(tempfile.mkdtemp(prefix="vqalab-bench-unique-all-"))
@@ -112,7 +113,7 @@ def main() -> dict:
     result["meets_targets"] = (all(r["peak_rss_mb"] <= 600 for r in runs.values())
                                and result["rescore_20000"]["seconds"] <= 3 and full["seconds"] <= 120
                                and full["peak_rss_mb"] <= 4096)
-    return record("scrapbook_eval", result)
+    return record("scrapbook_eval", result, before)
 
 
 if __name__ == "__main__":

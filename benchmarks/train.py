@@ -13,7 +13,7 @@ import sys
 
 import yaml
 
-from benchmarks._record import record
+from benchmarks._record import host_state, record
 from lib.config import load_profile
 from lib.paths import PARAMS
 
@@ -38,6 +38,7 @@ print(json.dumps({"steps": summary["steps"], "train_seconds": summary["train_sec
 
 
 def main() -> dict:
+    before = host_state()
     demo = yaml.safe_load((PARAMS / "05_train.demo.yaml").read_text())
     demo["model"] = load_profile("demo").models[demo["model"]]  # the profile's model the stage names
     # the demo's training scenes are made by stage 04 (its `sets.train`)
@@ -56,7 +57,7 @@ def main() -> dict:
               "uncached_tokens_per_second": runs["uncached"]["tokens_per_second"],
               "uncached_peak_rss_mb": round(runs["uncached"]["peak_rss_mb"], 1),
               "image_cache_speedup": round(child["tokens_per_second"] / runs["uncached"]["tokens_per_second"], 2)}
-    return record("train", result)
+    return record("train", result, before)
 
 
 if __name__ == "__main__":

@@ -262,3 +262,36 @@ def test_gpu_only_settings_are_mapped_for_a_cpu_with_a_note(capsys):
     assert "dtype float16 needs a GPU" in out and "device_map 'cuda:0' needs a GPU" in out
     assert cpu_settings("m", torch.bfloat16, "auto") == (torch.bfloat16, "auto")  # a CPU takes these
     assert capsys.readouterr().out == ""
+
+
+def test_an_af_retry_samples_a_new_structured_reply_reproducibly():
+    """What the AF engine sends: a first request at the config's temperature (0: greedy) and retries
+    at temperature 0.8 with seed ``cfg.seed + attempt``. Greedy JSON output is what it was
+    (outlines with ``do_sample=False``); a retry samples a different valid reply, another seed
+    another one, the same seed the same one again - also inside a batch mixing greedy and sampled
+    requests (grouped by their settings) - and the caller's global torch RNG is left alone."""
+    import json
+
+    import torch
+
+    from lib import af
+    from lib.af import engine
+
+    sk = af.Skeleton(id="deriv_comp/0", type="deriv_comp", question="", images=[], correct=["queue"],
+                     meta={"blanked": "People ____ for hours to buy a new phone."}).to_dict()
+    first, retry, again = (engine._gen_request(sk, 3, [], af.AFConfig(seed=0), attempt) for attempt in range(3))
+    assert (first.temperature, first.seed) == (0.0, 0)
+    assert (retry.temperature, retry.seed) == (0.8, 1) and (again.temperature, again.seed) == (0.8, 2)
+    assert first.messages == retry.messages  # an invalid reply adds nothing to forbid: the same prompt
+
+    model = load_model({"backend": "tiny", "name": "smollm2"})
+    rng = torch.get_rng_state()
+    greedy, sampled, other = (generate(model, [r], progress=False)[0] for r in (first, retry, again))
+    schema = json.dumps(first.constraint.json_schema)
+    before = model._json_generators[schema](model._chat_text(first), max_new_tokens=first.max_new_tokens, do_sample=False)
+    assert greedy.text == before  # greedy decoding as before sampling reached this path
+    assert all(r.valid and len(r.parsed["options"]) == 3 for r in (greedy, sampled, other))
+    assert sampled.text != greedy.text and other.text != sampled.text
+    mixed = generate(model, [first, retry], batch_size=2, progress=False)
+    assert [r.text for r in mixed] == [greedy.text, sampled.text]  # same seed, same reply
+    assert torch.equal(rng, torch.get_rng_state())

@@ -488,8 +488,16 @@ class HFModel(Model):
     def _json_batch(self, batch: list[Request]) -> list[Response]:
         """Structured output under one JSON schema for a batch of requests, through outlines
         (constrained decoding; its transformers model batches with left padding: the same answers
-        as one request at a time, tested)."""
+        as one request at a time, tested).
+
+        The batch shares its settings (``_generate`` groups by them). Temperature 0 decodes
+        greedily; above 0 it samples (``temperature``, ``top_p``) from the batch's ``seed``, so an
+        adversarial-filtering retry, which asks again at a temperature with another seed, gets a
+        new reply, and the same seed gives the same reply again. As in :meth:`_decode_batch`, one
+        seed serves the batch: a sampled reply depends on the batch it ran in. The seed is set
+        inside a forked torch RNG, so the caller's global RNG state is left as it was."""
         import outlines
+        import torch
         from outlines.types import JsonSchema
 
         if not hasattr(self, "_outlines"):
@@ -505,8 +513,14 @@ class HFModel(Model):
         self._json_generators[schema] = generator  # compiling a schema's index takes seconds; outlines resets it per call
         while len(self._json_generators) > JSON_GENERATORS:
             self._json_generators.pop(next(iter(self._json_generators)))
-        settings = {"max_new_tokens": batch[0].max_new_tokens, "do_sample": False}
-        texts = generator.batch(prompts, **settings) if len(batch) > 1 else [generator(prompts[0], **settings)]
+        r0 = batch[0]
+        settings = {"max_new_tokens": r0.max_new_tokens, "do_sample": r0.temperature > 0}
+        if r0.temperature > 0:
+            settings.update(temperature=r0.temperature, top_p=r0.top_p)
+        devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(r0.seed)  # only sampling draws from it; greedy decoding is unchanged
+            texts = generator.batch(prompts, **settings) if len(batch) > 1 else [generator(prompts[0], **settings)]
         elapsed = time.perf_counter() - start
         out = []
         for r, text in zip(batch, texts):

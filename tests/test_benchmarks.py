@@ -1,0 +1,54 @@
+"""Benchmark records (benchmarks/_record.py): every record carries the machine and its load."""
+
+import json
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from benchmarks import _record
+
+
+@pytest.fixture
+def loads(monkeypatch, tmp_path):
+    """Two cores; each os.getloadavg() call returns the next of the given triples."""
+    monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+
+    def set_loads(*triples):
+        seq = iter(triples)
+        monkeypatch.setattr(os, "getloadavg", lambda: next(seq))
+
+    return set_loads
+
+
+def test_a_record_says_what_else_ran(loads, tmp_path):
+    loads((0.2, 0.3, 0.4), (0.6, 0.5, 0.45))
+    before = _record.host_state()
+    written = _record.record("demo", {"seconds": 1.5, "machine": {"torch_threads": 2}}, before)
+    assert written == json.loads((tmp_path / "bench" / "demo.json").read_text())
+    assert written["seconds"] == 1.5
+    m = written["machine"]
+    assert m["torch_threads"] == 2 and m["cores"] == 2 and m["cpu_model"] and m["platform"]
+    load = written["load"]
+    assert load["before"] == {"1min": 0.2, "5min": 0.3, "15min": 0.4}
+    assert load["after"] == {"1min": 0.6, "5min": 0.5, "15min": 0.45}
+    assert load["under_load"] is False and load["own_cores"] >= 0 and "0.5 x cores" in load["rule"]
+
+
+@pytest.mark.parametrize("before, after, own_cpu_s, busy", [
+    ((0.9, 0.5, 0.5), (0.9, 0.5, 0.5), 0.0, False),  # 0.9 <= 0.5 x 2 cores
+    ((1.2, 0.5, 0.5), (0.1, 0.5, 0.5), 0.0, True),  # busy before the measurement
+    ((0.1, 0.5, 0.5), (1.5, 0.5, 0.5), 0.0, True),  # busy after it, and not with the benchmark's own work
+    ((0.1, 0.5, 0.5), (2.0, 0.5, 0.5), 20.0, False),  # 2 cores of its own for 10 s: the load after is its own
+    ((0.1, 0.5, 0.5), (3.2, 0.5, 0.5), 20.0, True),  # 1.2 more than its own
+])
+def test_under_load_rule(loads, monkeypatch, before, after, own_cpu_s, busy):
+    loads(before, after)
+    clock = iter([100.0, 110.0])
+    monkeypatch.setattr(_record, "time", SimpleNamespace(monotonic=lambda: next(clock)))  # not pytest's clock
+    cpu = iter([5.0, 5.0 + own_cpu_s])
+    monkeypatch.setattr(os, "times", lambda: os.times_result((next(cpu), 0.0, 0.0, 0.0, 0.0)))
+    written = _record.record("rule", {}, _record.host_state())
+    assert written["load"]["under_load"] is busy
+    assert written["load"]["own_cores"] == own_cpu_s / 10
