@@ -284,11 +284,15 @@ class Response:
     error: str | None = None
     scores: dict | None = None  # per-choice log-likelihoods when method is loglik
     finish_reason: str | None = None  # "stop", or "length" when the token limit cut the answer off
+    # why the reply was not taken as it came (cut at the reply cap, JSON too deep or off its schema)
+    problem: str | None = None
     cached: bool = field(default=False, compare=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("cached")
+        if d["problem"] is None:  # the record of a reply taken as it came is what it was before the field
+            d.pop("problem")
         return d
 
     @classmethod

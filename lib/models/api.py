@@ -18,8 +18,18 @@ cache like any other, so a prompt is paid for once; ``price_per_image`` fills th
 The key's value is read from the environment at call time and never stored in params, responses,
 the call cache or logs. Requests run concurrently (asyncio, at most ``concurrency`` in flight);
 429s, 5xx and timeouts are retried with exponential backoff and jitter by the openai client itself
-(``max_retries``). A call that still fails is recorded as ``method="error"`` with the error text and
-the rest of the batch completes. Images travel as base64 data URLs of the original file bytes.
+(``max_retries``). ``timeout_s`` bounds each attempt as a whole - connecting, waiting and reading a
+body however slowly it drips in (the client's own timeout bounds each read only) - and an attempt
+past it is retried like any timeout. A call that still fails is recorded as ``method="error"`` with
+the error text and the rest of the batch completes. Images travel as base64 data URLs of the
+original file bytes.
+
+Whatever one reply holds fails that item only. Content that is not text (a list, a number, an
+object) is an error of the item, kept as JSON with the reason in ``error``. A reply longer than
+:data:`~lib.answers.MAX_REPLY_CHARS` is cut there and counted as truncated (``finish_reason:
+"length"``, the reason in ``problem``). A reply that cannot be read (JSON nested too deep, off its
+schema) is invalid, kept raw, with the reason in ``problem``.
+
 Choices and JSON schemas are sent as ``response_format`` json_schema (vLLM and OpenAI enforce it);
 the answer is then parsed and checked again here against the same schema, and kept raw and marked
 invalid when it does not conform. Every schema the project sends passes :func:`schema_problems`
@@ -46,7 +56,7 @@ import threading
 import time
 from pathlib import Path
 
-from lib.answers import parse_choice, parse_json
+from lib.answers import cap_reply, choice_schema, not_text, parse_choice, parse_json_reply
 from lib.models.base import Model
 from lib.paths import cache_dir
 from lib.schema import ERROR, FREE, INVALID, JSON_SCHEMA, Request, Response, fingerprint
@@ -85,9 +95,8 @@ def response_format(request: Request) -> dict | None:
     if c is None:
         return None
     if c.choices is not None:
-        schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": list(c.choices)}},
-                  "required": ["answer"], "additionalProperties": False}
-        return {"type": "json_schema", "json_schema": {"name": "choice", "schema": schema, "strict": True}}
+        return {"type": "json_schema", "json_schema": {"name": "choice", "schema": choice_schema(c.choices),
+                                                       "strict": True}}
     return {"type": "json_schema", "json_schema": {"name": "answer", "schema": portable_schema(c.json_schema),
                                                    "strict": True}}
 
@@ -246,11 +255,29 @@ class OpenAIModel(Model):
         self._api_key()  # fail before any request when no key is reachable
 
     def _client(self):
+        import openai
         from openai import AsyncOpenAI
+
+        if not hasattr(AsyncOpenAI, "_send_request"):  # the hook each attempt goes through (httpx2 clients)
+            raise RuntimeError(f"openai {openai.__version__} is too old for the per-attempt deadline (timeout_s); "
+                               f"upgrade it: pip install -U openai")
+        import httpx2  # what the openai client sends with, and whose timeouts it retries
+
+        deadline_s = float(self.spec.get("timeout_s", 60))
 
         class Client(AsyncOpenAI):
             def _should_retry(self, response) -> bool:  # the openai client's retry rule, minus grammar failures
                 return not grammar_failure(response) and super()._should_retry(response)
+
+            async def _send_request(self, request, **kwargs):
+                # One attempt, body included, within timeout_s: the client's timeout bounds each read,
+                # so a body dripped a byte at a time would never end. A timeout is retried as any is.
+                try:
+                    async with asyncio.timeout(deadline_s):
+                        return await super()._send_request(request, **kwargs)
+                except TimeoutError:
+                    raise httpx2.ReadTimeout(f"no whole reply within timeout_s={deadline_s:g}s",
+                                             request=request) from None
 
         return Client(
             base_url=self.spec.get("base_url"), api_key=self._api_key(),
@@ -303,32 +330,48 @@ class OpenAIModel(Model):
             latency = time.perf_counter() - start
             try:  # a 200 that is no chat completion (an HTML page, choices: []) fails this request only
                 choice = completion.choices[0]
-                text = choice.message.content or ""
+                content = choice.message.content
                 finish = getattr(choice, "finish_reason", None)
                 usage = getattr(completion, "usage", None)
                 pt, ct = (int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)) if usage else (0, 0)
             except (AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
                 return Response(text="", method=ERROR, valid=False, latency_s=latency, error=self._redact(
                     f"not a chat completion ({type(e).__name__}: {e}): {str(completion)[:200]!r}"))
-            text = self._redact(text)
-            parsed, method, valid = self._read(text, r, fmt)
-            return Response(text=text, parsed=parsed, method=method, valid=valid, prompt_tokens=pt,
-                            completion_tokens=ct, latency_s=latency, cost_usd=self._cost(pt, ct), finish_reason=finish)
+            usage_fields = dict(prompt_tokens=pt, completion_tokens=ct, latency_s=latency, cost_usd=self._cost(pt, ct))
+            is_text = content is None or isinstance(content, str)
+            raw, error = (content or "", None) if is_text else not_text(content)
+            text, problem = cap_reply(self._redact(raw))  # redacted whole: a cut must not keep part of a key
+            if error:  # a list, a number, an object: no answer, kept as JSON
+                return Response(text=text, method=ERROR, valid=False, error="; ".join(x for x in (error, problem) if x),
+                                finish_reason=finish, **usage_fields)
+            if problem:  # cut like a reply that hit the token limit, and counted with them
+                problem += f"; the server's finish_reason was {finish!r}"
+                finish = "length"
+            try:
+                parsed, method, valid, unread = self._read(text, r, fmt)
+            except Exception as e:  # whatever one reply does to a parser fails that item only
+                parsed, method, valid, unread = None, INVALID, False, f"unreadable ({type(e).__name__})"
+            problem = "; ".join(x for x in (problem, unread) if x) or None
+            return Response(text=text, parsed=parsed, method=method, valid=valid, finish_reason=finish,
+                            problem=problem, **usage_fields)
 
     @staticmethod
     def _read(text: str, r: Request, fmt: dict | None) -> tuple:
-        """Parse an answer: the JSON the response_format asked for, else (servers that ignore
-        response_format) the bare text by :func:`parse_choice`; unreadable = invalid, kept raw."""
+        """``(parsed, method, valid, problem)``: the JSON the response_format asked for, checked
+        against its (closed) schema, else (servers that ignore response_format) the bare text by
+        :func:`parse_choice`; unreadable = invalid, kept raw, with why when the JSON could not be read."""
         c = r.constraint
         if c is None:
-            return text, FREE, True
-        value, method = parse_json(text, fmt["json_schema"]["schema"] if c.choices is not None else c.json_schema)
+            return text, FREE, True, None
+        value, method, problem = parse_json_reply(text, fmt["json_schema"]["schema"] if c.choices is not None
+                                                  else c.json_schema)
         if method != INVALID:
-            return (value["answer"] if c.choices is not None else value), JSON_SCHEMA, True
+            return (value["answer"] if c.choices is not None else value), JSON_SCHEMA, True, None
         if c.choices is not None:
             value, method = parse_choice(text, c.choices)
-            return value, method, method != INVALID
-        return None, INVALID, False
+            if method != INVALID:
+                return value, method, True, None
+        return None, INVALID, False, problem
 
     async def _run(self, requests: list[Request], on_result) -> list[Response]:
         sem = asyncio.Semaphore(self.concurrency)

@@ -19,7 +19,7 @@ from lib.answers import parse_choice
 from lib.metrics import text as T
 from lib.metrics.stats import mean_ci
 from lib.paths import DATA
-from lib.schema import FREE, INVALID, Constraint, Item, Prediction, Request, Response, is_constrained
+from lib.schema import ERROR, FREE, INVALID, Constraint, Item, Prediction, Request, Response, is_constrained
 
 PROMPT_STYLES = ("zero_shot", "cot")  # zero-shot, and two-call zero-shot chain of thought (Kojima et al.)
 QUESTION_FIRST = False  # images before the question unless a model spec says otherwise
@@ -153,20 +153,31 @@ class Task:
         return str(item.answer[0])
 
     def read(self, item: Item, text: str, constrained_value=None) -> tuple:
-        """``(answer, method)`` from a reply: a constrained value is taken as it is; otherwise
-        parsed. A closed answer set gives ``(None, INVALID)`` when the reply names no single answer."""
+        """``(answer, method)`` from a reply: a constrained value is taken as it is when it is one of
+        the choices; otherwise parsed. A closed answer set gives ``(None, INVALID)`` when the reply
+        names no single answer."""
         choices = self.choices(item)
         if choices is None:
             return text.strip(), FREE
         if constrained_value is not None:
-            return constrained_value, "constrained"
+            return (constrained_value, "constrained") if constrained_value in choices else (None, INVALID)
         return parse_choice(text, choices)
 
     def read_response(self, item: Item, resp: Response) -> tuple:
         """``(answer, method, valid)`` of a model response: a constrained answer is taken as decoded
-        (its method kept), free text is parsed; an unreadable or empty answer is invalid."""
+        (its method kept), free text is parsed; an unreadable or empty answer is invalid, a failed call
+        (``method="error"``, whose text may keep what the server sent) has no answer. Nothing a reply
+        holds makes this raise: a reply that is not text, or that breaks the reader, is invalid (the
+        item itself was checked when its request was built)."""
+        if resp.method == ERROR:
+            return None, ERROR, False
+        if not isinstance(resp.text, str):  # an old cache's list, number or object
+            return None, INVALID, False
         constrained = is_constrained(resp.method) and resp.valid
-        value, method = self.read(item, resp.text, resp.parsed if constrained else None)
+        try:
+            value, method = self.read(item, resp.text, resp.parsed if constrained else None)
+        except Exception:  # e.g. a constrained value that is no text; one reply, never the batch
+            return None, INVALID, False
         if constrained and value is not None:
             method = resp.method
         if method == INVALID or value is None:
