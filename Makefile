@@ -46,8 +46,8 @@ test: $(STAMP)
 # clone (services/*-venv.sh build them once per machine and reuse them), started, checked through
 # VQA Lab's own code, stopped by PID.
 test-services: $(STAMP)
-	VLLM_PY=$$(bash services/vllm-venv.sh) && LS_PY=$$(bash services/label-studio-venv.sh) && \
-	  $(OFFLINE) VQALAB_SERVICES_REQUIRED=1 VQALAB_VLLM_PYTHON=$$VLLM_PY VQALAB_LABEL_STUDIO_PYTHON=$$LS_PY \
+	VLLM_PY=$$(bash services/vllm-venv.sh) && LS_PY=$$(bash services/label-studio-venv.sh) && LMMS_PY=$$(bash services/lmms-eval-venv.sh) && \
+	  $(OFFLINE) VQALAB_SERVICES_REQUIRED=1 VQALAB_VLLM_PYTHON=$$VLLM_PY VQALAB_LABEL_STUDIO_PYTHON=$$LS_PY VQALAB_LMMS_EVAL_PYTHON=$$LMMS_PY \
 	  $(PY) -m pytest -p no:cacheprovider -s tests/services
 
 stage: $(STAMP)

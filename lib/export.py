@@ -1,23 +1,53 @@
 """Hand a VQA Lab dataset to the evaluation harnesses researchers already run.
 
     python -m lib.export lmms-eval --dataset DIR --out TASKDIR [--name NAME] [--tasks mcq ...]
+                                   [--profile P [--model LABEL]] [--max-new-tokens N] [--[no-]question-first]
     python -m lib.export tsv --dataset DIR --out FILE.tsv      # VLMEvalKit's base64-image TSV
 
 ``lmms-eval`` writes a task folder lmms-eval loads with ``--include_path TASKDIR``: per VQA Lab
-task in the dataset a YAML (a local JSON dataset, ``generate_until``, greedy, VQA Lab's token
-limit) and its ``docs_<task>.jsonl``, a group YAML naming them all, ``utils.py`` (the hooks:
-``doc_to_visual``, ``doc_to_text``, ``doc_to_messages``, ``doc_to_target``, ``process_results``
-and one aggregation per metric) and ``vqalab.json`` (the dataset folder, the scoring settings, the
-metrics and the provenance). The docs carry the prompts VQA Lab asks (zero-shot) and the items;
-the aggregations score the replies with VQA Lab's own tasks (:func:`score_rows`), so a model run
-through lmms-eval gets the numbers VQA Lab's stage 06 gives it unconstrained
-(``constrain: false``), ``invalid_rate`` included.
+task in the dataset a YAML (a local JSON dataset, ``generate_until``, greedy, the answer's token
+limit) and its ``docs_<task>.jsonl``, ``utils.py`` (the hooks: ``doc_to_visual``, ``doc_to_text``,
+``doc_to_messages``, ``doc_to_target``, ``process_results`` and one aggregation per metric) and
+``vqalab.json`` (the dataset folder, the scoring settings, the metrics and the provenance). Every
+task YAML carries the ``tag`` ``vqalab_<name>``, so ``--tasks vqalab_<name>`` runs them all: lmms-eval
+0.7 keeps ``group`` for group configs that aggregate over their subtasks and advises ``tag`` where
+nothing is aggregated (VQA Lab's tasks have different metrics; there is no mean to take). The docs
+carry the prompts VQA Lab asks (zero-shot) and the items; the aggregations score the replies with
+VQA Lab's own tasks (:func:`score_rows`), so a model run through lmms-eval gets the numbers VQA
+Lab's stage 06 gives it unconstrained (``constrain: false``), ``invalid_rate`` included.
+
+The settings that change what a model answers come from the evaluation they are compared with:
+``--profile P`` resolves stage 06's config of profile ``P`` (as the pipeline does) and takes its
+token limits (``max_new_tokens``, ``task_max_new_tokens``), its scoring settings and the question
+order of one of its models (``--model LABEL``, default the first of ``models``: its spec's
+``question_first``). ``--max-new-tokens`` and ``--question-first`` / ``--no-question-first`` given
+on the command line win. Without ``--profile``: 32 new tokens, images before the question, the
+default scoring.
+
+The metric list of a task YAML is fixed at export (from the whole dataset); a metric without rows
+in the evaluated docs - a subset ``--limit`` left out - reports NaN: lmms-eval needs a number, and
+0 would read as a score. Stage 06 has no row for such a subset.
+
+Which hook lmms-eval calls decides whether the prompts are stage 06's. Models with a chat class
+(``llava_hf`` among them) take ``doc_to_messages``: VQA Lab's own message, images and text in VQA
+Lab's order, rendered by the model's chat template, as stage 06 sends it. The "simple" path
+(``doc_to_text``; a model without a chat class, or ``--force_simple``) gets the bare prompt and the
+model adds its image tokens where it puts them (``llava_hf``: ``<image>`` and a newline before the
+text, whatever the question order), so its prompts, replies and numbers differ from stage 06's;
+compare models on the chat path. lmms-eval strips every reply before ``process_results``; VQA Lab
+reads an answer without its surrounding whitespace, so that moves no score.
+
+Where lmms-eval runs, VQA Lab must be importable (``pip install --no-deps -e <vqa-lab>``) with the
+packages its scoring imports: the ``lmms-eval`` extra of ``pyproject.toml`` (``pip install
+"vqalab[lmms-eval]"``, or its list beside a ``--no-deps`` install; ``services/lmms-eval-venv.sh``
+builds such a venv with lmms-eval itself).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from functools import lru_cache
@@ -29,9 +59,10 @@ from lib.io import export_tsv, load_items, write_json, write_jsonl
 from lib.provenance import provenance
 from lib.schema import Item, Prediction, Response
 from lib.tasks import Scoring, get_task
-from lib.tasks.base import QUESTION_FIRST
+from lib.tasks.base import QUESTION_FIRST, wants_question_first
 
 TEMPLATE = Path(__file__).parent / "data" / "lmms_eval" / "utils.py"
+MAX_NEW_TOKENS = 32  # without a profile: room for a short free answer (stage 06's own default)
 
 
 def _slug(text: str) -> str:
@@ -69,7 +100,10 @@ _scored: dict = {}
 
 def score_rows(task_dir: str | Path, rows: list[dict]) -> dict[str, float]:
     """What the exported ``utils.py`` aggregations call: lmms-eval's per-doc rows (id, task, raw)
-    scored as VQA Lab scores them (once per set of rows; every metric's aggregation asks)."""
+    scored as VQA Lab scores them (once per set of rows; every metric's aggregation asks). A metric
+    with no rows here (a subset the evaluated docs lack) is absent: see :func:`metric_value`."""
+    if not rows:
+        return {}
     task_dir = str(Path(task_dir).resolve())
     key = (task_dir, tuple((r["task"], r["id"], r["raw"]) for r in rows))
     if key not in _scored:
@@ -88,13 +122,42 @@ def score_rows(task_dir: str | Path, rows: list[dict]) -> dict[str, float]:
     return _scored[key]
 
 
+def metric_value(task_dir: str | Path, metric: str, rows: list[dict]) -> float:
+    """One exported aggregation: ``metric`` of ``rows`` as :func:`score_rows` gives it, NaN when
+    the rows have none (lmms-eval wants a number; NaN says "not measured" where 0 would be a score)."""
+    return score_rows(task_dir, rows).get(metric, math.nan)
+
+
+def profile_settings(profile: str, model: str | None = None) -> dict:
+    """What an export takes from stage 06's config of ``profile``: ``max_new_tokens``,
+    ``task_max_new_tokens``, ``scoring`` and ``question_first`` of the model labelled ``model``
+    (default: the config's first model), plus ``profile`` and ``model``."""
+    # stage 06's config module brings the model stack; kept out of the import of this module, which
+    # the exported utils.py imports where lmms-eval runs (with the lmms-eval extra only)
+    from lib.config import ParamsError, resolve
+    from lib.evaluate import EvalConfig
+
+    cfg = resolve(EvalConfig, profile).cfg
+    label = model or next(iter(cfg.models))
+    if label not in cfg.models:
+        raise ParamsError(f"--model {label!r}: profile {profile} evaluates no such model (models of its 06_evaluate: "
+                          f"{', '.join(cfg.models)})")
+    return {"profile": profile, "model": label, "max_new_tokens": cfg.max_new_tokens,
+            "task_max_new_tokens": dict(cfg.task_max_new_tokens), "scoring": cfg.scoring(),
+            "question_first": wants_question_first(cfg.models[label])}
+
+
 def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = None, tasks: list[str] | None = None,
-                     max_new_tokens: int = 32, question_first: bool = QUESTION_FIRST,
-                     scoring: Scoring | None = None) -> dict:
+                     max_new_tokens: int = MAX_NEW_TOKENS, question_first: bool = QUESTION_FIRST,
+                     scoring: Scoring | None = None, task_max_new_tokens: dict[str, int] | None = None,
+                     settings_from: dict | None = None) -> dict:
     """Write the lmms-eval task folder of ``dataset`` (see the module docstring); returns its
-    ``vqalab.json``. The metrics each task reports are found by scoring its gold answers."""
+    ``vqalab.json``. The metrics each task reports are found by scoring its gold answers. A task's
+    token limit is ``task_max_new_tokens[task]``, else ``max_new_tokens`` (as stage 06's
+    ``answer_tokens``); ``settings_from`` (profile and model) is recorded in ``vqalab.json``."""
     dataset, out = Path(dataset).resolve(), Path(out)
     scoring = scoring or Scoring()
+    task_max_new_tokens = task_max_new_tokens or {}
     name = _slug(name or dataset.name)
     items = [it for it in load_items(dataset) if not tasks or it.task in tasks]
     if not items:
@@ -103,7 +166,9 @@ def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = No
     for it in items:
         by_task.setdefault(it.task, []).append(it)
     out.mkdir(parents=True, exist_ok=True)
-    metrics, gold, names = {}, {}, []
+    tag = f"vqalab_{name}"
+    _remove_old_group(out / f"{tag}.yaml", tag)
+    metrics, gold, names, limits = {}, {}, [], {}
     for task_name, its in by_task.items():
         task = get_task(task_name)
         docs = []
@@ -115,33 +180,45 @@ def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = No
         write_jsonl(out / f"docs_{slug}.jsonl", docs)
         gold[task_name] = score_items(its, [d["target"] for d in docs], scoring)
         metrics[task_name] = sorted(gold[task_name])
-        lmms_task = f"vqalab_{name}_{slug}"
+        lmms_task = f"{tag}_{slug}"
         names.append(lmms_task)
-        config = {"task": lmms_task, "dataset_path": "json",
+        limits[task_name] = task_max_new_tokens.get(task_name, max_new_tokens)
+        config = {"task": lmms_task, "tag": tag, "dataset_path": "json",
                   "dataset_kwargs": {"data_files": {"test": str((out / f"docs_{slug}.jsonl").resolve())}},
                   "test_split": "test", "output_type": "generate_until",
                   "doc_to_visual": "!function utils.doc_to_visual", "doc_to_text": "!function utils.doc_to_text",
                   "doc_to_messages": "!function utils.doc_to_messages", "doc_to_target": "!function utils.doc_to_target",
                   "process_results": "!function utils.process_results",
-                  "generation_kwargs": {"max_new_tokens": max_new_tokens, "temperature": 0, "do_sample": False,
+                  "generation_kwargs": {"max_new_tokens": limits[task_name], "temperature": 0, "do_sample": False,
                                         "num_beams": 1},
                   "metric_list": [{"metric": m, "aggregation": f"!function utils.aggregate_{_slug(m)}",
                                    "higher_is_better": m != "invalid_rate"} for m in metrics[task_name]],
                   "metadata": {"version": 1, "vqalab_task": task_name}}
         _write_yaml(out / f"{lmms_task}.yaml", config)
-    _write_yaml(out / f"vqalab_{name}.yaml", {"group": f"vqalab_{name}", "task": names})
     every = sorted({m for ms in metrics.values() for m in ms})
     hooks = TEMPLATE.read_text() + "".join(f"\n\ndef aggregate_{_slug(m)}(rows):\n    return _aggregate({m!r}, rows)\n"
                                            for m in every)
     (out / "utils.py").write_text(hooks)
-    info = {"dataset": str(dataset), "name": name, "tasks": names, "question_first": question_first,
-            "max_new_tokens": max_new_tokens, "metrics": metrics, "gold_scores": gold,
+    info = {"dataset": str(dataset), "name": name, "tag": tag, "tasks": names, "question_first": question_first,
+            "max_new_tokens": limits, "settings_from": settings_from, "metrics": metrics, "gold_scores": gold,
             "scoring": {k: list(v) if isinstance(v, tuple) else v for k, v in scoring.__dict__.items()},
             "n_items": {t: len(its) for t, its in by_task.items()},
             "provenance": provenance("export lmms-eval", {"dataset": str(dataset), "tasks": tasks or sorted(by_task),
-                                                          "max_new_tokens": max_new_tokens})}
+                                                          "max_new_tokens": limits, "question_first": question_first,
+                                                          "settings_from": settings_from})}
     write_json(out / "vqalab.json", info)
     return info
+
+
+def _remove_old_group(path: Path, tag: str) -> None:
+    """Delete the group YAML an older export wrote for ``tag`` (lmms-eval would register the name
+    as that group instead of the tag); a file of anyone else stays."""
+    try:
+        old = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return
+    if isinstance(old, dict) and set(old) == {"group", "task"} and old["group"] == tag:
+        path.unlink()
 
 
 def _write_yaml(path: Path, config: dict) -> None:
@@ -158,8 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     lm.add_argument("--out", required=True, help="the task folder to write (lmms-eval --include_path)")
     lm.add_argument("--name", help="the task name's middle part (default: the dataset folder's name)")
     lm.add_argument("--tasks", nargs="*", help="only these VQA Lab tasks")
-    lm.add_argument("--max-new-tokens", type=int, default=32)
-    lm.add_argument("--question-first", action="store_true", help="the question before the images")
+    lm.add_argument("--profile", help="take the token limits, scoring and question order from this profile's stage 06")
+    lm.add_argument("--model", help="the --profile model whose question order to use (default: its first)")
+    lm.add_argument("--max-new-tokens", type=int,
+                    help=f"every task's answer token limit (default: the profile's, else {MAX_NEW_TOKENS})")
+    lm.add_argument("--question-first", action=argparse.BooleanOptionalAction,
+                    help="the question before the images (default: the profile model's order, else images first)")
     tsv = sub.add_parser("tsv", help="a VLMEvalKit TSV (base64 images)")
     tsv.add_argument("--dataset", required=True)
     tsv.add_argument("--out", required=True)
@@ -169,9 +250,22 @@ def main(argv: list[str] | None = None) -> int:
             n = export_tsv(args.dataset, load_items(args.dataset), args.out)
             print(json.dumps({"out": args.out, "items": n}))
         else:
-            info = export_lmms_eval(args.dataset, args.out, args.name, args.tasks, args.max_new_tokens,
-                                    args.question_first or QUESTION_FIRST)
-            print(json.dumps({"out": args.out, "tasks": info["tasks"], "items": info["n_items"]}))
+            if args.model and not args.profile:
+                raise ValueError("--model names a model of a profile: give --profile too")
+            settings = profile_settings(args.profile, args.model) if args.profile else {}
+            limits = settings.get("task_max_new_tokens", {})
+            if args.max_new_tokens is not None:  # said on the command line: every task
+                limits = {}
+            question_first = args.question_first
+            if question_first is None:
+                question_first = settings.get("question_first", QUESTION_FIRST)
+            info = export_lmms_eval(
+                args.dataset, args.out, args.name, args.tasks,
+                args.max_new_tokens if args.max_new_tokens is not None else settings.get("max_new_tokens", MAX_NEW_TOKENS),
+                question_first, settings.get("scoring"), limits,
+                {k: settings[k] for k in ("profile", "model")} if settings else None)
+            print(json.dumps({"out": args.out, "tag": info["tag"], "tasks": info["tasks"], "items": info["n_items"],
+                              "question_first": info["question_first"], "max_new_tokens": info["max_new_tokens"]}))
     except (FileNotFoundError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -3,8 +3,10 @@
 The prompts are VQA Lab's zero-shot prompts, rendered at export into ``docs_<task>.jsonl``; the
 replies are read and scored by VQA Lab's own task code (free generation: a reply is parsed as VQA
 Lab parses an unconstrained answer), so the numbers are VQA Lab's. VQA Lab must be importable
-where lmms-eval runs (``pip install -e <vqa-lab>``, or its folder on PYTHONPATH); ``vqalab.json``
-beside this file says where the dataset's images are and how to score.
+where lmms-eval runs (``pip install --no-deps -e <vqa-lab>`` plus its ``lmms-eval`` extra, or its
+folder on PYTHONPATH); ``vqalab.json`` beside this file says where the dataset's images are and
+how to score. lmms-eval's chat path (``doc_to_messages``) asks what VQA Lab's stage 06 asks; its
+"simple" path (``doc_to_text``) lets the model place its own image tokens (see ``lib/export.py``).
 """
 
 import json
@@ -43,9 +45,10 @@ def process_results(doc, results):
 
 
 def _aggregate(metric, rows):
-    from lib.export import score_rows
+    """NaN for a metric the evaluated docs have no rows of (a subset ``--limit`` left out)."""
+    from lib.export import metric_value
 
-    return score_rows(HERE, rows)[metric]
+    return metric_value(HERE, metric, rows)
 
 
 # one aggregation per metric (lmms-eval names them in the task YAML), appended at export
