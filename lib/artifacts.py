@@ -7,6 +7,12 @@ always sit at ``<stage>/datasets/<name>/`` (items.jsonl + images/ + dataset.json
 
 A params value ``stage:NN_stage/sub/path`` names a path inside the run folder (e.g.
 ``stage:04_scrapbook/datasets/scrapbook``), so params files never hold absolute output paths.
+
+06's derived tables (metrics.csv, levels.csv, errors.csv) are written with a record of what they
+were computed from (``metrics.meta.json``: the SHA-256 of each table, of the predictions file and of
+the evaluation's manifest, written after the tables). :func:`read_table` refuses a table whose
+record is missing or no longer matches (:class:`StaleTables`: a rerun or a rescore that stopped
+part way, e.g. on a full disk, must not show the previous run's numbers as new ones).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib.io import read_jsonl
+from lib.io import file_sha256, read_jsonl, write_json
 
 SETUP, COLLECT, ANNOTATE, AF, SCRAPBOOK, TRAIN, EVALUATE, ANALYZE = (
     "00_setup", "01_collect", "02_annotate", "03_adversarial_filter", "04_scrapbook", "05_train", "06_evaluate",
@@ -53,6 +59,8 @@ JUDGEMENTS = "judgements.jsonl"  # 06
 METRICS, LEVELS, ERRORS = "metrics.csv", "levels.csv", "errors.csv"  # 06
 EVAL_CONFIG = "config.json"  # 06
 EVAL_MANIFEST = "manifest.json"  # 06: written last; ties config, predictions, judgements and datasets together
+EVAL_TABLES = (METRICS, LEVELS, ERRORS)  # 06: derived from the predictions (rescore remakes them)
+TABLES_META = "metrics.meta.json"  # 06: written after the tables; what they were computed from
 REPORT = "report.html"  # 07, at the run folder's root
 
 
@@ -68,9 +76,11 @@ def dataset_folder(stage_out: str | Path, name: str) -> Path:
 
 
 def datasets_of(run_folder: str | Path, stage: str) -> dict[str, Path]:
-    """Every dataset folder a stage of this run wrote, by name."""
+    """Every dataset folder a stage of this run wrote, by name (not the hidden folders datasets are
+    built in before they are swapped into place: :func:`lib.io.aside_folder`)."""
     root = stage_folder(run_folder, stage) / DATASETS
-    return {p.name: p for p in sorted(root.iterdir()) if (p / "items.jsonl").exists()} if root.is_dir() else {}
+    return {p.name: p for p in sorted(root.iterdir()) if not p.name.startswith(".") and (p / "items.jsonl").exists()} \
+        if root.is_dir() else {}
 
 
 def resolve(ref: str, run_folder: str | Path) -> str:
@@ -100,6 +110,57 @@ def _need(path: Path, what: str) -> Path:
     return path
 
 
+# --- 06's derived tables and their sources --------------------------------------------------------
+
+class StaleTables(ValueError):
+    """06's tables do not come from the predictions now in the folder (or nothing says they do)."""
+
+
+def forget_table_sources(folder: str | Path) -> None:
+    """Drop the record of 06's tables before they or the predictions are rewritten: until
+    :func:`record_table_sources` runs again, readers refuse the tables."""
+    (Path(folder) / TABLES_META).unlink(missing_ok=True)
+
+
+def record_table_sources(folder: str | Path, tables: dict[str, str], predictions: str) -> None:
+    """Record, after the tables are written, what they were computed from: each table's SHA-256
+    (``tables``: name -> digest), the predictions file's (``predictions``) and the manifest's."""
+    folder = Path(folder)
+    write_json(folder / TABLES_META, {"tables": tables, "predictions": predictions,
+                                      "manifest": file_sha256(folder / EVAL_MANIFEST, remember=False)})
+
+
+def stale_tables(folder: str | Path) -> str | None:
+    """Why 06's tables in ``folder`` cannot be shown as its results, or None when they can (or
+    when there are none). They must have a record (:data:`TABLES_META`) whose digests match the
+    tables, the current predictions and the current manifest."""
+    folder = Path(folder)
+    present = [n for n in EVAL_TABLES if (folder / n).exists()]
+    if not present:
+        return None
+    fix = f"recompute them (no model is called): python -m lib.evaluate rescore --run {folder.parent.name}"
+    meta = folder / TABLES_META
+    try:
+        rec = json.loads(meta.read_text())
+    except FileNotFoundError:
+        return (f"{folder}: {', '.join(present)} carry no record of the predictions they were computed from "
+                f"({TABLES_META} is missing: an evaluation or rescore stopped before finishing its tables, or they "
+                f"predate such records), so they may be another run's numbers; {fix}")
+    except ValueError:
+        return f"{meta} is not readable JSON; {fix}"
+    tables = rec.get("tables", {}) if isinstance(rec, dict) else {}
+    for name in present:
+        if name not in tables or tables[name] != file_sha256(folder / name, remember=False):
+            return (f"{folder}: {name} is not the table recorded in {TABLES_META} (a rescore or rerun stopped part "
+                    f"way through writing the tables); {fix}")
+    if rec.get("predictions") != file_sha256(folder / PREDICTIONS):
+        return (f"{folder}: the tables were computed from other predictions than the current {PREDICTIONS} (a rerun "
+                f"stopped after writing new predictions, before its tables); {fix}")
+    if rec.get("manifest") != file_sha256(folder / EVAL_MANIFEST, remember=False):
+        return f"{folder}: the tables were computed under another {EVAL_MANIFEST} than the current one; {fix}"
+    return None
+
+
 # --- readers ----------------------------------------------------------------------------------------
 
 def read_manifest(run_folder: str | Path) -> list[dict]:
@@ -123,9 +184,15 @@ def read_summary(run_folder: str | Path, stage: str) -> dict | None:
 
 
 def read_table(run_folder: str | Path, stage: str, name: str) -> pd.DataFrame | None:
-    """A CSV table a stage wrote (``METRICS``, ``ITERATIONS``, ``CURVE``...); None when absent."""
+    """A CSV table a stage wrote (``METRICS``, ``ITERATIONS``, ``CURVE``...); None when absent.
+    06's tables are refused (:class:`StaleTables`) when they do not come from its current
+    predictions (:func:`stale_tables`)."""
     path = stage_folder(run_folder, stage) / name
-    return pd.read_csv(path) if path.exists() else None
+    if not path.exists():
+        return None
+    if stage == EVALUATE and name in EVAL_TABLES and (why := stale_tables(path.parent)):
+        raise StaleTables(why)
+    return pd.read_csv(path)
 
 
 def read_records(run_folder: str | Path, stage: str, name: str) -> list[dict]:

@@ -17,7 +17,10 @@ answer trigger gives the answer, constrained like a zero-shot answer.
 Outputs under ``outputs/<run>/06_evaluate/``: ``predictions.jsonl``, ``judgements.jsonl`` (LAVE),
 ``metrics.csv`` (model, dataset, task, style, subset, metric, value, ci_low, ci_high, n, n_invalid),
 ``levels.csv`` and ``errors.csv`` (Scrapbook, shaped like the paper's Tables 8-15), ``config.json``
-(the resolved config rescoring reads), ``summary.json``, ``provenance.json``.
+(the resolved config rescoring reads), ``summary.json``, ``provenance.json``. The tables are written
+atomically, then ``metrics.meta.json`` records the predictions and manifest they came from: a
+rerun or rescore stopped before that (a kill, a full disk) leaves tables every reader refuses
+(:func:`lib.artifacts.stale_tables`) rather than old numbers beside new predictions.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import pandas as pd
 from lib import artifacts as A
 from lib import config
 from lib.io import ItemsAt, ItemsChanged, file_sha256, item_index, outside_images, paused_gc, read_jsonl, \
-    release_memory, save_item_index, scan_items, write_json, write_jsonl
+    release_memory, save_item_index, scan_items, write_csv, write_json, write_jsonl, write_jsonl_hashed
 from lib.metrics.consistency import EXACT_MODES
 from lib.metrics.lave import judge as lave_judge
 from lib.models import Request, generate, load_model
@@ -559,7 +562,8 @@ def check_manifest(out: Path, cfg: EvalConfig, preds: list[Prediction]) -> None:
 def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
     """Recompute predictions' scores, metrics.csv, levels.csv and errors.csv from the stored
     predictions, judgements and datasets of an evaluation folder - no model is loaded or called.
-    The folder's manifest must match its parts (``unverified`` skips that check)."""
+    The folder's manifest must match its parts (``unverified`` skips that check). The tables are
+    written atomically and recorded with their sources last (:func:`lib.artifacts.record_table_sources`)."""
     out = Path(out)
     cfg_path = out / A.EVAL_CONFIG
     if not cfg_path.exists():
@@ -585,10 +589,11 @@ def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
         except ItemsChanged:  # rewritten in place with the same size and time: index it again, once
             if rebuild:
                 raise
-    write_jsonl(out / A.PREDICTIONS, (p.to_dict() for p in preds))
-    metrics.to_csv(out / A.METRICS, index=False)
-    levels.to_csv(out / A.LEVELS, index=False)
-    errors.to_csv(out / A.ERRORS, index=False)
+    # the tables' record goes first and comes back last: a stop in between leaves tables readers refuse
+    A.forget_table_sources(out)
+    _, _, predictions = write_jsonl_hashed(out / A.PREDICTIONS, (p.to_dict() for p in preds))
+    tables = {name: write_csv(out / name, df) for name, df in zip(A.EVAL_TABLES, (metrics, levels, errors))}
+    A.record_table_sources(out, tables, predictions)
     return {"rescore_seconds": round(time.perf_counter() - start, 3), "metrics": len(metrics),
             "invalid": int(sum(not p.valid for p in preds))}
 
@@ -619,11 +624,16 @@ def main(argv: list[str] | None = None) -> int:
     rs.add_argument("--unverified", action="store_true", help="rescore a folder without a matching manifest.json")
     args = ap.parse_args(argv)
     folder = stage_dir(args.run, A.EVALUATE, create=False)
+    stale = A.stale_tables(folder) if folder.is_dir() else None
     try:
         summary = rescore_folder(folder, unverified=args.unverified)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
+        if stale:
+            print(f"the tables in {folder} are stale and stay refused: {stale}", file=sys.stderr)
         return 2
+    if stale:
+        print(f"replaced stale tables: {stale}", file=sys.stderr)
     print(json.dumps({"folder": str(folder), **summary}))
     return 0
 

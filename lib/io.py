@@ -5,17 +5,44 @@ A *dataset folder* is ``items.jsonl`` (one :class:`lib.schema.Item` per line) + 
 
     datasets.load_dataset("json", data_files=str(folder / "items.jsonl"), split="train")
 
-JSONL is written atomically (a temporary file renamed over the target) or appended line by line;
-a malformed line is reported with its file and line number. Images are validated on load: an empty,
-truncated, corrupt, non-image or decompression-bomb file raises :class:`ImageError` naming the file;
-collection-level loaders skip such files and report them in a :class:`LoadReport`.
+JSONL, JSON and CSV files are written atomically (a unique temporary file beside the target,
+flushed and fsynced, then renamed over it: a kill or a full disk leaves the old file or the new one)
+or appended line by line; a malformed line is reported with its file and line number.
+
+Images are validated on load: an empty, truncated, corrupt, non-image or decompression-bomb file
+raises :class:`ImageError` naming the file; collection-level loaders skip such files and report
+them in a :class:`LoadReport`.
+
+**A dataset folder is complete when its manifest says so.** ``dataset.json`` is written last and
+records ``num_items``, ``num_images``, ``items_bytes`` and ``items_sha256`` (:func:`save_dataset`,
+the importers, Scrapbook generation and merging all write them). The rule readers apply
+(:func:`scan_items`, :func:`load_items`, :func:`read_items_at`, :class:`ItemsAt`,
+:func:`item_index`; :func:`check_complete` is the check) is "what the manifest records must hold":
+
+- ``"complete": false`` in ``dataset.json`` (a writer marks the folder so before it rewrites
+  ``items.jsonl`` in place, and clears it by writing the manifest) -> refused: the write never finished;
+- ``items_bytes`` recorded -> a shorter ``items.jsonl`` is refused (a stat, when a reader opens it);
+  a longer one too, unless its first ``items_bytes`` bytes are the recorded file (their SHA-256,
+  computed once and remembered): lines appended to a whole dataset are read as additions, and
+  ``check`` lists the count they change;
+- ``num_items`` recorded -> a reader that streams the whole file must count that many records;
+- ``items_sha256`` is checked against the whole file by :func:`check_dataset` (``python -m lib.io
+  check DIR``) and :func:`verify_dataset`; readers do not read the file twice, to stay fast;
+- a folder without ``dataset.json``, or whose ``dataset.json`` records none of these (your own,
+  made by hand), loads as before.
+
+A refusal (:class:`IncompleteDataset`) names the folder and says to rerun the stage that wrote it.
+Folders are built aside under names no other run uses (:func:`aside_folder`:
+``.<name>.building-<host>-<pid>-<random>``) and swapped in whole (:func:`swap_in`): two runs
+building one dataset never share a temporary folder, and a swap deletes only what it built and
+the previous complete version it replaces.
 
 Your own dataset (``examples/my_dataset`` is one to copy): :func:`check_dataset` lists every
 problem of a folder, each naming file, line and field; :func:`import_csv` and :func:`import_hf`
 make a folder from a CSV or a Hugging Face dataset (a ``save_to_disk`` folder or a parquet file),
 naming the row and column of every problem before writing anything::
 
-    python -m lib.io check examples/my_dataset
+    python -m lib.io check examples/my_dataset             # also checks items.jsonl against its recorded sha256
     python -m lib.io import-csv examples/my_dataset/data.csv --out DIR [--task T] [--images-root PATH]
     python -m lib.io import-hf PATH --out DIR [--split S] [--task T] [--image-column image] [--question-column
         question] [--options-column options] [--answer-column answer] [--id-column id]
@@ -26,14 +53,18 @@ from __future__ import annotations
 import argparse
 import base64
 import csv
+import errno
 import functools
 import gc
+import hashlib
 import io
 import itertools
 import json
 import os
 import re
+import secrets
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -156,24 +187,90 @@ def read_jsonl(path: str | Path) -> Iterator[dict]:
             yield from _decode_chunk([line for _, line in chunk], lambda k, e: _malformed(path, chunk[k][0], e))
 
 
-def write_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
-    """Write all rows atomically (readers see the old file or the whole new one); returns the count."""
+class HashingWriter:
+    """A binary file's ``write`` that also counts the bytes written and folds them into a SHA-256:
+    a file's manifest (size, digest) made while it is written, not by reading it again."""
+
+    def __init__(self, f):
+        self.f, self.bytes, self._sha = f, 0, hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.f.write(data)
+        self._sha.update(data)
+        self.bytes += len(data)
+        return len(data)
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest()
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (best effort: some systems cannot open a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_file(path: str | Path, mode: str = "wb", **kw):
+    """A file object writing a unique temporary file beside ``path``; on a clean exit it is
+    flushed, fsynced and renamed over ``path``, on any error (a full disk, a kill signal) removed:
+    ``path`` holds its old content or the whole new one, never a part."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    n = 0
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-                n += 1
+        with os.fdopen(fd, mode, **kw) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return n
+    _fsync_dir(path.parent)
+
+
+def _write_lines(path: Path, rows: Iterable[dict]) -> tuple[int, HashingWriter]:
+    n = 0
+    with atomic_file(path) as f:
+        out = HashingWriter(f)
+        for row in rows:
+            out.write((json.dumps(row, ensure_ascii=False, default=str) + "\n").encode())
+            n += 1
+    return n, out
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
+    """Write all rows atomically (:func:`atomic_file`: readers see the old file or the whole new
+    one); returns the count."""
+    return _write_lines(Path(path), rows)[0]
+
+
+def write_jsonl_hashed(path: str | Path, rows: Iterable[dict]) -> tuple[int, int, str]:
+    """:func:`write_jsonl`, returning ``(rows, bytes, sha256)`` of what it wrote; the digest is
+    remembered as :func:`file_sha256` would (checking the file later costs a stat)."""
+    path = Path(path)
+    n, out = _write_lines(path, rows)
+    digest = out.hexdigest()
+    _remember_digest(path, digest)
+    return n, out.bytes, digest
+
+
+def write_csv(path: str | Path, df: pd.DataFrame) -> str:
+    """Write a table as ``df.to_csv(path, index=False)`` does, atomically (:func:`atomic_file`);
+    returns the file's SHA-256."""
+    data = df.to_csv(index=False).encode("utf-8")
+    with atomic_file(path) as f:
+        f.write(data)
+    return hashlib.sha256(data).hexdigest()
 
 
 def append_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
@@ -191,14 +288,10 @@ def append_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
 
 
 def write_json(path: str | Path, obj) -> None:
-    """Write one JSON document atomically (indented, for humans and diffs)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    """Write one JSON document atomically (indented, for humans and diffs; :func:`atomic_file`)."""
+    with atomic_file(path, "w", encoding="utf-8") as f:
         json.dump(obj, f, indent=2, ensure_ascii=False, default=str)
         f.write("\n")
-    os.replace(tmp, path)
 
 
 # --- images -----------------------------------------------------------------------------------
@@ -385,29 +478,257 @@ def dataset_info(name: str, version: str = "1", license: str = "unspecified", pr
 
 def save_dataset(folder: str | Path, items: Iterable[Item], info: dict) -> int:
     """Write ``items.jsonl`` (atomically) and ``dataset.json``; images must already be under
-    ``folder/images/`` (item image paths are relative to the folder). Returns the item count."""
+    ``folder/images/`` (item image paths are relative to the folder). Returns the item count.
+
+    ``dataset.json`` first marks the folder ``"complete": false`` and is written again last with
+    the manifest (:func:`manifest_fields`): a write stopped in between leaves a folder readers
+    refuse (:func:`check_complete`), not a new ``items.jsonl`` under the old description."""
     folder = Path(folder)
     seen: set[str] = set()
+    images: set[str] = set()
 
     def rows():
         for item in items:
             if item.id in seen:
                 raise ValueError(f"duplicate item id {item.id!r} while writing {folder / 'items.jsonl'}")
             seen.add(item.id)
+            images.update(item.images)
             yield item.to_dict()
 
-    n = write_jsonl(folder / "items.jsonl", rows())
-    write_json(folder / "dataset.json", {**info, "num_items": n})
+    write_json(folder / "dataset.json", {**info, "complete": False, "writer": _writer()})
+    n, size, digest = write_jsonl_hashed(folder / "items.jsonl", rows())
+    write_json(folder / "dataset.json", {**info, **manifest_fields(n, len(images), size, digest)})
     return n
+
+
+def manifest_fields(num_items: int, num_images: int, items_bytes: int, items_sha256: str) -> dict:
+    """What ``dataset.json`` records of a finished ``items.jsonl`` (see the module docstring)."""
+    return {"num_items": num_items, "num_images": num_images, "items_bytes": items_bytes, "items_sha256": items_sha256}
+
+
+MANIFEST_KEYS = ("num_items", "items_bytes", "items_sha256")
+
+
+class IncompleteDataset(ValueError):
+    """A dataset folder whose ``items.jsonl`` is not the one its manifest (``dataset.json``)
+    describes: a write that never finished, or a file changed since. The message names the folder."""
+
+
+def _writer() -> str:
+    return f"process {os.getpid()} on {socket.gethostname()}"
+
+
+def dataset_manifest(folder: str | Path) -> dict:
+    """What ``dataset.json`` records of the folder's ``items.jsonl`` (:data:`MANIFEST_KEYS` and
+    ``complete``); empty for a folder without one (your own dataset: nothing to check)."""
+    path = Path(folder) / "dataset.json"
+    try:
+        info = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):  # unreadable or no JSON: a hand-made file; `python -m lib.io check` says so
+        return {}
+    if not isinstance(info, dict):
+        return {}
+    return {k: info[k] for k in (*MANIFEST_KEYS, "num_images", "complete", "writer") if k in info}
+
+
+def _rerun(folder: Path) -> str:
+    return (f"rerun the stage (or command) that writes {folder}; if you edited the folder by hand, run "
+            f"`python -m lib.io check {folder}` and remove num_items, items_bytes and items_sha256 from its "
+            f"dataset.json")
+
+
+def check_complete(folder: str | Path) -> int | None:
+    """Refuse (:class:`IncompleteDataset`) a folder its manifest says is unfinished, or whose
+    ``items.jsonl`` is shorter than recorded or, when longer, does not begin with the recorded
+    file (lines appended to a whole dataset are read as additions: a stat, and only then a hash
+    of the recorded part, remembered). Returns the ``num_items`` a reader streaming the whole file
+    must count (None when none is recorded, or lines were appended)."""
+    folder = Path(folder)
+    m = dataset_manifest(folder)
+    if m.get("complete") is False:
+        writer = m.get("writer", "by an earlier run")
+        raise IncompleteDataset(f"{folder}: dataset.json marks this dataset as being written ({writer}) and it was "
+                                f"never finished: its items.jsonl may be partial; {_rerun(folder)}")
+    n = m.get("num_items")
+    n = n if isinstance(n, int) and not isinstance(n, bool) else None
+    size = m.get("items_bytes")
+    if not isinstance(size, int) or isinstance(size, bool):
+        return n
+    path = folder / "items.jsonl"
+    try:
+        actual = path.stat().st_size
+    except FileNotFoundError:
+        return n  # the reader says there is no items.jsonl
+    if actual < size:
+        raise IncompleteDataset(f"{folder}: items.jsonl holds {actual:,} bytes but dataset.json records {size:,}: the "
+                                f"file is partial (a killed or concurrent write, an interrupted copy); {_rerun(folder)}")
+    if actual > size:
+        if _prefix_sha256(path, size) != m.get("items_sha256"):
+            raise IncompleteDataset(f"{folder}: items.jsonl holds {actual:,} bytes but dataset.json records {size:,}, "
+                                    f"and its first {size:,} bytes are not the recorded file: it was rewritten or "
+                                    f"mixed with another write since the dataset was written; {_rerun(folder)}")
+        return None  # the recorded items, whole, and lines appended after them
+    return n
+
+
+def _prefix_sha256(path: Path, size: int) -> str:
+    """The SHA-256 of a file's first ``size`` bytes, remembered like :func:`file_sha256`'s."""
+    memo = _stat_key(path, "digests", f".{size}.prefix.sha256")
+    if memo.exists():
+        return memo.read_text().strip()
+    h, left = hashlib.sha256(), size
+    with path.open("rb") as f:
+        while left and (chunk := f.read(min(left, 2**20))):
+            h.update(chunk)
+            left -= len(chunk)
+    digest = h.hexdigest()
+    _remember_digest(path, digest, memo)
+    return digest
+
+
+def _count_mismatch(folder: Path, expected: int, found: int) -> IncompleteDataset:
+    return IncompleteDataset(f"{folder}: items.jsonl holds {found:,} items but dataset.json records {expected:,}: "
+                             f"the file is partial (a killed or concurrent write) or changed since the dataset was "
+                             f"written; {_rerun(folder)}")
+
+
+def verify_dataset(folder: str | Path) -> None:
+    """The full check of a folder against its manifest: :func:`check_complete`, then the
+    record count and the SHA-256 of ``items.jsonl`` (reads the whole file)."""
+    folder = Path(folder)
+    expected = check_complete(folder)
+    m = dataset_manifest(folder)
+    path = folder / "items.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: not a dataset folder (no items.jsonl)")
+    if expected is not None:
+        with path.open("rb") as f:
+            found = sum(1 for line in f if line.strip())
+        if found != expected:
+            raise _count_mismatch(folder, expected, found)
+    if isinstance(m.get("items_sha256"), str) and file_sha256(path, remember=False) != m["items_sha256"]:
+        raise IncompleteDataset(f"{folder}: items.jsonl does not match the sha256 dataset.json records: it changed "
+                                f"since the dataset was written; {_rerun(folder)}")
+
+
+def aside_folder(out: str | Path, kind: str = "building") -> Path:
+    """A new, empty folder beside ``out`` that no other run uses: ``.<name>.<kind>-<host>-<pid>-<random>``
+    (created here, so two runs started together never share one). Leftovers of this host's dead
+    processes (a killed build) are removed first; nothing of a live process is touched."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _clear_dead_asides(out)
+    host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40]
+    while True:
+        folder = out.parent / f".{out.name}.{kind}-{host}-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+
+
+def _clear_dead_asides(out: Path) -> None:
+    """Remove ``.<name>.<kind>-<this host>-<pid>-<random>`` folders whose process is gone."""
+    host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40]
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.[a-z]+-{re.escape(host)}-(\d+)-[0-9a-f]+")
+    try:
+        siblings = list(out.parent.iterdir())
+    except FileNotFoundError:
+        return
+    for p in siblings:
+        m = pattern.fullmatch(p.name)
+        if m and not _alive(int(m.group(1))):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # another user's process, or a system that cannot tell: keep its folder
+    return True
+
+
+@functools.cache
+def _renameat2():
+    """glibc's ``renameat2`` (Linux, glibc >= 2.28), or None."""
+    import ctypes
+
+    try:
+        f = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    except (OSError, TypeError):
+        return None
+    if f is not None:
+        f.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return f
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one step (``RENAME_EXCHANGE``); False where that is not
+    available or ``b`` does not exist."""
+    import ctypes
+
+    f = _renameat2()
+    if f is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if f(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOENT, errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def swap_in(new: str | Path, out: str | Path, tries: int = 20) -> None:
+    """Put the finished folder ``new`` in ``out``'s place and delete the version it replaces -
+    the only thing deleted that this call did not build. Where Linux allows it the two are
+    exchanged in one step (no moment without ``out``); elsewhere ``out`` is moved aside first.
+    A concurrent swap of the same ``out`` is retried: the last complete version wins."""
+    new, out = Path(new), Path(out)
+    for _ in range(tries):
+        if _exchange(new, out):
+            shutil.rmtree(new, ignore_errors=True)  # now the previous version
+            _fsync_dir(out.parent)
+            return
+        old = None
+        if out.exists():
+            old = aside_folder(out, "old")
+            old.rmdir()
+            try:
+                out.rename(old)
+            except FileNotFoundError:  # another run moved it first
+                old = None
+        try:
+            new.rename(out)
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            continue  # another run put its version there meanwhile: swap again
+        finally:
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        _fsync_dir(out.parent)
+        return
+    raise OSError(f"{out}: could not swap in {new} ({tries} concurrent swaps in a row); it is kept there")
 
 
 def scan_items(folder: str | Path, share: bool = True) -> Iterator[tuple[int, Item]]:
     """``(byte offset, Item)`` of every record of a dataset's ``items.jsonl``, streamed (a chunk
     of lines in memory at a time, :func:`decode_lines`); a bad record raises naming the file and line.
-    ``share=False`` for a pass that keeps no item (:meth:`Item.from_dict`)."""
+    ``share=False`` for a pass that keeps no item (:meth:`Item.from_dict`). A folder its manifest
+    does not describe is refused (:func:`check_complete` when opened; the record count at the end)."""
     path = Path(folder) / "items.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{path}: not a dataset folder (no items.jsonl)")
+    expected = check_complete(folder)
 
     def lines(f):
         offset = 0
@@ -427,6 +748,8 @@ def scan_items(folder: str | Path, share: bool = True) -> Iterator[tuple[int, It
                     yield start, Item.from_dict(row, share)
                 except (TypeError, ValueError) as e:
                     raise ValueError(f"{path}: record {record} is not a valid Item ({e})") from None
+    if expected is not None and record != expected:
+        raise _count_mismatch(Path(folder), expected, record)
 
 
 def load_items(folder: str | Path) -> list[Item]:
@@ -435,11 +758,14 @@ def load_items(folder: str | Path) -> list[Item]:
         return [it for _, it in scan_items(folder)]
 
 
-def read_items_at(folder: str | Path, offsets: Iterable[int], share: bool = True) -> list[Item]:
+def read_items_at(folder: str | Path, offsets: Iterable[int], share: bool = True, check: bool = True) -> list[Item]:
     """The items whose lines start at ``offsets`` (from :func:`scan_items` or :func:`item_index`),
     read by seeking: a sample of a large dataset costs its own lines only (decoded in chunks,
-    :func:`decode_lines`). ``share``: as :meth:`Item.from_dict`."""
+    :func:`decode_lines`). ``share``: as :meth:`Item.from_dict`; ``check``: refuse a folder its
+    manifest does not describe (:func:`check_complete`; :class:`ItemsAt` checks once)."""
     path = Path(folder) / "items.jsonl"
+    if check:
+        check_complete(folder)
     out = []
 
     def bad(off, e):
@@ -471,7 +797,9 @@ class ItemsAt(Sequence):
     20,000 of a Scrapbook set's questions keeps 8 bytes per question while it asks or rescores
     them, and one of all 827,004 no longer holds every question as a Python object (gigabytes).
     With ``ids`` (from an id index), each item read must have its id, else :class:`ItemsChanged`;
-    ``share=False`` for items let go once used (:meth:`Item.from_dict`)."""
+    ``share=False`` for items let go once used (:meth:`Item.from_dict`). The folder is checked
+    against its manifest when made (:func:`check_complete`), and a file replaced since then is
+    refused on the next read (:class:`ItemsChanged`)."""
 
     def __init__(self, folder: str | Path, offsets, ids: Sequence[str] | None = None, share: bool = True):
         from array import array
@@ -481,6 +809,16 @@ class ItemsAt(Sequence):
         self.ids, self.share = ids, share
         if ids is not None and len(ids) != len(self.offsets):
             raise ValueError(f"ItemsAt: {len(ids)} ids for {len(self.offsets)} offsets")
+        check_complete(self.folder)
+        self._file = self._identity()
+
+    def _identity(self) -> tuple | None:
+        """The file as it is now (device, inode, size, modification time), None when absent."""
+        try:
+            st = (self.folder / "items.jsonl").stat()
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -489,7 +827,10 @@ class ItemsAt(Sequence):
         if not isinstance(k, slice):
             k = range(len(self))[k]  # an IndexError past the end, negative indices counted back
             return self[k:k + 1][0]
-        got = read_items_at(self.folder, self.offsets[k], share=self.share)
+        if self._identity() != self._file:  # swapped or rewritten: its offsets point into another file
+            raise ItemsChanged(f"{self.folder / 'items.jsonl'} changed since its items were located (a rerun "
+                               f"rewrote the dataset meanwhile); start again")
+        got = read_items_at(self.folder, self.offsets[k], share=self.share, check=False)
         if self.ids is not None:
             expected = self.ids[k]
             for it, i, off in zip(got, expected, self.offsets[k]):
@@ -526,8 +867,6 @@ def file_sha256(path: str | Path, remember: bool = True) -> str | None:
     """A file's SHA-256 (None when it does not exist), read in chunks; with ``remember`` kept like
     the item index (path, size, modification time): checking a 500 MB Scrapbook items.jsonl
     again costs a stat, not a second of hashing."""
-    import hashlib
-
     path = Path(path)
     if not path.exists():
         return None
@@ -536,12 +875,17 @@ def file_sha256(path: str | Path, remember: bool = True) -> str | None:
         return memo.read_text().strip()
     with path.open("rb") as f:
         digest = hashlib.file_digest(f, "sha256").hexdigest()
-    if memo is None:
-        return digest
-    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+    if memo is not None:
+        _remember_digest(path, digest, memo)
+    return digest
+
+
+def _remember_digest(path: Path, digest: str, memo: Path | None = None) -> None:
+    """Keep ``digest`` as :func:`file_sha256`'s for ``path`` as it is now (its stat key)."""
+    memo = memo or _stat_key(path, "digests", ".sha256")
+    tmp = memo.with_suffix(f".{os.getpid()}-{secrets.token_hex(4)}.tmp")
     tmp.write_text(digest)
     os.replace(tmp, memo)
-    return digest
 
 
 def save_item_index(folder: str | Path, ids: list[str] | bytes, offsets) -> None:
@@ -620,6 +964,7 @@ def _wanted_offsets(chunks: Iterable[bytes], offsets, wanted: set[bytes]) -> dic
 
 
 def load_dataset_info(folder: str | Path) -> dict:
+    """A folder's ``dataset.json``: its description and manifest (see the module docstring)."""
     return json.loads((Path(folder) / "dataset.json").read_text())
 
 
@@ -780,7 +1125,8 @@ def check_dataset(folder: str | Path, limit: int = MAX_PROBLEMS) -> DatasetCheck
     """Every problem of a dataset folder, not only the first, each naming file, line and field:
     ``dataset.json`` present and valid, every ``items.jsonl`` line valid JSON and a valid Item
     (:func:`item_problems`), ids unique, every image path inside the folder (or a declared
-    ``images_roots`` folder) and readable (:func:`load_image`, each distinct image once). Streams
+    ``images_roots`` folder) and readable (:func:`load_image`, each distinct image once), and
+    ``items.jsonl`` the file ``dataset.json``'s manifest describes (count, size, SHA-256). Streams
     the file, so a large dataset costs its ids and image paths in memory."""
     from tqdm.auto import tqdm
 
@@ -829,7 +1175,25 @@ def check_dataset(folder: str | Path, limit: int = MAX_PROBLEMS) -> DatasetCheck
     if isinstance(info, dict) and "num_items" in info and info["num_items"] != found.items:
         found.add("dataset.json", None, "num_items", f"says {info['num_items']!r} but items.jsonl holds {found.items} "
                                                      f"items; set it to {found.items} (save_dataset writes it)")
+    elif isinstance(info, dict):
+        _check_manifest(folder, info, found)
     return found
+
+
+def _check_manifest(folder: Path, info: dict, found: DatasetCheck) -> None:
+    """The problems of ``items.jsonl`` against what ``dataset.json`` records of it (beyond its
+    count): a write that never finished, another size, another SHA-256."""
+    if info.get("complete") is False:
+        found.add("dataset.json", None, "complete", f"marks the dataset as being written ({info.get('writer', '?')}) "
+                                                    f"and it was never finished; {_rerun(folder)}")
+    path = folder / "items.jsonl"
+    size = info.get("items_bytes")
+    if size is not None and size != path.stat().st_size:
+        found.add("dataset.json", None, "items_bytes", f"says {size!r} but items.jsonl holds {path.stat().st_size} "
+                                                       f"bytes; {_rerun(folder)}")
+    elif isinstance(info.get("items_sha256"), str) and info["items_sha256"] != file_sha256(path, remember=False):
+        found.add("dataset.json", None, "items_sha256", f"items.jsonl does not match this sha256 (it changed since the "
+                                                        f"dataset was written); {_rerun(folder)}")
 
 
 def _check_info(folder: Path, found: DatasetCheck) -> dict | None:
@@ -1187,21 +1551,20 @@ def _fresh(out: str | Path) -> Path:
 
 @contextmanager
 def staged_folder(out: str | Path):
-    """A fresh folder beside ``out``, renamed to ``out`` when the block succeeds and removed when
-    it fails: an import leaves a whole dataset folder or none. ``out`` must be absent or empty."""
+    """A fresh folder beside ``out`` (:func:`aside_folder`), renamed to ``out`` when the block
+    succeeds and removed when it fails: an import leaves a whole dataset folder or none. ``out``
+    must be absent or empty (one made meanwhile by another run is not replaced: the rename fails)."""
     out = _fresh(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "images").mkdir(parents=True)
+    tmp = aside_folder(out, "partial")
     try:
+        (tmp / "images").mkdir()
         yield tmp
+        if out.exists():
+            out.rmdir()
+        os.rename(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if out.exists():
-        out.rmdir()
-    os.replace(tmp, out)
 
 
 def import_csv(path: str | Path, out: str | Path, task: str | None = None, images_root: str | Path | None = None,

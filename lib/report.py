@@ -2,7 +2,9 @@
 base64 PNG) so it can be mailed. One section per stage, in order; a stage whose outputs are absent
 gets a line saying so and why, instead of failing the report. The run's provenance (params, seeds,
 models, git SHA) and the invalid-answer rates are part of it. Every stage's outputs are read
-through :mod:`lib.artifacts`, the stages' published layout.
+through :mod:`lib.artifacts`, the stages' published layout. 06's metric tables are shown only when
+they come from its current predictions (:func:`lib.artifacts.stale_tables`); otherwise the section
+says they are withheld, why, and how to recompute them, and the report's first lines say so too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib import artifacts as A
+from lib.io import atomic_file
 from lib.paths import run_dir
 
 TITLES = {
@@ -80,6 +83,13 @@ def _figures(folder: Path) -> str:
     return "".join(_img(p) for p in sorted(folder.rglob("figures/*.png")))
 
 
+def _withheld(why: str) -> str:
+    """A section whose tables do not come from its current outputs: neither they nor the figures
+    drawn from them are shown (they may be another run's numbers)."""
+    return (f"<p class='absent'><b>Metrics withheld: stale or unverified tables.</b> {html.escape(why)}</p>"
+            f"<p class='absent'>This section's figures are withheld with them.</p>")
+
+
 def _stage_body(root: Path, stage: str, folder: Path) -> str:
     parts = []
     summary = A.read_summary(root, stage) or {}
@@ -129,7 +139,7 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
     root = Path(run) if isinstance(run, Path) else run_dir(run)
     run = root.name
     out = out or root / A.REPORT
-    sections, absent = [], []
+    sections, absent, stale = [], [], []
     for stage, title in TITLES.items():
         folder = A.stage_folder(root, stage)
         if not folder.is_dir() or not any(folder.iterdir()):
@@ -137,12 +147,20 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
             absent.append(stage)
             sections.append(f"<h2>{stage} · {html.escape(title)}</h2><p class='absent'>Absent - {why}.</p>")
             continue
-        sections.append(f"<h2>{stage} · {html.escape(title)}</h2>{_provenance(folder)}{_stage_body(root, stage, folder)}")
+        why = A.stale_tables(folder) if stage == A.EVALUATE else None
+        if why:
+            stale.append(stage)
+        body = _withheld(why) if why else _stage_body(root, stage, folder)
+        sections.append(f"<h2>{stage} · {html.escape(title)}</h2>{_provenance(folder)}{body}")
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     summary = (f"<p>Run <b>{html.escape(run)}</b>, report built {created}. Sections without outputs: "
                f"{', '.join(absent) or 'none'}.</p>")
+    if stale:
+        summary += (f"<p class='absent'><b>Stale results withheld</b> in {', '.join(stale)}: the tables do not come "
+                    f"from the current predictions (see the section).</p>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>VQA Lab · {html.escape(run)}</title>"
             f"<style>{_CSS}</style></head><body><h1>VQA Lab report · {html.escape(run)}</h1>{summary}"
             f"{''.join(sections)}</body></html>")
-    out.write_text(page, encoding="utf-8")
+    with atomic_file(out, "w", encoding="utf-8") as f:  # a stopped build leaves the previous report whole
+        f.write(page)
     return out

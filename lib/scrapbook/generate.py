@@ -698,8 +698,10 @@ def _alternatives(kind: str, max_count: int, colors: tuple, shapes: tuple) -> li
     return Q.alternatives(_kind_query(kind), max_count, list(colors), list(shapes), list(vocabulary()["regions"]))
 
 
-def _finish(out: Path, summary: Summary, info: dict) -> dict:
-    from lib.io import dataset_info, write_json
+def _finish(out: Path, summary: Summary, info: dict, items) -> dict:
+    """The tables, ``summary.json`` and, last, ``dataset.json`` with the manifest of the items
+    file (``items``: the :class:`lib.io.HashingWriter` that wrote it)."""
+    from lib.io import dataset_info, manifest_fields, write_json
 
     for name, rows in zip(("counts.csv", "concepts.csv"), summary.rows()):
         with open(out / name, "w", newline="", encoding="utf-8") as f:
@@ -709,7 +711,8 @@ def _finish(out: Path, summary: Summary, info: dict) -> dict:
     stats = {**summary.to_dict(), **info}
     write_json(out / "summary.json", stats)
     write_json(out / "dataset.json", {**dataset_info("scrapbook", license="CC-BY-4.0 (generated)"),
-                                      "num_items": stats["questions"], **info})
+                                      **manifest_fields(stats["questions"], summary.images, items.bytes,
+                                                        items.hexdigest()), **info})
     return stats
 
 
@@ -719,9 +722,11 @@ def generate(params: ScrapbookParams, out_dir: str | Path, shard: int = 0, num_s
 
     Writes ``images/`` and ``masks/`` (PNG; mask pixel k = object k, 0 = background),
     ``scenes.jsonl``, ``items.jsonl`` (one :class:`lib.schema.Item` per line), ``counts.csv``,
-    ``concepts.csv``, ``summary.json`` and ``dataset.json``. Memory stays flat: rows go to disk as
-    they are made. The folder is built beside ``out_dir`` and swapped in when complete, so a killed
-    run leaves the old dataset or the new one, never a mix.
+    ``concepts.csv``, ``summary.json`` and ``dataset.json`` (last, with the manifest readers check:
+    :mod:`lib.io`). Memory stays flat: rows go to disk as they are made. The folder is built beside
+    ``out_dir`` under a name no other run uses and swapped in when complete (:func:`_built_aside`),
+    so a killed run leaves the old dataset or the new one, never a mix, and two runs building the
+    same dataset at once each swap in a whole one.
     """
     if not 0 <= shard < num_shards:
         raise ScrapbookParamError(f"--shard {shard} must be in [0, --num-shards={num_shards})")
@@ -729,25 +734,25 @@ def generate(params: ScrapbookParams, out_dir: str | Path, shard: int = 0, num_s
 
 
 def _built_aside(out: Path, build) -> dict:
-    """Run ``build(folder)`` on a fresh folder beside ``out``, then put it in ``out``'s place."""
-    tmp = out.parent / f".{out.name}.building"
-    if tmp.exists():
-        shutil.rmtree(tmp)  # a killed earlier build
-    tmp.mkdir(parents=True)
-    stats = build(tmp)
-    old = out.parent / f".{out.name}.old"
-    if old.exists():
-        shutil.rmtree(old)
-    if out.exists():
-        out.rename(old)
-    tmp.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
+    """Run ``build(folder)`` on a new folder beside ``out`` that is this run's alone
+    (:func:`lib.io.aside_folder`), then put it in ``out``'s place (:func:`lib.io.swap_in`, which
+    deletes only the version it replaces); a build that fails or is interrupted removes its folder."""
+    from lib.io import aside_folder, swap_in
+
+    tmp = aside_folder(out)
+    try:
+        stats = build(tmp)
+        swap_in(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return stats
 
 
 def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, progress: bool) -> dict:
     from tqdm.auto import tqdm
 
+    from lib.io import HashingWriter
     from lib.paths import cache_dir
 
     (out / "images").mkdir(parents=True, exist_ok=True)
@@ -761,7 +766,8 @@ def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, p
     failures: Counter = Counter()
     summary = Summary()
     # binary files: the text is encoded on this thread, so the writer thread's writes release the GIL
-    with open(out / ".items.jsonl.part", "wb") as items_f, open(out / ".scenes.jsonl.part", "wb") as scenes_f:
+    with open(out / ".items.jsonl.part", "wb") as items_file, open(out / ".scenes.jsonl.part", "wb") as scenes_f:
+        items_f = HashingWriter(items_file)  # the manifest's size and sha256, made on the writer thread
         with BackgroundIO() as io:
             for unit in tqdm(mine, desc="scrapbook units", disable=not progress):
                 s, b = unit[0], unit[1]
@@ -776,7 +782,7 @@ def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, p
     info = {"params": asdict(params), "shard": shard, "num_shards": num_shards, "units": len(mine),
             "placement_failures": dict(failures), "skipped_files": res.skipped,
             "sets": [[o.attributes() for o in objs] for objs in sets]}
-    return _finish(out, summary, info)
+    return _finish(out, summary, info, items_f)
 
 
 def _unit_key(line: str) -> tuple:
@@ -785,13 +791,22 @@ def _unit_key(line: str) -> tuple:
 
 
 def merge(shard_dirs: list[str | Path], out_dir: str | Path) -> dict:
-    """Union of shard outputs in unit order: the same files an unsharded run writes. Refuses a shard
-    given twice and shards made with different parameters or seeds (their union is no dataset)."""
+    """Union of shard outputs in unit order: the same files an unsharded run writes. Refuses an
+    unfinished shard, a shard given twice, shards made with different parameters or seeds (their
+    union is no dataset) and a set with gaps: shards ``0..k-1`` of one ``num_shards=k`` must all be
+    there, each once (the error names the missing indexes)."""
+    from lib.io import IncompleteDataset, check_complete
+
     out = Path(out_dir)
     shards = [Path(d) for d in shard_dirs]
     for d in shards:
-        if not (d / "items.jsonl").exists():
-            raise FileNotFoundError(f"{d}: not a finished Scrapbook shard (no items.jsonl)")
+        if not (d / "items.jsonl").exists() or not (d / "summary.json").exists() or not (d / "dataset.json").exists():
+            raise FileNotFoundError(f"{d}: not a finished Scrapbook shard (no items.jsonl, summary.json or "
+                                    f"dataset.json); generate that shard again")
+        try:
+            check_complete(d)
+        except IncompleteDataset as e:
+            raise ScrapbookParamError(f"merge: {e}") from None
     infos = [json.loads((d / "summary.json").read_text()) for d in shards]
     seen: dict = {}
     for d, i in zip(shards, infos):
@@ -805,7 +820,27 @@ def merge(shard_dirs: list[str | Path], out_dir: str | Path) -> dict:
             diff = sorted(k for k in i["params"] if i["params"][k] != infos[0]["params"].get(k))
             raise ScrapbookParamError(f"merge: {d} was made with other parameters than {shards[0]} "
                                       f"({', '.join(diff) or 'num_shards'} differ); shards of one dataset share them")
+    _check_complete_set(shards, infos)
     return _built_aside(out, lambda tmp: _merge(shards, infos, tmp))
+
+
+def _check_complete_set(shards: list[Path], infos: list[dict]) -> None:
+    """Every shard of ``0..num_shards-1`` once: a merge of some of them would look like the whole
+    dataset (its summary says ``num_shards: 1``) with questions missing."""
+    for d, i in zip(shards, infos):
+        if not isinstance(i.get("shard"), int) or not isinstance(i.get("num_shards"), int):
+            raise ScrapbookParamError(f"merge: {d} is not a shard (its summary.json has shard={i.get('shard')!r}, "
+                                      f"num_shards={i.get('num_shards')!r}; a merged folder is merged already)")
+    k = infos[0]["num_shards"]
+    have = sorted(i["shard"] for i in infos)
+    outside = [s for s in have if not 0 <= s < k]
+    missing = sorted(set(range(k)) - set(have))
+    if outside or missing:
+        raise ScrapbookParamError(
+            f"merge: the shards given ({', '.join(map(str, have))}) are not all of the {k} shards of one dataset: "
+            + (f"shard(s) {', '.join(map(str, missing))} missing" if missing else "")
+            + ("; " if missing and outside else "") + (f"shard(s) {outside} out of range" if outside else "")
+            + "; generate the missing shard(s) (--shard i --num-shards k) and pass every shard folder")
 
 
 def _merge(shards: list[Path], infos: list[dict], out: Path) -> dict:
@@ -814,13 +849,16 @@ def _merge(shards: list[Path], infos: list[dict], out: Path) -> dict:
         for d in shards:
             for f in sorted((d / sub).iterdir()):
                 shutil.copy2(f, out / sub / f.name)
-    summary = Summary()
+    from lib.io import HashingWriter
+
+    summary, written = Summary(), {}
     for name in ("scenes.jsonl", "items.jsonl"):
         files = [open(d / name, encoding="utf-8") for d in shards]
         try:
-            with open(out / f".{name}.part", "w", encoding="utf-8") as f:
+            with open(out / f".{name}.part", "wb") as f:
+                written[name] = HashingWriter(f)
                 for line in heapq.merge(*files, key=_unit_key):
-                    f.write(line)
+                    written[name].write(line.encode("utf-8"))
                     if name == "items.jsonl":
                         summary.add_row(json.loads(line))
                     else:
@@ -835,4 +873,4 @@ def _merge(shards: list[Path], infos: list[dict], out: Path) -> dict:
     info = {"params": infos[0]["params"], "shard": None, "num_shards": 1, "merged_from": [str(d) for d in shards],
             "units": sum(i["units"] for i in infos), "placement_failures": dict(failures),
             "skipped_files": [s for i in infos for s in i.get("skipped_files", [])], "sets": infos[0]["sets"]}
-    return _finish(out, summary, info)
+    return _finish(out, summary, info, written["items.jsonl"])
