@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 import time
 from collections import defaultdict
@@ -99,6 +100,10 @@ class EvalConfig(config.StageConfig):
     def check(self, source: str) -> None:
         if not self.models:
             raise config.ParamsError(f"{source}: models needs at least one label: model spec")
+        for kind, names in (("datasets", self.datasets), ("models", self.models)):
+            bad = [n for n in names if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", n) or ".." in n]
+            if bad:  # they name rows, files and figures: plain names only
+                raise config.ParamsError(f"{source}: {kind}: {bad[0]!r} is not a plain name (letters, digits, _ . -)")
         for label, spec in self.models.items():
             config.check_model_spec(spec, f"{source}: models.{label}")
         config.check_model_spec(self.judge, f"{source}: judge", allow_empty=True)
@@ -344,6 +349,8 @@ def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: E
             meta["error"] = error
         else:
             parsed, method, valid = task.read_response(it, resp)
+        if resp.problem:  # why a reply was unreadable or cut (lib.answers), kept beside the raw text
+            meta["problem"] = resp.problem
         preds.append(Prediction(item_id=it.id, model=label, task=it.task, raw=resp.text, parsed=task.jsonable(parsed),
                                 style=style, method=method, valid=valid, truncated=resp.finish_reason == "length",
                                 prompt_tokens=resp.prompt_tokens,

@@ -14,9 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-
-import yaml
 
 from lib import config
 from lib.scrapbook.generate import ScrapbookParamError, ScrapbookParams, generate, merge
@@ -32,7 +29,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--out", required=True)
         ap.add_argument("shards", nargs="+")
         args = ap.parse_args(argv[1:])
-        stats = merge(args.shards, args.out)
+        try:
+            stats = merge(args.shards, args.out)
+        except ScrapbookParamError as e:  # a shard set with gaps, an unfinished shard
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     else:
         ap = argparse.ArgumentParser(prog="python -m lib.scrapbook", description="Generate a Scrapbook dataset.")
         ap.add_argument("--params", required=True, help="flat YAML of ScrapbookParams fields")
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--num-shards", type=int, default=1)
         ap.add_argument("--seed", type=int, help="overrides the file's seed")
         args = ap.parse_args(argv)
-        data = yaml.safe_load(Path(args.params).read_text()) or {}
+        data = config.load_layer(args.params)
         for key in ("run", "sets", "n_preview"):  # pipeline and stage keys: no generator parameters
             data.pop(key, None)
         if args.seed is not None:

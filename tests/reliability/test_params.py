@@ -147,3 +147,14 @@ def test_a_valid_scrapbook_type_selection_runs_its_notebook_to_the_end(tmp_path,
                           overrides={"04_scrapbook": {"types": ["presence"]}})
     summary = (folder / "04_scrapbook" / "summary.json").read_text()
     assert '"presence"' in summary and '"counting"' not in summary
+
+
+@pytest.mark.parametrize("key", ["datasets", "models"])
+@pytest.mark.parametrize("name", ["../x", "/abs", "a/b"])
+def test_an_evaluation_label_that_is_not_a_name_is_refused(key, name):
+    from lib.evaluate import EvalConfig
+
+    values = {"datasets": {"d": "folder"}, "models": {"m": {"backend": "tiny", "name": "llava"}}}
+    values[key] = {name: values[key][next(iter(values[key]))]}
+    with pytest.raises(ParamsError, match=rf"06\.yaml: {key}: .* is not a plain name"):
+        EvalConfig.from_params(values, source="06.yaml")
