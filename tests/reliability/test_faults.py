@@ -3,6 +3,7 @@ random points of a rerun over a complete evaluation. Afterwards the folder is ei
 consistent (its metrics equal a rescore of the predictions it holds) or refused with a clear error -
 never old numbers shown as new."""
 
+import json
 import random
 import shutil
 import signal
@@ -86,3 +87,36 @@ def test_stage_06_killed_or_out_of_space_at_random_points_never_shows_stale_numb
     final = _child(folder, run, "yes")  # a clean rerun recovers whatever state the faults left
     assert final.wait(timeout=300) == 0, final.stderr.read()
     assert _consistent_or_refused(run, tmp_path) == "consistent"
+
+
+# A Scrapbook build whose files are capped at argv[3] bytes (as a full disk stops writes).
+CAPPED_BUILD = """
+import json, resource, signal, sys
+from lib.scrapbook import ScrapbookParams, generate
+cap = int(sys.argv[3])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+generate(ScrapbookParams(**json.loads(sys.argv[2])), sys.argv[1], progress=False)
+"""
+
+
+@pytest.mark.slow
+def test_stage_04_out_of_file_space_at_random_points_keeps_the_previous_dataset_whole(tmp_path):
+    from lib.scrapbook import ScrapbookParams, generate
+
+    from .test_storage import SMALL, _assert_whole, _references, _state
+
+    refs = _references(tmp_path, (1, 2))
+    out = tmp_path / "ds"
+    generate(ScrapbookParams(**SMALL, seed=1), out, progress=False)
+    largest = max(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    rng = random.Random(0)
+    codes = []
+    for _ in range(4):
+        previous = _state(out)["seed"]
+        params = json.dumps({**SMALL, "seed": 3 - previous})
+        r = subprocess.run([sys.executable, "-c", CAPPED_BUILD, str(out), params, str(rng.randint(64, largest))],
+                           capture_output=True, text=True, timeout=300)
+        codes.append(r.returncode)
+        assert _assert_whole(out, refs) in (previous, 3 - previous)  # the old dataset, or the whole new one
+    assert any(codes), f"no cap struck: {codes}"
