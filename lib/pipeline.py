@@ -18,6 +18,7 @@ go to ``outputs/<run>/executed/``; a failing notebook stops the run and the erro
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -170,8 +171,18 @@ def run(profile: str = "demo", stages: list[str] | None = None, run_name: str | 
                                                                   *problems]))
         with RunLock(run_dir(p.run)):
             timings = {step.stage: _execute(p, step, (overrides or {}).get(step.stage, {}), progress) for step in p.steps}
-            write_json(run_dir(p.run) / "timings.json", {"profile": p.profile.name, "seconds": timings})
+            _record_timings(run_dir(p.run) / "timings.json", p.profile.name, timings)
     return run_dir(p.run)
+
+
+def _record_timings(path: Path, profile: str, timings: dict[str, float]) -> None:
+    """Seconds per stage, the stages just run replacing their earlier entries (``make stage`` after
+    ``make run`` keeps the others), in pipeline order."""
+    seconds = {}
+    if path.exists():
+        seconds = json.loads(path.read_text()).get("seconds", {})
+    seconds.update(timings)
+    write_json(path, {"profile": profile, "seconds": {s: seconds[s] for s in A.STAGES if s in seconds}})
 
 
 def _execute(p: Plan, step: StagePlan, overrides: dict, progress: bool) -> float:

@@ -148,6 +148,10 @@ def test_layers_run_skipped_stages_and_provenance(tmp_path, outputs, capsys):
     assert prov["params_from"]["yesbut_dataset"] == "overrides"
     assert {"python", "torch", "transformers", "vqalab"} <= set(prov["versions"]) and "sha" in prov["git"]
     assert json.loads((folder / "timings.json").read_text())["seconds"].keys() == {"01_collect"}
+    (folder / "timings.json").write_text(json.dumps({"profile": "p", "seconds": {"00_setup": 1.0, "01_collect": 9.0}}))
+    pipeline.run("p", notebooks_dir=nb, params_dir=params, progress=False)  # a rerun of one stage keeps the others
+    seconds = json.loads((folder / "timings.json").read_text())["seconds"]
+    assert list(seconds) == ["00_setup", "01_collect"] and seconds["00_setup"] == 1.0 and seconds["01_collect"] != 9.0
 
 
 def test_failing_stage_stops_the_run_and_names_the_executed_notebook(tmp_path, outputs):
