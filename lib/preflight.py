@@ -65,8 +65,11 @@ def hub_problem(name: str, offline: bool) -> str | None:
                 f"(a token of that account{'' if token else '; HF_TOKEN is not set'})")
     except RepositoryNotFoundError:
         return f"no such model on the hub (misspelt? a private model needs HF_TOKEN{'' if token else ', not set'})"
-    except (HfHubHTTPError, OSError) as e:
-        return f"the hub is unreachable ({type(e).__name__}): check the connection, or download it and set offline: true"
+    except HfHubHTTPError as e:
+        return f"the hub refused ({type(e).__name__}: {str(e)[:120]}): check HF_TOKEN and the id"
+    except Exception as e:  # noqa: BLE001 - the transport raises its own types (httpx, ssl, socket): all mean "no hub"
+        return (f"the hub is unreachable ({type(e).__name__}): check the connection, or download it where there "
+                f"is one and set offline: true")
     return None
 
 

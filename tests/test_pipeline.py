@@ -222,3 +222,26 @@ def test_every_shipped_profile_resolves_every_stage_it_declares(profile):
     assert plan.steps, f"profile {profile} runs no stage"
     assert plan.run and all(s.resolved.profile.name == profile for s in plan.steps)
     assert set(plan.skipped) | {s.stage for s in plan.steps} == set(pipeline.STAGE_CONFIGS)
+
+
+@pytest.mark.parametrize("error, message", [
+    ("gated", "gated: accept its licence at https://huggingface.co/org/model and export HF_TOKEN"),
+    ("missing", "no such model on the hub (misspelt?"),
+    ("network", "the hub is unreachable (ConnectionError)"),
+])
+def test_preflight_says_why_an_online_hub_id_cannot_be_loaded(monkeypatch, tmp_path, error, message):
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    from lib import preflight
+
+    def refuse(self, repo_id, token=None):
+        cls = {"gated": GatedRepoError, "missing": RepositoryNotFoundError}.get(error, ConnectionError)
+        e = cls.__new__(cls)  # the hub's errors want an HTTP response to be built; the type is what counts
+        Exception.__init__(e, "refused")
+        raise e
+
+    monkeypatch.setattr(HfApi, "auth_check", refuse)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))  # nothing cached
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert message in preflight.hub_problem("org/model", offline=False)
