@@ -620,7 +620,7 @@ def aside_folder(out: str | Path, kind: str = "building") -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     _clear_dead_asides(out)
-    host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40]
+    host = _host_tag()
     while True:
         folder = out.parent / f".{out.name}.{kind}-{host}-{os.getpid()}-{secrets.token_hex(4)}"
         try:
@@ -630,9 +630,14 @@ def aside_folder(out: str | Path, kind: str = "building") -> Path:
             continue
 
 
+def _host_tag() -> str:
+    """This machine's name as it goes into a folder name."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40]
+
+
 def _clear_dead_asides(out: Path) -> None:
     """Remove ``.<name>.<kind>-<this host>-<pid>-<random>`` folders whose process is gone."""
-    host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40]
+    host = _host_tag()
     pattern = re.compile(rf"\.{re.escape(out.name)}\.[a-z]+-{re.escape(host)}-(\d+)-[0-9a-f]+")
     try:
         siblings = list(out.parent.iterdir())
@@ -1069,8 +1074,8 @@ def item_problems(row) -> list[tuple[str, str]]:
 
     :meth:`Item.from_dict` decides; when it refuses a record, each field is tried alone on a
     minimal item, so every field at fault is named, not only the first. Adds the checks Item leaves
-    to its writers (task, question, image paths and meta types; one index for a single-answer
-    multiple-choice item) because later stages rely on them."""
+    to its writers (a non-empty task and image paths; one index for a single-answer multiple-choice
+    item) because later stages rely on them."""
     if not isinstance(row, dict):
         return [("record", f"a line holds one JSON object (an Item), got {type(row).__name__}")]
     try:
@@ -1079,16 +1084,14 @@ def item_problems(row) -> list[tuple[str, str]]:
     except (TypeError, ValueError) as e:
         out = _blame(row, e)
     blamed = {f for f, _ in out}
-    task, question, images, options, meta = (row.get(k) for k in ("task", "question", "images", "options", "meta"))
+    task, images, options, meta = (row.get(k) for k in ("task", "images", "options", "meta"))
+    # what Item accepts but later stages cannot use: an empty task name or image path, options not a list
     extra = [("task", "must be a non-empty string naming the task (such as 'mcq' or 'vqa.open')")
-             if "task" in row and not (isinstance(task, str) and task) else None,
-             ("question", f"must be a string, got {question!r}") if "question" in row and not isinstance(question, str) else None,
+             if task == "" else None,
              ("options", f"must be a list of option texts or null, got {options!r}")
-             if options is not None and not isinstance(options, list) else None,
-             ("meta", f"must be a JSON object, got {meta!r}") if "meta" in row and not isinstance(meta, dict) else None]
+             if options is not None and not isinstance(options, list) else None]
     if isinstance(images, list):
-        extra += [(f"images[{k}]", f"must be a non-empty path string, got {im!r}")
-                  for k, im in enumerate(images) if not (isinstance(im, str) and im)]
+        extra += [(f"images[{k}]", "must be a non-empty path string, got ''") for k, im in enumerate(images) if im == ""]
     answer = row.get("answer")
     if isinstance(options, list) and isinstance(answer, list) and len(answer) != 1 and "answer" not in blamed \
             and not (isinstance(meta, dict) and meta.get("general_type") == "multi"):
@@ -1112,7 +1115,7 @@ def _blame(row: dict, error: Exception) -> list[tuple[str, str]]:
             return str(e)
         return None
 
-    for name in ("id", "images", "options"):
+    for name in ("id", "task", "question", "images", "options", "meta"):
         if name in row and (why := refused(**{name: row[name]})):
             out.append((name, why))
     if "answer" in row and "options" not in {f for f, _ in out} and (why := refused(options=row.get("options"),
