@@ -83,6 +83,11 @@ def datasets_of(run_folder: str | Path, stage: str) -> dict[str, Path]:
         if root.is_dir() else {}
 
 
+def is_run_output(ref) -> bool:
+    """Does ``ref`` name something a run makes (``stage:`` of this run, ``run:`` of another)?"""
+    return isinstance(ref, str) and ref.startswith(("stage:", "run:"))
+
+
 def resolve(ref: str, run_folder: str | Path) -> str:
     """``stage:04_scrapbook/datasets/scrapbook`` -> that path in the run folder;
     ``run:<run>/05_train/best`` -> that path in another run of the same outputs root (a profile

@@ -395,7 +395,6 @@ def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = 
         except ValueError as e:
             raise ParamsError(f"--run: {e}") from None
     layers: list[tuple[str, dict]] = []
-    show = _shown
     if prof is not None:
         names = {f.name for f in fields(cls)}
         bad = [k for k in prof.shared if k not in names]
@@ -403,9 +402,9 @@ def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = 
             raise ParamsError(f"{prof.source}: {bad[0]!r} is neither a profile key ({', '.join(PROFILE_KEYS)}) nor a "
                               f"field of {cls.__name__} ({stage}){did_you_mean(bad[0], names | set(PROFILE_KEYS))}; "
                               f"a stage's own fields go in {prof.stage_file(stage).name}")
-        layers.append((show(prof.source), prof.shared))
-        layers += [(show(p), load_layer(p)) for p in prof.stage_files(stage)]
-    layers += [(show(p), load_layer(p)) for p in extra]
+        layers.append((_shown(prof.source), prof.shared))
+        layers += [(_shown(p), load_layer(p)) for p in prof.stage_files(stage)]
+    layers += [(_shown(p), load_layer(p)) for p in extra]
     if overrides:
         layers.append(("overrides", dict(overrides)))
     values, origins = {}, {}
@@ -424,12 +423,12 @@ def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = 
             if name in values or role is None:
                 continue
             if role == "*":  # every model of the profile (stage 00 probes them)
-                values[name], origins[name] = dict(models), f"{show(prof.source)} models"
+                values[name], origins[name] = dict(models), f"{_shown(prof.source)} models"
             elif role in models:
                 default = cls.defaults().get(name)
                 is_map = isinstance(default, dict) and default and "backend" not in default
                 values[name] = [role] if isinstance(default, list) else {role: role} if is_map else role
-                origins[name] = f"{show(prof.source)} models.{role}"
+                origins[name] = f"{_shown(prof.source)} models.{role}"
             else:
                 raise ParamsError(f"{stage}: {name} is not set and {prof.source} declares no model {role!r} "
                                   f"(models: {', '.join(models) or 'none'}); declare it under models: or set {name} "

@@ -52,7 +52,7 @@ class SetupConfig(config.StageConfig):
 
     def specs(self) -> dict[str, dict]:
         """The models to probe now: those a later stage makes (``stage:``/``run:`` paths) are left out."""
-        return {k: v for k, v in self.models.items() if not str(v.get("name", "")).startswith(("stage:", "run:"))}
+        return {k: v for k, v in self.models.items() if not A.is_run_output(v.get("name"))}
 
 
 def run(cfg: SetupConfig, out: str | Path, store: CallStore | None = None) -> dict:

@@ -50,7 +50,7 @@ def hub_ids(plan) -> set[str]:
     ids = set()
     for _, spec, _ in uses(plan.steps):
         name = spec if isinstance(spec, str) else spec.get("name", "")
-        if (isinstance(spec, str) or spec.get("backend") == "hf") and not name.startswith(("stage:", "run:")):
+        if (isinstance(spec, str) or spec.get("backend") == "hf") and not A.is_run_output(name):
             ids.add(name)
     return ids
 
