@@ -18,7 +18,7 @@ from lib.schema import INVALID, FREE, PARSE_CONTAINS, PARSE_EXACT, PARSE_JSON, P
 # The most of one reply a backend keeps. The longest reply any stage asks for is a few hundred
 # tokens (chain-of-thought reasoning, a judge's rationale; a token is a few characters), so a reply
 # past this is a runaway or hostile server; kept whole it would be copied into the call cache and
-# predictions.jsonl (one 48 MB reply was) and re-parsed on every rescore.
+# predictions.jsonl and re-parsed on every rescore.
 MAX_REPLY_CHARS = 64 * 1024
 
 _LETTER = re.compile(r"^\s*(?:\(?answer\)?\s*(?:is)?\s*[:\-]?\s*)?\(?([A-Z])\)?(?:[.:)\s]|$)", re.IGNORECASE)
