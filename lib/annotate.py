@@ -14,7 +14,9 @@ overwritten in place, and the latest row per (item, annotator, field) wins. Mach
     python -m lib.annotate --profile demo          # -> outputs/demo/02_annotate
 
 Interactive annotation (the widget) writes to the same store; :func:`run` then processes whatever
-the store holds.
+the store holds. Notebook 02 calls the steps :func:`run` composes one per section:
+:func:`load_annotations`, :func:`machine_drafts`, :func:`annotator_agreement`, :func:`variants`,
+:func:`variants_figure`, :func:`panel_cuts_figure`, :func:`label_studio`, then :func:`finish`.
 """
 
 from __future__ import annotations
@@ -442,49 +444,114 @@ def _project_path(path: str) -> Path:
     return Path(path) if Path(path).is_absolute() else ROOT / path
 
 
+def _store(out: str | Path) -> AnnotationStore:
+    return AnnotationStore(Path(out) / A.ANNOTATIONS)
+
+
+def load_annotations(cfg: AnnotateConfig, out: str | Path, panels: list[dict]) -> int:
+    """Load ``cfg.annotations_file`` into the store, once (the store is append-only: a store that
+    already holds human rows is left alone); returns the rows appended."""
+    store = _store(out)
+    if cfg.annotations_file and not store.rows()["source"].eq("human").any():
+        return load_annotation_file(_project_path(cfg.annotations_file), store, names={r["name"]: r["id"] for r in panels})
+    return 0
+
+
+def machine_drafts(cfg: AnnotateConfig, out: str | Path, panels: list[dict], call_store=None,
+                   progress: bool = False) -> int:
+    """Drafts by ``cfg.preannotate_model`` (:func:`preannotate`), once per model; returns the rows appended."""
+    if not (cfg.preannotate_model and panels):
+        return 0
+    store, model = _store(out), load_model(cfg.preannotate_model)
+    if store.rows()["source"].eq(f"machine:{model.name}").any():  # a rerun appends no second copy
+        return 0
+    return preannotate(model, panels, store, call_store=call_store or CallStore.default(),
+                       max_new_tokens=cfg.preannotate_max_new_tokens, progress=progress)
+
+
+def annotator_agreement(out: str | Path) -> pd.DataFrame:
+    """Agreement between annotators per categorical field (:func:`agreement`), written to ``agreement.csv``."""
+    table = agreement(_store(out))
+    table.to_csv(Path(out) / A.AGREEMENT, index=False)
+    return table
+
+
+def variants(cfg: AnnotateConfig, out: str | Path, panels: list[dict], call_store=None, progress: bool = False) -> dict:
+    """Style variants of the satirical panels (:func:`style_variants`) and their labels from
+    ``cfg.variant_labels_file``; the labelled ones are written to ``variants.jsonl``. Returns
+    ``variants``, ``labelled``, ``unlabelled`` (ids) and ``source`` (what drew them)."""
+    out = Path(out)
+    images_model = load_model(cfg.variants_model) if cfg.variants_model else None
+    first = _store(out).table().drop_duplicates("item").set_index("item")
+    descriptions = {i: {k: first.loc[i].get(k) for k in ("left_description", "right_description")} for i in first.index}
+    satirical = [r for r in panels if r["label"] == "satirical"]
+    made = style_variants(satirical, descriptions, out / "variants", model=images_model,
+                          store=call_store or CallStore.default(), stages=cfg.stages, progress=progress)
+    labels = yaml.safe_load(_project_path(cfg.variant_labels_file).read_text()) if cfg.variant_labels_file else {}
+    labelled, unlabelled = apply_labels(made, labels)
+    write_jsonl(out / A.VARIANTS, labelled)
+    return {"variants": made, "labelled": labelled, "unlabelled": unlabelled,
+            "source": f"images API {images_model.name}" if images_model else "local stylizer"}
+
+
+def variants_figure(out: str | Path, labelled: list[dict]):
+    """The first six labelled variants (``figures/variants``); ``(fig, ax)``, or ``(None, None)`` when none is labelled."""
+    if not labelled:
+        return None, None
+    fig, ax = plots.image_grid([Image.open(v["path"]) for v in labelled[:6]],
+                               [f"{v['left_style']}|{v['right_style']} {v['label']}" for v in labelled[:6]], cols=3,
+                               grid_lines=False)
+    plots.save(fig, Path(out) / A.FIGURES, "variants", close=True)
+    return fig, ax
+
+
+def panel_cuts_figure(cfg: AnnotateConfig, out: str | Path, manifest: list[dict]):
+    """01's two-panel cuts for a person to check (``figures/panel_cuts``); ``(fig, ax)``, or
+    ``(None, None)`` when 01 recorded no layouts."""
+    if not any(r.get("layout") for r in manifest):
+        return None, None
+    fig, ax = plots.panel_cuts(manifest, seed=cfg.seed)
+    plots.save(fig, Path(out) / A.FIGURES, "panel_cuts", close=True)
+    return fig, ax
+
+
+def label_studio(out: str | Path, panels: list[dict]) -> list[dict]:
+    """The Label Studio tasks of the panels with their annotations (``label_studio.json``) and the
+    labelling config they fit (``label_studio_config.xml``); returns the tasks."""
+    out = Path(out)
+    tasks = export_label_studio(_store(out), {r["id"]: r["path"] for r in panels})
+    write_json(out / A.LABEL_STUDIO, tasks)
+    (out / A.LABEL_STUDIO_CONFIG).write_text(label_studio_config())
+    return tasks
+
+
+def finish(cfg: AnnotateConfig, out: str | Path, manifest: list[dict], panels: list[dict], loaded: int,
+           drafted: int, made: dict) -> dict:
+    """The summary and provenance from what the steps returned (``made``: :func:`variants`)."""
+    summary = {"panels": len(panels), "manifest": len(manifest), "loaded_rows": loaded, "machine_rows": drafted,
+               "annotated_items": int(_store(out).table()["item"].nunique()), "variants": len(made["variants"]),
+               "labelled_variants": len(made["labelled"]), "waiting_for_a_label": len(made["unlabelled"]),
+               "variant_source": made["source"]}
+    return config.finish(Path(out), A.ANNOTATE, cfg, summary)
+
+
 def run(cfg: AnnotateConfig, out: str | Path, call_store=None, progress: bool = False) -> dict:
-    """Load the annotation file (once: the store is append-only), machine drafts (once per model),
-    agreement, style variants and their labels, the Label Studio export, summary and provenance."""
+    """The stage, step by step as notebook 02 runs it: load the annotation file (once: the store is
+    append-only), machine drafts (once per model), agreement, style variants and their labels, the
+    figures, the Label Studio export, summary and provenance."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     manifest = A.read_manifest(out.parent)
     panels = panels_to_annotate(manifest)
-    store = AnnotationStore(out / A.ANNOTATIONS)
-    loaded = drafted = 0
     call_store = call_store or CallStore.default()
-    if cfg.annotations_file and not store.rows()["source"].eq("human").any():
-        loaded = load_annotation_file(_project_path(cfg.annotations_file), store, names={r["name"]: r["id"] for r in panels})
-    if cfg.preannotate_model and panels:
-        model = load_model(cfg.preannotate_model)
-        if not store.rows()["source"].eq(f"machine:{model.name}").any():  # a rerun appends no second copy
-            drafted = preannotate(model, panels, store, call_store=call_store,
-                                  max_new_tokens=cfg.preannotate_max_new_tokens, progress=progress)
-    table = agreement(store)
-    table.to_csv(out / A.AGREEMENT, index=False)
-    images_model = load_model(cfg.variants_model) if cfg.variants_model else None
-    first = store.table().drop_duplicates("item").set_index("item")
-    descriptions = {i: {k: first.loc[i].get(k) for k in ("left_description", "right_description")} for i in first.index}
-    satirical = [r for r in panels if r["label"] == "satirical"]
-    variants = style_variants(satirical, descriptions, out / "variants", model=images_model, store=call_store,
-                              stages=cfg.stages, progress=progress)
-    labels = yaml.safe_load(_project_path(cfg.variant_labels_file).read_text()) if cfg.variant_labels_file else {}
-    labelled, unlabelled = apply_labels(variants, labels)
-    write_jsonl(out / A.VARIANTS, labelled)
-    if labelled:
-        fig, _ = plots.image_grid([Image.open(v["path"]) for v in labelled[:6]],
-                                  [f"{v['left_style']}|{v['right_style']} {v['label']}" for v in labelled[:6]], cols=3,
-                                  grid_lines=False)
-        plots.save(fig, out / A.FIGURES, "variants", close=True)
-    if any(r.get("layout") for r in manifest):  # 01's two-panel cuts, for a person to check
-        fig, _ = plots.panel_cuts(manifest, seed=cfg.seed)
-        plots.save(fig, out / A.FIGURES, "panel_cuts", close=True)
-    write_json(out / A.LABEL_STUDIO, export_label_studio(store, {r["id"]: r["path"] for r in panels}))
-    (out / A.LABEL_STUDIO_CONFIG).write_text(label_studio_config())
-    summary = {"panels": len(panels), "manifest": len(manifest), "loaded_rows": loaded, "machine_rows": drafted,
-               "annotated_items": int(store.table()["item"].nunique()), "variants": len(variants),
-               "labelled_variants": len(labelled), "waiting_for_a_label": len(unlabelled),
-               "variant_source": f"images API {images_model.name}" if images_model else "local stylizer"}
-    return config.finish(out, A.ANNOTATE, cfg, summary)
+    loaded = load_annotations(cfg, out, panels)
+    drafted = machine_drafts(cfg, out, panels, call_store=call_store, progress=progress)
+    annotator_agreement(out)
+    made = variants(cfg, out, panels, call_store=call_store, progress=progress)
+    variants_figure(out, made["labelled"])
+    panel_cuts_figure(cfg, out, manifest)
+    label_studio(out, panels)
+    return finish(cfg, out, manifest, panels, loaded, drafted, made)
 
 
 if __name__ == "__main__":

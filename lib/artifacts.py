@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.io import file_sha256, read_jsonl, write_json
+from lib.paths import outputs_root
 
 SETUP, COLLECT, ANNOTATE, AF, SCRAPBOOK, TRAIN, EVALUATE, ANALYZE = (
     "00_setup", "01_collect", "02_annotate", "03_adversarial_filter", "04_scrapbook", "05_train", "06_evaluate",
@@ -61,6 +62,7 @@ EVAL_CONFIG = "config.json"  # 06
 EVAL_MANIFEST = "manifest.json"  # 06: written last; ties config, predictions, judgements and datasets together
 EVAL_TABLES = (METRICS, LEVELS, ERRORS)  # 06: derived from the predictions (rescore remakes them)
 TABLES_META = "metrics.meta.json"  # 06: written after the tables; what they were computed from
+PAPER = "paper.csv"  # any stage: the paper numbers it reproduced (paper, quantity, paper_value, ours, equal, note)
 REPORT = "report.html"  # 07, at the run folder's root
 
 
@@ -93,8 +95,6 @@ def resolve(ref: str, run_folder: str | Path) -> str:
     ``run:<run>/05_train/best`` -> that path in another run of the same outputs root (a profile
     that evaluates what several training runs made); other paths unchanged."""
     if isinstance(ref, str) and ref.startswith("run:"):
-        from lib.paths import outputs_root
-
         run, _, rest = ref[len("run:"):].partition("/")
         stage, _, sub = rest.partition("/")
         return str(stage_folder(outputs_root() / run, stage) / sub)

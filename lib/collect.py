@@ -30,21 +30,29 @@ import random
 import re
 import sys
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar
 
-import pandas as pd
+import imagehash
+import matplotlib.cbook
+import numpy as np
+import yaml
 from PIL import Image
 from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib import config, plots
-from lib.io import (ImageError, LoadReport, dataset_info, images_roots, load_image, read_jsonl, read_memeqa,
-                    read_yesbut_annotations, save_dataset, scan_images, write_json, write_jsonl)
-from lib.panels import completion_grid, layout, split
+from lib.formats import import_memeqa, read_memeqa, read_yesbut_annotations
+from lib.io import (ImageError, LoadReport, dataset_info, images_roots, load_image, read_jsonl, save_dataset, scan_images,
+                    write_json, write_jsonl, write_sample_images)
+from lib.panels import completion_grid, compose, layout, split
+from lib.paths import DATA
 from lib.schema import Item
+from lib.tasks import Completion, Detection, Understanding
 
 PANEL_STYLES = ("ORIG", "STICK", "3D")
 _YESBUT_NAME = re.compile(r"^(?P<ts>.+?)_(?P<left>ORIG|STICK|3D)_YES_(?P<right>ORIG|STICK|3D)_BUT\.\w+$")
@@ -82,8 +90,6 @@ def record_for(path: str | Path, source: str, **extra) -> Record:
     """Hash, perceptual-hash and measure one image (raises :class:`lib.io.ImageError` if it is bad).
     The path is stored absolute: the one rule for image paths, so a manifest row and every dataset
     built from it resolve the same file from every stage and working directory."""
-    import imagehash
-
     path = Path(path).resolve()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     image = load_image(path)
@@ -186,10 +192,6 @@ def collect_urls(urls: list[str], dest: str | Path, retries: int = 3, timeout_s:
     not http(s) (``file://`` included: collection does not read local files through URLs), one
     without a scheme, and one whose download is no image (a soft 404's HTML page) are each reported
     with the reason, and the other URLs are kept. Offline, every URL fails fast and is reported."""
-    import urllib.parse
-    import urllib.request
-
-
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     report, recs = LoadReport(), []
@@ -227,7 +229,7 @@ def collect_hf(name: str, dest: str | Path, split: str = "train", image_column: 
                progress: bool = True) -> tuple[list[Record], LoadReport]:
     """A Hugging Face dataset's images (``datasets.load_dataset``; needs the network or a prior
     download), saved as PNGs under ``dest``."""
-    import datasets
+    import datasets  # deferred on purpose: a heavy import that only a Hugging Face source needs
 
     try:
         ds = datasets.load_dataset(name, split=split)
@@ -250,11 +252,6 @@ def collect_hf(name: str, dest: str | Path, split: str = "train", image_column: 
 def demo_pairs(photos: dict[str, str | Path], dest: str | Path) -> list[tuple[Path, dict]]:
     """The demo's two-panel images: the photograph pairs of ``lib/data/demo/evaluation.yaml``
     composed side by side (``{pair id}.png``), with their labels."""
-    import yaml
-
-    from lib.panels import compose
-    from lib.paths import DATA
-
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     out = []
@@ -270,12 +267,8 @@ def demo_pairs(photos: dict[str, str | Path], dest: str | Path) -> list[tuple[Pa
 def collect_demo(dest: str | Path, progress: bool = True) -> tuple[list[Record], LoadReport]:
     """The embedded demo: real photographs shipped by scikit-image, scikit-learn and matplotlib, and
     the two-panel images composed from them (:func:`demo_pairs`)."""
-    import matplotlib.cbook
-    import numpy as np
-    from PIL import Image
+    # deferred on purpose: scikit-learn takes about half a second to import and only the demo needs it
     from sklearn.datasets import load_sample_images
-
-    from lib.io import write_sample_images
 
     dest = Path(dest)
     paths = write_sample_images(dest)
@@ -328,8 +321,6 @@ PIXEL_BLOCK_TOLERANCE = 12.0  # a near copy differs by at most this much (0-255)
 def _halves(path: str) -> tuple:
     """Each half of the image (cut down the middle) as a 64x64 RGB array; cached, so an image that
     is a candidate for several others is read once."""
-    import numpy as np
-
     image = load_image(path)
     w, h = image.size
     return tuple(np.asarray(image.crop(box).resize((64, 64)), dtype=np.float32)
@@ -340,8 +331,6 @@ def pixel_difference(a: str, b: str) -> list[float]:
     """Per half (left, right): the largest mean absolute RGB difference over the 8x8 blocks of the
     two images at 64x64 per half - small for a re-encoded or resized copy, large wherever one
     detail differs (a red light turned green, a stick figure drawn where a photo was)."""
-    import numpy as np
-
     diffs = []
     for x, y in zip(_halves(a), _halves(b)):
         d = np.abs(x - y).reshape(8, 8, 8, 8, 3).mean(axis=(1, 3, 4))
@@ -362,8 +351,6 @@ def deduplicate(records: list[Record], near: int = 4) -> tuple[list[Record], lis
     :data:`PIXEL_BLOCK_TOLERANCE` in both halves. Images of different labels, and images of one
     YesBut original in different styles, are never copies of each other (two panels in another
     style are the point of the dataset)."""
-    import imagehash
-
     kept, dropped, seen_sha, hashes = [], [], {}, []
     by_id = {}
     for r in records:
@@ -417,46 +404,46 @@ def totals(manifest):
 
 # --- the YesBut evaluation datasets -----------------------------------------------------------
 
-def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path:
-    """A YesBut evaluation dataset folder from collected records (``lib.collect`` manifest rows):
-    detection on every labelled image; understanding on every satirical image whose scene is
-    annotated - the stage-2 originals and their stage-3/4 restyled satirical versions, which share
-    the original's annotation (each half, cut where 01's layout check found the panels meet, against
-    its description - an image of three panels is not cut, only its whole is used; the whole
-    against the overall description; stage, difficulty and text presence kept for Tables 6-8);
-    completion as the paper curates it - the original's half kept in its own (ORIG) style (taken
-    from the satirical composition, where the authors cut it), the other
-    half chosen between a stylised half from a satirical combination and one from a non-satirical
-    combination of the same original, A/B by a seeded shuffle."""
-    out = Path(out)
-    (out / "images").mkdir(parents=True, exist_ok=True)
-    items = []
-    for r in records:
-        if r.get("label") not in ("satirical", "non_satirical"):
-            continue
-        items.append(Item(id=f"{r['id']}-detection", task="yesbut.detection", question="", images=[r["path"]],
-                          answer=["Y" if r["label"] == "satirical" else "N"],
-                          meta={"stage": r.get("stage"), "styles": f"{r.get('left_style')}|{r.get('right_style')}"}))
-    halves: dict = {}
+def detection_items(records: list[dict]) -> list[Item]:
+    """Detection: every labelled image, satirical or not (Y / N), with its stage and panel styles."""
+    return [Detection.make_item(f"{r['id']}-detection", r["path"], r["label"] == "satirical",
+                                meta={"stage": r.get("stage"), "styles": f"{r.get('left_style')}|{r.get('right_style')}"})
+            for r in records if r.get("label") in ("satirical", "non_satirical")]
 
-    def half(rec: dict, side: str) -> str:
+
+@dataclass
+class Halves:
+    """The left and right halves of collected images as files in ``folder``, each cut once, where
+    01's layout check found the panels meet (records collected before that check: checked now)."""
+
+    folder: Path
+    paths: dict = field(default_factory=dict)  # (record id, side) -> the half's file
+
+    def __call__(self, rec: dict, side: str) -> str:
         key = (rec["id"], side)
-        if key not in halves:
-            path = out / "images" / f"{rec['id']}_{side}.png"
+        if key not in self.paths:
+            path = self.folder / f"{rec['id']}_{side}.png"
             if not path.exists():
-                # where 01's layout check cut it (records collected before it: checked now)
-                halves_ = split(load_image(rec["path"]), at=(rec.get("layout") or {}).get("cut"))
-                halves_[0 if side == "left" else 1].save(path)
-            halves[key] = str(path)
-        return halves[key]
+                halves = split(load_image(rec["path"]), at=(rec.get("layout") or {}).get("cut"))
+                halves[0 if side == "left" else 1].save(path)
+            self.paths[key] = str(path)
+        return self.paths[key]
 
-    # three panels side by side have no halves: such an image is not cut (its whole-image items stay)
-    uncut = {r["id"] for r in records if (r.get("layout") or {}).get("panels") == 3}
 
+def three_panel_ids(records: list[dict]) -> set[str]:
+    """Images of three panels side by side: they have no halves, so they are never cut (their
+    whole-image items stay)."""
+    return {r["id"] for r in records if (r.get("layout") or {}).get("panels") == 3}
+
+
+def understanding_items(records: list[dict], halves: Halves, uncut: set[str]) -> list[Item]:
+    """Understanding: every satirical image whose scene is annotated - a stage-2 original, or a
+    stage-3/4 restyling of an annotated original (same scene, other styles: the paper's stages) -
+    each half against its description (images in ``uncut`` are not cut) and the whole against the
+    overall description; stage, difficulty and text presence kept for Tables 6-8."""
+    items = []
     annotated = {r["id"]: r["annotation"] for r in records if r.get("stage") == 2 and r.get("annotation")}
     for r in records:
-        # every satirical image whose content is annotated: the stage-2 original itself, or a
-        # stage-3/4 restyling of an annotated original (same scene, other styles: the paper's stages)
         a = annotated.get(r["id"]) if r.get("stage") == 2 else \
             annotated.get(r.get("original")) if r.get("stage") in (3, 4) and r.get("label") == "satirical" else None
         if not a:
@@ -466,47 +453,86 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
         for part, ref in (("left", a.get("left_description")), ("right", a.get("right_description")),
                           ("whole", a.get("overall_description"))):
             if ref and (part == "whole" or r["id"] not in uncut):
-                image = r["path"] if part == "whole" else half(r, part)
+                image = r["path"] if part == "whole" else halves(r, part)
                 meta = {"part": part, "stage": r["stage"], "difficulty": a.get("difficulty"),
                         "text": None if text[part] is None else "Y" if text[part] else "N"}
                 if r["stage"] != 2:
                     meta["original"] = r["original"]
-                items.append(Item(id=f"{r['id']}-{part}", task="yesbut.understanding", question="", images=[image],
-                                  answer=[ref], meta=meta))
+                items.append(Understanding.make_item(f"{r['id']}-{part}", image, ref, meta))
+    return items
+
+
+def completion_sources(generated: list[dict], kept: str, uncut: set[str]) -> tuple[dict, dict] | None:
+    """The satirical and the non-satirical restyling of one original that a completion question
+    offers for the half other than ``kept`` (``kept`` in its ORIG style, the other half stylised, the
+    two in different styles; the first by id), or None when the original has no such pair."""
+    other = "right" if kept == "left" else "left"
+    fits = lambda g, label: g.get("label") == label and g.get(f"{kept}_style") == "ORIG" \
+        and g.get(f"{other}_style") != "ORIG"  # noqa: E731
+    sat = sorted((g for g in generated if fits(g, "satirical")), key=lambda g: g["id"])
+    non = sorted((g for g in generated if fits(g, "non_satirical") and (not sat or g[f"{other}_style"] !=
+                                                                        sat[0][f"{other}_style"])), key=lambda g: g["id"])
+    sat, non = [g for g in sat if g["id"] not in uncut], [g for g in non if g["id"] not in uncut]
+    return (sat[0], non[0]) if sat and non else None
+
+
+def completion_item(oid: str, kept: str, sat: dict, non: dict, halves: Halves, rng: random.Random) -> Item:
+    """The completion question of original ``oid`` with its ``kept`` half shown: a 2x2 grid image
+    (saved beside the halves) offering the other half of ``sat`` and of ``non``, A/B by ``rng``."""
+    other = "right" if kept == "left" else "left"
+    right, wrong = halves(sat, other), halves(non, other)
+    options = [right, wrong]
+    rng.shuffle(options)
+    missing = "yes" if other == "left" else "but"
+    # the original's half as the authors cut it: the ORIG half of the satirical composition
+    # (an original of three panels has no half of its own to cut)
+    kept_img = load_image(halves(sat, kept))
+    # the kept half fills its own cell; the missing cell shows the question mark whatever is passed
+    grid = completion_grid(kept_img, kept_img, load_image(options[0]), load_image(options[1]), missing=missing)
+    path = halves.folder / f"{oid}-completion-{missing}.png"
+    grid.save(path)
+    return Completion.make_item(f"{oid}-completion-{missing}", str(path), 0 if options[0] == right else 1,
+                                meta={"original": oid, "missing": missing, "satirical_from": sat["id"],
+                                      "non_satirical_from": non["id"]})
+
+
+def completion_items(records: list[dict], halves: Halves, uncut: set[str], seed: int = 0) -> list[Item]:
+    """Completion as the paper curates it: per stage-2 original (in id order) and kept half (left,
+    then right), one question where :func:`completion_sources` finds a pair; A/B by a shuffle seeded
+    with ``seed``."""
     rng = random.Random(seed)
     by_original: dict = {}
     for r in records:
         if r.get("stage") in (3, 4) and r.get("original"):
             by_original.setdefault(r["original"], []).append(r)
-    originals = {r["id"]: r for r in records if r.get("stage") == 2}
-    for oid, gen in sorted(by_original.items()):
+    originals = {r["id"] for r in records if r.get("stage") == 2}
+    items = []
+    for oid, generated in sorted(by_original.items()):
         if oid not in originals:
             continue
         for kept in ("left", "right"):
-            other = "right" if kept == "left" else "left"
-            fits = lambda g, label: g.get("label") == label and g.get(f"{kept}_style") == "ORIG" \
-                and g.get(f"{other}_style") != "ORIG"  # noqa: E731
-            sat = sorted((g for g in gen if fits(g, "satirical")), key=lambda g: g["id"])
-            non = sorted((g for g in gen if fits(g, "non_satirical") and (not sat or g[f"{other}_style"] !=
-                                                                          sat[0][f"{other}_style"])), key=lambda g: g["id"])
-            sat, non = [g for g in sat if g["id"] not in uncut], [g for g in non if g["id"] not in uncut]
-            if not sat or not non:
-                continue
-            right, wrong = half(sat[0], other), half(non[0], other)
-            options = [right, wrong]
-            rng.shuffle(options)
-            missing = "yes" if other == "left" else "but"
-            # the original's half as the authors cut it: the ORIG half of the satirical composition
-            # (an original of three panels has no half of its own to cut)
-            kept_img = load_image(half(sat[0], kept))
-            # the kept half fills its own cell; the missing cell shows the question mark whatever is passed
-            grid = completion_grid(kept_img, kept_img, load_image(options[0]), load_image(options[1]), missing=missing)
-            path = out / "images" / f"{oid}-completion-{missing}.png"
-            grid.save(path)
-            items.append(Item(id=f"{oid}-completion-{missing}", task="yesbut.completion", question="", images=[str(path)],
-                              answer=["A" if options[0] == right else "B"],
-                              meta={"original": oid, "missing": missing, "satirical_from": sat[0]["id"],
-                                    "non_satirical_from": non[0]["id"]}))
+            pair = completion_sources(generated, kept, uncut)
+            if pair:
+                items.append(completion_item(oid, kept, *pair, halves, rng))
+    return items
+
+
+def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path:
+    """A YesBut evaluation dataset folder from collected records (``lib.collect`` manifest rows):
+    detection on every labelled image (:func:`detection_items`); understanding on every satirical
+    image whose scene is annotated - the stage-2 originals and their stage-3/4 restyled satirical
+    versions, which share the original's annotation (each half, cut where 01's layout check found
+    the panels meet, against its description - an image of three panels is not cut, only its whole
+    is used; the whole against the overall description; :func:`understanding_items`); completion as
+    the paper curates it - the original's half kept in its own (ORIG) style (taken from the
+    satirical composition, where the authors cut it), the other half chosen between a stylised half
+    from a satirical combination and one from a non-satirical combination of the same original, A/B
+    by a seeded shuffle (:func:`completion_items`)."""
+    out = Path(out)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    halves, uncut = Halves(out / "images"), three_panel_ids(records)
+    items = detection_items(records) + understanding_items(records, halves, uncut) \
+        + completion_items(records, halves, uncut, seed)
     save_dataset(out, items, dataset_info("yesbut-collected", provenance={"records": len(records),
                                                                          "three_panels_not_cut": sorted(uncut)},
                                           images_roots=images_roots(items, out)))
@@ -516,8 +542,6 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
 def memeqa_dataset(json_path: str | Path, images: str | Path, out: str | Path) -> Path:
     """A MemeQA JSON split as a dataset folder (``mcq`` items; images stay where they are, named
     absolutely and declared in ``images_roots``)."""
-    from lib.io import import_memeqa
-
     items = import_memeqa(json_path, str(Path(images).resolve()))
     save_dataset(out, items, dataset_info("memeqa", provenance={"json": str(Path(json_path).resolve())},
                                           images_roots=images_roots(items, out)))

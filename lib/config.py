@@ -124,6 +124,21 @@ def check_type(value, tp, where: str) -> None:
         raise ParamsError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {_short(value)}")
 
 
+def dataclass_from(cls, values: dict, where: str):
+    """``cls(**values)`` for a settings dataclass, with unknown keys (with a "did you mean") and
+    wrong types raised as :class:`ParamsError` naming ``where`` and the key."""
+    if not isinstance(values, dict):
+        raise ParamsError(f"{where} must be a mapping of {cls.__name__} fields, got {_short(values)}")
+    hints, names = typing.get_type_hints(cls), [f.name for f in fields(cls)]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ParamsError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], names)} "
+                          f"(keys: {', '.join(names)})")
+    for k, v in values.items():
+        check_type(v, hints[k], f"{where}.{k}")
+    return cls(**values)
+
+
 def check_model_spec(spec, where: str, allow_empty: bool = False) -> None:
     """A model spec is a mapping with a known ``backend`` and, for hf / openai, a ``name``."""
     if allow_empty and spec in ({}, None):
@@ -192,6 +207,11 @@ class StageConfig:
 
     def check(self, source: str) -> None:
         """Nested checks beyond the annotations (model specs...); subclasses extend it."""
+
+    def hub_ids(self) -> dict[str, str]:
+        """Hub ids the run needs beside its models (field -> id; the preflight checks them): the
+        ``HUB_FIELDS`` that are set; a subclass adds nested ones."""
+        return {f: getattr(self, f) for f in getattr(type(self), "HUB_FIELDS", ()) if getattr(self, f)}
 
     def to_dict(self) -> dict:
         return json.loads(json.dumps(asdict(self), default=str))

@@ -1,8 +1,11 @@
 """Stage 06 · Evaluate: ask models the tasks' questions, read the answers honestly, score them.
 
-    run(EvalConfig(datasets=..., models=...), out)       # what notebook 06 does
+    run(EvalConfig(datasets=..., models=...), out)       # every step in order
     python -m lib.evaluate --profile demo          # -> outputs/demo/06_evaluate
     python -m lib.evaluate rescore --run RUN   # recompute every table from stored outputs, no model
+
+Notebook 06 calls the steps :func:`run` composes one per section: :func:`items_to_ask`,
+:func:`ask`, :func:`rescore_folder`, then :func:`finish` (summary and provenance).
 
 Every model call goes through the call cache, so a killed evaluation resumes without repeating
 finished calls, and rescoring needs no model at all. Answers are read as :mod:`lib.tasks` defines:
@@ -10,9 +13,9 @@ constrained decoding over the closed answer set where the task has one (and ``co
 robust parsing otherwise. What cannot be read stays in ``raw`` with ``valid=False`` and counts
 as wrong in every denominator; ``n_invalid`` sits beside every metric.
 
-Zero-shot chain of thought (``style="cot"``) is two calls, as in Kojima et al.: the prompt plus
-"Let's think step by step." gives the reasoning (kept in ``meta.reasoning``), then the task's
-answer trigger gives the answer, constrained like a zero-shot answer.
+Prompt styles are :mod:`lib.tasks.styles` objects: zero-shot, and zero-shot chain of thought
+(``cot``) in two calls as Kojima et al. ask it (the reasoning is kept in ``meta.reasoning``). Each
+task's settings (token limit, LAVE, its own options) are its block under ``tasks:``.
 
 Outputs under ``outputs/<run>/06_evaluate/``: ``predictions.jsonl``, ``judgements.jsonl`` (LAVE),
 ``metrics.csv`` (model, dataset, task, style, subset, metric, value, ci_low, ci_high, n, n_invalid),
@@ -34,6 +37,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
@@ -44,14 +48,13 @@ from lib import artifacts as A
 from lib import config
 from lib.io import ItemsAt, ItemsChanged, file_sha256, item_index, outside_images, paused_gc, read_jsonl, \
     release_memory, save_item_index, scan_items, write_csv, write_json, write_jsonl, write_jsonl_hashed
-from lib.metrics.consistency import EXACT_MODES
 from lib.metrics.lave import judge as lave_judge
-from lib.models import Request, generate, load_model
+from lib.models import generate, load_model
 from lib.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
 from lib.store import CallStore, call_key
 from lib.paths import stage_dir
-from lib.tasks import PROMPT_STYLES, TASKS, Scoring, get_task, metric_row, n_truncated, prompts, task_of, user_content, wants_question_first
-from lib.tasks.base import TEXT_METRICS
+from lib.tasks import (PROMPT_STYLES, STYLES, TASKS, Scoring, get_task, metric_row, n_truncated, task_of, task_options,
+                       wants_question_first)
 
 METRIC_COLUMNS = ["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low", "ci_high", "n", "n_invalid",
                   "n_truncated"]
@@ -66,36 +69,27 @@ class EvalConfig(config.StageConfig):
 
     STAGE: ClassVar[str] = A.EVALUATE
     MODEL_ROLES: ClassVar[dict] = {"models": "vlm", "judge": None}
-    HUB_FIELDS: ClassVar[tuple] = ("bertscore_model",)  # hub ids the preflight checks
 
     datasets: dict[str, str] = field(default_factory=dict)  # name -> folder, or stage:NN_stage/datasets/<name>
     models: dict[str, dict] = field(default_factory=lambda: {"base": {"backend": "tiny", "name": "llava"}})  # label -> spec
     demo_data: bool = False  # also evaluate the embedded demo datasets stage 00 wrote (mcq, yesbut, vqa)
     styles: list[str] = field(default_factory=lambda: ["zero_shot", "cot"])
-    tasks: list[str] = field(default_factory=list)  # empty: every task found in the datasets
+    only_tasks: list[str] = field(default_factory=list)  # the tasks asked; empty: every task found in the datasets
+    # each task's options: {name: {max_new_tokens, judge, and its own (lib.tasks: its Options)}}
+    tasks: dict[str, dict] = field(default_factory=dict)
     constrain: bool = True  # constrained decoding over closed answer sets where the backend allows it
-    max_new_tokens: int = 32
-    task_max_new_tokens: dict[str, int] = field(default_factory=dict)  # task -> its answer's token limit
+    max_new_tokens: int = 32  # an answer's token limit where its task's options set none
     cot_max_new_tokens: int = 128
-    judge: dict | None = None  # LAVE judge model spec (None: no LAVE)
-    judge_tasks: list[str] = field(default_factory=lambda: ["vqa.open"])
+    judge: dict | None = None  # LAVE judge model spec (None: no LAVE); it rates the tasks whose options say judge
     judge_max_new_tokens: int = 96
-    text_metrics: list[str] = field(default_factory=lambda: list(TEXT_METRICS))
-    bertscore_model: str | None = None  # HF id or path; None = the local MiniLM
     max_items: int = 0  # per dataset (0: all); Scrapbook samples whole images so versions stay together
     n_resamples: int = 1000
     seed: int = 0
-    scrapbook_exact: str = "paper"  # Scrapbook condition/enumerated matching: paper (raw answer) | words (lenient)
 
     def __post_init__(self):
         bad = [s for s in self.styles if s not in PROMPT_STYLES]
         if bad:
             raise ValueError(f"EvalConfig.styles: unknown style(s) {bad}; choose from {PROMPT_STYLES}")
-        bad = [m for m in self.text_metrics if m not in TEXT_METRICS]
-        if bad:
-            raise ValueError(f"EvalConfig.text_metrics: unknown metric(s) {bad}; choose from {TEXT_METRICS}")
-        if self.scrapbook_exact not in EXACT_MODES:
-            raise ValueError(f"EvalConfig.scrapbook_exact={self.scrapbook_exact!r}: choose one of {EXACT_MODES}")
 
     def check(self, source: str) -> None:
         if not self.models:
@@ -107,16 +101,32 @@ class EvalConfig(config.StageConfig):
         for label, spec in self.models.items():
             config.check_model_spec(spec, f"{source}: models.{label}")
         config.check_model_spec(self.judge, f"{source}: judge", allow_empty=True)
-        unknown = [t for t in self.tasks + self.judge_tasks + list(self.task_max_new_tokens) if t not in TASKS]
+        unknown = [t for t in self.only_tasks if t not in TASKS]
         if unknown:
-            raise config.ParamsError(f"{source}: unknown task(s) {unknown}; known: {', '.join(TASKS)}")
+            raise config.ParamsError(f"{source}: only_tasks: unknown task(s) {unknown}; known: {', '.join(TASKS)}")
+        task_options(self.tasks, f"{source}: tasks")
+
+    @cached_property
+    def options(self) -> dict:
+        """Every task's options: its block of ``tasks`` over its defaults."""
+        return {name: task.options(self.tasks.get(name)) for name, task in TASKS.items()}
 
     def answer_tokens(self, task: str) -> int:
-        """The token limit of a task's answer: its own (``task_max_new_tokens``) or ``max_new_tokens``."""
-        return self.task_max_new_tokens.get(task, self.max_new_tokens)
+        """The token limit of a task's answer: its options' ``max_new_tokens``, else the stage's."""
+        limit = self.options[task].max_new_tokens
+        return self.max_new_tokens if limit is None else limit
+
+    def judged_tasks(self) -> set[str]:
+        """The tasks whose answers the LAVE judge rates (none without a judge)."""
+        return {name for name, opts in self.options.items() if opts.judge} if self.judge else set()
+
+    def hub_ids(self) -> dict[str, str]:
+        """Hub ids in the tasks' options (``tasks.<task>.<field>``: id), for the preflight."""
+        return {**super().hub_ids(), **{f"tasks.{name}.{f}": getattr(opts, f) for name, opts in self.options.items()
+                                        for f in opts.HUB_FIELDS if getattr(opts, f)}}
 
     def scoring(self) -> Scoring:
-        return Scoring(tuple(self.text_metrics), self.bertscore_model, self.n_resamples, self.seed, self.scrapbook_exact)
+        return Scoring(self.n_resamples, self.seed, dict(self.tasks))
 
 
 # --- items ----------------------------------------------------------------------------------------
@@ -187,7 +197,7 @@ def _select_items(name: str, folder: Path, cfg: EvalConfig) -> tuple[ItemsAt, di
         ids += it.id.encode() + b"\n"
         hashes.append(hash(it.id))
         offsets.append(off)
-        if cfg.tasks and it.task not in cfg.tasks:
+        if cfg.only_tasks and it.task not in cfg.only_tasks:
             continue
         cand_offsets.append(off)
         if not cfg.max_items:
@@ -275,7 +285,7 @@ def item_key(dataset: str, item_id: str) -> tuple[str, str]:
 
 
 def _key(p: Prediction) -> tuple[str, str]:
-    return item_key(p.meta.get("dataset", ""), p.item_id)
+    return item_key(p.dataset, p.item_id)
 
 
 def sample_items(items: list[Item], max_items: int, seed: int) -> list[Item]:
@@ -324,23 +334,13 @@ def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: E
     tasks = [task_of(it) for it in items]
     first = [t.request(it, root, question_first=qf, constrain=constrain, max_new_tokens=cfg.answer_tokens(it.task),
                        seed=cfg.seed) for t, it in zip(tasks, items)]
-    if style == "cot":
-        prompts_ = [t.prompt(it, root) for t, it in zip(tasks, items)]
-        trigger = prompts()["cot"]["reasoning_trigger"]
-        reasoning_reqs = [Request([{"role": "user", "content": user_content(f"{p.text}\n{trigger}", p.images, qf)}],
-                                  max_new_tokens=cfg.cot_max_new_tokens, seed=cfg.seed) for p in prompts_]
-        reasoning = generate(model, reasoning_reqs, store=store, progress=progress, desc=f"{label} reasoning{part}")
-        final = [Request(r.messages + [{"role": "assistant", "content": [{"type": "text", "text": z.text}]},
-                                       {"role": "user", "content": [{"type": "text", "text": p.answer_trigger}]}],
-                         max_new_tokens=f.max_new_tokens, constraint=f.constraint, seed=cfg.seed)
-                 for r, z, p, f in zip(reasoning_reqs, reasoning, prompts_, first)]
-    else:
-        reasoning, final = [None] * len(items), first
+    final, reasoning = STYLES[style].final(model, first, lambda: [t.prompt(it, root) for t, it in zip(tasks, items)], qf,
+                                           cfg.cot_max_new_tokens, cfg.seed, store, progress, f"{label} reasoning{part}")
     responses = generate(model, final, store=store, progress=progress, desc=f"{label} {style}{part}")
     fp = model.fingerprint
     preds = []
     for task, it, req, resp, why in zip(tasks, items, final, responses, reasoning):
-        meta = {"dataset": dataset or Path(root).name}
+        meta = {}
         if why is not None:
             meta["reasoning"] = why.text
         error = (why.error if why is not None else None) or resp.error  # a failed reasoning call fails the answer
@@ -351,7 +351,8 @@ def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: E
             parsed, method, valid = task.read_response(it, resp)
         if resp.problem:  # why a reply was unreadable or cut (lib.answers), kept beside the raw text
             meta["problem"] = resp.problem
-        preds.append(Prediction(item_id=it.id, model=label, task=it.task, raw=resp.text, parsed=task.jsonable(parsed),
+        preds.append(Prediction(item_id=it.id, model=label, task=it.task, raw=resp.text, dataset=dataset or Path(root).name,
+                                parsed=task.jsonable(parsed),
                                 style=style, method=method, valid=valid, truncated=resp.finish_reason == "length",
                                 prompt_tokens=resp.prompt_tokens,
                                 completion_tokens=resp.completion_tokens, latency_s=resp.latency_s,
@@ -365,7 +366,7 @@ def _groups(preds: list[Prediction]) -> dict[tuple, list[Prediction]]:
     """Predictions by (model, dataset, task, style): the unit every score and table is made for."""
     groups = defaultdict(list)
     for p in preds:
-        groups[(p.model, p.meta.get("dataset", ""), p.task, p.style)].append(p)
+        groups[(p.model, p.dataset, p.task, p.style)].append(p)
     return groups
 
 
@@ -376,7 +377,7 @@ def score_predictions(items: Mapping[tuple[str, str], Item], preds: list[Predict
     leaves for its tables (Scrapbook's scored frame) is put in ``states``, keyed like the groups."""
     for p in preds:
         if _key(p) not in items:
-            raise KeyError(f"prediction for item {p.item_id!r} of dataset {p.meta.get('dataset', '')!r} ({p.task}) has no "
+            raise KeyError(f"prediction for item {p.item_id!r} of dataset {p.dataset!r} ({p.task}) has no "
                            f"item in the evaluated datasets")
     states = states if states is not None else {}
     scoring = cfg.scoring()
@@ -469,34 +470,51 @@ def _predictions(cfg: EvalConfig, data: dict, store, progress: bool) -> Iterator
         del model
 
 
-def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> dict:
-    """Run every model on every dataset in every style, judge open answers, score, write outputs.
-    Predictions are written as they are made (the file appears whole, atomically, at the end);
-    only those the judge reads are kept in memory."""
+def items_to_ask(cfg: EvalConfig, out: str | Path) -> tuple[EvalConfig, dict[str, tuple[Path, ItemsAt]]]:
+    """The config with this run's paths (:func:`resolved`; the later steps take it) and each
+    dataset's folder and items to ask (:func:`load_eval_items`)."""
+    cfg = resolved(cfg, Path(out).parent)
+    return cfg, load_eval_items(cfg)
+
+
+def ask(cfg: EvalConfig, out: str | Path, data: dict, store=None, progress: bool = True) -> dict:
+    """Ask every model the items of ``data`` (:func:`items_to_ask`, with its ``cfg``) in every style
+    and judge open answers: ``predictions.jsonl``, ``judgements.jsonl``, ``config.json``, then the
+    manifest. Predictions are written as they are made (the file appears whole, atomically, at the
+    end); only those the judge reads are kept in memory. Returns the counts for the summary."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = resolved(cfg, out.parent)
     store = store if store is not None else CallStore.default()
-    data = load_eval_items(cfg)
     # from here until the new manifest is written the folder is "unfinished": rescore refuses it
     (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
     answers, todo = hashlib.sha256(), []
     start = time.perf_counter()
-    judged_tasks = set(cfg.judge_tasks) if cfg.judge else set()  # tasks named by the config, not by code
     n_preds = write_jsonl(out / A.PREDICTIONS,
-                          _rows(_predictions(cfg, data, store, progress), answers, todo, judged_tasks))
+                          _rows(_predictions(cfg, data, store, progress), answers, todo, cfg.judged_tasks()))
     judgements = _judge(cfg, data, todo, store, progress) if todo else []
     write_jsonl(out / A.JUDGEMENTS, (j.to_dict() for j in judgements))
     write_json(out / A.EVAL_CONFIG, cfg.to_dict())
     write_json(out / A.EVAL_MANIFEST, manifest(out, cfg, answers.hexdigest()))  # last, atomically: the parts belong together
     seconds = time.perf_counter() - start
-    counts = {"predict_seconds": round(seconds, 2), "predictions": n_preds, "judgements": len(judgements),
-              "datasets": {name: len(items) for name, (_, items) in data.items()}}
-    del data, todo, judgements  # rescoring reads what it needs back
+    return {"predict_seconds": round(seconds, 2), "predictions": n_preds, "judgements": len(judgements),
+            "datasets": {name: len(items) for name, (_, items) in data.items()}}
+
+
+def finish(cfg: EvalConfig, out: str | Path, counts: dict, scores: dict) -> dict:
+    """The summary - ``scores`` (:func:`rescore_folder`'s) then ``counts`` (:func:`ask`'s) - and the
+    provenance of ``cfg`` (:func:`items_to_ask`'s, with this run's paths)."""
+    return config.finish(Path(out), A.EVALUATE, cfg, {**scores, **counts})
+
+
+def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> dict:
+    """The stage, step by step as notebook 06 runs it: the items to ask, every model on every dataset
+    in every style with open answers judged (:func:`ask`), the tables scored from what was stored
+    (:func:`rescore_folder`), summary and provenance."""
+    cfg, data = items_to_ask(cfg, out)
+    counts = ask(cfg, out, data, store, progress)
+    del data  # rescoring reads what it needs back
     release_memory()  # what the models used, before rescoring adds its own
-    summary = rescore_folder(out)
-    summary.update(counts)
-    return config.finish(out, A.EVALUATE, cfg, summary)
+    return finish(cfg, out, counts, rescore_folder(out))
 
 
 def _rows(preds: Iterator[Prediction], answers, keep: list[Prediction], judged_tasks: set[str]) -> Iterator[dict]:
@@ -521,7 +539,7 @@ def _judge(cfg: EvalConfig, data: dict, todo: list[Prediction], store, progress:
                             max_new_tokens=cfg.judge_max_new_tokens, progress=progress)
     for j, p in zip(judgements, todo):
         j.model = p.model
-        j.meta.update(style=p.style, dataset=p.meta.get("dataset", ""))
+        j.meta.update(style=p.style, dataset=p.dataset)
     return judgements
 
 
@@ -529,7 +547,7 @@ def _answer_digest(h, p: Prediction) -> None:
     """Add what identifies a stored answer to ``h``: its item, model, style and raw output (not
     its scores, which rescoring rewrites). Made from the predictions as they are written:
     reading a large predictions file again only to hash it doubled the check."""
-    h.update(json.dumps([p.meta.get("dataset", ""), p.item_id, p.model, p.style, p.raw, p.call_key]).encode())
+    h.update(json.dumps([p.dataset, p.item_id, p.model, p.style, p.raw, p.call_key]).encode())
 
 
 def _answers_digest(preds) -> str:
@@ -575,7 +593,11 @@ def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
     cfg_path = out / A.EVAL_CONFIG
     if not cfg_path.exists():
         raise FileNotFoundError(f"{cfg_path} not found: {out} holds no finished evaluation to rescore")
-    cfg = EvalConfig(**json.loads(cfg_path.read_text()))
+    try:
+        cfg = EvalConfig(**json.loads(cfg_path.read_text()))
+    except TypeError as e:  # a field renamed or moved since (e.g. into a task's options)
+        raise ValueError(f"{cfg_path}: {e}: it was written by an older version of stage 06; rerun the stage (the call "
+                         f"cache keeps it cheap)") from None
     start = time.perf_counter()
     with paused_gc():
         preds = [Prediction.from_dict(d) for d in read_jsonl(out / A.PREDICTIONS)]
@@ -583,7 +605,7 @@ def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
         check_manifest(out, cfg, preds)
     wanted: dict[str, set[str]] = defaultdict(set)
     for p in preds:
-        wanted[p.meta.get("dataset", "")].add(p.item_id)
+        wanted[p.dataset].add(p.item_id)
     judgements = [Judgement.from_dict(d) for d in read_jsonl(out / A.JUDGEMENTS)] \
         if (out / A.JUDGEMENTS).exists() else []
     for rebuild in (False, True):
@@ -610,7 +632,7 @@ def invalid_summary(out: str | Path) -> pd.DataFrame:
     that read the rest."""
     rows = defaultdict(lambda: defaultdict(int))
     for d in read_jsonl(Path(out) / A.PREDICTIONS):
-        key = (d["model"], d["meta"].get("dataset", ""), d["task"], d["style"])
+        key = (d["model"], d.get("dataset", d["meta"].get("dataset", "")), d["task"], d["style"])
         rows[key]["n"] += 1
         rows[key]["invalid"] += not d["valid"]
         rows[key]["truncated"] += bool(d.get("truncated"))

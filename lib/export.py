@@ -18,7 +18,7 @@ Lab's stage 06 gives it unconstrained (``constrain: false``), ``invalid_rate`` i
 
 The settings that change what a model answers come from the evaluation they are compared with:
 ``--profile P`` resolves stage 06's config of profile ``P`` (as the pipeline does) and takes its
-token limits (``max_new_tokens``, ``task_max_new_tokens``), its scoring settings and the question
+token limits (``max_new_tokens``, and each task's own under ``tasks``), its scoring settings and the question
 order of one of its models (``--model LABEL``, default the first of ``models``: its spec's
 ``question_first``). ``--max-new-tokens`` and ``--question-first`` / ``--no-question-first`` given
 on the command line win. Without ``--profile``: 32 new tokens, images before the question, the
@@ -50,12 +50,14 @@ import json
 import math
 import re
 import sys
+from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
-from lib.io import export_tsv, load_items, write_json, write_jsonl
+from lib.formats import export_tsv
+from lib.io import load_items, write_json, write_jsonl
 from lib.provenance import provenance
 from lib.schema import Item, Prediction, Response
 from lib.tasks import Scoring, get_task
@@ -117,8 +119,7 @@ def score_rows(task_dir: str | Path, rows: list[dict]) -> dict[str, float]:
             raise KeyError(f"{task_dir}: lmms-eval returned replies for ids not in the exported docs: {missing[:5]}")
         _scored.clear()
         _scored[key] = score_items([items[r["id"]] for r in rows], [r["raw"] for r in rows],
-                                   Scoring(**{k: tuple(v) if isinstance(v, list) else v
-                                              for k, v in export["scoring"].items()}))
+                                   Scoring(**export["scoring"]))
     return _scored[key]
 
 
@@ -130,10 +131,10 @@ def metric_value(task_dir: str | Path, metric: str, rows: list[dict]) -> float:
 
 def profile_settings(profile: str, model: str | None = None) -> dict:
     """What an export takes from stage 06's config of ``profile``: ``max_new_tokens``,
-    ``task_max_new_tokens``, ``scoring`` and ``question_first`` of the model labelled ``model``
-    (default: the config's first model), plus ``profile`` and ``model``."""
-    # stage 06's config module brings the model stack; kept out of the import of this module, which
-    # the exported utils.py imports where lmms-eval runs (with the lmms-eval extra only)
+    ``task_max_new_tokens`` (the limits its tasks' options set), ``scoring`` and ``question_first``
+    of the model labelled ``model`` (default: the config's first model), plus ``profile`` and ``model``."""
+    # deferred on purpose: stage 06's config module brings the model stack; kept out of the import of
+    # this module, which the exported utils.py imports where lmms-eval runs (the lmms-eval extra only)
     from lib.config import ParamsError, resolve
     from lib.evaluate import EvalConfig
 
@@ -143,7 +144,8 @@ def profile_settings(profile: str, model: str | None = None) -> dict:
         raise ParamsError(f"--model {label!r}: profile {profile} evaluates no such model (models of its 06_evaluate: "
                           f"{', '.join(cfg.models)})")
     return {"profile": profile, "model": label, "max_new_tokens": cfg.max_new_tokens,
-            "task_max_new_tokens": dict(cfg.task_max_new_tokens), "scoring": cfg.scoring(),
+            "task_max_new_tokens": {name: o.max_new_tokens for name, o in cfg.options.items() if o.max_new_tokens is not None},
+            "scoring": cfg.scoring(),
             "question_first": wants_question_first(cfg.models[label])}
 
 
@@ -201,7 +203,7 @@ def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = No
     (out / "utils.py").write_text(hooks)
     info = {"dataset": str(dataset), "name": name, "tag": tag, "tasks": names, "question_first": question_first,
             "max_new_tokens": limits, "settings_from": settings_from, "metrics": metrics, "gold_scores": gold,
-            "scoring": {k: list(v) if isinstance(v, tuple) else v for k, v in scoring.__dict__.items()},
+            "scoring": asdict(scoring),
             "n_items": {t: len(its) for t, its in by_task.items()},
             "provenance": provenance("export lmms-eval", {"dataset": str(dataset), "tasks": tasks or sorted(by_task),
                                                           "max_new_tokens": limits, "question_first": question_first,

@@ -37,7 +37,7 @@ from lib.evaluate import EvalConfig
 from lib.io import write_json
 from lib.paths import NOTEBOOKS, RunBusy, RunLock, params_root, run_dir
 from lib.scrapbook import ScrapbookConfig
-from lib.setup import SetupConfig
+from lib.prepare import SetupConfig
 from lib.train import TrainConfig
 
 # Each stage's config dataclass: the single source of its defaults and checks.

@@ -12,7 +12,7 @@ import pandas as pd
 
 def save(fig, folder: str | Path, name: str, close: bool = False) -> list[Path]:
     """Write ``<folder>/<name>.pdf`` and ``.png`` (150 dpi); returns both paths. ``close`` frees the
-    figure (a stage's ``run`` does; a notebook shows the saved PNG)."""
+    figure's pyplot state (the figure object stays displayable: a notebook shows what a step returns)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}.pdf", folder / f"{name}.png"]
@@ -152,7 +152,7 @@ def understanding_metrics(frame: pd.DataFrame):
     """YesBut Figure 5: per model, the mean of the four automated metrics (0-1 each: BLEU, ROUGE-L,
     METEOR, BERTScore) at annotation stages 2, 3, 4 and over all images; left panel the whole image
     (WHYFUNNY prompt), right panel the sub-images ("Describe the image", left and right averaged).
-    ``frame`` is :func:`lib.analysis.understanding_frame`."""
+    ``frame`` is :meth:`lib.tasks.yesbut.Understanding.frame`."""
     mean = frame[(frame["metric"] == "mean of 4") & (frame["group"].str.startswith("stage") | (frame["group"] == "all"))]
     groups = sorted({g for g in mean["group"] if g != "all"}) + ["all"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
@@ -189,15 +189,15 @@ def human_eval_bars(tidy: pd.DataFrame):
 # --- MemeQA ------------------------------------------------------------------------------------------
 
 def accuracy_by_type(metrics: pd.DataFrame, metric: str = "exact"):
-    """MemeQA: accuracy per question type with the micro and macro averages as lines."""
-    m = metrics[(metrics["task"] == "mcq") & (metrics["metric"] == metric)]
-    table = m.pivot_table(index="subset", columns=["model", "style"], values="value")
+    """MemeQA: accuracy per question type with the micro and macro averages as lines; ``metrics``
+    holds the multiple-choice task's rows (:meth:`lib.tasks.Task.rows`)."""
+    table = metrics[metrics["metric"] == metric].pivot_table(index="subset", columns=["model", "style"], values="value")
     fig, ax = plt.subplots(figsize=(7, 3.5))
     table.plot.barh(ax=ax, width=0.8)
     for (model, style), ls in zip(table.columns, ("-", "--", ":", "-.") * 4):
         for kind, color in (("micro", "k"), ("macro", "r")):
-            row = metrics[(metrics["task"] == "mcq") & (metrics["metric"] == f"{metric}_{kind}") &
-                          (metrics["model"] == model) & (metrics["style"] == style)]
+            row = metrics[(metrics["metric"] == f"{metric}_{kind}") & (metrics["model"] == model) &
+                          (metrics["style"] == style)]
             if len(row):
                 ax.axvline(row["value"].iloc[0], color=color, ls=ls, lw=0.8)
     ax.set_xlabel(f"{metric} (black: micro, red: macro average)")

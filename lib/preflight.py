@@ -13,7 +13,8 @@ What is checked, per model spec the profile's stages use (each checked once):
   must exist.
 - ``openai``: the key variable named by ``api_key_env`` is set (a ``base_url`` server without a key
   accepts any), and a ``base_url`` server answers ``GET /models``.
-- hub ids in plain string fields (``clip_model``, ``bertscore_model``: the classes' ``HUB_FIELDS``).
+- hub ids in plain string fields (``clip_model``; a task option such as ``bertscore_model``): the
+  configs' :meth:`~lib.config.StageConfig.hub_ids`.
 """
 
 from __future__ import annotations
@@ -138,11 +139,10 @@ def uses(steps) -> list[tuple[str, dict | str, str]]:
                     seen.add(key)
                     out.append((f"{step.stage} {field} {spec.get('name', spec.get('backend'))!r}", spec,
                                 origins.get(field, "the class default")))
-        for field in getattr(type(cfg), "HUB_FIELDS", ()):
-            name = getattr(cfg, field)
-            if name and name not in seen:
+        for field, name in cfg.hub_ids().items():
+            if name not in seen:
                 seen.add(name)
-                out.append((f"{step.stage} {field} {name!r}", name, origins.get(field, "the class default")))
+                out.append((f"{step.stage} {field} {name!r}", name, origins.get(field.split(".")[0], "the class default")))
     return out
 
 

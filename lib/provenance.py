@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from lib.io import write_json
 from lib.paths import ROOT
 
 PACKAGES = ("vqalab", "torch", "transformers", "accelerate", "peft", "datasets", "openai", "outlines", "papermill")
@@ -106,8 +107,6 @@ def write_provenance(folder: str | Path, stage: str, params: dict, seed: int | N
                      origin: dict | None = None) -> Path:
     """Write ``<folder>/provenance.json`` (``origin``: the profile, run and the file each field came
     from, as :func:`lib.config.resolve` records them) and return its path."""
-    from lib.io import write_json
-
     path = Path(folder) / "provenance.json"
     write_json(path, provenance(stage, params, seed, origin))
     return path

@@ -1,6 +1,10 @@
-"""The HTML report of a run: ``outputs/<run>/report.html``, self-contained (figures embedded as
-base64 PNG) so it can be mailed. One section per stage, in order; a stage whose outputs are absent
-gets a line saying so and why, instead of failing the report. The run's provenance (params, seeds,
+"""The HTML report of a run: ``outputs/<run>/report.html`` (figures embedded as base64 PNG, so it
+can be mailed). It opens with the results - each dataset x task x model x style's headline metric
+with its interval and invalid rate, each linked to the answers behind it in the item browser
+(:mod:`lib.browser`, ``browser/`` beside the report), training against its baselines, the
+adversarial filter's outcome - then the papers' reproductions, a table of contents, and one
+section per stage, in order. Long tables show their top rows and link their CSV. A stage whose
+outputs are absent gets a line saying so and why, instead of failing the report. The run's provenance (params, seeds,
 models, git SHA) and the invalid-answer rates are part of it. Every stage's outputs are read
 through :mod:`lib.artifacts`, the stages' published layout. 06's metric tables are shown only when
 they come from its current predictions (:func:`lib.artifacts.stale_tables`); otherwise the section
@@ -18,8 +22,10 @@ from pathlib import Path
 import pandas as pd
 
 from lib import artifacts as A
+from lib import browser
 from lib.io import atomic_file
 from lib.paths import run_dir
+from lib.tasks import TASKS
 
 TITLES = {
     A.SETUP: "Setup: models and probes",
@@ -33,9 +39,10 @@ TITLES = {
 }
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
 h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #bbb}
-table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px}
+table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
 img{max-width:min(100%,760px);margin:.5em 0;border:1px solid #eee}.absent{color:#a00}.prov{font-size:11px;color:#555}
-details{margin:.3em 0}"""
+details{margin:.3em 0}nav ol{columns:2;font-size:14px}.more{font-size:12px;color:#555}"""
+TOP_ROWS = 10  # a long table shows this many rows and links its CSV
 
 
 DATA_TABLES = {"umap_images"}  # written for reuse; the report shows their figures instead
@@ -46,10 +53,15 @@ def _img(path: Path) -> str:
     return f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}"><figcaption>{html.escape(path.stem)}</figcaption></figure>'
 
 
-def _table(df: pd.DataFrame, title: str = "", max_rows: int = 60, index: bool = True) -> str:
+def _table(df: pd.DataFrame, title: str = "", max_rows: int = TOP_ROWS, index: bool = True, csv: str = "",
+           escape: bool = True) -> str:
     """An HTML table: counts as integers, other numbers to 3 decimals; a tidy frame without its
-    row numbers (``index=False``)."""
-    more = f"<p>({len(df) - max_rows} more rows in the CSV)</p>" if len(df) > max_rows else ""
+    row numbers (``index=False``). A longer table shows its top ``max_rows`` and links its ``csv``
+    (a path relative to the report). ``escape=False``: cells hold HTML made here (links)."""
+    more = ""
+    if len(df) > max_rows:
+        where = f' - all {len(df)} in <a href="{html.escape(csv)}">{html.escape(Path(csv).name)}</a>' if csv else ""
+        more = f"<p class='more'>top {max_rows} of {len(df)} rows{where}</p>"
     head = f"<h4>{html.escape(title)}</h4>" if title else ""
     df = df.head(max_rows).copy()
     for col in df.columns:
@@ -57,14 +69,15 @@ def _table(df: pd.DataFrame, title: str = "", max_rows: int = 60, index: bool = 
         if values.dtype.kind == "f" and values.notna().any() and (values.dropna() % 1 == 0).all() \
                 and (values.dropna().abs() > 1).any():
             df[col] = values.astype("Int64")  # a column of counts, not 12.000
-    return head + df.to_html(float_format=lambda v: f"{v:.3f}", na_rep="", border=0, index=index) + more
+    return head + df.to_html(float_format=lambda v: f"{v:.3f}", na_rep="", border=0, index=index, escape=escape) + more
 
 
-def _csv(path: Path, title: str, **kw) -> str:
+def _csv(path: Path, title: str, root: Path | None = None, **kw) -> str:
     try:
-        return _table(pd.read_csv(path, **kw), title, index=False)
+        df = pd.read_csv(path, **kw)
     except (pd.errors.EmptyDataError, FileNotFoundError):
         return f"<p>{html.escape(title)}: empty</p>"
+    return _table(df, title, index=False, csv=str(path.relative_to(root)) if root else str(path))
 
 
 def _provenance(folder: Path) -> str:
@@ -79,8 +92,14 @@ def _provenance(folder: Path) -> str:
             f"{html.escape(json.dumps(prov.get('params', {}), indent=1, default=str))}</pre></details>")
 
 
-def _figures(folder: Path) -> str:
-    return "".join(_img(p) for p in sorted(folder.rglob("figures/*.png")))
+def _figures(folder: Path, shown: set[str]) -> str:
+    """The folder's figures, each once in the report (a later stage redrawing one is skipped)."""
+    out = []
+    for p in sorted(folder.rglob("figures/*.png")):
+        if p.stem not in shown:
+            shown.add(p.stem)
+            out.append(_img(p))
+    return "".join(out)
 
 
 def _withheld(why: str) -> str:
@@ -90,47 +109,124 @@ def _withheld(why: str) -> str:
             f"<p class='absent'>This section's figures are withheld with them.</p>")
 
 
-def _stage_body(root: Path, stage: str, folder: Path) -> str:
+def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
     parts = []
     summary = A.read_summary(root, stage) or {}
     if stage == A.SETUP and summary:
         parts.append(f"<p>{summary['probe_answers']} probe answers from {summary['models']} models "
                      f"({summary['constrained_invalid']} constrained answers invalid); demo datasets: "
                      f"{html.escape(', '.join(summary['datasets']) or 'none')}.</p>")
-        parts.append(_csv(folder / A.PROBE, "Probe answers"))
+        parts.append(_csv(folder / A.PROBE, "Probe answers", root))
     if stage == A.COLLECT and (rep := A.read_json(root, stage, A.COLLECT_REPORT)):
         parts.append(f"<p>{rep['collected']} images collected, {len(rep['bad_files'])} bad files, "
                      f"{len(rep['duplicates'])} duplicates removed, {rep['kept']} kept.</p>")
     if stage == A.ANNOTATE:
-        parts.append(_csv(folder / A.AGREEMENT, "Agreement per categorical field"))
+        parts.append(_csv(folder / A.AGREEMENT, "Agreement per categorical field", root))
     if stage == A.AF and summary:
-        parts.append(f"<p>{summary['questions']} questions from {summary['skeletons']} skeletons, {summary['fooled']} "
-                     f"fooled the discriminators, {summary['blind_answerable']} answerable without the image.</p>")
         if (folder / A.SHORTCUTS).exists():
             parts.append(_csv(folder / A.SHORTCUTS, "Shortcut audit: how often a text-only tell picks the answer, "
-                                                    "beside chance (lib.metrics.shortcuts)"))
+                                                    "beside chance (lib.metrics.shortcuts)", root))
     if stage == A.SCRAPBOOK:
         for name, d in summary.get("datasets", {}).items():
             parts.append(f"<p>{html.escape(name)}: {d['images']} images, {d['questions']:,} questions</p>")
     if stage == A.TRAIN and summary:
         table = pd.DataFrame({k: summary[k] for k in ("majority", "base", "trained") if k in summary}).T
-        parts.append(_table(table, f"Held-out accuracy ({summary.get('n_test')} questions, "
-                                   f"{summary.get('train_seconds')} s of training)"))
+        parts.append(_table(table, f"Held-out accuracy by question type and target kind ({summary.get('n_test')} "
+                                   f"questions)"))
     m = A.read_table(root, stage, A.METRICS) if stage == A.EVALUATE else None
     if m is not None:
         inv = m[m["metric"] == "invalid_rate"][["model", "dataset", "task", "style", "value", "n", "n_invalid",
                                               "n_truncated"]]
-        parts.append(_table(inv.rename(columns={"value": "invalid_rate"}), "Invalid answers (kept raw, counted wrong) and answers cut off by the token limit"))
+        parts.append(_table(inv.rename(columns={"value": "invalid_rate"}), "Invalid answers (kept raw, counted wrong) "
+                            "and answers cut off by the token limit", csv=f"{A.EVALUATE}/{A.METRICS}"))
         head = m[m["subset"].isin(["all", "non-absurd"]) & (m["metric"] != "invalid_rate")]
         parts.append(_table(head.pivot_table(index=["dataset", "task", "metric"], columns=["model", "style"],
-                                             values="value"), "Headline metrics", max_rows=80))
-        parts.append(_csv(folder / A.ERRORS, "Scrapbook overall and error categories (errors.csv)"))
+                                             values="value"), "Every metric of the whole sets", csv=f"{A.EVALUATE}/{A.METRICS}"))
+        parts.append(_csv(folder / A.ERRORS, "Scrapbook overall and error categories (errors.csv)", root))
     if stage == A.ANALYZE:
         for p in sorted((folder / A.TABLES).glob("*.csv")):
             if p.stem not in DATA_TABLES:  # point coordinates are data for a figure, not a table to read
-                parts.append(_csv(p, p.stem.replace("_", " ")))
-    parts.append(_figures(folder))
+                parts.append(_csv(p, p.stem.replace("_", " "), root))
+    parts.append(_figures(folder, shown))
     return "".join(parts)
+
+
+def headline_rows(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset x task x model x style: the task's headline metric (:attr:`lib.tasks.Task.headline`)
+    with its interval and n, and the group's invalid rate."""
+    invalid = metrics[metrics["metric"] == "invalid_rate"].set_index(["dataset", "task", "model", "style"])["value"]
+    frames = []
+    for task in TASKS.values():
+        subset, metric = task.headline
+        rows = task.rows(metrics)
+        frames.append(rows[(rows["subset"] == subset) & (rows["metric"] == metric)])
+    head = pd.concat(frames, ignore_index=True) if frames else metrics.head(0)
+    head = head.assign(invalid_rate=[invalid.get(k) for k in zip(head["dataset"], head["task"], head["model"],
+                                                                     head["style"])])
+    return head.sort_values(["dataset", "task", "model", "style"])[
+        ["dataset", "task", "model", "style", "subset", "metric", "value", "ci_low", "ci_high", "n", "invalid_rate"]]
+
+
+def _results(root: Path) -> str:
+    """The first screen: headline metrics (each linked to its answers), training against its
+    baselines, the adversarial filter's outcome."""
+    parts = []
+    folder = A.stage_folder(root, A.EVALUATE)
+    why = A.stale_tables(folder) if folder.is_dir() else None
+    metrics = None if why else A.read_table(root, A.EVALUATE, A.METRICS)
+    if metrics is not None and len(metrics):
+        head = headline_rows(metrics)
+        has_items = (root / browser.FOLDER / "index.html").exists()
+        head["answers"] = [f'<a href="{html.escape(browser.link(dataset=d, task=t, model=m, style=s))}">items</a>'
+                           if has_items else "" for d, t, m, s in zip(head["dataset"], head["task"], head["model"],
+                                                                         head["style"])]
+        head["value (95% CI)"] = [f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
+                                  zip(head["value"], head["ci_low"], head["ci_high"])]
+        head["invalid_rate"] = head["invalid_rate"].map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
+        head = head[["dataset", "task", "model", "style", "subset", "metric", "value (95% CI)", "n", "invalid_rate",
+                     "answers"]]
+        head = head.map(lambda v: html.escape(v) if isinstance(v, str) and not v.startswith("<a ") else v)
+        parts.append(_table(head, "Headline metrics: one per dataset, task, model and prompt style (95% bootstrap "
+                                  "interval; invalid answers are counted wrong)", max_rows=len(head), index=False,
+                            escape=False))
+    elif why:
+        parts.append(_withheld(why))
+    train = A.read_summary(root, A.TRAIN) or {}
+    if "trained" in train:
+        table = pd.DataFrame({k: train[k] for k in ("trained", "base", "majority") if k in train}).T
+        parts.append(_table(table[[c for c in table.columns if c.count("_") <= 1]], f"Fine-tuning (stage 05): "
+                            f"held-out accuracy of the trained model, its base and the majority answer "
+                            f"({train.get('n_test')} questions)", max_rows=5))
+    af = A.read_summary(root, A.AF) or {}
+    if "questions" in af:
+        parts.append(f"<p>Adversarial filtering (stage 03): {af['questions']} questions kept from {af['skeletons']} "
+                     f"skeletons; {af['fooled']} fooled every discriminator; {af['blind_answerable']} answerable "
+                     f"without the image.</p>")
+    return "".join(parts) or "<p class='absent'>No results: stages 03, 05 and 06 have no outputs in this run.</p>"
+
+
+REPRODUCIBLE = ("Scrapbook's question counts and Tables 5, 6 and 8: `make run PROFILE=unique_all`; YesBut's Figures 3 "
+                "and 14: `make run PROFILE=yesbut` with the YesBut repository as `yesbut_data`; MemeQA's release "
+                "statistics: `make run PROFILE=memeqa`")
+
+
+def _reproduction(root: Path) -> str:
+    """Every paper number a stage of this run reproduced (its ``paper.csv``: the paper's value beside
+    ours, equal or with the reason they differ), or what would reproduce them."""
+    tables = [(stage, A.stage_folder(root, stage) / A.PAPER) for stage in A.STAGES]
+    parts = [_csv(path, f"{stage}", root) for stage, path in tables if path.exists()]
+    if not parts:
+        return (f"<p>This run computes none of the papers' determined numbers: they need the papers' data or "
+                f"parameters ({html.escape(REPRODUCIBLE)}).</p>")
+    return "<p>Each row: the paper's value, ours, whether they are equal, and why not where they differ.</p>" \
+        + "".join(parts)
+
+
+def _contents(stages: list[tuple[str, str]]) -> str:
+    links = [("results", "Results"), ("reproduction", "Reproduction: the papers beside this run")]
+    links += [(f"stage-{stage}", f"{stage} · {title}") for stage, title in stages]
+    return "<nav><h2>Contents</h2><ol>" + "".join(f'<li><a href="#{a}">{html.escape(t)}</a></li>' for a, t in links) \
+        + "</ol></nav>"
 
 
 def build_report(run: str | Path, out: Path | None = None) -> Path:
@@ -139,19 +235,20 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
     root = Path(run) if isinstance(run, Path) else run_dir(run)
     run = root.name
     out = out or root / A.REPORT
-    sections, absent, stale = [], [], []
+    sections, absent, stale, shown = [], [], [], set()
     for stage, title in TITLES.items():
         folder = A.stage_folder(root, stage)
         if not folder.is_dir() or not any(folder.iterdir()):
             why = "no outputs: the stage was not run for this run" if not folder.is_dir() else "its folder is empty"
             absent.append(stage)
-            sections.append(f"<h2>{stage} · {html.escape(title)}</h2><p class='absent'>Absent - {why}.</p>")
+            sections.append(f"<h2 id='stage-{stage}'>{stage} · {html.escape(title)}</h2><p class='absent'>Absent - "
+                            f"{why}.</p>")
             continue
         why = A.stale_tables(folder) if stage == A.EVALUATE else None
         if why:
             stale.append(stage)
-        body = _withheld(why) if why else _stage_body(root, stage, folder)
-        sections.append(f"<h2>{stage} · {html.escape(title)}</h2>{_provenance(folder)}{body}")
+        body = _withheld(why) if why else _stage_body(root, stage, folder, shown)
+        sections.append(f"<h2 id='stage-{stage}'>{stage} · {html.escape(title)}</h2>{_provenance(folder)}{body}")
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     summary = (f"<p>Run <b>{html.escape(run)}</b>, report built {created}. Sections without outputs: "
                f"{', '.join(absent) or 'none'}.</p>")
@@ -160,7 +257,9 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
                     f"from the current predictions (see the section).</p>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>VQA Lab · {html.escape(run)}</title>"
             f"<style>{_CSS}</style></head><body><h1>VQA Lab report · {html.escape(run)}</h1>{summary}"
-            f"{''.join(sections)}</body></html>")
+            f"<h2 id='results'>Results</h2>{_results(root)}"
+            f"<h2 id='reproduction'>Reproduction: the papers beside this run</h2>{_reproduction(root)}"
+            f"{_contents(list(TITLES.items()))}{''.join(sections)}</body></html>")
     with atomic_file(out, "w", encoding="utf-8") as f:  # a stopped build leaves the previous report whole
         f.write(page)
     return out

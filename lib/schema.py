@@ -134,8 +134,9 @@ class Prediction:
     model: str
     task: str
     raw: str
+    dataset: str = ""  # the dataset's name in the evaluation (datasets may share item ids)
     parsed: Any = None
-    style: str = "zero_shot"  # prompt style: zero_shot or cot (zero-shot chain of thought)
+    style: str = "zero_shot"  # prompt style (lib.tasks.styles): zero_shot or cot (zero-shot chain of thought)
     method: str = "free"
     valid: bool = True
     correct: bool | None = None  # None until scored, and for invalid answers of unscored tasks
@@ -155,7 +156,11 @@ class Prediction:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Prediction":
-        return _record(cls, d, ("model", "task", "raw", "parsed", "style", "method", "scores", "meta"))
+        """The record of a ``predictions.jsonl`` line; one written before ``dataset`` was a field
+        (it sat in ``meta``) is read with it moved there."""
+        if "dataset" not in d and isinstance(d.get("meta"), dict) and "dataset" in d["meta"]:
+            d = {**d, "meta": {k: v for k, v in d["meta"].items() if k != "dataset"}, "dataset": d["meta"]["dataset"]}
+        return _record(cls, d, ("model", "task", "raw", "dataset", "parsed", "style", "method", "scores", "meta"))
 
 
 @dataclass(slots=True)

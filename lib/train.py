@@ -15,8 +15,9 @@ validation here is *generation* with constrained answers scored by the task's me
 Trainer's evaluation loop computes teacher-forced logits, so the metric lives in a callback that
 Trainer's best-model selection does not see, next to an evaluation pass we do not need; the
 demo's curriculum (switching the training pool at a step) and the stateless batch draws that make
-resume exact would fight Trainer's sampler. The explicit loop is ~150 lines, and ``accelerate``
-still gives devices, mixed precision, gradient accumulation, multi-GPU and checkpoint state.
+resume exact would fight Trainer's sampler. The explicit loop is a few short functions (:func:`train`
+composes them), and ``accelerate`` still gives devices, mixed precision, gradient accumulation,
+multi-GPU and checkpoint state.
 
 Batches are drawn *statelessly*: step t's examples come from ``rng(seed, t, process)``, so a
 resumed run sees exactly the batches the uninterrupted run would have seen. Loss is on the answer
@@ -36,12 +37,14 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib import config, plots
+from lib.formats import import_memeqa
 from lib.io import ImageCache, ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json, write_jsonl
 from lib.models import generate, load_model
-from lib.models.hf import ImageTensors, is_encoder_decoder
+from lib.models.hf import HFModel, ImageTensors, chat_prompt, is_encoder_decoder
 from lib.schema import Item, Prediction
 from lib.tasks import Scoring, task_of, user_content, wants_question_first
 
@@ -165,8 +168,6 @@ def target_kind(meta: dict) -> str:
 
 def _read_split(source: str, cfg: TrainConfig) -> tuple[list[Item], Path]:
     """Items and the folder their image paths are relative to: a dataset folder, or a MemeQA JSON."""
-    from lib.io import import_memeqa
-
     path = Path(source)
     if path.suffix == ".json":
         if not cfg.memeqa_images:
@@ -244,9 +245,7 @@ def collate(examples: list[Example], processor, eos: str, question_first: bool =
     task's own (:meth:`Task.prompt`), in the same image/question order and chat template as at
     evaluation (:class:`lib.models.hf.HFModel`'s). An encoder-decoder model reads the prompt with
     its encoder and is trained to decode the answer: ``labels`` are the answer tokens alone."""
-    import torch
-
-    from lib.models.hf import chat_prompt
+    import torch  # deferred on purpose: torch is heavy, and importing lib.train must stay cheap
 
     tok = processor.tokenizer
     tok.padding_side = "left"
@@ -291,7 +290,7 @@ def lm_linear_modules(model) -> list[str]:
     them (q_proj / q / query, fc1 / wi_0 / down_proj...), in decoder-only and encoder-decoder
     models alike - leaving out the vision tower, the projector (Q-Former included) and lm_head:
     the original MemeQA setup's "every Linear except the projector, the vision tower and lm_head"."""
-    import torch
+    import torch  # deferred on purpose: torch is heavy, and importing lib.train must stay cheap
 
     names = []
     for name, module in model.named_modules():
@@ -309,7 +308,7 @@ def prepare_model(cfg: TrainConfig):
         for p in model.parameters():
             p.requires_grad_(True)
         return model, processor, {"mode": "full", "trainable": sum(p.numel() for p in model.parameters())}
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, get_peft_model  # deferred on purpose: heavy, and only LoRA needs it
 
     targets = cfg.target_modules or lm_linear_modules(model)
     if not targets:
@@ -329,8 +328,6 @@ def evaluate_examples(model, processor, examples: list[Example], batch_size: int
     """Accuracy per type, with each task's own request, answer reading and scoring - what stage 06
     does (greedy; constrained only where the task has a closed answer set). ``spec``: the model's
     spec, for its prompt_format."""
-    from lib.models.hf import HFModel
-
     keep = {k: v for k, v in (spec or {}).items() if k == "prompt_format"}
     wrapper = HFModel.from_loaded(model, processor, {"backend": "hf", "name": "in-training", **keep})
     was_training = model.training
@@ -407,47 +404,78 @@ def _oom_message(cfg: TrainConfig) -> str:
             f"gradient checkpointing, or train LoRA instead of full fine-tuning")
 
 
-def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: bool = True,
-          stop_after: int | None = None) -> dict:
-    """Train, validating every ``eval_every`` steps; saves ``best/`` and ``last/`` weights (adapters
-    for LoRA), ``checkpoint/`` (full state for resume), ``curve.csv`` and ``summary.json``."""
+@dataclass
+class Session:
+    """A training run in progress: the accelerator, the prepared model with its optimiser, the
+    examples, the resumable ``state`` (step, best validation score, seconds, tokens) and the folder
+    it writes to. :func:`start_training` makes one, :func:`train_steps` advances it,
+    :func:`finish_training` saves it and :func:`training_summary` reads it."""
+
+    cfg: TrainConfig  # max_steps derived from epochs where epochs are given
+    out: Path
+    acc: object  # an accelerate.Accelerator
+    model: object
+    processor: object
+    params: list  # the trained parameters (what gradient clipping sees)
+    optimizer: object
+    scheduler: object
+    train_examples: list[Example]
+    val: list[Example]  # the validation sample every validation asks
+    select: str  # the validation metric that picks best/
+    state: dict
+    report: dict  # load_examples' report
+    model_info: dict
+    precision: str
+    encoder_decoder: bool = False
+    images: object = load_image  # the training images' loader (an ImageCache when image_cache_mb > 0)
+    tensors: ImageTensors | None = None
+
+
+def precision_for(requested: str) -> str:
+    """The mixed precision to train in: ``auto`` is bf16 where the GPU has it, else none; fp16 on a
+    machine without a GPU falls back to full precision, saying so."""
+    # deferred on purpose: torch is heavy, and importing lib.train (configs, the pipeline) must stay cheap
     import torch
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
-    from tqdm.auto import tqdm
+
+    if requested == "auto":
+        return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    if requested == "fp16" and not torch.cuda.is_available():
+        print("note: mixed_precision fp16 needs a GPU; training in full precision on this CPU-only machine")
+        return "no"
+    return requested
+
+
+def step_budget(cfg: TrainConfig, n_train: int, processes: int = 1) -> TrainConfig:
+    """``cfg`` with ``max_steps`` derived from ``epochs`` (passes over the training split, as whole
+    steps) when epochs are given."""
+    if not cfg.epochs > 0:
+        return cfg
+    per_step = cfg.batch_size * cfg.grad_accum * processes
+    return config.replaced(cfg, max_steps=max(1, int(np.ceil(cfg.epochs * n_train / per_step))))
+
+
+def optimiser(cfg: TrainConfig, model) -> tuple[list, object, object]:
+    """The trained parameters, AdamW over them and the learning-rate schedule (warmup, then cosine
+    down to ``max_steps`` or constant)."""
+    import torch  # deferred on purpose: torch and transformers are heavy, and importing lib.train must stay cheap
     from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    precision = cfg.mixed_precision
-    if precision == "auto":
-        precision = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
-    elif precision == "fp16" and not torch.cuda.is_available():
-        print("note: mixed_precision fp16 needs a GPU; training in full precision on this CPU-only machine")
-        precision = "no"
-    acc = Accelerator(mixed_precision=precision, gradient_accumulation_steps=cfg.grad_accum)
-    set_seed(cfg.seed)
-    data, report = load_examples(cfg)
-    if report["skipped_images"]:
-        print(f"skipped {len(report['skipped_images'])} unreadable image(s) ({report['skipped_items']} items): "
-              + "; ".join(f"{k}: {v}" for k, v in list(report["skipped_images"].items())[:5]))
-    model, processor, model_info = prepare_model(cfg)
-    eos = processor.tokenizer.eos_token
-    encdec = is_encoder_decoder(model)
-    cache = ImageCache(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else load_image
-    tensors = ImageTensors(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else None
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    if cfg.epochs > 0:  # passes over the training split, as whole steps
-        per_step = cfg.batch_size * cfg.grad_accum * acc.num_processes
-        cfg = config.replaced(cfg, max_steps=max(1, int(np.ceil(cfg.epochs * len(data["train"]) / per_step))))
     scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps) \
         if cfg.lr_schedule == "cosine" else get_constant_schedule_with_warmup(optimizer, cfg.warmup_steps)
-    model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
-    rng_val = np.random.default_rng(cfg.seed)
-    val = [data["val"][i] for i in sorted(rng_val.permutation(len(data["val"]))[:cfg.eval_items])]
-    select = selection_metric(cfg, val)
+    return params, optimizer, scheduler
 
+
+def validation_sample(cfg: TrainConfig, val: list[Example]) -> list[Example]:
+    """The ``eval_items`` validation questions every validation asks (seeded, in split order)."""
+    rng_val = np.random.default_rng(cfg.seed)
+    return [val[i] for i in sorted(rng_val.permutation(len(val))[:cfg.eval_items])]
+
+
+def resume_state(acc, cfg: TrainConfig, out: Path, resume: bool = True) -> dict:
+    """The loop's state: restored from ``checkpoint/`` when resuming a run made with the same settings
+    (the accelerator's model, optimiser and RNG states with it), else fresh (the curve started anew)."""
     state = {"step": 0, "best": -1.0, "train_seconds": 0.0, "tokens": 0, "settings": cfg.settings()}
     ckpt = out / A.CHECKPOINT
     if resume and (ckpt / "trainer.json").exists():
@@ -464,87 +492,178 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: 
         print(f"resumed from {ckpt} at step {state['step']}")
     else:
         (out / "curve.jsonl").unlink(missing_ok=True)
+    return state
 
-    def save_weights(name: str) -> None:
-        acc.unwrap_model(model).save_pretrained(out / name)
-        processor.save_pretrained(out / name)
 
-    def validate(force_save: bool = False) -> dict:
-        """Validation metrics now; ``best/`` when they beat the best so far (or none exists yet)."""
-        metrics = evaluate_examples(acc.unwrap_model(model), processor, val, question_first=wants_question_first(cfg.model),
-                                    max_new_tokens=cfg.val_max_new_tokens, spec=cfg.model)
-        state["validated_step"] = state["step"]
-        if acc.is_main_process and (metrics[select] > state["best"] or (force_save and not (out / A.BEST).is_dir())):
-            state["best"] = max(state["best"], metrics[select])
-            save_weights(A.BEST)
-        return {f"val_{k}": v for k, v in metrics.items()}
+def start_training(cfg: TrainConfig, out: Path, resume: bool = True) -> Session:
+    """Everything a run trains with: the accelerator (every RNG seeded), the examples (unreadable
+    images skipped and said), the prepared model, its optimiser and the state to continue from."""
+    from accelerate import Accelerator  # deferred on purpose: accelerate imports torch (heavy)
+    from accelerate.utils import set_seed
 
-    bar = tqdm(total=cfg.max_steps, initial=state["step"], desc="train", disable=not progress or not acc.is_main_process)
-    model.train()
-    focus = [e for e in data["train"] if cfg.focus_targets and not set(target_kind(e.meta).split("+")) - set(cfg.focus_targets)]
+    precision = precision_for(cfg.mixed_precision)
+    acc = Accelerator(mixed_precision=precision, gradient_accumulation_steps=cfg.grad_accum)
+    set_seed(cfg.seed)
+    data, report = load_examples(cfg)
+    if report["skipped_images"]:
+        print(f"skipped {len(report['skipped_images'])} unreadable image(s) ({report['skipped_items']} items): "
+              + "; ".join(f"{k}: {v}" for k, v in list(report["skipped_images"].items())[:5]))
+    model, processor, model_info = prepare_model(cfg)
+    encdec = is_encoder_decoder(model)
+    cfg = step_budget(cfg, len(data["train"]), acc.num_processes)
+    params, optimizer, scheduler = optimiser(cfg, model)
+    model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
+    val = validation_sample(cfg, data["val"])
+    select = selection_metric(cfg, val)
+    state = resume_state(acc, cfg, out, resume)
+    return Session(cfg, out, acc, model, processor, params, optimizer, scheduler, data["train"], val, select, state,
+                   report, model_info, precision, encoder_decoder=encdec,
+                   images=ImageCache(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else load_image,
+                   tensors=ImageTensors(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else None)
+
+
+def save_weights(s: Session, name: str) -> None:
+    """The model's weights (adapters for LoRA) and its processor, in the run's folder ``name``."""
+    s.acc.unwrap_model(s.model).save_pretrained(s.out / name)
+    s.processor.save_pretrained(s.out / name)
+
+
+def validate(s: Session, force_save: bool = False) -> dict:
+    """Validation metrics now (``val_``-prefixed); ``best/`` when they beat the best so far (or, with
+    ``force_save``, when none exists yet)."""
+    metrics = evaluate_examples(s.acc.unwrap_model(s.model), s.processor, s.val,
+                                question_first=wants_question_first(s.cfg.model),
+                                max_new_tokens=s.cfg.val_max_new_tokens, spec=s.cfg.model)
+    state = s.state
+    state["validated_step"] = state["step"]
+    if s.acc.is_main_process and (metrics[s.select] > state["best"] or (force_save and not (s.out / A.BEST).is_dir())):
+        state["best"] = max(state["best"], metrics[s.select])
+        save_weights(s, A.BEST)
+    return {f"val_{k}": v for k, v in metrics.items()}
+
+
+def draw_batch(s: Session, train_set: list[Example], step: int, micro: int) -> dict:
+    """Micro-batch ``micro`` of step ``step``, drawn statelessly (``rng(seed, step, micro, process)``:
+    a resumed run draws what the uninterrupted one would have), collated, on the device."""
+    cfg = s.cfg
+    pick = np.random.default_rng([cfg.seed, step, micro, s.acc.process_index]).choice(
+        len(train_set), cfg.batch_size, replace=len(train_set) < cfg.batch_size)
+    batch = collate([train_set[i] for i in pick], s.processor, s.processor.tokenizer.eos_token,
+                    wants_question_first(cfg.model), encoder_decoder=s.encoder_decoder, spec=cfg.model,
+                    images=s.images, image_tensors=s.tensors)
+    return {k: v.to(s.acc.device) for k, v in batch.items()}
+
+
+def train_step(s: Session, train_set: list[Example]) -> dict:
+    """One optimiser step (``grad_accum`` micro-batches) on ``train_set``; returns its curve row
+    (step, mean loss, learning rate, training seconds so far)."""
+    import torch  # deferred on purpose: torch is heavy, and importing lib.train must stay cheap
+
+    cfg, state, acc = s.cfg, s.state, s.acc
+    start = time.perf_counter()
+    step = state["step"]
+    loss_sum = 0.0
+    for micro in range(cfg.grad_accum):
+        batch = draw_batch(s, train_set, step, micro)
+        with acc.accumulate(s.model):
+            try:
+                loss = s.model(**batch).loss
+                acc.backward(loss)
+            except torch.OutOfMemoryError as e:
+                raise torch.OutOfMemoryError(_oom_message(cfg)) from e
+            if acc.sync_gradients and cfg.max_grad_norm:
+                acc.clip_grad_norm_(s.params, cfg.max_grad_norm)
+            s.optimizer.step()
+            s.scheduler.step()
+            s.optimizer.zero_grad()
+        loss_sum += loss.item()
+        state["tokens"] += int(batch["attention_mask"].sum())
+    state["step"] = step = step + 1
+    state["train_seconds"] += time.perf_counter() - start
+    return {"step": step, "loss": loss_sum / cfg.grad_accum, "lr": s.scheduler.get_last_lr()[0],
+            "train_seconds": round(state["train_seconds"], 3)}
+
+
+def focus_examples(cfg: TrainConfig, train: list[Example]) -> list[Example]:
+    """The curriculum's first training questions: those about ``focus_targets`` only (none: no curriculum)."""
+    return [e for e in train if cfg.focus_targets and not set(target_kind(e.meta).split("+")) - set(cfg.focus_targets)]
+
+
+def save_checkpoint(s: Session) -> None:
+    """``checkpoint/``: the accelerator's full state and ``trainer.json``; ``curve.csv`` brought up to date."""
+    s.acc.save_state(str(s.out / A.CHECKPOINT))
+    if s.acc.is_main_process:
+        write_json(s.out / A.CHECKPOINT / "trainer.json", s.state)
+        write_curve(s.out)
+
+
+def train_steps(s: Session, progress: bool = True, stop_after: int | None = None) -> None:
+    """Train until ``max_steps`` (or the ``max_seconds`` cap), a curve row per step, validating every
+    ``eval_every`` and checkpointing every ``checkpoint_every`` steps. ``stop_after``: the test hook
+    that simulates a kill after the first checkpoint at or past that step."""
+    cfg, state = s.cfg, s.state
+    bar = tqdm(total=cfg.max_steps, initial=state["step"], desc="train",
+               disable=not progress or not s.acc.is_main_process)
+    s.model.train()
+    focus = focus_examples(cfg, s.train_examples)
     while state["step"] < cfg.max_steps:
         if cfg.max_seconds and state["train_seconds"] >= cfg.max_seconds:
             break
-        start = time.perf_counter()
-        step = state["step"]
-        loss_sum = 0.0
-        train_set = focus if focus and step < cfg.focus_steps else data["train"]
-        for micro in range(cfg.grad_accum):
-            pick = np.random.default_rng([cfg.seed, step, micro, acc.process_index]).choice(
-                len(train_set), cfg.batch_size, replace=len(train_set) < cfg.batch_size)
-            batch = collate([train_set[i] for i in pick], processor, eos, wants_question_first(cfg.model),
-                            encoder_decoder=encdec, spec=cfg.model, images=cache, image_tensors=tensors)
-            batch = {k: v.to(acc.device) for k, v in batch.items()}
-            with acc.accumulate(model):
-                try:
-                    loss = model(**batch).loss
-                    acc.backward(loss)
-                except torch.OutOfMemoryError as e:
-                    raise torch.OutOfMemoryError(_oom_message(cfg)) from e
-                if acc.sync_gradients and cfg.max_grad_norm:
-                    acc.clip_grad_norm_(params, cfg.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-            loss_sum += loss.item()
-            state["tokens"] += int(batch["attention_mask"].sum())
-        state["step"] = step = step + 1
-        state["train_seconds"] += time.perf_counter() - start
-        row = {"step": step, "loss": loss_sum / cfg.grad_accum, "lr": scheduler.get_last_lr()[0],
-               "train_seconds": round(state["train_seconds"], 3)}
+        row = train_step(s, focus if focus and state["step"] < cfg.focus_steps else s.train_examples)
+        step = row["step"]
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
-            row.update(validate())
-        if acc.is_main_process:
-            append_jsonl(out / "curve.jsonl", [row])
+            row.update(validate(s))
+        if s.acc.is_main_process:
+            append_jsonl(s.out / "curve.jsonl", [row])
         bar.update(1)
         bar.set_postfix(loss=f"{row['loss']:.3f}")
         if step % cfg.checkpoint_every == 0:
-            acc.save_state(str(ckpt))
-            if acc.is_main_process:
-                write_json(ckpt / "trainer.json", state)
-                write_curve(out)
+            save_checkpoint(s)
             if stop_after is not None and step >= stop_after:
                 raise TrainingInterrupted(f"stopped after step {step} (test hook)")
     bar.close()
-    if state.get("validated_step") != state["step"] or not (out / A.BEST).is_dir():
-        # stopped by the time cap, or before the first scheduled validation: validate what there is, so
-        # that every run ends with a validation row and a best/ (the best so far, or these weights)
-        row = {"step": state["step"], "loss": None, "lr": scheduler.get_last_lr()[0],
-               "train_seconds": round(state["train_seconds"], 3), **validate(force_save=True)}
-        if acc.is_main_process:
-            append_jsonl(out / "curve.jsonl", [row])
-    if acc.is_main_process:
-        save_weights("last")
-        acc.save_state(str(ckpt))
-        write_json(ckpt / "trainer.json", state)
-        write_curve(out)
-    summary = {"steps": state["step"], "train_seconds": round(state["train_seconds"], 1), "tokens": state["tokens"],
-               "tokens_per_second": round(state["tokens"] / max(state["train_seconds"], 1e-9), 1),
-               "best_val_accuracy": state["best"], "selected_by": select, "model": model_info,
-               "image_cache": cache.stats() if isinstance(cache, ImageCache) else None,
-               "image_tensors": tensors.stats() if tensors is not None else None, "data": report, "config": asdict(cfg),
-               "mixed_precision": precision, "processes": acc.num_processes}
-    return summary
+
+
+def finish_training(s: Session) -> None:
+    """End the run: when its last step was not validated (stopped by the time cap, or before the
+    first scheduled validation) or there is no ``best/``, validate what there is, so that every run
+    ends with a validation row and a ``best/`` (the best so far, or these weights); then ``last/``
+    and the checkpoint."""
+    state = s.state
+    if state.get("validated_step") != state["step"] or not (s.out / A.BEST).is_dir():
+        row = {"step": state["step"], "loss": None, "lr": s.scheduler.get_last_lr()[0],
+               "train_seconds": round(state["train_seconds"], 3), **validate(s, force_save=True)}
+        if s.acc.is_main_process:
+            append_jsonl(s.out / "curve.jsonl", [row])
+    if s.acc.is_main_process:
+        save_weights(s, "last")
+        save_checkpoint(s)
+
+
+def training_summary(s: Session) -> dict:
+    """What the run did: steps, time, tokens and their rate, the best validation score and the metric
+    that picked it, the model, the image caches' use, the data report and the resolved config."""
+    state, images = s.state, s.images
+    return {"steps": state["step"], "train_seconds": round(state["train_seconds"], 1), "tokens": state["tokens"],
+            "tokens_per_second": round(state["tokens"] / max(state["train_seconds"], 1e-9), 1),
+            "best_val_accuracy": state["best"], "selected_by": s.select, "model": s.model_info,
+            "image_cache": images.stats() if isinstance(images, ImageCache) else None,
+            "image_tensors": s.tensors.stats() if s.tensors is not None else None, "data": s.report,
+            "config": asdict(s.cfg), "mixed_precision": s.precision, "processes": s.acc.num_processes}
+
+
+def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = True, progress: bool = True,
+          stop_after: int | None = None) -> dict:
+    """Train, validating every ``eval_every`` steps; saves ``best/`` and ``last/`` weights (adapters
+    for LoRA), ``checkpoint/`` (full state for resume) and ``curve.csv``; returns the run's summary.
+    The steps, each callable alone: :func:`start_training`, :func:`train_steps`,
+    :func:`finish_training`, :func:`training_summary`."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    s = start_training(cfg, out, resume)
+    train_steps(s, progress, stop_after)
+    finish_training(s)
+    return training_summary(s)
 
 
 def write_curve(out: Path) -> Path:
@@ -558,7 +677,7 @@ def load_trained(cfg: TrainConfig, folder: str | Path):
     """(model, processor) of saved weights: a full model folder, or a LoRA adapter on the base."""
     folder = Path(folder)
     if (folder / "adapter_config.json").exists():
-        from peft import PeftModel
+        from peft import PeftModel  # deferred on purpose: heavy, and only LoRA weights need it
 
         base = load_model(cfg.model).load()
         return PeftModel.from_pretrained(base.model, folder).eval(), base.processor

@@ -35,28 +35,44 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 # %%
 from IPython.display import display
 
-from lib import artifacts as A
-from lib import setup
+from lib import prepare
 from lib.config import resolve
 
-resolved = resolve(setup.SetupConfig, profile, run or None, overrides)  # as make run resolves it
+resolved = resolve(prepare.SetupConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
 
 # %% [markdown]
-# ## Sample images, probes, demo datasets
-# Real photographs from scikit-image, used for probing here and as demo material later. Choices are
-# answered by constrained decoding (token trie) or option log-likelihood, so even an untrained tiny
-# model gives a valid answer there; its free text is noise until stage 05 trains it.
+# ## Sample images
+# Real photographs from scikit-image, used for probing here and as demo material later.
 
 # %%
-summary = setup.run(cfg, out)
-display(A.read_table(out.parent, A.SETUP, A.PROBE))
+images = prepare.sample_images(out)
+images
 
 # %% [markdown]
-# ## Check
+# ## Probe every model
+# Each model is built once (into `outputs/cache/`) and asked a few questions through the call cache. Choices
+# are answered by constrained decoding (token trie) or option log-likelihood, so even an untrained tiny model
+# gives a valid answer there; its free text is noise until stage 05 trains it.
 
 # %%
+answers = prepare.probe(cfg, out, images)
+display(answers)
+
+# %% [markdown]
+# ## Demo datasets
+# The embedded multiple-choice, open-answer and YesBut sets stage 06 evaluates (when `demo_datasets` is on).
+
+# %%
+folders = prepare.datasets(cfg, out)
+folders
+
+# %% [markdown]
+# ## Summary and provenance
+
+# %%
+summary = prepare.finish(cfg, out, images, answers, folders)
 assert summary["constrained_invalid"] == 0, "a constrained answer was invalid: see the probe table"
 print(f"{summary['probe_answers']} probe answers from {summary['models']} models; demo datasets: "
       f"{', '.join(summary['datasets']) or 'none'} -> {out}")

@@ -35,7 +35,7 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 
 # %%
 import pandas as pd
-from IPython.display import Image, display
+from IPython.display import display
 
 from lib import annotate
 from lib import artifacts as A
@@ -61,34 +61,52 @@ print(f"{len(panels)} two-panel images to annotate, {len(manifest)} images in th
 if not cfg.annotations_file:
     widget = annotate.AnnotationWidget(panels, store, fields=cfg.fields or annotate.FIELDS, annotator=cfg.annotator).show()
 
-# %% [markdown]
-# ## Machine drafts, agreement, style variants (YesBut stages 3 and 4), Label Studio export
-# Machine drafts are kept apart (`source = machine:<model>`) and never enter the human tables.
-
 # %%
-summary = annotate.run(cfg, out)
-summary
-
-# %%
+loaded = annotate.load_annotations(cfg, out, panels)  # the batch run's file, once (0 rows: none, or loaded before)
 store.table().head(10)
 
+# %% [markdown]
+# ## Machine drafts
+# Kept apart (`source = machine:<model>`), they never enter the human tables.
+
 # %%
+drafted = annotate.machine_drafts(cfg, out, panels)
 drafts = store.latest(include_machine=True)
 display(drafts[drafts["source"].str.startswith("machine:")].head(6))
 
 # %% [markdown]
-# ## Agreement (categorical cfg.fields, items with two or more annotators)
+# ## Agreement (categorical fields, items with two or more annotators)
 
 # %%
-A.read_table(out.parent, A.ANNOTATE, A.AGREEMENT)
+annotate.annotator_agreement(out)
 
 # %% [markdown]
-# ## Style variants and their labels
+# ## Style variants (YesBut stages 3 and 4) and their labels
 
 # %%
-print(f"{summary['variants']} variants ({summary['variant_source']}), {summary['labelled_variants']} labelled, "
-      f"{summary['waiting_for_a_label']} waiting for a label")
-Image(out / A.FIGURES / "variants.png") if (out / A.FIGURES / "variants.png").exists() else None
+made = annotate.variants(cfg, out, panels)
+print(f"{len(made['variants'])} variants ({made['source']}), {len(made['labelled'])} labelled, "
+      f"{len(made['unlabelled'])} waiting for a label")
+
+# %%
+fig, ax = annotate.variants_figure(out, made["labelled"])
+fig
+
+# %% [markdown]
+# ## 01's two-panel cuts, for a person to check
+
+# %%
+fig, ax = annotate.panel_cuts_figure(cfg, out, manifest)
+fig
+
+# %% [markdown]
+# ## Label Studio export
+# One task per two-panel image with every annotator's annotations, and the labelling config they fit.
+
+# %%
+tasks = annotate.label_studio(out, panels)
+print(f"{len(tasks)} Label Studio tasks")
+tasks[:1]
 
 # %% [markdown]
 # ## Statistics (YesBut Figure 3 and totals)
@@ -102,5 +120,10 @@ if len(human):
 everything = pd.DataFrame(manifest + A.read_variants(out.parent))
 display(totals(everything[everything["label"].notna()]))
 
+# %% [markdown]
+# ## Summary and provenance
+
 # %%
+summary = annotate.finish(cfg, out, manifest, panels, loaded, drafted, made)
 assert (out / A.ANNOTATIONS).exists() or not cfg.annotations_file
+summary

@@ -42,6 +42,7 @@ from IPython.display import display
 from lib import artifacts as A
 from lib import evaluate as E
 from lib.config import resolve
+from lib.tasks.vqa_open import OpenVQA
 
 resolved = resolve(E.EvalConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
@@ -49,11 +50,22 @@ display(resolved.table())  # every field, and the params file that set it
 pd.Series(E.resolved(cfg, out.parent).datasets, name="dataset folder").to_frame()
 
 # %% [markdown]
-# ## Run (cached, resumable)
+# ## Ask every model (cached, resumable)
+# The items of each dataset (sampled to `max_items`), then every model in every style; open answers are judged
+# (LAVE) when the profile names a judge.
 
 # %%
-summary = E.run(cfg, out)
-summary
+cfg, data = E.items_to_ask(cfg, out)  # the config with this run's paths, which the later steps take
+counts = E.ask(cfg, out, data)
+counts
+
+# %% [markdown]
+# ## Score
+# Every table is computed from the stored answers, as `python -m lib.evaluate rescore` does without a model.
+
+# %%
+scores = E.rescore_folder(out)
+scores
 
 # %% [markdown]
 # ## Invalid answers
@@ -75,7 +87,8 @@ display(headline.pivot_table(index=["dataset", "task", "metric"], columns=["mode
 # ## Open answers: LAVE beside exact match, ANLS and VQA accuracy (same answers)
 
 # %%
-vqa = metrics[(metrics["task"] == "vqa.open") & (metrics["subset"] == "all")]
+vqa = OpenVQA.rows(metrics)
+vqa = vqa[vqa["subset"] == "all"]
 display(vqa.pivot_table(index="metric", columns=["model", "style"], values="value").round(3))
 judgements = pd.DataFrame(A.read_records(out.parent, A.EVALUATE, A.JUDGEMENTS))
 if len(judgements):
@@ -93,5 +106,10 @@ if len(errors):
     levels = A.read_table(out.parent, A.EVALUATE, A.LEVELS)
     display(levels[(levels["level"] == 1) & (levels["form"] == "all")].head(12))
 
+# %% [markdown]
+# ## Summary and provenance
+
 # %%
+summary = E.finish(cfg, out, counts, scores)
 assert (out / A.METRICS).exists() and summary["predictions"] > 0
+summary

@@ -34,7 +34,7 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 
 # %%
 import pandas as pd
-from IPython.display import Image, display
+from IPython.display import display
 
 from lib import analysis
 from lib import artifacts as A
@@ -46,41 +46,55 @@ display(resolved.table())  # every field, and the params file that set it
 {stage: (out.parent / stage).is_dir() for stage in A.STAGES[:-1]}
 
 # %% [markdown]
-# ## Maps, topics, the papers' figures and tables, the report
-# Every earlier stage's outputs are read through `lib.artifacts`; a stage that did not run is
-# skipped here and marked absent in the report.
-
-# %%
-summary = analysis.run(cfg, out)
-print(f"report: {summary['report']}")
-pd.Series(summary["image_map"]["silhouette"] if summary["image_map"] else {}, name="silhouette").to_frame()
-
-# %% [markdown]
 # ## Image map (YesBut Figure 4): collected images and style variants
+# Every earlier stage's outputs are read through `lib.artifacts`; a stage that did not run is
+# skipped here and marked absent in the report. The silhouette says how well the groups separate.
 
 # %%
-figures = out / A.FIGURES
-Image(figures / "umap_images_by_style.png") if (figures / "umap_images_by_style.png").exists() else None
+images, maps = analysis.image_map(cfg, out)
+display(pd.Series(images["silhouette"] if images else {}, name="silhouette").to_frame())
+for fig, ax in maps.values():
+    display(fig)
 
 # %% [markdown]
 # ## Generated vs reference answers (the Docmatix post's Figure 1)
 
 # %%
-Image(figures / "tsne_answers.png") if (figures / "tsne_answers.png").exists() else None
+answers, (fig, ax) = analysis.answer_map(cfg, out)
+print(f"{len(answers)} open answers and references")
+fig
 
 # %% [markdown]
 # ## Topics (BERTopic on descriptions, answers and LAVE rationales)
 
 # %%
-topics = out / A.TABLES / "topics.csv"
-display(pd.read_csv(topics)) if topics.exists() else print(f"no topics: {summary['topics']}")
+found, (fig, ax) = analysis.topic_model(cfg, out, answers)
+display(found["table"]) if found["table"] is not None else print(f"no topics: {found['topics']}")
+fig
 
 # %% [markdown]
-# ## The papers' tables
+# ## The papers' figures (annotations, the YesBut release, adversarial filtering)
 
 # %%
-for name in summary["tables"]:
-    display(pd.read_csv(out / A.TABLES / f"{name}.csv").head(20))
+drawn = analysis.data_figures(cfg, out)
+for fig, ax in drawn.values():
+    display(fig)
+
+# %% [markdown]
+# ## The papers' tables and the tasks' figures
 
 # %%
+tables, task_figures = analysis.result_tables(cfg, out)
+for name, table in tables.items():
+    print(name)
+    display(table.head(20))
+for fig in task_figures.values():
+    display(fig)
+
+# %% [markdown]
+# ## Summary, provenance and the report
+
+# %%
+summary = analysis.finish(cfg, out, images, answers, found, tables)
+print(f"report: {summary['report']}")
 assert (out.parent / A.REPORT).exists()

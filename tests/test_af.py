@@ -11,7 +11,8 @@ from PIL import Image
 
 from lib import af
 from lib.af import engine
-from lib.io import export_memeqa, import_memeqa, load_items
+from lib.formats import export_memeqa, import_memeqa
+from lib.io import load_items
 from lib.models import load_model
 from lib.models.baseline import _RuleModel
 from lib.schema import JSON_SCHEMA, Response
@@ -499,3 +500,29 @@ def test_the_generators_token_budget_fits_the_longest_released_distractors():
         reply = json.dumps({"options": [option] * 3})
         assert len(tok(reply)["input_ids"]) <= engine.generation_tokens(kind, 3, cfg), kind
     assert engine.generation_tokens("intent_id", 3, af.AFConfig(max_new_tokens=48)) == 48  # an explicit budget wins
+
+
+def test_the_memeqa_types_are_one_table_of_wordings_and_handler_names():
+    rules, skeletons = af.rules, af.skeletons  # the package's modules
+    types = skeletons.prompts()["types"]
+    assert set(types) == set(af.TYPES)
+    assert {k for k, v in types.items() if "instruction" in v} == set(skeletons.LLM_TYPES)  # the generator's
+    ruled = {k for k, v in types.items() if "distractors" in v}
+    assert ruled == set(af.TYPES) - set(skeletons.LLM_TYPES)
+    for kind in ruled:
+        assert types[kind]["distractors"] in rules.RULES and types[kind]["read"] in skeletons.READS, kind
+
+
+def test_a_rule_types_wording_is_read_back_through_the_same_template():
+    skeletons = af.skeletons
+    for kind, slots in (("tar_id", {"target": "cat owners"}), ("tar_sent_id", {"target": "Joe Biden", "sentiment": "negative"}),
+                        ("tar_act_id", {"target": "the EU", "action": "mocks"})):
+        meta = skeletons.rule_meta(kind, "Select all correct statements about this meme.", [skeletons.option(kind, **slots)])
+        assert meta == {"targets": [slots]} and list(meta["targets"][0])[0] == "target", kind
+    assert skeletons.rule_meta("tar_sent_id", "", ["The meme is Positive towards cats", "cats are great"]) == \
+        {"targets": [{"target": "cats", "sentiment": "positive"}]}  # off-template options are skipped
+    assert skeletons.option("cond_sent_id", sentiment="neutral") == "Neutral"
+    for kind in ("cond_act_id", "cond_sent_id"):
+        question = skeletons.prompts()["types"][kind]["question"].format(target="Pierre Trudeau")
+        assert skeletons.rule_meta(kind, question, ["x"]) == {"target": "Pierre Trudeau"}, kind
+        assert skeletons.rule_meta(kind, "Who is this?", ["x"]) == {}, kind

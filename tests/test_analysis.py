@@ -6,8 +6,10 @@ import pandas as pd
 import pytest
 
 from lib import analysis, annotate, collect, plots
-from lib.io import read_yesbut_annotations
+from lib.formats import read_yesbut_annotations
 from lib.report import build_report
+from lib.tasks import Results
+from lib.tasks.yesbut import Understanding
 
 from .conftest import SHARED_DATA
 
@@ -151,11 +153,11 @@ def test_yesbut_understanding_tables_and_figure5_as_the_paper_draws_them():
                 rows.append({"model": model, "task": "yesbut.understanding", "style": "zero_shot", "subset": subset,
                              "metric": metric, "value": 5.0 if metric == "cider" else base + bump})
     metrics = pd.DataFrame(rows)
-    frame = analysis.understanding_frame(metrics)
+    frame = Understanding().frame(metrics)
     assert set(frame["metric"]) == {"bleu_corpus", "rouge_l", "meteor", "bertscore", "mean of 4"}  # CIDEr (0-10) left out
     mean = frame[(frame["metric"] == "mean of 4") & (frame["subset"] == "whole/stage 2")].set_index("model")["value"]
     assert mean.to_dict() == pytest.approx({"a": 0.3, "b": 0.5})
-    tables = analysis.yesbut_understanding_tables(metrics)
+    tables = Understanding().paper_tables(Results(metrics))
     assert set(tables) == {"table6_understanding_by_stage", "table7_understanding_by_difficulty", "table8_understanding_by_text"}
     t6 = analysis.tidy_table(tables["table6_understanding_by_stage"])
     assert {"model", "prompt", "group", "mean of 4"} <= set(t6.columns) and set(t6["group"]) == {"all", "stage 2", "stage 3"}
@@ -163,3 +165,50 @@ def test_yesbut_understanding_tables_and_figure5_as_the_paper_draws_them():
     fig, ax = plots.understanding_metrics(frame)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["stage 2", "stage 3", "all"]
     assert ax.get_ylim() == (0, 1)
+
+
+def test_the_stage_steps_on_a_run_without_earlier_stages_return_nothing_to_draw():
+    import json
+
+    from lib.paths import stage_dir
+
+    out = stage_dir("steps-bare", "07_analyze")
+    cfg = analysis.AnalyzeConfig()
+    assert analysis.image_map(cfg, out) == (None, {})
+    answers, drawn = analysis.answer_map(cfg, out)
+    assert answers == [] and drawn == (None, None)
+    found, drawn = analysis.topic_model(cfg, out, answers)
+    assert found["table"] is None and found["topics"].startswith("none: ") and drawn == (None, None)
+    assert analysis.data_figures(cfg, out) == {} and analysis.result_tables(cfg, out) == ({}, {})
+    summary = analysis.finish(cfg, out, None, answers, found, {})
+    assert json.loads((out / "summary.json").read_text()) == {k: v for k, v in summary.items() if k != "report"}
+    assert summary["tables"] == [] and (out.parent / "report.html").exists()
+
+
+def test_a_figure_step_saves_and_returns_each_figure_and_its_axes():
+    from lib.paths import stage_dir
+
+    af = stage_dir("steps-af", "03_adversarial_filter")
+    pd.DataFrame({"iteration": [1, 2], "discriminator_accuracy": [0.8, 0.5], "fooled": [3, 6]}).to_csv(
+        af / "iterations.csv", index=False)
+    out = stage_dir("steps-af", "07_analyze")
+    drawn = analysis.data_figures(analysis.AnalyzeConfig(), out)
+    assert list(drawn) == ["af_iterations"]
+    fig, ax = drawn["af_iterations"]
+    assert ax.figure is fig and ax.get_xlabel() == "iteration"
+    assert (out / "figures" / "af_iterations.png").exists() and (out / "figures" / "af_iterations.pdf").exists()
+
+
+def test_topics_are_named_by_words_of_readable_texts_only():
+    """A tiny model's garbled answers are left out and counted; a topic's name is made of words
+    that occur in the texts it summarises."""
+    words = ["cat sits on a red mat", "a black cat sleeping", "the cat chases a mouse", "a kitten and a cat play",
+             "a dog runs in the park", "the dog barks loudly", "a brown dog fetches a stick", "two dogs in the grass",
+             "a ship sails at sea", "the boat crosses the ocean", "a sailing ship in a storm", "boats in the harbour"]
+    garbled = ["rddddddddddddhow", "14ionale hexagon0hinddescri", "xqzv wpt krrr"]
+    readable, dropped = analysis.readable_texts(words * 2 + garbled)
+    assert dropped == len(garbled) and readable == words * 2
+    info, ids = analysis.topics(readable, seed=0, min_topic_size=4)
+    for topic, name in zip(info["Topic"], info["Name"]):
+        docs = " ".join(t for t, i in zip(readable, ids) if i == topic).lower()
+        assert all(w in docs for w in name.split("_")[1:]), (name, docs)

@@ -149,3 +149,34 @@ def test_the_label_studio_config_names_every_field_as_the_export_writes_it():
             assert c.tag == "Choices" and [x.get("value") for x in c] == (["Yes", "No"] if f.kind == "bool" else list(f.choices))
         else:
             assert c.tag == "TextArea"
+
+
+def test_the_stage_steps_load_once_make_variants_draw_and_export(tmp_path):
+    import yaml
+
+    out = tmp_path / "run" / "02_annotate"
+    out.mkdir(parents=True)
+    pair = tmp_path / "pair.png"
+    compose(Image.new("RGB", (80, 80), "red"), Image.new("RGB", (80, 80), "blue")).save(pair)
+    panels = [{"id": "img-1", "name": "pair", "path": str(pair), "label": "satirical", "stage": 2}]
+    (tmp_path / "ann.yaml").write_text(yaml.safe_dump([{"item": "pair", "annotator": "ana", "difficulty": "EASY",
+                                                        "left_description": "a red square"}]))
+    cfg = A.AnnotateConfig(annotations_file=str(tmp_path / "ann.yaml"), stages=[3])
+    assert A.load_annotations(cfg, out, panels) == 2
+    assert A.load_annotations(cfg, out, panels) == 0  # the store is append-only: loaded once
+    assert A.machine_drafts(cfg, out, panels) == 0  # no drafting model
+    assert list(A.annotator_agreement(out)["field"]) == list(pd.read_csv(out / "agreement.csv")["field"])
+    made = A.variants(cfg, out, panels, call_store=CallStore(tmp_path / "calls.sqlite"))
+    assert [(v["left_style"], v["right_style"]) for v in made["variants"]] == A.STAGE3
+    assert made["labelled"] == [] and len(made["unlabelled"]) == 3 and made["source"] == "local stylizer"
+    assert A.variants_figure(out, made["labelled"]) == (None, None) and not (out / "figures").exists()
+    labelled, _ = A.apply_labels(made["variants"], {made["variants"][0]["id"]: True})
+    fig, ax = A.variants_figure(out, labelled)
+    assert fig is not None and (out / "figures" / "variants.png").exists()
+    assert A.panel_cuts_figure(cfg, out, panels) == (None, None)  # 01 recorded no layouts
+    tasks = A.label_studio(out, panels)
+    assert json.loads((out / "label_studio.json").read_text()) == tasks and tasks[0]["data"]["item"] == "img-1"
+    assert (out / "label_studio_config.xml").read_text() == A.label_studio_config()
+    summary = A.finish(cfg, out, panels, panels, 2, 0, made)
+    assert summary == json.loads((out / "summary.json").read_text())
+    assert (summary["annotated_items"], summary["variants"], summary["waiting_for_a_label"]) == (1, 3, 3)

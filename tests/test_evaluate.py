@@ -12,7 +12,8 @@ from lib.schema import Item, Prediction
 from lib.scrapbook import ScrapbookParams, generate as scrapbook
 from lib.config import ParamsError
 from lib.store import CallStore
-from lib.setup import demo_datasets
+from lib.prepare import demo_datasets
+from lib.tasks import get_task
 
 from .support.openai_server import OpenAIStub
 
@@ -34,7 +35,8 @@ def datasets(tmp_path_factory):
 
 def _config(datasets, **kw):
     base = dict(datasets=datasets, models={"tiny": TINY}, styles=["zero_shot", "cot"], max_new_tokens=6,
-                cot_max_new_tokens=8, max_items=120, n_resamples=100, text_metrics=["bleu", "rouge_l", "meteor", "cider"])
+                cot_max_new_tokens=8, max_items=120, n_resamples=100,
+                tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l", "meteor", "cider"]}})
     return E.EvalConfig(**{**base, **kw})
 
 
@@ -210,7 +212,7 @@ def test_items_are_identified_by_dataset_and_id(tmp_path):
                        styles=["zero_shot"], n_resamples=20)
     (out / "config.json").write_text(json.dumps(cfg.to_dict()))
     preds = [Prediction(item_id=it.id, model="m", task="vqa.open", raw=it.answer[0], parsed=it.answer[0],
-                          meta={"dataset": name}).to_dict() for name, its in (("a", a), ("b", b)) for it in its]
+                          dataset=name).to_dict() for name, its in (("a", a), ("b", b)) for it in its]
     (out / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
     E.rescore_folder(out, unverified=True)  # written by hand: no manifest
     m = pd.read_csv(out / "metrics.csv")
@@ -278,10 +280,26 @@ def test_the_key_never_lands_on_disk(tmp_path, monkeypatch):
 
 
 def test_each_task_can_have_its_own_answer_length():
-    cfg = E.EvalConfig.from_params({"max_new_tokens": 32, "task_max_new_tokens": {"yesbut.understanding": 256}})
+    cfg = E.EvalConfig.from_params({"max_new_tokens": 32, "tasks": {"yesbut.understanding": {"max_new_tokens": 256}}})
     assert cfg.answer_tokens("yesbut.understanding") == 256 and cfg.answer_tokens("mcq") == 32
     with pytest.raises(ParamsError, match="yesbut.explain"):
-        E.EvalConfig.from_params({"task_max_new_tokens": {"yesbut.explain": 64}}, source="06.yaml")
+        E.EvalConfig.from_params({"tasks": {"yesbut.explain": {"max_new_tokens": 64}}}, source="06.yaml")
+
+
+def test_a_tasks_options_are_checked_where_they_are_written():
+    """Each task's block under ``tasks:`` builds its own options class: an unknown key or a value
+    out of range is refused naming the file, the task and the key."""
+    cfg = E.EvalConfig.from_params({"tasks": {"scrapbook.qa": {"exact": "words"}, "vqa.open": {"judge": False}}})
+    assert cfg.options["scrapbook.qa"].exact == "words" and cfg.options["vqa.open"].judge is False
+    assert cfg.scoring().of(get_task("scrapbook.qa")).exact == "words"
+    assert cfg.judged_tasks() == set()  # no judge model: nothing is judged
+    assert E.EvalConfig.from_params({"judge": {"backend": "tiny", "name": "smollm2"}}).judged_tasks() == {"vqa.open"}
+    with pytest.raises(ParamsError, match=r"06.yaml: tasks.scrapbook.qa: unknown key 'exactt' \(did you mean 'exact'\?\)"):
+        E.EvalConfig.from_params({"tasks": {"scrapbook.qa": {"exactt": "words"}}}, source="06.yaml")
+    with pytest.raises(ParamsError, match="06.yaml: tasks.scrapbook.qa: exact='wordz'"):
+        E.EvalConfig.from_params({"tasks": {"scrapbook.qa": {"exact": "wordz"}}}, source="06.yaml")
+    with pytest.raises(ParamsError, match="tasks.yesbut.understanding.bertscore_model must be"):
+        E.EvalConfig.from_params({"tasks": {"yesbut.understanding": {"bertscore_model": 3}}}, source="06.yaml")
 
 
 @pytest.mark.parametrize("name,max_items", [("scrapbook", 40), ("mcq", 5), ("scrapbook", 0)])
@@ -342,7 +360,8 @@ def test_the_id_index_follows_the_file(tmp_path):
 def test_the_id_index_finds_wanted_ids_across_its_chunks(tmp_path):
     """Rescoring looks up the answered ids a chunk of the index at a time: every wanted id the
     dataset has is found at its own offset whatever chunk it falls in, and absent ids are left out."""
-    from lib.io import _wanted_offsets, item_index, save_dataset
+    from lib.io import item_index, save_dataset
+    from lib.io.index import _wanted_offsets
 
     items = [Item(id=f"id-{i:03d}{'x' * (i % 7)}", task="vqa.open", question="q?", images=[], answer=["a"])
              for i in range(200)]
@@ -384,7 +403,7 @@ def test_lazily_read_items_score_like_items_held_in_memory(finished, datasets):
     held = {E.item_key(name, it.id): it for name in cfg.datasets for it in load_items(cfg.datasets[name])}
     wanted = {}
     for p in read():
-        wanted.setdefault(p.meta["dataset"], set()).add(p.item_id)
+        wanted.setdefault(p.dataset, set()).add(p.item_id)
     lazy = E.items_for(cfg, wanted)
     assert isinstance(lazy, E.AskedItems) and len(lazy) == sum(map(len, wanted.values()))
     tables = {}
@@ -428,3 +447,20 @@ def test_a_dataset_rewritten_with_the_same_size_and_time_is_indexed_again_on_res
     assert rebuilds == [False, True]
     for n, df in before.items():
         pd.testing.assert_frame_equal(pd.read_csv(out / n), df)
+
+
+def test_run_is_its_steps_in_order(datasets, tmp_path):
+    cfg = _config({k: v for k, v in datasets.items() if k != "scrapbook"}, styles=["zero_shot"], max_items=8)
+    store = CallStore(tmp_path / "calls.sqlite")
+    by_run = E.run(cfg, tmp_path / "a" / "06_evaluate", store=store, progress=False)
+    out = tmp_path / "b" / "06_evaluate"
+    resolved, data = E.items_to_ask(cfg, out)
+    counts = E.ask(resolved, out, data, store=store, progress=False)
+    assert counts["predictions"] == by_run["predictions"] and (out / "manifest.json").exists()
+    by_steps = E.finish(resolved, out, counts, E.rescore_folder(out))
+    timings = ("predict_seconds", "rescore_seconds")
+    assert list(by_steps) == list(by_run)
+    assert {k: v for k, v in by_steps.items() if k not in timings} == {k: v for k, v in by_run.items() if k not in timings}
+    assert json.loads((out / "summary.json").read_text()) == by_steps
+    for name in ("metrics.csv", "config.json"):
+        assert (out / name).read_text() == (tmp_path / "a" / "06_evaluate" / name).read_text()

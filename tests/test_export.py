@@ -14,10 +14,10 @@ from lib.export import export_lmms_eval, main
 from lib.io import load_items
 from lib.schema import Prediction
 from lib.scrapbook import ScrapbookParams, generate as scrapbook
-from lib.setup import demo_datasets
+from lib.prepare import demo_datasets
 from lib.tasks import Scoring, get_task
 
-SCORING = Scoring(text_metrics=("bleu", "rouge_l"), n_resamples=50)
+SCORING = Scoring(n_resamples=50, tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}})
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +66,8 @@ def _aggregations(config, docs, raws) -> dict[str, float]:
 
 def _stage06(name, folder, its, raws) -> dict[str, float]:
     """Stage 06's metrics (``metric`` or ``metric[subset]``) of the same replies, unconstrained."""
-    preds = [Prediction(item_id=it.id, model="m", task=it.task, raw=r, meta={"dataset": name}) for it, r in zip(its, raws)]
-    cfg = E.EvalConfig(datasets={name: str(folder)}, constrain=False, text_metrics=list(SCORING.text_metrics),
-                       n_resamples=SCORING.n_resamples)
+    preds = [Prediction(item_id=it.id, model="m", task=it.task, raw=r, dataset=name) for it, r in zip(its, raws)]
+    cfg = E.EvalConfig(datasets={name: str(folder)}, constrain=False, tasks=SCORING.tasks, n_resamples=SCORING.n_resamples)
     keyed = {E.item_key(name, it.id): it for it in its}
     states = {}
     E.score_predictions(keyed, preds, cfg, states)
@@ -165,7 +164,7 @@ def test_profile_sets_the_defaults_the_command_line_overrides(datasets, tmp_path
     assert (tokens, order, info["question_first"]) == (8, ["text", "image"], True) == (demo.answer_tokens("mcq"),
                                                                                          ["text", "image"], True)
     assert info["settings_from"] == {"profile": "demo", "model": next(iter(demo.models))}
-    assert info["scoring"]["n_resamples"] == demo.n_resamples and info["scoring"]["text_metrics"] == demo.text_metrics
+    assert info["scoring"]["n_resamples"] == demo.n_resamples and info["scoring"]["tasks"] == demo.tasks
     assert main(["lmms-eval", "--dataset", mcq, "--out", str(tmp_path / "over"), "--profile", "demo",
                  "--max-new-tokens", "5", "--no-question-first"]) == 0
     assert _settings(tmp_path / "over")[1:] == (5, ["image", "text"])
@@ -181,13 +180,13 @@ def test_profile_sets_the_defaults_the_command_line_overrides(datasets, tmp_path
 
 
 def test_profile_model_and_per_task_token_limits(datasets, tmp_path, monkeypatch):
-    """--model picks whose question order; a task's own limit (task_max_new_tokens) beats the common one."""
+    """--model picks whose question order; a task's own limit (its options' max_new_tokens) beats the common one."""
     params = tmp_path / "params"
     params.mkdir()
     (params / "common.tp.yaml").write_text(
         "run: tp\nstages: [06_evaluate]\nmodels:\n  a: {backend: tiny, name: llava}\n"
         "  b: {backend: tiny, name: llava, question_first: true}\n")
-    (params / "06_evaluate.tp.yaml").write_text("max_new_tokens: 6\ntask_max_new_tokens: {vqa.open: 12}\n"
+    (params / "06_evaluate.tp.yaml").write_text("max_new_tokens: 6\ntasks: {vqa.open: {max_new_tokens: 12}}\n"
                                                 "models: {a: a, b: b}\n")
     monkeypatch.setenv("VQALAB_PARAMS", str(params))
     vqa, mcq = str(datasets["vqa"]), str(datasets["mcq"])

@@ -169,13 +169,14 @@ def test_prepared_image_files_are_not_decoded_again(images, tmp_path, monkeypatc
     tensors are keyed by path, size and modification time)."""
     import shutil
 
-    import lib.io as vio
     from PIL import Image
+
+    import lib.models.hf as hf  # the backend's own reference to lib.io.load_image
 
     files = [shutil.copy(p, tmp_path / p.name) for p in images]
     decoded = []
-    real = vio.load_image
-    monkeypatch.setattr(vio, "load_image", lambda path, *a, **k: decoded.append(str(path)) or real(path, *a, **k))
+    real = hf.load_image
+    monkeypatch.setattr(hf, "load_image", lambda path, *a, **k: decoded.append(str(path)) or real(path, *a, **k))
     reqs = _questions(files, n=24, max_new_tokens=4)
     cached = load_model({"backend": "tiny", "name": "llava", "batch_size": 4})
     plain = load_model({"backend": "tiny", "name": "llava", "batch_size": 4, "image_cache_mb": 0})

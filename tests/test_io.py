@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from lib import formats
 from lib import io as vio
+from lib.formats.__main__ import main
 from lib.schema import Item
 
 from .conftest import SHARED_DATA
@@ -114,8 +116,8 @@ def test_duplicate_ids_are_refused(tmp_path):
 
 def test_tsv_round_trip_with_base64_images(tmp_path):
     items = _dataset(tmp_path / "ds")
-    n = vio.export_tsv(tmp_path / "ds", items, tmp_path / "bench.tsv")
-    back, report = vio.import_tsv(tmp_path / "bench.tsv", tmp_path / "imported")
+    n = formats.export_tsv(tmp_path / "ds", items, tmp_path / "bench.tsv")
+    back, report = formats.import_tsv(tmp_path / "bench.tsv", tmp_path / "imported")
     assert n == 2 and report.loaded == 2 and not report.skipped
     assert [(b.id, b.options, b.answer) for b in back] == [(i.id, i.options, i.answer) for i in items]
     for b, i in zip(back, items):  # image bytes survive unchanged
@@ -124,13 +126,13 @@ def test_tsv_round_trip_with_base64_images(tmp_path):
 
 def test_tsv_import_reports_rows_with_bad_images(tmp_path):
     items = _dataset(tmp_path / "ds")
-    vio.export_tsv(tmp_path / "ds", items, tmp_path / "bench.tsv")
+    formats.export_tsv(tmp_path / "ds", items, tmp_path / "bench.tsv")
     lines = (tmp_path / "bench.tsv").read_text().splitlines()
     cols = lines[1].split("\t")
     cols[2] = "bm90IGFuIGltYWdl"  # base64 of "not an image"
     lines[1] = "\t".join(cols)
     (tmp_path / "bench.tsv").write_text("\n".join(lines) + "\n")
-    back, report = vio.import_tsv(tmp_path / "bench.tsv", tmp_path / "imported")
+    back, report = formats.import_tsv(tmp_path / "bench.tsv", tmp_path / "imported")
     assert [b.id for b in back] == ["m1"]
     assert len(report.skipped) == 1 and "id=s1" in report.skipped[0][0]
 
@@ -139,7 +141,7 @@ def test_tsv_export_names_a_bad_image(tmp_path):
     items = _dataset(tmp_path / "ds")
     (tmp_path / "ds" / "images" / "a.png").write_bytes(b"")
     with pytest.raises(vio.ImageError, match="a.png"):
-        vio.export_tsv(tmp_path / "ds", items, tmp_path / "bench.tsv")
+        formats.export_tsv(tmp_path / "ds", items, tmp_path / "bench.tsv")
 
 
 MEMEQA = SHARED_DATA / "memeqa"
@@ -149,13 +151,13 @@ MEMEQA = SHARED_DATA / "memeqa"
 @pytest.mark.parametrize("variant", ["none-plus", "none-minus"])
 def test_memeqa_dev_round_trips(tmp_path, variant):
     src = MEMEQA / variant / "dev.json"
-    items = vio.import_memeqa(src)
+    items = formats.import_memeqa(src)
     original = json.loads(src.read_text())
     assert len(items) == len(original) == 1973
     assert len({i.meta["specific_type"] for i in items}) == 11
     multi = [i for i in items if i.meta["general_type"] == "multi"]
     assert multi and all(isinstance(i.answer, list) for i in multi)
-    vio.export_memeqa(items, tmp_path / "dev.json")
+    formats.export_memeqa(items, tmp_path / "dev.json")
     assert json.loads((tmp_path / "dev.json").read_text()) == original
 
 
@@ -163,7 +165,7 @@ def test_memeqa_missing_key_is_named(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps([{"id": "q", "img": "a.png", "question": "?", "options": ["a"], "general_type": "single"}]))
     with pytest.raises(ValueError, match=r"bad.json: record 0 \(id='q'\) lacks key\(s\) \['specific_type', 'answer_key'\]"):
-        vio.import_memeqa(path)
+        formats.import_memeqa(path)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -182,7 +184,7 @@ def test_every_memeqa_reader_refuses_the_same_bad_record_by_name(tmp_path, chang
             "specific_type": "Intent", "answer_key": 1}
     path = tmp_path / "split.json"
     path.write_text(json.dumps([good, {**good, "id": "intent/2", **change}]))
-    for read in (lambda: vio.import_memeqa(path), lambda: from_memeqa(path, tmp_path),
+    for read in (lambda: formats.import_memeqa(path), lambda: from_memeqa(path, tmp_path),
                  lambda: collect.collect_memeqa(path, tmp_path, progress=False)):
         with pytest.raises(ValueError, match=rf"split\.json: record 1 \(id='intent/2'\).*{message}"):
             read()
@@ -249,12 +251,12 @@ def test_tsv_import_reports_a_malformed_answer_and_refuses_a_decompression_bomb(
                    f"ok\twhat?\t[\"a\", \"b\"]\t{png}\n"
                    f"broken\twhat?\t[\"a\", \t{png}\n"
                    f"numbers\twhat?\t[1, 2]\t{png}\n")
-    items, report = vio.import_tsv(tsv, tmp_path / "out", task="vqa.open")
+    items, report = formats.import_tsv(tsv, tmp_path / "out", task="vqa.open")
     assert [it.id for it in items] == ["ok"] and report.loaded == 1
     why = dict(report.skipped)
     assert "not valid JSON" in why[f"{tsv}:3 (id=broken)"] and "not a list of reference texts" in why[f"{tsv}:4 (id=numbers)"]
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 64 * 64 - 1)  # 64x64 is now "a bomb" (warning range)
-    items, report = vio.import_tsv(tsv, tmp_path / "out2", task="vqa.open")
+    items, report = formats.import_tsv(tsv, tmp_path / "out2", task="vqa.open")
     assert items == [] and report.loaded == 0
     assert "DecompressionBomb" in dict(report.skipped)[f"{tsv}:2 (id=ok)"]
 
@@ -326,7 +328,7 @@ def test_items_read_at_offsets_on_demand_are_the_items_and_check_their_ids(tmp_p
     vio.save_dataset(tmp_path, items, {"name": "t"})
     index = vio.item_index(tmp_path)
     order = ["q7", "q0", "q10", "q3", "q3", "q9", "q1"]
-    monkeypatch.setattr(vio, "CHUNK_LINES", 3)  # iteration crosses chunks
+    monkeypatch.setattr(vio.datasets, "CHUNK_LINES", 3)  # iteration crosses chunks
     lazy = vio.ItemsAt(tmp_path, [index[i] for i in order], ids=order)
     assert len(lazy) == 7 and [it.id for it in lazy] == order
     assert lazy[2].question == "what is 10?" and lazy[-1].id == "q1" and [it.id for it in lazy[1:4]] == order[1:4]
@@ -440,12 +442,12 @@ def test_import_csv_round_trips_the_example(tmp_path, images_root):
     if images_root:  # the same CSV with its image paths relative to the images' own folder
         csv_path = tmp_path / "data.csv"
         csv_path.write_text((EXAMPLE / "data.csv").read_text().replace(",images/", ","))
-    found = vio.import_csv(csv_path, tmp_path / "out", images_root=images_root)
+    found = formats.import_csv(csv_path, tmp_path / "out", images_root=images_root)
     assert found.ok, str(found)
     assert vio.load_items(tmp_path / "out") == vio.load_items(EXAMPLE)
     for p in (EXAMPLE / "images").iterdir():
         assert (tmp_path / "out" / "images" / p.name).read_bytes() == p.read_bytes()
-    assert vio.load_dataset_info(tmp_path / "out")["provenance"]["importer"] == "python -m lib.io import-csv"
+    assert vio.load_dataset_info(tmp_path / "out")["provenance"]["importer"] == "python -m lib.formats import-csv"
 
 
 def test_import_csv_names_row_and_column_of_every_problem_and_writes_nothing(tmp_path):
@@ -457,7 +459,7 @@ def test_import_csv_names_row_and_column_of_every_problem_and_writes_nothing(tmp
                         'q3,a.png,Colour?,,red,"{""style"": ""plain""}"\n'
                         "q4,a.png,Count?,1|2|3,2,\n")
     with pytest.raises(vio.DatasetError) as e:
-        vio.import_csv(csv_path, tmp_path / "out")
+        formats.import_csv(csv_path, tmp_path / "out")
     assert [(p.file, p.line, p.field) for p in e.value.found.problems] == [
         ("data.csv", 2, "answer"), ("data.csv", 3, "id"), ("data.csv", 3, "image"), ("data.csv", 5, "answer")]
     assert "'E' is not a letter A-B" in str(e.value) and "names options [1, 2]" in str(e.value)
@@ -482,13 +484,13 @@ def _hf_rows(tmp_path):
     return ds, expected
 
 
-HF_COLUMNS = vio.Columns(id="qid", image="picture", question="prompt", options="choices", answer="label")
+HF_COLUMNS = formats.Columns(id="qid", image="picture", question="prompt", options="choices", answer="label")
 
 
 def test_import_hf_from_a_parquet_file(tmp_path):
     ds, expected = _hf_rows(tmp_path)
     ds.to_parquet(tmp_path / "train.parquet")
-    found = vio.import_hf(tmp_path / "train.parquet", tmp_path / "out", columns=HF_COLUMNS, cache_dir=tmp_path / "cache")
+    found = formats.import_hf(tmp_path / "train.parquet", tmp_path / "out", columns=HF_COLUMNS, cache_dir=tmp_path / "cache")
     assert found.ok and found.images == 2, str(found)
     assert vio.load_items(tmp_path / "out") == expected
     assert vio.load_image(tmp_path / "out" / "images" / "8.png").getpixel((0, 0)) == (0, 0, 255)
@@ -500,27 +502,27 @@ def test_import_hf_from_a_save_to_disk_folder_names_columns_and_splits(tmp_path)
     ds, expected = _hf_rows(tmp_path)
     datasets.DatasetDict({"train": ds, "test": ds}).save_to_disk(tmp_path / "hf")
     with pytest.raises(ValueError, match=r"splits \['train', 'test'\]; pass --split"):
-        vio.import_hf(tmp_path / "hf", tmp_path / "out", columns=HF_COLUMNS)
+        formats.import_hf(tmp_path / "hf", tmp_path / "out", columns=HF_COLUMNS)
     with pytest.raises(vio.DatasetError, match=r"hf: question: no such column.*pass --question-column"):
-        vio.import_hf(tmp_path / "hf", tmp_path / "out", split="test", columns=vio.Columns(id="qid", image="picture"))
-    assert vio.import_hf(tmp_path / "hf", tmp_path / "out", split="test", columns=HF_COLUMNS).ok
+        formats.import_hf(tmp_path / "hf", tmp_path / "out", split="test", columns=formats.Columns(id="qid", image="picture"))
+    assert formats.import_hf(tmp_path / "hf", tmp_path / "out", split="test", columns=HF_COLUMNS).ok
     assert vio.load_items(tmp_path / "out") == expected
 
 
 def test_the_command_line_exit_codes(tmp_path, capsys):
-    assert vio.main(["check", str(EXAMPLE)]) == 0
+    assert main(["check", str(EXAMPLE)]) == 0
     assert capsys.readouterr().out.strip() == f"{EXAMPLE}: ok, 5 items, 3 images"
     ds = _example_copy(tmp_path)
     _answer_out_of_range(ds)
-    assert vio.main(["check", str(ds)]) == 1
+    assert main(["check", str(ds)]) == 1
     assert capsys.readouterr().out.splitlines()[0].startswith("items.jsonl:1: answer: ")
     out = tmp_path / "imported"
-    assert vio.main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(out)]) == 0
+    assert main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(out)]) == 0
     assert capsys.readouterr().out.strip() == f"{out}: ok, 5 items, 3 images"
-    assert vio.main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(tmp_path / "o2"), "--images-root", "/"]) == 1
+    assert main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(tmp_path / "o2"), "--images-root", "/"]) == 1
     assert "data.csv:2: image: no such image file /images/chelsea.png" in capsys.readouterr().out
-    assert vio.main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(out)]) == 2  # not empty: refused
+    assert main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(out)]) == 2  # not empty: refused
     assert "exists and is not empty" in capsys.readouterr().err
-    done = subprocess.run([sys.executable, "-m", "lib.io", "check", str(tmp_path / "nowhere")], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "lib.formats", "check", str(tmp_path / "nowhere")], capture_output=True,
                           text=True, cwd=EXAMPLE.parents[1])
     assert done.returncode == 1 and "items.jsonl: file: no such file" in done.stdout

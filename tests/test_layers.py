@@ -9,13 +9,13 @@ from lib.paths import ROOT
 
 LIB = ROOT / "lib"
 # The stages (DESIGN.md): each may use the shared layers below it, never another stage.
-STAGES = ("setup", "collect", "annotate", "af", "scrapbook", "train", "evaluate", "analysis")
+STAGES = ("prepare", "collect", "annotate", "af", "scrapbook", "train", "evaluate", "analysis")
 # Layers from the bottom; a module may import its own layer or any layer below it.
 LAYERS = [
     {"paths", "schema"},
     {"answers", "provenance", "io", "store", "artifacts", "config"},
     {"models"},
-    {"tasks", "panels", "metrics", "plots", "report"},
+    {"tasks", "formats", "panels", "metrics", "plots", "browser", "report"},
     set(STAGES) | {"export"},  # export: datasets handed to other harnesses (a tool beside the stages)
     {"pipeline", "preflight"},  # preflight: what a run needs is reachable, checked before it starts
 ]
@@ -112,3 +112,53 @@ def test_no_task_name_is_compared_outside_lib_tasks():
                 if any(v in TASKS for v in consts):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, f"task names compared outside lib/tasks/: {offenders}"
+
+
+def _sources():
+    """Every module of lib/ outside lib/tasks/ (and the data it ships), and every notebook's source."""
+    for path in sorted(LIB.rglob("*.py")):
+        if not (path.is_relative_to(LIB / "tasks") or path.is_relative_to(LIB / "data")):
+            yield path
+    yield from sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+
+
+def test_no_task_name_is_written_outside_lib_tasks():
+    """A task owns everything about itself: items are made by its ``make_item``, its rows selected by
+    its ``rows``, its tables by its ``paper_tables``, its settings set in params. So no other module
+    or notebook holds a task's name as a string (docstrings may mention one)."""
+    from lib.tasks import TASKS
+
+    offenders = [f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}" for path in _sources()
+                 for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in TASKS]
+    assert not offenders, f"task names outside lib/tasks/: {offenders}"
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_in_lib_is_longer_than_80_lines():
+    """Stage functions are composed of named steps a notebook can call one per section."""
+    long = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in sorted(LIB.rglob("*.py")) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_a_function_level_import_of_lib_says_why_it_is_deferred():
+    """Imports of lib modules sit at the top of a module, unless deferred on purpose - and then a
+    comment above it in its function says so (``deferred on purpose``)."""
+    unexplained = []
+    for path in sorted(LIB.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for func in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                module = node.module if isinstance(node, ast.ImportFrom) else \
+                    node.names[0].name if isinstance(node, ast.Import) else None
+                if module and module.startswith("lib") and not any(
+                        "deferred on purpose" in line for line in lines[func.lineno - 1:node.lineno - 1]):
+                    unexplained.append(f"{path.relative_to(ROOT)}:{node.lineno} {module}")
+    assert not unexplained, f"function-level lib imports without a reason: {unexplained}"

@@ -9,11 +9,13 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from lib import analysis, collect, config
+from lib import collect, config
 from lib import evaluate as E
 from lib import train as T
 from lib.paths import ROOT, outputs_root
 from lib.store import CallStore
+from lib.tasks import Results
+from lib.tasks.mcq import MultipleChoice
 
 from .conftest import SHARED_DATA
 from .support.openai_server import OpenAIStub
@@ -73,7 +75,7 @@ def test_the_memeqa_profile_trains_four_families_and_tabulates_six_models_per_ty
             spec.pop("device_map", None), spec.pop("dtype", None)
         E.run(cfg, run / "06_evaluate", store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     metrics = pd.read_csv(run / "06_evaluate" / "metrics.csv")
-    table = analysis.memeqa_type_tables(metrics)[("memeqa-test",)]
+    table = MultipleChoice().paper_tables(Results(metrics))["memeqa_types_memeqa-test"]
     assert set(table["model"]) == set(cfg.models) and len(table) == 6
     types = [c for c in table.columns if c not in ("model", "style", "micro", "macro")]
     assert len(types) == 11  # MemeQA's 11 question types, one column each

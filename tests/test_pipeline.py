@@ -245,3 +245,23 @@ def test_preflight_says_why_an_online_hub_id_cannot_be_loaded(monkeypatch, tmp_p
     monkeypatch.setenv("HF_HOME", str(tmp_path))  # nothing cached
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     assert message in preflight.hub_problem("org/model", offline=False)
+
+
+def test_setup_steps_write_images_and_datasets_and_finish_refuses_an_invalid_constrained_answer(tmp_path):
+    import pandas as pd
+
+    from lib import prepare
+
+    images = prepare.sample_images(tmp_path)
+    assert images and all(p.parent == tmp_path / "images" and p.exists() for p in images)
+    assert prepare.datasets(prepare.SetupConfig(demo_datasets=False), tmp_path) == {}
+    folders = prepare.datasets(prepare.SetupConfig(), tmp_path)
+    assert len(folders) == 3 and all((f / "items.jsonl").exists() and f.parent == tmp_path / "datasets"
+                                     for f in folders.values())
+    answers = pd.DataFrame([{"model": "m", "method": "constrained", "valid": False},
+                            {"model": "m", "method": "free", "valid": True}])
+    with pytest.raises(RuntimeError, match=r"1 constrained probe answer\(s\) invalid \(models \['m'\]\)"):
+        prepare.finish(prepare.SetupConfig(), tmp_path, images, answers, folders)
+    summary = json.loads((tmp_path / "summary.json").read_text())  # written before refusing
+    assert (summary["probe_answers"], summary["constrained_invalid"]) == (2, 1)
+    assert summary["datasets"] == {k: str(v) for k, v in folders.items()}

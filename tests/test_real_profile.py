@@ -34,7 +34,9 @@ SHRINK = {
     "05_train": {"epochs": 0.0, "max_steps": 2, "batch_size": 2, "grad_accum": 1, "eval_every": 2,
                  "checkpoint_every": 2, "eval_items": 4, "max_test": 8},
     "06_evaluate": {"max_items": 4, "n_resamples": 20, "max_new_tokens": 8, "cot_max_new_tokens": 8,
-                    "judge_max_new_tokens": 16, "task_max_new_tokens": {}},
+                    "judge_max_new_tokens": 16, "tasks": {  # the profile's task options without their token limits
+                        name: {k: v for k, v in block.items() if k != "max_new_tokens"} for name, block in
+                        yaml.safe_load((PARAMS / f"06_evaluate.{PROFILE}.yaml").read_text())["tasks"].items()}},
 }
 
 

@@ -31,3 +31,11 @@ def test_prediction_and_judgement_round_trip():
     j = Judgement(item_id="q1", model="m", judge="smollm2", rating=None, score=None, raw="hmm", valid=False)
     assert Prediction.from_dict(p.to_dict()) == p
     assert Judgement.from_dict(j.to_dict()) == j
+
+
+def test_a_prediction_written_with_its_dataset_in_meta_is_read_with_the_field():
+    """Before ``dataset`` was a field it sat in ``meta``: such a predictions line reads the same."""
+    old = {"item_id": "q1", "model": "m", "task": "vqa.open", "raw": "blue", "meta": {"dataset": "a", "reasoning": "r"}}
+    p = Prediction.from_dict(old)
+    assert (p.dataset, p.meta) == ("a", {"reasoning": "r"})
+    assert Prediction.from_dict(p.to_dict()) == p

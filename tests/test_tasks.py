@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from lib.io import import_memeqa
+from lib.formats import import_memeqa
 from lib.schema import Item
 from lib.collect import yesbut_datasets
-from lib.setup import demo_datasets
+from lib.prepare import demo_datasets
 from lib.tasks import task_of
 from lib.tasks.mcq import letter_sets, parse_letter_set
 

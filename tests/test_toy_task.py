@@ -1,5 +1,8 @@
-"""A task defined here, outside lib/, runs through evaluation, rescoring and training validation:
-everything task-specific lives in the task object, nothing in the stages."""
+"""A task family defined here, outside lib/, runs through evaluation, rescoring, training validation
+and the analysis stage's paper tables: everything task-specific lives in the task object (its items,
+options, prompt, scoring, tables), and its settings are one block under ``tasks:`` in the params."""
+
+from dataclasses import dataclass
 
 import pandas as pd
 import pytest
@@ -9,18 +12,29 @@ from lib import evaluate as E
 from lib import train as T
 from lib.io import dataset_info, read_jsonl, save_dataset
 from lib.models import load_model
-from lib.schema import Item, Response
+from lib.schema import Response
 from lib.store import CallStore
-from lib.tasks import TASKS, Prompt, Tables, Task, metric_row
+from lib import analysis
+from lib.tasks import TASKS, Prompt, Tables, Task, TaskOptions, metric_row
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220)}
+
+
+@dataclass(frozen=True)
+class ColourOptions(TaskOptions):
+    warm: str = "red"  # the colour the "warm" rate counts
 
 
 class Colour(Task):
     """Name the colour of a plain image; scored by accuracy and by a made-up "warm" rate."""
 
     name = "toy.colour"
+    Options = ColourOptions
+
+    @classmethod
+    def make_item(cls, id, image, colour):
+        return super().make_item(id, [image], "Answer with one word.", [colour], meta={"type": "colour"})
 
     def choices(self, item):
         return tuple(COLOURS)
@@ -35,12 +49,16 @@ class Colour(Task):
     def score(self, preds, items, scoring):
         for p, it in zip(preds, items):
             p.correct = p.valid and p.parsed == it.answer[0]
-            p.scores = {"accuracy": float(p.correct), "warm": float(p.parsed == "red")}
+            p.scores = {"accuracy": float(p.correct), "warm": float(p.parsed == scoring.of(self).warm)}
 
     def aggregate(self, preds, items, scoring, state=None):
         n, n_inv = len(preds), sum(not p.valid for p in preds)
         return Tables([metric_row("all", m, [p.scores[m] for p in preds], n, n_inv, scoring=scoring)
                        for m in ("accuracy", "warm")])
+
+    def paper_tables(self, results):
+        rows = self.rows(results.metrics)
+        return {"toy_table1": rows.pivot_table(index="model", columns=["metric", "style"], values="value")}
 
 
 @pytest.fixture
@@ -51,8 +69,7 @@ def toy(tmp_path, monkeypatch):
     items = []
     for i, (name, rgb) in enumerate(list(COLOURS.items()) * 2):
         Image.new("RGB", (56, 56), rgb).save(folder / "images" / f"{i}.png")
-        items.append(Item(id=f"toy-{i}", task=Colour.name, question="Answer with one word.", images=[f"images/{i}.png"],
-                          answer=[name], meta={"type": "colour"}))
+        items.append(Colour.make_item(f"toy-{i}", f"images/{i}.png", name))
     save_dataset(folder, items, dataset_info("toy"))
     return folder, items
 
@@ -75,6 +92,23 @@ def test_a_task_defined_outside_lib_is_evaluated_and_rescored(toy, tmp_path):
     before = metrics.copy()
     E.rescore_folder(out)
     pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), before)
+
+
+def test_its_options_are_one_params_block_and_its_tables_reach_the_analysis(toy, tmp_path):
+    folder, items = toy
+    cfg = E.EvalConfig.from_params({"datasets": {"toy": str(folder)}, "models": {"tiny": TINY}, "styles": ["zero_shot"],
+                                    "max_new_tokens": 4, "n_resamples": 20, "tasks": {Colour.name: {"warm": "blue"}}})
+    out = tmp_path / "run" / "06_evaluate"
+    E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    preds = list(read_jsonl(out / "predictions.jsonl"))
+    metrics = pd.read_csv(out / "metrics.csv")
+    warm = metrics[(metrics["task"] == Colour.name) & (metrics["metric"] == "warm")]["value"].item()
+    assert warm == pytest.approx(sum(p["parsed"] == "blue" for p in preds) / len(items))  # its option, not the default
+    assert {p["dataset"] for p in preds} == {"toy"}
+    written = analysis.paper_results(out.parent, metrics, tmp_path / "tables", tmp_path / "figures")
+    assert written == ["toy_table1"] and (tmp_path / "tables" / "toy_table1.csv").exists()
+    with pytest.raises(Exception, match=r"tasks.toy.colour: unknown key 'wram' \(did you mean 'warm'\?\)"):
+        E.EvalConfig.from_params({"tasks": {Colour.name: {"wram": "blue"}}})
 
 
 def test_training_validates_and_trains_with_the_tasks_own_methods(toy):

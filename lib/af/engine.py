@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib import config
@@ -41,7 +42,7 @@ from lib.io import write_json
 from lib.models.tiny import sentence_encoder
 from lib.models import Constraint, Request, generate
 from lib.schema import Item
-from lib.tasks import task_of, wants_question_first
+from lib.tasks import MultipleChoice, task_of, wants_question_first
 
 # A phrase or sentence in the style of the released correct options (quotes, digits, parentheses,
 # any length up to OPTION_MAX_LENGTH): no markup, no JSON debris, one line. The length is its own
@@ -293,10 +294,12 @@ def n_distractors(sk: dict, cfg: AFConfig) -> int:
 
 
 def as_item(q: QState) -> Item:
+    """The question as it stands, as a multiple-choice item (single / multi as the skeleton says, else
+    as its number of answers)."""
     sk = q.skeleton
-    return Item(id=sk["id"], task="mcq", question=sk["question"], images=list(sk["images"]), options=list(q.options),
-                answer=list(q.answer), meta={"general_type": sk.get("general_type") or ("multi" if len(q.answer) != 1 else "single"),
-                                             "specific_type": prompts()["specific_types"][sk["type"]], "type": sk["type"]})
+    return MultipleChoice.make_item(sk["id"], list(sk["images"]), sk["question"], q.answer, list(q.options),
+                                    general_type=sk.get("general_type"),
+                                    specific_type=prompts()["specific_types"][sk["type"]], meta={"type": sk["type"]})
 
 
 # --- generation and discrimination ------------------------------------------------------------------
@@ -412,88 +415,138 @@ def is_right(item: Item, answer) -> bool:
 
 # --- the loop -------------------------------------------------------------------------------------
 
-def filter_questions(skeletons: list[Skeleton], generator, discriminators: list, cfg: AFConfig, out: str | Path,
-                     store=None, progress: bool = True) -> dict:
-    """Run (or resume) adversarial filtering; writes ``state.json`` after every iteration. Returns the
-    final state: ``{"config", "iteration", "questions": {id: QState dict}, "iterations": [rows]}``."""
-    from tqdm.auto import tqdm
-
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "state.json"
+def load_state(path: Path, skeletons: list[Skeleton], cfg: AFConfig) -> dict:
+    """The loop's state: the one saved at ``path`` (it must have the same loop settings), or a fresh
+    one with every skeleton an active question without options."""
     if path.exists():
         state = json.loads(path.read_text())
         if state["config"] != cfg.loop_settings():
             raise ValueError(f"{path} was made with a different AFConfig; delete it or use another output folder")
-    else:
-        state = {"config": cfg.loop_settings(), "iteration": 0, "done": False, "iterations": [],
-                 "questions": {s.id: asdict(QState(skeleton=s.to_dict())) for s in skeletons}}
+        return state
+    return {"config": cfg.loop_settings(), "iteration": 0, "done": False, "iterations": [],
+            "questions": {s.id: asdict(QState(skeleton=s.to_dict())) for s in skeletons}}
+
+
+def iteration_stats() -> dict:
+    """An iteration's counters: model calls, invalid replies, rejected distractors (per guard) and
+    the rule-type questions whose candidates ran out."""
+    return {"generator_calls": 0, "discriminator_calls": 0, "invalid_generations": 0,
+            "invalid_discriminations": 0, "rejected": 0, "exhausted": [],
+            "rejected_by": dict.fromkeys(GUARDS + ("length_tell",), 0)}
+
+
+def refresh_options(generator, active: list[QState], cfg: AFConfig, iteration: int, store, pool: rules.Pool,
+                    stats: dict) -> list[QState]:
+    """New distractors for the active questions, assembled into new options; returns the questions
+    that got a full set (the others sit this iteration out and stay active)."""
+    new = generate_distractors(generator, active, cfg, iteration, store, pool, stats)
+    ready = [q for q in active if q.skeleton["id"] in new and new[q.skeleton["id"]]]
+    for q in ready:
+        origin = "rule" if q.skeleton["type"] not in LLM_TYPES else f"generator:{generator.name}"
+        q.history.append(new[q.skeleton["id"]])
+        assemble(q, new[q.skeleton["id"]], cfg, iteration, origin)
+    return ready
+
+
+def judge(ready: list[QState], items: list[Item], answers: list[list], discriminators: list, cfg: AFConfig,
+          iteration: int) -> tuple[int, int]:
+    """Accept (freeze) each question the discriminators were fooled by, as ``cfg.combine`` counts
+    them; returns how many were fooled and how many got an unreadable answer."""
+    fooled = unreadable = 0
+    for j, (q, item) in enumerate(zip(ready, items)):
+        # an unreadable answer is no evidence the discriminator was fooled: it counts as not fooled
+        # (the question stays active and is asked again), never as a wrong answer
+        rights = [a[j] is None or is_right(item, a[j]) for a in answers]
+        unreadable += any(a[j] is None for a in answers)
+        q.last_answers = {m.name: (sorted(a[j]) if isinstance(a[j], frozenset) else a[j]) for m, a in zip(discriminators, answers)}
+        not_fooled = (sum(rights) * 2 > len(rights)) if cfg.combine == "vote" else any(rights)
+        if not not_fooled:
+            q.status, q.accepted_iteration = "accepted", iteration
+            fooled += 1
+        elif q.skeleton["type"] == "cond_sent_id":
+            q.status = "never_fooled"  # its three options are fixed: new iterations cannot change them
+    return fooled, unreadable
+
+
+def iteration_row(iteration: int, qs: dict[str, QState], active: list[QState], ready: list[QState], fooled: int,
+                  unreadable: int, stats: dict, start: float) -> dict:
+    """An iteration's row of the log: questions asked, waiting and fooled, the discriminator's
+    accuracy over every question that has options, rejections and calls, seconds since ``start``."""
+    asked = [q for q in qs.values() if q.options]  # accuracy over every question that has options
+    still_right = sum(q.status != "accepted" for q in asked)
+    # active = the questions sent to the discriminator; waiting = active ones without new valid
+    # distractors this iteration (they sit it out and stay active, unless a rule ran out of candidates)
+    return {"iteration": iteration, "active": len(ready), "waiting": len(active) - len(ready), "fooled": fooled,
+            "unreadable_answers": unreadable,
+            "discriminator_accuracy": still_right / len(asked) if asked else float("nan"),
+            "invalid_generations": stats["invalid_generations"],
+            "invalid_discriminations": stats["invalid_discriminations"], "rejected_distractors": stats["rejected"],
+            **{f"rejected_{k}": v for k, v in stats["rejected_by"].items()},
+            "generator_calls": stats["generator_calls"], "discriminator_calls": stats["discriminator_calls"],
+            "calls": stats["generator_calls"] + stats["discriminator_calls"],
+            "seconds": round(time.perf_counter() - start, 3)}
+
+
+def is_finished(state: dict, cfg: AFConfig, fooled: int) -> bool:
+    """Does the loop stop after this iteration? The discriminator's accuracy stable for ``patience``
+    iterations, an iteration after the first that fooled nothing (``stop_when_none_fooled``), or no
+    active question left."""
+    accs = [r["discriminator_accuracy"] for r in state["iterations"]]
+    stable = cfg.patience and len(accs) > cfg.patience and all(
+        abs(accs[-k] - accs[-k - 1]) < cfg.stable_tol for k in range(1, cfg.patience + 1))
+    quiet = cfg.stop_when_none_fooled and state["iteration"] > 1 and fooled == 0
+    return bool(stable or quiet or not any(q["status"] == "active" for q in state["questions"].values()))
+
+
+def filter_iteration(state: dict, generator, discriminators: list, cfg: AFConfig, pool: rules.Pool, store=None) -> dict:
+    """One iteration on ``state`` (updated in place): new distractors for the active questions, the
+    discriminators' answers, the fooled ones accepted; returns the iteration's row."""
+    it = state["iteration"] + 1
+    start = time.perf_counter()
+    qs = {k: QState(**v) for k, v in state["questions"].items()}
+    active = [q for q in qs.values() if q.status == "active"]
+    stats = iteration_stats()
+    ready = refresh_options(generator, active, cfg, it, store, pool, stats)
+    items = [as_item(q) for q in ready]
+    answers = discriminate(discriminators, items, store, stats) if items else []
+    for qid in stats["exhausted"]:  # a rule-type question whose candidates ran out: it cannot get harder
+        if qs[qid].status == "active":
+            qs[qid].status = "never_fooled"
+    fooled, unreadable = judge(ready, items, answers, discriminators, cfg, it)
+    state["iterations"].append(iteration_row(it, qs, active, ready, fooled, unreadable, stats, start))
+    state["questions"] = {k: asdict(v) for k, v in qs.items()}
+    state["iteration"] = it
+    if is_finished(state, cfg, fooled):
+        state["done"] = True
+    return state["iterations"][-1]
+
+
+def close_loop(state: dict) -> dict:
+    """The final state: done, and the questions still active kept as never fooled (the seed's ``failed``)."""
+    state["done"] = True
+    for q in state["questions"].values():
+        if q["status"] == "active":
+            q["status"] = "never_fooled"
+    return state
+
+
+def filter_questions(skeletons: list[Skeleton], generator, discriminators: list, cfg: AFConfig, out: str | Path,
+                     store=None, progress: bool = True) -> dict:
+    """Run (or resume) adversarial filtering; writes ``state.json`` after every iteration. Returns the
+    final state: ``{"config", "iteration", "questions": {id: QState dict}, "iterations": [rows]}``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "state.json"
+    state = load_state(path, skeletons, cfg)
     pool = rules.Pool.from_skeletons([Skeleton(**q["skeleton"]) for q in state["questions"].values()])
     bar = tqdm(total=cfg.max_iterations, initial=state["iteration"], desc="adversarial filtering", unit="iter",
                disable=not progress)
     while not state["done"] and state["iteration"] < cfg.max_iterations:
-        it = state["iteration"] + 1
-        start = time.perf_counter()
-        qs = {k: QState(**v) for k, v in state["questions"].items()}
-        active = [q for q in qs.values() if q.status == "active"]
-        stats = {"generator_calls": 0, "discriminator_calls": 0, "invalid_generations": 0,
-                 "invalid_discriminations": 0, "rejected": 0, "exhausted": [],
-                 "rejected_by": dict.fromkeys(GUARDS + ("length_tell",), 0)}
-        new = generate_distractors(generator, active, cfg, it, store, pool, stats)
-        ready = [q for q in active if q.skeleton["id"] in new and new[q.skeleton["id"]]]
-        for q in ready:
-            origin = "rule" if q.skeleton["type"] not in LLM_TYPES else f"generator:{generator.name}"
-            q.history.append(new[q.skeleton["id"]])
-            assemble(q, new[q.skeleton["id"]], cfg, it, origin)
-        items = [as_item(q) for q in ready]
-        answers = discriminate(discriminators, items, store, stats) if items else []
-        for qid in stats["exhausted"]:  # a rule-type question whose candidates ran out: it cannot get harder
-            if qs[qid].status == "active":
-                qs[qid].status = "never_fooled"
-        fooled = unreadable = 0
-        for j, (q, item) in enumerate(zip(ready, items)):
-            # an unreadable answer is no evidence the discriminator was fooled: it counts as not fooled
-            # (the question stays active and is asked again), never as a wrong answer
-            rights = [a[j] is None or is_right(item, a[j]) for a in answers]
-            unreadable += any(a[j] is None for a in answers)
-            q.last_answers = {m.name: (sorted(a[j]) if isinstance(a[j], frozenset) else a[j]) for m, a in zip(discriminators, answers)}
-            not_fooled = (sum(rights) * 2 > len(rights)) if cfg.combine == "vote" else any(rights)
-            if not not_fooled:
-                q.status, q.accepted_iteration = "accepted", it
-                fooled += 1
-            elif q.skeleton["type"] == "cond_sent_id":
-                q.status = "never_fooled"  # its three options are fixed: new iterations cannot change them
-        asked = [q for q in qs.values() if q.options]  # accuracy over every question that has options
-        still_right = sum(q.status != "accepted" for q in asked)
-        # active = the questions sent to the discriminator; waiting = active ones without new valid
-        # distractors this iteration (they sit it out and stay active, unless a rule ran out of candidates)
-        row = {"iteration": it, "active": len(ready), "waiting": len(active) - len(ready), "fooled": fooled,
-               "unreadable_answers": unreadable,
-               "discriminator_accuracy": still_right / len(asked) if asked else float("nan"),
-               "invalid_generations": stats["invalid_generations"],
-               "invalid_discriminations": stats["invalid_discriminations"], "rejected_distractors": stats["rejected"],
-               **{f"rejected_{k}": v for k, v in stats["rejected_by"].items()},
-               "generator_calls": stats["generator_calls"], "discriminator_calls": stats["discriminator_calls"],
-               "calls": stats["generator_calls"] + stats["discriminator_calls"],
-               "seconds": round(time.perf_counter() - start, 3)}
-        state["iterations"].append(row)
-        state["questions"] = {k: asdict(v) for k, v in qs.items()}
-        state["iteration"] = it
-        accs = [r["discriminator_accuracy"] for r in state["iterations"]]
-        stable = cfg.patience and len(accs) > cfg.patience and all(
-            abs(accs[-k] - accs[-k - 1]) < cfg.stable_tol for k in range(1, cfg.patience + 1))
-        quiet = cfg.stop_when_none_fooled and it > 1 and fooled == 0
-        if stable or quiet or not any(q.status == "active" for q in qs.values()):
-            state["done"] = True
+        filter_iteration(state, generator, discriminators, cfg, pool, store)
         write_json(path, state)
         bar.update(1)
     bar.close()
-    if not state["done"]:
-        state["done"] = True
-    for q in state["questions"].values():
-        if q["status"] == "active":
-            q["status"] = "never_fooled"
-    write_json(path, state)
+    write_json(path, close_loop(state))
     return state
 
 

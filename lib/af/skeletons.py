@@ -22,12 +22,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import yaml
 
-from lib.io import read_memeqa
+from lib.formats import read_memeqa
 from lib.paths import DATA
+from lib.schema import SENTIMENTS
 
 TYPES = ("intent_comp", "deriv_comp", "intent_id", "deriv_id", "bk_id", "viz_id", "tar_id", "tar_sent_id",
          "tar_act_id", "cond_act_id", "cond_sent_id")
@@ -130,6 +132,13 @@ def _question(kind: str, **slots) -> str:
     return prompts()["types"][kind]["question"].format(**slots)
 
 
+def option(kind: str, **slots: str) -> str:
+    """An option of a rule type, worded by its ``option`` template in ``af.yaml`` (a capitalised
+    slot, ``{Sentiment}``, takes the value capitalised)."""
+    caps = {k.capitalize(): v.capitalize() for k, v in slots.items() if isinstance(v, str)}
+    return prompts()["types"][kind]["option"].format(**slots, **caps)
+
+
 def from_annotations(table, images: dict[str, str], blanks: int = 3, seed: int = 0) -> list[Skeleton]:
     """Skeletons from 02's wide annotation table (one row per image and annotator; the first
     annotator with a field wins). ``images`` maps item id -> image path; ``blanks``: completion
@@ -175,47 +184,71 @@ def from_annotations(table, images: dict[str, str], blanks: int = 3, seed: int =
                 add(kind, values, "multi" if len(values) > 1 else "single")
         targets = [t for t in (r.get("targets") or []) if t.get("target")]
         if targets:
-            names = [t["target"] for t in targets]
+            names = [option("tar_id", target=t["target"]) for t in targets]
             add("tar_id", names, "multi" if len(names) > 1 else "single", targets=targets)
             with_sent = [t for t in targets if t.get("sentiment")]
             if with_sent:
-                add("tar_sent_id", [f"The meme is {t['sentiment']} towards {t['target']}" for t in with_sent],
-                    "multi" if len(with_sent) > 1 else "single", targets=with_sent)
+                add("tar_sent_id", [option("tar_sent_id", sentiment=t["sentiment"], target=t["target"])
+                                    for t in with_sent], "multi" if len(with_sent) > 1 else "single", targets=with_sent)
             with_act = [t for t in targets if t.get("action")]
             if with_act:
-                add("tar_act_id", [f"The meme {t['action']} {t['target']}" for t in with_act],
+                add("tar_act_id", [option("tar_act_id", action=t["action"], target=t["target"]) for t in with_act],
                     "multi" if len(with_act) > 1 else "single", targets=with_act)
             for n, t in enumerate(targets):
                 if t.get("action"):
-                    add("cond_act_id", [t["action"]], n=n, target=t["target"], sentiment=t.get("sentiment", ""))
+                    add("cond_act_id", [option("cond_act_id", action=t["action"])], n=n, target=t["target"],
+                        sentiment=t.get("sentiment", ""))
                 if t.get("sentiment"):
-                    add("cond_sent_id", [t["sentiment"].capitalize()], n=n, target=t["target"])
+                    add("cond_sent_id", [option("cond_sent_id", sentiment=t["sentiment"])], n=n, target=t["target"])
     return out
 
 
-_SENT = re.compile(r"^The meme is (positive|negative|neutral) towards (.+)$", re.IGNORECASE)
-_ACT = re.compile(r"^The meme (\w+) (.+)$")
-_COND_TARGET = re.compile(r"The meme ____ (.+)$")
+# what a slot of a wording template matches when a text is read back, and how its value is kept
+_SLOTS: dict[str, tuple[str, Callable[[str], str]]] = {
+    "target": (".+?", str), "action": (r"\w+", str), "sentiment": ("|".join(SENTIMENTS), str.lower)}
+
+
+@lru_cache(maxsize=64)
+def reader(template: str) -> Callable[[str], dict | None]:
+    """The inverse of a wording template: ``read(text)`` -> the slot values of a text worded by it
+    (the target first, as annotations list it), or None when the text does not follow it. The
+    template's words match in any letter case and a closing question mark may be missing; a
+    sentiment comes back lower case."""
+    parts = re.split(r"\{(\w+)\}", template)  # text, slot, text, slot, ..., text
+    slots = [p.lower() for p in parts[1::2]]
+    if len(parts) == 3 and parts[0] == parts[2] == "":  # one slot, nothing else: the whole text is its value
+        return lambda text: {slots[0]: _SLOTS[slots[0]][1](text)}
+    regex = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p.lower()}>{_SLOTS[p.lower()][0]})"
+                    for i, p in enumerate(parts))
+    pattern = re.compile("^" + (regex[:-2] + r"\??" if regex.endswith(r"\?") else regex) + "$", re.IGNORECASE)
+    order = sorted(slots, key=lambda s: s != "target")
+
+    def read(text: str) -> dict | None:
+        m = pattern.match(text)
+        return None if m is None else {s: _SLOTS[s][1](m[s]) for s in order}
+    return read
+
+
+def _read_options(spec: dict, question: str, correct: list[str]) -> dict:
+    read = reader(spec["option"])
+    return {"targets": [found for found in map(read, correct) if found is not None]}
+
+
+def _read_question(spec: dict, question: str, correct: list[str]) -> dict:
+    return reader(spec["question"])(question) or {}
+
+
+# where a type's `read` (af.yaml) finds what its rule needs
+READS = {"options": _read_options, "question": _read_question}
 
 
 def rule_meta(kind: str, question: str, correct: list[str]) -> dict:
     """What the rule types need, read back from a released question (MemeQA JSON has no annotation
-    table): the targets with their sentiment or action, or the conditional question's target."""
-    if kind == "tar_id":
-        return {"targets": [{"target": c} for c in correct]}
-    if kind == "tar_sent_id":
-        found = [m for m in (_SENT.match(c) for c in correct) if m]
-        return {"targets": [{"target": m[2], "sentiment": m[1].lower()} for m in found]}
-    if kind == "tar_act_id":
-        found = [m for m in (_ACT.match(c) for c in correct) if m]
-        return {"targets": [{"target": m[2], "action": m[1]} for m in found]}
-    if kind == "cond_act_id":
-        m = _COND_TARGET.search(question)
-        return {"target": m[1]} if m else {}
-    if kind == "cond_sent_id":
-        m = re.search(r"towards (.+?)\??$", question)
-        return {"target": m[1]} if m else {}
-    return {}
+    table) through the type's own wording (``af.yaml``): the targets with their sentiment or action
+    from the correct options, or the conditional question's target from the question."""
+    spec = prompts()["types"].get(kind, {})
+    read = READS.get(spec.get("read"))
+    return read(spec, question, correct) if read else {}
 
 
 def from_memeqa(path: str | Path, images_dir: str | Path) -> tuple[list[Skeleton], list[str]]:

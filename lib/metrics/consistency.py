@@ -77,6 +77,7 @@ GATE_TYPES = ("presence", "counting")
 _NUMBER_WORDS = {w: str(i) for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve".split())}
 _WORD = re.compile(r"[a-z0-9<>]+(?:[-'][a-z0-9]+)*")
+_CANONICAL = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True) without building an encoder per call
 
 
 @lru_cache(maxsize=1)
@@ -361,5 +362,7 @@ def _level_row(model, level, keys, k, n, now_passed) -> dict:
 
 
 def query_id(query: dict) -> str:
-    """A query as one comparable string (its canonical JSON): the protocol's question identity."""
-    return json.dumps(query, sort_keys=True)
+    """A query as one comparable string (its canonical JSON, keys sorted at every level): the
+    protocol's question identity, and the key the Scrapbook generator's caches and de-duplication
+    use for the same query (``json.loads`` gives the query back)."""
+    return _CANONICAL.encode(query)

@@ -23,6 +23,7 @@ from typing import Sequence
 
 import yaml
 
+from lib.models import Constraint, Request, generate
 from lib.paths import DATA
 from lib.schema import Judgement
 
@@ -100,8 +101,6 @@ def score(rating: int | None) -> float | None:
 
 def judge_requests(questions: Sequence[str], references: Sequence[Sequence[str]], candidates: Sequence[str],
                    max_new_tokens: int = 96):
-    from lib.models import Request
-
     return [Request.simple(render_prompt(q, r, c), max_new_tokens=max_new_tokens)
             for q, r, c in zip(questions, references, candidates)]
 
@@ -110,8 +109,6 @@ def judge(model, questions: Sequence[str], references: Sequence[Sequence[str]], 
           store=None, item_ids: Sequence[str] | None = None, answer_model: str = "", constrain: bool = True,
           max_new_tokens: int = 96, progress: bool = True) -> list[Judgement]:
     """Rate every candidate with ``model`` (any backend) through the call cache; one Judgement each."""
-    from lib.models import Constraint, Request, generate
-
     if not (len(questions) == len(references) == len(candidates)):
         raise ValueError("judge: questions, references and candidates must have the same length")
     requests = judge_requests(questions, references, candidates, max_new_tokens)

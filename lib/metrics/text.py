@@ -22,6 +22,9 @@ import re
 from functools import lru_cache
 from typing import Sequence
 
+from lib.metrics.wordnet import ensure_wordnet
+from lib.models.tiny import minilm_path
+
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -106,8 +109,6 @@ def meteor(predictions: Sequence[str], references: Sequence[Sequence[str]], toke
 
     _check(predictions, references, "meteor")
     split = {"nltk": nltk_tokenize, "regex": tokenize}[tokenizer]
-    from lib.metrics.wordnet import ensure_wordnet
-
     wordnet = ensure_wordnet()
     return [meteor_score([split(x) for x in r], split(p), wordnet=wordnet) for p, r in zip(predictions, references)]
 
@@ -161,8 +162,6 @@ def bertscore(predictions: Sequence[str], references: Sequence[Sequence[str]], m
     if not predictions:
         return []
     if model is None:
-        from lib.models.tiny import minilm_path
-
         model, num_layers = str(minilm_path()), num_layers or 6
     # An empty answer scores 0: bert-score cannot encode "" under transformers 5 (its empty-string
     # path calls a tokenizer method transformers removed), and an empty answer conveys nothing.

@@ -25,6 +25,8 @@ def load_model(spec: dict) -> Model:
     if not isinstance(spec, dict) or "backend" not in spec:
         raise ValueError(f"a model spec is a dict with a 'backend' key ({', '.join(BACKENDS)}), got {spec!r}")
     backend = spec["backend"]
+    # each backend's module is imported when a spec asks for it (deferred on purpose: a run loads only
+    # the backends it uses, and lib.models.hf / tiny import this package's base)
     if backend == "hf":
         from lib.models.hf import HFModel
 

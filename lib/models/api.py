@@ -57,6 +57,7 @@ import time
 from pathlib import Path
 
 from lib.answers import cap_reply, choice_schema, not_text, parse_choice, parse_json_reply
+from lib.io import load_image
 from lib.models.base import Model
 from lib.paths import cache_dir
 from lib.schema import ERROR, FREE, INVALID, JSON_SCHEMA, Request, Response, fingerprint
@@ -65,8 +66,6 @@ from lib.schema import ERROR, FREE, INVALID, JSON_SCHEMA, Request, Response, fin
 def data_url(image) -> str:
     """A base64 data URL: file bytes as they are for paths, PNG for in-memory PIL images."""
     if isinstance(image, (str, Path)):
-        from lib.io import load_image
-
         with_format = load_image(image, mode=None)  # validates, and tells the format
         fmt = (with_format.format or "png").lower()
         raw = Path(image).read_bytes()

@@ -33,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from lib.answers import parse_choice, parse_response
+from lib.io import ByteLRU, ImageCache, ImageError, load_image
 from lib.models.base import Model
 from lib.schema import CONSTRAINED_LOGLIK, CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Request, Response
 
@@ -228,8 +229,6 @@ class HFModel(Model):
         if not isinstance(image, (str, Path)):
             return image
         if self._images is None:
-            from lib.io import ImageCache
-
             self._images = ImageCache(float(self.spec.get("image_cache_mb", 128)))
         return self._images(image)
 
@@ -244,8 +243,6 @@ class HFModel(Model):
         if not self.is_vlm:
             enc = self.processor(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         else:
-            from lib.io import ImageError
-
             opened = self._tensors.opens
             try:
                 enc = self._vlm_inputs(batch, texts)
@@ -556,8 +553,6 @@ class ImageTensors:
     transformers has no per-image cache of processed inputs."""
 
     def __init__(self, max_mb: float):
-        from lib.io import ByteLRU
-
         self.active: bool | None = None  # None until the first batch is checked
         self._tensors = ByteLRU(max_mb)
         # id(image) -> (weak reference, key, path if opened, not decoded): a decoded image the model
@@ -589,8 +584,6 @@ class ImageTensors:
         for it yet (:meth:`_pixels`), one image at a time. Otherwise ``decode(path)`` (RGB),
         remembered by the same key."""
         from PIL import Image
-
-        from lib.io import load_image
 
         path = str(path)
         try:
@@ -628,8 +621,6 @@ class ImageTensors:
     def _pixels(self, images):
         """``images`` (an image, or lists of them) with every opened file decoded (RGB), for the
         real image processor."""
-        from lib.io import load_image
-
         if isinstance(images, (list, tuple)):
             return [self._pixels(im) for im in images]
         known = self._digests.get(id(images))

@@ -8,7 +8,8 @@ The stage: ``run(ScrapbookConfig(...), out)`` or ``python -m lib.scrapbook --par
 Cluster runs: ``python -m lib.scrapbook --params FILE --out DIR --shard i --num-shards k`` per
 shard, then ``python -m lib.scrapbook merge --out DIR SHARD_DIR...``. Modules: objects (shapes,
 cut-outs), layout (regions, relations, placement), questions (queries, answers, paraphrases),
-generate (sets, units, streaming writer, summary, merge), paper (Unique All beside the paper's counts).
+programs (which queries a scene gets: the templates' programs and their handlers), generate (sets,
+units, streaming writer, summary, merge), paper (Unique All beside the paper's counts).
 """
 
 from lib.scrapbook.generate import ScrapbookParamError, ScrapbookParams, Summary, generate, merge

@@ -8,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 from PIL import Image
 
+from lib.io import read_jsonl
+
 
 def read_scenes(folder: str | Path) -> list[dict]:
-    from lib.io import read_jsonl
-
     return list(read_jsonl(Path(folder) / "scenes.jsonl"))
 
 

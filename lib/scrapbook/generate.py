@@ -10,19 +10,19 @@ the reference. Every step is an image whose scene records its parent (one object
 
 Each unit has its own RNG seeded from ``(seed, s, b, a, p)``, so shards produce exactly the units
 the unsharded run would, and :func:`merge` restores the unsharded files byte for byte.
-Choices where the paper is silent are in :mod:`lib.scrapbook.layout` and
-:mod:`lib.scrapbook.questions`, and here:
+Choices where the paper is silent are in :mod:`lib.scrapbook.layout`,
+:mod:`lib.scrapbook.questions` and :mod:`lib.scrapbook.programs`, and here:
 - deterministic selection slides a window one position per set over the vocabulary lists
   (classes, colours) and over the sizes ``70 + 40k`` for ``k < N``, wrapping around;
 - the colour list is alphabetical with brown and gray (``vocabulary.yaml`` says why: Figure 9 and
   Tables 5-6 use them; with it the window reproduces Table 5's present counts);
 - plain backgrounds are the vocabulary colours unused by the set's objects, in vocabulary order;
   photographs are resized and centre-cropped to the canvas size (the paper's 1280x768 by default);
-- question sets per image: see :func:`queries`; the wrong absolute positions are where the unit's
-  other objects are or will be added, completed to ``n_wrong_positions`` (3, as Table 6 counts) by
-  seeded draws; wrong colours and shapes are drawn with the seed from the dataset's own values;
-  a question never needs more than the paper's four concepts (a relative question with a
-  two-attribute subject describes its reference by one attribute);
+- question sets per image: the programs of ``templates.yaml`` (:func:`queries`); the wrong
+  absolute positions are where the unit's other objects are or will be added, completed to
+  ``n_wrong_positions`` (3, as Table 6 counts) by seeded draws; wrong colours and shapes are drawn
+  with the seed from the dataset's own values; a question never needs more than the paper's four
+  concepts (a relative question with a two-attribute subject describes its reference by one attribute);
 - ``n_questions_per_type`` paraphrases are drawn per query (4.4's "five questions about the
   presence of an object given a specific position"); every absent arrangement object is asked
   about (the paper's absent counts are subsampled in a way it does not describe:
@@ -45,13 +45,17 @@ from pathlib import Path
 from PIL import Image, ImageOps
 
 from lib.config import ParamsError
+from lib.io import (HashingWriter, IncompleteDataset, aside_folder, check_complete, dataset_info, load_image,
+                    manifest_fields, scan_images, swap_in, write_json, write_sample_images)
+from lib.paths import cache_dir
+from lib.scrapbook import programs as P
 from lib.scrapbook import questions as Q
 from lib.scrapbook.layout import OTHER_REGION_SHARE, Placer, region_of, region_shares, regions, relation
-from lib.scrapbook.objects import ObjectSpec, draw_shape, load_cutout, vocabulary
+from lib.scrapbook.objects import (ObjectSpec, cutouts_from_folder, draw_shape, extract_coco_cutouts, load_cutout,
+                                   vocabulary)
+from lib.tasks.scrapbook import ScrapbookQA
 
 SELECTIONS = ("same", "unique", "random")
-OPPOSITE = {"upper left": "lower right", "above": "below", "upper right": "lower left", "left": "right",
-            "right": "left", "lower left": "upper right", "below": "above", "lower right": "upper left"}
 
 
 class ScrapbookParamError(ParamsError):
@@ -182,9 +186,6 @@ class Resources:
 
 def prepare(params: ScrapbookParams, cache: Path) -> Resources:
     """Validate parameters and load the object and background sources (before any generation)."""
-    from lib.io import scan_images
-    from lib.scrapbook.objects import cutouts_from_folder, extract_coco_cutouts
-
     params.validate()
     res = Resources()
     if params.objects == "cutouts":
@@ -200,8 +201,6 @@ def prepare(params: ScrapbookParams, cache: Path) -> Resources:
     if params.backgrounds != "plain":
         folder = Path(params.backgrounds)
         if params.backgrounds == "samples":
-            from lib.io import write_sample_images
-
             folder = cache / "backgrounds"
             write_sample_images(folder, ("astronaut", "hubble_deep_field", "immunohistochemistry", "camera"))
         files, report = scan_images(folder)
@@ -279,8 +278,6 @@ def sprite(spec: ObjectSpec) -> tuple[Image.Image, Image.Image]:
 def background(name: str, size: tuple[int, int]) -> Image.Image:
     if name in vocabulary()["colors"]:
         return Image.new("RGB", size, tuple(vocabulary()["colors"][name]))
-    from lib.io import load_image
-
     return ImageOps.fit(load_image(name), size)
 
 
@@ -373,173 +370,37 @@ def build_unit(params: ScrapbookParams, unit: tuple, objs: list[ObjectSpec], bg:
     return steps
 
 
-def _descriptors(attrs: dict) -> list[dict]:
-    if attrs.get("color") is None:
-        return [{"shape": attrs["shape"]}]
-    return [{"shape": attrs["shape"]}, {"color": attrs["color"]}, {"color": attrs["color"], "shape": attrs["shape"]}]
-
-
-def _unique(dicts) -> list[dict]:
-    seen, out = set(), []
-    for d in dicts:
-        key = Q.query_tuple(d)
-        if key not in seen:
-            seen.add(key)
-            out.append(d)
-    return out
-
-
-def _attrs(obj: dict) -> dict:
-    return {k: obj[k] for k in ("shape", "color") if obj.get(k) is not None}
-
-
-def _one_attribute(attrs: dict) -> list[dict]:
-    return [{k: v} for k, v in sorted(attrs.items())]
-
-
-def wrong_regions(correct: set[str], unit_regions: list[str], n: int, rng: random.Random) -> list[str]:
-    """``n`` wrong absolute positions for an object at ``correct``: first where the unit's other
-    objects are or will be added (paper 4.4), then regions drawn with the seed (Table 6's counts
-    need 3 per object and image; a unit of x=3 objects names at most 2)."""
-    named = [r for r in dict.fromkeys(unit_regions) if r not in correct]
-    rest = [r for r in vocabulary()["regions"] if r not in correct and r not in named]
-    return (named + rng.sample(rest, max(0, min(len(rest), n - len(named)))))[:n]
-
-
 def queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | None = None, seed: int = 0,
             n_wrong_positions: int = 3) -> list[dict]:
-    """The structured queries asked about one image (paper 4.4 and 5.1).
-
-    Presence and counting - targets: every descriptor (shape, colour, colour+shape) of every
-    arrangement object, present or absent, plus wrong combinations (a present object's colour with
-    an absent object's shape); asked without position, at each region of the unit (where its
-    objects are or will be added), a present target at its own region and at
-    ``n_wrong_positions`` wrong ones (:func:`wrong_regions`), and relative to
-    each descriptor of the reference object in the unit's relation and its opposite (subgroups _1
-    and _2), the absent subjects giving _3; where the reference is absent (_4, ``<unk>``) only the
-    present objects' descriptors are asked about.
-
-    Confirmation - each present object described by one attribute and claimed to have the other,
-    truly and wrongly ("is the circle red?", "is the red object a circle?"); at its region and at
-    the unit's other regions ("is the object on the bottom right a pentagon?", "is the red object
-    on the left a circle?"); relative to the reference described by shape or colour, in its true
-    relation and the opposite one ("is the circle to the right of the blue object green?"); and
-    about absent subjects (``<unk>``). Recognition - the colour, shape and region of each present
-    object, its subject described as in the paper ("the circle on the top left", "the red object
-    to the left of the square"), asked only where the subject is unique. Wrong values are drawn
-    with the dataset's seed from the dataset's colours and shapes. No question needs more than
-    the paper's four concepts.
-    """
-    vocab = vocabulary()
-    colors = list(colors or vocab["colors"])
-    shapes = list(shapes or vocab["shapes"])
-    rng = random.Random(f"{seed}:wrong:{scene['id']}")
-    present = [_attrs(o) for o in scene["objects"]]
-    absent = [_attrs(a) for a in scene["absent"]]
-    targets = _unique([d for o in present + absent for d in _descriptors(o)]
-                      + [{"color": p["color"], "shape": a["shape"]} for p in present for a in absent[:1]
-                         if "color" in p and a["shape"] != p["shape"]])
-    unit_regions = scene.get("unit_regions") or [o["region"] for o in scene["objects"]] + list(scene["region_pair"])
-    region_list = sorted(set(unit_regions) | {o["region"] for o in scene["objects"]}, key=vocab["regions"].index)
-    rel = scene["relation"]
-    relations = [rel, OPPOSITE[rel]]
-    ref_obj = next((o for o in scene["objects"] if o["role"] == "reference"), None)
-    ref_attrs = _attrs(ref_obj or next(a for a in scene["absent"] if a.get("role") == "reference"))
-    ref_descriptions = _descriptors(ref_attrs)
-    present_keys = {Q.query_tuple(d) for o in present for d in _descriptors(o)}
-
-    def wrong(key: str, true: str) -> str | None:
-        pool = [v for v in (colors if key == "color" else shapes) if v != true]
-        return rng.choice(pool) if pool else None
-
-    def at_regions(attrs: dict) -> list[str]:
-        """Where a description is asked about: its objects' regions and wrong ones, or the unit's."""
-        correct = {o["region"] for o in scene["objects"] if attrs.items() <= o.items()}
-        if not correct:
-            return region_list
-        return sorted(correct, key=vocab["regions"].index) + wrong_regions(correct, unit_regions, n_wrong_positions, rng)
-
-    out = []
-    for t in targets:
-        for kind in ("presence", "counting"):
-            out.append({"type": kind, "group": "np", "target": t})
-        regions_t = at_regions(t)
-        for kind in ("presence", "counting"):
-            out += [{"type": kind, "group": "abs", "target": t, "region": r} for r in regions_t]
-    for ref in ref_descriptions:
-        for t in targets:
-            if t == ref or len(t) + len(ref) > 3:  # target + relation + reference: at most 4 concepts
-                continue
-            if ref_obj is None and Q.query_tuple(t) not in present_keys:
-                continue  # reference absent: the present objects suffice to ask for <unk>
-            for kind in ("presence", "counting"):
-                out += [{"type": kind, "group": "rel", "target": t, "relation": rl, "reference": ref} for rl in relations]
-
-    def claims(attrs: dict, key: str) -> list[dict]:
-        values = [attrs[key], wrong(key, attrs[key])]
-        return [{key: v} for v in values if v is not None]
-
-    for o, rec in zip(present + absent, scene["objects"] + [None] * len(absent)):
-        for key in ("color", "shape"):
-            if key not in o:
-                continue
-            others = [{k: v} for k, v in o.items() if k != key]  # "the circle" when claiming a colour
-            for subject in others:  # np: "is the circle red?" (absent subjects: <unk>)
-                out += [{"type": "confirmation", "group": "np", "target": subject, "assert": c} for c in claims(o, key)]
-            if rec is None:
-                continue
-            for region in at_regions(o):
-                for subject in [{}] + others:
-                    out += [{"type": "confirmation", "group": "abs", "target": subject, "region": region, "assert": c}
-                            for c in claims(o, key)]
-            if ref_obj is not None and rec is ref_obj:
-                continue
-            true_rel = relation(rec["box"], ref_obj["box"]) if ref_obj is not None else rel
-            if true_rel is None:
-                continue
-            for ref in _one_attribute(ref_attrs):
-                for subject in [{}] + others:
-                    for rl in (true_rel, OPPOSITE[true_rel]):
-                        out += [{"type": "confirmation", "group": "rel", "target": subject, "relation": rl,
-                                 "reference": ref, "assert": c} for c in claims(o, key)]
-    for o, rec in zip(present, scene["objects"]):
-        asks = [k for k in ("color", "shape") if k in o]
-        for ask in asks:  # np: "what is the color of the circle?"
-            out += [{"type": "recognition", "group": "np", "target": subject, "ask": ask}
-                    for subject in _one_attribute(o) if ask not in subject]
-        out += [{"type": "recognition", "group": "np", "target": d, "ask": "region"} for d in _descriptors(o)]
-        for ask in asks:  # abs: "what is the color of the circle on the top left?"
-            out += [{"type": "recognition", "group": "abs", "target": subject, "region": rec["region"], "ask": ask}
-                    for subject in [{}] + _one_attribute(o) if ask not in subject]
-        if ref_obj is not None and rec is not ref_obj:
-            r = relation(rec["box"], ref_obj["box"])
-            for ref in _one_attribute(ref_attrs):
-                for ask in asks + ["region"]:  # "what is the shape of the red object to the left of the square?"
-                    out += [{"type": "recognition", "group": "rel", "target": subject, "relation": r, "reference": ref,
-                             "ask": ask} for subject in [{}] + _one_attribute(o) if ask not in subject]
-    return [q for q in _unique(out) if q["type"] != "recognition" or Q.answer(q, scene) != Q.UNK]
+    """The structured queries asked about one image (paper 4.4 and 5.1): what the programs of
+    ``lib/data/scrapbook/templates.yaml`` ask (each program's comment there says what it asks and
+    why; :mod:`lib.scrapbook.programs` runs them), each query once, in order. Wrong values are
+    drawn with the dataset's seed from the dataset's colours and shapes (by default the vocabulary's)."""
+    return [q for _, q in P.keyed_queries(scene, colors, shapes, seed, n_wrong_positions)]
 
 
 def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: list[str],
                summary: "Summary | None" = None) -> list[str]:
     """The dataset rows of one image as JSONL lines: n paraphrases per query, in the four forms.
 
-    Each line is one :class:`lib.schema.Item`. The JSON is assembled from pieces encoded once per
-    query (hand-assembled: ``json.dumps`` per row cost twice the PNG encoding of the whole dataset
-    when profiled); tests parse every line back into an Item.
+    Each line is one :class:`lib.schema.Item` (task :attr:`ScrapbookQA.name`), written by hand
+    rather than with ``json.dumps(Item(...).to_dict())``: a Scrapbook set has hundreds of thousands
+    of rows that share most of their JSON, so the pieces are encoded once per query and form and
+    each row only escapes its paraphrase (``json.dumps`` per row cost twice the PNG encoding of the
+    whole dataset when profiled). The price is that the schema is spelt here a second time; a test
+    checks that a line reads back into an Item and is written again byte for byte.
     """
     rng = random.Random(f"{params.seed}:q:{scene['id']}")
     image = _dumps([scene["image"]])
-    head, mid = f'{{"id":"{scene["id"]}-', '","task":"scrapbook.qa","question":'
+    head, mid = f'{{"id":"{scene["id"]}-', f'","task":{_dumps(ScrapbookQA.name)},"question":'
     lines: list[str] = []
     scene_json = (f',"image":"{scene["id"]}","parent":{_dumps(scene["parent"])},"unit":{_dumps(scene["unit"])},'
                   '"form":"')
     types, groups = set(params.types), set(params.groups)
     forms = [f for f in Q.FORMS if f in params.forms]
-    for query in queries(scene, colors, shapes, params.seed, params.n_wrong_positions):
+    for key, query in P.keyed_queries(scene, colors, shapes, params.seed, params.n_wrong_positions):
         if query["type"] not in types or query["group"] not in groups:
             continue
-        key = Q.query_tuple(query)
         texts = Q.paraphrases(query, key)
         chosen = rng.sample(texts, min(params.n_questions_per_type, len(texts)))
         answer = Q.answer(query, scene)
@@ -670,9 +531,10 @@ _encode_str = json.encoder.encode_basestring  # the C string escaper json.dumps 
 
 
 @lru_cache(maxsize=65536)
-def _query_json(key: tuple) -> tuple[int, str]:
-    """A query's level and its ``"level":..,"concepts":..,"query":..`` JSON, once per distinct query."""
-    query = Q.from_key(key)
+def _query_json(key: str) -> tuple[int, str]:
+    """A query's level and its ``"level":..,"concepts":..,"query":..`` JSON (keys sorted), once per
+    distinct query (``key``: its :func:`lib.metrics.consistency.query_id`)."""
+    query = json.loads(key)
     concepts = Q.concepts(query)
     level = min(4, len(concepts))
     return level, f'"level":{level},"concepts":{_dumps(concepts)},"query":{_dumps(query)}'
@@ -701,8 +563,6 @@ def _alternatives(kind: str, max_count: int, colors: tuple, shapes: tuple) -> li
 def _finish(out: Path, summary: Summary, info: dict, items) -> dict:
     """The tables, ``summary.json`` and, last, ``dataset.json`` with the manifest of the items
     file (``items``: the :class:`lib.io.HashingWriter` that wrote it)."""
-    from lib.io import dataset_info, manifest_fields, write_json
-
     for name, rows in zip(("counts.csv", "concepts.csv"), summary.rows()):
         with open(out / name, "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["questions"])
@@ -737,8 +597,6 @@ def _built_aside(out: Path, build) -> dict:
     """Run ``build(folder)`` on a new folder beside ``out`` that is this run's alone
     (:func:`lib.io.aside_folder`), then put it in ``out``'s place (:func:`lib.io.swap_in`, which
     deletes only the version it replaces); a build that fails or is interrupted removes its folder."""
-    from lib.io import aside_folder, swap_in
-
     tmp = aside_folder(out)
     try:
         stats = build(tmp)
@@ -751,9 +609,6 @@ def _built_aside(out: Path, build) -> dict:
 
 def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, progress: bool) -> dict:
     from tqdm.auto import tqdm
-
-    from lib.io import HashingWriter
-    from lib.paths import cache_dir
 
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "masks").mkdir(parents=True, exist_ok=True)
@@ -795,8 +650,6 @@ def merge(shard_dirs: list[str | Path], out_dir: str | Path) -> dict:
     unfinished shard, a shard given twice, shards made with different parameters or seeds (their
     union is no dataset) and a set with gaps: shards ``0..k-1`` of one ``num_shards=k`` must all be
     there, each once (the error names the missing indexes)."""
-    from lib.io import IncompleteDataset, check_complete
-
     out = Path(out_dir)
     shards = [Path(d) for d in shard_dirs]
     for d in shards:
@@ -849,8 +702,6 @@ def _merge(shards: list[Path], infos: list[dict], out: Path) -> dict:
         for d in shards:
             for f in sorted((d / sub).iterdir()):
                 shutil.copy2(f, out / sub / f.name)
-    from lib.io import HashingWriter
-
     summary, written = Summary(), {}
     for name in ("scenes.jsonl", "items.jsonl"):
         files = [open(d / name, encoding="utf-8") for d in shards]

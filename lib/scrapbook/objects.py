@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
 import yaml
 from PIL import Image, ImageDraw
 
+from lib.io import ImageError, load_image, scan_images
 from lib.paths import DATA
 
 SIDES = {"triangle": 3, "square": 4, "pentagon": 5, "hexagon": 6, "heptagon": 7}
@@ -78,8 +78,6 @@ def draw_shape(shape: str, color: str, size: int) -> tuple[Image.Image, Image.Im
 
 def load_cutout(path: str | Path) -> tuple[Image.Image, Image.Image]:
     """An RGBA cut-out file and its mask (alpha > 0); the class is the file's folder name."""
-    from lib.io import load_image
-
     sprite = load_image(path, mode="RGBA")
     mask = sprite.getchannel("A").point(lambda a: 255 if a > 0 else 0)
     tight = mask.getbbox()
@@ -91,8 +89,6 @@ def load_cutout(path: str | Path) -> tuple[Image.Image, Image.Image]:
 def cutouts_from_folder(folder: str | Path) -> dict[str, list[Path]]:
     """``{class: [files]}`` from a folder of RGBA cut-outs laid out as ``<class>/<file>.png``;
     unreadable files are reported (by name) in the returned report, not used."""
-    from lib.io import scan_images
-
     paths, report = scan_images(folder)
     by_class: dict[str, list[Path]] = {}
     for p in paths:
@@ -109,8 +105,6 @@ def extract_coco_cutouts(images_dir: str | Path, annotations: str | Path, out_di
     ``out_dir/<class>/``. Applies the paper's filters: drop crowd annotations, objects smaller than
     ``min_side`` (48 px) in either dimension, and objects touching the image border."""
     from pycocotools.coco import COCO
-
-    from lib.io import ImageError, load_image
 
     min_side = min_side or vocabulary()["coco_min_object_side"]
     classes = classes or coco_classes()
@@ -144,7 +138,3 @@ def extract_coco_cutouts(images_dir: str | Path, annotations: str | Path, out_di
         result.setdefault(name, []).append(path)
     (out_dir / "cutouts.json").write_text(json.dumps({k: [str(p) for p in v] for k, v in sorted(result.items())}, indent=1))
     return result
-
-
-def mask_area(mask: Image.Image) -> int:
-    return int((np.asarray(mask) > 0).sum())

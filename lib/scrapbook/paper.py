@@ -77,3 +77,31 @@ def absurd_share(folder: str | Path) -> dict:
     one = counts[counts["form"] == "original"]
     ours = float(one.loc[one["absurd"], "questions"].sum() / one["questions"].sum())
     return {"ours": round(ours, 3), "paper_table8": round(1 - TABLE8["non-absurd"] / TABLE8["full"], 3)}
+
+
+COMMAND = "make run PROFILE=unique_all"
+PAPER = "Scrapbook"
+
+
+def _row(quantity: str, paper: int | float, ours: int | float, note: str) -> dict:
+    equal = paper == ours
+    return {"paper": PAPER, "quantity": quantity, "paper_value": paper, "ours": ours, "equal": equal,
+            "note": "" if equal else note, "command": COMMAND}
+
+
+def reproduction(folder: str | Path) -> pd.DataFrame:
+    """Every number above as one table (the stage's ``paper.csv``, read by the report): quantity,
+    the paper's value, ours, whether they are equal, the reason where not, and the command."""
+    folder = Path(folder)
+    images = sum(1 for _ in open(folder / "scenes.jsonl", encoding="utf-8"))
+    rows = [_row("images (section 5.2.3)", IMAGES, images, "the generator's parameters differ from Table 2's")]
+    counts = type_counts(folder).set_index("type")
+    for qtype, r in counts.iterrows():
+        rows.append(_row(f"{qtype} questions, one form (section 5.2.3)", int(r["paper"]), int(r["original"]), TYPE_NOTE))
+    for r in concept_rows(folder).itertuples():
+        rows.append(_row(f"Table {r.table}: level {r.level} {r.concept} {r.value}, subgroup {r.subgroup}", r.paper,
+                         r.ours, r.note))
+    share = absurd_share(folder)
+    rows.append(_row("absurd share of the questions (Table 8: 1 - non-absurd / full)", share["paper_table8"],
+                     share["ours"], TYPE_NOTE))
+    return pd.DataFrame(rows)

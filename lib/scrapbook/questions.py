@@ -28,15 +28,18 @@ for confirmation / recognition the claimed or asked characteristic; level = min(
 from __future__ import annotations
 
 import itertools
+import json
 import re
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 
 import yaml
 
+from lib.metrics.consistency import UNK, query_id
 from lib.paths import DATA
 from lib.scrapbook.layout import relation as box_relation
 
-UNK = "<unk>"
 TYPES = ("presence", "counting", "confirmation", "recognition")
 FORMS = ("original", "condition", "direction", "enumerated")
 _SLOT = re.compile(r"\{(\w+)\}")
@@ -75,21 +78,59 @@ def select(query: dict, scene: dict, attrs: dict | None = None) -> list[dict] | 
     return objs
 
 
+@dataclass(frozen=True)
+class AnswerKind:
+    """How a type's answer is read off the objects its query selects (``answer(chosen, query)``),
+    and what its enumerated form lists before ``not applicable``
+    (``choices(query, max_count, colors, shapes, regions)``)."""
+
+    answer: Callable[[list[dict], dict], str]
+    choices: Callable[..., list[str]]
+
+
+def _exists(chosen: list[dict], query: dict) -> str:
+    return "yes" if chosen else "no"
+
+
+def _count(chosen: list[dict], query: dict) -> str:
+    return str(len(chosen))
+
+
+def _claim(chosen: list[dict], query: dict) -> str:
+    if len(chosen) != 1:  # "is the circle red?" presupposes exactly one circle
+        return UNK
+    return "yes" if _matches(chosen[0], query["assert"]) else "no"
+
+
+def _attribute(chosen: list[dict], query: dict) -> str:
+    return chosen[0][query["ask"]] if len(chosen) == 1 else UNK  # one subject, as for claims
+
+
+def _yes_no(query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]) -> list[str]:
+    return ["yes", "no"]
+
+
+def _numbers(query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]) -> list[str]:
+    return [str(i) for i in range(max_count + 1)]
+
+
+def _values(query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]) -> list[str]:
+    return {"color": colors, "shape": shapes, "region": regions}[query["ask"]]
+
+
+# the answer kinds the types of templates.yaml name (`answer:`)
+ANSWER_KINDS = {"exists": AnswerKind(_exists, _yes_no), "count": AnswerKind(_count, _numbers),
+                "claim": AnswerKind(_claim, _yes_no), "attribute": AnswerKind(_attribute, _values)}
+
+
+def answer_kind(query: dict) -> AnswerKind:
+    return ANSWER_KINDS[templates()[query["type"]]["answer"]]
+
+
 def answer(query: dict, scene: dict) -> str:
     """The answer to ``query`` on ``scene`` (a string; ``<unk>`` when the question is incoherent)."""
     chosen = select(query, scene)
-    kind = query["type"]
-    if chosen is None:
-        return UNK
-    if kind == "presence":
-        return "yes" if chosen else "no"
-    if kind == "counting":
-        return str(len(chosen))
-    if len(chosen) != 1:  # confirmation and recognition presuppose exactly one subject
-        return UNK
-    if kind == "confirmation":
-        return "yes" if _matches(chosen[0], query["assert"]) else "no"
-    return chosen[0][query["ask"]]
+    return UNK if chosen is None else answer_kind(query).answer(chosen, query)
 
 
 def focused(query: dict) -> dict:
@@ -222,36 +263,21 @@ def _expand(template_list: tuple[str, ...], frozen: tuple) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def query_tuple(query: dict) -> tuple:
-    """A hashable form of a query (for caches)."""
-    return tuple((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in sorted(query.items()))
-
-
-def from_key(key: tuple) -> dict:
-    """The query a :func:`query_tuple` was made from."""
-    return {k: dict(v) if isinstance(v, tuple) else v for k, v in key}
-
-
 @lru_cache(maxsize=65536)
-def _paraphrases(key: tuple) -> tuple[str, ...]:
-    query = from_key(key)
+def _paraphrases(key: str) -> tuple[str, ...]:
+    query = json.loads(key)
     return _expand(tuple(_template_list(query)), _freeze(slot_values(query)))
 
 
-def paraphrases(query: dict, key: tuple | None = None) -> tuple[str, ...]:
-    """Every paraphrase the templates and expression dictionary give for ``query`` (sorted)."""
-    return _paraphrases(key or query_tuple(query))
+def paraphrases(query: dict, key: str | None = None) -> tuple[str, ...]:
+    """Every paraphrase the templates and expression dictionary give for ``query`` (sorted);
+    ``key``: its :func:`lib.metrics.consistency.query_id`, when the caller has it."""
+    return _paraphrases(key or query_id(query))
 
 
 def alternatives(query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]) -> list[str]:
     """The enumerated-form choices; the last is always ``not applicable``."""
-    na = templates()["not_applicable"]
-    kind = query["type"]
-    if kind in ("presence", "confirmation"):
-        return ["yes", "no", na]
-    if kind == "counting":
-        return [str(i) for i in range(max_count + 1)] + [na]
-    return {"color": colors, "shape": shapes, "region": regions}[query["ask"]] + [na]
+    return answer_kind(query).choices(query, max_count, colors, shapes, regions) + [templates()["not_applicable"]]
 
 
 def affixes(query: dict, alts: list[str]) -> dict[str, tuple[str, str]]:

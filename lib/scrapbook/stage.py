@@ -21,7 +21,8 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import config, plots
-from lib.scrapbook import explore
+from lib.io import write_csv
+from lib.scrapbook import explore, paper
 from lib.scrapbook.generate import ScrapbookParams, generate
 
 
@@ -33,6 +34,7 @@ class ScrapbookConfig(ScrapbookParams, config.StageConfig):
 
     sets: dict[str, dict] = field(default_factory=dict)  # name -> ScrapbookParams overrides (seed: the stage's)
     n_preview: int = 6  # images shown with the region grid
+    compare_to_paper: bool = False  # the main dataset has Table 2's parameters: write paper.csv beside the paper
 
     def params(self) -> ScrapbookParams:
         """The main dataset's generator parameters."""
@@ -76,6 +78,8 @@ def run(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -> dict:
         folder = A.dataset_folder(out, name)
         summary["datasets"][name] = _brief(generate(cfg.set_params(name), folder, progress=progress), folder)
     summary.update({k: stats[k] for k in ("images", "questions", "by_type", "placement_failures")})
+    if cfg.compare_to_paper:
+        write_csv(out / A.PAPER, paper.reproduction(main))
     return config.finish(out, A.SCRAPBOOK, cfg, summary)
 
 

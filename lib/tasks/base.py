@@ -10,18 +10,20 @@ rule lives in one place. The hooks are named after lmms-eval's (``doc_to_text`` 
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import pandas as pd
 import yaml
 
+from lib import config
 from lib.answers import parse_choice
 from lib.metrics import text as T
 from lib.metrics.stats import mean_ci
 from lib.paths import DATA
 from lib.schema import ERROR, FREE, INVALID, Constraint, Item, Prediction, Request, Response, is_constrained
 
-PROMPT_STYLES = ("zero_shot", "cot")  # zero-shot, and two-call zero-shot chain of thought (Kojima et al.)
 QUESTION_FIRST = False  # images before the question unless a model spec says otherwise
 TEXT_METRICS = ("bleu", "rouge_l", "meteor", "bertscore", "cider")  # YesBut's understanding metrics
 
@@ -57,14 +59,28 @@ class Prompt:
 
 
 @dataclass(frozen=True)
-class Scoring:
-    """The settings scoring may use (the evaluation config's share of them)."""
+class TaskOptions:
+    """A task's settings: what ``tasks: {<task name>: {...}}`` in stage 06's params may set. Every
+    task has these; a family with settings of its own subclasses it (its task's ``Options``)."""
 
-    text_metrics: tuple[str, ...] = TEXT_METRICS
-    bertscore_model: str | None = None
+    HUB_FIELDS: typing.ClassVar[tuple] = ()  # fields holding hub ids (checked by the preflight)
+
+    max_new_tokens: int | None = None  # its answers' token limit (None: the stage's max_new_tokens)
+    judge: bool = False  # the LAVE judge rates its answers (when the stage has a judge)
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """The settings scoring may use: the bootstrap's and each task's options as given in params
+    (``tasks``: task name -> its block); a task reads its own with :meth:`of`."""
+
     n_resamples: int = 1000
     seed: int = 0
-    scrapbook_exact: str = "paper"  # Scrapbook's exact forms: "paper" (raw answer, case aside) or "words"
+    tasks: dict = field(default_factory=dict)
+
+    def of(self, task: "Task") -> TaskOptions:
+        """``task``'s options: its params block over its ``Options`` defaults."""
+        return task.options(self.tasks.get(task.name) or {})
 
 
 @dataclass
@@ -75,6 +91,16 @@ class Tables:
     rows: list[dict] = field(default_factory=list)
     levels: object = None  # a DataFrame or None
     errors: object = None
+
+
+@dataclass
+class Results:
+    """What stage 06 wrote, as the tasks' :meth:`Task.paper_tables` read it: ``metrics.csv`` and
+    Scrapbook's ``errors.csv`` and ``levels.csv`` (empty frames where absent)."""
+
+    metrics: pd.DataFrame
+    errors: pd.DataFrame = field(default_factory=pd.DataFrame)
+    levels: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def metric_row(subset: str, metric: str, values=None, n: int = 0, n_invalid: int = 0, ci=None,
@@ -122,9 +148,49 @@ class Task:
     # the validation metric stage 05 picks its best checkpoint by (a key of its accuracy table):
     # "accuracy" (micro) or "macro" (the mean over question types)
     validation_metric: str = "accuracy"
+    # the (subset, metric) row a report leads with
+    headline: tuple[str, str] = ("all", "accuracy")
     # what score() leaves (its state) is all aggregate() reads: a rescore does not read the group's
     # items again for its tables
     aggregates_from_state: bool = False
+    Options: typing.ClassVar[type] = TaskOptions  # what its params block may set
+
+    # --- settings and items -------------------------------------------------------------------------
+    @classmethod
+    def options(cls, block: dict | None = None, where: str = "") -> TaskOptions:
+        """The task's options from its params block (``tasks: {name: block}``): unknown keys and wrong
+        types raise :class:`lib.config.ParamsError` naming ``where`` and the key."""
+        where = where or f"tasks.{cls.name}"
+        try:
+            return config.dataclass_from(cls.Options, block or {}, where)
+        except (TypeError, ValueError) as e:
+            raise config.ParamsError(f"{where}: {e}") if not isinstance(e, config.ParamsError) else e from None
+
+    @classmethod
+    def make_item(cls, id: str, images: list[str], question: str = "", answer: list | tuple = (),
+                  options: list[str] | None = None, meta: dict | None = None) -> Item:
+        """An item of this task; families with fields of their own wrap it with the arguments they need."""
+        return Item(id=id, task=cls.name, question=question, images=list(images), options=options,
+                    answer=list(answer), meta=dict(meta or {}))
+
+    # --- results ------------------------------------------------------------------------------------
+    def subset(self, item: Item) -> str:
+        """The subset an item is shown under when its answers are browsed (its metric rows' finest
+        common grouping: a question type, a form, a part); ``all`` by default."""
+        return "all"
+
+    @classmethod
+    def rows(cls, table: pd.DataFrame) -> pd.DataFrame:
+        """The rows of a results table (``metrics.csv`` and the like) that are this task's."""
+        return table[table["task"] == cls.name]
+
+    def paper_tables(self, results: "Results") -> dict[str, pd.DataFrame]:
+        """The papers' tables this task's results fill (name -> table); none by default."""
+        return {}
+
+    def paper_figures(self, results: "Results") -> dict[str, object]:
+        """The papers' figures this task's results fill (name -> matplotlib figure); none by default."""
+        return {}
 
     # --- asking -----------------------------------------------------------------------------------
     def choices(self, item: Item) -> tuple[str, ...] | None:
@@ -212,6 +278,10 @@ class Task:
     def sample_rank(self, item: Item) -> float:
         """Units of lower rank are sampled first."""
         return 0
+
+    def answer_text(self, item: Item, stored) -> str:
+        """A stored read answer (:meth:`jsonable`'s form) as a reader sees it; empty for none."""
+        return "" if stored is None else str(stored)
 
     def jsonable(self, value):
         """A read answer as stored in ``predictions.jsonl``."""

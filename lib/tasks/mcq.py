@@ -13,10 +13,13 @@ import re
 import string
 from pathlib import Path
 
+import pandas as pd
+
+from lib import plots
 from lib.metrics import classification as C
 from lib.metrics.stats import bootstrap_ci
 from lib.schema import INVALID, Item
-from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts
+from lib.tasks.base import Prompt, Results, Scoring, Tables, Task, metric_row, n_truncated, prompts
 
 LETTERS = string.ascii_uppercase
 NONE_LETTER = "N"
@@ -72,6 +75,19 @@ def format_options(options: list[str]) -> str:
 class MultipleChoice(Task):
     name = "mcq"
     validation_metric = "macro"  # MemeQA selects by the dev macro average over its question types
+    headline = ("all", "exact_macro")  # MemeQA's main results: the macro average over question types
+
+    @classmethod
+    def make_item(cls, id: str, images: list[str], question: str = "", answer: list | tuple = (),
+                  options: list[str] | None = None, general_type: str | None = None, specific_type: str | None = None,
+                  meta: dict | None = None) -> Item:
+        """A multiple-choice item: ``answer`` holds option indices; ``general_type`` (single / multi)
+        defaults to what the number of answers says, ``specific_type`` is the question type the
+        macro average runs over."""
+        kinds = {"general_type": general_type or ("single" if len(answer) == 1 else "multi")}
+        if specific_type is not None:
+            kinds["specific_type"] = specific_type
+        return super().make_item(id, images, question, answer, options, {**kinds, **(meta or {})})
 
     def choices(self, item: Item) -> tuple[str, ...]:
         if not item.options:
@@ -100,6 +116,12 @@ class MultipleChoice(Task):
             return ", ".join(LETTERS[i] for i in sorted(item.answer)) if item.answer else NONE_LETTER
         return LETTERS[item.answer[0]]
 
+    def answer_text(self, item: Item, stored) -> str:
+        """A multi-answer item's stored option indices as letters ("A, C"; "N": none of them)."""
+        if is_multi(item) and isinstance(stored, list):
+            return ", ".join(LETTERS[i] for i in stored) or NONE_LETTER
+        return super().answer_text(item, stored)
+
     def read(self, item: Item, text: str, constrained_value=None) -> tuple:
         if not is_multi(item):
             return super().read(item, text, constrained_value)
@@ -116,6 +138,18 @@ class MultipleChoice(Task):
                 pred = set(p.parsed) if is_multi(it) else {LETTERS.index(p.parsed)}
             p.scores = {"exact": float(pred is not None and pred == gold), "jaccard": C.jaccard(gold, pred)}
             p.correct = bool(p.scores["exact"])
+
+    def subset(self, item: Item) -> str:
+        return item.meta.get("specific_type", "all")
+
+    def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
+        """MemeQA's per-type table (the paper's main results) per multiple-choice dataset:
+        ``memeqa_types_<dataset>``."""
+        return {f"memeqa_types_{dataset}": table for (dataset,), table in type_tables(self.rows(results.metrics)).items()}
+
+    def paper_figures(self, results: Results) -> dict[str, object]:
+        m = self.rows(results.metrics)
+        return {"memeqa_accuracy_by_type": plots.accuracy_by_type(m)[0]} if len(m) else {}
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         n, n_inv = len(preds), sum(not p.valid for p in preds)
@@ -134,3 +168,17 @@ class MultipleChoice(Task):
                 rows.append(metric_row(t, metric, sub, len(sub), sum(not p.valid for p in sub_preds), scoring=scoring,
                                        n_truncated=n_truncated(sub_preds)))
         return Tables(rows)
+
+
+def type_tables(metrics: pd.DataFrame, metric: str = "exact") -> dict[tuple, pd.DataFrame]:
+    """MemeQA's per-type table per dataset of multiple-choice rows (``metrics`` holds this task's
+    rows): one row per model and prompt style, a column per question type, then the micro and
+    macro averages."""
+    out = {}
+    for dataset, m in metrics.groupby("dataset"):
+        types = m[m["metric"] == metric].pivot_table(index=["model", "style"], columns="subset", values="value")
+        avg = m[m["metric"].isin([f"{metric}_micro", f"{metric}_macro"])].pivot_table(
+            index=["model", "style"], columns="metric", values="value")
+        out[(dataset,)] = types.join(avg.rename(columns=lambda c: c.split("_")[-1])).reset_index()
+    return out
+

@@ -12,13 +12,16 @@ paraphrase and version), lowest levels first.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from lib import plots
 from lib.metrics import consistency as S
 from lib.schema import ERROR, Item
-from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts
+from lib.tasks.styles import ZeroShot
+from lib.tasks.base import Prompt, Results, Scoring, Tables, Task, TaskOptions, metric_row, n_truncated, prompts
 
 
 # the frame's strings stay Python objects (shared with the records), not copied into pyarrow
@@ -56,10 +59,24 @@ def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
     return pd.DataFrame({k: pd.Series(v, dtype=object if k in TEXT_COLUMNS else None) for k, v in columns.items()})
 
 
+@dataclass(frozen=True)
+class ScrapbookOptions(TaskOptions):
+    """``scrapbook.qa``'s settings: how the condition and enumerated forms are matched - ``paper``
+    (the raw answer, case aside, as the paper's protocol) or ``words`` (the lenient reading)."""
+
+    exact: str = "paper"
+
+    def __post_init__(self):
+        if self.exact not in S.EXACT_MODES:
+            raise ValueError(f"exact={self.exact!r}: choose one of {S.EXACT_MODES}")
+
+
 class ScrapbookQA(Task):
     name = "scrapbook.qa"
     scene_questions = True
     aggregates_from_state = True  # the scored frame
+    Options = ScrapbookOptions
+    headline = ("non-absurd", "accuracy_all_forms")  # Table 8: a question is right when all its forms are
 
     def choices(self, item):
         if item.meta.get("form") == "enumerated" and item.meta.get("alternatives"):
@@ -72,7 +89,7 @@ class ScrapbookQA(Task):
                       self.choices(item), p["answer_trigger"])
 
     def score(self, preds, items, scoring: Scoring) -> pd.DataFrame:
-        frame = S.score_versions(scrapbook_frame(preds, items), exact=scoring.scrapbook_exact)
+        frame = S.score_versions(scrapbook_frame(preds, items), exact=scoring.of(self).exact)
         for p, cat, ok, strict in zip(preds, frame["category"], frame["correct"], frame["correct_strict"]):
             p.correct = bool(ok)
             p.scores = {"correct": float(ok), "correct_strict": float(strict)}
@@ -97,6 +114,37 @@ class ScrapbookQA(Task):
         errors = pd.concat([S.error_table(frame, qs), overall.rename(columns={"questions": "count"}).assign(
             unit="questions", category="overall")], ignore_index=True)
         return Tables(rows, levels=S.levels(frame), errors=errors)
+
+    def subset(self, item: Item) -> str:
+        return f"form={item.meta['form']}"
+
+    def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
+        """Scrapbook Table 8 (overall), Tables 9/10/15 (aggregated error types) and Tables 11-14
+        (level 2 by position, type and subgroup) from stage 06's errors and levels."""
+        out, errors, levels = {}, results.errors, results.levels
+        if len(errors):
+            q = errors[errors["unit"] == "questions"]
+            out["table8_overall"] = q.pivot_table(index=["dataset", "filter"], columns=["model", "style"],
+                                                  values="accuracy").round(4)
+            agg = errors[errors["unit"] == "aggregated"]
+            out["tables9_10_15_errors"] = agg.pivot_table(index=["dataset", "category"],
+                                                          columns=["model", "style", "filter"], values="count")
+        if len(levels):
+            two = levels[(levels["level"] == 2) & (levels["form"] == "all")].copy()
+            if len(two):
+                two["cell"] = [f"{c} / {n}" for c, n in zip(two["correct"], two["n"])]
+                out["tables11_14_level2"] = two.pivot_table(index=["dataset", "model", "style", "concepts", "type"],
+                                                            columns="subgroup", values="cell", aggfunc="first")
+        return out
+
+    def paper_figures(self, results: Results) -> dict[str, object]:
+        """Scrapbook Figures 17-31 (level 1 by concept and form), zero-shot, per dataset and model."""
+        levels = results.levels
+        if not len(levels):
+            return {}
+        return {f"scrapbook_level1_{dataset}_{model}": plots.scrapbook_level1(lv)[0]
+                for (dataset, model, style), lv in levels.groupby(["dataset", "model", "style"])
+                if style == ZeroShot.name and (lv["level"] == 1).any()}
 
     def sample_unit(self, item: Item):
         return tuple(item.meta.get("unit") or ()), S.query_id(item.meta["query"])

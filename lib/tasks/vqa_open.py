@@ -3,16 +3,25 @@ ANLS and VQA accuracy per answer; open answers are what the LAVE judge rates."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts, set_text_scores, text_scores
+from lib.tasks.base import (Prompt, Scoring, Tables, Task, TaskOptions, metric_row, n_truncated, prompts, set_text_scores,
+                            text_scores)
 
 OPEN_METRICS = ("exact_match", "anls", "vqa_accuracy")
+
+
+@dataclass(frozen=True)
+class OpenOptions(TaskOptions):
+    judge: bool = True  # LAVE rates open answers unless switched off
 
 
 class OpenVQA(Task):
     name = "vqa.open"
     open_answer = True
+    Options = OpenOptions
+    headline = ("all", "vqa_accuracy")
 
     def prompt(self, item, root) -> Prompt:
         p = prompts()

@@ -10,13 +10,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
+import pandas as pd
+
+from lib import plots
 from lib.metrics import classification as C
 from lib.metrics import text as T
 from lib.metrics.stats import bootstrap_ci
 from lib.schema import Item
-from lib.tasks.base import Prompt, Scoring, Tables, Task, metric_row, n_truncated, prompts, set_text_scores, text_scores
+from lib.tasks.base import (TEXT_METRICS, Prompt, Results, Scoring, Tables, Task, TaskOptions, metric_row, n_truncated,
+                            prompts, set_text_scores, text_scores)
 
 
 def _images(item: Item, root) -> tuple[str, ...]:
@@ -24,10 +30,21 @@ def _images(item: Item, root) -> tuple[str, ...]:
 
 
 class _OneLabel(Task):
-    """A YesBut task answered with one label of a fixed set, asked with the paper's prompt."""
+    """A YesBut task answered with one label of a fixed set, asked with the paper's prompt; its paper
+    table (``table``) holds ``table_metrics`` zero-shot vs CoT with their 95% intervals."""
 
     labels: tuple[str, ...] = ()
     prompt_key = ""  # the prompt and answer-trigger key in the yesbut block
+    table = ""
+    table_metrics: tuple[str, ...] = ("accuracy",)
+
+    def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
+        m = self.rows(results.metrics)
+        m = m[m["metric"].isin(self.table_metrics) & (m["subset"] == "all")].copy()
+        if m.empty:
+            return {}
+        m["cell"] = [f"{v:.3f} [{lo:.2f}, {hi:.2f}]" for v, lo, hi in zip(m["value"], m["ci_low"], m["ci_high"])]
+        return {self.table: m.pivot_table(index="model", columns=["metric", "style"], values="cell", aggfunc="first")}
 
     def choices(self, item):
         return self.labels
@@ -44,6 +61,12 @@ class Detection(_OneLabel):
     name = "yesbut.detection"
     labels = ("Y", "N")
     prompt_key = "detection"
+    table, table_metrics = "table3_detection", ("accuracy", "f1")  # YesBut Table 3
+
+    @classmethod
+    def make_item(cls, id: str, image: str, satirical: bool, meta: dict | None = None) -> Item:
+        """Is the two-panel ``image`` satirical? Answered Y / N."""
+        return super().make_item(id, [image], answer=["Y" if satirical else "N"], meta=meta)
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         tables = super().aggregate(preds, items, scoring)
@@ -61,23 +84,60 @@ class Completion(_OneLabel):
     name = "yesbut.completion"
     labels = ("A", "B")
     prompt_key = "completion"
+    table = "table4_completion"  # YesBut Table 4
+
+    @classmethod
+    def make_item(cls, id: str, image: str, correct: int, meta: dict | None = None) -> Item:
+        """The 2x2 grid ``image`` whose option ``correct`` (0: A, 1: B) completes the satire."""
+        return super().make_item(id, [image], answer=[cls.labels[correct]], meta=meta)
+
+
+@dataclass(frozen=True)
+class UnderstandingOptions(TaskOptions):
+    """``yesbut.understanding``'s settings: the text metrics it reports and BERTScore's model."""
+
+    HUB_FIELDS: ClassVar[tuple] = ("bertscore_model",)
+
+    text_metrics: tuple[str, ...] = TEXT_METRICS
+    bertscore_model: str | None = None  # HF id or path; None: the local MiniLM
+
+    def __post_init__(self):
+        object.__setattr__(self, "text_metrics", tuple(self.text_metrics))
+        bad = [m for m in self.text_metrics if m not in TEXT_METRICS]
+        if bad:
+            raise ValueError(f"text_metrics: unknown metric(s) {bad}; choose from {TEXT_METRICS}")
+
+
+PARTS = ("left", "right", "whole")  # a half described, or the whole image explained
+UNDERSTANDING_METRICS = ("bleu_corpus", "rouge_l", "meteor", "bertscore")  # the paper's four (5.3)
 
 
 class Understanding(Task):
     name = "yesbut.understanding"
     open_answer = True
+    Options = UnderstandingOptions
+    headline = ("all", "rouge_l")
+
+    @classmethod
+    def make_item(cls, id: str, image: str, reference: str, meta: dict) -> Item:
+        """Describe a half (``meta`` ``part`` left / right) or say why the whole image is funny
+        (``whole``); scored against the annotation ``reference``."""
+        if meta.get("part") not in PARTS:
+            raise ValueError(f"item {id!r}: part must be one of {PARTS}, got {meta.get('part')!r}")
+        return super().make_item(id, [image], answer=[reference], meta=meta)
 
     def prompt(self, item, root) -> Prompt:
         p = prompts()
         part = item.meta.get("part")
-        if part not in ("left", "right", "whole"):
-            raise ValueError(f"item {item.id!r}: yesbut.understanding needs meta.part left/right/whole, got {part!r}")
+        if part not in PARTS:
+            raise ValueError(f"item {item.id!r}: {self.name} needs meta.part left/right/whole, got {part!r}")
         text = p["yesbut"]["why_funny"] if part == "whole" else p["yesbut"]["describe"]
         return Prompt(text, _images(item, root), None, p["cot"]["answer_trigger"])
 
     def score(self, preds, items, scoring: Scoring):
-        set_text_scores(preds, text_scores(preds, [self.target(it) for it in items], scoring.text_metrics,
-                                           scoring.bertscore_model))
+        opts = scoring.of(self)
+        set_text_scores(preds, text_scores(preds, [self.target(it) for it in items], opts.text_metrics,
+                                           opts.bertscore_model))
 
     def subsets(self, items) -> dict[str, list[int]]:
         """``all``, each part, each part within each stage (Figure 5, Table 6), and the whole image
@@ -97,19 +157,60 @@ class Understanding(Task):
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         """Per subset, the mean of each per-answer metric (BERTScore's row names its model) and,
         beside sentence BLEU's mean, corpus BLEU - what the paper's tool reports."""
-        rows = []
+        rows, model = [], scoring.of(self).bertscore_model
         refs = [self.target(it) for it in items]
         for subset, idx in self.subsets(items).items():
             n_inv, n_cut = sum(not preds[i].valid for i in idx), n_truncated([preds[i] for i in idx])
             for metric in preds[0].scores:
                 vals = [preds[i].scores[metric] for i in idx]
-                label = f"bertscore ({bertscore_name(scoring.bertscore_model)})" if metric == "bertscore" else metric
+                label = f"bertscore ({bertscore_name(model)})" if metric == "bertscore" else metric
                 rows.append(metric_row(subset, label, vals, len(idx), n_inv, n_truncated=n_cut, scoring=scoring))
             if "bleu" in preds[0].scores:
                 ci = T.bleu_corpus([preds[i].parsed if preds[i].valid else "" for i in idx], [refs[i] for i in idx],
                                    scoring.n_resamples, scoring.seed)
                 rows.append(metric_row(subset, "bleu_corpus", n=len(idx), n_invalid=n_inv, ci=ci, n_truncated=n_cut))
         return Tables(rows)
+
+
+    def subset(self, item: Item) -> str:
+        return item.meta["part"]
+
+    def frame(self, metrics: pd.DataFrame, style: str = "zero_shot") -> pd.DataFrame:
+        """The understanding rows as the paper reads them (zero-shot, its four metrics): model,
+        subset, part (whole = the WHYFUNNY prompt, left/right = "Describe the image"), group (stage
+        2, 3, 4, all; or difficulty / text), metric, value - plus ``mean of 4`` per model and subset."""
+        m = self.rows(metrics)
+        m = m[m["style"] == style].copy()
+        m["metric"] = m["metric"].str.replace(r"^bertscore.*", "bertscore", regex=True)  # its row names the model
+        m = m[m["metric"].isin(UNDERSTANDING_METRICS) & (m["subset"] != "all")]
+        if m.empty:
+            return m
+        m["part"] = m["subset"].str.split("/").str[0]
+        m["group"] = m["subset"].str.split("/").str[1].fillna("all")
+        mean = m.groupby(["model", "subset", "part", "group"], as_index=False)["value"].mean().assign(metric="mean of 4")
+        return pd.concat([m[["model", "subset", "part", "group", "metric", "value"]], mean], ignore_index=True)
+
+    def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
+        """YesBut Tables 6 (by annotation stage, both prompts), 7 (WHYFUNNY by difficulty) and 8
+        (WHYFUNNY by text in the image): one row per model and group, a column per metric and their mean."""
+        f = self.frame(results.metrics)
+        if f.empty:
+            return {}
+        stages = f[f["group"].str.startswith("stage") | (f["group"] == "all")]
+        stages = stages.assign(prompt=stages["part"].map({"whole": "WHYFUNNY", "left": "describe (left)",
+                                                          "right": "describe (right)"}))
+        out = {"table6_understanding_by_stage": stages.pivot_table(index=["model", "prompt", "group"], columns="metric",
+                                                                   values="value").round(4)}
+        for name, key in (("table7_understanding_by_difficulty", "difficulty"), ("table8_understanding_by_text", "text")):
+            sub = f[(f["part"] == "whole") & f["group"].str.startswith(key)]
+            if len(sub):
+                out[name] = sub.assign(group=sub["group"].str.removeprefix(f"{key} ")).rename(columns={"group": key}) \
+                    .pivot_table(index=["model", key], columns="metric", values="value").round(4)
+        return out
+
+    def paper_figures(self, results: Results) -> dict[str, object]:
+        frame = self.frame(results.metrics)
+        return {"yesbut_fig5_understanding": plots.understanding_metrics(frame)[0]} if len(frame) else {}
 
 
 def bertscore_name(model: str | None) -> str:

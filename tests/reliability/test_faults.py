@@ -16,7 +16,7 @@ import pytest
 
 from lib import artifacts as A
 from lib.evaluate import rescore_folder
-from lib.setup import demo_datasets
+from lib.prepare import demo_datasets
 
 # One evaluation in a child process: the constant baseline on the demo's mcq and vqa sets (no model to
 # load, seconds). argv: datasets folder, run folder, answer, file-size cap in bytes (0: none).

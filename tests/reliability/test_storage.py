@@ -122,10 +122,10 @@ def test_a_dataset_whose_write_stopped_before_its_manifest_is_refused(tmp_path, 
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         real(path, obj)
 
-    monkeypatch.setattr(vio, "write_json", full_disk)
+    monkeypatch.setattr(vio.datasets, "write_json", full_disk)  # what save_dataset calls
     with pytest.raises(OSError, match="No space left"):
         vio.save_dataset(folder, _items(5), vio.dataset_info("ds"))
-    monkeypatch.setattr(vio, "write_json", real)
+    monkeypatch.setattr(vio.datasets, "write_json", real)
     assert (folder / "items.jsonl").exists()
     for name, read in _readers(folder).items():
         with pytest.raises(ValueError, match=rf"{folder}: .*never finished.*rerun") as refused:
@@ -147,7 +147,7 @@ def test_a_partial_items_file_is_refused_by_every_reader(tmp_path):
                                              rf"records .*rerun") as refused:
             read()
         assert refused.type is vio.IncompleteDataset, name
-    # rewritten with other content of the same length: the full check (python -m lib.io check) tells
+    # rewritten with other content of the same length: the full check (python -m lib.formats check) tells
     at = whole.index(b'"question":"') + len(b'"question":"')
     (folder / "items.jsonl").write_bytes(whole[:at] + whole[at:at + 1].swapcase() + whole[at + 1:])
     assert len(vio.load_items(folder)) == whole.count(b"\n")  # a reader's checks are cheap: size and count
@@ -187,7 +187,7 @@ TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8, "quest
 
 @pytest.fixture(scope="module")
 def mcq(tmp_path_factory):
-    from lib.setup import demo_datasets
+    from lib.prepare import demo_datasets
 
     return str(demo_datasets(tmp_path_factory.mktemp("storage-data"))["mcq"])
 
@@ -197,7 +197,7 @@ def _evaluate(mcq: str, out: Path, max_items: int):
     from lib.store import CallStore
 
     cfg = E.EvalConfig(datasets={"mcq": mcq}, models={"tiny": TINY}, styles=["zero_shot"], max_new_tokens=4,
-                       max_items=max_items, n_resamples=20, text_metrics=["bleu"])
+                       max_items=max_items, n_resamples=20, tasks={"yesbut.understanding": {"text_metrics": ["bleu"]}})
     return E.run(cfg, out, store=CallStore(out.parent / "calls.sqlite"), progress=False)
 
 
@@ -331,7 +331,7 @@ def test_a_build_killed_at_random_points_leaves_the_previous_or_the_new_dataset(
         proc.communicate(timeout=60)
         go.unlink()
         if not out.exists():  # only a swap without Linux's one-step exchange has that moment
-            assert vio._renameat2() is None, "the dataset folder vanished"
+            assert vio.swap._renameat2() is None, "the dataset folder vanished"
             generate(ScrapbookParams(**SMALL, seed=1), out, progress=False)
         _assert_whole(out, refs)
     generate(ScrapbookParams(**SMALL, seed=1), out, progress=False)

@@ -1,15 +1,15 @@
 """One Unique All dataset (the paper's Table 2 parameters, 162 images) for every Scrapbook test."""
 
 import pytest
-import yaml
 
-from lib.paths import PARAMS
-from lib.scrapbook import ScrapbookParams, generate
+from lib.config import resolve
+from lib.scrapbook import generate
+from lib.scrapbook.stage import ScrapbookConfig
 
 
 @pytest.fixture(scope="session")
 def unique_all(tmp_path_factory):
-    data = yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text())
+    params = resolve(ScrapbookConfig, "unique_all").cfg.params()  # the profile's generator parameters
     out = tmp_path_factory.mktemp("unique_all")
-    stats = generate(ScrapbookParams.from_dict(data), out, progress=False)
+    stats = generate(params, out, progress=False)
     return out, stats

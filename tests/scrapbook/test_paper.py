@@ -111,3 +111,13 @@ def test_the_matcher_accepts_every_region_name_the_generator_uses():
         for name in names:
             assert S.categorize(f"it is on the {name}", region, "original", regions) == S.CORRECT, (region, name)
             assert S.categorize(name, region, "condition", regions) == S.CORRECT, (region, name)
+
+
+def test_the_reproduction_table_puts_each_paper_number_beside_ours(unique_all):
+    """What stage 04 writes as paper.csv with compare_to_paper (the report's Reproduction section)."""
+    table = paper.reproduction(unique_all[0])
+    assert list(table.columns) == ["paper", "quantity", "paper_value", "ours", "equal", "note", "command"]
+    images = table[table["quantity"].str.startswith("images")].iloc[0]
+    assert images["paper_value"] == images["ours"] == paper.IMAGES and images["equal"]
+    assert (table["note"] == "").eq(table["equal"]).all()  # a difference always says why
+    assert len(table[table["quantity"].str.startswith("Table ")]) == len(paper.TABLES_5_6)

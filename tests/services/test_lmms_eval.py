@@ -25,7 +25,7 @@ from lib.export import main as export
 from lib.io import load_items, read_jsonl
 from lib.models.tiny import tiny_vlm_path
 from lib.schema import Prediction
-from lib.setup import demo_datasets
+from lib.prepare import demo_datasets
 from lib.store import CallStore
 
 from .conftest import _python
@@ -57,7 +57,7 @@ def setup(lmms_eval_python, tmp_path_factory):
     spec = cfg.models[MODEL]
     assert spec["backend"] == "tiny" and spec["name"] == "llava"
     folder = tiny_vlm_path("llava", int(spec.get("seed", 0)), image_size=int(spec["image_size"]), patch=int(spec["patch"]))
-    preds = {(p["meta"]["dataset"], p["item_id"]): p for p in read_jsonl(root / "06_evaluate" / "predictions.jsonl")}
+    preds = {(p["dataset"], p["item_id"]): p for p in read_jsonl(root / "06_evaluate" / "predictions.jsonl")}
     metrics = pd.read_csv(root / "06_evaluate" / "metrics.csv")
     return {"root": root, "cfg": cfg, "folders": folders, "model": folder, "preds": preds, "metrics": metrics,
             "stage06_s": time.perf_counter() - start}

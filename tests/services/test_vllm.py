@@ -19,7 +19,7 @@ from lib.io import load_items, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
 from lib.models.api import schema_problems
 from lib.schema import fingerprint
-from lib.setup import demo_datasets
+from lib.prepare import demo_datasets
 from lib.store import CallStore
 
 from .conftest import spec
@@ -180,11 +180,12 @@ def test_stage_03_with_vllm_as_generator_and_discriminator(vllm, tmp_path):
 def test_stage_06_on_a_small_dataset(vllm, tmp_path):
     folders = {k: str(v) for k, v in demo_datasets(tmp_path / "demo").items() if k in ("mcq", "yesbut")}
     cfg = E.EvalConfig(datasets=folders, models={"vllm": spec(vllm["vision"])}, styles=["zero_shot"], max_new_tokens=4,
-                       n_resamples=50, text_metrics=["bleu", "rouge_l"], tasks=["mcq", "yesbut.detection"])
+                       n_resamples=50, only_tasks=["mcq", "yesbut.detection"],
+                       tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}})
     out = tmp_path / "run" / "06_evaluate"
     summary = E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
-    n_items = sum(len([i for i in load_items(f) if i.task in cfg.tasks]) for f in folders.values())
+    n_items = sum(len([i for i in load_items(f) if i.task in cfg.only_tasks]) for f in folders.values())
     assert len(preds) == n_items == summary["predictions"]
     assert all(p["method"] == "json_schema" and p["valid"] for p in preds)  # every answer decoded under the schema
     metrics = pd.read_csv(out / "metrics.csv")

@@ -46,6 +46,7 @@ def process_results(doc, results):
 
 def _aggregate(metric, rows):
     """NaN for a metric the evaluated docs have no rows of (a subset ``--limit`` left out)."""
+    # deferred on purpose: lmms-eval imports this file to register the hooks, before VQA Lab is needed
     from lib.export import metric_value
 
     return metric_value(HERE, metric, rows)

@@ -1,7 +1,10 @@
 """Stage 00 · Setup: build the embedded models, write sample images, probe every model once.
 
-    run(SetupConfig(), out)                                   # what notebook 00 does
-    python -m lib.setup --profile demo          # -> outputs/demo/00_setup
+    run(SetupConfig(), out)                       # every step in order
+    python -m lib.prepare --profile demo          # -> outputs/demo/00_setup
+
+Notebook 00 calls the steps one per section, as :func:`run` composes them: :func:`sample_images`,
+:func:`probe`, :func:`datasets`, then :func:`finish` (summary and provenance).
 
 Run first (``make run`` does): it writes the demo's sample photographs
 (:func:`lib.io.write_sample_images`), builds each model of the profile once into ``outputs/cache/``
@@ -29,7 +32,9 @@ from lib.io import dataset_info, load_image, save_dataset, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
 from lib.panels import completion_grid, compose
 from lib.paths import DATA
-from lib.schema import Item
+from lib.tasks.mcq import MultipleChoice
+from lib.tasks.vqa_open import OpenVQA
+from lib.tasks.yesbut import Completion, Detection, Understanding
 from lib.store import CallStore
 
 
@@ -55,25 +60,52 @@ class SetupConfig(config.StageConfig):
         return {k: v for k, v in self.models.items() if not A.is_run_output(v.get("name"))}
 
 
-def run(cfg: SetupConfig, out: str | Path, store: CallStore | None = None) -> dict:
-    """Sample images, the probe of every model (``probe.csv``), the demo datasets, summary and
-    provenance. Raises when a constrained probe answer is invalid (the environment is broken)."""
+def sample_images(out: str | Path) -> list[Path]:
+    """Write the demo's sample photographs into ``out/images/``; returns their paths."""
+    return write_sample_images(Path(out) / A.SAMPLE_IMAGES)
+
+
+def probe(cfg: SetupConfig, out: str | Path, images: list[Path], store: CallStore | None = None) -> pd.DataFrame:
+    """Build and probe every model of ``cfg`` (:func:`probe_models`) and write ``probe.csv``; one row per answer."""
+    table = probe_models(cfg.specs(), images, store if store is not None else CallStore.default())
+    table.to_csv(Path(out) / A.PROBE, index=False)
+    return table
+
+
+def datasets(cfg: SetupConfig, out: str | Path) -> dict[str, Path]:
+    """The embedded demo's evaluation datasets under ``out/datasets/`` (:func:`demo_datasets`) when
+    ``cfg.demo_datasets`` asks for them; name -> folder."""
+    return demo_datasets(Path(out) / A.DATASETS, seed=cfg.seed) if cfg.demo_datasets else {}
+
+
+def finish(cfg: SetupConfig, out: str | Path, images: list[Path], answers: pd.DataFrame,
+           folders: dict[str, Path]) -> dict:
+    """The summary and provenance from what the steps returned (the sample images, the probe's
+    answers, the datasets' folders); raises when a constrained probe answer is invalid (the
+    environment is broken), after writing them."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    images = write_sample_images(out / A.SAMPLE_IMAGES)
-    probe = probe_models(cfg.specs(), images, store if store is not None else CallStore.default())
-    probe.to_csv(out / A.PROBE, index=False)
-    datasets = demo_datasets(out / A.DATASETS, seed=cfg.seed) if cfg.demo_datasets else {}
-    constrained = probe[probe.method.str.startswith("constrained")]
-    summary = {"models": int(probe.model.nunique()), "probe_answers": len(probe),
+    constrained = answers[answers.method.str.startswith("constrained")]
+    summary = {"models": int(answers.model.nunique()), "probe_answers": len(answers),
                "constrained_invalid": int((~constrained.valid).sum()), "sample_images": [p.name for p in images],
-               "datasets": {k: str(v) for k, v in datasets.items()}}
+               "datasets": {k: str(v) for k, v in folders.items()}}
     config.finish(out, A.SETUP, cfg, summary)
     if summary["constrained_invalid"]:
         bad = constrained[~constrained.valid]
         raise RuntimeError(f"{len(bad)} constrained probe answer(s) invalid (models {sorted(set(bad.model))}): "
                            f"see {out / A.PROBE}")
     return summary
+
+
+def run(cfg: SetupConfig, out: str | Path, store: CallStore | None = None) -> dict:
+    """The stage, step by step as notebook 00 runs it: sample images, the probe of every model
+    (``probe.csv``), the demo datasets, summary and provenance. Raises when a constrained probe
+    answer is invalid (the environment is broken)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    images = sample_images(out)
+    answers = probe(cfg, out, images, store)
+    return finish(cfg, out, images, answers, datasets(cfg, out))
+
 
 def probe_requests(images: list[Path], vision: bool) -> list[Request]:
     """A handful of constrained questions (choices by trie and by log-likelihood, and JSON)."""
@@ -119,35 +151,32 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
     out = Path(out)
     info = lambda name: dataset_info(name, license="demo (scikit-image sample images)",  # noqa: E731
                                      provenance={"source": "lib/data/demo/evaluation.yaml"})
+    mcq = MultipleChoice.name  # the multiple-choice set and its block in evaluation.yaml are named after its task
     folders = {}
-    for name in ("mcq", "vqa", "yesbut"):
+    for name in (mcq, "vqa", "yesbut"):
         folders[name] = out / name
         write_sample_images(folders[name] / "images")
     img = lambda name: f"images/{name}.png"  # noqa: E731
-    save_dataset(folders["mcq"], [
-        Item(id=r["id"], task="mcq", question=r["question"], images=[img(r["image"])], options=r["options"],
-             answer=r["answer"], meta={"general_type": r["general_type"], "specific_type": r["specific_type"]})
-        for r in spec["mcq"]], info("demo-mcq"))
-    save_dataset(folders["vqa"], [
-        Item(id=r["id"], task="vqa.open", question=r["question"], images=[img(r["image"])], answer=r["answers"])
-        for r in spec["vqa"]], info("demo-vqa"))
+    save_dataset(folders[mcq], [
+        MultipleChoice.make_item(r["id"], [img(r["image"])], r["question"], r["answer"], r["options"],
+                                 r["general_type"], r["specific_type"])
+        for r in spec[mcq]], info(f"demo-{mcq}"))
+    save_dataset(folders["vqa"], [OpenVQA.make_item(r["id"], [img(r["image"])], r["question"], r["answers"])
+                                  for r in spec["vqa"]], info("demo-vqa"))
     root = folders["yesbut"]
     photo = lambda name: load_image(root / img(name))  # noqa: E731
     items, pairs = [], {r["id"]: r for r in spec["yesbut"]}
     for r in spec["yesbut"]:
         path = f"images/{r['id']}.png"
         compose(photo(r["left"]), photo(r["right"]), height=256).save(root / path)
-        label = "Y" if r["satirical"] else "N"
         meta = {"left": r["left"], "right": r["right"], "satirical": r["satirical"],
                 **{k: r[k] for k in ("stage", "difficulty", "text") if k in r}}
-        items.append(Item(id=f"{r['id']}-detection", task="yesbut.detection", question="", images=[path],
-                          answer=[label], meta=meta))
+        items.append(Detection.make_item(f"{r['id']}-detection", path, r["satirical"], meta))
         if r["satirical"]:
             for part, ref, image in (("left", r["left_description"], img(r["left"])),
                                      ("right", r["right_description"], img(r["right"])),
                                      ("whole", r["overall_description"], path)):
-                items.append(Item(id=f"{r['id']}-{part}", task="yesbut.understanding", question="", images=[image],
-                                  answer=[ref], meta={**meta, "part": part}))
+                items.append(Understanding.make_item(f"{r['id']}-{part}", image, ref, {**meta, "part": part}))
     rng = random.Random(seed)
     for c in spec["completion"]:
         pair = pairs[c["pair"]]
@@ -157,12 +186,11 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
         path = f"images/{c['id']}.png"
         completion_grid(photo(pair["left"]), photo(pair["right"]), photo(options[0]), photo(options[1]),
                         missing=c["missing"], cell=192).save(root / path)
-        items.append(Item(id=c["id"], task="yesbut.completion", question="", images=[path],
-                          answer=["A" if options[0] == correct else "B"],
-                          meta={"pair": c["pair"], "missing": c["missing"], "options": options}))
+        items.append(Completion.make_item(c["id"], path, options.index(correct),
+                                          {"pair": c["pair"], "missing": c["missing"], "options": options}))
     save_dataset(root, items, info("demo-yesbut"))
     return folders
 
 
 if __name__ == "__main__":
-    sys.exit(config.main("python -m lib.setup", SetupConfig, run, description="Stage 00: build and probe the models."))
+    sys.exit(config.main("python -m lib.prepare", SetupConfig, run, description="Stage 00: build and probe the models."))

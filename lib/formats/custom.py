@@ -1,0 +1,382 @@
+"""Your own dataset: a dataset folder made from a CSV or a Hugging Face dataset.
+
+:func:`import_csv` and :func:`import_hf` name the row and column of every problem of the source
+(:class:`lib.io.DatasetError`) before anything is written, build the folder aside and put it in
+place whole (:func:`staged_folder`), and return the new folder's :func:`lib.io.check_dataset`.
+``examples/my_dataset`` is one to copy.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from PIL import Image
+from tqdm.auto import tqdm
+
+from lib.formats.tsv import _LETTERS, _UNSAFE
+from lib.io import (DatasetCheck, DatasetError, ImageError, aside_folder, check_dataset, dataset_info, load_image,
+                    save_dataset)
+from lib.schema import Item
+from lib.tasks import default_task
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The source columns an importer reads each part of an item from. ``options`` None: the
+    column ``options`` where the source has one, else every question is open. ``id`` "": items
+    are numbered by row."""
+
+    id: str = "id"
+    image: str = "image"
+    question: str = "question"
+    options: str | None = None
+    answer: str = "answer"
+
+
+def parse_options(value) -> list[str] | None:
+    """Options as a list of texts, from a list, a JSON list or ``|``-separated text; None (an open
+    question) when empty: a list column holds ``[]`` where a row has no options."""
+    if value is None or value == [] or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        if value.lstrip().startswith("["):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{value[:80]!r} is not a JSON list ({e.msg}); write the options as a JSON list or "
+                                 f"separated by |") from None
+            if value == []:
+                return None
+        else:
+            value = [o.strip() for o in value.split("|")]
+    if not isinstance(value, list) or not all(isinstance(o, str) and o for o in value) or len(value) < 2:
+        raise ValueError(f"{value!r}: a multiple-choice item needs at least 2 non-empty option texts")
+    return value
+
+
+def parse_answer(value, options: list[str] | None) -> list:
+    """An Item's ``answer`` from a source value. With options: letters (A, B, ...), 0-based indices
+    or option texts, several separated by ``|`` or as a list, giving sorted option indices; a
+    token that names two different options (the text "2" as an index and as an option) is refused.
+    Without options: reference texts, several separated by ``|`` or as a JSON list."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{value[:80]!r} is not a JSON list ({e.msg})") from None
+    if isinstance(value, str):
+        tokens = [t.strip() for t in value.split("|")]
+    else:
+        tokens = value if isinstance(value, list) else [value]
+    tokens = [t for t in tokens if t is not None and t != ""]
+    if any(isinstance(t, bool) or not isinstance(t, (str, int, float)) for t in tokens):
+        raise ValueError(f"{value!r}: an answer is text, an index or a list of those")
+    if options is None:
+        if not tokens:
+            raise ValueError("no reference answer; give one or more, separated by |")
+        return [t if isinstance(t, str) else format(t, "g") for t in tokens]
+    if not tokens:
+        raise ValueError(f"no answer; give the correct option as a letter A-{_LETTERS[len(options) - 1]}, a 0-based "
+                         f"index or its text")
+    return sorted({_option_index(t, options) for t in tokens})
+
+
+def _option_index(token, options: list[str]) -> int:
+    """The option a letter, a 0-based index or an option's text names (see :func:`parse_answer`)."""
+    n = len(options)
+    named = set()
+    if isinstance(token, (int, float)):
+        if token != int(token) or not 0 <= token < n:
+            raise ValueError(f"{token!r} is not an index 0-{n - 1} of the {n} options")
+        return int(token)
+    if len(token) == 1 and token in _LETTERS[:n]:
+        named.add(_LETTERS.index(token))
+    if token.isdigit() and int(token) < n:
+        named.add(int(token))
+    if token in options:
+        named.add(options.index(token))
+    if len(named) > 1:
+        raise ValueError(f"{token!r} names options {sorted(named)} (as a letter, an index or a text); write the letter")
+    if not named:
+        raise ValueError(f"{token!r} is not a letter A-{_LETTERS[n - 1]}, an index 0-{n - 1} or one of the options "
+                         f"{options}")
+    return named.pop()
+
+
+def _row_item(row: dict, cols: Columns, rid: str, images: list[str], task: str | None, meta: dict,
+              add) -> Item | None:
+    """The Item a source row makes, or None after ``add(column, message)`` for each problem."""
+    bad = False
+
+    def problem(column, message):
+        nonlocal bad
+        bad = True
+        add(column, message)
+
+    question = row.get(cols.question)
+    if not isinstance(question, str) or not question.strip():
+        problem(cols.question, f"no question text (got {question!r})")
+    try:
+        options = parse_options(row.get(cols.options)) if cols.options else None
+    except ValueError as e:
+        problem(cols.options, str(e))
+        return None  # the answer is read against the options
+    task = task or default_task(bool(options))
+    try:
+        answer = parse_answer(row.get(cols.answer), options)
+    except ValueError as e:
+        problem(cols.answer, str(e))
+    if bad:
+        return None
+    if options is not None:
+        meta = {"general_type": "single" if len(answer) == 1 else "multi", **meta}
+    try:
+        return Item(id=rid, task=task, question=question, images=images, options=options, answer=answer, meta=meta)
+    except (TypeError, ValueError) as e:
+        problem(cols.answer, str(e))
+        return None
+
+
+def _fresh(out: str | Path) -> Path:
+    """``out``, refused (before any work) when it exists and is not an empty folder."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out}: exists and is not empty; choose another --out or remove it")
+    return out
+
+
+@contextmanager
+def staged_folder(out: str | Path):
+    """A fresh folder beside ``out`` (:func:`aside_folder`), renamed to ``out`` when the block
+    succeeds and removed when it fails: an import leaves a whole dataset folder or none. ``out``
+    must be absent or empty (one made meanwhile by another run is not replaced: the rename fails)."""
+    out = _fresh(out)
+    tmp = aside_folder(out, "partial")
+    try:
+        (tmp / "images").mkdir()
+        yield tmp
+        if out.exists():
+            out.rmdir()
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def import_csv(path: str | Path, out: str | Path, task: str | None = None, images_root: str | Path | None = None,
+               name: str | None = None, license: str = "unspecified") -> DatasetCheck:
+    """Make the dataset folder ``out`` from a CSV and return its :func:`check_dataset`.
+
+    Columns: ``id``, ``image`` (a path relative to ``images_root``, default the CSV's folder;
+    several separated by ``|``; copied to ``out/images/`` under the same relative path, or to
+    ``out/`` when it starts with ``images/``, as a CSV beside its dataset folder's images does),
+    ``question``, ``options`` (optional; ``|``-separated or a JSON list) and ``answer``
+    (:func:`parse_answer`); optional ``task`` (else ``task``, else ``mcq`` for rows with options,
+    ``vqa.open`` without) and ``meta`` (a JSON object). Every problem of every row is reported,
+    naming row and column (:class:`DatasetError`), before anything is written."""
+    path, out = Path(path), _fresh(out)
+    root = Path(images_root) if images_root is not None else path.parent
+    found = DatasetCheck(path)
+    items, copies, first = [], {}, {}  # copies: path in out -> source file; first: id -> row
+    with path.open(newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's byte-order mark is no header
+        reader = csv.DictReader(f)
+        header = reader.fieldnames or []
+        for column in ("id", "image", "question", "answer"):
+            if column not in header:
+                found.add(path.name, 1, column, f"no such column; the header has {header}; name the columns id, image, "
+                                                f"question, options, answer")
+        if not found.ok:
+            raise DatasetError(found)
+        for n, row in enumerate(reader, 2):  # row 1 is the header, as a spreadsheet numbers them
+            def add(column, message, n=n):
+                found.add(path.name, n, column, message)
+
+            rid = (row.get("id") or "").strip()
+            if not rid:
+                add("id", "empty; every row needs an id")
+            elif rid in first:
+                add("id", f"duplicate id {rid!r} (first on row {first[rid]}); ids must be unique")
+            else:
+                first[rid] = n
+            images = []
+            for im in filter(None, (p.strip() for p in (row.get("image") or "").split("|"))):
+                rel = Path(im)
+                if rel.is_absolute() or ".." in rel.parts:
+                    add("image", f"{im} is not a path inside {root}; give paths relative to the CSV's folder, or to "
+                                 f"--images-root")
+                    continue
+                dest = rel.as_posix() if rel.parts[0] == "images" else f"images/{rel.as_posix()}"
+                if dest not in copies:
+                    if not (root / rel).is_file():
+                        add("image", f"no such image file {root / rel}; image paths are relative to the CSV's folder, "
+                                     f"or to --images-root")
+                        continue
+                    try:
+                        load_image(root / rel, mode=None)
+                    except ImageError as e:
+                        add("image", f"{e}; replace it with a readable image")
+                        continue
+                    copies[dest] = root / rel
+                images.append(dest)
+            meta = {}
+            if (row.get("meta") or "").strip():
+                try:
+                    meta = json.loads(row["meta"])
+                except json.JSONDecodeError as e:
+                    add("meta", f"malformed JSON ({e.msg} at column {e.colno}); write a JSON object or leave it empty")
+                if not isinstance(meta, dict):
+                    add("meta", f"must be a JSON object, got {row['meta'][:80]!r}")
+                    meta = {}
+            item = _row_item(row, Columns(options="options"), rid or "?", images, (row.get("task") or "").strip() or task,
+                             meta, add)
+            if item is not None and rid:
+                items.append(item)
+    if not found.ok:
+        raise DatasetError(found)
+    info = dataset_info(name or out.name, license=license, provenance={
+        "importer": "python -m lib.formats import-csv", "source": str(path.resolve()),
+        "images_root": str(root.resolve())})
+    with staged_folder(out) as tmp:
+        for dest, src in copies.items():
+            (tmp / dest).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, tmp / dest)
+        save_dataset(tmp, items, info)
+    return check_dataset(out)
+
+
+def open_hf(path: str | Path, split: str | None = None, cache_dir: str | Path | None = None):
+    """``(dataset, folder its relative image paths start from)`` for a Hugging Face ``datasets``
+    folder written by ``save_to_disk`` (one split, or a DatasetDict with ``split``, needed when it
+    holds several) or a parquet file."""
+    import datasets  # deferred: Hugging Face datasets is heavy and only this import needs it
+
+    path = Path(path)
+    if path.is_file():
+        if path.suffix != ".parquet":
+            raise ValueError(f"{path}: neither a parquet file nor a folder written by save_to_disk")
+        if split:
+            raise ValueError(f"{path}: a parquet file is one split; drop --split")
+        return datasets.Dataset.from_parquet(str(path), cache_dir=str(cache_dir) if cache_dir else None), path.parent
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    ds = datasets.load_from_disk(str(path))
+    if isinstance(ds, datasets.DatasetDict):
+        if split is None and len(ds) != 1:
+            raise ValueError(f"{path} holds the splits {list(ds)}; pass --split NAME")
+        split = split or next(iter(ds))
+        if split not in ds:
+            raise ValueError(f"{path} has no split {split!r}; it has {list(ds)}")
+        return ds[split], path / split
+    if split:
+        raise ValueError(f"{path} holds one split (no DatasetDict); drop --split")
+    return ds, path
+
+
+HF_BATCH = 256  # rows converted from Arrow at a time: a batch's images in memory, not the dataset's
+
+
+def import_hf(path: str | Path, out: str | Path, split: str | None = None, task: str | None = None,
+              columns: Columns = Columns(), name: str | None = None, license: str = "unspecified",
+              cache_dir: str | Path | None = None) -> DatasetCheck:
+    """Make the dataset folder ``out`` from a Hugging Face dataset (:func:`open_hf`) and return its
+    :func:`check_dataset`. Each column is named in ``columns`` (no guessing); an image cell is an
+    ``Image`` feature's bytes (written as they are: no re-encoding), raw bytes, a PIL image or a
+    path (relative to the dataset's folder), or a list of those. Options and answers are read as
+    :func:`parse_options` and :func:`parse_answer` read them; the task is ``task``, else ``mcq``
+    for rows with options and ``vqa.open`` without. ``cache_dir``: where ``datasets`` caches a
+    parquet file's Arrow copy (its default cache when None)."""
+    out = _fresh(out)
+    ds, source = open_hf(path, split, cache_dir)
+    label = Path(path).name
+    have = ds.column_names
+    found = DatasetCheck(Path(path))
+    if columns.options is None:
+        columns = Columns(columns.id, columns.image, columns.question, "options" if "options" in have else None,
+                          columns.answer)
+    wanted = {"id": columns.id, "image": columns.image, "question": columns.question, "options": columns.options,
+              "answer": columns.answer}
+    for role, column in wanted.items():
+        if column and column not in have:
+            found.add(label, None, column, f"no such column; the dataset has {have}; pass --{role}-column NAME"
+                                           + (" (or --id-column '' to number the rows)" if role == "id" else ""))
+    if not found.ok:
+        raise DatasetError(found)
+    items, first, names = [], {}, set()
+    with staged_folder(out) as tmp:
+        table = ds.with_format("arrow")  # image cells stay their stored bytes: nothing decoded, nothing re-encoded
+        for start in tqdm(range(0, len(ds), HF_BATCH), desc=f"importing {label}", unit=" batches", disable=None):
+            for n, row in enumerate(table[start:start + HF_BATCH].to_pylist(), start):
+                def add(column, message, n=n):
+                    found.add(label, n, column, message)
+
+                rid = str(n) if not columns.id else row.get(columns.id)
+                rid = str(rid) if isinstance(rid, int) and not isinstance(rid, bool) else rid
+                if not isinstance(rid, str) or not rid:
+                    add(columns.id, f"{rid!r} is not an id; pass --id-column of a column of unique ids, or "
+                                    f"--id-column '' to number the rows")
+                    continue
+                if rid in first:
+                    add(columns.id, f"duplicate id {rid!r} (first in row {first[rid]}); ids must be unique")
+                    continue
+                first[rid] = n
+                cell = row.get(columns.image)
+                images = []
+                for k, value in enumerate(cell if isinstance(cell, list) else [cell]):
+                    stem = _UNSAFE.sub("_", rid) + (f"_{k}" if isinstance(cell, list) else "")
+                    stem = stem if stem not in names else f"{stem}_row{n}"  # ids 'a/b' and 'a_b' share a safe name
+                    names.add(stem)
+                    try:
+                        images.append(_write_hf_image(value, tmp, stem, source))
+                    except ValueError as e:
+                        add(columns.image, str(e))
+                item = _row_item(row, columns, rid, images, task, {}, add)
+                if item is not None:
+                    items.append(item)
+        if not found.ok:
+            raise DatasetError(found)  # the staged folder is removed: nothing written
+        save_dataset(tmp, items, dataset_info(name or out.name, license=license, provenance={
+            "importer": "python -m lib.formats import-hf", "source": str(Path(path).resolve()), "split": split,
+            "columns": {k: v for k, v in wanted.items() if v is not None}}))
+    return check_dataset(out)
+
+
+def _write_hf_image(value, folder: Path, stem: str, source: Path) -> str:
+    """Write one image cell under ``folder/images/`` as ``stem`` plus the suffix of its format,
+    validated by :func:`load_image`; returns its path relative to ``folder``."""
+    if isinstance(value, dict):  # an Image feature's stored form
+        value = value.get("bytes") if value.get("bytes") is not None else value.get("path")
+    if isinstance(value, Image.Image):
+        buf = io.BytesIO()
+        value.save(buf, format=value.format or "PNG")
+        value = buf.getvalue()
+    if isinstance(value, str):
+        src = Path(value) if Path(value).is_absolute() else source / value
+        if not src.is_file():
+            raise ValueError(f"no such image file {src}; relative image paths start from {source}")
+        value = src.read_bytes()
+    if not isinstance(value, (bytes, bytearray)):
+        raise ValueError(f"no image in this cell (got {type(value).__name__}); give image bytes, a PIL image or a path")
+    try:
+        with warnings.catch_warnings():  # a bomb is refused by load_image below, not announced here
+            warnings.simplefilter("ignore")
+            with Image.open(io.BytesIO(value)) as im:
+                fmt = im.format
+    except Exception:
+        fmt = None
+    suffix = {"JPEG": "jpg"}.get(fmt, (fmt or "bin").lower())
+    dest = folder / "images" / f"{stem}.{suffix}"
+    dest.write_bytes(value)
+    try:
+        load_image(dest, mode=None)
+    except ImageError as e:
+        dest.unlink()
+        raise ValueError(f"{str(e).removeprefix(f'{dest}: ')}; replace the image") from None
+    return dest.relative_to(folder).as_posix()
