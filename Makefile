@@ -12,7 +12,7 @@ ARGS ?=
 # itself whether it is offline (`offline:` in params/common.<profile>.yaml); make run does not decide.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
-.PHONY: run test test-services lab stage bench check-params strip clean-outputs
+.PHONY: run test test-services lab stage bench gpu-check check-params strip clean-outputs
 
 # (Re)build the venv when it is missing or older than pyproject.toml.
 $(STAMP): pyproject.toml
@@ -63,6 +63,13 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(OFFLINE) $(PY) -m benchmarks.run
+
+# On a machine with a CUDA GPU: the one-GPU real path (bf16 + device_map auto, batched generation,
+# log-likelihood choices, LoRA steps, a 2-process evaluation on 2 GPUs, vLLM), each step's peak GPU
+# memory and throughput into outputs/bench/gpu.json. Elsewhere it says so in one line and exits 0.
+# Not offline: the real profile's models are used when cached or reachable (tiny ones otherwise).
+gpu-check: $(STAMP)
+	$(PY) benchmarks/gpu_check.py
 
 # Pair .py -> .ipynb and strip outputs (keeps the parameters tag); run before committing notebooks.
 strip: $(STAMP)

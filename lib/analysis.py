@@ -12,12 +12,13 @@ give the same coordinates and topics.
     python -m lib.analysis --profile demo          # -> outputs/demo/07_analyze
 
 Notebook 07 calls the steps :func:`run` composes one per section: :func:`image_map`,
-:func:`answer_map`, :func:`topic_model`, :func:`data_figures`, :func:`result_tables`, then
-:func:`finish` (summary, provenance and the report).
+:func:`answer_map`, :func:`topic_model`, :func:`data_figures`, :func:`result_tables`,
+:func:`paper_table`, then :func:`finish` (summary, provenance and the report).
 
 It reads every earlier stage's outputs through :mod:`lib.artifacts` (a stage that did not run is
-skipped, and the report says so) and writes ``tables/``, ``figures/``, ``summary.json``,
-``provenance.json`` and the run's ``report.html``.
+skipped, and the report says so) and writes ``tables/``, ``figures/``, ``paper.csv`` (the papers' stated
+numbers, typed once in ``lib/data/papers.yaml``, beside ours), ``summary.json``, ``provenance.json`` and
+the run's ``report.html``.
 """
 
 from __future__ import annotations
@@ -31,17 +32,19 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+import yaml
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from lib import artifacts as A
 from lib import config, plots
 from lib.browser import write_browser
 from lib.formats import read_yesbut_annotations
-from lib.io import AnnotationStore, load_image, load_items
+from lib.io import AnnotationStore, load_dataset_info, load_image, load_items, write_csv
 from lib.metrics import shortcuts
 from lib.metrics.wordnet import ensure_wordnet
 from lib.models import Request, generate, load_model
 from lib.models.tiny import sentence_encoder
+from lib.paths import DATA
 from lib.report import build_report
 from lib.schema import DIFFICULTY
 from lib.tasks import TASKS, Results
@@ -250,6 +253,123 @@ def figure3_counts(annotations: pd.DataFrame) -> dict[str, pd.Series]:
             "difficulty": a["difficulty"].value_counts().reindex(list(DIFFICULTY), fill_value=0)}
 
 
+# --- the papers' numbers beside ours ------------------------------------------------------------------
+
+PAPER_COLUMNS = ["paper", "quantity", "paper_value", "ours", "equal", "note", "command"]  # every stage's paper.csv
+STATED = ("exactly", "more than", "rounded")  # how papers.yaml says a text states a number
+HUMAN = "humanannotation"  # Human_Eval_Results.csv's name for the human-written description
+TRAIN_SPLIT = "train"  # the MemeQA release's file (train.json) of its training set
+_HALF_STYLES = re.compile(r"_(ORIG|STICK|3D)_YES_(ORIG|STICK|3D)_BUT\.\w+$")
+
+
+def papers() -> dict:
+    """``lib/data/papers.yaml``: per paper, the numbers its text states, where, and the command."""
+    return yaml.safe_load((DATA / "papers.yaml").read_text())
+
+
+def stated_label(spec: dict) -> str:
+    """A stated number's row name: what, where, and how the text states it (when not exactly)."""
+    how = {"more than": f"; the text: more than {spec['value']}", "rounded": f"; the text: rounded to {spec.get('precision')}"}
+    return f"{spec['quantity']} ({spec['where']}{how.get(spec.get('stated', 'exactly'), '')})"
+
+
+def agrees(spec: dict, ours) -> bool:
+    """Does ``ours`` agree with a number as the text states it: exactly, more than (a lower bound) or
+    rounded (the same multiple of ``precision``)?"""
+    stated, value = spec.get("stated", "exactly"), spec["value"]
+    if stated not in STATED:
+        raise ValueError(f"lib/data/papers.yaml: {spec['quantity']!r} is stated {stated!r}; use one of {STATED}")
+    if stated == "more than":
+        return bool(ours > value)
+    if stated == "rounded":
+        return round(ours / spec["precision"]) == round(value / spec["precision"])
+    return bool(ours == value)
+
+
+def _shown(value):
+    """Ours as a row shows it: counts whole, shares to two decimals (compared unrounded)."""
+    if value is None:
+        return None
+    return round(float(value), 2) if isinstance(value, (float, np.floating)) else int(value)
+
+
+def paper_frame(paper: str, ours: dict, drawn: dict[str, pd.Series], missing: str = "", context: str = "") -> pd.DataFrame:
+    """A paper's rows (:data:`PAPER_COLUMNS`): each number papers.yaml says its text states, beside
+    ``ours`` of the same key (absent: not computed, ``missing`` says why); then the values of ours a
+    drawn figure shows, with no paper value. ``context`` is added to the note of a row that differs."""
+    spec = papers()[paper]
+    rows = []
+    for key, q in spec["stated"].items():
+        value = ours.get(key)
+        equal = value is not None and agrees(q, value)
+        why = q.get("differs", "not explained by the text") if value is not None else missing
+        note = "" if equal else "; ".join(s for s in (why, context) if s)
+        rows.append([paper, stated_label(q), q["value"], _shown(value), equal, note, spec["command"]])
+    for key, d in spec.get("drawn", {}).items():
+        for label, value in drawn.get(key, pd.Series(dtype=float)).items():
+            label = ", ".join(map(str, label)) if isinstance(label, tuple) else label
+            rows.append([paper, f"{d['quantity']}: {label} ({d['where']})", None, _shown(value), None, d["note"],
+                         spec["command"]])
+    table = pd.DataFrame(rows, columns=PAPER_COLUMNS, dtype=object)
+    table["equal"] = table["equal"].astype("boolean")  # blank where the text states no value
+    return table
+
+
+def yesbut_stage(filename: str) -> int:
+    """The YesBut stage an image comes from, by its file name: an original (stage 2) names no half
+    styles; stage 3 combines originals with 2D stick halves, stage 4 adds 3D ones (sections 3.3-3.4)."""
+    m = _HALF_STYLES.search(filename)
+    return 2 if m is None else 4 if "3D" in m.groups() else 3
+
+
+def yesbut_reproduction(folder: str | Path) -> pd.DataFrame:
+    """YesBut's stated Figure 3 and Figure 14 numbers (papers.yaml) beside ours from the release in
+    ``folder`` (:func:`figure3_counts`, :func:`human_eval`), then the values of ours the figures draw."""
+    folder = Path(folder)
+    release = pd.DataFrame(read_yesbut_annotations(folder / "YesBut_Stage2_Annotation.csv").values())
+    counts, n = figure3_counts(release), len(release)
+    ours = {"images": n, "no_text": 100 * counts["text_in_image"]["no text"] / n,
+            "not_connected": 100 * counts["connected"]["not connected"] / n,
+            "medium_or_hard": 100 * counts["difficulty"][["MEDIUM", "HARD"]].sum() / n}
+    drawn = dict(counts)
+    human_csv = folder / "Human_Eval_Results.csv"
+    if human_csv.exists():
+        tidy = human_eval(human_csv)
+        shares = 100 * tidy.groupby(["criterion", "source"])["yes"].mean()
+        stages = tidy.drop_duplicates("image")["image"].map(yesbut_stage).value_counts()
+        ours |= {"human_eval_images": int(stages.sum()),
+                 "human_eval_models": tidy.loc[tidy["source"] != HUMAN, "source"].nunique()}
+        ours |= {f"human_eval_stage{s}_images": int(stages.get(s, 0)) for s in (2, 3, 4)}
+        ours |= {f"gap_{c}": shares[c][HUMAN] - shares[c].drop(HUMAN).max() for c in HUMAN_CRITERIA}
+        drawn["human_eval"] = shares
+    return paper_frame("YesBut", ours, drawn, missing=f"no {human_csv}: the human evaluation is not computed")
+
+
+def memeqa_splits(run_folder: str | Path) -> dict[str, list]:
+    """Stage 01's MemeQA datasets' items, by the split each was read from (its JSON file's stem)."""
+    splits = {}
+    for name, folder in A.datasets_of(run_folder, A.COLLECT).items():
+        info = load_dataset_info(folder)
+        if info.get("name") == "memeqa":
+            splits[Path(info.get("provenance", {}).get("json", name)).stem] = load_items(folder)
+    return splits
+
+
+def memeqa_reproduction(run_folder: str | Path) -> pd.DataFrame | None:
+    """MemeQA's stated release statistics (papers.yaml) beside ours from the MemeQA splits stage 01
+    of the run collected (:func:`memeqa_splits`); None when it collected none."""
+    splits = memeqa_splits(run_folder)
+    if not splits:
+        return None
+    ours = {"questions": sum(map(len, splits.values())),
+            "question_types": len({it.meta.get("specific_type") for items in splits.values() for it in items})}
+    if TRAIN_SPLIT in splits:
+        ours["train_questions"] = len(splits[TRAIN_SPLIT])
+    collected = ", ".join(f"{split} {len(items):,}" for split, items in sorted(splits.items()))
+    return paper_frame("MemeQA", ours, {}, missing=f"this run collected no {TRAIN_SPLIT} split",
+                       context=f"this run's MemeQA questions per split: {collected}")
+
+
 # --- the stage --------------------------------------------------------------------------------------
 
 @dataclass
@@ -456,6 +576,22 @@ def result_tables(cfg: AnalyzeConfig, out: str | Path) -> tuple[dict[str, pd.Dat
     return tables, figures
 
 
+def paper_table(cfg: AnalyzeConfig, out: str | Path) -> pd.DataFrame | None:
+    """The papers' stated numbers beside ours, both papers in one ``paper.csv`` (the report's
+    Reproduction section): YesBut's Figures 3 and 14 from the release when ``cfg.yesbut_data`` is set
+    (:func:`yesbut_reproduction`), MemeQA's release statistics when stage 01 collected MemeQA splits
+    (:func:`memeqa_reproduction`). None, and no ``paper.csv``, when neither applies."""
+    out = Path(out)
+    frames = [f for f in (yesbut_reproduction(cfg.yesbut_data) if cfg.yesbut_data else None,
+                          memeqa_reproduction(out.parent)) if f is not None]
+    if not frames:
+        (out / A.PAPER).unlink(missing_ok=True)  # a rerun without the data must not show an earlier run's rows
+        return None
+    table = pd.concat(frames, ignore_index=True)
+    write_csv(out / A.PAPER, table)
+    return table
+
+
 def finish(cfg: AnalyzeConfig, out: str | Path, images: dict | None, answers: list[dict], found: dict,
            tables: dict) -> dict:
     """The summary from what the steps returned (:func:`image_map`, :func:`answer_map`,
@@ -472,7 +608,7 @@ def finish(cfg: AnalyzeConfig, out: str | Path, images: dict | None, answers: li
 
 def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     """The stage, step by step as notebook 07 runs it: maps, topics, the papers' figures and tables
-    from whatever earlier stages wrote, summary and provenance, the report."""
+    from whatever earlier stages wrote, the papers' numbers beside ours, summary and provenance, the report."""
     out = Path(out)
     (out / A.TABLES).mkdir(parents=True, exist_ok=True)
     images, _ = image_map(cfg, out)
@@ -480,6 +616,7 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     found, _ = topic_model(cfg, out, answers)
     data_figures(cfg, out)
     tables, _ = result_tables(cfg, out)
+    paper_table(cfg, out)
     return finish(cfg, out, images, answers, found, tables)
 
 

@@ -16,7 +16,7 @@ variants of one YesBut original never are; "earlier" is the order the sources we
 path. A rerun with changed sources rebuilds the manifest from what they give now (ids kept) and
 lists what it no longer holds in ``report.json``.
 
-    run(CollectConfig(sources=[{"kind": "demo"}]), out)      # what notebook 01 does
+    run(CollectConfig(sources=[{"kind": "demo"}]), out)      # every step, as notebook 01 calls them
     python -m lib.collect --profile real          # -> outputs/real/01_collect
 
 When the manifest holds labelled YesBut images, the stage also builds the YesBut evaluation
@@ -567,41 +567,85 @@ class CollectConfig(config.StageConfig):
                 raise config.ParamsError(f"{source}: sources[{i}] needs a 'kind' (demo, folder, yesbut, memeqa, urls, hf)")
 
 
-def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
-    """Gather every source, report bad files, drop duplicates, merge into ``manifest.jsonl`` (existing
-    ids kept), ``report.json``, a sample figure, the YesBut dataset when there are labelled images."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    records, bad, notes, per_source = [], [], [], []
+def gather_sources(cfg: CollectConfig, out: str | Path, progress: bool = False) -> tuple[list[Record], dict]:
+    """Every source of ``cfg.sources`` in order (:func:`gather`). Returns the records and what the
+    sources reported: ``bad_files`` and ``notes`` (one row per file, naming its source) and
+    ``per_source`` (images and bad files of each)."""
+    records, found = [], {"bad_files": [], "notes": [], "per_source": []}
     for source in cfg.sources:
         recs, report = gather(source, out, progress)
         records += recs
-        bad += [{"source": source["kind"], "file": f, "reason": why} for f, why in report.skipped]
-        notes += [{"source": source["kind"], "file": f, "note": why} for f, why in report.notes]
-        per_source.append({"source": source["kind"], "images": len(recs), "bad_files": len(report.skipped)})
+        found["bad_files"] += [{"source": source["kind"], "file": f, "reason": why} for f, why in report.skipped]
+        found["notes"] += [{"source": source["kind"], "file": f, "note": why} for f, why in report.notes]
+        found["per_source"].append({"source": source["kind"], "images": len(recs), "bad_files": len(report.skipped)})
+    return records, found
+
+
+def build_manifest(cfg: CollectConfig, out: str | Path, records: list[Record], found: dict) -> tuple[list[dict], dict]:
+    """Drop duplicates (:func:`deduplicate`), merge what is left into ``manifest.jsonl`` (existing ids
+    kept, :func:`merge_manifest`) and write ``report.json`` (bad files, notes, duplicates, images not
+    verified as two panels, records removed since the last collection). Returns the manifest's rows
+    and the report."""
+    out = Path(out)
     kept, dropped = deduplicate(records, near=cfg.near_duplicate_distance)
     path = out / A.MANIFEST
     manifest, removed = merge_manifest(list(read_jsonl(path)) if path.exists() else [], kept)
     write_jsonl(path, manifest)
     flagged = [{"path": r["path"], **r["layout"]} for r in manifest if r.get("layout") and r["layout"]["panels"] != 2]
-    write_json(out / A.COLLECT_REPORT, {"collected": len(records), "kept": len(kept), "bad_files": bad,
-                                        "notes": notes, "duplicates": dropped, "per_source": per_source,
-                                        "not_verified_two_panels": flagged,
-                                        "removed_since_last_collection": [{"id": r["id"], "path": r["path"]} for r in removed]})
-    sample = manifest[:6]
-    fig, _ = plots.image_grid([Image.open(r["path"]) for r in sample], [r["name"] for r in sample], cols=3,
-                              grid_lines=False)
-    plots.save(fig, out / A.FIGURES, "sample", close=True)
-    for source in cfg.sources:  # a MemeQA split's questions, as a dataset folder 06 evaluates
+    report = {"collected": len(records), "kept": len(kept), "bad_files": found["bad_files"], "notes": found["notes"],
+              "duplicates": dropped, "per_source": found["per_source"], "not_verified_two_panels": flagged,
+              "removed_since_last_collection": [{"id": r["id"], "path": r["path"]} for r in removed]}
+    write_json(out / A.COLLECT_REPORT, report)
+    return manifest, report
+
+
+def sample_figure(out: str | Path, manifest: list[dict], n: int = 6):
+    """The first ``n`` images of the manifest with their names (``figures/sample``); ``(fig, ax)``."""
+    sample = manifest[:n]
+    fig, ax = plots.image_grid([Image.open(r["path"]) for r in sample], [r["name"] for r in sample], cols=3,
+                               grid_lines=False)
+    plots.save(fig, Path(out) / A.FIGURES, "sample", close=True)
+    return fig, ax
+
+
+def datasets(cfg: CollectConfig, out: str | Path, manifest: list[dict]) -> dict[str, Path]:
+    """The dataset folders 06 evaluates: each MemeQA source's questions (``datasets/memeqa_<json
+    stem>``, :func:`memeqa_dataset`) and, when ``cfg.yesbut_dataset`` is on and the manifest holds
+    labelled images, the YesBut dataset (``datasets/yesbut``, :func:`yesbut_datasets`); name -> folder."""
+    folders = {}
+    for source in cfg.sources:
         if source["kind"] == "memeqa":
-            memeqa_dataset(source["json"], source["images"], A.dataset_folder(out, f"memeqa_{Path(source['json']).stem}"))
+            name = f"memeqa_{Path(source['json']).stem}"
+            folders[name] = memeqa_dataset(source["json"], source["images"], A.dataset_folder(out, name))
     labelled = [r for r in manifest if r.get("label") in ("satirical", "non_satirical")]
-    yesbut = yesbut_datasets(manifest, A.dataset_folder(out, "yesbut"), seed=cfg.seed) \
-        if cfg.yesbut_dataset and labelled else None
-    summary = {"collected": len(records), "kept": len(kept), "duplicates": len(dropped), "bad_files": len(bad),
-               "notes": len(notes), "not_verified_two_panels": len(flagged),
-               "three_panels": sum(f["panels"] == 3 for f in flagged), "removed_since_last_collection": len(removed), "manifest": len(manifest), "per_source": per_source, "datasets": {"yesbut": str(yesbut)} if yesbut else {}}
-    return config.finish(out, A.COLLECT, cfg, summary)
+    if cfg.yesbut_dataset and labelled:
+        folders["yesbut"] = yesbut_datasets(manifest, A.dataset_folder(out, "yesbut"), seed=cfg.seed)
+    return folders
+
+
+def finish(cfg: CollectConfig, out: str | Path, manifest: list[dict], report: dict, folders: dict[str, Path]) -> dict:
+    """The summary from what the steps returned (:func:`build_manifest`'s manifest and report,
+    :func:`datasets`' folders, of which it names the YesBut one) and provenance."""
+    flagged = report["not_verified_two_panels"]
+    summary = {"collected": report["collected"], "kept": report["kept"], "duplicates": len(report["duplicates"]),
+               "bad_files": len(report["bad_files"]), "notes": len(report["notes"]),
+               "not_verified_two_panels": len(flagged), "three_panels": sum(f["panels"] == 3 for f in flagged),
+               "removed_since_last_collection": len(report["removed_since_last_collection"]),
+               "manifest": len(manifest), "per_source": report["per_source"],
+               "datasets": {"yesbut": str(folders["yesbut"])} if "yesbut" in folders else {}}
+    return config.finish(Path(out), A.COLLECT, cfg, summary)
+
+
+def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
+    """The stage, step by step as notebook 01 runs it: gather every source, drop duplicates and merge
+    into ``manifest.jsonl`` (existing ids kept) with ``report.json``, a sample figure, the MemeQA and
+    YesBut datasets, summary and provenance."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    records, found = gather_sources(cfg, out, progress)
+    manifest, report = build_manifest(cfg, out, records, found)
+    sample_figure(out, manifest)
+    return finish(cfg, out, manifest, report, datasets(cfg, out, manifest))
 
 
 if __name__ == "__main__":

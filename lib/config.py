@@ -32,6 +32,7 @@ import re
 import sys
 import types
 import typing
+from contextlib import nullcontext
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from lib import artifacts as A
 from lib.io import write_json
 from lib.paths import ROOT, RunBusy, RunLock, params_root, run_dir, stage_dir
 from lib.provenance import write_provenance
+from lib.ranks import ranks
 
 # Keys of params/common.<profile>.yaml that describe the profile rather than set a stage field.
 PROFILE_KEYS = ("run", "stages", "models", "offline", "extends")
@@ -139,6 +141,22 @@ def dataclass_from(cls, values: dict, where: str):
     return cls(**values)
 
 
+def check_base_url(value, where: str) -> None:
+    """An ``openai`` spec's ``base_url``: one server's URL (a string, as always), or a list of the
+    URLs of interchangeable servers of one model (non-empty strings, each once)."""
+    if value is None or isinstance(value, str):
+        return
+    if not isinstance(value, list) or not value:
+        raise ParamsError(f"{where}.base_url must be a server's URL or a non-empty list of them "
+                          f"(servers of one model), got {_short(value)}")
+    for i, url in enumerate(value):
+        if not isinstance(url, str) or not url.strip():
+            raise ParamsError(f"{where}.base_url[{i}] must be a server's URL (e.g. http://127.0.0.1:8000/v1), "
+                              f"got {_short(url)}")
+        if url in value[:i]:
+            raise ParamsError(f"{where}.base_url lists {url!r} twice: list each server once")
+
+
 def check_model_spec(spec, where: str, allow_empty: bool = False) -> None:
     """A model spec is a mapping with a known ``backend`` and, for hf / openai, a ``name``."""
     if allow_empty and spec in ({}, None):
@@ -153,6 +171,8 @@ def check_model_spec(spec, where: str, allow_empty: bool = False) -> None:
         raise ParamsError(f"{where}.backend must be one of {MODEL_BACKENDS}, got {spec.get('backend')!r}")
     if spec["backend"] in ("hf", "openai") and not isinstance(spec.get("name"), str):
         raise ParamsError(f"{where}.name must name the model (hub id, folder or served name), got {spec.get('name')!r}")
+    if spec["backend"] == "openai":
+        check_base_url(spec.get("base_url"), where)
     if spec["backend"] == "constant" and not isinstance(spec.get("answer"), str):
         raise ParamsError(f"{where}.answer must be the text the constant baseline always gives, got {spec.get('answer')!r}")
     if spec["backend"] == "random" and not isinstance(spec.get("seed", 0), int):
@@ -517,11 +537,13 @@ def main(prog: str, cls, run, argv: list[str] | None = None, description: str = 
         return 2
     print(stage.describe(), file=sys.stderr)
     out = Path(args.out) if args.out else stage.out
-    try:
-        with RunLock(out.parent):  # the run folder: one writer at a time
+    job = ranks()
+    try:  # the run folder: one writer at a time (a job of several ranks: its main rank holds it)
+        with RunLock(out.parent) if job.main else nullcontext():
             summary = run(stage.cfg, out)
     except RunBusy as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(json.dumps(summary, indent=1, default=str))
+    if job.main:
+        print(json.dumps(summary, indent=1, default=str))
     return 0

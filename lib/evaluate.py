@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import heapq
 import json
 import re
 import sys
@@ -53,6 +54,7 @@ from lib.models import generate, load_model
 from lib.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
 from lib.store import CallStore, call_key
 from lib.paths import stage_dir
+from lib.ranks import Ranks, ranks
 from lib.tasks import (PROMPT_STYLES, STYLES, TASKS, Scoring, get_task, metric_row, n_truncated, task_of, task_options,
                        wants_question_first)
 
@@ -455,19 +457,42 @@ def resolved(cfg: EvalConfig, run_folder: str | Path) -> EvalConfig:
 PREDICT_CHUNK = 4096  # questions asked per generate() call: a large evaluation never holds all its requests
 
 
-def _predictions(cfg: EvalConfig, data: dict, store, progress: bool) -> Iterator[Prediction]:
+def _predictions(cfg: EvalConfig, data: dict, store, progress: bool, shard: Ranks = Ranks()) -> Iterator[tuple]:
     """Every model's predictions on every dataset in every style, a chunk of questions at a time
-    (:data:`PREDICT_CHUNK`); each model is let go before the next is loaded."""
-    for label, spec in cfg.models.items():
+    (:data:`PREDICT_CHUNK`); each model is let go before the next is loaded. Each rank of a job
+    (``shard``) asks every ``world``-th question of each chunk, from its own rank on. Yields
+    ``(order, prediction)``: the positions of its model, dataset, style and question, by which the
+    ranks' parts merge into the order one process writes."""
+    for mi, (label, spec) in enumerate(cfg.models.items()):
         model = load_model(spec)
-        for name, (root, items) in data.items():
+        for di, (name, (root, items)) in enumerate(data.items()):
             chunks = range(0, len(items), PREDICT_CHUNK)
-            for style in cfg.styles:
+            for si, style in enumerate(cfg.styles):
                 for k, start in enumerate(chunks, start=1):
                     part = f" {k}/{len(chunks)}" if len(chunks) > 1 else ""
-                    yield from predict(label, model, items[start:start + PREDICT_CHUNK], root, style, cfg, store,
-                                       progress, dataset=name, part=part)
+                    first = start + shard.rank
+                    asked = items[first:min(start + PREDICT_CHUNK, len(items)):shard.world]
+                    preds = predict(label, model, asked, root, style, cfg, store, progress, dataset=name,
+                                    part=part) if len(asked) else []
+                    for j, p in enumerate(preds):
+                        yield (mi, di, si, first + j * shard.world), p
         del model
+
+
+ORDER = "_order"  # a rank's part file: each row's place in the merged predictions
+
+
+def _part(rank: int) -> str:
+    return f"predictions.rank{rank}.jsonl"
+
+
+def _merged(out: Path, world: int) -> Iterator[tuple]:
+    """The ranks' parts as one stream in the single-process order (each part is in order: a
+    streaming merge, nothing held)."""
+    parts = [read_jsonl(out / _part(k)) for k in range(world)]
+    for d in heapq.merge(*parts, key=lambda d: d[ORDER]):
+        order = tuple(d.pop(ORDER))
+        yield order, Prediction.from_dict(d)
 
 
 def items_to_ask(cfg: EvalConfig, out: str | Path) -> tuple[EvalConfig, dict[str, tuple[Path, ItemsAt]]]:
@@ -485,16 +510,28 @@ def ask(cfg: EvalConfig, out: str | Path, data: dict, store=None, progress: bool
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     store = store if store is not None else CallStore.default()
-    # from here until the new manifest is written the folder is "unfinished": rescore refuses it
-    (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
-    answers, todo = hashlib.sha256(), []
+    job = ranks()
+    if job.main:  # from here until the new manifest is written the folder is "unfinished": rescore refuses it
+        (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
     start = time.perf_counter()
-    n_preds = write_jsonl(out / A.PREDICTIONS,
-                          _rows(_predictions(cfg, data, store, progress), answers, todo, cfg.judged_tasks()))
+    made = _predictions(cfg, data, store, progress and job.main, job)
+    if job.world > 1:  # each rank writes its part; the main rank merges them and goes on alone
+        write_jsonl(out / _part(job.rank), ({**p.to_dict(), ORDER: list(order)} for order, p in made))
+        job.barrier()
+        if not job.main:
+            job.barrier()  # until the main rank has merged, judged and written the manifest
+            return {}
+        made = _merged(out, job.world)
+    answers, todo = hashlib.sha256(), []
+    n_preds = write_jsonl(out / A.PREDICTIONS, _rows((p for _, p in made), answers, todo, cfg.judged_tasks()))
     judgements = _judge(cfg, data, todo, store, progress) if todo else []
     write_jsonl(out / A.JUDGEMENTS, (j.to_dict() for j in judgements))
     write_json(out / A.EVAL_CONFIG, cfg.to_dict())
     write_json(out / A.EVAL_MANIFEST, manifest(out, cfg, answers.hexdigest()))  # last, atomically: the parts belong together
+    if job.world > 1:
+        for k in range(job.world):
+            (out / _part(k)).unlink()
+        job.barrier()
     seconds = time.perf_counter() - start
     return {"predict_seconds": round(seconds, 2), "predictions": n_preds, "judgements": len(judgements),
             "datasets": {name: len(items) for name, (_, items) in data.items()}}
@@ -512,6 +549,8 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     (:func:`rescore_folder`), summary and provenance."""
     cfg, data = items_to_ask(cfg, out)
     counts = ask(cfg, out, data, store, progress)
+    if not ranks().main:
+        return {}  # the main rank scores and writes the summary
     del data  # rescoring reads what it needs back
     release_memory()  # what the models used, before rescoring adds its own
     return finish(cfg, out, counts, rescore_folder(out))

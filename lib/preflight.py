@@ -12,7 +12,7 @@ What is checked, per model spec the profile's stages use (each checked once):
   Outputs of the run itself (``stage:``) are made later and skipped; ``run:`` outputs of earlier runs
   must exist.
 - ``openai``: the key variable named by ``api_key_env`` is set (a ``base_url`` server without a key
-  accepts any), and a ``base_url`` server answers ``GET /models``.
+  accepts any), and a ``base_url`` server answers ``GET /models`` - every server of a list.
 - hub ids in plain string fields (``clip_model``; a task option such as ``bertscore_model``): the
   configs' :meth:`~lib.config.StageConfig.hub_ids`.
 """
@@ -75,7 +75,8 @@ def hub_problem(name: str, offline: bool) -> str | None:
 
 
 def server_problem(spec: dict) -> str | None:
-    """Why an ``openai`` spec cannot be served: a missing key variable, a silent server."""
+    """Why an ``openai`` spec cannot be served: a missing key variable, a silent server (each
+    server of a ``base_url`` list is asked; every silent one is named)."""
     env = spec.get("api_key_env", "OPENAI_API_KEY")
     base = spec.get("base_url")
     if not base and not os.environ.get(env):
@@ -84,6 +85,15 @@ def server_problem(spec: dict) -> str | None:
         return f"{env} is not set: export it, or drop api_key_env for a local server without a key"
     if not base:
         return None
+    bases = base if isinstance(base, list) else [base]
+    problems = [p for p in (_silent_server(b, spec, env) for b in bases) if p]
+    if problems and len(bases) > 1:
+        problems[0] = f"{len(problems)} of the {len(bases)} servers of base_url: {problems[0]}"
+    return "; ".join(problems) or None
+
+
+def _silent_server(base: str, spec: dict, env: str) -> str | None:
+    """Why the server at ``base`` does not answer ``GET /models`` as an OpenAI-compatible one does."""
     import httpx
 
     headers = {"Authorization": f"Bearer {os.environ[env]}"} if os.environ.get(env) else {}

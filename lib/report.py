@@ -206,8 +206,8 @@ def _results(root: Path) -> str:
 
 
 REPRODUCIBLE = ("Scrapbook's question counts and Tables 5, 6 and 8: `make run PROFILE=unique_all`; YesBut's Figures 3 "
-                "and 14: `make run PROFILE=yesbut` with the YesBut repository as `yesbut_data`; MemeQA's release "
-                "statistics: `make run PROFILE=memeqa`")
+                "and 14: `make run PROFILE=yesbut` (its repository cloned as params/07_analyze.yesbut.yaml says); "
+                "MemeQA's release statistics: `make run PROFILE=memeqa`")
 
 
 def _reproduction(root: Path) -> str:

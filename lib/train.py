@@ -704,21 +704,50 @@ def compare(cfg: TrainConfig, out_dir: str | Path, max_test: int = 1000) -> dict
 
 # --- the stage --------------------------------------------------------------------------------------
 
-def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
-    """Train (resuming when allowed), compare base / trained / majority on the test split, draw the
-    curve and the comparison, write ``summary.json`` and ``provenance.json``."""
-    out = Path(out)
-    cfg = config.replaced(cfg, **{k: A.resolve(getattr(cfg, k), out.parent) for k in ("dataset", "val_dataset", "test_dataset")
-                                  if getattr(cfg, k)})
-    training = train(cfg, out, resume=cfg.resume, progress=progress)
+def bind_datasets(cfg: TrainConfig, out: str | Path) -> TrainConfig:
+    """The config with its dataset fields (``stage:`` / ``run:`` references to earlier stages'
+    folders, :func:`lib.artifacts.resolve`) resolved against the run folder of ``out``: what
+    training reads and provenance records."""
+    run_folder = Path(out).parent
+    return config.replaced(cfg, **{k: A.resolve(getattr(cfg, k), run_folder)
+                                   for k in ("dataset", "val_dataset", "test_dataset") if getattr(cfg, k)})
+
+
+def curve(out: str | Path) -> tuple[pd.DataFrame, tuple]:
+    """The training curve :func:`train` wrote (``curve.csv``: loss per step, validation scores where
+    measured) and its figure (``figures/training_curve``); the table and ``(fig, ax)``."""
+    table = pd.read_csv(Path(out) / A.CURVE)
+    fig, ax = plots.training_curve(table)
+    plots.save(fig, Path(out) / A.FIGURES, "training_curve", close=True)
+    return table, (fig, ax)
+
+
+def comparison(cfg: TrainConfig, out: str | Path) -> tuple[dict, tuple]:
+    """Base vs trained vs the majority answer on up to ``cfg.max_test`` test questions
+    (:func:`compare`) and its bar chart (``figures/base_vs_trained``); the result and ``(fig, ax)``."""
     result = compare(cfg, out, max_test=cfg.max_test)
-    fig, _ = plots.training_curve(pd.read_csv(out / A.CURVE))
-    plots.save(fig, out / A.FIGURES, "training_curve", close=True)
-    fig, _ = plots.accuracy_bars(pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T)
-    plots.save(fig, out / A.FIGURES, "base_vs_trained", close=True)
+    fig, ax = plots.accuracy_bars(pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T)
+    plots.save(fig, Path(out) / A.FIGURES, "base_vs_trained", close=True)
+    return result, (fig, ax)
+
+
+def finish(cfg: TrainConfig, out: str | Path, training: dict, result: dict) -> dict:
+    """The summary from what the steps returned (:func:`train`'s summary, :func:`comparison`'s
+    result) and provenance (``cfg`` as :func:`bind_datasets` returned it)."""
     summary = {"base": result["base"], "trained": result["trained"], "majority": result["majority"],
                "train_seconds": training["train_seconds"], "n_test": result["n_test"], "training": training}
-    return config.finish(out, A.TRAIN, cfg, summary)
+    return config.finish(Path(out), A.TRAIN, cfg, summary)
+
+
+def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
+    """The stage, step by step as notebook 05 runs it: the datasets resolved, training (resuming when
+    allowed), the curve, base / trained / majority compared on the test split, summary and provenance."""
+    out = Path(out)
+    cfg = bind_datasets(cfg, out)
+    training = train(cfg, out, resume=cfg.resume, progress=progress)
+    curve(out)
+    result, _ = comparison(cfg, out)
+    return finish(cfg, out, training, result)
 
 
 if __name__ == "__main__":

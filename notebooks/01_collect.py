@@ -35,9 +35,8 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 
 # %%
 import pandas as pd
-from IPython.display import Image, display
+from IPython.display import display
 
-from lib import artifacts as A
 from lib import collect
 from lib.config import resolve
 
@@ -46,27 +45,47 @@ cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
 
 # %% [markdown]
-# ## Gather, deduplicate, merge into the manifest
+# ## Gather every source
+# Each source of `sources` in order; a bad file (empty, truncated, not an image) is reported by name, never ingested.
+
+# %%
+records, found = collect.gather_sources(cfg, out, progress=True)
+display(pd.DataFrame(found["per_source"]))
+display(pd.DataFrame(found["bad_files"])) if found["bad_files"] else print("no bad files")
+
+# %% [markdown]
+# ## Deduplicate, merge into the manifest
 # Exact copies (same SHA-256) and near copies (perceptual hash within `near_duplicate_distance`) of an
 # earlier record are removed; "earlier" = the order of `sources`, then path. Re-collecting adds new
 # images after the existing ones and keeps every existing id.
 
 # %%
-summary = collect.run(cfg, out, progress=True)
-report = A.read_json(out.parent, A.COLLECT, A.COLLECT_REPORT)
-display(pd.DataFrame(report["per_source"]))
-print(f"{summary['collected']} collected, {summary['duplicates']} duplicates removed, {summary['kept']} kept")
-display(pd.DataFrame(report["bad_files"])) if report["bad_files"] else print("no bad files")
+manifest, report = collect.build_manifest(cfg, out, records, found)
+print(f"{report['collected']} collected, {len(report['duplicates'])} duplicates removed, {report['kept']} kept")
 display(pd.DataFrame(report["duplicates"])) if report["duplicates"] else None
-
-# %% [markdown]
-# ## Manifest
-
-# %%
-table = pd.DataFrame(A.read_manifest(out.parent))
+table = pd.DataFrame(manifest)
 display(table[["id", "name", "source", "width", "height", "label", "left_style", "right_style", "stage"]].head(20))
 display(collect.totals(table))
-Image(out / A.FIGURES / "sample.png")
+
+# %% [markdown]
+# ## Sample images
 
 # %%
+fig, ax = collect.sample_figure(out, manifest)
+fig
+
+# %% [markdown]
+# ## Datasets
+# A MemeQA source's questions, and the YesBut evaluation dataset (detection, understanding, completion)
+# when the manifest holds labelled images; stage 06 evaluates them.
+
+# %%
+folders = collect.datasets(cfg, out, manifest)
+folders
+
+# %% [markdown]
+# ## Summary and provenance
+
+# %%
+summary = collect.finish(cfg, out, manifest, report, folders)
 assert summary["manifest"] == table["id"].nunique() > 0

@@ -37,10 +37,10 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 
 # %%
 import pandas as pd
-from IPython.display import Image, display
+from IPython.display import display
 
 from lib import af
-from lib import artifacts as A
+from lib.af import stage
 from lib.config import resolve
 from lib.io import load_items
 
@@ -52,38 +52,53 @@ display(resolved.table())  # every field, and the params file that set it
 # ## Skeletons
 
 # %%
-skeletons, skipped = af.skeletons_of(cfg, out.parent)
+skeletons, skipped = stage.skeletons_of(cfg, out.parent)
 print(f"{len(skeletons)} skeletons, {len(skipped)} skipped (no correct option to keep)")
 pd.Series([s.type for s in skeletons]).value_counts().rename("skeletons").to_frame()
 
 # %% [markdown]
-# ## Filter (resumable: state.json after every iteration), the blind check, the exports
+# ## Filter
+# Resumable: the loop writes state.json after every iteration, and a rerun with the same settings goes on from it.
 
 # %%
-summary = af.run(cfg, out)
-display(A.read_table(out.parent, A.AF, A.ITERATIONS))
-Image(out / A.FIGURES / "iterations.png") if (out / A.FIGURES / "iterations.png").exists() else None
+state = stage.filter_skeletons(cfg, out, skeletons)
+print(f"{state['iteration']} iterations; {len(state['questions'])} questions")
+
+# %% [markdown]
+# ## Iterations: discriminator accuracy and fooled questions
 
 # %%
-items = load_items(A.dataset_folder(out, A.AF_DATASET))
+iterations, (fig, ax) = stage.iteration_table(out, state)
+display(iterations)
+fig
+
+# %% [markdown]
+# ## The filtered questions and the blind check
+# A question the blind model answers without its image is marked `blind_answerable`.
+
+# %%
+items = stage.questions(cfg, state)
 table = pd.DataFrame([{"type": i.meta["type"], "fooled": i.meta["fooled"], "blind_answerable": i.meta.get("blind_answerable")}
                       for i in items], columns=["type", "fooled", "blind_answerable"])  # columns: an empty run shows 0 rows
 display(table.groupby("type").agg(questions=("fooled", "size"), fooled=("fooled", "sum"),
                                   blind_answerable=("blind_answerable", "sum")))
 
 # %% [markdown]
-# ## None+ beside None-: one option removed, "None of the above" at D
+# ## Datasets and MemeQA exports: None+ beside None-, one option removed, "None of the above" at D
 
 # %%
-plus = {i.id: i for i in load_items(A.dataset_folder(out, A.AF_DATASETS["none-plus"]))}
-for item in items[:2]:
+variants, folders = stage.datasets(cfg, out, items)
+plus = {i.id: i for i in variants.get("none-plus", [])}
+for item in [i for i in items[:2] if i.id in plus]:
     print(f"None-: {item.options} answer {item.answer}\nNone+: {plus[item.id].options} answer {plus[item.id].answer}")
+folders
 
 # %% [markdown]
 # ## The shortcut audit: how often a text-only tell picks the answer, beside chance
 
 # %%
-pd.read_csv(out / A.SHORTCUTS)
+audits, shortcut_table = stage.shortcut_audit(cfg, out, variants)
+shortcut_table
 
 # %% [markdown]
 # ## A few questions' distractor histories
@@ -96,5 +111,9 @@ for item in items[:4]:
     print("   final:", [f"{'*' if i in item.answer else ' '}{o} <{g}>" for i, (o, g) in
                         enumerate(zip(item.options, item.meta["origins"]))])
 
+# %% [markdown]
+# ## Summary and provenance
+
 # %%
-assert summary["questions"] == len(items)
+summary = stage.finish(cfg, out, skeletons, skipped, iterations, items, folders, audits)
+assert summary["questions"] == len(items) == len(load_items(folders["none-minus"]))

@@ -35,12 +35,11 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 
 # %%
 import pandas as pd
-from IPython.display import Image, display
+from IPython.display import display
 
 from lib import artifacts as A
 from lib.config import resolve
-from lib.scrapbook import ScrapbookConfig, explore
-from lib.scrapbook import run as run_stage
+from lib.scrapbook import ScrapbookConfig, explore, stage
 
 resolved = resolve(ScrapbookConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
@@ -49,13 +48,11 @@ dataset = A.dataset_folder(out, A.SCRAPBOOK_DATASET)
 
 # %% [markdown]
 # ## Generate
-# Parameters are validated first; images, masks, scenes and questions are then streamed to disk,
-# for the main dataset and for every further set named in `sets`.
+# Parameters are validated first; images, masks, scenes and questions are then streamed to disk.
 
 # %%
-stats = run_stage(cfg, out)
+stats = stage.main_dataset(cfg, out)
 print(f"{stats['images']} images, {stats['questions']:,} questions; placement failures: {stats['placement_failures'] or 'none'}")
-pd.DataFrame(stats["datasets"]).T
 
 # %% [markdown]
 # ## Sample images
@@ -63,7 +60,8 @@ pd.DataFrame(stats["datasets"]).T
 # reference object at one relative position to it, then the others.
 
 # %%
-Image(out / A.FIGURES / "samples.png")
+fig, ax = stage.sample_figure(cfg, out)
+fig
 
 # %% [markdown]
 # ## Sample questions of each type, group and form
@@ -76,9 +74,9 @@ display(explore.sample_questions(dataset))
 # Presence and counting questions come in equal numbers, as in the paper's section 5.2.
 
 # %%
-counts = pd.read_csv(dataset / "counts.csv")
+counts, (fig, ax) = stage.question_counts(out)
 display(counts.pivot_table(index=["type", "group"], columns="subgroup", values="questions", aggfunc="sum", fill_value=0))
-Image(out / A.FIGURES / "question_counts.png")
+fig
 
 # %% [markdown]
 # ## Concepts enabled at levels 1 and 2
@@ -90,9 +88,29 @@ concepts = pd.read_csv(dataset / "concepts.csv")
 display(concepts.pivot_table(index=["level", "concept", "value", "enabled"], columns="subgroup",
                              values="questions", aggfunc="sum", fill_value=0))
 
+# %% [markdown]
+# ## Further sets
+# Every other Scrapbook dataset of the run, one per entry of `sets` (the scenes stage 05 trains on, a fresh set 06 evaluates).
+
 # %%
-by_type = stats["by_type"]
+sets = stage.further_sets(cfg, out)
+pd.DataFrame(sets).T if sets else print("no further sets")
+
+# %% [markdown]
+# ## Beside the paper
+# With `compare_to_paper` on (the main dataset has Table 2's parameters), its Unique All counts beside the paper's.
+
+# %%
+paper = stage.paper_table(cfg, out)
+paper if paper is not None else print("compare_to_paper is off")
+
+# %% [markdown]
+# ## Summary and provenance
+
+# %%
+summary = stage.finish(cfg, out, stats, sets)
+by_type = summary["by_type"]
 if {"presence", "counting"} <= set(cfg.types):  # each presence query has its counting twin
     assert by_type.get("presence") == by_type.get("counting"), "presence and counting should come in equal numbers"
-assert stats["images"] > 0 and stats["questions"] > 0
-print(f"datasets -> {out / A.DATASETS}")
+assert summary["images"] > 0 and summary["questions"] > 0
+pd.DataFrame(summary["datasets"]).T

@@ -35,7 +35,7 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 
 # %%
 import pandas as pd
-from IPython.display import Image, display
+from IPython.display import display
 
 from lib import artifacts as A
 from lib import train
@@ -46,30 +46,43 @@ cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
 
 # %% [markdown]
-# ## Train, then compare base vs trained vs majority answer on held-out images
-# Splits are disjoint by image; validation and test use level-1 questions. Validation asks, reads
-# and scores each question as stage 06 will (the items' task).
+# ## Datasets
+# The dataset fields name earlier stages' folders (`stage:04_scrapbook/...`); resolved against this run,
+# they are what training reads and provenance records.
 
 # %%
-summary = train.run(cfg, out)
-training = summary["training"]
+cfg = train.bind_datasets(cfg, out)
+{k: getattr(cfg, k) for k in ("dataset", "val_dataset", "test_dataset")}
+
+# %% [markdown]
+# ## Train
+# Splits are disjoint by image; validation and test use level-1 questions. Validation asks, reads
+# and scores each question as stage 06 will (the items' task). A rerun with the same settings resumes.
+
+# %%
+training = train.train(cfg, out, resume=cfg.resume)
 print(f"{training['steps']} steps in {training['train_seconds']} s, {training['tokens_per_second']:,.0f} tokens/s")
 
 # %% [markdown]
 # ## Training curve
 
 # %%
-Image(out / A.FIGURES / "training_curve.png")
+curve, (fig, ax) = train.curve(out)
+fig
 
 # %% [markdown]
-# ## Base vs trained vs majority answer
+# ## Base vs trained vs majority answer on held-out images
 
 # %%
-table = pd.DataFrame({k: summary[k] for k in ("majority", "base", "trained")}).T
-display(table.style.format("{:.3f}"))
-Image(out / A.FIGURES / "base_vs_trained.png")
+result, (fig, ax) = train.comparison(cfg, out)
+display(pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T.style.format("{:.3f}"))
+fig
+
+# %% [markdown]
+# ## Summary and provenance
 
 # %%
+summary = train.finish(cfg, out, training, result)
 assert (out / A.BEST).is_dir() and (out / A.LAST).is_dir()
 for key in ("accuracy_presence", "accuracy_presence_color", "accuracy_presence_shape"):
     print(f"{key}: trained {summary['trained'].get(key, float('nan')):.3f}, base {summary['base'].get(key, float('nan')):.3f}, "

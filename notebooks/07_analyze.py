@@ -92,6 +92,13 @@ for fig in task_figures.values():
     display(fig)
 
 # %% [markdown]
+# ## The papers' stated numbers beside ours (YesBut with its repository, MemeQA's release)
+
+# %%
+reproduced = analysis.paper_table(cfg, out)
+display(reproduced) if reproduced is not None else print("no paper numbers for this run (no YesBut or MemeQA data)")
+
+# %% [markdown]
 # ## Summary, provenance and the report
 
 # %%

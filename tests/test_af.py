@@ -526,3 +526,33 @@ def test_a_rule_types_wording_is_read_back_through_the_same_template():
         question = skeletons.prompts()["types"][kind]["question"].format(target="Pierre Trudeau")
         assert skeletons.rule_meta(kind, question, ["x"]) == {"target": "Pierre Trudeau"}, kind
         assert skeletons.rule_meta(kind, "Who is this?", ["x"]) == {}, kind
+
+
+def test_the_stage_steps_called_one_by_one_write_what_run_writes(tmp_path, image, monkeypatch):
+    """Notebook 03 calls the steps one per section; ``run`` composes the same steps."""
+    from lib.af import stage
+
+    monkeypatch.setattr(stage, "skeletons_of", lambda cfg, run_folder: (_rule_skeletons(image), []))
+    cfg = af.AFConfig(generator={}, discriminators=[{"backend": "random", "seed": 3}],
+                      blind_model={"backend": "random", "seed": 4}, max_iterations=3, seed=1)
+    store = CallStore(tmp_path / "c.sqlite")
+    a, b = tmp_path / "steps" / "03_adversarial_filter", tmp_path / "run" / "03_adversarial_filter"
+    skeletons, skipped = stage.skeletons_of(cfg, a.parent)
+    state = stage.filter_skeletons(cfg, a, skeletons, store, progress=False)
+    iterations, (fig, ax) = stage.iteration_table(a, state)
+    assert len(iterations) == len(state["iterations"]) > 0 and fig is not None and (a / "figures" / "iterations.png").exists()
+    items = stage.questions(cfg, state, store)
+    assert 0 < len(items) <= len(skeletons) and all("blind_answerable" in i.meta for i in items)
+    variants, folders = stage.datasets(cfg, a, items)
+    assert set(variants) == set(folders) == {"none-minus", "none-plus"} and variants["none-minus"] is items
+    audits, table = stage.shortcut_audit(cfg, a, variants)
+    assert set(audits) == set(table["dataset"]) == {"output none-minus", "output none-plus"}
+    summary = stage.finish(cfg, a, skeletons, skipped, iterations, items, folders, audits)
+    ran = stage.run(cfg, b, store=store, progress=False)
+    assert json.dumps(summary, sort_keys=True).replace(str(a), str(b)) == json.dumps(ran, sort_keys=True)
+    untimed = lambda folder: pd.read_csv(folder / "iterations.csv").drop(columns="seconds")  # noqa: E731
+    assert untimed(a).equals(untimed(b))
+    for name in ("shortcuts.csv", "memeqa/none-minus.json", "memeqa/none-plus.json",
+                 "datasets/adversarial/items.jsonl", "datasets/adversarial_none_plus/items.jsonl"):
+        assert (a / name).read_text() == (b / name).read_text(), name
+    assert sorted(p.relative_to(a) for p in a.rglob("*")) == sorted(p.relative_to(b) for p in b.rglob("*"))

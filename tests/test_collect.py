@@ -242,3 +242,28 @@ def test_images_that_are_not_two_panels_are_flagged_by_name_and_never_cut(tmp_pa
     fig, axes = plots.panel_cuts(list(manifest.values()))
     titles = [ax.get_title() for ax in axes.flat if ax.get_title()]
     assert titles[0].startswith("333") and "three panels" in titles[0] and "two panels" in titles[1]
+
+
+def _same_text(a, b, folder_a, folder_b) -> bool:
+    """Two files alike once the folder each run wrote into is named the same."""
+    return a.read_text().replace(str(folder_a), str(folder_b)) == b.read_text()
+
+
+def test_the_stage_steps_called_one_by_one_write_what_run_writes(tmp_path):
+    """Notebook 01 calls the steps one per section; ``run`` composes the same steps."""
+    cfg = collect.CollectConfig(sources=[{"kind": "demo"}])
+    a, b = tmp_path / "steps" / "01_collect", tmp_path / "run" / "01_collect"
+    a.mkdir(parents=True)
+    records, found = collect.gather_sources(cfg, a)
+    assert len(records) == sum(s["images"] for s in found["per_source"]) > 0 and found["bad_files"] == []
+    manifest, report = collect.build_manifest(cfg, a, records, found)
+    assert report["collected"] == len(records) and len(manifest) == report["kept"]
+    fig, ax = collect.sample_figure(a, manifest)
+    assert fig.axes and (a / "figures" / "sample.png").exists()
+    folders = collect.datasets(cfg, a, manifest)
+    assert set(folders) == {"yesbut"} and (folders["yesbut"] / "items.jsonl").exists()  # the demo's pairs are labelled
+    summary = collect.finish(cfg, a, manifest, report, folders)
+    assert json.dumps(summary).replace(str(a), str(b)) == json.dumps(collect.run(cfg, b))
+    for name in ("manifest.jsonl", "report.json", "summary.json", "datasets/yesbut/items.jsonl"):
+        assert _same_text(a / name, b / name, a, b), name
+    assert sorted(p.relative_to(a) for p in a.rglob("*")) == sorted(p.relative_to(b) for p in b.rglob("*"))

@@ -1,6 +1,8 @@
 """The openai backend with the real openai client against a real HTTP server on 127.0.0.1."""
 
 import base64
+import contextlib
+from dataclasses import replace
 
 import pytest
 
@@ -192,3 +194,145 @@ def test_a_reply_is_checked_against_the_whole_schema_not_only_what_the_server_en
         Request.simple(f'[[reply:{{"options": ["{long}"]}}]]', constraint=c)], progress=False)
     assert (ok.valid, ok.parsed) == (True, {"options": ["A fine option"]})
     assert (too_long.valid, too_long.method, too_long.parsed) == (False, "invalid", None) and long in too_long.text
+
+
+# --- several servers behind one spec (data parallelism) -----------------------------------------
+
+@pytest.fixture
+def refused_url():
+    """A server that refuses connections: a port bound, never listening (no one else can take it)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+
+def _servers(base_url, **kw):
+    return load_model({"backend": "openai", "name": "stub-vlm", "base_url": base_url, "api_key_env": "VQALAB_TEST_KEY",
+                       "concurrency": 2, "max_retries": 3, "timeout_s": 1.5, **kw})
+
+
+def _as_answered(responses):
+    return [replace(r, latency_s=0.0) for r in responses]
+
+
+def test_the_pool_picks_the_least_busy_untried_server_and_passes_over_a_failed_one():
+    from lib.models.api import ServerPool
+
+    pool = ServerPool(3, cooldown=2)
+    assert [pool.pick(), pool.pick()] == [0, 0]  # nothing in flight: ties go to the first
+    pool.in_flight[:] = [2, 1, 1]
+    assert pool.pick() == 1
+    assert pool.pick(tried={1}) == 2  # a request's untried servers first, however busy
+    assert pool.pick(tried={0, 1, 2}) == 1  # all tried: all again
+    pool.in_flight[:] = [0, 0, 0]
+    pool.failed(0)  # passed over for the next 2 picks, then back
+    assert [pool.pick(), pool.pick(), pool.pick()] == [1, 1, 0]
+    every = ServerPool(2, cooldown=5)
+    every.failed(1)
+    assert every.pick() == 0
+    every.failed(0)
+    assert every.pick() == 1  # every server cooling down: the one whose cool-down ends first
+    assert every.sent == [1, 1] and every.failures == [1, 1]
+
+
+def test_two_servers_share_one_spec_by_requests_in_flight():
+    reqs = [Request.simple(f"q{i}") for i in range(16)]
+    with OpenAIStub(delay_s=0.05) as a, OpenAIStub(delay_s=0.05) as b:
+        got = generate(_servers([a.url, b.url], concurrency=2), reqs, progress=False)
+    assert [r.text for r in got] == [f"echo: q{i}" for i in range(16)]
+    assert len(a.bodies) + len(b.bodies) == 16
+    assert len(a.bodies) >= 4 and len(b.bodies) >= 4  # neither gets everything
+    # 2 per server, 4 in flight: the fewest-in-flight rule never puts a third on one while the other has one
+    assert a.max_in_flight <= 2 and b.max_in_flight <= 2
+
+
+@pytest.mark.parametrize("broken", ["refused", "500", "stalls"])
+def test_a_broken_server_costs_no_answer_and_changes_no_key(broken, refused_url):
+    from lib.store import call_key
+
+    reqs = [Request.simple(f"q{i}", constraint=Constraint(choices=("yes", "no")) if i % 2 else None) for i in range(12)]
+    bad = {"refused": None, "500": OpenAIStub(status=500), "stalls": OpenAIStub(delay_s=2)}[broken]
+    with OpenAIStub() as good, (bad or contextlib.nullcontext()):
+        bad_url = refused_url if bad is None else bad.url
+        alone, both = _servers([good.url]), _servers([bad_url, good.url], timeout_s=0.5)
+        expected = generate(alone, reqs, progress=False)
+        got = generate(both, reqs, progress=False)
+        assert len(good.bodies) == 2 * len(reqs)  # every request answered by the good server, in both runs
+    assert all(r.valid for r in got) and _as_answered(got) == _as_answered(expected)
+    assert [call_key(both.fingerprint, r) for r in reqs] == [call_key(alone.fingerprint, r) for r in reqs]
+    assert both.pool.failures[0] >= 1 and both.pool.failures[1] == 0
+    if bad is not None:  # asked at most once per request (the first pick ties to it), then passed over
+        assert bad.attempts and set(bad.attempts.values()) == {1} and sum(bad.attempts.values()) < len(reqs)
+
+
+def test_each_server_once_then_the_retry_policy(refused_url):
+    """A request every server fails: one attempt on each, then the client's max_retries (with backoff)."""
+    with OpenAIStub() as a, OpenAIStub() as b:
+        down, flaky = generate(_servers([a.url, b.url], max_retries=1),
+                               [Request.simple("down [[always500]]"), Request.simple("flaky [[500x1]]")], progress=False)
+        assert down.method == "error" and "500" in down.error
+        assert a.attempts["down [[always500]]"] >= 1 and b.attempts["down [[always500]]"] >= 1
+        assert a.attempts["down [[always500]]"] + b.attempts["down [[always500]]"] == 2 + 1  # servers + max_retries
+        # fails once on each server (its markers count per server), then the retry is answered
+        assert flaky.valid and a.attempts["flaky [[500x1]]"] + b.attempts["flaky [[500x1]]"] == 3
+        # with no retries a request still gets each server once: failing over is not retrying one server
+        ok = generate(_servers([refused_url, a.url], max_retries=0), [Request.simple("hello")], progress=False)[0]
+        assert ok.text == "echo: hello"
+
+
+def test_a_list_of_servers_keys_its_cache_by_the_model_not_by_where_it_runs(tmp_path, refused_url):
+    """The rule (lib/models/api.py): servers of one list are interchangeable, so a list's keys hold
+    no URL - any order, servers added or dropped, the same keys; a single URL string keeps its URL
+    in its keys as always (existing caches stay valid), so a list does not reuse its answers."""
+    from lib.schema import fingerprint
+
+    served = {"id": "stub-vlm", "root": "/models/a", "max_model_len": 2048}
+    reqs = [Request.simple(f"q{i}") for i in range(6)]
+    store = CallStore(tmp_path / "calls.sqlite")
+    with OpenAIStub(models=[served]) as a, OpenAIStub(models=[served]) as b, OpenAIStub(models=[served]) as c:
+        first = generate(_servers([a.url, b.url]), reqs, store=store, progress=False)
+        assert first.n_computed == 6
+        for urls in ([b.url, a.url], [c.url], [c.url, a.url, b.url], [refused_url, b.url]):
+            assert generate(_servers(urls), reqs, store=store, progress=False).n_cached == 6, urls
+        assert not c.bodies
+        single = _servers(a.url)
+        assert single.fingerprint == fingerprint({"backend": "openai", "name": "stub-vlm", "base_url": a.url,
+                                                  "served": served})  # as before lists existed
+        assert generate(single, reqs, store=store, progress=False).n_cached == 0
+        with OpenAIStub(models=[{**served, "root": "/models/b"}]) as other:
+            assert _servers([other.url]).fingerprint != _servers([a.url]).fingerprint  # other weights, other keys
+            with pytest.raises(ValueError, match="serve different models"):
+                _servers([a.url, other.url]).fingerprint
+    # servers that do not say what they serve: known by name and label, never taken for api.openai.com
+    assert _servers([refused_url]).fingerprint != load_model({"backend": "openai", "name": "stub-vlm"}).fingerprint
+
+
+@pytest.mark.parametrize("base_url, message", [
+    ([], "models.vlm.base_url must be a server's URL or a non-empty list"),
+    (["http://127.0.0.1:8000/v1", ""], "models.vlm.base_url[1] must be a server's URL"),
+    (["http://127.0.0.1:8000/v1", 8001], "models.vlm.base_url[1] must be a server's URL"),
+    ({"url": "http://127.0.0.1:8000/v1"}, "models.vlm.base_url must be"),
+    (["http://127.0.0.1:8000/v1"] * 2, "lists 'http://127.0.0.1:8000/v1' twice"),
+])
+def test_the_spec_check_takes_a_list_of_urls_and_names_the_key_at_fault(base_url, message):
+    import re
+
+    from lib.config import ParamsError, check_model_spec
+
+    for ok in ("http://127.0.0.1:8000/v1", ["http://127.0.0.1:8000/v1", "http://127.0.0.1:8001/v1"]):
+        check_model_spec({"backend": "openai", "name": "m", "base_url": ok}, "models.vlm")
+    with pytest.raises(ParamsError, match=re.escape(message)):
+        check_model_spec({"backend": "openai", "name": "m", "base_url": base_url}, "models.vlm")
+    with pytest.raises(ValueError, match="base_url"):  # a spec built in code is refused as early
+        load_model({"backend": "openai", "name": "m", "base_url": base_url})
+
+
+def test_the_preflight_asks_every_listed_server(refused_url):
+    from lib.preflight import server_problem
+
+    with OpenAIStub(models=[{"id": "stub-vlm"}]) as a, OpenAIStub(models=[{"id": "stub-vlm"}]) as b:
+        assert server_problem({"backend": "openai", "name": "stub-vlm", "base_url": [a.url, b.url]}) is None
+        why = server_problem({"backend": "openai", "name": "stub-vlm", "base_url": [a.url, refused_url, b.url]})
+    assert why.startswith("1 of the 3 servers of base_url: no server answers at " + refused_url)

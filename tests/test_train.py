@@ -379,3 +379,27 @@ def test_prepared_image_tensors_hash_an_image_object_once(dataset, monkeypatch):
     assert len(hashed) == 1 and again is first
     copy = images(dataset / example.image).copy()
     assert tensors._one(processor.image_processor, copy, {"return_tensors": "pt"}) is first and len(hashed) == 2
+
+
+def test_the_stage_steps_called_one_by_one_write_what_run_writes(dataset, tmp_path):
+    """Notebook 05 calls the steps one per section; ``run`` composes the same steps."""
+    import lib.train as T
+
+    cfg = _cfg(dataset, max_test=8)
+    a, b = tmp_path / "steps" / "05_train", tmp_path / "run" / "05_train"
+    bound = T.bind_datasets(cfg, a)
+    assert bound.dataset == str(dataset)  # a folder named outright stays as it is
+    training = T.train(bound, a, resume=bound.resume, progress=False)
+    curve, (fig, ax) = T.curve(a)
+    assert curve["step"].max() == training["steps"] and fig.axes and (a / "figures" / "training_curve.png").exists()
+    result, (fig, ax) = T.comparison(bound, a)
+    assert result["n_test"] == 8 and fig.axes and (a / "figures" / "base_vs_trained.png").exists()
+    summary = T.finish(bound, a, training, result)
+    ran = T.run(cfg, b, progress=False)
+
+    def untimed(s):
+        return {k: untimed(v) if isinstance(v, dict) else v for k, v in s.items()
+                if k not in ("train_seconds", "tokens_per_second")}
+
+    assert untimed(summary) == untimed(ran) and list(summary) == list(ran)
+    assert sorted(p.relative_to(a) for p in a.rglob("*")) == sorted(p.relative_to(b) for p in b.rglob("*"))

@@ -3,7 +3,8 @@
 Spec keys::
 
     {backend: openai, name: gpt-4o-mini,          # the model name the server knows
-     base_url: http://127.0.0.1:8000/v1,          # omit for api.openai.com; a vLLM server's /v1
+     base_url: http://127.0.0.1:8000/v1,          # omit for api.openai.com; a vLLM server's /v1,
+                                                  # or a list of them: several servers of one model
      api_key_env: OPENAI_API_KEY,                 # the NAME of the variable holding the key
      concurrency: 16, max_retries: 5, timeout_s: 60,
      price_per_1m_input: 0.15, price_per_1m_output: 0.60}   # USD, for the cost column
@@ -36,20 +37,39 @@ invalid when it does not conform. Every schema the project sends passes :func:`s
 (it compiles on vLLM's xgrammar and guidance engines alike); a 500 whose body names a grammar
 failure is not retried (the same schema fails the same way every time).
 
+Several servers, one model (data parallelism: one vLLM per GPU or node): ``base_url`` may be a
+list of their URLs. Each attempt goes to the server with the fewest requests in flight (ties to
+the first listed); ``concurrency`` counts per server, so the spec keeps ``concurrency`` x servers
+in flight. An attempt that fails the way the client retries (connection refused, a timeout, 429,
+5xx) moves at once to a server this request has not tried yet; once every server has failed it,
+the client's own retries go on (``max_retries``, with backoff), each again to the least busy
+server: at most servers + ``max_retries`` attempts (a single URL: 1 + ``max_retries``, as ever).
+A server that failed an attempt is passed over for the spec's next :data:`COOLDOWN_REQUESTS`
+attempts (a count, not seconds); when every server is cooling down, the one whose cool-down ends
+first is asked.
+
 The call cache knows a server by its spec (``name``, ``base_url``, ``label``...) and, for a
 ``base_url`` server that answers ``GET /models``, by what the server says about the model it
 serves (``id``, ``root``: the weights' folder, ``max_model_len``): a different checkpoint behind
 the same URL and name gets new cache keys. Engine flags are not visible there (the
 structured-output backend, ``disable_any_whitespace``, dtype): set the spec's ``label`` when
-they change.
+they change. The servers of a list are interchangeable, so a list's fingerprint holds no URL: it
+is the model (``name``, ``label``...), what the servers say they serve (listed servers that say
+different things are refused: give each its own spec) and the mark :data:`ANY_LISTED_SERVER` -
+the same keys whichever server answers, in any order, with servers added or dropped. A single
+``base_url`` string keeps its URL in the fingerprint as it always has (existing caches stay
+valid), so a list does not reuse a single-URL spec's cached answers; a one-item list is how one
+server gets URL-free keys.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import hashlib
 import io
+import json
 import os
 import re
 import threading
@@ -57,6 +77,7 @@ import time
 from pathlib import Path
 
 from lib.answers import cap_reply, choice_schema, not_text, parse_choice, parse_json_reply
+from lib.config import check_base_url
 from lib.io import load_image
 from lib.models.base import Model
 from lib.paths import cache_dir
@@ -186,6 +207,53 @@ def response_image(response: Response):
     return Image.open(cache_dir() / response.text).convert("RGB")
 
 
+# A server that failed an attempt is passed over for this many of the spec's next attempts: a dead
+# server then costs one failed attempt now and then, not one per request, and a restarted one is
+# back within a batch. Counted in attempts, never seconds (time on these machines says little).
+COOLDOWN_REQUESTS = 16
+# What a list's fingerprint holds where a single server's holds its URL (see the module docstring).
+ANY_LISTED_SERVER = "<any listed server>"
+
+
+def base_urls(spec: dict) -> list[str]:
+    """The servers of an ``openai`` spec: none (api.openai.com), its one ``base_url``, or its list."""
+    base = spec.get("base_url")
+    check_base_url(base, f"model spec {spec.get('name')!r}")
+    return list(base) if isinstance(base, list) else [base] if base else []
+
+
+class ServerPool:
+    """Which of a spec's servers takes an attempt (see the module docstring): the fewest in
+    flight, ties to the first; a request's untried servers before the others; a server that failed
+    passed over for ``cooldown`` picks. Plain counters, used from one event loop at a time."""
+
+    def __init__(self, n: int, cooldown: int = COOLDOWN_REQUESTS):
+        self.n, self.cooldown = n, cooldown
+        self.in_flight = [0] * n
+        self.sent = [0] * n  # attempts sent to each server
+        self.failures = [0] * n
+        self.picks = 0
+        self._cool_until = [0] * n  # a server is passed over until the pick count exceeds this
+
+    def pick(self, tried=()) -> int:
+        """The server for an attempt of a request that has already tried the servers ``tried``."""
+        self.picks += 1
+        pool = [i for i in range(self.n) if i not in tried] or list(range(self.n))
+        ready = [i for i in pool if self._cool_until[i] < self.picks]
+        i = (min(ready, key=lambda i: (self.in_flight[i], i)) if ready
+             else min(pool, key=lambda i: (self._cool_until[i], self.in_flight[i], i)))
+        self.sent[i] += 1
+        return i
+
+    def failed(self, i: int) -> None:
+        self.failures[i] += 1
+        self._cool_until[i] = self.picks + self.cooldown
+
+
+# The servers the request being sent has tried (one set per request: each runs in its own task).
+_TRIED: contextvars.ContextVar[set] = contextvars.ContextVar("tried_servers")
+
+
 def _last_text(r: Request) -> str:
     content = r.messages[-1]["content"]
     return content if isinstance(content, str) else " ".join(p["text"] for p in content if p.get("type") == "text")
@@ -204,8 +272,10 @@ class OpenAIModel(Model):
             # the message never repeats the value: it may be the key itself
             raise ValueError(f"model {spec.get('name')!r}: api_key_env must be the NAME of an environment variable "
                              f"(letters, digits, _), not a key; the value given is not shown")
-        self.concurrency = int(spec.get("concurrency", 16))
-        self.batch_size = int(spec.get("batch_size", 4 * self.concurrency))
+        self.urls = base_urls(spec)
+        self.pool = ServerPool(max(1, len(self.urls)))
+        self.concurrency = int(spec.get("concurrency", 16))  # per server
+        self.batch_size = int(spec.get("batch_size", 4 * self.concurrency * self.pool.n))
         self._identity: dict | None = None
 
     @property
@@ -214,31 +284,41 @@ class OpenAIModel(Model):
         # the server says it serves do.
         keep = {k: v for k, v in self.spec.items() if k in ("backend", "name", "base_url", "revision", "label",
                                                              "endpoint", "size")}
+        if isinstance(self.spec.get("base_url"), list):  # interchangeable servers: not which, nor how many
+            keep["base_url"] = ANY_LISTED_SERVER
         served = self.server_identity()
         if served:
             keep["served"] = served
         return fingerprint(keep)
 
     def server_identity(self) -> dict:
-        """What a ``base_url`` server's ``GET /models`` says about this model (``id``, ``root``,
+        """What the ``base_url`` servers' ``GET /models`` say about this model (``id``, ``root``,
         ``max_model_len``; vLLM gives all three), asked once; empty when there is no ``base_url``,
-        the server does not answer or does not list the model."""
+        or no server answers or lists the model. Listed servers that say different things are refused."""
         if self._identity is None:
-            self._identity = {}
-            base = self.spec.get("base_url")
-            if base and self.spec.get("endpoint") != "images":
-                from openai import OpenAI, OpenAIError
-
-                try:
-                    with OpenAI(base_url=base, api_key=self._api_key(), max_retries=1,
-                                timeout=float(self.spec.get("timeout_s", 60))) as client:
-                        listed = [m.model_dump() for m in client.models.list()]
-                except (OpenAIError, ValueError, TypeError, AttributeError):
-                    listed = []
-                for m in listed:
-                    if m.get("id") == self.spec.get("name"):
-                        self._identity = {k: m[k] for k in ("id", "root", "max_model_len") if m.get(k) is not None}
+            said = {} if self.spec.get("endpoint") == "images" else {url: self._served_by(url) for url in self.urls}
+            said = {url: identity for url, identity in said.items() if identity}
+            if len({json.dumps(v, sort_keys=True) for v in said.values()}) > 1:
+                raise ValueError(f"model {self.name!r}: the servers of base_url serve different models ("
+                                 + "; ".join(f"{url}: {v}" for url, v in said.items())
+                                 + "): the servers of one spec must serve the same weights; give each its own spec")
+            self._identity = next(iter(said.values()), {})
         return self._identity
+
+    def _served_by(self, base: str) -> dict:
+        """What the server at ``base`` says about this model: empty if it does not answer or list it."""
+        from openai import OpenAI, OpenAIError
+
+        try:
+            with OpenAI(base_url=base, api_key=self._api_key(), max_retries=1,
+                        timeout=float(self.spec.get("timeout_s", 60))) as client:
+                listed = [m.model_dump() for m in client.models.list()]
+        except (OpenAIError, ValueError, TypeError, AttributeError):
+            listed = []
+        for m in listed:
+            if m.get("id") == self.spec.get("name"):
+                return {k: m[k] for k in ("id", "root", "max_model_len") if m.get(k) is not None}
+        return {}
 
     def _api_key(self) -> str:
         env = self.spec.get("api_key_env", "OPENAI_API_KEY")
@@ -257,30 +337,61 @@ class OpenAIModel(Model):
         import openai
         from openai import AsyncOpenAI
 
-        if not hasattr(AsyncOpenAI, "_send_request"):  # the hook each attempt goes through (httpx2 clients)
-            raise RuntimeError(f"openai {openai.__version__} is too old for the per-attempt deadline (timeout_s); "
-                               f"upgrade it: pip install -U openai")
+        # the hooks each attempt goes through (httpx2 clients)
+        if not all(hasattr(AsyncOpenAI, hook) for hook in ("_send_request", "_sleep_for_retry")):
+            raise RuntimeError(f"openai {openai.__version__} is too old for the per-attempt deadline (timeout_s) and "
+                               f"the choice of server; upgrade it: pip install -U openai")
         import httpx2  # what the openai client sends with, and whose timeouts it retries
 
         deadline_s = float(self.spec.get("timeout_s", 60))
+        pool, bases = self.pool, [url.rstrip("/") + "/" for url in self.urls]
 
         class Client(AsyncOpenAI):
             def _should_retry(self, response) -> bool:  # the openai client's retry rule, minus grammar failures
                 return not grammar_failure(response) and super()._should_retry(response)
 
+            async def _sleep_for_retry(self, *, retries_taken: int, **kwargs) -> None:
+                tried = _TRIED.get(None)
+                if tried is not None and len(tried) < pool.n:  # a server it has not tried takes it at once
+                    return
+                # then one server's backoff: the attempts that went round the servers do not lengthen it
+                await super()._sleep_for_retry(retries_taken=max(0, retries_taken - (pool.n - 1)), **kwargs)
+
             async def _send_request(self, request, **kwargs):
+                tried = _TRIED.get(None)
+                tried = set() if tried is None else tried
+                i = pool.pick(tried)
+                tried.add(i)
+                if i:  # the client built the request for the first server's URL: send it to server i
+                    own, url = str(self.base_url), str(request.url)
+                    if not url.startswith(own):
+                        raise RuntimeError(f"cannot route {url} to {bases[i]}: it is not under {own}")
+                    request.url = httpx2.URL(bases[i] + url[len(own):])
+                    request.headers["Host"] = request.url.netloc.decode("ascii")
+                pool.in_flight[i] += 1
                 # One attempt, body included, within timeout_s: the client's timeout bounds each read,
                 # so a body dripped a byte at a time would never end. A timeout is retried as any is.
                 try:
                     async with asyncio.timeout(deadline_s):
-                        return await super()._send_request(request, **kwargs)
+                        response = await super()._send_request(request, **kwargs)
                 except TimeoutError:
+                    pool.failed(i)
                     raise httpx2.ReadTimeout(f"no whole reply within timeout_s={deadline_s:g}s",
                                              request=request) from None
+                except Exception:  # refused, reset: the client retries these
+                    pool.failed(i)
+                    raise
+                finally:
+                    pool.in_flight[i] -= 1
+                if response.status_code >= 400 and self._should_retry(response):  # 429, 5xx: retried elsewhere
+                    pool.failed(i)
+                return response
 
+        # servers - 1 attempts more than one server's, for trying each server once first
         return Client(
-            base_url=self.spec.get("base_url"), api_key=self._api_key(),
-            max_retries=int(self.spec.get("max_retries", 5)), timeout=float(self.spec.get("timeout_s", 60)),
+            base_url=self.urls[0] if self.urls else None, api_key=self._api_key(),
+            max_retries=int(self.spec.get("max_retries", 5)) + pool.n - 1,
+            timeout=float(self.spec.get("timeout_s", 60)),
         )
 
     def _redact(self, text: str) -> str:
@@ -309,6 +420,7 @@ class OpenAIModel(Model):
                         cost_usd=float(self.spec.get("price_per_image", 0)))
 
     async def _one(self, client, sem: asyncio.Semaphore, r: Request) -> Response:
+        _TRIED.set(set())  # this request's own (each request runs in its own task)
         if self.spec.get("endpoint") == "images":
             async with sem:
                 return await self._image(client, r)
@@ -373,7 +485,7 @@ class OpenAIModel(Model):
         return None, INVALID, False, problem
 
     async def _run(self, requests: list[Request], on_result) -> list[Response]:
-        sem = asyncio.Semaphore(self.concurrency)
+        sem = asyncio.Semaphore(self.concurrency * self.pool.n)
         out: list[Response | None] = [None] * len(requests)
         async with self._client() as client:
             async def task(i: int, r: Request) -> None:

@@ -1,6 +1,7 @@
-"""Stage 04 as one call: the main Scrapbook dataset, any further named sets, previews, tables.
+"""Stage 04, step by step: the main Scrapbook dataset, its previews and counts, any further named
+sets, the paper comparison.
 
-    run(ScrapbookConfig(n_sets=1), out)                   # what notebook 04 does
+    run(ScrapbookConfig(n_sets=1), out)                   # every step, as notebook 04 calls them
     python -m lib.scrapbook --profile demo          # -> outputs/demo/04_scrapbook
 
 Writes ``datasets/scrapbook/`` (images, masks, scenes, items, counts.csv, concepts.csv), one
@@ -62,25 +63,72 @@ class ScrapbookConfig(ScrapbookParams, config.StageConfig):
                 raise config.ParamsError(f"{source}: sets.{name}: {e}") from None
 
 
-def run(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -> dict:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+def main_dataset(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -> dict:
+    """The main dataset (``datasets/scrapbook``: images, masks, scenes, items, counts.csv,
+    concepts.csv) from ``cfg.params()``, validated first; returns the generator's statistics."""
+    return generate(cfg.params(), A.dataset_folder(out, A.SCRAPBOOK_DATASET), progress=progress)
+
+
+def sample_figure(cfg: ScrapbookConfig, out: str | Path):
+    """The last image of the first ``cfg.n_preview`` units with the nine absolute regions drawn
+    (``figures/samples``); ``(fig, ax)``."""
     main = A.dataset_folder(out, A.SCRAPBOOK_DATASET)
-    stats = generate(cfg.params(), main, progress=progress)
-    fig, _ = plots.image_grid(*explore.preview(main, explore.read_scenes(main), cfg.n_preview))
-    plots.save(fig, out / A.FIGURES, "samples", close=True)
-    fig, _ = plots.question_counts(pd.read_csv(main / "counts.csv"))
-    plots.save(fig, out / A.FIGURES, "question_counts", close=True)
-    summary = {"datasets": {A.SCRAPBOOK_DATASET: _brief(stats, main)}}
+    fig, ax = plots.image_grid(*explore.preview(main, explore.read_scenes(main), cfg.n_preview))
+    plots.save(fig, Path(out) / A.FIGURES, "samples", close=True)
+    return fig, ax
+
+
+def question_counts(out: str | Path) -> tuple[pd.DataFrame, tuple]:
+    """The main dataset's questions per type, group, subgroup and form (its ``counts.csv``) and
+    their figure (``figures/question_counts``); the table and ``(fig, ax)``."""
+    counts = pd.read_csv(A.dataset_folder(out, A.SCRAPBOOK_DATASET) / "counts.csv")
+    fig, ax = plots.question_counts(counts)
+    plots.save(fig, Path(out) / A.FIGURES, "question_counts", close=True)
+    return counts, (fig, ax)
+
+
+def further_sets(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -> dict[str, dict]:
+    """One dataset folder per entry of ``cfg.sets`` (``datasets/<name>``, the stage's seed unless the
+    set names its own); name -> its folder, images, questions and placement failures."""
+    briefs = {}
     for name in cfg.sets:
         if name == A.SCRAPBOOK_DATASET:
             raise config.ParamsError(f"sets: {name!r} is the main dataset's name; choose another")
         folder = A.dataset_folder(out, name)
-        summary["datasets"][name] = _brief(generate(cfg.set_params(name), folder, progress=progress), folder)
+        briefs[name] = _brief(generate(cfg.set_params(name), folder, progress=progress), folder)
+    return briefs
+
+
+def paper_table(cfg: ScrapbookConfig, out: str | Path) -> pd.DataFrame | None:
+    """When ``cfg.compare_to_paper``: the main dataset's Unique All counts beside the paper's
+    (``paper.csv``, :func:`lib.scrapbook.paper.reproduction`); None otherwise."""
+    if not cfg.compare_to_paper:
+        return None
+    table = paper.reproduction(A.dataset_folder(out, A.SCRAPBOOK_DATASET))
+    write_csv(Path(out) / A.PAPER, table)
+    return table
+
+
+def finish(cfg: ScrapbookConfig, out: str | Path, stats: dict, sets: dict[str, dict]) -> dict:
+    """The summary from what the steps returned (:func:`main_dataset`'s statistics, :func:`further_sets`'
+    briefs) and provenance."""
+    main = A.dataset_folder(out, A.SCRAPBOOK_DATASET)
+    summary = {"datasets": {A.SCRAPBOOK_DATASET: _brief(stats, main), **sets}}
     summary.update({k: stats[k] for k in ("images", "questions", "by_type", "placement_failures")})
-    if cfg.compare_to_paper:
-        write_csv(out / A.PAPER, paper.reproduction(main))
-    return config.finish(out, A.SCRAPBOOK, cfg, summary)
+    return config.finish(Path(out), A.SCRAPBOOK, cfg, summary)
+
+
+def run(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -> dict:
+    """The stage, step by step as notebook 04 runs it: the main dataset, its sample and counts
+    figures, the further sets, the paper comparison when asked for, summary and provenance."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stats = main_dataset(cfg, out, progress)
+    sample_figure(cfg, out)
+    question_counts(out)
+    sets = further_sets(cfg, out, progress)
+    paper_table(cfg, out)
+    return finish(cfg, out, stats, sets)
 
 
 def _brief(stats: dict, folder: Path) -> dict:

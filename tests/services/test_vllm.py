@@ -22,6 +22,7 @@ from lib.schema import fingerprint
 from lib.prepare import demo_datasets
 from lib.store import CallStore
 
+from ..support.hostile_server import HostileStub
 from .conftest import spec
 
 
@@ -128,6 +129,22 @@ def test_64_requests_at_concurrency_16(vllm):
         shared = len(os.path.commonprefix([a.split(), b.split()]))
         assert shared >= min(len(a.split()), len(b.split())) // 2, (i, a, b)
     assert rates["concurrency_16"] / rates["concurrency_1"] > 1, rates
+
+
+def test_a_real_server_and_a_broken_one_behind_one_spec(vllm):
+    """Data parallelism when a server fails: the project's fault-injecting server (every chat request
+    a 500) listed first beside the real SmolLM2 server. Every request is answered by vLLM, each
+    tried at most once on the broken server, and the cache keys are those of vLLM alone."""
+    reqs = [Request.simple(f"Name a fruit ({i}).", max_new_tokens=8) for i in range(24)]
+    with HostileStub(status=500) as broken:
+        model = load_model(spec(vllm["text"], base_url=[broken.url, vllm["text"].base_url], concurrency=4))
+        got = generate(model, reqs, progress=False)
+    assert all(r.valid and r.method == "free" and r.text.strip() for r in got), [r.error for r in got if not r.valid]
+    assert broken.attempts and set(broken.attempts.values()) == {1}  # tried first (ties go to it), then passed over
+    assert model.pool.failures[0] == sum(broken.attempts.values()) and model.pool.failures[1] == 0
+    alone = load_model(spec(vllm["text"], base_url=[vllm["text"].base_url]))
+    assert model.server_identity() == alone.server_identity() != {}  # what vLLM serves, whoever else is listed
+    assert model.fingerprint == alone.fingerprint
 
 
 def test_the_cache_key_knows_which_weights_the_server_serves(vllm, servable_models):

@@ -13,6 +13,11 @@ Otherwise a structured request gets ``{"answer": <first enum value>}`` and a fre
 ``echo: <text>``. ``POST /v1/images/generations`` returns a small PNG (the images API of the
 style-variant stage). ``GET /v1/models`` lists ``models`` (vLLM's fields: id, root,
 max_model_len) when given, else answers 404 as servers without the route do.
+
+Two settings make it one of several servers behind a spec: ``status`` (e.g. 500) answers every
+chat request with that HTTP status, a broken server (attempts still counted); ``capacity`` serves
+at most that many requests at once, the rest waiting their turn, as a GPU's batch slots do (without
+it ``delay_s`` is served to any number of requests at once).
 """
 
 from __future__ import annotations
@@ -30,8 +35,11 @@ _REPLY = re.compile(r"\[\[reply:(.*?)\]\]", re.DOTALL)
 
 
 class OpenAIStub:
-    def __init__(self, delay_s: float = 0.0, stall_s: float = 30.0, models: list[dict] | None = None):
+    def __init__(self, delay_s: float = 0.0, stall_s: float = 30.0, models: list[dict] | None = None,
+                 status: int | None = None, capacity: int | None = None):
         self.delay_s, self.stall_s, self.models = delay_s, stall_s, models
+        self.status, self.capacity = status, capacity
+        self._slots: asyncio.Semaphore | None = None  # made in the server's own loop
         self.attempts: Counter = Counter()
         self.auth_headers: set[str] = set()
         self.bodies: list[dict] = []
@@ -49,7 +57,14 @@ class OpenAIStub:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            await asyncio.sleep(self.delay_s)
+            if self.status is not None:
+                return web.json_response({"error": {"message": f"broken server ({self.status})"}}, status=self.status)
+            if self.capacity is None:
+                await asyncio.sleep(self.delay_s)
+            else:
+                self._slots = self._slots or asyncio.Semaphore(self.capacity)
+                async with self._slots:
+                    await asyncio.sleep(self.delay_s)
             m = _MARK.search(text)
             if "[[always500]]" in text or (m and m.group(1) == "500" and n <= int(m.group(2))):
                 return web.json_response({"error": {"message": "boom"}}, status=500)

@@ -1,0 +1,129 @@
+"""The papers' stated numbers beside ours: lib/data/papers.yaml read by lib.analysis into 07's paper.csv."""
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from lib import analysis, collect
+from lib import artifacts as A
+from lib.paths import stage_dir
+from lib.report import build_report
+
+from .conftest import SHARED_DATA
+
+YESBUT, MEMEQA = SHARED_DATA / "yesbut", SHARED_DATA / "memeqa"
+needs_yesbut = pytest.mark.skipif(not (YESBUT / "Human_Eval_Results.csv").exists(),
+                                  reason=f"no YesBut sample at {YESBUT} (../shared/data: development machines and CI)")
+needs_memeqa = pytest.mark.skipif(not (MEMEQA / "none-minus" / "train.json").exists(),
+                                  reason=f"no MemeQA release at {MEMEQA} (../shared/data: development machines and CI)")
+
+
+def stated(paper: str) -> dict:
+    """Row name -> the paper's value, as papers.yaml has it."""
+    return {analysis.stated_label(q): q["value"] for q in analysis.papers()[paper]["stated"].values()}
+
+
+def check_rows(table: pd.DataFrame, paper: str) -> None:
+    """One row per stated number carrying papers.yaml's value; drawn rows carry none; a row that is
+    not equal (or has no paper value) always says why; every row names the command."""
+    assert list(table.columns) == analysis.PAPER_COLUMNS and (table["paper"] == paper).all()
+    values = stated(paper)
+    by_name = table.set_index("quantity")["paper_value"]
+    assert by_name.index.is_unique and {q: by_name[q] for q in values} == values
+    drawn = table[~table["quantity"].isin(values)]
+    assert drawn["paper_value"].isna().all() and drawn["equal"].isna().all()
+    assert (table["note"] == "").eq(table["equal"].fillna(False)).all()
+    assert (table["command"] == analysis.papers()[paper]["command"]).all()
+
+
+def test_every_number_in_papers_yaml_says_where_it_comes_from_and_how_it_is_stated():
+    for paper, spec in analysis.papers().items():
+        assert spec["command"].startswith("make ") and spec["source"], paper
+        for key, q in spec["stated"].items():
+            assert q["quantity"] and q["where"] and isinstance(q["value"], (int, float)), (paper, key)
+            assert q.get("stated", "exactly") in analysis.STATED, (paper, key)
+            assert q.get("stated") != "rounded" or q["precision"] > 0, (paper, key)
+        assert all(d["quantity"] and d["where"] and d["note"] for d in spec.get("drawn", {}).values()), paper
+
+
+def test_a_yesbut_image_stage_follows_its_half_styles():
+    assert analysis.yesbut_stage("20240101_173532.jpg") == 2
+    assert analysis.yesbut_stage("20240101_173605_STICK_YES_STICK_BUT.jpg") == 3
+    assert analysis.yesbut_stage("20240101_174927_ORIG_YES_STICK_BUT.jpg") == 3
+    assert analysis.yesbut_stage("20240101_180509_STICK_YES_3D_BUT.jpg") == 4
+
+
+@needs_yesbut
+def test_yesbut_figure3_and_figure14_numbers_beside_ours():
+    table = analysis.yesbut_reproduction(YESBUT)
+    check_rows(table, "YesBut")
+    spec = analysis.papers()["YesBut"]["stated"]
+    equal = dict(zip(table["quantity"], table["equal"]))
+    # the text's 13.5% is no share of the 283 images; its 36.66 is a truncated 36.67
+    assert {k for k, q in spec.items() if not equal[analysis.stated_label(q)]} == {"medium_or_hard", "gap_faithfulness"}
+    release = pd.read_csv(YESBUT / "YesBut_Stage2_Annotation.csv")
+    ours = table.set_index("quantity")["ours"]
+    assert ours[analysis.stated_label(spec["images"])] == len(release)
+    drawn = table[table["paper_value"].isna()]
+    figure3 = drawn[drawn["quantity"].str.contains(r"\(Figure 3\(")]
+    assert len(figure3) == 4 + 2 + 3 and figure3["ours"].sum() == 3 * len(release)  # each panel counts every image
+    assert len(drawn) - len(figure3) == 6 * len(analysis.HUMAN_CRITERIA)  # Figure 14: 6 sources x 4 criteria
+
+
+@needs_yesbut
+def test_yesbut_without_the_human_evaluation_says_why_its_rows_are_empty(tmp_path):
+    shutil.copy(YESBUT / "YesBut_Stage2_Annotation.csv", tmp_path)
+    table = analysis.yesbut_reproduction(tmp_path)
+    check_rows(table, "YesBut")
+    empty = table[table["ours"].isna()]
+    assert len(empty) == sum(k.startswith(("human_eval", "gap_")) for k in analysis.papers()["YesBut"]["stated"])
+    assert empty["note"].str.contains("Human_Eval_Results.csv").all()
+
+
+@pytest.fixture(scope="module")
+def memeqa_run():
+    """A run whose stage 01 collected the released MemeQA train and dev splits (None-)."""
+    if not (MEMEQA / "none-minus" / "train.json").exists():
+        pytest.skip(f"no MemeQA release at {MEMEQA}")
+    run = stage_dir("papers-memeqa", A.COLLECT).parent
+    for split in ("train", "dev"):
+        collect.memeqa_dataset(MEMEQA / "none-minus" / f"{split}.json", MEMEQA / "images",
+                               A.dataset_folder(A.stage_folder(run, A.COLLECT), f"memeqa_{split}"))
+    return run
+
+
+@needs_memeqa
+def test_memeqa_release_statistics_beside_ours(memeqa_run):
+    table = analysis.memeqa_reproduction(memeqa_run)
+    check_rows(table, "MemeQA")
+    spec = analysis.papers()["MemeQA"]["stated"]
+    rows = table.set_index("quantity")
+    splits = {s: json.loads((MEMEQA / "none-minus" / f"{s}.json").read_text()) for s in ("train", "dev")}
+    assert rows.loc[analysis.stated_label(spec["questions"]), "ours"] == sum(map(len, splits.values()))
+    assert rows.loc[analysis.stated_label(spec["train_questions"]), "ours"] == len(splits["train"])
+    types = rows.loc[analysis.stated_label(spec["question_types"])]
+    assert types["ours"] == len({r["specific_type"] for rs in splits.values() for r in rs}) and types["equal"]
+    assert rows["note"].str.contains(f"train {len(splits['train']):,}").sum() == (~rows["equal"]).sum()
+
+
+@needs_yesbut
+@needs_memeqa
+def test_the_stage_writes_both_papers_rows_in_one_paper_csv_and_the_report_shows_it(memeqa_run):
+    out = A.stage_folder(memeqa_run, A.ANALYZE)
+    table = analysis.paper_table(analysis.AnalyzeConfig(yesbut_data=str(YESBUT)), out)
+    written = pd.read_csv(out / A.PAPER, keep_default_na=False)
+    assert list(written["paper"].unique()) == ["YesBut", "MemeQA"] and len(written) == len(table)
+    for paper in ("YesBut", "MemeQA"):
+        values = dict(zip(written["quantity"], written["paper_value"]))
+        assert {q: float(values[q]) for q in stated(paper)} == stated(paper)
+    page = build_report(memeqa_run).read_text()
+    assert "07_analyze/paper.csv" in page and "this run computes none" not in page.lower()
+
+
+def test_without_the_papers_data_the_stage_writes_no_paper_csv():
+    out = stage_dir("papers-bare", A.ANALYZE)
+    (out / A.PAPER).write_text("paper,quantity\nYesBut,left by an earlier run\n")
+    assert analysis.paper_table(analysis.AnalyzeConfig(), out) is None
+    assert not (out / A.PAPER).exists()
