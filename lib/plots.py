@@ -106,12 +106,15 @@ def training_curve(curve: pd.DataFrame):
 
 
 def accuracy_bars(table: pd.DataFrame):
-    """Accuracy per system (rows) and question type (columns)."""
-    fig, ax = plt.subplots(figsize=(6, 3))
-    table.T.plot.bar(ax=ax, rot=0)
+    """Accuracy per system (rows) and question type (columns ``accuracy_<type>[_<target>]``), one
+    bar group per column, labelled by its type and target on two lines."""
+    labels = [c.removeprefix("accuracy").strip("_").replace("_", "\n") or "all" for c in table.columns]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) + 1.5), 3.4))
+    table.T.set_axis(labels).plot.bar(ax=ax, rot=0, width=0.8)
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy")
-    ax.legend(fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.legend(fontsize=8, ncol=len(table.index), loc="upper center", bbox_to_anchor=(0.5, 1.15), frameon=False)
     fig.tight_layout()
     return fig, ax
 

@@ -212,3 +212,15 @@ def test_topics_are_named_by_words_of_readable_texts_only():
     for topic, name in zip(info["Topic"], info["Name"]):
         docs = " ".join(t for t, i in zip(readable, ids) if i == topic).lower()
         assert all(w in docs for w in name.split("_")[1:]), (name, docs)
+
+
+def test_the_training_bars_have_labels_that_do_not_overlap():
+    """Stage 05's figure: trained vs base vs majority per question type and target kind."""
+    kinds = ["accuracy", "accuracy_counting", "accuracy_counting_color", "accuracy_counting_shape", "accuracy_presence",
+             "accuracy_presence_color", "accuracy_presence_shape", "macro"]
+    table = pd.DataFrame({k: [0.6, 0.0, 0.7] for k in kinds}, index=["majority", "base", "trained"])
+    fig, ax = plots.accuracy_bars(table)
+    fig.canvas.draw()
+    boxes = [t.get_window_extent() for t in ax.get_xticklabels()]
+    assert [t.get_text() for t in ax.get_xticklabels()][:3] == ["all", "counting", "counting\ncolor"]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
