@@ -38,6 +38,8 @@ THUMB_PX = 160  # a thumbnail's longer side
 FILTERS = ("dataset", "task", "model", "style", "subset", "outcome")
 OUTCOMES = ("right", "wrong", "invalid", "truncated", "error")
 PAGE_ROWS = 50
+COLUMNS = ("dataset", "task", "model", "style", "subset", "item_id", "question", "options", "reference", "raw", "parsed",
+           "outcome", "rating", "rationale", "images")
 
 
 def outcome(p: Prediction) -> str:
@@ -99,9 +101,9 @@ def frame(run_folder: str | Path, **filters) -> pd.DataFrame:
     unknown = set(filters) - set(FILTERS)
     if unknown:
         raise ValueError(f"unknown filter(s) {sorted(unknown)}; filters: {', '.join(FILTERS)}")
-    df = pd.DataFrame(rows(run_folder))
+    df = pd.DataFrame(rows(run_folder), columns=COLUMNS)
     for k, v in filters.items():
-        if v is not None and len(df):
+        if v is not None:
             df = df[df[k] == v]
     return df.reset_index(drop=True)
 

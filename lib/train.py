@@ -3,7 +3,7 @@ generation-based validation on the task's own metric, checkpoints and exact resu
 
     run(TrainConfig(dataset=...), out)                    # what notebook 05 does: train, compare, figures
     python -m lib.train --profile demo          # -> outputs/demo/05_train
-    accelerate launch -m lib.train --params FILE --out DIR      # several GPUs, same code
+    torchrun --nproc_per_node N -m lib.train --params FILE --out DIR      # N processes (or accelerate launch)
 
 Prompts, targets, answer reading and scoring are the items' tasks' (:mod:`lib.tasks`): training
 learns :meth:`Task.target_text` after :meth:`Task.prompt`, and validation asks, reads and scores
@@ -19,10 +19,18 @@ resume exact would fight Trainer's sampler. The explicit loop is a few short fun
 composes them), and ``accelerate`` still gives devices, mixed precision, gradient accumulation,
 multi-GPU and checkpoint state.
 
-Batches are drawn *statelessly*: step t's examples come from ``rng(seed, t, process)``, so a
+Batches are drawn *statelessly*: step t's examples come from ``rng(seed, t, micro)``, so a
 resumed run sees exactly the batches the uninterrupted run would have seen. Loss is on the answer
 tokens only (prompt and image tokens masked with -100); prompts are right-padded during training
 so positions match what ``generate`` computes from the attention mask at inference.
+
+Several processes (``torchrun`` / ``accelerate launch``) train data-parallel: ``batch_size`` is per
+process, each step's global batch (``batch_size`` x processes) is drawn independently of the rank
+and rank r trains on its r-th slice, gradients are averaged by the prepared (DDP) model, so a run
+of N processes is the one-process run with ``batch_size`` x N up to float rounding
+(``tests/test_scale_out_train.py``). Each rank asks its share of the validation questions and all
+score the gathered answers, so every rank takes the same ``best/`` decision; only the main process
+writes (``checkpoint/`` apart, where each rank saves its own RNG state).
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from lib.formats import import_memeqa
 from lib.io import ImageCache, ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json, write_jsonl
 from lib.models import generate, load_model
 from lib.models.hf import HFModel, ImageTensors, chat_prompt, is_encoder_decoder
+from lib.ranks import ranks
 from lib.schema import Item, Prediction
 from lib.tasks import Scoring, task_of, user_content, wants_question_first
 
@@ -300,9 +309,10 @@ def lm_linear_modules(model) -> list[str]:
     return names
 
 
-def prepare_model(cfg: TrainConfig):
-    """Load the model named by the spec and wrap it for training (LoRA unless full fine-tuning)."""
-    backend = load_model(cfg.model).load()
+def prepare_model(cfg: TrainConfig, device: str | None = None):
+    """Load the model named by the spec and wrap it for training (LoRA unless full fine-tuning).
+    ``device``: load it there whole (one copy per process when training data-parallel)."""
+    backend = load_model({**cfg.model, "device_map": device} if device else cfg.model).load()
     model, processor = backend.model, backend.processor
     if cfg.full_finetune:
         for p in model.parameters():
@@ -328,6 +338,13 @@ def evaluate_examples(model, processor, examples: list[Example], batch_size: int
     """Accuracy per type, with each task's own request, answer reading and scoring - what stage 06
     does (greedy; constrained only where the task has a closed answer set). ``spec``: the model's
     spec, for its prompt_format."""
+    responses = ask_examples(model, processor, examples, batch_size, question_first, max_new_tokens, spec)
+    return _accuracies(examples, score_examples(examples, responses))
+
+
+def ask_examples(model, processor, examples: list[Example], batch_size: int = 32,
+                 question_first: bool = False, max_new_tokens: int = 8, spec: dict | None = None) -> list:
+    """The model's responses to ``examples``, asked as :func:`evaluate_examples` asks them."""
     keep = {k: v for k, v in (spec or {}).items() if k == "prompt_format"}
     wrapper = HFModel.from_loaded(model, processor, {"backend": "hf", "name": "in-training", **keep})
     was_training = model.training
@@ -338,7 +355,7 @@ def evaluate_examples(model, processor, examples: list[Example], batch_size: int
         responses = generate(wrapper, reqs, batch_size=batch_size, progress=False)
     finally:
         model.train(was_training)
-    return _accuracies(examples, score_examples(examples, responses))
+    return list(responses)
 
 
 def score_examples(examples: list[Example], responses) -> list[bool]:
@@ -476,21 +493,27 @@ def validation_sample(cfg: TrainConfig, val: list[Example]) -> list[Example]:
 def resume_state(acc, cfg: TrainConfig, out: Path, resume: bool = True) -> dict:
     """The loop's state: restored from ``checkpoint/`` when resuming a run made with the same settings
     (the accelerator's model, optimiser and RNG states with it), else fresh (the curve started anew)."""
-    state = {"step": 0, "best": -1.0, "train_seconds": 0.0, "tokens": 0, "settings": cfg.settings()}
+    state = {"step": 0, "best": -1.0, "train_seconds": 0.0, "tokens": 0, "settings": cfg.settings(),
+             "processes": acc.num_processes}
     ckpt = out / A.CHECKPOINT
     if resume and (ckpt / "trainer.json").exists():
         saved = json.loads((ckpt / "trainer.json").read_text())
         if saved.get("settings") != cfg.settings():
             raise ValueError(f"{ckpt} was made with other training settings; set resume: false (or remove {ckpt}) "
                              f"to train afresh")
+        # batch_size is per process: another number of processes is another global batch (and RNG states)
+        if saved.get("processes", 1) != acc.num_processes:
+            raise ValueError(f"{ckpt} was made by {saved.get('processes', 1)} process(es), this run has "
+                             f"{acc.num_processes}: resume with as many, or set resume: false to train afresh")
         acc.load_state(str(ckpt))
-        state = saved
-        # steps logged after the checkpoint are trained again: drop their rows, or they would appear twice
-        kept = [r for r in read_jsonl(out / "curve.jsonl") if r["step"] <= state["step"]] \
-            if (out / "curve.jsonl").exists() else []
-        write_jsonl(out / "curve.jsonl", kept)
-        print(f"resumed from {ckpt} at step {state['step']}")
-    else:
+        state = {**saved, "processes": acc.num_processes}
+        if acc.is_main_process:
+            # steps logged after the checkpoint are trained again: drop their rows, or they would appear twice
+            kept = [r for r in read_jsonl(out / "curve.jsonl") if r["step"] <= state["step"]] \
+                if (out / "curve.jsonl").exists() else []
+            write_jsonl(out / "curve.jsonl", kept)
+            print(f"resumed from {ckpt} at step {state['step']}")
+    elif acc.is_main_process:
         (out / "curve.jsonl").unlink(missing_ok=True)
     return state
 
@@ -499,16 +522,28 @@ def start_training(cfg: TrainConfig, out: Path, resume: bool = True) -> Session:
     """Everything a run trains with: the accelerator (every RNG seeded), the examples (unreadable
     images skipped and said), the prepared model, its optimiser and the state to continue from."""
     from accelerate import Accelerator  # deferred on purpose: accelerate imports torch (heavy)
-    from accelerate.utils import set_seed
+    from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs, set_seed
 
+    import torch  # deferred on purpose: torch is heavy, and importing lib.train must stay cheap
+
+    processes = ranks().world
+    check_data_parallel(cfg, processes)
     precision = precision_for(cfg.mixed_precision)
-    acc = Accelerator(mixed_precision=precision, gradient_accumulation_steps=cfg.grad_accum)
+    # split_batches: our steps count global batches (drawn whole, then split over the ranks), so the
+    # learning-rate schedule steps once per optimiser step, not once per process. cpu: without an
+    # accelerator, accelerate joins torchrun's processes into a gloo group only when told (else each trains alone).
+    # find_unused_parameters: a VLM has trained weights no loss reaches (the vision tower's last layer when
+    # features come from the one before), and DDP otherwise waits for their gradients forever
+    acc = Accelerator(mixed_precision=precision, gradient_accumulation_steps=cfg.grad_accum,
+                      dataloader_config=DataLoaderConfiguration(split_batches=True),
+                      cpu=processes > 1 and not torch.accelerator.is_available(),
+                      kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
     set_seed(cfg.seed)
     data, report = load_examples(cfg)
     if report["skipped_images"]:
         print(f"skipped {len(report['skipped_images'])} unreadable image(s) ({report['skipped_items']} items): "
               + "; ".join(f"{k}: {v}" for k, v in list(report["skipped_images"].items())[:5]))
-    model, processor, model_info = prepare_model(cfg)
+    model, processor, model_info = prepare_model(cfg, str(acc.device) if acc.num_processes > 1 else None)
     encdec = is_encoder_decoder(model)
     cfg = step_budget(cfg, len(data["train"]), acc.num_processes)
     params, optimizer, scheduler = optimiser(cfg, model)
@@ -522,6 +557,35 @@ def start_training(cfg: TrainConfig, out: Path, resume: bool = True) -> Session:
                    tensors=ImageTensors(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else None)
 
 
+def check_data_parallel(cfg: TrainConfig, processes: int) -> None:
+    """Refuse a model spread over the GPUs (``device_map``) in a job of several processes."""
+    if processes > 1 and cfg.model.get("device_map"):
+        raise ValueError(
+            f"model {cfg.model.get('name')!r} has device_map {cfg.model['device_map']!r} (one model spread over the "
+            f"GPUs: model parallel), but this job runs {processes} processes (data parallel: one whole model copy "
+            f"per GPU). Drop device_map from the model spec to train data-parallel, or run one process "
+            f"(python -m lib.train) with device_map: auto.")
+
+
+def _main_says(acc, value):
+    """``value`` as the main process has it, on every process: a decision every rank must share
+    (the others may not see the main process's files yet)."""
+    if acc.num_processes == 1:
+        return value
+    from accelerate.utils import broadcast_object_list  # deferred on purpose: accelerate imports torch (heavy)
+
+    return broadcast_object_list([value])[0]
+
+
+def _summed(acc, values: list[float]) -> list[float]:
+    """``values`` summed over the processes (as they are, alone)."""
+    if acc.num_processes == 1:
+        return values
+    import torch  # deferred on purpose: torch is heavy, and importing lib.train must stay cheap
+
+    return acc.reduce(torch.tensor(values, dtype=torch.float64, device=acc.device), "sum").tolist()
+
+
 def save_weights(s: Session, name: str) -> None:
     """The model's weights (adapters for LoRA) and its processor, in the run's folder ``name``."""
     s.acc.unwrap_model(s.model).save_pretrained(s.out / name)
@@ -531,23 +595,34 @@ def save_weights(s: Session, name: str) -> None:
 def validate(s: Session, force_save: bool = False) -> dict:
     """Validation metrics now (``val_``-prefixed); ``best/`` when they beat the best so far (or, with
     ``force_save``, when none exists yet)."""
-    metrics = evaluate_examples(s.acc.unwrap_model(s.model), s.processor, s.val,
-                                question_first=wants_question_first(s.cfg.model),
-                                max_new_tokens=s.cfg.val_max_new_tokens, spec=s.cfg.model)
-    state = s.state
+    from accelerate.utils import gather_object  # deferred on purpose: accelerate imports torch (heavy)
+
+    acc, state = s.acc, s.state
+    # each process asks every N-th question; all score the gathered answers, so every rank holds the same
+    # metrics and takes the same best/ decision (greedy answers do not depend on the batch)
+    mine = range(acc.process_index, len(s.val), acc.num_processes)
+    responses = ask_examples(acc.unwrap_model(s.model), s.processor, [s.val[i] for i in mine],
+                             question_first=wants_question_first(s.cfg.model),
+                             max_new_tokens=s.cfg.val_max_new_tokens, spec=s.cfg.model)
+    answered = dict(gather_object(list(zip(mine, responses))))
+    metrics = _accuracies(s.val, score_examples(s.val, [answered[i] for i in range(len(s.val))]))
     state["validated_step"] = state["step"]
-    if s.acc.is_main_process and (metrics[s.select] > state["best"] or (force_save and not (s.out / A.BEST).is_dir())):
-        state["best"] = max(state["best"], metrics[s.select])
+    better = metrics[s.select] > state["best"]
+    state["best"] = max(state["best"], metrics[s.select])
+    if acc.is_main_process and (better or (force_save and not (s.out / A.BEST).is_dir())):
         save_weights(s, A.BEST)
     return {f"val_{k}": v for k, v in metrics.items()}
 
 
 def draw_batch(s: Session, train_set: list[Example], step: int, micro: int) -> dict:
-    """Micro-batch ``micro`` of step ``step``, drawn statelessly (``rng(seed, step, micro, process)``:
-    a resumed run draws what the uninterrupted one would have), collated, on the device."""
-    cfg = s.cfg
-    pick = np.random.default_rng([cfg.seed, step, micro, s.acc.process_index]).choice(
-        len(train_set), cfg.batch_size, replace=len(train_set) < cfg.batch_size)
+    """This process's share of micro-batch ``micro`` of step ``step``, collated, on the device. The
+    global micro-batch (``batch_size`` per process) is drawn statelessly from ``rng(seed, step, micro)``,
+    whatever the rank (a resumed run draws what the uninterrupted one would have; N processes draw
+    what one process with ``batch_size`` x N draws), and rank r takes its r-th slice."""
+    cfg, rank, size = s.cfg, s.acc.process_index, s.cfg.batch_size * s.acc.num_processes
+    # the key's last 0 keeps the draws of runs made when each process drew its own batch (process 0's)
+    pick = np.random.default_rng([cfg.seed, step, micro, 0]).choice(len(train_set), size, replace=len(train_set) < size)
+    pick = pick[rank * cfg.batch_size:(rank + 1) * cfg.batch_size]
     batch = collate([train_set[i] for i in pick], s.processor, s.processor.tokenizer.eos_token,
                     wants_question_first(cfg.model), encoder_decoder=s.encoder_decoder, spec=cfg.model,
                     images=s.images, image_tensors=s.tensors)
@@ -556,18 +631,24 @@ def draw_batch(s: Session, train_set: list[Example], step: int, micro: int) -> d
 
 def train_step(s: Session, train_set: list[Example]) -> dict:
     """One optimiser step (``grad_accum`` micro-batches) on ``train_set``; returns its curve row
-    (step, mean loss, learning rate, training seconds so far)."""
+    (step, mean loss, learning rate, training seconds so far), the same on every process."""
     import torch  # deferred on purpose: torch is heavy, and importing lib.train must stay cheap
 
     cfg, state, acc = s.cfg, s.state, s.acc
     start = time.perf_counter()
     step = state["step"]
-    loss_sum = 0.0
+    loss_sum, tokens = 0.0, 0
     for micro in range(cfg.grad_accum):
         batch = draw_batch(s, train_set, step, micro)
         with acc.accumulate(s.model):
             try:
                 loss = s.model(**batch).loss
+                if acc.num_processes > 1:
+                    # a rank's loss is the mean over its own answer tokens and DDP averages the ranks' gradients:
+                    # weighed by its share of the tokens, the step learns the global batch's token mean (as one
+                    # process with batch_size x N does), whatever the answers' lengths on each rank
+                    mine = (batch["labels"] != -100).sum()
+                    loss = loss * mine * acc.num_processes / acc.reduce(mine, "sum")
                 acc.backward(loss)
             except torch.OutOfMemoryError as e:
                 raise torch.OutOfMemoryError(_oom_message(cfg)) from e
@@ -577,10 +658,14 @@ def train_step(s: Session, train_set: list[Example]) -> dict:
             s.scheduler.step()
             s.optimizer.zero_grad()
         loss_sum += loss.item()
-        state["tokens"] += int(batch["attention_mask"].sum())
+        tokens += int(batch["attention_mask"].sum())
+    # one collective a step: every rank logs the mean loss over the ranks, all tokens and the mean time, so a
+    # max_seconds stop is the same decision everywhere (a rank stopping alone would leave the others waiting)
+    loss_sum, tokens, seconds = _summed(acc, [loss_sum, tokens, time.perf_counter() - start])
+    state["tokens"] += int(tokens)
     state["step"] = step = step + 1
-    state["train_seconds"] += time.perf_counter() - start
-    return {"step": step, "loss": loss_sum / cfg.grad_accum, "lr": s.scheduler.get_last_lr()[0],
+    state["train_seconds"] += seconds / acc.num_processes
+    return {"step": step, "loss": loss_sum / (cfg.grad_accum * acc.num_processes), "lr": s.scheduler.get_last_lr()[0],
             "train_seconds": round(state["train_seconds"], 3)}
 
 
@@ -590,7 +675,8 @@ def focus_examples(cfg: TrainConfig, train: list[Example]) -> list[Example]:
 
 
 def save_checkpoint(s: Session) -> None:
-    """``checkpoint/``: the accelerator's full state and ``trainer.json``; ``curve.csv`` brought up to date."""
+    """``checkpoint/``: the accelerator's full state and ``trainer.json``; ``curve.csv`` brought up to date.
+    Every process calls it (each saves its RNG state); the main one writes the rest."""
     s.acc.save_state(str(s.out / A.CHECKPOINT))
     if s.acc.is_main_process:
         write_json(s.out / A.CHECKPOINT / "trainer.json", s.state)
@@ -630,14 +716,14 @@ def finish_training(s: Session) -> None:
     ends with a validation row and a ``best/`` (the best so far, or these weights); then ``last/``
     and the checkpoint."""
     state = s.state
-    if state.get("validated_step") != state["step"] or not (s.out / A.BEST).is_dir():
+    if _main_says(s.acc, state.get("validated_step") != state["step"] or not (s.out / A.BEST).is_dir()):
         row = {"step": state["step"], "loss": None, "lr": s.scheduler.get_last_lr()[0],
                "train_seconds": round(state["train_seconds"], 3), **validate(s, force_save=True)}
         if s.acc.is_main_process:
             append_jsonl(s.out / "curve.jsonl", [row])
     if s.acc.is_main_process:
         save_weights(s, "last")
-        save_checkpoint(s)
+    save_checkpoint(s)
 
 
 def training_summary(s: Session) -> dict:
@@ -745,6 +831,8 @@ def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
     out = Path(out)
     cfg = bind_datasets(cfg, out)
     training = train(cfg, out, resume=cfg.resume, progress=progress)
+    if not ranks().main:
+        return {}  # the main process alone draws the curve, compares and writes the summary
     curve(out)
     result, _ = comparison(cfg, out)
     return finish(cfg, out, training, result)

@@ -40,6 +40,7 @@ import pandas as pd
 from IPython.display import display
 
 from lib import artifacts as A
+from lib import browser
 from lib import evaluate as E
 from lib.config import resolve
 from lib.tasks.vqa_open import OpenVQA
@@ -105,6 +106,16 @@ if len(errors):
                                                                 columns=["model", "style", "filter"], values="count"))
     levels = A.read_table(out.parent, A.EVALUATE, A.LEVELS)
     display(levels[(levels["level"] == 1) & (levels["form"] == "all")].head(12))
+
+# %% [markdown]
+# ## The answers behind a number
+# Any slice of the predictions with its images, question, reference, raw and read answer and outcome
+# (filters: dataset, task, model, style, subset, outcome); stage 07 writes the same rows as a page,
+# `outputs/<run>/browser/index.html`, linked from the report's headline numbers.
+
+# %%
+answers = browser.frame(out.parent, style="zero_shot", outcome="wrong")
+browser.show(answers, max_rows=8)
 
 # %% [markdown]
 # ## Summary and provenance

@@ -1,0 +1,106 @@
+"""Stage 05 over several processes, as researchers launch it: ``torchrun --nproc_per_node 2 -m
+lib.train ...`` (gloo on CPU, ENVIRONMENT.md; on GPUs ``accelerate launch`` starts the same
+processes). ``batch_size`` is per process: two ranks with batch 2 train on the examples one process
+with batch 4 draws, in the same steps, each rank its half, gradients averaged by DDP. The two-rank
+run is killed after its step-4 checkpoint, the stage command resumes it, and the result is compared
+with the one-process run.
+
+Tolerance: losses within a relative 1e-5 and weights within 1e-4, learning rates and validation
+scores equal. The arithmetic is the same, not its order: each rank sums its half of the batch, DDP
+adds the halves' gradients and halves them, one process sums the whole batch at once, and the
+padded widths differ, so float sums differ in the last bits (seen: ~1e-7 relative on the losses);
+six Adam steps carry that into the weights without amplifying it past 1e-4. A validation score
+would move only if such a difference flipped a greedy answer, which these few steps do not."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from lib.scrapbook import ScrapbookParams, generate
+from lib.train import TrainConfig, train
+
+TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
+PER_RANK = 2  # batch_size of each of the two ranks; the one-process run has 2 x PER_RANK
+KILLED = """import sys
+
+import yaml
+
+from lib.train import TrainConfig, train
+
+train(TrainConfig(**yaml.safe_load(open(sys.argv[1]))), sys.argv[2], progress=False, stop_after=3)
+"""
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sb")
+    generate(ScrapbookParams(canvas=[224, 224], size_start=40, size_step=10, n_sets=2, n_backgrounds=1,
+                             n_arrangements=2, n_region_pairs=3, n_questions_per_type=1, types=["presence", "counting"],
+                             groups=["np"], forms=["original"]), out, progress=False)
+    return out
+
+
+def _fields(dataset, **kw) -> dict:
+    base = dict(model=TINY, dataset=str(dataset), full_finetune=True, lr=1e-3, warmup_steps=2, max_steps=6,
+                batch_size=PER_RANK, eval_every=3, eval_items=16, checkpoint_every=2, seed=1, max_test=8)
+    return {**base, **kw}
+
+
+def _torchrun(*args) -> subprocess.CompletedProcess:
+    cmd = [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc_per_node=2", *map(str, args)]
+    return subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
+
+
+def _weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(folder / "model.safetensors")
+
+
+def test_two_processes_train_as_one_with_the_whole_batch_and_resume_after_a_kill(dataset, tmp_path):
+    one = train(TrainConfig(**_fields(dataset, batch_size=2 * PER_RANK)), tmp_path / "one", progress=False)
+    params = tmp_path / "05.yaml"
+    params.write_text(yaml.safe_dump(_fields(dataset)))
+    out = tmp_path / "run" / "05_train"
+    (tmp_path / "killed.py").write_text(KILLED)
+
+    killed = _torchrun(tmp_path / "killed.py", params, out)  # both ranks stop after the step-4 checkpoint
+    assert killed.returncode != 0 and "stopped after step 4" in killed.stderr, killed.stderr[-3000:]
+    assert [json.loads(line)["step"] for line in (out / "curve.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
+    assert {"random_states_0.pkl", "random_states_1.pkl"} <= {p.name for p in (out / "checkpoint").iterdir()}
+
+    done = _torchrun("-m", "lib.train", "--params", params, "--out", out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("resumed from") == 1 and "at step 4" in done.stdout  # the main rank says it, once
+    two, ref = pd.read_csv(out / "curve.csv"), pd.read_csv(tmp_path / "one" / "curve.csv")
+    assert two["step"].tolist() == ref["step"].tolist() == [1, 2, 3, 4, 5, 6]  # every step once, on one writer
+    assert two["loss"].tolist() == pytest.approx(ref["loss"].tolist(), rel=1e-5)
+    assert two["lr"].tolist() == pytest.approx(ref["lr"].tolist(), abs=1e-12)  # the schedule steps once a step
+    scores = [c for c in ref.columns if c.startswith("val_")]
+    assert scores and two[scores].equals(ref[scores])
+    mine, theirs = _weights(out / "last"), _weights(tmp_path / "one" / "last")
+    assert mine.keys() == theirs.keys() and all(torch.allclose(mine[k], theirs[k], atol=1e-4) for k in mine)
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["training"]["processes"] == 2 and summary["training"]["steps"] == 6
+    assert summary["training"]["best_val_accuracy"] == one["best_val_accuracy"] and summary["n_test"] == 8
+    assert json.loads((out / "provenance.json").read_text())["stage"] == "05_train"
+    assert (out / "best").is_dir() and (out / "last").is_dir()
+    with pytest.raises(ValueError, match="made by 2 process"):  # another process count is another global batch
+        train(TrainConfig(**_fields(dataset)), out, progress=False)
+
+
+def test_a_model_spread_over_the_gpus_is_refused_with_several_processes(dataset, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    cfg = TrainConfig(**_fields(dataset, model={**TINY, "device_map": "auto"}))
+    with pytest.raises(ValueError, match="Drop device_map from the model spec to train data-parallel"):
+        train(cfg, tmp_path / "dp", progress=False)
+    assert not (tmp_path / "dp" / "checkpoint").exists()
