@@ -27,6 +27,7 @@ import ast
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar
 
@@ -150,24 +151,28 @@ _LETTERS = re.compile(r"[a-z]+")
 MIN_WORD_SHARE = 0.5  # a readable text: at least this share of its letter runs are dictionary words
 
 
+@lru_cache(maxsize=None)
+def _is_word(token: str) -> bool:
+    """WordNet knows it, inflections included (asked once per distinct token)."""
+    return ensure_wordnet().morphy(token) is not None
+
+
 def dictionary_words(text: str) -> list[str]:
-    """The text's English words (WordNet knows them, inflections included) of 2+ letters, stop
-    words left out: what a topic may be named by. A garbled run such as "rddddddddhow" is none."""
-    wordnet = ensure_wordnet()
-    return [t for t in _LETTERS.findall(text.lower())
-            if len(t) > 1 and t not in ENGLISH_STOP_WORDS and wordnet.morphy(t) is not None]
+    """The text's English words (:func:`_is_word`) of 2+ letters, stop words left out: what a topic
+    may be named by. A garbled run such as "rddddddddhow" is none."""
+    return [t for t in _LETTERS.findall(text.lower()) if len(t) > 1 and t not in ENGLISH_STOP_WORDS and _is_word(t)]
 
 
 def readable_texts(texts) -> tuple[list[str], int]:
     """``(readable, left out)``: texts whose letter runs are mostly words (:data:`MIN_WORD_SHARE`)
     and hold at least one word beyond stop words; the rest (a tiny model's noise) is counted."""
-    wordnet = ensure_wordnet()
     keep = []
-    for text in texts:
-        runs = [t for t in _LETTERS.findall(str(text).lower()) if len(t) > 1]
-        known = [t for t in runs if t in ENGLISH_STOP_WORDS or wordnet.morphy(t) is not None]
-        if runs and len(known) >= MIN_WORD_SHARE * len(runs) and dictionary_words(text):
-            keep.append(str(text))
+    for text in map(str, texts):
+        runs = [t for t in _LETTERS.findall(text.lower()) if len(t) > 1]
+        words = dictionary_words(text)
+        known = len(words) + sum(t in ENGLISH_STOP_WORDS for t in runs)
+        if words and known >= MIN_WORD_SHARE * len(runs):
+            keep.append(text)
     return keep, len(texts) - len(keep)
 
 

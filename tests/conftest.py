@@ -37,3 +37,15 @@ def tiny_llava():
     from lib.models import load_model
 
     return load_model({"backend": "tiny", "name": "llava", "batch_size": 8}).load()
+
+
+@pytest.fixture(scope="session")
+def training_scenes(tmp_path_factory) -> Path:
+    """A small Scrapbook set (presence and counting, original form) that training tests read, never write."""
+    from lib.scrapbook import ScrapbookParams, generate
+
+    out = tmp_path_factory.mktemp("sb")
+    generate(ScrapbookParams(canvas=[224, 224], size_start=40, size_step=10, n_sets=2, n_backgrounds=1,
+                             n_arrangements=2, n_region_pairs=3, n_questions_per_type=1, types=["presence", "counting"],
+                             groups=["np"], forms=["original"]), out, progress=False)
+    return out

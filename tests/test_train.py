@@ -8,20 +8,15 @@ import torch
 
 from lib.models.hf import is_encoder_decoder
 from lib.models.tiny import TINY_KINDS
-from lib.scrapbook import ScrapbookParams, generate
 from lib.train import (TrainConfig, TrainingInterrupted, _oom_message, collate, load_examples,
                        prepare_model, split_by_image, train)
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 
 
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sb")
-    generate(ScrapbookParams(canvas=[224, 224], size_start=40, size_step=10, n_sets=2, n_backgrounds=1,
-                             n_arrangements=2, n_region_pairs=3, n_questions_per_type=1, types=["presence", "counting"],
-                             groups=["np"], forms=["original"]), out, progress=False)
-    return out
+@pytest.fixture
+def dataset(training_scenes):
+    return training_scenes  # tests/conftest.py
 
 
 def _cfg(dataset, **kw):
