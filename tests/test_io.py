@@ -340,6 +340,30 @@ def test_items_read_at_offsets_on_demand_are_the_items_and_check_their_ids(tmp_p
         list(wrong)
 
 
+def _index_at_once(folder, start, n):
+    start.wait()
+    ids, offsets = [f"q{i}" for i in range(20000)], list(range(20000))
+    for _ in range(n):
+        vio.save_item_index(folder, ids, offsets)
+
+
+def test_processes_indexing_one_dataset_at_once_all_succeed(tmp_path):
+    """The ranks of a torchrun job index the same items.jsonl at the same moment: each writes its
+    own temporary file and renames it over the index, so none finds its file taken by another."""
+    import multiprocessing as mp
+
+    vio.save_dataset(tmp_path, [Item(id="q0", task="vqa.open", question="?", images=[], answer=["a"])], {"name": "t"})
+    ctx = mp.get_context("fork")
+    start = ctx.Barrier(3)
+    procs = [ctx.Process(target=_index_at_once, args=(tmp_path, start, 40)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    assert len(vio.item_index(tmp_path)) == 20000
+
+
 # --- your own dataset: check, import-csv, import-hf, the command line ------------------------------
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "my_dataset"

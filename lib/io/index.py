@@ -8,6 +8,7 @@ and ``offsets`` arrays in an ``.npz``.
 from __future__ import annotations
 
 import os
+import secrets
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -28,7 +29,8 @@ def save_item_index(folder: str | Path, ids: list[str] | bytes, offsets) -> None
     size and modification time, so an edited file is indexed again). ``ids``: a list, or the ids
     already joined by newlines (UTF-8), as a streaming pass collects them."""
     target = _index_path(folder)
-    tmp = target.with_suffix(".tmp.npz")
+    # One temporary name per writer: ranks of a torchrun job index the same file at once.
+    tmp = target.with_suffix(f".{os.getpid()}-{secrets.token_hex(4)}.tmp.npz")
     blob = ids if isinstance(ids, (bytes, bytearray)) else "\n".join(ids).encode()
     np.savez(tmp, ids=np.frombuffer(blob, dtype=np.uint8), offsets=np.asarray(offsets, dtype=np.int64))
     os.replace(tmp, target)
