@@ -2,10 +2,13 @@
 lib.evaluate ...`` (on GPUs ``accelerate launch`` starts the same processes; on CPU torchrun gives
 them a gloo group, ENVIRONMENT.md). Each rank asks its share of the questions into its own part,
 the main rank merges, judges and scores: predictions and metrics equal the single-process run's.
-The call cache is emptied between the runs: the ranks really generate."""
+The call cache is emptied before each fresh run, so the ranks really generate. The two-process run is
+first killed part-way (rank 1 SIGKILLed after its third stored call, torchrun then stops rank 0); the
+same command resumes it from the shared call cache, making only the calls the killed run had not."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,23 +20,57 @@ from lib.prepare import demo_datasets
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 TIMING = ("latency_s",)  # a row's wall-clock fields: the only ones that may differ
+# stage 06's command, counting the calls each rank stores; rank 1 SIGKILLs itself after KILL_AFTER of them
+COUNTED = """import atexit, os, signal, sys
+
+from lib import evaluate
+from lib.store import CallStore
+
+rank, kill_after, made = int(os.environ.get("RANK", 0)), int(os.environ.get("KILL_AFTER", 0)), []
+put = CallStore.put
 
 
-def _evaluate(params: Path, root: Path, processes: int) -> Path:
+def counted(self, *args, **kwargs):
+    put(self, *args, **kwargs)
+    made.append(1)
+    if rank == 1 and len(made) == kill_after:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+CallStore.put = counted
+atexit.register(lambda: print(f"rank {rank} made {len(made)} calls", flush=True))
+sys.exit(evaluate.main())
+"""
+
+
+def _evaluate(params: Path, root: Path, processes: int, fresh: bool = True, kill_after: int = 0,
+              ok: bool = True) -> tuple[Path, subprocess.CompletedProcess]:
     """One evaluation into ``root/<processes>``; the outputs root (the tiny model built once, the
-    call cache) is shared, its call cache emptied first."""
+    call cache) is shared, its call cache emptied first when ``fresh``."""
     out = root / str(processes) / "06_evaluate"
-    for f in (root / "outputs" / "cache").glob("calls.sqlite*"):
+    for f in (root / "outputs" / "cache").glob("calls.sqlite*") if fresh else ():
         f.unlink()
-    env = {**os.environ, "VQALAB_OUTPUTS": str(root / "outputs"), "OMP_NUM_THREADS": "1"}
-    module = ["-m", "lib.evaluate", "--params", str(params), "--out", str(out)]
+    (root / "counted.py").write_text(COUNTED)
+    env = {**os.environ, "VQALAB_OUTPUTS": str(root / "outputs"), "OMP_NUM_THREADS": "1", "KILL_AFTER": str(kill_after)}
+    script = [str(root / "counted.py"), "--params", str(params), "--out", str(out)]
     if processes == 1:
-        cmd = [sys.executable, *module]
+        cmd = [sys.executable, *script]
     else:
-        cmd = [str(Path(sys.executable).with_name("torchrun")), "--standalone", f"--nproc_per_node={processes}", *module]
+        cmd = [str(Path(sys.executable).with_name("torchrun")), "--standalone", f"--nproc_per_node={processes}", *script]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
+    assert (done.returncode == 0) == ok, done.stderr[-3000:]
+    return out, done
+
+
+def _made(done: subprocess.CompletedProcess) -> int:
+    """The calls the ranks of a run stored (each rank prints its count as it exits)."""
+    return sum(int(n) for n in re.findall(r"rank \d made (\d+) calls", done.stdout))
+
+
+def _stored(root: Path) -> int:
+    from lib.store import CallStore
+
+    return len(CallStore(root / "outputs" / "cache" / "calls.sqlite"))
 
 
 def _rows(out: Path) -> list[dict]:
@@ -47,8 +84,14 @@ def test_two_processes_give_the_single_process_predictions_and_metrics(tmp_path)
     params.write_text(yaml.safe_dump({"datasets": folders, "models": {"tiny": TINY}, "styles": ["zero_shot", "cot"],
                                       "max_new_tokens": 4, "cot_max_new_tokens": 6, "n_resamples": 50,
                                       "tasks": {"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}}}))
-    one = _evaluate(params, tmp_path, 1)
-    two = _evaluate(params, tmp_path, 2)
+    one, _ = _evaluate(params, tmp_path, 1)
+    calls = _stored(tmp_path)
+    _, killed = _evaluate(params, tmp_path, 2, kill_after=3, ok=False)
+    assert "SIGKILL" in killed.stderr and not (tmp_path / "2" / "06_evaluate" / "predictions.jsonl").exists()
+    left = _stored(tmp_path)  # what the killed run stored before it stopped
+    assert 3 <= left < calls
+    two, resumed = _evaluate(params, tmp_path, 2, fresh=False)
+    assert _made(resumed) == calls - left  # only the calls the killed run had not made
     assert _rows(two) == _rows(one)  # the same answers, read and scored the same, in the same order
     pd.testing.assert_frame_equal(pd.read_csv(two / "metrics.csv"), pd.read_csv(one / "metrics.csv"))
     assert not list(two.glob("predictions.rank*.jsonl"))  # the parts are merged away
