@@ -36,6 +36,7 @@ from lib.config import OFFLINE_ENV, ParamsError, Profile, Resolved, did_you_mean
 from lib.evaluate import EvalConfig
 from lib.io import write_json
 from lib.paths import NOTEBOOKS, RunBusy, RunLock, params_root, run_dir
+from lib.provenance import machine
 from lib.scrapbook import ScrapbookConfig
 from lib.prepare import SetupConfig
 from lib.train import TrainConfig
@@ -170,19 +171,36 @@ def run(profile: str = "demo", stages: list[str] | None = None, run_name: str | 
                 raise PreflightFailed("preflight: " + "\n  ".join([f"{len(problems)} problem(s), nothing has run:",
                                                                   *problems]))
         with RunLock(run_dir(p.run)):
+            host = machine()
             timings = {step.stage: _execute(p, step, (overrides or {}).get(step.stage, {}), progress) for step in p.steps}
-            _record_timings(run_dir(p.run) / "timings.json", p.profile.name, timings)
+            _record_timings(run_dir(p.run) / "timings.json", p.profile.name, timings, host)
     return run_dir(p.run)
 
 
-def _record_timings(path: Path, profile: str, timings: dict[str, float]) -> None:
-    """Seconds per stage, the stages just run replacing their earlier entries (``make stage`` after
-    ``make run`` keeps the others), in pipeline order."""
+def _record_timings(path: Path, profile: str, timings: dict[str, float], host: dict) -> dict:
+    """``timings.json``: seconds per stage, the stages just run replacing their earlier entries
+    (``make stage`` after ``make run`` keeps the others), in pipeline order; their total; the machine
+    (CPU model, cores, GPUs) and its load averages before and after, since a busy machine takes
+    longer for the same work."""
     seconds = {}
     if path.exists():
         seconds = json.loads(path.read_text()).get("seconds", {})
     seconds.update(timings)
-    write_json(path, {"profile": profile, "seconds": {s: seconds[s] for s in A.STAGES if s in seconds}})
+    seconds = {s: seconds[s] for s in A.STAGES if s in seconds}
+    record = {"profile": profile, "seconds": seconds, "total_s": round(sum(seconds.values()), 1),
+              "machine": {k: v for k, v in host.items() if k != "loadavg"},
+              "loadavg": {"before": host["loadavg"], "after": [round(x, 2) for x in os.getloadavg()]}}
+    write_json(path, record)
+    return record
+
+
+def timings_table(record: dict) -> str:
+    """``timings.json`` as the table the pipeline prints at its end."""
+    rows = [f"{stage:<24}{s:>9.1f}" for stage, s in record["seconds"].items()]
+    m = record["machine"]
+    return "\n".join([f"{'stage':<24}{'seconds':>9}", *rows, f"{'total':<24}{record['total_s']:>9.1f}",
+                      f"on {m['cores']} cores of {m['cpu_model']}{', ' + ', '.join(m['gpus']) if m['gpus'] else ''}; "
+                      f"load {record['loadavg']['before'][0]} before, {record['loadavg']['after'][0]} after"])
 
 
 def _execute(p: Plan, step: StagePlan, overrides: dict, progress: bool) -> float:
@@ -253,7 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     report = folder / "report.html"
     if report.exists():
         print(f"Report: {report}")
-    print(f"Timings: {folder / 'timings.json'}")
+    timings = folder / "timings.json"
+    if timings.exists():
+        print(f"\n{timings_table(json.loads(timings.read_text()))}")
+    print(f"Timings: {timings}")
     print(f"Executed notebooks: {folder / 'executed'}")
     return 0
 

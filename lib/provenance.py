@@ -87,6 +87,33 @@ def redact(params: dict) -> dict:
     return walk(params)
 
 
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_names() -> list[str]:
+    """The CUDA devices' names; none without torch or a GPU."""
+    try:
+        import torch  # deferred on purpose: a heavy import, only asked about the devices
+    except ImportError:
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def machine() -> dict:
+    """What a measured time depends on: platform, CPU model, cores, GPUs and the load averages now."""
+    return {"platform": platform.platform(), "cpu_model": cpu_model(), "cores": os.cpu_count(), "gpus": gpu_names(),
+            "loadavg": [round(x, 2) for x in os.getloadavg()]}
+
+
 def provenance(stage: str, params: dict, seed: int | None = None, origin: dict | None = None) -> dict:
     return {
         "stage": stage,

@@ -2,6 +2,7 @@
 failures, the preflight, secrets."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -152,6 +153,12 @@ def test_layers_run_skipped_stages_and_provenance(tmp_path, outputs, capsys):
     pipeline.run("p", notebooks_dir=nb, params_dir=params, progress=False)  # a rerun of one stage keeps the others
     seconds = json.loads((folder / "timings.json").read_text())["seconds"]
     assert list(seconds) == ["00_setup", "01_collect"] and seconds["00_setup"] == 1.0 and seconds["01_collect"] != 9.0
+    record = json.loads((folder / "timings.json").read_text())
+    assert record["total_s"] == round(sum(seconds.values()), 1) and record["machine"]["cores"] == os.cpu_count()
+    assert record["machine"]["cpu_model"] and len(record["loadavg"]["before"]) == 3
+    table = pipeline.timings_table(record).splitlines()
+    assert table[1].split() == ["00_setup", "1.0"] and table[-2].split() == ["total", f"{record['total_s']:.1f}"]
+    assert f"on {os.cpu_count()} cores of {record['machine']['cpu_model']}" in table[-1]
 
 
 def test_failing_stage_stops_the_run_and_names_the_executed_notebook(tmp_path, outputs):
