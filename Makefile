@@ -12,7 +12,7 @@ ARGS ?=
 # itself whether it is offline (`offline:` in params/common.<profile>.yaml); make run does not decide.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
-.PHONY: run test test-services lab stage bench gpu-check check-params strip clean-outputs
+.PHONY: run test test-services lab stage bench gpu-check check-params docs strip clean-outputs
 
 # (Re)build the venv when it is missing or older than pyproject.toml.
 $(STAMP): pyproject.toml
@@ -61,8 +61,14 @@ check-params: $(STAMP)
 lab: $(STAMP)
 	$(PY) -m jupyter lab --ip 127.0.0.1 --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)
 
+# Every benchmark into outputs/bench/*.json, then published to benchmarks/records/ (commit those: the
+# documentation's performance page is rendered from them), even when a target was missed.
 bench: $(STAMP)
-	$(OFFLINE) $(PY) -m benchmarks.run
+	$(OFFLINE) $(PY) -m benchmarks.run; status=$$?; $(PY) -m benchmarks.publish && exit $$status
+
+# The documentation site (MkDocs, strict: a broken link or a warning fails) into outputs/site/; offline.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # On a machine with a CUDA GPU: the one-GPU real path (bf16 + device_map auto, batched generation,
 # log-likelihood choices, LoRA steps, a 2-process evaluation on 2 GPUs, vLLM), each step's peak GPU

@@ -1,20 +1,28 @@
 """Writing a benchmark's record: ``outputs/bench/<name>.json``, also printed.
 
-Every record says what else the machine was doing, since a timing on a shared machine is only
-as good as its hour: a benchmark takes ``before = host_state()`` as it starts and hands it to
-``record``, which adds the machine (``platform``, ``cpu_model``, ``cores``) and a ``load`` block
-(the 1 / 5 / 15 minute load averages before and after, and ``under_load``; see
-:func:`under_load`).
+Every record says when, on what code and on what machine it was measured - ``date`` (UTC),
+``commit`` (the git SHA and whether the tree had uncommitted changes), ``command`` and ``machine``
+(``platform``, ``cpu_model``, ``cores``, ``gpu``) - and what else the machine was doing, since a
+timing on a shared machine is only as good as its hour: a benchmark takes ``before = host_state()``
+as it starts and hands it to ``record``, which adds a ``load`` block (the 1 / 5 / 15 minute load
+averages before and after, and ``under_load``; see :func:`under_load`). ``python -m
+benchmarks.publish`` copies the records to ``benchmarks/records/``, from which the documentation's
+performance page is rendered.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import platform
+import shutil
+import subprocess
+import sys
 import time
 
 from lib.paths import outputs_root
+from lib.provenance import git_state
 
 # others' runnable tasks per core above which a figure counts as measured under load: on 2 cores,
 # one busy neighbour (another test run, a notebook) is enough to slow a CPU-bound figure visibly
@@ -40,8 +48,30 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def gpus() -> list[str]:
+    """The CUDA GPUs' names and memory (``nvidia-smi``, else torch when it is already imported); [] for none."""
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20, check=True).stdout
+            return [", ".join(p.strip() for p in line.split(",")) for line in out.splitlines() if line.strip()]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    torch = sys.modules.get("torch")  # never imported here just to ask: a benchmark that uses a GPU has it
+    if torch is not None and torch.cuda.is_available():
+        return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return []
+
+
 def machine() -> dict:
-    return {"platform": platform.platform(), "cpu_model": cpu_model(), "cores": os.cpu_count()}
+    return {"platform": platform.platform(), "cpu_model": cpu_model(), "cores": os.cpu_count(), "gpu": gpus()}
+
+
+def stamp(name: str) -> dict:
+    """When, on which commit and by which command a record is written."""
+    command = "make gpu-check" if name == "gpu" else "make bench"
+    return {"benchmark": name, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "commit": git_state(), "command": command}
 
 
 def under_load(before: dict, after: dict, cores: int) -> tuple[bool, float]:
@@ -63,12 +93,13 @@ def under_load(before: dict, after: dict, cores: int) -> tuple[bool, float]:
 
 
 def record(name: str, result: dict, before: dict) -> dict:
-    """Write ``result`` with the machine and its load (``before``: :func:`host_state` at the start)."""
+    """Write ``result`` with the date, the commit, the machine and its load (``before``:
+    :func:`host_state` at the start)."""
     after = host_state()
     info = machine()
     busy, own = under_load(before, after, info["cores"])
     minutes = ("1min", "5min", "15min")
-    result = {**result, "machine": {**result.get("machine", {}), **info}, "load": {
+    result = {**stamp(name), **result, "machine": {**result.get("machine", {}), **info}, "load": {
         "before": dict(zip(minutes, before["loadavg"])), "after": dict(zip(minutes, after["loadavg"])),
         "own_cores": round(own, 2), "under_load": busy,
         "rule": f"1-min load before, or after less own_cores, > {UNDER_LOAD_PER_CORE} x cores"}}

@@ -1,4 +1,5 @@
-"""Run every benchmark module (``make bench``); each writes ``outputs/bench/<name>.json``."""
+"""Run every benchmark module (``make bench``); each writes ``outputs/bench/<name>.json``, which
+``python -m benchmarks.publish`` (run next by ``make bench``) copies to ``benchmarks/records/``."""
 
 import importlib
 import pkgutil
@@ -6,7 +7,8 @@ import sys
 from pathlib import Path
 
 if __name__ == "__main__":
-    skip = ("run", "gpu_check")  # gpu_check is `make gpu-check`, for a machine with a CUDA GPU
+    # gpu_check is `make gpu-check`, for a machine with a CUDA GPU; publish and pages measure nothing
+    skip = ("run", "gpu_check", "publish", "pages")
     names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
                    if not m.name.startswith("_") and m.name not in skip)
     failed = []

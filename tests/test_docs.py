@@ -1,0 +1,119 @@
+"""The documentation stays true: its commands and Python run, the site builds strictly, and no page
+types a timing (timings live in benchmark records, rendered into docs/performance.md).
+
+Every ```python block of README.md and docs/ runs, and every ```bash block, unless the HTML comment
+on the line above it says otherwise:
+
+- ``<!-- docs-test: skip (why; which test exercises it) -->``: the block is expensive (a whole run, a
+  GPU, a server) or needs data; the reason names where it is exercised instead - the real profile's
+  runs and the README's quick starts in tests/test_real_profile.py, the 2-process forms in
+  tests/test_scale_out.py and tests/test_scale_out_train.py, the servers in `make test-services`.
+- ``<!-- docs-test: same-as FILE "HEADING" (...) -->``: a copy of FILE's first bash block under
+  HEADING (the README's quick starts, run by tests/test_real_profile.py); it must equal it.
+
+```yaml, ```text and other blocks are shown, not run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lib.paths import ROOT
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```\s*$", re.M | re.S)
+DIRECTIVE = re.compile(r"<!-- docs-test: (skip|same-as) (.*?)-->\s*$")
+RUN = ("bash", "python")
+# A number followed by a unit of time, as prose would state a measured duration.
+TIMING = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?)\b(?![-/(])")
+
+
+def blocks() -> list[tuple[str, int, str, str, tuple[str, str] | None]]:
+    """(page, line, language, code, (directive, argument) or None) for every fenced block."""
+    out = []
+    for page in PAGES:
+        text = page.read_text()
+        for m in FENCE.finditer(text):
+            before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            d = DIRECTIVE.search(before)
+            line = text[: m.start()].count("\n") + 1
+            out.append((str(page.relative_to(ROOT)), line, m.group(1), m.group(2), (d.group(1), d.group(2)) if d else None))
+    return out
+
+
+BLOCKS = blocks()
+RUNNABLE = [b for b in BLOCKS if b[2] in RUN and b[4] is None]
+SKIPPED = [b for b in BLOCKS if b[2] in RUN and b[4] and b[4][0] == "skip"]
+COPIES = [b for b in BLOCKS if b[2] in RUN and b[4] and b[4][0] == "same-as"]
+
+
+def _env(tmp_path) -> dict:
+    env = {**os.environ, "VQALAB_OUTPUTS": str(tmp_path / "outputs"), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # `python` is the venv's
+    env.pop("VQALAB_PROFILE", None)
+    return env
+
+
+def test_the_pages_have_code_to_run():
+    assert len(RUNNABLE) >= 5 and {b[2] for b in RUNNABLE} == {"bash", "python"}
+
+
+@pytest.mark.parametrize("page, line, lang, code, directive", RUNNABLE, ids=[f"{b[0]}:{b[1]}" for b in RUNNABLE])
+def test_documented_code_runs(page, line, lang, code, directive, tmp_path):
+    cmd = ["bash", "-euo", "pipefail", "-c", code] if lang == "bash" else [sys.executable, "-c", code]
+    r = subprocess.run(cmd, cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"{page}:{line}: the documented {lang} block fails\n{code}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("page, line, lang, code, directive", SKIPPED, ids=[f"{b[0]}:{b[1]}" for b in SKIPPED])
+def test_a_skipped_block_says_why(page, line, lang, code, directive):
+    reason = directive[1].strip()
+    assert reason.startswith("(") and reason.endswith(")") and len(reason) > 10, \
+        f"{page}:{line}: say why the block is not run and which test exercises it: <!-- docs-test: skip (...) -->"
+
+
+@pytest.mark.parametrize("page, line, lang, code, directive", COPIES, ids=[f"{b[0]}:{b[1]}" for b in COPIES])
+def test_a_copied_block_equals_its_original(page, line, lang, code, directive):
+    m = re.match(r'(\S+) "([^"]+)"', directive[1].strip())
+    assert m, f"{page}:{line}: write <!-- docs-test: same-as FILE \"HEADING\" (...) -->"
+    text = (ROOT / m.group(1)).read_text()
+    original = re.search(r"```bash\n(.*?)```", text[text.index(m.group(2)):], re.S).group(1)
+    assert code == original, f"{page}:{line} differs from the first bash block under {m.group(2)!r} in {m.group(1)}"
+
+
+def test_no_page_states_a_timing_by_hand():
+    found = []
+    for page in PAGES:
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            for m in TIMING.finditer(line):
+                found.append(f"{page.relative_to(ROOT)}:{n}: {m.group(0)!r} in {line.strip()[:100]!r}")
+    assert not found, "timings belong in benchmark records (docs/performance.md renders them):\n" + "\n".join(found)
+
+
+def test_the_readme_is_short_and_points_at_the_docs():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    for heading in ("## Two commands", "### Your model", "### Your dataset"):  # tests/test_real_profile.py reads two
+        assert heading in text
+    for link in re.findall(r"\]\((docs/[^)#]+)", text):
+        assert (ROOT / link).exists(), f"README links to {link}, which does not exist"
+
+
+def test_the_site_builds_strictly(tmp_path):
+    """mkdocs build --strict (what `make docs` and .ci/run do): broken links, missing pages, a failing
+    generated block or an unresolved API reference fail it."""
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                       cwd=ROOT, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    site = tmp_path / "site"
+    assert "lora_r" in (site / "stages" / "05_train.html").read_text()  # generated from TrainConfig
+    assert "doc-heading" in (site / "api" / "stages.html").read_text()  # mkdocstrings rendered the API
+    assert "<!-- vqalab:" not in "".join(p.read_text() for p in site.rglob("*.html"))
