@@ -15,14 +15,10 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import platform
-import shutil
-import subprocess
-import sys
 import time
 
 from lib.paths import outputs_root
-from lib.provenance import git_state
+from lib.provenance import git_state, machine
 
 # others' runnable tasks per core above which a figure counts as measured under load: on 2 cores,
 # one busy neighbour (another test run, a notebook) is enough to slow a CPU-bound figure visibly
@@ -34,37 +30,6 @@ def host_state() -> dict:
     t = os.times()
     return {"loadavg": [round(x, 2) for x in os.getloadavg()], "cpu_s": t.user + t.system + t.children_user + t.children_system,
             "time_s": time.monotonic()}
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def gpus() -> list[str]:
-    """The CUDA GPUs' names and memory (``nvidia-smi``, else torch when it is already imported); [] for none."""
-    if shutil.which("nvidia-smi"):
-        try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=20, check=True).stdout
-            return [", ".join(p.strip() for p in line.split(",")) for line in out.splitlines() if line.strip()]
-        except (OSError, subprocess.SubprocessError):
-            pass
-    torch = sys.modules.get("torch")  # never imported here just to ask: a benchmark that uses a GPU has it
-    if torch is not None and torch.cuda.is_available():
-        return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return []
-
-
-def machine() -> dict:
-    return {"platform": platform.platform(), "cpu_model": cpu_model(), "cores": os.cpu_count(), "gpu": gpus()}
 
 
 def stamp(name: str) -> dict:

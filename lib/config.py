@@ -16,7 +16,7 @@ model field the profile leaves unset takes the profile's model of the field's ro
 
 Every stage module exposes the same contract::
 
-    stage = resolve(AFConfig, "03_adversarial_filter", profile="demo", overrides={...})
+    stage = resolve(AFConfig, profile="demo", overrides={...})
     summary = run(stage.cfg, stage.out)                    # what the notebook does
     python -m lib.<stage> --profile demo [--set key=value ...] [--out DIR]
     python -m lib.<stage> --params FILE [--params FILE ...] --out DIR

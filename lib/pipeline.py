@@ -171,7 +171,7 @@ def run(profile: str = "demo", stages: list[str] | None = None, run_name: str | 
                 raise PreflightFailed("preflight: " + "\n  ".join([f"{len(problems)} problem(s), nothing has run:",
                                                                   *problems]))
         with RunLock(run_dir(p.run)):
-            host = machine()
+            host = {**machine(), "loadavg": [round(x, 2) for x in os.getloadavg()]}
             timings = {step.stage: _execute(p, step, (overrides or {}).get(step.stage, {}), progress) for step in p.steps}
             _record_timings(run_dir(p.run) / "timings.json", p.profile.name, timings, host)
     return run_dir(p.run)
@@ -199,7 +199,7 @@ def timings_table(record: dict) -> str:
     rows = [f"{stage:<24}{s:>9.1f}" for stage, s in record["seconds"].items()]
     m = record["machine"]
     return "\n".join([f"{'stage':<24}{'seconds':>9}", *rows, f"{'total':<24}{record['total_s']:>9.1f}",
-                      f"on {m['cores']} cores of {m['cpu_model']}{', ' + ', '.join(m['gpus']) if m['gpus'] else ''}; "
+                      f"on {m['cores']} cores of {m['cpu_model']}{', ' + ', '.join(m['gpu']) if m['gpu'] else ''}; "
                       f"load {record['loadavg']['before'][0]} before, {record['loadavg']['after'][0]} after"])
 
 

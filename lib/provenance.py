@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -99,19 +100,24 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def gpu_names() -> list[str]:
-    """The CUDA devices' names; none without torch or a GPU."""
-    try:
-        import torch  # deferred on purpose: a heavy import, only asked about the devices
-    except ImportError:
-        return []
-    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+def gpus() -> list[str]:
+    """The CUDA GPUs' names and memory (``nvidia-smi``, else torch when it is already imported); [] for none."""
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20, check=True).stdout
+            return [", ".join(p.strip() for p in line.split(",")) for line in out.splitlines() if line.strip()]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    torch = sys.modules.get("torch")  # never imported here just to ask: a process that uses a GPU has it
+    if torch is not None and torch.cuda.is_available():
+        return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return []
 
 
 def machine() -> dict:
-    """What a measured time depends on: platform, CPU model, cores, GPUs and the load averages now."""
-    return {"platform": platform.platform(), "cpu_model": cpu_model(), "cores": os.cpu_count(), "gpus": gpu_names(),
-            "loadavg": [round(x, 2) for x in os.getloadavg()]}
+    """What a measured time depends on: platform, CPU model, cores and GPUs."""
+    return {"platform": platform.platform(), "cpu_model": cpu_model(), "cores": os.cpu_count(), "gpu": gpus()}
 
 
 def provenance(stage: str, params: dict, seed: int | None = None, origin: dict | None = None) -> dict:

@@ -556,9 +556,8 @@ class ImageTensors:
         self.active: bool | None = None  # None until the first batch is checked
         self._tensors = ByteLRU(max_mb)
         # id(image) -> (weak reference, key, path if opened, not decoded): a decoded image the model
-        # keeps (lib.io.ImageCache) is hashed once, not at every question (4 ms for a 1280x768
-        # picture); a file's image is keyed by the file (("file", path, size, mtime)); PIL images
-        # are unhashable
+        # keeps (lib.io.ImageCache) is hashed once, not at every question; a file's image is keyed
+        # by the file (("file", path, size, mtime)); PIL images are unhashable
         self._digests: dict[int, tuple[weakref.ref, str | tuple, str | None]] = {}
         self._files: dict[str, tuple[tuple, object]] = {}  # path -> (its key, its header image)
         self._opens: bool | None = None  # False once the processor needed an opened image's pixels
