@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -91,6 +92,10 @@ class TrainConfig(config.StageConfig):
     #   (e.g. [color]: colour questions only); empty: all. Validation and test keep every question.
     focus_targets: list = field(default_factory=list)  # curriculum: for the first focus_steps steps, train
     focus_steps: int = 0  # only on questions about these attributes (an easy concept first), then on all
+    # draw training questions so that every answer of a question type is equally likely (class-balanced
+    # sampling: a model that only learnt the answer prior gains nothing); validation and test keep the
+    # data's own answers. False: questions as often as the data has them
+    balance: bool = False
     val_fraction: float = 0.1  # of images
     test_fraction: float = 0.1  # of images
     full_finetune: bool = False  # True for randomly initialised models: LoRA on random weights learns little
@@ -614,14 +619,27 @@ def validate(s: Session, force_save: bool = False) -> dict:
     return {f"val_{k}": v for k, v in metrics.items()}
 
 
-def draw_batch(s: Session, train_set: list[Example], step: int, micro: int) -> dict:
+def answer_balance(examples: list[Example]) -> np.ndarray:
+    """Drawing probabilities under which each answer of a question type (task and ``meta.type``) is
+    equally likely and each type keeps its share of the questions."""
+    keys = [(e.item.task, e.meta.get("type"), e.answer) for e in examples]
+    per_answer = Counter(keys)
+    per_type = Counter(k[:2] for k in keys)
+    answers = Counter(k[:2] for k in per_answer)
+    p = np.array([per_type[k[:2]] / (answers[k[:2]] * per_answer[k]) for k in keys])
+    return p / p.sum()
+
+
+def draw_batch(s: Session, train_set: list[Example], step: int, micro: int, p: np.ndarray | None = None) -> dict:
     """This process's share of micro-batch ``micro`` of step ``step``, collated, on the device. The
     global micro-batch (``batch_size`` per process) is drawn statelessly from ``rng(seed, step, micro)``,
     whatever the rank (a resumed run draws what the uninterrupted one would have; N processes draw
-    what one process with ``batch_size`` x N draws), and rank r takes its r-th slice."""
+    what one process with ``batch_size`` x N draws), and rank r takes its r-th slice. ``p``: each
+    question's probability (:func:`answer_balance`), else all alike."""
     cfg, rank, size = s.cfg, s.acc.process_index, s.cfg.batch_size * s.acc.num_processes
     # the key's last 0 keeps the draws of runs made when each process drew its own batch (process 0's)
-    pick = np.random.default_rng([cfg.seed, step, micro, 0]).choice(len(train_set), size, replace=len(train_set) < size)
+    pick = np.random.default_rng([cfg.seed, step, micro, 0]).choice(len(train_set), size, replace=len(train_set) < size,
+                                                                   p=p)
     pick = pick[rank * cfg.batch_size:(rank + 1) * cfg.batch_size]
     batch = collate([train_set[i] for i in pick], s.processor, s.processor.tokenizer.eos_token,
                     wants_question_first(cfg.model), encoder_decoder=s.encoder_decoder, spec=cfg.model,
@@ -629,9 +647,10 @@ def draw_batch(s: Session, train_set: list[Example], step: int, micro: int) -> d
     return {k: v.to(s.acc.device) for k, v in batch.items()}
 
 
-def train_step(s: Session, train_set: list[Example]) -> dict:
-    """One optimiser step (``grad_accum`` micro-batches) on ``train_set``; returns its curve row
-    (step, mean loss, learning rate, training seconds so far), the same on every process."""
+def train_step(s: Session, train_set: list[Example], p: np.ndarray | None = None) -> dict:
+    """One optimiser step (``grad_accum`` micro-batches) on ``train_set`` (drawn with probabilities
+    ``p``, else alike); returns its curve row (step, mean loss, learning rate, training seconds so
+    far), the same on every process."""
     import torch  # deferred on purpose: torch is heavy, and importing lib.train must stay cheap
 
     cfg, state, acc = s.cfg, s.state, s.acc
@@ -639,7 +658,7 @@ def train_step(s: Session, train_set: list[Example]) -> dict:
     step = state["step"]
     loss_sum, tokens = 0.0, 0
     for micro in range(cfg.grad_accum):
-        batch = draw_batch(s, train_set, step, micro)
+        batch = draw_batch(s, train_set, step, micro, p)
         with acc.accumulate(s.model):
             try:
                 loss = s.model(**batch).loss
@@ -692,10 +711,11 @@ def train_steps(s: Session, progress: bool = True, stop_after: int | None = None
                disable=not progress or not s.acc.is_main_process)
     s.model.train()
     focus = focus_examples(cfg, s.train_examples)
+    pools = [(e, answer_balance(e) if cfg.balance and e else None) for e in (focus, s.train_examples)]
     while state["step"] < cfg.max_steps:
         if cfg.max_seconds and state["train_seconds"] >= cfg.max_seconds:
             break
-        row = train_step(s, focus if focus and state["step"] < cfg.focus_steps else s.train_examples)
+        row = train_step(s, *pools[0 if focus and state["step"] < cfg.focus_steps else 1])
         step = row["step"]
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             row.update(validate(s))

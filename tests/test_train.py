@@ -125,6 +125,31 @@ def test_training_filters_touch_the_train_split_only(dataset):
     assert {tuple(sorted(e.meta["query"]["target"])) for e in data["test"]} == {("color",), ("shape",)}
 
 
+def test_balanced_drawing_makes_every_answer_of_a_type_as_likely_and_keeps_the_types_shares(dataset):
+    """balance: true draws each answer of a question type equally often (the answer prior teaches
+    nothing), each type as often as the data has it."""
+    from collections import Counter
+
+    from lib.train import answer_balance
+
+    data, _ = load_examples(_cfg(dataset))
+    train = data["train"]
+    p = answer_balance(train)
+    assert p.sum() == pytest.approx(1.0)
+    by_answer, by_type = Counter(), Counter()
+    for e, q in zip(train, p):
+        by_answer[(e.meta["type"], e.answer)] += q
+        by_type[e.meta["type"]] += q
+    natural = Counter(e.meta["type"] for e in train)
+    assert natural["presence"] and natural["counting"]
+    for t in natural:
+        assert by_type[t] == pytest.approx(natural[t] / len(train))
+        shares = [v for (tt, _), v in by_answer.items() if tt == t]
+        assert len(shares) > 1 and shares == pytest.approx([by_type[t] / len(shares)] * len(shares))
+    skewed = Counter(e.answer for e in train if e.meta["type"] == "presence")
+    assert skewed["yes"] != skewed["no"]  # the data itself is not balanced: the weights do it
+
+
 def test_curriculum_trains_on_the_focus_questions_first(dataset, tmp_path, monkeypatch):
     import lib.train as T
 
