@@ -97,6 +97,9 @@ def training_curve(curve: pd.DataFrame):
         rows = curve.dropna(subset=["val_accuracy"])
         for c in val:
             ax2.plot(rows["step"], rows[c], marker="o", ls="--", label=c.replace("val_", "validation "))
+        if "val_majority" in rows and rows["val_majority"].notna().any():
+            ax2.axhline(rows["val_majority"].dropna().iloc[-1], color="grey", ls=":", lw=1.5,
+                        label="majority answer (validation)")
         ax2.set_ylabel("validation accuracy")
         ax2.set_ylim(0, 1)
         ax2.legend(loc="upper right", fontsize=7)
@@ -105,12 +108,25 @@ def training_curve(curve: pd.DataFrame):
     return fig, ax
 
 
-def accuracy_bars(table: pd.DataFrame):
+def accuracy_bars(table: pd.DataFrame, n: dict | None = None):
     """Accuracy per system (rows) and question type (columns ``accuracy_<type>[_<target>]``), one
-    bar group per column, labelled by its type and target on two lines."""
+    bar group per column, labelled by its type and target on two lines; with ``n`` (questions per
+    column), each bar's 95% Wilson interval."""
+    from scipy.stats import binomtest  # deferred on purpose: only the bars with intervals need scipy
+
     labels = [c.removeprefix("accuracy").strip("_").replace("_", "\n") or "all" for c in table.columns]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) + 1.5), 3.4))
-    table.T.set_axis(labels).plot.bar(ax=ax, rot=0, width=0.8)
+    errors = None
+    if n:
+        def interval(acc: float, col: str) -> tuple[float, float]:
+            if col not in n:  # e.g. macro, a mean of accuracies: no one count of questions
+                return np.nan, np.nan
+            ci = binomtest(round(acc * n[col]), n[col]).proportion_ci(method="wilson")
+            return acc - ci.low, ci.high - acc
+
+        errors = np.array([[[interval(table.at[s, c], c)[side] for c in table.columns] for side in (0, 1)]
+                           for s in table.index])
+    table.T.set_axis(labels).plot.bar(ax=ax, rot=0, width=0.8, yerr=errors, capsize=2, error_kw={"lw": 0.8})
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy")
     ax.tick_params(axis="x", labelsize=8)

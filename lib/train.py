@@ -378,18 +378,29 @@ def score_examples(examples: list[Example], responses) -> list[bool]:
     return [bool(p.correct) for p in preds]
 
 
+def _group_keys(e: Example) -> list[str]:
+    """The accuracies an example counts in: overall, its question type, and its type and target kind
+    (colour / shape: Scrapbook)."""
+    kind = question_type(e.meta)
+    keys = ["accuracy", f"accuracy_{kind}"]
+    if task_of(e.item).scene_questions:
+        keys.append(f"accuracy_{kind}_{target_kind(e.meta)}")
+    return keys
+
+
+def group_sizes(examples: list[Example]) -> dict[str, int]:
+    """How many questions each accuracy of :func:`_accuracies` is over."""
+    return dict(sorted(Counter(k for e in examples for k in _group_keys(e)).items()))
+
+
 def _accuracies(examples: list[Example], hits: list[bool]) -> dict:
-    """Overall accuracy, per question type, per type and target kind (colour / shape: Scrapbook),
-    and ``macro``: the mean of the per-type accuracies (MemeQA's headline, exact match)."""
+    """Overall accuracy, per question type, per type and target kind (:func:`_group_keys`), and
+    ``macro``: the mean of the per-type accuracies (MemeQA's headline, exact match)."""
     groups: dict[str, list[bool]] = {"accuracy": []}
     per_type: dict[str, list[bool]] = {}
     for e, hit in zip(examples, hits):
-        kind = question_type(e.meta)
-        per_type.setdefault(kind, []).append(hit)
-        keys = ["accuracy", f"accuracy_{kind}"]
-        if task_of(e.item).scene_questions:
-            keys.append(f"accuracy_{kind}_{target_kind(e.meta)}")
-        for key in keys:
+        per_type.setdefault(question_type(e.meta), []).append(hit)
+        for key in _group_keys(e):
             groups.setdefault(key, []).append(hit)
     out = {k: float(np.mean(v)) for k, v in sorted(groups.items()) if v}
     if per_type:
@@ -598,8 +609,10 @@ def save_weights(s: Session, name: str) -> None:
 
 
 def validate(s: Session, force_save: bool = False) -> dict:
-    """Validation metrics now (``val_``-prefixed); ``best/`` when they beat the best so far (or, with
-    ``force_save``, when none exists yet)."""
+    """Validation metrics now (``val_``-prefixed), with ``val_majority``: what always giving the
+    training split's most frequent answer of each question type scores on the same questions (the
+    line a model must rise above); ``best/`` when they beat the best so far (or, with ``force_save``,
+    when none exists yet)."""
     from accelerate.utils import gather_object  # deferred on purpose: accelerate imports torch (heavy)
 
     acc, state = s.acc, s.state
@@ -616,7 +629,8 @@ def validate(s: Session, force_save: bool = False) -> dict:
     state["best"] = max(state["best"], metrics[s.select])
     if acc.is_main_process and (better or (force_save and not (s.out / A.BEST).is_dir())):
         save_weights(s, A.BEST)
-    return {f"val_{k}": v for k, v in metrics.items()}
+    return {**{f"val_{k}": v for k, v in metrics.items()},
+            "val_majority": majority_baseline(s.train_examples, s.val)["accuracy"]}
 
 
 def answer_balance(examples: list[Example]) -> np.ndarray:
@@ -800,7 +814,7 @@ def compare(cfg: TrainConfig, out_dir: str | Path, max_test: int = 1000) -> dict
     test = [everything["test"][i] for i in sorted(rng.permutation(len(everything["test"]))[:max_test])]
     base = load_model(cfg.model).load()
     model, processor = load_trained(cfg, Path(out_dir) / "best")
-    return {"n_test": len(test), "test_images": len({e.image for e in test}),
+    return {"n_test": len(test), "test_images": len({e.image for e in test}), "n": group_sizes(test),
             "majority": majority_baseline(everything["train"], test),
             "base": evaluate_examples(base.model, base.processor, test, question_first=wants_question_first(cfg.model),
                                      max_new_tokens=cfg.val_max_new_tokens, spec=cfg.model),
@@ -832,7 +846,7 @@ def comparison(cfg: TrainConfig, out: str | Path) -> tuple[dict, tuple]:
     """Base vs trained vs the majority answer on up to ``cfg.max_test`` test questions
     (:func:`compare`) and its bar chart (``figures/base_vs_trained``); the result and ``(fig, ax)``."""
     result = compare(cfg, out, max_test=cfg.max_test)
-    fig, ax = plots.accuracy_bars(pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T)
+    fig, ax = plots.accuracy_bars(pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T, result["n"])
     plots.save(fig, Path(out) / A.FIGURES, "base_vs_trained", close=True)
     return result, (fig, ax)
 
