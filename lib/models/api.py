@@ -18,7 +18,7 @@ cache like any other, so a prompt is paid for once; ``price_per_image`` fills th
 
 The key's value is read from the environment at call time and never stored in params, responses,
 the call cache or logs. Requests run concurrently (asyncio, at most ``concurrency`` in flight);
-429s, 5xx and timeouts are retried with exponential backoff and jitter by the openai client itself
+HTTP 429 and 5xx answers and timeouts are retried with exponential backoff and jitter by the openai client itself
 (``max_retries``). ``timeout_s`` bounds each attempt as a whole - connecting, waiting and reading a
 body however slowly it drips in (the client's own timeout bounds each read only) - and an attempt
 past it is retried like any timeout. A call that still fails is recorded as ``method="error"`` with
@@ -183,7 +183,7 @@ def schema_problems(schema: dict, where: str = "$") -> list[str]:
     return problems
 
 
-# What vLLM's 500s say when a grammar engine cannot compile the request's schema.
+# What vLLM's HTTP 500 answers say when a grammar engine cannot compile the request's schema.
 _GRAMMAR_FAILURE = re.compile(r"grammar|xgrammar|guidance|llguidance|structured.output|json.schema", re.I)
 
 
