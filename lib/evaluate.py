@@ -8,7 +8,11 @@ Notebook 06 calls the steps :func:`run` composes one per section: :func:`items_t
 :func:`ask`, :func:`rescore_folder`, then :func:`finish` (summary and provenance).
 
 Every model call goes through the call cache, so a killed evaluation resumes without repeating
-finished calls, and rescoring needs no model at all. Answers are read as :mod:`lib.tasks` defines:
+finished calls, and rescoring needs no model at all. Neither holds the predictions: they are
+written as they are made, and scoring streams them back a chunk at a time into each group's
+compact state (:class:`lib.tasks.Scorer`; Scrapbook's keeps a few codes per answer), so an
+evaluation of a paper-scale Scrapbook set, with any number of models, stays near the memory of
+its imports and its model. Answers are read as :mod:`lib.tasks` defines:
 constrained decoding over the closed answer set where the task has one (and ``constrain`` is on),
 robust parsing otherwise. What cannot be read stays in ``raw`` with ``valid=False`` and counts
 as wrong in every denominator; ``n_invalid`` sits beside every metric.
@@ -31,10 +35,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import heapq
+import itertools
 import json
 import re
 import sys
 import time
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -47,15 +53,15 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import config
-from lib.io import ItemsAt, ItemsChanged, file_sha256, item_index, outside_images, paused_gc, read_jsonl, \
-    release_memory, save_item_index, scan_items, write_csv, write_json, write_jsonl, write_jsonl_hashed
+from lib.io import IdLookup, ItemsAt, ItemsChanged, file_sha256, item_index, jsonl_line, outside_images, read_jsonl, \
+    release_memory, save_item_index, scan_items, write_csv, write_json, write_jsonl, write_lines_hashed
 from lib.metrics.lave import judge as lave_judge
 from lib.models import generate, load_model
 from lib.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
 from lib.store import CallStore, call_key
 from lib.paths import stage_dir
 from lib.ranks import Ranks, ranks
-from lib.tasks import (PROMPT_STYLES, STYLES, TASKS, Scoring, get_task, metric_row, n_truncated, task_of, task_options,
+from lib.tasks import (PROMPT_STYLES, STYLES, TASKS, Scoring, get_task, metric_row, task_of, task_options,
                        wants_question_first)
 
 METRIC_COLUMNS = ["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low", "ci_high", "n", "n_invalid",
@@ -186,10 +192,10 @@ def _select_items(name: str, folder: Path, cfg: EvalConfig) -> tuple[ItemsAt, di
     kept and its images' uses (:func:`_image_uses`) when there is no ``max_items``, else what
     :func:`sample_indices` needs (uses None: the sample is read for them); the id index is
     saved for rescoring (:func:`items_for`). Per line it keeps flat bytes and numbers, not
-    Python objects: an 827,004-question pass holds ~50 MB instead of a quarter of a gigabyte. A
-    sampling unit is coded by its hash (:data:`UNIT_HASH_BITS`): its 69,000 keys held as Python
-    objects kept 30 MB resident after the pass; two units whose 63-bit hashes collide (odds
-    ~1e-10 at that size) would only be drawn together."""
+    Python objects, so a paper-scale pass costs bytes per question, not an object each. A
+    sampling unit is coded by its hash (:data:`UNIT_HASH_BITS`) rather than kept as a Python key
+    (tens of thousands of them stayed resident after the pass); two units whose 63-bit hashes
+    collide (odds ~1e-10 at that size) would only be drawn together."""
     from array import array
 
     ids = bytearray()  # newline-joined, as the index stores them
@@ -372,11 +378,20 @@ def _groups(preds: list[Prediction]) -> dict[tuple, list[Prediction]]:
     return groups
 
 
+def _reread(task, group: list[Prediction], items) -> None:
+    """Read every stored free-text answer of a group again (a parser fix applies on rescoring)."""
+    for p, it in zip(group, items):
+        if p.method != ERROR and not is_constrained(p.method):
+            parsed, p.method, p.valid = task.read_response(it, Response(text=p.raw, method="free"))
+            p.parsed = task.jsonable(parsed)
+
+
 def score_predictions(items: Mapping[tuple[str, str], Item], preds: list[Prediction], cfg: EvalConfig,
                       states: dict | None = None) -> list[Prediction]:
     """Fill ``correct`` and ``scores`` of every prediction from its stored output (re-read, so a
-    parser fix applies on rescoring). Invalid answers score 0 / wrong. What each task's scoring
-    leaves for its tables (Scrapbook's scored frame) is put in ``states``, keyed like the groups."""
+    parser fix applies on rescoring), all held in memory: the path :func:`rescore_folder` streams.
+    Invalid answers score 0 / wrong. Each group's :class:`lib.tasks.Scorer` (what its tables are
+    made from) is put in ``states``, keyed like the groups."""
     for p in preds:
         if _key(p) not in items:
             raise KeyError(f"prediction for item {p.item_id!r} of dataset {p.dataset!r} ({p.task}) has no "
@@ -385,57 +400,80 @@ def score_predictions(items: Mapping[tuple[str, str], Item], preds: list[Predict
     scoring = cfg.scoring()
     for key, group in _groups(preds).items():
         task, its = get_task(key[2]), _items_of(items, group)
-        if any(p.method != ERROR and not is_constrained(p.method) for p in group):
-            for p, it in zip(group, its):
-                if p.method != ERROR and not is_constrained(p.method):
-                    parsed, p.method, p.valid = task.read_response(it, Response(text=p.raw, method="free"))
-                    p.parsed = task.jsonable(parsed)
-        states[key] = task.score(group, its, scoring)
+        _reread(task, group, its)
+        scorer = states[key] = task.scorer(scoring)
+        scorer.add(group, its)
+        group[:] = [scorer.score(p) for p in group]
+        for i, scores in scorer.corrections().items():
+            group[i].scores = scores
     return preds
+
+
+def _judged(p: Prediction, j: Judgement) -> tuple:
+    """What a LAVE row needs of one judged answer: its score (an unread rating counts as 0, so the
+    judge's failures stay visible), whether it was read, the reference reading, truncation."""
+    return (j.score if j.valid else 0.0), bool(j.valid), j.meta.get("score_reference"), bool(p.truncated)
+
+
+def _lave(judgements: list[Judgement]) -> dict:
+    return {(j.model, j.meta.get("dataset", ""), j.item_id, j.meta.get("style", "zero_shot")): j for j in judgements}
+
+
+def _group_tables(key: tuple, scorer, judged: list[tuple], scoring) -> tuple[list[dict], list, list]:
+    """A scored group's metric rows (``invalid_rate``, its task's, LAVE where answers were judged:
+    :func:`_judged` of each) and its level and error frames (a list of none or one each)."""
+    model, dataset, _, style = key
+    head = dict(zip(("model", "dataset", "task", "style"), key))
+    invalid = 1.0 - np.frombuffer(scorer.valid, dtype=bool).astype(float)
+    n, n_inv, n_cut = len(invalid), int(invalid.sum()), int(np.frombuffer(scorer.truncated, dtype=bool).sum())
+    rows = [{**head, **metric_row("all", "invalid_rate", invalid, n, n_inv, n_truncated=n_cut, scoring=scoring)}]
+    tables = scorer.tables()
+    rows.extend({**head, **r} for r in tables.rows)
+    if judged:
+        cut = sum(t for *_, t in judged)
+        rows.append({**head, **metric_row("all", "lave", [s for s, *_ in judged], len(judged),
+                                          sum(not v for _, v, *_ in judged), scoring=scoring, n_truncated=cut)})
+        ref = [r for _, _, r, _ in judged]
+        if all(x is not None for x in ref):  # the reference implementation's reading: unread ratings are 2
+            rows.append({**head, **metric_row("all", "lave_reference", ref, len(judged), 0, scoring=scoring,
+                                              n_truncated=cut)})
+    frames = []
+    for df in (tables.levels, tables.errors):
+        if df is not None:
+            df = df.copy()
+            df.insert(0, "style", style)
+            df.insert(0, "dataset", dataset)
+            df["model"] = model
+        frames.append(df)
+    return rows, frames[:1] if frames[0] is not None else [], frames[1:] if frames[1] is not None else []
+
+
+def _tables(parts: list[tuple]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """metrics, levels and errors from every group's :func:`_group_tables`, groups in key order."""
+    rows = [r for part in parts for r in part[0]]
+    level_frames = [f for part in parts for f in part[1]]
+    error_frames = [f for part in parts for f in part[2]]
+    metrics = pd.DataFrame(rows, columns=METRIC_COLUMNS)
+    levels = pd.concat(level_frames, ignore_index=True) if level_frames else pd.DataFrame(columns=LEVEL_COLUMNS)
+    errors = pd.concat(error_frames, ignore_index=True) if error_frames else pd.DataFrame(columns=ERROR_COLUMNS)
+    return metrics, levels, errors
 
 
 def metrics_table(items: Mapping[tuple[str, str], Item], preds: list[Prediction], judgements: list[Judgement],
                   cfg: EvalConfig, states: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(metrics, levels, errors) from scored predictions and LAVE judgements: every group's
     ``invalid_rate``, its task's own rows and tables, and the LAVE row where answers were judged
-    (``states``: what :func:`score_predictions` left, reused instead of scoring again; ``items``
-    need not hold a group's items where its task aggregates from that state)."""
-    states = states or {}
-    scoring = cfg.scoring()
-    rows, level_frames, error_frames = [], [], []
-    lave = {(j.model, j.meta.get("dataset", ""), j.item_id, j.meta.get("style", "zero_shot")): j for j in judgements}
+    (``states``: the scorers :func:`score_predictions` left; a group without one is scored here)."""
+    states = states if states is not None else {}
+    scoring, lave = cfg.scoring(), _lave(judgements)
+    parts = []
     for key, group in sorted(_groups(preds).items()):
-        model, dataset, task_name, style = key
-        task = get_task(task_name)
-        its = None if key in states and task.aggregates_from_state else _items_of(items, group)
-        head = dict(zip(("model", "dataset", "task", "style"), key))
-        n, n_inv = len(group), sum(not p.valid for p in group)
-        rows.append({**head, **metric_row("all", "invalid_rate", [float(not p.valid) for p in group], n, n_inv,
-                                          n_truncated=n_truncated(group),
-                                          scoring=scoring)})
-        tables = task.aggregate(group, its, scoring, states.get(key))
-        rows.extend({**head, **r} for r in tables.rows)
-        pairs = [(p, lave.get((model, dataset, p.item_id, style))) for p in group]
-        judged = [(p, j) for p, j in pairs if j is not None]
-        if judged:
-            # an unread rating counts as 0 so the judge's failures stay visible (n_invalid is the judge's)
-            rows.append({**head, **metric_row("all", "lave", [j.score if j.valid else 0.0 for _, j in judged], len(judged),
-                                              sum(not j.valid for _, j in judged), scoring=scoring,
-                                              n_truncated=n_truncated([p for p, _ in judged]))})
-            ref = [j.meta.get("score_reference") for _, j in judged]
-            if all(x is not None for x in ref):  # the reference implementation's reading: unread ratings are 2
-                rows.append({**head, **metric_row("all", "lave_reference", ref, len(judged), 0, scoring=scoring,
-                                                  n_truncated=n_truncated([p for p, _ in judged]))})
-        for df, out in ((tables.levels, level_frames), (tables.errors, error_frames)):
-            if df is not None:
-                df.insert(0, "style", style)
-                df.insert(0, "dataset", dataset)
-                df["model"] = model
-                out.append(df)
-    metrics = pd.DataFrame(rows, columns=METRIC_COLUMNS)
-    levels = pd.concat(level_frames, ignore_index=True) if level_frames else pd.DataFrame(columns=LEVEL_COLUMNS)
-    errors = pd.concat(error_frames, ignore_index=True) if error_frames else pd.DataFrame(columns=ERROR_COLUMNS)
-    return metrics, levels, errors
+        if key not in states:
+            score_predictions(items, group, cfg, states)
+        model, dataset, _, style = key
+        judged = [_judged(p, j) for p in group if (j := lave.get((model, dataset, p.item_id, style))) is not None]
+        parts.append(_group_tables(key, states[key], judged, scoring))
+    return _tables(parts)
 
 
 # --- the stage ------------------------------------------------------------------------------------
@@ -589,81 +627,162 @@ def _answer_digest(h, p: Prediction) -> None:
     h.update(json.dumps([p.dataset, p.item_id, p.model, p.style, p.raw, p.call_key]).encode())
 
 
-def _answers_digest(preds) -> str:
-    h = hashlib.sha256()
-    for p in preds:
-        _answer_digest(h, p)
-    return h.hexdigest()
-
-
 def manifest(out: Path, cfg: EvalConfig, answers: str) -> dict:
     """The fingerprints that tie a finished evaluation's parts together: its config, its answers
-    (:func:`_answers_digest` of its predictions file), its judgements and every dataset's items as
+    (:func:`_answer_digest` of every prediction written), its judgements and every dataset's items as
     they were evaluated."""
     return {"config": file_sha256(out / A.EVAL_CONFIG, remember=False), "answers": answers,
             "judgements": file_sha256(out / A.JUDGEMENTS, remember=False),
             "datasets": {name: file_sha256(Path(folder) / "items.jsonl") for name, folder in cfg.datasets.items()}}
 
 
-def check_manifest(out: Path, cfg: EvalConfig, preds: list[Prediction]) -> None:
+def check_manifest(out: Path, cfg: EvalConfig, answers: str | None = None) -> None:
     """Refuse a folder whose parts do not belong together (an unfinished rerun, a dataset changed
-    since the evaluation), saying which part and what to do (``preds``: its predictions file, read)."""
+    since the evaluation), saying which part and what to do. ``answers``: the digest of its
+    predictions file (:func:`_answer_digest`'s, made while a rescore streams it) - checked alone;
+    without it, everything else is."""
     path = out / A.EVAL_MANIFEST
     if not path.exists():
         raise ValueError(f"{path} not found: the evaluation in {out} did not finish (a rerun was stopped, or the "
                          f"folder predates manifests), so its config and predictions may belong to different runs; "
                          f"rerun the stage (the call cache keeps it cheap), or rescore with --unverified")
-    saved, now = json.loads(path.read_text()), manifest(out, cfg, _answers_digest(preds))
-    for part in ("config", "answers", "judgements"):
+    saved, now = json.loads(path.read_text()), manifest(out, cfg, answers)
+    for part in ("config", "judgements") if answers is None else ("answers",):
         if saved.get(part) != now[part]:
             raise ValueError(f"{out}: the {part} changed after the evaluation finished; rerun the stage")
-    for name, digest in now["datasets"].items():
+    for name, digest in now["datasets"].items() if answers is None else ():
         if saved.get("datasets", {}).get(name) != digest:
             raise ValueError(f"{out}: dataset {name!r} ({cfg.datasets[name]}/items.jsonl) changed since it was evaluated: "
                              f"rescoring would grade the stored answers against other questions; rerun the stage")
 
 
-def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
-    """Recompute predictions' scores, metrics.csv, levels.csv and errors.csv from the stored
-    predictions, judgements and datasets of an evaluation folder - no model is loaded or called.
-    The folder's manifest must match its parts (``unverified`` skips that check). The tables are
-    written atomically and recorded with their sources last (:func:`lib.artifacts.record_table_sources`)."""
-    out = Path(out)
+RESCORE_CHUNK = 8192  # predictions read, located and re-read at a time: a rescore holds one chunk, not its file
+SCORING, SCORED = "predictions.scoring.jsonl", "predictions.scored.jsonl"  # a rescore's passes, removed after
+
+
+def _saved_config(out: Path) -> EvalConfig:
     cfg_path = out / A.EVAL_CONFIG
     if not cfg_path.exists():
         raise FileNotFoundError(f"{cfg_path} not found: {out} holds no finished evaluation to rescore")
     try:
-        cfg = EvalConfig(**json.loads(cfg_path.read_text()))
+        return EvalConfig(**json.loads(cfg_path.read_text()))
     except TypeError as e:  # a field renamed or moved since (e.g. into a task's options)
         raise ValueError(f"{cfg_path}: {e}: it was written by an older version of stage 06; rerun the stage (the call "
                          f"cache keeps it cheap)") from None
+
+
+def _located(cfg: EvalConfig, lookups: dict, dataset: str, group: list[Prediction], rebuild: bool) -> list[Item]:
+    """The items of a chunk's predictions of one dataset, in order, located by the dataset's
+    :class:`lib.io.IdLookup` and read back with their ids checked."""
+    offsets = None
+    if dataset in cfg.datasets:
+        if dataset not in lookups:
+            lookups[dataset] = IdLookup(cfg.datasets[dataset], rebuild=rebuild)
+        offsets = lookups[dataset].find([p.item_id for p in group])
+    if offsets is None or (offsets < 0).any():
+        p = group[0 if offsets is None else int(np.argmax(offsets < 0))]
+        raise KeyError(f"prediction for item {p.item_id!r} of dataset {dataset!r} ({p.task}) has no item in the "
+                       f"evaluated datasets")
+    return ItemsAt(cfg.datasets[dataset], offsets.tolist(), ids=[p.item_id for p in group], share=False)[:]
+
+
+def _read_pass(out: Path, cfg: EvalConfig, scorers: dict, judged: dict, answers, rebuild: bool) -> Iterator[dict]:
+    """Pass 1 of a rescore: the stored predictions a chunk at a time (:data:`RESCORE_CHUNK`), their
+    answers folded into ``answers`` (the manifest's digest), their items located and read, their
+    answers read again and handed to their group's scorer (``scorers``; judged ones noted in
+    ``judged``); yields each as it now is."""
+    scoring, lave, lookups = cfg.scoring(), _lave(_judgements(out)), {}
+    rows = read_jsonl(out / A.PREDICTIONS)
+    while chunk := [Prediction.from_dict(d, share=False) for d in itertools.islice(rows, RESCORE_CHUNK)]:
+        for p in chunk:
+            _answer_digest(answers, p)
+        for key, group in _groups(chunk).items():
+            task = get_task(key[2])
+            its = _located(cfg, lookups, key[1], group, rebuild)
+            _reread(task, group, its)
+            scorers.setdefault(key, task.scorer(scoring)).add(group, its)
+            model, dataset, _, style = key
+            judged[key].extend(_judged(p, j) for p in group
+                               if (j := lave.get((model, dataset, p.item_id, style))) is not None)
+        yield from (p.to_dict() for p in chunk)
+
+
+def _score_pass(path: Path, scorers: dict, group_of: array) -> Iterator[dict]:
+    """Pass 2: every prediction as pass 1 left it, scored by its group's scorer in order (each
+    row's group number noted in ``group_of`` for pass 3)."""
+    number = {key: k for k, key in enumerate(scorers)}
+    for d in read_jsonl(path):
+        p = Prediction.from_dict(d, share=False)
+        key = (p.model, p.dataset, p.task, p.style)
+        group_of.append(number[key])
+        yield scorers[key].score(p).to_dict()
+
+
+def _corrected(path: Path, scorers: dict, group_of: array) -> Iterator[bytes]:
+    """Pass 3: the scored lines as they are, but those whose scores only the whole group decides
+    (:meth:`lib.tasks.Scorer.corrections`), which are decoded and written again."""
+    fixes = [scorer.corrections() for scorer in scorers.values()]
+    seen = [0] * len(fixes)
+    with path.open("rb") as f:
+        for g, line in zip(group_of, f):
+            i, seen[g] = seen[g], seen[g] + 1
+            if i in fixes[g]:
+                d = json.loads(line)
+                d["scores"] = fixes[g][i]
+                line = jsonl_line(d)
+            yield line
+
+
+def _judgements(out: Path) -> list[Judgement]:
+    path = out / A.JUDGEMENTS
+    return [Judgement.from_dict(d) for d in read_jsonl(path)] if path.exists() else []
+
+
+def _rescore(out: Path, cfg: EvalConfig, unverified: bool, rebuild: bool) -> tuple:
+    """The three passes of :func:`rescore_folder`: (metrics, levels, errors), the rewritten
+    predictions file's digest, the count of invalid answers."""
+    scorers, judged, answers, group_of = {}, defaultdict(list), hashlib.sha256(), array("i")
+    try:
+        write_jsonl(out / SCORING, _read_pass(out, cfg, scorers, judged, answers, rebuild))
+        if not unverified:
+            check_manifest(out, cfg, answers.hexdigest())
+        write_jsonl(out / SCORED, _score_pass(out / SCORING, scorers, group_of))
+        (out / SCORING).unlink()
+        scoring = cfg.scoring()
+        tables = _tables([_group_tables(key, scorers[key], judged[key], scoring) for key in sorted(scorers)])
+        # the tables' record goes first and comes back last: a stop in between leaves tables readers refuse
+        A.forget_table_sources(out)
+        _, _, predictions = write_lines_hashed(out / A.PREDICTIONS, _corrected(out / SCORED, scorers, group_of))
+    finally:
+        for name in (SCORING, SCORED):
+            (out / name).unlink(missing_ok=True)
+    invalid = sum(len(s.valid) - sum(s.valid) for s in scorers.values())
+    return tables, predictions, invalid
+
+
+def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
+    """Recompute predictions' scores, metrics.csv, levels.csv and errors.csv from the stored
+    predictions, judgements and datasets of an evaluation folder - no model is loaded or called.
+    The folder's manifest must match its parts (``unverified`` skips that check). The predictions
+    stream through three passes over files (read and located, scored, corrected where only a
+    whole group decides), so memory holds a chunk and each group's compact state
+    (:class:`lib.tasks.Scorer`), not the predictions. The tables are written atomically and
+    recorded with their sources last (:func:`lib.artifacts.record_table_sources`)."""
+    out = Path(out)
+    cfg = _saved_config(out)
     start = time.perf_counter()
-    with paused_gc():
-        preds = [Prediction.from_dict(d) for d in read_jsonl(out / A.PREDICTIONS)]
     if not unverified:
-        check_manifest(out, cfg, preds)
-    wanted: dict[str, set[str]] = defaultdict(set)
-    for p in preds:
-        wanted[p.dataset].add(p.item_id)
-    judgements = [Judgement.from_dict(d) for d in read_jsonl(out / A.JUDGEMENTS)] \
-        if (out / A.JUDGEMENTS).exists() else []
+        check_manifest(out, cfg)
     for rebuild in (False, True):
-        items = items_for(cfg, wanted, rebuild=rebuild)
         try:
-            states: dict = {}
-            preds = score_predictions(items, preds, cfg, states)
-            metrics, levels, errors = metrics_table(items, preds, judgements, cfg, states)
+            (metrics, levels, errors), predictions, invalid = _rescore(out, cfg, unverified, rebuild)
             break
         except ItemsChanged:  # rewritten in place with the same size and time: index it again, once
             if rebuild:
                 raise
-    # the tables' record goes first and comes back last: a stop in between leaves tables readers refuse
-    A.forget_table_sources(out)
-    _, _, predictions = write_jsonl_hashed(out / A.PREDICTIONS, (p.to_dict() for p in preds))
     tables = {name: write_csv(out / name, df) for name, df in zip(A.EVAL_TABLES, (metrics, levels, errors))}
     A.record_table_sources(out, tables, predictions)
-    return {"rescore_seconds": round(time.perf_counter() - start, 3), "metrics": len(metrics),
-            "invalid": int(sum(not p.valid for p in preds))}
+    return {"rescore_seconds": round(time.perf_counter() - start, 3), "metrics": len(metrics), "invalid": int(invalid)}
 
 
 def invalid_summary(out: str | Path) -> pd.DataFrame:

@@ -39,8 +39,8 @@ SHARED_STRING_CHARS = 64  # labels, paths and answers up to this length are shar
 
 def _shared(value, intern=sys.intern):
     """``value`` with its short strings interned, in place (dicts and lists): the records of a
-    dataset repeat the same labels, image paths and answers, and 827,004 Scrapbook items read as
-    separate copies took 3.6 KB each. Keys are shared by the JSON decoder
+    dataset repeat the same labels, image paths and answers, which would otherwise be held once
+    per item. Keys are shared by the JSON decoder
     (:func:`lib.io.decode_lines`)."""
     kind = type(value)
     if kind is str:
@@ -155,12 +155,14 @@ class Prediction:
         return {name: getattr(self, name) for name in _field_names(type(self))}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Prediction":
+    def from_dict(cls, d: dict, share: bool = True) -> "Prediction":
         """The record of a ``predictions.jsonl`` line; one written before ``dataset`` was a field
-        (it sat in ``meta``) is read with it moved there."""
+        (it sat in ``meta``) is read with it moved there. ``share=False`` skips sharing its strings
+        (:func:`_shared`), as :meth:`Item.from_dict` does for records let go at once (a streamed rescore)."""
         if "dataset" not in d and isinstance(d.get("meta"), dict) and "dataset" in d["meta"]:
             d = {**d, "meta": {k: v for k, v in d["meta"].items() if k != "dataset"}, "dataset": d["meta"]["dataset"]}
-        return _record(cls, d, ("model", "task", "raw", "dataset", "parsed", "style", "method", "scores", "meta"))
+        return _record(cls, d, ("model", "task", "raw", "dataset", "parsed", "style", "method", "scores", "meta")
+                       if share else ())
 
 
 @dataclass(slots=True)

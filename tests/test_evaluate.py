@@ -441,8 +441,8 @@ def test_a_dataset_rewritten_with_the_same_size_and_time_is_indexed_again_on_res
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
     rebuilds = []
-    real = vio.item_index
-    monkeypatch.setattr(E, "item_index", lambda *a, **k: rebuilds.append(k.get("rebuild")) or real(*a, **k))
+    real = vio.IdLookup
+    monkeypatch.setattr(E, "IdLookup", lambda *a, **k: rebuilds.append(k.get("rebuild")) or real(*a, **k))
     E.rescore_folder(out)
     assert rebuilds == [False, True]
     for n, df in before.items():

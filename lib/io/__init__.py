@@ -24,9 +24,9 @@ from lib.io.datasets import (ItemsAt, ItemsChanged, dataset_info, images_roots, 
 from lib.io.digests import file_sha256
 from lib.io.images import (IMAGE_SUFFIXES, MAX_IMAGE_PIXELS, SAMPLE_IMAGES, ByteLRU, ImageCache, ImageError, LoadReport,
                            load_image, load_images, scan_images, write_sample_images)
-from lib.io.index import item_index, save_item_index
-from lib.io.jsonl import (HashingWriter, JSONLError, append_jsonl, atomic_file, read_jsonl, write_csv, write_json,
-                          write_jsonl, write_jsonl_hashed)
+from lib.io.index import IdLookup, item_index, save_item_index
+from lib.io.jsonl import (HashingWriter, JSONLError, append_jsonl, atomic_file, jsonl_line, read_jsonl, write_csv,
+                          write_json, write_jsonl, write_jsonl_hashed, write_lines_hashed)
 from lib.io.manifest import (MANIFEST_KEYS, IncompleteDataset, check_complete, dataset_manifest, manifest_fields,
                              verify_dataset)
 from lib.io.memory import CHUNK_LINES, decode_lines, paused_gc, release_memory
@@ -41,9 +41,9 @@ __all__ = [
     "file_sha256",
     "IMAGE_SUFFIXES", "MAX_IMAGE_PIXELS", "SAMPLE_IMAGES", "ByteLRU", "ImageCache", "ImageError", "LoadReport",
     "load_image", "load_images", "scan_images", "write_sample_images",
-    "item_index", "save_item_index",
-    "HashingWriter", "JSONLError", "append_jsonl", "atomic_file", "read_jsonl", "write_csv", "write_json",
-    "write_jsonl", "write_jsonl_hashed",
+    "IdLookup", "item_index", "save_item_index",
+    "HashingWriter", "JSONLError", "append_jsonl", "atomic_file", "jsonl_line", "read_jsonl", "write_csv", "write_json",
+    "write_jsonl", "write_jsonl_hashed", "write_lines_hashed",
     "MANIFEST_KEYS", "IncompleteDataset", "check_complete", "dataset_manifest", "manifest_fields", "verify_dataset",
     "CHUNK_LINES", "decode_lines", "paused_gc", "release_memory",
     "aside_folder", "swap_in",

@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image
 
 
-MAX_IMAGE_PIXELS = 89_478_485  # Pillow's own bomb threshold (~0.25 GB of RGBA); raised as an error here
+MAX_IMAGE_PIXELS = 89_478_485  # Pillow's own bomb threshold; raised as an error here
 
 
 class ImageError(ValueError):

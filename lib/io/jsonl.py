@@ -92,12 +92,20 @@ def atomic_file(path: str | Path, mode: str = "wb", **kw):
     _fsync_dir(path.parent)
 
 
-def _write_lines(path: Path, rows: Iterable[dict]) -> tuple[int, HashingWriter]:
+_LINE = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps(row, ...) without an encoder made per row
+
+
+def jsonl_line(row: dict) -> bytes:
+    """One row as a JSONL line, encoded: the one form every JSONL file here is written in."""
+    return (_LINE.encode(row) + "\n").encode()
+
+
+def _write_lines(path: Path, rows: Iterable[dict] | None = None, lines: Iterable[bytes] = ()) -> tuple[int, HashingWriter]:
     n = 0
     with atomic_file(path) as f:
         out = HashingWriter(f)
-        for row in rows:
-            out.write((json.dumps(row, ensure_ascii=False, default=str) + "\n").encode())
+        for line in (map(jsonl_line, rows) if rows is not None else lines):
+            out.write(line)
             n += 1
     return n, out
 
@@ -113,6 +121,16 @@ def write_jsonl_hashed(path: str | Path, rows: Iterable[dict]) -> tuple[int, int
     remembered as :func:`file_sha256` would (checking the file later costs a stat)."""
     path = Path(path)
     n, out = _write_lines(path, rows)
+    digest = out.hexdigest()
+    _remember_digest(path, digest)
+    return n, out.bytes, digest
+
+
+def write_lines_hashed(path: str | Path, lines: Iterable[bytes]) -> tuple[int, int, str]:
+    """:func:`write_jsonl_hashed` for lines already encoded (:func:`jsonl_line`): a rewrite that
+    changes a few rows of a large file copies the others as they are instead of decoding them."""
+    path = Path(path)
+    n, out = _write_lines(path, lines=lines)
     digest = out.hexdigest()
     _remember_digest(path, digest)
     return n, out.bytes, digest

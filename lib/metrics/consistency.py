@@ -200,6 +200,13 @@ def score_versions(df: pd.DataFrame, exact: str = "paper") -> pd.DataFrame:
     df["category"] = [c for c, _ in read]
     df["answer"] = [a for _, a in read]
     df["correct"] = df["category"] == CORRECT
+    return with_precedence(df)
+
+
+def with_precedence(df: pd.DataFrame) -> pd.DataFrame:
+    """Answers read (``category``, ``correct``) given the precedence check per (query, form):
+    ``category_strict`` / ``correct_strict`` added in place (``df`` returned). A streamed rescore
+    reads its answers chunk by chunk and calls this once on the group's compact frame."""
     keys = ["model", "image", "query", "form"]
     invalid = df["correct"].to_numpy() & _failed_on_ancestor(df, df.groupby(keys, sort=False)["correct"].all(), keys)
     df["category_strict"] = np.where(invalid, INVALIDATED, df["category"])
@@ -284,7 +291,7 @@ def error_table(scored: pd.DataFrame, qs: pd.DataFrame) -> pd.DataFrame:
     ``total`` = questions - Corrects* and ``invalidated`` = Corrects - Corrects*, as in the paper."""
     rows = []
     for unit, frame in (("individual", scored), ("aggregated", qs)):
-        for model, m in frame.groupby("model"):
+        for model, m in frame[["model", "absurd", "category_strict"]].groupby("model"):  # the columns it counts
             for filt, sub in (("non-absurd", m[~m["absurd"].astype(bool)]), ("all", m)):
                 counts = sub["category_strict"].value_counts()
                 total = int(sum(counts.get(c, 0) for c in CATEGORIES))
@@ -325,11 +332,16 @@ def levels(scored: pd.DataFrame, threshold: float = THRESHOLD, gate_types=GATE_T
     correct), n, correct, accuracy, passed (that concept passed at this level). From level 2 on only
     questions whose earlier concepts passed appear.
     """
-    pc = scored[scored["type"].isin(gate_types) & ~scored["absurd"].astype(bool)].copy()
+    # the columns the gating reads; each concept list renamed once, its name shared by its answers
+    keep = ["model", "level", "concepts", "image", "query", "type", "subgroup", "form", "correct"]
+    pc = scored.loc[scored["type"].isin(gate_types) & ~scored["absurd"].astype(bool),
+                    keep + (["paraphrase"] if "paraphrase" in scored else [])].copy()
     if "paraphrase" not in pc:
         pc["paraphrase"] = 0
-    pc["concepts"] = pc["concepts"].map(lambda cs: tuple(dict.fromkeys(concept_name(c) for c in cs)))
-    pc["concepts_key"] = pc["concepts"].map("|".join)
+    names = {cs: tuple(dict.fromkeys(concept_name(c) for c in cs)) for cs in set(pc["concepts"])}
+    keys = {cs: "|".join(cs) for cs in names.values()}
+    pc["concepts"] = pd.Series([names[cs] for cs in pc["concepts"]], index=pc.index, dtype=object)
+    pc["concepts_key"] = pd.Series([keys[cs] for cs in pc["concepts"]], index=pc.index, dtype=object)
     types = [t for t in gate_types if t in set(pc["type"])]
     rows = []
     for model, m in pc.groupby("model"):
@@ -338,8 +350,8 @@ def levels(scored: pd.DataFrame, threshold: float = THRESHOLD, gate_types=GATE_T
         for level in sorted(m["level"].unique()):
             lv = m[m["level"] == level]
             gated = lv[lv["concepts"].map(lambda cs: all(c in passed for c in cs if c in seen))]
-            gated = gated.assign(concept=gated["concepts"].map(
-                lambda cs: "|".join([c for c in cs if c not in seen] or cs)))
+            new = {cs: "|".join([c for c in cs if c not in seen] or cs) for cs in set(gated["concepts"])}
+            gated = gated.assign(concept=pd.Series([new[cs] for cs in gated["concepts"]], index=gated.index, dtype=object))
             q = gated.groupby(["image", "query", "paraphrase"]).agg(
                 correct=("correct", "all"), type=("type", "first"), subgroup=("subgroup", "first"),
                 concept=("concept", "first"), concepts_key=("concepts_key", "first")).reset_index()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from lib.config import ParamsError, did_you_mean
 from lib.schema import Item
-from lib.tasks.base import (Prompt, Results, Scoring, Tables, Task, TaskOptions, metric_row, n_truncated, prompts,
+from lib.tasks.base import (Prompt, Results, Scorer, Scoring, Tables, Task, TaskOptions, metric_row, n_truncated, prompts,
                             user_content, wants_question_first)
 from lib.tasks.mcq import MultipleChoice
 from lib.tasks.scrapbook import ScrapbookQA
@@ -61,6 +61,6 @@ def task_of(item: Item) -> Task:
         raise KeyError(f"item {item.id!r}: unknown task {item.task!r}; known tasks: {', '.join(TASKS)}") from None
 
 
-__all__ = ["PROMPT_STYLES", "STYLES", "TASKS", "Prompt", "Results", "Scoring", "Style", "Tables", "Task", "TaskOptions",
+__all__ = ["PROMPT_STYLES", "STYLES", "TASKS", "Prompt", "Results", "Scorer", "Scoring", "Style", "Tables", "Task", "TaskOptions",
            "default_task", "get_task", "metric_row", "n_truncated", "prompts", "task_of", "task_options", "user_content",
            "wants_question_first"]

@@ -103,6 +103,56 @@ class Results:
     levels: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
+class Scorer:
+    """One group's scoring (one model, dataset, task and style), fed its predictions a chunk at a
+    time so that a rescore streams its predictions file: :meth:`add` each chunk (answers already
+    read), then :meth:`score` every prediction again in the same order (as read back from the
+    file), then :meth:`tables` and :meth:`corrections`. Beside it, every group's ``valid`` and
+    ``truncated`` flags (one byte per answer) for the rows the stage adds.
+
+    This default holds the group's predictions and items and calls :meth:`Task.score` and
+    :meth:`Task.aggregate` on them whole: right for hand-annotated sets (thousands of answers)
+    whose metrics (BERTScore batches, a macro F1) need every answer at once. A task whose metrics
+    reduce to per-answer codes and per-unit counts streams instead (Scrapbook's scorer holds a few
+    bytes per answer, no prediction objects)."""
+
+    def __init__(self, task: "Task", scoring: "Scoring"):
+        self.task, self.scoring = task, scoring
+        self.valid, self.truncated = bytearray(), bytearray()
+        self._preds: list[Prediction] = []
+        self._items: list[Item] = []
+        self._state, self._next, self._tables = None, 0, None
+
+    def add(self, preds: list[Prediction], items: list[Item]) -> None:
+        """Take the next chunk of the group's predictions (their answers read) and their items."""
+        self.valid.extend(bool(p.valid) for p in preds)
+        self.truncated.extend(bool(p.truncated) for p in preds)
+        self._add(preds, items)
+
+    def _add(self, preds: list[Prediction], items: list[Item]) -> None:
+        self._preds.extend(preds)
+        self._items.extend(items)
+
+    def score(self, p: Prediction) -> Prediction:
+        """The group's next prediction (in :meth:`add`'s order) scored: ``p`` is that prediction as
+        written after :meth:`add`; the one returned is what the predictions file keeps."""
+        if self._next == 0:
+            self._state = self.task.score(self._preds, self._items, self.scoring)
+        self._next += 1
+        return self._preds[self._next - 1]
+
+    def tables(self) -> "Tables":
+        """The group's metric rows and tables (:meth:`Task.aggregate`), once every answer is scored."""
+        if self._tables is None:
+            self._tables = self.task.aggregate(self._preds, self._items, self.scoring, self._state)
+        return self._tables
+
+    def corrections(self) -> dict[int, dict]:
+        """Scores that only the whole group decides, changed after :meth:`score` wrote them: the
+        group index of a prediction -> its new ``scores``. None by default."""
+        return {}
+
+
 def metric_row(subset: str, metric: str, values=None, n: int = 0, n_invalid: int = 0, ci=None,
                scoring: Scoring | None = None, n_truncated: int = 0) -> dict:
     """One metric row: the mean of ``values`` with its bootstrap interval, or a given ``(value, low,
@@ -150,9 +200,6 @@ class Task:
     validation_metric: str = "accuracy"
     # the (subset, metric) row a report leads with
     headline: tuple[str, str] = ("all", "accuracy")
-    # what score() leaves (its state) is all aggregate() reads: a rescore does not read the group's
-    # items again for its tables
-    aggregates_from_state: bool = False
     Options: typing.ClassVar[type] = TaskOptions  # what its params block may set
 
     # --- settings and items -------------------------------------------------------------------------
@@ -269,6 +316,10 @@ class Task:
         n, n_inv = len(preds), sum(not p.valid for p in preds)
         return Tables([metric_row("all", "accuracy", [p.scores["accuracy"] for p in preds], n, n_inv,
                                   scoring=scoring, n_truncated=n_truncated(preds))])
+
+    def scorer(self, scoring: Scoring) -> Scorer:
+        """What scores a group of this task's predictions a chunk at a time (:class:`Scorer`)."""
+        return Scorer(self, scoring)
 
     # --- sampling ---------------------------------------------------------------------------------
     def sample_unit(self, item: Item):

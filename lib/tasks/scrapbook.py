@@ -7,25 +7,32 @@ it); the other forms are asked and read as free text, as in the paper. Scoring a
 model's *raw* output - never an answer parsed out of it - so "Yes, there is a circle." is not
 "yes" under the exact forms. Items are sampled by query (one query on one image chain, every
 paraphrase and version), lowest levels first.
+
+Stage 06 scores a group a chunk at a time with :class:`ScrapbookScorer`, which keeps each answer's
+question and reading as codes and hands the protocol's rules the same frame, compactly, as
+:meth:`ScrapbookQA.score` builds from predictions and items held in memory.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from lib import plots
 from lib.metrics import consistency as S
 from lib.schema import ERROR, Item
 from lib.tasks.styles import ZeroShot
-from lib.tasks.base import Prompt, Results, Scoring, Tables, Task, TaskOptions, metric_row, n_truncated, prompts
+from lib.tasks.base import Prompt, Results, Scorer, Scoring, Tables, Task, TaskOptions, metric_row, prompts
 
 
 # the frame's strings stay Python objects (shared with the records), not copied into pyarrow
-# strings: 13 MB less for a 20,000-answer rescore
+# strings (a second copy of every answer's text)
 TEXT_COLUMNS = ("model", "item_id", "image", "parent", "query", "type", "form", "expected", "output")
 ITEM_COLUMNS = ("item_id", "image", "parent", "query", "type", "form", "level", "concepts", "subgroup", "absurd",
                 "paraphrase", "expected")
@@ -34,8 +41,8 @@ ITEM_COLUMNS = ("item_id", "image", "parent", "query", "type", "form", "level", 
 def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
     """One row per answer, in the shape :func:`lib.metrics.consistency.score_versions` reads.
     Built column by column in one pass over ``items`` (any iterable, such as the lazily read
-    :class:`lib.io.ItemsAt`): no item is held once its row is made - a list of row dicts for
-    827,004 answers took a gigabyte, and holding the items a quarter of a 20,000-answer rescore."""
+    :class:`lib.io.ItemsAt`): no item is held once its row is made (a list of row dicts, or the
+    items themselves, would grow with every answer)."""
     columns: dict[str, list] = {k: [] for k in ITEM_COLUMNS}
     # each row's question kind, and each kind's answer vocabulary: the alternatives its enumerated
     # form lists (union over the items); kinds without an enumerated question use the expected answers
@@ -59,6 +66,159 @@ def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
     return pd.DataFrame({k: pd.Series(v, dtype=object if k in TEXT_COLUMNS else None) for k, v in columns.items()})
 
 
+def scrapbook_tables(frame: pd.DataFrame, valid: np.ndarray, truncated: np.ndarray, scoring: Scoring) -> Tables:
+    """The protocol's metric rows, levels and errors of a scored frame (one row per answer, in the
+    group's order; ``valid`` and ``truncated``: each answer's flags in that order). Every value
+    handed to a bootstrap is a numpy array of 0/1 scores, which :func:`lib.metrics.stats.mean_ci`
+    resamples as counts."""
+    n_inv, n_cut = int((~valid).sum()), int(truncated.sum())
+    qs = S.questions(frame)
+    rows = []
+    for form, sub in frame[["form", "correct"]].groupby("form"):  # the two columns it reads, not every one
+        at = sub.index.to_numpy()
+        rows.append(metric_row(f"form={form}", "accuracy", sub["correct"].to_numpy(dtype=float), len(sub),
+                               int((~valid[at]).sum()), scoring=scoring, n_truncated=int(truncated[at].sum())))
+    for filt, q in (("non-absurd", qs[~qs["absurd"]]), ("full", qs)):
+        for metric, col in (("accuracy_all_forms", "correct_all"), ("accuracy_all_forms_strict", "correct_all_strict"),
+                            ("consistent_rate", "consistent")):
+            rows.append(metric_row(filt, metric, q[col].to_numpy(dtype=float), len(q), n_inv, scoring=scoring,
+                                   n_truncated=n_cut))
+    overall = S.overall_table(frame, qs)
+    errors = pd.concat([S.error_table(frame, qs), overall.rename(columns={"questions": "count"}).assign(
+        unit="questions", category="overall")], ignore_index=True)
+    return Tables(rows, levels=S.levels(frame), errors=errors)
+
+
+class _Coded:
+    """One column of a streamed group as int32 codes into its distinct values: 4 bytes per answer,
+    each value held once (an object column of the frame is made from it at the end)."""
+
+    def __init__(self):
+        self.codes, self.values, self._code = array("i"), [], {}
+
+    def add(self, value) -> int:
+        code = self._code.get(value)
+        if code is None:
+            code = self._code[value] = len(self.values)
+            self.values.append(value)
+        self.codes.append(code)
+        return code
+
+    def column(self) -> np.ndarray:
+        values = np.empty(len(self.values), dtype=object)
+        for k, v in enumerate(self.values):  # element by element: a tuple value stays one object
+            values[k] = v
+        return values[np.frombuffer(self.codes, dtype=np.int32)] if len(self.codes) else values[:0]
+
+
+READ_MEMO = 2**16  # distinct (output, question kind) readings remembered: a model's answers repeat, but not all
+
+
+class ScrapbookScorer(Scorer):
+    """``scrapbook.qa`` streamed: :meth:`add` keeps each answer's question as a few int32 codes
+    (image, parent, query, type, form, concepts, expected answer, question kind) and numbers, and
+    gathers each kind's answer vocabulary; :meth:`score` reads the answer (the protocol's
+    :func:`lib.metrics.consistency.read_answer`, against the whole group's vocabulary) and keeps
+    its category and plausible answer as codes; :meth:`tables` builds the compact frame
+    :func:`scrapbook_frame` and :func:`lib.metrics.consistency.score_versions` would have made
+    (without the per-answer texts nothing after the reading uses) and runs the same precedence,
+    question, level and error rules on it. No prediction or item is held: an 827,004-answer
+    group keeps tens of bytes per answer, not a prediction object and a frame of texts."""
+
+    NUMBERS = ("paraphrase", "level", "subgroup")
+    CODED = ("image", "parent", "query", "type", "form", "concepts", "expected", "kind")
+
+    def __init__(self, task: Task, scoring: Scoring):
+        super().__init__(task, scoring)
+        self.exact = scoring.of(task).exact
+        self.coded = {k: _Coded() for k in self.CODED}
+        self.numbers = {k: array("q") for k in self.NUMBERS}
+        self.absurd, self.correct = bytearray(), bytearray()
+        self.category, self.answer = _Coded(), _Coded()
+        self.seen: dict = defaultdict(set)
+        self.model = None
+        self._spaces = None
+        self._read = lru_cache(maxsize=READ_MEMO)(self._read_answer)
+
+    def _add(self, preds, items) -> None:
+        c, num = self.coded, self.numbers
+        for p, it in zip(preds, items):
+            if self.model is None:
+                self.model = f"{p.model} [{p.style}]"
+            m = it.meta
+            kind = (m["type"], m["query"].get("ask"))
+            for k, v in (("image", m["image"]), ("parent", m.get("parent")), ("query", S.query_id(m["query"])),
+                         ("type", m["type"]), ("form", m["form"]), ("concepts", tuple(m["concepts"])),
+                         ("expected", it.answer[0]), ("kind", kind)):
+                c[k].add(v)
+            for k, v in (("paraphrase", m.get("paraphrase", 0)), ("level", m["level"]), ("subgroup", m["subgroup"])):
+                num[k].append(v)
+            self.absurd.append(bool(m["absurd"]))
+            self.seen[kind].update(m.get("alternatives") or [a for a in it.answer if a != S.UNK])
+
+    def _read_answer(self, output, expected: int, form: int, kind: int) -> tuple:
+        c = self.coded
+        k = c["kind"].values[kind]
+        return S.read_answer(output, c["expected"].values[expected], c["form"].values[form], self._spaces[k],
+                             k[0] == "counting", self.exact)
+
+    def score(self, p):
+        if self._spaces is None:  # every answer added: each kind's vocabulary is whole
+            self._spaces = {k: tuple(sorted(v)) for k, v in self.seen.items()}
+        i, c = self._next, self.coded
+        self._next += 1
+        category, answer = self._read(None if p.method == ERROR else p.raw, c["expected"].codes[i],
+                                      c["form"].codes[i], c["kind"].codes[i])
+        ok = category == S.CORRECT
+        self.category.add(category)
+        self.answer.add(answer)
+        self.correct.append(ok)
+        p.correct = ok
+        p.scores = {"correct": float(ok), "correct_strict": float(ok)}  # precedence: corrections()
+        p.meta["category"] = category
+        return p
+
+    def frame(self) -> pd.DataFrame:
+        """The group's scored answers as :func:`lib.metrics.consistency.score_versions` leaves them
+        (the columns its later rules read), precedence included."""
+        n, c = len(self.correct), self.coded
+        # images, parents and queries as numbers (a parent by its image's number, a parent never
+        # evaluated by one of its own, None kept): the rules only group and join by them, and
+        # pandas groups numbers in a fraction of the memory of texts
+        number = {v: k for k, v in enumerate(c["image"].values)}
+        parents = np.empty(len(c["parent"].values), dtype=object)
+        for k, v in enumerate(c["parent"].values):
+            parents[k] = None if v is None else number.setdefault(v, len(number))
+        cols = {"model": np.full(n, self.model, dtype=object),
+                "image": np.frombuffer(c["image"].codes, dtype=np.int32),
+                "parent": parents[np.frombuffer(c["parent"].codes, dtype=np.int32)],
+                "query": np.frombuffer(c["query"].codes, dtype=np.int32),
+                **{k: c[k].column() for k in ("type", "form")},
+                "level": np.frombuffer(self.numbers["level"], dtype=np.int64),
+                "concepts": self.coded["concepts"].column(),
+                "subgroup": np.frombuffer(self.numbers["subgroup"], dtype=np.int64),
+                "absurd": np.frombuffer(self.absurd, dtype=bool),
+                "paraphrase": np.frombuffer(self.numbers["paraphrase"], dtype=np.int64),
+                "category": self.category.column(), "answer": self.answer.column(),
+                "correct": np.frombuffer(self.correct, dtype=bool)}
+        # the columns as made: not copied into blocks, texts not copied into pyarrow strings
+        return S.with_precedence(pd.DataFrame({k: pd.Series(v, dtype=v.dtype, copy=False) for k, v in cols.items()},
+                                              copy=False))
+
+    def tables(self) -> Tables:
+        if self._tables is None:
+            frame = self.frame()
+            self._fixed = np.flatnonzero(frame["correct"].to_numpy() & ~frame["correct_strict"].to_numpy())
+            self._tables = scrapbook_tables(frame, np.frombuffer(self.valid, dtype=bool),
+                                            np.frombuffer(self.truncated, dtype=bool), self.scoring)
+        return self._tables
+
+    def corrections(self) -> dict[int, dict]:
+        """Answers right on their own but wrong on a simpler image: ``correct_strict`` is 0."""
+        self.tables()
+        return dict.fromkeys(self._fixed.tolist(), {"correct": 1.0, "correct_strict": 0.0})
+
+
 @dataclass(frozen=True)
 class ScrapbookOptions(TaskOptions):
     """``scrapbook.qa``'s settings: how the condition and enumerated forms are matched - ``paper``
@@ -74,7 +234,6 @@ class ScrapbookOptions(TaskOptions):
 class ScrapbookQA(Task):
     name = "scrapbook.qa"
     scene_questions = True
-    aggregates_from_state = True  # the scored frame
     Options = ScrapbookOptions
     headline = ("non-absurd", "accuracy_all_forms")  # Table 8: a question is right when all its forms are
 
@@ -98,22 +257,11 @@ class ScrapbookQA(Task):
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         frame = state if state is not None else self.score(preds, items, scoring)
-        n_inv = sum(not p.valid for p in preds)
-        qs = S.questions(frame)
-        rows = []
-        for form, sub in frame.groupby("form"):
-            in_form = [preds[i] for i in sub.index]
-            rows.append(metric_row(f"form={form}", "accuracy", sub["correct"].astype(float).tolist(), len(sub),
-                                   int(sum(not p.valid for p in in_form)), scoring=scoring, n_truncated=n_truncated(in_form)))
-        for filt, q in (("non-absurd", qs[~qs["absurd"]]), ("full", qs)):
-            for metric, col in (("accuracy_all_forms", "correct_all"), ("accuracy_all_forms_strict", "correct_all_strict"),
-                                ("consistent_rate", "consistent")):
-                rows.append(metric_row(filt, metric, q[col].astype(float).tolist(), len(q), n_inv, scoring=scoring,
-                                       n_truncated=n_truncated(preds)))
-        overall = S.overall_table(frame, qs)
-        errors = pd.concat([S.error_table(frame, qs), overall.rename(columns={"questions": "count"}).assign(
-            unit="questions", category="overall")], ignore_index=True)
-        return Tables(rows, levels=S.levels(frame), errors=errors)
+        return scrapbook_tables(frame, np.array([bool(p.valid) for p in preds], dtype=bool),
+                                np.array([bool(p.truncated) for p in preds], dtype=bool), scoring)
+
+    def scorer(self, scoring: Scoring) -> Scorer:
+        return ScrapbookScorer(self, scoring)
 
     def subset(self, item: Item) -> str:
         return f"form={item.meta['form']}"
