@@ -303,15 +303,22 @@ def performance_markdown(records: Path = RECORDS) -> str:
         if rec.get("skipped"):
             parts.append(f"Skipped when recorded: {rec['skipped']}\n")
             continue
+        headline = [f for f in rec.get("figures") or [] if isinstance(f, dict) and "figure" in f]
+        if headline:  # a record that names its figures: those first, every field below, folded
+            parts.append(_table(["figure", "target", "value", "met"], [
+                [f["figure"], f.get("target", ""), f"{_cell(f.get('value'))} {f.get('unit', '')}".strip(),
+                 {True: "yes", False: "**no**"}.get(f.get("met"), "")] for f in headline]) + "\n")
         targets = targets_of(rec)
         rows, used = [], set()
-        for key, value in _flatten({k: v for k, v in rec.items() if k not in RECORD_META}):
+        for key, value in _flatten({k: v for k, v in rec.items() if k not in RECORD_META and k != "figures"}):
             leaf = key.split(".")[-1]
             target = targets.get(key) or targets.get(leaf, "")
             used |= {key, leaf} & set(targets)
             rows.append([f"`{key}`", target, _cell(value)])
         rows += [[f"`{k}`", t, "(no figure of that name in the record)"] for k, t in targets.items() if k not in used]
-        parts.append(_table(["figure", "target", "value"], rows) + "\n")
+        table = _table(["figure", "target", "value"], rows)
+        parts.append(("??? note \"Every field of the record\"\n\n" + "\n".join(f"    {line}" for line in table.splitlines())
+                      if headline else table) + "\n")
     return "\n".join(parts)
 
 

@@ -70,6 +70,18 @@ def test_the_performance_page_says_which_records_are_missing(tmp_path):
     assert "No record yet for `gpu` — run `make gpu-check`" in page
 
 
+def test_a_record_that_names_its_figures_leads_with_them(tmp_path):
+    (tmp_path / "scrapbook_eval.json").write_text(json.dumps({
+        "figures": [{"figure": "rescore of all questions", "value": 45.7, "unit": "s", "target": "<= 60 s", "met": True},
+                    {"figure": "peak RSS", "value": 800, "unit": "MB", "target": "<= 696 MB", "met": False}],
+        "curve": [{"n": 2000, "peak_rss_mb": 259}], "meets_targets": False, "date": "2026-01-01T00:00:00+00:00"}))
+    section = pages.performance_markdown(tmp_path).split("## `scrapbook_eval`")[1].split("## `")[0]
+    assert "| rescore of all questions | <= 60 s | `45.7` s | yes |" in section
+    assert "| peak RSS | <= 696 MB | `800` MB | **no** |" in section
+    assert section.index("rescore of all questions") < section.index('??? note "Every field of the record"')
+    assert "    | `curve[0].peak_rss_mb` |  | `259` |" in section  # the rest, folded below
+
+
 def test_every_committed_benchmark_record_belongs_to_a_benchmark():
     names = {pages.record_name(m) for m in pages.benchmark_names()}
     for path in pages.RECORDS.glob("*.json"):
