@@ -37,7 +37,9 @@ import hashlib
 import heapq
 import itertools
 import json
+import os
 import re
+import secrets
 import sys
 import time
 from array import array
@@ -657,7 +659,7 @@ def check_manifest(out: Path, cfg: EvalConfig, answers: str | None = None) -> No
 
 
 RESCORE_CHUNK = 8192  # predictions read, located and re-read at a time: a rescore holds one chunk, not its file
-SCORING, SCORED = "predictions.scoring.jsonl", "predictions.scored.jsonl"  # a rescore's passes, removed after
+PASSES = ("scoring", "scored")  # a rescore's pass files (.predictions.<run>.<pass>.jsonl), removed after
 
 
 def _saved_config(out: Path) -> EvalConfig:
@@ -742,20 +744,28 @@ def _rescore(out: Path, cfg: EvalConfig, unverified: bool, rebuild: bool) -> tup
     """The three passes of :func:`rescore_folder`: (metrics, levels, errors), the rewritten
     predictions file's digest, the count of invalid answers."""
     scorers, judged, answers, group_of = {}, defaultdict(list), hashlib.sha256(), array("i")
+    # names of this rescore's own: two rescores of one folder (a notebook and the command) never share them
+    scoring_file, scored_file = (out / f".predictions.{os.getpid()}-{secrets.token_hex(4)}.{p}.jsonl" for p in PASSES)
     try:
-        write_jsonl(out / SCORING, _read_pass(out, cfg, scorers, judged, answers, rebuild))
+        try:
+            write_jsonl(scoring_file, _read_pass(out, cfg, scorers, judged, answers, rebuild))
+        except KeyError as e:  # the datasets were checked: predictions that name other items are not this run's
+            if unverified:
+                raise
+            raise ValueError(f"{out}: {e.args[0]}: the answers changed after the evaluation finished; rerun the "
+                             f"stage") from None
         if not unverified:
             check_manifest(out, cfg, answers.hexdigest())
-        write_jsonl(out / SCORED, _score_pass(out / SCORING, scorers, group_of))
-        (out / SCORING).unlink()
+        write_jsonl(scored_file, _score_pass(scoring_file, scorers, group_of))
+        scoring_file.unlink()
         scoring = cfg.scoring()
         tables = _tables([_group_tables(key, scorers[key], judged[key], scoring) for key in sorted(scorers)])
         # the tables' record goes first and comes back last: a stop in between leaves tables readers refuse
         A.forget_table_sources(out)
-        _, _, predictions = write_lines_hashed(out / A.PREDICTIONS, _corrected(out / SCORED, scorers, group_of))
+        _, _, predictions = write_lines_hashed(out / A.PREDICTIONS, _corrected(scored_file, scorers, group_of))
     finally:
-        for name in (SCORING, SCORED):
-            (out / name).unlink(missing_ok=True)
+        for path in (scoring_file, scored_file):
+            path.unlink(missing_ok=True)
     invalid = sum(len(s.valid) - sum(s.valid) for s in scorers.values())
     return tables, predictions, invalid
 

@@ -140,6 +140,13 @@ def test_rescore_refuses_parts_that_do_not_belong_together(toy, tmp_path):
         E.rescore_folder(out)
     (folder / "items.jsonl").write_text("\n".join(lines) + "\n")
     E.rescore_folder(out)
+    kept = (out / "predictions.jsonl").read_text()
+    (out / "predictions.jsonl").write_text(kept.replace(f'"{items[0].id}"', '"not-in-the-dataset"', 1))
+    with pytest.raises(ValueError, match="not-in-the-dataset.*the answers changed after the evaluation finished"):
+        E.rescore_folder(out)  # another run's predictions: refused with the manifest's reason, not a traceback
+    assert not list(out.glob(".predictions.*"))  # the rescore's pass files are gone
+    (out / "predictions.jsonl").write_text(kept)
+    E.rescore_folder(out)
     (out / "manifest.json").unlink()  # what a killed rerun leaves: new config beside old predictions
     with pytest.raises(ValueError, match="did not finish"):
         E.rescore_folder(out)

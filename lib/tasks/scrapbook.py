@@ -216,7 +216,7 @@ class ScrapbookScorer(Scorer):
     def corrections(self) -> dict[int, dict]:
         """Answers right on their own but wrong on a simpler image: ``correct_strict`` is 0."""
         self.tables()
-        return dict.fromkeys(self._fixed.tolist(), {"correct": 1.0, "correct_strict": 0.0})
+        return {i: {"correct": 1.0, "correct_strict": 0.0} for i in self._fixed.tolist()}
 
 
 @dataclass(frozen=True)
