@@ -171,13 +171,17 @@ def run(profile: str = "demo", stages: list[str] | None = None, run_name: str | 
                 raise PreflightFailed("preflight: " + "\n  ".join([f"{len(problems)} problem(s), nothing has run:",
                                                                   *problems]))
         with RunLock(run_dir(p.run)):
-            host = {**machine(), "loadavg": [round(x, 2) for x in os.getloadavg()]}
+            load_before = _loadavg()
             timings = {step.stage: _execute(p, step, (overrides or {}).get(step.stage, {}), progress) for step in p.steps}
-            _record_timings(run_dir(p.run) / "timings.json", p.profile.name, timings, host)
+            _record_timings(run_dir(p.run) / "timings.json", p.profile.name, timings, load_before)
     return run_dir(p.run)
 
 
-def _record_timings(path: Path, profile: str, timings: dict[str, float], host: dict) -> dict:
+def _loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _record_timings(path: Path, profile: str, timings: dict[str, float], load_before: list[float]) -> dict:
     """``timings.json``: seconds per stage, the stages just run replacing their earlier entries
     (``make stage`` after ``make run`` keeps the others), in pipeline order; their total; the machine
     (CPU model, cores, GPUs) and its load averages before and after, since a busy machine takes
@@ -188,8 +192,7 @@ def _record_timings(path: Path, profile: str, timings: dict[str, float], host: d
     seconds.update(timings)
     seconds = {s: seconds[s] for s in A.STAGES if s in seconds}
     record = {"profile": profile, "seconds": seconds, "total_s": round(sum(seconds.values()), 1),
-              "machine": {k: v for k, v in host.items() if k != "loadavg"},
-              "loadavg": {"before": host["loadavg"], "after": [round(x, 2) for x in os.getloadavg()]}}
+              "machine": machine(), "loadavg": {"before": load_before, "after": _loadavg()}}
     write_json(path, record)
     return record
 

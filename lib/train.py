@@ -462,6 +462,7 @@ class Session:
     encoder_decoder: bool = False
     images: object = load_image  # the training images' loader (an ImageCache when image_cache_mb > 0)
     tensors: ImageTensors | None = None
+    val_majority: float = 0.0  # the majority answer's accuracy on ``val`` (:func:`majority_baseline`)
 
 
 def precision_for(requested: str) -> str:
@@ -570,7 +571,8 @@ def start_training(cfg: TrainConfig, out: Path, resume: bool = True) -> Session:
     return Session(cfg, out, acc, model, processor, params, optimizer, scheduler, data["train"], val, select, state,
                    report, model_info, precision, encoder_decoder=encdec,
                    images=ImageCache(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else load_image,
-                   tensors=ImageTensors(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else None)
+                   tensors=ImageTensors(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else None,
+                   val_majority=majority_baseline(data["train"], val)["accuracy"])
 
 
 def check_data_parallel(cfg: TrainConfig, processes: int) -> None:
@@ -630,7 +632,7 @@ def validate(s: Session, force_save: bool = False) -> dict:
     if acc.is_main_process and (better or (force_save and not (s.out / A.BEST).is_dir())):
         save_weights(s, A.BEST)
     return {**{f"val_{k}": v for k, v in metrics.items()},
-            "val_majority": majority_baseline(s.train_examples, s.val)["accuracy"]}
+            "val_majority": s.val_majority}
 
 
 def answer_balance(examples: list[Example]) -> np.ndarray:

@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pandas as pd
 import pytest
@@ -48,8 +49,7 @@ def evaluate(root: Path) -> Path:
     from tests.support.openai_server import OpenAIStub
 
     out = root / "06_evaluate"
-    os.environ["VQALAB_JUDGE_KEY"] = "sk-test"
-    with OpenAIStub() as server:
+    with mock.patch.dict(os.environ, {"VQALAB_JUDGE_KEY": "sk-test"}), OpenAIStub() as server:
         judge = {"backend": "openai", "name": "judge", "base_url": server.url, "api_key_env": "VQALAB_JUDGE_KEY"}
         cfg = E.EvalConfig(datasets=make_datasets(root / "data"), models=MODELS, styles=["zero_shot", "cot"],
                            max_new_tokens=6, cot_max_new_tokens=8, max_items=150, n_resamples=200, judge=judge,

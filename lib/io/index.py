@@ -68,27 +68,29 @@ def _index_id_chunks(path: Path, size: int = 2**20) -> Iterator[bytes]:
             yield chunk
 
 
-def _wanted_offsets(chunks: Iterable[bytes], offsets, wanted: set[bytes]) -> dict[str, int]:
-    """The offsets of the ``wanted`` ids in newline-joined ids read in ``chunks``: a large index is
-    never held whole, nor as one string per id."""
-    found, k, rest = {}, 0, b""
-
-    def look(part: list[bytes]) -> None:
-        nonlocal k
-        if not wanted.isdisjoint(part):
-            found.update((i.decode(), int(offsets[k + j])) for j, i in enumerate(part) if i in wanted)
-        k += len(part)
-
+def _id_batches(chunks: Iterable[bytes]) -> Iterator[list[bytes]]:
+    """The ids of newline-joined ids read in ``chunks``, a list per chunk: a large index is never
+    held whole, nor as one string per id."""
+    rest = b""
     for chunk in chunks:
         data = rest + chunk
         cut = data.rfind(b"\n")
         if cut < 0:
             rest = data
             continue
-        look(data[:cut].split(b"\n"))
+        yield data[:cut].split(b"\n")
         rest = data[cut + 1:]
     if rest:  # the last id (no newline follows it)
-        look([rest])
+        yield [rest]
+
+
+def _wanted_offsets(chunks: Iterable[bytes], offsets, wanted: set[bytes]) -> dict[str, int]:
+    """The offsets of the ``wanted`` ids in newline-joined ids read in ``chunks``."""
+    found, k = {}, 0
+    for part in _id_batches(chunks):
+        if not wanted.isdisjoint(part):
+            found.update((i.decode(), int(offsets[k + j])) for j, i in enumerate(part) if i in wanted)
+        k += len(part)
     return found
 
 
@@ -107,17 +109,9 @@ class IdLookup:
             item_index(folder, rebuild=True, wanted=set())  # builds and saves it
         with np.load(path) as z:
             offsets = z["offsets"]
-        hashes, rest = [], b""
-        for chunk in _index_id_chunks(path):
-            data = rest + chunk
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                rest = data
-                continue
-            hashes.append(np.fromiter(map(hash, data[:cut].split(b"\n")), dtype=np.int64))
-            rest = data[cut + 1:]
-        if rest or len(offsets) > sum(map(len, hashes)):  # the last id (no newline follows it)
-            hashes.append(np.array([hash(rest)], dtype=np.int64))
+        hashes = [np.fromiter(map(hash, part), dtype=np.int64) for part in _id_batches(_index_id_chunks(path))]
+        if len(offsets) > sum(map(len, hashes)):  # the one id that is empty: no byte of it was read
+            hashes.append(np.array([hash(b"")], dtype=np.int64))
         h = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.int64)
         order = np.argsort(h, kind="stable")
         self.hashes, self.offsets = h[order], np.asarray(offsets, dtype=np.int64)[order]
