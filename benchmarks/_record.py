@@ -17,6 +17,8 @@ import json
 import os
 import time
 
+from benchmarks.pages import COMMANDS
+from lib.io import write_json
 from lib.paths import outputs_root
 from lib.provenance import git_state, machine
 
@@ -34,7 +36,7 @@ def host_state() -> dict:
 
 def stamp(name: str) -> dict:
     """When, on which commit and by which command a record is written."""
-    command = "make gpu-check" if name == "gpu" else "make bench"
+    command = COMMANDS.get(name, "make bench")
     return {"benchmark": name, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "commit": git_state(), "command": command}
 
@@ -69,8 +71,7 @@ def record(name: str, result: dict, before: dict) -> dict:
         "own_cores": round(own, 2), "under_load": busy,
         "rule": f"1-min load before, or after less own_cores, > {UNDER_LOAD_PER_CORE} x cores"}}
     out = outputs_root() / "bench" / f"{name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(out, result)
     print(json.dumps(result, indent=2))
     print(f"-> {out}")
     return result

@@ -25,6 +25,7 @@ import io
 import json
 import re
 import sys
+import textwrap
 import tokenize
 import typing
 from functools import lru_cache
@@ -32,7 +33,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from lib.paths import ROOT
+
 RECORDS = ROOT / "benchmarks" / "records"
 REPRODUCTION = ROOT / "docs" / "records" / "reproduction.json"
 MARKER = re.compile(r"^<!-- vqalab: (\w+)\s*([^>]*?)\s*-->$", re.M)
@@ -40,7 +42,7 @@ MARKER = re.compile(r"^<!-- vqalab: (\w+)\s*([^>]*?)\s*-->$", re.M)
 NOT_BENCHMARKS = ("run", "publish", "pages")
 # the command that writes each record, where it is not `make bench`
 COMMANDS = {"gpu": "make gpu-check"}
-RECORD_META = ("machine", "load", "targets", "meets_targets", "date", "commit", "benchmark", "command", "published")
+RECORD_META = ("machine", "load", "targets", "meets_targets", "date", "date_from", "commit", "benchmark", "command")
 
 
 def _cell(value) -> str:
@@ -85,7 +87,7 @@ def field_comments(cls) -> dict[str, str]:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
             if tok.type == tokenize.COMMENT:
                 comments[tok.start[0]] = tok.string.lstrip("#").strip()
-        tree = ast.parse(textwrap_dedent(source))
+        tree = ast.parse(textwrap.dedent(source))
         body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
         previous_end = 0
         for node in body:
@@ -110,12 +112,6 @@ def field_comments(cls) -> dict[str, str]:
     return out
 
 
-def textwrap_dedent(source: str) -> str:
-    import textwrap
-
-    return textwrap.dedent(source)
-
-
 def config_fields(cls) -> list[dict]:
     """Each dataclass field of a config class: name, type (as annotated), default and comment."""
     comments = field_comments(cls)
@@ -135,16 +131,16 @@ def config_fields(cls) -> list[dict]:
 @lru_cache(maxsize=None)
 def profile_keys() -> dict[str, dict[str, set[str]]]:
     """Stage -> field -> the shipped profiles whose params set it (in the stage's file or the common one)."""
-    from lib.config import PROFILE_KEYS
+    from lib.config import PROFILE_KEYS, load_layer
 
     out: dict[str, dict[str, set[str]]] = {}
     params = ROOT / "params"
-    commons = {p.name.split(".")[1]: set(yaml.safe_load(p.read_text()) or {}) - set(PROFILE_KEYS)
+    commons = {p.name.split(".")[1]: set(load_layer(p)) - set(PROFILE_KEYS)
                for p in params.glob("common.*.yaml")}
     for stage in stage_configs():
         fields = out.setdefault(stage, {})
         for p in sorted(params.glob(f"{stage}.*.yaml")):
-            for key in yaml.safe_load(p.read_text()) or {}:
+            for key in load_layer(p):
                 fields.setdefault(key, set()).add(p.name.split(".")[1])
         names = {f.name for f in dataclasses.fields(stage_configs()[stage])}
         for profile, keys in commons.items():
@@ -217,15 +213,20 @@ def benchmark_names() -> list[str]:
                   if not p.stem.startswith("_") and p.stem not in NOT_BENCHMARKS)
 
 
+@lru_cache(maxsize=None)
+def _module_source(module: str) -> str:
+    return (ROOT / "benchmarks" / f"{module}.py").read_text()
+
+
 def record_name(module: str) -> str:
     """The record a benchmark module writes (``gpu_check`` writes ``gpu.json``)."""
-    m = re.search(r"record\(\"(\w+)\"", (ROOT / "benchmarks" / f"{module}.py").read_text())
+    m = re.search(r"record\(\"(\w+)\"", _module_source(module))
     return m.group(1) if m else module
 
 
 def module_summary(module: str) -> str:
     """The module docstring's first paragraph (and the next, when the first only names the record)."""
-    doc = ast.get_docstring(ast.parse((ROOT / "benchmarks" / f"{module}.py").read_text())) or ""
+    doc = ast.get_docstring(ast.parse(_module_source(module))) or ""
     paras = [re.sub(r"\s+", " ", p).strip() for p in doc.split("\n\n") if p.strip()]
     text = " ".join(paras[:2]) if paras and len(paras[0]) < 100 else (paras[0] if paras else "")
     text = text[:-1] + "." if text.endswith(":") else text

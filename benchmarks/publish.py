@@ -18,25 +18,15 @@ import argparse
 import datetime
 import json
 import math
-import platform
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.pages import RECORDS, REPRODUCTION
 from lib import artifacts as A
-from lib.paths import outputs_root
-
-ROOT = Path(__file__).resolve().parent.parent
-RECORDS = ROOT / "benchmarks" / "records"
-REPRODUCTION = ROOT / "docs" / "records" / "reproduction.json"
-
-
-def _write(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    tmp.replace(path)
+from lib.io import write_json
+from lib.paths import ROOT, outputs_root
 
 
 def publish_bench(source: Path | None = None, target: Path = RECORDS) -> list[Path]:
@@ -51,7 +41,7 @@ def publish_bench(source: Path | None = None, target: Path = RECORDS) -> list[Pa
             rec["date"] = mtime.isoformat(timespec="seconds")
             rec["date_from"] = "the record file's modification time: written before records carried a date"
         rec.setdefault("commit", None)
-        _write(target / path.name, rec)
+        write_json(target / path.name, rec)
         written.append(target / path.name)
     return written
 
@@ -72,7 +62,7 @@ def reproduction_entries(run: str) -> dict[str, dict]:
         csv = A.stage_folder(folder, stage) / A.PAPER
         if not csv.exists():
             continue
-        prov = json.loads((csv.parent / A.PROVENANCE).read_text())
+        prov = A.read_json(folder, stage, A.PROVENANCE) or {}
         table = pd.read_csv(csv, dtype=object, keep_default_na=False)
         for paper, rows in table.groupby("paper", sort=False):
             records = []
@@ -83,7 +73,7 @@ def reproduction_entries(run: str) -> dict[str, dict]:
                                 "equal": {"True": True, "False": False}.get(r["equal"]), "note": r["note"] or ""})
             out[paper] = {"run": run, "stage": stage, "profile": prov.get("profile"), "command": rows["command"].iloc[0],
                           "date": prov.get("created"), "commit": prov.get("git"),
-                          "machine": prov.get("platform", platform.platform()), "rows": records}
+                          "machine": prov.get("platform"), "rows": records}
     return out
 
 
@@ -99,7 +89,7 @@ def publish_reproduction(runs: list[str], target: Path = REPRODUCTION) -> dict:
     record["papers"].update(found)
     record["about"] = ("The papers' numbers (lib/data/papers.yaml, lib/scrapbook/paper.py) beside a run's, as its "
                        "stages wrote them to paper.csv; written by python -m benchmarks.publish reproduction <run>")
-    _write(target, record)
+    write_json(target, record)
     return found
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from lib.config import OFFLINE_ENV
 from lib.paths import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -54,8 +55,7 @@ COPIES = [b for b in BLOCKS if b[2] in RUN and b[4] and b[4][0] == "same-as"]
 
 
 def _env(tmp_path) -> dict:
-    env = {**os.environ, "VQALAB_OUTPUTS": str(tmp_path / "outputs"), "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+    env = {**os.environ, **OFFLINE_ENV, "VQALAB_OUTPUTS": str(tmp_path / "outputs"),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # `python` is the venv's
     env.pop("VQALAB_PROFILE", None)
     return env
