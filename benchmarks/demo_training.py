@@ -1,0 +1,85 @@
+"""Does the demo's training learn what it is asked, whatever the seed? (``make bench``)
+
+Stage 05 exactly as the demo profile configures it (``params/05_train.demo.yaml``: the tiny random
+LLaVA, its step budget, curriculum and answer-balanced draws), on the demo's training scenes
+(stage 04's ``sets.train``, generated here as the stage generates them), once per seed in
+``SEEDS``; the seed picks the split by image, the initial weights and the batches. Each run is the
+command a user types, ``python -m lib.train --profile demo --set seed=N``, in its own process.
+
+Per seed and question type the record keeps the held-out accuracy of the trained model, of the
+majority answer and of the untrained model, the margin over the majority answer, and the stage's
+training seconds. ``figures``: every margin against its target (presence >= 15 points, counting
+>= 10) and the training time against 3 minutes; ``meets_targets`` is all of them met.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks._record import host_state, record
+from lib import config
+from lib.paths import ROOT
+from lib.scrapbook import generate
+from lib.scrapbook.stage import ScrapbookConfig
+from lib.train import TrainConfig
+
+SEEDS = (0, 1, 2)
+MARGINS = {"presence": 0.15, "counting": 0.10}  # trained minus majority answer, held-out accuracy
+TRAIN_SECONDS = 180
+
+
+def _train_set(run: Path) -> None:
+    """Stage 04's training scenes where stage 05's ``stage:`` reference finds them in ``run``."""
+    scrapbook = config.resolve(ScrapbookConfig, "demo").cfg
+    generate(scrapbook.set_params("train"), run / "04_scrapbook" / "datasets" / "train", progress=False)
+
+
+def _seed(run: Path, seed: int) -> dict:
+    out = run / f"05_train_seed{seed}"
+    subprocess.run([sys.executable, "-m", "lib.train", "--profile", "demo", "--set", f"seed={seed}", "--out", str(out)],
+                   cwd=ROOT, check=True, capture_output=True, text=True)
+    summary = json.loads((out / "summary.json").read_text())
+    per_type = {}
+    for kind in MARGINS:
+        key = f"accuracy_{kind}"
+        per_type[kind] = {"trained": round(summary["trained"][key], 3), "majority": round(summary["majority"][key], 3),
+                          "base": round(summary["base"][key], 3),
+                          "margin": round(summary["trained"][key] - summary["majority"][key], 3)}
+    return {"seed": seed, "n_test": summary["n_test"], "steps": summary["training"]["steps"],
+            "train_seconds": summary["train_seconds"], **per_type}
+
+
+def _figures(runs: list[dict]) -> list[dict]:
+    figures = []
+    for r in runs:
+        for kind, target in MARGINS.items():
+            m = r[kind]["margin"]
+            figures.append({"figure": f"seed {r['seed']}: {kind}, trained minus majority answer "
+                                      f"({r[kind]['trained']:.3f} vs {r[kind]['majority']:.3f})",
+                            "value": round(100 * m, 1), "unit": "points", "target": f">= {round(100 * target)} points",
+                            "met": m >= target})
+        figures.append({"figure": f"seed {r['seed']}: training ({r['steps']:,} steps)", "value": r["train_seconds"],
+                        "unit": "s", "target": f"<= {TRAIN_SECONDS} s", "met": r["train_seconds"] <= TRAIN_SECONDS})
+    return figures
+
+
+def main() -> dict:
+    before = host_state()
+    cfg = config.resolve(TrainConfig, "demo").cfg
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp)
+        _train_set(run)
+        runs = [_seed(run, seed) for seed in SEEDS]
+    figures = _figures(runs)
+    result = {"setup": {"model": cfg.model, "max_steps": cfg.max_steps, "focus_steps": cfg.focus_steps,
+                        "balance": cfg.balance, "lr": cfg.lr, "batch_size": cfg.batch_size},
+              "seeds": runs, "figures": figures, "meets_targets": all(f["met"] for f in figures)}
+    return record("demo_training", result, before)
+
+
+if __name__ == "__main__":
+    main()
