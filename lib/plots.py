@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator, NullFormatter
 import numpy as np
 import pandas as pd
 
@@ -86,24 +86,33 @@ def question_counts(counts: pd.DataFrame):
 
 
 def training_curve(curve: pd.DataFrame):
-    """Training loss per step (smoothed) and validation accuracy where it was measured."""
-    fig, ax = plt.subplots(figsize=(6.5, 3.2))
-    ax.plot(curve["step"], curve["loss"].rolling(20, min_periods=1).mean(), label="training loss (20-step mean)")
+    """Two panels: the training loss per step (20-step mean, log scale, so the slow descent after the
+    first drop stays visible) and, where it was measured, validation accuracy overall and per
+    question type beside the majority answer's (per target kind the columns stay in the table).
+    Returns the figure and the loss axis."""
+    val = [c for c in curve.columns if c == "val_accuracy"
+           or (c.startswith("val_accuracy_") and "_" not in c.removeprefix("val_accuracy_"))]
+    fig, axes = plt.subplots(1, 2 if val else 1, figsize=(9.5 if val else 5.5, 3.2), squeeze=False)
+    ax = axes[0][0]
+    ax.plot(curve["step"], curve["loss"].rolling(20, min_periods=1).mean())
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    val = [c for c in curve.columns if c.startswith("val_accuracy")]
+    ax.set_ylabel("training loss (20-step mean)")
     if val:
-        ax2 = ax.twinx()
+        acc = axes[0][1]
         rows = curve.dropna(subset=["val_accuracy"])
         for c in val:
-            ax2.plot(rows["step"], rows[c], marker="o", ls="--", label=c.replace("val_", "validation "))
+            acc.plot(rows["step"], rows[c], marker="o", lw=2 if c == "val_accuracy" else 1.2,
+                     label=c.removeprefix("val_accuracy").strip("_") or "all")
         if "val_majority" in rows and rows["val_majority"].notna().any():
-            ax2.axhline(rows["val_majority"].dropna().iloc[-1], color="grey", ls=":", lw=1.5,
-                        label="majority answer (validation)")
-        ax2.set_ylabel("validation accuracy")
-        ax2.set_ylim(0, 1)
-        ax2.legend(loc="upper right", fontsize=7)
-    ax.legend(loc="upper left", fontsize=7)
+            acc.axhline(rows["val_majority"].dropna().iloc[-1], color="grey", ls=":", lw=1.5, label="majority answer")
+        acc.set_xlabel("step")
+        acc.set_ylabel("validation accuracy")
+        acc.set_ylim(0, 1)
+        acc.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     return fig, ax
 

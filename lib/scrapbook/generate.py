@@ -397,7 +397,10 @@ def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
     scene_json = (f',"image":"{scene["id"]}","parent":{_dumps(scene["parent"])},"unit":{_dumps(scene["unit"])},'
                   '"form":"')
     types, groups = set(params.types), set(params.groups)
-    forms = [f for f in Q.FORMS if f in params.forms]
+    forms = tuple(f for f in Q.FORMS if f in params.forms)
+    # what a kind of question (its type, or what it asks) shares on this image: its alternatives and,
+    # per form, the question's JSON-escaped affixes and the row's end (scene, form, alternatives)
+    per_kind: dict[str, tuple[list[str], list[tuple[str, str, str, str]]]] = {}
     for key, query in P.keyed_queries(scene, colors, shapes, params.seed, params.n_wrong_positions):
         if query["type"] not in types or query["group"] not in groups:
             continue
@@ -405,25 +408,28 @@ def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
         chosen = rng.sample(texts, min(params.n_questions_per_type, len(texts)))
         answer = Q.answer(query, scene)
         level, query_json = _query_json(key)
-        meta = {"type": query["type"], "group": query["group"], "subgroup": Q.subgroup(query, scene),
-                "level": level, "query": query}
+        subgroup = Q.subgroup(query, scene)
         kind = query["ask"] if query["type"] == "recognition" else query["type"]
-        alts = _alternatives(kind, params.objects_per_set, tuple(colors), tuple(shapes))
+        if kind not in per_kind:
+            alts = _alternatives(kind, params.objects_per_set, tuple(colors), tuple(shapes))
+            per_kind[kind] = alts, [
+                (form, _encode_str(pre)[1:-1], _encode_str(suf)[1:-1] + '"',
+                 f'{scene_json}{form}"' + (f',"alternatives":{_alts_json(tuple(alts))}' if form == "enumerated" else "")
+                 + "}}\n")
+                for form, (pre, suf) in _affixes(kind, tuple(alts)).items() if form in forms]
+        alts, affixes = per_kind[kind]
+        absurd = answer == Q.UNK
         if summary is not None:
-            summary.add(meta, answer, len(chosen), tuple(forms))
+            summary.add({"type": query["type"], "group": query["group"], "subgroup": subgroup, "level": level,
+                         "query": query}, answer, len(chosen), forms)
         # meta: type, group, subgroup, level, concepts, query, absurd, image, parent, unit, form[, alternatives]
-        meta_json = (f'{{"type":"{query["type"]}","group":"{query["group"]}","subgroup":{meta["subgroup"]},'
-                     f'{query_json},"absurd":{"true" if answer == Q.UNK else "false"},"paraphrase":')
-        tails = {}
-        for form in forms:
-            enumerated = form == "enumerated"
-            shown = alts[-1] if enumerated and answer == Q.UNK else answer
-            tails[form] = (f',"images":{image},"options":null,"answer":[{_encode_str(shown)}],"meta":{meta_json}',
-                           f'{scene_json}{form}"' + (f',"alternatives":{_alts_json(tuple(alts))}' if enumerated else "") + "}}\n")
-        # JSON pieces per form (before and after the paraphrase number), so each row only escapes
-        # its paraphrase once
-        pieces = [(_encode_str(pre)[1:-1], _encode_str(suf)[1:-1] + '"' + tails[form][0], tails[form][1])
-                  for form, (pre, suf) in _affixes(kind, tuple(alts)).items() if form in forms]
+        meta_json = (f'{{"type":"{query["type"]}","group":"{query["group"]}","subgroup":{subgroup},'
+                     f'{query_json},"absurd":{"true" if absurd else "false"},"paraphrase":')
+        body = f',"images":{image},"options":null,"answer":[{_encode_str(answer)}],"meta":{meta_json}'
+        # an absurd question's enumerated form answers with the last alternative ("not applicable")
+        enumerated = f',"images":{image},"options":null,"answer":[{_encode_str(alts[-1])}],"meta":{meta_json}' \
+            if absurd else body
+        pieces = [(pre, suf + (enumerated if form == "enumerated" else body), end) for form, pre, suf, end in affixes]
         for j, text in enumerate(chosen):
             escaped = _encode_str(text)[1:-1]
             for pre, rest, end in pieces:
@@ -435,7 +441,9 @@ class Summary:
     """Counts by type / group / subgroup / form / level, and the concept tables (paper 5.1-5.2)."""
 
     def __init__(self):
-        self.counts: Counter = Counter()
+        # (type, group, subgroup, level, absurd, forms) -> questions in each of the forms: a query is
+        # counted once, whatever its forms (``counts`` spells them out)
+        self._queries: Counter = Counter()
         self.concepts: Counter = Counter()  # (level, kind, value, subgroup, type)
         self.answers: dict = {}  # (level, kind, value) -> set of answer classes seen
         self.images = 0
@@ -444,8 +452,7 @@ class Summary:
         """Count ``paraphrases`` questions of one query in each of ``forms``."""
         m = meta
         absurd = answer == Q.UNK
-        for form in forms:
-            self.counts[(m["type"], m["group"], m["subgroup"], form, m["level"], absurd)] += paraphrases
+        self._queries[(m["type"], m["group"], m["subgroup"], m["level"], absurd, tuple(forms))] += paraphrases
         if m["type"] in ("presence", "counting") and "original" in forms and m["level"] <= 2:
             t = m["query"]["target"]
             if m["level"] == 1 or m["group"] == "np" or (m["group"] == "abs" and len(t) == 1):
@@ -463,6 +470,15 @@ class Summary:
             answer = Q.UNK
         self.add(row["meta"], answer, 1, (row["meta"]["form"],))
 
+    @property
+    def counts(self) -> Counter:
+        """Questions by (type, group, subgroup, form, level, absurd)."""
+        out: Counter = Counter()
+        for (typ, group, sub, level, absurd, forms), n in self._queries.items():
+            for form in forms:
+                out[(typ, group, sub, form, level, absurd)] += n
+        return out
+
     def rows(self) -> tuple[list[dict], list[dict]]:
         """The counts table and the concept table as lists of dicts (CSV-ready)."""
         counts = [dict(zip(("type", "group", "subgroup", "form", "level", "absurd"), k), questions=v)
@@ -475,10 +491,12 @@ class Summary:
         return counts, concepts
 
     def to_dict(self) -> dict:
-        def by(i: int) -> dict:
-            return {str(k): v for k, v in sorted(_sum_by(self.counts, i).items(), key=lambda kv: str(kv[0]))}
+        counts = self.counts
 
-        return {"images": self.images, "questions": sum(self.counts.values()), "by_type": by(0), "by_group": by(1),
+        def by(i: int) -> dict:
+            return {str(k): v for k, v in sorted(_sum_by(counts, i).items(), key=lambda kv: str(kv[0]))}
+
+        return {"images": self.images, "questions": sum(counts.values()), "by_type": by(0), "by_group": by(1),
                 "by_subgroup": by(2), "by_form": by(3), "by_level": by(4), "absurd": by(5).get("True", 0)}
 
 
