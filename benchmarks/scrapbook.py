@@ -7,10 +7,11 @@ ratios are taken within this one run. Writes ``outputs/bench/scrapbook.json``.
 
 ``parts`` says where the whole dataset's extra time goes, from one more run of each with the
 main thread's time split by what it was doing: rendering scenes (``build_unit``, as the encode-only
-run does), making the question lines (``item_lines``: programs, answers, paraphrases, JSON),
-waiting for the PNG and file-writing threads (``BackgroundIO``; only the whole dataset also
-encodes a mask per image and writes the 484 MB of question lines, hashed as they go), and the
-rest (preparing, the summary tables and manifest).
+run does), handing each scene to the question-lines worker process and, at the end, waiting for it
+to finish (``QuestionLines``: it makes the lines - programs, answers, paraphrases, JSON - and writes
+and hashes them while the main process renders), waiting for the PNG and file-writing threads
+(``BackgroundIO``; only the whole dataset also encodes a mask per image), and the rest (preparing,
+the summary tables and manifest).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from lib.scrapbook.stage import ScrapbookConfig
 REPEATS = 3
 
 CHILD = r"""
-import json, sys, tempfile, time
+import json, shutil, sys, tempfile, time
 from pathlib import Path
 from lib.scrapbook import ScrapbookParams, generate
 from lib.scrapbook.generate import BackgroundIO, build_unit, object_sets, prepare, set_backgrounds, units
@@ -60,7 +61,8 @@ if mode.endswith("_parts"):  # the main thread's seconds by what it is doing (mo
         return g
 
     G.build_unit = build_unit = timed("render", G.build_unit)
-    G.item_lines = timed("questions", G.item_lines)
+    G.QuestionLines.add = timed("handing_scenes_to_questions", G.QuestionLines.add)
+    G.QuestionLines.__exit__ = timed("waiting_for_questions", G.QuestionLines.__exit__)
     G.BackgroundIO._track = timed("waiting_for_io_threads", G.BackgroundIO._track)
     G.BackgroundIO.__exit__ = timed("waiting_for_io_threads", G.BackgroundIO.__exit__)
     mode = mode.removesuffix("_parts")
@@ -82,6 +84,7 @@ seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "images": n_images, "questions": n_questions,
                   "peak_rss_mb": peak_rss_mb(), "parts": {**{k: round(v, 2) for k, v in spent.items()},
                                                           "rest": round(seconds - sum(spent.values()), 2)}}))
+shutil.rmtree(out, ignore_errors=True)  # a whole unique_all set per run: none left behind in the temporary folder
 """
 
 

@@ -19,6 +19,7 @@ run each otherwise: the evaluation of every question takes minutes.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -133,15 +134,18 @@ def main() -> dict:
     from lib.scrapbook.stage import ScrapbookConfig
 
     root = Path(tempfile.mkdtemp(prefix="vqalab-bench-unique-all-"))
-    data = root / "unique_all"
-    # read as stage 04 reads its params file (it also holds the stage's own keys, e.g. compare_to_paper)
-    params = ScrapbookConfig(**yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text())).params()
-    stats = generate(params, data, progress=False)
-    size_mb = (data / "items.jsonl").stat().st_size / 2**20
-    floor = _child("floor", data, root / "floor")
-    three = _evaluation(_child("eval", data, root / "three" / "06_evaluate", THREE_MODELS_SIZE,
-                               "constant,constant_no,llava"), floor)
-    curve = _curve(root, data, floor)
+    try:
+        data = root / "unique_all"
+        # read as stage 04 reads its params file (it also holds the stage's own keys, e.g. compare_to_paper)
+        params = ScrapbookConfig(**yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text())).params()
+        stats = generate(params, data, progress=False)
+        size_mb = (data / "items.jsonl").stat().st_size / 2**20
+        floor = _child("floor", data, root / "floor")
+        three = _evaluation(_child("eval", data, root / "three" / "06_evaluate", THREE_MODELS_SIZE,
+                                   "constant,constant_no,llava"), floor)
+        curve = _curve(root, data, floor)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)  # the dataset and every run's predictions: gigabytes
     figures = _figures(floor, three, curve)
     result = {
         "dataset": {"questions": stats["questions"], "images": stats["images"], "items_jsonl_mb": round(size_mb)},

@@ -20,7 +20,7 @@ from lib.paths import PARAMS
 STEPS = 150
 
 CHILD = r"""
-import json, sys, tempfile
+import json, shutil, sys, tempfile
 from lib.scrapbook import ScrapbookParams, generate
 from lib.train import TrainConfig, train
 
@@ -34,6 +34,7 @@ summary = train(cfg, tmp + "/out", progress=False)
 hwm = next(int(l.split()[1]) / 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:"))
 print(json.dumps({"steps": summary["steps"], "train_seconds": summary["train_seconds"],
                   "tokens_per_second": summary["tokens_per_second"], "peak_rss_mb": hwm}))
+shutil.rmtree(tmp, ignore_errors=True)
 """
 
 

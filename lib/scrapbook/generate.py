@@ -34,8 +34,10 @@ from __future__ import annotations
 import csv
 import heapq
 import json
+import multiprocessing
 import random
 import shutil
+import traceback
 from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -637,10 +639,9 @@ def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, p
     backgrounds = [set_backgrounds(params, res, objs, s) for s, objs in enumerate(sets)]
     mine = [u for i, u in enumerate(units(params)) if i % num_shards == shard]
     failures: Counter = Counter()
-    summary = Summary()
-    # binary files: the text is encoded on this thread, so the writer thread's writes release the GIL
-    with open(out / ".items.jsonl.part", "wb") as items_file, open(out / ".scenes.jsonl.part", "wb") as scenes_f:
-        items_f = HashingWriter(items_file)  # the manifest's size and sha256, made on the writer thread
+    images = 0
+    with open(out / ".scenes.jsonl.part", "wb") as scenes_f, \
+            QuestionLines(out / ".items.jsonl.part", params, shapes, colors) as questions:
         with BackgroundIO() as io:
             for unit in tqdm(mine, desc="scrapbook units", disable=not progress):
                 s, b = unit[0], unit[1]
@@ -648,14 +649,107 @@ def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, p
                     io.save(step.image, out / step.scene["image"])
                     io.save(step.mask, out / step.scene["mask"], compress_level=1)  # label maps: fast zlib suffices
                     io.write(scenes_f, (_dumps(step.scene) + "\n").encode())
-                    io.write(items_f, "".join(item_lines(step.scene, params, shapes, colors, summary)).encode())
-                    summary.images += 1
+                    questions.add(step.scene)
+                    images += 1
     (out / ".items.jsonl.part").replace(out / "items.jsonl")
     (out / ".scenes.jsonl.part").replace(out / "scenes.jsonl")
+    questions.summary.images = images
     info = {"params": asdict(params), "shard": shard, "num_shards": num_shards, "units": len(mine),
             "placement_failures": dict(failures), "skipped_files": res.skipped,
             "sets": [[o.attributes() for o in objs] for objs in sets]}
-    return _finish(out, summary, info, items_f)
+    return _finish(out, questions.summary, info, questions.items)
+
+
+class QuestionLines:
+    """The question lines of each image (:func:`item_lines`), written to ``path`` with their manifest
+    (size and SHA-256, :class:`lib.io.HashingWriter`) and counted in ``summary``, by a worker process
+    while this one renders scenes and encodes PNGs (:func:`_generate`): both are Python that holds the
+    GIL, so on one process the question lines, the largest share of a large set's time, waited for
+    the rendering and the other way round. Scenes go to the worker through a pipe, in order (a full
+    pipe makes the sender wait: memory stays flat); the worker's error is raised here with its
+    traceback. Where processes cannot be forked the lines are made on this thread, the same bytes.
+    Hand-written: a pool would not keep one ordered file and its running digest."""
+
+    def __init__(self, path: Path, params: ScrapbookParams, shapes: list[str], colors: list[str]):
+        self.path, self._args = Path(path), (params, shapes, colors)
+        self.summary = Summary()
+        self.items: HashingWriter | None = None
+        self._conn = self._proc = self._file = None
+
+    def __enter__(self) -> "QuestionLines":
+        if "fork" in multiprocessing.get_all_start_methods():
+            ctx = multiprocessing.get_context("fork")
+            self._conn, child = ctx.Pipe()
+            self._proc = ctx.Process(target=_question_worker, args=(child, self.path, *self._args), daemon=True,
+                                     name="scrapbook-questions")
+            self._proc.start()
+            child.close()
+        else:
+            self._file = open(self.path, "wb")
+            self.items = HashingWriter(self._file)
+        return self
+
+    def add(self, scene: dict) -> None:
+        if self._proc is not None:
+            try:
+                self._conn.send(scene)
+            except OSError:  # the worker has stopped: its error, or its exit code
+                self._result()
+        else:
+            self.items.write("".join(item_lines(scene, *self._args, self.summary)).encode())
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if self._proc is None:
+            self._file.close()
+            return
+        try:
+            if exc_type is not None:
+                self._proc.terminate()
+                return
+            self._conn.send(None)
+            self.summary, self.items = self._result()
+        finally:
+            self._proc.join()
+            self._conn.close()
+
+    def _result(self) -> tuple[Summary, "_Written"]:
+        """What the worker sends back when it is done; its error (or its death) raised here."""
+        try:
+            status, payload = self._conn.recv()
+        except EOFError:
+            self._proc.join()
+            raise RuntimeError(f"{self.path}: the question-lines worker died (exit code {self._proc.exitcode})") from None
+        if status == "error":
+            raise RuntimeError(f"{self.path}: making the question lines failed in the worker:\n{payload}")
+        return payload
+
+
+@dataclass
+class _Written:
+    """What :class:`QuestionLines`' worker wrote: the items file's size and SHA-256 (a
+    :class:`lib.io.HashingWriter`'s ``bytes`` and ``hexdigest()``)."""
+
+    bytes: int
+    sha256: str
+
+    def hexdigest(self) -> str:
+        return self.sha256
+
+
+def _question_worker(conn, path: Path, params: ScrapbookParams, shapes: list[str], colors: list[str]) -> None:
+    """:class:`QuestionLines`' worker: each scene received, its lines written, until ``None``; then
+    ``("ok", (summary, written))`` or ``("error", traceback)`` sent back."""
+    try:
+        summary = Summary()
+        with open(path, "wb") as f:
+            items = HashingWriter(f)
+            while (scene := conn.recv()) is not None:
+                items.write("".join(item_lines(scene, params, shapes, colors, summary)).encode())
+        conn.send(("ok", (summary, _Written(items.bytes, items.hexdigest()))))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+    finally:
+        conn.close()
 
 
 def _unit_key(line: str) -> tuple:

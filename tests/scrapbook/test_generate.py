@@ -122,20 +122,56 @@ def test_regenerating_over_a_folder_swaps_a_complete_build_in(tmp_path, monkeypa
     out = tmp_path / "ds"
     first = generate(ScrapbookParams(**SMALL), out, progress=False)
     before = (out / "items.jsonl").read_bytes()
-    real = G.item_lines
+    real = G.build_unit
+    units = []
 
-    def killed(*a, **k):
-        raise KeyboardInterrupt("killed mid-way")
+    def killed(*a, **k):  # the run is killed at its third unit, the question-lines worker still busy
+        units.append(a[1])
+        if len(units) == 3:
+            raise KeyboardInterrupt("killed mid-way")
+        return real(*a, **k)
 
-    monkeypatch.setattr(G, "item_lines", killed)
+    monkeypatch.setattr(G, "build_unit", killed)
     with pytest.raises(KeyboardInterrupt):
         generate(ScrapbookParams(**{**SMALL, "seed": 5}), out, progress=False)
     assert (out / "items.jsonl").read_bytes() == before and len(list((out / "images").iterdir())) == first["images"]
-    monkeypatch.setattr(G, "item_lines", real)
+    monkeypatch.setattr(G, "build_unit", real)
     generate(ScrapbookParams(**{**SMALL, "seed": 5}), out, progress=False)
     assert (out / "items.jsonl").read_bytes() != before
     assert json.loads((out / "summary.json").read_text())["params"]["seed"] == 5
     assert [p.name for p in tmp_path.iterdir()] == ["ds"]  # nothing left aside
+
+
+def test_a_failure_making_question_lines_is_raised_with_its_traceback_and_leaves_nothing(tmp_path, monkeypatch):
+    """The question lines are made by a worker process (QuestionLines): its error reaches the caller
+    with the file and the worker's traceback, and the half-built folder is removed."""
+    G = sys.modules["lib.scrapbook.generate"]
+    real = G.item_lines
+
+    def broken(scene, *a, **k):
+        if scene["id"].endswith("_x2"):
+            raise ValueError(f"no lines for {scene['id']}")
+        return real(scene, *a, **k)
+
+    monkeypatch.setattr(G, "item_lines", broken)
+    with pytest.raises(RuntimeError, match=r"(?s)items\.jsonl.*failed in the worker.*ValueError: no lines for s0_b0_a\d_p\d_x2"):
+        generate(ScrapbookParams(**SMALL), tmp_path / "ds", progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_question_lines_made_in_this_process_where_none_can_be_forked_are_the_same_bytes(tmp_path, monkeypatch):
+    G = sys.modules["lib.scrapbook.generate"]
+    forked = generate(ScrapbookParams(**SMALL), tmp_path / "forked", progress=False)
+    monkeypatch.setattr(G.multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    inline = generate(ScrapbookParams(**SMALL), tmp_path / "inline", progress=False)
+    assert inline == forked
+    for name in ("items.jsonl", "dataset.json", "counts.csv", "concepts.csv"):
+        a, b = (tmp_path / "forked" / name).read_bytes(), (tmp_path / "inline" / name).read_bytes()
+        assert a == b or name == "dataset.json" and _without_created(a) == _without_created(b), name
+
+
+def _without_created(manifest: bytes) -> dict:
+    return {k: v for k, v in json.loads(manifest).items() if k != "created"}
 
 
 @pytest.mark.parametrize("change, name", [
