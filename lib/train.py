@@ -117,6 +117,10 @@ class TrainConfig(config.StageConfig):
     eval_items: int = 300  # validation questions per evaluation
     checkpoint_every: int = 50
     mixed_precision: str = "auto"  # auto (bf16 where the GPU has it), no, bf16, fp16
+    # torch's threads when training on CPUs (0: torch's default, one per core). A sum split over another
+    # number of threads rounds differently, and thousands of steps carry that into the results: a fixed
+    # count trains the same model on machines with more or fewer cores
+    cpu_threads: int = 0
     val_max_new_tokens: int = 8  # validation decodes like evaluation: free text unless the task has a closed set
     max_test: int = 1000  # held-out questions for the base / trained / majority comparison
     image_cache_mb: int = 1024  # decoded training images kept in memory (least recently used out; 0: decode every step)
@@ -131,12 +135,16 @@ class TrainConfig(config.StageConfig):
             raise config.ParamsError(f"{source}: give both val_dataset and test_dataset (a dataset's own splits) or neither")
         if self.select_by not in ("auto", "accuracy", "macro"):
             raise config.ParamsError(f"{source}: select_by must be auto, accuracy or macro, got {self.select_by!r}")
+        if self.cpu_threads < 0:
+            raise config.ParamsError(f"{source}: cpu_threads must be 0 (torch's default) or a number of threads, "
+                                     f"got {self.cpu_threads}")
         if self.lr_schedule not in ("cosine", "constant"):
             raise config.ParamsError(f"{source}: lr_schedule must be cosine or constant, got {self.lr_schedule!r}")
 
     def settings(self) -> dict:
         """What a checkpoint must share with the run that resumes it."""
-        return {k: v for k, v in asdict(self).items() if k not in ("resume", "max_test", "max_seconds", "image_cache_mb")}
+        return {k: v for k, v in asdict(self).items()
+                if k not in ("resume", "max_test", "max_seconds", "image_cache_mb", "cpu_threads")}
 
 
 @dataclass
@@ -556,6 +564,8 @@ def start_training(cfg: TrainConfig, out: Path, resume: bool = True) -> Session:
                       cpu=processes > 1 and not torch.accelerator.is_available(),
                       kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
     set_seed(cfg.seed)
+    if cfg.cpu_threads and not torch.accelerator.is_available():
+        torch.set_num_threads(cfg.cpu_threads)
     data, report = load_examples(cfg)
     if report["skipped_images"]:
         print(f"skipped {len(report['skipped_images'])} unreadable image(s) ({report['skipped_items']} items): "

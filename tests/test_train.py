@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from lib.config import ParamsError
 from lib.models.hf import is_encoder_decoder
 from lib.models.tiny import TINY_KINDS
 from lib.train import (TrainConfig, TrainingInterrupted, _oom_message, collate, load_examples,
@@ -454,3 +455,17 @@ def test_the_stage_steps_called_one_by_one_write_what_run_writes(dataset, tmp_pa
 
     assert untimed(summary) == untimed(ran) and list(summary) == list(ran)
     assert sorted(p.relative_to(a) for p in a.rglob("*")) == sorted(p.relative_to(b) for p in b.rglob("*"))
+
+
+def test_cpu_threads_sets_the_threads_training_sums_with(dataset, tmp_path):
+    """A sum over another number of threads rounds differently (losses move by ~1e-7 relative), so
+    ``cpu_threads`` fixes torch's threads for the run, whatever the machine's default."""
+    default = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        train(_cfg(dataset, max_steps=2, eval_every=10, cpu_threads=2), tmp_path / "a", progress=False)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(default)
+    with pytest.raises(ParamsError, match="cpu_threads must be 0"):
+        _cfg(dataset, cpu_threads=-1).check("p.yaml")
