@@ -680,8 +680,8 @@ class QuestionLines:
         if "fork" in multiprocessing.get_all_start_methods():
             ctx = multiprocessing.get_context("fork")
             self._conn, child = ctx.Pipe()
-            self._proc = ctx.Process(target=_question_worker, args=(child, self.path, *self._args), daemon=True,
-                                     name="scrapbook-questions")
+            self._proc = ctx.Process(target=_question_worker, args=(child, self._conn, self.path, *self._args),
+                                     daemon=True, name="scrapbook-questions")
             self._proc.start()
             child.close()
         else:
@@ -736,9 +736,13 @@ class _Written:
         return self.sha256
 
 
-def _question_worker(conn, path: Path, params: ScrapbookParams, shapes: list[str], colors: list[str]) -> None:
+def _question_worker(conn, parent_end, path: Path, params: ScrapbookParams, shapes: list[str],
+                     colors: list[str]) -> None:
     """:class:`QuestionLines`' worker: each scene received, its lines written, until ``None``; then
-    ``("ok", (summary, written))`` or ``("error", traceback)`` sent back."""
+    ``("ok", (summary, written))`` or ``("error", traceback)`` sent back. The parent's end of the
+    pipe, inherited by the fork, is closed first: a parent that dies (killed) then ends this worker's
+    ``recv`` instead of leaving it waiting for ever."""
+    parent_end.close()
     try:
         summary = Summary()
         with open(path, "wb") as f:
@@ -746,8 +750,13 @@ def _question_worker(conn, path: Path, params: ScrapbookParams, shapes: list[str
             while (scene := conn.recv()) is not None:
                 items.write("".join(item_lines(scene, params, shapes, colors, summary)).encode())
         conn.send(("ok", (summary, _Written(items.bytes, items.hexdigest()))))
+    except EOFError:
+        return  # the parent is gone: nobody to answer (the folder it was building is cleared by the next build)
     except BaseException:
-        conn.send(("error", traceback.format_exc()))
+        try:
+            conn.send(("error", traceback.format_exc()))
+        except OSError:
+            pass  # the parent is gone
     finally:
         conn.close()
 
