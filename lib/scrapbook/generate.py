@@ -381,21 +381,24 @@ def queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | No
     return [q for _, q in P.keyed_queries(scene, colors, shapes, seed, n_wrong_positions)]
 
 
-def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: list[str],
-               summary: "Summary | None" = None) -> list[str]:
-    """The dataset rows of one image as JSONL lines: n paraphrases per query, in the four forms.
+def item_jsonl(scene: dict, params: ScrapbookParams, shapes: list[str], colors: list[str],
+               summary: "Summary | None" = None) -> str:
+    """The dataset rows of one image as JSONL text (one line per row): n paraphrases per query, in
+    the four forms.
 
     Each line is one :class:`lib.schema.Item` (task :attr:`ScrapbookQA.name`), written by hand
     rather than with ``json.dumps(Item(...).to_dict())``: a Scrapbook set has hundreds of thousands
-    of rows that share most of their JSON, so the pieces are encoded once per query and form and
-    each row only escapes its paraphrase (``json.dumps`` per row cost twice the PNG encoding of the
+    of rows that share most of their JSON, so the pieces are encoded once per query and form, each
+    row only escapes its paraphrase, and the rows' pieces are joined once per image rather than
+    formatted into a string per row first (``json.dumps`` per row cost twice the PNG encoding of the
     whole dataset when profiled). The price is that the schema is spelt here a second time; a test
     checks that a line reads back into an Item and is written again byte for byte.
     """
     rng = random.Random(f"{params.seed}:q:{scene['id']}")
     image = _dumps([scene["image"]])
     head, mid = f'{{"id":"{scene["id"]}-', f'","task":{_dumps(ScrapbookQA.name)},"question":'
-    lines: list[str] = []
+    parts: list[str] = []
+    n = 0  # rows so far: the row's number in its id
     scene_json = (f',"image":"{scene["id"]}","parent":{_dumps(scene["parent"])},"unit":{_dumps(scene["unit"])},'
                   '"form":"')
     types, groups = set(params.types), set(params.groups)
@@ -433,10 +436,11 @@ def item_lines(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
             if absurd else body
         pieces = [(pre, suf + (enumerated if form == "enumerated" else body), end) for form, pre, suf, end in affixes]
         for j, text in enumerate(chosen):
-            escaped = _encode_str(text)[1:-1]
+            escaped, paraphrase = _encode_str(text)[1:-1], str(j)
             for pre, rest, end in pieces:
-                lines.append(f'{head}{len(lines):05d}{mid}"{pre}{escaped}{rest}{j}{end}')
-    return lines
+                parts += (head, f"{n:05d}", mid, '"', pre, escaped, rest, paraphrase, end)
+                n += 1
+    return "".join(parts)
 
 
 class Summary:
@@ -661,7 +665,7 @@ def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, p
 
 
 class QuestionLines:
-    """The question lines of each image (:func:`item_lines`), written to ``path`` with their manifest
+    """The question lines of each image (:func:`item_jsonl`), written to ``path`` with their manifest
     (size and SHA-256, :class:`lib.io.HashingWriter`) and counted in ``summary``, by a worker process
     while this one renders scenes and encodes PNGs (:func:`_generate`): both are Python that holds the
     GIL, so on one process the question lines, the largest share of a large set's time, waited for
@@ -696,7 +700,7 @@ class QuestionLines:
             except OSError:  # the worker has stopped: its error, or its exit code
                 self._result()
         else:
-            self.items.write("".join(item_lines(scene, *self._args, self.summary)).encode())
+            self.items.write(item_jsonl(scene, *self._args, self.summary).encode())
 
     def __exit__(self, exc_type, *exc) -> None:
         if self._proc is None:
@@ -748,7 +752,7 @@ def _question_worker(conn, parent_end, path: Path, params: ScrapbookParams, shap
         with open(path, "wb") as f:
             items = HashingWriter(f)
             while (scene := conn.recv()) is not None:
-                items.write("".join(item_lines(scene, params, shapes, colors, summary)).encode())
+                items.write(item_jsonl(scene, params, shapes, colors, summary).encode())
         conn.send(("ok", (summary, _Written(items.bytes, items.hexdigest()))))
     except EOFError:
         return  # the parent is gone: nobody to answer (the folder it was building is cleared by the next build)

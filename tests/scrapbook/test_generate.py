@@ -146,14 +146,14 @@ def test_a_failure_making_question_lines_is_raised_with_its_traceback_and_leaves
     """The question lines are made by a worker process (QuestionLines): its error reaches the caller
     with the file and the worker's traceback, and the half-built folder is removed."""
     G = sys.modules["lib.scrapbook.generate"]
-    real = G.item_lines
+    real = G.item_jsonl
 
     def broken(scene, *a, **k):
         if scene["id"].endswith("_x2"):
             raise ValueError(f"no lines for {scene['id']}")
         return real(scene, *a, **k)
 
-    monkeypatch.setattr(G, "item_lines", broken)
+    monkeypatch.setattr(G, "item_jsonl", broken)
     with pytest.raises(RuntimeError, match=r"(?s)items\.jsonl.*failed in the worker.*ValueError: no lines for s0_b0_a\d_p\d_x2"):
         generate(ScrapbookParams(**SMALL), tmp_path / "ds", progress=False)
     assert list(tmp_path.iterdir()) == []

@@ -10,7 +10,7 @@ from lib.metrics.consistency import query_id
 from lib.schema import Item
 from lib.scrapbook import programs as P
 from lib.scrapbook import questions as Q
-from lib.scrapbook.generate import item_lines, queries
+from lib.scrapbook.generate import item_jsonl, queries
 from lib.scrapbook.stage import ScrapbookConfig
 from lib.tasks.scrapbook import ScrapbookQA
 
@@ -92,7 +92,7 @@ def test_the_fast_item_writer_writes_what_the_schema_would(unique_all):
     out, _ = unique_all
     params = resolve(ScrapbookConfig, "unique_all").cfg.params()
     scene = _first_scene(out)
-    lines = item_lines(scene, params, list(params.shapes), list(params.colors))
+    lines = [line + "\n" for line in item_jsonl(scene, params, list(params.shapes), list(params.colors)).split("\n")[:-1]]
     with open(out / "items.jsonl") as f:
         assert lines == [f.readline() for _ in lines]  # what the dataset holds
     forms = set()
