@@ -584,9 +584,9 @@ def _alternatives(kind: str, max_count: int, colors: tuple, shapes: tuple) -> li
     return Q.alternatives(_kind_query(kind), max_count, list(colors), list(shapes), list(vocabulary()["regions"]))
 
 
-def _finish(out: Path, summary: Summary, info: dict, items) -> dict:
+def _finish(out: Path, summary: Summary, info: dict, items_bytes: int, items_sha256: str) -> dict:
     """The tables, ``summary.json`` and, last, ``dataset.json`` with the manifest of the items
-    file (``items``: the :class:`lib.io.HashingWriter` that wrote it)."""
+    file (its size and SHA-256, as the :class:`lib.io.HashingWriter` that wrote it counted them)."""
     for name, rows in zip(("counts.csv", "concepts.csv"), summary.rows()):
         with open(out / name, "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["questions"])
@@ -595,8 +595,8 @@ def _finish(out: Path, summary: Summary, info: dict, items) -> dict:
     stats = {**summary.to_dict(), **info}
     write_json(out / "summary.json", stats)
     write_json(out / "dataset.json", {**dataset_info("scrapbook", license="CC-BY-4.0 (generated)"),
-                                      **manifest_fields(stats["questions"], summary.images, items.bytes,
-                                                        items.hexdigest()), **info})
+                                      **manifest_fields(stats["questions"], summary.images, items_bytes, items_sha256),
+                                      **info})
     return stats
 
 
@@ -661,24 +661,23 @@ def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, p
     info = {"params": asdict(params), "shard": shard, "num_shards": num_shards, "units": len(mine),
             "placement_failures": dict(failures), "skipped_files": res.skipped,
             "sets": [[o.attributes() for o in objs] for objs in sets]}
-    return _finish(out, questions.summary, info, questions.items)
+    return _finish(out, questions.summary, info, questions.bytes, questions.sha256)
 
 
 class QuestionLines:
     """The question lines of each image (:func:`item_jsonl`), written to ``path`` with their manifest
-    (size and SHA-256, :class:`lib.io.HashingWriter`) and counted in ``summary``, by a worker process
-    while this one renders scenes and encodes PNGs (:func:`_generate`): both are Python that holds the
-    GIL, so on one process the question lines, the largest share of a large set's time, waited for
-    the rendering and the other way round. Scenes go to the worker through a pipe, in order (a full
-    pipe makes the sender wait: memory stays flat); the worker's error is raised here with its
-    traceback. Where processes cannot be forked the lines are made on this thread, the same bytes.
-    Hand-written: a pool would not keep one ordered file and its running digest."""
+    (``bytes`` and ``sha256``) and counted in ``summary``, by a worker process while this one renders
+    scenes and encodes PNGs (:func:`_generate`): both are Python that holds the GIL, so on one
+    process the question lines, the largest share of a large set's time, waited for the rendering
+    and the other way round. Scenes go to the worker through a pipe, in order (a full pipe makes the
+    sender wait: memory stays flat); the worker's error is raised here with its traceback. Where
+    processes cannot be forked the lines are made on this thread, the same bytes. Hand-written: a
+    pool would not keep one ordered file and its running digest."""
 
     def __init__(self, path: Path, params: ScrapbookParams, shapes: list[str], colors: list[str]):
         self.path, self._args = Path(path), (params, shapes, colors)
-        self.summary = Summary()
-        self.items: HashingWriter | None = None
-        self._conn = self._proc = self._file = None
+        self.summary, self.bytes, self.sha256 = Summary(), 0, ""  # set when the context exits
+        self._conn = self._proc = self._here = None
 
     def __enter__(self) -> "QuestionLines":
         if "fork" in multiprocessing.get_all_start_methods():
@@ -689,34 +688,33 @@ class QuestionLines:
             self._proc.start()
             child.close()
         else:
-            self._file = open(self.path, "wb")
-            self.items = HashingWriter(self._file)
+            self._here = _ItemsFile(self.path, *self._args)
         return self
 
     def add(self, scene: dict) -> None:
-        if self._proc is not None:
-            try:
-                self._conn.send(scene)
-            except OSError:  # the worker has stopped: its error, or its exit code
-                self._result()
-        else:
-            self.items.write(item_jsonl(scene, *self._args, self.summary).encode())
+        if self._here is not None:
+            self._here.add(scene)
+            return
+        try:
+            self._conn.send(scene)
+        except OSError:  # the worker has stopped: its error, or its exit code
+            self._result()
 
     def __exit__(self, exc_type, *exc) -> None:
-        if self._proc is None:
-            self._file.close()
+        if self._here is not None:
+            self.summary, self.bytes, self.sha256 = self._here.close()
             return
         try:
             if exc_type is not None:
                 self._proc.terminate()
                 return
             self._conn.send(None)
-            self.summary, self.items = self._result()
+            self.summary, self.bytes, self.sha256 = self._result()
         finally:
             self._proc.join()
             self._conn.close()
 
-    def _result(self) -> tuple[Summary, "_Written"]:
+    def _result(self) -> tuple[Summary, int, str]:
         """What the worker sends back when it is done; its error (or its death) raised here."""
         try:
             status, payload = self._conn.recv()
@@ -728,32 +726,35 @@ class QuestionLines:
         return payload
 
 
-@dataclass
-class _Written:
-    """What :class:`QuestionLines`' worker wrote: the items file's size and SHA-256 (a
-    :class:`lib.io.HashingWriter`'s ``bytes`` and ``hexdigest()``)."""
+class _ItemsFile:
+    """An items file being written, image by image (:func:`item_jsonl`), with its size and SHA-256
+    and the :class:`Summary` of its questions: what :class:`QuestionLines` runs in its worker, or
+    here."""
 
-    bytes: int
-    sha256: str
+    def __init__(self, path: Path, params: ScrapbookParams, shapes: list[str], colors: list[str]):
+        self._f = open(path, "wb")
+        self._items, self._args, self.summary = HashingWriter(self._f), (params, shapes, colors), Summary()
 
-    def hexdigest(self) -> str:
-        return self.sha256
+    def add(self, scene: dict) -> None:
+        self._items.write(item_jsonl(scene, *self._args, self.summary).encode())
+
+    def close(self) -> tuple[Summary, int, str]:
+        self._f.close()
+        return self.summary, self._items.bytes, self._items.hexdigest()
 
 
 def _question_worker(conn, parent_end, path: Path, params: ScrapbookParams, shapes: list[str],
                      colors: list[str]) -> None:
     """:class:`QuestionLines`' worker: each scene received, its lines written, until ``None``; then
-    ``("ok", (summary, written))`` or ``("error", traceback)`` sent back. The parent's end of the
-    pipe, inherited by the fork, is closed first: a parent that dies (killed) then ends this worker's
-    ``recv`` instead of leaving it waiting for ever."""
+    ``("ok", (summary, bytes, sha256))`` or ``("error", traceback)`` sent back. The parent's end of
+    the pipe, inherited by the fork, is closed first: a parent that dies (killed) then ends this
+    worker's ``recv`` instead of leaving it waiting for ever."""
     parent_end.close()
     try:
-        summary = Summary()
-        with open(path, "wb") as f:
-            items = HashingWriter(f)
-            while (scene := conn.recv()) is not None:
-                items.write(item_jsonl(scene, params, shapes, colors, summary).encode())
-        conn.send(("ok", (summary, _Written(items.bytes, items.hexdigest()))))
+        items = _ItemsFile(path, params, shapes, colors)
+        while (scene := conn.recv()) is not None:
+            items.add(scene)
+        conn.send(("ok", items.close()))
     except EOFError:
         return  # the parent is gone: nobody to answer (the folder it was building is cleared by the next build)
     except BaseException:
@@ -849,4 +850,4 @@ def _merge(shards: list[Path], infos: list[dict], out: Path) -> dict:
     info = {"params": infos[0]["params"], "shard": None, "num_shards": 1, "merged_from": [str(d) for d in shards],
             "units": sum(i["units"] for i in infos), "placement_failures": dict(failures),
             "skipped_files": [s for i in infos for s in i.get("skipped_files", [])], "sets": infos[0]["sets"]}
-    return _finish(out, summary, info, written["items.jsonl"])
+    return _finish(out, summary, info, written["items.jsonl"].bytes, written["items.jsonl"].hexdigest())
