@@ -33,6 +33,7 @@ from pathlib import Path
 
 import yaml
 
+from lib.htmlsafe import md_cell
 from lib.paths import ROOT
 
 RECORDS = ROOT / "benchmarks" / "records"
@@ -54,8 +55,14 @@ def _cell(value) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
+    """A markdown table; a cell is a code span made by :func:`_cell` or text (escaped by
+    :func:`lib.htmlsafe.md_cell`: a record's or a docstring's ``<`` never becomes markup)."""
+    def cell(c) -> str:
+        c = str(c)
+        return c if len(c) > 1 and c[0] == c[-1] == "`" and "`" not in c[1:-1] else md_cell(c)
+
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("\n", " ") for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 

@@ -18,8 +18,8 @@ report links every headline number to the answers behind it (:func:`link`).
 from __future__ import annotations
 
 import hashlib
-import html
 import json
+import re
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -29,6 +29,7 @@ import pandas as pd
 from PIL import Image
 
 from lib import artifacts as A
+from lib.htmlsafe import csp_meta, json_block, json_text, text
 from lib.io import atomic_file, item_index, read_items_at
 from lib.schema import ERROR, Item, Prediction
 from lib.tasks import get_task
@@ -38,6 +39,7 @@ THUMB_PX = 160  # a thumbnail's longer side
 FILTERS = ("dataset", "task", "model", "style", "subset", "outcome")
 OUTCOMES = ("right", "wrong", "invalid", "truncated", "error")
 PAGE_ROWS = 50
+_TEMPLATE = Path(__file__).parent / "data" / "browser.html"  # and browser.js beside it
 COLUMNS = ("dataset", "task", "model", "style", "subset", "item_id", "question", "options", "reference", "raw", "parsed",
            "outcome", "rating", "rationale", "images")
 
@@ -109,11 +111,13 @@ def frame(run_folder: str | Path, **filters) -> pd.DataFrame:
 
 
 def show(df: pd.DataFrame, max_rows: int = PAGE_ROWS):
-    """A Styler of the first ``max_rows`` rows with each item's first image as a thumbnail."""
+    """A Styler of the first ``max_rows`` rows with each item's first image as a thumbnail (the
+    rows' text escaped: a dataset's or a model's text never becomes markup in the notebook)."""
     df = df.head(max_rows).copy()
-    df["image"] = [f'<img src="{Path(ims[0]).as_uri()}" width="{THUMB_PX}">' if ims else "" for ims in df["images"]]
+    df["image"] = [f'<img src="{text(Path(ims[0]).as_uri())}" width="{THUMB_PX}">' if ims else "" for ims in df["images"]]
     cols = ["image", "dataset", "model", "style", "question", "reference", "raw", "parsed", "outcome", "rating"]
-    return df[cols].style.format({"image": lambda s: s}, escape=None).hide(axis="index")
+    # every cell is text from data, escaped; the thumbnails are the tags made just above
+    return df[cols].style.format(escape="html").format(lambda s: s, subset=["image"]).hide(axis="index")
 
 
 def _thumb(path: str, folder: Path, made: dict[str, str]) -> str:
@@ -158,11 +162,16 @@ def write_browser(run_folder: str | Path) -> Path | None:
     files = {}
     for i, (name, rs) in enumerate(sorted(by_dataset.items())):
         files[name] = f"data/{i}.js"
-        (folder / files[name]).write_text(f"VQALAB.loaded({json.dumps(name)}, {json.dumps(rs)});\n", encoding="utf-8")
+        (folder / files[name]).write_text(f"VQALAB.loaded({json_text(name)}, {json_text(rs)});\n", encoding="utf-8")
     values = {k: sorted({str(r[k]) for r in table}) for k in FILTERS if k != "outcome"}
     index = {"files": files, "counts": {k: len(v) for k, v in by_dataset.items()}, "values": values,
              "outcomes": list(OUTCOMES), "filters": list(FILTERS), "page_rows": PAGE_ROWS}
-    page = (Path(__file__).parent / "data" / "browser.html").read_text()
+    shutil.copyfile(_TEMPLATE.with_suffix(".js"), folder / "browser.js")
+    why = A.stale_tables(A.stage_folder(run_folder, A.EVALUATE))
+    fill = {"csp": csp_meta(scripts=True, images="'self'"), "run": text(run_folder.name), "index": json_block("index", index),
+            "stale": f'<p id="stale" class="stale"><b>These answers are not the ones the report\'s metrics were computed '
+                     f'from.</b> {text(why)}</p>' if why else ""}
+    page = re.sub(r"\{\{(\w+)\}\}", lambda m: fill[m.group(1)], _TEMPLATE.read_text())  # one pass: data never re-read
     with atomic_file(folder / "index.html", "w", encoding="utf-8") as f:
-        f.write(page.replace("/*INDEX*/null", json.dumps(index)).replace("{{run}}", html.escape(run_folder.name)))
+        f.write(page)
     return folder / "index.html"

@@ -33,7 +33,9 @@ import sys
 import types
 import typing
 from contextlib import nullcontext
+from contextvars import ContextVar
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -185,6 +187,14 @@ def check_model_spec(spec, where: str, allow_empty: bool = False) -> None:
                           f"key; the value given is not shown")
 
 
+_SOURCE: ContextVar[str | None] = ContextVar("params_source", default=None)  # what from_params is reading
+
+
+@lru_cache(maxsize=None)
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
 class StageConfig:
     """Mixin of the stage config dataclasses: building from params, checking, defaults.
 
@@ -195,11 +205,21 @@ class StageConfig:
 
     MODEL_ROLES: typing.ClassVar[dict[str, str | None]] = {}
 
+    def __post_init__(self):
+        """Every config is checked where it is made, so a notebook's or a script's
+        ``EvalConfig(...)`` refuses what the command line and the params files refuse: each field
+        against its annotation, then :meth:`check`. Errors name the params file being read
+        (:meth:`from_params`) or, made in Python, the class."""
+        source = _SOURCE.get() or type(self).__name__
+        hints = _hints(type(self))
+        for f in fields(self):
+            check_type(getattr(self, f.name), hints[f.name], f"{source}: parameter {f.name!r}")
+        self.check(source)
+
     @classmethod
     def from_params(cls, params: dict, source: str = "params", models: dict[str, dict] | None = None):
         """The config from ``params`` (unknown keys and wrong types raise, naming ``source``);
         model fields may name models of ``models`` (a profile's registry) instead of holding specs."""
-        hints = typing.get_type_hints(cls)
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(params) - names)
         if unknown:
@@ -208,11 +228,11 @@ class StageConfig:
         values = {k: v for k, v in params.items() if k in names}
         for k in cls.MODEL_ROLES.keys() & values.keys():
             values[k] = bind_models(values[k], models or {}, f"{source}: {k}")
-        for k, v in values.items():
-            check_type(v, hints[k], f"{source}: parameter {k!r}")
-        cfg = cls(**values)
-        cfg.check(source)
-        return cfg
+        token = _SOURCE.set(source)
+        try:
+            return cls(**values)  # checked by __post_init__, naming source
+        finally:
+            _SOURCE.reset(token)
 
     @classmethod
     def defaults(cls) -> dict:

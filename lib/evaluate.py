@@ -96,12 +96,10 @@ class EvalConfig(config.StageConfig):
     n_resamples: int = 1000
     seed: int = 0
 
-    def __post_init__(self):
+    def check(self, source: str) -> None:
         bad = [s for s in self.styles if s not in PROMPT_STYLES]
         if bad:
-            raise ValueError(f"EvalConfig.styles: unknown style(s) {bad}; choose from {PROMPT_STYLES}")
-
-    def check(self, source: str) -> None:
+            raise config.ParamsError(f"{source}: styles: unknown style(s) {bad}; choose from {PROMPT_STYLES}")
         if not self.models:
             raise config.ParamsError(f"{source}: models needs at least one label: model spec")
         for kind, names in (("datasets", self.datasets), ("models", self.models)):

@@ -14,7 +14,6 @@ says they are withheld, why, and how to recompute them, and the report's first l
 from __future__ import annotations
 
 import base64
-import html
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +22,7 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import browser
+from lib.htmlsafe import csp_meta, href, text
 from lib.io import atomic_file
 from lib.paths import run_dir
 from lib.tasks import TASKS
@@ -50,7 +50,7 @@ DATA_TABLES = {"umap_images"}  # written for reuse; the report shows their figur
 
 def _img(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
-    return f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}"><figcaption>{html.escape(path.stem)}</figcaption></figure>'
+    return f'<figure><img src="data:image/png;base64,{data}" alt="{text(path.stem)}"><figcaption>{text(path.stem)}</figcaption></figure>'
 
 
 def _table(df: pd.DataFrame, title: str = "", max_rows: int = TOP_ROWS, index: bool = True, csv: str = "",
@@ -60,9 +60,9 @@ def _table(df: pd.DataFrame, title: str = "", max_rows: int = TOP_ROWS, index: b
     (a path relative to the report). ``escape=False``: cells hold HTML made here (links)."""
     more = ""
     if len(df) > max_rows:
-        where = f' - all {len(df)} in <a href="{html.escape(csv)}">{html.escape(Path(csv).name)}</a>' if csv else ""
+        where = f' - all {len(df)} in <a href="{href(csv)}">{text(Path(csv).name)}</a>' if csv else ""
         more = f"<p class='more'>top {max_rows} of {len(df)} rows{where}</p>"
-    head = f"<h4>{html.escape(title)}</h4>" if title else ""
+    head = f"<h4>{text(title)}</h4>" if title else ""
     df = df.head(max_rows).copy()
     for col in df.columns:
         values = df[col]
@@ -76,7 +76,7 @@ def _csv(path: Path, title: str, root: Path | None = None, **kw) -> str:
     try:
         df = pd.read_csv(path, **kw)
     except (pd.errors.EmptyDataError, FileNotFoundError):
-        return f"<p>{html.escape(title)}: empty</p>"
+        return f"<p>{text(title)}: empty</p>"
     return _table(df, title, index=False, csv=str(path.relative_to(root)) if root else str(path))
 
 
@@ -88,8 +88,8 @@ def _provenance(folder: Path) -> str:
     git = prov.get("git", {})
     head = (f"created {prov.get('created', '?')} · git {str(git.get('sha', '?'))[:12]}"
             f"{' (dirty)' if git.get('dirty') else ''} · seed {prov.get('seed')}")
-    return (f"<p class='prov'>{html.escape(head)}</p><details><summary>parameters</summary><pre>"
-            f"{html.escape(json.dumps(prov.get('params', {}), indent=1, default=str))}</pre></details>")
+    return (f"<p class='prov'>{text(head)}</p><details><summary>parameters</summary><pre>"
+            f"{text(json.dumps(prov.get('params', {}), indent=1, default=str))}</pre></details>")
 
 
 def _figures(folder: Path, shown: set[str]) -> str:
@@ -105,7 +105,7 @@ def _figures(folder: Path, shown: set[str]) -> str:
 def _withheld(why: str) -> str:
     """A section whose tables do not come from its current outputs: neither they nor the figures
     drawn from them are shown (they may be another run's numbers)."""
-    return (f"<p class='absent'><b>Metrics withheld: stale or unverified tables.</b> {html.escape(why)}</p>"
+    return (f"<p class='absent'><b>Metrics withheld: stale or unverified tables.</b> {text(why)}</p>"
             f"<p class='absent'>This section's figures are withheld with them.</p>")
 
 
@@ -115,7 +115,7 @@ def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
     if stage == A.SETUP and summary:
         parts.append(f"<p>{summary['probe_answers']} probe answers from {summary['models']} models "
                      f"({summary['constrained_invalid']} constrained answers invalid); demo datasets: "
-                     f"{html.escape(', '.join(summary['datasets']) or 'none')}.</p>")
+                     f"{text(', '.join(summary['datasets']) or 'none')}.</p>")
         parts.append(_csv(folder / A.PROBE, "Probe answers", root))
     if stage == A.COLLECT and (rep := A.read_json(root, stage, A.COLLECT_REPORT)):
         parts.append(f"<p>{rep['collected']} images collected, {len(rep['bad_files'])} bad files, "
@@ -128,7 +128,7 @@ def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
                                                     "beside chance (lib.metrics.shortcuts)", root))
     if stage == A.SCRAPBOOK:
         for name, d in summary.get("datasets", {}).items():
-            parts.append(f"<p>{html.escape(name)}: {d['images']} images, {d['questions']:,} questions</p>")
+            parts.append(f"<p>{text(name)}: {d['images']} images, {d['questions']:,} questions</p>")
     if stage == A.TRAIN and summary:
         table = pd.DataFrame({k: summary[k] for k in ("majority", "base", "trained") if k in summary}).T
         parts.append(_table(table, f"Held-out accuracy by question type and target kind ({summary.get('n_test')} "
@@ -177,15 +177,14 @@ def _results(root: Path) -> str:
     if metrics is not None and len(metrics):
         head = headline_rows(metrics)
         has_items = (root / browser.FOLDER / "index.html").exists()
-        head["answers"] = [f'<a href="{html.escape(browser.link(dataset=d, task=t, model=m, style=s))}">items</a>'
-                           if has_items else "" for d, t, m, s in zip(head["dataset"], head["task"], head["model"],
-                                                                         head["style"])]
+        links = [f'<a href="{href(browser.link(dataset=d, task=t, model=m, style=s))}">items</a>' if has_items else ""
+                 for d, t, m, s in zip(head["dataset"], head["task"], head["model"], head["style"])]
         head["value (95% CI)"] = [f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
                                   zip(head["value"], head["ci_low"], head["ci_high"])]
         head["invalid_rate"] = head["invalid_rate"].map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
-        head = head[["dataset", "task", "model", "style", "subset", "metric", "value (95% CI)", "n", "invalid_rate",
-                     "answers"]]
-        head = head.map(lambda v: html.escape(v) if isinstance(v, str) and not v.startswith("<a ") else v)
+        head = head[["dataset", "task", "model", "style", "subset", "metric", "value (95% CI)", "n", "invalid_rate"]]
+        head = head.map(lambda v: text(v) if isinstance(v, str) else v)  # every cell from data is text...
+        head["answers"] = links  # ...and the links are the tags made here
         parts.append(_table(head, "Headline metrics: one per dataset, task, model and prompt style (95% bootstrap "
                                   "interval; invalid answers are counted wrong)", max_rows=len(head), index=False,
                             escape=False))
@@ -217,7 +216,7 @@ def _reproduction(root: Path) -> str:
     parts = [_csv(path, f"{stage}", root) for stage, path in tables if path.exists()]
     if not parts:
         return (f"<p>This run computes none of the papers' determined numbers: they need the papers' data or "
-                f"parameters ({html.escape(REPRODUCIBLE)}).</p>")
+                f"parameters ({text(REPRODUCIBLE)}).</p>")
     return "<p>Each row: the paper's value, ours, whether they are equal, and why not where they differ.</p>" \
         + "".join(parts)
 
@@ -225,7 +224,7 @@ def _reproduction(root: Path) -> str:
 def _contents(stages: list[tuple[str, str]]) -> str:
     links = [("results", "Results"), ("reproduction", "Reproduction: the papers beside this run")]
     links += [(f"stage-{stage}", f"{stage} · {title}") for stage, title in stages]
-    return "<nav><h2>Contents</h2><ol>" + "".join(f'<li><a href="#{a}">{html.escape(t)}</a></li>' for a, t in links) \
+    return "<nav><h2>Contents</h2><ol>" + "".join(f'<li><a href="#{a}">{text(t)}</a></li>' for a, t in links) \
         + "</ol></nav>"
 
 
@@ -241,22 +240,22 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
         if not folder.is_dir() or not any(folder.iterdir()):
             why = "no outputs: the stage was not run for this run" if not folder.is_dir() else "its folder is empty"
             absent.append(stage)
-            sections.append(f"<h2 id='stage-{stage}'>{stage} · {html.escape(title)}</h2><p class='absent'>Absent - "
+            sections.append(f"<h2 id='stage-{stage}'>{stage} · {text(title)}</h2><p class='absent'>Absent - "
                             f"{why}.</p>")
             continue
         why = A.stale_tables(folder) if stage == A.EVALUATE else None
         if why:
             stale.append(stage)
         body = _withheld(why) if why else _stage_body(root, stage, folder, shown)
-        sections.append(f"<h2 id='stage-{stage}'>{stage} · {html.escape(title)}</h2>{_provenance(folder)}{body}")
+        sections.append(f"<h2 id='stage-{stage}'>{stage} · {text(title)}</h2>{_provenance(folder)}{body}")
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    summary = (f"<p>Run <b>{html.escape(run)}</b>, report built {created}. Sections without outputs: "
+    summary = (f"<p>Run <b>{text(run)}</b>, report built {created}. Sections without outputs: "
                f"{', '.join(absent) or 'none'}.</p>")
     if stale:
         summary += (f"<p class='absent'><b>Stale results withheld</b> in {', '.join(stale)}: the tables do not come "
                     f"from the current predictions (see the section).</p>")
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>VQA Lab · {html.escape(run)}</title>"
-            f"<style>{_CSS}</style></head><body><h1>VQA Lab report · {html.escape(run)}</h1>{summary}"
+    page = (f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>VQA Lab · {text(run)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>VQA Lab report · {text(run)}</h1>{summary}"
             f"<h2 id='results'>Results</h2>{_results(root)}"
             f"<h2 id='reproduction'>Reproduction: the papers beside this run</h2>{_reproduction(root)}"
             f"{_contents(list(TITLES.items()))}{''.join(sections)}</body></html>")

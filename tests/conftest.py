@@ -49,3 +49,11 @@ def training_scenes(tmp_path_factory) -> Path:
                              n_arrangements=2, n_region_pairs=3, n_questions_per_type=1, types=["presence", "counting"],
                              groups=["np"], forms=["original"]), out, progress=False)
     return out
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Headless Chromium's path for the page tests (skip without it; fail under VQALAB_BROWSER_REQUIRED=1)."""
+    from tests.support.chromium import require_chromium
+
+    return require_chromium()

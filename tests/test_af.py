@@ -395,8 +395,10 @@ def test_af_end_to_end_on_the_released_questions_writes_all_11_types_in_both_for
     real_request = engine._gen_request
     monkeypatch.setattr(engine, "_gen_request", lambda sk, *a: _tagged(real_request(sk, *a), f"[{sk['type']}]"))
     generator = _ReleasedDistractors(pool)
-    monkeypatch.setattr(stage, "load_model", lambda spec: generator if spec.get("backend") == "scripted" else load_model(spec))
-    cfg = af.AFConfig(skeletons_from=str(src), memeqa_images=str(images), generator={"backend": "scripted"},
+    # the profile would name a real generator; this run's loader hands back the scripted one for it
+    scripted = {"backend": "hf", "name": "released-distractors"}
+    monkeypatch.setattr(stage, "load_model", lambda spec: generator if spec == scripted else load_model(spec))
+    cfg = af.AFConfig(skeletons_from=str(src), memeqa_images=str(images), generator=scripted,
                       discriminators=[{"backend": "random", "seed": 3}], blind_model={}, max_iterations=3,
                       length_tell_guard=False, paraphrase_threshold=1.0, min_length_ratio=0.0)
     out = tmp_path / "run" / "03_adversarial_filter"

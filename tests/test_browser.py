@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (.ci/run installs it)")
+pytestmark = pytest.mark.usefixtures("chromium")
 
 
 def _free_port() -> int:
@@ -57,7 +56,7 @@ def lab(tmp_path):
     proc.wait(10)
 
 
-def test_fill_one_annotation_in_jupyterlab(lab):
+def test_fill_one_annotation_in_jupyterlab(lab, chromium):
     from PIL import Image
     from playwright.sync_api import sync_playwright
 
@@ -68,7 +67,7 @@ def test_fill_one_annotation_in_jupyterlab(lab):
     compose(Image.new("RGB", (80, 80), "red"), Image.new("RGB", (80, 80), "blue")).save(image)
     _notebook(root / "annotate.ipynb", image, store)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
         page = browser.new_page()
         page.goto(f"{url}/lab/tree/annotate.ipynb?token={token}", timeout=60_000)
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)

@@ -12,7 +12,7 @@ LIB = ROOT / "lib"
 STAGES = ("prepare", "collect", "annotate", "af", "scrapbook", "train", "evaluate", "analysis")
 # Layers from the bottom; a module may import its own layer or any layer below it.
 LAYERS = [
-    {"paths", "schema", "ranks"},
+    {"paths", "schema", "ranks", "htmlsafe"},
     {"answers", "provenance", "io", "store", "artifacts", "config"},
     {"models"},
     {"tasks", "formats", "panels", "metrics", "plots", "browser", "report"},

@@ -64,8 +64,8 @@ def test_the_performance_page_says_which_records_are_missing(tmp_path):
     page = pages.performance_markdown(tmp_path)
     section = page.split("## `foundation`")[1].split("## `")[0]
     assert "`0123456789`" in section and "CPU X, 8 cores, GPU: H100, 80 GiB" in section and "2026-01-01" in section
-    assert "| `hf_batch_speedup` | >= 4 | `5.0` |" in section
-    assert "| `cache_speedup` | >= 50 | (no figure of that name in the record) |" in section
+    assert "| `hf_batch_speedup` | &gt;= 4 | `5.0` |" in section  # a cell's text escaped (lib.htmlsafe.md_cell)
+    assert "| `cache_speedup` | &gt;= 50 | (no figure of that name in the record) |" in section
     assert "No record yet for `judge` — run `make bench`" in page
     assert "No record yet for `gpu` — run `make gpu-check`" in page
 
@@ -76,8 +76,8 @@ def test_a_record_that_names_its_figures_leads_with_them(tmp_path):
                     {"figure": "peak RSS", "value": 800, "unit": "MB", "target": "<= 696 MB", "met": False}],
         "curve": [{"n": 2000, "peak_rss_mb": 259}], "meets_targets": False, "date": "2026-01-01T00:00:00+00:00"}))
     section = pages.performance_markdown(tmp_path).split("## `scrapbook_eval`")[1].split("## `")[0]
-    assert "| rescore of all questions | <= 60 s | `45.7` s | yes |" in section
-    assert "| peak RSS | <= 696 MB | `800` MB | **no** |" in section
+    assert "| rescore of all questions | &lt;= 60 s | `45.7` s | yes |" in section
+    assert "| peak RSS | &lt;= 696 MB | `800` MB | **no** |" in section
     assert section.index("rescore of all questions") < section.index('??? note "Every field of the record"')
     assert "    | `curve[0].peak_rss_mb` |  | `259` |" in section  # the rest, folded below
 

@@ -6,7 +6,6 @@ exactly the predictions of predictions.jsonl. Screenshots of both are saved for 
 
 import io
 import json
-import shutil
 
 import pandas as pd
 import pytest
@@ -19,9 +18,9 @@ from lib.prepare import demo_datasets
 from lib.report import build_report, headline_rows
 from lib.schema import Prediction
 from lib.store import CallStore
+from tests.support.chromium import chromium_page
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (.ci/run installs it)")
+pytestmark = pytest.mark.usefixtures("chromium")
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 
 
@@ -40,17 +39,9 @@ def run_folder(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+def page(chromium):
+    with chromium_page() as page:
         yield page
-        browser.close()
-        assert not errors, f"JavaScript errors: {errors}"
 
 
 def _shot(page, name):

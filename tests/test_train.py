@@ -59,7 +59,7 @@ def test_loss_is_on_the_answer_tokens_only(dataset):
 
 
 def test_lora_targets_the_language_model_only():
-    cfg = TrainConfig(model=TINY, full_finetune=False)
+    cfg = TrainConfig(model=TINY, dataset="stage:04_scrapbook/datasets/scrapbook", full_finetune=False)
     model, _, info = prepare_model(cfg)
     assert info["mode"] == "lora" and info["trainable"] < 0.2 * info["total"]
     assert info["target_modules"] and all("language_model" in n for n in info["target_modules"])
@@ -96,7 +96,7 @@ def test_unreadable_training_image_is_skipped_and_reported(dataset, tmp_path):
 
 
 def test_out_of_memory_message_names_the_settings_to_change():
-    msg = _oom_message(TrainConfig(batch_size=32, grad_accum=1))
+    msg = _oom_message(TrainConfig(dataset="stage:04_scrapbook/datasets/scrapbook", batch_size=32, grad_accum=1))
     assert "batch_size=32" in msg and "grad_accum" in msg and "gradient checkpointing" in msg
 
 

@@ -96,13 +96,12 @@ class AFConfig(config.StageConfig):
     max_new_tokens: int = 0  # generator tokens per call; 0: sized from the type's released distractor lengths
     temperature: float = 0.0
 
-    def __post_init__(self):
-        if self.nota_position not in ("release", "last", "random"):
-            raise ValueError(f"AFConfig.nota_position must be 'release', 'last' or 'random', got {self.nota_position!r}")
-        if self.combine not in ("vote", "all"):
-            raise ValueError(f"AFConfig.combine must be 'vote' or 'all', got {self.combine!r}")
-
     def check(self, source: str) -> None:
+        if self.nota_position not in ("release", "last", "random"):
+            raise config.ParamsError(f"{source}: nota_position must be 'release', 'last' or 'random', got "
+                                     f"{self.nota_position!r}")
+        if self.combine not in ("vote", "all"):
+            raise config.ParamsError(f"{source}: combine must be 'vote' or 'all', got {self.combine!r}")
         config.check_model_spec(self.generator, f"{source}: generator", allow_empty=True)
         config.check_model_spec(self.blind_model, f"{source}: blind_model", allow_empty=True)
         if not self.discriminators:

@@ -158,3 +158,28 @@ def test_an_evaluation_label_that_is_not_a_name_is_refused(key, name):
     values[key] = {name: values[key][next(iter(values[key]))]}
     with pytest.raises(ParamsError, match=rf"06\.yaml: {key}: .* is not a plain name"):
         EvalConfig.from_params(values, source="06.yaml")
+
+
+def test_a_notebook_call_refuses_the_label_the_command_line_refuses(tmp_path):
+    """``lib.evaluate.run(EvalConfig(...))`` from a notebook or a script is checked where the config
+    is made (no params file involved): the same message as the command line's, naming the class."""
+    from lib import evaluate as E
+
+    label = "<img src=x onerror=alert(1)>"
+    with pytest.raises(ParamsError) as cli:
+        E.EvalConfig.from_params({"datasets": {label: "folder"}}, source="06.yaml")
+    with pytest.raises(ParamsError) as call:
+        E.run(E.EvalConfig(datasets={label: "folder"}), tmp_path / "06")
+    assert str(cli.value) == "06.yaml: " + str(call.value).removeprefix("EvalConfig: ")
+    assert not (tmp_path / "06").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("cls, values", [("lib.evaluate.EvalConfig", {"styles": ["zero-shot"]}),
+                                         ("lib.af.engine.AFConfig", {"combine": "any"}),
+                                         ("lib.train.TrainConfig", {"max_steps": "many"})])
+def test_every_stage_config_made_in_python_is_checked(cls, values):
+    import importlib
+
+    module, _, name = cls.rpartition(".")
+    with pytest.raises(ParamsError, match=rf"^{name}: "):
+        getattr(importlib.import_module(module), name)(**values)

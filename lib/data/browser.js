@@ -1,0 +1,97 @@
+const INDEX = JSON.parse(document.getElementById("index").textContent);
+const rowsOf = {};   // dataset -> its rows, once its script has run
+const VQALAB = {loaded(name, rows) { rowsOf[name] = rows; }};
+const state = {page: 0};
+
+function params() {
+  const p = new URLSearchParams(location.hash.slice(1));
+  const f = {};
+  for (const k of INDEX.filters) { if (p.get(k)) f[k] = p.get(k); }
+  return f;
+}
+
+function load(names) {   // a dataset's rows are a script of their own: file:// allows <script src>, not fetch
+  return Promise.all(names.filter(n => !(n in rowsOf)).map(n => new Promise((ok, fail) => {
+    const s = document.createElement("script");
+    s.src = INDEX.files[n]; s.onload = ok; s.onerror = () => fail(new Error("cannot load " + s.src));
+    document.head.appendChild(s);
+  })));
+}
+
+function select(name, values, current) {
+  const label = document.createElement("label");
+  label.textContent = name;
+  const sel = document.createElement("select");
+  sel.id = "f-" + name;
+  for (const v of ["", ...values]) {
+    const o = document.createElement("option");
+    o.value = v; o.textContent = v || "(all)";
+    if (v === (current || "")) o.selected = true;
+    sel.appendChild(o);
+  }
+  sel.onchange = () => {
+    const f = params();
+    if (sel.value) f[name] = sel.value; else delete f[name];
+    state.page = 0;
+    location.hash = new URLSearchParams(f).toString();
+  };
+  label.appendChild(sel);
+  return label;
+}
+
+function text(el, value) { el.textContent = value == null ? "" : value; return el; }
+
+function cell(tr, value, cls) { const td = text(document.createElement("td"), value); if (cls) td.className = cls; tr.appendChild(td); return td; }
+
+function render(rows) {
+  const body = document.querySelector("#items tbody");
+  body.replaceChildren();
+  const pages = Math.max(1, Math.ceil(rows.length / INDEX.page_rows));
+  state.page = Math.min(state.page, pages - 1);
+  const shown = rows.slice(state.page * INDEX.page_rows, (state.page + 1) * INDEX.page_rows);
+  for (const r of shown) {
+    const tr = document.createElement("tr");
+    tr.className = "item " + r.outcome;
+    tr.dataset.outcome = r.outcome;
+    const img = cell(tr, "");
+    for (const t of r.images) {
+      if (!t) { img.appendChild(text(document.createElement("span"), "(image missing)")); continue; }
+      const im = document.createElement("img"); im.src = t; im.loading = "lazy"; im.alt = r.item_id; img.appendChild(im);
+    }
+    cell(tr, r.dataset + " · " + r.task + "\n" + r.item_id);
+    cell(tr, r.model + " · " + r.style);
+    cell(tr, r.subset);
+    const q = cell(tr, r.question, "q");
+    r.options.forEach((o, i) => q.appendChild(text(document.createElement("div"), String.fromCharCode(65 + i) + ". " + o)).className = "opt");
+    cell(tr, r.reference, "raw");
+    cell(tr, r.raw, "raw");
+    cell(tr, r.parsed);
+    cell(tr, r.outcome);
+    cell(tr, r.rating == null ? "" : r.rating + ": " + r.rationale, "raw");
+    body.appendChild(tr);
+  }
+  const pager = document.getElementById("pager");
+  pager.replaceChildren();
+  pager.appendChild(text(document.createElement("span"), `${rows.length} answers · page ${state.page + 1} of ${pages} `));
+  pager.querySelector("span").id = "count";
+  for (const [label, to] of [["previous", state.page - 1], ["next", state.page + 1]]) {
+    const b = text(document.createElement("button"), label);
+    b.disabled = to < 0 || to >= pages;
+    b.onclick = () => { state.page = to; show(); };
+    pager.appendChild(b);
+  }
+}
+
+async function show() {
+  const f = params();
+  const box = document.getElementById("filters");
+  box.replaceChildren();
+  for (const k of INDEX.filters) box.appendChild(select(k, k === "outcome" ? INDEX.outcomes : INDEX.values[k], f[k]));
+  const names = f.dataset ? [f.dataset] : Object.keys(INDEX.files);
+  await load(names);
+  const rows = names.flatMap(n => rowsOf[n] || []).filter(r => INDEX.filters.every(k => !f[k] || String(r[k]) === f[k]));
+  render(rows);
+}
+
+window.addEventListener("hashchange", show);
+show();
