@@ -219,8 +219,9 @@ def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index() if not isinstance(out.index, pd.RangeIndex) else out
 
 
-def label_topics(model, info: pd.DataFrame, store=None, max_new_tokens: int = 12) -> list[str]:
-    """A short label per topic written by any LLM backend from its representative words."""
+def label_topics(model, info: pd.DataFrame, max_new_tokens: int, store=None) -> list[str]:
+    """A short label per topic written by any LLM backend from its representative words (at most
+    ``max_new_tokens``: ``AnalyzeConfig.topic_label_max_new_tokens``)."""
     reqs = [Request.simple(f"Give a short label (at most five words) for a topic described by these words: {w}.",
                            max_new_tokens=max_new_tokens) for w in info["Words"]]
     return [r.text.strip().splitlines()[0] if r.text.strip() else "" for r in generate(model, reqs, store=store, progress=False)]
@@ -390,6 +391,7 @@ class AnalyzeConfig(config.StageConfig):
     yesbut_data: str = ""  # a YesBut repository folder for the real-data reproductions (Fig. 3, 14, topics)
     min_topic_size: int = 10  # BERTopic (its default)
     topic_labeler: dict = field(default_factory=dict)  # any LLM spec to write topic labels ({}: none)
+    topic_label_max_new_tokens: int = 12  # a label of a few words
 
     def check(self, source: str) -> None:
         config.check_model_spec(self.topic_labeler, f"{source}: topic_labeler", allow_empty=True)
@@ -485,7 +487,7 @@ def topic_model(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> tup
     try:
         info, _ = topics(docs, seed=cfg.seed, min_topic_size=cfg.min_topic_size)
         if cfg.topic_labeler:
-            info["Label"] = label_topics(load_model(cfg.topic_labeler), info)
+            info["Label"] = label_topics(load_model(cfg.topic_labeler), info, cfg.topic_label_max_new_tokens)
         (out / A.TABLES).mkdir(parents=True, exist_ok=True)
         info.to_csv(out / A.TABLES / "topics.csv", index=False)
         fig, ax = plots.topic_sizes(info)

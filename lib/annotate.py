@@ -190,7 +190,7 @@ def import_label_studio(tasks: list[dict], store: AnnotationStore) -> int:
 
 # --- machine pre-annotation -------------------------------------------------------------------
 
-def preannotate(model, records: list[dict], store: AnnotationStore, call_store=None, max_new_tokens: int = 64,
+def preannotate(model, records: list[dict], store: AnnotationStore, max_new_tokens: int, call_store=None,
                 progress: bool = True) -> int:
     """Draft descriptions with any VLM backend: "Describe the image" for each half and the YesBut
     WHYFUNNY prompt for the whole. Saved as ``source="machine:<model>"``, annotator = the model name."""

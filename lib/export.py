@@ -56,6 +56,8 @@ from pathlib import Path
 
 import yaml
 
+from lib.config import ParamsError, resolve
+from lib.eval.settings import EvalConfig
 from lib.formats import export_tsv
 from lib.io import load_items, write_json, write_jsonl
 from lib.provenance import provenance
@@ -64,7 +66,7 @@ from lib.tasks import Scoring, get_task
 from lib.tasks.base import QUESTION_FIRST, wants_question_first
 
 TEMPLATE = Path(__file__).parent / "data" / "lmms_eval" / "utils.py"
-MAX_NEW_TOKENS = 32  # without a profile: room for a short free answer (stage 06's own default)
+ANSWER_TOKENS = EvalConfig.max_new_tokens  # without a profile: stage 06's own default, from its config class
 
 
 def _slug(text: str) -> str:
@@ -133,11 +135,6 @@ def profile_settings(profile: str, model: str | None = None) -> dict:
     """What an export takes from stage 06's config of ``profile``: ``max_new_tokens``,
     ``task_max_new_tokens`` (the limits its tasks' options set), ``scoring`` and ``question_first``
     of the model labelled ``model`` (default: the config's first model), plus ``profile`` and ``model``."""
-    # deferred on purpose: stage 06's config module brings the model stack; kept out of the import of
-    # this module, which the exported utils.py imports where lmms-eval runs (the lmms-eval extra only)
-    from lib.config import ParamsError, resolve
-    from lib.evaluate import EvalConfig
-
     cfg = resolve(EvalConfig, profile).cfg
     label = model or next(iter(cfg.models))
     if label not in cfg.models:
@@ -150,7 +147,7 @@ def profile_settings(profile: str, model: str | None = None) -> dict:
 
 
 def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = None, tasks: list[str] | None = None,
-                     max_new_tokens: int = MAX_NEW_TOKENS, question_first: bool = QUESTION_FIRST,
+                     max_new_tokens: int = ANSWER_TOKENS, question_first: bool = QUESTION_FIRST,
                      scoring: Scoring | None = None, task_max_new_tokens: dict[str, int] | None = None,
                      settings_from: dict | None = None) -> dict:
     """Write the lmms-eval task folder of ``dataset`` (see the module docstring); returns its
@@ -240,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     lm.add_argument("--profile", help="take the token limits, scoring and question order from this profile's stage 06")
     lm.add_argument("--model", help="the --profile model whose question order to use (default: its first)")
     lm.add_argument("--max-new-tokens", type=int,
-                    help=f"every task's answer token limit (default: the profile's, else {MAX_NEW_TOKENS})")
+                    help=f"every task's answer token limit (default: the profile's, else {ANSWER_TOKENS})")
     lm.add_argument("--question-first", action=argparse.BooleanOptionalAction,
                     help="the question before the images (default: the profile model's order, else images first)")
     tsv = sub.add_parser("tsv", help="a VLMEvalKit TSV (base64 images)")
@@ -263,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 question_first = settings.get("question_first", QUESTION_FIRST)
             info = export_lmms_eval(
                 args.dataset, args.out, args.name, args.tasks,
-                args.max_new_tokens if args.max_new_tokens is not None else settings.get("max_new_tokens", MAX_NEW_TOKENS),
+                args.max_new_tokens if args.max_new_tokens is not None else settings.get("max_new_tokens", ANSWER_TOKENS),
                 question_first, settings.get("scoring"), limits,
                 {k: settings[k] for k in ("profile", "model")} if settings else None)
             print(json.dumps({"out": args.out, "tag": info["tag"], "tasks": info["tasks"], "items": info["n_items"],

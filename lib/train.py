@@ -56,7 +56,8 @@ from lib.models import generate, load_model
 from lib.models.hf import HFModel, ImageTensors, chat_prompt, is_encoder_decoder
 from lib.ranks import ranks
 from lib.schema import Item, Prediction
-from lib.tasks import Scoring, task_of, user_content, wants_question_first
+from lib.eval.score import read_answer, score_group
+from lib.tasks import Scoring, get_task, task_of, user_content, wants_question_first
 
 # Where a VLM keeps its language model (LLaVA, Qwen-VL, BLIP-2, Florence-2: language_model; Idefics3,
 # Kosmos-2: text_model): LoRA adapts that model's Linear layers unless told otherwise.
@@ -346,17 +347,17 @@ def prepare_model(cfg: TrainConfig, device: str | None = None):
     return model, processor, {"mode": "lora", "target_modules": targets, "trainable": trainable, "total": total}
 
 
-def evaluate_examples(model, processor, examples: list[Example], batch_size: int = 32,
-                      question_first: bool = False, max_new_tokens: int = 8, spec: dict | None = None) -> dict:
+def evaluate_examples(model, processor, examples: list[Example], max_new_tokens: int, batch_size: int = 32,
+                      question_first: bool = False, spec: dict | None = None) -> dict:
     """Accuracy per type, with each task's own request, answer reading and scoring - what stage 06
     does (greedy; constrained only where the task has a closed answer set). ``spec``: the model's
     spec, for its prompt_format."""
-    responses = ask_examples(model, processor, examples, batch_size, question_first, max_new_tokens, spec)
+    responses = ask_examples(model, processor, examples, max_new_tokens, batch_size, question_first, spec)
     return _accuracies(examples, score_examples(examples, responses))
 
 
-def ask_examples(model, processor, examples: list[Example], batch_size: int = 32,
-                 question_first: bool = False, max_new_tokens: int = 8, spec: dict | None = None) -> list:
+def ask_examples(model, processor, examples: list[Example], max_new_tokens: int, batch_size: int = 32,
+                 question_first: bool = False, spec: dict | None = None) -> list:
     """The model's responses to ``examples``, asked as :func:`evaluate_examples` asks them."""
     keep = {k: v for k, v in (spec or {}).items() if k == "prompt_format"}
     wrapper = HFModel.from_loaded(model, processor, {"backend": "hf", "name": "in-training", **keep})
@@ -372,17 +373,18 @@ def ask_examples(model, processor, examples: list[Example], batch_size: int = 32
 
 
 def score_examples(examples: list[Example], responses) -> list[bool]:
-    """Is each response right, as its task scores it (Scrapbook: the protocol's matching)?"""
-    preds = []
-    for e, resp in zip(examples, responses):
-        value, method, valid = task_of(e.item).read_response(e.item, resp)
-        preds.append(Prediction(item_id=e.item.id, model="validation", task=e.item.task, raw=resp.text,
-                                parsed=task_of(e.item).jsonable(value), method=method, valid=valid))
+    """Is each response right, read and scored as stage 06 reads and scores it (the engine's
+    :func:`lib.eval.score.read_answer` and :func:`lib.eval.score.score_group`, per task)?"""
+    preds = [Prediction(item_id=e.item.id, model="validation", task=e.item.task, raw=resp.text,
+                        **read_answer(task_of(e.item), e.item, resp)) for e, resp in zip(examples, responses)]
     by_task: dict[str, list[int]] = {}
     for i, e in enumerate(examples):
         by_task.setdefault(e.item.task, []).append(i)
     for name, idx in by_task.items():
-        task_of(examples[idx[0]].item).score([preds[i] for i in idx], [examples[i].item for i in idx], Scoring())
+        group = [preds[i] for i in idx]
+        score_group(get_task(name), group, [examples[i].item for i in idx], Scoring())
+        for i, p in zip(idx, group):
+            preds[i] = p
     return [bool(p.correct) for p in preds]
 
 
@@ -817,13 +819,13 @@ def load_trained(cfg: TrainConfig, folder: str | Path):
     return trained.model, trained.processor
 
 
-def compare(cfg: TrainConfig, out_dir: str | Path, max_test: int = 1000) -> dict:
+def compare(cfg: TrainConfig, out_dir: str | Path) -> dict:
     """Base (untrained) vs trained (best validation) vs the majority answer, on the test split.
     The majority answer per question type comes from every training question (no training filter)."""
     # training filters touch the train split only, so one unfiltered load serves both purposes
     everything, _ = load_examples(replace(cfg, train_types=[], train_targets=[]))
     rng = np.random.default_rng(cfg.seed)
-    test = [everything["test"][i] for i in sorted(rng.permutation(len(everything["test"]))[:max_test])]
+    test = [everything["test"][i] for i in sorted(rng.permutation(len(everything["test"]))[:cfg.max_test])]
     base = load_model(cfg.model).load()
     model, processor = load_trained(cfg, Path(out_dir) / "best")
     return {"n_test": len(test), "test_images": len({e.image for e in test}), "n": group_sizes(test),
@@ -857,7 +859,7 @@ def curve(out: str | Path) -> tuple[pd.DataFrame, tuple]:
 def comparison(cfg: TrainConfig, out: str | Path) -> tuple[dict, tuple]:
     """Base vs trained vs the majority answer on up to ``cfg.max_test`` test questions
     (:func:`compare`) and its bar chart (``figures/base_vs_trained``); the result and ``(fig, ax)``."""
-    result = compare(cfg, out, max_test=cfg.max_test)
+    result = compare(cfg, out)
     fig, ax = plots.accuracy_bars(pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T, result["n"])
     plots.save(fig, Path(out) / A.FIGURES, "base_vs_trained", close=True)
     return result, (fig, ax)

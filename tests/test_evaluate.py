@@ -13,7 +13,11 @@ from lib.scrapbook import ScrapbookParams, generate as scrapbook
 from lib.config import ParamsError
 from lib.store import CallStore
 from lib.prepare import demo_datasets
-from lib.tasks import get_task
+from lib.eval import ask as ask_module
+from lib.eval import rescore as rescore_module
+from lib.eval.items import load_eval_items, sample_indices
+from lib.models import load_model
+from lib.tasks import get_task, task_of
 
 from .support.openai_server import OpenAIStub
 
@@ -55,7 +59,7 @@ def finished(datasets, tmp_path_factory):
 
 def test_every_task_style_and_item_is_predicted_and_scored(finished, datasets):
     out, _, summary = finished
-    items = {name: E.sample_items(load_items(f), 120, 0) for name, f in datasets.items()}
+    items = {name: asked for name, (_, asked) in load_eval_items(_config(datasets)).items()}
     preds = list(read_jsonl(out / "predictions.jsonl"))
     assert len(preds) == summary["predictions"] == 2 * sum(len(v) for v in items.values())
     assert {p["task"] for p in preds} == {"mcq", "yesbut.detection", "yesbut.understanding", "yesbut.completion",
@@ -111,7 +115,7 @@ def test_rescore_needs_no_model_and_reproduces_the_tables(finished, monkeypatch)
     def no_model(*a, **k):
         raise AssertionError("rescoring must not load a model")
 
-    monkeypatch.setattr(E, "load_model", no_model)
+    monkeypatch.setattr(ask_module, "load_model", no_model)
     monkeypatch.setattr("lib.models.load_model", no_model)
     for n in before:
         (out / n).unlink()
@@ -148,9 +152,9 @@ def test_a_killed_evaluation_resumes_without_repeating_calls(datasets, tmp_path)
 
     HFModel._generate = counting
     try:
-        model = E.load_model(TINY)
+        model = load_model(TINY)
         items = load_items(datasets["mcq"])
-        E.predict("tiny", model, items[:5], datasets["mcq"], "zero_shot", cfg, store, progress=False)  # then "killed"
+        ask_module.predict("tiny", model, items[:5], datasets["mcq"], "zero_shot", cfg, store, progress=False)  # then "killed"
         first = sum(calls)
         E.run(cfg, tmp_path / "out", store=store, progress=False)
         assert first == 5 and sum(calls) - first == len(items) - 5 + len(load_items(datasets["vqa"]))
@@ -226,7 +230,7 @@ def test_a_duplicate_id_within_a_dataset_is_an_error_naming_both_lines(tmp_path)
         f.write(json.dumps(Item(id="q1", task="vqa.open", question="another?", answer=["x"]).to_dict()) + "\n")
     cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": TINY})
     with pytest.raises(ValueError, match=r"dataset 'd': .*items.jsonl has id 'q1' twice \(records 1 and 2\)"):
-        E.load_eval_items(cfg)
+        load_eval_items(cfg)
 
 
 def test_a_reply_that_is_no_chat_completion_fails_that_request_only(tmp_path, monkeypatch):
@@ -307,10 +311,20 @@ def test_a_streamed_sample_is_the_sample_of_the_whole_file(datasets, name, max_i
     """load_eval_items streams the file and reads back only the sampled lines: the same items, in
     the same order, as sampling the fully loaded dataset (units kept whole for Scrapbook)."""
     cfg = E.EvalConfig(datasets={name: datasets[name]}, max_items=max_items, seed=3)
-    streamed = E.load_eval_items(cfg)[name][1]
-    whole = E.sample_items(load_items(datasets[name]), max_items, 3)
+    streamed = load_eval_items(cfg)[name][1]
+    whole = _whole_file_sample(datasets[name], max_items, 3)
     assert [it.to_dict() for it in streamed] == [it.to_dict() for it in whole]
     assert 0 < len(streamed) <= (max_items or len(load_items(datasets[name])))
+
+
+def _whole_file_sample(folder, max_items, seed):
+    """The sample drawn from the whole file held in memory, each unit coded by its order of appearance."""
+    items = load_items(folder)
+    tasks = [task_of(it) for it in items]
+    codes: dict = {}
+    units = [None if (u := t.sample_unit(it)) is None else codes.setdefault(u, len(codes)) for t, it in zip(tasks, items)]
+    ranks = [t.sample_rank(it) for t, it in zip(tasks, items)]
+    return [items[i] for i in sample_indices(units, ranks, max_items, seed)]
 
 
 def _sample_by_units(units, ranks, max_items, seed):
@@ -342,7 +356,7 @@ def test_sampling_by_units_follows_the_rule_on_random_cases():
         units = [rng.randint(0, 12) for _ in range(n)]
         ranks = [rng.choice([1, 2, 3, 4]) for _ in range(n)]
         max_items = rng.randint(0, n + 3)
-        assert E.sample_indices(units, ranks, max_items, trial) == _sample_by_units(units, ranks, max_items, trial)
+        assert sample_indices(units, ranks, max_items, trial) == _sample_by_units(units, ranks, max_items, trial)
 
 
 def test_the_id_index_follows_the_file(tmp_path):
@@ -381,8 +395,8 @@ def test_asking_in_chunks_writes_the_same_predictions_and_tables(datasets, tmp_p
     the predictions (in order), the manifest's answers and every table equal a single pass."""
     cfg = _config({"mcq": datasets["mcq"], "scrapbook": datasets["scrapbook"]}, max_items=40)
     outs = {}
-    for chunk in (E.PREDICT_CHUNK, 7):
-        monkeypatch.setattr(E, "PREDICT_CHUNK", chunk)
+    for chunk in (ask_module.PREDICT_CHUNK, 7):
+        monkeypatch.setattr(ask_module, "PREDICT_CHUNK", chunk)
         outs[chunk] = tmp_path / f"chunk{chunk}"
         E.run(cfg, outs[chunk], store=CallStore(tmp_path / f"calls{chunk}.sqlite"), progress=False)
     whole, chunked = ([{k: v for k, v in p.items() if k != "latency_s"} for p in read_jsonl(o / "predictions.jsonl")]
@@ -392,29 +406,6 @@ def test_asking_in_chunks_writes_the_same_predictions_and_tables(datasets, tmp_p
     assert manifests[0]["answers"] == manifests[1]["answers"]
     for table in ("metrics.csv", "levels.csv", "errors.csv"):
         pd.testing.assert_frame_equal(*(pd.read_csv(o / table) for o in outs.values()))
-
-
-def test_lazily_read_items_score_like_items_held_in_memory(finished, datasets):
-    """Rescoring reads each group's items from the dataset files as it scores them (AskedItems);
-    scores and every table equal those made from the items held in a dict."""
-    out, _, _ = finished
-    cfg = E.EvalConfig(**json.loads((out / "config.json").read_text()))
-    read = lambda: [Prediction.from_dict(d) for d in read_jsonl(out / "predictions.jsonl")]  # noqa: E731
-    held = {E.item_key(name, it.id): it for name in cfg.datasets for it in load_items(cfg.datasets[name])}
-    wanted = {}
-    for p in read():
-        wanted.setdefault(p.dataset, set()).add(p.item_id)
-    lazy = E.items_for(cfg, wanted)
-    assert isinstance(lazy, E.AskedItems) and len(lazy) == sum(map(len, wanted.values()))
-    tables = {}
-    for name, items in (("held", held), ("lazy", lazy)):
-        states: dict = {}
-        preds = E.score_predictions(items, read(), cfg, states)
-        tables[name] = ([(p.correct, p.scores, p.parsed, p.valid, p.meta) for p in preds],
-                        E.metrics_table(items, preds, [], cfg, states))
-    assert tables["held"][0] == tables["lazy"][0]
-    for held_df, lazy_df in zip(tables["held"][1], tables["lazy"][1]):
-        pd.testing.assert_frame_equal(held_df, lazy_df)
 
 
 def test_a_dataset_rewritten_with_the_same_size_and_time_is_indexed_again_on_rescoring(datasets, tmp_path,
@@ -442,7 +433,7 @@ def test_a_dataset_rewritten_with_the_same_size_and_time_is_indexed_again_on_res
     assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
     rebuilds = []
     real = vio.IdLookup
-    monkeypatch.setattr(E, "IdLookup", lambda *a, **k: rebuilds.append(k.get("rebuild")) or real(*a, **k))
+    monkeypatch.setattr(rescore_module, "IdLookup", lambda *a, **k: rebuilds.append(k.get("rebuild")) or real(*a, **k))
     E.rescore_folder(out)
     assert rebuilds == [False, True]
     for n, df in before.items():

@@ -9,6 +9,7 @@ import yaml
 from PIL import Image
 
 from lib import evaluate as E
+from tests.support.stage06 import rescored
 from lib.config import resolve
 from lib.export import export_lmms_eval, main
 from lib.io import load_items
@@ -64,14 +65,12 @@ def _aggregations(config, docs, raws) -> dict[str, float]:
     return {m["metric"]: m["aggregation"]([row[m["metric"]] for row in rows]) for m in config["metric_list"]}
 
 
-def _stage06(name, folder, its, raws) -> dict[str, float]:
-    """Stage 06's metrics (``metric`` or ``metric[subset]``) of the same replies, unconstrained."""
+def _stage06(name, folder, its, raws, out) -> dict[str, float]:
+    """Stage 06's metrics (``metric`` or ``metric[subset]``) of the same replies, unconstrained
+    (rescored in ``out``)."""
     preds = [Prediction(item_id=it.id, model="m", task=it.task, raw=r, dataset=name) for it, r in zip(its, raws)]
     cfg = E.EvalConfig(datasets={name: str(folder)}, constrain=False, tasks=SCORING.tasks, n_resamples=SCORING.n_resamples)
-    keyed = {E.item_key(name, it.id): it for it in its}
-    states = {}
-    E.score_predictions(keyed, preds, cfg, states)
-    metrics, _, _ = E.metrics_table(keyed, preds, [], cfg, states)
+    _, metrics = rescored(cfg, preds, out)
     return {r.metric if r.subset == "all" else f"{r.metric}[{r.subset}]": r.value for r in metrics.itertuples()}
 
 
@@ -102,7 +101,7 @@ def test_exported_task_asks_vqalab_prompts_and_scores_as_stage_06(datasets, tmp_
             assert [c["type"] for c in content] == ["image"] * len(visuals) + ["text"]  # VQA Lab's default order
         raws = _replies(its)
         ours = _aggregations(config, docs, raws)
-        stage06 = _stage06(name, folder, its, raws)
+        stage06 = _stage06(name, folder, its, raws, tmp_path / "06" / name)
         assert set(ours) <= set(stage06) and len(ours) >= 2
         for metric, value in ours.items():
             assert value == pytest.approx(stage06[metric], abs=1e-12), metric
@@ -135,7 +134,7 @@ def test_an_aggregation_without_rows_of_a_subset_reports_nan(datasets, tmp_path)
     assert kept and len(subsets) >= 2
     raws = _replies([items[d["id"]] for d in kept])
     ours = _aggregations(config, kept, raws)
-    stage06 = _stage06("mcq", folder, [items[d["id"]] for d in kept], raws)
+    stage06 = _stage06("mcq", folder, [items[d["id"]] for d in kept], raws, tmp_path / "06")
     missing = {m for m in ours if m.endswith(f"[{absent}]")}
     assert missing and not missing & set(stage06)
     for metric, value in ours.items():

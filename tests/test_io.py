@@ -198,6 +198,7 @@ def test_an_item_with_fewer_than_two_options_is_refused_by_name():
 @pytest.mark.parametrize("max_items", [0, 3])  # all items (checked in the pass) or a sample (checked after)
 def test_an_evaluation_names_the_items_whose_images_cannot_be_read(tmp_path, max_items):
     from lib import evaluate as E
+    from lib.eval.items import load_eval_items
 
     (tmp_path / "d" / "images" / "folder.png").mkdir(parents=True)
     vio.save_dataset(tmp_path / "d", [Item(id="a", task="vqa.open", question="?", images=["images/gone.png"], answer=["x"]),
@@ -209,7 +210,7 @@ def test_an_evaluation_names_the_items_whose_images_cannot_be_read(tmp_path, max
                        max_items=max_items)
     with pytest.raises(ValueError, match=r"dataset 'd' .*2 image\(s\).*a: images/gone.png \(missing\); "
                                          r"b: images/folder.png \(not a file\)"):
-        E.load_eval_items(cfg)
+        load_eval_items(cfg)
 
 
 def test_an_annotation_file_that_is_no_list_of_records_is_refused_by_name(tmp_path):
@@ -225,6 +226,7 @@ def test_image_paths_that_leave_the_dataset_folder_are_refused_unless_declared(t
     """An absolute path or one escaping with .. is read and, with an API backend, sent off the
     machine: an evaluation refuses it unless dataset.json declares the folder it points into."""
     from lib import evaluate as E
+    from lib.eval.items import load_eval_items
 
     outside = tmp_path / "elsewhere"
     outside.mkdir()
@@ -234,9 +236,9 @@ def test_image_paths_that_leave_the_dataset_folder_are_refused_unless_declared(t
     vio.save_dataset(tmp_path / "d", items, vio.dataset_info("d"))
     cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": {"backend": "tiny", "name": "llava"}})
     with pytest.raises(ValueError, match=r"2 image path\(s\) leave the dataset folder .*abs: .*secret.png; up: \.\./elsewhere"):
-        E.load_eval_items(cfg)
+        load_eval_items(cfg)
     vio.save_dataset(tmp_path / "d", items, vio.dataset_info("d", images_roots=vio.images_roots(items, tmp_path / "d")))
-    assert [it.id for it in E.load_eval_items(cfg)["d"][1]] == ["abs", "up"]  # declared: allowed
+    assert [it.id for it in load_eval_items(cfg)["d"][1]] == ["abs", "up"]  # declared: allowed
 
 
 def test_tsv_import_reports_a_malformed_answer_and_refuses_a_decompression_bomb(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ LAYERS = [
     {"answers", "provenance", "io", "store", "artifacts", "config"},
     {"models"},
     {"tasks", "formats", "panels", "metrics", "plots", "browser", "report"},
+    {"eval"},  # the evaluation engine: stage 06, training's validation and the tests score through it
     set(STAGES) | {"export"},  # export: datasets handed to other harnesses (a tool beside the stages)
     {"pipeline", "preflight"},  # preflight: what a run needs is reachable, checked before it starts
 ]
@@ -162,3 +163,46 @@ def test_a_function_level_import_of_lib_says_why_it_is_deferred():
                         "deferred on purpose" in line for line in lines[func.lineno - 1:node.lineno - 1]):
                     unexplained.append(f"{path.relative_to(ROOT)}:{node.lineno} {module}")
     assert not unexplained, f"function-level lib imports without a reason: {unexplained}"
+
+
+def _literal_defaults(path: Path):
+    """(line, function, parameter, value) of every parameter of ``path`` with a literal default."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            positional = a.posonlyargs + a.args
+            pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+            pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            for arg, d in pairs:
+                if isinstance(d, ast.Constant):
+                    yield node.lineno, node.name, arg.arg, d.value
+
+
+def test_a_stage_default_is_written_once_in_its_config_class():
+    """One name and one default per setting: a stage's defaults are its config class's fields, so no
+    function of lib/ gives a parameter of a field's name that field's default again (``seed`` aside:
+    every generator takes one, 0 unless told), no token limit has a number outside a config class,
+    and no module constant (``*NEW_TOKENS``) restates one. (``Request.max_new_tokens`` is the call
+    record's own: the limit of a request made without one, in the model layer below every stage.)"""
+    import dataclasses
+
+    from lib.pipeline import STAGE_CONFIGS
+
+    defaults: dict[str, set] = {}
+    for cls in STAGE_CONFIGS.values():
+        for f in dataclasses.fields(cls):
+            if isinstance(f.default, (int, float, str)) and not isinstance(f.default, bool) and f.default not in (0, ""):
+                defaults.setdefault(f.name, set()).add(f.default)
+    offenders = []
+    for path in sorted(LIB.rglob("*.py")):
+        where = path.relative_to(ROOT)
+        for line, func, name, value in _literal_defaults(path):
+            if name != "seed" and value in defaults.get(name, ()):
+                offenders.append(f"{where}:{line} {func}({name}={value!r}) repeats a stage default")
+            if "tokens" in name and isinstance(value, int):
+                offenders.append(f"{where}:{line} {func}({name}={value!r}) is a token limit outside a config class")
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and any(
+                    "NEW_TOKENS" in t.id for t in node.targets if isinstance(t, ast.Name)):
+                offenders.append(f"{where}:{node.lineno} a module constant holds a token limit")
+    assert not offenders, "\n".join(offenders)

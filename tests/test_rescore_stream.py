@@ -1,4 +1,4 @@
-"""Stage 06's streamed rescore (:func:`lib.evaluate.rescore_folder` over :class:`lib.tasks.Scorer`)
+"""Stage 06's streamed rescore (:func:`lib.eval.rescore.rescore_folder` over :class:`lib.tasks.Scorer`)
 gives the tables and scores of the in-memory path it replaced: pinned against what that path
 wrote on the demo datasets and a small Scrapbook set (``tests/snapshots/stage06/``, written by
 ``python -m tests.test_rescore_stream`` with the code of the time; the tolerance is zero: the same
@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from lib import evaluate as E
+from lib.eval import rescore as rescore_module
 from lib.io import load_items, read_jsonl
 from lib.prepare import demo_datasets
 from lib.schema import Prediction
@@ -94,7 +95,7 @@ def test_the_tables_and_scores_are_those_the_in_memory_path_wrote(finished):
 
 def test_rescoring_in_chunks_of_any_size_writes_the_same_files(finished, tmp_path, monkeypatch):
     for chunk in (1, 7, 10**6):
-        monkeypatch.setattr(E, "RESCORE_CHUNK", chunk)
+        monkeypatch.setattr(rescore_module, "RESCORE_CHUNK", chunk)
         folder = tmp_path / f"chunk{chunk}"
         shutil.copytree(finished, folder)
         E.rescore_folder(folder)

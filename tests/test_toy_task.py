@@ -115,7 +115,7 @@ def test_training_validates_and_trains_with_the_tasks_own_methods(toy):
     folder, items = toy
     backend = load_model(TINY).load()
     examples = [T.Example(it, str(folder)) for it in items]
-    accuracies = T.evaluate_examples(backend.model, backend.processor, examples)
+    accuracies = T.evaluate_examples(backend.model, backend.processor, examples, T.TrainConfig.val_max_new_tokens)
     hits = T.score_examples(examples, [Response(text=c) for c in ("red", "blue", "blue", "red", "green", "Blue.")])
     assert hits == [True, False, True, True, True, True]
     assert set(accuracies) == {"accuracy", "accuracy_colour", "macro"}  # target kinds are Scrapbook's only

@@ -2,6 +2,7 @@
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -249,7 +250,7 @@ def test_a_budget_that_ends_before_the_first_validation_still_validates_and_save
     rows = [json.loads(x) for x in (tmp_path / "short" / "curve.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 1] and "val_accuracy" in rows[-1]
     assert (tmp_path / "short" / "best").is_dir() and summary["best_val_accuracy"] >= 0
-    assert compare(cfg, tmp_path / "short", max_test=8)["n_test"] == 8
+    assert compare(replace(cfg, max_test=8), tmp_path / "short")["n_test"] == 8
 
 
 def test_the_same_step_budget_gives_the_same_model_whatever_the_machine_speed(dataset, tmp_path):

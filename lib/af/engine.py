@@ -94,6 +94,7 @@ class AFConfig(config.StageConfig):
     length_tell_guard: bool = True  # never leave a single correct option the uniquely shortest or longest
     combine: str = "vote"  # several discriminators: "vote" (majority right = not fooled) or "all" (all must be fooled)
     max_new_tokens: int = 0  # generator tokens per call; 0: sized from the type's released distractor lengths
+    discriminator_max_new_tokens: int = 12  # a discriminator's answer is an option's letter (or a few)
     temperature: float = 0.0
 
     def check(self, source: str) -> None:
@@ -390,12 +391,15 @@ def generate_distractors(generator, active: list[QState], cfg: AFConfig, iterati
     return {k: v for k, v in out.items() if len(v) == n_distractors(active_by_id[k].skeleton, cfg)}
 
 
-def discriminate(discriminators: list, items: list[Item], store, stats: dict, blind: bool = False) -> list[list]:
-    """Each discriminator's parsed answer per item (a letter or a frozenset of indices; None = invalid)."""
+def discriminate(discriminators: list, items: list[Item], store, stats: dict, max_new_tokens: int,
+                 blind: bool = False) -> list[list]:
+    """Each discriminator's parsed answer per item (a letter or a frozenset of indices; None = invalid),
+    in at most ``max_new_tokens`` (``AFConfig.discriminator_max_new_tokens``)."""
     answers = []
     for model in discriminators:
         qf = wants_question_first(model.spec)
-        reqs = [task_of(it).request(it, "/", question_first=qf, max_new_tokens=12, with_images=not blind) for it in items]
+        reqs = [task_of(it).request(it, "/", question_first=qf, max_new_tokens=max_new_tokens, with_images=not blind)
+                for it in items]
         responses = generate(model, reqs, store=store, progress=False)
         stats["discriminator_calls"] += len(reqs)
         row = []
@@ -507,7 +511,7 @@ def filter_iteration(state: dict, generator, discriminators: list, cfg: AFConfig
     stats = iteration_stats()
     ready = refresh_options(generator, active, cfg, it, store, pool, stats)
     items = [as_item(q) for q in ready]
-    answers = discriminate(discriminators, items, store, stats) if items else []
+    answers = discriminate(discriminators, items, store, stats, cfg.discriminator_max_new_tokens) if items else []
     for qid in stats["exhausted"]:  # a rule-type question whose candidates ran out: it cannot get harder
         if qs[qid].status == "active":
             qs[qid].status = "never_fooled"
@@ -568,8 +572,9 @@ def final_items(state: dict) -> list[Item]:
     return items
 
 
-def blind_check(model, items: list[Item], store=None) -> list[bool]:
-    """Text-only pass (no image): True where ``model`` answers correctly without seeing the image."""
+def blind_check(model, items: list[Item], max_new_tokens: int, store=None) -> list[bool]:
+    """Text-only pass (no image): True where ``model`` answers correctly without seeing the image
+    (a discriminator's answer: ``AFConfig.discriminator_max_new_tokens``)."""
     stats = {"discriminator_calls": 0, "invalid_discriminations": 0}
-    answers = discriminate([model], items, store, stats, blind=True)[0]
+    answers = discriminate([model], items, store, stats, max_new_tokens, blind=True)[0]
     return [is_right(it, a) for it, a in zip(items, answers)]

@@ -71,8 +71,9 @@ def questions(cfg: AFConfig, state: dict, store: CallStore | None = None) -> lis
     items = final_items(state)
     if cfg.blind_model and items:
         store = store if store is not None else CallStore.default()
-        for item, answerable in zip(items, blind_check(load_model(cfg.blind_model), items, store)):
-            item.meta["blind_answerable"] = answerable
+        answerable = blind_check(load_model(cfg.blind_model), items, cfg.discriminator_max_new_tokens, store)
+        for item, blind in zip(items, answerable):
+            item.meta["blind_answerable"] = blind
     return items
 
 

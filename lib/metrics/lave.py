@@ -100,15 +100,16 @@ def score(rating: int | None) -> float | None:
 
 
 def judge_requests(questions: Sequence[str], references: Sequence[Sequence[str]], candidates: Sequence[str],
-                   max_new_tokens: int = 96):
+                   max_new_tokens: int):
     return [Request.simple(render_prompt(q, r, c), max_new_tokens=max_new_tokens)
             for q, r, c in zip(questions, references, candidates)]
 
 
 def judge(model, questions: Sequence[str], references: Sequence[Sequence[str]], candidates: Sequence[str],
-          store=None, item_ids: Sequence[str] | None = None, answer_model: str = "", constrain: bool = True,
-          max_new_tokens: int = 96, progress: bool = True) -> list[Judgement]:
-    """Rate every candidate with ``model`` (any backend) through the call cache; one Judgement each."""
+          max_new_tokens: int, store=None, item_ids: Sequence[str] | None = None, answer_model: str = "",
+          constrain: bool = True, progress: bool = True) -> list[Judgement]:
+    """Rate every candidate with ``model`` (any backend) through the call cache; one Judgement each.
+    ``max_new_tokens`` bounds the judge's reply (stage 06's ``judge_max_new_tokens``)."""
     if not (len(questions) == len(references) == len(candidates)):
         raise ValueError("judge: questions, references and candidates must have the same length")
     requests = judge_requests(questions, references, candidates, max_new_tokens)

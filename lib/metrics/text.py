@@ -49,7 +49,7 @@ def bleu(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> lis
     return [sacrebleu.sentence_bleu(p, list(r)).score / 100 for p, r in zip(predictions, references)]
 
 
-def bleu_corpus(predictions: Sequence[str], references: Sequence[Sequence[str]], n_resamples: int = 1000,
+def bleu_corpus(predictions: Sequence[str], references: Sequence[Sequence[str]], n_resamples: int,
                 seed: int = 0) -> tuple[float, float, float]:
     """Corpus BLEU / 100 as sacrebleu reports it (13a tokenizer, n-gram counts summed over the
     items before the precisions; items may have different numbers of references), with a

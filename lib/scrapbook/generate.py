@@ -373,12 +373,12 @@ def build_unit(params: ScrapbookParams, unit: tuple, objs: list[ObjectSpec], bg:
 
 
 def queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | None = None, seed: int = 0,
-            n_wrong_positions: int = 3) -> list[dict]:
+            n_wrong_positions: int = ScrapbookParams.n_wrong_positions) -> list[dict]:
     """The structured queries asked about one image (paper 4.4 and 5.1): what the programs of
     ``lib/data/scrapbook/templates.yaml`` ask (each program's comment there says what it asks and
     why; :mod:`lib.scrapbook.programs` runs them), each query once, in order. Wrong values are
     drawn with the dataset's seed from the dataset's colours and shapes (by default the vocabulary's)."""
-    return [q for _, q in P.keyed_queries(scene, colors, shapes, seed, n_wrong_positions)]
+    return [q for _, q in P.keyed_queries(scene, colors, shapes, seed, n_wrong_positions=n_wrong_positions)]
 
 
 def item_jsonl(scene: dict, params: ScrapbookParams, shapes: list[str], colors: list[str],
@@ -406,7 +406,7 @@ def item_jsonl(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
     # what a kind of question (its type, or what it asks) shares on this image: its alternatives and,
     # per form, the question's JSON-escaped affixes and the row's end (scene, form, alternatives)
     per_kind: dict[str, tuple[list[str], list[tuple[str, str, str, str]]]] = {}
-    for key, query in P.keyed_queries(scene, colors, shapes, params.seed, params.n_wrong_positions):
+    for key, query in P.keyed_queries(scene, colors, shapes, params.seed, n_wrong_positions=params.n_wrong_positions):
         if query["type"] not in types or query["group"] not in groups:
             continue
         texts = Q.paraphrases(query, key)

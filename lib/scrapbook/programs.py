@@ -316,11 +316,12 @@ def programs() -> tuple[Program, ...]:
                  for i, spec in enumerate(Q.templates()["programs"]))
 
 
-def keyed_queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | None = None, seed: int = 0,
-                  n_wrong_positions: int = 3, compiled: tuple[Program, ...] | None = None) -> list[tuple[str, dict]]:
+def keyed_queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | None = None, seed: int = 0, *,
+                  n_wrong_positions: int, compiled: tuple[Program, ...] | None = None) -> list[tuple[str, dict]]:
     """``(query_id, query)`` of every query the programs (``compiled``; by default :func:`programs`)
     ask about ``scene``, each once, in order; wrong values come from ``colors`` and ``shapes`` (by
-    default the vocabulary's)."""
+    default the vocabulary's), ``n_wrong_positions`` wrong regions per present object (the
+    generator's parameter)."""
     vocab = vocabulary()
     facts = Facts(scene, list(colors or vocab["colors"]), list(shapes or vocab["shapes"]), seed, n_wrong_positions)
     out: list[tuple[str, dict]] = []

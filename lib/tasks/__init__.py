@@ -2,7 +2,7 @@
 
     from lib.tasks import task_of
     task = task_of(item)
-    request = task.request(item, root, question_first=True)
+    request = task.request(item, root, question_first=True, max_new_tokens=32)
     answer, method, valid = task.read_response(item, response)
 
 Families: :mod:`~lib.tasks.mcq` (MemeQA multiple choice), :mod:`~lib.tasks.yesbut` (detection,

@@ -249,7 +249,7 @@ class Task:
         raise NotImplementedError
 
     def request(self, item: Item, root, *, question_first: bool = QUESTION_FIRST, constrain: bool = True,
-                max_new_tokens: int = 32, seed: int = 0, with_images: bool = True) -> Request:
+                max_new_tokens: int, seed: int = 0, with_images: bool = True) -> Request:
         """The zero-shot request for ``item`` (constrained to :meth:`choices` when ``constrain``)."""
         p = self.prompt(item, root)
         images = p.images if with_images else ()

@@ -2,11 +2,14 @@
 
 import pytest
 
+from lib.eval.settings import EvalConfig
 from lib.metrics import lave
 from lib.models import load_model
 from lib.store import CallStore
 
 from ..support.openai_server import OpenAIStub
+
+JUDGE_TOKENS = EvalConfig.judge_max_new_tokens  # stage 06's default
 
 
 def test_prompt_is_built_as_the_reference_builds_it():
@@ -65,7 +68,7 @@ def test_judge_through_the_openai_backend_caches_and_keeps_rationales(tmp_path, 
         store = CallStore(tmp_path / "calls.sqlite")
         cands = ["[[reply:Same animal as the references. Rating: 3]]", "[[reply:Hmm, maybe.]]",
                  "[[reply:Rating: 2 or Rating: 1]]"]
-        js = lave.judge(judge, ["What animal?"] * 3, [["cat"]] * 3, cands, store=store, item_ids=["a", "b", "c"],
+        js = lave.judge(judge, ["What animal?"] * 3, [["cat"]] * 3, cands, JUDGE_TOKENS, store=store, item_ids=["a", "b", "c"],
                         answer_model="vlm", progress=False)
         assert [j.rating for j in js][0] == 3 and js[0].score == 1.0 and js[0].rationale == "Same animal as the references."
         # no rating: the judge is asked once more under a constraint (the stub picks the first allowed, "1")
@@ -73,7 +76,7 @@ def test_judge_through_the_openai_backend_caches_and_keeps_rationales(tmp_path, 
         # beside it, the reference implementation's reading: no rating at the end of the text is a 2
         assert js[0].meta["score_reference"] == 1.0 and js[1].meta["score_reference"] == 0.5
         calls = len(server.bodies)
-        again = lave.judge(judge, ["What animal?"] * 3, [["cat"]] * 3, cands, store=store, progress=False)
+        again = lave.judge(judge, ["What animal?"] * 3, [["cat"]] * 3, cands, JUDGE_TOKENS, store=store, progress=False)
         assert len(server.bodies) == calls and [j.rating for j in again] == [j.rating for j in js]
-        strict = lave.judge(judge, ["What animal?"], [["cat"]], [cands[2]], store=store, constrain=False, progress=False)
+        strict = lave.judge(judge, ["What animal?"], [["cat"]], [cands[2]], JUDGE_TOKENS, store=store, constrain=False, progress=False)
         assert strict[0].rating is None and not strict[0].valid and strict[0].score is None

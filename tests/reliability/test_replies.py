@@ -7,7 +7,10 @@ import time
 import pytest
 
 from lib.answers import MAX_REPLY_CHARS, parse_choice, parse_json, parse_response
-from lib.evaluate import EvalConfig, item_key, predict, score_predictions
+from lib.eval.ask import predict
+from lib.evaluate import EvalConfig
+from lib.io import dataset_info, save_dataset
+from tests.support.stage06 import rescored
 from lib.models import Constraint, Request, generate, load_model
 from lib.schema import Item, Response
 from lib.store import CallStore
@@ -31,7 +34,7 @@ def _item(i: int) -> Item:
 
 
 def _prompt_text(item: Item, root) -> str:
-    content = get_task("mcq").request(item, root).messages[-1]["content"]
+    content = get_task("mcq").request(item, root, max_new_tokens=EvalConfig.max_new_tokens).messages[-1]["content"]
     return " ".join(p["text"] for p in content if p.get("type") == "text")
 
 
@@ -78,10 +81,10 @@ def test_replies_that_are_not_text_or_too_deep_fail_their_items_and_the_evaluati
     cached = store.get_many([huge.call_key])[huge.call_key]
     assert len(cached.text) == MAX_REPLY_CHARS and "4,000,000 characters" in cached.problem
     # rescoring re-reads the raw text: the verdicts stand, nothing raises
-    by_key = {item_key("d", it.id): it for it in items}
-    rescored = score_predictions(by_key, preds, cfg)
-    assert [p.valid for p in rescored] == [True, False, False, False, False, False]
-    assert [p.correct for p in rescored] == [True, False, False, False, False, False]
+    save_dataset(tmp_path, items, dataset_info("d"))
+    again, _ = rescored(EvalConfig(datasets={"d": str(tmp_path)}, styles=["zero_shot"]), preds, tmp_path / "06")
+    assert [p.valid for p in again] == [True, False, False, False, False, False]
+    assert [p.correct for p in again] == [True, False, False, False, False, False]
 
 
 def test_a_task_reads_a_reply_that_is_not_text_as_invalid():

@@ -10,7 +10,7 @@ from lib.metrics.consistency import query_id
 from lib.schema import Item
 from lib.scrapbook import programs as P
 from lib.scrapbook import questions as Q
-from lib.scrapbook.generate import item_jsonl, queries
+from lib.scrapbook.generate import ScrapbookParams, item_jsonl, queries
 from lib.scrapbook.stage import ScrapbookConfig
 from lib.tasks.scrapbook import ScrapbookQA
 
@@ -23,6 +23,8 @@ SCENE = {"id": "s0_b0_a0_p0_x2", "relation": "upper left", "region_pair": ["top 
               "region": "center"}],
          "absent": [{"shape": "triangle", "color": "green", "role": "other"}]}
 
+N_WRONG = ScrapbookParams.n_wrong_positions  # the generator's default
+
 
 def test_every_type_is_asked_by_one_program_and_names_its_answer_kind():
     asked = [t for p in P.programs() for t in p.types]
@@ -34,7 +36,7 @@ def test_a_program_runs_its_clauses_as_nested_loops():
     spec = {"types": ["presence", "counting"],
             "steps": [{"for": "target in targets, type in types, if within_four_concepts(target, target)",
                        "ask": {"type": "$type", "group": "np", "target": "$target"}}]}
-    got = [q for _, q in P.keyed_queries(SCENE, compiled=(P.compile_program(spec),))]
+    got = [q for _, q in P.keyed_queries(SCENE, n_wrong_positions=N_WRONG, compiled=(P.compile_program(spec),))]
     facts = P.Facts(SCENE, ["red", "blue", "green"], ["circle", "square", "triangle"], 0, 3)
     assert got == [{"type": k, "group": "np", "target": t} for t in facts.targets for k in ("presence", "counting")
                    if 2 * len(t) <= 3]
@@ -56,14 +58,14 @@ def test_a_program_that_cannot_run_names_the_clause(step, message):
 
 
 def test_a_scene_gets_each_query_once_and_recognition_only_where_it_has_an_answer():
-    keyed = P.keyed_queries(SCENE)
+    keyed = P.keyed_queries(SCENE, n_wrong_positions=N_WRONG)
     keys = [k for k, _ in keyed]
     assert len(keys) == len(set(keys)) and all(k == query_id(q) for k, q in keyed)
     assert {q["type"] for _, q in keyed} == set(Q.TYPES)
     assert all(Q.answer(q, SCENE) != Q.UNK for _, q in keyed if q["type"] == "recognition")
     assert queries(SCENE) == [q for _, q in keyed]
-    assert P.keyed_queries(SCENE, seed=1) != keyed  # wrong claims and positions are drawn with the seed
-    assert P.keyed_queries(SCENE, seed=1) == P.keyed_queries(SCENE, seed=1)
+    assert P.keyed_queries(SCENE, seed=1, n_wrong_positions=N_WRONG) != keyed  # wrong claims and positions are drawn with the seed
+    assert P.keyed_queries(SCENE, seed=1, n_wrong_positions=N_WRONG) == P.keyed_queries(SCENE, seed=1, n_wrong_positions=N_WRONG)
 
 
 def _first_scene(folder):
@@ -75,7 +77,7 @@ def test_generation_and_scoring_share_one_query_identity(unique_all):
     out, _ = unique_all
     params = resolve(ScrapbookConfig, "unique_all").cfg.params()
     scene = _first_scene(out)
-    asked = {k for k, _ in P.keyed_queries(scene, params.colors, params.shapes, params.seed, params.n_wrong_positions)}
+    asked = {k for k, _ in P.keyed_queries(scene, params.colors, params.shapes, params.seed, n_wrong_positions=params.n_wrong_positions)}
     task, seen = ScrapbookQA(), set()
     with open(out / "items.jsonl") as f:
         for line in f:

@@ -27,6 +27,7 @@ from lib.models.tiny import tiny_vlm_path
 from lib.schema import Prediction
 from lib.prepare import demo_datasets
 from lib.store import CallStore
+from tests.support.stage06 import rescored
 
 from .conftest import _python
 
@@ -136,10 +137,7 @@ def test_a_limited_run_reports_nan_for_the_subsets_it_left_out(lmms_eval_python,
     assert [s["invalid_rate"]["raw"] for s in run["samples"][task]] == [setup["preds"][(name, i)]["raw"].strip() for i in ids]
     items = {it.id: it for it in load_items(setup["folders"][name])}
     preds = [Prediction.from_dict(setup["preds"][(name, i)]) for i in ids]
-    keyed = {E.item_key(name, i): items[i] for i in ids}
-    states = {}
-    E.score_predictions(keyed, preds, setup["cfg"], states)
-    theirs = stage06_values(E.metrics_table(keyed, preds, [], setup["cfg"], states)[0], name)
+    theirs = stage06_values(rescored(setup["cfg"], preds, root / "limit3-stage06")[1], name)
     ours = reported(run["results"], task)
     left_out = set(ours) - set(theirs)
     assert left_out and set(theirs) <= set(ours)

@@ -1,0 +1,145 @@
+"""Asking: every model the items of every dataset in every style, one process or many, through the
+call cache (a killed evaluation resumes without repeating finished calls), then LAVE's judge on the
+open answers. Predictions are written as they are made; the manifest comes last
+(:mod:`lib.eval.manifest`), so a stopped run leaves a folder a rescore refuses."""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from lib import artifacts as A
+from lib.eval.items import item_key
+from lib.eval.manifest import answer_digest, manifest
+from lib.eval.score import read_answer
+from lib.eval.settings import EvalConfig
+from lib.io import read_jsonl, write_json, write_jsonl
+from lib.metrics.lave import judge as lave_judge
+from lib.models import generate, load_model
+from lib.ranks import Ranks, ranks
+from lib.schema import Item, Judgement, Prediction
+from lib.store import CallStore, call_key
+from lib.tasks import STYLES, task_of, wants_question_first
+
+def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: EvalConfig, store=None,
+            progress: bool = True, dataset: str = "", part: str = "") -> list[Prediction]:
+    """One Prediction per item (raw output kept, answer read by the item's task, method recorded)."""
+    qf = wants_question_first(model.spec)
+    constrain = cfg.constrain and getattr(model, "supports_choices", True) is not False
+    tasks = [task_of(it) for it in items]
+    first = [t.request(it, root, question_first=qf, constrain=constrain, max_new_tokens=cfg.answer_tokens(it.task),
+                       seed=cfg.seed) for t, it in zip(tasks, items)]
+    final, reasoning = STYLES[style].final(model, first, lambda: [t.prompt(it, root) for t, it in zip(tasks, items)], qf,
+                                           cfg.cot_max_new_tokens, cfg.seed, store, progress, f"{label} reasoning{part}")
+    responses = generate(model, final, store=store, progress=progress, desc=f"{label} {style}{part}")
+    fp = model.fingerprint
+    return [Prediction(item_id=it.id, model=label, task=it.task, raw=resp.text, dataset=dataset or Path(root).name,
+                       style=style, truncated=resp.finish_reason == "length", prompt_tokens=resp.prompt_tokens,
+                       completion_tokens=resp.completion_tokens, latency_s=resp.latency_s, cost_usd=resp.cost_usd,
+                       call_key=call_key(fp, req), **read_answer(task, it, resp, why))
+            for task, it, req, resp, why in zip(tasks, items, final, responses, reasoning)]
+
+
+PREDICT_CHUNK = 4096  # questions asked per generate() call: a large evaluation never holds all its requests
+
+
+def _predictions(cfg: EvalConfig, data: dict, store, progress: bool, shard: Ranks = Ranks()) -> Iterator[tuple]:
+    """Every model's predictions on every dataset in every style, a chunk of questions at a time
+    (:data:`PREDICT_CHUNK`); each model is let go before the next is loaded. Each rank of a job
+    (``shard``) asks every ``world``-th question of each chunk, from its own rank on. Yields
+    ``(order, prediction)``: the positions of its model, dataset, style and question, by which the
+    ranks' parts merge into the order one process writes."""
+    for mi, (label, spec) in enumerate(cfg.models.items()):
+        model = load_model(spec)
+        for di, (name, (root, items)) in enumerate(data.items()):
+            chunks = range(0, len(items), PREDICT_CHUNK)
+            for si, style in enumerate(cfg.styles):
+                for k, start in enumerate(chunks, start=1):
+                    part = f" {k}/{len(chunks)}" if len(chunks) > 1 else ""
+                    first = start + shard.rank
+                    asked = items[first:min(start + PREDICT_CHUNK, len(items)):shard.world]
+                    preds = predict(label, model, asked, root, style, cfg, store, progress, dataset=name,
+                                    part=part) if len(asked) else []
+                    for j, p in enumerate(preds):
+                        yield (mi, di, si, first + j * shard.world), p
+        del model
+
+
+ORDER = "_order"  # a rank's part file: each row's place in the merged predictions
+
+
+def _part(rank: int) -> str:
+    return f"predictions.rank{rank}.jsonl"
+
+
+def _merged(out: Path, world: int) -> Iterator[tuple]:
+    """The ranks' parts as one stream in the single-process order (each part is in order: a
+    streaming merge, nothing held)."""
+    parts = [read_jsonl(out / _part(k)) for k in range(world)]
+    for d in heapq.merge(*parts, key=lambda d: d[ORDER]):
+        order = tuple(d.pop(ORDER))
+        yield order, Prediction.from_dict(d)
+
+
+def ask(cfg: EvalConfig, out: str | Path, data: dict, store=None, progress: bool = True) -> dict:
+    """Ask every model the items of ``data`` (:func:`lib.eval.items.load_eval_items`'s) in every style
+    and judge open answers: ``predictions.jsonl``, ``judgements.jsonl``, ``config.json``, then the
+    manifest. Predictions are written as they are made (the file appears whole, atomically, at the
+    end); only those the judge reads are kept in memory. Returns the counts for the summary."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = store if store is not None else CallStore.default()
+    job = ranks()
+    if job.main:  # from here until the new manifest is written the folder is "unfinished": rescore refuses it
+        (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
+    start = time.perf_counter()
+    made = _predictions(cfg, data, store, progress and job.main, job)
+    if job.world > 1:  # each rank writes its part; the main rank merges them and goes on alone
+        write_jsonl(out / _part(job.rank), ({**p.to_dict(), ORDER: list(order)} for order, p in made))
+        job.barrier()
+        if not job.main:
+            job.barrier()  # until the main rank has merged, judged and written the manifest
+            return {}
+        made = _merged(out, job.world)
+    answers, todo = hashlib.sha256(), []
+    n_preds = write_jsonl(out / A.PREDICTIONS, _rows((p for _, p in made), answers, todo, cfg.judged_tasks()))
+    judgements = _judge(cfg, data, todo, store, progress) if todo else []
+    write_jsonl(out / A.JUDGEMENTS, (j.to_dict() for j in judgements))
+    write_json(out / A.EVAL_CONFIG, cfg.to_dict())
+    write_json(out / A.EVAL_MANIFEST, manifest(out, cfg, answers.hexdigest()))  # last, atomically: the parts belong together
+    if job.world > 1:
+        for k in range(job.world):
+            (out / _part(k)).unlink()
+        job.barrier()
+    seconds = time.perf_counter() - start
+    return {"predict_seconds": round(seconds, 2), "predictions": n_preds, "judgements": len(judgements),
+            "datasets": {name: len(items) for name, (_, items) in data.items()}}
+
+
+def _rows(preds: Iterator[Prediction], answers, keep: list[Prediction], judged_tasks: set[str]) -> Iterator[dict]:
+    """Each prediction as a row for the predictions file, its answer folded into ``answers`` (the
+    manifest's digest) and those of ``judged_tasks`` kept for the judge."""
+    for p in preds:
+        answer_digest(answers, p)
+        if p.task in judged_tasks:
+            keep.append(p)
+        yield p.to_dict()
+
+
+def _judge(cfg: EvalConfig, data: dict, todo: list[Prediction], store, progress: bool) -> list[Judgement]:
+    """LAVE judgements of the predictions ``todo`` (the judge model is let go on return)."""
+    judge_model = load_model(cfg.judge)
+    wanted = {item_key(p.dataset, p.item_id) for p in todo}
+    by_key = {k: it for name in {name for name, _ in wanted} for it in data[name][1]
+              if (k := item_key(name, it.id)) in wanted}
+    judged = [by_key[item_key(p.dataset, p.item_id)] for p in todo]
+    judgements = lave_judge(judge_model, [it.question for it in judged], [task_of(it).target(it) for it in judged],
+                            [p.raw for p in todo], store=store, item_ids=[p.item_id for p in todo],
+                            max_new_tokens=cfg.judge_max_new_tokens, progress=progress)
+    for j, p in zip(judgements, todo):
+        j.model = p.model
+        j.meta.update(style=p.style, dataset=p.dataset)
+    return judgements

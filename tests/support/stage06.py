@@ -1,0 +1,26 @@
+"""Stage 06's scores of given answers, by the path users run: the answers written as an evaluation
+folder (``config.json``, ``predictions.jsonl``) and rescored (:func:`lib.eval.rescore.rescore_folder`,
+what ``python -m lib.evaluate rescore`` runs). No test scores through a path of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lib import artifacts as A
+from lib.eval.rescore import rescore_folder
+from lib.eval.settings import EvalConfig
+from lib.io import read_jsonl, write_json, write_jsonl
+from lib.schema import Prediction
+
+
+def rescored(cfg: EvalConfig, preds: list[Prediction], folder: str | Path) -> tuple[list[Prediction], pd.DataFrame]:
+    """The predictions as a rescore of ``folder`` leaves them (read again and scored), and its
+    ``metrics.csv``. ``cfg.datasets`` must name the folders of the predictions' items."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / A.EVAL_CONFIG, cfg.to_dict())
+    write_jsonl(folder / A.PREDICTIONS, (p.to_dict() for p in preds))
+    rescore_folder(folder, unverified=True)  # no manifest: these answers were not asked by stage 06
+    return [Prediction.from_dict(d) for d in read_jsonl(folder / A.PREDICTIONS)], pd.read_csv(folder / A.METRICS)
