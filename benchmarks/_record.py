@@ -8,16 +8,28 @@ as it starts and hands it to ``record``, which adds a ``load`` block (the 1 / 5 
 averages before and after, and ``under_load``; see :func:`under_load`). ``python -m
 benchmarks.publish`` copies the records to ``benchmarks/records/``, from which the documentation's
 performance page is rendered.
+
+Every record states its ``targets`` beside its figures, as data: figure -> rule, e.g.
+``{"two_server_speedup": ">= 1.6", "identical_outputs": "== true"}``. A figure is named by its path
+in the record, the keys joined by dots and a list's element by its index
+(``structured_output.identical_answers``, ``curve[3].rescore_seconds``: the names the documentation's
+tables use); a rule is a comparison, ``>=``, ``<=``, ``>``, ``<`` or ``==``, and a JSON value (a
+number, ``true`` or ``false``). ``meets_targets`` is :func:`meets` of the record, and nothing else:
+the benchmark hands its targets to :func:`record`, which writes the verdict; the publisher and the
+documentation recompute it with the same function, and the tests check every committed record
+against it, so a record can fail.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import math
+import operator
 import os
+import re
 import time
 
-from benchmarks.pages import COMMANDS
 from lib.io import write_json
 from lib.paths import outputs_root
 from lib.provenance import git_state, machine
@@ -25,6 +37,83 @@ from lib.provenance import git_state, machine
 # others' runnable tasks per core above which a figure counts as measured under load: on 2 cores,
 # one busy neighbour (another test run, a notebook) is enough to slow a CPU-bound figure visibly
 UNDER_LOAD_PER_CORE = 0.5
+# the command that writes each record, where it is not `make bench`
+COMMANDS = {"gpu": "make gpu-check"}
+# a target's rule: a comparison and a JSON value; the longer operators first, so ">=" is not read as ">"
+RULE = re.compile(r"^\s*(>=|<=|==|>|<)\s*(\S.*?)\s*$")
+COMPARISONS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
+# a figure's path: keys joined by dots, each followed by any list indexes ("curve[3].rescore_seconds")
+FIGURE_PATH = re.compile(r"^[^.\[\]]+(?:\[\d+\])*(?:\.[^.\[\]]+(?:\[\d+\])*)*$")
+PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+class TargetError(ValueError):
+    """A record's targets cannot be judged: none stated, a rule that does not parse, or a rule
+    naming a figure the record does not have (or one of the wrong kind)."""
+
+
+def _who(record: dict) -> str:
+    return f"record {record.get('benchmark', '(unnamed)')!r}"
+
+
+def parse_rule(rule: str) -> tuple[str, bool | int | float]:
+    """A target's rule as (comparison, value): ``">= 1.6"`` -> ``(">=", 1.6)``, ``"== true"`` -> ``("==", True)``."""
+    m = RULE.match(rule) if isinstance(rule, str) else None
+    value = None
+    if m:
+        try:
+            value = json.loads(m.group(2))
+        except json.JSONDecodeError:
+            m = None
+    if not m or not isinstance(value, (bool, int, float)) or not math.isfinite(value):
+        raise TargetError(f"target rule {rule!r}: write a comparison ({', '.join(COMPARISONS)}) and a number, true "
+                          f"or false, e.g. \">= 1.6\" or \"== true\"")
+    return m.group(1), value
+
+
+def figure(record: dict, name: str):
+    """The figure a target names: the record's value at the dotted path ``name`` (``[i]``: a list's element)."""
+    if not isinstance(name, str) or not FIGURE_PATH.match(name):
+        raise TargetError(f"{_who(record)}: target {name!r} is not a figure's path (keys joined by dots, [i] for a "
+                          f"list's element, e.g. curve[3].rescore_seconds)")
+    value = record
+    for key, index in PATH_PART.findall(name):
+        if key and isinstance(value, dict) and key in value:
+            value = value[key]
+        elif index and isinstance(value, list) and int(index) < len(value):
+            value = value[int(index)]
+        else:
+            raise TargetError(f"{_who(record)}: target {name!r} names a figure the record does not contain")
+    return value
+
+
+def verdict(record: dict, name: str) -> bool:
+    """Does the record's figure ``name`` meet the rule its ``targets`` state for it?"""
+    rule = (record.get("targets") or {}).get(name)
+    if rule is None:
+        raise TargetError(f"{_who(record)}: no target stated for {name!r}")
+    op, wanted = parse_rule(rule)
+    value = figure(record, name)
+    # true == 1 in Python: a number against true/false (or the reverse) is a target on the wrong figure
+    if isinstance(value, bool) != isinstance(wanted, bool) or not isinstance(value, (bool, int, float)):
+        raise TargetError(f"{_who(record)}: figure {name!r} is {json.dumps(value)}, which rule {rule!r} cannot judge")
+    if isinstance(wanted, bool) and op != "==":
+        raise TargetError(f"{_who(record)}: rule {rule!r} for {name!r}: true and false are only compared with ==")
+    return bool(COMPARISONS[op](value, wanted))
+
+
+def verdicts(record: dict) -> dict[str, bool]:
+    """Figure -> whether it meets its target, for every target the record states."""
+    return {name: verdict(record, name) for name in record.get("targets") or {}}
+
+
+def meets(record: dict) -> bool:
+    """The record's ``meets_targets``: every target it states met. A record stating none cannot
+    fail, so it has no verdict: :class:`TargetError`."""
+    if not record.get("targets"):
+        raise TargetError(f"{_who(record)}: no targets stated; a benchmark states what its figures must meet "
+                          f"(record(name, result, before, targets))")
+    return all(verdicts(record).values())
 
 
 def host_state() -> dict:
@@ -59,14 +148,27 @@ def under_load(before: dict, after: dict, cores: int) -> tuple[bool, float]:
     return before["loadavg"][0] > limit or after["loadavg"][0] - own > limit, own
 
 
-def record(name: str, result: dict, before: dict) -> dict:
-    """Write ``result`` with the date, the commit, the machine and its load (``before``:
-    :func:`host_state` at the start)."""
+def record(name: str, result: dict, before: dict, targets: dict[str, str]) -> dict:
+    """Write ``result`` with its ``targets`` (figure -> rule), whether it meets them (:func:`meets`),
+    the date, the commit, the machine and its load (``before``: :func:`host_state` at the start).
+
+    A result that says it was ``skipped`` measured nothing: it states its targets and has no verdict.
+    Targets that cannot be judged (:class:`TargetError`) are raised once the record is written, so a
+    long measurement is not lost to a misnamed target (the publisher refuses such a record)."""
+    if {"targets", "meets_targets"} & set(result):
+        raise ValueError(f"record {name!r}: pass the targets as record()'s argument; meets_targets is computed here")
     after = host_state()
     info = machine()
     busy, own = under_load(before, after, info["cores"])
     minutes = ("1min", "5min", "15min")
-    result = {**stamp(name), **result, "machine": {**result.get("machine", {}), **info}, "load": {
+    result = {**stamp(name), **result, "targets": dict(targets)}
+    problem = None
+    if "skipped" not in result:
+        try:
+            result["meets_targets"] = meets(result)
+        except TargetError as e:
+            problem = e
+    result = {**result, "machine": {**result.get("machine", {}), **info}, "load": {
         "before": dict(zip(minutes, before["loadavg"])), "after": dict(zip(minutes, after["loadavg"])),
         "own_cores": round(own, 2), "under_load": busy,
         "rule": f"1-min load before, or after less own_cores, > {UNDER_LOAD_PER_CORE} x cores"}}
@@ -74,4 +176,7 @@ def record(name: str, result: dict, before: dict) -> dict:
     write_json(out, result)
     print(json.dumps(result, indent=2))
     print(f"-> {out}")
+    if problem:
+        raise TargetError(f"{out}: {problem}; the figures are written, without meets_targets: fix the benchmark's "
+                          f"targets") from problem
     return result

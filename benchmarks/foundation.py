@@ -24,6 +24,10 @@ from lib.store import CallStore
 N = 64
 REPEATS = 3
 HEADLINE_TOKENS = 16
+# what batching, the call cache and client concurrency must buy, what log-likelihood choices may cost
+# beside trie decoding, and that neither batching nor the cache changes an answer
+TARGETS = {"hf_batch_speedup": ">= 4", "cache_speedup": ">= 50", "api_concurrency_speedup": ">= 10",
+           "loglik_overhead": "<= 1.5", "hf_same_greedy_outputs": "== true", "cache_all_hits": "== true"}
 
 
 def _images(folder: Path, n: int) -> list[Path]:
@@ -137,12 +141,7 @@ def main() -> dict:
     result["machine"] = {"torch_threads": torch.get_num_threads(),
                          "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
     result["versions"] = versions()
-    result["targets"] = {"hf_batch_speedup": 4, "cache_speedup": 50, "api_concurrency_speedup": 10}
-    result["ceilings"] = {"loglik_overhead": 1.5}
-    result["meets_targets"] = (all(result[k] >= v for k, v in result["targets"].items())
-                               and all(result[k] <= v for k, v in result["ceilings"].items())
-                               and result["hf_same_greedy_outputs"] and result["cache_all_hits"])
-    return record("foundation", result, before)
+    return record("foundation", result, before, TARGETS)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ fails is recorded with its error and the next one runs.
 
 Each step records its peak GPU memory (``torch.cuda.max_memory_allocated`` per device, reset
 before the step; the vLLM server is another process: the device memory in use is recorded
-instead) and its throughput. Budgets are items and steps (:class:`Budget`), never seconds.
+instead) and its throughput. Budgets are items and steps (:class:`Budget`), never seconds. The
+record's target (``TARGETS``): no step failed (``steps_failed``).
 
     python benchmarks/gpu_check.py              # on a GPU machine: runs, prints, writes gpu.json
     python benchmarks/gpu_check.py --dry-run    # anywhere: the plan (steps, models, skips)
@@ -72,6 +73,8 @@ GPU_KEYS = {"dtype": "bfloat16", "device_map": "auto"}  # the hf backend's spec 
 TINY = {"vlm": {"backend": "tiny", "name": "llava", "batch_size": 16},
         "llm": {"backend": "tiny", "name": "smollm2", "batch_size": 16}}
 MODEL_STEPS = ("load", "generate", "loglik")  # run per model, on the model loaded once for the three
+# the check passes when no step failed; a step skipped for want of a second GPU or of vllm is no failure
+TARGETS = {"steps_failed": "== 0"}
 
 
 @dataclass(frozen=True)
@@ -486,8 +489,8 @@ def run_check(p: dict, budget: Budget) -> dict:
         for k, why in summary[what].items():
             print(f"{what}: {k}: {why.splitlines()[0][:300]}")
     result = {**environment(), "profile": p["profile"], "budget": asdict(budget), "models": p["models"],
-              "steps": rows, "summary": summary}
-    return record("gpu", result, before)
+              "steps": rows, "summary": summary, "steps_failed": len(summary["failed"])}
+    return record("gpu", result, before, TARGETS)
 
 
 def main(argv: list[str] | None = None) -> dict:

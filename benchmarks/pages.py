@@ -33,6 +33,7 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks._record import COMMANDS, TargetError, figure, meets, verdict
 from lib.htmlsafe import md_cell
 from lib.paths import ROOT
 
@@ -41,9 +42,9 @@ REPRODUCTION = ROOT / "docs" / "records" / "reproduction.json"
 MARKER = re.compile(r"^<!-- vqalab: (\w+)\s*([^>]*?)\s*-->$", re.M)
 # benchmarks/ modules that measure nothing (runner, publisher, this page renderer, helpers)
 NOT_BENCHMARKS = ("run", "publish", "pages")
-# the command that writes each record, where it is not `make bench`
-COMMANDS = {"gpu": "make gpu-check"}
-RECORD_META = ("machine", "load", "targets", "meets_targets", "date", "date_from", "commit", "benchmark", "command")
+# a record's keys that say how it was measured and judged, not what: left out of its table of figures
+RECORD_META = ("machine", "load", "targets", "meets_targets", "date", "date_from", "commit", "dirty", "benchmark",
+               "command")
 
 
 def _cell(value) -> str:
@@ -257,18 +258,31 @@ def _flatten(value, prefix: str = "") -> list[tuple[str, object]]:
     return out
 
 
-def targets_of(record: dict) -> dict[str, str]:
-    """Figure name -> its target as text, from the record's ``targets`` (``x_at_most``: x <= v,
-    ``x_at_least``: x >= v, ``x``: x >= v)."""
-    out = {}
-    for key, v in (record.get("targets") or {}).items():
-        for suffix, sign in (("_at_most", "<="), ("_at_least", ">=")):
-            if key.endswith(suffix):
-                out[key[: -len(suffix)]] = f"{sign} {v}"
-                break
-        else:
-            out[key] = f">= {v}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
-    return out
+def target_rows(record: dict) -> list[list[str]]:
+    """One row per target the record states: the figure, its rule, its value and whether it is met
+    (:func:`benchmarks._record.verdict`, the function that wrote ``meets_targets``)."""
+    rows = []
+    for name, rule in (record.get("targets") or {}).items():
+        try:
+            value = _cell(figure(record, name))
+        except TargetError:
+            value = "(no figure of that name in the record)"
+        try:
+            met = {True: "yes", False: "**no**"}[verdict(record, name)]
+        except TargetError:  # no such figure, or a rule it cannot judge: meets() refuses the record
+            met = "**cannot tell**"
+        rows.append([f"`{name}`", rule, value, met])
+    return rows
+
+
+def _targets_met(record: dict) -> str:
+    """The record's verdict as :func:`benchmarks._record.meets` gives it from its figures and targets."""
+    if record.get("skipped"):
+        return "not measured (skipped)"
+    try:
+        return {True: "yes", False: "**no**"}[meets(record)]
+    except TargetError as e:
+        return f"**cannot tell**: {e}"
 
 
 def _commit(record: dict) -> str:
@@ -306,27 +320,26 @@ def performance_markdown(records: Path = RECORDS) -> str:
                 ["machine", _machine(rec)],
                 ["machine busy with other work", {True: "yes", False: "no"}.get(load.get("under_load"), "not recorded")
                  + (f" (1-min load {load['before']['1min']} before, {load['after']['1min']} after)" if load.get("before") else "")],
-                ["targets met", {True: "yes", False: "**no**"}.get(rec.get("meets_targets"), "no targets")]]
+                ["targets met", _targets_met(rec)]]
+        if rec.get("dirty"):  # publish's mark (--allow-dirty) on a record of an uncommitted tree
+            parts.append("!!! warning \"Measured on a tree with uncommitted changes\"\n\n    The tree had edits that "
+                         "were never committed, so these figures belong to no commit: measure again on a committed "
+                         f"tree (`{command}`) to replace them.\n")
+        elif not (rec.get("commit") or {}).get("sha"):
+            parts.append("!!! warning \"No commit recorded\"\n\n    Written before records carried their commit, so no "
+                         f"commit is known to have these figures: measure again (`{command}`) to replace them.\n")
         parts.append(_table(["record", f"`benchmarks/records/{name}.json`"], meta) + "\n")
         if rec.get("skipped"):
             parts.append(f"Skipped when recorded: {rec['skipped']}\n")
             continue
-        headline = [f for f in rec.get("figures") or [] if isinstance(f, dict) and "figure" in f]
-        if headline:  # a record that names its figures: those first, every field below, folded
-            parts.append(_table(["figure", "target", "value", "met"], [
-                [f["figure"], f.get("target", ""), f"{_cell(f.get('value'))} {f.get('unit', '')}".strip(),
-                 {True: "yes", False: "**no**"}.get(f.get("met"), "")] for f in headline]) + "\n")
-        targets = targets_of(rec)
-        rows, used = [], set()
-        for key, value in _flatten({k: v for k, v in rec.items() if k not in RECORD_META and k != "figures"}):
-            leaf = key.split(".")[-1]
-            target = targets.get(key) or targets.get(leaf, "")
-            used |= {key, leaf} & set(targets)
-            rows.append([f"`{key}`", target, _cell(value)])
-        rows += [[f"`{k}`", t, "(no figure of that name in the record)"] for k, t in targets.items() if k not in used]
-        table = _table(["figure", "target", "value"], rows)
+        targets = target_rows(rec)
+        if targets:  # the figures the record is judged on first, every field below, folded
+            parts.append(_table(["figure", "target", "value", "met"], targets) + "\n")
+        figures = {k: v for k, v in rec.items() if k not in RECORD_META}
+        rows = [[f"`{key}`", _cell(value)] for key, value in _flatten(figures)]
+        table = _table(["figure", "value"], rows)
         parts.append(("??? note \"Every field of the record\"\n\n" + "\n".join(f"    {line}" for line in table.splitlines())
-                      if headline else table) + "\n")
+                      if targets else table) + "\n")
     return "\n".join(parts)
 
 

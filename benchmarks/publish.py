@@ -1,21 +1,27 @@
 """Publishing measured numbers where the documentation reads them (``outputs/`` is git-ignored).
 
     python -m benchmarks.publish                          # outputs/bench/*.json -> benchmarks/records/
+    python -m benchmarks.publish --allow-dirty            # the same, records of an uncommitted tree marked so
     python -m benchmarks.publish reproduction unique_all  # outputs/<run>/*/paper.csv -> docs/records/reproduction.json
 
-``make bench`` runs the first after the benchmarks. A record keeps what its benchmark wrote; one
-written before records carried a date (``_record.stamp``) gets its file's modification time, marked
-as such (``date_from``), and no commit. The second reads the ``paper.csv`` every stage of a run wrote
-(the paper's value beside ours, from ``lib/data/papers.yaml`` and the stages' own tables) with the
-stage's provenance (date, commit, profile) and replaces the published rows of the papers it has.
-The documentation's performance and reproduction pages are rendered from these files when they are
-built (``benchmarks/pages.py``).
+``make bench`` runs the first after the benchmarks. A record keeps what its benchmark wrote, its
+``commit`` included (HEAD when it was measured, not when it is published). A record is refused -
+none of the records is published, and the error names each file - when it has no commit (written
+outside git, or before records carried one), when it states no targets or its ``meets_targets`` is
+not what its figures and targets give (:func:`benchmarks._record.meets`), and when it was measured on
+a tree with uncommitted changes (``commit.dirty``): its figures are then no commit's. ``--allow-dirty``
+publishes such a record anyway, marked ``dirty: true``, which the performance page shows. A record
+of a benchmark that was skipped (it measured nothing) states its targets and carries no verdict.
+
+The second reads the ``paper.csv`` every stage of a run wrote (the paper's value beside ours, from
+``lib/data/papers.yaml`` and the stages' own tables) with the stage's provenance (date, commit,
+profile) and replaces the published rows of the papers it has. The documentation's performance
+and reproduction pages are rendered from these files when they are built (``benchmarks/pages.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import sys
@@ -23,26 +29,59 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmarks._record import TargetError, meets
 from benchmarks.pages import RECORDS, REPRODUCTION
 from lib import artifacts as A
 from lib.io import write_json
 from lib.paths import ROOT, outputs_root
 
 
-def publish_bench(source: Path | None = None, target: Path = RECORDS) -> list[Path]:
-    """Copy every benchmark record of ``source`` (default ``outputs/bench``) into ``target``."""
+def refusal(rec: dict, allow_dirty: bool = False) -> str | None:
+    """Why a benchmark record may not be published, or None when it may (the module docstring's rules)."""
+    commit = rec.get("commit")
+    if not isinstance(commit, dict) or not commit.get("sha"):
+        return ("no commit recorded: it was written outside git or before records carried one; measure it again "
+                "(make bench) in a git checkout")
+    if "skipped" in rec:  # nothing measured: no verdict to check (_record.record writes none)
+        if not rec.get("targets") or "meets_targets" in rec:
+            return "a skipped benchmark's record states its targets and no meets_targets; run the benchmark again"
+        verdict = None
+    else:
+        try:
+            verdict = meets(rec)
+        except TargetError as e:
+            return f"{e}; measure it again with the benchmark as it is now"
+    if verdict is not None and rec.get("meets_targets") is not verdict:
+        return (f"meets_targets is {json.dumps(rec.get('meets_targets'))} but its figures and targets give "
+                f"{json.dumps(verdict)}: the record was edited after it was written; measure it again")
+    if commit.get("dirty") and not allow_dirty:
+        return (f"measured on a tree with uncommitted changes (commit {commit['sha'][:10]} plus edits): commit, then "
+                f"measure again, or publish it marked as such with --allow-dirty")
+    return None
+
+
+def publish_bench(source: Path | None = None, target: Path = RECORDS, allow_dirty: bool = False) -> list[Path]:
+    """Copy every benchmark record of ``source`` (default ``outputs/bench``) into ``target``, all or none:
+    any record :func:`refusal` refuses stops the whole publication, every refused file named."""
     source = source or outputs_root() / "bench"
-    written = []
+    records, refused = {}, []
     for path in sorted(source.glob("*.json")):
         rec = json.loads(path.read_text())
         rec.setdefault("benchmark", path.stem)
-        if not rec.get("date"):
-            mtime = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.timezone.utc)
-            rec["date"] = mtime.isoformat(timespec="seconds")
-            rec["date_from"] = "the record file's modification time: written before records carried a date"
-        rec.setdefault("commit", None)
-        write_json(target / path.name, rec)
-        written.append(target / path.name)
+        why = refusal(rec, allow_dirty)
+        if why:
+            refused.append(f"{path}: {why}")
+        records[path.name] = rec
+    if refused:
+        raise SystemExit("not published (nothing was):\n" + "\n".join(refused))
+    written = []
+    for name, rec in records.items():
+        if rec["commit"].get("dirty"):  # only with allow_dirty: refusal() stops the rest
+            items = [(k, v) for k, v in rec.items() if k != "dirty"]
+            at = [k for k, _ in items].index("commit") + 1
+            rec = dict(items[:at] + [("dirty", True)] + items[at:])  # the mark beside the commit it qualifies
+        write_json(target / name, rec)
+        written.append(target / name)
     return written
 
 
@@ -97,9 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.publish", description=__doc__.split("\n\n")[0])
     ap.add_argument("what", nargs="?", default="bench", choices=("bench", "reproduction"))
     ap.add_argument("runs", nargs="*", help="reproduction: the runs (outputs/<run>/) whose paper.csv files to publish")
+    ap.add_argument("--allow-dirty", action="store_true",
+                    help="bench: publish records measured on a tree with uncommitted changes, marked dirty: true")
     args = ap.parse_args(argv)
     if args.what == "bench":
-        written = publish_bench()
+        written = publish_bench(allow_dirty=args.allow_dirty)
         print("\n".join(f"-> {p.relative_to(ROOT)}" for p in written) or "no records in outputs/bench/: run make bench")
     else:
         if not args.runs:

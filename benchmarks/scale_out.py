@@ -11,8 +11,8 @@ doing the same work, each a fresh subprocess with ``OMP_NUM_THREADS=1`` per rank
 
 The headlines are the ratios ``eval_two_process_speedup`` and ``train_two_process_speedup`` (2 at
 best; on a machine of 2 cores the processes' start-up, their model loads and the main rank's merge
-are paid beside the work shared). Each command's wall time includes its start; the figures say
-what a user waits for.
+are paid beside the work shared), and their target is only that two processes beat one. Each
+command's wall time includes its start; the figures say what a user waits for.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from lib.scrapbook import ScrapbookParams, generate
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 STEPS, PER_RANK = 150, 8
 EVAL_ITEMS = 600
+# two processes must beat one, whatever the start-up they pay (2 at best; well below on 2 cores)
+TARGETS = {"eval_two_process_speedup": "> 1", "train_two_process_speedup": "> 1"}
 
 
 def _run(module: str, params: Path, out: Path, processes: int, outputs: Path) -> float:
@@ -88,8 +90,8 @@ def main() -> dict:
     before = host_state()
     with tempfile.TemporaryDirectory(prefix="vqalab-scale-out-") as tmp:
         root = Path(tmp)
-        result = {**evaluation(root), **training(root)}  # a measurement with no target (< 2 on 2 cores)
-    return record("scale_out", result, before)
+        result = {**evaluation(root), **training(root)}
+    return record("scale_out", result, before, TARGETS)
 
 
 if __name__ == "__main__":

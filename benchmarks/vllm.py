@@ -23,6 +23,8 @@ from lib.models.tiny import smollm2_path  # noqa: E402
 from tests.services.servers import vllm_server  # noqa: E402
 
 N_REQUESTS, REPS, MAX_TOKENS = 64, 3, 16
+# concurrent requests must raise the server's throughput (what the openai backend's concurrency is for)
+TARGETS = {"concurrency_speedup": "> 1"}
 CACHE = Path(os.environ.get("VQALAB_SERVICES_CACHE", Path.home() / ".cache" / "vqalab" / "services"))
 
 
@@ -35,7 +37,7 @@ def main() -> dict:
     before = host_state()
     python = _python()
     if python is None:
-        return record("vllm", {"skipped": "no vLLM venv: run `make test-services` once to build it"}, before)
+        return record("vllm", {"skipped": "no vLLM venv: run `make test-services` once to build it"}, before, TARGETS)
     logs = Path(tempfile.mkdtemp(prefix="vqalab-bench-vllm-"))
     with vllm_server(python, smollm2_path(), "smollm2", logs / "server.log", cores="0-1") as server:
         spec = {"backend": "openai", "name": "smollm2", "base_url": server.base_url, "max_retries": 1, "timeout_s": 120}
@@ -56,7 +58,7 @@ def main() -> dict:
         "cold_start_s": round(server.ready_s, 1), "requests": N_REQUESTS, "max_tokens": MAX_TOKENS, "reps": REPS,
         "requests_per_s_concurrency_16": round(c16, 2), "requests_per_s_concurrency_1": round(c1, 2),
         "concurrency_speedup": round(c16 / c1, 2),
-        "all_runs": {str(k): [round(x, 2) for x in v] for k, v in rates.items()}}, before)
+        "all_runs": {str(k): [round(x, 2) for x in v] for k, v in rates.items()}}, before, TARGETS)
 
 
 if __name__ == "__main__":

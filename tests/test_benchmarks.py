@@ -25,7 +25,7 @@ def loads(monkeypatch, tmp_path):
 def test_a_record_says_what_else_ran(loads, tmp_path):
     loads((0.2, 0.3, 0.4), (0.6, 0.5, 0.45))
     before = _record.host_state()
-    written = _record.record("demo", {"seconds": 1.5, "machine": {"torch_threads": 2}}, before)
+    written = _record.record("demo", {"seconds": 1.5, "machine": {"torch_threads": 2}}, before, {"seconds": "<= 2"})
     assert written == json.loads((tmp_path / "bench" / "demo.json").read_text())
     assert written["seconds"] == 1.5
     m = written["machine"]
@@ -49,6 +49,6 @@ def test_under_load_rule(loads, monkeypatch, before, after, own_cpu_s, busy):
     monkeypatch.setattr(_record, "time", SimpleNamespace(monotonic=lambda: next(clock)))  # not pytest's clock
     cpu = iter([5.0, 5.0 + own_cpu_s])
     monkeypatch.setattr(os, "times", lambda: os.times_result((next(cpu), 0.0, 0.0, 0.0, 0.0)))
-    written = _record.record("rule", {}, _record.host_state())
+    written = _record.record("rule", {"seconds": 1.0}, _record.host_state(), {"seconds": "<= 2"})
     assert written["load"]["under_load"] is busy
     assert written["load"]["own_cores"] == own_cpu_s / 10

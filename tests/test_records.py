@@ -1,10 +1,12 @@
-"""Numbers are generated, never typed: benchmark records carry their date, commit and machine; the
-publish step copies them where the documentation reads them; the generated pages read the config
-classes, the records and the papers' values from the code (benchmarks/pages.py, benchmarks/publish.py)."""
+"""Numbers are generated, never typed: benchmark records carry their date, commit and machine, and
+state their targets, against which one function (benchmarks._record.meets) judges them; the publish
+step copies them where the documentation reads them; the generated pages read the config classes, the
+records and the papers' values from the code (benchmarks/pages.py, benchmarks/publish.py)."""
 
 import dataclasses
 import json
 import os
+import shutil
 
 import pytest
 
@@ -12,10 +14,12 @@ from benchmarks import _record, pages, publish
 from lib import analysis
 from lib.scrapbook import paper as sb
 
+COMMITTED = sorted(pages.RECORDS.glob("*.json"))
+
 
 def test_a_record_says_when_on_what_commit_and_on_what_machine(monkeypatch, tmp_path):
     monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path))
-    written = _record.record("demo", {"speedup": 2.0}, _record.host_state())
+    written = _record.record("demo", {"speedup": 2.0}, _record.host_state(), {"speedup": ">= 1.6"})
     assert written["date"] and written["command"] == "make bench" and written["benchmark"] == "demo"
     assert set(written["commit"]) == {"sha", "dirty"}
     m = written["machine"]
@@ -23,15 +27,179 @@ def test_a_record_says_when_on_what_commit_and_on_what_machine(monkeypatch, tmp_
     assert _record.stamp("gpu")["command"] == "make gpu-check"
 
 
-def test_publish_copies_records_and_dates_an_undated_one(tmp_path):
-    source, target = tmp_path / "bench", tmp_path / "records"
-    source.mkdir()
-    (source / "old.json").write_text(json.dumps({"x": 1, "machine": {"cores": 2}}))
-    (source / "new.json").write_text(json.dumps({"x": 2, "date": "2026-01-01T00:00:00+00:00", "commit": {"sha": "ab"}}))
-    publish.publish_bench(source, target)
-    old, new = (json.loads((target / f"{n}.json").read_text()) for n in ("old", "new"))
-    assert old["date"] and "modification time" in old["date_from"] and old["commit"] is None
-    assert new["date"] == "2026-01-01T00:00:00+00:00" and "date_from" not in new
+def test_a_record_states_its_targets_and_its_verdict_follows_from_them(monkeypatch, tmp_path):
+    monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path))
+    before = _record.host_state()
+    met = _record.record("demo", {"speedup": 2.0, "same": True}, before, {"speedup": ">= 1.6", "same": "== true"})
+    assert met["targets"] == {"speedup": ">= 1.6", "same": "== true"} and met["meets_targets"] is True
+    missed = _record.record("demo", {"speedup": 1.5, "same": True}, before, {"speedup": ">= 1.6", "same": "== true"})
+    assert missed["meets_targets"] is False
+    skipped = _record.record("demo", {"skipped": "no server"}, before, {"speedup": ">= 1.6"})
+    assert skipped["targets"] == {"speedup": ">= 1.6"} and "meets_targets" not in skipped  # nothing measured
+    with pytest.raises(ValueError, match="computed here"):  # a benchmark cannot hand in its own verdict
+        _record.record("demo", {"speedup": 2.0, "meets_targets": True}, before, {"speedup": ">= 1.6"})
+    with pytest.raises(_record.TargetError, match="no targets stated"):
+        _record.record("demo", {"speedup": 2.0}, before, {})
+    kept = json.loads((tmp_path / "bench" / "demo.json").read_text())  # the measurement is not lost
+    assert kept["speedup"] == 2.0 and "meets_targets" not in kept
+
+
+@pytest.mark.parametrize("value, rule, met", [
+    (1.6, ">= 1.6", True), (1.59, ">= 1.6", False), (2, "<= 2", True), (2.01, "<= 2", False),
+    (1.0, "> 1", False), (0.9, "< 1", True), (0, "== 0", True), (1, "== 0", False),
+    (True, "== true", True), (False, "== true", False), (False, "==false", True),
+])
+def test_a_rule_judges_its_figure(value, rule, met):
+    assert _record.verdict({"targets": {"x": rule}, "x": value}, "x") is met
+
+
+@pytest.mark.parametrize("record, match", [
+    ({"targets": {"x": "at least 1.6"}, "x": 2.0}, "write a comparison"),
+    ({"targets": {"x": ">= fast"}, "x": 2.0}, "write a comparison"),
+    ({"targets": {"x": ">= NaN"}, "x": 2.0}, "write a comparison"),
+    ({"targets": {"x": "== true"}, "x": 1}, "cannot judge"),  # true == 1 in Python: not here
+    ({"targets": {"x": ">= 1"}, "x": True}, "cannot judge"),
+    ({"targets": {"x": ">= 1"}, "x": None}, "cannot judge"),
+    ({"targets": {"x": ">= true"}, "x": True}, "only compared with =="),
+    ({"targets": {"y": ">= 1"}, "x": 2.0}, "names a figure the record does not contain"),
+    ({"targets": {"x..y": ">= 1"}, "x": 2.0}, "not a figure's path"),
+    ({"x": 2.0}, "no targets stated"),
+])
+def test_a_target_that_cannot_be_judged_is_an_error(record, match):
+    with pytest.raises(_record.TargetError, match=match):
+        _record.meets({"benchmark": "demo", **record})
+
+
+def test_a_target_names_a_figure_by_its_path_in_the_record():
+    rec = {"curve": [{"n": 1, "s": 0.5}, {"n": 2, "s": 70.0}], "three": {"above_mb": 84},
+           "targets": {"curve[1].s": "<= 60", "three.above_mb": "<= 200", "curve[0].s": "<= 60"}}
+    assert _record.figure(rec, "curve[1].s") == 70.0
+    assert _record.verdicts(rec) == {"curve[1].s": False, "three.above_mb": True, "curve[0].s": True}
+    assert _record.meets(rec) is False
+    with pytest.raises(_record.TargetError, match="does not contain"):
+        _record.figure(rec, "curve[2].s")
+
+
+def check_record(path) -> None:
+    """What every committed record must be: it states targets, each names a figure the record has, its
+    ``meets_targets`` is what :func:`benchmarks._record.meets` gives, and one measured on an uncommitted
+    tree carries publish's ``dirty`` mark."""
+    rec = json.loads(path.read_text())
+    assert rec.get("targets"), f"{path}: states no targets"
+    try:
+        for name in rec["targets"]:
+            _record.figure(rec, name)
+        if rec.get("skipped"):
+            assert "meets_targets" not in rec, f"{path}: skipped (nothing measured) but carries a verdict"
+            return
+        verdict = _record.meets(rec)
+    except _record.TargetError as e:
+        raise AssertionError(f"{path}: {e}") from e
+    assert rec.get("meets_targets") is verdict, \
+        f"{path}: meets_targets is {rec.get('meets_targets')}, its figures and targets give {verdict}"
+    if (rec.get("commit") or {}).get("dirty"):
+        assert rec.get("dirty") is True, f"{path}: measured on an uncommitted tree and not marked dirty"
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.stem)
+def test_a_committed_record_meets_its_targets_as_its_figures_say(path):
+    check_record(path)
+
+
+def _set_figure(rec: dict, name: str, value) -> None:
+    *parents, last = [key or int(index) for key, index in _record.PATH_PART.findall(name)]
+    for part in parents:
+        rec = rec[part]
+    rec[last] = value
+
+
+def _missing(value, rule: str):
+    """A value of the figure's kind that misses ``rule``."""
+    op, wanted = _record.parse_rule(rule)
+    if isinstance(wanted, bool):
+        return not wanted
+    return {">=": wanted - 1, "<=": wanted + 1, ">": wanted, "<": wanted, "==": wanted + 1}[op]
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.stem)
+def test_a_figure_edited_to_miss_its_target_fails_the_check(path, tmp_path):
+    """The check is live: one figure of a copy of the record moved past its target, the rest untouched."""
+    committed = path.read_text()
+    copy = tmp_path / path.name
+    shutil.copy(path, copy)
+    rec = json.loads(copy.read_text())
+    name, rule = next(iter(rec["targets"].items()))
+    _set_figure(rec, name, _missing(_record.figure(rec, name), rule))
+    copy.write_text(json.dumps(rec))
+    with pytest.raises(AssertionError, match="meets_targets is True, its figures and targets give False"):
+        check_record(copy)
+    check_record(path)  # the committed record, untouched, still passes
+    assert path.read_text() == committed
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda rec: rec.pop("targets"), "states no targets"),
+    (lambda rec: rec["targets"].update({"no_such_figure": ">= 1"}), "names a figure the record does not contain"),
+])
+def test_a_record_without_targets_or_with_a_target_on_no_figure_fails_the_check(edit, match, tmp_path):
+    rec = json.loads((pages.RECORDS / "servers.json").read_text())
+    edit(rec)
+    (tmp_path / "servers.json").write_text(json.dumps(rec))
+    with pytest.raises(AssertionError, match=match):
+        check_record(tmp_path / "servers.json")
+
+
+def _measured(tmp_path, name: str = "judge", **over) -> dict:
+    """A record as _record.record writes it, into ``tmp_path/bench/<name>.json``."""
+    rec = {"benchmark": name, "date": "2026-01-01T00:00:00+00:00", "commit": {"sha": "ab" * 20, "dirty": False},
+           "command": "make bench", "lave_prefix_speedup": 1.9, "identical_outputs": True,
+           "targets": {"lave_prefix_speedup": ">= 1.2", "identical_outputs": "== true"}, "meets_targets": True,
+           "machine": {"cores": 2}, **over}
+    (tmp_path / "bench").mkdir(exist_ok=True)
+    (tmp_path / "bench" / f"{name}.json").write_text(json.dumps(rec))
+    return rec
+
+
+def test_publish_copies_a_record_with_the_commit_it_was_measured_on(tmp_path):
+    rec = _measured(tmp_path)
+    publish.publish_bench(tmp_path / "bench", tmp_path)
+    published = json.loads((tmp_path / "judge.json").read_text())
+    assert published == rec and published["commit"]["sha"] == "ab" * 20 and "dirty" not in published
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"commit": None}, "judge.json: no commit recorded"),
+    ({"commit": {"sha": None, "dirty": None}}, "judge.json: no commit recorded"),
+    ({"targets": {}}, "judge.json: record 'judge': no targets stated"),
+    ({"lave_prefix_speedup": 1.1}, "judge.json: meets_targets is true but its figures and targets give false"),
+    ({"commit": {"sha": "ab" * 20, "dirty": True}}, "judge.json: measured on a tree with uncommitted changes"),
+])
+def test_publish_refuses_a_record_and_names_its_file(tmp_path, over, match):
+    _measured(tmp_path, "foundation")  # a good record beside it is not published either
+    _measured(tmp_path, **over)
+    with pytest.raises(SystemExit, match=match):
+        publish.publish_bench(tmp_path / "bench", tmp_path)
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_publish_marks_a_dirty_record_when_told_and_the_page_shows_it(tmp_path, monkeypatch):
+    _measured(tmp_path, commit={"sha": "ab" * 20, "dirty": True})
+    publish.publish_bench(tmp_path / "bench", tmp_path, allow_dirty=True)
+    published = json.loads((tmp_path / "judge.json").read_text())
+    assert published["dirty"] is True and list(published).index("dirty") == list(published).index("commit") + 1
+    section = pages.performance_markdown(tmp_path).split("## `judge`")[1].split("## `")[0]
+    assert '!!! warning "Measured on a tree with uncommitted changes"' in section
+    assert "(uncommitted changes)" in section and "| targets met | yes |" in section
+
+    seen = {}
+
+    def publish_bench(allow_dirty=False):  # the command line's flag reaches publish_bench
+        seen["allow_dirty"] = allow_dirty
+        return []
+
+    monkeypatch.setattr(publish, "publish_bench", publish_bench)
+    publish.main(["--allow-dirty"])
+    assert seen == {"allow_dirty": True}
 
 
 @pytest.mark.parametrize("stage", sorted(pages.stage_configs()))
@@ -58,28 +226,42 @@ def test_the_field_comments_are_the_sources():
 
 def test_the_performance_page_says_which_records_are_missing(tmp_path):
     (tmp_path / "foundation.json").write_text(json.dumps({
-        "hf_batch_speedup": 5.0, "targets": {"hf_batch_speedup": 4, "cache_speedup": 50}, "meets_targets": True,
-        "date": "2026-01-01T00:00:00+00:00", "commit": {"sha": "0123456789abcdef", "dirty": False},
+        "hf_batch_speedup": 5.0, "targets": {"hf_batch_speedup": ">= 4", "cache_speedup": ">= 50"},
+        "meets_targets": True, "date": "2026-01-01T00:00:00+00:00",
+        "commit": {"sha": "0123456789abcdef", "dirty": False},
         "machine": {"cpu_model": "CPU X", "cores": 8, "gpu": ["H100, 80 GiB"], "platform": "Linux"}}))
     page = pages.performance_markdown(tmp_path)
     section = page.split("## `foundation`")[1].split("## `")[0]
     assert "`0123456789`" in section and "CPU X, 8 cores, GPU: H100, 80 GiB" in section and "2026-01-01" in section
-    assert "| `hf_batch_speedup` | &gt;= 4 | `5.0` |" in section  # a cell's text escaped (lib.htmlsafe.md_cell)
-    assert "| `cache_speedup` | &gt;= 50 | (no figure of that name in the record) |" in section
+    assert "| `hf_batch_speedup` | &gt;= 4 | `5.0` | yes |" in section  # a cell's text escaped (lib.htmlsafe.md_cell)
+    assert "| `cache_speedup` | &gt;= 50 | (no figure of that name in the record) | **cannot tell** |" in section
+    assert "| targets met | **cannot tell**: record" in section  # the verdict is meets()'s, not the stored one
     assert "No record yet for `judge` — run `make bench`" in page
     assert "No record yet for `gpu` — run `make gpu-check`" in page
 
 
-def test_a_record_that_names_its_figures_leads_with_them(tmp_path):
+def test_a_records_targets_lead_its_section_with_their_verdicts(tmp_path):
     (tmp_path / "scrapbook_eval.json").write_text(json.dumps({
-        "figures": [{"figure": "rescore of all questions", "value": 45.7, "unit": "s", "target": "<= 60 s", "met": True},
-                    {"figure": "peak RSS", "value": 800, "unit": "MB", "target": "<= 696 MB", "met": False}],
-        "curve": [{"n": 2000, "peak_rss_mb": 259}], "meets_targets": False, "date": "2026-01-01T00:00:00+00:00"}))
+        "three_models": {"above_floor_mb": 84}, "curve": [{"n": 2000, "peak_rss_mb": 259, "rescore_seconds": 61.0}],
+        "targets": {"three_models.above_floor_mb": "<= 200", "curve[0].rescore_seconds": "<= 60"},
+        "meets_targets": False, "date": "2026-01-01T00:00:00+00:00"}))
     section = pages.performance_markdown(tmp_path).split("## `scrapbook_eval`")[1].split("## `")[0]
-    assert "| rescore of all questions | &lt;= 60 s | `45.7` s | yes |" in section
-    assert "| peak RSS | &lt;= 696 MB | `800` MB | **no** |" in section
-    assert section.index("rescore of all questions") < section.index('??? note "Every field of the record"')
-    assert "    | `curve[0].peak_rss_mb` |  | `259` |" in section  # the rest, folded below
+    assert "| targets met | **no** |" in section
+    assert "| `three_models.above_floor_mb` | &lt;= 200 | `84` | yes |" in section
+    assert "| `curve[0].rescore_seconds` | &lt;= 60 | `61.0` | **no** |" in section
+    assert section.index("`curve[0].rescore_seconds` |") < section.index('??? note "Every field of the record"')
+    assert "    | `curve[0].peak_rss_mb` | `259` |" in section  # the rest, folded below
+
+
+def test_the_committed_records_render_with_their_verdicts_and_marks():
+    page = pages.performance_markdown()
+    assert "cannot tell" not in page
+    for path in COMMITTED:
+        rec = json.loads(path.read_text())
+        section = page.split(f"## `{path.stem}`")[1].split("\n## `")[0]
+        assert ("| targets met | yes |" if rec["meets_targets"] else "| targets met | **no** |") in section, path
+        assert ("Measured on a tree with uncommitted changes" in section) is bool(rec.get("dirty")), path
+        assert ("No commit recorded" in section) is not (rec.get("commit") or {}).get("sha"), path
 
 
 def test_every_committed_benchmark_record_belongs_to_a_benchmark():
