@@ -43,7 +43,7 @@ from lib.formats import read_yesbut_annotations
 from lib.io import AnnotationStore, load_dataset_info, load_image, load_items, write_csv
 from lib.metrics import shortcuts
 from lib.metrics.wordnet import ensure_wordnet
-from lib.models import Request, generate, load_model
+from lib.models import Request, check_spec, generate, load_model
 from lib.models.tiny import sentence_encoder
 from lib.paths import DATA
 from lib.report import build_report
@@ -394,7 +394,7 @@ class AnalyzeConfig(config.StageConfig):
     topic_label_max_new_tokens: int = 12  # a label of a few words
 
     def check(self, source: str) -> None:
-        config.check_model_spec(self.topic_labeler, f"{source}: topic_labeler", allow_empty=True)
+        check_spec(self.topic_labeler, f"{source}: topic_labeler", allow_empty=True)
 
 
 def image_map(cfg: AnalyzeConfig, out: str | Path) -> tuple[dict | None, dict[str, tuple]]:

@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 from lib import artifacts as A
 from lib import config, plots
 from lib.io import AnnotationStore, load_image, write_json, write_jsonl
-from lib.models import Request, generate, load_model
+from lib.models import Request, check_spec, generate, load_model
 from lib.models.api import response_image
 from lib.panels import compose, split
 from lib.paths import ROOT
@@ -426,8 +426,8 @@ class AnnotateConfig(config.StageConfig):
     stages: list[int] = field(default_factory=lambda: [3, 4])  # which style stages to generate
 
     def check(self, source: str) -> None:
-        config.check_model_spec(self.preannotate_model, f"{source}: preannotate_model", allow_empty=True)
-        config.check_model_spec(self.variants_model, f"{source}: variants_model", allow_empty=True)
+        check_spec(self.preannotate_model, f"{source}: preannotate_model", allow_empty=True)
+        check_spec(self.variants_model, f"{source}: variants_model", allow_empty=True)
         if self.variants_model and self.variants_model.get("endpoint") != "images":
             raise config.ParamsError(f"{source}: variants_model must be an images API (backend: openai, endpoint: images)")
         unknown = [f for f in self.fields if f not in FIELD_BY_NAME]

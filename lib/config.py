@@ -48,17 +48,6 @@ from lib.ranks import ranks
 
 # Keys of params/common.<profile>.yaml that describe the profile rather than set a stage field.
 PROFILE_KEYS = ("run", "stages", "models", "offline", "extends")
-MODEL_BACKENDS = ("hf", "openai", "tiny", "constant", "random")
-# Every key a model spec may hold (lib/models/ reads them); another is a typo, refused with a suggestion.
-MODEL_SPEC_KEYS = frozenset({
-    "backend", "name", "label",
-    "dtype", "device_map", "batch_size", "revision", "gguf_file", "attn_implementation", "prompt_format",  # hf
-    "question_first", "image_cache_mb", "prefix_cache",
-    "image_size", "patch", "seed",  # tiny (and random's seed)
-    "base_url", "api_key_env", "concurrency", "max_retries", "timeout_s", "max_reply_chars",  # openai
-    "price_per_1m_input", "price_per_1m_output", "price_per_image", "endpoint", "size",
-    "answer",  # constant
-})
 # What an offline profile sets before anything loads a model: a stray hub call fails in milliseconds.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
@@ -73,7 +62,7 @@ def did_you_mean(word: str, known) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _short(value, limit: int = 120) -> str:
+def short(value, limit: int = 120) -> str:
     """``repr`` cut to ``limit`` characters: an error message never echoes a huge value."""
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
@@ -95,14 +84,14 @@ def check_type(value, tp, where: str) -> None:
                 return check_type(value, arg, where)
             except ParamsError as e:
                 errors.append(e)
-        raise ParamsError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {_short(value)}")
+        raise ParamsError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {short(value)}")
     if tp is type(None):
         if value is not None:
-            raise ParamsError(f"{where} must be None, got {_short(value)}")
+            raise ParamsError(f"{where} must be None, got {short(value)}")
         return
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ParamsError(f"{where} must be a list, got {type(value).__name__} {_short(value)}")
+            raise ParamsError(f"{where} must be a list, got {type(value).__name__} {short(value)}")
         args = typing.get_args(tp)
         if args and args[-1] is not Ellipsis:
             for i, v in enumerate(value):
@@ -110,7 +99,7 @@ def check_type(value, tp, where: str) -> None:
         return
     if origin is dict:
         if not isinstance(value, dict):
-            raise ParamsError(f"{where} must be a mapping, got {type(value).__name__} {_short(value)}")
+            raise ParamsError(f"{where} must be a mapping, got {type(value).__name__} {short(value)}")
         args = typing.get_args(tp)
         if args:
             for k, v in value.items():
@@ -125,14 +114,14 @@ def check_type(value, tp, where: str) -> None:
     else:
         ok = isinstance(value, base)
     if not ok:
-        raise ParamsError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {_short(value)}")
+        raise ParamsError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {short(value)}")
 
 
 def dataclass_from(cls, values: dict, where: str):
     """``cls(**values)`` for a settings dataclass, with unknown keys (with a "did you mean") and
     wrong types raised as :class:`ParamsError` naming ``where`` and the key."""
     if not isinstance(values, dict):
-        raise ParamsError(f"{where} must be a mapping of {cls.__name__} fields, got {_short(values)}")
+        raise ParamsError(f"{where} must be a mapping of {cls.__name__} fields, got {short(values)}")
     hints, names = typing.get_type_hints(cls), [f.name for f in fields(cls)]
     unknown = sorted(set(values) - set(names))
     if unknown:
@@ -141,50 +130,6 @@ def dataclass_from(cls, values: dict, where: str):
     for k, v in values.items():
         check_type(v, hints[k], f"{where}.{k}")
     return cls(**values)
-
-
-def check_base_url(value, where: str) -> None:
-    """An ``openai`` spec's ``base_url``: one server's URL (a string, as always), or a list of the
-    URLs of interchangeable servers of one model (non-empty strings, each once)."""
-    if value is None or isinstance(value, str):
-        return
-    if not isinstance(value, list) or not value:
-        raise ParamsError(f"{where}.base_url must be a server's URL or a non-empty list of them "
-                          f"(servers of one model), got {_short(value)}")
-    for i, url in enumerate(value):
-        if not isinstance(url, str) or not url.strip():
-            raise ParamsError(f"{where}.base_url[{i}] must be a server's URL (e.g. http://127.0.0.1:8000/v1), "
-                              f"got {_short(url)}")
-        if url in value[:i]:
-            raise ParamsError(f"{where}.base_url lists {url!r} twice: list each server once")
-
-
-def check_model_spec(spec, where: str, allow_empty: bool = False) -> None:
-    """A model spec is a mapping with a known ``backend`` and, for hf / openai, a ``name``."""
-    if allow_empty and spec in ({}, None):
-        return
-    if not isinstance(spec, dict):
-        raise ParamsError(f"{where} must be a model spec (a mapping with 'backend'), got {spec!r}")
-    unknown = sorted(set(spec) - MODEL_SPEC_KEYS - {"api_key"})
-    if unknown:
-        raise ParamsError(f"{where}: unknown model spec key {unknown[0]!r}{did_you_mean(unknown[0], MODEL_SPEC_KEYS)} "
-                          f"(keys: {', '.join(sorted(MODEL_SPEC_KEYS))})")
-    if spec.get("backend") not in MODEL_BACKENDS:
-        raise ParamsError(f"{where}.backend must be one of {MODEL_BACKENDS}, got {spec.get('backend')!r}")
-    if spec["backend"] in ("hf", "openai") and not isinstance(spec.get("name"), str):
-        raise ParamsError(f"{where}.name must name the model (hub id, folder or served name), got {spec.get('name')!r}")
-    if spec["backend"] == "openai":
-        check_base_url(spec.get("base_url"), where)
-    if spec["backend"] == "constant" and not isinstance(spec.get("answer"), str):
-        raise ParamsError(f"{where}.answer must be the text the constant baseline always gives, got {spec.get('answer')!r}")
-    if spec["backend"] == "random" and not isinstance(spec.get("seed", 0), int):
-        raise ParamsError(f"{where}.seed must be an integer, got {spec.get('seed')!r}")
-    if "api_key" in spec:
-        raise ParamsError(f"{where}: put the *name* of an environment variable in 'api_key_env', never a key")
-    env = spec.get("api_key_env")
-    if env is not None and not (isinstance(env, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", env)):
-        raise ParamsError(f"{where}.api_key_env must name an environment variable (letters, digits, _), not hold a "
-                          f"key; the value given is not shown")
 
 
 _SOURCE: ContextVar[str | None] = ContextVar("params_source", default=None)  # what from_params is reading
@@ -307,7 +252,7 @@ def parse_yaml(text: str, where: str):
     try:
         return yaml.load(text, Loader=_ParamsLoader)
     except yaml.YAMLError as e:
-        raise ParamsError(f"{where}: not valid params YAML ({_short(str(e), 300)})") from None
+        raise ParamsError(f"{where}: not valid params YAML ({short(str(e), 300)})") from None
     except RecursionError:
         raise ParamsError(f"{where}: nested too deeply to be params") from None
 
@@ -386,9 +331,7 @@ def load_profile(name: str, params_dir: str | Path | None = None) -> Profile:
     for s in stages:
         if s not in A.STAGES:
             raise ParamsError(f"{path}: unknown stage {s!r} in stages{did_you_mean(s, A.STAGES)} (stages: {', '.join(A.STAGES)})")
-    check_type(models, dict[str, dict], f"{path}: models")
-    for label, spec in models.items():
-        check_model_spec(spec, f"{path}: models.{label}")
+    check_type(models, dict[str, dict], f"{path}: models")  # each spec is its backend's to check (lib.models)
     offline = data.get("offline", False)
     check_type(offline, bool, f"{path}: offline")
     for other in sorted(folder.glob(f"*.{name}.yaml")):

@@ -35,6 +35,7 @@ from lib.collect import CollectConfig
 from lib.config import OFFLINE_ENV, ParamsError, Profile, Resolved, did_you_mean, load_layer, load_profile, parse_yaml, resolve
 from lib.evaluate import EvalConfig
 from lib.io import write_json
+from lib.models import check_spec
 from lib.paths import NOTEBOOKS, RunBusy, RunLock, params_root, run_dir
 from lib.provenance import machine
 from lib.scrapbook import ScrapbookConfig
@@ -113,6 +114,8 @@ def plan(profile: str, stages: list[str] | None = None, run: str | None = None,
     these of them; ``overrides``: stage -> fields set on top of the profile)."""
     configs = configs or STAGE_CONFIGS
     prof = load_profile(profile, params_dir)
+    for label, spec in prof.models.items():  # the registry, used by a stage or not
+        check_spec(spec, f"{prof.source}: models.{label}")
     overrides = overrides or {}
     for stage in list(stages or []) + list(overrides):
         if stage not in prof.stages:

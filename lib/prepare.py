@@ -29,7 +29,7 @@ import yaml
 from lib import artifacts as A
 from lib import config
 from lib.io import dataset_info, load_image, save_dataset, write_sample_images
-from lib.models import Constraint, Request, generate, load_model
+from lib.models import Constraint, Request, check_spec, generate, load_model
 from lib.panels import completion_grid, compose
 from lib.paths import DATA
 from lib.tasks.mcq import MultipleChoice
@@ -53,7 +53,7 @@ class SetupConfig(config.StageConfig):
 
     def check(self, source: str) -> None:
         for label, spec in self.models.items():
-            config.check_model_spec(spec, f"{source}: models.{label}")
+            check_spec(spec, f"{source}: models.{label}")
 
     def specs(self) -> dict[str, dict]:
         """The models to probe now: those a later stage makes (``stage:``/``run:`` paths) are left out."""

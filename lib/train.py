@@ -52,7 +52,7 @@ from lib import artifacts as A
 from lib import config, plots
 from lib.formats import import_memeqa
 from lib.io import ImageCache, ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json, write_jsonl
-from lib.models import generate, load_model
+from lib.models import check_spec, generate, load_model
 from lib.models.hf import HFModel, ImageTensors, chat_prompt, is_encoder_decoder
 from lib.ranks import ranks
 from lib.schema import Item, Prediction
@@ -129,7 +129,7 @@ class TrainConfig(config.StageConfig):
     seed: int = 0
 
     def check(self, source: str) -> None:
-        config.check_model_spec(self.model, f"{source}: model")
+        check_spec(self.model, f"{source}: model")
         if not self.dataset:
             raise config.ParamsError(f"{source}: dataset must name a dataset folder (e.g. stage:04_scrapbook/datasets/scrapbook)")
         if bool(self.val_dataset) != bool(self.test_dataset):

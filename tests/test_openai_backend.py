@@ -319,7 +319,8 @@ def test_a_list_of_servers_keys_its_cache_by_the_model_not_by_where_it_runs(tmp_
 def test_the_spec_check_takes_a_list_of_urls_and_names_the_key_at_fault(base_url, message):
     import re
 
-    from lib.config import ParamsError, check_model_spec
+    from lib.config import ParamsError
+    from lib.models import check_spec as check_model_spec
 
     for ok in ("http://127.0.0.1:8000/v1", ["http://127.0.0.1:8000/v1", "http://127.0.0.1:8001/v1"]):
         check_model_spec({"backend": "openai", "name": "m", "base_url": ok}, "models.vlm")

@@ -40,7 +40,7 @@ from lib.af import rules
 from lib.af.skeletons import LLM_TYPES, Skeleton, prompts
 from lib.io import write_json
 from lib.models.tiny import sentence_encoder
-from lib.models import Constraint, Request, generate
+from lib.models import Constraint, Request, check_spec, generate
 from lib.schema import Item
 from lib.tasks import MultipleChoice, task_of, wants_question_first
 
@@ -103,12 +103,12 @@ class AFConfig(config.StageConfig):
                                      f"{self.nota_position!r}")
         if self.combine not in ("vote", "all"):
             raise config.ParamsError(f"{source}: combine must be 'vote' or 'all', got {self.combine!r}")
-        config.check_model_spec(self.generator, f"{source}: generator", allow_empty=True)
-        config.check_model_spec(self.blind_model, f"{source}: blind_model", allow_empty=True)
+        check_spec(self.generator, f"{source}: generator", allow_empty=True)
+        check_spec(self.blind_model, f"{source}: blind_model", allow_empty=True)
         if not self.discriminators:
             raise config.ParamsError(f"{source}: discriminators needs at least one model spec")
         for i, spec in enumerate(self.discriminators):
-            config.check_model_spec(spec, f"{source}: discriminators[{i}]")
+            check_spec(spec, f"{source}: discriminators[{i}]")
 
     def loop_settings(self) -> dict:
         """What a resumed loop must share with the run it resumes (models and settings, not sources)."""

@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from lib import artifacts as A
 from lib import config
+from lib.models import check_spec
 from lib.tasks import PROMPT_STYLES, TASKS, Scoring, task_options
 
 @dataclass
@@ -46,8 +47,8 @@ class EvalConfig(config.StageConfig):
             if bad:  # they name rows, files and figures: plain names only
                 raise config.ParamsError(f"{source}: {kind}: {bad[0]!r} is not a plain name (letters, digits, _ . -)")
         for label, spec in self.models.items():
-            config.check_model_spec(spec, f"{source}: models.{label}")
-        config.check_model_spec(self.judge, f"{source}: judge", allow_empty=True)
+            check_spec(spec, f"{source}: models.{label}")
+        check_spec(self.judge, f"{source}: judge", allow_empty=True)
         unknown = [t for t in self.only_tasks if t not in TASKS]
         if unknown:
             raise config.ParamsError(f"{source}: only_tasks: unknown task(s) {unknown}; known: {', '.join(TASKS)}")

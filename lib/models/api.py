@@ -77,9 +77,9 @@ import time
 from pathlib import Path
 
 from lib.answers import cap_reply, choice_schema, not_text, parse_choice, parse_json_reply
-from lib.config import check_base_url
+from lib.config import ParamsError, short
 from lib.io import load_image
-from lib.models.base import Model
+from lib.models.base import Model, backend
 from lib.paths import cache_dir
 from lib.schema import ERROR, FREE, INVALID, JSON_SCHEMA, Request, Response, fingerprint
 
@@ -215,6 +215,22 @@ COOLDOWN_REQUESTS = 16
 ANY_LISTED_SERVER = "<any listed server>"
 
 
+def check_base_url(value, where: str) -> None:
+    """An ``openai`` spec's ``base_url``: one server's URL (a string, as always), or a list of the
+    URLs of interchangeable servers of one model (non-empty strings, each once)."""
+    if value is None or isinstance(value, str):
+        return
+    if not isinstance(value, list) or not value:
+        raise ParamsError(f"{where}.base_url must be a server's URL or a non-empty list of them "
+                          f"(servers of one model), got {short(value)}")
+    for i, url in enumerate(value):
+        if not isinstance(url, str) or not url.strip():
+            raise ParamsError(f"{where}.base_url[{i}] must be a server's URL (e.g. http://127.0.0.1:8000/v1), "
+                              f"got {short(url)}")
+        if url in value[:i]:
+            raise ParamsError(f"{where}.base_url lists {url!r} twice: list each server once")
+
+
 def base_urls(spec: dict) -> list[str]:
     """The servers of an ``openai`` spec: none (api.openai.com), its one ``base_url``, or its list."""
     base = spec.get("base_url")
@@ -259,8 +275,22 @@ def _last_text(r: Request) -> str:
     return content if isinstance(content, str) else " ".join(p["text"] for p in content if p.get("type") == "text")
 
 
+@backend("openai")
 class OpenAIModel(Model):
     """An OpenAI-compatible endpoint behind the common interface (see the module docstring)."""
+
+    SPEC_KEYS = frozenset({"base_url", "api_key_env", "concurrency", "max_retries", "timeout_s", "batch_size",
+                           "revision", "price_per_1m_input", "price_per_1m_output", "price_per_image", "endpoint",
+                           "size"})
+
+    @classmethod
+    def check_spec(cls, spec: dict, where: str) -> None:
+        cls._needs_name(spec, where)
+        check_base_url(spec.get("base_url"), where)
+        env = spec.get("api_key_env")
+        if env is not None and not (isinstance(env, str) and _ENV_NAME.match(env)):
+            raise ParamsError(f"{where}.api_key_env must name an environment variable (letters, digits, _), not hold "
+                              f"a key; the value given is not shown")
 
     def __init__(self, spec: dict):
         super().__init__(spec)

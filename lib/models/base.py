@@ -1,4 +1,7 @@
-"""The base class every backend implements: lazily loaded weights, ``generate(requests)``.
+"""The base class every backend implements: lazily loaded weights, ``generate(requests)``, and
+the spec it reads (:attr:`Model.SPEC_KEYS`, :meth:`Model.check_spec`). A backend registers itself
+by name with :func:`backend`; ``lib.models`` imports each backend module, so a new backend is one
+module and one line there.
 
 The request/response records live in :mod:`lib.schema` (below the call store and the backends);
 the parsers that read raw text live in :mod:`lib.answers`.
@@ -6,7 +9,24 @@ the parsers that read raw text live in :mod:`lib.answers`.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from lib.config import ParamsError
 from lib.schema import Request, Response, fingerprint
+
+# keys every spec may hold, whatever its backend: the tasks read question_first
+COMMON_SPEC_KEYS = frozenset({"backend", "name", "label", "question_first"})
+BACKENDS: dict[str, type["Model"]] = {}  # name -> class, filled by @backend as each module is imported
+
+
+def backend(name: str):
+    """Register a :class:`Model` subclass as the backend ``name`` of model specs."""
+    def register(cls: type["Model"]) -> type["Model"]:
+        if name in BACKENDS and BACKENDS[name] is not cls:
+            raise ValueError(f"backend {name!r} is registered twice ({BACKENDS[name].__name__}, {cls.__name__})")
+        BACKENDS[name] = cls
+        return cls
+    return register
 
 
 class Model:
@@ -17,6 +37,17 @@ class Model:
     """
 
     batch_size: int = 8
+    SPEC_KEYS: ClassVar[frozenset] = frozenset()  # what this backend reads of a spec, beside COMMON_SPEC_KEYS
+
+    @classmethod
+    def check_spec(cls, spec: dict, where: str) -> None:
+        """Refuse a spec this backend cannot use (:class:`lib.config.ParamsError` naming ``where``);
+        its keys are checked by :func:`lib.models.check_spec` before."""
+
+    @staticmethod
+    def _needs_name(spec: dict, where: str) -> None:
+        if not isinstance(spec.get("name"), str):
+            raise ParamsError(f"{where}.name must name the model (hub id, folder or served name), got {spec.get('name')!r}")
 
     def __init__(self, spec: dict):
         self.spec = dict(spec)

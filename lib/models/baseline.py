@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import random
 
-from lib.models.base import Model
+from lib.config import ParamsError
+from lib.models.base import Model, backend
 from lib.schema import CONSTRAINED_RANDOM, FREE, INVALID, Request, Response, fingerprint
 
 
@@ -38,7 +39,16 @@ class _RuleModel(Model):
         return out
 
 
+@backend("constant")
 class ConstantModel(_RuleModel):
+    SPEC_KEYS = frozenset({"answer"})
+
+    @classmethod
+    def check_spec(cls, spec: dict, where: str) -> None:
+        if not isinstance(spec.get("answer"), str):
+            raise ParamsError(f"{where}.answer must be the text the constant baseline always gives, got "
+                              f"{spec.get('answer')!r}")
+
     def __init__(self, spec: dict):
         if not isinstance(spec.get("answer"), str):
             raise ValueError(f"a constant baseline needs the answer it always gives: answer: <text>, got {spec!r}")
@@ -52,7 +62,15 @@ class ConstantModel(_RuleModel):
         return Response(text=self.spec["answer"], method=FREE, finish_reason="stop")
 
 
+@backend("random")
 class RandomModel(_RuleModel):
+    SPEC_KEYS = frozenset({"seed"})
+
+    @classmethod
+    def check_spec(cls, spec: dict, where: str) -> None:
+        if not isinstance(spec.get("seed", 0), int) or isinstance(spec.get("seed", 0), bool):
+            raise ParamsError(f"{where}.seed must be an integer, got {spec.get('seed')!r}")
+
     @property
     def name(self) -> str:
         return str(self.spec.get("label") or f"random:{self.spec.get('seed', 0)}")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from lib.answers import parse_choice, parse_response
 from lib.io import ByteLRU, ImageCache, ImageError, load_image
-from lib.models.base import Model
+from lib.models.base import Model, backend
 from lib.schema import CONSTRAINED_LOGLIK, CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Request, Response
 
 _NESTED_IMAGES = {"idefics2", "idefics3", "smolvlm", "mllama"}  # processors wanting one list per sample
@@ -98,8 +98,16 @@ class _Trie:
         return nxt + [eos] if node.get("end") or not nxt else nxt
 
 
+@backend("hf")
 class HFModel(Model):
     """A transformers model behind the common interface (see the module docstring for the spec)."""
+
+    SPEC_KEYS = frozenset({"dtype", "device_map", "batch_size", "revision", "gguf_file", "attn_implementation",
+                           "prompt_format", "image_cache_mb", "prefix_cache"})
+
+    @classmethod
+    def check_spec(cls, spec: dict, where: str) -> None:
+        cls._needs_name(spec, where)
 
     def __init__(self, spec: dict):
         super().__init__(spec)

@@ -21,6 +21,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from lib.models.base import backend
 from lib.models.hf import HFModel, qwen2_5_vl_processor_class, qwen2_vl_processor_class
 from lib.paths import DATA, cache_dir
 
@@ -397,11 +398,18 @@ def sentence_encoder(model: str | None = None):
     return SentenceTransformer(model or str(minilm_path()), device="cpu")
 
 
+@backend("tiny")
 class TinyModel(HFModel):
     """The ``tiny`` backend: the ``hf`` backend over an embedded model folder built on demand.
 
     Spec: ``{backend: tiny, name: llava | qwen2_vl | idefics3 | smollm2, seed: 0}`` (+ ``image_size``
     and ``patch`` for llava)."""
+
+    SPEC_KEYS = HFModel.SPEC_KEYS | {"image_size", "patch", "seed"}
+
+    @classmethod
+    def check_spec(cls, spec: dict, where: str) -> None:
+        """Any name of the embedded models (an unknown one is refused when the model is built)."""
 
     def resolve_path(self) -> str:
         name = self.spec.get("name", "llava")
