@@ -1,5 +1,5 @@
-"""Shared fixtures. Every test runs offline, with outputs in one temporary folder per session
-(so tiny models are built once per session, never into the repository's outputs/)."""
+"""Shared fixtures. Every test runs offline, with outputs in one temporary folder per session (one
+per xdist worker, sharing its built tiny models), never in the repository's outputs/."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ from PIL import Image
 
 # Set before anything imports transformers; nbval kernels inherit these too.
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-os.environ.setdefault("VQALAB_OUTPUTS", tempfile.mkdtemp(prefix="vqalab-test-outputs-"))
+_OUTPUTS = Path(os.environ.setdefault("VQALAB_OUTPUTS", tempfile.mkdtemp(prefix="vqalab-test-outputs-")))
+if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker its own runs (two files may use one run name)...
+    _own = _OUTPUTS / os.environ["PYTEST_XDIST_WORKER"]
+    (_own / "cache").mkdir(parents=True, exist_ok=True)
+    (_OUTPUTS / "models").mkdir(exist_ok=True)
+    if not (_own / "cache" / "models").exists():  # ...and the tiny models built once for all (built atomically)
+        (_own / "cache" / "models").symlink_to(_OUTPUTS / "models", target_is_directory=True)
+    os.environ["VQALAB_OUTPUTS"] = str(_own)
 os.environ["VQALAB_PROFILE"] = "smoke"  # the notebooks under nbval resolve the smoke profile (params/*.smoke.yaml)
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -57,3 +64,13 @@ def chromium() -> str:
     from tests.support.chromium import require_chromium
 
     return require_chromium()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test``: ``-n auto --dist loadgroup``) a test file runs on one
+    worker, so its module fixtures (an evaluation, a trained model) are built once; the notebooks
+    run on one worker in their order (each reads the earlier stages' outputs of the smoke run)."""
+    for item in items:
+        path = item.path
+        group = "notebooks" if path.suffix == ".ipynb" else str(path)
+        item.add_marker(pytest.mark.xdist_group(group))
