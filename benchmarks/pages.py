@@ -160,10 +160,11 @@ def profile_keys() -> dict[str, dict[str, set[str]]]:
 def params_markdown(stage: str) -> str:
     cls = stage_configs()[stage]
     setters = profile_keys().get(stage, {})
-    rows = [[f"`{r['name']}`", _cell(r["type"]), _cell(r["default"]), r["comment"].replace("|", "\\|"),
+    rows = [[f"`{r['name']}`", _cell(r["type"]), _cell(r["default"]), r["comment"],
              ", ".join(sorted(setters.get(r["name"], ())))] for r in config_fields(cls)]
     where = f"{cls.__module__}.{cls.__qualname__}"
-    return (f"Generated from [`{cls.__qualname__}`](../api/stages.md#{where}) (`{cls.__module__}`) when these pages are "
+    page = "eval.md" if cls.__module__.startswith("lib.eval.") else "stages.md"  # the engine's settings: its own page
+    return (f"Generated from [`{cls.__qualname__}`](../api/{page}#{where}) (`{cls.__module__}`) when these pages are "
             f"built: the defaults are the dataclass's, the notes the comments beside each field; the last column "
             f"names the shipped profiles whose `params/` files set the field.\n\n"
             + _table(["field", "type", "default", "why", "set by profiles"], rows))

@@ -66,11 +66,26 @@ def chromium() -> str:
     return require_chromium()
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (``make test``: ``-n auto``) a test file runs on one worker, so its module
+    fixtures (an evaluation, a trained model) are built once, and the notebooks run on one worker in
+    their order (each reads the earlier stages' outputs of the smoke run). Written as a scheduler:
+    xdist's own ``loadgroup`` marks do not reach the scheduler under pytest 9."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "notebooks" if path.endswith(".ipynb") else path
+
+    return ByFile(config, log)
+
+
+FIRST = ("notebooks/", "tests/test_real_profile.py", "tests/test_hf_backend.py")  # the longest runs start first
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``make test``: ``-n auto --dist loadgroup``) a test file runs on one
-    worker, so its module fixtures (an evaluation, a trained model) are built once; the notebooks
-    run on one worker in their order (each reads the earlier stages' outputs of the smoke run)."""
-    for item in items:
-        path = item.path
-        group = "notebooks" if path.suffix == ".ipynb" else str(path)
-        item.add_marker(pytest.mark.xdist_group(group))
+    """The longest files first (the notebooks, the real profile's make run, the hf backend): with a
+    worker per core the suite then ends with short files on every worker, not one long file on one."""
+    rank = lambda item: next((i for i, p in enumerate(FIRST) if item.nodeid.startswith(p)), len(FIRST))  # noqa: E731
+    items.sort(key=rank)

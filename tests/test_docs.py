@@ -1,5 +1,6 @@
-"""The documentation stays true: its commands and Python run, the site builds strictly, and no page
-types a timing (timings live in benchmark records, rendered into docs/performance.md).
+"""The documentation stays true: its commands and Python run, the site builds strictly, every test it
+names exists, and no page types a timing (timings live in benchmark records, rendered into
+docs/performance.md).
 
 Every ```python block of README.md and docs/ runs, and every ```bash block, unless the HTML comment
 on the line above it says otherwise:
@@ -16,6 +17,8 @@ on the line above it says otherwise:
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import os
 import re
 import subprocess
@@ -26,6 +29,7 @@ import pytest
 
 from lib.config import OFFLINE_ENV
 from lib.paths import ROOT
+from lib.pipeline import STAGE_CONFIGS
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```\s*$", re.M | re.S)
@@ -100,6 +104,52 @@ def test_no_page_states_a_timing_by_hand():
             for m in TIMING.finditer(line):
                 found.append(f"{page.relative_to(ROOT)}:{n}: {m.group(0)!r} in {line.strip()[:100]!r}")
     assert not found, "timings belong in benchmark records (docs/performance.md renders them):\n" + "\n".join(found)
+
+
+# A path under tests/ (`tests/test_x.py`, `tests/scrapbook/`), maybe a node id (`tests/test_x.py::test_y[case]`)
+TEST_PATH = re.compile(r"(?<![\w/.-])(tests/(?:[\w.-]+/)*(?:[\w-]+\.py)?)(?:::(\w+(?:::\w+)*)(?:\[[^\]\s]*\])?)?")
+# A test function named alone in backticks: `test_y` or `test_y[case]`
+TEST_NAME = re.compile(r"`(test_\w+)(?:\[[^\]`]*\])?`")
+
+
+def _tests_in(path: Path) -> set[str]:
+    """The node names pytest collects from a test file: ``test*`` functions and ``Test*::test*`` methods."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            names.add(node.name)
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            names |= {f"{node.name}::{f.name}" for f in node.body
+                      if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name.startswith("test")}
+    return names
+
+
+def test_every_test_the_docs_name_exists():
+    """A page that says which test checks a claim must name a real one: a path under tests/ exists,
+    a node id's function (a parametrized id's base name) is defined in its file, and a `test_...` name
+    alone in backticks is a test somewhere under tests/ - unless it is a stage config field
+    (`test_dataset`), which the pages quote the same way. Renaming or deleting a test without the
+    docs fails here, page and line named."""
+    every_test = {name.rsplit("::", 1)[-1] for f in (ROOT / "tests").rglob("*.py") for name in _tests_in(f)}
+    fields = {f.name for cls in STAGE_CONFIGS.values() for f in dataclasses.fields(cls)}
+    missing, seen = [], 0
+    for page in PAGES:
+        where = page.relative_to(ROOT)
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            for m in TEST_PATH.finditer(line):
+                seen += 1
+                path, node = ROOT / m.group(1), m.group(2)
+                if not path.exists():
+                    missing.append(f"{where}:{n}: {m.group(0)} - no such file or folder")
+                elif node and (path.suffix != ".py" or node not in _tests_in(path)):
+                    missing.append(f"{where}:{n}: {m.group(0)} - {m.group(1)} defines no test {node}")
+            for m in TEST_NAME.finditer(line):
+                seen += 1
+                if m.group(1) not in every_test and m.group(1) not in fields:
+                    missing.append(f"{where}:{n}: {m.group(0)} - no test of that name under tests/")
+    assert seen >= 20, f"only {seen} test references found: has TEST_PATH or TEST_NAME stopped matching the pages?"
+    assert not missing, "the docs name tests that do not exist (point at the test that checks the claim):\n" \
+        + "\n".join(missing)
 
 
 def test_the_readme_is_short_and_points_at_the_docs():

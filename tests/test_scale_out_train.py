@@ -1,9 +1,15 @@
 """Stage 05 over several processes, as researchers launch it: ``torchrun --nproc_per_node 2 -m
-lib.train ...`` (gloo on CPU, ENVIRONMENT.md; on GPUs ``accelerate launch`` starts the same
-processes). ``batch_size`` is per process: two ranks with batch 2 train on the examples one process
-with batch 4 draws, in the same steps, each rank its half, gradients averaged by DDP. The two-rank
-run is killed after its step-4 checkpoint, the stage command resumes it, and the result is compared
-with the one-process run.
+lib.train ...`` (gloo on CPU, ENVIRONMENT.md), and ``accelerate launch`` with the two-process config
+docs/scale-out.md shows. ``batch_size`` is per process: two ranks with batch 2 train on the examples
+one process with batch 4 draws, in the same steps, each rank its half, gradients averaged by DDP. The
+torchrun run is killed after its step-4 checkpoint, the stage command resumes it; both launches are
+compared with the one-process run.
+
+Which ``accelerate launch`` starts two processes on a machine without a GPU: ``--cpu`` and a
+``distributed_type: MULTI_CPU`` config both go to accelerate's simple launcher, which starts ONE
+process unless ``mpirun`` runs it (``--mpirun_hostfile``; there is no MPI here). ``distributed_type:
+MULTI_GPU`` goes to its torchrun launcher, which starts ``num_processes`` of them whatever the
+hardware; the stage then asks accelerate for a CPU (gloo) group itself when there is no accelerator.
 
 Tolerance: losses within a relative 1e-5 and weights within 1e-4, learning rates and validation
 scores equal. The arithmetic is the same, not its order: each rank sums its half of the batch, DDP
@@ -23,6 +29,7 @@ import pytest
 import torch
 import yaml
 
+from lib.paths import ROOT
 from lib.train import TrainConfig, train
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
@@ -34,6 +41,15 @@ import yaml
 from lib.train import TrainConfig, train
 
 train(TrainConfig(**yaml.safe_load(open(sys.argv[1]))), sys.argv[2], progress=False, stop_after=3)
+"""
+# accelerate's torchrun launcher with two processes on one machine, a free port (0: accelerate picks
+# one), full precision; docs/scale-out.md shows this file as it is
+TWO_PROCESSES = """compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_GPU
+num_machines: 1
+num_processes: 2
+main_process_port: 0
+mixed_precision: 'no'
 """
 
 
@@ -48,8 +64,20 @@ def _fields(dataset, **kw) -> dict:
     return {**base, **kw}
 
 
+@pytest.fixture(scope="module")
+def one_process(training_scenes, tmp_path_factory) -> tuple[Path, dict]:
+    """The reference both launches are compared with: one process drawing the whole batch (2 x PER_RANK)."""
+    folder = tmp_path_factory.mktemp("one")
+    return folder, train(TrainConfig(**_fields(training_scenes, batch_size=2 * PER_RANK)), folder, progress=False)
+
+
 def _torchrun(*args) -> subprocess.CompletedProcess:
     cmd = [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc_per_node=2", *map(str, args)]
+    return subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
+
+
+def _accelerate(config: Path, *args) -> subprocess.CompletedProcess:
+    cmd = [str(Path(sys.executable).with_name("accelerate")), "launch", "--config_file", str(config), *map(str, args)]
     return subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
 
 
@@ -59,8 +87,26 @@ def _weights(folder: Path) -> dict:
     return load_file(folder / "model.safetensors")
 
 
-def test_two_processes_train_as_one_with_the_whole_batch_and_resume_after_a_kill(dataset, tmp_path):
-    one = train(TrainConfig(**_fields(dataset, batch_size=2 * PER_RANK)), tmp_path / "one", progress=False)
+def _trained_as_one(out: Path, one_process: tuple[Path, dict]) -> None:
+    """The two-process run in ``out`` took the one-process run's steps, losses, schedule, scores and weights."""
+    one_folder, one = one_process
+    two, ref = pd.read_csv(out / "curve.csv"), pd.read_csv(one_folder / "curve.csv")
+    assert two["step"].tolist() == ref["step"].tolist() == [1, 2, 3, 4, 5, 6]  # every step once, on one writer
+    assert two["loss"].tolist() == pytest.approx(ref["loss"].tolist(), rel=1e-5)
+    assert two["lr"].tolist() == pytest.approx(ref["lr"].tolist(), abs=1e-12)  # the schedule steps once a step
+    scores = [c for c in ref.columns if c.startswith("val_")]
+    assert scores and two[scores].equals(ref[scores])
+    mine, theirs = _weights(out / "last"), _weights(one_folder / "last")
+    assert mine.keys() == theirs.keys() and all(torch.allclose(mine[k], theirs[k], atol=1e-4) for k in mine)
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["training"]["processes"] == 2 and summary["training"]["steps"] == 6
+    assert summary["training"]["best_val_accuracy"] == one["best_val_accuracy"] and summary["n_test"] == 8
+    assert json.loads((out / "provenance.json").read_text())["stage"] == "05_train"
+    assert (out / "best").is_dir() and (out / "last").is_dir()
+
+
+def test_two_processes_train_as_one_with_the_whole_batch_and_resume_after_a_kill(dataset, one_process, tmp_path):
     params = tmp_path / "05.yaml"
     params.write_text(yaml.safe_dump(_fields(dataset)))
     out = tmp_path / "run" / "05_train"
@@ -74,22 +120,26 @@ def test_two_processes_train_as_one_with_the_whole_batch_and_resume_after_a_kill
     done = _torchrun("-m", "lib.train", "--params", params, "--out", out)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("resumed from") == 1 and "at step 4" in done.stdout  # the main rank says it, once
-    two, ref = pd.read_csv(out / "curve.csv"), pd.read_csv(tmp_path / "one" / "curve.csv")
-    assert two["step"].tolist() == ref["step"].tolist() == [1, 2, 3, 4, 5, 6]  # every step once, on one writer
-    assert two["loss"].tolist() == pytest.approx(ref["loss"].tolist(), rel=1e-5)
-    assert two["lr"].tolist() == pytest.approx(ref["lr"].tolist(), abs=1e-12)  # the schedule steps once a step
-    scores = [c for c in ref.columns if c.startswith("val_")]
-    assert scores and two[scores].equals(ref[scores])
-    mine, theirs = _weights(out / "last"), _weights(tmp_path / "one" / "last")
-    assert mine.keys() == theirs.keys() and all(torch.allclose(mine[k], theirs[k], atol=1e-4) for k in mine)
-
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["training"]["processes"] == 2 and summary["training"]["steps"] == 6
-    assert summary["training"]["best_val_accuracy"] == one["best_val_accuracy"] and summary["n_test"] == 8
-    assert json.loads((out / "provenance.json").read_text())["stage"] == "05_train"
-    assert (out / "best").is_dir() and (out / "last").is_dir()
+    _trained_as_one(out, one_process)
     with pytest.raises(ValueError, match="made by 2 process"):  # another process count is another global batch
         train(TrainConfig(**_fields(dataset)), out, progress=False)
+
+
+def test_accelerate_launch_starts_two_processes_on_cpu_that_train_as_one(dataset, one_process, tmp_path):
+    """``accelerate launch --config_file <TWO_PROCESSES> -m lib.train ...``, the form docs/scale-out.md
+    gives, starts two ranks without a GPU that join one gloo group: the run counts 2 processes and
+    matches the one-process run as torchrun's does (the resume after a kill is torchrun's test: the
+    launcher does not change it)."""
+    assert TWO_PROCESSES in (ROOT / "docs" / "scale-out.md").read_text(), "docs/scale-out.md shows another config"
+    config, params = tmp_path / "two_processes.yaml", tmp_path / "05.yaml"
+    config.write_text(TWO_PROCESSES)
+    params.write_text(yaml.safe_dump(_fields(dataset)))
+    out = tmp_path / "run" / "05_train"
+
+    done = _accelerate(config, "-m", "lib.train", "--params", params, "--out", out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resumed from" not in done.stdout
+    _trained_as_one(out, one_process)
 
 
 def test_a_model_spread_over_the_gpus_is_refused_with_several_processes(dataset, tmp_path, monkeypatch):
