@@ -1,5 +1,5 @@
-"""Shared fixtures. Every test runs offline, with outputs in one temporary folder per session (one
-per xdist worker, sharing its built tiny models), never in the repository's outputs/."""
+"""Shared fixtures. Every test runs offline, with outputs in one temporary folder per session
+(so tiny models are built once per session, never into the repository's outputs/)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,7 @@ from PIL import Image
 
 # Set before anything imports transformers; nbval kernels inherit these too.
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-_OUTPUTS = Path(os.environ.setdefault("VQALAB_OUTPUTS", tempfile.mkdtemp(prefix="vqalab-test-outputs-")))
-if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker its own runs (two files may use one run name)...
-    _own = _OUTPUTS / os.environ["PYTEST_XDIST_WORKER"]
-    (_own / "cache").mkdir(parents=True, exist_ok=True)
-    (_OUTPUTS / "models").mkdir(exist_ok=True)
-    if not (_own / "cache" / "models").exists():  # ...and the tiny models built once for all (built atomically)
-        (_own / "cache" / "models").symlink_to(_OUTPUTS / "models", target_is_directory=True)
-    os.environ["VQALAB_OUTPUTS"] = str(_own)
+os.environ.setdefault("VQALAB_OUTPUTS", tempfile.mkdtemp(prefix="vqalab-test-outputs-"))
 os.environ["VQALAB_PROFILE"] = "smoke"  # the notebooks under nbval resolve the smoke profile (params/*.smoke.yaml)
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -65,27 +58,3 @@ def chromium() -> str:
 
     return require_chromium()
 
-
-def pytest_xdist_make_scheduler(config, log):
-    """Under pytest-xdist (``make test``: ``-n auto``) a test file runs on one worker, so its module
-    fixtures (an evaluation, a trained model) are built once, and the notebooks run on one worker in
-    their order (each reads the earlier stages' outputs of the smoke run). Written as a scheduler:
-    xdist's own ``loadgroup`` marks do not reach the scheduler under pytest 9."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ByFile(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "notebooks" if path.endswith(".ipynb") else path
-
-    return ByFile(config, log)
-
-
-FIRST = ("notebooks/", "tests/test_real_profile.py", "tests/test_hf_backend.py")  # the longest runs start first
-
-
-def pytest_collection_modifyitems(config, items):
-    """The longest files first (the notebooks, the real profile's make run, the hf backend): with a
-    worker per core the suite then ends with short files on every worker, not one long file on one."""
-    rank = lambda item: next((i for i, p in enumerate(FIRST) if item.nodeid.startswith(p)), len(FIRST))  # noqa: E731
-    items.sort(key=rank)
