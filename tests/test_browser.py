@@ -3,7 +3,6 @@
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys

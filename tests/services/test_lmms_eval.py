@@ -135,7 +135,6 @@ def test_a_limited_run_reports_nan_for_the_subsets_it_left_out(lmms_eval_python,
     ids = [s["invalid_rate"]["id"] for s in run["samples"][task]]
     assert len(ids) == 3
     assert [s["invalid_rate"]["raw"] for s in run["samples"][task]] == [setup["preds"][(name, i)]["raw"].strip() for i in ids]
-    items = {it.id: it for it in load_items(setup["folders"][name])}
     preds = [Prediction.from_dict(setup["preds"][(name, i)]) for i in ids]
     theirs = stage06_values(rescored(setup["cfg"], preds, root / "limit3-stage06")[1], name)
     ours = reported(run["results"], task)
