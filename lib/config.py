@@ -122,7 +122,7 @@ def dataclass_from(cls, values: dict, where: str):
     wrong types raised as :class:`ParamsError` naming ``where`` and the key."""
     if not isinstance(values, dict):
         raise ParamsError(f"{where} must be a mapping of {cls.__name__} fields, got {short(values)}")
-    hints, names = typing.get_type_hints(cls), [f.name for f in fields(cls)]
+    hints, names = _hints(cls), [f.name for f in fields(cls)]
     unknown = sorted(set(values) - set(names))
     if unknown:
         raise ParamsError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], names)} "
@@ -137,6 +137,7 @@ _SOURCE: ContextVar[str | None] = ContextVar("params_source", default=None)  # w
 
 @lru_cache(maxsize=None)
 def _hints(cls) -> dict:
+    """A settings class's field annotations, resolved once (every config made checks against them)."""
     return typing.get_type_hints(cls)
 
 
@@ -411,7 +412,7 @@ def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = 
     if overrides:
         layers.append(("overrides", dict(overrides)))
     values, origins = {}, {}
-    hints, names = typing.get_type_hints(cls), {f.name for f in fields(cls)}
+    hints, names = _hints(cls), {f.name for f in fields(cls)}
     for source, data in layers:
         for k, v in data.items():
             if k not in names:
