@@ -75,7 +75,7 @@ docs: $(STAMP)
 # memory and throughput into outputs/bench/gpu.json. Elsewhere it says so in one line and exits 0.
 # Not offline: the real profile's models are used when cached or reachable (tiny ones otherwise).
 gpu-check: $(STAMP)
-	$(PY) benchmarks/gpu_check.py
+	$(PY) -m scripts.gpu_check
 
 # Pair .py -> .ipynb and strip outputs (keeps the parameters tag); run before committing notebooks.
 strip: $(STAMP)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from benchmarks._record import host_state, record
+from lib.records import host_state, record
 from lib import af
 from lib.models import load_model
 from lib.store import CallStore

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks._record import host_state, record
+from lib.records import host_state, record
 from lib import config
 from lib.paths import ROOT
 from lib.scrapbook import generate

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._record import host_state, record
+from lib.records import host_state, record
 from lib.evaluate import EvalConfig, rescore_folder, run
 from lib.metrics import text as T
 from lib.paths import DATA

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from benchmarks._record import host_state, record
+from lib.records import host_state, record
 from lib.models import Request, generate, load_model
 from lib.provenance import versions
 from lib.store import CallStore

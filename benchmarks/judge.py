@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from benchmarks._record import host_state, record
+from lib.records import host_state, record
 from lib.metrics import lave
 from lib.models import generate, load_model
 

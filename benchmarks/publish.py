@@ -8,7 +8,7 @@
 ``commit`` included (HEAD when it was measured, not when it is published). A record is refused -
 none of the records is published, and the error names each file - when it has no commit (written
 outside git, or before records carried one), when it states no targets or its ``meets_targets`` is
-not what its figures and targets give (:func:`benchmarks._record.meets`), and when it was measured on
+not what its figures and targets give (:func:`lib.records.meets`), and when it was measured on
 a tree with uncommitted changes (``commit.dirty``): its figures are then no commit's. ``--allow-dirty``
 publishes such a record anyway, marked ``dirty: true``, which the performance page shows. A record
 of a benchmark that was skipped (it measured nothing) states its targets and carries no verdict.
@@ -16,7 +16,7 @@ of a benchmark that was skipped (it measured nothing) states its targets and car
 The second reads the ``paper.csv`` every stage of a run wrote (the paper's value beside ours, from
 ``lib/data/papers.yaml`` and the stages' own tables) with the stage's provenance (date, commit,
 profile) and replaces the published rows of the papers it has. The documentation's performance
-and reproduction pages are rendered from these files when they are built (``benchmarks/pages.py``).
+and reproduction pages are rendered from these files when they are built (``scripts/docs_pages.py``).
 """
 
 from __future__ import annotations
@@ -29,11 +29,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks._record import TargetError, meets
-from benchmarks.pages import RECORDS, REPRODUCTION
 from lib import artifacts as A
 from lib.io import write_json
 from lib.paths import ROOT, outputs_root
+from lib.records import RECORDS, REPRODUCTION, TargetError, meets
 
 
 def refusal(rec: dict, allow_dirty: bool = False) -> str | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks._record import host_state, record
+from lib.records import host_state, record
 from lib.prepare import demo_datasets
 from lib.scrapbook import ScrapbookParams, generate
 

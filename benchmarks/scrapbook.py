@@ -24,7 +24,7 @@ from dataclasses import asdict
 
 import yaml
 
-from benchmarks._record import host_state, record
+from lib.records import host_state, record
 from lib.paths import PARAMS
 from lib.scrapbook.stage import ScrapbookConfig
 

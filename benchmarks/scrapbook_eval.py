@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks._record import host_state, record
+from lib.records import host_state, record
 from lib.paths import PARAMS
 
 THREE_MODELS_SIZE = 2_000

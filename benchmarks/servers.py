@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from benchmarks._record import host_state, record
+from lib.records import host_state, record
 from lib.models import Request, generate, load_model
 
 N, REPS = 32, 3

@@ -13,7 +13,7 @@ import sys
 
 import yaml
 
-from benchmarks._record import host_state, record
+from lib.records import host_state, record
 from lib.config import load_profile
 from lib.paths import PARAMS
 

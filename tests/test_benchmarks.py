@@ -1,4 +1,4 @@
-"""Benchmark records (benchmarks/_record.py): every record carries the machine and its load."""
+"""Benchmark records (lib/records.py): every record carries the machine and its load."""
 
 import json
 import os
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks import _record
+from lib import records
 
 
 @pytest.fixture
@@ -24,8 +24,8 @@ def loads(monkeypatch, tmp_path):
 
 def test_a_record_says_what_else_ran(loads, tmp_path):
     loads((0.2, 0.3, 0.4), (0.6, 0.5, 0.45))
-    before = _record.host_state()
-    written = _record.record("demo", {"seconds": 1.5, "machine": {"torch_threads": 2}}, before, {"seconds": "<= 2"})
+    before = records.host_state()
+    written = records.record("demo", {"seconds": 1.5, "machine": {"torch_threads": 2}}, before, {"seconds": "<= 2"})
     assert written == json.loads((tmp_path / "bench" / "demo.json").read_text())
     assert written["seconds"] == 1.5
     m = written["machine"]
@@ -46,9 +46,9 @@ def test_a_record_says_what_else_ran(loads, tmp_path):
 def test_under_load_rule(loads, monkeypatch, before, after, own_cpu_s, busy):
     loads(before, after)
     clock = iter([100.0, 110.0])
-    monkeypatch.setattr(_record, "time", SimpleNamespace(monotonic=lambda: next(clock)))  # not pytest's clock
+    monkeypatch.setattr(records, "time", SimpleNamespace(monotonic=lambda: next(clock)))  # not pytest's clock
     cpu = iter([5.0, 5.0 + own_cpu_s])
     monkeypatch.setattr(os, "times", lambda: os.times_result((next(cpu), 0.0, 0.0, 0.0, 0.0)))
-    written = _record.record("rule", {"seconds": 1.0}, _record.host_state(), {"seconds": "<= 2"})
+    written = records.record("rule", {"seconds": 1.0}, records.host_state(), {"seconds": "<= 2"})
     assert written["load"]["under_load"] is busy
     assert written["load"]["own_cores"] == own_cpu_s / 10

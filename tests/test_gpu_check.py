@@ -1,4 +1,4 @@
-"""``make gpu-check`` (benchmarks/gpu_check.py): without a GPU one line, nothing written, exit 0;
+"""``make gpu-check`` (scripts/gpu_check.py): without a GPU one line, nothing written, exit 0;
 its plan; its steps are functions going through the project's API, each recorded on its own, and
 (on this CPU, with the tiny LLaVA) they run."""
 
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from benchmarks import gpu_check as G
+from scripts import gpu_check as G
 from lib.paths import ROOT
 
 STEP_NAMES = ["load", "generate", "loglik", "load", "generate", "loglik", "lora", "eval_2proc", "vllm"]
@@ -22,7 +22,7 @@ STEP_NAMES = ["load", "generate", "loglik", "load", "generate", "loglik", "lora"
 def _script(tmp_path, *args) -> subprocess.CompletedProcess:
     """The script as make runs it, with no CUDA device visible and outputs in ``tmp_path/outputs``."""
     env = {**os.environ, "VQALAB_OUTPUTS": str(tmp_path / "outputs"), "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "benchmarks/gpu_check.py", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "scripts.gpu_check", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
 
 
@@ -35,11 +35,11 @@ def test_without_a_gpu_it_says_so_in_one_line_writes_nothing_and_exits_0(tmp_pat
 
 def test_make_gpu_check_runs_the_script_after_the_venv():
     makefile = (ROOT / "Makefile").read_text()
-    assert "gpu-check: $(STAMP)\n\t$(PY) benchmarks/gpu_check.py\n" in makefile
+    assert "gpu-check: $(STAMP)\n\t$(PY) -m scripts.gpu_check\n" in makefile
     assert "gpu-check" in next(line for line in makefile.splitlines() if line.startswith(".PHONY"))
     if shutil.which("make"):  # -n: prints the recipe, runs nothing (not even the venv's)
         r = subprocess.run(["make", "-n", "gpu-check"], cwd=ROOT, capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0 and ".venv/bin/python benchmarks/gpu_check.py" in r.stdout
+        assert r.returncode == 0 and ".venv/bin/python -m scripts.gpu_check" in r.stdout
 
 
 def test_dry_run_prints_the_plan_without_a_gpu_and_writes_nothing(tmp_path):

@@ -13,7 +13,7 @@ STAGES = ("prepare", "collect", "annotate", "af", "scrapbook", "train", "evaluat
 # Layers from the bottom; a module may import its own layer or any layer below it.
 LAYERS = [
     {"paths", "schema", "ranks", "htmlsafe"},
-    {"answers", "provenance", "io", "store", "artifacts", "config"},
+    {"answers", "provenance", "io", "store", "artifacts", "config", "records"},  # records: benchmark records
     {"models"},
     {"tasks", "formats", "panels", "metrics", "plots", "browser", "report"},
     {"eval"},  # the evaluation engine: stage 06, training's validation and the tests score through it

@@ -1,7 +1,7 @@
 """Numbers are generated, never typed: benchmark records carry their date, commit and machine, and
-state their targets, against which one function (benchmarks._record.meets) judges them; the publish
+state their targets, against which one function (lib.records.meets) judges them; the publish
 step copies them where the documentation reads them; the generated pages read the config classes, the
-records and the papers' values from the code (benchmarks/pages.py, benchmarks/publish.py)."""
+records and the papers' values from the code (scripts/docs_pages.py, benchmarks/publish.py)."""
 
 import dataclasses
 import json
@@ -10,36 +10,38 @@ import shutil
 
 import pytest
 
-from benchmarks import _record, pages, publish
+from benchmarks import publish
+from lib import records
+from scripts import docs_pages as pages
 from lib import analysis
 from lib.scrapbook import paper as sb
 
-COMMITTED = sorted(pages.RECORDS.glob("*.json"))
+COMMITTED = sorted(records.RECORDS.glob("*.json"))
 
 
 def test_a_record_says_when_on_what_commit_and_on_what_machine(monkeypatch, tmp_path):
     monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path))
-    written = _record.record("demo", {"speedup": 2.0}, _record.host_state(), {"speedup": ">= 1.6"})
+    written = records.record("demo", {"speedup": 2.0}, records.host_state(), {"speedup": ">= 1.6"})
     assert written["date"] and written["command"] == "make bench" and written["benchmark"] == "demo"
     assert set(written["commit"]) == {"sha", "dirty"}
     m = written["machine"]
     assert m["cpu_model"] and m["cores"] == os.cpu_count() and isinstance(m["gpu"], list)
-    assert _record.stamp("gpu")["command"] == "make gpu-check"
+    assert records.stamp("gpu")["command"] == "make gpu-check"
 
 
 def test_a_record_states_its_targets_and_its_verdict_follows_from_them(monkeypatch, tmp_path):
     monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path))
-    before = _record.host_state()
-    met = _record.record("demo", {"speedup": 2.0, "same": True}, before, {"speedup": ">= 1.6", "same": "== true"})
+    before = records.host_state()
+    met = records.record("demo", {"speedup": 2.0, "same": True}, before, {"speedup": ">= 1.6", "same": "== true"})
     assert met["targets"] == {"speedup": ">= 1.6", "same": "== true"} and met["meets_targets"] is True
-    missed = _record.record("demo", {"speedup": 1.5, "same": True}, before, {"speedup": ">= 1.6", "same": "== true"})
+    missed = records.record("demo", {"speedup": 1.5, "same": True}, before, {"speedup": ">= 1.6", "same": "== true"})
     assert missed["meets_targets"] is False
-    skipped = _record.record("demo", {"skipped": "no server"}, before, {"speedup": ">= 1.6"})
+    skipped = records.record("demo", {"skipped": "no server"}, before, {"speedup": ">= 1.6"})
     assert skipped["targets"] == {"speedup": ">= 1.6"} and "meets_targets" not in skipped  # nothing measured
     with pytest.raises(ValueError, match="computed here"):  # a benchmark cannot hand in its own verdict
-        _record.record("demo", {"speedup": 2.0, "meets_targets": True}, before, {"speedup": ">= 1.6"})
-    with pytest.raises(_record.TargetError, match="no targets stated"):
-        _record.record("demo", {"speedup": 2.0}, before, {})
+        records.record("demo", {"speedup": 2.0, "meets_targets": True}, before, {"speedup": ">= 1.6"})
+    with pytest.raises(records.TargetError, match="no targets stated"):
+        records.record("demo", {"speedup": 2.0}, before, {})
     kept = json.loads((tmp_path / "bench" / "demo.json").read_text())  # the measurement is not lost
     assert kept["speedup"] == 2.0 and "meets_targets" not in kept
 
@@ -50,7 +52,7 @@ def test_a_record_states_its_targets_and_its_verdict_follows_from_them(monkeypat
     (True, "== true", True), (False, "== true", False), (False, "==false", True),
 ])
 def test_a_rule_judges_its_figure(value, rule, met):
-    assert _record.verdict({"targets": {"x": rule}, "x": value}, "x") is met
+    assert records.verdict({"targets": {"x": rule}, "x": value}, "x") is met
 
 
 @pytest.mark.parametrize("record, match", [
@@ -66,34 +68,34 @@ def test_a_rule_judges_its_figure(value, rule, met):
     ({"x": 2.0}, "no targets stated"),
 ])
 def test_a_target_that_cannot_be_judged_is_an_error(record, match):
-    with pytest.raises(_record.TargetError, match=match):
-        _record.meets({"benchmark": "demo", **record})
+    with pytest.raises(records.TargetError, match=match):
+        records.meets({"benchmark": "demo", **record})
 
 
 def test_a_target_names_a_figure_by_its_path_in_the_record():
     rec = {"curve": [{"n": 1, "s": 0.5}, {"n": 2, "s": 70.0}], "three": {"above_mb": 84},
            "targets": {"curve[1].s": "<= 60", "three.above_mb": "<= 200", "curve[0].s": "<= 60"}}
-    assert _record.figure(rec, "curve[1].s") == 70.0
-    assert _record.verdicts(rec) == {"curve[1].s": False, "three.above_mb": True, "curve[0].s": True}
-    assert _record.meets(rec) is False
-    with pytest.raises(_record.TargetError, match="does not contain"):
-        _record.figure(rec, "curve[2].s")
+    assert records.figure(rec, "curve[1].s") == 70.0
+    assert records.verdicts(rec) == {"curve[1].s": False, "three.above_mb": True, "curve[0].s": True}
+    assert records.meets(rec) is False
+    with pytest.raises(records.TargetError, match="does not contain"):
+        records.figure(rec, "curve[2].s")
 
 
 def check_record(path) -> None:
     """What every committed record must be: it states targets, each names a figure the record has, its
-    ``meets_targets`` is what :func:`benchmarks._record.meets` gives, and one measured on an uncommitted
+    ``meets_targets`` is what :func:`lib.records.meets` gives, and one measured on an uncommitted
     tree carries publish's ``dirty`` mark."""
     rec = json.loads(path.read_text())
     assert rec.get("targets"), f"{path}: states no targets"
     try:
         for name in rec["targets"]:
-            _record.figure(rec, name)
+            records.figure(rec, name)
         if rec.get("skipped"):
             assert "meets_targets" not in rec, f"{path}: skipped (nothing measured) but carries a verdict"
             return
-        verdict = _record.meets(rec)
-    except _record.TargetError as e:
+        verdict = records.meets(rec)
+    except records.TargetError as e:
         raise AssertionError(f"{path}: {e}") from e
     assert rec.get("meets_targets") is verdict, \
         f"{path}: meets_targets is {rec.get('meets_targets')}, its figures and targets give {verdict}"
@@ -107,7 +109,7 @@ def test_a_committed_record_meets_its_targets_as_its_figures_say(path):
 
 
 def _set_figure(rec: dict, name: str, value) -> None:
-    *parents, last = [key or int(index) for key, index in _record.PATH_PART.findall(name)]
+    *parents, last = [key or int(index) for key, index in records.PATH_PART.findall(name)]
     for part in parents:
         rec = rec[part]
     rec[last] = value
@@ -115,7 +117,7 @@ def _set_figure(rec: dict, name: str, value) -> None:
 
 def _missing(value, rule: str):
     """A value of the figure's kind that misses ``rule``."""
-    op, wanted = _record.parse_rule(rule)
+    op, wanted = records.parse_rule(rule)
     if isinstance(wanted, bool):
         return not wanted
     return {">=": wanted - 1, "<=": wanted + 1, ">": wanted, "<": wanted, "==": wanted + 1}[op]
@@ -129,7 +131,7 @@ def test_a_figure_edited_to_miss_its_target_fails_the_check(path, tmp_path):
     shutil.copy(path, copy)
     rec = json.loads(copy.read_text())
     name, rule = next(iter(rec["targets"].items()))
-    _set_figure(rec, name, _missing(_record.figure(rec, name), rule))
+    _set_figure(rec, name, _missing(records.figure(rec, name), rule))
     copy.write_text(json.dumps(rec))
     with pytest.raises(AssertionError, match="meets_targets is True, its figures and targets give False"):
         check_record(copy)
@@ -142,7 +144,7 @@ def test_a_figure_edited_to_miss_its_target_fails_the_check(path, tmp_path):
     (lambda rec: rec["targets"].update({"no_such_figure": ">= 1"}), "names a figure the record does not contain"),
 ])
 def test_a_record_without_targets_or_with_a_target_on_no_figure_fails_the_check(edit, match, tmp_path):
-    rec = json.loads((pages.RECORDS / "servers.json").read_text())
+    rec = json.loads((records.RECORDS / "servers.json").read_text())
     edit(rec)
     (tmp_path / "servers.json").write_text(json.dumps(rec))
     with pytest.raises(AssertionError, match=match):
@@ -150,7 +152,7 @@ def test_a_record_without_targets_or_with_a_target_on_no_figure_fails_the_check(
 
 
 def _measured(tmp_path, name: str = "judge", **over) -> dict:
-    """A record as _record.record writes it, into ``tmp_path/bench/<name>.json``."""
+    """A record as records.record writes it, into ``tmp_path/bench/<name>.json``."""
     rec = {"benchmark": name, "date": "2026-01-01T00:00:00+00:00", "commit": {"sha": "ab" * 20, "dirty": False},
            "command": "make bench", "lave_prefix_speedup": 1.9, "identical_outputs": True,
            "targets": {"lave_prefix_speedup": ">= 1.2", "identical_outputs": "== true"}, "meets_targets": True,
@@ -266,7 +268,7 @@ def test_the_committed_records_render_with_their_verdicts_and_marks():
 
 def test_every_committed_benchmark_record_belongs_to_a_benchmark():
     names = {pages.record_name(m) for m in pages.benchmark_names()}
-    for path in pages.RECORDS.glob("*.json"):
+    for path in records.RECORDS.glob("*.json"):
         assert path.stem in names, f"{path}: no benchmarks/*.py writes it"
         assert json.loads(path.read_text()).get("date"), f"{path}: a record without a date"
 

@@ -1,4 +1,6 @@
-"""Writing a benchmark's record: ``outputs/bench/<name>.json``, also printed.
+"""Benchmark records: writing one (``outputs/bench/<name>.json``, also printed) and judging it against
+its targets. The benchmarks (``benchmarks/``), ``make gpu-check`` (``scripts/gpu_check.py``), the
+publisher, the documentation and the tests all use this one module.
 
 Every record says when, on what code and on what machine it was measured - ``date`` (UTC),
 ``commit`` (the git SHA and whether the tree had uncommitted changes), ``command`` and ``machine``
@@ -31,8 +33,13 @@ import re
 import time
 
 from lib.io import write_json
-from lib.paths import outputs_root
+from lib.paths import ROOT, outputs_root
 from lib.provenance import git_state, machine
+
+# the published records (`python -m benchmarks.publish`), from which the docs' performance page is rendered
+RECORDS = ROOT / "benchmarks" / "records"
+# the papers' values beside ours (`python -m benchmarks.publish reproduction RUN`), for the reproduction page
+REPRODUCTION = ROOT / "docs" / "records" / "reproduction.json"
 
 # others' runnable tasks per core above which a figure counts as measured under load: on 2 cores,
 # one busy neighbour (another test run, a notebook) is enough to slow a CPU-bound figure visibly

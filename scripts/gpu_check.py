@@ -23,8 +23,8 @@ before the step; the vLLM server is another process: the device memory in use is
 instead) and its throughput. Budgets are items and steps (:class:`Budget`), never seconds. The
 record's target (``TARGETS``): no step failed (``steps_failed``).
 
-    python benchmarks/gpu_check.py              # on a GPU machine: runs, prints, writes gpu.json
-    python benchmarks/gpu_check.py --dry-run    # anywhere: the plan (steps, models, skips)
+    python -m scripts.gpu_check              # on a GPU machine: runs, prints, writes gpu.json
+    python -m scripts.gpu_check --dry-run    # anywhere: the plan (steps, models, skips)
 
 Without a CUDA GPU it prints one line, writes nothing and exits 0.
 """
@@ -47,25 +47,20 @@ from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-# Run as a script, Python puts benchmarks/ first on sys.path, where benchmarks/vllm.py would stand in
-# for the vllm package: the project root instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+import yaml
 
-import yaml  # noqa: E402
-
-from benchmarks._record import host_state, record  # noqa: E402
-from lib import scrapbook  # noqa: E402
-from lib.config import load_profile  # noqa: E402
-from lib.io import load_items, read_jsonl, write_sample_images  # noqa: E402
-from lib.models import Constraint, Request, generate, load_model  # noqa: E402
-from lib.paths import PARAMS, ROOT  # noqa: E402
-from lib.preflight import hub_problem  # noqa: E402
-from lib.provenance import git_state, versions  # noqa: E402
-from lib.store import CallStore, call_key  # noqa: E402
-from lib.tasks import task_of, wants_question_first  # noqa: E402
-from lib.train import TrainConfig, start_training, train_steps, training_summary  # noqa: E402
-from tests.services.servers import vllm_server  # noqa: E402
+from lib import scrapbook
+from lib.config import load_profile
+from lib.io import load_items, read_jsonl, write_sample_images
+from lib.models import Constraint, Request, generate, load_model
+from lib.paths import PARAMS, ROOT
+from lib.preflight import hub_problem
+from lib.provenance import git_state, versions
+from lib.records import host_state, record
+from lib.store import CallStore, call_key
+from lib.tasks import task_of, wants_question_first
+from lib.train import TrainConfig, start_training, train_steps, training_summary
+from tests.services.servers import vllm_server
 
 NO_GPU = "no CUDA GPU here: gpu-check needs one; nothing was run"
 ROLES = ("vlm", "llm")  # the real profile's models this check loads
@@ -340,7 +335,7 @@ def eval_shard(spec: dict, dataset: str, items: int, new_tokens: int, store: str
 
 EVAL_WORKER = """
 import json, sys
-from benchmarks.gpu_check import eval_shard
+from scripts.gpu_check import eval_shard
 print(json.dumps(eval_shard(**json.loads(sys.argv[1]))))
 """
 
@@ -494,7 +489,7 @@ def run_check(p: dict, budget: Budget) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="benchmarks/gpu_check.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m scripts.gpu_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="print the plan (steps, models, skips); run nothing")
     parser.add_argument("--tiny", action="store_true", help="the tiny models even where the real ones are reachable")
     parser.add_argument("--profile", default="real", help="the profile whose vlm and llm models to try first")

@@ -13,7 +13,7 @@ A page asks for a generated block with a marker on a line of its own, ``<!-- vqa
 - ``citations``         the works VQA Lab implements, from ``CITATION.cff``
 
 MkDocs runs this module as a hook (``hooks:`` in ``mkdocs.yml``): :func:`on_page_markdown` replaces
-the markers; an unknown marker fails the build. ``python -m benchmarks.pages performance`` prints
+the markers; an unknown marker fails the build. ``python -m scripts.docs_pages performance`` prints
 one block, to read a record without building the site.
 """
 
@@ -33,15 +33,15 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks._record import COMMANDS, TargetError, figure, meets, verdict
 from lib.htmlsafe import md_cell
 from lib.paths import ROOT
+from lib.records import COMMANDS, RECORDS, REPRODUCTION, TargetError, figure, meets, verdict
 
-RECORDS = ROOT / "benchmarks" / "records"
-REPRODUCTION = ROOT / "docs" / "records" / "reproduction.json"
 MARKER = re.compile(r"^<!-- vqalab: (\w+)\s*([^>]*?)\s*-->$", re.M)
-# benchmarks/ modules that measure nothing (runner, publisher, this page renderer, helpers)
-NOT_BENCHMARKS = ("run", "publish", "pages")
+# benchmarks/ modules that measure nothing (the runner, the publisher)
+NOT_BENCHMARKS = ("run", "publish")
+# the measuring scripts outside benchmarks/ (`make gpu-check`: it needs a CUDA GPU, so `make bench` skips it)
+SCRIPTS = {"gpu_check": ROOT / "scripts" / "gpu_check.py"}
 # a record's keys that say how it was measured and judged, not what: left out of its table of figures
 RECORD_META = ("machine", "load", "targets", "meets_targets", "date", "date_from", "commit", "dirty", "benchmark",
                "command")
@@ -217,14 +217,19 @@ def profiles_markdown() -> str:
 
 # --- benchmark records ------------------------------------------------------------------------------
 
+def _modules() -> dict[str, Path]:
+    found = {p.stem: p for p in (ROOT / "benchmarks").glob("*.py")
+             if not p.stem.startswith("_") and p.stem not in NOT_BENCHMARKS}
+    return {**found, **SCRIPTS}
+
+
 def benchmark_names() -> list[str]:
-    return sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py")
-                  if not p.stem.startswith("_") and p.stem not in NOT_BENCHMARKS)
+    return sorted(_modules())
 
 
 @lru_cache(maxsize=None)
 def _module_source(module: str) -> str:
-    return (ROOT / "benchmarks" / f"{module}.py").read_text()
+    return _modules()[module].read_text()
 
 
 def record_name(module: str) -> str:
@@ -261,7 +266,7 @@ def _flatten(value, prefix: str = "") -> list[tuple[str, object]]:
 
 def target_rows(record: dict) -> list[list[str]]:
     """One row per target the record states: the figure, its rule, its value and whether it is met
-    (:func:`benchmarks._record.verdict`, the function that wrote ``meets_targets``)."""
+    (:func:`lib.records.verdict`, the function that wrote ``meets_targets``)."""
     rows = []
     for name, rule in (record.get("targets") or {}).items():
         try:
@@ -277,7 +282,7 @@ def target_rows(record: dict) -> list[list[str]]:
 
 
 def _targets_met(record: dict) -> str:
-    """The record's verdict as :func:`benchmarks._record.meets` gives it from its figures and targets."""
+    """The record's verdict as :func:`lib.records.meets` gives it from its figures and targets."""
     if record.get("skipped"):
         return "not measured (skipped)"
     try:
