@@ -23,8 +23,8 @@ from pathlib import Path
 from lib.records import host_state, record
 from lib import config
 from lib.paths import ROOT
-from lib.scrapbook import generate
-from lib.scrapbook.stage import ScrapbookConfig
+from lib.families.scrapbook import generate
+from lib.families.scrapbook.stage import ScrapbookConfig
 from lib.train import TrainConfig
 
 SEEDS = (0, 1, 2)

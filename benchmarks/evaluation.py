@@ -19,7 +19,7 @@ from lib.records import host_state, record
 from lib.evaluate import EvalConfig, rescore_folder, run
 from lib.metrics import text as T
 from lib.paths import DATA
-from lib.scrapbook import ScrapbookParams, generate
+from lib.families.scrapbook import ScrapbookParams, generate
 from lib.store import CallStore
 from lib.prepare import demo_datasets
 

@@ -14,7 +14,7 @@ import statistics
 import time
 
 from lib.records import host_state, record
-from lib.metrics import lave
+from lib.families.lave import judge as lave
 from lib.models import generate, load_model
 
 N, REPS, MAX_NEW_TOKENS = 16, 3, 48

@@ -125,7 +125,7 @@ def publish_reproduction(runs: list[str], target: Path = REPRODUCTION) -> dict:
                              f"names for the paper first (e.g. make run PROFILE=unique_all)")
         found.update(entries)
     record["papers"].update(found)
-    record["about"] = ("The papers' numbers (lib/data/papers.yaml, lib/scrapbook/paper.py) beside a run's, as its "
+    record["about"] = ("The papers' numbers (lib/data/papers.yaml, lib/families/scrapbook/paper.py) beside a run's, as its "
                        "stages wrote them to paper.csv; written by python -m benchmarks.publish reproduction <run>")
     write_json(target, record)
     return found

@@ -28,7 +28,7 @@ import yaml
 
 from lib.records import host_state, record
 from lib.prepare import demo_datasets
-from lib.scrapbook import ScrapbookParams, generate
+from lib.families.scrapbook import ScrapbookParams, generate
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 STEPS, PER_RANK = 150, 8

@@ -26,7 +26,7 @@ import yaml
 
 from lib.records import host_state, record
 from lib.paths import PARAMS
-from lib.scrapbook.stage import ScrapbookConfig
+from lib.families.scrapbook.stage import ScrapbookConfig
 
 REPEATS = 3
 # the whole dataset at most twice the cost of merely rendering and encoding its images, and all of them
@@ -35,8 +35,8 @@ TARGETS = {"ratio": "<= 2", "images": "== 162"}
 CHILD = r"""
 import json, shutil, sys, tempfile, time
 from pathlib import Path
-from lib.scrapbook import ScrapbookParams, generate
-from lib.scrapbook.generate import BackgroundIO, build_unit, object_sets, prepare, set_backgrounds, units
+from lib.families.scrapbook import ScrapbookParams, generate
+from lib.families.scrapbook.generate import BackgroundIO, build_unit, object_sets, prepare, set_backgrounds, units
 from lib.paths import cache_dir
 from collections import Counter
 
@@ -51,7 +51,7 @@ mode, params = sys.argv[1], ScrapbookParams.from_dict(json.loads(sys.argv[2]))
 out = Path(tempfile.mkdtemp())
 spent = Counter()
 if mode.endswith("_parts"):  # the main thread's seconds by what it is doing (module functions, looked up per call)
-    G = sys.modules["lib.scrapbook.generate"]  # the module (lib.scrapbook's ``generate`` is the function)
+    G = sys.modules["lib.families.scrapbook.generate"]  # the module (lib.families.scrapbook's ``generate`` is the function)
 
     def timed(name, f):
         def g(*a, **k):

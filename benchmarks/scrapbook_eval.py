@@ -56,7 +56,7 @@ start = time.perf_counter()
 if mode == "floor":  # what any evaluation holds: the imports, the model, one question answered
     from lib.io import read_items_at
     from lib.models import load_model
-    from lib.tasks import task_of
+    from lib.families import task_of
     item = read_items_at(folder, [0])[0]
     model = load_model(LLAVA)
     model.generate([task_of(item).request(item, Path(folder), max_new_tokens=E.EvalConfig.max_new_tokens)])
@@ -122,8 +122,8 @@ def targets(curve: list[dict]) -> dict[str, str]:
 
 def main() -> dict:
     before = host_state()
-    from lib.scrapbook import generate
-    from lib.scrapbook.stage import ScrapbookConfig
+    from lib.families.scrapbook import generate
+    from lib.families.scrapbook.stage import ScrapbookConfig
 
     root = Path(tempfile.mkdtemp(prefix="vqalab-bench-unique-all-"))
     try:

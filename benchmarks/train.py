@@ -23,7 +23,7 @@ TARGETS = {"image_cache_speedup": "> 1"}
 
 CHILD = r"""
 import json, shutil, sys, tempfile
-from lib.scrapbook import ScrapbookParams, generate
+from lib.families.scrapbook import ScrapbookParams, generate
 from lib.train import TrainConfig, train
 
 demo = json.loads(sys.argv[1])

@@ -39,7 +39,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from lib import artifacts as A
 from lib import config, plots
 from lib.browser import write_browser
-from lib.formats import read_yesbut_annotations
+from lib.families.yesbut.annotations import read_yesbut_annotations
 from lib.io import AnnotationStore, load_dataset_info, load_image, load_items, write_csv
 from lib.metrics import shortcuts
 from lib.metrics.wordnet import ensure_wordnet
@@ -48,7 +48,8 @@ from lib.models.tiny import sentence_encoder
 from lib.paths import DATA
 from lib.report import build_report
 from lib.schema import DIFFICULTY
-from lib.tasks import TASKS, Results
+from lib.families import TASKS
+from lib.tasks import Results
 
 DESCRIPTOR = "colour + HOG descriptor (no CLIP weights)"
 

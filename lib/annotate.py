@@ -38,11 +38,11 @@ from lib import config, plots
 from lib.io import AnnotationStore, load_image, write_json, write_jsonl
 from lib.models import Request, check_spec, generate, load_model
 from lib.models.api import response_image
-from lib.panels import compose, split
+from lib.families.yesbut.panels import compose, split
 from lib.paths import ROOT
 from lib.schema import CATEGORICAL, FIELD_BY_NAME, FIELDS
 from lib.store import CallStore
-from lib.tasks import prompts
+from lib.families.yesbut.task import Understanding
 
 def load_annotation_file(path: str | Path, store: AnnotationStore, annotator: str | None = None,
                          names: dict[str, str] | None = None) -> int:
@@ -194,7 +194,7 @@ def preannotate(model, records: list[dict], store: AnnotationStore, max_new_toke
                 progress: bool = True) -> int:
     """Draft descriptions with any VLM backend: "Describe the image" for each half and the YesBut
     WHYFUNNY prompt for the whole. Saved as ``source="machine:<model>"``, annotator = the model name."""
-    p = prompts()["yesbut"]
+    p = Understanding.prompts()
     reqs, keys = [], []
     for r in records:
         image = load_image(r["path"])

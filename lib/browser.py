@@ -32,7 +32,7 @@ from lib import artifacts as A
 from lib.htmlsafe import csp_meta, json_block, json_text, text
 from lib.io import atomic_file, item_index, read_items_at
 from lib.schema import ERROR, Item, Prediction
-from lib.tasks import get_task
+from lib.families import get_task
 
 FOLDER = "browser"  # under the run folder
 THUMB_PX = 160  # a thumbnail's longer side

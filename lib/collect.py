@@ -46,13 +46,14 @@ from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib import config, plots
-from lib.formats import import_memeqa, read_memeqa, read_yesbut_annotations
+from lib.families.memeqa.importer import import_memeqa, read_memeqa
+from lib.families.yesbut.annotations import read_yesbut_annotations
 from lib.io import (ImageError, LoadReport, dataset_info, images_roots, load_image, read_jsonl, save_dataset, scan_images,
                     write_json, write_jsonl, write_sample_images)
-from lib.panels import completion_grid, compose, layout, split
+from lib.families.yesbut.panels import completion_grid, compose, layout, split
 from lib.paths import DATA
 from lib.schema import Item
-from lib.tasks import Completion, Detection, Understanding
+from lib.families.yesbut.task import Completion, Detection, Understanding
 
 PANEL_STYLES = ("ORIG", "STICK", "3D")
 _YESBUT_NAME = re.compile(r"^(?P<ts>.+?)_(?P<left>ORIG|STICK|3D)_YES_(?P<right>ORIG|STICK|3D)_BUT\.\w+$")
@@ -78,7 +79,7 @@ class Record:
     timestamp: str | None = None
     original: str | None = None
     annotation: dict = field(default_factory=dict)
-    # two-panel images (those with styles per half): what the layout check found (lib.panels.layout):
+    # two-panel images (those with styles per half): what the layout check found (lib.families.yesbut.panels.layout):
     # {"panels": 2 | 3 | None, "cut": x, "evidence": "..."}
     layout: dict = field(default_factory=dict)
 

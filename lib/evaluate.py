@@ -11,7 +11,7 @@ process or many, resumed through the call cache), reading, streaming scoring and
 manifests and tables. This module binds it to a run: ``stage:`` paths, the demo's datasets, the
 summary, the command line.
 
-Answers are read as :mod:`lib.tasks` defines: constrained decoding over the closed answer set where
+Answers are read as their task (:mod:`lib.families`) defines: constrained decoding over the closed answer set where
 the task has one (and ``constrain`` is on), robust parsing otherwise. What cannot be read stays in
 ``raw`` with ``valid=False`` and counts as wrong in every denominator; ``n_invalid`` sits beside
 every metric. Prompt styles are :mod:`lib.tasks.styles` objects: zero-shot, and zero-shot chain of

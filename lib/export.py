@@ -62,7 +62,8 @@ from lib.formats import export_tsv
 from lib.io import load_items, write_json, write_jsonl
 from lib.provenance import provenance
 from lib.schema import Item, Prediction, Response
-from lib.tasks import Scoring, get_task
+from lib.families import get_task
+from lib.tasks import Scoring
 from lib.tasks.base import QUESTION_FIRST, wants_question_first
 
 TEMPLATE = Path(__file__).parent / "data" / "lmms_eval" / "utils.py"

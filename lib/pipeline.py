@@ -38,7 +38,7 @@ from lib.io import write_json
 from lib.models import check_spec
 from lib.paths import NOTEBOOKS, RunBusy, RunLock, params_root, run_dir
 from lib.provenance import machine
-from lib.scrapbook import ScrapbookConfig
+from lib.families.scrapbook import ScrapbookConfig
 from lib.prepare import SetupConfig
 from lib.train import TrainConfig
 

@@ -180,7 +180,7 @@ def understanding_metrics(frame: pd.DataFrame):
     """YesBut Figure 5: per model, the mean of the four automated metrics (0-1 each: BLEU, ROUGE-L,
     METEOR, BERTScore) at annotation stages 2, 3, 4 and over all images; left panel the whole image
     (WHYFUNNY prompt), right panel the sub-images ("Describe the image", left and right averaged).
-    ``frame`` is :meth:`lib.tasks.yesbut.Understanding.frame`."""
+    ``frame`` is :meth:`lib.families.yesbut.task.Understanding.frame`."""
     mean = frame[(frame["metric"] == "mean of 4") & (frame["group"].str.startswith("stage") | (frame["group"] == "all"))]
     groups = sorted({g for g in mean["group"] if g != "all"}) + ["all"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)

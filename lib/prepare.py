@@ -30,11 +30,11 @@ from lib import artifacts as A
 from lib import config
 from lib.io import dataset_info, load_image, save_dataset, write_sample_images
 from lib.models import Constraint, Request, check_spec, generate, load_model
-from lib.panels import completion_grid, compose
+from lib.families.yesbut.panels import completion_grid, compose
 from lib.paths import DATA
-from lib.tasks.mcq import MultipleChoice
-from lib.tasks.vqa_open import OpenVQA
-from lib.tasks.yesbut import Completion, Detection, Understanding
+from lib.families.memeqa.task import MultipleChoice
+from lib.families.vqa.task import OpenVQA
+from lib.families.yesbut.task import Completion, Detection, Understanding
 from lib.store import CallStore
 
 

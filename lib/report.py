@@ -25,7 +25,7 @@ from lib import browser
 from lib.htmlsafe import csp_meta, href, text
 from lib.io import atomic_file
 from lib.paths import run_dir
-from lib.tasks import TASKS
+from lib.families import TASKS
 
 TITLES = {
     A.SETUP: "Setup: models and probes",

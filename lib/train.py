@@ -5,7 +5,7 @@ generation-based validation on the task's own metric, checkpoints and exact resu
     python -m lib.train --profile demo          # -> outputs/demo/05_train
     torchrun --nproc_per_node N -m lib.train --params FILE --out DIR      # N processes (or accelerate launch)
 
-Prompts, targets, answer reading and scoring are the items' tasks' (:mod:`lib.tasks`): training
+Prompts, targets, answer reading and scoring are the items' tasks' (:mod:`lib.families`): training
 learns :meth:`Task.target_text` after :meth:`Task.prompt`, and validation asks, reads and scores
 exactly as stage 06 does.
 
@@ -50,14 +50,15 @@ from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib import config, plots
-from lib.formats import import_memeqa
+from lib.families.memeqa.importer import import_memeqa
 from lib.io import ImageCache, ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json, write_jsonl
 from lib.models import check_spec, generate, load_model
 from lib.models.hf import HFModel, ImageTensors, chat_prompt, is_encoder_decoder
 from lib.ranks import ranks
 from lib.schema import Item, Prediction
 from lib.eval.score import read_answer, score_group
-from lib.tasks import Scoring, get_task, task_of, user_content, wants_question_first
+from lib.families import get_task, task_of
+from lib.tasks import Scoring, user_content, wants_question_first
 
 # Where a VLM keeps its language model (LLaVA, Qwen-VL, BLIP-2, Florence-2: language_model; Idefics3,
 # Kosmos-2: text_model): LoRA adapts that model's Linear layers unless told otherwise.

@@ -39,7 +39,7 @@ from IPython.display import display
 
 from lib import artifacts as A
 from lib.config import resolve
-from lib.scrapbook import ScrapbookConfig, explore, stage
+from lib.families.scrapbook import ScrapbookConfig, explore, stage
 
 resolved = resolve(ScrapbookConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run

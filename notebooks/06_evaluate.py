@@ -43,7 +43,7 @@ from lib import artifacts as A
 from lib import browser
 from lib import evaluate as E
 from lib.config import resolve
-from lib.tasks.vqa_open import OpenVQA
+from lib.families.vqa.task import OpenVQA
 
 resolved = resolve(E.EvalConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run

@@ -171,15 +171,15 @@ def params_markdown(stage: str) -> str:
 
 
 def task_options_markdown() -> str:
-    """Every task of ``lib.tasks.TASKS`` with the options its ``tasks: {<name>: {...}}`` block may set."""
-    from lib.tasks import TASKS
+    """Every task of ``lib.families.TASKS`` with the options its ``tasks: {<name>: {...}}`` block may set."""
+    from lib.families import TASKS
 
     rows = []
     for name, task in sorted(TASKS.items()):
         for r in config_fields(type(task).Options):
             rows.append([f"`{name}`", f"`{r['name']}`", _cell(r["type"]), _cell(r["default"]),
                          r["comment"].replace("|", "\\|")])
-    return ("Generated from each task's `Options` dataclass (`lib/tasks/`) when these pages are built:\n\n"
+    return ("Generated from each task's `Options` dataclass (`lib/families/<family>/`) when these pages are built:\n\n"
             + _table(["task", "option", "type", "default", "why"], rows))
 
 

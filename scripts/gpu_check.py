@@ -49,7 +49,7 @@ from pathlib import Path
 
 import yaml
 
-from lib import scrapbook
+from lib.families import scrapbook
 from lib.config import load_profile
 from lib.io import load_items, read_jsonl, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
@@ -58,7 +58,8 @@ from lib.preflight import hub_problem
 from lib.provenance import git_state, versions
 from lib.records import host_state, record
 from lib.store import CallStore, call_key
-from lib.tasks import task_of, wants_question_first
+from lib.families import task_of
+from lib.tasks import wants_question_first
 from lib.train import TrainConfig, start_training, train_steps, training_summary
 from tests.services.servers import vllm_server
 

@@ -42,7 +42,7 @@ def tiny_llava():
 @pytest.fixture(scope="session")
 def training_scenes(tmp_path_factory) -> Path:
     """A small Scrapbook set (presence and counting, original form) that training tests read, never write."""
-    from lib.scrapbook import ScrapbookParams, generate
+    from lib.families.scrapbook import ScrapbookParams, generate
 
     out = tmp_path_factory.mktemp("sb")
     generate(ScrapbookParams(canvas=[224, 224], size_start=40, size_step=10, n_sets=2, n_backgrounds=1,

@@ -11,7 +11,7 @@ from PIL import Image
 
 from lib import af
 from lib.af import engine
-from lib.formats import export_memeqa, import_memeqa
+from lib.families.memeqa.importer import export_memeqa, import_memeqa
 from lib.io import load_items
 from lib.models import load_model
 from lib.models.baseline import _RuleModel

@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 
 from lib import analysis, annotate, collect, plots
-from lib.formats import read_yesbut_annotations
+from lib.families.yesbut.annotations import read_yesbut_annotations
 from lib.report import build_report
 from lib.tasks import Results
-from lib.tasks.yesbut import Understanding
+from lib.families.yesbut.task import Understanding
 
 from .conftest import SHARED_DATA
 

@@ -9,7 +9,7 @@ from PIL import Image
 
 from lib import annotate as A
 from lib.models import load_model
-from lib.panels import compose
+from lib.families.yesbut.panels import compose
 from lib.store import CallStore
 
 from .support.openai_server import OpenAIStub

@@ -59,7 +59,7 @@ def test_fill_one_annotation_in_jupyterlab(lab, chromium):
     from PIL import Image
     from playwright.sync_api import sync_playwright
 
-    from lib.panels import compose
+    from lib.families.yesbut.panels import compose
 
     url, token, root = lab
     image, store = root / "pair.png", root / "annotations.jsonl"

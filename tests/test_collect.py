@@ -9,7 +9,7 @@ from PIL import Image
 
 from lib import collect
 from lib.analysis import figure3_counts
-from lib.formats import read_yesbut_annotations
+from lib.families.yesbut.annotations import read_yesbut_annotations
 
 from .conftest import SHARED_DATA
 
@@ -225,7 +225,7 @@ def test_a_relative_source_path_collects_into_datasets_stage_06_can_read(tmp_pat
 
 
 def test_images_that_are_not_two_panels_are_flagged_by_name_and_never_cut(tmp_path):
-    from lib import panels, plots
+    from lib.families.yesbut import panels, plots
 
     root = tmp_path / "yesbut"
     (root / "images" / "stage_2").mkdir(parents=True)

@@ -17,7 +17,7 @@ from lib import pipeline
 from lib.config import ParamsError, StageConfig, resolve
 from lib.evaluate import EvalConfig
 from lib.paths import NOTEBOOKS, PARAMS
-from lib.scrapbook import ScrapbookConfig
+from lib.families.scrapbook import ScrapbookConfig
 
 
 @pytest.mark.parametrize("stage", A.STAGES)

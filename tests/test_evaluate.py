@@ -9,7 +9,7 @@ import pytest
 from lib import evaluate as E
 from lib.io import dataset_info, load_items, read_jsonl, save_dataset
 from lib.schema import Item, Prediction
-from lib.scrapbook import ScrapbookParams, generate as scrapbook
+from lib.families.scrapbook import ScrapbookParams, generate as scrapbook
 from lib.config import ParamsError
 from lib.store import CallStore
 from lib.prepare import demo_datasets
@@ -17,7 +17,7 @@ from lib.eval import ask as ask_module
 from lib.eval import rescore as rescore_module
 from lib.eval.items import load_eval_items, sample_indices
 from lib.models import load_model
-from lib.tasks import get_task, task_of
+from lib.families import get_task, task_of
 
 from .support.openai_server import OpenAIStub
 

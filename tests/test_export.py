@@ -14,9 +14,10 @@ from lib.config import resolve
 from lib.export import export_lmms_eval, main
 from lib.io import load_items
 from lib.schema import Prediction
-from lib.scrapbook import ScrapbookParams, generate as scrapbook
+from lib.families.scrapbook import ScrapbookParams, generate as scrapbook
 from lib.prepare import demo_datasets
-from lib.tasks import Scoring, get_task
+from lib.families import get_task
+from lib.tasks import Scoring
 
 SCORING = Scoring(n_resamples=50, tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}})
 

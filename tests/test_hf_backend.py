@@ -140,7 +140,7 @@ def test_a_shared_prompt_prefix_is_encoded_once_with_the_same_answers():
     computed once and reused across batches, a batch mixing the yes/no and the general
     demonstrations is split by family, and the answers (free and trie-constrained) and their token
     counts equal those of plain left-padded batches."""
-    from lib.metrics import lave
+    from lib.families.lave import judge as lave
 
     qs = ["What color is the car?", "Is the dog asleep?", "How many cats are there?", "What is the man holding?",
           "What sport is this?"]

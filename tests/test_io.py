@@ -8,6 +8,7 @@ import pytest
 from PIL import Image
 
 from lib import formats
+from lib.families.memeqa import importer as memeqa
 from lib import io as vio
 from lib.formats.__main__ import main
 from lib.schema import Item
@@ -151,13 +152,13 @@ MEMEQA = SHARED_DATA / "memeqa"
 @pytest.mark.parametrize("variant", ["none-plus", "none-minus"])
 def test_memeqa_dev_round_trips(tmp_path, variant):
     src = MEMEQA / variant / "dev.json"
-    items = formats.import_memeqa(src)
+    items = memeqa.import_memeqa(src)
     original = json.loads(src.read_text())
     assert len(items) == len(original) == 1973
     assert len({i.meta["specific_type"] for i in items}) == 11
     multi = [i for i in items if i.meta["general_type"] == "multi"]
     assert multi and all(isinstance(i.answer, list) for i in multi)
-    formats.export_memeqa(items, tmp_path / "dev.json")
+    memeqa.export_memeqa(items, tmp_path / "dev.json")
     assert json.loads((tmp_path / "dev.json").read_text()) == original
 
 
@@ -165,7 +166,7 @@ def test_memeqa_missing_key_is_named(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps([{"id": "q", "img": "a.png", "question": "?", "options": ["a"], "general_type": "single"}]))
     with pytest.raises(ValueError, match=r"bad.json: record 0 \(id='q'\) lacks key\(s\) \['specific_type', 'answer_key'\]"):
-        formats.import_memeqa(path)
+        memeqa.import_memeqa(path)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -184,7 +185,7 @@ def test_every_memeqa_reader_refuses_the_same_bad_record_by_name(tmp_path, chang
             "specific_type": "Intent", "answer_key": 1}
     path = tmp_path / "split.json"
     path.write_text(json.dumps([good, {**good, "id": "intent/2", **change}]))
-    for read in (lambda: formats.import_memeqa(path), lambda: from_memeqa(path, tmp_path),
+    for read in (lambda: memeqa.import_memeqa(path), lambda: from_memeqa(path, tmp_path),
                  lambda: collect.collect_memeqa(path, tmp_path, progress=False)):
         with pytest.raises(ValueError, match=rf"split\.json: record 1 \(id='intent/2'\).*{message}"):
             read()

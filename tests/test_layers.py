@@ -8,14 +8,16 @@ from graphlib import CycleError, TopologicalSorter
 from lib.paths import ROOT
 
 LIB = ROOT / "lib"
-# The stages (DESIGN.md): each may use the shared layers below it, never another stage.
-STAGES = ("prepare", "collect", "annotate", "af", "scrapbook", "train", "evaluate", "analysis")
+# The stages (DESIGN.md): each may use the shared layers below it, never another stage. (Stage 04,
+# Scrapbook's generator, lives with its family: lib/families/scrapbook/stage.py.)
+STAGES = ("prepare", "collect", "annotate", "af", "train", "evaluate", "analysis")
 # Layers from the bottom; a module may import its own layer or any layer below it.
 LAYERS = [
     {"paths", "schema", "ranks", "htmlsafe"},
     {"answers", "provenance", "io", "store", "artifacts", "config", "records"},  # records: benchmark records
     {"models"},
-    {"tasks", "formats", "panels", "metrics", "plots", "browser", "report"},
+    {"tasks", "metrics", "plots"},  # tasks: what every task is; metrics: those any family may use
+    {"families", "formats", "browser", "report"},  # families: one folder per paper, found by looking
     {"eval"},  # the evaluation engine: stage 06, training's validation and the tests score through it
     set(STAGES) | {"export"},  # export: datasets handed to other harnesses (a tool beside the stages)
     {"pipeline", "preflight"},  # preflight: what a run needs is reachable, checked before it starts
@@ -94,45 +96,73 @@ def _selects_column(node) -> bool:
     return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "task"
 
 
-def test_no_task_name_is_compared_outside_lib_tasks():
-    """Every task-specific rule lives in its task object (lib/tasks/), so no other module tests
+def _family(path: Path) -> str | None:
+    """The family folder ``path`` is in (``lib/families/<family>/...``), or None."""
+    parts = path.relative_to(LIB).parts
+    return parts[1] if len(parts) > 2 and parts[0] == "families" else None
+
+
+def _task_families() -> dict[str, str]:
+    """Task name -> the family folder that defines it."""
+    from lib.families import TASKS
+
+    return {name: type(task).__module__.split(".")[2] for name, task in TASKS.items()}
+
+
+def test_no_family_imports_another_family():
+    """A family of work is one folder: it uses the shared layers, never another family's code."""
+    crossings = sorted((a, b) for a, b in _edges() if a.startswith("lib.families.") and b.startswith("lib.families.")
+                       and a.split(".")[2] != b.split(".")[2])
+    assert not crossings, f"families importing each other: {crossings}"
+
+
+def test_a_family_is_one_folder_found_by_looking():
+    """Every folder of lib/families/ is a family whose tasks are registered, and nothing outside it
+    names them: the registry reads the folders."""
+    from lib import families
+
+    folders = {p.name for p in (LIB / "families").iterdir() if (p / "__init__.py").exists()}
+    assert set(_task_families().values()) <= folders and {"memeqa", "yesbut", "scrapbook", "lave", "vqa"} <= folders
+    assert families.discover() == families.TASKS
+    assert "memeqa" not in (LIB / "families" / "__init__.py").read_text().split('"""')[2]  # no list of families
+
+
+def test_no_task_name_is_compared_outside_its_family():
+    """Every task-specific rule lives in its task object (its family's folder), so no other module tests
     ``task == "mcq"``-style strings. Selecting a task's rows of a table (``df["task"] == "mcq"``, as
     a paper figure does) is data selection, not dispatch, and is allowed."""
-    from lib.tasks import TASKS
-
+    owner = _task_families()
     offenders = []
     for path in LIB.rglob("*.py"):
-        if path.is_relative_to(LIB / "tasks"):
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Compare) and not _selects_column(node.left):
                 consts = [c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)]
                 for c in node.comparators:
                     if isinstance(c, (ast.Tuple, ast.List, ast.Set)):
                         consts += [e.value for e in c.elts if isinstance(e, ast.Constant)]
-                if any(v in TASKS for v in consts):
+                if any(v in owner and owner[v] != _family(path) for v in consts if isinstance(v, str)):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    assert not offenders, f"task names compared outside lib/tasks/: {offenders}"
+    assert not offenders, f"task names compared outside their family's folder: {offenders}"
 
 
 def _sources():
-    """Every module of lib/ outside lib/tasks/ (and the data it ships), and every notebook's source."""
+    """Every module of lib/ (not the data it ships), and every notebook's source."""
     for path in sorted(LIB.rglob("*.py")):
-        if not (path.is_relative_to(LIB / "tasks") or path.is_relative_to(LIB / "data")):
+        if not path.is_relative_to(LIB / "data"):
             yield path
     yield from sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 
 
-def test_no_task_name_is_written_outside_lib_tasks():
+def test_no_task_name_is_written_outside_its_family():
     """A task owns everything about itself: items are made by its ``make_item``, its rows selected by
-    its ``rows``, its tables by its ``paper_tables``, its settings set in params. So no other module
-    or notebook holds a task's name as a string (docstrings may mention one)."""
-    from lib.tasks import TASKS
-
+    its ``rows``, its tables by its ``paper_tables``, its settings set in params. So no module outside
+    its family's folder, and no notebook, holds a task's name as a string (docstrings may mention one)."""
+    owner = _task_families()
     offenders = [f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}" for path in _sources()
                  for node in ast.walk(ast.parse(path.read_text()))
-                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in TASKS]
-    assert not offenders, f"task names outside lib/tasks/: {offenders}"
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in owner
+                 and owner[node.value] != (_family(path) if path.is_relative_to(LIB) else None)]
+    assert not offenders, f"task names outside their family's folder: {offenders}"
 
 
 MAX_FUNCTION_LINES = 80

@@ -18,8 +18,8 @@ training (three seeds) for the performance page.
 import pytest
 
 from lib.config import resolve
-from lib.scrapbook import generate
-from lib.scrapbook.stage import ScrapbookConfig
+from lib.families.scrapbook import generate
+from lib.families.scrapbook.stage import ScrapbookConfig
 from lib.train import TrainConfig, run
 
 SHRUNK = {"max_steps": 1000, "focus_steps": 400, "eval_every": 1000, "checkpoint_every": 1000, "eval_items": 100,

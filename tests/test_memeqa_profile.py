@@ -15,7 +15,7 @@ from lib import train as T
 from lib.paths import ROOT, outputs_root
 from lib.store import CallStore
 from lib.tasks import Results
-from lib.tasks.mcq import MultipleChoice
+from lib.families.memeqa.task import MultipleChoice
 
 from .conftest import SHARED_DATA
 from .support.openai_server import OpenAIStub

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from lib import panels
+from lib.families.yesbut import panels
 
 
 def _photo(seed, size=(90, 120)):

@@ -14,7 +14,7 @@ from benchmarks import publish
 from lib import records
 from scripts import docs_pages as pages
 from lib import analysis
-from lib.scrapbook import paper as sb
+from lib.families.scrapbook import paper as sb
 
 COMMITTED = sorted(records.RECORDS.glob("*.json"))
 

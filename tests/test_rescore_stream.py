@@ -23,8 +23,9 @@ from lib.eval import rescore as rescore_module
 from lib.io import load_items, read_jsonl
 from lib.prepare import demo_datasets
 from lib.schema import Prediction
-from lib.scrapbook import ScrapbookParams, generate as scrapbook
+from lib.families.scrapbook import ScrapbookParams, generate as scrapbook
 from lib.store import CallStore
+from lib import families
 from lib import tasks as T
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "stage06"
@@ -116,7 +117,7 @@ def test_the_streamed_scrapbook_scorer_equals_the_protocols_frame(finished, exac
     """Per (model, style): the scorer fed a few answers at a time scores each answer and makes
     every row, level and error as :meth:`ScrapbookQA.score` and :meth:`ScrapbookQA.aggregate` do on
     the frame of all of them (the plain :class:`lib.tasks.Scorer`)."""
-    task, scoring = T.get_task("scrapbook.qa"), T.Scoring(n_resamples=200, seed=3, tasks={"scrapbook.qa": {"exact": exact}})
+    task, scoring = families.get_task("scrapbook.qa"), T.Scoring(n_resamples=200, seed=3, tasks={"scrapbook.qa": {"exact": exact}})
     preds, items = _answers(finished)
     groups: dict = {}
     for p, it in zip(preds, items):

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from lib.formats import import_memeqa
+from lib.families.memeqa.importer import import_memeqa
 from lib.schema import Item
 from lib.collect import yesbut_datasets
 from lib.prepare import demo_datasets
-from lib.tasks import task_of
-from lib.tasks.mcq import letter_sets, parse_letter_set
+from lib.families import task_of
+from lib.families.memeqa.task import letter_sets, parse_letter_set
 
 from .conftest import SHARED_DATA
 
@@ -61,7 +61,7 @@ def _rendered(demo) -> dict:
 
 
 def test_rendered_prompts_match_the_snapshot(demo):
-    """Prompts are data (lib/data/prompts/tasks.yaml); a change there must be deliberate:
+    """Prompts are data (each family's prompts.yaml); a change there must be deliberate:
     regenerate with UPDATE_SNAPSHOTS=1 and review the diff."""
     rendered = _rendered(demo)
     if os.environ.get("UPDATE_SNAPSHOTS") == "1":

@@ -1,73 +1,52 @@
-"""A task family defined here, outside lib/, runs through evaluation, rescoring, training validation
-and the analysis stage's paper tables: everything task-specific lives in the task object (its items,
+"""A family of work added as a newcomer adds one - a folder (``tests/support/families/toy``: its
+task, its prompts) and nothing else - runs through evaluation, rescoring, training validation and
+the analysis stage's paper tables: everything task-specific lives in the task object (its items,
 options, prompt, scoring, tables), and its settings are one block under ``tasks:`` in the params."""
 
-from dataclasses import dataclass
+import sys
 
 import pandas as pd
 import pytest
 from PIL import Image
 
+from lib import analysis, families
 from lib import evaluate as E
 from lib import train as T
 from lib.io import dataset_info, read_jsonl, save_dataset
 from lib.models import load_model
+from lib.paths import ROOT
 from lib.schema import Response
 from lib.store import CallStore
-from lib import analysis
-from lib.tasks import TASKS, Prompt, Tables, Task, TaskOptions, metric_row
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
-COLOURS = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220)}
-
-
-@dataclass(frozen=True)
-class ColourOptions(TaskOptions):
-    warm: str = "red"  # the colour the "warm" rate counts
-
-
-class Colour(Task):
-    """Name the colour of a plain image; scored by accuracy and by a made-up "warm" rate."""
-
-    name = "toy.colour"
-    Options = ColourOptions
-
-    @classmethod
-    def make_item(cls, id, image, colour):
-        return super().make_item(id, [image], "Answer with one word.", [colour], meta={"type": "colour"})
-
-    def choices(self, item):
-        return tuple(COLOURS)
-
-    def prompt(self, item, root):
-        return Prompt(f"Which colour fills the image? {item.question}", tuple(f"{root}/{im}" for im in item.images),
-                      self.choices(item), "Therefore, the colour is")
-
-    def target(self, item):
-        return item.answer[0]
-
-    def score(self, preds, items, scoring):
-        for p, it in zip(preds, items):
-            p.correct = p.valid and p.parsed == it.answer[0]
-            p.scores = {"accuracy": float(p.correct), "warm": float(p.parsed == scoring.of(self).warm)}
-
-    def aggregate(self, preds, items, scoring, state=None):
-        n, n_inv = len(preds), sum(not p.valid for p in preds)
-        return Tables([metric_row("all", m, [p.scores[m] for p in preds], n, n_inv, scoring=scoring)
-                       for m in ("accuracy", "warm")])
-
-    def paper_tables(self, results):
-        rows = self.rows(results.metrics)
-        return {"toy_table1": rows.pivot_table(index="model", columns=["metric", "style"], values="value")}
+FOLDER = ROOT / "tests" / "support" / "families"  # where the toy family's folder is, beside lib/families/
 
 
 @pytest.fixture
-def toy(tmp_path, monkeypatch):
-    monkeypatch.setitem(TASKS, Colour.name, Colour())
+def family(monkeypatch):
+    """The toy family found as lib/families/ finds its own: its folder on the package's path."""
+    monkeypatch.setattr(families, "__path__", [*families.__path__, str(FOLDER)])
+    found = families.discover()
+    added = {name: task for name, task in found.items() if name not in families.TASKS}
+    for name, task in added.items():
+        monkeypatch.setitem(families.TASKS, name, task)
+    yield sys.modules["lib.families.toy"]
+    for name in [m for m in sys.modules if m == "lib.families.toy" or m.startswith("lib.families.toy.")]:
+        del sys.modules[name]
+
+
+def test_the_toy_family_is_found_by_its_folder_alone(family):
+    assert [t.name for t in family.TASKS] == ["toy.colour"] and families.get_task("toy.colour") is family.TASKS[0]
+    assert type(family.TASKS[0]).__module__ == "lib.families.toy.task"
+
+
+@pytest.fixture
+def toy(family, tmp_path):
+    Colour, colours = family.task.Colour, family.task.COLOURS
     folder = tmp_path / "toy"
     (folder / "images").mkdir(parents=True)
     items = []
-    for i, (name, rgb) in enumerate(list(COLOURS.items()) * 2):
+    for i, (name, rgb) in enumerate(list(colours.items()) * 2):
         Image.new("RGB", (56, 56), rgb).save(folder / "images" / f"{i}.png")
         items.append(Colour.make_item(f"toy-{i}", f"images/{i}.png", name))
     save_dataset(folder, items, dataset_info("toy"))
@@ -81,11 +60,11 @@ def test_a_task_defined_outside_lib_is_evaluated_and_rescored(toy, tmp_path):
     out = tmp_path / "eval"
     E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     preds = list(read_jsonl(out / "predictions.jsonl"))
-    assert len(preds) == 2 * len(items) and {p["task"] for p in preds} == {Colour.name}
+    assert len(preds) == 2 * len(items) and {p["task"] for p in preds} == {"toy.colour"}
     # constrained to the task's closed set: every answer is one of its colours
-    assert all(p["valid"] and p["parsed"] in COLOURS and p["method"].startswith("constrained") for p in preds)
+    assert all(p["valid"] and p["parsed"] in ('red', 'green', 'blue') and p["method"].startswith("constrained") for p in preds)
     metrics = pd.read_csv(out / "metrics.csv")
-    rows = metrics[metrics["task"] == Colour.name]
+    rows = metrics[metrics["task"] == "toy.colour"]
     assert set(rows["metric"]) == {"invalid_rate", "accuracy", "warm"} and set(rows["style"]) == {"zero_shot", "cot"}
     warm = rows[(rows["metric"] == "warm") & (rows["style"] == "zero_shot")]["value"].item()
     assert warm == pytest.approx(sum(p["parsed"] == "red" for p in preds if p["style"] == "zero_shot") / len(items))
@@ -97,18 +76,18 @@ def test_a_task_defined_outside_lib_is_evaluated_and_rescored(toy, tmp_path):
 def test_its_options_are_one_params_block_and_its_tables_reach_the_analysis(toy, tmp_path):
     folder, items = toy
     cfg = E.EvalConfig.from_params({"datasets": {"toy": str(folder)}, "models": {"tiny": TINY}, "styles": ["zero_shot"],
-                                    "max_new_tokens": 4, "n_resamples": 20, "tasks": {Colour.name: {"warm": "blue"}}})
+                                    "max_new_tokens": 4, "n_resamples": 20, "tasks": {"toy.colour": {"warm": "blue"}}})
     out = tmp_path / "run" / "06_evaluate"
     E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     preds = list(read_jsonl(out / "predictions.jsonl"))
     metrics = pd.read_csv(out / "metrics.csv")
-    warm = metrics[(metrics["task"] == Colour.name) & (metrics["metric"] == "warm")]["value"].item()
+    warm = metrics[(metrics["task"] == "toy.colour") & (metrics["metric"] == "warm")]["value"].item()
     assert warm == pytest.approx(sum(p["parsed"] == "blue" for p in preds) / len(items))  # its option, not the default
     assert {p["dataset"] for p in preds} == {"toy"}
     written = analysis.paper_results(out.parent, metrics, tmp_path / "tables", tmp_path / "figures")
     assert written == ["toy_table1"] and (tmp_path / "tables" / "toy_table1.csv").exists()
     with pytest.raises(Exception, match=r"tasks.toy.colour: unknown key 'wram' \(did you mean 'warm'\?\)"):
-        E.EvalConfig.from_params({"tasks": {Colour.name: {"wram": "blue"}}})
+        E.EvalConfig.from_params({"tasks": {"toy.colour": {"wram": "blue"}}})
 
 
 def test_training_validates_and_trains_with_the_tasks_own_methods(toy):

@@ -342,7 +342,7 @@ def _memeqa_splits(root, per_split=6):
 
 
 def test_multiple_choice_training_uses_the_datasets_splits_options_letters_and_the_macro_metric(tmp_path):
-    from lib.tasks import task_of
+    from lib.families import task_of
 
     paths = _memeqa_splits(tmp_path / "memeqa")
     cfg = TrainConfig(model=TINY, dataset=str(paths["train"]), val_dataset=str(paths["dev"]), test_dataset=str(paths["test"]),

@@ -41,8 +41,10 @@ from lib.af.skeletons import LLM_TYPES, Skeleton, prompts
 from lib.io import write_json
 from lib.models.tiny import sentence_encoder
 from lib.models import Constraint, Request, check_spec, generate
+from lib.families import task_of
+from lib.families.memeqa.task import MultipleChoice
 from lib.schema import Item
-from lib.tasks import MultipleChoice, task_of, wants_question_first
+from lib.tasks import wants_question_first
 
 # A phrase or sentence in the style of the released correct options (quotes, digits, parentheses,
 # any length up to OPTION_MAX_LENGTH): no markup, no JSON debris, one line. The length is its own

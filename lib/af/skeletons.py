@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 import yaml
 
-from lib.formats import read_memeqa
+from lib.families.memeqa.importer import read_memeqa
 from lib.paths import DATA
 from lib.schema import SENTIMENTS
 

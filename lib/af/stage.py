@@ -21,7 +21,7 @@ from lib import artifacts as A
 from lib import config, plots
 from lib.af.engine import AFConfig, blind_check, filter_questions, final_items, plus_variant
 from lib.af.skeletons import from_annotations, from_memeqa
-from lib.formats import export_memeqa, import_memeqa
+from lib.families.memeqa.importer import export_memeqa, import_memeqa
 from lib.io import AnnotationStore, dataset_info, images_roots, save_dataset
 from lib.metrics import shortcuts
 from lib.models import load_model

@@ -17,12 +17,13 @@ from lib.eval.manifest import answer_digest, manifest
 from lib.eval.score import read_answer
 from lib.eval.settings import EvalConfig
 from lib.io import read_jsonl, write_json, write_jsonl
-from lib.metrics.lave import judge as lave_judge
+from lib.families.lave.judge import judge as lave_judge
 from lib.models import generate, load_model
 from lib.ranks import Ranks, ranks
 from lib.schema import Item, Judgement, Prediction
 from lib.store import CallStore, call_key
-from lib.tasks import STYLES, task_of, wants_question_first
+from lib.families import task_of
+from lib.tasks import STYLES, wants_question_first
 
 def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: EvalConfig, store=None,
             progress: bool = True, dataset: str = "", part: str = "") -> list[Prediction]:

@@ -24,7 +24,7 @@ from lib.eval.score import group_tables, groups, judged, judgements_by_answer, r
 from lib.eval.settings import EvalConfig
 from lib.io import IdLookup, ItemsAt, ItemsChanged, jsonl_line, read_jsonl, write_csv, write_jsonl, write_lines_hashed
 from lib.schema import Item, Prediction
-from lib.tasks import get_task
+from lib.families import get_task
 
 RESCORE_CHUNK = 8192  # predictions read, located and re-read at a time: a rescore holds one chunk, not its file
 PASSES = ("scoring", "scored")  # a rescore's pass files (.predictions.<run>.<pass>.jsonl), removed after

@@ -11,7 +11,8 @@ from typing import ClassVar
 from lib import artifacts as A
 from lib import config
 from lib.models import check_spec
-from lib.tasks import PROMPT_STYLES, TASKS, Scoring, task_options
+from lib.families import TASKS, task_options
+from lib.tasks import PROMPT_STYLES, Scoring
 
 @dataclass
 class EvalConfig(config.StageConfig):
@@ -25,7 +26,7 @@ class EvalConfig(config.StageConfig):
     demo_data: bool = False  # also evaluate the embedded demo datasets stage 00 wrote (mcq, yesbut, vqa)
     styles: list[str] = field(default_factory=lambda: ["zero_shot", "cot"])
     only_tasks: list[str] = field(default_factory=list)  # the tasks asked; empty: every task found in the datasets
-    # each task's options: {name: {max_new_tokens, judge, and its own (lib.tasks: its Options)}}
+    # each task's options: {name: {max_new_tokens, judge, and its own (its task's Options)}}
     tasks: dict[str, dict] = field(default_factory=dict)
     constrain: bool = True  # constrained decoding over closed answer sets where the backend allows it
     max_new_tokens: int = 32  # an answer's token limit where its task's options set none

@@ -1,7 +1,6 @@
-"""Datasets in other formats, brought in as dataset folders or written out from Items.
+"""Datasets in other formats, brought in as dataset folders or written out from Items. A family's own
+format is its family's (MemeQA's JSON splits: :mod:`lib.families.memeqa.importer`).
 
-- :mod:`lib.formats.memeqa`: MemeQA JSON splits (read, checked, imported, exported) and YesBut's
-  annotation CSV.
 - :mod:`lib.formats.tsv`: TSV with base64 images (VLMEvalKit / lmms-eval style).
 - :mod:`lib.formats.custom`: your own dataset from a CSV or a Hugging Face dataset (a
   ``save_to_disk`` folder or a parquet file), every problem named by row and column before
@@ -16,11 +15,9 @@
 
 from lib.formats.custom import (HF_BATCH, Columns, import_csv, import_hf, open_hf, parse_answer, parse_options,
                                 staged_folder)
-from lib.formats.memeqa import MEMEQA_KEYS, export_memeqa, import_memeqa, read_memeqa, read_yesbut_annotations
 from lib.formats.tsv import export_tsv, import_tsv
 
 __all__ = [
     "HF_BATCH", "Columns", "import_csv", "import_hf", "open_hf", "parse_answer", "parse_options", "staged_folder",
-    "MEMEQA_KEYS", "export_memeqa", "import_memeqa", "read_memeqa", "read_yesbut_annotations",
     "export_tsv", "import_tsv",
 ]

@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lib.formats.custom import Columns, import_csv, import_hf
+from lib.formats.custom import Columns, default_task, import_csv, import_hf
 from lib.io import MAX_PROBLEMS, DatasetError, check_dataset
-from lib.tasks import default_task
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,8 +24,14 @@ from tqdm.auto import tqdm
 from lib.formats.tsv import _LETTERS, _UNSAFE
 from lib.io import (DatasetCheck, DatasetError, ImageError, aside_folder, check_dataset, dataset_info, load_image,
                     save_dataset)
+from lib.families.memeqa.task import MultipleChoice
+from lib.families.vqa.task import OpenVQA
 from lib.schema import Item
-from lib.tasks import default_task
+
+
+def default_task(has_options: bool) -> str:
+    """The task of an imported row that names none: multiple choice with options, open VQA without."""
+    return MultipleChoice.name if has_options else OpenVQA.name
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from PIL import Image
 
 from lib.io import LoadReport, load_image
 from lib.schema import Item
-from lib.tasks.mcq import MultipleChoice
+from lib.families.memeqa.task import MultipleChoice
 
 
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

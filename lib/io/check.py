@@ -101,7 +101,7 @@ def item_problems(row) -> list[tuple[str, str]]:
     blamed = {f for f, _ in out}
     task, images, options, meta = (row.get(k) for k in ("task", "images", "options", "meta"))
     # what Item accepts but later stages cannot use: an empty task name or image path, options not a list
-    extra = [("task", "must be a non-empty string naming the task (one of lib.tasks.TASKS)")
+    extra = [("task", "must be a non-empty string naming the task (one of lib.families.TASKS)")
              if task == "" else None,
              ("options", f"must be a list of option texts or null, got {options!r}")
              if options is not None and not isinstance(options, list) else None]

@@ -5,12 +5,12 @@ per-item scores or a number, so any subset can be scored and bootstrapped.
   Jaccard credit with per-type micro / macro averages.
 - :mod:`lib.metrics.text` - BLEU (sacrebleu), ROUGE-L (rouge-score), METEOR (NLTK + WordNet),
   CIDEr (pycocoevalcap), BERTScore (bert-score), ANLS, VQA accuracy, exact match.
-- :mod:`lib.metrics.lave` - the LAVE judge: prompt, rating parser, score (r - 1) / 2.
-- :mod:`lib.metrics.consistency` - the Scrapbook protocol: matching per form, error categories,
-  consistency, precedence, level gating.
 - :mod:`lib.metrics.shortcuts` - the shortcut audit of any multiple-choice dataset (text-only tells
   and a blind baseline built from them, beside chance).
 - :mod:`lib.metrics.stats` - bootstrap confidence intervals.
+
+A family's own metrics are in its folder: the LAVE judge (:mod:`lib.families.lave.judge`), the
+Scrapbook protocol (:mod:`lib.families.scrapbook.consistency`).
 """
 
 from lib.metrics.classification import accuracy, binary_f1, jaccard, macro_f1, mcq_scores, per_type

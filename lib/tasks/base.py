@@ -10,9 +10,11 @@ rule lives in one place. The hooks are named after lmms-eval's (``doc_to_text`` 
 
 from __future__ import annotations
 
+import sys
 import typing
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import pandas as pd
 import yaml
@@ -28,10 +30,16 @@ QUESTION_FIRST = False  # images before the question unless a model spec says ot
 TEXT_METRICS = ("bleu", "rouge_l", "meteor", "bertscore", "cider")  # YesBut's understanding metrics
 
 
-@lru_cache(maxsize=1)
-def prompts() -> dict:
-    """Every task's prompt block (``lib/data/prompts/tasks.yaml``); data, not code."""
-    return yaml.safe_load((DATA / "prompts" / "tasks.yaml").read_text())
+@lru_cache(maxsize=None)
+def read_prompts(path: str) -> dict:
+    """The prompt texts of a YAML file; data, not code."""
+    return yaml.safe_load(Path(path).read_text())
+
+
+def style_prompts() -> dict:
+    """The prompt styles' texts (``lib/data/prompts/styles.yaml``: chain of thought's triggers); a
+    task's own texts are its family's (:meth:`Task.prompts`)."""
+    return read_prompts(str(DATA / "prompts" / "styles.yaml"))
 
 
 def wants_question_first(spec: dict) -> bool:
@@ -203,6 +211,12 @@ class Task:
     Options: typing.ClassVar[type] = TaskOptions  # what its params block may set
 
     # --- settings and items -------------------------------------------------------------------------
+    @classmethod
+    def prompts(cls) -> dict:
+        """The task's prompt texts: ``prompts.yaml`` in its family's folder, beside the module that
+        defines the task."""
+        return read_prompts(str(Path(sys.modules[cls.__module__].__file__).with_name("prompts.yaml")))
+
     @classmethod
     def options(cls, block: dict | None = None, where: str = "") -> TaskOptions:
         """The task's options from its params block (``tasks: {name: block}``): unknown keys and wrong

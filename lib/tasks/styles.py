@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lib.models import Request, generate
-from lib.tasks.base import Prompt, prompts, user_content
+from lib.tasks.base import Prompt, style_prompts, user_content
 
 
 class Style:
@@ -48,7 +48,7 @@ class ChainOfThought(Style):
     name = "cot"
 
     def final(self, model, first, asked, question_first, max_new_tokens, seed, store=None, progress=True, desc=""):
-        trigger, asked = prompts()["cot"]["reasoning_trigger"], asked()
+        trigger, asked = style_prompts()["cot"]["reasoning_trigger"], asked()
         reasoning_reqs = [Request([{"role": "user", "content": user_content(f"{p.text}\n{trigger}", p.images,
                                                                             question_first)}],
                                   max_new_tokens=max_new_tokens, seed=seed) for p in asked]

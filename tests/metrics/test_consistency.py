@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from lib.metrics import consistency as S
+from lib.families.scrapbook import consistency as S
 
 YN = ("yes", "no", "not applicable")
 REGIONS = ("top left", "center", "center left", "not applicable")

@@ -3,7 +3,7 @@
 import pytest
 
 from lib.eval.settings import EvalConfig
-from lib.metrics import lave
+from lib.families.lave import judge as lave
 from lib.models import load_model
 from lib.store import CallStore
 

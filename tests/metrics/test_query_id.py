@@ -3,7 +3,7 @@
 import ast
 import json
 
-from lib.metrics.consistency import query_id
+from lib.families.scrapbook.consistency import query_id
 from lib.paths import ROOT
 
 
@@ -21,4 +21,4 @@ def test_the_protocol_owns_the_identity_without_reaching_up_to_the_generator():
     tree = ast.parse((ROOT / "lib" / "metrics" / "consistency.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert not any(m.startswith("lib.scrapbook") for m in imported), imported
+    assert not any(m.startswith("lib.families.scrapbook") for m in imported), imported

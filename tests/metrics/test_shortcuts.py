@@ -3,7 +3,7 @@
 import pytest
 
 from lib.af import engine
-from lib.formats import import_memeqa
+from lib.families.memeqa.importer import import_memeqa
 from lib.metrics import shortcuts
 from lib.schema import Item
 

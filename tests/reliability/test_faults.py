@@ -92,7 +92,7 @@ def test_stage_06_killed_or_out_of_space_at_random_points_never_shows_stale_numb
 # A Scrapbook build whose files are capped at argv[3] bytes (as a full disk stops writes).
 CAPPED_BUILD = """
 import json, resource, signal, sys
-from lib.scrapbook import ScrapbookParams, generate
+from lib.families.scrapbook import ScrapbookParams, generate
 cap = int(sys.argv[3])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
@@ -102,7 +102,7 @@ generate(ScrapbookParams(**json.loads(sys.argv[2])), sys.argv[1], progress=False
 
 @pytest.mark.slow
 def test_stage_04_out_of_file_space_at_random_points_keeps_the_previous_dataset_whole(tmp_path):
-    from lib.scrapbook import ScrapbookParams, generate
+    from lib.families.scrapbook import ScrapbookParams, generate
 
     from .test_storage import SMALL, _assert_whole, _references, _state
 

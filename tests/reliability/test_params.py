@@ -90,7 +90,7 @@ def test_a_memeqa_image_path_outside_its_folder_is_refused_by_every_reader(tmp_p
 
     from lib.af.skeletons import from_memeqa
     from lib.collect import collect_memeqa
-    from lib.formats import import_memeqa
+    from lib.families.memeqa.importer import import_memeqa
 
     split = tmp_path / "test.json"
     split.write_text(json.dumps([{"id": "intent_id/1", "img": img, "question": "Why?", "options": ["a", "b"],

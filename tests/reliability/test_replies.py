@@ -14,7 +14,7 @@ from tests.support.stage06 import rescored
 from lib.models import Constraint, Request, generate, load_model
 from lib.schema import Item, Response
 from lib.store import CallStore
-from lib.tasks import get_task
+from lib.families import get_task
 
 from ..support.hostile_server import HostileStub
 from ..support.openai_server import OpenAIStub

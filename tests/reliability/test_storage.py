@@ -21,7 +21,7 @@ from lib import artifacts as A
 from lib import io as vio
 from lib.paths import ROOT, stage_dir
 from lib.schema import Item
-from lib.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
+from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
 
 SMALL = dict(n_sets=2, objects_per_set=4, n_backgrounds=1, n_arrangements=2, objects_per_image=3, n_region_pairs=2,
              n_questions_per_type=1)
@@ -30,7 +30,7 @@ SMALL = dict(n_sets=2, objects_per_set=4, n_backgrounds=1, n_arrangements=2, obj
 BUILD = """
 import json, sys, time
 from pathlib import Path
-from lib.scrapbook import ScrapbookParams, generate
+from lib.families.scrapbook import ScrapbookParams, generate
 go = Path(sys.argv[3])
 print("ready", flush=True)
 while not go.exists():

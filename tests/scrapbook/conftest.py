@@ -3,8 +3,8 @@
 import pytest
 
 from lib.config import resolve
-from lib.scrapbook import generate
-from lib.scrapbook.stage import ScrapbookConfig
+from lib.families.scrapbook import generate
+from lib.families.scrapbook.stage import ScrapbookConfig
 
 
 @pytest.fixture(scope="session")

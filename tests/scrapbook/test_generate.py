@@ -14,10 +14,10 @@ from PIL import Image
 
 from lib.paths import PARAMS
 from lib.schema import Item
-from lib.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
-from lib.scrapbook import questions as Q
-from lib.scrapbook.layout import region_of
-from lib.scrapbook.objects import vocabulary
+from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
+from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook.layout import region_of
+from lib.families.scrapbook.objects import vocabulary
 
 SMALL = dict(n_sets=2, objects_per_set=4, n_backgrounds=1, n_arrangements=2, objects_per_image=3,
              n_region_pairs=2, n_questions_per_type=1)
@@ -117,7 +117,7 @@ def test_union_of_shards_equals_the_unsharded_output(tmp_path):
 
 def test_regenerating_over_a_folder_swaps_a_complete_build_in(tmp_path, monkeypatch):
     """A run killed while regenerating leaves the old dataset whole; a finished one replaces it."""
-    G = sys.modules["lib.scrapbook.generate"]  # the module (lib.scrapbook.generate is also the function)
+    G = sys.modules["lib.families.scrapbook.generate"]  # the module (lib.families.scrapbook.generate is also the function)
 
     out = tmp_path / "ds"
     first = generate(ScrapbookParams(**SMALL), out, progress=False)
@@ -145,7 +145,7 @@ def test_regenerating_over_a_folder_swaps_a_complete_build_in(tmp_path, monkeypa
 def test_a_failure_making_question_lines_is_raised_with_its_traceback_and_leaves_nothing(tmp_path, monkeypatch):
     """The question lines are made by a worker process (QuestionLines): its error reaches the caller
     with the file and the worker's traceback, and the half-built folder is removed."""
-    G = sys.modules["lib.scrapbook.generate"]
+    G = sys.modules["lib.families.scrapbook.generate"]
     real = G.item_jsonl
 
     def broken(scene, *a, **k):
@@ -160,7 +160,7 @@ def test_a_failure_making_question_lines_is_raised_with_its_traceback_and_leaves
 
 
 def test_question_lines_made_in_this_process_where_none_can_be_forked_are_the_same_bytes(tmp_path, monkeypatch):
-    G = sys.modules["lib.scrapbook.generate"]
+    G = sys.modules["lib.families.scrapbook.generate"]
     forked = generate(ScrapbookParams(**SMALL), tmp_path / "forked", progress=False)
     monkeypatch.setattr(G.multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     inline = generate(ScrapbookParams(**SMALL), tmp_path / "inline", progress=False)
@@ -269,20 +269,20 @@ def test_coco_objects_with_the_papers_filters(tmp_path, monkeypatch, backgrounds
 def test_cli_generates_and_reports_bad_params(tmp_path):
     good = tmp_path / "p.yaml"
     good.write_text(yaml.safe_dump(SMALL))
-    r = subprocess.run([sys.executable, "-m", "lib.scrapbook", "--params", str(good), "--out", str(tmp_path / "o")],
+    r = subprocess.run([sys.executable, "-m", "lib.families.scrapbook", "--params", str(good), "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     dataset = tmp_path / "o" / "datasets" / "scrapbook"  # the stage's layout, as notebook 04 writes it
     assert json.loads(r.stdout)["images"] == len(list((dataset / "images").iterdir()))
     written = {p.name for p in (tmp_path / "o").iterdir()}
     assert {"provenance.json", "summary.json", "figures", "datasets"} <= written
-    shard = subprocess.run([sys.executable, "-m", "lib.scrapbook", "--params", str(good), "--out", str(tmp_path / "s"),
+    shard = subprocess.run([sys.executable, "-m", "lib.families.scrapbook", "--params", str(good), "--out", str(tmp_path / "s"),
                             "--shard", "0", "--num-shards", "2"], capture_output=True, text=True, timeout=300)
     assert shard.returncode == 0, shard.stderr
     assert 0 < json.loads(shard.stdout)["images"] < json.loads(r.stdout)["images"]  # a shard: the dataset folder only
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**SMALL, "objects_per_image": 9}))
-    r = subprocess.run([sys.executable, "-m", "lib.scrapbook", "--params", str(bad), "--out", str(tmp_path / "b")],
+    r = subprocess.run([sys.executable, "-m", "lib.families.scrapbook", "--params", str(bad), "--out", str(tmp_path / "b")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "objects_per_image=9" in r.stderr
 
@@ -316,7 +316,7 @@ def test_placement_draws_the_boxes_randint_would():
     ``randint`` x then y and checking region share, overlaps and ``check`` in turn."""
     import random
 
-    from lib.scrapbook.layout import Placer, inside_fraction, overlaps
+    from lib.families.scrapbook.layout import Placer, inside_fraction, overlaps
 
     def reference(rng, W, H, w, h, others, region, check, tries=400, margin=4):
         if w > W or h > H:

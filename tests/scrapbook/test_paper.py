@@ -5,10 +5,10 @@ from collections import Counter
 
 import pytest
 
-from lib.metrics import consistency as S
-from lib.scrapbook import paper
-from lib.scrapbook import questions as Q
-from lib.scrapbook.layout import OTHER_REGION_SHARE, region_shares, relation
+from lib.families.scrapbook import consistency as S
+from lib.families.scrapbook import paper
+from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook.layout import OTHER_REGION_SHARE, region_shares, relation
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,13 @@ import json
 import pytest
 
 from lib.config import resolve
-from lib.metrics.consistency import query_id
+from lib.families.scrapbook.consistency import query_id
 from lib.schema import Item
-from lib.scrapbook import programs as P
-from lib.scrapbook import questions as Q
-from lib.scrapbook.generate import ScrapbookParams, item_jsonl, queries
-from lib.scrapbook.stage import ScrapbookConfig
-from lib.tasks.scrapbook import ScrapbookQA
+from lib.families.scrapbook import programs as P
+from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook.generate import ScrapbookParams, item_jsonl, queries
+from lib.families.scrapbook.stage import ScrapbookConfig
+from lib.families.scrapbook.task import ScrapbookQA
 
 SCENE = {"id": "s0_b0_a0_p0_x2", "relation": "upper left", "region_pair": ["top left", "center"],
          "unit_regions": ["top left", "center", "bottom right"],

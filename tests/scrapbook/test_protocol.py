@@ -7,7 +7,7 @@ from lib import evaluate as E
 from lib.config import ParamsError
 from lib.io import load_items, read_jsonl
 from lib.models import Constraint, Request, load_model
-from lib.scrapbook import ScrapbookParams, generate
+from lib.families.scrapbook import ScrapbookParams, generate
 from lib.store import CallStore
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from lib.scrapbook import questions as Q
-from lib.scrapbook.layout import relation
+from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook.layout import relation
 
 SCENE = {"objects": [
     {"index": 0, "role": "main", "shape": "circle", "color": "red", "box": [100, 100, 170, 170], "region": "top left"},

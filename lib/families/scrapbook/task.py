@@ -1,5 +1,5 @@
 """``scrapbook.qa``: a Scrapbook question as generated (its form is in its text), scored by the
-paper's protocol (:mod:`lib.metrics.consistency`): matching per form, error categories,
+paper's protocol (:mod:`lib.families.scrapbook.consistency`): matching per form, error categories,
 consistency over versions, precedence over ancestor images, level gating.
 
 The closed answer set is the enumerated form's listed alternatives (constrained decoding may use
@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 
 from lib import plots
-from lib.metrics import consistency as S
+from lib.families.scrapbook import consistency as S
 from lib.schema import ERROR, Item
 from lib.tasks.styles import ZeroShot
-from lib.tasks.base import Prompt, Results, Scorer, Scoring, Tables, Task, TaskOptions, metric_row, prompts
+from lib.tasks.base import Prompt, Results, Scorer, Scoring, Tables, Task, TaskOptions, metric_row
 
 
 # the frame's strings stay Python objects (shared with the records), not copied into pyarrow
@@ -39,7 +39,7 @@ ITEM_COLUMNS = ("item_id", "image", "parent", "query", "type", "form", "level", 
 
 
 def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
-    """One row per answer, in the shape :func:`lib.metrics.consistency.score_versions` reads.
+    """One row per answer, in the shape :func:`lib.families.scrapbook.consistency.score_versions` reads.
     Built column by column in one pass over ``items`` (any iterable, such as the lazily read
     :class:`lib.io.ItemsAt`): no item is held once its row is made (a list of row dicts, or the
     items themselves, would grow with every answer)."""
@@ -118,9 +118,9 @@ class ScrapbookScorer(Scorer):
     """``scrapbook.qa`` streamed: :meth:`add` keeps each answer's question as a few int32 codes
     (image, parent, query, type, form, concepts, expected answer, question kind) and numbers, and
     gathers each kind's answer vocabulary; :meth:`score` reads the answer (the protocol's
-    :func:`lib.metrics.consistency.read_answer`, against the whole group's vocabulary) and keeps
+    :func:`lib.families.scrapbook.consistency.read_answer`, against the whole group's vocabulary) and keeps
     its category and plausible answer as codes; :meth:`tables` builds the compact frame
-    :func:`scrapbook_frame` and :func:`lib.metrics.consistency.score_versions` would have made
+    :func:`scrapbook_frame` and :func:`lib.families.scrapbook.consistency.score_versions` would have made
     (without the per-answer texts nothing after the reading uses) and runs the same precedence,
     question, level and error rules on it. No prediction or item is held: an 827,004-answer
     group keeps tens of bytes per answer, not a prediction object and a frame of texts."""
@@ -179,7 +179,7 @@ class ScrapbookScorer(Scorer):
         return p
 
     def frame(self) -> pd.DataFrame:
-        """The group's scored answers as :func:`lib.metrics.consistency.score_versions` leaves them
+        """The group's scored answers as :func:`lib.families.scrapbook.consistency.score_versions` leaves them
         (the columns its later rules read), precedence included."""
         n, c = len(self.correct), self.coded
         # images, parents and queries as numbers (a parent by its image's number, a parent never
@@ -243,7 +243,7 @@ class ScrapbookQA(Task):
         return None
 
     def prompt(self, item, root) -> Prompt:
-        p = prompts()["scrapbook"]
+        p = self.prompts()
         return Prompt(p["question"].format(question=item.question), tuple(str(Path(root) / im) for im in item.images),
                       self.choices(item), p["answer_trigger"])
 

@@ -22,7 +22,7 @@ from lib.metrics import text as T
 from lib.metrics.stats import bootstrap_ci
 from lib.schema import Item
 from lib.tasks.base import (TEXT_METRICS, Prompt, Results, Scoring, Tables, Task, TaskOptions, metric_row, n_truncated,
-                            prompts, set_text_scores, text_scores)
+                            set_text_scores, style_prompts, text_scores)
 
 
 def _images(item: Item, root) -> tuple[str, ...]:
@@ -50,7 +50,7 @@ class _OneLabel(Task):
         return self.labels
 
     def prompt(self, item, root) -> Prompt:
-        p = prompts()["yesbut"]
+        p = self.prompts()
         return Prompt(p[self.prompt_key], _images(item, root), self.labels, p["answer_trigger"][self.prompt_key])
 
     def target(self, item):
@@ -127,12 +127,12 @@ class Understanding(Task):
         return super().make_item(id, [image], answer=[reference], meta=meta)
 
     def prompt(self, item, root) -> Prompt:
-        p = prompts()
+        p = self.prompts()
         part = item.meta.get("part")
         if part not in PARTS:
             raise ValueError(f"item {item.id!r}: {self.name} needs meta.part left/right/whole, got {part!r}")
-        text = p["yesbut"]["why_funny"] if part == "whole" else p["yesbut"]["describe"]
-        return Prompt(text, _images(item, root), None, p["cot"]["answer_trigger"])
+        text = p["why_funny"] if part == "whole" else p["describe"]
+        return Prompt(text, _images(item, root), None, style_prompts()["cot"]["answer_trigger"])
 
     def score(self, preds, items, scoring: Scoring):
         opts = scoring.of(self)

@@ -51,12 +51,14 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
 
-from lib.paths import DATA
+DATA = Path(__file__).with_name("data")  # the family's templates, vocabulary and expressions
+
 
 CORRECT = "correct"
 WRONG = "wrong answer"
@@ -83,8 +85,8 @@ _CANONICAL = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True)
 @lru_cache(maxsize=1)
 def synonyms() -> dict[str, tuple[str, ...]]:
     """Canonical answer -> the words the generator uses for it (itself first): the region names
-    and colour words of the generator's expression dictionary (``lib/data/scrapbook/expressions.yaml``)."""
-    e = yaml.safe_load((DATA / "scrapbook" / "expressions.yaml").read_text())
+    and colour words of the generator's expression dictionary (``lib/families/scrapbook/data/expressions.yaml``)."""
+    e = yaml.safe_load((DATA / "expressions.yaml").read_text())
     out = {UNK: (NOT_APPLICABLE, UNK), NOT_APPLICABLE: (NOT_APPLICABLE, UNK)}
     for table in (e["regions"], e.get("color_words", {})):
         for canonical, words in table.items():

@@ -1,36 +1,18 @@
-"""MemeQA JSON splits (and YesBut's annotation CSV): read, checked, imported as Items, exported."""
+"""MemeQA JSON splits: read, checked, imported as Items, exported."""
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
+from lib.families.memeqa.task import MultipleChoice
 from lib.io import write_json
 from lib.schema import Item
-from lib.tasks.mcq import MultipleChoice
 
 
 MEMEQA_KEYS = ("id", "img", "question", "options", "general_type", "specific_type", "answer_key")
-
-
-def read_yesbut_annotations(csv_path: str | Path) -> dict[str, dict]:
-    """YesBut_Stage2_Annotation.csv rows by file name, with typed fields."""
-    out = {}
-    with open(csv_path, newline="", encoding="utf-8") as f:
-        for n, row in enumerate(csv.DictReader(f), start=2):
-            if not row.get("filename"):
-                raise ValueError(f"{csv_path}: line {n} has no filename")
-            out[row["filename"]] = {
-                "left_description": row["left_image"], "right_description": row["right_image"],
-                "overall_description": row["overall_description"],
-                "text_in_left": row["is_text_in_left_image"].strip().upper() == "TRUE",
-                "text_in_right": row["is_text_in_right_image"].strip().upper() == "TRUE",
-                "connected": row["are_images_connected"].strip().upper() == "TRUE",
-                "difficulty": row["difficulty_in_understanding"].strip().upper() or None}
-    return out
 
 
 def read_memeqa(path: str | Path) -> list[dict]:

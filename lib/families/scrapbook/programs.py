@@ -1,6 +1,6 @@
 """Query programs: which structured queries a scene gets, read from the templates' data.
 
-``lib/data/scrapbook/templates.yaml`` holds, under ``programs``, one program per group of question
+``lib/families/scrapbook/data/templates.yaml`` holds, under ``programs``, one program per group of question
 types (its comment there says how a program reads); :func:`keyed_queries` runs them on a scene.
 Like clevr-dataset-gen's templates, which carry their functional program, the data says what is
 asked and :data:`HANDLERS` is the small table of functions a program calls: the scene's targets and
@@ -8,7 +8,7 @@ reference descriptions, where a description is, the claims made about an object,
 drawn with the seed. A program is compiled once into nested closures, a loop per clause, so a
 scene's queries cost no parsing.
 
-Choices where the paper is silent (see also :mod:`lib.scrapbook.generate`): the wrong absolute
+Choices where the paper is silent (see also :mod:`lib.families.scrapbook.generate`): the wrong absolute
 positions of an object are where the unit's other objects are or will be added, completed to
 ``n_wrong_positions`` by seeded draws (:func:`wrong_regions`); wrong colours and shapes are drawn
 with the seed from the dataset's own values; a relative question with a two-attribute subject
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, NamedTuple
 
-from lib.metrics.consistency import query_id
-from lib.scrapbook import questions as Q
-from lib.scrapbook.layout import relation
-from lib.scrapbook.objects import vocabulary
+from lib.families.scrapbook.consistency import query_id
+from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook.layout import relation
+from lib.families.scrapbook.objects import vocabulary
 
 OPPOSITE = {"upper left": "lower right", "above": "below", "upper right": "lower left", "left": "right",
             "right": "left", "lower left": "upper right", "below": "above", "lower right": "upper left"}
@@ -312,7 +312,7 @@ def compile_program(spec: dict, where: str = "program") -> Program:
 @lru_cache(maxsize=1)
 def programs() -> tuple[Program, ...]:
     """The programs of ``templates.yaml``, compiled once per process."""
-    return tuple(compile_program(spec, f"lib/data/scrapbook/templates.yaml programs[{i}] ({', '.join(spec['types'])})")
+    return tuple(compile_program(spec, f"lib/families/scrapbook/data/templates.yaml programs[{i}] ({', '.join(spec['types'])})")
                  for i, spec in enumerate(Q.templates()["programs"]))
 
 

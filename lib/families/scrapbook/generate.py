@@ -10,8 +10,8 @@ the reference. Every step is an image whose scene records its parent (one object
 
 Each unit has its own RNG seeded from ``(seed, s, b, a, p)``, so shards produce exactly the units
 the unsharded run would, and :func:`merge` restores the unsharded files byte for byte.
-Choices where the paper is silent are in :mod:`lib.scrapbook.layout`,
-:mod:`lib.scrapbook.questions` and :mod:`lib.scrapbook.programs`, and here:
+Choices where the paper is silent are in :mod:`lib.families.scrapbook.layout`,
+:mod:`lib.families.scrapbook.questions` and :mod:`lib.families.scrapbook.programs`, and here:
 - deterministic selection slides a window one position per set over the vocabulary lists
   (classes, colours) and over the sizes ``70 + 40k`` for ``k < N``, wrapping around;
 - the colour list is alphabetical with brown and gray (``vocabulary.yaml`` says why: Figure 9 and
@@ -26,7 +26,7 @@ Choices where the paper is silent are in :mod:`lib.scrapbook.layout`,
 - ``n_questions_per_type`` paraphrases are drawn per query (4.4's "five questions about the
   presence of an object given a specific position"); every absent arrangement object is asked
   about (the paper's absent counts are subsampled in a way it does not describe:
-  :mod:`lib.scrapbook.paper`).
+  :mod:`lib.families.scrapbook.paper`).
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ from lib.config import ParamsError
 from lib.io import (HashingWriter, IncompleteDataset, aside_folder, check_complete, dataset_info, load_image,
                     manifest_fields, scan_images, swap_in, write_json, write_sample_images)
 from lib.paths import cache_dir
-from lib.scrapbook import programs as P
-from lib.scrapbook import questions as Q
-from lib.scrapbook.layout import OTHER_REGION_SHARE, Placer, region_of, region_shares, regions, relation
-from lib.scrapbook.objects import (ObjectSpec, cutouts_from_folder, draw_shape, extract_coco_cutouts, load_cutout,
+from lib.families.scrapbook import programs as P
+from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook.layout import OTHER_REGION_SHARE, Placer, region_of, region_shares, regions, relation
+from lib.families.scrapbook.objects import (ObjectSpec, cutouts_from_folder, draw_shape, extract_coco_cutouts, load_cutout,
                                    vocabulary)
-from lib.tasks.scrapbook import ScrapbookQA
+from lib.families.scrapbook.task import ScrapbookQA
 
 SELECTIONS = ("same", "unique", "random")
 
@@ -375,8 +375,8 @@ def build_unit(params: ScrapbookParams, unit: tuple, objs: list[ObjectSpec], bg:
 def queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | None = None, seed: int = 0,
             n_wrong_positions: int = ScrapbookParams.n_wrong_positions) -> list[dict]:
     """The structured queries asked about one image (paper 4.4 and 5.1): what the programs of
-    ``lib/data/scrapbook/templates.yaml`` ask (each program's comment there says what it asks and
-    why; :mod:`lib.scrapbook.programs` runs them), each query once, in order. Wrong values are
+    ``lib/families/scrapbook/data/templates.yaml`` ask (each program's comment there says what it asks and
+    why; :mod:`lib.families.scrapbook.programs` runs them), each query once, in order. Wrong values are
     drawn with the dataset's seed from the dataset's colours and shapes (by default the vocabulary's)."""
     return [q for _, q in P.keyed_queries(scene, colors, shapes, seed, n_wrong_positions=n_wrong_positions)]
 
@@ -557,7 +557,7 @@ _encode_str = json.encoder.encode_basestring  # the C string escaper json.dumps 
 @lru_cache(maxsize=65536)
 def _query_json(key: str) -> tuple[int, str]:
     """A query's level and its ``"level":..,"concepts":..,"query":..`` JSON (keys sorted), once per
-    distinct query (``key``: its :func:`lib.metrics.consistency.query_id`)."""
+    distinct query (``key``: its :func:`lib.families.scrapbook.consistency.query_id`)."""
     query = json.loads(key)
     concepts = Q.concepts(query)
     level = min(4, len(concepts))

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lib.tasks.base import (Prompt, Scoring, Tables, Task, TaskOptions, metric_row, n_truncated, prompts, set_text_scores,
-                            text_scores)
+from lib.tasks.base import (Prompt, Scoring, Tables, Task, TaskOptions, metric_row, n_truncated, set_text_scores,
+                            style_prompts, text_scores)
 
 OPEN_METRICS = ("exact_match", "anls", "vqa_accuracy")
 
@@ -24,9 +24,8 @@ class OpenVQA(Task):
     headline = ("all", "vqa_accuracy")
 
     def prompt(self, item, root) -> Prompt:
-        p = prompts()
-        return Prompt(p["vqa"]["open"].format(question=item.question), tuple(str(Path(root) / im) for im in item.images),
-                      None, p["cot"]["answer_trigger"])
+        return Prompt(self.prompts()["open"].format(question=item.question),
+                      tuple(str(Path(root) / im) for im in item.images), None, style_prompts()["cot"]["answer_trigger"])
 
     def score(self, preds, items, scoring: Scoring):
         set_text_scores(preds, text_scores(preds, [self.target(it) for it in items], OPEN_METRICS))

@@ -2,7 +2,7 @@
 sets, the paper comparison.
 
     run(ScrapbookConfig(n_sets=1), out)                   # every step, as notebook 04 calls them
-    python -m lib.scrapbook --profile demo          # -> outputs/demo/04_scrapbook
+    python -m lib.families.scrapbook --profile demo          # -> outputs/demo/04_scrapbook
 
 Writes ``datasets/scrapbook/`` (images, masks, scenes, items, counts.csv, concepts.csv), one
 ``datasets/<name>/`` per entry of ``sets`` (e.g. the scenes stage 05 trains on and a fresh set
@@ -23,8 +23,8 @@ import pandas as pd
 from lib import artifacts as A
 from lib import config, plots
 from lib.io import write_csv
-from lib.scrapbook import explore, paper
-from lib.scrapbook.generate import ScrapbookParams, generate
+from lib.families.scrapbook import explore, paper
+from lib.families.scrapbook.generate import ScrapbookParams, generate
 
 
 @dataclass
@@ -101,7 +101,7 @@ def further_sets(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -
 
 def paper_table(cfg: ScrapbookConfig, out: str | Path) -> pd.DataFrame | None:
     """When ``cfg.compare_to_paper``: the main dataset's Unique All counts beside the paper's
-    (``paper.csv``, :func:`lib.scrapbook.paper.reproduction`); None otherwise."""
+    (``paper.csv``, :func:`lib.families.scrapbook.paper.reproduction`); None otherwise."""
     if not cfg.compare_to_paper:
         return None
     table = paper.reproduction(A.dataset_folder(out, A.SCRAPBOOK_DATASET))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from lib.scrapbook.objects import vocabulary
+from lib.families.scrapbook.objects import vocabulary
 
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (x1, y1 exclusive)
 CARDINAL_OVERLAP = 0.5  # "left of" needs this much vertical overlap (share of the smaller height)

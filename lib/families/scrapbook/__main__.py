@@ -1,10 +1,10 @@
 """Command line: the stage, and sharded generation for cluster runs.
 
-    python -m lib.scrapbook --profile demo                # the stage -> outputs/demo/04_scrapbook
-    python -m lib.scrapbook --params params/04_scrapbook.unique_all.yaml --out DIR --shard i --num-shards k
-    python -m lib.scrapbook merge --out DIR SHARD_DIR [SHARD_DIR ...]
+    python -m lib.families.scrapbook --profile demo                # the stage -> outputs/demo/04_scrapbook
+    python -m lib.families.scrapbook --params params/04_scrapbook.unique_all.yaml --out DIR --shard i --num-shards k
+    python -m lib.families.scrapbook merge --out DIR SHARD_DIR [SHARD_DIR ...]
 
-Without ``--shard``/``--num-shards`` this is stage 04 (:func:`lib.scrapbook.stage.run`: datasets,
+Without ``--shard``/``--num-shards`` this is stage 04 (:func:`lib.families.scrapbook.stage.run`: datasets,
 figures, summary, provenance). With them it writes one shard's dataset folder into ``DIR``; the
 params are :class:`ScrapbookParams` fields (a stage params file works as it is; ``run`` is ignored).
 """
@@ -16,16 +16,16 @@ import json
 import sys
 
 from lib import config
-from lib.scrapbook.generate import ScrapbookParamError, ScrapbookParams, generate, merge
-from lib.scrapbook.stage import ScrapbookConfig, run
+from lib.families.scrapbook.generate import ScrapbookParamError, ScrapbookParams, generate, merge
+from lib.families.scrapbook.stage import ScrapbookConfig, run
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] != ["merge"] and not any(a.startswith(("--shard", "--num-shards")) for a in argv):
-        return config.main("python -m lib.scrapbook", ScrapbookConfig, run, argv, description="Stage 04: Scrapbook.")
+        return config.main("python -m lib.families.scrapbook", ScrapbookConfig, run, argv, description="Stage 04: Scrapbook.")
     if argv[:1] == ["merge"]:
-        ap = argparse.ArgumentParser(prog="python -m lib.scrapbook merge")
+        ap = argparse.ArgumentParser(prog="python -m lib.families.scrapbook merge")
         ap.add_argument("--out", required=True)
         ap.add_argument("shards", nargs="+")
         args = ap.parse_args(argv[1:])
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
     else:
-        ap = argparse.ArgumentParser(prog="python -m lib.scrapbook", description="Generate a Scrapbook dataset.")
+        ap = argparse.ArgumentParser(prog="python -m lib.families.scrapbook", description="Generate a Scrapbook dataset.")
         ap.add_argument("--params", required=True, help="flat YAML of ScrapbookParams fields")
         ap.add_argument("--out", required=True)
         ap.add_argument("--shard", type=int, default=0)

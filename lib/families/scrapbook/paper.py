@@ -1,6 +1,6 @@
 """The Unique All Scrapbook beside the paper's numbers (section 5.2.3, Tables 5, 6 and 8).
 
-    from lib.scrapbook import paper
+    from lib.families.scrapbook import paper
     paper.type_counts(folder)        # questions per type (one form), ours and the paper's
     paper.concept_rows(folder)       # Tables 5 and 6: level-1 and level-2 concept counts, row by row
     paper.absurd_share(folder)       # ours and what Table 8 implies

@@ -12,7 +12,8 @@ import yaml
 from PIL import Image, ImageDraw
 
 from lib.io import ImageError, load_image, scan_images
-from lib.paths import DATA
+
+DATA = Path(__file__).with_name("data")  # the family's templates, vocabulary and expressions
 
 SIDES = {"triangle": 3, "square": 4, "pentagon": 5, "hexagon": 6, "heptagon": 7}
 
@@ -20,7 +21,7 @@ SIDES = {"triangle": 3, "square": 4, "pentagon": 5, "hexagon": 6, "heptagon": 7}
 @lru_cache(maxsize=1)
 def vocabulary() -> dict:
     """The shapes, colours, sizes, regions, relations and COCO classes of ``vocabulary.yaml``."""
-    return yaml.safe_load((DATA / "scrapbook" / "vocabulary.yaml").read_text())
+    return yaml.safe_load((DATA / "vocabulary.yaml").read_text())
 
 
 def coco_classes() -> list[str]:

@@ -19,7 +19,7 @@ from lib import plots
 from lib.metrics import classification as C
 from lib.metrics.stats import bootstrap_ci
 from lib.schema import INVALID, Item
-from lib.tasks.base import Prompt, Results, Scoring, Tables, Task, metric_row, n_truncated, prompts
+from lib.tasks.base import Prompt, Results, Scoring, Tables, Task, metric_row, n_truncated
 
 LETTERS = string.ascii_uppercase
 NONE_LETTER = "N"
@@ -96,7 +96,7 @@ class MultipleChoice(Task):
         return letter_sets(n, not has_none_option(item)) if is_multi(item) else letters(n)
 
     def prompt(self, item: Item, root) -> Prompt:
-        p = prompts()["mcq"]
+        p = self.prompts()
         images = tuple(str(Path(root) / im) for im in item.images)
         choices = self.choices(item)
         opts = format_options(item.options)

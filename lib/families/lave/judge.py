@@ -5,7 +5,7 @@ task definition; 8 demonstrations ("<rationale> So rating=N"), the binary set wh
 *raw* reference is yes/no; references filtered by its rare-answer rule (an answer whose count is at
 most a quarter of the most common answer's is dropped, duplicates kept, so "red" x8 + "maroon" x2
 shows how the annotators split) and written sorted and quoted (``'a', 'b'``: a reference holding a
-comma stays one). The wording is data in ``lib/data/prompts/lave.yaml``.
+comma stays one). The wording is data in ``lib/families/lave/prompts.yaml``.
 
 Reading the rating: :func:`read_rating` never guesses - no rating, or two different ratings, is
 invalid (counted); when ``constrain`` is set the judge is asked once more with its answer restricted
@@ -19,12 +19,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from functools import lru_cache
+from pathlib import Path
 from typing import Sequence
 
 import yaml
 
 from lib.models import Constraint, Request, generate
-from lib.paths import DATA
 from lib.schema import Judgement
 
 _RATING = re.compile(r"rating\s*(?:is|of|=|:)?\s*\**\s*([1-3])\b", re.IGNORECASE)
@@ -34,7 +34,7 @@ REFERENCE_FALLBACK = 2  # the reference implementation's rating when the output 
 
 @lru_cache(maxsize=1)
 def prompt_data() -> dict:
-    return yaml.safe_load((DATA / "prompts" / "lave.yaml").read_text())
+    return yaml.safe_load(Path(__file__).with_name("prompts.yaml").read_text())
 
 
 def filter_references(references: Sequence[str], share: float | None = None) -> list[str]:

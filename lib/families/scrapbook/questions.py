@@ -32,13 +32,15 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Callable
 
 import yaml
 
-from lib.metrics.consistency import UNK, query_id
-from lib.paths import DATA
-from lib.scrapbook.layout import relation as box_relation
+from lib.families.scrapbook.consistency import UNK, query_id
+from lib.families.scrapbook.layout import relation as box_relation
+
+DATA = Path(__file__).with_name("data")  # the family's templates, vocabulary and expressions
 
 TYPES = ("presence", "counting", "confirmation", "recognition")
 FORMS = ("original", "condition", "direction", "enumerated")
@@ -49,12 +51,12 @@ _IRREGULAR = {"sheep": "sheep", "mouse": "mice", "knife": "knives", "bus": "buse
 
 @lru_cache(maxsize=1)
 def templates() -> dict:
-    return yaml.safe_load((DATA / "scrapbook" / "templates.yaml").read_text())
+    return yaml.safe_load((DATA / "templates.yaml").read_text())
 
 
 @lru_cache(maxsize=1)
 def expressions() -> dict:
-    return yaml.safe_load((DATA / "scrapbook" / "expressions.yaml").read_text())
+    return yaml.safe_load((DATA / "expressions.yaml").read_text())
 
 
 # --- evaluating a query on a scene ------------------------------------------------------------
@@ -271,7 +273,7 @@ def _paraphrases(key: str) -> tuple[str, ...]:
 
 def paraphrases(query: dict, key: str | None = None) -> tuple[str, ...]:
     """Every paraphrase the templates and expression dictionary give for ``query`` (sorted);
-    ``key``: its :func:`lib.metrics.consistency.query_id`, when the caller has it."""
+    ``key``: its :func:`lib.families.scrapbook.consistency.query_id`, when the caller has it."""
     return _paraphrases(key or query_id(query))
 
 

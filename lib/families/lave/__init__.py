@@ -1,0 +1,12 @@
+"""LAVE (paper: ../shared/seeds/002_1ef572e342c2980d.txt): an LLM judge rating an answer 1-3
+against reference answers, score (rating - 1) / 2.
+
+- ``judge.py``: the prompt as the reference implementation (mair-lab/lave) builds it, the rating
+  read without guessing, the reference's own reading beside it
+- ``prompts.yaml``: the task definition and the demonstrations
+
+LAVE judges other tasks' open answers (``tasks.<task>.judge`` in stage 06's params): it has no task
+of its own.
+"""
+
+TASKS = ()

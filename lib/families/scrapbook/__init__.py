@@ -1,0 +1,24 @@
+"""Scrapbook: synthetic probing datasets for VQA (objects at absolute and relative positions,
+templated questions in four forms, validation levels). Paper: ../shared/seeds/003_876a3124b98bb2e8.txt.
+
+    from lib.families.scrapbook import ScrapbookParams, generate
+    stats = generate(ScrapbookParams(n_sets=1), "outputs/demo/04_scrapbook")
+
+The stage: ``run(ScrapbookConfig(...), out)`` or ``python -m lib.families.scrapbook --params FILE --out DIR``.
+Cluster runs: ``python -m lib.families.scrapbook --params FILE --out DIR --shard i --num-shards k`` per
+shard, then ``python -m lib.families.scrapbook merge --out DIR SHARD_DIR...``. Modules: objects (shapes,
+cut-outs), layout (regions, relations, placement), questions (queries, answers, paraphrases),
+programs (which queries a scene gets: the templates' programs and their handlers), generate (sets,
+units, streaming writer, summary, merge), paper (Unique All beside the paper's counts), task (the
+``scrapbook`` task: prompts, reading and scoring by the paper's protocol), consistency (that
+protocol: matching per form, error categories, consistency), explore (a dataset's summary);
+``data/``: templates, vocabulary and expressions; ``prompts.yaml``: the task's prompt texts.
+"""
+
+from lib.families.scrapbook.generate import ScrapbookParamError, ScrapbookParams, Summary, generate, merge
+from lib.families.scrapbook.stage import ScrapbookConfig, run
+from lib.families.scrapbook.task import ScrapbookQA
+
+TASKS = (ScrapbookQA(),)
+
+__all__ = ["ScrapbookConfig", "ScrapbookParamError", "ScrapbookParams", "Summary", "generate", "merge", "run", "TASKS"]

@@ -1,0 +1,13 @@
+"""YesBut (paper: ../shared/seeds/001_cff4cffb7ad98524.txt): two-panel satirical images.
+
+- ``task.py``: ``yesbut.detection``, ``yesbut.understanding`` and ``yesbut.completion`` with the
+  paper's prompts, metrics and tables
+- ``panels.py``: a two-panel image split into halves, composed side by side, the 2x2 completion grid
+- ``prompts.yaml``: the tasks' prompt texts (appendix E.2, verbatim)
+
+Collecting and annotating the images are stages 01 and 02 (:mod:`lib.collect`, :mod:`lib.annotate`).
+"""
+
+from lib.families.yesbut.task import Completion, Detection, Understanding
+
+TASKS = (Detection(), Understanding(), Completion())
