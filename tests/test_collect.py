@@ -225,7 +225,8 @@ def test_a_relative_source_path_collects_into_datasets_stage_06_can_read(tmp_pat
 
 
 def test_images_that_are_not_two_panels_are_flagged_by_name_and_never_cut(tmp_path):
-    from lib.families.yesbut import panels, plots
+    from lib import plots
+    from lib.families.yesbut import panels
 
     root = tmp_path / "yesbut"
     (root / "images" / "stage_2").mkdir(parents=True)
