@@ -96,11 +96,11 @@ def _wanted_offsets(chunks: Iterable[bytes], offsets, wanted: set[bytes]) -> dic
 
 class IdLookup:
     """A dataset's id -> byte offset lookup held as two sorted numpy arrays (each id's 64-bit hash
-    and its offset), built from the saved index a megabyte at a time: rescoring all 827,004
-    answers of a Scrapbook set locates their questions chunk by chunk without a dictionary of
+    and its offset), built from the saved index a megabyte at a time: rescoring every answer of
+    a paper-sized Scrapbook set locates their questions chunk by chunk without a dictionary of
     every id (one Python object per id). Hand-written because the saved index is
     newline-joined bytes and no library maps it without one object per id. Two ids whose hashes
-    collide (odds ~1e-8 at that size) find the same line; :class:`lib.io.ItemsAt` reads the id
+    collide (64-bit: vanishingly rare) find the same line; :class:`lib.io.ItemsAt` reads the id
     back, so a wrong line is refused (:class:`lib.io.ItemsChanged`), never graded."""
 
     def __init__(self, folder: str | Path, rebuild: bool = False):

@@ -219,7 +219,7 @@ def with_precedence(df: pd.DataFrame) -> pd.DataFrame:
 def _failed_on_ancestor(frame: pd.DataFrame, ok: pd.Series, keys: list[str]) -> np.ndarray:
     """Per row of ``frame``: is ``ok`` False for the row's ``keys`` with its image replaced by one
     of the image's ancestors? (``ok`` is indexed by ``keys``; a key it lacks is not a failure.)
-    Joins instead of a Python loop per row: a full Scrapbook dataset has 827,004 answers."""
+    Joins instead of a Python loop per row: a full Scrapbook dataset has hundreds of thousands of answers."""
     parent = dict(zip(frame["image"], frame["parent"]))
     pairs = pd.DataFrame([(i, a) for i in parent for a in _ancestors(i, parent)], columns=["image", "ancestor"])
     failed = ok[~ok.astype(bool)].reset_index()[keys]

@@ -122,7 +122,7 @@ class ScrapbookScorer(Scorer):
     its category and plausible answer as codes; :meth:`tables` builds the compact frame
     :func:`scrapbook_frame` and :func:`lib.families.scrapbook.consistency.score_versions` would have made
     (without the per-answer texts nothing after the reading uses) and runs the same precedence,
-    question, level and error rules on it. No prediction or item is held: an 827,004-answer
+    question, level and error rules on it. No prediction or item is held: a paper-sized
     group keeps tens of bytes per answer, not a prediction object and a frame of texts."""
 
     NUMBERS = ("paraphrase", "level", "subgroup")
