@@ -1,0 +1,89 @@
+"""Why two numbers differ: the command line of the run comparison (:mod:`lib.eval.compare`).
+
+    python -m lib.compare RUN_A RUN_B [--dataset D] [--task T] [--model M] [--style S] [--json PATH]
+
+A run is a run name (its ``outputs/<run>/06_evaluate``) or an evaluation folder. A filter given
+one value selects it in both runs; given two, run A's then run B's (``--model untrained trained``
+compares two models of one run). Prints the changed items by first cause, the metrics with their
+paired intervals and McNemar tests, and the config diff; ``--json`` writes the whole result.
+Exits 0 on success, 2 when a run or a filter value is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lib import artifacts as A
+from lib.eval.compare import CAUSES, DIMENSIONS, CompareError, compare
+from lib.io import write_json
+from lib.paths import stage_dir
+
+
+def evaluation_folder(run: str) -> Path:
+    """A run name's ``06_evaluate`` folder, or the folder given (or its ``06_evaluate``)."""
+    path = Path(run)
+    for folder in (path / A.EVALUATE, path) if path.is_dir() else ():
+        if (folder / A.PREDICTIONS).exists():
+            return folder
+    if "/" in run or run.startswith("."):
+        raise CompareError(f"{run}: no {A.PREDICTIONS} there nor in its {A.EVALUATE}/ (run stage 06 first)")
+    folder = stage_dir(run, A.EVALUATE, create=False)
+    if not (folder / A.PREDICTIONS).exists():
+        raise CompareError(f"run {run!r}: {folder / A.PREDICTIONS} not found (run stage 06 for it first)")
+    return folder
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:+.3f}" if isinstance(x, float) else str(x)
+
+
+def report(result: dict) -> str:
+    """The comparison as text: counts, causes with what explains them, metrics, config diff."""
+    out = [f"A: {result['A']}", f"B: {result['B']}",
+           f"paired items: {result['paired']} (grouped by {', '.join(result['group_by'])}); "
+           f"only in A: {result['only_A']}; only in B: {result['only_B']}",
+           f"changed items: {result['changed']}" + (" - the runs agree on every paired item" if not result["changed"] else "")]
+    for cause in CAUSES:
+        c = result["causes"][cause]
+        if c["items"]:
+            named = ", ".join(f"{k} ({v})" for k, v in sorted(c["because"].items(), key=lambda kv: -kv[1]))
+            out.append(f"  {cause:8} {c['items']:6} items, {c['outcome_changed']} with another outcome; because: {named}")
+    if result["metrics"]:
+        out += ["", f"{'group':44} {'metric':16} {'n':>5} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI':>17} {'McNemar p':>9}  "
+                + "  ".join(f"{c:>7}" for c in CAUSES)]
+    for m in result["metrics"]:
+        ci = f"[{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]" if m["ci_low"] == m["ci_low"] else "-"
+        p = "-" if m["mcnemar_p"] is None else f"{m['mcnemar_p']:.3g}"
+        out.append(f"{'/'.join(map(str, m['group']))[:44]:44} {m['metric'][:16]:16} {m['n']:5} {m['A']:7.3f} {m['B']:7.3f} "
+                   f"{m['difference']:+7.3f} {ci:>17} {p:>9}  " + "  ".join(f"{m['by_cause'][c]:+7.3f}" for c in CAUSES))
+    out += ["", "config diff:" if result["config"] else "config diff: none"]
+    out += [f"  {r['key']}: {_num(r['A'])} ({r['A_from']}) -> {_num(r['B'])} ({r['B_from']})" for r in result["config"]]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lib.compare", description="Compare two evaluation runs item by item.")
+    ap.add_argument("run_a", help="run name (outputs/<run>/06_evaluate) or evaluation folder")
+    ap.add_argument("run_b", help="the run to compare it with (it may be the same run, with two-valued filters)")
+    for dim in DIMENSIONS:
+        ap.add_argument(f"--{dim}", f"--{dim}s", dest=dim, nargs="+", metavar=dim.upper(),
+                        help=f"one {dim} (both runs) or two (run A's, run B's)")
+    ap.add_argument("--json", help="write the full result (every changed item) to this file")
+    ap.add_argument("--n-resamples", type=int, help="bootstrap resamples (default: run A's n_resamples)")
+    args = ap.parse_args(argv)
+    try:
+        result = compare(evaluation_folder(args.run_a), evaluation_folder(args.run_b),
+                         {d: getattr(args, d) for d in DIMENSIONS}, n_resamples=args.n_resamples)
+    except CompareError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(report(result))
+    if args.json:
+        write_json(args.json, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""Why two numbers differ: two evaluation folders compared item by item (issue #46).
+
+Every item both runs answered is followed down the pipeline and its change, if any, put on its
+first cause: ``prompt`` (the request sent differs: style, template, option order, image order,
+token limit, constraint, seed), ``model`` (the same request, another raw reply), ``reading`` (the
+same reply, read differently: parser, constrained choice) or ``scoring`` (the same reading, scored
+differently: a metric's option or version, the judge). Each cause names the config difference
+that explains it. Items only one run has are counted apart. For every per-item metric the two
+means, their paired difference with a paired bootstrap interval
+(:func:`lib.metrics.stats.bootstrap_ci`), an exact McNemar test for 0/1 scores, and the share of
+the difference each cause accounts for (the causes partition the items, so the shares add up to
+the difference). Beside it the config diff of the two runs, with where each value came from.
+
+A prediction row keeps its ``call_key`` (model and request hashed together), not a digest of the
+request alone, so the request is rebuilt here from the run's config and dataset
+(:meth:`lib.tasks.Task.request`, the zero-shot request every style starts from) - no model is
+loaded or called. :mod:`lib.compare` is the command line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from lib import artifacts as A
+from lib.eval.rescore import saved_config
+from lib.eval.settings import EvalConfig
+from lib.families import get_task
+from lib.io import load_items, read_jsonl
+from lib.metrics.stats import bootstrap_ci
+from lib.schema import ERROR, Item, image_sha256, is_constrained
+from lib.tasks import style_prompts, wants_question_first
+
+CAUSES = ("prompt", "model", "reading", "scoring")  # pipeline order: a change is put on the first
+DIMENSIONS = ("dataset", "task", "model", "style")  # what a filter may select, one value or one per run
+LAVE = "lave"  # the judge's score of an answer, compared beside the task's own scores
+
+
+class CompareError(ValueError):
+    """A run or a filter the comparison cannot find (the command line exits 2 with it)."""
+
+
+@dataclass
+class Run:
+    """One evaluation folder as the comparison reads it: config, provenance, answers, judgements."""
+
+    folder: Path
+    cfg: EvalConfig
+    provenance: dict
+    rows: list[dict]
+    judgements: dict = field(default_factory=dict)  # (model, dataset, item id, style) -> judgement row
+    _items: dict = field(default_factory=dict)
+    _requests: dict = field(default_factory=dict)
+
+    @cached_property
+    def sha(self) -> str | None:
+        return (self.provenance.get("git") or {}).get("sha")
+
+    def item(self, dataset: str, item_id: str) -> Item:
+        """An evaluated item, its dataset read once."""
+        if dataset not in self._items:
+            folder = self.cfg.datasets.get(dataset)
+            if folder is None or not (Path(folder) / "items.jsonl").exists():
+                raise CompareError(f"{self.folder}: dataset {dataset!r} ({folder}) is gone: the requests cannot be "
+                                   f"rebuilt; rerun stage 06 or restore the dataset")
+            self._items[dataset] = {it.id: it for it in load_items(folder)}
+        try:
+            return self._items[dataset][item_id]
+        except KeyError:
+            raise CompareError(f"{self.folder}: item {item_id!r} is no longer in dataset {dataset!r}") from None
+
+    def request(self, row: dict) -> dict:
+        """What the model was sent for ``row``, in parts a difference can be named by."""
+        spec = self.cfg.models.get(row["model"], {})
+        key = (row["dataset"], row["item_id"], wants_question_first(spec), row["style"])
+        if key not in self._requests:
+            self._requests[key] = request_parts(self.cfg, self.item(row["dataset"], row["item_id"]),
+                                                row["dataset"], spec, row["style"])
+        return self._requests[key]
+
+
+def open_run(folder: str | Path) -> Run:
+    """An evaluation folder (``outputs/<run>/06_evaluate``) read for comparing."""
+    folder = Path(folder)
+    if not (folder / A.PREDICTIONS).exists():
+        raise CompareError(f"{folder / A.PREDICTIONS} not found: {folder} holds no finished evaluation (run stage 06)")
+    try:
+        cfg = saved_config(folder)
+    except FileNotFoundError as e:
+        raise CompareError(str(e)) from None
+    prov = folder / A.PROVENANCE
+    judgements = {}
+    if (folder / A.JUDGEMENTS).exists():
+        judgements = {(j["model"], j["meta"].get("dataset", ""), j["item_id"], j["meta"].get("style", "zero_shot")): j
+                      for j in read_jsonl(folder / A.JUDGEMENTS)}
+    return Run(folder, cfg, json.loads(prov.read_text()) if prov.exists() else {}, list(read_jsonl(folder / A.PREDICTIONS)),
+               judgements)
+
+
+# --- the request ------------------------------------------------------------------------------------
+
+def request_parts(cfg: EvalConfig, item: Item, dataset: str, spec: dict, style: str) -> dict:
+    """The request an item was sent in ``style`` by a model of ``spec``, as stage 06 builds it
+    (:func:`lib.eval.ask.predict`): its texts, images (content hashes), the order of the parts,
+    token limits, constraint and seed, and the style's own texts (chain of thought's triggers)."""
+    task = get_task(item.task)
+    req = task.request(item, cfg.datasets[dataset], question_first=wants_question_first(spec), constrain=cfg.constrain,
+                       max_new_tokens=cfg.answer_tokens(item.task), seed=cfg.seed)
+    parts = [p for m in req.messages if not isinstance(m["content"], str) for p in m["content"]]
+    return {"style": style, "texts": [p["text"] for p in parts if p.get("type") == "text"],
+            "images": [image_sha256(p["image"]) for p in parts if p.get("type") == "image"],
+            "layout": [p.get("type") for p in parts], "token limit": req.max_new_tokens,
+            "constraint": req.constraint.to_dict() if req.constraint else None, "seed": req.seed,
+            "style texts": style_prompts().get(style), "reasoning limit": cfg.cot_max_new_tokens if style != "zero_shot" else None}
+
+
+def prompt_difference(a: dict, b: dict) -> list[str]:
+    """The names of what differs between two requests (:func:`request_parts`); empty when equal."""
+    named = []
+    if a["style"] != b["style"]:
+        named.append("style")
+    if a["texts"] != b["texts"] or a["style texts"] != b["style texts"]:
+        lines = lambda r: sorted(line for t in r["texts"] for line in t.splitlines())  # noqa: E731
+        named.append("option order" if a["texts"] != b["texts"] and lines(a) == lines(b) else "template")
+    if a["images"] != b["images"] or a["layout"] != b["layout"]:
+        named.append("image order" if sorted(a["images"]) == sorted(b["images"]) else "images")
+    named += [k for k in ("token limit", "reasoning limit", "constraint", "seed") if a[k] != b[k]]
+    return list(dict.fromkeys(n if n != "reasoning limit" else "token limit" for n in named))
+
+
+# --- one item ---------------------------------------------------------------------------------------
+
+def judged_score(j: dict | None) -> float | None:
+    """A judgement's score as the LAVE row counts it (an unread rating is 0); None when not judged."""
+    return None if j is None else (float(j["score"]) if j.get("valid") and j.get("score") is not None else 0.0)
+
+
+def outcome(row: dict, j: dict | None) -> dict:
+    """An answer's per-item metrics: its scores and, where judged, the judge's score."""
+    scores = {k: float(v) for k, v in (row.get("scores") or {}).items() if isinstance(v, (int, float))}
+    if j is not None:
+        scores[LAVE] = judged_score(j)
+    return scores
+
+
+def _reading(row: dict) -> tuple:
+    return row.get("parsed"), row.get("method"), row.get("valid")
+
+
+def first_cause(a: dict, b: dict, ra: dict, rb: dict, ja: dict | None, jb: dict | None) -> str | None:
+    """Where two answers to one item first part ways (:data:`CAUSES`), or None when they never do."""
+    if prompt_difference(ra, rb):
+        return "prompt"
+    if (a.get("raw"), a["meta"].get("reasoning"), a["meta"].get("error")) != \
+            (b.get("raw"), b["meta"].get("reasoning"), b["meta"].get("error")):
+        return "model"
+    if _reading(a) != _reading(b):
+        return "reading"
+    judge = lambda j: None if j is None else (j.get("rating"), j.get("valid"), j.get("score"))  # noqa: E731
+    if outcome(a, ja) != outcome(b, jb) or a.get("correct") != b.get("correct") or judge(ja) != judge(jb):
+        return "scoring"
+    return None
+
+
+def _spec_difference(a: dict | None, b: dict | None, what: str) -> list[str]:
+    flat_a, flat_b = flatten(a or {}), flatten(b or {})
+    return [f"{what} {k}" for k in sorted(set(flat_a) | set(flat_b)) if flat_a.get(k) != flat_b.get(k)]
+
+
+def _code(run_a: Run, run_b: Run) -> str:
+    """The code named when the config explains nothing: the two commits, or the one both record."""
+    if run_a.sha != run_b.sha:
+        return f"code {str(run_a.sha)[:8]} vs {str(run_b.sha)[:8]}"
+    return "code (same recorded commit: re-read or rescored since)"
+
+
+def because(cause: str, run_a: Run, run_b: Run, a: dict, b: dict, ra: dict, rb: dict, ja, jb) -> list[str]:
+    """The differences that explain an item's ``cause``, named from the requests and the configs."""
+    if cause == "prompt":
+        return prompt_difference(ra, rb)
+    if cause == "model":
+        named = _spec_difference(run_a.cfg.models.get(a["model"]), run_b.cfg.models.get(b["model"]), "model")
+        return named or ["decoding (same model spec and request)"]
+    if cause == "reading":
+        if is_constrained(a.get("method") or "") != is_constrained(b.get("method") or "") and ERROR not in \
+                (a.get("method"), b.get("method")):
+            return ["constrained choice"]
+        return [f"parser: {_code(run_a, run_b)}"]
+    task = a["task"]
+    named = _spec_difference(run_a.cfg.tasks.get(task), run_b.cfg.tasks.get(task), f"metric option tasks.{task}")
+    if (ja and ja.get("rating"), ja and ja.get("valid")) != (jb and jb.get("rating"), jb and jb.get("valid")):
+        named += _spec_difference(run_a.cfg.judge, run_b.cfg.judge, "judge") or \
+            (["judge token limit"] if run_a.cfg.judge_max_new_tokens != run_b.cfg.judge_max_new_tokens else []) or \
+            [f"judge prompt or reading: {_code(run_a, run_b)}"]
+    return named or [f"metric version: {_code(run_a, run_b)}"]
+
+
+# --- pairing ----------------------------------------------------------------------------------------
+
+def side_filters(filters: dict[str, list[str] | None]) -> tuple[dict, dict, set]:
+    """Run A's and run B's selections from the filters (one value: both runs; two: one each), and
+    the dimensions mapped from one value to another (left out of the pairing key)."""
+    fa, fb, mapped = {}, {}, set()
+    for dim in DIMENSIONS:
+        values = filters.get(dim) or []
+        if len(values) > 2:
+            raise CompareError(f"--{dim} takes one value (both runs) or two (run A's, run B's), got {values}")
+        if values:
+            fa[dim], fb[dim] = values[0], values[-1]
+            if values[0] != values[-1]:
+                mapped.add(dim)
+    return fa, fb, mapped
+
+
+def _selected(run: Run, want: dict, side: str) -> list[dict]:
+    for dim, value in want.items():
+        have = sorted({r[dim] for r in run.rows})
+        if value not in have:
+            raise CompareError(f"run {side} ({run.folder}) has no {dim} {value!r}; it has: {', '.join(have) or 'nothing'}")
+    return [r for r in run.rows if all(r[d] == v for d, v in want.items())]
+
+
+def pair(run_a: Run, run_b: Run, filters: dict) -> tuple[list[tuple], list[tuple], list[tuple]]:
+    """``(pairs, only_a, only_b)``: the keys (group, item id) of the items both runs answered with
+    their two rows, and the keys one run alone has. An item is (dataset, id); the group is every
+    dimension not mapped by the filters."""
+    fa, fb, mapped = side_filters(filters)
+    keep = [d for d in DIMENSIONS if d not in mapped]
+
+    def keyed(rows):
+        out = {}
+        for r in rows:
+            out[(tuple(r[d] for d in keep), r["dataset"], r["item_id"])] = r
+        return out
+
+    rows_a, rows_b = keyed(_selected(run_a, fa, "A")), keyed(_selected(run_b, fb, "B"))
+    pairs = [(k, rows_a[k], rows_b[k]) for k in rows_a if k in rows_b]
+    return pairs, sorted(k for k in rows_a if k not in rows_b), sorted(k for k in rows_b if k not in rows_a)
+
+
+# --- statistics -------------------------------------------------------------------------------------
+
+def paired_difference(a, b, n_resamples: int = 1000, seed: int = 0) -> tuple[float, float, float]:
+    """``mean(b) - mean(a)`` of paired per-item scores and its percentile bootstrap interval, the
+    items resampled together (:func:`lib.metrics.stats.bootstrap_ci`)."""
+    return bootstrap_ci(lambda x, y: np.mean(y - x, axis=-1), [np.asarray(a, float), np.asarray(b, float)],
+                        n_resamples=n_resamples, seed=seed)
+
+
+def mcnemar_exact(a, b) -> float:
+    """The exact McNemar test of paired 0/1 outcomes: a two-sided binomial test of the discordant
+    pairs (right in A only against right in B only) at one half; 1.0 without discordant pairs."""
+    from scipy.stats import binomtest
+
+    a, b = np.asarray(a, bool), np.asarray(b, bool)
+    only_a, only_b = int((a & ~b).sum()), int((b & ~a).sum())
+    return 1.0 if only_a + only_b == 0 else float(binomtest(only_b, only_a + only_b, 0.5).pvalue)
+
+
+def metric_rows(group: tuple, scored: list[tuple], n_resamples: int, seed: int) -> list[dict]:
+    """One row per metric both runs scored the group's items by: A, B, B - A with its paired
+    interval, McNemar's p for 0/1 scores, and B - A carried by the items of each cause."""
+    rows = []
+    names = sorted(set.intersection(*(set(oa) & set(ob) for oa, ob, _ in scored))) if scored else []
+    for name in names:
+        a = np.array([oa[name] for oa, _, _ in scored])
+        b = np.array([ob[name] for _, ob, _ in scored])
+        diff, low, high = paired_difference(a, b, n_resamples, seed)
+        binary = bool(np.isin(np.concatenate([a, b]), (0.0, 1.0)).all())
+        by = {c: float(sum(y - x for x, y, (_, _, cause) in zip(a, b, scored) if cause == c) / len(a)) for c in CAUSES}
+        rows.append({"group": list(group), "metric": name, "n": len(a), "A": float(a.mean()), "B": float(b.mean()),
+                     "difference": diff, "ci_low": low, "ci_high": high,
+                     "mcnemar_p": mcnemar_exact(a, b) if binary else None, "by_cause": by})
+    return rows
+
+
+# --- the config -------------------------------------------------------------------------------------
+
+def flatten(value, prefix: str = "") -> dict:
+    """Nested dicts as ``{"a.b": leaf}`` (lists and other values are leaves)."""
+    if not isinstance(value, dict) or not value:
+        return {prefix: value} if prefix else {}
+    out = {}
+    for k, v in value.items():
+        out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def config_diff(run_a: Run, run_b: Run) -> list[dict]:
+    """The resolved config values that differ, each with where it came from (the params file its
+    field was set in, as provenance records it, else the config class's default), and the commits."""
+    flat_a, flat_b = flatten(run_a.cfg.to_dict()), flatten(run_b.cfg.to_dict())
+    src = lambda run, key: (run.provenance.get("params_from") or {}).get(key.split(".")[0], "default")  # noqa: E731
+    rows = [{"key": k, "A": flat_a.get(k), "B": flat_b.get(k), "A_from": src(run_a, k), "B_from": src(run_b, k)}
+            for k in sorted(set(flat_a) | set(flat_b)) if flat_a.get(k) != flat_b.get(k)]
+    if run_a.sha != run_b.sha:
+        rows.append({"key": "git commit", "A": run_a.sha, "B": run_b.sha, "A_from": "provenance", "B_from": "provenance"})
+    return rows
+
+
+# --- the whole comparison ---------------------------------------------------------------------------
+
+def _item_row(key: tuple, cause: str, named: list[str], oa: dict, ob: dict) -> dict:
+    group, dataset, item_id = key
+    return {"group": list(group), "dataset": dataset, "item_id": item_id, "cause": cause, "because": named,
+            "outcome_changed": oa != ob, "A": oa, "B": ob}
+
+
+def _classified(run_a: Run, run_b: Run, pairs: list[tuple]) -> list[dict]:
+    """Each pair with its judgements, requests, outcomes and first cause; a score that changed
+    only because another answer of its sampling unit changed (a whole-unit score such as
+    Scrapbook's ``correct_strict``) takes that answer's cause, the earliest in its unit."""
+    out, earliest = [], {}
+    for key, a, b in pairs:
+        ja = run_a.judgements.get((a["model"], a["dataset"], a["item_id"], a["style"]))
+        jb = run_b.judgements.get((b["model"], b["dataset"], b["item_id"], b["style"]))
+        qa, qb = run_a.request(a), run_b.request(b)
+        cause = first_cause(a, b, qa, qb, ja, jb)
+        unit = get_task(a["task"]).sample_unit(run_a.item(a["dataset"], a["item_id"]))
+        unit = None if unit is None else (key[0], a["dataset"], unit)
+        if cause in CAUSES[:3] and unit is not None:
+            earliest[unit] = min(earliest.get(unit, 3), CAUSES.index(cause))
+        out.append({"key": key, "a": a, "b": b, "ja": ja, "jb": jb, "qa": qa, "qb": qb, "cause": cause, "unit": unit,
+                    "oa": outcome(a, ja), "ob": outcome(b, jb)})
+    for p in out:
+        if p["cause"] == "scoring" and p["unit"] in earliest:
+            p["cause"], p["because"] = CAUSES[earliest[p["unit"]]], ["scored with its unit, whose answers changed"]
+    return out
+
+
+def compare(a: str | Path | Run, b: str | Path | Run, filters: dict | None = None, n_resamples: int | None = None,
+            seed: int | None = None) -> dict:
+    """Compare two evaluation folders item by item (module docstring): the counts of unpaired
+    items, each cause's items and what explains them, every changed item, the metric rows
+    (:func:`metric_rows`) and the config diff. The bootstrap's settings default to run A's."""
+    run_a, run_b = (x if isinstance(x, Run) else open_run(x) for x in (a, b))
+    n_resamples = run_a.cfg.n_resamples if n_resamples is None else n_resamples
+    seed = run_a.cfg.seed if seed is None else seed
+    pairs, only_a, only_b = pair(run_a, run_b, filters or {})
+    causes = {c: {"items": 0, "outcome_changed": 0, "because": Counter()} for c in CAUSES}
+    items, scored = [], defaultdict(list)
+    for p in _classified(run_a, run_b, pairs):
+        cause, oa, ob = p["cause"], p["oa"], p["ob"]
+        scored[p["key"][0]].append((oa, ob, cause))
+        if cause is None:
+            continue
+        named = p.get("because") or because(cause, run_a, run_b, p["a"], p["b"], p["qa"], p["qb"], p["ja"], p["jb"])
+        causes[cause]["items"] += 1
+        causes[cause]["outcome_changed"] += oa != ob
+        causes[cause]["because"].update(named)
+        items.append(_item_row(p["key"], cause, named, oa, ob))
+    _, _, mapped = side_filters(filters or {})
+    return {"A": str(run_a.folder), "B": str(run_b.folder), "filters": dict(filters or {}),
+            "group_by": [d for d in DIMENSIONS if d not in mapped], "paired": len(pairs), "changed": len(items),
+            "only_A": len(only_a), "only_B": len(only_b), "only_A_items": [list(k[1:]) for k in only_a[:20]],
+            "only_B_items": [list(k[1:]) for k in only_b[:20]],
+            "causes": {c: {**v, "because": dict(v["because"])} for c, v in causes.items()},
+            "metrics": [r for g in sorted(scored) for r in metric_rows(g, scored[g], n_resamples, seed)],
+            "config": config_diff(run_a, run_b), "items": items}
