@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from lib.eval.rescore import saved_config
 from lib.eval.settings import EvalConfig
 from lib.families import get_task
 from lib.io import load_items, read_jsonl
-from lib.metrics.stats import bootstrap_ci
+from lib.metrics.stats import N_RESAMPLES, bootstrap_ci
 from lib.schema import ERROR, Item, image_sha256, is_constrained
 from lib.tasks import style_prompts, wants_question_first
 
@@ -122,14 +122,17 @@ def request_parts(cfg: EvalConfig, item: Item, dataset: str, spec: dict, style: 
 def prompt_difference(a: dict, b: dict) -> list[str]:
     """The names of what differs between two requests (:func:`request_parts`); empty when equal."""
     named = []
-    if a["style"] != b["style"]:
+    if a["style"] != b["style"]:  # its own texts and reasoning limit come with the style
         named.append("style")
-    if a["texts"] != b["texts"] or a["style texts"] != b["style texts"]:
+    elif a["style texts"] != b["style texts"]:
+        named.append("template")
+    if a["texts"] != b["texts"]:
         lines = lambda r: sorted(line for t in r["texts"] for line in t.splitlines())  # noqa: E731
         named.append("option order" if a["texts"] != b["texts"] and lines(a) == lines(b) else "template")
     if a["images"] != b["images"] or a["layout"] != b["layout"]:
         named.append("image order" if sorted(a["images"]) == sorted(b["images"]) else "images")
-    named += [k for k in ("token limit", "reasoning limit", "constraint", "seed") if a[k] != b[k]]
+    named += [k for k in ("token limit", "reasoning limit", "constraint", "seed") if a[k] != b[k]
+              and (k != "reasoning limit" or a["style"] == b["style"])]
     return list(dict.fromkeys(n if n != "reasoning limit" else "token limit" for n in named))
 
 
@@ -245,7 +248,7 @@ def pair(run_a: Run, run_b: Run, filters: dict) -> tuple[list[tuple], list[tuple
 
 # --- statistics -------------------------------------------------------------------------------------
 
-def paired_difference(a, b, n_resamples: int = 1000, seed: int = 0) -> tuple[float, float, float]:
+def paired_difference(a, b, n_resamples: int = N_RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
     """``mean(b) - mean(a)`` of paired per-item scores and its percentile bootstrap interval, the
     items resampled together (:func:`lib.metrics.stats.bootstrap_ci`)."""
     return bootstrap_ci(lambda x, y: np.mean(y - x, axis=-1), [np.asarray(a, float), np.asarray(b, float)],
@@ -282,8 +285,8 @@ def metric_rows(group: tuple, scored: list[tuple], n_resamples: int, seed: int) 
 # --- the config -------------------------------------------------------------------------------------
 
 def flatten(value, prefix: str = "") -> dict:
-    """Nested dicts as ``{"a.b": leaf}`` (lists and other values are leaves)."""
-    if not isinstance(value, dict) or not value:
+    """Nested dicts as ``{"a.b": leaf}`` (lists and other values are leaves; an empty dict adds nothing)."""
+    if not isinstance(value, dict):
         return {prefix: value} if prefix else {}
     out = {}
     for k, v in value.items():
@@ -291,12 +294,29 @@ def flatten(value, prefix: str = "") -> dict:
     return out
 
 
+def resolved_values(cfg: EvalConfig) -> dict:
+    """A config's resolved values, flat: its fields, every task's options over their defaults."""
+    return flatten({**cfg.to_dict(), "tasks": {name: asdict(opts) for name, opts in cfg.options.items()}})
+
+
+def _source(run: Run, key: str) -> str:
+    """Where a resolved value came from: the params file provenance records for its field, the
+    code that built the config (no file recorded), or the config class's default."""
+    top = key.split(".")[0]
+    if top in (run.provenance.get("params_from") or {}):
+        return run.provenance["params_from"][top]
+    given = flatten(run.cfg.to_dict())
+    if top == "tasks":
+        return "set, no params file recorded" if key in given else "default"
+    defaults = flatten(type(run.cfg)().to_dict())
+    return "set, no params file recorded" if given.get(key) != defaults.get(key) else "default"
+
+
 def config_diff(run_a: Run, run_b: Run) -> list[dict]:
-    """The resolved config values that differ, each with where it came from (the params file its
-    field was set in, as provenance records it, else the config class's default), and the commits."""
-    flat_a, flat_b = flatten(run_a.cfg.to_dict()), flatten(run_b.cfg.to_dict())
-    src = lambda run, key: (run.provenance.get("params_from") or {}).get(key.split(".")[0], "default")  # noqa: E731
-    rows = [{"key": k, "A": flat_a.get(k), "B": flat_b.get(k), "A_from": src(run_a, k), "B_from": src(run_b, k)}
+    """The resolved config values that differ, each with where it came from (:func:`_source`),
+    and the two commits when they differ."""
+    flat_a, flat_b = resolved_values(run_a.cfg), resolved_values(run_b.cfg)
+    rows = [{"key": k, "A": flat_a.get(k), "B": flat_b.get(k), "A_from": _source(run_a, k), "B_from": _source(run_b, k)}
             for k in sorted(set(flat_a) | set(flat_b)) if flat_a.get(k) != flat_b.get(k)]
     if run_a.sha != run_b.sha:
         rows.append({"key": "git commit", "A": run_a.sha, "B": run_b.sha, "A_from": "provenance", "B_from": "provenance"})
