@@ -50,13 +50,15 @@ def report(result: dict) -> str:
         if c["items"]:
             named = ", ".join(f"{k} ({v})" for k, v in sorted(c["because"].items(), key=lambda kv: -kv[1]))
             out.append(f"  {cause:8} {c['items']:6} items, {c['outcome_changed']} with another outcome; because: {named}")
+    labels = ["/".join(map(str, m["group"])) for m in result["metrics"]]
+    w = max([5, *map(len, labels)])
     if result["metrics"]:
-        out += ["", f"{'group':44} {'metric':16} {'n':>5} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI':>17} {'McNemar p':>9}  "
+        out += ["", f"{'group':{w}} {'metric':16} {'n':>5} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI':>17} {'McNemar p':>9}  "
                 + "  ".join(f"{c:>7}" for c in CAUSES)]
-    for m in result["metrics"]:
+    for label, m in zip(labels, result["metrics"]):
         ci = f"[{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]" if m["ci_low"] == m["ci_low"] else "-"
         p = "-" if m["mcnemar_p"] is None else f"{m['mcnemar_p']:.3g}"
-        out.append(f"{'/'.join(map(str, m['group']))[:44]:44} {m['metric'][:16]:16} {m['n']:5} {m['A']:7.3f} {m['B']:7.3f} "
+        out.append(f"{label:{w}} {m['metric'][:16]:16} {m['n']:5} {m['A']:7.3f} {m['B']:7.3f} "
                    f"{m['difference']:+7.3f} {ci:>17} {p:>9}  " + "  ".join(f"{m['by_cause'][c]:+7.3f}" for c in CAUSES))
     out += ["", "config diff:" if result["config"] else "config diff: none"]
     out += [f"  {r['key']}: {_num(r['A'])} ({r['A_from']}) -> {_num(r['B'])} ({r['B_from']})" for r in result["config"]]
