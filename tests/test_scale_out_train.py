@@ -30,7 +30,8 @@ import torch
 import yaml
 
 from lib.paths import ROOT
-from lib.train import TrainConfig, train
+from lib.train import TrainConfig
+from lib.training.loop import train
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 PER_RANK = 2  # batch_size of each of the two ranks; the one-process run has 2 x PER_RANK
@@ -38,7 +39,8 @@ KILLED = """import sys
 
 import yaml
 
-from lib.train import TrainConfig, train
+from lib.train import TrainConfig
+from lib.training.loop import train
 
 train(TrainConfig(**yaml.safe_load(open(sys.argv[1]))), sys.argv[2], progress=False, stop_after=3)
 """
