@@ -18,7 +18,7 @@ LAYERS = [
     {"models"},
     {"tasks", "metrics", "plots"},  # tasks: what every task is; metrics: those any family may use
     {"families", "formats", "browser", "report"},  # families: one folder per paper, found by looking
-    {"eval"},  # the evaluation engine: stage 06, training's validation and the tests score through it
+    {"eval", "training"},  # engines: evaluation (stage 06, training's validation, the tests), training (stage 05)
     set(STAGES) | {"export", "compare"},  # export: datasets handed to other harnesses; compare: two runs item by item (tools beside the stages)
     {"pipeline", "preflight"},  # preflight: what a run needs is reachable, checked before it starts
 ]

@@ -3,7 +3,9 @@ lib.train ...`` (gloo on CPU, ENVIRONMENT.md), and ``accelerate launch`` with th
 docs/scale-out.md shows. ``batch_size`` is per process: two ranks with batch 2 train on the examples
 one process with batch 4 draws, in the same steps, each rank its half, gradients averaged by DDP. The
 torchrun run is killed after its step-4 checkpoint, the stage command resumes it; both launches are
-compared with the one-process run.
+compared with the one-process run. Eighteen steps with a validation every three: the validation
+scores move (0 at first, then up), so the two-process gather is compared with numbers that differ
+between steps, not with a curve of zeros.
 
 Which ``accelerate launch`` starts two processes on a machine without a GPU: ``--cpu`` and a
 ``distributed_type: MULTI_CPU`` config both go to accelerate's simple launcher, which starts ONE
@@ -15,7 +17,7 @@ Tolerance: losses within a relative 1e-5 and weights within 1e-4, learning rates
 scores equal. The arithmetic is the same, not its order: each rank sums its half of the batch, DDP
 adds the halves' gradients and halves them, one process sums the whole batch at once, and the
 padded widths differ, so float sums differ in the last bits (seen: ~1e-7 relative on the losses);
-six Adam steps carry that into the weights without amplifying it past 1e-4. A validation score
+eighteen Adam steps carry that into the weights without amplifying it past 1e-4. A validation score
 would move only if such a difference flipped a greedy answer, which these few steps do not."""
 
 import json
@@ -30,15 +32,18 @@ import torch
 import yaml
 
 from lib.paths import ROOT
-from lib.train import TrainConfig, train
+from lib.train import TrainConfig
+from lib.training.loop import train
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 PER_RANK = 2  # batch_size of each of the two ranks; the one-process run has 2 x PER_RANK
+STEPS = 18  # long enough for validation to move (0, 0, .125, .375 ...): the ranks' gathered answers are compared
 KILLED = """import sys
 
 import yaml
 
-from lib.train import TrainConfig, train
+from lib.train import TrainConfig
+from lib.training.loop import train
 
 train(TrainConfig(**yaml.safe_load(open(sys.argv[1]))), sys.argv[2], progress=False, stop_after=3)
 """
@@ -59,8 +64,9 @@ def dataset(training_scenes):
 
 
 def _fields(dataset, **kw) -> dict:
-    base = dict(model=TINY, dataset=str(dataset), full_finetune=True, lr=1e-3, warmup_steps=2, max_steps=6,
-                batch_size=PER_RANK, eval_every=3, eval_items=16, checkpoint_every=2, seed=1, max_test=8)
+    # checkpoints at 4, 8, 12, 16: the kill after step 3 (KILLED) comes after the step-4 checkpoint is saved
+    base = dict(model=TINY, dataset=str(dataset), full_finetune=True, lr=1e-3, warmup_steps=2, max_steps=STEPS,
+                batch_size=PER_RANK, eval_every=3, eval_items=16, checkpoint_every=4, seed=1, max_test=8)
     return {**base, **kw}
 
 
@@ -91,16 +97,18 @@ def _trained_as_one(out: Path, one_process: tuple[Path, dict]) -> None:
     """The two-process run in ``out`` took the one-process run's steps, losses, schedule, scores and weights."""
     one_folder, one = one_process
     two, ref = pd.read_csv(out / "curve.csv"), pd.read_csv(one_folder / "curve.csv")
-    assert two["step"].tolist() == ref["step"].tolist() == [1, 2, 3, 4, 5, 6]  # every step once, on one writer
+    assert two["step"].tolist() == ref["step"].tolist() == list(range(1, STEPS + 1))  # every step once, on one writer
     assert two["loss"].tolist() == pytest.approx(ref["loss"].tolist(), rel=1e-5)
     assert two["lr"].tolist() == pytest.approx(ref["lr"].tolist(), abs=1e-12)  # the schedule steps once a step
     scores = [c for c in ref.columns if c.startswith("val_")]
+    accuracy = ref["val_accuracy"].dropna()
+    assert accuracy.nunique() > 1 and accuracy.max() > 0, f"validation {accuracy.tolist()} has no signal to compare"
     assert scores and two[scores].equals(ref[scores])
     mine, theirs = _weights(out / "last"), _weights(one_folder / "last")
     assert mine.keys() == theirs.keys() and all(torch.allclose(mine[k], theirs[k], atol=1e-4) for k in mine)
 
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["training"]["processes"] == 2 and summary["training"]["steps"] == 6
+    assert summary["training"]["processes"] == 2 and summary["training"]["steps"] == STEPS
     assert summary["training"]["best_val_accuracy"] == one["best_val_accuracy"] and summary["n_test"] == 8
     assert json.loads((out / "provenance.json").read_text())["stage"] == "05_train"
     assert (out / "best").is_dir() and (out / "last").is_dir()

@@ -1,0 +1,191 @@
+"""The questions training learns from: examples (an item and its dataset folder), the train /
+validation / test splits (a dataset's own, or drawn by image), the Scrapbook filters, batches
+collated with labels on the answer tokens only, and answer-balanced drawing probabilities.
+
+Prompts and targets are the items' tasks' (:mod:`lib.families`): training learns
+:meth:`Task.target_text` after :meth:`Task.prompt`, in the image/question order and chat template
+evaluation uses."""
+
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lib.families import task_of
+from lib.families.memeqa.importer import import_memeqa
+from lib.io import ImageError, load_image, load_items
+from lib.models.hf import ImageTensors, chat_prompt
+from lib.schema import Item
+from lib.tasks import user_content
+from lib.training.settings import TrainSettings
+
+
+@dataclass
+class Example:
+    """One training or validation question: the item and the dataset folder its images are in."""
+
+    item: Item
+    root: str
+
+    @property
+    def image(self) -> str:
+        return str(Path(self.root) / self.item.images[0])
+
+    @property
+    def answer(self) -> str:
+        """The text the model is trained to produce (the task's target text)."""
+        return task_of(self.item).target_text(self.item)
+
+    @property
+    def meta(self) -> dict:
+        return self.item.meta
+
+
+def split_by_image(image_ids: list[str], val_fraction: float, test_fraction: float, seed: int) -> dict[str, str]:
+    """Assign every image to train / val / test (disjoint by image, deterministic for a seed)."""
+    unique = sorted(set(image_ids))
+    order = np.random.default_rng(seed).permutation(len(unique))
+    n_test = round(len(unique) * test_fraction)
+    n_val = round(len(unique) * val_fraction)
+    split = {}
+    for rank, i in enumerate(order):
+        split[unique[i]] = "test" if rank < n_test else "val" if rank < n_test + n_val else "train"
+    return split
+
+
+def target_kind(meta: dict) -> str:
+    """What a Scrapbook question's target describes: ``color``, ``shape`` or ``color+shape``."""
+    target = (meta.get("query") or {}).get("target") or {}
+    return "+".join(k for k in ("color", "shape") if k in target) or "object"
+
+
+def _read_split(source: str, cfg: TrainSettings) -> tuple[list[Item], Path]:
+    """Items and the folder their image paths are relative to: a dataset folder, or a MemeQA JSON."""
+    path = Path(source)
+    if path.suffix == ".json":
+        if not cfg.memeqa_images:
+            raise ValueError(f"{path}: a MemeQA JSON split needs memeqa_images (the folder of its images)")
+        return import_memeqa(path, str(Path(cfg.memeqa_images).resolve())), path.parent
+    return load_items(path), path
+
+
+def _keep(cfg: TrainSettings, it: Item) -> bool:
+    """The Scrapbook filters (type, group, form, no absurd questions); other tasks keep every item."""
+    if not task_of(it).scene_questions:
+        return True
+    return it.meta.get("type") in cfg.types and it.meta.get("group") in cfg.groups \
+        and it.meta.get("form") in cfg.forms and it.meta.get("absurd") is not True
+
+
+def question_type(meta: dict) -> str:
+    """A question's type for per-type metrics: Scrapbook's meta.type, MemeQA's specific type."""
+    return meta.get("type") or meta.get("specific_type") or "all"
+
+
+def load_examples(cfg: TrainSettings) -> tuple[dict[str, list[Example]], dict]:
+    """Examples per split; unreadable images are skipped and counted. The splits are the dataset's
+    own when ``val_dataset`` / ``test_dataset`` name them (an image in two of them is an error:
+    it would leak), else drawn by image from ``dataset``."""
+    sources = {"train": cfg.dataset, "val": cfg.val_dataset, "test": cfg.test_dataset} if cfg.val_dataset \
+        else {"all": cfg.dataset}
+    parts: dict[str, list[Item]] = {}
+    roots: dict[str, Path] = {}
+    for part, source in sources.items():
+        items, roots[part] = _read_split(source, cfg)
+        parts[part] = [it for it in items if _keep(cfg, it)]
+        if not parts[part]:
+            raise ValueError(f"{source}: no items match types={cfg.types} groups={cfg.groups} forms={cfg.forms}")
+    image_of = lambda part, it: str((roots[part] / it.images[0]).resolve())  # noqa: E731
+    if "all" in parts:
+        split = split_by_image([it.images[0] for it in parts["all"]], cfg.val_fraction, cfg.test_fraction, cfg.seed)
+        assigned = [(split[it.images[0]], it, roots["all"]) for it in parts["all"]]
+    else:
+        seen: dict[str, str] = {}
+        for part, items in parts.items():
+            for it in items:
+                other = seen.setdefault(image_of(part, it), part)
+                if other != part:
+                    raise ValueError(f"image {it.images[0]} is in both the {other} and the {part} split "
+                                     f"({sources[other]}, {sources[part]}): the splits must not share images")
+        assigned = [(part, it, roots[part]) for part, items in parts.items() for it in items]
+    bad: dict[str, str] = {}  # keyed by the image as the items name it
+    for root, name in sorted({(root, it.images[0]) for _, it, root in assigned}):
+        try:
+            load_image(root / name)
+        except ImageError as e:
+            bad[name] = str(e)
+    out: dict[str, list[Example]] = {"train": [], "val": [], "test": []}
+    for part, it, root in assigned:
+        if it.images[0] in bad:
+            continue
+        if part != "train" and task_of(it).scene_questions and it.meta.get("level") not in cfg.eval_levels:
+            continue
+        if part == "train" and ((cfg.train_targets and set(target_kind(it.meta).split("+")) - set(cfg.train_targets))
+                                or (cfg.train_types and it.meta.get("type") not in cfg.train_types)):
+            continue
+        out[part].append(Example(it, str(root)))
+    report = {"items": len(assigned), "splits": "the dataset's own" if cfg.val_dataset else "by image",
+              "skipped_images": bad, "skipped_items": sum(it.images[0] in bad for _, it, _ in assigned),
+              **{f"{k}_examples": len(v) for k, v in out.items()},
+              **{f"{k}_images": len({e.image for e in v}) for k, v in out.items()}}
+    return out, report
+
+
+def collate(examples: list[Example], processor, eos: str, question_first: bool = False,
+            encoder_decoder: bool = False, spec: dict | None = None, images=load_image,
+            image_tensors: ImageTensors | None = None):
+    """Right-padded inputs with labels on the answer tokens (+ end of turn) only. The prompt is the
+    task's own (:meth:`Task.prompt`), in the same image/question order and chat template as at
+    evaluation (:class:`lib.models.hf.HFModel`'s). An encoder-decoder model reads the prompt with
+    its encoder and is trained to decode the answer: ``labels`` are the answer tokens alone."""
+    import torch  # deferred on purpose: torch is heavy, and importing lib.training must stay cheap
+
+    tok = processor.tokenizer
+    tok.padding_side = "left"
+    fmt = (spec or {}).get("prompt_format", "{text}")
+    texts = [chat_prompt(processor, [{"role": "user", "content": user_content(
+        task_of(e.item).prompt(e.item, e.root).text, [None], question_first)}], fmt) for e in examples]
+    pictures = [images(e.image) for e in examples]  # ``images``: a loader, e.g. an ImageCache
+    nested = processor.__class__.__name__.startswith(("Idefics", "SmolVLM"))
+    with image_tensors.around(processor) if image_tensors is not None else nullcontext():
+        enc = processor(text=texts, images=[[im] for im in pictures] if nested else pictures, return_tensors="pt",
+                        padding=True)
+    answers = [tok.encode(e.answer + eos, add_special_tokens=False) for e in examples]
+    if encoder_decoder:
+        width = max(map(len, answers))
+        enc["labels"] = torch.tensor([a + [-100] * (width - len(a)) for a in answers])
+        return dict(enc)
+    mask = enc["attention_mask"].bool()
+    per_token = [k for k, v in enc.items() if k != "attention_mask" and v.dim() == 2 and v.shape == mask.shape]
+    rows = {k: [] for k in per_token}
+    labels = []
+    for i, ans in enumerate(answers):
+        for k in per_token:
+            kept = enc[k][i][mask[i]].tolist()
+            rows[k].append(kept + (ans if k == "input_ids" else [0] * len(ans)))
+        labels.append([-100] * int(mask[i].sum()) + ans)
+    width = max(map(len, labels))
+    pad = tok.pad_token_id
+    batch = {k: torch.tensor([r + [pad if k == "input_ids" else 0] * (width - len(r)) for r in v])
+             for k, v in rows.items()}
+    batch["attention_mask"] = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in labels])
+    batch["labels"] = torch.tensor([r + [-100] * (width - len(r)) for r in labels])
+    for k, v in enc.items():
+        if k not in batch and k not in per_token:
+            batch[k] = v
+    return batch
+
+
+def answer_balance(examples: list[Example]) -> np.ndarray:
+    """Drawing probabilities under which each answer of a question type (task and ``meta.type``) is
+    equally likely and each type keeps its share of the questions."""
+    keys = [(e.item.task, e.meta.get("type"), e.answer) for e in examples]
+    per_answer = Counter(keys)
+    per_type = Counter(k[:2] for k in keys)
+    answers = Counter(k[:2] for k in per_answer)
+    p = np.array([per_type[k[:2]] / (answers[k[:2]] * per_answer[k]) for k in keys])
+    return p / p.sum()

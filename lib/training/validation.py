@@ -1,0 +1,115 @@
+"""Validation and the held-out comparison: questions asked with each task's own request (greedy,
+constrained only where the task has a closed answer set), read and scored by the evaluation
+engine (:func:`lib.eval.score.read_answer`, :func:`lib.eval.score.score_group`: stage 06's
+reading and scoring), then accuracies overall, per question type and per type and target kind;
+the metric that picks ``best/``, and the majority answer's accuracy (the line a model must rise
+above)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from lib.eval.score import read_answer, score_group
+from lib.families import get_task, task_of
+from lib.models import generate
+from lib.models.hf import HFModel
+from lib.schema import Prediction
+from lib.tasks import Scoring
+from lib.training.data import Example, question_type, target_kind
+from lib.training.settings import TrainSettings
+
+
+def validation_sample(cfg: TrainSettings, val: list[Example]) -> list[Example]:
+    """The ``eval_items`` validation questions every validation asks (seeded, in split order)."""
+    rng_val = np.random.default_rng(cfg.seed)
+    return [val[i] for i in sorted(rng_val.permutation(len(val))[:cfg.eval_items])]
+
+
+def evaluate_examples(model, processor, examples: list[Example], max_new_tokens: int, batch_size: int = 32,
+                      question_first: bool = False, spec: dict | None = None) -> dict:
+    """Accuracy per type, with each task's own request, answer reading and scoring - what stage 06
+    does (greedy; constrained only where the task has a closed answer set). ``spec``: the model's
+    spec, for its prompt_format."""
+    responses = ask_examples(model, processor, examples, max_new_tokens, batch_size, question_first, spec)
+    return accuracies(examples, score_examples(examples, responses))
+
+
+def ask_examples(model, processor, examples: list[Example], max_new_tokens: int, batch_size: int = 32,
+                 question_first: bool = False, spec: dict | None = None) -> list:
+    """The model's responses to ``examples``, asked as :func:`evaluate_examples` asks them."""
+    keep = {k: v for k, v in (spec or {}).items() if k == "prompt_format"}
+    wrapper = HFModel.from_loaded(model, processor, {"backend": "hf", "name": "in-training", **keep})
+    was_training = model.training
+    model.eval()
+    try:
+        reqs = [task_of(e.item).request(e.item, e.root, question_first=question_first, max_new_tokens=max_new_tokens)
+                for e in examples]
+        responses = generate(wrapper, reqs, batch_size=batch_size, progress=False)
+    finally:
+        model.train(was_training)
+    return list(responses)
+
+
+def score_examples(examples: list[Example], responses) -> list[bool]:
+    """Is each response right, read and scored as stage 06 reads and scores it (the engine's
+    :func:`lib.eval.score.read_answer` and :func:`lib.eval.score.score_group`, per task)?"""
+    preds = [Prediction(item_id=e.item.id, model="validation", task=e.item.task, raw=resp.text,
+                        **read_answer(task_of(e.item), e.item, resp)) for e, resp in zip(examples, responses)]
+    by_task: dict[str, list[int]] = {}
+    for i, e in enumerate(examples):
+        by_task.setdefault(e.item.task, []).append(i)
+    for name, idx in by_task.items():
+        group = [preds[i] for i in idx]
+        score_group(get_task(name), group, [examples[i].item for i in idx], Scoring())
+        for i, p in zip(idx, group):
+            preds[i] = p
+    return [bool(p.correct) for p in preds]
+
+
+def _group_keys(e: Example) -> list[str]:
+    """The accuracies an example counts in: overall, its question type, and its type and target kind
+    (colour / shape: Scrapbook)."""
+    kind = question_type(e.meta)
+    keys = ["accuracy", f"accuracy_{kind}"]
+    if task_of(e.item).scene_questions:
+        keys.append(f"accuracy_{kind}_{target_kind(e.meta)}")
+    return keys
+
+
+def group_sizes(examples: list[Example]) -> dict[str, int]:
+    """How many questions each accuracy of :func:`accuracies` is over."""
+    return dict(sorted(Counter(k for e in examples for k in _group_keys(e)).items()))
+
+
+def accuracies(examples: list[Example], hits: list[bool]) -> dict:
+    """Overall accuracy, per question type, per type and target kind (:func:`_group_keys`), and
+    ``macro``: the mean of the per-type accuracies (MemeQA's headline, exact match)."""
+    groups: dict[str, list[bool]] = {"accuracy": []}
+    per_type: dict[str, list[bool]] = {}
+    for e, hit in zip(examples, hits):
+        per_type.setdefault(question_type(e.meta), []).append(hit)
+        for key in _group_keys(e):
+            groups.setdefault(key, []).append(hit)
+    out = {k: float(np.mean(v)) for k, v in sorted(groups.items()) if v}
+    if per_type:
+        out["macro"] = float(np.mean([np.mean(v) for v in per_type.values()]))
+    return out
+
+
+def selection_metric(cfg: TrainSettings, examples: list[Example]) -> str:
+    """The validation metric that picks ``best/`` (see ``TrainConfig.select_by``)."""
+    if cfg.select_by != "auto":
+        return cfg.select_by
+    wanted = {task_of(e.item).validation_metric for e in examples}
+    return wanted.pop() if len(wanted) == 1 else "accuracy"  # tasks that disagree: the micro average
+
+
+def majority_baseline(train: list[Example], test: list[Example]) -> dict:
+    """Accuracy of always giving the training split's most frequent answer for the question type."""
+    top = {}
+    for kind in {question_type(e.meta) for e in test}:
+        answers = sorted(e.answer for e in train if question_type(e.meta) == kind)
+        top[kind] = max(set(answers), key=lambda a: (answers.count(a), a)) if answers else None
+    return accuracies(test, [e.answer == top[question_type(e.meta)] for e in test])
