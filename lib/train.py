@@ -53,7 +53,9 @@ from lib import config, plots
 from lib.families.memeqa.importer import import_memeqa
 from lib.io import ImageCache, ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json, write_jsonl
 from lib.models import check_spec, generate, load_model
-from lib.models.hf import HFModel, ImageTensors, chat_prompt, is_encoder_decoder
+from lib.models.hf import HFModel
+from lib.models.hf_images import ImageTensors
+from lib.models.hf_processors import chat_prompt, is_encoder_decoder
 from lib.ranks import ranks
 from lib.schema import Item, Prediction
 from lib.eval.score import read_answer, score_group

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lib.config import ParamsError
-from lib.models.hf import is_encoder_decoder
+from lib.models.hf_processors import is_encoder_decoder
 from lib.models.tiny import TINY_KINDS
 from lib.train import (TrainConfig, TrainingInterrupted, _oom_message, collate, load_examples,
                        prepare_model, split_by_image, train)
