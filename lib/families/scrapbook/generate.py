@@ -18,8 +18,9 @@ generator's own modules:
 - plain backgrounds are the vocabulary colours unused by the set's objects, in vocabulary order;
   photographs are resized and centre-cropped to the canvas size (the paper's 1280x768 by default);
 - question sets per image: the programs of ``templates.yaml``
-  (:func:`lib.families.scrapbook.items.queries`); the wrong absolute positions are where the unit's other objects are or will be added, completed to
-  ``n_wrong_positions`` (3, as Table 6 counts) by seeded draws; wrong colours and shapes are drawn
+  (:func:`lib.families.scrapbook.items.queries`); the wrong absolute positions are where the
+  unit's other objects are or will be added, completed to ``n_wrong_positions`` (3, as Table 6
+  counts) by seeded draws; wrong colours and shapes are drawn
   with the seed from the dataset's own values; a question never needs more than the paper's four
   concepts (a relative question with a two-attribute subject describes its reference by one attribute);
 - ``n_questions_per_type`` paraphrases are drawn per query (4.4's "five questions about the
