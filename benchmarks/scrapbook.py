@@ -36,7 +36,8 @@ CHILD = r"""
 import json, shutil, sys, tempfile, time
 from pathlib import Path
 from lib.families.scrapbook import ScrapbookParams, generate
-from lib.families.scrapbook.generate import BackgroundIO, build_unit, object_sets, prepare, set_backgrounds, units
+from lib.families.scrapbook.generate import BackgroundIO
+from lib.families.scrapbook.scenes import build_unit, object_sets, prepare, set_backgrounds, units
 from lib.paths import cache_dir
 from collections import Counter
 

@@ -171,7 +171,7 @@ def test_prepared_image_files_are_not_decoded_again(images, tmp_path, monkeypatc
 
     from PIL import Image
 
-    import lib.models.hf as hf  # the backend's own reference to lib.io.load_image
+    import lib.models.hf_images as hf  # the backend's own reference to lib.io.load_image
 
     files = [shutil.copy(p, tmp_path / p.name) for p in images]
     decoded = []
@@ -215,7 +215,7 @@ def test_many_image_files_never_lose_the_key_of_an_opened_one(tmp_path, monkeypa
     import numpy as np
     from PIL import Image
 
-    import lib.models.hf as H
+    import lib.models.hf_images as H
 
     monkeypatch.setattr(H, "IMAGE_DIGESTS", 6)
     rng = np.random.default_rng(1)

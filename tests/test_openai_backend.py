@@ -129,7 +129,7 @@ def test_every_schema_the_project_sends_compiles_on_vllm_engines():
     """Closed objects, anchored patterns, repeat counts xgrammar accepts: the AF options schema for
     every option count stage 03 asks for and the choice schema every closed answer set becomes."""
     from lib.af.engine import options_schema
-    from lib.models.api import response_format, schema_problems
+    from lib.models.openai_format import response_format, schema_problems
 
     def sent_for(constraint):
         return response_format(Request.simple("q", constraint=constraint))["json_schema"]["schema"]
@@ -183,7 +183,7 @@ def test_a_reply_is_checked_against_the_whole_schema_not_only_what_the_server_en
     """The options' maxLength stays out of what the server gets (xgrammar refuses it beside a
     pattern) and is checked here: an over-long option is invalid, kept raw."""
     from lib.af.engine import OPTION_MAX_LENGTH, options_schema
-    from lib.models.api import response_format
+    from lib.models.openai_format import response_format
 
     c = Constraint(json_schema=options_schema(1))
     assert "maxLength" not in response_format(Request.simple("q", constraint=c))["json_schema"]["schema"][

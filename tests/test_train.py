@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lib.config import ParamsError
-from lib.models.hf import is_encoder_decoder
+from lib.models.hf_processors import is_encoder_decoder
 from lib.models.tiny import TINY_KINDS
 from lib.train import TrainConfig
 from lib.training.data import collate, load_examples, split_by_image
@@ -408,7 +408,7 @@ def test_the_image_cache_trains_the_same_model_without_decoding_images_again(dat
 def test_prepared_image_tensors_give_every_family_the_processors_own_batches(dataset, kind):
     """Per-image processor outputs are reused only where concatenating them is what the processor
     computes (checked on the first batch); every family's batches equal the plain ones."""
-    from lib.models.hf import ImageTensors
+    from lib.models.hf_images import ImageTensors
 
     _, processor, _ = prepare_model(TrainConfig(model={"backend": "tiny", "name": kind}, dataset=str(dataset)))
     train_set = load_examples(_cfg(dataset))[0]["train"]
@@ -428,7 +428,7 @@ def test_prepared_image_tensors_hash_an_image_object_once(dataset, monkeypatch):
     import hashlib
 
     from lib.io import ImageCache
-    from lib.models.hf import ImageTensors
+    from lib.models.hf_images import ImageTensors
 
     _, processor, _ = prepare_model(TrainConfig(model={"backend": "tiny", "name": "llava"}, dataset=str(dataset)))
     example = load_examples(_cfg(dataset))[0]["train"][0]

@@ -23,7 +23,7 @@ HTTP 429 and 5xx answers and timeouts are retried with exponential backoff and j
 body however slowly it drips in (the client's own timeout bounds each read only) - and an attempt
 past it is retried like any timeout. A call that still fails is recorded as ``method="error"`` with
 the error text and the rest of the batch completes. Images travel as base64 data URLs of the
-original file bytes.
+original file bytes (the wire format: :mod:`lib.models.openai_format`).
 
 Whatever one reply holds fails that item only. Content that is not text (a list, a number, an
 object) is an error of the item, kept as JSON with the reason in ``error``. A reply longer than
@@ -33,9 +33,10 @@ schema) is invalid, kept raw, with the reason in ``problem``.
 
 Choices and JSON schemas are sent as ``response_format`` json_schema (vLLM and OpenAI enforce it);
 the answer is then parsed and checked again here against the same schema, and kept raw and marked
-invalid when it does not conform. Every schema the project sends passes :func:`schema_problems`
-(it compiles on vLLM's xgrammar and guidance engines alike); a 500 whose body names a grammar
-failure is not retried (the same schema fails the same way every time).
+invalid when it does not conform. Every schema the project sends passes
+:func:`~lib.models.openai_format.schema_problems` (it compiles on vLLM's xgrammar and guidance
+engines alike); a 500 whose body names a grammar failure is not retried (the same schema fails the
+same way every time).
 
 Several servers, one model (data parallelism: one vLLM per GPU or node): ``base_url`` may be a
 list of their URLs. Each attempt goes to the server with the fewest requests in flight (ties to
@@ -68,7 +69,6 @@ import asyncio
 import base64
 import contextvars
 import hashlib
-import io
 import json
 import os
 import re
@@ -76,126 +76,14 @@ import threading
 import time
 from pathlib import Path
 
-from lib.answers import cap_reply, choice_schema, not_text, parse_choice, parse_json_reply
+from lib.answers import cap_reply, not_text
 from lib.config import ParamsError, short
-from lib.io import load_image
 from lib.models.base import Model, backend
+from lib.models.openai_format import chat_request, completion_parts, grammar_failure, last_text, read_reply
 from lib.paths import cache_dir
-from lib.schema import ERROR, FREE, INVALID, JSON_SCHEMA, Request, Response, fingerprint
-
-
-def data_url(image) -> str:
-    """A base64 data URL: file bytes as they are for paths, PNG for in-memory PIL images."""
-    if isinstance(image, (str, Path)):
-        with_format = load_image(image, mode=None)  # validates, and tells the format
-        fmt = (with_format.format or "png").lower()
-        raw = Path(image).read_bytes()
-    else:
-        buf = io.BytesIO()
-        image.save(buf, format="PNG")
-        fmt, raw = "png", buf.getvalue()
-    return f"data:image/{fmt};base64,{base64.b64encode(raw).decode()}"
-
-
-def to_openai_messages(messages: list[dict]) -> list[dict]:
-    out = []
-    for m in messages:
-        content = m["content"]
-        if not isinstance(content, str):
-            content = [{"type": "image_url", "image_url": {"url": data_url(p["image"])}} if p.get("type") == "image"
-                       else p for p in content]
-        out.append({"role": m["role"], "content": content})
-    return out
-
-
-def response_format(request: Request) -> dict | None:
-    """``response_format`` for a constraint: choices become a one-field JSON object with an enum, a
-    JSON schema goes as :func:`portable_schema` makes it."""
-    c = request.constraint
-    if c is None:
-        return None
-    if c.choices is not None:
-        return {"type": "json_schema", "json_schema": {"name": "choice", "schema": choice_schema(c.choices),
-                                                       "strict": True}}
-    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": portable_schema(c.json_schema),
-                                                   "strict": True}}
-
-
-def portable_schema(schema):
-    """``schema`` as servers get it: a string's ``minLength``/``maxLength`` beside a ``pattern``
-    left out (xgrammar, vLLM's default engine, refuses the pair with a 400). The reply is checked
-    against the whole schema here, so an over-long string is still invalid, never accepted."""
-    if isinstance(schema, list):
-        return [portable_schema(x) for x in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: portable_schema(v) for k, v in schema.items()}
-    if "pattern" in out and isinstance(out["pattern"], str):
-        out.pop("minLength", None)
-        out.pop("maxLength", None)
-    return out
-
+from lib.schema import ERROR, FREE, INVALID, Request, Response, fingerprint
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-# A choice travels as {"answer": "<choice>"}: the wrapper's tokens come on top of the answer's budget
-# (without them a 2-token budget ends inside the braces and every answer is a truncated invalid).
-CHOICE_WRAPPER_TOKENS = 16
-
-# xgrammar (vLLM's default structured-output engine) refuses a regex repeat count above this.
-MAX_PATTERN_REPEAT = 128
-_REPEAT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
-
-
-def schema_problems(schema: dict, where: str = "$") -> list[str]:
-    """Why ``schema`` may not compile, or may mean something else, on vLLM's engines (empty: fine).
-
-    Checked: every object closes its properties (``additionalProperties: false``: xgrammar and
-    guidance differ on the default), every ``pattern`` is anchored (``^...$``: the engines differ on
-    unanchored ones), repeats at most :data:`MAX_PATTERN_REPEAT` times and has no length bounds
-    beside it (xgrammar refuses both: vLLM answers 500 or 400). A hand-written walk: no validator
-    checks portability."""
-    problems = []
-    if not isinstance(schema, dict):
-        return problems
-    if schema.get("type") == "object" or "properties" in schema:
-        if schema.get("additionalProperties") is not False:
-            problems.append(f"{where}: object without additionalProperties: false")
-    pattern = schema.get("pattern")
-    if pattern is not None:
-        if not (pattern.startswith("^") and pattern.endswith("$")):
-            problems.append(f"{where}.pattern: not anchored with ^...$: {pattern!r}")
-        counts = [int(x) for m in _REPEAT.finditer(pattern) for x in m.groups() if x]
-        if counts and max(counts) > MAX_PATTERN_REPEAT:
-            problems.append(f"{where}.pattern: repeat count {max(counts)} > {MAX_PATTERN_REPEAT} "
-                            f"(xgrammar refuses it): {pattern!r}")
-        if "minLength" in schema or "maxLength" in schema:
-            problems.append(f"{where}: pattern with minLength/maxLength (xgrammar refuses the pair)")
-    for key in ("properties", "$defs", "definitions", "patternProperties"):
-        for name, sub in (schema.get(key) or {}).items():
-            problems += schema_problems(sub, f"{where}.{key}.{name}")
-    for key in ("items", "additionalProperties", "not", "contains"):
-        if isinstance(schema.get(key), dict):
-            problems += schema_problems(schema[key], f"{where}.{key}")
-    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-        for i, sub in enumerate(schema.get(key) or []):
-            problems += schema_problems(sub, f"{where}.{key}[{i}]")
-    return problems
-
-
-# What vLLM's HTTP 500 answers say when a grammar engine cannot compile the request's schema.
-_GRAMMAR_FAILURE = re.compile(r"grammar|xgrammar|guidance|llguidance|structured.output|json.schema", re.I)
-
-
-def grammar_failure(response) -> bool:
-    """Is this HTTP response a server error about the request's grammar (never worth a retry)?"""
-    if response.status_code < 500:
-        return False
-    try:
-        body = response.text
-    except Exception:  # a streamed body not read yet: cannot tell
-        return False
-    return bool(_GRAMMAR_FAILURE.search(body))
 
 
 def response_image(response: Response):
@@ -268,11 +156,6 @@ class ServerPool:
 
 # The servers the request being sent has tried (one set per request: each runs in its own task).
 _TRIED: contextvars.ContextVar[set] = contextvars.ContextVar("tried_servers")
-
-
-def _last_text(r: Request) -> str:
-    content = r.messages[-1]["content"]
-    return content if isinstance(content, str) else " ".join(p["text"] for p in content if p.get("type") == "text")
 
 
 @backend("openai")
@@ -436,7 +319,7 @@ class OpenAIModel(Model):
     async def _image(self, client, r: Request) -> Response:
         start = time.perf_counter()
         try:
-            result = await client.images.generate(model=self.spec["name"], prompt=_last_text(r),
+            result = await client.images.generate(model=self.spec["name"], prompt=last_text(r),
                                                   size=self.spec.get("size", "1024x1024"), response_format="b64_json", n=1)
         except Exception as e:  # after the client's own retries
             return Response(text="", method=ERROR, valid=False, error=self._redact(f"{type(e).__name__}: {e}"),
@@ -456,13 +339,8 @@ class OpenAIModel(Model):
                 return await self._image(client, r)
         async with sem:
             start = time.perf_counter()
-            kwargs = {"model": self.spec["name"], "messages": to_openai_messages(r.messages),
-                      "max_tokens": r.max_new_tokens + (CHOICE_WRAPPER_TOKENS if r.constraint is not None
-                                                        and r.constraint.choices is not None else 0),
-                      "temperature": r.temperature, "top_p": r.top_p, "seed": r.seed}
-            fmt = response_format(r)
-            if fmt:
-                kwargs["response_format"] = fmt
+            kwargs = chat_request(self.spec["name"], r)
+            fmt = kwargs.get("response_format")
             try:
                 completion = await client.chat.completions.create(**kwargs)
             except Exception as e:  # after the client's own retries: record, do not sink the batch
@@ -470,11 +348,7 @@ class OpenAIModel(Model):
                                 error=self._redact(f"{type(e).__name__}: {e}"), latency_s=time.perf_counter() - start)
             latency = time.perf_counter() - start
             try:  # a 200 that is no chat completion (an HTML page, choices: []) fails this request only
-                choice = completion.choices[0]
-                content = choice.message.content
-                finish = getattr(choice, "finish_reason", None)
-                usage = getattr(completion, "usage", None)
-                pt, ct = (int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)) if usage else (0, 0)
+                content, finish, pt, ct = completion_parts(completion)
             except (AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
                 return Response(text="", method=ERROR, valid=False, latency_s=latency, error=self._redact(
                     f"not a chat completion ({type(e).__name__}: {e}): {str(completion)[:200]!r}"))
@@ -489,30 +363,12 @@ class OpenAIModel(Model):
                 problem += f"; the server's finish_reason was {finish!r}"
                 finish = "length"
             try:
-                parsed, method, valid, unread = self._read(text, r, fmt)
+                parsed, method, valid, unread = read_reply(text, r, fmt)
             except Exception as e:  # whatever one reply does to a parser fails that item only
                 parsed, method, valid, unread = None, INVALID, False, f"unreadable ({type(e).__name__})"
             problem = "; ".join(x for x in (problem, unread) if x) or None
             return Response(text=text, parsed=parsed, method=method, valid=valid, finish_reason=finish,
                             problem=problem, **usage_fields)
-
-    @staticmethod
-    def _read(text: str, r: Request, fmt: dict | None) -> tuple:
-        """``(parsed, method, valid, problem)``: the JSON the response_format asked for, checked
-        against its (closed) schema, else (servers that ignore response_format) the bare text by
-        :func:`parse_choice`; unreadable = invalid, kept raw, with why when the JSON could not be read."""
-        c = r.constraint
-        if c is None:
-            return text, FREE, True, None
-        value, method, problem = parse_json_reply(text, fmt["json_schema"]["schema"] if c.choices is not None
-                                                  else c.json_schema)
-        if method != INVALID:
-            return (value["answer"] if c.choices is not None else value), JSON_SCHEMA, True, None
-        if c.choices is not None:
-            value, method = parse_choice(text, c.choices)
-            if method != INVALID:
-                return value, method, True, None
-        return None, INVALID, False, problem
 
     async def _run(self, requests: list[Request], on_result) -> list[Response]:
         sem = asyncio.Semaphore(self.concurrency * self.pool.n)

@@ -20,50 +20,33 @@ Requests are grouped by (settings, constraint kind) and run as real batches with
 Choice constraints run either as constrained greedy decoding over a token trie
 (``prefix_allowed_tokens_fn``) or by scoring every option's log-likelihood; JSON schemas run
 through outlines, batched per schema and settings like the other kinds.
+
+The backend class is here; its images (the processed-image cache) are in :mod:`lib.models.hf_images`,
+its processors and chat prompts in :mod:`lib.models.hf_processors`, its token-level helpers (choice
+trie, shared prefixes, choice log-likelihoods) in :mod:`lib.models.hf_tokens`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
-import weakref
-from functools import lru_cache
 from pathlib import Path
 
 from lib.answers import parse_choice, parse_response
-from lib.io import ByteLRU, ImageCache, ImageError, load_image
+from lib.io import ImageCache, ImageError
 from lib.models.base import Model, backend
-from lib.schema import CONSTRAINED_LOGLIK, CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Request, Response
+from lib.models.hf_images import ImageTensors, rgb, with_format
+from lib.models.hf_processors import chat_prompt, is_encoder_decoder, load_processor
+from lib.models.hf_tokens import (PREFIX_CACHE_ENTRIES, PREFIX_MIN_TOKENS, PREFIX_SLACK_TOKENS, ChoiceTrie,
+                                  best_choices, cache_arg, choice_tensors, common_prefix)
+from lib.schema import CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Request, Response
 
 _NESTED_IMAGES = {"idefics2", "idefics3", "smolvlm", "mllama"}  # processors wanting one list per sample
 # VLMs whose forward continues from a KV cache without the images (log-likelihood from one prefill);
 # Qwen-VL's rotary positions and BLIP-2 / Kosmos-2 / Florence-2's image inputs need the whole row
 _PREFILL_TYPES = {"llava", "llava_next", "idefics3"}
-
-
-@lru_cache(maxsize=1)
-def _cache_arg() -> str:
-    """The KV cache's keyword and output field: ``cache`` in newer transformers 5 releases,
-    ``past_key_values`` (deprecated there, with a warning per call) before."""
-    from transformers.modeling_outputs import CausalLMOutputWithPast
-
-    return "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
-
-
 JSON_GENERATORS = 8  # compiled JSON-schema generators a model keeps
-PREFIX_MIN_TOKENS = 64  # a shared prompt prefix shorter than this is encoded with each row
-PREFIX_SLACK_TOKENS = 32  # a cached prefix this much shorter than the batch's own still serves it
-PREFIX_CACHE_ENTRIES = 4  # shared prefixes whose KV cache a model keeps (LAVE has two: yes/no and general)
-
-
-def _common_prefix(ids: list[list[int]]) -> int:
-    """How many leading tokens all rows share, leaving every row at least one of its own."""
-    common, first = min(map(len, ids)) - 1, ids[0]
-    for row in ids[1:]:
-        common = next((j for j in range(common) if row[j] != first[j]), common)
-    return common
 
 
 def _local_fingerprint(path: Path) -> dict:
@@ -75,27 +58,6 @@ def _local_fingerprint(path: Path) -> dict:
         "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest() if config.exists() else None,
         "weights": [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files],
     }
-
-
-class _Trie:
-    """Token-id trie over the allowed answers; a node marked ``end`` completes an answer."""
-
-    def __init__(self, sequences: list[list[int]]):
-        self.root: dict = {}
-        for seq in sequences:
-            node = self.root
-            for t in seq:
-                node = node.setdefault(t, {})
-            node["end"] = True
-
-    def allowed(self, prefix: list[int], eos: int) -> list[int]:
-        node = self.root
-        for t in prefix:
-            if t == eos or t not in node:
-                return [eos]
-            node = node[t]
-        nxt = [t for t in node if t != "end"]
-        return nxt + [eos] if node.get("end") or not nxt else nxt
 
 
 @backend("hf")
@@ -188,7 +150,7 @@ class HFModel(Model):
 
             self.model = PeftModel.from_pretrained(self.model, path_adapter).eval()
         if self.is_vlm:
-            self.processor = _load_processor(path_adapter or path, config.model_type, kw)
+            self.processor = load_processor(path_adapter or path, config.model_type, kw)
             self.tokenizer = self.processor.tokenizer
         else:
             self.tokenizer = self.processor = AutoTokenizer.from_pretrained(path, **kw)
@@ -271,7 +233,7 @@ class HFModel(Model):
         return enc
 
     def _vlm_inputs(self, batch: list[Request], texts: list[str]):
-        images = [[self._tensors.file_image(im, self._image) if isinstance(im, (str, Path)) else _rgb(self._image(im))
+        images = [[self._tensors.file_image(im, self._image) if isinstance(im, (str, Path)) else rgb(self._image(im))
                    for im in r.images()] for r in batch]
         kwargs = {"text": texts, "return_tensors": "pt", "padding": True}
         if any(images):
@@ -293,12 +255,12 @@ class HFModel(Model):
         whole = [list(range(len(ids)))]
         if len(ids) < 3:
             return whole
-        common = _common_prefix(ids)
+        common = common_prefix(ids)
         families: dict[int, list[int]] = {}
         for i, row in enumerate(ids):
             families.setdefault(row[common] if len(row) > common else -1, []).append(i)
         gaining = [idx for idx in families.values()
-                   if len(idx) > 1 and _common_prefix([ids[i] for i in idx]) - common >= PREFIX_MIN_TOKENS]
+                   if len(idx) > 1 and common_prefix([ids[i] for i in idx]) - common >= PREFIX_MIN_TOKENS]
         if not gaining:
             return whole
         taken = {i for idx in gaining for i in idx}
@@ -325,7 +287,7 @@ class HFModel(Model):
 
         if ids is None:
             return None
-        common, first = _common_prefix(ids), ids[0]
+        common, first = common_prefix(ids), ids[0]
         if common < PREFIX_MIN_TOKENS:
             return None
         # a prefix already encoded that this batch shares serves it, unless the batch shares much more
@@ -339,7 +301,7 @@ class HFModel(Model):
         if cache is None:
             with torch.inference_mode():
                 prefix = self.model(input_ids=torch.tensor([first[:common]], device=device), use_cache=True)
-                cache = getattr(prefix, _cache_arg())
+                cache = getattr(prefix, cache_arg())
         self._prefixes[key] = cache
         while len(self._prefixes) > PREFIX_CACHE_ENTRIES:
             self._prefixes.pop(next(iter(self._prefixes)))
@@ -351,7 +313,7 @@ class HFModel(Model):
         mask = [[1] * common + [0] * (width - len(row) + common) + [1] * (len(row) - common) for row in ids]
         self.padding = (self.padding[0] + sum(m.count(0) for m in mask), self.padding[1] + sum(map(len, mask)))
         return {"input_ids": torch.tensor(input_ids, device=device), "attention_mask": torch.tensor(mask, device=device),
-                _cache_arg(): cache}
+                cache_arg(): cache}
 
     def _decode(self, batch: list[Request], trie: bool) -> list[Response]:
         """Generate for a batch; a text LM's prompts are tokenised once here for the prefix cache
@@ -382,7 +344,7 @@ class HFModel(Model):
         # decoder-only models return prompt + answer; encoder-decoders the decoder start token + answer
         skip = 1 if self.encoder_decoder else prompt_len
         if trie:
-            tries = [_Trie([self.tokenizer.encode(c, add_special_tokens=False) for c in r.constraint.choices]) for r in batch]
+            tries = [ChoiceTrie([self.tokenizer.encode(c, add_special_tokens=False) for c in r.constraint.choices]) for r in batch]
             gen["max_new_tokens"] = max(len(self.tokenizer.encode(c, add_special_tokens=False))
                                         for r in batch for c in r.constraint.choices) + 1
             gen["prefix_allowed_tokens_fn"] = lambda b, ids: tries[b].allowed(ids[skip:].tolist(), eos)
@@ -420,13 +382,13 @@ class HFModel(Model):
             return self._loglik_prefill(batch, start)
         rows = [(r, c) for r in batch for c in r.constraint.choices]
         enc = self._encode([r for r, _ in rows])
-        suffix, suffix_mask = self._choice_tensors([c for _, c in rows])
+        suffix, suffix_mask = choice_tensors(self.tokenizer, [c for _, c in rows], self.model.device)
         prompt_len = enc["input_ids"].shape[1]
         if self.encoder_decoder:  # the choice is the decoder's target: its log-likelihood given the prompt
             labels = suffix.masked_fill(suffix_mask == 0, -100)
             with torch.inference_mode():
                 logits = self.model(**enc, labels=labels).logits.float()
-            return self._best_choices(batch, logits, suffix, suffix_mask, enc["attention_mask"].sum(-1), start)
+            return best_choices(batch, logits, suffix, suffix_mask, enc["attention_mask"].sum(-1), start)
         for name in list(enc.keys()):  # per-token tensors (ids, mask, token types) grow by the suffix
             t = enc[name]
             if name == "pixel_values" or not hasattr(t, "shape") or t.dim() != 2 or t.shape[1] != prompt_len:
@@ -436,18 +398,7 @@ class HFModel(Model):
         with torch.inference_mode():
             logits = self.model(**enc).logits[:, prompt_len - 1:-1].float()
         prompt_tokens = enc["attention_mask"].sum(-1) - suffix_mask.sum(-1)  # the rows grew by the choices
-        return self._best_choices(batch, logits, suffix, suffix_mask, prompt_tokens, start)
-
-    def _choice_tensors(self, choices: list[str]):
-        """Each choice's token ids, right padded, and their mask (one row per choice)."""
-        import torch
-
-        ids = [self.tokenizer.encode(c, add_special_tokens=False) for c in choices]
-        width = max(map(len, ids))
-        pad = self.tokenizer.pad_token_id
-        rows = torch.tensor([i + [pad] * (width - len(i)) for i in ids], device=self.model.device)
-        mask = torch.tensor([[1] * len(i) + [0] * (width - len(i)) for i in ids], device=self.model.device)
-        return rows, mask
+        return best_choices(batch, logits, suffix, suffix_mask, prompt_tokens, start)
 
     def _can_prefill(self) -> bool:
         return not self.encoder_decoder and (not self.is_vlm or self._model_type in _PREFILL_TYPES)
@@ -463,32 +414,15 @@ class HFModel(Model):
             prefix = self.model(**enc, use_cache=True)
         rows = [(b, c) for b, r in enumerate(batch) for c in r.constraint.choices]
         idx = torch.tensor([b for b, _ in rows], device=self.model.device)
-        cache = getattr(prefix, _cache_arg())
+        cache = getattr(prefix, cache_arg())
         cache.reorder_cache(idx)  # one copy of the request's prefix per choice
-        suffix, suffix_mask = self._choice_tensors([c for _, c in rows])
+        suffix, suffix_mask = choice_tensors(self.tokenizer, [c for _, c in rows], self.model.device)
         prompt_mask = enc["attention_mask"][idx]
         with torch.inference_mode():
             tail = self.model(input_ids=suffix, attention_mask=torch.cat([prompt_mask, suffix_mask], dim=1),
-                              use_cache=False, **{_cache_arg(): cache}).logits
+                              use_cache=False, **{cache_arg(): cache}).logits
         logits = torch.cat([prefix.logits[:, -1][idx].unsqueeze(1), tail[:, :-1]], dim=1).float()
-        return self._best_choices(batch, logits, suffix, suffix_mask, prompt_mask.sum(-1), start)
-
-    def _best_choices(self, batch, logits, suffix, suffix_mask, prompt_tokens, start):
-        """The most likely choice per request from the logits that predict each choice's tokens
-        (one row per choice; ``prompt_tokens``: each row's prompt length)."""
-        import torch
-
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, suffix.unsqueeze(-1)).squeeze(-1)
-        totals = (logp * suffix_mask).sum(-1).tolist()
-        elapsed = time.perf_counter() - start
-        responses, k = [], 0
-        for r in batch:
-            scores = {c: totals[k + j] for j, c in enumerate(r.constraint.choices)}
-            k += len(scores)
-            best = max(scores, key=scores.get)
-            responses.append(Response(text=best, parsed=best, method=CONSTRAINED_LOGLIK, valid=True, scores=scores,
-                                      prompt_tokens=int(prompt_tokens[k - 1]), latency_s=elapsed))
-        return responses
+        return best_choices(batch, logits, suffix, suffix_mask, prompt_mask.sum(-1), start)
 
     def _json_batch(self, batch: list[Request]) -> list[Response]:
         """Structured output under one JSON schema for a batch of requests, through outlines
@@ -512,7 +446,7 @@ class HFModel(Model):
         for r in batch:
             text = self._chat_text(r)
             images = [self._image(im) for im in r.images()]
-            prompts.append([text, *[outlines.inputs.Image(_with_format(im)) for im in images]] if images else text)
+            prompts.append([text, *[outlines.inputs.Image(with_format(im)) for im in images]] if images else text)
         schema = json.dumps(batch[0].constraint.json_schema)  # key order is the output's property order
         generator = self._json_generators.pop(schema, None) or outlines.Generator(self._outlines, JsonSchema(schema))
         self._json_generators[schema] = generator  # compiling a schema's index takes seconds; outlines resets it per call
@@ -535,183 +469,6 @@ class HFModel(Model):
         return out
 
 
-IMAGE_DIGESTS = 4096  # image digests ImageTensors remembers (per image object)
-CHECK_IMAGES = 2  # images of the first batch ImageTensors checks against the real call
-
-
-class ImageTensors:
-    """The image processor's output per image, kept (least recently used out past ``max_mb``), so
-    a training step or an evaluation batch neither resizes nor normalises an image it has prepared
-    before (Scrapbook asks dozens of questions per image; training draws each image many times).
-
-    Installed around the processor's call (:meth:`around`), it answers the processor's
-    ``image_processor(images, **kwargs)`` by concatenating each image's cached tensors - what the
-    processor itself computes, image by image, for the families whose batch is the concatenation
-    of its images (LLaVA's CLIP, BLIP-2, Idefics3 at one size...). On the first batch, the
-    cached tensors of its first two images, concatenated, must equal the real call on both
-    (checking the whole batch held every picture's float copies at once); where they differ or
-    are not per-image tensors (padded across the batch, lists), the real image processor is used
-    for every batch (``active`` False). Per-image shapes that differ in a later batch fall back
-    to the real call too.
-
-    Decoded images are keyed by their pixels' digest, so the same picture is prepared once
-    whatever loads it; image files opened by :meth:`file_image` by the file (path, size and
-    modification time), so a prepared file is never decoded again (a 2,000-question Scrapbook
-    evaluation decoded 1280x768 PNGs only to find their tensors cached). Hand-written:
-    transformers has no per-image cache of processed inputs."""
-
-    def __init__(self, max_mb: float):
-        self.active: bool | None = None  # None until the first batch is checked
-        self._tensors = ByteLRU(max_mb)
-        # id(image) -> (weak reference, key, path if opened, not decoded): a decoded image the model
-        # keeps (lib.io.ImageCache) is hashed once, not at every question; a file's image is keyed
-        # by the file (("file", path, size, mtime)); PIL images are unhashable
-        self._digests: dict[int, tuple[weakref.ref, str | tuple, str | None]] = {}
-        self._files: dict[str, tuple[tuple, object]] = {}  # path -> (its key, its header image)
-        self._opens: bool | None = None  # False once the processor needed an opened image's pixels
-
-    def stats(self) -> dict:
-        return {"active": self.active, **self._tensors.stats()}
-
-    @property
-    def opens(self) -> bool:
-        """Are image files given to the processor opened rather than decoded? Until the processor
-        has been seen to need pixels itself (:meth:`needs_pixels`) or the cache has turned itself
-        off."""
-        return self.active is not False and self._opens is not False
-
-    def needs_pixels(self) -> None:
-        """The processor read an opened image's pixels itself: decode files for it from now on."""
-        self._opens = False
-
-    def file_image(self, path: str | Path, decode):
-        """The image file at ``path`` for the processor, keyed by the file's identity. Opened, not
-        decoded (:attr:`opens`): a PIL image with its size and mode and no pixels, which is
-        decoded (:func:`lib.io.load_image`, with its checks) only where this cache has no tensors
-        for it yet (:meth:`_pixels`), one image at a time. Otherwise ``decode(path)`` (RGB),
-        remembered by the same key."""
-        from PIL import Image
-
-        path = str(path)
-        try:
-            st = os.stat(path)
-        except OSError:
-            load_image(path)  # raises ImageError naming the file
-            raise
-        key = ("file", path, st.st_size, st.st_mtime_ns)
-        if not self.opens:
-            image = _rgb(decode(path))
-            self._remember(image, key, None)
-            return image
-        known = self._files.get(path)
-        if known is not None and known[0] == key:
-            return known[1]
-        try:
-            with Image.open(path) as image:  # reads the header; the file is closed on leaving
-                pass
-        except (OSError, SyntaxError, ValueError):
-            load_image(path)  # raises ImageError with the reason, naming the file
-            raise
-        if len(self._files) >= IMAGE_DIGESTS // 2:  # at most half the digests are of opened files
-            self._files.clear()
-        self._files[path] = (key, image)
-        self._remember(image, key, path)
-        return image
-
-    def _remember(self, image, key, opened: str | None) -> None:
-        if len(self._digests) >= IMAGE_DIGESTS:
-            # images long gone are forgotten, and decoded ones (hashed again if met again); an opened
-            # file's image never is while it lives: it has no pixels to hash
-            self._digests = {i: v for i, v in self._digests.items() if v[2] is not None and v[0]() is not None}
-        self._digests[id(image)] = (weakref.ref(image), key, opened)
-
-    def _pixels(self, images):
-        """``images`` (an image, or lists of them) with every opened file decoded (RGB), for the
-        real image processor."""
-        if isinstance(images, (list, tuple)):
-            return [self._pixels(im) for im in images]
-        known = self._digests.get(id(images))
-        opened = known[2] if known is not None and known[0]() is images else None
-        return load_image(opened) if opened else images
-
-    def _one(self, real, image, kwargs: dict, pixels=None) -> dict:
-        known = self._digests.get(id(image))
-        if known is not None and known[0]() is image:
-            digest = known[1]
-        else:
-            digest = hashlib.blake2b(image.tobytes(), digest_size=16).hexdigest()
-            self._remember(image, digest, None)
-        is_file = isinstance(digest, tuple)
-        # a file's decoded pixels are RGB whatever its header says: its mode is not part of its key
-        key = (digest, repr(sorted(kwargs.items()))) if is_file else \
-            (digest, image.size, image.mode, repr(sorted(kwargs.items())))
-        found = self._tensors.get(key)
-        if found is not None:
-            return found[0]
-        out = dict(real([self._pixels(image) if pixels is None else pixels], **kwargs))
-        self._tensors.put(key, out, sum(v.numel() * v.element_size() for v in out.values() if hasattr(v, "numel")))
-        return out
-
-    def _combined(self, real, images, kwargs: dict, pixels: list | None = None):
-        import torch
-        from transformers import BatchFeature
-
-        if not isinstance(images, list) or not all(hasattr(im, "tobytes") for im in images):
-            return None  # nested lists (one per sample): the real call
-        parts = [self._one(real, im, kwargs, None if pixels is None else pixels[k]) for k, im in enumerate(images)]
-        if not all(torch.is_tensor(v) and v.shape[0] == 1 for part in parts for v in part.values()):
-            return None
-        try:
-            return BatchFeature({k: torch.cat([part[k] for part in parts]) for k in parts[0]})
-        except RuntimeError:  # per-image shapes differ (tiles, sizes): the processor pads; let it
-            return None
-
-    def around(self, processor):
-        """A context in which ``processor``'s image processor answers from this cache."""
-        from contextlib import contextmanager
-
-        import torch
-
-        @contextmanager
-        def installed():
-            real = getattr(processor, "image_processor", None)
-            if self.active is False or real is None:
-                yield
-                return
-
-            def cached(images, **kwargs):
-                if self.active is None:  # the first batch: the cache must give exactly the real output
-                    sample = images[:CHECK_IMAGES] if isinstance(images, list) else images
-                    pixels = self._pixels(sample)  # opened files decoded once for both calls
-                    want = real(pixels, **kwargs)
-                    out = self._combined(real, sample, kwargs, pixels if isinstance(sample, list) else None)
-                    self.active = out is not None and set(out) == set(want) and all(
-                        torch.is_tensor(want[k]) and torch.equal(out[k], torch.as_tensor(want[k])) for k in want)
-                out = self._combined(real, images, kwargs) if self.active else None
-                return out if out is not None else real(self._pixels(images), **kwargs)
-
-            processor.image_processor = _Delegate(real, cached)
-            try:
-                yield
-            finally:
-                processor.image_processor = real
-
-        return installed()
-
-
-class _Delegate:
-    """``real`` with its call replaced (attributes such as its size and crop settings read through)."""
-
-    def __init__(self, real, call):
-        self._real, self._call = real, call
-
-    def __call__(self, *args, **kwargs):
-        return self._call(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
-
-
 def cpu_settings(name, dtype, device_map):
     """Settings only a GPU takes, mapped for a CPU with a printed note (never silently): float16
     weights (slow or unsupported CPU kernels) load as float32, a ``cuda`` device map as ``cpu``.
@@ -725,89 +482,3 @@ def cpu_settings(name, dtype, device_map):
         print(f"note: model {name!r}: device_map {device_map!r} needs a GPU; using cpu")
         device_map = "cpu"
     return dtype, device_map
-
-
-def _rgb(image):
-    return image if image.mode == "RGB" else image.convert("RGB")
-
-
-def is_encoder_decoder(model) -> bool:
-    """Is ``model``'s language model an encoder-decoder (T5, BART), itself or inside a VLM?"""
-    config = model.config
-    return bool(getattr(config, "is_encoder_decoder", False)
-                or getattr(getattr(config, "text_config", None), "is_encoder_decoder", False))
-
-
-def chat_prompt(processor, messages: list[dict], prompt_format: str = "{text}") -> str:
-    """A VLM's prompt string for chat ``messages`` (image parts as bare placeholders): the processor's
-    chat template, else its tokenizer's (processors such as BLIP-2's do not keep one), else - for
-    checkpoints without any (BLIP-2, InstructBLIP, Kosmos-2, Florence-2) - the messages' text in
-    ``prompt_format`` (BLIP-2's VQA prompt is ``"Question: {text} Answer:"``). Training uses it too,
-    so a model learns on the prompt it is evaluated with."""
-    msgs = [{"role": m["role"], "content": m["content"] if isinstance(m["content"], str) else
-             [{"type": "image"} if p.get("type") == "image" else p for p in m["content"]]} for m in messages]
-    if getattr(processor, "chat_template", None) is not None:
-        return processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
-    if getattr(processor.tokenizer, "chat_template", None) is not None:
-        return processor.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
-    text = "\n".join(p.get("text", "") for m in msgs for p in
-                     ([{"text": m["content"]}] if isinstance(m["content"], str) else m["content"]) if p.get("text"))
-    return prompt_format.format(text=text)
-
-
-def _with_format(image):
-    """outlines wants a PIL image that knows its file format; in-memory images have none."""
-    import io
-
-    from PIL import Image
-
-    if image.format:
-        return image
-    buf = io.BytesIO()
-    image.convert("RGB").save(buf, format="PNG")
-    buf.seek(0)
-    return Image.open(buf)
-
-
-def _load_processor(path: str, model_type: str, kw: dict):
-    """AutoProcessor, except where it cannot build one without torchvision: Qwen2(.5)-VL's processor needs
-    torchvision for its video slot (images never do), and AutoProcessor then silently returns the
-    bare tokenizer. There we build the image-only subclass (:func:`qwen2_vl_processor_class`)."""
-    from transformers import AutoProcessor, ProcessorMixin
-
-    try:
-        processor = AutoProcessor.from_pretrained(path, **kw)
-        error = None
-    except (ImportError, ValueError, TypeError) as e:
-        processor, error = None, e
-    if isinstance(processor, ProcessorMixin):
-        return processor
-    if model_type in ("qwen2_vl", "qwen2_5_vl"):
-        cls = qwen2_vl_processor_class() if model_type == "qwen2_vl" else qwen2_5_vl_processor_class()
-        return cls.from_pretrained(path, **kw)
-    raise RuntimeError(f"could not build an image processor for {path!r} (model type {model_type!r}); "
-                       f"AutoProcessor gave {type(processor).__name__}: {error}")
-
-
-@lru_cache(maxsize=None)
-def image_only_processor_class(name: str):
-    """transformers' processor ``name`` (Qwen2VLProcessor, Qwen2_5_VLProcessor) without its video
-    slot: the stock one needs torchvision, which cannot import beside the CPU torch pinned here
-    (ENVIRONMENT.md), and images never need it. Built on first use (importing transformers at
-    import time would cost seconds) and once per process."""
-    import transformers
-
-    base = getattr(transformers, name)
-
-    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-        base.__init__(self, image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
-
-    return type(f"Tiny{name}", (base,), {"__init__": __init__})
-
-
-def qwen2_vl_processor_class():
-    return image_only_processor_class("Qwen2VLProcessor")
-
-
-def qwen2_5_vl_processor_class():
-    return image_only_processor_class("Qwen2_5_VLProcessor")

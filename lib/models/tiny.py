@@ -22,7 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from lib.models.base import backend
-from lib.models.hf import HFModel, qwen2_5_vl_processor_class, qwen2_vl_processor_class
+from lib.models.hf import HFModel
+from lib.models.hf_processors import qwen2_5_vl_processor_class, qwen2_vl_processor_class
 from lib.paths import DATA, cache_dir
 
 # every family the seeds evaluate that transformers has (MiniGPT-4 is served: see the README)

@@ -18,7 +18,8 @@ import numpy as np
 from lib.families import task_of
 from lib.families.memeqa.importer import import_memeqa
 from lib.io import ImageError, load_image, load_items
-from lib.models.hf import ImageTensors, chat_prompt
+from lib.models.hf_images import ImageTensors
+from lib.models.hf_processors import chat_prompt
 from lib.schema import Item
 from lib.tasks import user_content
 from lib.training.settings import TrainSettings

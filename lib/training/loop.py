@@ -40,7 +40,8 @@ from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib.io import ImageCache, append_jsonl, load_image, read_jsonl, write_json, write_jsonl
-from lib.models.hf import ImageTensors, is_encoder_decoder
+from lib.models.hf_images import ImageTensors
+from lib.models.hf_processors import is_encoder_decoder
 from lib.ranks import ranks
 from lib.tasks import wants_question_first
 from lib.training.data import Example, answer_balance, collate, load_examples, target_kind

@@ -10,7 +10,8 @@ from lib.families.scrapbook.consistency import query_id
 from lib.schema import Item
 from lib.families.scrapbook import programs as P
 from lib.families.scrapbook import questions as Q
-from lib.families.scrapbook.generate import ScrapbookParams, item_jsonl, queries
+from lib.families.scrapbook.items import item_jsonl, queries
+from lib.families.scrapbook.params import ScrapbookParams
 from lib.families.scrapbook.stage import ScrapbookConfig
 from lib.families.scrapbook.task import ScrapbookQA
 

@@ -17,7 +17,7 @@ from lib.af import engine
 from lib.af import stage as af_stage
 from lib.io import load_items, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
-from lib.models.api import schema_problems
+from lib.models.openai_format import schema_problems
 from lib.schema import fingerprint
 from lib.prepare import demo_datasets
 from lib.store import CallStore
@@ -55,7 +55,7 @@ def test_every_schema_the_project_sends_compiles_on_both_vllm_engines(vllm_pytho
     import subprocess
     from pathlib import Path
 
-    from lib.models.api import response_format
+    from lib.models.openai_format import response_format
 
     def sent_for(constraint):  # what the openai backend puts in response_format
         return response_format(Request.simple("q", constraint=constraint))["json_schema"]["schema"]

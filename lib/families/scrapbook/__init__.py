@@ -8,14 +8,18 @@ The stage: ``run(ScrapbookConfig(...), out)`` or ``python -m lib.families.scrapb
 Cluster runs: ``python -m lib.families.scrapbook --params FILE --out DIR --shard i --num-shards k`` per
 shard, then ``python -m lib.families.scrapbook merge --out DIR SHARD_DIR...``. Modules: objects (shapes,
 cut-outs), layout (regions, relations, placement), questions (queries, answers, paraphrases),
-programs (which queries a scene gets: the templates' programs and their handlers), generate (sets,
-units, streaming writer, summary, merge), paper (Unique All beside the paper's counts), task (the
+programs (which queries a scene gets: the templates' programs and their handlers), params (the
+generator's parameters and checks), scenes (sets, units, a unit's images), items (an image's question
+lines, the summary), generate (the streamed run), merge (writing a folder, merging shards), paper (Unique All beside the paper's counts), task (the
 ``scrapbook`` task: prompts, reading and scoring by the paper's protocol), consistency (that
 protocol: matching per form, error categories, consistency), explore (a dataset's summary);
 ``data/``: templates, vocabulary and expressions; ``prompts.yaml``: the task's prompt texts.
 """
 
-from lib.families.scrapbook.generate import ScrapbookParamError, ScrapbookParams, Summary, generate, merge
+from lib.families.scrapbook.generate import generate
+from lib.families.scrapbook.items import Summary
+from lib.families.scrapbook.merge import merge
+from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
 from lib.families.scrapbook.stage import ScrapbookConfig, run
 from lib.families.scrapbook.task import ScrapbookQA
 

@@ -16,7 +16,9 @@ import json
 import sys
 
 from lib import config
-from lib.families.scrapbook.generate import ScrapbookParamError, ScrapbookParams, generate, merge
+from lib.families.scrapbook.generate import generate
+from lib.families.scrapbook.merge import merge
+from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
 from lib.families.scrapbook.stage import ScrapbookConfig, run
 
 

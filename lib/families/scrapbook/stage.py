@@ -24,7 +24,8 @@ from lib import artifacts as A
 from lib import config, plots
 from lib.io import write_csv
 from lib.families.scrapbook import explore, paper
-from lib.families.scrapbook.generate import ScrapbookParams, generate
+from lib.families.scrapbook.generate import generate
+from lib.families.scrapbook.params import ScrapbookParams
 
 
 @dataclass
