@@ -37,7 +37,7 @@ import yaml
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from lib import artifacts as A
-from lib import config, plots
+from lib import cli, config, plots
 from lib.browser import write_browser
 from lib.families.yesbut.annotations import read_yesbut_annotations
 from lib.io import AnnotationStore, load_dataset_info, load_image, load_items, write_csv
@@ -629,4 +629,4 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(config.main("python -m lib.analysis", AnalyzeConfig, run, description="Stage 07: analyze and report."))
+    sys.exit(cli.main("python -m lib.analysis", AnalyzeConfig, run, description="Stage 07: analyze and report."))

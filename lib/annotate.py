@@ -34,7 +34,7 @@ from PIL import Image, ImageFilter, ImageOps
 from tqdm.auto import tqdm
 
 from lib import artifacts as A
-from lib import config, plots
+from lib import cli, config, plots
 from lib.io import AnnotationStore, load_image, write_json, write_jsonl
 from lib.models import Request, check_spec, generate, load_model
 from lib.models.api import response_image
@@ -555,4 +555,4 @@ def run(cfg: AnnotateConfig, out: str | Path, call_store=None, progress: bool = 
 
 
 if __name__ == "__main__":
-    sys.exit(config.main("python -m lib.annotate", AnnotateConfig, run, description="Stage 02: annotate."))
+    sys.exit(cli.main("python -m lib.annotate", AnnotateConfig, run, description="Stage 02: annotate."))

@@ -45,7 +45,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from lib import artifacts as A
-from lib import config, plots
+from lib import cli, config, plots
 from lib.families.memeqa.importer import import_memeqa, read_memeqa
 from lib.families.yesbut.annotations import read_yesbut_annotations
 from lib.io import (ImageError, LoadReport, dataset_info, images_roots, load_image, read_jsonl, save_dataset, scan_images,
@@ -650,4 +650,4 @@ def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(config.main("python -m lib.collect", CollectConfig, run, description="Stage 01: collect images."))
+    sys.exit(cli.main("python -m lib.collect", CollectConfig, run, description="Stage 01: collect images."))

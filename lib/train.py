@@ -49,7 +49,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from lib import artifacts as A
-from lib import config, plots
+from lib import cli, config, plots
 from lib.families.memeqa.importer import import_memeqa
 from lib.io import ImageCache, ImageError, append_jsonl, load_image, load_items, read_jsonl, write_json, write_jsonl
 from lib.models import check_spec, generate, load_model
@@ -888,4 +888,4 @@ def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(config.main("python -m lib.train", TrainConfig, run, description="Stage 05: fine-tune a VLM (LoRA or full)."))
+    sys.exit(cli.main("python -m lib.train", TrainConfig, run, description="Stage 05: fine-tune a VLM (LoRA or full)."))

@@ -14,7 +14,7 @@ STAGES = ("prepare", "collect", "annotate", "af", "train", "evaluate", "analysis
 # Layers from the bottom; a module may import its own layer or any layer below it.
 LAYERS = [
     {"paths", "schema", "ranks", "htmlsafe"},
-    {"answers", "provenance", "io", "store", "artifacts", "config", "records"},  # records: benchmark records
+    {"answers", "provenance", "io", "store", "artifacts", "config", "records", "cli"},  # records: benchmark records; cli: the stages' command line
     {"models"},
     {"tasks", "metrics", "plots"},  # tasks: what every task is; metrics: those any family may use
     {"families", "formats", "browser", "report"},  # families: one folder per paper, found by looking
