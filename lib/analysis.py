@@ -39,7 +39,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from lib import artifacts as A
 from lib import cli, config, plots
 from lib.browser import write_browser
-from lib.families.yesbut.annotations import read_yesbut_annotations
+from lib.families.yesbut.release import read_yesbut_annotations
 from lib.io import AnnotationStore, load_dataset_info, load_image, load_items, write_csv
 from lib.metrics import shortcuts
 from lib.metrics.wordnet import ensure_wordnet

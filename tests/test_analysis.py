@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from lib import analysis, annotate, collect, plots
-from lib.families.yesbut.annotations import read_yesbut_annotations
+from lib.families.yesbut.release import read_yesbut_annotations
 from lib.report import build_report
 from lib.tasks import Results
 from lib.families.yesbut.task import Understanding
