@@ -39,7 +39,7 @@ from IPython.display import display
 
 from lib import annotate
 from lib import artifacts as A
-from lib.analysis import figure3_counts
+from lib.families.yesbut.paper import figure3_counts
 from lib.collect import totals
 from lib.config import resolve
 

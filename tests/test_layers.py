@@ -16,7 +16,7 @@ LAYERS = [
     {"paths", "schema", "ranks", "htmlsafe"},
     {"answers", "provenance", "io", "store", "artifacts", "config", "records", "cli"},  # records: benchmark records; cli: the stages' command line
     {"models"},
-    {"tasks", "metrics", "plots"},  # tasks: what every task is; metrics: those any family may use
+    {"tasks", "metrics", "plots", "papers"},  # tasks: what every task is; metrics: those any family may use; papers: stated numbers beside ours
     {"families", "formats", "browser", "report"},  # families: one folder per paper, found by looking
     {"eval"},  # the evaluation engine: stage 06, training's validation and the tests score through it
     set(STAGES) | {"export"},  # export: datasets handed to other harnesses (a tool beside the stages)
