@@ -17,7 +17,7 @@ LAYERS = [
     {"answers", "provenance", "io", "store", "artifacts", "config", "records", "cli"},  # records: benchmark records; cli: the stages' command line
     {"models"},
     {"tasks", "metrics", "plots", "papers"},  # tasks: what every task is; metrics: those any family may use; papers: stated numbers beside ours
-    {"families", "formats", "browser", "report"},  # families: one folder per paper, found by looking
+    {"families", "formats", "browser", "report", "annotation_widget"},  # families: one folder per paper, found by looking
     {"eval"},  # the evaluation engine: stage 06, training's validation and the tests score through it
     set(STAGES) | {"export"},  # export: datasets handed to other harnesses (a tool beside the stages)
     {"pipeline", "preflight"},  # preflight: what a run needs is reachable, checked before it starts
