@@ -1,5 +1,7 @@
 """Stage 07 · Analyze: image and text embeddings, UMAP maps with a separation score, BERTopic
-topics, and the tidy tables the papers' figures are drawn from.
+topics, and the papers' figures and tables, each computed by its family (YesBut's Figures 3 and 14:
+:mod:`lib.families.yesbut.paper`; MemeQA's release statistics and shortcut audit:
+:mod:`lib.families.memeqa.paper`; the stated numbers beside ours: :mod:`lib.papers`).
 
 **Image embeddings**: CLIP image features through transformers (any CLIP hub id or local path).
 Where no CLIP weights exist (offline, as on the project's own machines) :func:`descriptor_embeddings`
@@ -23,7 +25,6 @@ the run's ``report.html``.
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 from dataclasses import dataclass, field
@@ -33,21 +34,19 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
-import yaml
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from lib import artifacts as A
-from lib import config, plots
+from lib import cli, config, plots
 from lib.browser import write_browser
-from lib.families.yesbut.annotations import read_yesbut_annotations
-from lib.io import AnnotationStore, load_dataset_info, load_image, load_items, write_csv
-from lib.metrics import shortcuts
+from lib.families.memeqa.paper import memeqa_reproduction, shortcut_summary
+from lib.families.yesbut.paper import figure3_counts, human_eval, yesbut_reproduction
+from lib.families.yesbut.release import ANNOTATIONS_CSV, read_yesbut_annotations
+from lib.io import AnnotationStore, load_image, load_items, write_csv
 from lib.metrics.wordnet import ensure_wordnet
 from lib.models import Request, check_spec, generate, load_model
 from lib.models.tiny import sentence_encoder
-from lib.paths import DATA
 from lib.report import build_report
-from lib.schema import DIFFICULTY
 from lib.families import TASKS
 from lib.tasks import Results
 
@@ -228,155 +227,6 @@ def label_topics(model, info: pd.DataFrame, max_new_tokens: int, store=None) -> 
     return [r.text.strip().splitlines()[0] if r.text.strip() else "" for r in generate(model, reqs, store=store, progress=False)]
 
 
-# --- tidy tables for the papers' figures -------------------------------------------------------------
-
-HUMAN_CRITERIA = ("correctness", "appropriate_length", "visual_completeness", "faithfulness")
-
-
-def human_eval(csv_path: str | Path) -> pd.DataFrame:
-    """YesBut's Human_Eval_Results.csv as tidy rows (image, source, criterion, yes): description i of an
-    image was written by the i-th entry of ``order_of_overall_img_descriptions``; a non-empty cell = yes."""
-    raw = pd.read_csv(csv_path)
-    rows = []
-    for _, r in raw.iterrows():
-        order = ast.literal_eval(r["order_of_overall_img_descriptions"])
-        for i, source in enumerate(order, start=1):
-            for c in HUMAN_CRITERIA:
-                v = r[f"{c}_{i}"]
-                rows.append({"image": r["image_filename"], "source": source, "criterion": c,
-                             "yes": bool(isinstance(v, str) and v.strip())})
-    return pd.DataFrame(rows)
-
-
-def figure3_counts(annotations: pd.DataFrame) -> dict[str, pd.Series]:
-    """YesBut Figure 3: text in images (none / left only / right only / both), connected halves,
-    difficulty - from a table with the fields text_in_left, text_in_right, connected, difficulty."""
-    a = annotations
-    left, right = a["text_in_left"].astype(bool), a["text_in_right"].astype(bool)
-    text = pd.Series(np.select([left & right, left, right], ["both halves", "left only", "right only"], "no text"))
-    return {"text_in_image": text.value_counts().reindex(["no text", "left only", "right only", "both halves"], fill_value=0),
-            "connected": a["connected"].astype(bool).map({True: "connected", False: "not connected"}).value_counts()
-            .reindex(["connected", "not connected"], fill_value=0),
-            "difficulty": a["difficulty"].value_counts().reindex(list(DIFFICULTY), fill_value=0)}
-
-
-# --- the papers' numbers beside ours ------------------------------------------------------------------
-
-PAPER_COLUMNS = ["paper", "quantity", "paper_value", "ours", "equal", "note", "command"]  # every stage's paper.csv
-STATED = ("exactly", "more than", "rounded")  # how papers.yaml says a text states a number
-HUMAN = "humanannotation"  # Human_Eval_Results.csv's name for the human-written description
-TRAIN_SPLIT = "train"  # the MemeQA release's file (train.json) of its training set
-_HALF_STYLES = re.compile(r"_(ORIG|STICK|3D)_YES_(ORIG|STICK|3D)_BUT\.\w+$")
-
-
-def papers() -> dict:
-    """``lib/data/papers.yaml``: per paper, the numbers its text states, where, and the command."""
-    return yaml.safe_load((DATA / "papers.yaml").read_text())
-
-
-def stated_label(spec: dict) -> str:
-    """A stated number's row name: what, where, and how the text states it (when not exactly)."""
-    how = {"more than": f"; the text: more than {spec['value']}", "rounded": f"; the text: rounded to {spec.get('precision')}"}
-    return f"{spec['quantity']} ({spec['where']}{how.get(spec.get('stated', 'exactly'), '')})"
-
-
-def agrees(spec: dict, ours) -> bool:
-    """Does ``ours`` agree with a number as the text states it: exactly, more than (a lower bound) or
-    rounded (the same multiple of ``precision``)?"""
-    stated, value = spec.get("stated", "exactly"), spec["value"]
-    if stated not in STATED:
-        raise ValueError(f"lib/data/papers.yaml: {spec['quantity']!r} is stated {stated!r}; use one of {STATED}")
-    if stated == "more than":
-        return bool(ours > value)
-    if stated == "rounded":
-        return round(ours / spec["precision"]) == round(value / spec["precision"])
-    return bool(ours == value)
-
-
-def _shown(value):
-    """Ours as a row shows it: counts whole, shares to two decimals (compared unrounded)."""
-    if value is None:
-        return None
-    return round(float(value), 2) if isinstance(value, (float, np.floating)) else int(value)
-
-
-def paper_frame(paper: str, ours: dict, drawn: dict[str, pd.Series], missing: str = "", context: str = "") -> pd.DataFrame:
-    """A paper's rows (:data:`PAPER_COLUMNS`): each number papers.yaml says its text states, beside
-    ``ours`` of the same key (absent: not computed, ``missing`` says why); then the values of ours a
-    drawn figure shows, with no paper value. ``context`` is added to the note of a row that differs."""
-    spec = papers()[paper]
-    rows = []
-    for key, q in spec["stated"].items():
-        value = ours.get(key)
-        equal = value is not None and agrees(q, value)
-        why = q.get("differs", "not explained by the text") if value is not None else missing
-        note = "" if equal else "; ".join(s for s in (why, context) if s)
-        rows.append([paper, stated_label(q), q["value"], _shown(value), equal, note, spec["command"]])
-    for key, d in spec.get("drawn", {}).items():
-        for label, value in drawn.get(key, pd.Series(dtype=float)).items():
-            label = ", ".join(map(str, label)) if isinstance(label, tuple) else label
-            rows.append([paper, f"{d['quantity']}: {label} ({d['where']})", None, _shown(value), None, d["note"],
-                         spec["command"]])
-    table = pd.DataFrame(rows, columns=PAPER_COLUMNS, dtype=object)
-    table["equal"] = table["equal"].astype("boolean")  # blank where the text states no value
-    return table
-
-
-def yesbut_stage(filename: str) -> int:
-    """The YesBut stage an image comes from, by its file name: an original (stage 2) names no half
-    styles; stage 3 combines originals with 2D stick halves, stage 4 adds 3D ones (sections 3.3-3.4)."""
-    m = _HALF_STYLES.search(filename)
-    return 2 if m is None else 4 if "3D" in m.groups() else 3
-
-
-def yesbut_reproduction(folder: str | Path) -> pd.DataFrame:
-    """YesBut's stated Figure 3 and Figure 14 numbers (papers.yaml) beside ours from the release in
-    ``folder`` (:func:`figure3_counts`, :func:`human_eval`), then the values of ours the figures draw."""
-    folder = Path(folder)
-    release = pd.DataFrame(read_yesbut_annotations(folder / "YesBut_Stage2_Annotation.csv").values())
-    counts, n = figure3_counts(release), len(release)
-    ours = {"images": n, "no_text": 100 * counts["text_in_image"]["no text"] / n,
-            "not_connected": 100 * counts["connected"]["not connected"] / n,
-            "medium_or_hard": 100 * counts["difficulty"][["MEDIUM", "HARD"]].sum() / n}
-    drawn = dict(counts)
-    human_csv = folder / "Human_Eval_Results.csv"
-    if human_csv.exists():
-        tidy = human_eval(human_csv)
-        shares = 100 * tidy.groupby(["criterion", "source"])["yes"].mean()
-        stages = tidy.drop_duplicates("image")["image"].map(yesbut_stage).value_counts()
-        ours |= {"human_eval_images": int(stages.sum()),
-                 "human_eval_models": tidy.loc[tidy["source"] != HUMAN, "source"].nunique()}
-        ours |= {f"human_eval_stage{s}_images": int(stages.get(s, 0)) for s in (2, 3, 4)}
-        ours |= {f"gap_{c}": shares[c][HUMAN] - shares[c].drop(HUMAN).max() for c in HUMAN_CRITERIA}
-        drawn["human_eval"] = shares
-    return paper_frame("YesBut", ours, drawn, missing=f"no {human_csv}: the human evaluation is not computed")
-
-
-def memeqa_splits(run_folder: str | Path) -> dict[str, list]:
-    """Stage 01's MemeQA datasets' items, by the split each was read from (its JSON file's stem)."""
-    splits = {}
-    for name, folder in A.datasets_of(run_folder, A.COLLECT).items():
-        info = load_dataset_info(folder)
-        if info.get("name") == "memeqa":
-            splits[Path(info.get("provenance", {}).get("json", name)).stem] = load_items(folder)
-    return splits
-
-
-def memeqa_reproduction(run_folder: str | Path) -> pd.DataFrame | None:
-    """MemeQA's stated release statistics (papers.yaml) beside ours from the MemeQA splits stage 01
-    of the run collected (:func:`memeqa_splits`); None when it collected none."""
-    splits = memeqa_splits(run_folder)
-    if not splits:
-        return None
-    ours = {"questions": sum(map(len, splits.values())),
-            "question_types": len({it.meta.get("specific_type") for items in splits.values() for it in items})}
-    if TRAIN_SPLIT in splits:
-        ours["train_questions"] = len(splits[TRAIN_SPLIT])
-    collected = ", ".join(f"{split} {len(items):,}" for split, items in sorted(splits.items()))
-    return paper_frame("MemeQA", ours, {}, missing=f"this run collected no {TRAIN_SPLIT} split",
-                       context=f"this run's MemeQA questions per split: {collected}")
-
-
 # --- the stage --------------------------------------------------------------------------------------
 
 @dataclass
@@ -459,7 +309,7 @@ def answer_map(cfg: AnalyzeConfig, out: str | Path) -> tuple[list[dict], tuple]:
 
 def _release(cfg: AnalyzeConfig) -> dict:
     """The YesBut release's stage-2 annotations by image ({} without ``yesbut_data``)."""
-    return read_yesbut_annotations(Path(cfg.yesbut_data) / "YesBut_Stage2_Annotation.csv") if cfg.yesbut_data else {}
+    return read_yesbut_annotations(Path(cfg.yesbut_data) / ANNOTATIONS_CSV) if cfg.yesbut_data else {}
 
 
 def topic_documents(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> list[str]:
@@ -496,23 +346,6 @@ def topic_model(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> tup
     except ValueError as e:
         return {"topics": f"none: {e}", "table": None, "unreadable": unreadable}, (None, None)
     return {"topics": int((info["Topic"] != -1).sum()), "table": info, "unreadable": unreadable}, (fig, ax)
-
-
-def shortcut_summary(audit: pd.DataFrame) -> pd.DataFrame:
-    """Stage 03's shortcut audit (:func:`lib.metrics.shortcuts.audit`, per dataset) as one row per
-    dataset and question type: the share of questions each text-only tell answers correctly where
-    it fires, the blind baseline's exact-match score and chance beside it; a macro row per dataset."""
-    rates = audit.pivot_table(index=["dataset", "type"], columns="tell", values="rate", aggfunc="first")
-    blind = audit[audit["tell"] == "blind baseline"].set_index(["dataset", "type"])
-    tells = [t for t in shortcuts.TELLS if t in rates.columns]
-    table = rates[tells].join(blind[["rate", "chance", "fired"]].rename(
-        columns={"rate": "blind baseline", "fired": "single-answer questions"}))
-    macro = table.groupby(level="dataset").mean(numeric_only=True)
-    macro["single-answer questions"] = table.groupby(level="dataset")["single-answer questions"].sum()
-    macro.index = pd.MultiIndex.from_tuples([(d, "macro") for d in macro.index], names=["dataset", "type"])
-    out = pd.concat([table, macro]).sort_index(level="dataset", sort_remaining=False).reset_index()
-    out["single-answer questions"] = out["single-answer questions"].astype("Int64")  # a count, blank where none
-    return out
 
 
 def data_figures(cfg: AnalyzeConfig, out: str | Path) -> dict[str, tuple]:
@@ -629,4 +462,4 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(config.main("python -m lib.analysis", AnalyzeConfig, run, description="Stage 07: analyze and report."))
+    sys.exit(cli.main("python -m lib.analysis", AnalyzeConfig, run, description="Stage 07: analyze and report."))

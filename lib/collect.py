@@ -20,14 +20,13 @@ lists what it no longer holds in ``report.json``.
     python -m lib.collect --profile real          # -> outputs/real/01_collect
 
 When the manifest holds labelled YesBut images, the stage also builds the YesBut evaluation
-dataset (``datasets/yesbut``: detection, understanding, completion; :func:`yesbut_datasets`).
+dataset (``datasets/yesbut``: detection, understanding, completion;
+:func:`lib.families.yesbut.datasets.yesbut_datasets`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import random
-import re
 import sys
 import time
 import urllib.parse
@@ -40,24 +39,19 @@ from typing import ClassVar
 import imagehash
 import matplotlib.cbook
 import numpy as np
-import yaml
 from PIL import Image
 from tqdm.auto import tqdm
 
 from lib import artifacts as A
-from lib import config, plots
+from lib import cli, config, plots
 from lib.families.memeqa.importer import import_memeqa, read_memeqa
-from lib.families.yesbut.annotations import read_yesbut_annotations
+from lib.families.yesbut.datasets import yesbut_datasets
+from lib.families.yesbut.demo import demo_pairs
+from lib.families.yesbut.release import ANNOTATIONS_CSV, parse_stage_folder, parse_yesbut_name, read_yesbut_annotations
 from lib.io import (ImageError, LoadReport, dataset_info, images_roots, load_image, read_jsonl, save_dataset, scan_images,
                     write_json, write_jsonl, write_sample_images)
-from lib.families.yesbut.panels import completion_grid, compose, layout, split
-from lib.paths import DATA
-from lib.schema import Item
-from lib.families.yesbut.task import Completion, Detection, Understanding
+from lib.families.yesbut.panels import layout
 
-PANEL_STYLES = ("ORIG", "STICK", "3D")
-_YESBUT_NAME = re.compile(r"^(?P<ts>.+?)_(?P<left>ORIG|STICK|3D)_YES_(?P<right>ORIG|STICK|3D)_BUT\.\w+$")
-_YESBUT_FOLDER = re.compile(r"yesbut_stage_(?P<stage>\d)_(?P<label>satirical|non_satirical)$")
 
 
 @dataclass
@@ -121,13 +115,6 @@ def collect_folder(folder: str | Path, source: str | None = None, licence: str =
     return recs, report
 
 
-def parse_yesbut_name(name: str) -> dict | None:
-    """``{timestamp, left_style, right_style}`` from ``{ts}_{L}_YES_{R}_BUT.jpg``; None otherwise.
-    The "timestamp" is the stage-2 original's file stem (usually a timestamp, sometimes a screenshot name)."""
-    m = _YESBUT_NAME.match(name)
-    return {"timestamp": m["ts"], "left_style": m["left"], "right_style": m["right"]} if m else None
-
-
 def collect_yesbut(root: str | Path, licence: str = "YesBut dataset (see its repository)",
                    progress: bool = True) -> tuple[list[Record], LoadReport]:
     """The YesBut repository layout: ``images/stage_2/{ts}.jpg`` (originals, satirical, ORIG/ORIG)
@@ -135,8 +122,7 @@ def collect_yesbut(root: str | Path, licence: str = "YesBut dataset (see its rep
     {satirical,non_satirical}/{ts}_{L}_YES_{R}_BUT.jpg`` (label from the folder, styles from the name,
     linked to their original through the timestamp)."""
     root = Path(root)
-    annotations = read_yesbut_annotations(root / "YesBut_Stage2_Annotation.csv") \
-        if (root / "YesBut_Stage2_Annotation.csv").exists() else {}
+    annotations = read_yesbut_annotations(root / ANNOTATIONS_CSV) if (root / ANNOTATIONS_CSV).exists() else {}
     stage2, report = scan_images(root / "images" / "stage_2")
 
     def stage2_extra(p: Path) -> dict:
@@ -149,7 +135,7 @@ def collect_yesbut(root: str | Path, licence: str = "YesBut dataset (see its rep
     folders = sorted((root / "images" / "stage_3_and_4").glob("yesbut_stage_*")) \
         if (root / "images" / "stage_3_and_4").exists() else []
     for folder in folders:
-        m = _YESBUT_FOLDER.search(folder.name)
+        m = parse_stage_folder(folder.name)
         if not m:
             continue
         paths, rep = scan_images(folder)
@@ -159,7 +145,7 @@ def collect_yesbut(root: str | Path, licence: str = "YesBut dataset (see its rep
             if parsed is None:
                 report.add_skip(str(p), "file name does not follow {ts}_{L}_YES_{R}_BUT")
                 continue
-            generated.append((p, {"licence": licence, "label": m["label"], "stage": int(m["stage"]), **parsed}))
+            generated.append((p, {"licence": licence, "label": m["label"], "stage": m["stage"], **parsed}))
     extras = {str(p): e for p, e in generated}
     gen = _records([p for p, _ in generated], "yesbut", report, progress, lambda p: extras[str(p)],
                    desc="collect yesbut stages 3-4")
@@ -250,24 +236,9 @@ def collect_hf(name: str, dest: str | Path, split: str = "train", image_column: 
     return recs, report
 
 
-def demo_pairs(photos: dict[str, str | Path], dest: str | Path) -> list[tuple[Path, dict]]:
-    """The demo's two-panel images: the photograph pairs of ``lib/data/demo/evaluation.yaml``
-    composed side by side (``{pair id}.png``), with their labels."""
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    out = []
-    for r in yaml.safe_load((DATA / "demo" / "evaluation.yaml").read_text())["yesbut"]:
-        path = dest / f"{r['id']}.png"
-        if not path.exists():
-            compose(load_image(photos[r["left"]]), load_image(photos[r["right"]]), height=256).save(path)
-        out.append((path, {"label": "satirical" if r["satirical"] else "non_satirical", "left_style": "ORIG",
-                           "right_style": "ORIG", "stage": 2, "licence": "demo (composed from sample photographs)"}))
-    return out
-
-
 def collect_demo(dest: str | Path, progress: bool = True) -> tuple[list[Record], LoadReport]:
     """The embedded demo: real photographs shipped by scikit-image, scikit-learn and matplotlib, and
-    the two-panel images composed from them (:func:`demo_pairs`)."""
+    the two-panel images composed from them (:func:`lib.families.yesbut.demo.demo_pairs`)."""
     # deferred on purpose: scikit-learn takes about half a second to import and only the demo needs it
     from sklearn.datasets import load_sample_images
 
@@ -403,143 +374,6 @@ def totals(manifest):
     return m.groupby(["stage", "label", "styles"], dropna=False).size().rename("images").reset_index()
 
 
-# --- the YesBut evaluation datasets -----------------------------------------------------------
-
-def detection_items(records: list[dict]) -> list[Item]:
-    """Detection: every labelled image, satirical or not (Y / N), with its stage and panel styles."""
-    return [Detection.make_item(f"{r['id']}-detection", r["path"], r["label"] == "satirical",
-                                meta={"stage": r.get("stage"), "styles": f"{r.get('left_style')}|{r.get('right_style')}"})
-            for r in records if r.get("label") in ("satirical", "non_satirical")]
-
-
-@dataclass
-class Halves:
-    """The left and right halves of collected images as files in ``folder``, each cut once, where
-    01's layout check found the panels meet (records collected before that check: checked now)."""
-
-    folder: Path
-    paths: dict = field(default_factory=dict)  # (record id, side) -> the half's file
-
-    def __call__(self, rec: dict, side: str) -> str:
-        key = (rec["id"], side)
-        if key not in self.paths:
-            path = self.folder / f"{rec['id']}_{side}.png"
-            if not path.exists():
-                halves = split(load_image(rec["path"]), at=(rec.get("layout") or {}).get("cut"))
-                halves[0 if side == "left" else 1].save(path)
-            self.paths[key] = str(path)
-        return self.paths[key]
-
-
-def three_panel_ids(records: list[dict]) -> set[str]:
-    """Images of three panels side by side: they have no halves, so they are never cut (their
-    whole-image items stay)."""
-    return {r["id"] for r in records if (r.get("layout") or {}).get("panels") == 3}
-
-
-def understanding_items(records: list[dict], halves: Halves, uncut: set[str]) -> list[Item]:
-    """Understanding: every satirical image whose scene is annotated - a stage-2 original, or a
-    stage-3/4 restyling of an annotated original (same scene, other styles: the paper's stages) -
-    each half against its description (images in ``uncut`` are not cut) and the whole against the
-    overall description; stage, difficulty and text presence kept for Tables 6-8."""
-    items = []
-    annotated = {r["id"]: r["annotation"] for r in records if r.get("stage") == 2 and r.get("annotation")}
-    for r in records:
-        a = annotated.get(r["id"]) if r.get("stage") == 2 else \
-            annotated.get(r.get("original")) if r.get("stage") in (3, 4) and r.get("label") == "satirical" else None
-        if not a:
-            continue
-        text = {"left": a.get("text_in_left"), "right": a.get("text_in_right")}
-        text["whole"] = None if None in text.values() else bool(text["left"] or text["right"])
-        for part, ref in (("left", a.get("left_description")), ("right", a.get("right_description")),
-                          ("whole", a.get("overall_description"))):
-            if ref and (part == "whole" or r["id"] not in uncut):
-                image = r["path"] if part == "whole" else halves(r, part)
-                meta = {"part": part, "stage": r["stage"], "difficulty": a.get("difficulty"),
-                        "text": None if text[part] is None else "Y" if text[part] else "N"}
-                if r["stage"] != 2:
-                    meta["original"] = r["original"]
-                items.append(Understanding.make_item(f"{r['id']}-{part}", image, ref, meta))
-    return items
-
-
-def completion_sources(generated: list[dict], kept: str, uncut: set[str]) -> tuple[dict, dict] | None:
-    """The satirical and the non-satirical restyling of one original that a completion question
-    offers for the half other than ``kept`` (``kept`` in its ORIG style, the other half stylised, the
-    two in different styles; the first by id), or None when the original has no such pair."""
-    other = "right" if kept == "left" else "left"
-    fits = lambda g, label: g.get("label") == label and g.get(f"{kept}_style") == "ORIG" \
-        and g.get(f"{other}_style") != "ORIG"  # noqa: E731
-    sat = sorted((g for g in generated if fits(g, "satirical")), key=lambda g: g["id"])
-    non = sorted((g for g in generated if fits(g, "non_satirical") and (not sat or g[f"{other}_style"] !=
-                                                                        sat[0][f"{other}_style"])), key=lambda g: g["id"])
-    sat, non = [g for g in sat if g["id"] not in uncut], [g for g in non if g["id"] not in uncut]
-    return (sat[0], non[0]) if sat and non else None
-
-
-def completion_item(oid: str, kept: str, sat: dict, non: dict, halves: Halves, rng: random.Random) -> Item:
-    """The completion question of original ``oid`` with its ``kept`` half shown: a 2x2 grid image
-    (saved beside the halves) offering the other half of ``sat`` and of ``non``, A/B by ``rng``."""
-    other = "right" if kept == "left" else "left"
-    right, wrong = halves(sat, other), halves(non, other)
-    options = [right, wrong]
-    rng.shuffle(options)
-    missing = "yes" if other == "left" else "but"
-    # the original's half as the authors cut it: the ORIG half of the satirical composition
-    # (an original of three panels has no half of its own to cut)
-    kept_img = load_image(halves(sat, kept))
-    # the kept half fills its own cell; the missing cell shows the question mark whatever is passed
-    grid = completion_grid(kept_img, kept_img, load_image(options[0]), load_image(options[1]), missing=missing)
-    path = halves.folder / f"{oid}-completion-{missing}.png"
-    grid.save(path)
-    return Completion.make_item(f"{oid}-completion-{missing}", str(path), 0 if options[0] == right else 1,
-                                meta={"original": oid, "missing": missing, "satirical_from": sat["id"],
-                                      "non_satirical_from": non["id"]})
-
-
-def completion_items(records: list[dict], halves: Halves, uncut: set[str], seed: int = 0) -> list[Item]:
-    """Completion as the paper curates it: per stage-2 original (in id order) and kept half (left,
-    then right), one question where :func:`completion_sources` finds a pair; A/B by a shuffle seeded
-    with ``seed``."""
-    rng = random.Random(seed)
-    by_original: dict = {}
-    for r in records:
-        if r.get("stage") in (3, 4) and r.get("original"):
-            by_original.setdefault(r["original"], []).append(r)
-    originals = {r["id"] for r in records if r.get("stage") == 2}
-    items = []
-    for oid, generated in sorted(by_original.items()):
-        if oid not in originals:
-            continue
-        for kept in ("left", "right"):
-            pair = completion_sources(generated, kept, uncut)
-            if pair:
-                items.append(completion_item(oid, kept, *pair, halves, rng))
-    return items
-
-
-def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path:
-    """A YesBut evaluation dataset folder from collected records (``lib.collect`` manifest rows):
-    detection on every labelled image (:func:`detection_items`); understanding on every satirical
-    image whose scene is annotated - the stage-2 originals and their stage-3/4 restyled satirical
-    versions, which share the original's annotation (each half, cut where 01's layout check found
-    the panels meet, against its description - an image of three panels is not cut, only its whole
-    is used; the whole against the overall description; :func:`understanding_items`); completion as
-    the paper curates it - the original's half kept in its own (ORIG) style (taken from the
-    satirical composition, where the authors cut it), the other half chosen between a stylised half
-    from a satirical combination and one from a non-satirical combination of the same original, A/B
-    by a seeded shuffle (:func:`completion_items`)."""
-    out = Path(out)
-    (out / "images").mkdir(parents=True, exist_ok=True)
-    halves, uncut = Halves(out / "images"), three_panel_ids(records)
-    items = detection_items(records) + understanding_items(records, halves, uncut) \
-        + completion_items(records, halves, uncut, seed)
-    save_dataset(out, items, dataset_info("yesbut-collected", provenance={"records": len(records),
-                                                                         "three_panels_not_cut": sorted(uncut)},
-                                          images_roots=images_roots(items, out)))
-    return out
-
-
 def memeqa_dataset(json_path: str | Path, images: str | Path, out: str | Path) -> Path:
     """A MemeQA JSON split as a dataset folder (``mcq`` items; images stay where they are, named
     absolutely and declared in ``images_roots``)."""
@@ -612,7 +446,8 @@ def sample_figure(out: str | Path, manifest: list[dict], n: int = 6):
 def datasets(cfg: CollectConfig, out: str | Path, manifest: list[dict]) -> dict[str, Path]:
     """The dataset folders 06 evaluates: each MemeQA source's questions (``datasets/memeqa_<json
     stem>``, :func:`memeqa_dataset`) and, when ``cfg.yesbut_dataset`` is on and the manifest holds
-    labelled images, the YesBut dataset (``datasets/yesbut``, :func:`yesbut_datasets`); name -> folder."""
+    labelled images, the YesBut dataset (``datasets/yesbut``,
+    :func:`lib.families.yesbut.datasets.yesbut_datasets`); name -> folder."""
     folders = {}
     for source in cfg.sources:
         if source["kind"] == "memeqa":
@@ -650,4 +485,4 @@ def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(config.main("python -m lib.collect", CollectConfig, run, description="Stage 01: collect images."))
+    sys.exit(cli.main("python -m lib.collect", CollectConfig, run, description="Stage 01: collect images."))

@@ -20,19 +20,18 @@ Every stage module exposes the same contract::
     summary = run(stage.cfg, stage.out)                    # what the notebook does
     python -m lib.<stage> --profile demo [--set key=value ...] [--out DIR]
     python -m lib.<stage> --params FILE [--params FILE ...] --out DIR
+
+The command line itself (arguments, the run folder's lock) is :mod:`lib.cli`.
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
 import os
 import re
-import sys
 import types
 import typing
-from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from functools import lru_cache
@@ -42,9 +41,8 @@ import yaml
 
 from lib import artifacts as A
 from lib.io import write_json
-from lib.paths import ROOT, RunBusy, RunLock, params_root, run_dir, stage_dir
+from lib.paths import ROOT, params_root, run_dir, stage_dir
 from lib.provenance import write_provenance
-from lib.ranks import ranks
 
 # Keys of params/common.<profile>.yaml that describe the profile rather than set a stage field.
 PROFILE_KEYS = ("run", "stages", "models", "offline", "extends")
@@ -344,11 +342,6 @@ def load_profile(name: str, params_dir: str | Path | None = None) -> Profile:
     return Profile(name, run, [s for s in A.STAGES if s in stages], models, offline, shared, path, parent)
 
 
-def go_offline() -> None:
-    """Set the offline variables (kernels and subprocesses started later inherit them)."""
-    os.environ.update(OFFLINE_ENV)
-
-
 @dataclass
 class Resolved:
     """A stage's config as a profile resolves it, where each value came from, and where it writes."""
@@ -423,26 +416,33 @@ def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = 
             values[k], origins[k] = v, source
     models = prof.models if prof is not None else {}
     if prof is not None:
-        for name, role in cls.MODEL_ROLES.items():
-            if name in values or role is None:
-                continue
-            if role == "*":  # every model of the profile (stage 00 probes them)
-                values[name], origins[name] = dict(models), f"{_shown(prof.source)} models"
-            elif role in models:
-                default = cls.defaults().get(name)
-                is_map = isinstance(default, dict) and default and "backend" not in default
-                values[name] = [role] if isinstance(default, list) else {role: role} if is_map else role
-                origins[name] = f"{_shown(prof.source)} models.{role}"
-            else:
-                raise ParamsError(f"{stage}: {name} is not set and {prof.source} declares no model {role!r} "
-                                  f"(models: {', '.join(models) or 'none'}); declare it under models: or set {name} "
-                                  f"in {prof.stage_file(stage).name}")
+        _bind_roles(cls, prof, values, origins)
     sources = " + ".join(dict.fromkeys(origins.values())) or "defaults"
     refs = {r for k in cls.MODEL_ROLES.keys() & values.keys() for r in _names(values[k])}
     cfg = cls.from_params(values, source=sources, models=models)
     name = run or (prof.run if prof is not None else None) or "default"
     cfg.origin = {"profile": prof.name if prof else None, "run": name, "fields": origins}
     return Resolved(stage, cfg, prof, name, origins, refs, [src for src, _ in layers])
+
+
+def _bind_roles(cls, prof: Profile, values: dict, origins: dict) -> None:
+    """Model fields ``values`` leaves unset take the profile's model of their role (``MODEL_ROLES``),
+    recorded in ``origins``; a role the profile declares no model for is an error naming the file."""
+    stage, models = cls.STAGE, prof.models
+    for name, role in cls.MODEL_ROLES.items():
+        if name in values or role is None:
+            continue
+        if role == "*":  # every model of the profile (stage 00 probes them)
+            values[name], origins[name] = dict(models), f"{_shown(prof.source)} models"
+        elif role in models:
+            default = cls.defaults().get(name)
+            is_map = isinstance(default, dict) and default and "backend" not in default
+            values[name] = [role] if isinstance(default, list) else {role: role} if is_map else role
+            origins[name] = f"{_shown(prof.source)} models.{role}"
+        else:
+            raise ParamsError(f"{stage}: {name} is not set and {prof.source} declares no model {role!r} "
+                              f"(models: {', '.join(models) or 'none'}); declare it under models: or set {name} "
+                              f"in {prof.stage_file(stage).name}")
 
 
 def _shown(path) -> str:
@@ -471,43 +471,3 @@ def finish(out: Path, stage: str, cfg, summary: dict) -> dict:
     write_json(out / "summary.json", summary)
     write_provenance(out, stage, cfg.to_dict(), getattr(cfg, "seed", None), origin=getattr(cfg, "origin", None))
     return summary
-
-
-def _assignment(text: str) -> tuple[str, object]:
-    key, sep, value = text.partition("=")
-    if not sep:
-        raise ParamsError(f"--set {text!r}: write key=value (a YAML value, e.g. max_steps=50 or models=[vlm])")
-    return key.strip(), parse_yaml(value, f"--set {key.strip()}")
-
-
-def main(prog: str, cls, run, argv: list[str] | None = None, description: str = "") -> int:
-    """The command line every stage shares: a profile and overrides (``--profile P --set k=v``)
-    and/or params files (``--params FILE``, repeatable), resolved by :func:`resolve`."""
-    ap = argparse.ArgumentParser(prog=prog, description=description)
-    ap.add_argument("--profile", help="a profile of params/ (its models, stage file and shared fields)")
-    ap.add_argument("--params", action="append", default=[], help="flat YAML of config fields (repeatable; later wins)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="one field (YAML value; repeatable)")
-    ap.add_argument("--run", help="the run name (default: the profile's)")
-    ap.add_argument("--out", help="the stage folder to write (default: outputs/<run>/<stage>/)")
-    args = ap.parse_args(argv)
-    try:
-        overrides = dict(_assignment(a) for a in args.set)
-        stage = resolve(cls, args.profile or (None if not args.params else False), args.run, overrides,
-                        extra=args.params)
-        if stage.profile is not None and stage.profile.offline:
-            go_offline()
-    except ParamsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(stage.describe(), file=sys.stderr)
-    out = Path(args.out) if args.out else stage.out
-    job = ranks()
-    try:  # the run folder: one writer at a time (a job of several ranks: its main rank holds it)
-        with RunLock(out.parent) if job.main else nullcontext():
-            summary = run(stage.cfg, out)
-    except RunBusy as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if job.main:
-        print(json.dumps(summary, indent=1, default=str))
-    return 0

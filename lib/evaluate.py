@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 
 from lib import artifacts as A
-from lib import config
+from lib import cli, config
 from lib.eval.ask import ask
 from lib.eval.items import load_eval_items
 from lib.eval.rescore import rescore_folder
@@ -94,7 +94,7 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] != ["rescore"]:
-        return config.main("python -m lib.evaluate", EvalConfig, run, argv, description="Stage 06: evaluate.")
+        return cli.main("python -m lib.evaluate", EvalConfig, run, argv, description="Stage 06: evaluate.")
     ap = argparse.ArgumentParser(prog="python -m lib.evaluate", description="Evaluation tools.")
     sub = ap.add_subparsers(dest="command", required=True)
     rs = sub.add_parser("rescore", help="recompute metrics.csv, levels.csv, errors.csv from stored outputs")

@@ -147,6 +147,21 @@ def profile_settings(profile: str, model: str | None = None) -> dict:
             "question_first": wants_question_first(cfg.models[label])}
 
 
+def _task_config(lmms_task: str, tag: str, docs: Path, limit: int, metrics: list[str], task_name: str) -> dict:
+    """One lmms-eval task's YAML: its docs file, the hooks of ``utils.py``, greedy decoding up to
+    ``limit`` tokens and an aggregation per metric."""
+    return {"task": lmms_task, "tag": tag, "dataset_path": "json",
+            "dataset_kwargs": {"data_files": {"test": str(docs.resolve())}},
+            "test_split": "test", "output_type": "generate_until",
+            "doc_to_visual": "!function utils.doc_to_visual", "doc_to_text": "!function utils.doc_to_text",
+            "doc_to_messages": "!function utils.doc_to_messages", "doc_to_target": "!function utils.doc_to_target",
+            "process_results": "!function utils.process_results",
+            "generation_kwargs": {"max_new_tokens": limit, "temperature": 0, "do_sample": False, "num_beams": 1},
+            "metric_list": [{"metric": m, "aggregation": f"!function utils.aggregate_{_slug(m)}",
+                             "higher_is_better": m != "invalid_rate"} for m in metrics],
+            "metadata": {"version": 1, "vqalab_task": task_name}}
+
+
 def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = None, tasks: list[str] | None = None,
                      max_new_tokens: int = ANSWER_TOKENS, question_first: bool = QUESTION_FIRST,
                      scoring: Scoring | None = None, task_max_new_tokens: dict[str, int] | None = None,
@@ -183,17 +198,7 @@ def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = No
         lmms_task = f"{tag}_{slug}"
         names.append(lmms_task)
         limits[task_name] = task_max_new_tokens.get(task_name, max_new_tokens)
-        config = {"task": lmms_task, "tag": tag, "dataset_path": "json",
-                  "dataset_kwargs": {"data_files": {"test": str((out / f"docs_{slug}.jsonl").resolve())}},
-                  "test_split": "test", "output_type": "generate_until",
-                  "doc_to_visual": "!function utils.doc_to_visual", "doc_to_text": "!function utils.doc_to_text",
-                  "doc_to_messages": "!function utils.doc_to_messages", "doc_to_target": "!function utils.doc_to_target",
-                  "process_results": "!function utils.process_results",
-                  "generation_kwargs": {"max_new_tokens": limits[task_name], "temperature": 0, "do_sample": False,
-                                        "num_beams": 1},
-                  "metric_list": [{"metric": m, "aggregation": f"!function utils.aggregate_{_slug(m)}",
-                                   "higher_is_better": m != "invalid_rate"} for m in metrics[task_name]],
-                  "metadata": {"version": 1, "vqalab_task": task_name}}
+        config = _task_config(lmms_task, tag, out / f"docs_{slug}.jsonl", limits[task_name], metrics[task_name], task_name)
         _write_yaml(out / f"{lmms_task}.yaml", config)
     every = sorted({m for ms in metrics.values() for m in ms})
     hooks = TEMPLATE.read_text() + "".join(f"\n\ndef aggregate_{_slug(m)}(rows):\n    return _aggregate({m!r}, rows)\n"

@@ -27,7 +27,7 @@ import pandas as pd
 import yaml
 
 from lib import artifacts as A
-from lib import config
+from lib import cli, config
 from lib.io import dataset_info, load_image, save_dataset, write_sample_images
 from lib.models import Constraint, Request, check_spec, generate, load_model
 from lib.families.yesbut.panels import completion_grid, compose
@@ -193,4 +193,4 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
 
 
 if __name__ == "__main__":
-    sys.exit(config.main("python -m lib.prepare", SetupConfig, run, description="Stage 00: build and probe the models."))
+    sys.exit(cli.main("python -m lib.prepare", SetupConfig, run, description="Stage 00: build and probe the models."))

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from lib import artifacts as A
-from lib import config, plots
+from lib import cli, config, plots
 from lib.models import check_spec, load_model
 from lib.ranks import ranks
 from lib.tasks import wants_question_first
@@ -189,4 +189,4 @@ def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(config.main("python -m lib.train", TrainConfig, run, description="Stage 05: fine-tune a VLM (LoRA or full)."))
+    sys.exit(cli.main("python -m lib.train", TrainConfig, run, description="Stage 05: fine-tune a VLM (LoRA or full)."))

@@ -39,7 +39,8 @@ from IPython.display import display
 
 from lib import annotate
 from lib import artifacts as A
-from lib.analysis import figure3_counts
+from lib.annotation_widget import AnnotationWidget
+from lib.families.yesbut.paper import figure3_counts
 from lib.collect import totals
 from lib.config import resolve
 
@@ -59,7 +60,7 @@ print(f"{len(panels)} two-panel images to annotate, {len(manifest)} images in th
 
 # %%
 if not cfg.annotations_file:
-    widget = annotate.AnnotationWidget(panels, store, fields=cfg.fields or annotate.FIELDS, annotator=cfg.annotator).show()
+    widget = AnnotationWidget(panels, store, fields=cfg.fields or annotate.FIELDS, annotator=cfg.annotator).show()
 
 # %%
 loaded = annotate.load_annotations(cfg, out, panels)  # the batch run's file, once (0 rows: none, or loaded before)

@@ -358,7 +358,7 @@ def _num(v):
 
 
 def reproduction_markdown(path: Path = REPRODUCTION) -> str:
-    from lib.analysis import papers, stated_label
+    from lib.papers import papers, stated_label
 
     record = json.loads(path.read_text()) if path.exists() else {"papers": {}}
     stated = papers()

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from lib import af
-from lib.af import engine
+from lib.af import engine, guards
 from lib.families.memeqa.importer import export_memeqa, import_memeqa
 from lib.io import load_items
 from lib.models import load_model
@@ -276,7 +276,7 @@ def test_none_plus_is_derived_from_none_minus_exactly_as_the_release_derives_it(
     ("ignore them", "blank_neighbour"), ("by ignoring", "blank_neighbour"), ("calling", None),
 ])
 def test_tell_guards_reject_and_count_by_name(candidate, guard):
-    kept, why = engine.screen([candidate], ["labeling"], [], 1.0, blanked="The meme insults democrats by ____ them as brain dead")
+    kept, why = guards.screen([candidate], ["labeling"], [], 1.0, blanked="The meme insults democrats by ____ them as brain dead")
     if guard is None:
         assert kept == ["calling"] and sum(why.values()) == 0
     else:
@@ -284,18 +284,18 @@ def test_tell_guards_reject_and_count_by_name(candidate, guard):
 
 
 def test_distractors_take_the_correct_options_style():
-    kept, _ = engine.screen(["the meme praises cats", "The meme likes dogs."], ["The meme mocks Mondays."], [], 1.0)
+    kept, _ = guards.screen(["the meme praises cats", "The meme likes dogs."], ["The meme mocks Mondays."], [], 1.0)
     assert kept == ["The meme praises cats.", "The meme likes dogs."]
-    kept, _ = engine.screen(["Ignore.", "dismiss"], ["labeling"], [], 1.0)
+    kept, _ = guards.screen(["Ignore.", "dismiss"], ["labeling"], [], 1.0)
     assert kept == ["ignore", "dismiss"]
 
 
 def test_the_answer_is_never_left_the_uniquely_shortest_or_longest():
-    assert engine.length_tell(["ban"], ["ignoring", "overlook", "dismiss"])
-    assert not engine.length_tell(["labeling"], ["ignoring", "overlooking", "dismiss"])
-    picked = engine.pick_without_tell(["ban"], ["ignoring", "overlook", "dismiss", "cut", "veto"], 3)
-    assert len(picked) == 3 and not engine.length_tell(["ban"], picked) and {"cut", "veto"} & set(picked)
-    assert engine.pick_without_tell(["ban"], ["ignoring", "overlook", "dismiss"], 3) is None
+    assert guards.length_tell(["ban"], ["ignoring", "overlook", "dismiss"])
+    assert not guards.length_tell(["labeling"], ["ignoring", "overlooking", "dismiss"])
+    picked = guards.pick_without_tell(["ban"], ["ignoring", "overlook", "dismiss", "cut", "veto"], 3)
+    assert len(picked) == 3 and not guards.length_tell(["ban"], picked) and {"cut", "veto"} & set(picked)
+    assert guards.pick_without_tell(["ban"], ["ignoring", "overlook", "dismiss"], 3) is None
     schema = engine.options_schema(3)["properties"]["options"]["items"]
     import re
     assert re.match(schema["pattern"], '"Wish you were here" is written on the postcard') and schema["maxLength"] >= 300

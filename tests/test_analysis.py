@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from lib import analysis, annotate, collect, plots
-from lib.families.yesbut.annotations import read_yesbut_annotations
+from lib.families.yesbut.paper import human_eval
+from lib.families.yesbut.release import read_yesbut_annotations
 from lib.report import build_report
 from lib.tasks import Results
 from lib.families.yesbut.task import Understanding
@@ -67,7 +68,7 @@ def test_report_survives_missing_stages(tmp_path, monkeypatch):
 
 @needs_yesbut
 def test_human_eval_tidy_table_and_figure14():
-    tidy = analysis.human_eval(YESBUT / "Human_Eval_Results.csv")
+    tidy = human_eval(YESBUT / "Human_Eval_Results.csv")
     assert len(tidy) == 30 * 6 * 4
     assert set(tidy["source"]) == {"humanannotation", "gpt4vision", "gemini", "llava", "kosmos", "minigpt"}
     assert tidy.groupby(["source", "criterion"]).size().eq(30).all()

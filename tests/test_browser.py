@@ -22,7 +22,8 @@ def _free_port() -> int:
 
 
 def _notebook(path: Path, image: Path, store: Path) -> None:
-    source = (f"from lib.annotate import AnnotationStore, AnnotationWidget\n"
+    source = (f"from lib.annotate import AnnotationStore\n"
+              f"from lib.annotation_widget import AnnotationWidget\n"
               f"w = AnnotationWidget([{{'id': 'pair-1', 'path': {str(image)!r}}}], AnnotationStore({str(store)!r}),\n"
               f"                     fields=['left_description', 'difficulty', 'satirical']).show()")
     nb = {"cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],

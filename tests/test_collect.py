@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 from lib import collect
-from lib.analysis import figure3_counts
-from lib.families.yesbut.annotations import read_yesbut_annotations
+from lib.families.yesbut.paper import figure3_counts
+from lib.families.yesbut.release import read_yesbut_annotations
 
 from .conftest import SHARED_DATA
 

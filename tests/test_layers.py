@@ -14,10 +14,10 @@ STAGES = ("prepare", "collect", "annotate", "af", "train", "evaluate", "analysis
 # Layers from the bottom; a module may import its own layer or any layer below it.
 LAYERS = [
     {"paths", "schema", "ranks", "htmlsafe"},
-    {"answers", "provenance", "io", "store", "artifacts", "config", "records"},  # records: benchmark records
+    {"answers", "provenance", "io", "store", "artifacts", "config", "records", "cli"},  # records: benchmark records; cli: the stages' command line
     {"models"},
-    {"tasks", "metrics", "plots"},  # tasks: what every task is; metrics: those any family may use
-    {"families", "formats", "browser", "report"},  # families: one folder per paper, found by looking
+    {"tasks", "metrics", "plots", "papers"},  # tasks: what every task is; metrics: those any family may use; papers: stated numbers beside ours
+    {"families", "formats", "browser", "report", "annotation_widget"},  # families: one folder per paper, found by looking
     {"eval", "training"},  # engines: evaluation (stage 06, training's validation, the tests), training (stage 05)
     set(STAGES) | {"export", "compare"},  # export: datasets handed to other harnesses; compare: two runs item by item (tools beside the stages)
     {"pipeline", "preflight"},  # preflight: what a run needs is reachable, checked before it starts

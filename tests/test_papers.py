@@ -9,6 +9,10 @@ import pytest
 from lib import analysis, collect
 from lib import artifacts as A
 from lib.paths import stage_dir
+from lib.families.memeqa.paper import memeqa_reproduction
+from lib.families.yesbut.paper import HUMAN_CRITERIA, yesbut_reproduction
+from lib.families.yesbut.release import yesbut_stage
+from lib.papers import PAPER_COLUMNS, STATED, papers, stated_label
 from lib.report import build_report
 
 from .conftest import SHARED_DATA
@@ -22,63 +26,63 @@ needs_memeqa = pytest.mark.skipif(not (MEMEQA / "none-minus" / "train.json").exi
 
 def stated(paper: str) -> dict:
     """Row name -> the paper's value, as papers.yaml has it."""
-    return {analysis.stated_label(q): q["value"] for q in analysis.papers()[paper]["stated"].values()}
+    return {stated_label(q): q["value"] for q in papers()[paper]["stated"].values()}
 
 
 def check_rows(table: pd.DataFrame, paper: str) -> None:
     """One row per stated number carrying papers.yaml's value; drawn rows carry none; a row that is
     not equal (or has no paper value) always says why; every row names the command."""
-    assert list(table.columns) == analysis.PAPER_COLUMNS and (table["paper"] == paper).all()
+    assert list(table.columns) == PAPER_COLUMNS and (table["paper"] == paper).all()
     values = stated(paper)
     by_name = table.set_index("quantity")["paper_value"]
     assert by_name.index.is_unique and {q: by_name[q] for q in values} == values
     drawn = table[~table["quantity"].isin(values)]
     assert drawn["paper_value"].isna().all() and drawn["equal"].isna().all()
     assert (table["note"] == "").eq(table["equal"].fillna(False)).all()
-    assert (table["command"] == analysis.papers()[paper]["command"]).all()
+    assert (table["command"] == papers()[paper]["command"]).all()
 
 
 def test_every_number_in_papers_yaml_says_where_it_comes_from_and_how_it_is_stated():
-    for paper, spec in analysis.papers().items():
+    for paper, spec in papers().items():
         assert spec["command"].startswith("make ") and spec["source"], paper
         for key, q in spec["stated"].items():
             assert q["quantity"] and q["where"] and isinstance(q["value"], (int, float)), (paper, key)
-            assert q.get("stated", "exactly") in analysis.STATED, (paper, key)
+            assert q.get("stated", "exactly") in STATED, (paper, key)
             assert q.get("stated") != "rounded" or q["precision"] > 0, (paper, key)
         assert all(d["quantity"] and d["where"] and d["note"] for d in spec.get("drawn", {}).values()), paper
 
 
 def test_a_yesbut_image_stage_follows_its_half_styles():
-    assert analysis.yesbut_stage("20240101_173532.jpg") == 2
-    assert analysis.yesbut_stage("20240101_173605_STICK_YES_STICK_BUT.jpg") == 3
-    assert analysis.yesbut_stage("20240101_174927_ORIG_YES_STICK_BUT.jpg") == 3
-    assert analysis.yesbut_stage("20240101_180509_STICK_YES_3D_BUT.jpg") == 4
+    assert yesbut_stage("20240101_173532.jpg") == 2
+    assert yesbut_stage("20240101_173605_STICK_YES_STICK_BUT.jpg") == 3
+    assert yesbut_stage("20240101_174927_ORIG_YES_STICK_BUT.jpg") == 3
+    assert yesbut_stage("20240101_180509_STICK_YES_3D_BUT.jpg") == 4
 
 
 @needs_yesbut
 def test_yesbut_figure3_and_figure14_numbers_beside_ours():
-    table = analysis.yesbut_reproduction(YESBUT)
+    table = yesbut_reproduction(YESBUT)
     check_rows(table, "YesBut")
-    spec = analysis.papers()["YesBut"]["stated"]
+    spec = papers()["YesBut"]["stated"]
     equal = dict(zip(table["quantity"], table["equal"]))
     # the text's 13.5% is no share of the 283 images; its 36.66 is a truncated 36.67
-    assert {k for k, q in spec.items() if not equal[analysis.stated_label(q)]} == {"medium_or_hard", "gap_faithfulness"}
+    assert {k for k, q in spec.items() if not equal[stated_label(q)]} == {"medium_or_hard", "gap_faithfulness"}
     release = pd.read_csv(YESBUT / "YesBut_Stage2_Annotation.csv")
     ours = table.set_index("quantity")["ours"]
-    assert ours[analysis.stated_label(spec["images"])] == len(release)
+    assert ours[stated_label(spec["images"])] == len(release)
     drawn = table[table["paper_value"].isna()]
     figure3 = drawn[drawn["quantity"].str.contains(r"\(Figure 3\(")]
     assert len(figure3) == 4 + 2 + 3 and figure3["ours"].sum() == 3 * len(release)  # each panel counts every image
-    assert len(drawn) - len(figure3) == 6 * len(analysis.HUMAN_CRITERIA)  # Figure 14: 6 sources x 4 criteria
+    assert len(drawn) - len(figure3) == 6 * len(HUMAN_CRITERIA)  # Figure 14: 6 sources x 4 criteria
 
 
 @needs_yesbut
 def test_yesbut_without_the_human_evaluation_says_why_its_rows_are_empty(tmp_path):
     shutil.copy(YESBUT / "YesBut_Stage2_Annotation.csv", tmp_path)
-    table = analysis.yesbut_reproduction(tmp_path)
+    table = yesbut_reproduction(tmp_path)
     check_rows(table, "YesBut")
     empty = table[table["ours"].isna()]
-    assert len(empty) == sum(k.startswith(("human_eval", "gap_")) for k in analysis.papers()["YesBut"]["stated"])
+    assert len(empty) == sum(k.startswith(("human_eval", "gap_")) for k in papers()["YesBut"]["stated"])
     assert empty["note"].str.contains("Human_Eval_Results.csv").all()
 
 
@@ -96,14 +100,14 @@ def memeqa_run():
 
 @needs_memeqa
 def test_memeqa_release_statistics_beside_ours(memeqa_run):
-    table = analysis.memeqa_reproduction(memeqa_run)
+    table = memeqa_reproduction(memeqa_run)
     check_rows(table, "MemeQA")
-    spec = analysis.papers()["MemeQA"]["stated"]
+    spec = papers()["MemeQA"]["stated"]
     rows = table.set_index("quantity")
     splits = {s: json.loads((MEMEQA / "none-minus" / f"{s}.json").read_text()) for s in ("train", "dev")}
-    assert rows.loc[analysis.stated_label(spec["questions"]), "ours"] == sum(map(len, splits.values()))
-    assert rows.loc[analysis.stated_label(spec["train_questions"]), "ours"] == len(splits["train"])
-    types = rows.loc[analysis.stated_label(spec["question_types"])]
+    assert rows.loc[stated_label(spec["questions"]), "ours"] == sum(map(len, splits.values()))
+    assert rows.loc[stated_label(spec["train_questions"]), "ours"] == len(splits["train"])
+    types = rows.loc[stated_label(spec["question_types"])]
     assert types["ours"] == len({r["specific_type"] for rs in splits.values() for r in rs}) and types["equal"]
     assert rows["note"].str.contains(f"train {len(splits['train']):,}").sum() == (~rows["equal"]).sum()
 

@@ -13,7 +13,7 @@ import pytest
 from benchmarks import publish
 from lib import records
 from scripts import docs_pages as pages
-from lib import analysis
+from lib.papers import papers, stated_label
 from lib.families.scrapbook import paper as sb
 
 COMMITTED = sorted(records.RECORDS.glob("*.json"))
@@ -282,9 +282,9 @@ def _paper_values() -> dict[tuple[str, str], float]:
         out["Scrapbook", f"Table {table}: level {level} {concept} {value}, subgroup {subgroup}"] = n
     out["Scrapbook", "absurd share of the questions (Table 8: 1 - non-absurd / full)"] = \
         round(1 - sb.TABLE8["non-absurd"] / sb.TABLE8["full"], 3)
-    for name, spec in analysis.papers().items():
+    for name, spec in papers().items():
         for q in spec.get("stated", {}).values():
-            out[name, analysis.stated_label(q)] = q["value"]
+            out[name, stated_label(q)] = q["value"]
     return out
 
 

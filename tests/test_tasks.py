@@ -8,7 +8,7 @@ import pytest
 
 from lib.families.memeqa.importer import import_memeqa
 from lib.schema import Item
-from lib.collect import yesbut_datasets
+from lib.families.yesbut.datasets import yesbut_datasets
 from lib.prepare import demo_datasets
 from lib.families import task_of
 from lib.families.memeqa.task import letter_sets, parse_letter_set

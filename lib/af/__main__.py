@@ -2,9 +2,9 @@
 
 import sys
 
-from lib import config
+from lib import cli
 from lib.af.engine import AFConfig
 from lib.af.stage import run
 
 if __name__ == "__main__":
-    sys.exit(config.main("python -m lib.af", AFConfig, run, description="Stage 03: adversarial filtering."))
+    sys.exit(cli.main("python -m lib.af", AFConfig, run, description="Stage 03: adversarial filtering."))

@@ -139,18 +139,23 @@ def option(kind: str, **slots: str) -> str:
     return prompts()["types"][kind]["option"].format(**slots, **caps)
 
 
-def from_annotations(table, images: dict[str, str], blanks: int = 3, seed: int = 0) -> list[Skeleton]:
-    """Skeletons from 02's wide annotation table (one row per image and annotator; the first
-    annotator with a field wins). ``images`` maps item id -> image path; ``blanks``: completion
-    questions per annotated sentence (at most; the release averages 2.5 per sentence)."""
-    out = []
-    rows = {}
+def _merged_rows(table) -> dict[str, dict]:
+    """Item -> its fields, each from the first annotator who set it (missing values skipped)."""
+    rows: dict[str, dict] = {}
     for _, r in table.iterrows():
         merged = rows.setdefault(r["item"], {})
         for k, v in r.items():
             if k not in merged and v is not None and not (isinstance(v, float) and v != v):
                 merged[k] = v
-    for item, r in rows.items():
+    return rows
+
+
+def from_annotations(table, images: dict[str, str], blanks: int = 3, seed: int = 0) -> list[Skeleton]:
+    """Skeletons from 02's wide annotation table (one row per image and annotator; the first
+    annotator with a field wins). ``images`` maps item id -> image path; ``blanks``: completion
+    questions per annotated sentence (at most; the release averages 2.5 per sentence)."""
+    out = []
+    for item, r in _merged_rows(table).items():
         if item not in images:
             continue
         img = [images[item]]

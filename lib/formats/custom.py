@@ -177,6 +177,47 @@ def staged_folder(out: str | Path):
         raise
 
 
+def _csv_images(row: dict, root: Path, copies: dict, add) -> list[str]:
+    """A CSV row's images as paths in the dataset folder (``|``-separated cells, relative to
+    ``root``), each readable file recorded once in ``copies`` (path in the folder -> source file);
+    a problem is reported through ``add`` and that image left out."""
+    images = []
+    for im in filter(None, (p.strip() for p in (row.get("image") or "").split("|"))):
+        rel = Path(im)
+        if rel.is_absolute() or ".." in rel.parts:
+            add("image", f"{im} is not a path inside {root}; give paths relative to the CSV's folder, or to "
+                         f"--images-root")
+            continue
+        dest = rel.as_posix() if rel.parts[0] == "images" else f"images/{rel.as_posix()}"
+        if dest not in copies:
+            if not (root / rel).is_file():
+                add("image", f"no such image file {root / rel}; image paths are relative to the CSV's folder, "
+                             f"or to --images-root")
+                continue
+            try:
+                load_image(root / rel, mode=None)
+            except ImageError as e:
+                add("image", f"{e}; replace it with a readable image")
+                continue
+            copies[dest] = root / rel
+        images.append(dest)
+    return images
+
+
+def _csv_meta(row: dict, add) -> dict:
+    """A CSV row's ``meta`` cell as a dict (empty when blank; a problem reported through ``add``)."""
+    meta = {}
+    if (row.get("meta") or "").strip():
+        try:
+            meta = json.loads(row["meta"])
+        except json.JSONDecodeError as e:
+            add("meta", f"malformed JSON ({e.msg} at column {e.colno}); write a JSON object or leave it empty")
+        if not isinstance(meta, dict):
+            add("meta", f"must be a JSON object, got {row['meta'][:80]!r}")
+            meta = {}
+    return meta
+
+
 def import_csv(path: str | Path, out: str | Path, task: str | None = None, images_root: str | Path | None = None,
                name: str | None = None, license: str = "unspecified") -> DatasetCheck:
     """Make the dataset folder ``out`` from a CSV and return its :func:`check_dataset`.
@@ -212,37 +253,9 @@ def import_csv(path: str | Path, out: str | Path, task: str | None = None, image
                 add("id", f"duplicate id {rid!r} (first on row {first[rid]}); ids must be unique")
             else:
                 first[rid] = n
-            images = []
-            for im in filter(None, (p.strip() for p in (row.get("image") or "").split("|"))):
-                rel = Path(im)
-                if rel.is_absolute() or ".." in rel.parts:
-                    add("image", f"{im} is not a path inside {root}; give paths relative to the CSV's folder, or to "
-                                 f"--images-root")
-                    continue
-                dest = rel.as_posix() if rel.parts[0] == "images" else f"images/{rel.as_posix()}"
-                if dest not in copies:
-                    if not (root / rel).is_file():
-                        add("image", f"no such image file {root / rel}; image paths are relative to the CSV's folder, "
-                                     f"or to --images-root")
-                        continue
-                    try:
-                        load_image(root / rel, mode=None)
-                    except ImageError as e:
-                        add("image", f"{e}; replace it with a readable image")
-                        continue
-                    copies[dest] = root / rel
-                images.append(dest)
-            meta = {}
-            if (row.get("meta") or "").strip():
-                try:
-                    meta = json.loads(row["meta"])
-                except json.JSONDecodeError as e:
-                    add("meta", f"malformed JSON ({e.msg} at column {e.colno}); write a JSON object or leave it empty")
-                if not isinstance(meta, dict):
-                    add("meta", f"must be a JSON object, got {row['meta'][:80]!r}")
-                    meta = {}
+            images = _csv_images(row, root, copies, add)
             item = _row_item(row, Columns(options="options"), rid or "?", images, (row.get("task") or "").strip() or task,
-                             meta, add)
+                             _csv_meta(row, add), add)
             if item is not None and rid:
                 items.append(item)
     if not found.ok:
@@ -289,6 +302,23 @@ def open_hf(path: str | Path, split: str | None = None, cache_dir: str | Path | 
 HF_BATCH = 256  # rows converted from Arrow at a time: a batch's images in memory, not the dataset's
 
 
+def _hf_columns(have: list[str], columns: Columns, label: str, found: DatasetCheck) -> tuple[Columns, dict]:
+    """The columns an import reads (``options`` when the dataset has such a column and none is
+    named) and role -> column; a named column the dataset lacks raises :class:`DatasetError`."""
+    if columns.options is None:
+        columns = Columns(columns.id, columns.image, columns.question, "options" if "options" in have else None,
+                          columns.answer)
+    wanted = {"id": columns.id, "image": columns.image, "question": columns.question, "options": columns.options,
+              "answer": columns.answer}
+    for role, column in wanted.items():
+        if column and column not in have:
+            found.add(label, None, column, f"no such column; the dataset has {have}; pass --{role}-column NAME"
+                                           + (" (or --id-column '' to number the rows)" if role == "id" else ""))
+    if not found.ok:
+        raise DatasetError(found)
+    return columns, wanted
+
+
 def import_hf(path: str | Path, out: str | Path, split: str | None = None, task: str | None = None,
               columns: Columns = Columns(), name: str | None = None, license: str = "unspecified",
               cache_dir: str | Path | None = None) -> DatasetCheck:
@@ -302,19 +332,8 @@ def import_hf(path: str | Path, out: str | Path, split: str | None = None, task:
     out = _fresh(out)
     ds, source = open_hf(path, split, cache_dir)
     label = Path(path).name
-    have = ds.column_names
     found = DatasetCheck(Path(path))
-    if columns.options is None:
-        columns = Columns(columns.id, columns.image, columns.question, "options" if "options" in have else None,
-                          columns.answer)
-    wanted = {"id": columns.id, "image": columns.image, "question": columns.question, "options": columns.options,
-              "answer": columns.answer}
-    for role, column in wanted.items():
-        if column and column not in have:
-            found.add(label, None, column, f"no such column; the dataset has {have}; pass --{role}-column NAME"
-                                           + (" (or --id-column '' to number the rows)" if role == "id" else ""))
-    if not found.ok:
-        raise DatasetError(found)
+    columns, wanted = _hf_columns(ds.column_names, columns, label, found)
     items, first, names = [], {}, set()
     with staged_folder(out) as tmp:
         table = ds.with_format("arrow")  # image cells stay their stored bytes: nothing decoded, nothing re-encoded

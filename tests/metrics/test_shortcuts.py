@@ -2,7 +2,7 @@
 
 import pytest
 
-from lib.af import engine
+from lib.af import engine, guards
 from lib.families.memeqa.importer import import_memeqa
 from lib.metrics import shortcuts
 from lib.schema import Item
@@ -46,8 +46,8 @@ def test_af_output_sits_at_chance_for_the_tells_it_guards_against():
         written = [f"the meme praises patience number {i}", f"the meme celebrates buses {i}",
                    f"the meme describes a queue of {i} people and their long and winding afternoon plans",
                    f"the meme supports timetables {i}", "bus"]
-        kept, _ = engine.screen(written, correct, [], 1.0, 0.4)
-        chosen = engine.pick_without_tell(correct, kept, engine.n_distractors({"type": "intent_id", "correct": correct}, cfg))
+        kept, _ = guards.screen(written, correct, [], 1.0, 0.4)
+        chosen = guards.pick_without_tell(correct, kept, engine.n_distractors({"type": "intent_id", "correct": correct}, cfg))
         assert chosen is not None
         q = engine.QState(skeleton={"id": f"intent_id/{i}", "type": "intent_id", "correct": correct, "meta": {},
                                     "question": "Which intent?", "images": ["m.png"], "general_type": "single"})

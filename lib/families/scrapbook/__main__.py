@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from lib import config
+from lib import cli, config
 from lib.families.scrapbook.generate import generate
 from lib.families.scrapbook.merge import merge
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
@@ -25,7 +25,7 @@ from lib.families.scrapbook.stage import ScrapbookConfig, run
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] != ["merge"] and not any(a.startswith(("--shard", "--num-shards")) for a in argv):
-        return config.main("python -m lib.families.scrapbook", ScrapbookConfig, run, argv, description="Stage 04: Scrapbook.")
+        return cli.main("python -m lib.families.scrapbook", ScrapbookConfig, run, argv, description="Stage 04: Scrapbook.")
     if argv[:1] == ["merge"]:
         ap = argparse.ArgumentParser(prog="python -m lib.families.scrapbook merge")
         ap.add_argument("--out", required=True)

@@ -3,6 +3,9 @@
 - ``task.py``: ``yesbut.detection``, ``yesbut.understanding`` and ``yesbut.completion`` with the
   paper's prompts, metrics and tables
 - ``panels.py``: a two-panel image split into halves, composed side by side, the 2x2 completion grid
+- ``release.py``: the release's layout (annotation CSV, file and folder names of the restylings)
+- ``datasets.py``: the evaluation datasets (detection, understanding, completion) from 01's manifest
+- ``demo.py``: the embedded demo's two-panel images
 - ``prompts.yaml``: the tasks' prompt texts (appendix E.2, verbatim)
 
 Collecting and annotating the images are stages 01 and 02 (:mod:`lib.collect`, :mod:`lib.annotate`).

@@ -1,0 +1,66 @@
+"""The command line every stage shares: ``python -m lib.<stage> --profile P [--set k=v] [--out DIR]``
+or ``--params FILE [--params FILE ...] --out DIR``.
+
+The config is resolved by :func:`lib.config.resolve`, the same function the notebooks and the
+pipeline use; this module adds only what a process started from a shell needs: parsing the
+arguments, going offline for an offline profile, and holding the run folder's lock while the
+stage writes (only the main rank of a multi-process job holds it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+from lib.config import OFFLINE_ENV, ParamsError, parse_yaml, resolve
+from lib.paths import RunBusy, RunLock
+from lib.ranks import ranks
+
+
+def go_offline() -> None:
+    """Set the offline variables (kernels and subprocesses started later inherit them)."""
+    os.environ.update(OFFLINE_ENV)
+
+
+def _assignment(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise ParamsError(f"--set {text!r}: write key=value (a YAML value, e.g. max_steps=50 or models=[vlm])")
+    return key.strip(), parse_yaml(value, f"--set {key.strip()}")
+
+
+def main(prog: str, cls, run, argv: list[str] | None = None, description: str = "") -> int:
+    """The command line every stage shares: a profile and overrides (``--profile P --set k=v``)
+    and/or params files (``--params FILE``, repeatable), resolved by :func:`lib.config.resolve`."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
+    ap.add_argument("--profile", help="a profile of params/ (its models, stage file and shared fields)")
+    ap.add_argument("--params", action="append", default=[], help="flat YAML of config fields (repeatable; later wins)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="one field (YAML value; repeatable)")
+    ap.add_argument("--run", help="the run name (default: the profile's)")
+    ap.add_argument("--out", help="the stage folder to write (default: outputs/<run>/<stage>/)")
+    args = ap.parse_args(argv)
+    try:
+        overrides = dict(_assignment(a) for a in args.set)
+        stage = resolve(cls, args.profile or (None if not args.params else False), args.run, overrides,
+                        extra=args.params)
+        if stage.profile is not None and stage.profile.offline:
+            go_offline()
+    except ParamsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(stage.describe(), file=sys.stderr)
+    out = Path(args.out) if args.out else stage.out
+    job = ranks()
+    try:  # the run folder: one writer at a time (a job of several ranks: its main rank holds it)
+        with RunLock(out.parent) if job.main else nullcontext():
+            summary = run(stage.cfg, out)
+    except RunBusy as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if job.main:
+        print(json.dumps(summary, indent=1, default=str))
+    return 0
