@@ -165,16 +165,25 @@ def test_no_task_name_is_written_outside_its_family():
     assert not offenders, f"task names outside their family's folder: {offenders}"
 
 
-MAX_FUNCTION_LINES = 80
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 500
 
 
-def test_no_function_in_lib_is_longer_than_80_lines():
+def test_no_function_in_lib_is_longer_than_60_lines():
     """Stage functions are composed of named steps a notebook can call one per section."""
     long = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
             for path in sorted(LIB.rglob("*.py")) for node in ast.walk(ast.parse(path.read_text()))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_no_module_in_lib_is_longer_than_500_lines():
+    """A module is one cohesive piece a newcomer reads in one sitting; an engine grown past this
+    splits into a package (lib/eval, lib/training) rather than growing a stage."""
+    long = [f"{path.relative_to(ROOT)} ({n} lines)" for path in sorted(LIB.rglob("*.py"))
+            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
 def test_a_function_level_import_of_lib_says_why_it_is_deferred():
