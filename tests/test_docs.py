@@ -154,6 +154,17 @@ def test_every_test_the_docs_name_exists():
         + "\n".join(missing)
 
 
+def test_every_lib_module_is_on_an_api_page():
+    """A module added to lib/ (a new engine piece, a family's module) is listed in docs/api/, so the
+    reference a newcomer reads is the whole package."""
+    listed = set(re.findall(r"^::: (lib[\w.]*)$", "".join(p.read_text() for p in (ROOT / "docs/api").glob("*.md")), re.M))
+    modules = {".".join(p.parts[:-1] if p.stem == "__init__" else p.with_suffix("").parts)
+               for p in (path.relative_to(ROOT) for path in (ROOT / "lib").rglob("*.py"))
+               if p.stem != "__main__" and "data" not in p.parts}
+    assert not modules - listed - {"lib"}, f"lib modules on no page of docs/api/: {sorted(modules - listed - {'lib'})}"
+    assert not listed - modules, f"docs/api/ lists modules lib/ lacks: {sorted(listed - modules)}"
+
+
 def test_the_readme_is_short_and_points_at_the_docs():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 200
