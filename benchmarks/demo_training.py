@@ -4,7 +4,7 @@ Stage 05 exactly as the demo profile configures it (``params/05_train.demo.yaml`
 LLaVA, its step budget, curriculum and answer-balanced draws), on the demo's training scenes
 (stage 04's ``sets.train``, generated here as the stage generates them), once per seed in
 ``SEEDS``; the seed picks the split by image, the initial weights and the batches. Each run is the
-command a user types, ``python -m lib.train --profile demo --set seed=N``, in its own process.
+command a user types, ``python -m lib.stages.train --profile demo --set seed=N``, in its own process.
 
 Per seed and question type the record keeps the held-out accuracy of the trained model, of the
 majority answer and of the untrained model, the margin over the majority answer, and the stage's
@@ -20,12 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lib.records import host_state, record
 from lib import config
-from lib.paths import ROOT
 from lib.families.scrapbook import generate
-from lib.families.scrapbook.stage import ScrapbookConfig
-from lib.train import TrainConfig
+from lib.paths import ROOT
+from lib.records import host_state, record
+from lib.stages.scrapbook import ScrapbookConfig
+from lib.stages.train import TrainConfig
 
 SEEDS = (0, 1, 2)
 MARGINS = {"presence": 0.15, "counting": 0.10}  # trained minus majority answer, held-out accuracy
@@ -40,7 +40,7 @@ def _train_set(run: Path) -> None:
 
 def _seed(run: Path, seed: int) -> dict:
     out = run / f"05_train_seed{seed}"
-    subprocess.run([sys.executable, "-m", "lib.train", "--profile", "demo", "--set", f"seed={seed}", "--out", str(out)],
+    subprocess.run([sys.executable, "-m", "lib.stages.train", "--profile", "demo", "--set", f"seed={seed}", "--out", str(out)],
                    cwd=ROOT, check=True, capture_output=True, text=True)
     summary = json.loads((out / "summary.json").read_text())
     per_type = {}

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
-from lib.records import host_state, record
-from lib.evaluate import EvalConfig, rescore_folder, run
+from lib.families.scrapbook import ScrapbookParams, generate
 from lib.metrics import text as T
 from lib.paths import DATA
-from lib.families.scrapbook import ScrapbookParams, generate
+from lib.records import host_state, record
+from lib.stages.evaluate import EvalConfig, rescore_folder, run
+from lib.stages.setup import demo_datasets
 from lib.store import CallStore
-from lib.prepare import demo_datasets
 
 N_PAIRS = 10_000
 # rescoring stored outputs is the point of keeping them: it must beat evaluating again

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import yaml
 
-from lib.records import host_state, record
-from lib.prepare import demo_datasets
 from lib.families.scrapbook import ScrapbookParams, generate
+from lib.records import host_state, record
+from lib.stages.setup import demo_datasets
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 STEPS, PER_RANK = 150, 8
@@ -67,8 +67,8 @@ def evaluation(root: Path) -> dict:
     params.write_text(yaml.safe_dump({"datasets": {**folders, "scrapbook": str(scrapbook_set(root))},
                                       "models": {"tiny": TINY}, "styles": ["zero_shot", "cot"], "max_new_tokens": 8,
                                       "cot_max_new_tokens": 16, "n_resamples": 200, "max_items": EVAL_ITEMS}))
-    one = _run("lib.evaluate", params, root / "e1" / "06_evaluate", 1, root / "outputs")
-    two = _run("lib.evaluate", params, root / "e2" / "06_evaluate", 2, root / "outputs")
+    one = _run("lib.stages.evaluate", params, root / "e1" / "06_evaluate", 1, root / "outputs")
+    two = _run("lib.stages.evaluate", params, root / "e2" / "06_evaluate", 2, root / "outputs")
     return {"eval_max_items_per_dataset": EVAL_ITEMS, "eval_seconds_one_process": round(one, 1),
             "eval_seconds_two_processes": round(two, 1), "eval_two_process_speedup": round(one / two, 2)}
 
@@ -80,7 +80,7 @@ def training(root: Path) -> dict:
     for processes, batch in ((1, 2 * PER_RANK), (2, PER_RANK)):
         params = root / f"05_{processes}.yaml"
         params.write_text(yaml.safe_dump({**base, "batch_size": batch}))
-        seconds[processes] = _run("lib.train", params, root / f"t{processes}" / "05_train", processes, root / "outputs")
+        seconds[processes] = _run("lib.stages.train", params, root / f"t{processes}" / "05_train", processes, root / "outputs")
     return {"train_steps": STEPS, "train_global_batch": 2 * PER_RANK,
             "train_seconds_one_process": round(seconds[1], 1), "train_seconds_two_processes": round(seconds[2], 1),
             "train_two_process_speedup": round(seconds[1] / seconds[2], 2)}

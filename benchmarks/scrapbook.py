@@ -24,9 +24,9 @@ from dataclasses import asdict
 
 import yaml
 
-from lib.records import host_state, record
 from lib.paths import PARAMS
-from lib.families.scrapbook.stage import ScrapbookConfig
+from lib.records import host_state, record
+from lib.stages.scrapbook import ScrapbookConfig
 
 REPEATS = 3
 # the whole dataset at most twice the cost of merely rendering and encoding its images, and all of them

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from lib.records import host_state, record
 from lib.paths import PARAMS
+from lib.records import host_state, record
 
 THREE_MODELS_SIZE = 2_000
 CURVE = (2_000, 20_000, 200_000, 0)  # 0: every question
@@ -40,7 +40,7 @@ RESCORE_ALL_SECONDS = 60
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from lib import evaluate as E
+from lib.stages import evaluate as E
 from lib.store import CallStore
 
 def peak_rss_mb():
@@ -54,9 +54,9 @@ MODELS = {"llava": LLAVA, "constant": {"backend": "constant", "answer": "yes"},
 mode, folder, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 start = time.perf_counter()
 if mode == "floor":  # what any evaluation holds: the imports, the model, one question answered
+    from lib.families import task_of
     from lib.io import read_items_at
     from lib.models import load_model
-    from lib.families import task_of
     item = read_items_at(folder, [0])[0]
     model = load_model(LLAVA)
     model.generate([task_of(item).request(item, Path(folder), max_new_tokens=E.EvalConfig.max_new_tokens)])
@@ -123,7 +123,7 @@ def targets(curve: list[dict]) -> dict[str, str]:
 def main() -> dict:
     before = host_state()
     from lib.families.scrapbook import generate
-    from lib.families.scrapbook.stage import ScrapbookConfig
+    from lib.stages.scrapbook import ScrapbookConfig
 
     root = Path(tempfile.mkdtemp(prefix="vqalab-bench-unique-all-"))
     try:

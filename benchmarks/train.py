@@ -13,9 +13,9 @@ import sys
 
 import yaml
 
-from lib.records import host_state, record
 from lib.config import load_profile
 from lib.paths import PARAMS
+from lib.records import host_state, record
 
 STEPS = 150
 # the decoded-image cache is the default: it must make training faster than decoding every step's PNGs
@@ -24,7 +24,7 @@ TARGETS = {"image_cache_speedup": "> 1"}
 CHILD = r"""
 import json, shutil, sys, tempfile
 from lib.families.scrapbook import ScrapbookParams, generate
-from lib.train import TrainConfig, train
+from lib.stages.train import TrainConfig, train
 
 demo = json.loads(sys.argv[1])
 tmp = tempfile.mkdtemp()

@@ -1,7 +1,7 @@
 """The JupyterLab annotator of stage 02: an ipywidgets form showing an image and its two halves, one
 input per annotation field, an annotator name and previous / save / next. Each save appends to the
 append-only store (:class:`lib.io.AnnotationStore`) at once, so a kernel crash loses nothing; the
-stage (:mod:`lib.annotate`) then processes whatever the store holds.
+stage (:mod:`lib.stages.annotate`) then processes whatever the store holds.
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def stale_tables(folder: str | Path) -> str | None:
     present = [n for n in EVAL_TABLES if (folder / n).exists()]
     if not present:
         return None
-    fix = f"recompute them (no model is called): python -m lib.evaluate rescore --run {folder.parent.name}"
+    fix = f"recompute them (no model is called): python -m lib.stages.evaluate rescore --run {folder.parent.name}"
     meta = folder / TABLES_META
     try:
         rec = json.loads(meta.read_text())

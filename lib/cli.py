@@ -1,4 +1,4 @@
-"""The command line every stage shares: ``python -m lib.<stage> --profile P [--set k=v] [--out DIR]``
+"""The command line every stage shares: ``python -m lib.stages.<name> --profile P [--set k=v] [--out DIR]``
 or ``--params FILE [--params FILE ...] --out DIR``.
 
 The config is resolved by :func:`lib.config.resolve`, the same function the notebooks and the

@@ -18,8 +18,8 @@ Every stage module exposes the same contract::
 
     stage = resolve(AFConfig, profile="demo", overrides={...})
     summary = run(stage.cfg, stage.out)                    # what the notebook does
-    python -m lib.<stage> --profile demo [--set key=value ...] [--out DIR]
-    python -m lib.<stage> --params FILE [--params FILE ...] --out DIR
+    python -m lib.stages.<name> --profile demo [--set key=value ...] [--out DIR]
+    python -m lib.stages.<name> --params FILE [--params FILE ...] --out DIR
 
 The command line itself (arguments, the run folder's lock) is :mod:`lib.cli`.
 """

@@ -28,19 +28,19 @@ from pathlib import Path
 
 from lib import artifacts as A
 from lib import preflight
-from lib.af import AFConfig
-from lib.analysis import AnalyzeConfig
-from lib.annotate import AnnotateConfig
-from lib.collect import CollectConfig
 from lib.config import OFFLINE_ENV, ParamsError, Profile, Resolved, did_you_mean, load_layer, load_profile, parse_yaml, resolve
-from lib.evaluate import EvalConfig
 from lib.io import write_json
 from lib.models import check_spec
 from lib.paths import NOTEBOOKS, RunBusy, RunLock, params_root, run_dir
 from lib.provenance import machine
-from lib.families.scrapbook import ScrapbookConfig
-from lib.prepare import SetupConfig
-from lib.train import TrainConfig
+from lib.stages.adversarial_filter import AFConfig
+from lib.stages.analyze import AnalyzeConfig
+from lib.stages.annotate import AnnotateConfig
+from lib.stages.collect import CollectConfig
+from lib.stages.evaluate import EvalConfig
+from lib.stages.scrapbook import ScrapbookConfig
+from lib.stages.setup import SetupConfig
+from lib.stages.train import TrainConfig
 
 # Each stage's config dataclass: the single source of its defaults and checks.
 STAGE_CONFIGS = {c.STAGE: c for c in (SetupConfig, CollectConfig, AnnotateConfig, AFConfig, ScrapbookConfig,

@@ -35,10 +35,10 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 # %%
 from IPython.display import display
 
-from lib import prepare
 from lib.config import resolve
+from lib.stages import setup
 
-resolved = resolve(prepare.SetupConfig, profile, run or None, overrides)  # as make run resolves it
+resolved = resolve(setup.SetupConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
 
@@ -47,7 +47,7 @@ display(resolved.table())  # every field, and the params file that set it
 # Real photographs from scikit-image, used for probing here and as demo material later.
 
 # %%
-images = prepare.sample_images(out)
+images = setup.sample_images(out)
 images
 
 # %% [markdown]
@@ -57,7 +57,7 @@ images
 # gives a valid answer there; its free text is noise until stage 05 trains it.
 
 # %%
-answers = prepare.probe(cfg, out, images)
+answers = setup.probe(cfg, out, images)
 display(answers)
 
 # %% [markdown]
@@ -65,14 +65,14 @@ display(answers)
 # The embedded multiple-choice, open-answer and YesBut sets stage 06 evaluates (when `demo_datasets` is on).
 
 # %%
-folders = prepare.datasets(cfg, out)
+folders = setup.datasets(cfg, out)
 folders
 
 # %% [markdown]
 # ## Summary and provenance
 
 # %%
-summary = prepare.finish(cfg, out, images, answers, folders)
+summary = setup.finish(cfg, out, images, answers, folders)
 assert summary["constrained_invalid"] == 0, "a constrained answer was invalid: see the probe table"
 print(f"{summary['probe_answers']} probe answers from {summary['models']} models; demo datasets: "
       f"{', '.join(summary['datasets']) or 'none'} -> {out}")

@@ -37,8 +37,8 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import collect
 from lib.config import resolve
+from lib.stages import collect
 
 resolved = resolve(collect.CollectConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run

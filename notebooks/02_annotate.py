@@ -37,12 +37,12 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import annotate
 from lib import artifacts as A
 from lib.annotation_widget import AnnotationWidget
-from lib.families.yesbut.paper import figure3_counts
-from lib.collect import totals
 from lib.config import resolve
+from lib.families.yesbut.paper import figure3_counts
+from lib.stages import annotate
+from lib.stages.collect import totals
 
 resolved = resolve(annotate.AnnotateConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run

@@ -39,12 +39,11 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import af
-from lib.af import stage
 from lib.config import resolve
 from lib.io import load_items
+from lib.stages import adversarial_filter as stage
 
-resolved = resolve(af.AFConfig, profile, run or None, overrides)  # as make run resolves it
+resolved = resolve(stage.AFConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
 

@@ -39,7 +39,9 @@ from IPython.display import display
 
 from lib import artifacts as A
 from lib.config import resolve
-from lib.families.scrapbook import ScrapbookConfig, explore, stage
+from lib.families.scrapbook import explore
+from lib.stages import scrapbook as stage
+from lib.stages.scrapbook import ScrapbookConfig
 
 resolved = resolve(ScrapbookConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run

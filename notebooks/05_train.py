@@ -38,8 +38,8 @@ import pandas as pd
 from IPython.display import display
 
 from lib import artifacts as A
-from lib import train
 from lib.config import resolve
+from lib.stages import train
 
 resolved = resolve(train.TrainConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run

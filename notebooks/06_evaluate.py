@@ -19,7 +19,7 @@
 # > Ask every model every task's questions (zero-shot and zero-shot chain of thought), read the
 # > answers without guessing, judge open answers with LAVE, and score them with the seeds' metrics
 # > and the Scrapbook protocol. Every call goes through the cache: a rerun or a resumed run repeats
-# > nothing, and `python -m lib.evaluate rescore --run RUN` recomputes the tables without a model.
+# > nothing, and `python -m lib.stages.evaluate rescore --run RUN` recomputes the tables without a model.
 #
 # **Inputs:** dataset folders (00's demo sets, 04's Scrapbook sets, 03's MCQ set, 01's YesBut set, any folder) and
 # model specs · **Outputs:** `outputs/<run>/06_evaluate/` (predictions.jsonl, judgements.jsonl, metrics.csv, levels.csv,
@@ -41,9 +41,9 @@ from IPython.display import display
 
 from lib import artifacts as A
 from lib import browser
-from lib import evaluate as E
 from lib.config import resolve
 from lib.families.vqa.task import OpenVQA
+from lib.stages import evaluate as E
 
 resolved = resolve(E.EvalConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
@@ -62,7 +62,7 @@ counts
 
 # %% [markdown]
 # ## Score
-# Every table is computed from the stored answers, as `python -m lib.evaluate rescore` does without a model.
+# Every table is computed from the stored answers, as `python -m lib.stages.evaluate rescore` does without a model.
 
 # %%
 scores = E.rescore_folder(out)

@@ -36,11 +36,11 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import analysis
 from lib import artifacts as A
 from lib.config import resolve
+from lib.stages import analyze
 
-resolved = resolve(analysis.AnalyzeConfig, profile, run or None, overrides)  # as make run resolves it
+resolved = resolve(analyze.AnalyzeConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
 {stage: (out.parent / stage).is_dir() for stage in A.STAGES[:-1]}
@@ -51,7 +51,7 @@ display(resolved.table())  # every field, and the params file that set it
 # skipped here and marked absent in the report. The silhouette says how well the groups separate.
 
 # %%
-images, maps = analysis.image_map(cfg, out)
+images, maps = analyze.image_map(cfg, out)
 display(pd.Series(images["silhouette"] if images else {}, name="silhouette").to_frame())
 for fig, ax in maps.values():
     display(fig)
@@ -60,7 +60,7 @@ for fig, ax in maps.values():
 # ## Generated vs reference answers (the Docmatix post's Figure 1)
 
 # %%
-answers, (fig, ax) = analysis.answer_map(cfg, out)
+answers, (fig, ax) = analyze.answer_map(cfg, out)
 print(f"{len(answers)} open answers and references")
 fig
 
@@ -68,7 +68,7 @@ fig
 # ## Topics (BERTopic on descriptions, answers and LAVE rationales)
 
 # %%
-found, (fig, ax) = analysis.topic_model(cfg, out, answers)
+found, (fig, ax) = analyze.topic_model(cfg, out, answers)
 display(found["table"]) if found["table"] is not None else print(f"no topics: {found['topics']}")
 fig
 
@@ -76,7 +76,7 @@ fig
 # ## The papers' figures (annotations, the YesBut release, adversarial filtering)
 
 # %%
-drawn = analysis.data_figures(cfg, out)
+drawn = analyze.data_figures(cfg, out)
 for fig, ax in drawn.values():
     display(fig)
 
@@ -84,7 +84,7 @@ for fig, ax in drawn.values():
 # ## The papers' tables and the tasks' figures
 
 # %%
-tables, task_figures = analysis.result_tables(cfg, out)
+tables, task_figures = analyze.result_tables(cfg, out)
 for name, table in tables.items():
     print(name)
     display(table.head(20))
@@ -95,13 +95,13 @@ for fig in task_figures.values():
 # ## The papers' stated numbers beside ours (YesBut with its repository, MemeQA's release)
 
 # %%
-reproduced = analysis.paper_table(cfg, out)
+reproduced = analyze.paper_table(cfg, out)
 display(reproduced) if reproduced is not None else print("no paper numbers for this run (no YesBut or MemeQA data)")
 
 # %% [markdown]
 # ## Summary, provenance and the report
 
 # %%
-summary = analysis.finish(cfg, out, images, answers, found, tables)
+summary = analyze.finish(cfg, out, images, answers, found, tables)
 print(f"report: {summary['report']}")
 assert (out.parent / A.REPORT).exists()

@@ -13,7 +13,7 @@ fails is recorded with its error and the next one runs.
 - ``generate``: batched greedy generation through :func:`lib.models.generate` (requests/s,
   tokens/s), and a few requests one at a time beside it (what batching buys) - per model
 - ``loglik``: choices scored by log-likelihood, the hf backend's ``loglik`` constraint - per model
-- ``lora``: a few LoRA steps of :mod:`lib.train` on a small Scrapbook set made here (steps/s)
+- ``lora``: a few LoRA steps of :mod:`lib.stages.train` on a small Scrapbook set made here (steps/s)
 - ``eval_2proc``: two processes, one GPU each, answer halves of a Scrapbook evaluation into one
   shared call store and the main process reads the whole back (needs 2 GPUs, skipped otherwise)
 - ``vllm``: a vLLM server on the GPU asked through the ``openai`` backend (needs ``vllm``)
@@ -49,18 +49,18 @@ from pathlib import Path
 
 import yaml
 
-from lib.families import scrapbook
 from lib.config import load_profile
+from lib.families import scrapbook
+from lib.families import task_of
 from lib.io import load_items, read_jsonl, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
 from lib.paths import PARAMS, ROOT
 from lib.preflight import hub_problem
 from lib.provenance import git_state, versions
 from lib.records import host_state, record
+from lib.stages.train import TrainConfig, start_training, train_steps, training_summary
 from lib.store import CallStore, call_key
-from lib.families import task_of
 from lib.tasks import wants_question_first
-from lib.train import TrainConfig, start_training, train_steps, training_summary
 from tests.services.servers import vllm_server
 
 NO_GPU = "no CUDA GPU here: gpu-check needs one; nothing was run"
@@ -294,7 +294,7 @@ def lora_config(spec: dict, dataset: Path, b: Budget) -> TrainConfig:
 
 
 def step_lora(ctx: Check, role: str) -> dict:
-    """LoRA steps through :mod:`lib.train` (its session, loop and summary; no checkpoint written)."""
+    """LoRA steps through :mod:`lib.stages.train` (its session, loop and summary; no checkpoint written)."""
     cfg = lora_config(ctx.spec(role), ctx.scrapbook(), ctx.budget)
     out = ctx.work / "lora"
     shutil.rmtree(out, ignore_errors=True)
@@ -400,7 +400,7 @@ STEPS = {
     "load": (step_load, ("lib.models.load_model", "lib.models.hf.HFModel.load")),
     "generate": (step_generate, ("lib.models.generate",)),
     "loglik": (step_loglik, ("lib.models.generate", "lib.schema.Constraint", "lib.models.hf.HFModel._loglik")),
-    "lora": (step_lora, ("lib.train.start_training", "lib.train.train_steps", "lib.train.training_summary")),
+    "lora": (step_lora, ("lib.stages.train.start_training", "lib.stages.train.train_steps", "lib.stages.train.training_summary")),
     "eval_2proc": (step_eval_2proc, ("lib.models.generate", "lib.store.CallStore", "lib.tasks.Task.request")),
     "vllm": (step_vllm, ("lib.models.api.OpenAIModel", "tests.services.servers.vllm_server")),
 }

@@ -370,8 +370,8 @@ class _ReleasedDistractors(_RuleModel):
 def test_af_end_to_end_on_the_released_questions_writes_all_11_types_in_both_forms(tmp_path, monkeypatch):
     """Stage 03 on skeletons of the released dev questions (3 per type, stand-in images), a scripted
     generator writing the release's own train distractors and a seeded random discriminator."""
-    from lib.af import stage
     from lib.af.skeletons import LLM_TYPES
+    from lib.stages import adversarial_filter as stage
 
     raw = json.loads((MEMEQA / "none-minus" / "dev.json").read_text())
     picked, seen = [], {}
@@ -532,7 +532,7 @@ def test_a_rule_types_wording_is_read_back_through_the_same_template():
 
 def test_the_stage_steps_called_one_by_one_write_what_run_writes(tmp_path, image, monkeypatch):
     """Notebook 03 calls the steps one per section; ``run`` composes the same steps."""
-    from lib.af import stage
+    from lib.stages import adversarial_filter as stage
 
     monkeypatch.setattr(stage, "skeletons_of", lambda cfg, run_folder: (_rule_skeletons(image), []))
     cfg = af.AFConfig(generator={}, discriminators=[{"backend": "random", "seed": 3}],

@@ -5,12 +5,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import analysis, annotate, collect, plots
+from lib import plots
+
 from lib.families.yesbut.paper import human_eval
 from lib.families.yesbut.release import read_yesbut_annotations
-from lib.report import build_report
-from lib.tasks import Results
 from lib.families.yesbut.task import Understanding
+from lib.report import build_report
+from lib.stages import analyze, annotate, collect
+from lib.tasks import Results
 
 from .conftest import SHARED_DATA
 
@@ -28,10 +30,10 @@ def test_descriptor_embeddings_separate_what_they_see(images, tmp_path):
         im.paste(Image.new("RGB", (10 + 5 * i, 10), "white"), (5, 5))
         im.save(p)
         paths.append(p)
-    x, name = analysis.image_embeddings(paths)
-    assert name == analysis.DESCRIPTOR and np.allclose(np.linalg.norm(x, axis=1), 1)
-    assert analysis.separation(x, ["r"] * 3 + ["b"] * 3) > 0.5
-    a, b = analysis.umap_2d(x, seed=3), analysis.umap_2d(x, seed=3)
+    x, name = analyze.image_embeddings(paths)
+    assert name == analyze.DESCRIPTOR and np.allclose(np.linalg.norm(x, axis=1), 1)
+    assert analyze.separation(x, ["r"] * 3 + ["b"] * 3) > 0.5
+    a, b = analyze.umap_2d(x, seed=3), analyze.umap_2d(x, seed=3)
     assert np.array_equal(a, b)  # a fixed seed gives the same map
 
 
@@ -45,7 +47,7 @@ def test_clip_embeddings_from_a_local_checkpoint(tmp_path, images):
                                     "num_attention_heads": 2, "image_size": 32, "patch_size": 8}, projection_dim=16)
     CLIPModel(cfg).save_pretrained(tmp_path / "clip")
     CLIPImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(tmp_path / "clip")
-    x, name = analysis.image_embeddings(images, clip_model=str(tmp_path / "clip"))
+    x, name = analyze.image_embeddings(images, clip_model=str(tmp_path / "clip"))
     assert x.shape == (len(images), 16) and "CLIP" in name and np.allclose(np.linalg.norm(x, axis=1), 1, atol=1e-5)
 
 
@@ -87,8 +89,8 @@ def test_human_eval_tidy_table_and_figure14():
 def test_topics_of_the_half_descriptions_are_deterministic():
     halves = read_yesbut_annotations(YESBUT / "YesBut_Stage2_Annotation.csv").values()
     docs = [h[k] for h in list(halves)[:120] for k in ("left_description", "right_description")]
-    info, ids = analysis.topics(docs, seed=0, min_topic_size=8)
-    again, ids2 = analysis.topics(docs, seed=0, min_topic_size=8)
+    info, ids = analyze.topics(docs, seed=0, min_topic_size=8)
+    again, ids2 = analyze.topics(docs, seed=0, min_topic_size=8)
     assert ids == ids2 and info.equals(again)
     assert (info["Topic"] >= 0).sum() >= 2 and info["Count"].sum() == len(docs)
     assert all(w.strip() for words in info["Words"] for w in words.split(",")) and not info["Name"].str.contains("__").any()
@@ -100,13 +102,13 @@ def test_umap_of_the_sample_images_by_half_style():
     gen = [r for r in recs if r.stage in (3, 4)]
     meta = pd.DataFrame([r.to_dict() for r in gen])
     meta["style"] = meta["left_style"] + "|" + meta["right_style"]
-    x, name = analysis.image_embeddings(meta["path"])
-    coords = analysis.umap_2d(x, seed=0)
-    assert coords.shape == (len(gen), 2) and np.array_equal(coords, analysis.umap_2d(x, seed=0))
-    score = analysis.separation(x, meta["left_style"])
+    x, name = analyze.image_embeddings(meta["path"])
+    coords = analyze.umap_2d(x, seed=0)
+    assert coords.shape == (len(gen), 2) and np.array_equal(coords, analyze.umap_2d(x, seed=0))
+    score = analyze.separation(x, meta["left_style"])
     assert -1 <= score <= 1
-    fig, ax = plots.embedding_map(analysis.embedding_frame(coords, meta[["style"]]), "style", "YesBut stages 3-4", name, score)
-    assert analysis.DESCRIPTOR in ax.get_title()
+    fig, ax = plots.embedding_map(analyze.embedding_frame(coords, meta[["style"]]), "style", "YesBut stages 3-4", name, score)
+    assert analyze.DESCRIPTOR in ax.get_title()
 
 
 def test_report_escapes_every_value_it_embeds(tmp_path):
@@ -133,7 +135,7 @@ def test_report_tables_have_readable_headers_and_no_coordinate_dumps(tmp_path):
     metrics = pd.DataFrame({"model": ["trained", "trained", "untrained"], "style": ["cot", "zero_shot", "cot"],
                             "dataset": ["sb"] * 3, "filter": ["full"] * 3, "accuracy": [0.4, 0.36, 0.0]})
     pivot = metrics.pivot_table(index=["dataset", "filter"], columns=["model", "style"], values="accuracy")
-    flat = analysis.tidy_table(pivot)
+    flat = analyze.tidy_table(pivot)
     assert list(flat.columns) == ["dataset", "filter", "trained / cot", "trained / zero_shot", "untrained / cot"]
     tables = stage_dir("report-tables", "07_analyze") / "tables"
     tables.mkdir(parents=True)
@@ -160,9 +162,9 @@ def test_yesbut_understanding_tables_and_figure5_as_the_paper_draws_them():
     assert mean.to_dict() == pytest.approx({"a": 0.3, "b": 0.5})
     tables = Understanding().paper_tables(Results(metrics))
     assert set(tables) == {"table6_understanding_by_stage", "table7_understanding_by_difficulty", "table8_understanding_by_text"}
-    t6 = analysis.tidy_table(tables["table6_understanding_by_stage"])
+    t6 = analyze.tidy_table(tables["table6_understanding_by_stage"])
     assert {"model", "prompt", "group", "mean of 4"} <= set(t6.columns) and set(t6["group"]) == {"all", "stage 2", "stage 3"}
-    assert analysis.tidy_table(tables["table7_understanding_by_difficulty"])["difficulty"].tolist() == ["HARD", "HARD"]
+    assert analyze.tidy_table(tables["table7_understanding_by_difficulty"])["difficulty"].tolist() == ["HARD", "HARD"]
     fig, ax = plots.understanding_metrics(frame)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["stage 2", "stage 3", "all"]
     assert ax.get_ylim() == (0, 1)
@@ -174,14 +176,14 @@ def test_the_stage_steps_on_a_run_without_earlier_stages_return_nothing_to_draw(
     from lib.paths import stage_dir
 
     out = stage_dir("steps-bare", "07_analyze")
-    cfg = analysis.AnalyzeConfig()
-    assert analysis.image_map(cfg, out) == (None, {})
-    answers, drawn = analysis.answer_map(cfg, out)
+    cfg = analyze.AnalyzeConfig()
+    assert analyze.image_map(cfg, out) == (None, {})
+    answers, drawn = analyze.answer_map(cfg, out)
     assert answers == [] and drawn == (None, None)
-    found, drawn = analysis.topic_model(cfg, out, answers)
+    found, drawn = analyze.topic_model(cfg, out, answers)
     assert found["table"] is None and found["topics"].startswith("none: ") and drawn == (None, None)
-    assert analysis.data_figures(cfg, out) == {} and analysis.result_tables(cfg, out) == ({}, {})
-    summary = analysis.finish(cfg, out, None, answers, found, {})
+    assert analyze.data_figures(cfg, out) == {} and analyze.result_tables(cfg, out) == ({}, {})
+    summary = analyze.finish(cfg, out, None, answers, found, {})
     assert json.loads((out / "summary.json").read_text()) == {k: v for k, v in summary.items() if k != "report"}
     assert summary["tables"] == [] and (out.parent / "report.html").exists()
 
@@ -193,7 +195,7 @@ def test_a_figure_step_saves_and_returns_each_figure_and_its_axes():
     pd.DataFrame({"iteration": [1, 2], "discriminator_accuracy": [0.8, 0.5], "fooled": [3, 6]}).to_csv(
         af / "iterations.csv", index=False)
     out = stage_dir("steps-af", "07_analyze")
-    drawn = analysis.data_figures(analysis.AnalyzeConfig(), out)
+    drawn = analyze.data_figures(analyze.AnalyzeConfig(), out)
     assert list(drawn) == ["af_iterations"]
     fig, ax = drawn["af_iterations"]
     assert ax.figure is fig and ax.get_xlabel() == "iteration"
@@ -207,9 +209,9 @@ def test_topics_are_named_by_words_of_readable_texts_only():
              "a dog runs in the park", "the dog barks loudly", "a brown dog fetches a stick", "two dogs in the grass",
              "a ship sails at sea", "the boat crosses the ocean", "a sailing ship in a storm", "boats in the harbour"]
     garbled = ["rddddddddddddhow", "14ionale hexagon0hinddescri", "xqzv wpt krrr"]
-    readable, dropped = analysis.readable_texts(words * 2 + garbled)
+    readable, dropped = analyze.readable_texts(words * 2 + garbled)
     assert dropped == len(garbled) and readable == words * 2
-    info, ids = analysis.topics(readable, seed=0, min_topic_size=4)
+    info, ids = analyze.topics(readable, seed=0, min_topic_size=4)
     for topic, name in zip(info["Topic"], info["Name"]):
         docs = " ".join(t for t, i in zip(readable, ids) if i == topic).lower()
         assert all(w in docs for w in name.split("_")[1:]), (name, docs)

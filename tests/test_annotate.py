@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from lib import annotate as A
-from lib.models import load_model
 from lib.families.yesbut.panels import compose
+from lib.models import load_model
+from lib.stages import annotate as A
 from lib.store import CallStore
 
 from .support.openai_server import OpenAIStub
@@ -136,8 +136,8 @@ def test_label_studio_import_accepts_only_what_the_export_writes(tmp_path):
 def test_the_label_studio_config_names_every_field_as_the_export_writes_it():
     import xml.etree.ElementTree as ET
 
-    from lib.annotate import label_studio_config
     from lib.schema import FIELDS
+    from lib.stages.annotate import label_studio_config
 
     view = ET.fromstring(label_studio_config())
     controls = {c.get("name"): c for c in view if c.tag in ("Choices", "TextArea")}

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from lib import collect
 from lib.families.yesbut.paper import figure3_counts
 from lib.families.yesbut.release import read_yesbut_annotations
+from lib.stages import collect
 
 from .conftest import SHARED_DATA
 
@@ -204,8 +204,8 @@ def test_each_bad_url_is_reported_with_its_reason_and_the_good_ones_kept(tmp_pat
 
 
 def test_a_relative_source_path_collects_into_datasets_stage_06_can_read(tmp_path, monkeypatch):
-    from lib import evaluate as E
     from lib.eval.items import load_eval_items
+    from lib.stages import evaluate as E
 
     root = tmp_path / "project" / "yesbut"
     (root / "images" / "stage_2").mkdir(parents=True)

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from lib import compare as C
-from lib import evaluate as E
 from lib.eval import compare as X
 from lib.families.vqa.task import OpenVQA
 from lib.schema import FREE
+from lib.stages import evaluate as E
 from lib.store import CallStore
 from tests.test_rescore_stream import make_datasets
 

@@ -15,9 +15,9 @@ import yaml
 from lib import artifacts as A
 from lib import pipeline
 from lib.config import ParamsError, StageConfig, resolve
-from lib.evaluate import EvalConfig
 from lib.paths import NOTEBOOKS, PARAMS
-from lib.families.scrapbook import ScrapbookConfig
+from lib.stages.evaluate import EvalConfig
+from lib.stages.scrapbook import ScrapbookConfig
 
 
 @pytest.mark.parametrize("stage", A.STAGES)
@@ -94,7 +94,7 @@ def test_the_command_line_writes_what_the_notebook_writes(tmp_path, monkeypatch)
     params = tmp_path / "01.yaml"
     params.write_text(yaml.safe_dump({"sources": [{"kind": "demo"}]}))
     cli_out = tmp_path / "outputs" / "cli" / A.COLLECT
-    r = subprocess.run([sys.executable, "-m", "lib.collect", "--params", str(params), "--out", str(cli_out)],
+    r = subprocess.run([sys.executable, "-m", "lib.stages.collect", "--params", str(params), "--out", str(cli_out)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert _files(nb_out / A.COLLECT) == _files(cli_out)
@@ -106,7 +106,7 @@ def test_the_command_line_writes_what_the_notebook_writes(tmp_path, monkeypatch)
 
 def test_a_notebook_opened_as_it_is_resolves_the_demo_profile(monkeypatch):
     """JupyterLab, no edits: profile "" and no $VQALAB_PROFILE -> the demo, its run folder."""
-    from lib.collect import CollectConfig
+    from lib.stages.collect import CollectConfig
 
     monkeypatch.delenv("VQALAB_PROFILE", raising=False)
     r = resolve(CollectConfig, "", None, {})

@@ -6,18 +6,18 @@ import json
 import pandas as pd
 import pytest
 
-from lib import evaluate as E
-from lib.io import dataset_info, load_items, read_jsonl, save_dataset
-from lib.schema import Item, Prediction
-from lib.families.scrapbook import ScrapbookParams, generate as scrapbook
 from lib.config import ParamsError
-from lib.store import CallStore
-from lib.prepare import demo_datasets
 from lib.eval import ask as ask_module
 from lib.eval import rescore as rescore_module
 from lib.eval.items import load_eval_items, sample_indices
-from lib.models import load_model
 from lib.families import get_task, task_of
+from lib.families.scrapbook import ScrapbookParams, generate as scrapbook
+from lib.io import dataset_info, load_items, read_jsonl, save_dataset
+from lib.models import load_model
+from lib.schema import Item, Prediction
+from lib.stages import evaluate as E
+from lib.stages.setup import demo_datasets
+from lib.store import CallStore
 
 from .support.openai_server import OpenAIStub
 

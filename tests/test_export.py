@@ -8,15 +8,15 @@ import pytest
 import yaml
 from PIL import Image
 
-from lib import evaluate as E
+from lib.stages import evaluate as E
 from tests.support.stage06 import rescored
 from lib.config import resolve
 from lib.export import export_lmms_eval, main
+from lib.families import get_task
+from lib.families.scrapbook import ScrapbookParams, generate as scrapbook
 from lib.io import load_items
 from lib.schema import Prediction
-from lib.families.scrapbook import ScrapbookParams, generate as scrapbook
-from lib.prepare import demo_datasets
-from lib.families import get_task
+from lib.stages.setup import demo_datasets
 from lib.tasks import Scoring
 
 SCORING = Scoring(n_resamples=50, tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}})

@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 from lib import formats
-from lib.families.memeqa import importer as memeqa
 from lib import io as vio
+from lib.families.memeqa import importer as memeqa
 from lib.formats.__main__ import main
 from lib.schema import Item
 
@@ -178,8 +178,8 @@ def test_memeqa_missing_key_is_named(tmp_path):
     ({"general_type": "several"}, "general_type must be 'single' or 'multi'"),
 ])
 def test_every_memeqa_reader_refuses_the_same_bad_record_by_name(tmp_path, change, message):
-    from lib import collect
     from lib.af import from_memeqa
+    from lib.stages import collect
 
     good = {"id": "intent/1", "img": "a.png", "question": "Why?", "options": ["x", "y", "z"], "general_type": "single",
             "specific_type": "Intent", "answer_key": 1}
@@ -198,8 +198,8 @@ def test_an_item_with_fewer_than_two_options_is_refused_by_name():
 
 @pytest.mark.parametrize("max_items", [0, 3])  # all items (checked in the pass) or a sample (checked after)
 def test_an_evaluation_names_the_items_whose_images_cannot_be_read(tmp_path, max_items):
-    from lib import evaluate as E
     from lib.eval.items import load_eval_items
+    from lib.stages import evaluate as E
 
     (tmp_path / "d" / "images" / "folder.png").mkdir(parents=True)
     vio.save_dataset(tmp_path / "d", [Item(id="a", task="vqa.open", question="?", images=["images/gone.png"], answer=["x"]),
@@ -215,7 +215,7 @@ def test_an_evaluation_names_the_items_whose_images_cannot_be_read(tmp_path, max
 
 
 def test_an_annotation_file_that_is_no_list_of_records_is_refused_by_name(tmp_path):
-    from lib import annotate as A
+    from lib.stages import annotate as A
 
     path = tmp_path / "ann.yaml"
     path.write_text("item: pair-1\nannotator: ana\n")
@@ -226,8 +226,8 @@ def test_an_annotation_file_that_is_no_list_of_records_is_refused_by_name(tmp_pa
 def test_image_paths_that_leave_the_dataset_folder_are_refused_unless_declared(tmp_path):
     """An absolute path or one escaping with .. is read and, with an API backend, sent off the
     machine: an evaluation refuses it unless dataset.json declares the folder it points into."""
-    from lib import evaluate as E
     from lib.eval.items import load_eval_items
+    from lib.stages import evaluate as E
 
     outside = tmp_path / "elsewhere"
     outside.mkdir()

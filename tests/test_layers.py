@@ -1,6 +1,7 @@
 """The package's shape: imports go one way down the layers of DESIGN.md, and stages stay apart."""
 
 import ast
+import sys
 from pathlib import Path
 
 from graphlib import CycleError, TopologicalSorter
@@ -8,9 +9,9 @@ from graphlib import CycleError, TopologicalSorter
 from lib.paths import ROOT
 
 LIB = ROOT / "lib"
-# The stages (DESIGN.md): each may use the shared layers below it, never another stage. (Stage 04,
-# Scrapbook's generator, lives with its family: lib/families/scrapbook/stage.py.)
-STAGES = ("prepare", "collect", "annotate", "af", "train", "evaluate", "analysis")
+# The stages (DESIGN.md): lib/stages/<notebook's name>.py, each may use the layers below it, never
+# another stage.
+STAGES = LIB / "stages"
 # Layers from the bottom; a module may import its own layer or any layer below it.
 LAYERS = [
     {"paths", "schema", "ranks", "htmlsafe"},
@@ -18,8 +19,8 @@ LAYERS = [
     {"models"},
     {"tasks", "metrics", "plots", "papers"},  # tasks: what every task is; metrics: those any family may use; papers: stated numbers beside ours
     {"families", "formats", "browser", "report", "annotation_widget"},  # families: one folder per paper, found by looking
-    {"eval", "training"},  # engines: evaluation (stage 06, training's validation, the tests), training (stage 05)
-    set(STAGES) | {"export", "compare"},  # export: datasets handed to other harnesses; compare: two runs item by item (tools beside the stages)
+    {"eval", "training", "af"},  # engines: evaluation (06, training's validation, the tests), training (05), AF (03)
+    {"stages", "export", "compare"},  # export: datasets handed to other harnesses; compare: two runs item by item (tools beside the stages)
     {"pipeline", "preflight"},  # preflight: what a run needs is reachable, checked before it starts
 ]
 
@@ -70,8 +71,24 @@ def test_the_import_graph_of_lib_has_no_cycle():
 
 
 def test_no_stage_imports_another_stage():
-    crossings = sorted((a, b) for a, b in _edges() if _top(a) in STAGES and _top(b) in STAGES and _top(a) != _top(b))
+    crossings = sorted((a, b) for a, b in _edges() if a.startswith("lib.stages.") and b.startswith("lib.stages.")
+                       and a != b)
     assert not crossings, f"stage modules importing other stages: {crossings}"
+
+
+def test_every_stage_is_named_as_its_notebook():
+    """One rule for all eight: notebook ``NN_name.ipynb`` runs ``lib/stages/name.py``, whose config
+    class is the stage ``NN_name`` (config + steps + ``run``, and ``python -m lib.stages.name``)."""
+    from lib.pipeline import STAGE_CONFIGS
+
+    notebooks = {p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    modules = {p.stem for p in STAGES.glob("*.py") if p.stem != "__init__"}
+    assert {n[3:] for n in notebooks} == modules
+    assert set(STAGE_CONFIGS) == notebooks
+    for stage, cls in STAGE_CONFIGS.items():
+        module = sys.modules[f"lib.stages.{stage[3:]}"]
+        assert getattr(module, cls.__name__) is cls and callable(module.run), stage
+        assert 'if __name__ == "__main__":' in Path(module.__file__).read_text(), f"{stage}: no command line"
 
 
 def test_imports_only_go_down_the_layers():

@@ -19,8 +19,8 @@ import pytest
 
 from lib.config import resolve
 from lib.families.scrapbook import generate
-from lib.families.scrapbook.stage import ScrapbookConfig
-from lib.train import TrainConfig, run
+from lib.stages.scrapbook import ScrapbookConfig
+from lib.stages.train import TrainConfig, run
 
 SHRUNK = {"max_steps": 1000, "focus_steps": 400, "eval_every": 1000, "checkpoint_every": 1000, "eval_items": 100,
           "max_test": 400, "cpu_threads": 1}

@@ -9,13 +9,15 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from lib import collect, config
-from lib import evaluate as E
-from lib import train as T
+from lib import config
+
+from lib.families.memeqa.task import MultipleChoice
 from lib.paths import ROOT, outputs_root
+from lib.stages import collect
+from lib.stages import evaluate as E
+from lib.stages import train as T
 from lib.store import CallStore
 from lib.tasks import Results
-from lib.families.memeqa.task import MultipleChoice
 
 from .conftest import SHARED_DATA
 from .support.openai_server import OpenAIStub

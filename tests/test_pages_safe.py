@@ -18,11 +18,11 @@ import pytest
 from PIL import Image
 
 from lib import artifacts as A
-from lib import evaluate as E
 from lib.browser import write_browser
 from lib.io import dataset_info, save_dataset
 from lib.report import build_report
 from lib.schema import Item
+from lib.stages import evaluate as E
 from lib.store import CallStore
 from tests.support.chromium import chromium_page
 
@@ -147,7 +147,7 @@ def test_hostile_labels_stay_text_and_the_browser_says_its_answers_are_not_the_r
     assert _template_scripts(index) == ['<script type="application/json" id="index">', '<script src="browser.js">']
     _assert_inert(page, (run / "browser" / "index.html").as_uri(), [])
     page.wait_for_selector("#count")
-    assert "python -m lib.evaluate rescore" in page.inner_text("#stale")  # on the first screen, naming the fix
+    assert "python -m lib.stages.evaluate rescore" in page.inner_text("#stale")  # on the first screen, naming the fix
     assert page.locator("#stale").bounding_box()["y"] < 900
     cells = page.inner_text("#items")
     for field, text in labels.items():

@@ -1,4 +1,4 @@
-"""The papers' stated numbers beside ours: lib/data/papers.yaml read by lib.analysis into 07's paper.csv."""
+"""The papers' stated numbers beside ours: lib/data/papers.yaml read by lib.stages.analyze into 07's paper.csv."""
 
 import json
 import shutil
@@ -6,14 +6,14 @@ import shutil
 import pandas as pd
 import pytest
 
-from lib import analysis, collect
 from lib import artifacts as A
-from lib.paths import stage_dir
 from lib.families.memeqa.paper import memeqa_reproduction
 from lib.families.yesbut.paper import HUMAN_CRITERIA, yesbut_reproduction
 from lib.families.yesbut.release import yesbut_stage
 from lib.papers import PAPER_COLUMNS, STATED, papers, stated_label
+from lib.paths import stage_dir
 from lib.report import build_report
+from lib.stages import analyze, collect
 
 from .conftest import SHARED_DATA
 
@@ -116,7 +116,7 @@ def test_memeqa_release_statistics_beside_ours(memeqa_run):
 @needs_memeqa
 def test_the_stage_writes_both_papers_rows_in_one_paper_csv_and_the_report_shows_it(memeqa_run):
     out = A.stage_folder(memeqa_run, A.ANALYZE)
-    table = analysis.paper_table(analysis.AnalyzeConfig(yesbut_data=str(YESBUT)), out)
+    table = analyze.paper_table(analyze.AnalyzeConfig(yesbut_data=str(YESBUT)), out)
     written = pd.read_csv(out / A.PAPER, keep_default_na=False)
     assert list(written["paper"].unique()) == ["YesBut", "MemeQA"] and len(written) == len(table)
     for paper in ("YesBut", "MemeQA"):
@@ -129,5 +129,5 @@ def test_the_stage_writes_both_papers_rows_in_one_paper_csv_and_the_report_shows
 def test_without_the_papers_data_the_stage_writes_no_paper_csv():
     out = stage_dir("papers-bare", A.ANALYZE)
     (out / A.PAPER).write_text("paper,quantity\nYesBut,left by an earlier run\n")
-    assert analysis.paper_table(analysis.AnalyzeConfig(), out) is None
+    assert analyze.paper_table(analyze.AnalyzeConfig(), out) is None
     assert not (out / A.PAPER).exists()

@@ -23,8 +23,8 @@ overrides: dict = {}
 # A stage notebook as the real ones are: it resolves its config class and writes what it read.
 STAGE_COLLECT = PARAMETERS + '''# %%
 import json
-from lib.collect import CollectConfig
 from lib.config import finish, resolve
+from lib.stages.collect import CollectConfig
 r = resolve(CollectConfig, profile, run or None, overrides)
 (r.out / "values.json").write_text(json.dumps(r.cfg.to_dict()))
 finish(r.out, r.stage, r.cfg, {"ok": True})
@@ -36,8 +36,8 @@ raise RuntimeError("stage two is broken")
 
 STAGE_API = PARAMETERS + '''# %%
 from lib.config import resolve
-from lib.evaluate import EvalConfig
 from lib.models import Request, generate, load_model
+from lib.stages.evaluate import EvalConfig
 from lib.store import CallStore
 r = resolve(EvalConfig, profile, run or None, overrides)
 model = load_model(r.cfg.models["api"])
@@ -257,18 +257,18 @@ def test_preflight_says_why_an_online_hub_id_cannot_be_loaded(monkeypatch, tmp_p
 def test_setup_steps_write_images_and_datasets_and_finish_refuses_an_invalid_constrained_answer(tmp_path):
     import pandas as pd
 
-    from lib import prepare
+    from lib.stages import setup
 
-    images = prepare.sample_images(tmp_path)
+    images = setup.sample_images(tmp_path)
     assert images and all(p.parent == tmp_path / "images" and p.exists() for p in images)
-    assert prepare.datasets(prepare.SetupConfig(demo_datasets=False), tmp_path) == {}
-    folders = prepare.datasets(prepare.SetupConfig(), tmp_path)
+    assert setup.datasets(setup.SetupConfig(demo_datasets=False), tmp_path) == {}
+    folders = setup.datasets(setup.SetupConfig(), tmp_path)
     assert len(folders) == 3 and all((f / "items.jsonl").exists() and f.parent == tmp_path / "datasets"
                                      for f in folders.values())
     answers = pd.DataFrame([{"model": "m", "method": "constrained", "valid": False},
                             {"model": "m", "method": "free", "valid": True}])
     with pytest.raises(RuntimeError, match=r"1 constrained probe answer\(s\) invalid \(models \['m'\]\)"):
-        prepare.finish(prepare.SetupConfig(), tmp_path, images, answers, folders)
+        setup.finish(setup.SetupConfig(), tmp_path, images, answers, folders)
     summary = json.loads((tmp_path / "summary.json").read_text())  # written before refusing
     assert (summary["probe_answers"], summary["constrained_invalid"]) == (2, 1)
     assert summary["datasets"] == {k: str(v) for k, v in folders.items()}

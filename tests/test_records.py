@@ -13,8 +13,8 @@ import pytest
 from benchmarks import publish
 from lib import records
 from scripts import docs_pages as pages
-from lib.papers import papers, stated_label
 from lib.families.scrapbook import paper as sb
+from lib.papers import papers, stated_label
 
 COMMITTED = sorted(records.RECORDS.glob("*.json"))
 
@@ -218,7 +218,7 @@ def test_a_stage_page_lists_every_field_of_its_config_class(stage):
 
 
 def test_the_field_comments_are_the_sources():
-    from lib.train import TrainConfig
+    from lib.stages.train import TrainConfig
 
     notes = pages.field_comments(TrainConfig)
     assert notes["max_steps"].startswith("the budget: in steps")

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 from lib import artifacts as A
-from lib import evaluate as E
 from lib.browser import outcome, write_browser
 from lib.paths import ROOT
-from lib.prepare import demo_datasets
 from lib.report import build_report, headline_rows
 from lib.schema import Prediction
+from lib.stages import evaluate as E
+from lib.stages.setup import demo_datasets
 from lib.store import CallStore
 from tests.support.chromium import chromium_page
 

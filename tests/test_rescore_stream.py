@@ -18,15 +18,15 @@ from unittest import mock
 import pandas as pd
 import pytest
 
-from lib import evaluate as E
-from lib.eval import rescore as rescore_module
-from lib.io import load_items, read_jsonl
-from lib.prepare import demo_datasets
-from lib.schema import Prediction
-from lib.families.scrapbook import ScrapbookParams, generate as scrapbook
-from lib.store import CallStore
 from lib import families
 from lib import tasks as T
+from lib.eval import rescore as rescore_module
+from lib.families.scrapbook import ScrapbookParams, generate as scrapbook
+from lib.io import load_items, read_jsonl
+from lib.schema import Prediction
+from lib.stages import evaluate as E
+from lib.stages.setup import demo_datasets
+from lib.store import CallStore
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "stage06"
 TABLES = ("metrics.csv", "levels.csv", "errors.csv")

@@ -1,5 +1,5 @@
 """Stage 06 over several processes, as researchers launch it: ``torchrun --nproc_per_node 2 -m
-lib.evaluate ...`` (on GPUs ``accelerate launch`` starts the same processes; on CPU torchrun gives
+lib.stages.evaluate ...`` (on GPUs ``accelerate launch`` starts the same processes; on CPU torchrun gives
 them a gloo group, ENVIRONMENT.md). Each rank asks its share of the questions into its own part,
 the main rank merges, judges and scores: predictions and metrics equal the single-process run's.
 The call cache is emptied before each fresh run, so the ranks really generate. The two-process run is
@@ -16,14 +16,14 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from lib.prepare import demo_datasets
+from lib.stages.setup import demo_datasets
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 TIMING = ("latency_s",)  # a row's wall-clock fields: the only ones that may differ
 # stage 06's command, counting the calls each rank stores; rank 1 SIGKILLs itself after KILL_AFTER of them
 COUNTED = """import atexit, os, signal, sys
 
-from lib import evaluate
+from lib.stages import evaluate
 from lib.store import CallStore
 
 rank, kill_after, made = int(os.environ.get("RANK", 0)), int(os.environ.get("KILL_AFTER", 0)), []

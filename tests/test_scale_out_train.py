@@ -1,5 +1,5 @@
 """Stage 05 over several processes, as researchers launch it: ``torchrun --nproc_per_node 2 -m
-lib.train ...`` (gloo on CPU, ENVIRONMENT.md), and ``accelerate launch`` with the two-process config
+lib.stages.train ...`` (gloo on CPU, ENVIRONMENT.md), and ``accelerate launch`` with the two-process config
 docs/scale-out.md shows. ``batch_size`` is per process: two ranks with batch 2 train on the examples
 one process with batch 4 draws, in the same steps, each rank its half, gradients averaged by DDP. The
 torchrun run is killed after its step-4 checkpoint, the stage command resumes it; both launches are
@@ -32,7 +32,7 @@ import torch
 import yaml
 
 from lib.paths import ROOT
-from lib.train import TrainConfig
+from lib.stages.train import TrainConfig
 from lib.training.loop import train
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
@@ -42,7 +42,7 @@ KILLED = """import sys
 
 import yaml
 
-from lib.train import TrainConfig
+from lib.stages.train import TrainConfig
 from lib.training.loop import train
 
 train(TrainConfig(**yaml.safe_load(open(sys.argv[1]))), sys.argv[2], progress=False, stop_after=3)
@@ -125,7 +125,7 @@ def test_two_processes_train_as_one_with_the_whole_batch_and_resume_after_a_kill
     assert [json.loads(line)["step"] for line in (out / "curve.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
     assert {"random_states_0.pkl", "random_states_1.pkl"} <= {p.name for p in (out / "checkpoint").iterdir()}
 
-    done = _torchrun("-m", "lib.train", "--params", params, "--out", out)
+    done = _torchrun("-m", "lib.stages.train", "--params", params, "--out", out)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("resumed from") == 1 and "at step 4" in done.stdout  # the main rank says it, once
     _trained_as_one(out, one_process)
@@ -134,7 +134,7 @@ def test_two_processes_train_as_one_with_the_whole_batch_and_resume_after_a_kill
 
 
 def test_accelerate_launch_starts_two_processes_on_cpu_that_train_as_one(dataset, one_process, tmp_path):
-    """``accelerate launch --config_file <TWO_PROCESSES> -m lib.train ...``, the form docs/scale-out.md
+    """``accelerate launch --config_file <TWO_PROCESSES> -m lib.stages.train ...``, the form docs/scale-out.md
     gives, starts two ranks without a GPU that join one gloo group: the run counts 2 processes and
     matches the one-process run as torchrun's does (the resume after a kill is torchrun's test: the
     launcher does not change it)."""
@@ -144,7 +144,7 @@ def test_accelerate_launch_starts_two_processes_on_cpu_that_train_as_one(dataset
     params.write_text(yaml.safe_dump(_fields(dataset)))
     out = tmp_path / "run" / "05_train"
 
-    done = _accelerate(config, "-m", "lib.train", "--params", params, "--out", out)
+    done = _accelerate(config, "-m", "lib.stages.train", "--params", params, "--out", out)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resumed from" not in done.stdout
     _trained_as_one(out, one_process)

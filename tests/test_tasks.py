@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from lib.families.memeqa.importer import import_memeqa
-from lib.schema import Item
-from lib.families.yesbut.datasets import yesbut_datasets
-from lib.prepare import demo_datasets
 from lib.families import task_of
+from lib.families.memeqa.importer import import_memeqa
 from lib.families.memeqa.task import letter_sets, parse_letter_set
+from lib.families.yesbut.datasets import yesbut_datasets
+from lib.schema import Item
+from lib.stages.setup import demo_datasets
 
 from .conftest import SHARED_DATA
 
@@ -131,8 +131,8 @@ def test_garbage_is_read_or_invalid_never_guessed(text, demo):
 
 @pytest.mark.skipif(not (SHARED_DATA / "yesbut").exists(), reason="../shared/data/yesbut is absent")
 def test_yesbut_tasks_from_the_collected_sample(tmp_path):
-    from lib.collect import collect_yesbut
     from lib.io import load_items
+    from lib.stages.collect import collect_yesbut
 
     recs, _ = collect_yesbut(SHARED_DATA / "yesbut", progress=False)
     records = [r.to_dict() for r in recs]

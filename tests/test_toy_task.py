@@ -9,13 +9,15 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from lib import analysis, families
-from lib import evaluate as E
-from lib import train as T
+from lib import families
+
 from lib.io import dataset_info, read_jsonl, save_dataset
 from lib.models import load_model
 from lib.paths import ROOT
 from lib.schema import Response
+from lib.stages import analyze
+from lib.stages import evaluate as E
+from lib.stages import train as T
 from lib.store import CallStore
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
@@ -84,7 +86,7 @@ def test_its_options_are_one_params_block_and_its_tables_reach_the_analysis(toy,
     warm = metrics[(metrics["task"] == "toy.colour") & (metrics["metric"] == "warm")]["value"].item()
     assert warm == pytest.approx(sum(p["parsed"] == "blue" for p in preds) / len(items))  # its option, not the default
     assert {p["dataset"] for p in preds} == {"toy"}
-    written = analysis.paper_results(out.parent, metrics, tmp_path / "tables", tmp_path / "figures")
+    written = analyze.paper_results(out.parent, metrics, tmp_path / "tables", tmp_path / "figures")
     assert written == ["toy_table1"] and (tmp_path / "tables" / "toy_table1.csv").exists()
     with pytest.raises(Exception, match=r"tasks.toy.colour: unknown key 'wram' \(did you mean 'warm'\?\)"):
         E.EvalConfig.from_params({"tasks": {"toy.colour": {"wram": "blue"}}})

@@ -12,7 +12,7 @@ import torch
 from lib.config import ParamsError
 from lib.models.hf_processors import is_encoder_decoder
 from lib.models.tiny import TINY_KINDS
-from lib.train import TrainConfig
+from lib.stages.train import TrainConfig
 from lib.training.data import collate, load_examples, split_by_image
 from lib.training.loop import TrainingInterrupted, _oom_message, train
 from lib.training.model import prepare_model
@@ -210,7 +210,7 @@ def test_other_vlm_families_run_the_training_stage(dataset, tmp_path, kind):
 
 
 def test_the_command_line_writes_the_stage_outputs_with_summary_and_provenance(dataset, tmp_path):
-    """`python -m lib.train` is the whole stage: training, the comparison, figures, summary, provenance."""
+    """`python -m lib.stages.train` is the whole stage: training, the comparison, figures, summary, provenance."""
     import subprocess
     import sys
 
@@ -224,7 +224,7 @@ def test_the_command_line_writes_the_stage_outputs_with_summary_and_provenance(d
                                       "full_finetune": True, "max_steps": 2, "batch_size": 2, "eval_every": 2,
                                       "eval_items": 4, "checkpoint_every": 2, "max_test": 8}))
     out = run_folder / "05_train"
-    r = subprocess.run([sys.executable, "-m", "lib.train", "--params", str(params), "--out", str(out)],
+    r = subprocess.run([sys.executable, "-m", "lib.stages.train", "--params", str(params), "--out", str(out)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "summary.json").read_text())
@@ -232,11 +232,11 @@ def test_the_command_line_writes_the_stage_outputs_with_summary_and_provenance(d
     provenance = json.loads((out / "provenance.json").read_text())
     assert provenance["stage"] == "05_train" and provenance["params"]["dataset"] == str(run_folder / "04_scrapbook" / "datasets" / "scrapbook")
     assert {"best", "last", "checkpoint", "curve.csv", "figures"} <= {p.name for p in out.iterdir()}
-    again = subprocess.run([sys.executable, "-m", "lib.train", "--params", str(params), "--out", str(out)],
+    again = subprocess.run([sys.executable, "-m", "lib.stages.train", "--params", str(params), "--out", str(out)],
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "resumed from" in again.stdout  # same settings: the finished run resumes
     params.write_text(params.read_text().replace("max_steps: 2", "max_steps: 3"))
-    changed = subprocess.run([sys.executable, "-m", "lib.train", "--params", str(params), "--out", str(out)],
+    changed = subprocess.run([sys.executable, "-m", "lib.stages.train", "--params", str(params), "--out", str(out)],
                              capture_output=True, text=True, timeout=600)
     assert changed.returncode != 0 and "other training settings" in changed.stderr  # never a silent mix
 
@@ -244,7 +244,7 @@ def test_the_command_line_writes_the_stage_outputs_with_summary_and_provenance(d
 def test_a_budget_that_ends_before_the_first_validation_still_validates_and_saves_best(dataset, tmp_path):
     """A time cap hit before the first scheduled validation (a slow or busy machine): the stage still
     ends with a validation row and a best/ that the comparison can load."""
-    from lib.train import compare
+    from lib.stages.train import compare
 
     cfg = _cfg(dataset, max_steps=50, eval_every=40, checkpoint_every=40, max_seconds=1e-9)
     summary = train(cfg, tmp_path / "short", progress=False)
@@ -445,7 +445,7 @@ def test_prepared_image_tensors_hash_an_image_object_once(dataset, monkeypatch):
 
 def test_the_stage_steps_called_one_by_one_write_what_run_writes(dataset, tmp_path):
     """Notebook 05 calls the steps one per section; ``run`` composes the same steps."""
-    import lib.train as T
+    import lib.stages.train as T
 
     cfg = _cfg(dataset, max_test=8)
     a, b = tmp_path / "steps" / "05_train", tmp_path / "run" / "05_train"

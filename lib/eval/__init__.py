@@ -1,6 +1,6 @@
 """The evaluation engine: which questions, asking, reading, scoring, rescoring, manifests, tables.
 
-Stage 06 (:mod:`lib.evaluate`) binds it to a run; training's validation (:mod:`lib.training.validation`) reads
+Stage 06 (:mod:`lib.stages.evaluate`) binds it to a run; training's validation (:mod:`lib.training.validation`) reads
 and scores its answers with it; so do the tests. One way to read and score an answer, in the
 whole project.
 

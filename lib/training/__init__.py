@@ -1,4 +1,4 @@
-"""The training engine: stage 05 (:mod:`lib.train`) binds it to a run; ``scripts/gpu_check.py``
+"""The training engine: stage 05 (:mod:`lib.stages.train`) binds it to a run; ``scripts/gpu_check.py``
 and the tests drive it directly.
 
 - :mod:`lib.training.settings` - what is derived from the stage's settings (precision, step budget,

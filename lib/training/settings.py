@@ -2,7 +2,7 @@
 precision the machine allows, the step budget of an epoch budget, and the refusal of a model
 spread over the GPUs in a data-parallel job.
 
-The settings themselves are stage 05's :class:`lib.train.TrainConfig` (the one source of their
+The settings themselves are stage 05's :class:`lib.stages.train.TrainConfig` (the one source of their
 defaults); the engine sits below the stage and takes that config as the :class:`TrainSettings`
 it is, reading its fields."""
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from lib import config
 
-# lib.train.TrainConfig, as the engine sees it: the stage above owns the class (and its defaults), the
+# lib.stages.train.TrainConfig, as the engine sees it: the stage above owns the class (and its defaults), the
 # engine below cannot import it, so it takes the stage config it is and reads TrainConfig's fields
 TrainSettings = config.StageConfig
 
@@ -47,4 +47,4 @@ def check_data_parallel(cfg: TrainSettings, processes: int) -> None:
             f"model {cfg.model.get('name')!r} has device_map {cfg.model['device_map']!r} (one model spread over the "
             f"GPUs: model parallel), but this job runs {processes} processes (data parallel: one whole model copy "
             f"per GPU). Drop device_map from the model spec to train data-parallel, or run one process "
-            f"(python -m lib.train) with device_map: auto.")
+            f"(python -m lib.stages.train) with device_map: auto.")

@@ -15,15 +15,15 @@ import pandas as pd
 import pytest
 
 from lib import artifacts as A
-from lib.evaluate import rescore_folder
-from lib.prepare import demo_datasets
+from lib.stages.evaluate import rescore_folder
+from lib.stages.setup import demo_datasets
 
 # One evaluation in a child process: the constant baseline on the demo's mcq and vqa sets (no model to
 # load, seconds). argv: datasets folder, run folder, answer, file-size cap in bytes (0: none).
 CHILD = """
 import resource, signal, sys
 from pathlib import Path
-from lib import evaluate as E
+from lib.stages import evaluate as E
 folder, run, answer, cap = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 if cap:  # a write past `cap` bytes in any file fails with EFBIG, as a full disk fails with ENOSPC
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -89,8 +89,8 @@ def test_a_memeqa_image_path_outside_its_folder_is_refused_by_every_reader(tmp_p
     import json
 
     from lib.af.skeletons import from_memeqa
-    from lib.collect import collect_memeqa
     from lib.families.memeqa.importer import import_memeqa
+    from lib.stages.collect import collect_memeqa
 
     split = tmp_path / "test.json"
     split.write_text(json.dumps([{"id": "intent_id/1", "img": img, "question": "Why?", "options": ["a", "b"],
@@ -152,7 +152,7 @@ def test_a_valid_scrapbook_type_selection_runs_its_notebook_to_the_end(tmp_path,
 @pytest.mark.parametrize("key", ["datasets", "models"])
 @pytest.mark.parametrize("name", ["../x", "/abs", "a/b"])
 def test_an_evaluation_label_that_is_not_a_name_is_refused(key, name):
-    from lib.evaluate import EvalConfig
+    from lib.stages.evaluate import EvalConfig
 
     values = {"datasets": {"d": "folder"}, "models": {"m": {"backend": "tiny", "name": "llava"}}}
     values[key] = {name: values[key][next(iter(values[key]))]}
@@ -161,9 +161,9 @@ def test_an_evaluation_label_that_is_not_a_name_is_refused(key, name):
 
 
 def test_a_notebook_call_refuses_the_label_the_command_line_refuses(tmp_path):
-    """``lib.evaluate.run(EvalConfig(...))`` from a notebook or a script is checked where the config
+    """``lib.stages.evaluate.run(EvalConfig(...))`` from a notebook or a script is checked where the config
     is made (no params file involved): the same message as the command line's, naming the class."""
-    from lib import evaluate as E
+    from lib.stages import evaluate as E
 
     label = "<img src=x onerror=alert(1)>"
     with pytest.raises(ParamsError) as cli:
@@ -174,9 +174,9 @@ def test_a_notebook_call_refuses_the_label_the_command_line_refuses(tmp_path):
     assert not (tmp_path / "06").exists()  # refused before anything is written
 
 
-@pytest.mark.parametrize("cls, values", [("lib.evaluate.EvalConfig", {"styles": ["zero-shot"]}),
+@pytest.mark.parametrize("cls, values", [("lib.stages.evaluate.EvalConfig", {"styles": ["zero-shot"]}),
                                          ("lib.af.engine.AFConfig", {"combine": "any"}),
-                                         ("lib.train.TrainConfig", {"max_steps": "many"})])
+                                         ("lib.stages.train.TrainConfig", {"max_steps": "many"})])
 def test_every_stage_config_made_in_python_is_checked(cls, values):
     import importlib
 

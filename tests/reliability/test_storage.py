@@ -19,9 +19,9 @@ import pytest
 
 from lib import artifacts as A
 from lib import io as vio
+from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
 from lib.paths import ROOT, stage_dir
 from lib.schema import Item
-from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
 
 SMALL = dict(n_sets=2, objects_per_set=4, n_backgrounds=1, n_arrangements=2, objects_per_image=3, n_region_pairs=2,
              n_questions_per_type=1)
@@ -187,13 +187,13 @@ TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8, "quest
 
 @pytest.fixture(scope="module")
 def mcq(tmp_path_factory):
-    from lib.prepare import demo_datasets
+    from lib.stages.setup import demo_datasets
 
     return str(demo_datasets(tmp_path_factory.mktemp("storage-data"))["mcq"])
 
 
 def _evaluate(mcq: str, out: Path, max_items: int):
-    from lib import evaluate as E
+    from lib.stages import evaluate as E
     from lib.store import CallStore
 
     cfg = E.EvalConfig(datasets={"mcq": mcq}, models={"tiny": TINY}, styles=["zero_shot"], max_new_tokens=4,
@@ -212,8 +212,8 @@ def test_a_full_disk_while_writing_the_tables_never_shows_the_old_metrics_as_new
     """Stage 06 rerun on other questions runs out of disk space while writing its tables, after the
     new predictions and manifest are written: the report withholds the old metrics and says why,
     the readers refuse them, and rescore (no model) makes tables of the current predictions."""
-    from lib import evaluate as E
     from lib.report import build_report
+    from lib.stages import evaluate as E
 
     run = f"enospc-{fail_at}"
     out = stage_dir(run, A.EVALUATE)
@@ -236,7 +236,7 @@ def test_a_full_disk_while_writing_the_tables_never_shows_the_old_metrics_as_new
     assert len(list(vio.read_jsonl(out / A.PREDICTIONS))) == 7 and (out / A.EVAL_MANIFEST).exists()
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]  # no half-written table left about
 
-    with pytest.raises(ValueError, match=rf"{out}.*python -m lib.evaluate rescore --run {run}") as refused:
+    with pytest.raises(ValueError, match=rf"{out}.*python -m lib.stages.evaluate rescore --run {run}") as refused:
         A.read_table(out.parent, A.EVALUATE, A.METRICS)
     assert refused.type is A.StaleTables
     page = build_report(out.parent).read_text()

@@ -4,7 +4,7 @@ import pytest
 
 from lib.config import resolve
 from lib.families.scrapbook import generate
-from lib.families.scrapbook.stage import ScrapbookConfig
+from lib.stages.scrapbook import ScrapbookConfig
 
 
 @pytest.fixture(scope="session")

@@ -269,7 +269,7 @@ def test_coco_objects_with_the_papers_filters(tmp_path, monkeypatch, backgrounds
 def test_cli_generates_and_reports_bad_params(tmp_path):
     good = tmp_path / "p.yaml"
     good.write_text(yaml.safe_dump(SMALL))
-    r = subprocess.run([sys.executable, "-m", "lib.families.scrapbook", "--params", str(good), "--out", str(tmp_path / "o")],
+    r = subprocess.run([sys.executable, "-m", "lib.stages.scrapbook", "--params", str(good), "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     dataset = tmp_path / "o" / "datasets" / "scrapbook"  # the stage's layout, as notebook 04 writes it
@@ -282,9 +282,10 @@ def test_cli_generates_and_reports_bad_params(tmp_path):
     assert 0 < json.loads(shard.stdout)["images"] < json.loads(r.stdout)["images"]  # a shard: the dataset folder only
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**SMALL, "objects_per_image": 9}))
-    r = subprocess.run([sys.executable, "-m", "lib.families.scrapbook", "--params", str(bad), "--out", str(tmp_path / "b")],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 2 and "objects_per_image=9" in r.stderr
+    for cli in ("lib.stages.scrapbook", "lib.families.scrapbook"):  # the stage, and the generator alone
+        r = subprocess.run([sys.executable, "-m", cli, "--params", str(bad), "--out", str(tmp_path / "b")],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and "objects_per_image=9" in r.stderr, (cli, r.stderr)
 
 
 def test_sample_photographs_as_backgrounds(tmp_path):

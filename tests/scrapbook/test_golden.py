@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from lib.config import resolve
-from lib.families.scrapbook import ScrapbookConfig, generate
+from lib.families.scrapbook import generate
+from lib.stages.scrapbook import ScrapbookConfig
 
 GOLDEN = {  # measured on commit 282d4c4 (the generator as it stood before the #44 redesign)
     "smoke/scrapbook": {"items": "57e312e83442e4e7daae1348f0faa8a473a373557bd1873568ae737a71e7e9c8",

@@ -6,14 +6,14 @@ import json
 import pytest
 
 from lib.config import resolve
-from lib.families.scrapbook.consistency import query_id
-from lib.schema import Item
 from lib.families.scrapbook import programs as P
 from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook.consistency import query_id
 from lib.families.scrapbook.items import item_jsonl, queries
 from lib.families.scrapbook.params import ScrapbookParams
-from lib.families.scrapbook.stage import ScrapbookConfig
 from lib.families.scrapbook.task import ScrapbookQA
+from lib.schema import Item
+from lib.stages.scrapbook import ScrapbookConfig
 
 SCENE = {"id": "s0_b0_a0_p0_x2", "relation": "upper left", "region_pair": ["top left", "center"],
          "unit_regions": ["top left", "center", "bottom right"],

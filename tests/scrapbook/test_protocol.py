@@ -3,11 +3,11 @@
 import pandas as pd
 import pytest
 
-from lib import evaluate as E
 from lib.config import ParamsError
+from lib.families.scrapbook import ScrapbookParams, generate
 from lib.io import load_items, read_jsonl
 from lib.models import Constraint, Request, load_model
-from lib.families.scrapbook import ScrapbookParams, generate
+from lib.stages import evaluate as E
 from lib.store import CallStore
 
 

@@ -3,7 +3,7 @@
 import json
 
 from lib.config import resolve
-from lib.families.scrapbook import stage
+from lib.stages import scrapbook as stage
 
 
 def test_the_stage_steps_called_one_by_one_write_what_run_writes(tmp_path):

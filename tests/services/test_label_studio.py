@@ -10,8 +10,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from lib.annotate import export_label_studio, import_label_studio, label_studio_config
 from lib.io import AnnotationStore
+from lib.stages.annotate import export_label_studio, import_label_studio, label_studio_config
 
 from .servers import label_studio_server
 

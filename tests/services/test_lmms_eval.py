@@ -19,13 +19,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lib import evaluate as E
 from lib.config import resolve
 from lib.export import main as export
 from lib.io import load_items, read_jsonl
 from lib.models.tiny import tiny_vlm_path
 from lib.schema import Prediction
-from lib.prepare import demo_datasets
+from lib.stages import evaluate as E
+from lib.stages.setup import demo_datasets
 from lib.store import CallStore
 from tests.support.stage06 import rescored
 

@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from lib import evaluate as E
 from lib.af import engine
-from lib.af import stage as af_stage
 from lib.io import load_items, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
 from lib.models.openai_format import schema_problems
 from lib.schema import fingerprint
-from lib.prepare import demo_datasets
+from lib.stages import evaluate as E
+from lib.stages import adversarial_filter as af_stage
+from lib.stages.setup import demo_datasets
 from lib.store import CallStore
 
 from ..support.hostile_server import HostileStub

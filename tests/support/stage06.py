@@ -1,6 +1,6 @@
 """Stage 06's scores of given answers, by the path users run: the answers written as an evaluation
 folder (``config.json``, ``predictions.jsonl``) and rescored (:func:`lib.eval.rescore.rescore_folder`,
-what ``python -m lib.evaluate rescore`` runs). No test scores through a path of its own."""
+what ``python -m lib.stages.evaluate rescore`` runs). No test scores through a path of its own."""
 
 from __future__ import annotations
 

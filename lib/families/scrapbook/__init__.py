@@ -4,8 +4,7 @@ templated questions in four forms, validation levels). Paper: ../shared/seeds/00
     from lib.families.scrapbook import ScrapbookParams, generate
     stats = generate(ScrapbookParams(n_sets=1), "outputs/demo/04_scrapbook")
 
-The stage: ``run(ScrapbookConfig(...), out)`` or ``python -m lib.families.scrapbook --params FILE --out DIR``.
-Cluster runs: ``python -m lib.families.scrapbook --params FILE --out DIR --shard i --num-shards k`` per
+Stage 04 (:mod:`lib.stages.scrapbook`) runs it for a profile. Cluster runs: ``python -m lib.families.scrapbook --params FILE --out DIR --shard i --num-shards k`` per
 shard, then ``python -m lib.families.scrapbook merge --out DIR SHARD_DIR...``. Modules: objects (shapes,
 cut-outs), layout (regions, relations, placement), questions (queries, answers, paraphrases),
 programs (which queries a scene gets: the templates' programs and their handlers), params (the
@@ -20,9 +19,8 @@ from lib.families.scrapbook.generate import generate
 from lib.families.scrapbook.items import Summary
 from lib.families.scrapbook.merge import merge
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
-from lib.families.scrapbook.stage import ScrapbookConfig, run
 from lib.families.scrapbook.task import ScrapbookQA
 
 TASKS = (ScrapbookQA(),)
 
-__all__ = ["ScrapbookConfig", "ScrapbookParamError", "ScrapbookParams", "Summary", "generate", "merge", "run", "TASKS"]
+__all__ = ["ScrapbookParamError", "ScrapbookParams", "Summary", "generate", "merge", "TASKS"]

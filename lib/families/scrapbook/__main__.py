@@ -1,12 +1,11 @@
-"""Command line: the stage, and sharded generation for cluster runs.
+"""Command line: a dataset generated alone, or in shards for cluster runs, and the shards merged.
 
-    python -m lib.families.scrapbook --profile demo                # the stage -> outputs/demo/04_scrapbook
     python -m lib.families.scrapbook --params params/04_scrapbook.unique_all.yaml --out DIR --shard i --num-shards k
     python -m lib.families.scrapbook merge --out DIR SHARD_DIR [SHARD_DIR ...]
 
-Without ``--shard``/``--num-shards`` this is stage 04 (:func:`lib.families.scrapbook.stage.run`: datasets,
-figures, summary, provenance). With them it writes one shard's dataset folder into ``DIR``; the
-params are :class:`ScrapbookParams` fields (a stage params file works as it is; ``run`` is ignored).
+It writes one shard's dataset folder into ``DIR`` (the whole dataset without ``--shard``); the params
+are :class:`ScrapbookParams` fields (a stage params file works as it is; ``run`` is ignored). Stage 04
+itself - datasets, figures, summary, provenance - is ``python -m lib.stages.scrapbook``.
 """
 
 from __future__ import annotations
@@ -15,17 +14,14 @@ import argparse
 import json
 import sys
 
-from lib import cli, config
+from lib import config
 from lib.families.scrapbook.generate import generate
 from lib.families.scrapbook.merge import merge
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
-from lib.families.scrapbook.stage import ScrapbookConfig, run
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] != ["merge"] and not any(a.startswith(("--shard", "--num-shards")) for a in argv):
-        return cli.main("python -m lib.families.scrapbook", ScrapbookConfig, run, argv, description="Stage 04: Scrapbook.")
     if argv[:1] == ["merge"]:
         ap = argparse.ArgumentParser(prog="python -m lib.families.scrapbook merge")
         ap.add_argument("--out", required=True)

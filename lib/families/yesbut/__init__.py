@@ -8,7 +8,7 @@
 - ``demo.py``: the embedded demo's two-panel images
 - ``prompts.yaml``: the tasks' prompt texts (appendix E.2, verbatim)
 
-Collecting and annotating the images are stages 01 and 02 (:mod:`lib.collect`, :mod:`lib.annotate`).
+Collecting and annotating the images are stages 01 and 02 (:mod:`lib.stages.collect`, :mod:`lib.stages.annotate`).
 """
 
 from lib.families.yesbut.task import Completion, Detection, Understanding

@@ -133,7 +133,7 @@ def completion_items(records: list[dict], halves: Halves, uncut: set[str], seed:
 
 
 def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path:
-    """A YesBut evaluation dataset folder from collected records (``lib.collect`` manifest rows):
+    """A YesBut evaluation dataset folder from collected records (``lib.stages.collect`` manifest rows):
     detection on every labelled image (:func:`detection_items`); understanding on every satirical
     image whose scene is annotated - the stage-2 originals and their stage-3/4 restyled satirical
     versions, which share the original's annotation (each half, cut where 01's layout check found

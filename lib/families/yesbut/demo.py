@@ -1,6 +1,6 @@
 """The embedded demo's YesBut-style images: pairs of sample photographs composed side by side as
 two panels, labelled satirical or not, as ``lib/data/demo/evaluation.yaml`` lists them (its
-``yesbut`` block). Stage 01 collects them with the demo's photographs (:func:`lib.collect.collect_demo`).
+``yesbut`` block). Stage 01 collects them with the demo's photographs (:func:`lib.stages.collect.collect_demo`).
 """
 
 from __future__ import annotations

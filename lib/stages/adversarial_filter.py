@@ -1,7 +1,7 @@
 """Stage 03, step by step: skeletons, the filtering loop, the blind check, the datasets and exports.
 
-    run(AFConfig(max_iterations=2), out)                  # every step, as notebook 03 calls them
-    python -m lib.af --profile demo          # -> outputs/demo/03_adversarial_filter
+    run(AFConfig(max_iterations=2), out)                     # every step, as notebook 03 calls them
+    python -m lib.stages.adversarial_filter --profile demo   # -> outputs/demo/03_adversarial_filter
 
 Writes ``state.json`` (resumable), ``iterations.csv``, ``datasets/adversarial/`` (the filtered
 None- questions, a dataset folder 06 evaluates) and ``datasets/adversarial_none_plus/`` (their
@@ -13,12 +13,13 @@ iterations, ``summary.json`` and ``provenance.json``.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 from lib import artifacts as A
-from lib import config, plots
+from lib import cli, config, plots
 from lib.af.engine import AFConfig, blind_check, filter_questions, final_items, plus_variant
 from lib.af.skeletons import from_annotations, from_memeqa
 from lib.families.memeqa.importer import export_memeqa, import_memeqa
@@ -133,3 +134,8 @@ def run(cfg: AFConfig, out: str | Path, store: CallStore | None = None, progress
     variants, folders = datasets(cfg, out, items)
     audits, _ = shortcut_audit(cfg, out, variants)
     return finish(cfg, out, skeletons, skipped, iterations, items, folders, audits)
+
+
+if __name__ == "__main__":
+    sys.exit(cli.main("python -m lib.stages.adversarial_filter", AFConfig, run,
+                      description="Stage 03: adversarial filtering."))

@@ -1,7 +1,7 @@
 """Stage 00 · Setup: build the embedded models, write sample images, probe every model once.
 
     run(SetupConfig(), out)                       # every step in order
-    python -m lib.prepare --profile demo          # -> outputs/demo/00_setup
+    python -m lib.stages.setup --profile demo          # -> outputs/demo/00_setup
 
 Notebook 00 calls the steps one per section, as :func:`run` composes them: :func:`sample_images`,
 :func:`probe`, :func:`datasets`, then :func:`finish` (summary and provenance).
@@ -28,13 +28,13 @@ import yaml
 
 from lib import artifacts as A
 from lib import cli, config
-from lib.io import dataset_info, load_image, save_dataset, write_sample_images
-from lib.models import Constraint, Request, check_spec, generate, load_model
-from lib.families.yesbut.panels import completion_grid, compose
-from lib.paths import DATA
 from lib.families.memeqa.task import MultipleChoice
 from lib.families.vqa.task import OpenVQA
+from lib.families.yesbut.panels import completion_grid, compose
 from lib.families.yesbut.task import Completion, Detection, Understanding
+from lib.io import dataset_info, load_image, save_dataset, write_sample_images
+from lib.models import Constraint, Request, check_spec, generate, load_model
+from lib.paths import DATA
 from lib.store import CallStore
 
 
@@ -193,4 +193,4 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main("python -m lib.prepare", SetupConfig, run, description="Stage 00: build and probe the models."))
+    sys.exit(cli.main("python -m lib.stages.setup", SetupConfig, run, description="Stage 00: build and probe the models."))

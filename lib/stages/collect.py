@@ -17,7 +17,7 @@ path. A rerun with changed sources rebuilds the manifest from what they give now
 lists what it no longer holds in ``report.json``.
 
     run(CollectConfig(sources=[{"kind": "demo"}]), out)      # every step, as notebook 01 calls them
-    python -m lib.collect --profile real          # -> outputs/real/01_collect
+    python -m lib.stages.collect --profile real          # -> outputs/real/01_collect
 
 When the manifest holds labelled YesBut images, the stage also builds the YesBut evaluation
 dataset (``datasets/yesbut``: detection, understanding, completion;
@@ -485,4 +485,4 @@ def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main("python -m lib.collect", CollectConfig, run, description="Stage 01: collect images."))
+    sys.exit(cli.main("python -m lib.stages.collect", CollectConfig, run, description="Stage 01: collect images."))

@@ -2,7 +2,9 @@
 sets, the paper comparison.
 
     run(ScrapbookConfig(n_sets=1), out)                   # every step, as notebook 04 calls them
-    python -m lib.families.scrapbook --profile demo          # -> outputs/demo/04_scrapbook
+    python -m lib.stages.scrapbook --profile demo         # -> outputs/demo/04_scrapbook
+
+Sharded generation for cluster runs is the family's command line (``python -m lib.families.scrapbook``).
 
 Writes ``datasets/scrapbook/`` (images, masks, scenes, items, counts.csv, concepts.csv), one
 ``datasets/<name>/`` per entry of ``sets`` (e.g. the scenes stage 05 trains on and a fresh set
@@ -13,6 +15,7 @@ and ``provenance.json``.
 from __future__ import annotations
 
 import re
+import sys
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -21,11 +24,11 @@ from typing import ClassVar
 import pandas as pd
 
 from lib import artifacts as A
-from lib import config, plots
-from lib.io import write_csv
+from lib import cli, config, plots
 from lib.families.scrapbook import explore, paper
 from lib.families.scrapbook.generate import generate
 from lib.families.scrapbook.params import ScrapbookParams
+from lib.io import write_csv
 
 
 @dataclass
@@ -135,3 +138,7 @@ def run(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -> dict:
 def _brief(stats: dict, folder: Path) -> dict:
     return {"folder": str(folder), "images": stats["images"], "questions": stats["questions"],
             "placement_failures": stats["placement_failures"]}
+
+
+if __name__ == "__main__":
+    sys.exit(cli.main("python -m lib.stages.scrapbook", ScrapbookConfig, run, description="Stage 04: Scrapbook."))

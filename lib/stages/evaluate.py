@@ -1,8 +1,8 @@
 """Stage 06 · Evaluate: ask models the tasks' questions, read the answers honestly, score them.
 
     run(EvalConfig(datasets=..., models=...), out)       # every step in order
-    python -m lib.evaluate --profile demo          # -> outputs/demo/06_evaluate
-    python -m lib.evaluate rescore --run RUN   # recompute every table from stored outputs, no model
+    python -m lib.stages.evaluate --profile demo          # -> outputs/demo/06_evaluate
+    python -m lib.stages.evaluate rescore --run RUN   # recompute every table from stored outputs, no model
 
 Notebook 06 calls the steps :func:`run` composes, one per section: :func:`items_to_ask`,
 :func:`~lib.eval.ask.ask`, :func:`~lib.eval.rescore.rescore_folder`, then :func:`finish` (summary
@@ -94,8 +94,8 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] != ["rescore"]:
-        return cli.main("python -m lib.evaluate", EvalConfig, run, argv, description="Stage 06: evaluate.")
-    ap = argparse.ArgumentParser(prog="python -m lib.evaluate", description="Evaluation tools.")
+        return cli.main("python -m lib.stages.evaluate", EvalConfig, run, argv, description="Stage 06: evaluate.")
+    ap = argparse.ArgumentParser(prog="python -m lib.stages.evaluate", description="Evaluation tools.")
     sub = ap.add_subparsers(dest="command", required=True)
     rs = sub.add_parser("rescore", help="recompute metrics.csv, levels.csv, errors.csv from stored outputs")
     rs.add_argument("--run", required=True, help="the run whose 06_evaluate folder to rescore")

@@ -2,8 +2,8 @@
 generation-based validation on the task's own metric, checkpoints and exact resume.
 
     run(TrainConfig(dataset=...), out)                    # what notebook 05 does: train, compare, figures
-    python -m lib.train --profile demo          # -> outputs/demo/05_train
-    torchrun --nproc_per_node N -m lib.train --params FILE --out DIR      # N processes (or accelerate launch)
+    python -m lib.stages.train --profile demo          # -> outputs/demo/05_train
+    torchrun --nproc_per_node N -m lib.stages.train --params FILE --out DIR      # N processes (or accelerate launch)
 
 Notebook 05 calls the steps :func:`run` composes, one per section: :func:`bind_datasets`,
 :func:`~lib.training.loop.train`, :func:`curve`, :func:`comparison`, :func:`finish`. The work is
@@ -189,4 +189,4 @@ def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main("python -m lib.train", TrainConfig, run, description="Stage 05: fine-tune a VLM (LoRA or full)."))
+    sys.exit(cli.main("python -m lib.stages.train", TrainConfig, run, description="Stage 05: fine-tune a VLM (LoRA or full)."))

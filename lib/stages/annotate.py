@@ -11,7 +11,7 @@ overwritten in place, and the latest row per (item, annotator, field) wins. Mach
 ``source = "machine:<model>"`` and are never mixed with human rows unless asked for.
 
     run(AnnotateConfig(annotations_file="lib/data/demo/annotations.yaml"), out)   # the batch run
-    python -m lib.annotate --profile demo          # -> outputs/demo/02_annotate
+    python -m lib.stages.annotate --profile demo          # -> outputs/demo/02_annotate
 
 Interactive annotation (the widget, :mod:`lib.annotation_widget`) writes to the same store; :func:`run` then processes whatever
 the store holds. Notebook 02 calls the steps :func:`run` composes one per section:
@@ -35,14 +35,14 @@ from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib import cli, config, plots
+from lib.families.yesbut.panels import compose, split
+from lib.families.yesbut.task import Understanding
 from lib.io import AnnotationStore, load_image, write_json, write_jsonl
 from lib.models import Request, check_spec, generate, load_model
 from lib.models.api import response_image
-from lib.families.yesbut.panels import compose, split
 from lib.paths import ROOT
 from lib.schema import CATEGORICAL, FIELD_BY_NAME, FIELDS
 from lib.store import CallStore
-from lib.families.yesbut.task import Understanding
 
 def load_annotation_file(path: str | Path, store: AnnotationStore, annotator: str | None = None,
                          names: dict[str, str] | None = None) -> int:
@@ -450,4 +450,4 @@ def run(cfg: AnnotateConfig, out: str | Path, call_store=None, progress: bool = 
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main("python -m lib.annotate", AnnotateConfig, run, description="Stage 02: annotate."))
+    sys.exit(cli.main("python -m lib.stages.annotate", AnnotateConfig, run, description="Stage 02: annotate."))

@@ -11,7 +11,7 @@ image - and every map says which embedding it shows. **Text embeddings**: all-Mi
 give the same coordinates and topics.
 
     run(AnalyzeConfig(), out)                              # every step in order, report.html included
-    python -m lib.analysis --profile demo          # -> outputs/demo/07_analyze
+    python -m lib.stages.analyze --profile demo          # -> outputs/demo/07_analyze
 
 Notebook 07 calls the steps :func:`run` composes one per section: :func:`image_map`,
 :func:`answer_map`, :func:`topic_model`, :func:`data_figures`, :func:`result_tables`,
@@ -39,6 +39,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from lib import artifacts as A
 from lib import cli, config, plots
 from lib.browser import write_browser
+from lib.families import TASKS
 from lib.families.memeqa.paper import memeqa_reproduction, shortcut_summary
 from lib.families.yesbut.paper import figure3_counts, human_eval, yesbut_reproduction
 from lib.families.yesbut.release import ANNOTATIONS_CSV, read_yesbut_annotations
@@ -47,7 +48,6 @@ from lib.metrics.wordnet import ensure_wordnet
 from lib.models import Request, check_spec, generate, load_model
 from lib.models.tiny import sentence_encoder
 from lib.report import build_report
-from lib.families import TASKS
 from lib.tasks import Results
 
 DESCRIPTOR = "colour + HOG descriptor (no CLIP weights)"
@@ -462,4 +462,4 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main("python -m lib.analysis", AnalyzeConfig, run, description="Stage 07: analyze and report."))
+    sys.exit(cli.main("python -m lib.stages.analyze", AnalyzeConfig, run, description="Stage 07: analyze and report."))
