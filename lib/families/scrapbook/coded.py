@@ -210,7 +210,8 @@ def questions(a: CodedAnswers) -> dict[str, np.ndarray]:
     # the distinct answers (categories) are counted only where the rule reads them
     all_wrong, other_kinds = wrong == versions, right + wrong < versions
     category = np.select([right == versions, all_wrong & (_distinct(q, a.answer, n_q, all_wrong[q]) == 1),
-                          right + wrong == versions, other_kinds & (_distinct(q, a.category, n_q, other_kinds[q]) == 1)],
+                          right + wrong == versions,
+                          other_kinds & (_distinct(q, a.category, n_q, other_kinds[q]) == 1)],
                          [CORRECT, WRONG, ANSWER_DISAGREEMENT, a.category[first]], ERROR_DISAGREEMENT)
     # a question's parent: its first answer's that names one (as pandas' "first" skips None)
     parent = np.full(n_q, NO_PARENT, dtype=np.int64)
@@ -234,7 +235,8 @@ def errors(a: CodedAnswers, strict: np.ndarray, qs: dict) -> pd.DataFrame:
     the error counts of answers and questions (:func:`lib.families.scrapbook.consistency.error_rows`),
     then the questions right in all versions (:func:`~lib.families.scrapbook.consistency.overall_rows`)."""
     rows = []
-    for unit, absurd, category in (("individual", a.absurd, strict), ("aggregated", qs["absurd"], qs["category_strict"])):
+    for unit, absurd, category in (("individual", a.absurd, strict),
+                                   ("aggregated", qs["absurd"], qs["category_strict"])):
         for filt, keep in (("non-absurd", ~absurd), ("all", np.ones(len(absurd), dtype=bool))):
             rows.extend(S.error_rows(a.model, filt, unit, _category_counts(category[keep])))
     overall = []

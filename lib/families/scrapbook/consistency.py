@@ -75,7 +75,8 @@ NOT_APPLICABLE = "not applicable"
 UNK = "<unk>"
 THRESHOLD = 0.8
 GATE_TYPES = ("presence", "counting")
-LEVEL_COLUMNS = ["model", "level", "concepts", "concept", "type", "subgroup", "form", "n", "correct", "accuracy", "passed"]
+LEVEL_COLUMNS = ["model", "level", "concepts", "concept", "type", "subgroup", "form", "n", "correct", "accuracy",
+                 "passed"]  # levels.csv's columns (after the stage's dataset and style)
 
 _NUMBER_WORDS = {w: str(i) for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve".split())}

@@ -167,7 +167,8 @@ class ScrapbookScorer(Scorer):
         arrays = {k: c[k].array() for k in ("image", "query", "paraphrase", "type", "form", "concepts")}
         return C.CodedAnswers(
             model=self.model, parent=parent[c["parent"].array()], **arrays, types=c["type"].values,
-            forms=c["form"].values, level=c["level"].numbers(), subgroup=c["subgroup"].numbers(), concept_values=c["concepts"].values,
+            forms=c["form"].values, level=c["level"].numbers(), subgroup=c["subgroup"].numbers(),
+            concept_values=c["concepts"].values,
             absurd=np.frombuffer(self.absurd, dtype=bool), category=np.frombuffer(self.category, dtype=np.int8),
             answer=self.answer.array(), valid=np.frombuffer(self.valid, dtype=bool),
             truncated=np.frombuffer(self.truncated, dtype=bool))
