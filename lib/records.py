@@ -14,7 +14,7 @@ performance page is rendered.
 Every record states its ``targets`` beside its figures, as data: figure -> rule, e.g.
 ``{"two_server_speedup": ">= 1.6", "identical_outputs": "== true"}``. A figure is named by its path
 in the record, the keys joined by dots and a list's element by its index
-(``structured_output.identical_answers``, ``curve[3].rescore_seconds``: the names the documentation's
+(``structured_output.identical_answers``, ``curves.constant[3].rescore_seconds``: the names the documentation's
 tables use); a rule is a comparison, ``>=``, ``<=``, ``>``, ``<`` or ``==``, and a JSON value (a
 number, ``true`` or ``false``). ``meets_targets`` is :func:`meets` of the record, and nothing else:
 the benchmark hands its targets to :func:`record`, which writes the verdict; the publisher and the
@@ -49,7 +49,7 @@ COMMANDS = {"gpu": "make gpu-check"}
 # a target's rule: a comparison and a JSON value; the longer operators first, so ">=" is not read as ">"
 RULE = re.compile(r"^\s*(>=|<=|==|>|<)\s*(\S.*?)\s*$")
 COMPARISONS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
-# a figure's path: keys joined by dots, each followed by any list indexes ("curve[3].rescore_seconds")
+# a figure's path: keys joined by dots, each followed by any list indexes ("curves.constant[3].rescore_seconds")
 FIGURE_PATH = re.compile(r"^[^.\[\]]+(?:\[\d+\])*(?:\.[^.\[\]]+(?:\[\d+\])*)*$")
 PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
@@ -82,7 +82,7 @@ def figure(record: dict, name: str):
     """The figure a target names: the record's value at the dotted path ``name`` (``[i]``: a list's element)."""
     if not isinstance(name, str) or not FIGURE_PATH.match(name):
         raise TargetError(f"{_who(record)}: target {name!r} is not a figure's path (keys joined by dots, [i] for a "
-                          f"list's element, e.g. curve[3].rescore_seconds)")
+                          f"list's element, e.g. curves.constant[3].rescore_seconds)")
     value = record
     for key, index in PATH_PART.findall(name):
         if key and isinstance(value, dict) and key in value:

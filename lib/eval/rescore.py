@@ -26,7 +26,10 @@ from lib.io import IdLookup, ItemsAt, ItemsChanged, jsonl_line, read_jsonl, writ
 from lib.schema import Item, Prediction
 from lib.families import get_task
 
-RESCORE_CHUNK = 8192  # predictions read, located and re-read at a time: a rescore holds one chunk, not its file
+# predictions read, located and re-read at a time: a rescore holds one chunk, not its file. Small:
+# a chunk's objects (predictions, their items) are what the allocator's memory grows to, and what
+# a group's long-lived values (Scrapbook's queries, concepts) pin in place while it lasts
+RESCORE_CHUNK = 2048
 PASSES = ("scoring", "scored")  # a rescore's pass files (.predictions.<run>.<pass>.jsonl), removed after
 
 

@@ -75,6 +75,8 @@ NOT_APPLICABLE = "not applicable"
 UNK = "<unk>"
 THRESHOLD = 0.8
 GATE_TYPES = ("presence", "counting")
+LEVEL_COLUMNS = ["model", "level", "concepts", "concept", "type", "subgroup", "form", "n", "correct", "accuracy",
+                 "passed"]  # levels.csv's columns (after the stage's dataset and style)
 
 _NUMBER_WORDS = {w: str(i) for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve".split())}
@@ -279,12 +281,16 @@ def overall_table(scored: pd.DataFrame, qs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for model, q in qs.groupby("model"):
         for filt, sub in (("non-absurd", q[~q["absurd"]]), ("full", q)):
-            n = len(sub)
-            for star, col in (("", "correct_all"), ("*", "correct_all_strict")):
-                k = int(sub[col].sum())
-                rows.append({"model": model, "filter": filt + star, "questions": n, "correct": k,
-                             "accuracy": k / n if n else np.nan})
+            rows.extend(overall_rows(model, filt, len(sub), int(sub["correct_all"].sum()),
+                                     int(sub["correct_all_strict"].sum())))
     return pd.DataFrame(rows)
+
+
+def overall_rows(model: str, filt: str, n: int, correct: int, correct_strict: int) -> list[dict]:
+    """Table 8's two rows of one model and filter: ``n`` questions, ``correct`` of them right in
+    all versions, ``correct_strict`` also with precedence (``*``)."""
+    return [{"model": model, "filter": filt + star, "questions": n, "correct": k, "accuracy": k / n if n else np.nan}
+            for star, k in (("", correct), ("*", correct_strict))]
 
 
 def error_table(scored: pd.DataFrame, qs: pd.DataFrame) -> pd.DataFrame:
@@ -295,17 +301,32 @@ def error_table(scored: pd.DataFrame, qs: pd.DataFrame) -> pd.DataFrame:
     for unit, frame in (("individual", scored), ("aggregated", qs)):
         for model, m in frame[["model", "absurd", "category_strict"]].groupby("model"):  # the columns it counts
             for filt, sub in (("non-absurd", m[~m["absurd"].astype(bool)]), ("all", m)):
-                counts = sub["category_strict"].value_counts()
-                total = int(sum(counts.get(c, 0) for c in CATEGORIES))
-                for c in CATEGORIES:
-                    if unit == "individual" and c in (ANSWER_DISAGREEMENT, ERROR_DISAGREEMENT):
-                        continue
-                    k = int(counts.get(c, 0))
-                    rows.append({"model": model, "filter": filt, "unit": unit, "category": c, "count": k,
-                                 "share": k / total if total else 0.0})
-                rows.append({"model": model, "filter": filt, "unit": unit, "category": "total", "count": total,
-                             "share": 1.0 if total else 0.0})
+                rows.extend(error_rows(model, filt, unit, sub["category_strict"].value_counts()))
     return pd.DataFrame(rows)
+
+
+def error_rows(model: str, filt: str, unit: str, counts) -> list[dict]:
+    """:func:`error_table`'s rows of one model, filter and unit from the count of each category
+    (``counts``: category -> count, a mapping or a value_counts Series)."""
+    rows = []
+    total = int(sum(counts.get(c, 0) for c in CATEGORIES))
+    for c in CATEGORIES:
+        if unit == "individual" and c in (ANSWER_DISAGREEMENT, ERROR_DISAGREEMENT):
+            continue
+        k = int(counts.get(c, 0))
+        rows.append({"model": model, "filter": filt, "unit": unit, "category": c, "count": k,
+                     "share": k / total if total else 0.0})
+    rows.append({"model": model, "filter": filt, "unit": unit, "category": "total", "count": total,
+                 "share": 1.0 if total else 0.0})
+    return rows
+
+
+def errors_frame(errors: pd.DataFrame, overall: pd.DataFrame) -> pd.DataFrame:
+    """errors.csv's rows of a group: :func:`error_table`'s, then :func:`overall_table`'s as unit
+    ``questions``, category ``overall``."""
+    return pd.concat([errors, overall.rename(columns={"questions": "count"}).assign(unit="questions",
+                                                                                  category="overall")],
+                     ignore_index=True)
 
 
 def concept_name(concept: str) -> str:
@@ -364,8 +385,7 @@ def levels(scored: pd.DataFrame, threshold: float = THRESHOLD, gate_types=GATE_T
                 rows.append(_level_row(model, level, (*keys, "all"), int(sub["correct"].sum()), len(sub), now_passed))
             seen.update(c for cs in lv["concepts"] for c in cs)
             passed |= {part for c in now_passed for part in c.split("|")}
-    cols = ["model", "level", "concepts", "concept", "type", "subgroup", "form", "n", "correct", "accuracy", "passed"]
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=LEVEL_COLUMNS)
 
 
 def _level_row(model, level, keys, k, n, now_passed) -> dict:

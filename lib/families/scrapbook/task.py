@@ -9,14 +9,17 @@ model's *raw* output - never an answer parsed out of it - so "Yes, there is a ci
 paraphrase and version), lowest levels first.
 
 Stage 06 scores a group a chunk at a time with :class:`ScrapbookScorer`, which keeps each answer's
-question and reading as codes and hands the protocol's rules the same frame, compactly, as
-:meth:`ScrapbookQA.score` builds from predictions and items held in memory.
+question and reading as codes and runs the protocol's group rules on them
+(:mod:`lib.families.scrapbook.coded`); :meth:`ScrapbookQA.score` and :meth:`ScrapbookQA.aggregate`
+run the same rules as frame functions (:mod:`lib.families.scrapbook.consistency`) on predictions
+and items held in memory, and the tests hold the two equal.
 """
 
 from __future__ import annotations
 
 from array import array
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from lib import plots
+from lib.families.scrapbook import coded as C
 from lib.families.scrapbook import consistency as S
 from lib.schema import ERROR, Item
 from lib.tasks.styles import ZeroShot
@@ -83,76 +87,52 @@ def scrapbook_tables(frame: pd.DataFrame, valid: np.ndarray, truncated: np.ndarr
                             ("consistent_rate", "consistent")):
             rows.append(metric_row(filt, metric, q[col].to_numpy(dtype=float), len(q), n_inv, scoring=scoring,
                                    n_truncated=n_cut))
-    overall = S.overall_table(frame, qs)
-    errors = pd.concat([S.error_table(frame, qs), overall.rename(columns={"questions": "count"}).assign(
-        unit="questions", category="overall")], ignore_index=True)
+    errors = S.errors_frame(S.error_table(frame, qs), S.overall_table(frame, qs))
     return Tables(rows, levels=S.levels(frame), errors=errors)
-
-
-class _Coded:
-    """One column of a streamed group as int32 codes into its distinct values: 4 bytes per answer,
-    each value held once (an object column of the frame is made from it at the end)."""
-
-    def __init__(self):
-        self.codes, self.values, self._code = array("i"), [], {}
-
-    def add(self, value) -> int:
-        code = self._code.get(value)
-        if code is None:
-            code = self._code[value] = len(self.values)
-            self.values.append(value)
-        self.codes.append(code)
-        return code
-
-    def column(self) -> np.ndarray:
-        values = np.empty(len(self.values), dtype=object)
-        for k, v in enumerate(self.values):  # element by element: a tuple value stays one object
-            values[k] = v
-        return values[np.frombuffer(self.codes, dtype=np.int32)] if len(self.codes) else values[:0]
 
 
 READ_MEMO = 2**16  # distinct (output, question kind) readings remembered: a model's answers repeat, but not all
 
 
 class ScrapbookScorer(Scorer):
-    """``scrapbook.qa`` streamed: :meth:`add` keeps each answer's question as a few int32 codes
-    (image, parent, query, type, form, concepts, expected answer, question kind) and numbers, and
-    gathers each kind's answer vocabulary; :meth:`score` reads the answer (the protocol's
-    :func:`lib.families.scrapbook.consistency.read_answer`, against the whole group's vocabulary) and keeps
-    its category and plausible answer as codes; :meth:`tables` builds the compact frame
-    :func:`scrapbook_frame` and :func:`lib.families.scrapbook.consistency.score_versions` would have made
-    (without the per-answer texts nothing after the reading uses) and runs the same precedence,
-    question, level and error rules on it. No prediction or item is held: a paper-sized
-    group keeps tens of bytes per answer, not a prediction object and a frame of texts."""
+    """``scrapbook.qa`` streamed: :meth:`add` keeps each answer's question as a few small codes
+    (:class:`lib.families.scrapbook.coded.Codes`: image, parent, query, paraphrase, type, form,
+    level, subgroup, concepts, expected answer, question kind) and gathers each kind's answer
+    vocabulary; :meth:`score` reads the answer (the protocol's
+    :func:`lib.families.scrapbook.consistency.read_answer`, against the whole group's vocabulary)
+    and keeps its category and plausible answer as codes; :meth:`tables` runs the protocol's
+    precedence, question, level and error rules on those codes
+    (:func:`lib.families.scrapbook.coded.tables`), giving what :func:`scrapbook_tables` gives on the
+    frame of every answer. No prediction, item or frame of every answer is held: a paper-sized
+    group keeps about twenty bytes per answer."""
 
-    NUMBERS = ("paraphrase", "level", "subgroup")
-    CODED = ("image", "parent", "query", "type", "form", "concepts", "expected", "kind")
+    CODED = ("image", "parent", "query", "paraphrase", "type", "form", "level", "subgroup", "concepts", "expected",
+             "kind")
 
     def __init__(self, task: Task, scoring: Scoring):
         super().__init__(task, scoring)
         self.exact = scoring.of(task).exact
-        self.coded = {k: _Coded() for k in self.CODED}
-        self.numbers = {k: array("q") for k in self.NUMBERS}
-        self.absurd, self.correct = bytearray(), bytearray()
-        self.category, self.answer = _Coded(), _Coded()
+        self.coded = {k: C.Codes() for k in self.CODED}
+        self.absurd = bytearray()
+        self.category, self.answer = array("b"), C.Codes()
         self.seen: dict = defaultdict(set)
         self.model = None
         self._spaces = None
+        self._fixed = None
         self._read = lru_cache(maxsize=READ_MEMO)(self._read_answer)
 
     def _add(self, preds, items) -> None:
-        c, num = self.coded, self.numbers
+        c = self.coded
         for p, it in zip(preds, items):
             if self.model is None:
                 self.model = f"{p.model} [{p.style}]"
             m = it.meta
             kind = (m["type"], m["query"].get("ask"))
             for k, v in (("image", m["image"]), ("parent", m.get("parent")), ("query", S.query_id(m["query"])),
-                         ("type", m["type"]), ("form", m["form"]), ("concepts", tuple(m["concepts"])),
+                         ("paraphrase", m.get("paraphrase", 0)), ("type", m["type"]), ("form", m["form"]),
+                         ("level", m["level"]), ("subgroup", m["subgroup"]), ("concepts", tuple(m["concepts"])),
                          ("expected", it.answer[0]), ("kind", kind)):
                 c[k].add(v)
-            for k, v in (("paraphrase", m.get("paraphrase", 0)), ("level", m["level"]), ("subgroup", m["subgroup"])):
-                num[k].append(v)
             self.absurd.append(bool(m["absurd"]))
             self.seen[kind].update(m.get("alternatives") or [a for a in it.answer if a != S.UNK])
 
@@ -170,53 +150,39 @@ class ScrapbookScorer(Scorer):
         category, answer = self._read(None if p.method == ERROR else p.raw, c["expected"].codes[i],
                                       c["form"].codes[i], c["kind"].codes[i])
         ok = category == S.CORRECT
-        self.category.add(category)
+        self.category.append(C.CATEGORY_NAMES.index(category))
         self.answer.add(answer)
-        self.correct.append(ok)
         p.correct = ok
         p.scores = {"correct": float(ok), "correct_strict": float(ok)}  # precedence: corrections()
         p.meta["category"] = category
         return p
 
-    def frame(self) -> pd.DataFrame:
-        """The group's scored answers as :func:`lib.families.scrapbook.consistency.score_versions` leaves them
-        (the columns its later rules read), precedence included."""
-        n, c = len(self.correct), self.coded
-        # images, parents and queries as numbers (a parent by its image's number, a parent never
-        # evaluated by one of its own, None kept): the rules only group and join by them, and
-        # pandas groups numbers in a fraction of the memory of texts
-        number = {v: k for k, v in enumerate(c["image"].values)}
-        parents = np.empty(len(c["parent"].values), dtype=object)
-        for k, v in enumerate(c["parent"].values):
-            parents[k] = None if v is None else number.setdefault(v, len(number))
-        cols = {"model": np.full(n, self.model, dtype=object),
-                "image": np.frombuffer(c["image"].codes, dtype=np.int32),
-                "parent": parents[np.frombuffer(c["parent"].codes, dtype=np.int32)],
-                "query": np.frombuffer(c["query"].codes, dtype=np.int32),
-                **{k: c[k].column() for k in ("type", "form")},
-                "level": np.frombuffer(self.numbers["level"], dtype=np.int64),
-                "concepts": self.coded["concepts"].column(),
-                "subgroup": np.frombuffer(self.numbers["subgroup"], dtype=np.int64),
-                "absurd": np.frombuffer(self.absurd, dtype=bool),
-                "paraphrase": np.frombuffer(self.numbers["paraphrase"], dtype=np.int64),
-                "category": self.category.column(), "answer": self.answer.column(),
-                "correct": np.frombuffer(self.correct, dtype=bool)}
-        # the columns as made: not copied into blocks, texts not copied into pyarrow strings
-        return S.with_precedence(pd.DataFrame({k: pd.Series(v, dtype=v.dtype, copy=False) for k, v in cols.items()},
-                                              copy=False))
+    def answers(self) -> C.CodedAnswers:
+        """The group's scored answers as arrays of codes (views of what :meth:`add` and :meth:`score` kept)."""
+        c = self.coded
+        images = {v: k for k, v in enumerate(c["image"].values)}
+        # a parent as its image's code: none, or an image no answer is about, as the protocol reads them
+        parent = np.array([C.NO_PARENT if v is None else images.get(v, C.UNEVALUATED) for v in c["parent"].values],
+                          dtype=np.int32)
+        arrays = {k: c[k].array() for k in ("image", "query", "paraphrase", "type", "form", "concepts")}
+        return C.CodedAnswers(
+            model=self.model, parent=parent[c["parent"].array()], **arrays, types=c["type"].values,
+            forms=c["form"].values, level=c["level"].numbers(), subgroup=c["subgroup"].numbers(),
+            concept_values=c["concepts"].values,
+            absurd=np.frombuffer(self.absurd, dtype=bool), category=np.frombuffer(self.category, dtype=np.int8),
+            answer=self.answer.array(), valid=np.frombuffer(self.valid, dtype=bool),
+            truncated=np.frombuffer(self.truncated, dtype=bool))
 
     def tables(self) -> Tables:
         if self._tables is None:
-            frame = self.frame()
-            self._fixed = np.flatnonzero(frame["correct"].to_numpy() & ~frame["correct_strict"].to_numpy())
-            self._tables = scrapbook_tables(frame, np.frombuffer(self.valid, dtype=bool),
-                                            np.frombuffer(self.truncated, dtype=bool), self.scoring)
+            self._read.cache_clear()
+            self._tables, self._fixed = C.tables(self.answers(), self.scoring)
         return self._tables
 
-    def corrections(self) -> dict[int, dict]:
+    def corrections(self) -> Mapping[int, dict]:
         """Answers right on their own but wrong on a simpler image: ``correct_strict`` is 0."""
         self.tables()
-        return {i: {"correct": 1.0, "correct_strict": 0.0} for i in self._fixed.tolist()}
+        return C.Fixed(self._fixed, {"correct": 1.0, "correct_strict": 0.0})
 
 
 @dataclass(frozen=True)
