@@ -43,10 +43,11 @@ def evaluation_folder(run: str) -> Path:
     return folder
 
 
-def runs_to_compare(runs: list[str], exports: list[str], import_to: list[str], stack: ExitStack) -> list[Path]:
-    """Each run's evaluation folder (:func:`evaluation_folder`); lmms-eval output imported first
-    (:func:`lib.eval.foreign.import_lmms_eval`) into the next ``import_to`` folder, else into a
-    temporary one ``stack`` removes. The same output given twice is imported once."""
+def runs_to_compare(runs: list[str], exports: list[str], import_to: list[str], stack: ExitStack) -> tuple[list, dict]:
+    """Each run's evaluation folder (:func:`evaluation_folder`), and the runs imported: lmms-eval
+    output is imported first (:func:`lib.eval.foreign.import_lmms_eval`) into the next
+    ``import_to`` folder, else into a temporary one ``stack`` removes (the same output given twice
+    is imported once)."""
     folders, imported, targets = [], {}, list(import_to)
     foreign = [r for r in dict.fromkeys(runs) if not _evaluation(r) and is_lmms_eval_output(r)]
     if len(targets) > len(foreign):
@@ -57,7 +58,18 @@ def runs_to_compare(runs: list[str], exports: list[str], import_to: list[str], s
             import_lmms_eval(run, out, exports)
             imported[run] = out
         folders.append(imported.get(run) or evaluation_folder(run))
-    return folders
+    return folders, imported
+
+
+def shown(result: dict, runs: list[str], imported: dict, import_to: list[str]) -> dict:
+    """The result with an imported run named by the lmms-eval output it came from."""
+    kept = {str(Path(d)) for d in import_to}
+    for side, run in zip("AB", runs):
+        if run in imported:
+            folder = imported[run]
+            result[side] = f"{run} (lmms-eval output, imported " + (f"into {folder})" if str(folder) in kept else
+                                                                   "into a temporary folder: --import-to keeps it)")
+    return result
 
 
 def _evaluation(run: str) -> bool:
@@ -115,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         with ExitStack() as stack:
-            folders = runs_to_compare([args.run_a, args.run_b], args.export, args.import_to, stack)
+            folders, imported = runs_to_compare([args.run_a, args.run_b], args.export, args.import_to, stack)
             result = compare(*folders, {d: getattr(args, d) for d in DIMENSIONS}, n_resamples=args.n_resamples)
+            result = shown(result, [args.run_a, args.run_b], imported, args.import_to)
     except (CompareError, ForeignError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -248,8 +248,8 @@ def test_an_lmms_eval_run_pairs_with_ours_and_each_change_is_put_on_the_model(fo
         assert sum(m["by_cause"].values()) == pytest.approx(m["difference"], abs=1e-12)
     assert any("B is lmms-eval" in n and "chat path" in n and "logged for 16/16" in n for n in result["notes"])
     sources = {r["key"]: r["B_from"] for r in result["config"]}
-    assert sources["constrain"] == "lmms-eval generate_until (free generation)" if "constrain" in sources else True
-    assert sources["models.untrained.backend"].startswith("lmms-eval ")
+    assert sources["models.untrained.backend"] == "lmms-eval 20261205_163315_results.json"  # where each value came from
+    assert sources["n_resamples"] == "the export's vqalab.json"
 
 
 def test_a_prompt_lmms_eval_logged_differently_is_a_prompt_change(foreign):

@@ -426,7 +426,8 @@ def foreign_notes(run_a: Run, run_b: Run) -> list[str]:
         path = {"chat": "the chat path: VQA Lab's own message, images and text in its order",
                 "simple": "the simple path: the model wraps the text and places the images itself (a prompt change)",
                 None: "an unknown path (no results.json)"}[r.get("path")]
-        notes.append(f"{side} is {r.get('harness')} {r.get('version')} ({r.get('model')}), {n} answers imported from "
+        version = r.get("version") if "unknown" not in str(r.get("version")) else "of unrecorded version"
+        notes.append(f"{side} is {r.get('harness')} {version} ({r.get('model')}), {n} answers imported from "
                      f"{r.get('source')}: asked by {path}; prompt text logged for {r.get('logged_input')}/{n}"
                      + ("" if r.get("logged_input") == n and r.get("path") else
                         " - where a request is not known, a changed reply is put on prompt, not split from model"))

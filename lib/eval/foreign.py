@@ -94,12 +94,13 @@ def lmms_eval_files(path: str | Path) -> tuple[dict[str, Path], Path | None]:
 
 
 def is_lmms_eval_output(path: str | Path) -> bool:
-    """Does ``path`` look like lmms-eval output (a samples or results file, a folder holding
-    samples files) rather than an evaluation folder?"""
+    """Does ``path`` look like lmms-eval output (a samples or results file, a folder holding them)
+    rather than an evaluation folder? (Results without samples fail the import, saying why.)"""
     path = Path(path)
     if path.is_file():
         return bool(SAMPLES.match(path.name)) or path.name.endswith("_results.json")
-    return path.is_dir() and not (path / A.PREDICTIONS).exists() and any(path.rglob("*_samples_*.jsonl"))
+    return path.is_dir() and not (path / A.PREDICTIONS).exists() and \
+        any(f for pattern in ("*_samples_*.jsonl", "*_results.json") for f in path.rglob(pattern))
 
 
 def _read_json(path: Path, what: str) -> dict:
@@ -307,7 +308,7 @@ def imported_config(found: dict, results: dict, results_path: Path | None, label
                          max_new_tokens=base, tasks=tasks, judge=None, **scoring)
     except ValueError as e:  # ParamsError: a label or an export's setting this version refuses
         raise ForeignError(f"the imported config: {e}") from None
-    ran = f"lmms-eval {results_path}" if results_path else "the export's vqalab.json (no lmms-eval results.json)"
+    ran = f"lmms-eval {results_path.name}" if results_path else "the export's vqalab.json (no lmms-eval results.json)"
     sources = {"datasets": "the export's vqalab.json", "models": ran, "styles": "the export (zero-shot prompts)",
                "constrain": "lmms-eval generate_until (free generation)", "max_new_tokens": ran, "tasks": ran,
                "n_resamples": "the export's vqalab.json", "seed": "the export's vqalab.json"}
