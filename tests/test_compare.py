@@ -283,6 +283,18 @@ def test_without_the_logged_prompt_prompt_and_model_are_not_split(foreign):
     assert same["paired"] == 16 and same["changed"] == 0
 
 
+def test_tasks_vqa_lab_did_not_export_are_left_out_and_listed(foreign, tmp_path):
+    src = tmp_path / "mixed"
+    shutil.copytree(LMMS_EVAL, src)
+    (results,) = src.rglob("*_results.json")  # as if the vqa task were another benchmark's: no vqalab_task
+    results.write_text(results.read_text().replace('"vqalab_task": "vqa.open"', '"other": 1'))
+    record = F.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"][:1])
+    assert record["n_samples"] == {"vqalab_mcq_mcq": 8} and record["not_vqalab"] == ["vqalab_vqa_vqa_open"]
+    results.write_text(results.read_text().replace('"vqalab_task": "mcq"', '"other": 1'))
+    with pytest.raises(F.ForeignError, match="no task here was exported by VQA Lab"):
+        F.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"])
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda lines: lines[:2] + [lines[2][:40] + "\n"] + lines[3:], ":3: not a JSON line"),
     (lambda lines: lines[:1] + [json.dumps({k: v for k, v in json.loads(lines[1]).items() if k == "doc_id"}) + "\n"],

@@ -136,6 +136,19 @@ def find_exports(tasks, results: dict, folders=()) -> dict[str, tuple[Path, dict
     return {t: found[t] for t in tasks}
 
 
+def ours(files: dict, results: dict) -> tuple[dict, list[str]]:
+    """The samples files of VQA Lab's exported tasks, and the other tasks of the run (its results
+    file says which: an exported task's config carries ``metadata.vqalab_task``); without a
+    results file every task is taken for VQA Lab's."""
+    configs = results.get("configs") or {}
+    others = [t for t in files if isinstance(configs.get(t), dict) and
+              "vqalab_task" not in (configs[t].get("metadata") or {})]
+    if len(others) == len(files):
+        raise ForeignError(f"{', '.join(map(str, files.values()))}: no task here was exported by VQA Lab "
+                           f"(`python -m lib.export lmms-eval`): nothing to import")
+    return {t: f for t, f in files.items() if t not in others}, others
+
+
 def _doc_ids(folder: Path) -> set[tuple[str, str]]:
     """(VQA Lab task, item id) of every doc the export wrote (``docs_<task>.jsonl``)."""
     return {(d["task"], d["id"]) for f in sorted(folder.glob("docs_*.jsonl")) for d in read_jsonl(f)}
@@ -344,6 +357,7 @@ def import_lmms_eval(output: str | Path, out: str | Path, exports=(), label: str
     written to ``foreign.json``, with ``invalid``: the answers VQA Lab could not read."""
     files, results_path = lmms_eval_files(output)
     results = _read_json(results_path, "lmms-eval's results file") if results_path else {}
+    files, others = ours(files, results)
     found = find_exports(sorted(files), results, exports)
     named: dict = {}
     for folder, info in found.values():
@@ -361,7 +375,7 @@ def import_lmms_eval(output: str | Path, out: str | Path, exports=(), label: str
               "path": _path(results), "n_samples": counts, "logged_input": sum("input" in p.meta["lmms_eval"] for p in preds),
               "settings": {k: config.get(k) for k in ("limit", "offset", "gen_kwargs", "random_seed")}
               | {k: results.get(k) for k in ("system_instruction", "chat_template", "fewshot_as_multiturn", "n-shot")},
-              "reported": {t: _reported(results, t) for t in files}}
+              "reported": {t: _reported(results, t) for t in files}, "not_vqalab": sorted(others)}
     out = Path(out)
     _write(out, cfg, preds, record, sources)
     return {**record, "invalid": rescore_folder(out, unverified=True)["invalid"]}
