@@ -1,22 +1,30 @@
 """Why two numbers differ: the command line of the run comparison (:mod:`lib.eval.compare`).
 
     python -m lib.compare RUN_A RUN_B [--dataset D] [--task T] [--model M] [--style S] [--json PATH]
+                          [--export TASKDIR ...] [--import-to DIR ...]
 
-A run is a run name (its ``outputs/<run>/06_evaluate``) or an evaluation folder. A filter given
-one value selects it in both runs; given two, run A's then run B's (``--model untrained trained``
-compares two models of one run). Prints the changed items by first cause, the metrics with their
-paired intervals and McNemar tests, and the config diff; ``--json`` writes the whole result.
-Exits 0 on success, 2 when a run or a filter value is missing.
+A run is a run name (its ``outputs/<run>/06_evaluate``), an evaluation folder, or lmms-eval's
+``--log_samples`` output for a task ``python -m lib.export lmms-eval`` wrote (its ``--output_path``
+folder, a samples file or its results file): that is imported first (:mod:`lib.eval.foreign`),
+into a temporary folder or the ``--import-to`` folder given (one per lmms-eval run, in order);
+``--export`` names the export folders where lmms-eval's results file no longer points at them. A
+filter given one value selects it in both runs; given two, run A's then run B's (``--model
+untrained trained`` compares two models of one run). Prints the changed items by first cause, the
+metrics with their paired intervals and McNemar tests, and the config diff; ``--json`` writes the
+whole result. Exits 0 on success, 2 when a run or a filter value is missing or an import fails.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 from lib import artifacts as A
 from lib.eval.compare import CAUSES, DIMENSIONS, CompareError, compare
+from lib.eval.foreign import ForeignError, import_lmms_eval, is_lmms_eval_output
 from lib.io import write_json
 from lib.paths import stage_dir
 
@@ -33,6 +41,43 @@ def evaluation_folder(run: str) -> Path:
     if not (folder / A.PREDICTIONS).exists():
         raise CompareError(f"run {run!r}: {folder / A.PREDICTIONS} not found (run stage 06 for it first)")
     return folder
+
+
+def runs_to_compare(runs: list[str], exports: list[str], import_to: list[str], stack: ExitStack) -> tuple[list, dict]:
+    """Each run's evaluation folder (:func:`evaluation_folder`), and the runs imported: lmms-eval
+    output is imported first (:func:`lib.eval.foreign.import_lmms_eval`) into the next
+    ``import_to`` folder, else into a temporary one ``stack`` removes (the same output given twice
+    is imported once)."""
+    folders, imported, targets = [], {}, list(import_to)
+    foreign = [r for r in dict.fromkeys(runs) if not _evaluation(r) and is_lmms_eval_output(r)]
+    if len(targets) > len(foreign):
+        raise CompareError(f"--import-to names {len(targets)} folders for {len(foreign)} lmms-eval run(s) to import")
+    for run in runs:
+        if run in foreign and run not in imported:
+            out = Path(targets.pop(0)) if targets else Path(stack.enter_context(tempfile.TemporaryDirectory())) / A.EVALUATE
+            import_lmms_eval(run, out, exports)
+            imported[run] = out
+        folders.append(imported.get(run) or evaluation_folder(run))
+    return folders, imported
+
+
+def shown(result: dict, runs: list[str], imported: dict, import_to: list[str]) -> dict:
+    """The result with an imported run named by the lmms-eval output it came from."""
+    kept = {str(Path(d)) for d in import_to}
+    for side, run in zip("AB", runs):
+        if run in imported:
+            folder = imported[run]
+            result[side] = f"{run} (lmms-eval output, imported " + (f"into {folder})" if str(folder) in kept else
+                                                                   "into a temporary folder: --import-to keeps it)")
+    return result
+
+
+def _evaluation(run: str) -> bool:
+    try:
+        evaluation_folder(run)
+        return True
+    except CompareError:
+        return False
 
 
 def _num(x) -> str:
@@ -60,6 +105,7 @@ def report(result: dict) -> str:
         p = "-" if m["mcnemar_p"] is None else f"{m['mcnemar_p']:.3g}"
         out.append(f"{label:{w}} {m['metric'][:16]:16} {m['n']:5} {m['A']:7.3f} {m['B']:7.3f} "
                    f"{m['difference']:+7.3f} {ci:>17} {p:>9}  " + "  ".join(f"{m['by_cause'][c]:+7.3f}" for c in CAUSES))
+    out += [f"note: {n}" for n in result.get("notes", [])]
     out += ["", "config diff:" if result["config"] else "config diff: none"]
     out += [f"  {r['key']}: {_num(r['A'])} ({r['A_from']}) -> {_num(r['B'])} ({r['B_from']})" for r in result["config"]]
     return "\n".join(out)
@@ -74,11 +120,17 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"one {dim} (both runs) or two (run A's, run B's)")
     ap.add_argument("--json", help="write the full result (every changed item) to this file")
     ap.add_argument("--n-resamples", type=int, help="bootstrap resamples (default: run A's n_resamples)")
+    ap.add_argument("--export", nargs="+", default=[], metavar="TASKDIR",
+                    help="lmms-eval runs: the folders `python -m lib.export lmms-eval` wrote (default: where its results say)")
+    ap.add_argument("--import-to", nargs="+", default=[], metavar="DIR",
+                    help="lmms-eval runs: keep each imported evaluation folder here (default: a temporary folder)")
     args = ap.parse_args(argv)
     try:
-        result = compare(evaluation_folder(args.run_a), evaluation_folder(args.run_b),
-                         {d: getattr(args, d) for d in DIMENSIONS}, n_resamples=args.n_resamples)
-    except CompareError as e:
+        with ExitStack() as stack:
+            folders, imported = runs_to_compare([args.run_a, args.run_b], args.export, args.import_to, stack)
+            result = compare(*folders, {d: getattr(args, d) for d in DIMENSIONS}, n_resamples=args.n_resamples)
+            result = shown(result, [args.run_a, args.run_b], imported, args.import_to)
+    except (CompareError, ForeignError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(report(result))

@@ -2,21 +2,30 @@
 real runs of stage 06 with rule-based models, each pair differing in exactly one thing (prompt
 style, the parser, a metric option, the judge, the model), every changed item put on that cause
 and no other; a run against itself changes nothing; the paired interval and the McNemar test
-checked against scipy and statsmodels on fixed data."""
+checked against scipy and statsmodels on fixed data. A real lmms-eval run's samples
+(tests/fixtures/lmms_eval_0.7.3) imported as a foreign run: its replies kept as the model gave
+them and scored by VQA Lab, paired with ours, its prompt known from what it logged."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lib import compare as C
 from lib.eval import compare as X
+from lib.eval import foreign as F
+from lib.export import main as export
+from lib.io import read_jsonl
 from lib.families.vqa.task import OpenVQA
 from lib.schema import FREE
 from lib.stages import evaluate as E
+from lib.stages.setup import demo_datasets
 from lib.store import CallStore
 from tests.test_rescore_stream import make_datasets
 
@@ -166,3 +175,161 @@ def test_the_mcnemar_test_is_statsmodels_exact_one():
         assert p == pytest.approx(mcnemar(table, exact=True).pvalue, rel=1e-12)
         assert p == pytest.approx(binomtest(table[1][0], table[0][1] + table[1][0]).pvalue, rel=1e-12)
     assert X.mcnemar_exact(A_SCORES, A_SCORES) == 1.0
+
+
+# --- foreign runs: a real lmms-eval run's samples imported (issue #46) ---------------------------
+
+LMMS_EVAL = Path(__file__).parent / "fixtures" / "lmms_eval_0.7.3"  # a real run's files: see its README.md
+SAMPLES = sorted(LMMS_EVAL.rglob("*_samples_*.jsonl"))
+
+
+def _samples() -> list[dict]:
+    return [json.loads(line) for f in SAMPLES for line in f.open()]
+
+
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory):
+    """The demo's mcq and vqa sets exported as the fixture's run had them (demo profile, its untrained
+    model), the fixture imported, and a stage 06 run of ours on the same items asked the same way
+    (zero-shot, free generation, question first, 8 new tokens) by a constant model given the
+    export's label: every request equal, every reply another."""
+    root = tmp_path_factory.mktemp("foreign")
+    folders = demo_datasets(root / "data")
+    exports = [str(root / "tasks" / name) for name in ("mcq", "vqa")]
+    for name, out in zip(("mcq", "vqa"), exports):
+        assert export(["lmms-eval", "--dataset", str(folders[name]), "--out", out, "--profile", "demo",
+                       "--model", "untrained"]) == 0
+    record = F.import_lmms_eval(LMMS_EVAL, root / "imported", exports=exports)
+    cfg = E.EvalConfig(datasets={n: str(folders[n]) for n in ("mcq", "vqa")}, styles=["zero_shot"], constrain=False,
+                       models={"untrained": {"backend": "constant", "answer": "A cat", "question_first": True}},
+                       max_new_tokens=8, seed=1, n_resamples=200)
+    E.run(cfg, root / "ours", store=CallStore(root / "calls.sqlite"), progress=False)
+    return {"root": root, "exports": exports, "record": record, "imported": root / "imported", "ours": root / "ours"}
+
+
+def _import_changed(foreign: dict, name: str, change) -> tuple[X.Run, dict]:
+    """The fixture with ``change(sample)`` applied to every real sample row (results file kept),
+    imported as ``name``; returns the imported run and its record."""
+    src = foreign["root"] / f"{name}-src"
+    shutil.copytree(LMMS_EVAL, src)
+    for f in src.rglob("*_samples_*.jsonl"):
+        f.write_text("".join(json.dumps(change(json.loads(line))) + "\n" for line in f.open()))
+    record = F.import_lmms_eval(src, foreign["root"] / name, exports=foreign["exports"])
+    return X.open_run(foreign["root"] / name), record
+
+
+def test_lmms_eval_samples_are_imported_as_the_model_replied_read_and_scored_by_vqa_lab(foreign):
+    samples, rows = _samples(), list(read_jsonl(foreign["imported"] / "predictions.jsonl"))
+    assert len(rows) == len(samples) == 16 and foreign["record"]["n_samples"] == {
+        "vqalab_mcq_mcq": 8, "vqalab_vqa_vqa_open": 8}
+    by_id = {r["item_id"]: r for r in rows}
+    for s in samples:
+        row = by_id[s["invalid_rate"]["id"]]
+        assert row["raw"] == s.get("resps", s["filtered_resps"])  # as the model replied, not as lmms-eval stripped it
+        assert row["raw"].strip() == s["invalid_rate"]["raw"] and row["meta"]["lmms_eval"]["input"] == s["input"]
+    assert sum(r["raw"] != r["raw"].strip() for r in rows) == 7  # the fixture has replies lmms-eval stripped
+    invalid = [r for r in rows if not r["valid"]]  # the untrained model's mcq replies name no option: kept, counted
+    assert len(invalid) == foreign["record"]["invalid"] == 8 and {r["task"] for r in invalid} == {"mcq"}
+    assert all(r["method"] == "invalid" and r["raw"] for r in invalid)
+    # VQA Lab's scoring of the imported replies gives the numbers lmms-eval reported (its export scores with VQA Lab's code)
+    metrics = pd.read_csv(foreign["imported"] / "metrics.csv")
+    ours = {(r.dataset, r.metric if r.subset == "all" else f"{r.metric}[{r.subset}]"): r.value for r in metrics.itertuples()}
+    reported = {("mcq" if "mcq" in t else "vqa", m): v for t, ms in foreign["record"]["reported"].items() for m, v in ms.items()}
+    assert reported and ours == pytest.approx(reported, abs=1e-12)
+
+
+def test_an_lmms_eval_run_pairs_with_ours_and_each_change_is_put_on_the_model(foreign):
+    result = X.compare(foreign["ours"], foreign["imported"])
+    assert result["paired"] == 16 and result["only_A"] == result["only_B"] == 0
+    assert result["changed"] == 16 and {it["cause"] for it in result["items"]} == {"model"}  # its logged prompts are ours
+    assert set(result["causes"]["model"]["because"]) >= {"model backend", "model harness", "model generation.until"}
+    assert sum(c["items"] for c in result["causes"].values()) == result["changed"]
+    for m in result["metrics"]:
+        assert sum(m["by_cause"].values()) == pytest.approx(m["difference"], abs=1e-12)
+    assert any("B is lmms-eval" in n and "chat path" in n and "logged for 16/16" in n for n in result["notes"])
+    sources = {r["key"]: r["B_from"] for r in result["config"]}
+    assert sources["models.untrained.backend"] == "lmms-eval 20261205_163315_results.json"  # where each value came from
+    assert sources["n_resamples"] == "the export's vqalab.json"
+
+
+def test_a_prompt_lmms_eval_logged_differently_is_a_prompt_change(foreign):
+    edited, _ = _import_changed(foreign, "edited", lambda s: {**s, "input": s["input"] + "\nThink first."}
+                                if s["invalid_rate"]["task"] == "mcq" else s)
+    result = X.compare(X.open_run(foreign["imported"]), edited)
+    assert result["changed"] == 8 and {(it["dataset"], it["cause"]) for it in result["items"]} == {("mcq", "prompt")}
+    assert result["causes"]["prompt"]["because"] == {"template": 8}
+
+
+def test_the_simple_path_is_a_prompt_change(foreign, tmp_path):
+    src = tmp_path / "simple"
+    shutil.copytree(LMMS_EVAL, src)
+    (results,) = src.rglob("*_results.json")
+    results.write_text(results.read_text().replace("LlavaHf (chat)", "LlavaHf (simple)"))
+    F.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"])
+    result = X.compare(foreign["ours"], tmp_path / "imported")
+    assert result["changed"] == 16 and result["causes"]["prompt"]["because"] == {"template": 16}
+    assert any("simple path" in n for n in result["notes"])
+
+
+def test_without_the_logged_prompt_prompt_and_model_are_not_split(foreign):
+    unlogged, record = _import_changed(foreign, "unlogged", lambda s: {k: v for k, v in s.items() if k != "input"})
+    assert record["logged_input"] == 0
+    result = X.compare(X.open_run(foreign["ours"]), unlogged)
+    assert result["changed"] == 16 and {it["cause"] for it in result["items"]} == {"prompt"}
+    (why,) = result["causes"]["prompt"]["because"]
+    assert why.startswith("prompt or model, not split: lmms-eval logged no prompt text")
+    assert any("not split from model" in n for n in result["notes"])
+    same = X.compare(X.open_run(foreign["imported"]), unlogged)  # the same replies: nothing to split
+    assert same["paired"] == 16 and same["changed"] == 0
+
+
+def test_tasks_vqa_lab_did_not_export_are_left_out_and_listed(foreign, tmp_path):
+    src = tmp_path / "mixed"
+    shutil.copytree(LMMS_EVAL, src)
+    (results,) = src.rglob("*_results.json")  # as if the vqa task were another benchmark's: no vqalab_task
+    results.write_text(results.read_text().replace('"vqalab_task": "vqa.open"', '"other": 1'))
+    record = F.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"][:1])
+    assert record["n_samples"] == {"vqalab_mcq_mcq": 8} and record["not_vqalab"] == ["vqalab_vqa_vqa_open"]
+    results.write_text(results.read_text().replace('"vqalab_task": "mcq"', '"other": 1'))
+    with pytest.raises(F.ForeignError, match="no task here was exported by VQA Lab"):
+        F.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"])
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda lines: lines[:2] + [lines[2][:40] + "\n"] + lines[3:], ":3: not a JSON line"),
+    (lambda lines: lines[:1] + [json.dumps({k: v for k, v in json.loads(lines[1]).items() if k == "doc_id"}) + "\n"],
+     ":2: no VQA Lab row under 'invalid_rate'"),
+    (lambda lines: lines + lines[:1], ":9: item 'demo-mcq-01' (mcq) again (first at "),
+    (lambda lines: [lines[0].replace("demo-mcq-01", "demo-mcq-99")], ":1: item 'demo-mcq-99' (mcq) is not among the docs"),
+])
+def test_a_bad_samples_file_is_refused_naming_the_file_and_line(foreign, tmp_path, damage, message):
+    src = tmp_path / "bad"
+    shutil.copytree(LMMS_EVAL, src)
+    (f,) = src.rglob("*_samples_vqalab_mcq_mcq.jsonl")
+    f.write_text("".join(damage(f.read_text().splitlines(keepends=True))))
+    with pytest.raises(F.ForeignError, match=re.escape(f"{f}{message}")):
+        F.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"])
+
+
+def _moved(foreign: dict, folder: Path, tasks: Path) -> Path:
+    """The fixture copied to ``folder`` with its results file pointing at the export folders under ``tasks``."""
+    shutil.copytree(LMMS_EVAL, folder)
+    (results,) = folder.rglob("*_results.json")
+    results.write_text(results.read_text().replace(FIXTURE_TASKS, str(tasks)))
+    return folder
+
+
+FIXTURE_TASKS = "/tmp/h5run/bt/lmms-eval0/tasks"  # where the fixture's run had its exports (its results file says)
+
+
+def test_the_command_line_imports_lmms_eval_output(foreign, tmp_path, capsys):
+    ours, kept = str(foreign["ours"]), tmp_path / "kept"
+    assert C.main([ours, str(LMMS_EVAL), "--export", *foreign["exports"], "--import-to", str(kept)]) == 0
+    out = capsys.readouterr().out
+    assert "paired items: 16" in out and "note: B is lmms-eval" in out and (kept / "foreign.json").exists()
+    found = _moved(foreign, tmp_path / "found", foreign["root"] / "tasks")  # the exports found where lmms-eval read them
+    assert C.main([ours, str(found), "--dataset", "vqa"]) == 0  # imported into a temporary folder
+    assert "paired items: 8" in capsys.readouterr().out
+    gone = _moved(foreign, tmp_path / "gone", tmp_path / "nowhere")
+    assert C.main([ours, str(gone)]) == 2
+    assert "no VQA Lab export of them found" in capsys.readouterr().err

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from lib import artifacts as A
+from lib.eval.foreign import FOREIGN, logged_request
 from lib.eval.rescore import saved_config
 from lib.eval.settings import EvalConfig
 from lib.families import get_task
@@ -98,8 +99,8 @@ def open_run(folder: str | Path) -> Run:
     if (folder / A.JUDGEMENTS).exists():
         judgements = {(j["model"], j["meta"].get("dataset", ""), j["item_id"], j["meta"].get("style", "zero_shot")): j
                       for j in read_jsonl(folder / A.JUDGEMENTS)}
-    return Run(folder, cfg, json.loads(prov.read_text()) if prov.exists() else {}, list(read_jsonl(folder / A.PREDICTIONS)),
-               judgements)
+    return foreign_run(Run(folder, cfg, json.loads(prov.read_text()) if prov.exists() else {},
+                           list(read_jsonl(folder / A.PREDICTIONS)), judgements))
 
 
 # --- the request ------------------------------------------------------------------------------------
@@ -340,13 +341,13 @@ def _classified(run_a: Run, run_b: Run, pairs: list[tuple]) -> list[dict]:
         ja = run_a.judgements.get((a["model"], a["dataset"], a["item_id"], a["style"]))
         jb = run_b.judgements.get((b["model"], b["dataset"], b["item_id"], b["style"]))
         qa, qb = run_a.request(a), run_b.request(b)
-        cause = first_cause(a, b, qa, qb, ja, jb)
+        cause, named = unsplit(first_cause(a, b, qa, qb, ja, jb), qa, qb)
         unit = get_task(a["task"]).sample_unit(run_a.item(a["dataset"], a["item_id"]))
         unit = None if unit is None else (key[0], a["dataset"], unit)
         if cause in CAUSES[:3] and unit is not None:
             earliest[unit] = min(earliest.get(unit, 3), CAUSES.index(cause))
         out.append({"key": key, "a": a, "b": b, "ja": ja, "jb": jb, "qa": qa, "qb": qb, "cause": cause, "unit": unit,
-                    "oa": outcome(a, ja), "ob": outcome(b, jb)})
+                    "oa": outcome(a, ja), "ob": outcome(b, jb), "because": named})
     for p in out:
         if p["cause"] == "scoring" and p["unit"] in earliest:
             p["cause"], p["because"] = CAUSES[earliest[p["unit"]]], ["scored with its unit, whose answers changed"]
@@ -381,4 +382,53 @@ def compare(a: str | Path | Run, b: str | Path | Run, filters: dict | None = Non
             "only_B_items": [list(k[1:]) for k in only_b[:20]],
             "causes": {c: {**v, "because": dict(v["because"])} for c, v in causes.items()},
             "metrics": [r for g in sorted(scored) for r in metric_rows(g, scored[g], n_resamples, seed)],
-            "config": config_diff(run_a, run_b), "items": items}
+            "config": config_diff(run_a, run_b), "notes": foreign_notes(run_a, run_b), "items": items}
+
+
+# --- foreign runs: another harness's answers, imported (lib.eval.foreign) ---------------------------
+
+@dataclass
+class ForeignRun(Run):
+    """An imported evaluation folder (:func:`lib.eval.foreign.import_lmms_eval`): each answer's
+    request is what the harness logged of it (:func:`lib.eval.foreign.logged_request`)."""
+
+    record: dict = field(default_factory=dict)  # its foreign.json
+
+    def request(self, row: dict) -> dict:
+        return logged_request(super().request(row), row, self.record)
+
+
+def foreign_run(run: Run) -> Run:
+    """``run`` as a :class:`ForeignRun` when its folder was imported (it holds ``foreign.json``)."""
+    path = run.folder / FOREIGN
+    if not path.exists():
+        return run
+    return ForeignRun(run.folder, run.cfg, run.provenance, run.rows, run.judgements, record=json.loads(path.read_text()))
+
+
+def unsplit(cause: str | None, ra: dict, rb: dict) -> tuple[str | None, list[str] | None]:
+    """A changed reply whose request a foreign run did not log in full cannot be put on the model
+    alone: it goes on ``prompt`` (the first step that may differ), named as unsplit and why."""
+    why = ra.get("unsplit") or rb.get("unsplit")
+    if cause == "model" and why:
+        return "prompt", [f"prompt or model, not split: {why}"]
+    return cause, None
+
+
+def foreign_notes(run_a: Run, run_b: Run) -> list[str]:
+    """What the comparison knows of each imported run's requests, in words (the report prints them)."""
+    notes = []
+    for side, run in (("A", run_a), ("B", run_b)):
+        if not isinstance(run, ForeignRun):
+            continue
+        r = run.record
+        n = sum(r.get("n_samples", {}).values())
+        path = {"chat": "the chat path: VQA Lab's own message, images and text in its order",
+                "simple": "the simple path: the model wraps the text and places the images itself (a prompt change)",
+                None: "an unknown path (no results.json)"}[r.get("path")]
+        version = r.get("version") if "unknown" not in str(r.get("version")) else "of unrecorded version"
+        notes.append(f"{side} is {r.get('harness')} {version} ({r.get('model')}), {n} answers imported from "
+                     f"{r.get('source')}: asked by {path}; prompt text logged for {r.get('logged_input')}/{n}"
+                     + ("" if r.get("logged_input") == n and r.get("path") else
+                        " - where a request is not known, a changed reply is put on prompt, not split from model"))
+    return notes

@@ -7,7 +7,8 @@
 
 Backends: ``hf`` (transformers, any hub id or local path), ``openai`` (any OpenAI-compatible
 endpoint, vLLM included), ``tiny`` (the embedded offline models of :mod:`lib.models.tiny`),
-``constant`` and ``random`` (the baselines of :mod:`lib.models.baseline`). Each is a
+``constant`` and ``random`` (the baselines of :mod:`lib.models.baseline`), ``imported`` (answers
+another harness produced, :mod:`lib.models.imported`: never asked). Each is a
 :class:`~lib.models.base.Model` subclass that declares the spec keys it reads and checks its spec,
 and registers itself by name (:func:`lib.models.base.backend`): adding one is its module and its
 import below.
@@ -23,7 +24,7 @@ from lib.schema import Constraint, Request, Response
 
 # the backends, each registering itself by name (lib.models.base.backend); their heavy libraries
 # (torch, transformers, openai) are imported when a model loads, not here
-from lib.models import api, baseline, hf, tiny  # noqa: E402,F401  isort: skip
+from lib.models import api, baseline, hf, imported, tiny  # noqa: E402,F401  isort: skip
 
 
 def check_spec(spec, where: str, allow_empty: bool = False) -> None:

@@ -1,7 +1,8 @@
 """A real lmms-eval (0.7.3, in the venv ``services/lmms-eval-venv.sh`` builds) runs VQA Lab's export
 (``python -m lib.export lmms-eval --profile demo``) of the demo's mcq and vqa datasets on the demo's
 untrained tiny LLaVA: every reply and every metric equal stage 06's on the same model (its chat
-path, ``doc_to_messages``), and a ``--limit`` run that leaves subsets out still reports.
+path, ``doc_to_messages``), and a ``--limit`` run that leaves subsets out still reports. Its
+``--log_samples`` output imported as a foreign run (issue #46) pairs with stage 06 item by item.
 
 ``VQALAB_LMMS_EVAL_PYTHON`` names that venv's python (the Makefile sets it). Without it this test
 skips, unless ``VQALAB_SERVICES_REQUIRED=1`` (``make test-services``), where it fails instead."""
@@ -19,7 +20,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lib.config import resolve
+from lib.config import replaced, resolve
+from lib.eval.compare import compare
+from lib.eval.foreign import import_lmms_eval
 from lib.export import main as export
 from lib.io import load_items, read_jsonl
 from lib.models.tiny import tiny_vlm_path
@@ -98,12 +101,19 @@ def same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, abs=1e-12)
 
 
-def test_lmms_eval_asks_and_scores_as_stage_06(lmms_eval_python, setup):
-    root, preds = setup["root"], setup["preds"]
+@pytest.fixture(scope="module")
+def full_run(lmms_eval_python, setup) -> dict:
+    """lmms-eval on every doc of both exports (reached through their tags)."""
+    root = setup["root"]
     infos = {name: json.loads((root / "tasks" / name / "vqalab.json").read_text()) for name in DATASETS}
+    return {"infos": infos, **lmms_eval(lmms_eval_python, setup["model"], [infos[name]["tag"] for name in DATASETS],
+                                        root, "full")}
+
+
+def test_lmms_eval_asks_and_scores_as_stage_06(setup, full_run):
+    preds, infos, run = setup["preds"], full_run["infos"], full_run
     assert all(info["question_first"] and set(info["max_new_tokens"].values()) == {setup["cfg"].max_new_tokens}
                for info in infos.values())  # the demo's settings, not the export's own defaults
-    run = lmms_eval(lmms_eval_python, setup["model"], [infos[name]["tag"] for name in DATASETS], root, "full")
     equal = unstripped = total = metrics_equal = n_metrics = 0
     for name in DATASETS:
         (task,) = infos[name]["tasks"]  # reached through the tag
@@ -125,6 +135,38 @@ def test_lmms_eval_asks_and_scores_as_stage_06(lmms_eval_python, setup):
     assert equal == total and metrics_equal == n_metrics
 
 
+def test_its_samples_imported_pair_with_stage_06_item_by_item(setup, full_run):
+    """The run's --log_samples output imported (:mod:`lib.eval.foreign`, the exports found where
+    lmms-eval read them) is stage 06's run: every reply as the model gave it, every item paired and
+    unchanged, the same numbers. Against stage 06 with constrained decoding (the demo's own
+    setting) every mcq item is a prompt change, ``constraint``, and nothing else changes."""
+    root = setup["root"]
+    record = import_lmms_eval(root / "full", root / "imported")
+    assert record["path"] == "chat" and record["logged_input"] == 16 and record["model"] == MODEL
+    imported = {(p["dataset"], p["item_id"]): p for p in read_jsonl(root / "imported" / "predictions.jsonl")}
+    assert imported.keys() == setup["preds"].keys()
+    raw_equal = sum(imported[k]["raw"] == p["raw"] for k, p in setup["preds"].items())
+    truncated_equal = sum(imported[k]["truncated"] == p["truncated"] for k, p in setup["preds"].items())
+    result = compare(root / "06_evaluate", root / "imported")
+    print(json.dumps({"lmms_eval_imported": {"raw_equal": f"{raw_equal}/{len(imported)}", "paired": result["paired"],
+                                             "changed": result["changed"], "truncated_equal": truncated_equal}}))
+    assert raw_equal == len(imported) == 16 and truncated_equal == 16
+    assert result["paired"] == 16 and result["only_A"] == result["only_B"] == 0 and result["changed"] == 0
+    assert all(m["difference"] == 0 for m in result["metrics"])
+    ours, theirs = (pd.read_csv(f / "metrics.csv").set_index(["dataset", "metric", "subset"])["value"]
+                    for f in (root / "06_evaluate", root / "imported"))
+    assert theirs.to_dict() == pytest.approx(ours.to_dict(), abs=1e-12, nan_ok=True)
+
+    constrained = replaced(setup["cfg"], constrain=True)
+    E.run(constrained, root / "06_constrained", store=CallStore(root / "calls.sqlite"), progress=False)
+    result = compare(root / "06_constrained", root / "imported")
+    changed = {(it["dataset"], it["cause"], tuple(it["because"])) for it in result["items"]}
+    assert result["paired"] == 16 and result["changed"] == 8 and changed == {("mcq", "prompt", ("constraint",))}
+    assert sum(c["items"] for c in result["causes"].values()) == result["changed"]
+    for m in result["metrics"]:  # every paired item on one cause: the shares add up to the difference
+        assert sum(m["by_cause"].values()) == pytest.approx(m["difference"], abs=1e-12)
+
+
 def test_a_limited_run_reports_nan_for_the_subsets_it_left_out(lmms_eval_python, setup):
     """``--limit 3`` on the mcq task (the first three docs): subsets they lack are NaN, every other
     metric is stage 06's on those three predictions."""
@@ -143,3 +185,6 @@ def test_a_limited_run_reports_nan_for_the_subsets_it_left_out(lmms_eval_python,
     assert all(math.isnan(ours[m]) for m in left_out), {m: ours[m] for m in left_out}
     assert all(same(ours[m], theirs[m]) for m in theirs), {m: (ours[m], theirs[m]) for m in theirs}
     print(json.dumps({"lmms_eval_limit3": {"nan": sorted(left_out), "lmms_eval_s": round(run["seconds"], 1)}}))
+    import_lmms_eval(root / "limit3", root / "imported-limit3")  # its three answers pair, the rest stage 06's alone
+    result = compare(root / "06_evaluate", root / "imported-limit3")
+    assert (result["paired"], result["only_A"], result["only_B"], result["changed"]) == (3, 13, 0, 0)
