@@ -250,8 +250,9 @@ def _comparison(root: Path) -> str:
                     index=False, escape=False, csv=f"{A.ANALYZE}/{A.COMPARED_CAUSES}")
     head = _headline_differences(tables["metrics"]).map(lambda v: text(v) if isinstance(v, str) else v)
     every = f"{A.ANALYZE}/{A.COMPARED_METRICS}"
-    metrics = _table(head, "Headline score per group: A, B, B - A with its 95% paired bootstrap interval, the exact "
-                     "McNemar p (0/1 scores) and the causes that carry the difference", max_rows=len(head), index=False,
+    metrics = _table(head, "Headline score per group (the per-answer score its task's headline is made of): A, B, "
+                     "B - A with its 95% paired bootstrap interval, the exact McNemar p (0/1 scores) and the causes "
+                     "that carry the difference", max_rows=len(head), index=False,
                      escape=False) + f"<p class='more'>every per-item metric: <a href=\"{href(every)}\">{text(every)}</a></p>"
     config = tables["config"]
     diff = _table(config, "Config diff: every resolved value that differs, and where each came from", index=False,

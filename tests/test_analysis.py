@@ -308,6 +308,14 @@ def test_the_report_has_a_comparison_section_linked_to_the_browser(compared):
     assert "Compared with <b>cmp-base</b>" in index and '"change"' in index and '"cause"' in index
 
 
+def test_a_comparison_opens_only_in_the_browser_of_its_run_b(compared):
+    from lib.browser import write_browser
+
+    base, _, result, _ = compared
+    with pytest.raises(ValueError, match="the comparison's run B is .*cmp-new.*not this run's .*cmp-base"):
+        write_browser(base, result)
+
+
 def test_without_compare_with_stage_07_compares_nothing_and_drops_an_earlier_comparison(compared):
     _, new, _, _ = compared
     out = new / "07_analyze"
