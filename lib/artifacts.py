@@ -64,6 +64,12 @@ EVAL_TABLES = (METRICS, LEVELS, ERRORS)  # 06: derived from the predictions (res
 TABLES_META = "metrics.meta.json"  # 06: written after the tables; what they were computed from
 PAPER = "paper.csv"  # any stage: the paper numbers it reproduced (paper, quantity, paper_value, ours, equal, note)
 REPORT = "report.html"  # 07, at the run folder's root
+COMPARISON = "comparison"  # 07: this run's answers against another run's (compare_with), item by item; the files below
+COMPARED = "comparison/comparison.json"  # 07: the two runs, paired and changed items, causes, metric rows, config diff
+COMPARED_CAUSES = "comparison/causes.csv"  # 07: per cause, the changed items, how many improved or worsened, and why
+COMPARED_METRICS = "comparison/metrics.csv"  # 07: per group and metric A, B, B - A, paired interval, McNemar p (headline marked)
+COMPARED_CONFIG = "comparison/config.csv"  # 07: every resolved value that differs and where each came from
+COMPARED_ITEMS = "comparison/items.jsonl"  # 07: every changed item: cause, why, which way, both runs' scores and prompts
 
 
 def stage_folder(run_folder: str | Path, stage: str) -> Path:
@@ -209,3 +215,15 @@ def read_records(run_folder: str | Path, stage: str, name: str) -> list[dict]:
 def read_json(run_folder: str | Path, stage: str, name: str) -> dict | None:
     path = stage_folder(run_folder, stage) / name
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def read_comparison(run_folder: str | Path) -> dict | None:
+    """07's comparison with another run (``compare_with``): :data:`COMPARED` with its tables as
+    DataFrames under ``tables`` (``causes``, ``metrics``, ``config``); None when 07 compared nothing."""
+    result = read_json(run_folder, ANALYZE, COMPARED)
+    if result is None:
+        return None
+    tables = {"causes": COMPARED_CAUSES, "metrics": COMPARED_METRICS, "config": COMPARED_CONFIG}
+    folder = stage_folder(run_folder, ANALYZE)
+    return {**result, "tables": {k: pd.read_csv(folder / name, keep_default_na=False, na_values=[""])
+                                 for k, name in tables.items()}}

@@ -13,12 +13,20 @@ question, options, reference, the model's raw answer, the answer read from it, t
 (right / wrong / invalid / truncated / error) and, where LAVE judged it, the rating and its
 rationale. The filters live in the URL (``index.html#dataset=demo-mcq&model=trained``), so the
 report links every headline number to the answers behind it (:func:`link`).
+
+Given a comparison of another run (A) with this one (B) - :func:`lib.eval.changes.side_by_side`;
+stage 07 passes it when its ``compare_with`` names a run - the page gains two filters: ``change``
+(improved, worsened, mixed, same scores: :func:`lib.metrics.stats.score_change`) and ``cause`` (the
+first step where the two answers part ways: prompt, model, reading, scoring). Under each changed
+answer, both runs' prompt, raw reply, read answer, outcome and scores side by side, and what
+explains the change (``index.html#cause=model&change=worsened``: the answers the model made worse).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shutil
 from collections import defaultdict
@@ -30,13 +38,16 @@ from PIL import Image
 
 from lib import artifacts as A
 from lib.htmlsafe import csp_meta, json_block, json_text, text
-from lib.io import atomic_file, item_index, read_items_at
+from lib.io import atomic_file, item_index, read_items_at, read_jsonl
+from lib.metrics.stats import CHANGES, score_change
 from lib.schema import ERROR, Item, Prediction
 from lib.families import get_task
 
 FOLDER = "browser"  # under the run folder
 THUMB_PX = 160  # a thumbnail's longer side
 FILTERS = ("dataset", "task", "model", "style", "subset", "outcome")
+COMPARED = ("change", "cause")  # the filters a comparison adds
+KEY = ("dataset", "task", "model", "style", "item_id")  # one answer of a run
 OUTCOMES = ("right", "wrong", "invalid", "truncated", "error")
 PAGE_ROWS = 50
 _TEMPLATE = Path(__file__).parent / "data" / "browser.html"  # and browser.js beside it
@@ -56,9 +67,10 @@ def outcome(p: Prediction) -> str:
     return "right" if p.correct else "wrong"
 
 
-def _judgements(run_folder: Path) -> dict[tuple, dict]:
+def _judgements(folder: Path) -> dict[tuple, dict]:
+    path = folder / A.JUDGEMENTS
     return {(j["model"], j["meta"].get("dataset", ""), j["item_id"], j["meta"].get("style")): j
-            for j in A.read_records(run_folder, A.EVALUATE, A.JUDGEMENTS)}
+            for j in (read_jsonl(path) if path.exists() else ())}
 
 
 def _items(config: dict, wanted: dict[str, set[str]]) -> dict[tuple[str, str], tuple[Path, Item]]:
@@ -72,20 +84,22 @@ def _items(config: dict, wanted: dict[str, set[str]]) -> dict[tuple[str, str], t
     return out
 
 
-def rows(run_folder: str | Path) -> list[dict]:
-    """One row per prediction of the run's stage 06 (see the module docstring); images as paths."""
-    run_folder = Path(run_folder)
-    preds = [Prediction.from_dict(d) for d in A.read_records(run_folder, A.EVALUATE, A.PREDICTIONS)]
+def evaluation_rows(folder: str | Path) -> list[dict]:
+    """One row per prediction of an evaluation folder (a run's ``06_evaluate``; see the module
+    docstring); images as paths."""
+    folder = Path(folder)
+    path = folder / A.PREDICTIONS
+    preds = [Prediction.from_dict(d) for d in read_jsonl(path)] if path.exists() else []
     if not preds:
         return []
-    config = A.read_json(run_folder, A.EVALUATE, A.EVAL_CONFIG)
+    config = json.loads((folder / A.EVAL_CONFIG).read_text())
     wanted = defaultdict(set)
     for p in preds:
         wanted[p.dataset].add(p.item_id)
-    items, judged = _items(config, wanted), _judgements(run_folder)
+    items, judged = _items(config, wanted), _judgements(folder)
     out = []
     for p in preds:
-        folder, it = items[(p.dataset, p.item_id)]
+        root, it = items[(p.dataset, p.item_id)]
         task = get_task(it.task)
         j = judged.get((p.model, p.dataset, p.item_id, p.style))
         out.append({"dataset": p.dataset, "task": p.task, "model": p.model, "style": p.style,
@@ -94,8 +108,57 @@ def rows(run_folder: str | Path) -> list[dict]:
                     "raw": p.raw if isinstance(p.raw, str) else json.dumps(p.raw),
                     "parsed": task.answer_text(it, p.parsed), "outcome": outcome(p),
                     "rating": None if j is None else j["rating"], "rationale": "" if j is None else j["rationale"],
-                    "images": [str(folder / im) for im in it.images]})
+                    "images": [str(root / im) for im in it.images]})
     return out
+
+
+def rows(run_folder: str | Path) -> list[dict]:
+    """One row per prediction of the run's stage 06 (:func:`evaluation_rows`)."""
+    return evaluation_rows(A.stage_folder(run_folder, A.EVALUATE))
+
+
+def _finite(scores: dict) -> dict:
+    """Scores a page can read as JSON (NaN and infinities as null)."""
+    return {k: v if isinstance(v, (int, float)) and math.isfinite(v) else None for k, v in scores.items()}
+
+
+def _side(comparison: dict, item: dict, side: int) -> tuple:
+    """The answer of a changed item on one side (0: run A, -1: run B), as :data:`KEY` values: the
+    group's own dimensions, and the filter's value for a dimension it maps (``--model a b``)."""
+    group_by, filters = comparison["group_by"], comparison["filters"]
+    return tuple(item["group"][group_by.index(d)] if d in group_by else filters[d][side] for d in KEY[:4]) \
+        + (item["item_id"],)
+
+
+def compared_rows(table: list[dict], comparison: dict) -> list[dict]:
+    """Run B's ``table`` with the comparison's fields: every row's ``cause`` and ``change`` (empty
+    for an answer the comparison found unchanged) and, for a changed one, what explains it, both
+    prompts and scores, and run A's answer (``other``: its model, style, raw reply, reading, outcome)."""
+    theirs = {tuple(r[k] for k in KEY): r for r in evaluation_rows(comparison["A"])}
+    changed = {_side(comparison, it, -1): it for it in comparison["items"]}
+    out = []
+    for r in table:
+        it = changed.get(tuple(r[k] for k in KEY))
+        if it is None:
+            out.append({**r, "cause": "", "change": ""})
+            continue
+        other = theirs.get(_side(comparison, it, 0))
+        if other is None:
+            raise ValueError(f"{comparison['A']}: no answer {_side(comparison, it, 0)} any more (the comparison is older "
+                             f"than its run A's predictions): compare the runs again")
+        prompts = it.get("prompt") or {}
+        out.append({**r, "cause": it["cause"], "change": it.get("change") or score_change(it["A"], it["B"]),
+                    "because": "; ".join(it["because"]), "prompt": prompts.get("B", ""), "scores": _finite(it["B"]),
+                    "other": {"model": other["model"], "style": other["style"], "prompt": prompts.get("A", ""),
+                              "raw": other["raw"], "parsed": other["parsed"], "outcome": other["outcome"],
+                              "scores": _finite(it["A"])}})
+    return out
+
+
+def run_label(folder: str | Path) -> str:
+    """The name a reader knows an evaluation folder by: its run's, for a run's ``06_evaluate``."""
+    folder = Path(folder)
+    return folder.parent.name if folder.name == A.EVALUATE else folder.name
 
 
 def frame(run_folder: str | Path, **filters) -> pd.DataFrame:
@@ -138,18 +201,38 @@ def _thumb(path: str, folder: Path, made: dict[str, str]) -> str:
 
 
 def link(**filters) -> str:
-    """The browser's address from the run folder (``browser/index.html#...``) showing the rows of ``filters``."""
-    shown = {k: v for k, v in filters.items() if k in FILTERS and v is not None}
+    """The browser's address from the run folder (``browser/index.html#...``) showing the rows of
+    ``filters`` (:data:`FILTERS`, and :data:`COMPARED` where the browser holds a comparison)."""
+    shown = {k: v for k, v in filters.items() if k in FILTERS + COMPARED and v is not None}
     return f"{FOLDER}/index.html" + (f"#{urlencode(shown)}" if shown else "")
 
 
-def write_browser(run_folder: str | Path) -> Path | None:
+def _compared(run_folder: Path, table: list[dict], comparison: dict | None) -> tuple[list[dict], dict | None, str]:
+    """The rows with the comparison's fields (:func:`compared_rows`), what the page's index says
+    of it, and the line above the filters; the rows as they are without a comparison."""
+    if comparison is None:
+        return table, None, ""
+    ours = A.stage_folder(run_folder, A.EVALUATE)
+    if Path(comparison["B"]).resolve() != ours.resolve():
+        raise ValueError(f"the comparison's run B is {comparison['B']}, not this run's {ours}: compare this run "
+                         f"(B) with the other (A)")
+    said = {"A": run_label(comparison["A"]), **{k: comparison[k] for k in ("paired", "changed", "only_A", "only_B")}}
+    line = (f'<p id="compared">Compared with <b>{text(said["A"])}</b> (A; this run is B): {said["paired"]} answers '
+            f'paired, {said["changed"]} changed (only in A: {said["only_A"]}, only in B: {said["only_B"]}). Pick a '
+            f'change or a cause to see the changed answers, each with both runs side by side.</p>')
+    return compared_rows(table, comparison), said, line
+
+
+def write_browser(run_folder: str | Path, comparison: dict | None = None) -> Path | None:
     """Write ``<run>/browser/`` (page, one data script per dataset, thumbnails); None when the run
-    has no predictions. The folder is rebuilt whole each time."""
+    has no predictions. ``comparison``: another run (A) against this one (B), as
+    :func:`lib.eval.changes.side_by_side` returns it, adds the change and cause filters. The folder
+    is rebuilt whole each time."""
     run_folder = Path(run_folder)
     table = rows(run_folder)
     if not table:
         return None
+    table, said, line = _compared(run_folder, table, comparison)
     folder = run_folder / FOLDER
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "thumbs").mkdir(parents=True)
@@ -163,14 +246,16 @@ def write_browser(run_folder: str | Path) -> Path | None:
     for i, (name, rs) in enumerate(sorted(by_dataset.items())):
         files[name] = f"data/{i}.js"
         (folder / files[name]).write_text(f"VQALAB.loaded({json_text(name)}, {json_text(rs)});\n", encoding="utf-8")
+    filters = FILTERS + (COMPARED if said else ())
     values = {k: sorted({str(r[k]) for r in table}) for k in FILTERS if k != "outcome"}
+    values.update({"outcome": list(OUTCOMES), "change": list(CHANGES), "cause": list(comparison["causes"]) if said else []})
     index = {"files": files, "counts": {k: len(v) for k, v in by_dataset.items()}, "values": values,
-             "outcomes": list(OUTCOMES), "filters": list(FILTERS), "page_rows": PAGE_ROWS}
+             "filters": list(filters), "page_rows": PAGE_ROWS, "comparison": said}
     shutil.copyfile(_TEMPLATE.with_suffix(".js"), folder / "browser.js")
     why = A.stale_tables(A.stage_folder(run_folder, A.EVALUATE))
     fill = {"csp": csp_meta(scripts=True, images="'self'"), "run": text(run_folder.name), "index": json_block("index", index),
             "stale": f'<p id="stale" class="stale"><b>These answers are not the ones the report\'s metrics were computed '
-                     f'from.</b> {text(why)}</p>' if why else ""}
+                     f'from.</b> {text(why)}</p>' if why else "", "compared": line}
     page = re.sub(r"\{\{(\w+)\}\}", lambda m: fill[m.group(1)], _TEMPLATE.read_text())  # one pass: data never re-read
     with atomic_file(folder / "index.html", "w", encoding="utf-8") as f:
         f.write(page)

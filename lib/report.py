@@ -2,8 +2,11 @@
 can be mailed). It opens with the results - each dataset x task x model x style's headline metric
 with its interval and invalid rate, each linked to the answers behind it in the item browser
 (:mod:`lib.browser`, ``browser/`` beside the report), training against its baselines, the
-adversarial filter's outcome - then the papers' reproductions, a table of contents, and one
-section per stage, in order. Long tables show their top rows and link their CSV. A stage whose
+adversarial filter's outcome - then, where stage 07 compared the run with another
+(``compare_with``), the changed answers by first cause (each count linked to those answers in the
+browser, both runs side by side), each group's headline score A, B and B - A with its paired
+interval and McNemar p, and the config diff - then the papers' reproductions, a table of
+contents, and one section per stage, in order. Long tables show their top rows and link their CSV. A stage whose
 outputs are absent gets a line saying so and why, instead of failing the report. The run's provenance (params, seeds,
 models, git SHA) and the invalid-answer rates are part of it. Every stage's outputs are read
 through :mod:`lib.artifacts`, the stages' published layout. 06's metric tables are shown only when
@@ -24,6 +27,7 @@ from lib import artifacts as A
 from lib import browser
 from lib.htmlsafe import csp_meta, href, text
 from lib.io import atomic_file
+from lib.metrics.stats import CHANGES
 from lib.paths import run_dir
 from lib.families import TASKS
 
@@ -204,6 +208,58 @@ def _results(root: Path) -> str:
     return "".join(parts) or "<p class='absent'>No results: stages 03, 05 and 06 have no outputs in this run.</p>"
 
 
+def _linked_counts(causes: pd.DataFrame, has_items: bool) -> pd.DataFrame:
+    """The per-cause table with its counts linked to those answers in the item browser."""
+    table = causes.copy()
+    table["because"] = table["because"].fillna("").map(text)
+    for col in ["items", *CHANGES]:
+        table[col] = [f'<a href="{href(browser.link(cause=c, change=None if col == "items" else col))}">{n}</a>'
+                      if has_items and n else str(n) for c, n in zip(table["cause"], table[col])]
+    return table.rename(columns={"items": "changed"})
+
+
+def _headline_differences(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Each group's headline score: A, B, B - A with its paired interval, McNemar's p, and the
+    causes that carry B - A."""
+    head = metrics[metrics["headline"].astype(str) == "True"]
+    shares = [c for c in metrics.columns if c.endswith(" share")]
+    return pd.DataFrame({
+        "group": ["/".join(map(str, g)) for g in zip(*(head[d] for d in ("dataset", "task", "model", "style")))],
+        "score": head["metric"], "n": head["n"], "A": head["A"], "B": head["B"],
+        "B - A (95% CI)": [f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for d, lo, hi in zip(head["difference"], head["ci_low"],
+                                                                                 head["ci_high"])],
+        "McNemar p": ["" if pd.isna(p) else f"{p:.3g}" for p in head["mcnemar_p"]],
+        "carried by": ["; ".join(f"{c[:-6]} {r[c]:+.3f}" for c in shares if r[c]) for _, r in head.iterrows()]})
+
+
+def _comparison(root: Path) -> str:
+    """Stage 07's comparison of this run (B) with another (A, ``compare_with``): the counts, the
+    changed answers by first cause (linked to the item browser), each group's headline score A, B
+    and B - A, and the config diff; empty when 07 compared nothing."""
+    found = A.read_comparison(root)
+    if found is None:
+        return ""
+    other, tables = browser.run_label(found["A"]), found["tables"]
+    has_items = (root / browser.FOLDER / "index.html").exists()
+    intro = (f"<p>This run is B, <b>{text(other)}</b> is A: every answer both gave (same dataset, task, model, style "
+             f"and item) is paired, and a changed one is put on the first step where the two part ways - the "
+             f"request (prompt), the raw reply (model), its reading, its scoring. {found['paired']} answers paired, "
+             f"{found['changed']} changed; only in A: {found['only_A']}, only in B: {found['only_B']}.</p>")
+    causes = _table(_linked_counts(tables["causes"], has_items), "Changed answers by first cause: which way their "
+                    "scores moved (each count opens those answers in the item browser, both runs side by side)",
+                    index=False, escape=False, csv=f"{A.ANALYZE}/{A.COMPARED_CAUSES}")
+    head = _headline_differences(tables["metrics"]).map(lambda v: text(v) if isinstance(v, str) else v)
+    every = f"{A.ANALYZE}/{A.COMPARED_METRICS}"
+    metrics = _table(head, "Headline score per group (the per-answer score its task's headline is made of): A, B, "
+                     "B - A with its 95% paired bootstrap interval, the exact McNemar p (0/1 scores) and the causes "
+                     "that carry the difference", max_rows=len(head), index=False,
+                     escape=False) + f"<p class='more'>every per-item metric: <a href=\"{href(every)}\">{text(every)}</a></p>"
+    config = tables["config"]
+    diff = _table(config, "Config diff: every resolved value that differs, and where each came from", index=False,
+                  max_rows=len(config)) if len(config) else "<p>Config diff: none - the runs were asked alike.</p>"
+    return f"<h2 id='comparison'>Compared with {text(other)}</h2>" + intro + causes + metrics + diff
+
+
 REPRODUCIBLE = ("Scrapbook's question counts and Tables 5, 6 and 8: `make run PROFILE=unique_all`; YesBut's Figures 3 "
                 "and 14: `make run PROFILE=yesbut` (its repository cloned as params/07_analyze.yesbut.yaml says); "
                 "MemeQA's release statistics: `make run PROFILE=memeqa`")
@@ -221,8 +277,9 @@ def _reproduction(root: Path) -> str:
         + "".join(parts)
 
 
-def _contents(stages: list[tuple[str, str]]) -> str:
-    links = [("results", "Results"), ("reproduction", "Reproduction: the papers beside this run")]
+def _contents(stages: list[tuple[str, str]], compared: bool = False) -> str:
+    links = [("results", "Results")] + ([("comparison", "Compared with another run")] if compared else []) \
+        + [("reproduction", "Reproduction: the papers beside this run")]
     links += [(f"stage-{stage}", f"{stage} · {title}") for stage, title in stages]
     return "<nav><h2>Contents</h2><ol>" + "".join(f'<li><a href="#{a}">{text(t)}</a></li>' for a, t in links) \
         + "</ol></nav>"
@@ -249,6 +306,7 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
         body = _withheld(why) if why else _stage_body(root, stage, folder, shown)
         sections.append(f"<h2 id='stage-{stage}'>{stage} · {text(title)}</h2>{_provenance(folder)}{body}")
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    compared = _comparison(root)
     summary = (f"<p>Run <b>{text(run)}</b>, report built {created}. Sections without outputs: "
                f"{', '.join(absent) or 'none'}.</p>")
     if stale:
@@ -256,9 +314,9 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
                     f"from the current predictions (see the section).</p>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>VQA Lab · {text(run)}</title>"
             f"<style>{_CSS}</style></head><body><h1>VQA Lab report · {text(run)}</h1>{summary}"
-            f"<h2 id='results'>Results</h2>{_results(root)}"
+            f"<h2 id='results'>Results</h2>{_results(root)}{compared}"
             f"<h2 id='reproduction'>Reproduction: the papers beside this run</h2>{_reproduction(root)}"
-            f"{_contents(list(TITLES.items()))}{''.join(sections)}</body></html>")
+            f"{_contents(list(TITLES.items()), bool(compared))}{''.join(sections)}</body></html>")
     with atomic_file(out, "w", encoding="utf-8") as f:  # a stopped build leaves the previous report whole
         f.write(page)
     return out

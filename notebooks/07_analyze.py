@@ -99,9 +99,19 @@ reproduced = analyze.paper_table(cfg, out)
 display(reproduced) if reproduced is not None else print("no paper numbers for this run (no YesBut or MemeQA data)")
 
 # %% [markdown]
+# ## Compared with another run (`compare_with`)
+# Every answer both runs gave is paired; a changed one is put on its first cause (prompt, model,
+# reading, scoring). The report counts them and links each count to those answers in the item
+# browser, both runs side by side; without `compare_with` this step does nothing.
+
+# %%
+compared = analyze.comparison(cfg, out)
+display(A.read_comparison(out.parent)["tables"]["causes"]) if compared else print("compare_with is not set: no comparison")
+
+# %% [markdown]
 # ## Summary, provenance and the report
 
 # %%
-summary = analyze.finish(cfg, out, images, answers, found, tables)
+summary = analyze.finish(cfg, out, images, answers, found, tables, compared)
 print(f"report: {summary['report']}")
 assert (out.parent / A.REPORT).exists()

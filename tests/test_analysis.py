@@ -227,3 +227,111 @@ def test_the_training_bars_have_labels_that_do_not_overlap():
     boxes = [t.get_window_extent() for t in ax.get_xticklabels()]
     assert [t.get_text() for t in ax.get_xticklabels()][:3] == ["all", "counting", "counting\ncolor"]
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+# --- stage 07 compares the run with another (compare_with) --------------------------------------
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    """Stage 06 of two runs differing in a model, a prompt and a scoring rule
+    (:mod:`tests.support.pairs`), and 07's comparison step and finish on the second."""
+    from tests.support.pairs import evaluate_pair
+
+    base, new = evaluate_pair(tmp_path_factory.mktemp("pair"), "cmp-base", "cmp-new")
+    out = new / "07_analyze"
+    cfg = analyze.AnalyzeConfig(compare_with="cmp-base")
+    result = analyze.comparison(cfg, out)
+    summary = analyze.finish(cfg, out, None, [], {"topics": "none"}, {}, result)
+    return base, new, result, summary
+
+
+def test_compare_with_defaults_to_none_and_is_a_params_field():
+    assert analyze.AnalyzeConfig().compare_with is None
+    assert analyze.AnalyzeConfig.from_params({"compare_with": "baseline"}).compare_with == "baseline"
+
+
+def test_stage_07_writes_the_comparison_tables_of_the_two_runs(compared):
+    from lib.eval.compare import compare
+    from tests.support.pairs import CAUSE_OF_MODEL, CHANGED_KEYS, direction
+
+    base, new, result, summary = compared
+    expected = compare(base / "06_evaluate", new / "06_evaluate")  # the engine itself, no prompts
+    folder = new / "07_analyze" / "comparison"
+    causes = pd.read_csv(folder / "causes.csv").set_index("cause")
+    for cause in ("prompt", "model", "reading", "scoring"):
+        items = [it for it in expected["items"] if it["cause"] == cause]
+        assert causes.loc[cause, "items"] == len(items) == expected["causes"][cause]["items"]
+        for change in ("improved", "worsened", "mixed", "same scores"):
+            assert causes.loc[cause, change] == sum(direction(it["A"], it["B"]) == change for it in items), (cause, change)
+    assert causes.loc["model", "improved"] > 0 and causes.loc["model", "worsened"] > 0
+    assert causes.loc["prompt", "because"] == f"image order ({causes.loc['prompt', 'items']})"
+    assert {it["group"][2]: it["cause"] for it in expected["items"]} == CAUSE_OF_MODEL  # one cause per model
+    metrics = pd.read_csv(folder / "metrics.csv")
+    assert len(metrics) == len(expected["metrics"])
+    head = metrics[metrics["headline"]]
+    assert dict(zip(head["task"], head["metric"])) == {"mcq": "exact", "scrapbook.qa": "correct", "vqa.open": "vqa_accuracy"}
+    assert len(head) == 9  # one per dataset x model
+    for m, (_, row) in zip(expected["metrics"], metrics.iterrows()):
+        assert [row[d] for d in ("dataset", "task", "model", "style")] == m["group"] and row["metric"] == m["metric"]
+        assert (row["A"], row["B"], row["difference"]) == pytest.approx((m["A"], m["B"], m["difference"]))
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((m["ci_low"], m["ci_high"]))
+        assert (pd.isna(row["mcnemar_p"]) and m["mcnemar_p"] is None) or row["mcnemar_p"] == pytest.approx(m["mcnemar_p"])
+    config = pd.read_csv(folder / "config.csv")
+    assert set(config["key"]) == CHANGED_KEYS
+    assert config.set_index("key").loc["models.r.seed", ["A", "B"]].tolist() == ["0", "1"]
+    assert summary["comparison"]["changed"] == expected["changed"] == result["changed"] > 0
+
+
+def test_the_changed_items_carry_both_prompts(compared):
+    import json
+
+    _, new, result, _ = compared
+    items = [json.loads(line) for line in (new / "07_analyze" / "comparison" / "items.jsonl").read_text().splitlines()]
+    assert len(items) == result["changed"] and all(it["prompt"]["A"] and it["prompt"]["B"] for it in items)
+    for it in items:
+        a, b = it["prompt"]["A"].splitlines(), it["prompt"]["B"].splitlines()
+        if it["cause"] == "prompt":  # model q got its question first in run B: the same lines, the image moved
+            assert a[0] == "[image 1]" and b[0] != "[image 1]" and sorted(a) == sorted(b)
+        else:
+            assert a == b
+
+
+def test_the_report_has_a_comparison_section_linked_to_the_browser(compared):
+    base, new, result, _ = compared
+    page = (new / "report.html").read_text()
+    assert "<h2 id='comparison'>Compared with cmp-base</h2>" in page
+    assert f"{result['paired']} answers paired, {result['changed']} changed" in page
+    assert 'href="browser/index.html#cause=model&amp;change=worsened"' in page
+    assert "models.q.question_first" in page and "McNemar" in page
+    assert page.index("id='results'") < page.index("id='comparison'") < page.index("id='reproduction'")
+    index = (new / "browser" / "index.html").read_text()
+    assert "Compared with <b>cmp-base</b>" in index and '"change"' in index and '"cause"' in index
+
+
+def test_a_comparison_opens_only_in_the_browser_of_its_run_b(compared):
+    from lib.browser import write_browser
+
+    base, _, result, _ = compared
+    with pytest.raises(ValueError, match="the comparison's run B is .*cmp-new.*not this run's .*cmp-base"):
+        write_browser(base, result)
+
+
+def test_without_compare_with_stage_07_compares_nothing_and_drops_an_earlier_comparison(compared):
+    _, new, _, _ = compared
+    out = new / "07_analyze"
+    cfg = analyze.AnalyzeConfig()
+    assert analyze.comparison(cfg, out) is None and not (out / "comparison").exists()
+    summary = analyze.finish(cfg, out, None, [], {"topics": "none"}, {})
+    assert summary["comparison"] is None
+    assert "id='comparison'" not in (new / "report.html").read_text()
+    assert "Compared with" not in (new / "browser" / "index.html").read_text()
+    again = analyze.AnalyzeConfig(compare_with="cmp-base")  # as the other tests found it
+    analyze.finish(again, out, None, [], {"topics": "none"}, {}, analyze.comparison(again, out))
+
+
+def test_a_run_to_compare_with_that_is_not_there_is_named():
+    from lib.eval.compare import CompareError
+    from lib.paths import stage_dir
+
+    with pytest.raises(CompareError, match="run 'nobody'.*run stage 06"):
+        analyze.comparison(analyze.AnalyzeConfig(compare_with="nobody"), stage_dir("cmp-lonely", "07_analyze"))

@@ -156,6 +156,46 @@ def test_hostile_labels_stay_text_and_the_browser_says_its_answers_are_not_the_r
     _assert_inert(page, (run / A.REPORT).as_uri(), ["Stale results withheld"])
 
 
+@pytest.fixture(scope="module")
+def hostile_comparison(hostile_run, tmp_path_factory):
+    """The hostile run (A, its name a payload) compared with a copy (B) whose raw replies and whose
+    model's answer in the config are payloads too: a ``model`` change on every answer, shown side
+    by side in B's browser and counted in B's report (:mod:`lib.eval.changes`)."""
+    from lib.eval.changes import side_by_side, write_comparison
+
+    run = tmp_path_factory.mktemp("compared") / "run"
+    shutil.copytree(hostile_run, run)
+    folder = run / A.EVALUATE
+    cfg = json.loads((folder / A.EVAL_CONFIG).read_text())
+    cfg["models"]["const"]["answer"] = payload("config value")
+    (folder / A.EVAL_CONFIG).write_text(json.dumps(cfg))
+    rows = [json.loads(line) for line in (folder / A.PREDICTIONS).read_text().split("\n") if line]
+    (folder / A.PREDICTIONS).write_text("".join(json.dumps({**r, "raw": payload("B raw reply")}) + "\n" for r in rows))
+    result = side_by_side(hostile_run / A.EVALUATE, folder)
+    assert result["changed"] == len(rows) and result["causes"]["model"]["items"] == len(rows)
+    write_comparison(A.stage_folder(run, A.ANALYZE), result)
+    write_browser(run, result)
+    build_report(run)
+    return run
+
+
+def test_a_comparison_shows_both_runs_payloads_as_text_and_runs_none(hostile_comparison, page):
+    run = hostile_comparison
+    index = (run / "browser" / "index.html").read_text()
+    assert _template_scripts(index) == ['<script type="application/json" id="index">', '<script src="browser.js">']
+    _assert_inert(page, (run / "browser" / "index.html").as_uri() + "#cause=model", [_slashless("run name")])
+    page.wait_for_selector("tr.pair")
+    pairs = page.inner_text("#items")
+    for field in ("raw reply", "B raw reply", "question", "option"):  # A's and B's replies, both prompts
+        assert payload(field)[:40] in pairs, field
+    assert payload("question")[:40] in page.inner_text("tr.pair tr.side-prompt")
+    assert page.evaluate("document.body.dataset.pwned") is None and not page.query_selector("img[src=x], svg")
+    report = (run / A.REPORT).read_text()
+    assert len(re.findall(r"<script", report, re.I)) == 0
+    _assert_inert(page, (run / A.REPORT).as_uri(), [f"Compared with {RUN_NAME}",
+                                                    payload("config value").replace("\u2028", " ")[:40]])
+
+
 def test_a_csp_stops_a_script_an_escape_would_have_missed(tmp_path, page):
     """The second wall: a page with the report's policy and an injected inline script runs none of it."""
     from lib.htmlsafe import csp_meta

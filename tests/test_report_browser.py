@@ -91,3 +91,103 @@ def test_a_headline_links_to_exactly_its_answers_and_filters_narrow_them(run_fol
     page.wait_for_function(f"document.querySelector('#count').textContent.startsWith('{len(others)} answers')")
     assert page.locator("img").count() > 0  # thumbnails are files next to the page
     assert all(src.startswith("thumbs/") for src in page.eval_on_selector_all("tr.item img", "els => els.map(e => e.getAttribute('src'))"))
+
+
+# --- a run compared with another: the change and cause filters ----------------------------------
+
+@pytest.fixture(scope="module")
+def pair_run(tmp_path_factory):
+    """Two runs differing in a model, a prompt and a scoring rule (:mod:`tests.support.pairs`);
+    stage 07 of the second compares it with the first (its browser, its report)."""
+    from lib.stages import analyze
+    from tests.support.pairs import evaluate_pair
+
+    base, new = evaluate_pair(tmp_path_factory.mktemp("pair"), "browse-base", "browse-new")
+    cfg = analyze.AnalyzeConfig(compare_with="browse-base")
+    out = new / A.ANALYZE
+    analyze.finish(cfg, out, None, [], {"topics": "none"}, {}, analyze.comparison(cfg, out))
+    return base, new
+
+
+@pytest.fixture(scope="module")
+def served(pair_run):
+    """The compared run's folder served over HTTP on 127.0.0.1, as `python -m http.server` would."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(pair_run[1])))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join(10)
+
+
+def _answers(run) -> dict[tuple, dict]:
+    return {(r["dataset"], r["task"], r["model"], r["style"], r["item_id"]): r
+            for r in map(json.loads, open(run / A.EVALUATE / A.PREDICTIONS))}
+
+
+def _changed(run) -> list[dict]:
+    return [json.loads(line) for line in open(run / A.ANALYZE / A.COMPARED_ITEMS)]
+
+
+def test_the_change_and_cause_filters_show_exactly_those_answers_side_by_side(pair_run, served, page):
+    """Over HTTP, as a reader picks a cause and a change: exactly the answers the comparison put
+    there, each under both runs' prompt, raw reply and reading as the two predictions files hold them."""
+    from tests.support.pairs import direction
+
+    base, new = pair_run
+    ours, theirs, changed = _answers(new), _answers(base), _changed(new)
+    page.goto(f"{served}/browser/index.html")
+    page.wait_for_selector("#count")
+    assert page.inner_text("#count").startswith(f"{len(ours)} answers")
+    assert "Compared with browse-base" in page.inner_text("#compared")
+    for cause, change in (("model", "improved"), ("model", "worsened"), ("prompt", "improved"), ("scoring", "improved")):
+        page.select_option("#f-cause", cause)
+        page.select_option("#f-change", change)
+        want = [it for it in changed if it["cause"] == cause and direction(it["A"], it["B"]) == change]
+        assert want, (cause, change)
+        page.wait_for_function(f"location.hash.includes('cause={cause}') && location.hash.includes('change={change}') "
+                               f"&& document.querySelector('#count').textContent.startsWith('{len(want)} answers')")
+        rows = page.locator("tr.item")
+        assert rows.count() == len(want) == page.locator("tr.pair").count()
+        assert {rows.nth(i).get_attribute("data-cause") for i in range(rows.count())} == {cause}
+        assert {rows.nth(i).get_attribute("data-change") for i in range(rows.count())} == {change}
+        by_key = {tuple(it["group"]) + (it["item_id"],): it for it in want}
+        shown = []
+        for i in range(rows.count()):
+            where, item_id = rows.nth(i).locator("td").nth(1).text_content().split("\n")
+            key = (*where.split(" · "), *rows.nth(i).locator("td").nth(2).text_content().split(" · "), item_id)
+            shown.append(key)
+            pair = page.locator("tr.pair").nth(i)  # the row under it
+            a_raw, b_raw = (pair.locator("tr.side-raw-reply td").nth(k).inner_text() for k in (0, 1))
+            assert (a_raw, b_raw) == (theirs[key]["raw"], ours[key]["raw"])
+            a_prompt, b_prompt = (pair.locator("tr.side-prompt td").nth(k).inner_text() for k in (0, 1))
+            assert (a_prompt, b_prompt) == (by_key[key]["prompt"]["A"], by_key[key]["prompt"]["B"])
+            assert f"first cause: {cause}" in pair.locator("p.why").inner_text()
+        assert sorted(shown) == sorted(by_key)
+    _shot(page, "item-browser-comparison.png")
+
+
+def test_the_reports_comparison_links_each_count_to_its_answers(pair_run, page):
+    base, new = pair_run
+    changed = _changed(new)
+    page.goto((new / A.REPORT).as_uri())
+    section = page.locator("h2#comparison")
+    assert section.inner_text() == "Compared with browse-base"
+    section.scroll_into_view_if_needed()
+    _shot(page, "report-comparison.png")
+    cell = page.locator("h2#comparison ~ table a[href$='cause=model&change=worsened']")
+    n = int(cell.inner_text())
+    assert n == sum(it["cause"] == "model" and it["change"] == "worsened" for it in changed) > 0
+    cell.click()
+    page.wait_for_function(f"document.querySelector('#count') && "
+                           f"document.querySelector('#count').textContent.startsWith('{n} answers')")
+    assert page.locator("tr.pair").count() == n
+    assert page.eval_on_selector("#f-cause", "e => e.value") == "model"

@@ -43,6 +43,39 @@ function text(el, value) { el.textContent = value == null ? "" : value; return e
 
 function cell(tr, value, cls) { const td = text(document.createElement("td"), value); if (cls) td.className = cls; tr.appendChild(td); return td; }
 
+function scores(s) {
+  return Object.entries(s || {}).map(([k, v]) => k + " " + (v == null ? "-" : (+v).toFixed(3))).join(" · ");
+}
+
+function sideBySide(r) {   // a changed answer: run A's and this run's, row by row
+  const tr = document.createElement("tr");
+  tr.className = "pair";
+  const td = document.createElement("td");
+  td.colSpan = 10;
+  const why = text(document.createElement("p"), `${r.change} · first cause: ${r.cause} · because: ${r.because}`);
+  why.className = "why " + r.change.replace(" ", "-");
+  td.appendChild(why);
+  const t = document.createElement("table");
+  t.className = "side";
+  const head = document.createElement("tr");
+  for (const h of ["", `A · ${INDEX.comparison.A} · ${r.other.model} · ${r.other.style}`, `B · this run · ${r.model} · ${r.style}`]) {
+    head.appendChild(text(document.createElement("th"), h));
+  }
+  t.appendChild(head);
+  for (const [label, a, b] of [["prompt", r.other.prompt, r.prompt], ["raw reply", r.other.raw, r.raw],
+                               ["read as", r.other.parsed, r.parsed], ["outcome", r.other.outcome, r.outcome],
+                               ["scores", scores(r.other.scores), scores(r.scores)]]) {
+    const row = document.createElement("tr");
+    row.className = "side-" + label.replace(" ", "-");
+    row.appendChild(text(document.createElement("th"), label));
+    cell(row, a, "raw"); cell(row, b, "raw");
+    t.appendChild(row);
+  }
+  td.appendChild(t);
+  tr.appendChild(td);
+  return tr;
+}
+
 function render(rows) {
   const body = document.querySelector("#items tbody");
   body.replaceChildren();
@@ -69,6 +102,10 @@ function render(rows) {
     cell(tr, r.outcome);
     cell(tr, r.rating == null ? "" : r.rating + ": " + r.rationale, "raw");
     body.appendChild(tr);
+    if (r.other) {
+      tr.dataset.change = r.change; tr.dataset.cause = r.cause;
+      body.appendChild(sideBySide(r));
+    }
   }
   const pager = document.getElementById("pager");
   pager.replaceChildren();
@@ -86,7 +123,7 @@ async function show() {
   const f = params();
   const box = document.getElementById("filters");
   box.replaceChildren();
-  for (const k of INDEX.filters) box.appendChild(select(k, k === "outcome" ? INDEX.outcomes : INDEX.values[k], f[k]));
+  for (const k of INDEX.filters) box.appendChild(select(k, INDEX.values[k], f[k]));
   const names = f.dataset ? [f.dataset] : Object.keys(INDEX.files);
   await load(names);
   const rows = names.flatMap(n => rowsOf[n] || []).filter(r => INDEX.filters.every(k => !f[k] || String(r[k]) === f[k]));

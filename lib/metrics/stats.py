@@ -9,6 +9,9 @@ bootstrap distribution is the same at O(distinct scores) per resample instead of
 hand-written because scipy resamples indices, O(n) per resample, which dominates a rescore of a
 paper-scale Scrapbook dataset. Scores with many distinct values (where a drawn count costs more
 than an index) still resample indices through scipy.
+
+:func:`score_change` says which way one item's scores moved between two runs (a comparison's
+improved and worsened items).
 """
 
 from __future__ import annotations
@@ -75,3 +78,15 @@ def mean_ci(values: Sequence[float], n_resamples: int = N_RESAMPLES, confidence:
     alpha = (1 - confidence) / 2
     low, high = np.percentile(means, [100 * alpha, 100 * (1 - alpha)])
     return value, float(low), float(high)
+
+
+CHANGES = ("improved", "worsened", "mixed", "same scores")  # which way an item's scores moved (score_change)
+
+
+def score_change(a: dict, b: dict) -> str:
+    """Which way one item's per-answer scores moved from run A (``a``: metric -> value) to run B,
+    over the metrics both have: ``improved`` (one rose, none fell), ``worsened`` (one fell, none
+    rose), ``mixed`` (some rose, some fell: BLEU up, ROUGE-L down) or ``same scores``."""
+    shared = [k for k in a if k in b and a[k] is not None and b[k] is not None]
+    up, down = any(b[k] > a[k] for k in shared), any(b[k] < a[k] for k in shared)
+    return CHANGES[3] if not (up or down) else CHANGES[2] if up and down else CHANGES[0] if up else CHANGES[1]

@@ -15,17 +15,19 @@ give the same coordinates and topics.
 
 Notebook 07 calls the steps :func:`run` composes one per section: :func:`image_map`,
 :func:`answer_map`, :func:`topic_model`, :func:`data_figures`, :func:`result_tables`,
-:func:`paper_table`, then :func:`finish` (summary, provenance and the report).
+:func:`paper_table`, :func:`comparison` (this run against ``compare_with``'s, item by item), then
+:func:`finish` (summary, provenance, the item browser and the report).
 
 It reads every earlier stage's outputs through :mod:`lib.artifacts` (a stage that did not run is
 skipped, and the report says so) and writes ``tables/``, ``figures/``, ``paper.csv`` (the papers' stated
 numbers, typed once in ``lib/data/papers.yaml``, beside ours), ``summary.json``, ``provenance.json`` and
-the run's ``report.html``.
+the run's ``report.html``; with ``compare_with``, ``comparison/`` (:func:`lib.eval.changes.write_comparison`).
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -39,6 +41,8 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from lib import artifacts as A
 from lib import cli, config, plots
 from lib.browser import write_browser
+from lib.compare import evaluation_folder
+from lib.eval.changes import side_by_side, write_comparison
 from lib.families import TASKS
 from lib.families.memeqa.paper import memeqa_reproduction, shortcut_summary
 from lib.families.yesbut.paper import figure3_counts, human_eval, yesbut_reproduction
@@ -243,6 +247,9 @@ class AnalyzeConfig(config.StageConfig):
     min_topic_size: int = 10  # BERTopic (its default)
     topic_labeler: dict = field(default_factory=dict)  # any LLM spec to write topic labels ({}: none)
     topic_label_max_new_tokens: int = 12  # a label of a few words
+    # another run (its name, or an evaluation folder) whose answers this run's are paired with item
+    # by item, each change put on its first cause (lib.eval.compare); None: no comparison
+    compare_with: str | None = None
 
     def check(self, source: str) -> None:
         check_spec(self.topic_labeler, f"{source}: topic_labeler", allow_empty=True)
@@ -433,23 +440,40 @@ def paper_table(cfg: AnalyzeConfig, out: str | Path) -> pd.DataFrame | None:
     return table
 
 
+def comparison(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
+    """This run's answers (B) against ``cfg.compare_with``'s (A), item by item, both prompts kept
+    (:func:`lib.eval.changes.side_by_side`), written under ``comparison/``: per-cause counts of
+    improved and worsened items, every metric's A, B and B - A with its paired interval and McNemar
+    p, the config diff, the changed items. None, and no folder, without ``compare_with``."""
+    folder = Path(out) / A.COMPARISON
+    shutil.rmtree(folder, ignore_errors=True)  # a rerun must not show an earlier run's comparison
+    if cfg.compare_with is None:
+        return None
+    result = side_by_side(evaluation_folder(cfg.compare_with), A.stage_folder(Path(out).parent, A.EVALUATE))
+    write_comparison(out, result)
+    return result
+
+
 def finish(cfg: AnalyzeConfig, out: str | Path, images: dict | None, answers: list[dict], found: dict,
-           tables: dict) -> dict:
+           tables: dict, compared: dict | None = None) -> dict:
     """The summary from what the steps returned (:func:`image_map`, :func:`answer_map`,
-    :func:`topic_model`, :func:`result_tables`), provenance, then the run's item browser
-    (:mod:`lib.browser`) and ``report.html`` (its path added to the summary returned)."""
+    :func:`topic_model`, :func:`result_tables`, :func:`comparison`), provenance, then the run's item
+    browser (:mod:`lib.browser`, with the comparison's filters) and ``report.html`` (its path added
+    to the summary returned)."""
     out = Path(out)
     summary = {"image_map": images, "answers": len(answers), "topics": found["topics"],
-               "unreadable_texts": found.get("unreadable", 0), "tables": list(tables)}
+               "unreadable_texts": found.get("unreadable", 0), "tables": list(tables),
+               "comparison": compared and {k: compared[k] for k in ("A", "paired", "changed", "only_A", "only_B")}}
     config.finish(out, A.ANALYZE, cfg, summary)
-    write_browser(out.parent)  # before the report, which links its headline numbers to it
+    write_browser(out.parent, compared)  # before the report, which links its headline numbers to it
     summary["report"] = str(build_report(out.parent))
     return summary
 
 
 def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     """The stage, step by step as notebook 07 runs it: maps, topics, the papers' figures and tables
-    from whatever earlier stages wrote, the papers' numbers beside ours, summary and provenance, the report."""
+    from whatever earlier stages wrote, the papers' numbers beside ours, the comparison with another
+    run, summary and provenance, the report."""
     out = Path(out)
     (out / A.TABLES).mkdir(parents=True, exist_ok=True)
     images, _ = image_map(cfg, out)
@@ -458,7 +482,7 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     data_figures(cfg, out)
     tables, _ = result_tables(cfg, out)
     paper_table(cfg, out)
-    return finish(cfg, out, images, answers, found, tables)
+    return finish(cfg, out, images, answers, found, tables, comparison(cfg, out))
 
 
 if __name__ == "__main__":

@@ -208,6 +208,10 @@ class Task:
     validation_metric: str = "accuracy"
     # the (subset, metric) row a report leads with
     headline: tuple[str, str] = ("all", "accuracy")
+    # the per-answer score (a key of Prediction.scores) the headline is made of, where the headline
+    # is not the mean of a score of that name (a macro average); None: the headline's own name.
+    # Two runs are compared item by item on it (lib.eval.changes)
+    headline_score: str | None = None
     Options: typing.ClassVar[type] = TaskOptions  # what its params block may set
 
     # --- settings and items -------------------------------------------------------------------------

@@ -76,6 +76,7 @@ class MultipleChoice(Task):
     name = "mcq"
     validation_metric = "macro"  # MemeQA selects by the dev macro average over its question types
     headline = ("all", "exact_macro")  # MemeQA's main results: the macro average over question types
+    headline_score = "exact"  # the macro average's per-answer part
 
     @classmethod
     def make_item(cls, id: str, images: list[str], question: str = "", answer: list | tuple = (),

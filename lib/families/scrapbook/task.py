@@ -202,6 +202,7 @@ class ScrapbookQA(Task):
     scene_questions = True
     Options = ScrapbookOptions
     headline = ("non-absurd", "accuracy_all_forms")  # Table 8: a question is right when all its forms are
+    headline_score = "correct"  # each form's answer, the part of the all-forms accuracy an item has
 
     def choices(self, item):
         if item.meta.get("form") == "enumerated" and item.meta.get("alternatives"):
