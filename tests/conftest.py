@@ -1,5 +1,6 @@
-"""Shared fixtures. Every test runs offline, with outputs in one temporary folder per session
-(so tiny models are built once per session, never into the repository's outputs/)."""
+"""Shared fixtures. Every test runs offline, with outputs in one temporary folder per session - per
+pytest-xdist worker under ``make test`` (so tiny models are built once per worker, never into the
+repository's outputs/, and two workers never write the same run)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,38 @@ from PIL import Image
 
 # Set before anything imports transformers; nbval kernels inherit these too.
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):  # its own folder, not the one the controller set
+    os.environ["VQALAB_OUTPUTS"] = tempfile.mkdtemp(prefix=f"vqalab-test-outputs-{worker}-")
+    # a worker per core: torch's threads (and the subprocesses' and notebook kernels') one each, not
+    # one per core in every worker, which doubled the suite's CPU time spinning for cores in use
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("VQALAB_OUTPUTS", tempfile.mkdtemp(prefix="vqalab-test-outputs-"))
 os.environ["VQALAB_PROFILE"] = "smoke"  # the notebooks under nbval resolve the smoke profile (params/*.smoke.yaml)
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with a ``slow`` test first, then the notebooks, then the rest (each file's tests, and the
+    notebooks, in their order): under ``make test`` the longest work units start first, so no worker
+    is left running one alone at the end."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: 0 if item.path in slow else 1 if item.path.suffix == ".ipynb" else 2)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``make test``'s pytest-xdist work units: one per test file (its tests share its module
+    fixtures in one worker), and one for all the notebooks, which run in order (each reads the
+    stages before it). Scheduled here, not by ``xdist_group`` marks: pytest 9.2 ignores the node id
+    suffix ``--dist loadgroup`` relies on."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "notebooks" if path.endswith(".ipynb") else path
+
+    return ByFile(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -56,6 +56,7 @@ def lab(tmp_path):
     proc.wait(10)
 
 
+@pytest.mark.slow
 def test_fill_one_annotation_in_jupyterlab(lab, chromium):
     from PIL import Image
     from playwright.sync_api import sync_playwright

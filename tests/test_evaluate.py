@@ -57,6 +57,7 @@ def finished(datasets, tmp_path_factory):
     return out, store, summary
 
 
+@pytest.mark.slow
 def test_every_task_style_and_item_is_predicted_and_scored(finished, datasets):
     out, _, summary = finished
     items = {name: asked for name, (_, asked) in load_eval_items(_config(datasets)).items()}

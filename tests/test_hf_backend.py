@@ -135,6 +135,7 @@ def test_loglik_from_one_prefill_equals_encoding_every_choice_whole(kind, images
         assert a.scores == pytest.approx(b.scores, abs=1e-4) and a.parsed == b.parsed
 
 
+@pytest.mark.slow
 def test_a_shared_prompt_prefix_is_encoded_once_with_the_same_answers():
     """LAVE's prompts share their instructions and eight demonstrations: the prefix's KV cache is
     computed once and reused across batches, a batch mixing the yes/no and the general

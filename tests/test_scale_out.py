@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 from lib.stages.setup import demo_datasets
@@ -78,6 +79,7 @@ def _rows(out: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_single_process_predictions_and_metrics(tmp_path):
     folders = {k: str(v) for k, v in demo_datasets(tmp_path / "data").items()}
     params = tmp_path / "06.yaml"

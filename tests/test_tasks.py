@@ -130,6 +130,7 @@ def test_garbage_is_read_or_invalid_never_guessed(text, demo):
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "yesbut").exists(), reason="../shared/data/yesbut is absent")
+@pytest.mark.slow
 def test_yesbut_tasks_from_the_collected_sample(tmp_path):
     from lib.io import load_items
     from lib.stages.collect import collect_yesbut

@@ -43,6 +43,7 @@ def _sets(profile: str):
         yield name, cfg.set_params(name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", ["smoke", "demo"])
 def test_a_profiles_scrapbook_sets_have_their_pinned_bytes(profile, tmp_path):
     for name, params in _sets(profile):
