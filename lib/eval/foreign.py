@@ -158,7 +158,9 @@ def _doc_ids(folder: Path) -> set[tuple[str, str]]:
 
 def read_samples(path: Path) -> Iterator[tuple[int, dict]]:
     """``(line number, sample)`` of a samples file; a line that is not a JSON object raises
-    :class:`ForeignError` naming the file and the line."""
+    :class:`ForeignError` naming the file and the line. Not :func:`lib.io.read_jsonl`: the import's
+    later errors (a row without the export's row, an unknown or repeated item) name the sample's
+    line too, and a file of another harness gets its own hint."""
     n = 0
     try:
         with path.open(encoding="utf-8") as f:
