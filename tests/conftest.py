@@ -33,17 +33,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: 0 if item.path in slow else 1 if item.path.suffix == ".ipynb" else 2)
 
 
+# Test files that share a costly session fixture, run in one worker so it is built once: file -> unit.
+SHARED_UNITS = {"tests/scrapbook/test_golden.py": "demo_scrapbook_sets",  # checks the sets' bytes
+                "tests/test_learning.py": "demo_scrapbook_sets"}  # trains on the demo's training set
+
+
 def pytest_xdist_make_scheduler(config, log):
     """``make test``'s pytest-xdist work units: one per test file (its tests share its module
-    fixtures in one worker), and one for all the notebooks, which run in order (each reads the
-    stages before it). Scheduled here, not by ``xdist_group`` marks: pytest 9.2 ignores the node id
-    suffix ``--dist loadgroup`` relies on."""
+    fixtures in one worker), or per :data:`SHARED_UNITS` entry, and one for all the notebooks, which
+    run in order (each reads the stages before it). Scheduled here, not by ``xdist_group`` marks:
+    pytest 9.2 ignores the node id suffix ``--dist loadgroup`` relies on."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "notebooks" if path.endswith(".ipynb") else path
+            return "notebooks" if path.endswith(".ipynb") else SHARED_UNITS.get(path, path)
 
     return ByFile(config, log)
 
@@ -78,6 +83,23 @@ def training_scenes(tmp_path_factory) -> Path:
                              n_arrangements=2, n_region_pairs=3, n_questions_per_type=1, types=["presence", "counting"],
                              groups=["np"], forms=["original"]), out, progress=False)
     return out
+
+
+@pytest.fixture(scope="session")
+def demo_scrapbook_sets(tmp_path_factory) -> dict[str, Path]:
+    """The demo profile's Scrapbook sets as its stage 04 generates them (its dataset ``scrapbook`` and
+    each of ``sets``), by name; tests read them, never write. Built once per worker: the files that
+    use it form one work unit (:data:`SHARED_UNITS`)."""
+    from lib.config import resolve
+    from lib.families.scrapbook import generate
+    from lib.stages.scrapbook import ScrapbookConfig
+
+    cfg = resolve(ScrapbookConfig, "demo").cfg
+    out = tmp_path_factory.mktemp("demo_scrapbook")
+    sets = {"scrapbook": cfg.params(), **{name: cfg.set_params(name) for name in sorted(cfg.sets)}}
+    for name, params in sets.items():
+        generate(params, out / name, progress=False)
+    return {name: out / name for name in sets}
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from lib import plots
 from lib.families.yesbut.paper import human_eval
 from lib.families.yesbut.release import read_yesbut_annotations
 from lib.families.yesbut.task import Understanding
+from lib.paths import ROOT
 from lib.report import build_report
 from lib.stages import analyze, annotate, collect
 from lib.tasks import Results
@@ -35,6 +36,28 @@ def test_descriptor_embeddings_separate_what_they_see(images, tmp_path):
     assert analyze.separation(x, ["r"] * 3 + ["b"] * 3) > 0.5
     a, b = analyze.umap_2d(x, seed=3), analyze.umap_2d(x, seed=3)
     assert np.array_equal(a, b)  # a fixed seed gives the same map
+
+
+
+def test_a_process_reading_umaps_cached_kernels_draws_the_same_map(tmp_path):
+    """lib.maps caches umap-learn's numba kernels on disk: a process started after this one drew a
+    map reads them from the cache (compiling none of them) and draws the same map to the bit."""
+    import subprocess
+    import sys
+
+    from lib.maps import umap_2d
+
+    x = np.random.default_rng(0).normal(size=(12, 8)).astype("float32")
+    np.save(tmp_path / "x.npy", x)
+    here = umap_2d(x)  # compiled here, or read from the cache an earlier process wrote
+    code = ("import sys, numpy as np; from lib.maps import umap_2d, umap_module; "
+            "np.save(sys.argv[1], umap_2d(np.load(sys.argv[2]))); "
+            "s = umap_module().umap_.smooth_knn_dist.stats; print(sum(s.cache_hits.values()), sum(s.cache_misses.values()))")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "map.npy"), str(tmp_path / "x.npy")], check=True,
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.stdout.split() == ["1", "0"], f"smooth_knn_dist not read from the cache (hits, misses): {r.stdout}"
+    assert np.array_equal(np.load(tmp_path / "map.npy"), here)
+
 
 
 def test_clip_embeddings_from_a_local_checkpoint(tmp_path, images):

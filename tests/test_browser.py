@@ -73,9 +73,18 @@ def test_fill_one_annotation_in_jupyterlab(lab, chromium):
         page.goto(f"{url}/lab/tree/annotate.ipynb?token={token}", timeout=60_000)
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
-        # run the cell; the kernel may still be starting, so run it again until the widget appears
+        # run the cell; the kernel may still be starting, so run it again until the widget appears. On a
+        # busy machine JupyterLab may ask first (e.g. which kernel, when it is slow to start): its
+        # default answer, as a user would press Enter, and its text kept for a failure's message
+        dialogs = []
         for attempt in range(6):
-            page.click(".jp-Notebook .jp-Cell .jp-InputArea-editor")
+            if page.locator(".jp-Dialog").count():
+                dialogs.append(page.inner_text(".jp-Dialog"))
+                page.click(".jp-Dialog .jp-mod-accept")
+            try:
+                page.click(".jp-Notebook .jp-Cell .jp-InputArea-editor", timeout=10_000)
+            except Exception:
+                continue  # a dialog opened meanwhile: answered on the next pass
             page.keyboard.press("Shift+Enter")
             try:
                 page.wait_for_selector(".vqalab-annotator input", timeout=20_000)
@@ -84,7 +93,8 @@ def test_fill_one_annotation_in_jupyterlab(lab, chromium):
                 continue
         else:
             page.screenshot(path=str(root / "failed.png"))
-            raise AssertionError(f"the widget did not render; notebook text: {page.inner_text('.jp-Notebook')[-1500:]}")
+            raise AssertionError(f"the widget did not render; dialogs: {dialogs}; "
+                                 f"notebook text: {page.inner_text('.jp-Notebook')[-1500:]}")
         page.fill(".vqalab-annotator input", "tester")
         page.fill(".vqalab-field-left_description textarea", "a red square")
         page.click(".vqalab-field-difficulty button:has-text('MEDIUM')")

@@ -18,8 +18,6 @@ training (three seeds) for the performance page.
 import pytest
 
 from lib.config import resolve
-from lib.families.scrapbook import generate
-from lib.stages.scrapbook import ScrapbookConfig
 from lib.stages.train import TrainConfig, run
 
 SHRUNK = {"max_steps": 1000, "focus_steps": 400, "eval_every": 1000, "checkpoint_every": 1000, "eval_items": 100,
@@ -28,10 +26,8 @@ MARGINS = {"presence": 0.05, "counting": 0.02}  # trained minus majority answer,
 
 
 @pytest.mark.slow
-def test_the_demo_training_learns_the_question_not_the_answer_prior(tmp_path):
-    scenes = tmp_path / "train"
-    generate(resolve(ScrapbookConfig, "demo").cfg.set_params("train"), scenes, progress=False)
-    cfg = resolve(TrainConfig, "demo", overrides={"dataset": str(scenes), **SHRUNK}).cfg
+def test_the_demo_training_learns_the_question_not_the_answer_prior(demo_scrapbook_sets, tmp_path):
+    cfg = resolve(TrainConfig, "demo", overrides={"dataset": str(demo_scrapbook_sets["train"]), **SHRUNK}).cfg
     assert cfg.balance, "the demo profile draws answers balanced: the gate checks what it ships"
     summary = run(cfg, tmp_path / "05_train", progress=False)
     margins = {kind: round(summary["trained"][f"accuracy_{kind}"] - summary["majority"][f"accuracy_{kind}"], 3)

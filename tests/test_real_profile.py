@@ -27,7 +27,7 @@ PROFILE = "real"
 SMALL = dict(n_sets=1, n_backgrounds=1, n_arrangements=1, n_region_pairs=1, n_questions_per_type=1)
 # Budgets only: what a user would lower for a first try on a small machine.
 SHRINK = {
-    "03_adversarial_filter": {"max_iterations": 1},
+    "03_adversarial_filter": {"max_iterations": 1, "max_skeletons": 6},
     "04_scrapbook": {**SMALL, "sets": {"train": {**SMALL, "n_sets": 2, "n_backgrounds": 2, "n_arrangements": 3,  # 36 images
                                                  "types": ["presence"], "groups": ["np"], "forms": ["original"]},
                                        "fresh": {**SMALL, "types": ["presence"], "groups": ["np"]}}},

@@ -47,6 +47,7 @@ from lib.families import TASKS
 from lib.families.memeqa.paper import memeqa_reproduction, shortcut_summary
 from lib.families.yesbut.paper import figure3_counts, human_eval, yesbut_reproduction
 from lib.families.yesbut.release import ANNOTATIONS_CSV, read_yesbut_annotations
+from lib.maps import tsne_2d, umap_2d, umap_module
 from lib.io import AnnotationStore, load_image, load_items, write_csv
 from lib.metrics.wordnet import ensure_wordnet
 from lib.models import Request, check_spec, generate, load_model
@@ -115,25 +116,6 @@ def text_embeddings(texts, model: str | None = None) -> np.ndarray:
 
 # --- maps ----------------------------------------------------------------------------------------
 
-def umap_2d(x: np.ndarray, seed: int = 0, n_neighbors: int = 15, metric: str = "cosine") -> np.ndarray:
-    """2-D UMAP coordinates with a fixed random state (deterministic: umap-learn then runs single-threaded)."""
-    import umap
-
-    if len(x) < 4:
-        raise ValueError(f"a UMAP map needs at least 4 points, got {len(x)}")
-    reducer = umap.UMAP(n_components=2, n_neighbors=max(2, min(n_neighbors, len(x) - 1)), metric=metric,
-                        random_state=seed, init="random" if len(x) < 10 else "spectral")
-    return reducer.fit_transform(x)
-
-
-def tsne_2d(x: np.ndarray, seed: int = 0) -> np.ndarray:
-    """2-D t-SNE (scikit-learn), as in the Docmatix post's Figure 1."""
-    from sklearn.manifold import TSNE
-
-    return TSNE(n_components=2, perplexity=max(2.0, min(30.0, (len(x) - 1) / 3)), random_state=seed,
-                init="random").fit_transform(x)
-
-
 def separation(x: np.ndarray, labels) -> float:
     """Silhouette score (scikit-learn, cosine) of ``labels`` in the embedding space: 1 = well separated
     groups, 0 = overlapping, < 0 = mixed. NaN with fewer than two groups."""
@@ -187,7 +169,6 @@ def topics(texts, seed: int = 0, min_topic_size: int = 5, embeddings: np.ndarray
     from bertopic import BERTopic
     from hdbscan import HDBSCAN
     from sklearn.feature_extraction.text import CountVectorizer
-    from umap import UMAP
 
     texts = [str(t) for t in texts]
     if len(texts) < 2 * min_topic_size:
@@ -197,8 +178,8 @@ def topics(texts, seed: int = 0, min_topic_size: int = 5, embeddings: np.ndarray
     if embeddings is None:
         embeddings = encoder.encode(texts, normalize_embeddings=True, show_progress_bar=False)
     model = BERTopic(embedding_model=encoder,
-                     umap_model=UMAP(n_neighbors=max(2, min(15, len(texts) - 1)), n_components=5, min_dist=0.0,
-                                     metric="cosine", random_state=seed),
+                     umap_model=umap_module().UMAP(n_neighbors=max(2, min(15, len(texts) - 1)), n_components=5,
+                                                   min_dist=0.0, metric="cosine", random_state=seed),
                      hdbscan_model=HDBSCAN(min_cluster_size=min_topic_size, metric="euclidean",
                                            cluster_selection_method="eom", prediction_data=True),
                      vectorizer_model=CountVectorizer(analyzer=dictionary_words, min_df=1),
