@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 if __name__ == "__main__":
-    # gpu_check is `make gpu-check`, for a machine with a CUDA GPU; publish and pages measure nothing
-    skip = ("run", "gpu_check", "publish", "pages")
+    # gpu_check is `make gpu-check`, for a machine with a CUDA GPU; ci is the whole CI (python -m
+    # benchmarks.ci); publish and pages measure nothing
+    skip = ("run", "gpu_check", "ci", "publish", "pages")
     names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
                    if not m.name.startswith("_") and m.name not in skip)
     failed = []

@@ -45,7 +45,7 @@ REPRODUCTION = ROOT / "docs" / "records" / "reproduction.json"
 # one busy neighbour (another test run, a notebook) is enough to slow a CPU-bound figure visibly
 UNDER_LOAD_PER_CORE = 0.5
 # the command that writes each record, where it is not `make bench`
-COMMANDS = {"gpu": "make gpu-check"}
+COMMANDS = {"gpu": "make gpu-check", "ci": "python -m benchmarks.ci"}
 # a target's rule: a comparison and a JSON value; the longer operators first, so ">=" is not read as ">"
 RULE = re.compile(r"^\s*(>=|<=|==|>|<)\s*(\S.*?)\s*$")
 COMPARISONS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}

@@ -322,3 +322,12 @@ def test_the_reproduction_page_renders_records_and_says_what_is_missing(tmp_path
 def test_an_unknown_generated_block_fails_the_build():
     with pytest.raises(ValueError, match="unknown generated block 'nope'"):
         pages.render("<!-- vqalab: nope -->", "x.md")
+
+
+def test_the_ci_benchmark_reads_each_pytest_summary_of_its_log():
+    from benchmarks.ci import pytest_runs
+
+    log = ("...\n=========== 2 failed, 950 passed, 23 skipped, 45 warnings in 586.12s (0:09:46) ===========\n"
+           "INFO - Documentation built in 9.10 seconds\n======================== 12 passed in 180.20s ========================\n")
+    assert pytest_runs(log) == [{"passed": 950, "skipped": 23, "failed": 2, "errors": 0, "seconds": 586.12},
+                                {"passed": 12, "skipped": 0, "failed": 0, "errors": 0, "seconds": 180.2}]
