@@ -5,7 +5,8 @@ umap-learn compiles its numba kernels afresh in every process that fits a map, a
 dozen points then costs far more in compilation than in work; every stage 07, notebook and test
 process pays it again. :func:`umap_module` turns on numba's own on-disk cache
 (``Dispatcher.enable_caching``, the switch behind ``@njit(cache=True)``) for the kernels umap-learn
-defines at module level, so only the first process on a machine compiles them. numba keys each cached
+defines at module level, so only the first process of an environment compiles them (``make``'s set-up
+runs ``python -m lib.maps`` to be that process). numba keys each cached
 kernel on its source file and numba's version and writes it atomically (several processes may share
 it); the compiled code and so the coordinates are the same, cached or not (``tests/test_analysis.py``).
 The kernels umap-learn builds inside a fit (its per-epoch layout functions) cannot be cached this way
@@ -53,3 +54,10 @@ def tsne_2d(x: np.ndarray, seed: int = 0) -> np.ndarray:
 
     return TSNE(n_components=2, perplexity=max(2.0, min(30.0, (len(x) - 1) / 3)), random_state=seed,
                 init="random").fit_transform(x)
+
+
+if __name__ == "__main__":
+    # `make`'s set-up step: compile umap-learn's kernels into numba's cache once per environment, as pip
+    # compiles the .pyc files, so no later process (a stage 07, a notebook, a test) pays for it
+    umap_2d(np.random.default_rng(0).normal(size=(12, 8)).astype("float32"))
+    print(f"umap-learn's numba kernels compiled into numba's cache ({umap_module().umap_.smooth_knn_dist.stats.cache_path})")

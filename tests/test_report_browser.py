@@ -6,9 +6,11 @@ exactly the predictions of predictions.jsonl. Screenshots of both are saved for 
 
 import io
 import json
+import re
 
 import pandas as pd
 import pytest
+from playwright.sync_api import expect
 
 from lib import artifacts as A
 from lib.browser import outcome, write_browser
@@ -19,6 +21,13 @@ from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
 from lib.store import CallStore
 from tests.support.chromium import chromium_page
+
+
+def _wait_count(page, n: int) -> None:
+    """Until the browser's count says ``n`` answers. Waited for with playwright's ``expect``, which
+    polls from its own script: a string predicate (``wait_for_function``) is evaluated in the page,
+    whose Content-Security-Policy forbids eval, so it failed whenever the count was not there at once."""
+    expect(page.locator("#count")).to_have_text(re.compile(rf"^{n} answers"), timeout=30_000)
 
 pytestmark = pytest.mark.usefixtures("chromium")
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
@@ -78,17 +87,17 @@ def test_a_headline_links_to_exactly_its_answers_and_filters_narrow_them(run_fol
     _shot(page, "item-browser.png")
     for want in ("wrong", "right"):
         page.select_option("#f-outcome", want)
-        page.wait_for_function(f"document.querySelector('#f-outcome').value === '{want}' && "
-                               f"location.hash.includes('outcome={want}')")
+        expect(page.locator("#f-outcome")).to_have_value(want, timeout=30_000)
+        expect(page).to_have_url(re.compile(f"outcome={want}"), timeout=30_000)
         n = sum(outcome(p) == want for p in group)
-        page.wait_for_function(f"document.querySelector('#count').textContent.startsWith('{n} answers')")
+        _wait_count(page, n)
         rows = page.locator("tr.item")
         assert rows.count() == min(n, 50) and all(rows.nth(i).get_attribute("data-outcome") == want
                                                   for i in range(rows.count()))
     page.select_option("#f-outcome", "")
     page.select_option("#f-dataset", "")
     others = [p for p in preds if all(str(getattr(p, k)) == v for k, v in filters.items() if k != "dataset")]
-    page.wait_for_function(f"document.querySelector('#count').textContent.startsWith('{len(others)} answers')")
+    _wait_count(page, len(others))
     assert page.locator("img").count() > 0  # thumbnails are files next to the page
     assert all(src.startswith("thumbs/") for src in page.eval_on_selector_all("tr.item img", "els => els.map(e => e.getAttribute('src'))"))
 
@@ -153,8 +162,8 @@ def test_the_change_and_cause_filters_show_exactly_those_answers_side_by_side(pa
         page.select_option("#f-change", change)
         want = [it for it in changed if it["cause"] == cause and direction(it["A"], it["B"]) == change]
         assert want, (cause, change)
-        page.wait_for_function(f"location.hash.includes('cause={cause}') && location.hash.includes('change={change}') "
-                               f"&& document.querySelector('#count').textContent.startsWith('{len(want)} answers')")
+        expect(page).to_have_url(re.compile(f"(?=.*cause={cause})(?=.*change={change})"), timeout=30_000)
+        _wait_count(page, len(want))
         rows = page.locator("tr.item")
         assert rows.count() == len(want) == page.locator("tr.pair").count()
         assert {rows.nth(i).get_attribute("data-cause") for i in range(rows.count())} == {cause}
@@ -187,7 +196,6 @@ def test_the_reports_comparison_links_each_count_to_its_answers(pair_run, page):
     n = int(cell.inner_text())
     assert n == sum(it["cause"] == "model" and it["change"] == "worsened" for it in changed) > 0
     cell.click()
-    page.wait_for_function(f"document.querySelector('#count') && "
-                           f"document.querySelector('#count').textContent.startsWith('{n} answers')")
+    _wait_count(page, n)
     assert page.locator("tr.pair").count() == n
     assert page.eval_on_selector("#f-cause", "e => e.value") == "model"
