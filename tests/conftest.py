@@ -85,18 +85,25 @@ def training_scenes(tmp_path_factory) -> Path:
     return out
 
 
+def scrapbook_sets(profile: str) -> dict:
+    """A profile's Scrapbook generator parameters as its stage 04 uses them: its dataset
+    ``scrapbook``, then each of its ``sets`` by name."""
+    from lib.config import resolve
+    from lib.stages.scrapbook import ScrapbookConfig
+
+    cfg = resolve(ScrapbookConfig, profile).cfg
+    return {"scrapbook": cfg.params(), **{name: cfg.set_params(name) for name in sorted(cfg.sets)}}
+
+
 @pytest.fixture(scope="session")
 def demo_scrapbook_sets(tmp_path_factory) -> dict[str, Path]:
     """The demo profile's Scrapbook sets as its stage 04 generates them (its dataset ``scrapbook`` and
     each of ``sets``), by name; tests read them, never write. Built once per worker: the files that
     use it form one work unit (:data:`SHARED_UNITS`)."""
-    from lib.config import resolve
     from lib.families.scrapbook import generate
-    from lib.stages.scrapbook import ScrapbookConfig
 
-    cfg = resolve(ScrapbookConfig, "demo").cfg
     out = tmp_path_factory.mktemp("demo_scrapbook")
-    sets = {"scrapbook": cfg.params(), **{name: cfg.set_params(name) for name in sorted(cfg.sets)}}
+    sets = scrapbook_sets("demo")
     for name, params in sets.items():
         generate(params, out / name, progress=False)
     return {name: out / name for name in sets}

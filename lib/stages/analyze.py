@@ -47,8 +47,8 @@ from lib.families import TASKS
 from lib.families.memeqa.paper import memeqa_reproduction, shortcut_summary
 from lib.families.yesbut.paper import figure3_counts, human_eval, yesbut_reproduction
 from lib.families.yesbut.release import ANNOTATIONS_CSV, read_yesbut_annotations
-from lib.maps import tsne_2d, umap_2d, umap_module
 from lib.io import AnnotationStore, load_image, load_items, write_csv
+from lib.maps import tsne_2d, umap_2d, umap_module
 from lib.metrics.wordnet import ensure_wordnet
 from lib.models import Request, check_spec, generate, load_model
 from lib.models.tiny import sentence_encoder
