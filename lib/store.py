@@ -101,7 +101,10 @@ class CallStore:
     def claim(self, keys: list[str], owner: str, ttl_s: float = CLAIM_TTL_S) -> tuple[list[str], list[str]]:
         """Claim uncached calls before making them, so that two processes sharing this store make
         each call once: returns ``(mine, theirs)``; ``theirs`` are claimed by another live owner,
-        whose results :meth:`wait_for` collects. Stale claims (older than ``ttl_s``) are taken over."""
+        whose results :meth:`wait_for` collects. Stale claims (older than ``ttl_s``) are taken over.
+        A call stored since the caller last looked (another process made it and released its claim
+        in between) is ``theirs`` too: checked under the same write lock as the claims, so it is never
+        made twice."""
         mine, theirs = [], []
         now = time.time()
         with self._lock:
@@ -109,6 +112,9 @@ class CallStore:
             try:
                 self._db.execute("DELETE FROM claims WHERE created < ?", (now - ttl_s,))
                 for k in keys:
+                    if self._db.execute("SELECT 1 FROM calls WHERE key = ?", (k,)).fetchone():
+                        theirs.append(k)  # made and released since the caller's get_many
+                        continue
                     cur = self._db.execute("INSERT OR IGNORE INTO claims VALUES (?, ?, ?)", (k, owner, now))
                     if cur.rowcount:
                         mine.append(k)

@@ -162,6 +162,28 @@ def test_two_evaluations_sharing_a_store_make_each_call_once(tmp_path):
     assert outs[0]["texts"] == outs[1]["texts"] == [f"echo: question {i}" for i in range(60)]
 
 
+def test_a_call_made_and_released_after_a_runs_first_look_is_not_made_again(tmp_path):
+    """The interleaving the twin test met under load: this run looks in the store, then the other
+    process makes a call, stores it and releases its claim, then this run claims. The claim sees
+    the stored call and waits for it instead of making it a second time."""
+    store = CallStore(tmp_path / "calls.sqlite")
+    reqs = [Request.simple(f"q{i}") for i in range(6)]
+    twin, looked = CallStore(tmp_path / "calls.sqlite"), []
+
+    def stale_first_look(keys, real=store.get_many):
+        if not looked:  # the other process finishes between this look and the claim
+            looked.append(len(real(keys)))
+            generate(Echo(), reqs[:4], store=twin, progress=False)
+            return {}
+        return real(keys)
+
+    store.get_many = stale_first_look
+    model = Echo()
+    out = generate(model, reqs, store=store, progress=False)
+    assert looked == [0] and model.computed == ["q4", "q5"]
+    assert out.n_computed == 2 and [r.text for r in out] == [f"q{i}" for i in range(6)]
+
+
 def test_a_killed_processs_claims_do_not_block_the_next_run(tmp_path):
     store = CallStore(tmp_path / "calls.sqlite")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
