@@ -7,9 +7,10 @@ ratios are taken within this one run. Writes ``outputs/bench/scrapbook.json``.
 
 ``parts`` says where the whole dataset's extra time goes, from one more run of each with the
 main thread's time split by what it was doing: rendering scenes (``build_unit``, as the encode-only
-run does), handing each scene to the question-lines worker process and, at the end, waiting for it
-to finish (``QuestionLines``: it makes the lines - programs, answers, paraphrases, JSON - and writes
-and hashes them while the main process renders), waiting for the PNG and file-writing threads
+run does), handing each scene to the question lines (``QuestionLines``: they make the lines -
+programs, answers, paraphrases, JSON - and write and hash them; with the profile's
+``question_worker``, as unique_all sets it, in a worker process while the main process renders,
+so waiting for it at the end is a part of its own), waiting for the PNG and file-writing threads
 (``BackgroundIO``; only the whole dataset also encodes a mask per image), and the rest (preparing,
 the summary tables and manifest).
 """
@@ -48,7 +49,7 @@ def peak_rss_mb():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
 
-mode, params = sys.argv[1], ScrapbookParams.from_dict(json.loads(sys.argv[2]))
+mode, params, worker = sys.argv[1], ScrapbookParams.from_dict(json.loads(sys.argv[2])), sys.argv[3] == "worker"
 out = Path(tempfile.mkdtemp())
 spent = Counter()
 if mode.endswith("_parts"):  # the main thread's seconds by what it is doing (module functions, looked up per call)
@@ -71,7 +72,7 @@ if mode.endswith("_parts"):  # the main thread's seconds by what it is doing (mo
     mode = mode.removesuffix("_parts")
 start = time.perf_counter()
 if mode == "full":
-    stats = generate(params, out, progress=False)
+    stats = generate(params, out, progress=False, question_worker=worker)
     n_images, n_questions = stats["images"], stats["questions"]
 else:  # render + PNG-encode the same images, nothing else (encoding on the same worker threads)
     res = prepare(params, cache_dir("scrapbook"))
@@ -91,14 +92,14 @@ shutil.rmtree(out, ignore_errors=True)  # a whole unique_all set per run: none l
 """
 
 
-def _run(mode: str, params: dict) -> dict:
-    r = subprocess.run([sys.executable, "-c", CHILD, mode, json.dumps(params)], capture_output=True, text=True,
-                       check=True)
+def _run(mode: str, params: dict, worker: bool) -> dict:
+    r = subprocess.run([sys.executable, "-c", CHILD, mode, json.dumps(params), "worker" if worker else "plain"],
+                       capture_output=True, text=True, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def _median(mode: str, params: dict) -> dict:
-    runs = [_run(mode, params) for _ in range(REPEATS)]
+def _median(mode: str, params: dict, worker: bool) -> dict:
+    runs = [_run(mode, params, worker) for _ in range(REPEATS)]
     best = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
     return {**best, "seconds": statistics.median(r["seconds"] for r in runs)}
 
@@ -106,10 +107,11 @@ def _median(mode: str, params: dict) -> dict:
 def main() -> dict:
     before = host_state()
     # read as stage 04 reads its params file (it also holds the stage's own keys, e.g. compare_to_paper)
-    params = asdict(ScrapbookConfig(**yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text())).params())
-    full = _median("full", params)
-    encode = _median("encode", params)
-    third = _median("full", {**params, "n_questions_per_type": 1})
+    cfg = ScrapbookConfig(**yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text()))
+    params, worker = asdict(cfg.params()), cfg.question_worker
+    full = _median("full", params, worker)
+    encode = _median("encode", params, worker)
+    third = _median("full", {**params, "n_questions_per_type": 1}, worker)
     result = {
         "images": full["images"], "questions": full["questions"],
         "unique_all_seconds": round(full["seconds"], 2), "encode_only_seconds": round(encode["seconds"], 2),
@@ -120,7 +122,9 @@ def main() -> dict:
         "questions_third": third["questions"],
         "encode_only_peak_rss_mb": round(encode["peak_rss_mb"], 1),
         # one run each, the main thread's seconds by activity (module docstring); not medians
-        "parts": {"unique_all": _run("full_parts", params)["parts"], "encode_only": _run("encode_parts", params)["parts"]},
+        "question_worker": worker,
+        "parts": {"unique_all": _run("full_parts", params, worker)["parts"],
+                  "encode_only": _run("encode_parts", params, worker)["parts"]},
     }
     return record("scrapbook", result, before, TARGETS)
 

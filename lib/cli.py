@@ -33,16 +33,21 @@ def _assignment(text: str) -> tuple[str, object]:
     return key.strip(), parse_yaml(value, f"--set {key.strip()}")
 
 
-def main(prog: str, cls, run, argv: list[str] | None = None, description: str = "") -> int:
-    """The command line every stage shares: a profile and overrides (``--profile P --set k=v``)
-    and/or params files (``--params FILE``, repeatable), resolved by :func:`lib.config.resolve`."""
+def parser(prog: str, description: str = "") -> argparse.ArgumentParser:
+    """The arguments that say which config a stage runs with (and where it writes); a stage's own
+    commands add theirs (e.g. stage 04's ``shard``)."""
     ap = argparse.ArgumentParser(prog=prog, description=description)
     ap.add_argument("--profile", help="a profile of params/ (its models, stage file and shared fields)")
     ap.add_argument("--params", action="append", default=[], help="flat YAML of config fields (repeatable; later wins)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="one field (YAML value; repeatable)")
     ap.add_argument("--run", help="the run name (default: the profile's)")
     ap.add_argument("--out", help="the stage folder to write (default: outputs/<run>/<stage>/)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def resolved(cls, args: argparse.Namespace):
+    """The stage config the arguments of :func:`parser` name (:func:`lib.config.resolve`), offline
+    for an offline profile, described on stderr; None after printing a bad parameter's error."""
     try:
         overrides = dict(_assignment(a) for a in args.set)
         stage = resolve(cls, args.profile or (None if not args.params else False), args.run, overrides,
@@ -51,8 +56,18 @@ def main(prog: str, cls, run, argv: list[str] | None = None, description: str = 
             go_offline()
     except ParamsError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return None
     print(stage.describe(), file=sys.stderr)
+    return stage
+
+
+def main(prog: str, cls, run, argv: list[str] | None = None, description: str = "") -> int:
+    """The command line every stage shares: a profile and overrides (``--profile P --set k=v``)
+    and/or params files (``--params FILE``, repeatable), resolved by :func:`lib.config.resolve`."""
+    args = parser(prog, description).parse_args(argv)
+    stage = resolved(cls, args)
+    if stage is None:
+        return 2
     out = Path(args.out) if args.out else stage.out
     job = ranks()
     try:  # the run folder: one writer at a time (a job of several ranks: its main rank holds it)

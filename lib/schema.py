@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from pathlib import Path
@@ -24,36 +23,14 @@ from PIL import Image
 
 @cache
 def _field_names(cls) -> tuple[str, ...]:
-    """A record type's field names, in order (``dataclasses.fields`` per record was a tenth of a
-    large rescore)."""
+    """A record type's field names, in order, looked up once per type (``dataclasses.fields``
+    rebuilds them on every call, once per record of a rescore)."""
     return tuple(f.name for f in fields(cls))
 
 
 @cache
 def _field_set(cls) -> frozenset[str]:
     return frozenset(_field_names(cls))
-
-
-SHARED_STRING_CHARS = 64  # labels, paths and answers up to this length are shared between records
-
-
-def _shared(value, intern=sys.intern):
-    """``value`` with its short strings interned, in place (dicts and lists): the records of a
-    dataset repeat the same labels, image paths and answers, which would otherwise be held once
-    per item. Keys are shared by the JSON decoder
-    (:func:`lib.io.decode_lines`)."""
-    kind = type(value)
-    if kind is str:
-        return intern(value) if len(value) <= SHARED_STRING_CHARS else value
-    if kind is dict or kind is list:
-        for k, v in (value.items() if kind is dict else enumerate(value)):
-            t = type(v)
-            if t is str:
-                if len(v) <= SHARED_STRING_CHARS:
-                    value[k] = intern(v)
-            elif t is dict or t is list:
-                _shared(v)
-    return value
 
 
 def _check(cls, d: dict) -> dict:
@@ -66,13 +43,9 @@ def _check(cls, d: dict) -> dict:
     return d
 
 
-def _record(cls, d: dict, shared: tuple[str, ...]):
-    """``cls(**d)``, checked, with the ``shared`` fields' strings shared (:func:`_shared`)."""
-    d = _check(cls, d)
-    for k in shared:
-        if k in d:
-            d[k] = _shared(d[k])
-    return cls(**d)
+def _record(cls, d: dict):
+    """``cls(**d)``, checked (:func:`_check`)."""
+    return cls(**_check(cls, d))
 
 
 @dataclass(slots=True)
@@ -120,10 +93,9 @@ class Item:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict, share: bool = True) -> "Item":
-        """An item from its record, checked; ``share=False`` skips sharing its strings
-        (:func:`_shared`), a third of the time of a pass that lets each item go at once."""
-        return _record(cls, d, ("task", "images", "options", "answer", "meta") if share else ())
+    def from_dict(cls, d: dict) -> "Item":
+        """An item from its record, checked."""
+        return _record(cls, d)
 
 
 @dataclass(slots=True)
@@ -150,19 +122,18 @@ class Prediction:
     meta: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        """The record as written to ``predictions.jsonl``: a shallow copy (``asdict``'s deep copy was
-        most of a 20,000-prediction rescore), so its ``scores`` and ``meta`` are the prediction's own."""
+        """The record as written to ``predictions.jsonl``: a shallow copy (``asdict`` copies every
+        nested dict and list, on each prediction a rescore writes), so its ``scores`` and ``meta``
+        are the prediction's own."""
         return {name: getattr(self, name) for name in _field_names(type(self))}
 
     @classmethod
-    def from_dict(cls, d: dict, share: bool = True) -> "Prediction":
+    def from_dict(cls, d: dict) -> "Prediction":
         """The record of a ``predictions.jsonl`` line; one written before ``dataset`` was a field
-        (it sat in ``meta``) is read with it moved there. ``share=False`` skips sharing its strings
-        (:func:`_shared`), as :meth:`Item.from_dict` does for records let go at once (a streamed rescore)."""
+        (it sat in ``meta``) is read with it moved there."""
         if "dataset" not in d and isinstance(d.get("meta"), dict) and "dataset" in d["meta"]:
             d = {**d, "meta": {k: v for k, v in d["meta"].items() if k != "dataset"}, "dataset": d["meta"]["dataset"]}
-        return _record(cls, d, ("model", "task", "raw", "dataset", "parsed", "style", "method", "scores", "meta")
-                       if share else ())
+        return _record(cls, d)
 
 
 @dataclass(slots=True)
@@ -184,7 +155,7 @@ class Judgement:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Judgement":
-        return _record(cls, d, ("model", "judge", "meta"))
+        return _record(cls, d)
 
 
 # --- model calls -----------------------------------------------------------------------------

@@ -109,6 +109,18 @@ def test_dataset_folder_round_trips_and_loads_with_hf_datasets(tmp_path):
     assert hf.num_rows == 2 and hf[1]["answer"] == [0, 1] and hf[0]["images"] == ["images/a.png"]
 
 
+def test_a_reader_shares_the_strings_items_repeat_unless_told_not_to(tmp_path):
+    """Items read to be kept hold one copy of a repeated label (``meta``, ``task``), not one each;
+    a pass that lets them go skips the interning. The question, unique per item, is not shared."""
+    _dataset(tmp_path / "ds")
+    a, b = vio.load_items(tmp_path / "ds")
+    assert a.meta["specific_type"] is b.meta["specific_type"] and a.task is b.task
+    (_, c), (_, d) = vio.scan_items(tmp_path / "ds", share=False)
+    assert c.meta["specific_type"] == d.meta["specific_type"] and c.meta["specific_type"] is not d.meta["specific_type"]
+    e, f = vio.read_items_at(tmp_path / "ds", [0, 0])
+    assert e.question == f.question and e.question is not f.question
+
+
 def test_duplicate_ids_are_refused(tmp_path):
     item = Item(id="x", task="vqa.open", question="?", answer=["a"])
     with pytest.raises(ValueError, match="duplicate item id 'x'"):

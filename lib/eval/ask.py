@@ -16,7 +16,7 @@ from lib.eval.items import item_key
 from lib.eval.manifest import answer_digest, manifest
 from lib.eval.score import read_answer
 from lib.eval.settings import EvalConfig
-from lib.io import read_jsonl, write_json, write_jsonl
+from lib.io import read_jsonl, share_strings, write_json, write_jsonl
 from lib.families.lave.judge import judge as lave_judge
 from lib.models import generate, load_model
 from lib.ranks import Ranks, ranks
@@ -70,6 +70,8 @@ def _predictions(cfg: EvalConfig, data: dict, store, progress: bool, shard: Rank
 
 
 ORDER = "_order"  # a rank's part file: each row's place in the merged predictions
+# the fields whose strings predictions repeat (lib.io.share_strings)
+PREDICTION_REPEATED = ("model", "task", "raw", "dataset", "parsed", "style", "method", "scores", "meta")
 
 
 def _part(rank: int) -> str:
@@ -82,7 +84,7 @@ def _merged(out: Path, world: int) -> Iterator[tuple]:
     parts = [read_jsonl(out / _part(k)) for k in range(world)]
     for d in heapq.merge(*parts, key=lambda d: d[ORDER]):
         order = tuple(d.pop(ORDER))
-        yield order, Prediction.from_dict(d)
+        yield order, Prediction.from_dict(share_strings(d, PREDICTION_REPEATED))
 
 
 def ask(cfg: EvalConfig, out: str | Path, data: dict, store=None, progress: bool = True) -> dict:

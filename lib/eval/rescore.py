@@ -67,7 +67,7 @@ def _read_pass(out: Path, cfg: EvalConfig, scorers: dict, rated: dict, answers, 
     ``rated``); yields each as it now is."""
     scoring, lave, lookups = cfg.scoring(), judgements_by_answer(read_judgements(out)), {}
     rows = read_jsonl(out / A.PREDICTIONS)
-    while chunk := [Prediction.from_dict(d, share=False) for d in itertools.islice(rows, RESCORE_CHUNK)]:
+    while chunk := [Prediction.from_dict(d) for d in itertools.islice(rows, RESCORE_CHUNK)]:
         for p in chunk:
             answer_digest(answers, p)
         for key, group in groups(chunk).items():
@@ -86,7 +86,7 @@ def _score_pass(path: Path, scorers: dict, group_of: array) -> Iterator[dict]:
     row's group number noted in ``group_of`` for pass 3)."""
     number = {key: k for k, key in enumerate(scorers)}
     for d in read_jsonl(path):
-        p = Prediction.from_dict(d, share=False)
+        p = Prediction.from_dict(d)
         key = (p.model, p.dataset, p.task, p.style)
         group_of.append(number[key])
         yield scorers[key].score(p).to_dict()

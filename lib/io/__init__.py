@@ -1,8 +1,8 @@
 """Datasets on disk, one module per concern; every public name is re-exported here, so
 ``from lib.io import X`` is the way in.
 
-- :mod:`lib.io.memory`: the speed tricks of reading many records (chunked JSON decoding, the
-  collector paused, freed memory handed back), each with its reason.
+- :mod:`lib.io.memory`: the speed tricks of reading many records (chunked JSON decoding, short
+  strings shared, the collector paused, freed memory handed back), each with its reason.
 - :mod:`lib.io.jsonl`: JSONL, JSON and CSV files, written atomically or appended.
 - :mod:`lib.io.digests`: files' SHA-256 digests, remembered by path, size and modification time.
 - :mod:`lib.io.annotations`: the append-only annotation file (:class:`AnnotationStore`).
@@ -29,7 +29,7 @@ from lib.io.jsonl import (HashingWriter, JSONLError, append_jsonl, atomic_file, 
                           write_json, write_jsonl, write_jsonl_hashed, write_lines_hashed)
 from lib.io.manifest import (MANIFEST_KEYS, IncompleteDataset, check_complete, dataset_manifest, manifest_fields,
                              verify_dataset)
-from lib.io.memory import CHUNK_LINES, decode_lines, paused_gc, release_memory
+from lib.io.memory import CHUNK_LINES, SHARED_STRING_CHARS, decode_lines, paused_gc, release_memory, share_strings
 from lib.io.swap import aside_folder, swap_in
 
 __all__ = [
@@ -45,6 +45,6 @@ __all__ = [
     "HashingWriter", "JSONLError", "append_jsonl", "atomic_file", "jsonl_line", "read_jsonl", "write_csv", "write_json",
     "write_jsonl", "write_jsonl_hashed", "write_lines_hashed",
     "MANIFEST_KEYS", "IncompleteDataset", "check_complete", "dataset_manifest", "manifest_fields", "verify_dataset",
-    "CHUNK_LINES", "decode_lines", "paused_gc", "release_memory",
+    "CHUNK_LINES", "SHARED_STRING_CHARS", "decode_lines", "paused_gc", "release_memory", "share_strings",
     "aside_folder", "swap_in",
 ]

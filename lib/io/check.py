@@ -94,7 +94,7 @@ def item_problems(row) -> list[tuple[str, str]]:
     if not isinstance(row, dict):
         return [("record", f"a line holds one JSON object (an Item), got {type(row).__name__}")]
     try:
-        Item.from_dict(dict(row), share=False)
+        Item.from_dict(dict(row))
         out = []
     except (TypeError, ValueError) as e:
         out = _blame(row, e)

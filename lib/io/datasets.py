@@ -20,8 +20,10 @@ from pathlib import Path
 
 from lib.io.jsonl import _malformed, write_json, write_jsonl_hashed
 from lib.io.manifest import _count_mismatch, _writer, check_complete, manifest_fields
-from lib.io.memory import CHUNK_LINES, _decode_chunk, paused_gc
+from lib.io.memory import CHUNK_LINES, _decode_chunk, paused_gc, share_strings
 from lib.schema import Item
+
+ITEM_REPEATED = ("task", "images", "options", "answer", "meta")  # the fields whose strings items repeat
 
 
 def dataset_info(name: str, version: str = "1", license: str = "unspecified", provenance: dict | None = None,
@@ -58,7 +60,7 @@ def save_dataset(folder: str | Path, items: Iterable[Item], info: dict) -> int:
 def scan_items(folder: str | Path, share: bool = True) -> Iterator[tuple[int, Item]]:
     """``(byte offset, Item)`` of every record of a dataset's ``items.jsonl``, streamed (a chunk
     of lines in memory at a time, :func:`decode_lines`); a bad record raises naming the file and line.
-    ``share=False`` for a pass that keeps no item (:meth:`Item.from_dict`). A folder its manifest
+    ``share=False`` for a pass that keeps no item (:func:`share_strings`). A folder its manifest
     does not describe is refused (:func:`check_complete` when opened; the record count at the end)."""
     path = Path(folder) / "items.jsonl"
     if not path.exists():
@@ -80,7 +82,7 @@ def scan_items(folder: str | Path, share: bool = True) -> Iterator[tuple[int, It
             for (_, start, _), row in zip(chunk, rows):
                 record += 1
                 try:
-                    yield start, Item.from_dict(row, share)
+                    yield start, Item.from_dict(share_strings(row, ITEM_REPEATED) if share else row)
                 except (TypeError, ValueError) as e:
                     raise ValueError(f"{path}: record {record} is not a valid Item ({e})") from None
     if expected is not None and record != expected:
@@ -96,7 +98,7 @@ def load_items(folder: str | Path) -> list[Item]:
 def read_items_at(folder: str | Path, offsets: Iterable[int], share: bool = True, check: bool = True) -> list[Item]:
     """The items whose lines start at ``offsets`` (from :func:`scan_items` or :func:`item_index`),
     read by seeking: a sample of a large dataset costs its own lines only (decoded in chunks,
-    :func:`decode_lines`). ``share``: as :meth:`Item.from_dict`; ``check``: refuse a folder its
+    :func:`decode_lines`). ``share``: intern the repeated fields' short strings (:func:`share_strings`); ``check``: refuse a folder its
     manifest does not describe (:func:`check_complete`; :class:`ItemsAt` checks once)."""
     path = Path(folder) / "items.jsonl"
     if check:
@@ -116,7 +118,7 @@ def read_items_at(folder: str | Path, offsets: Iterable[int], share: bool = True
                 lines.append(f.readline())
             for off, row in zip(chunk, _decode_chunk(lines, lambda k, e: bad(chunk[k], e))):
                 try:
-                    out.append(Item.from_dict(row, share))
+                    out.append(Item.from_dict(share_strings(row, ITEM_REPEATED) if share else row))
                 except (TypeError, ValueError) as e:
                     raise bad(off, e) from None
     return out
@@ -132,7 +134,7 @@ class ItemsAt(Sequence):
     one offset (8 bytes) per question while it asks or rescores them, not every question as a
     Python object.
     With ``ids`` (from an id index), each item read must have its id, else :class:`ItemsChanged`;
-    ``share=False`` for items let go once used (:meth:`Item.from_dict`). The folder is checked
+    ``share=False`` for items let go once used (:func:`share_strings`). The folder is checked
     against its manifest when made (:func:`check_complete`), and a file replaced since then is
     refused on the next read (:class:`ItemsChanged`)."""
 

@@ -9,6 +9,11 @@
   inside an object and fails, a line holding two objects gives a longer list, and each line
   keeps its newline, so no string runs across lines. Otherwise the lines are decoded one by one
   and the bad line is named (``_decode_chunk``).
+- **Short strings shared between records** (:func:`share_strings`): the records of a dataset
+  repeat the same labels, image paths and answers, which would otherwise be held once per
+  record; the reader interns those up to ``SHARED_STRING_CHARS`` characters in the fields that
+  repeat (the keys are shared by the decoder, above). A pass that lets each record go at once
+  skips it (``share=False``): interning would cost it time and save nothing.
 - **The cyclic garbage collector paused while records are built** (:func:`paused_gc`): records
   hold no cycles, and the collector's passes over a growing list of them would be most of the
   time of reading a dataset.
@@ -25,10 +30,38 @@ import ctypes
 import functools
 import gc
 import json
+import sys
 from contextlib import contextmanager
 
 
 CHUNK_LINES = 2048  # lines decoded by one json.loads (see decode_lines)
+SHARED_STRING_CHARS = 64  # labels, paths and answers up to this length are shared between records
+
+
+def share_strings(record, fields: tuple[str, ...]):
+    """``record`` (a decoded JSON object) with the short strings under ``fields`` interned, in
+    place, at any depth (why: the module docstring); anything but an object is returned as it is,
+    for the record's own check to refuse."""
+    if type(record) is dict:
+        for k in fields:
+            if k in record:
+                record[k] = _shared(record[k])
+    return record
+
+
+def _shared(value, intern=sys.intern):
+    kind = type(value)
+    if kind is str:
+        return intern(value) if len(value) <= SHARED_STRING_CHARS else value
+    if kind is dict or kind is list:
+        for k, v in (value.items() if kind is dict else enumerate(value)):
+            t = type(v)
+            if t is str:
+                if len(v) <= SHARED_STRING_CHARS:
+                    value[k] = intern(v)
+            elif t is dict or t is list:
+                _shared(v)
+    return value
 
 
 def release_memory() -> None:

@@ -32,8 +32,8 @@ class ImageTensors:
 
     Decoded images are keyed by their pixels' digest, so the same picture is prepared once
     whatever loads it; image files opened by :meth:`file_image` by the file (path, size and
-    modification time), so a prepared file is never decoded again (a 2,000-question Scrapbook
-    evaluation decoded 1280x768 PNGs only to find their tensors cached). Hand-written:
+    modification time), so a prepared file is never decoded again (a Scrapbook evaluation asks
+    many questions of one large PNG, which would be decoded only to find its tensors cached). Hand-written:
     transformers has no per-image cache of processed inputs."""
 
     def __init__(self, max_mb: float):

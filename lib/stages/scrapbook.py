@@ -4,7 +4,10 @@ sets, the paper comparison.
     run(ScrapbookConfig(n_sets=1), out)                   # every step, as notebook 04 calls them
     python -m lib.stages.scrapbook --profile demo         # -> outputs/demo/04_scrapbook
 
-Sharded generation for cluster runs is the family's command line (``python -m lib.families.scrapbook``).
+For cluster runs, the main dataset in shards (its config read as the stage reads it), then merged:
+
+    python -m lib.stages.scrapbook shard --profile unique_all --shard i --num-shards k --out DIR_i
+    python -m lib.stages.scrapbook merge --out DIR DIR_0 DIR_1 ...
 
 Writes ``datasets/scrapbook/`` (images, masks, scenes, items, counts.csv, concepts.csv), one
 ``datasets/<name>/`` per entry of ``sets`` (e.g. the scenes stage 05 trains on and a fresh set
@@ -14,6 +17,8 @@ and ``provenance.json``.
 
 from __future__ import annotations
 
+import argparse
+import json
 import re
 import sys
 import typing
@@ -27,7 +32,8 @@ from lib import artifacts as A
 from lib import cli, config, plots
 from lib.families.scrapbook import explore, paper
 from lib.families.scrapbook.generate import generate
-from lib.families.scrapbook.params import ScrapbookParams
+from lib.families.scrapbook.merge import merge
+from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
 from lib.io import write_csv
 
 
@@ -40,6 +46,9 @@ class ScrapbookConfig(ScrapbookParams, config.StageConfig):
     sets: dict[str, dict] = field(default_factory=dict)  # name -> ScrapbookParams overrides (seed: the stage's)
     n_preview: int = 6  # images shown with the region grid
     compare_to_paper: bool = False  # the main dataset has Table 2's parameters: write paper.csv beside the paper
+    # make each set's question lines in a forked process while this one renders its images: the
+    # same bytes, sooner on a large set (benchmarks/scrapbook.py measures it on unique_all)
+    question_worker: bool = False
 
     def params(self) -> ScrapbookParams:
         """The main dataset's generator parameters."""
@@ -70,7 +79,8 @@ class ScrapbookConfig(ScrapbookParams, config.StageConfig):
 def main_dataset(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -> dict:
     """The main dataset (``datasets/scrapbook``: images, masks, scenes, items, counts.csv,
     concepts.csv) from ``cfg.params()``, validated first; returns the generator's statistics."""
-    return generate(cfg.params(), A.dataset_folder(out, A.SCRAPBOOK_DATASET), progress=progress)
+    return generate(cfg.params(), A.dataset_folder(out, A.SCRAPBOOK_DATASET), progress=progress,
+                    question_worker=cfg.question_worker)
 
 
 def sample_figure(cfg: ScrapbookConfig, out: str | Path):
@@ -99,7 +109,8 @@ def further_sets(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -
         if name == A.SCRAPBOOK_DATASET:
             raise config.ParamsError(f"sets: {name!r} is the main dataset's name; choose another")
         folder = A.dataset_folder(out, name)
-        briefs[name] = _brief(generate(cfg.set_params(name), folder, progress=progress), folder)
+        briefs[name] = _brief(generate(cfg.set_params(name), folder, progress=progress,
+                                       question_worker=cfg.question_worker), folder)
     return briefs
 
 
@@ -140,5 +151,42 @@ def _brief(stats: dict, folder: Path) -> dict:
             "placement_failures": stats["placement_failures"]}
 
 
+PROG = "python -m lib.stages.scrapbook"
+
+
+def cluster_main(argv: list[str]) -> int:
+    """``shard``: one shard of the main dataset into ``--out`` (the dataset folder alone), its config
+    resolved as the stage's (profile, params files, ``--set``); ``merge``: shard folders joined into
+    ``--out``, byte for byte the unsharded dataset. Prints the dataset's statistics."""
+    if argv[0] == "merge":
+        ap = argparse.ArgumentParser(prog=f"{PROG} merge", description="Merge Scrapbook shards.")
+        ap.add_argument("--out", required=True)
+        ap.add_argument("shards", nargs="+")
+        args = ap.parse_args(argv[1:])
+        job = lambda: merge(args.shards, args.out)  # noqa: E731
+    else:
+        ap = cli.parser(f"{PROG} shard", "One shard of stage 04's main Scrapbook dataset.")
+        ap.add_argument("--shard", type=int, required=True)
+        ap.add_argument("--num-shards", type=int, required=True)
+        args = ap.parse_args(argv[1:])
+        if not args.out:
+            ap.error("--out: the shard's folder")
+        stage = cli.resolved(ScrapbookConfig, args)
+        if stage is None:
+            return 2
+        cfg = stage.cfg
+        job = lambda: generate(cfg.params(), args.out, args.shard, args.num_shards,  # noqa: E731
+                               question_worker=cfg.question_worker)
+    try:
+        stats = job()
+    except ScrapbookParamError as e:  # a shard out of range, a shard set with gaps, an unfinished shard
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({k: stats[k] for k in ("images", "questions", "by_type", "placement_failures")}, indent=1))
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(cli.main("python -m lib.stages.scrapbook", ScrapbookConfig, run, description="Stage 04: Scrapbook."))
+    if sys.argv[1:2] in (["shard"], ["merge"]):
+        sys.exit(cluster_main(sys.argv[1:]))
+    sys.exit(cli.main(PROG, ScrapbookConfig, run, description="Stage 04: Scrapbook."))

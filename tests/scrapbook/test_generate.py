@@ -116,7 +116,8 @@ def test_union_of_shards_equals_the_unsharded_output(tmp_path):
 
 
 def test_regenerating_over_a_folder_swaps_a_complete_build_in(tmp_path, monkeypatch):
-    """A run killed while regenerating leaves the old dataset whole; a finished one replaces it."""
+    """A run killed while regenerating (its question-lines worker still busy) leaves the old
+    dataset whole; a finished one replaces it."""
     G = sys.modules["lib.families.scrapbook.generate"]  # the module (lib.families.scrapbook.generate is also the function)
 
     out = tmp_path / "ds"
@@ -133,7 +134,7 @@ def test_regenerating_over_a_folder_swaps_a_complete_build_in(tmp_path, monkeypa
 
     monkeypatch.setattr(G, "build_unit", killed)
     with pytest.raises(KeyboardInterrupt):
-        generate(ScrapbookParams(**{**SMALL, "seed": 5}), out, progress=False)
+        generate(ScrapbookParams(**{**SMALL, "seed": 5}), out, progress=False, question_worker=True)
     assert (out / "items.jsonl").read_bytes() == before and len(list((out / "images").iterdir())) == first["images"]
     monkeypatch.setattr(G, "build_unit", real)
     generate(ScrapbookParams(**{**SMALL, "seed": 5}), out, progress=False)
@@ -143,8 +144,9 @@ def test_regenerating_over_a_folder_swaps_a_complete_build_in(tmp_path, monkeypa
 
 
 def test_a_failure_making_question_lines_is_raised_with_its_traceback_and_leaves_nothing(tmp_path, monkeypatch):
-    """The question lines are made by a worker process (QuestionLines): its error reaches the caller
-    with the file and the worker's traceback, and the half-built folder is removed."""
+    """With ``question_worker`` the question lines are made by a worker process (QuestionLines): its
+    error reaches the caller with the file and the worker's traceback, and the half-built folder is
+    removed."""
     G = sys.modules["lib.families.scrapbook.generate"]
     real = G.item_jsonl
 
@@ -155,19 +157,30 @@ def test_a_failure_making_question_lines_is_raised_with_its_traceback_and_leaves
 
     monkeypatch.setattr(G, "item_jsonl", broken)
     with pytest.raises(RuntimeError, match=r"(?s)items\.jsonl.*failed in the worker.*ValueError: no lines for s0_b0_a\d_p\d_x2"):
-        generate(ScrapbookParams(**SMALL), tmp_path / "ds", progress=False)
+        generate(ScrapbookParams(**SMALL), tmp_path / "ds", progress=False, question_worker=True)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_question_lines_made_in_this_process_where_none_can_be_forked_are_the_same_bytes(tmp_path, monkeypatch):
+def test_question_lines_are_the_same_bytes_made_here_by_a_worker_or_here_where_none_can_be_forked(tmp_path, monkeypatch):
     G = sys.modules["lib.families.scrapbook.generate"]
-    forked = generate(ScrapbookParams(**SMALL), tmp_path / "forked", progress=False)
+    forks, real_process = [], G.multiprocessing.get_context("fork").Process
+
+    def counted(*a, **k):
+        forks.append(k.get("name"))
+        return real_process(*a, **k)
+
+    monkeypatch.setattr(G.multiprocessing.get_context("fork"), "Process", counted)
+    plain = generate(ScrapbookParams(**SMALL), tmp_path / "plain", progress=False)
+    assert forks == []  # plainly, unless asked
+    forked = generate(ScrapbookParams(**SMALL), tmp_path / "forked", progress=False, question_worker=True)
+    assert forks == ["scrapbook-questions"]
     monkeypatch.setattr(G.multiprocessing, "get_all_start_methods", lambda: ["spawn"])
-    inline = generate(ScrapbookParams(**SMALL), tmp_path / "inline", progress=False)
-    assert inline == forked
+    inline = generate(ScrapbookParams(**SMALL), tmp_path / "inline", progress=False, question_worker=True)
+    assert forks == ["scrapbook-questions"] and plain == forked == inline
     for name in ("items.jsonl", "dataset.json", "counts.csv", "concepts.csv"):
-        a, b = (tmp_path / "forked" / name).read_bytes(), (tmp_path / "inline" / name).read_bytes()
-        assert a == b or name == "dataset.json" and _without_created(a) == _without_created(b), name
+        for other in ("forked", "inline"):
+            a, b = (tmp_path / "plain" / name).read_bytes(), (tmp_path / other / name).read_bytes()
+            assert a == b or name == "dataset.json" and _without_created(a) == _without_created(b), (name, other)
 
 
 def _without_created(manifest: bytes) -> dict:
@@ -276,16 +289,24 @@ def test_cli_generates_and_reports_bad_params(tmp_path):
     assert json.loads(r.stdout)["images"] == len(list((dataset / "images").iterdir()))
     written = {p.name for p in (tmp_path / "o").iterdir()}
     assert {"provenance.json", "summary.json", "figures", "datasets"} <= written
-    shard = subprocess.run([sys.executable, "-m", "lib.families.scrapbook", "--params", str(good), "--out", str(tmp_path / "s"),
-                            "--shard", "0", "--num-shards", "2"], capture_output=True, text=True, timeout=300)
-    assert shard.returncode == 0, shard.stderr
-    assert 0 < json.loads(shard.stdout)["images"] < json.loads(r.stdout)["images"]  # a shard: the dataset folder only
+    # a stage file with the stage's own keys (n_preview, question_worker) shards as the stage reads it
+    staged = tmp_path / "stage.yaml"
+    staged.write_text(yaml.safe_dump({**SMALL, "n_preview": 2, "question_worker": True}))
+    shards = [subprocess.run([sys.executable, "-m", "lib.stages.scrapbook", "shard", "--params", str(staged), "--out",
+                              str(tmp_path / f"s{i}"), "--shard", str(i), "--num-shards", "2"],
+                             capture_output=True, text=True, timeout=300) for i in range(2)]
+    assert all(s.returncode == 0 for s in shards), [s.stderr for s in shards]
+    assert 0 < json.loads(shards[0].stdout)["images"] < json.loads(r.stdout)["images"]  # a shard: the dataset folder only
+    merged = subprocess.run([sys.executable, "-m", "lib.stages.scrapbook", "merge", "--out", str(tmp_path / "m"),
+                             str(tmp_path / "s0"), str(tmp_path / "s1")], capture_output=True, text=True, timeout=300)
+    assert merged.returncode == 0, merged.stderr
+    assert (tmp_path / "m" / "items.jsonl").read_bytes() == (dataset / "items.jsonl").read_bytes()
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**SMALL, "objects_per_image": 9}))
-    for cli in ("lib.stages.scrapbook", "lib.families.scrapbook"):  # the stage, and the generator alone
-        r = subprocess.run([sys.executable, "-m", cli, "--params", str(bad), "--out", str(tmp_path / "b")],
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 2 and "objects_per_image=9" in r.stderr, (cli, r.stderr)
+    for command in ([], ["shard", "--shard", "0", "--num-shards", "2"]):  # the stage, and one shard of its dataset
+        r = subprocess.run([sys.executable, "-m", "lib.stages.scrapbook", *command, "--params", str(bad), "--out",
+                            str(tmp_path / "b")], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and "objects_per_image=9" in r.stderr, (command, r.stderr)
 
 
 def test_sample_photographs_as_backgrounds(tmp_path):

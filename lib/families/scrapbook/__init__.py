@@ -4,8 +4,8 @@ templated questions in four forms, validation levels). Paper: ../shared/seeds/00
     from lib.families.scrapbook import ScrapbookParams, generate
     stats = generate(ScrapbookParams(n_sets=1), "outputs/demo/04_scrapbook")
 
-Stage 04 (:mod:`lib.stages.scrapbook`) runs it for a profile. Cluster runs: ``python -m lib.families.scrapbook --params FILE --out DIR --shard i --num-shards k`` per
-shard, then ``python -m lib.families.scrapbook merge --out DIR SHARD_DIR...``. Modules: objects (shapes,
+Stage 04 (:mod:`lib.stages.scrapbook`) runs it for a profile, and shards it for cluster runs
+(``python -m lib.stages.scrapbook shard ...``, then ``merge``). Modules: objects (shapes,
 cut-outs), layout (regions, relations, placement), questions (queries, answers, paraphrases),
 programs (which queries a scene gets: the templates' programs and their handlers), params (the
 generator's parameters and checks), scenes (sets, units, a unit's images), items (an image's question

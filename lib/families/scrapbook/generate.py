@@ -1,8 +1,8 @@
 """Scrapbook dataset generation: sets, backgrounds, arrangements, images, questions, streamed out.
 
-The top-level flow (:func:`generate`) and the speed machinery it runs: the question lines are made
-in a worker process (:class:`QuestionLines`) while this one renders scenes, and PNGs are encoded on
-threads (:class:`BackgroundIO`). The parts it composes: :mod:`~lib.families.scrapbook.params` (the
+The top-level flow (:func:`generate`) and the speed machinery it runs: PNGs are encoded on threads
+(:class:`BackgroundIO`), and with ``question_worker`` the question lines are made in a worker
+process while this one renders scenes (:class:`QuestionLines`; the same bytes, sooner on a large set). The parts it composes: :mod:`~lib.families.scrapbook.params` (the
 parameters and their checks), :mod:`~lib.families.scrapbook.scenes` (object sets, units and the
 images of one unit), :mod:`~lib.families.scrapbook.items` (the question lines of an image and
 their summary) and :mod:`~lib.families.scrapbook.merge` (writing a finished folder, and merging
@@ -49,7 +49,7 @@ from lib.families.scrapbook.scenes import build_unit, object_sets, prepare, set_
 
 
 def generate(params: ScrapbookParams, out_dir: str | Path, shard: int = 0, num_shards: int = 1,
-             progress: bool = True) -> dict:
+             progress: bool = True, question_worker: bool = False) -> dict:
     """Generate (this shard of) the dataset into ``out_dir`` as a stream; returns the summary.
 
     Writes ``images/`` and ``masks/`` (PNG; mask pixel k = object k, 0 = background),
@@ -58,14 +58,16 @@ def generate(params: ScrapbookParams, out_dir: str | Path, shard: int = 0, num_s
     :mod:`lib.io`). Memory stays flat: rows go to disk as they are made. The folder is built beside
     ``out_dir`` under a name no other run uses and swapped in when complete (:func:`built_aside`),
     so a killed run leaves the old dataset or the new one, never a mix, and two runs building the
-    same dataset at once each swap in a whole one.
+    same dataset at once each swap in a whole one. ``question_worker``: make the question lines
+    in a forked process while this one renders (:class:`QuestionLines`), the same bytes.
     """
     if not 0 <= shard < num_shards:
         raise ScrapbookParamError(f"--shard {shard} must be in [0, --num-shards={num_shards})")
-    return built_aside(Path(out_dir), lambda tmp: _generate(params, tmp, shard, num_shards, progress))
+    return built_aside(Path(out_dir), lambda tmp: _generate(params, tmp, shard, num_shards, progress, question_worker))
 
 
-def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, progress: bool) -> dict:
+def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, progress: bool,
+              question_worker: bool) -> dict:
     from tqdm.auto import tqdm
 
     (out / "images").mkdir(parents=True, exist_ok=True)
@@ -79,7 +81,7 @@ def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, p
     failures: Counter = Counter()
     images = 0
     with open(out / ".scenes.jsonl.part", "wb") as scenes_f, \
-            QuestionLines(out / ".items.jsonl.part", params, shapes, colors) as questions:
+            QuestionLines(out / ".items.jsonl.part", params, shapes, colors, question_worker) as questions:
         with BackgroundIO() as io:
             for unit in tqdm(mine, desc="scrapbook units", disable=not progress):
                 s, b = unit[0], unit[1]
@@ -100,21 +102,23 @@ def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, p
 
 class QuestionLines:
     """The question lines of each image (:func:`item_jsonl`), written to ``path`` with their manifest
-    (``bytes`` and ``sha256``) and counted in ``summary``, by a worker process while this one renders
-    scenes and encodes PNGs (:func:`_generate`): both are Python that holds the GIL, so on one
-    process the question lines, the largest share of a large set's time, waited for the rendering
-    and the other way round. Scenes go to the worker through a pipe, in order (a full pipe makes the
-    sender wait: memory stays flat); the worker's error is raised here with its traceback. Where
-    processes cannot be forked the lines are made on this thread, the same bytes. Hand-written: a
-    pool would not keep one ordered file and its running digest."""
+    (``bytes`` and ``sha256``) and counted in ``summary``: on this thread, or with ``worker`` by a
+    worker process while this one renders scenes and encodes PNGs (:func:`_generate`). Both are
+    Python that holds the GIL, so on one process the question lines, the largest share of a large
+    set's time, wait for the rendering and the other way round. Scenes go to the worker through a
+    pipe, in order (a full pipe makes the sender wait: memory stays flat); the worker's error is
+    raised here with its traceback. Where processes cannot be forked the lines are made on this
+    thread, the same bytes. Hand-written: a pool would not keep one ordered file and its running
+    digest."""
 
-    def __init__(self, path: Path, params: ScrapbookParams, shapes: list[str], colors: list[str]):
-        self.path, self._args = Path(path), (params, shapes, colors)
+    def __init__(self, path: Path, params: ScrapbookParams, shapes: list[str], colors: list[str],
+                 worker: bool = False):
+        self.path, self._args, self.worker = Path(path), (params, shapes, colors), worker
         self.summary, self.bytes, self.sha256 = Summary(), 0, ""  # set when the context exits
         self._conn = self._proc = self._here = None
 
     def __enter__(self) -> "QuestionLines":
-        if "fork" in multiprocessing.get_all_start_methods():
+        if self.worker and "fork" in multiprocessing.get_all_start_methods():
             ctx = multiprocessing.get_context("fork")
             self._conn, child = ctx.Pipe()
             self._proc = ctx.Process(target=_question_worker, args=(child, self._conn, self.path, *self._args),

@@ -89,8 +89,8 @@ class Placer:
         given) and passes ``check(box)``; None after ``max_tries`` draws.
 
         Each try draws x then y uniformly (``randint``'s stream: ``randint(lo, hi)`` is
-        ``lo + _randbelow(hi - lo + 1)``, called here directly - a layout is ~200 draws and
-        placement was most of a Scrapbook set's generation time; the same boxes, seed for seed)."""
+        ``lo + _randbelow(hi - lo + 1)``, called here directly: a layout makes hundreds of draws,
+        and placement is the inner loop of a Scrapbook set's generation; the same boxes, seed for seed)."""
         if w > self.width or h > self.height:
             return None
         if region is None:
