@@ -323,8 +323,9 @@ def _whole_file_sample(folder, max_items, seed):
     items = load_items(folder)
     tasks = [task_of(it) for it in items]
     codes: dict = {}
-    units = [None if (u := t.sample_unit(it)) is None else codes.setdefault(u, len(codes)) for t, it in zip(tasks, items)]
-    ranks = [t.sample_rank(it) for t, it in zip(tasks, items)]
+    units = [t.unit(it) for t, it in zip(tasks, items)]
+    ranks = [0 if u is None else u.order for u in units]
+    units = [None if u is None else codes.setdefault(u.key, len(codes)) for u in units]
     return [items[i] for i in sample_indices(units, ranks, max_items, seed)]
 
 

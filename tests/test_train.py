@@ -42,7 +42,7 @@ def test_examples_never_share_an_image_across_splits(dataset):
     data, report = load_examples(_cfg(dataset))
     images = {k: {e.image for e in v} for k, v in data.items()}
     assert not images["train"] & images["val"] and not images["train"] & images["test"] and not images["val"] & images["test"]
-    assert all(e.meta["level"] == 1 for e in data["test"] + data["val"])
+    assert all(e.item.meta["level"] == 1 for e in data["test"] + data["val"])
     assert report["train_examples"] == len(data["train"]) > 0
 
 
@@ -123,10 +123,27 @@ def test_out_of_memory_during_training_is_re_raised_with_advice(dataset, tmp_pat
 
 def test_training_filters_touch_the_train_split_only(dataset):
     data, _ = load_examples(_cfg(dataset, train_types=["presence"], train_targets=["color"]))
-    assert data["train"] and all(e.meta["type"] == "presence" and set(e.meta["query"]["target"]) == {"color"}
+    assert data["train"] and all(e.item.meta["type"] == "presence" and set(e.item.meta["query"]["target"]) == {"color"}
                                  for e in data["train"])
-    assert {e.meta["type"] for e in data["test"]} == {"presence", "counting"}
-    assert {tuple(sorted(e.meta["query"]["target"])) for e in data["test"]} == {("color",), ("shape",)}
+    assert {e.item.meta["type"] for e in data["test"]} == {"presence", "counting"}
+    assert {tuple(sorted(e.item.meta["query"]["target"])) for e in data["test"]} == {("color",), ("shape",)}
+
+
+def test_a_filter_applies_to_the_facets_an_item_has():
+    """types / groups / forms filter on what an item's task says of it (Task.facets): a MemeQA
+    question is filtered by its question type, never by the form it has not; empty keeps all."""
+    from lib.families import get_task
+    from lib.schema import Item
+    from lib.training.data import _kept
+
+    mcq = get_task("mcq").make_item("m", ["a.png"], "?", [0], ["x", "y"], specific_type="Intent")
+    scene = {"type": "presence", "group": "np", "form": "original", "level": 1, "target": "color", "absurd": False}
+    cfg = _cfg("unused", types=["presence"], groups=["np"], forms=["original"])
+    assert get_task("mcq").facets(mcq) == {"type": "Intent"} and not _kept(cfg, get_task("mcq").facets(mcq))
+    assert _kept(replace(cfg, types=["Intent"]), {"type": "Intent"}) and _kept(replace(cfg, types=[]), {"type": "Intent"})
+    assert _kept(cfg, scene) and not _kept(cfg, {**scene, "form": "negated"}) and not _kept(cfg, {**scene, "absurd": True})
+    assert _kept(cfg, get_task("vqa.open").facets(Item(id="v", task="vqa.open", question="?", images=["a.png"],
+                                                           answer=["x"])))
 
 
 def test_balanced_drawing_makes_every_answer_of_a_type_as_likely_and_keeps_the_types_shares(dataset):
@@ -142,15 +159,15 @@ def test_balanced_drawing_makes_every_answer_of_a_type_as_likely_and_keeps_the_t
     assert p.sum() == pytest.approx(1.0)
     by_answer, by_type = Counter(), Counter()
     for e, q in zip(train, p):
-        by_answer[(e.meta["type"], e.answer)] += q
-        by_type[e.meta["type"]] += q
-    natural = Counter(e.meta["type"] for e in train)
+        by_answer[(e.item.meta["type"], e.answer)] += q
+        by_type[e.item.meta["type"]] += q
+    natural = Counter(e.item.meta["type"] for e in train)
     assert natural["presence"] and natural["counting"]
     for t in natural:
         assert by_type[t] == pytest.approx(natural[t] / len(train))
         shares = [v for (tt, _), v in by_answer.items() if tt == t]
         assert len(shares) > 1 and shares == pytest.approx([by_type[t] / len(shares)] * len(shares))
-    skewed = Counter(e.answer for e in train if e.meta["type"] == "presence")
+    skewed = Counter(e.answer for e in train if e.item.meta["type"] == "presence")
     assert skewed["yes"] != skewed["no"]  # the data itself is not balanced: the weights do it
 
 
@@ -161,7 +178,7 @@ def test_curriculum_trains_on_the_focus_questions_first(dataset, tmp_path, monke
     real = T.collate
 
     def spy(examples, *args, **kwargs):
-        seen.append({T.target_kind(e.meta) for e in examples})
+        seen.append({e.facets["target"] for e in examples})
         return real(examples, *args, **kwargs)
 
     monkeypatch.setattr(T, "collate", spy)
@@ -238,7 +255,7 @@ def test_the_command_line_writes_the_stage_outputs_with_summary_and_provenance(d
     params.write_text(params.read_text().replace("max_steps: 2", "max_steps: 3"))
     changed = subprocess.run([sys.executable, "-m", "lib.stages.train", "--params", str(params), "--out", str(out)],
                              capture_output=True, text=True, timeout=600)
-    assert changed.returncode != 0 and "other training settings" in changed.stderr  # never a silent mix
+    assert changed.returncode != 0 and "other training settings (max_steps: 2 there, 3 here)" in changed.stderr  # never a silent mix
 
 
 def test_a_budget_that_ends_before_the_first_validation_still_validates_and_saves_best(dataset, tmp_path):
@@ -360,9 +377,9 @@ def test_multiple_choice_training_uses_the_datasets_splits_options_letters_and_t
     data, report = load_examples(cfg)
     assert report["splits"] == "the dataset's own" and [len(data[k]) for k in ("train", "val", "test")] == [6, 6, 6]
     assert {e.image.split("/")[-1].split("_")[0] for e in data["val"]} == {"dev"}  # the dev file is validation
-    multi = next(e for e in data["train"] if e.meta["general_type"] == "multi")
+    multi = next(e for e in data["train"] if e.item.meta["general_type"] == "multi")
     assert multi.answer == "A, C"  # a letter set, as the evaluation reads it
-    single = next(e for e in data["train"] if e.meta["general_type"] == "single")
+    single = next(e for e in data["train"] if e.item.meta["general_type"] == "single")
     assert single.answer in "ABCD" and len(single.answer) == 1
     prompt = task_of(single.item).prompt(single.item, single.root).text
     assert all(o in prompt for o in single.item.options) and "A. " in prompt  # the options are in the prompt

@@ -334,7 +334,7 @@ def _item_row(key: tuple, cause: str, named: list[str], oa: dict, ob: dict) -> d
 
 def _classified(run_a: Run, run_b: Run, pairs: list[tuple]) -> list[dict]:
     """Each pair with its judgements, requests, outcomes and first cause; a score that changed
-    only because another answer of its sampling unit changed (a whole-unit score such as
+    only because another answer of its unit (:meth:`Task.unit`) changed (a whole-unit score such as
     Scrapbook's ``correct_strict``) takes that answer's cause, the earliest in its unit."""
     out, earliest = [], {}
     for key, a, b in pairs:
@@ -342,8 +342,8 @@ def _classified(run_a: Run, run_b: Run, pairs: list[tuple]) -> list[dict]:
         jb = run_b.judgements.get((b["model"], b["dataset"], b["item_id"], b["style"]))
         qa, qb = run_a.request(a), run_b.request(b)
         cause, named = unsplit(first_cause(a, b, qa, qb, ja, jb), qa, qb)
-        unit = get_task(a["task"]).sample_unit(run_a.item(a["dataset"], a["item_id"]))
-        unit = None if unit is None else (key[0], a["dataset"], unit)
+        unit = get_task(a["task"]).unit(run_a.item(a["dataset"], a["item_id"]))
+        unit = None if unit is None else (key[0], a["dataset"], unit.key)
         if cause in CAUSES[:3] and unit is not None:
             earliest[unit] = min(earliest.get(unit, 3), CAUSES.index(cause))
         out.append({"key": key, "a": a, "b": b, "ja": ja, "jb": jb, "qa": qa, "qb": qb, "cause": cause, "unit": unit,

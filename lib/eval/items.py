@@ -85,10 +85,9 @@ def _select_items(name: str, folder: Path, cfg: EvalConfig) -> tuple[ItemsAt, di
         if not cfg.max_items:
             _image_uses((it,), uses)
         else:
-            task = task_of(it)
-            unit = task.sample_unit(it)
-            units.append(-1 if unit is None else hash(unit) & UNIT_HASH_BITS)
-            ranks.append(task.sample_rank(it))
+            unit = task_of(it).unit(it)
+            units.append(-1 if unit is None else hash(unit.key) & UNIT_HASH_BITS)
+            ranks.append(0 if unit is None else unit.order)
     if len(np.unique(np.frombuffer(hashes, dtype=np.int64))) < len(hashes):  # a repeated id, or a hash collision
         _refuse_duplicate_ids(name, folder, ids.decode().split("\n")[:-1])
     save_item_index(folder, bytes(ids[:-1]), offsets)
@@ -116,11 +115,11 @@ def item_key(dataset: str, item_id: str) -> tuple[str, str]:
 
 def sample_indices(units, ranks, max_items: int, seed: int) -> list[int]:
     """Which of n candidates (in file order) a sample of at most ``max_items`` keeps, drawn with
-    ``seed``. Candidates whose task groups them (:meth:`Task.sample_unit`: here a non-negative
-    integer per unit, or None / -1 for none) are drawn by unit, lowest :meth:`Task.sample_rank`
-    first, randomly within a rank: Scrapbook's units are one query on one image chain with every
-    version, so the protocol's consistency and precedence checks stay whole and level gating
-    starts from level 1. Units are grouped with numpy (a paper-scale pass has tens of thousands)."""
+    ``seed``. Candidates their task scores together (:meth:`Task.unit`: here a non-negative
+    integer per unit, or None / -1 for none) are drawn by unit, lowest ``ranks`` (the units'
+    ``order``) first, randomly within a rank: Scrapbook's units are one query on one image chain
+    with every version, so the protocol's consistency and precedence checks stay whole and level
+    gating starts from level 1. Units are grouped with numpy (a paper-scale pass has tens of thousands)."""
     n_items = len(units)
     if not max_items or n_items <= max_items:
         return list(range(n_items))

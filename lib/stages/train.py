@@ -54,11 +54,12 @@ class TrainConfig(config.StageConfig):
     val_dataset: str = ""
     test_dataset: str = ""
     memeqa_images: str = ""  # the images folder of MemeQA JSON splits
-    # Scrapbook filters (other datasets train on every item): question types, groups, forms, and the
-    # levels validation and test keep
-    types: list = field(default_factory=lambda: ["presence", "counting"])
-    groups: list = field(default_factory=lambda: ["np"])
-    forms: list = field(default_factory=lambda: ["original"])
+    # filters on what an item's task says of it (Task.facets; an item without the facet, e.g. a MemeQA
+    # question's form, passes; empty: all): question types, groups, forms, and the levels
+    # validation and test keep (Scrapbook's; level 1: the protocol's gating starts there)
+    types: list = field(default_factory=list)
+    groups: list = field(default_factory=list)
+    forms: list = field(default_factory=list)
     eval_levels: list = field(default_factory=lambda: [1])
     # the validation metric that picks best/: "auto" = the task's own (Task.validation_metric: MemeQA's
     # macro average of exact match over its question types for mcq, accuracy otherwise), or by hand

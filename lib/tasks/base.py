@@ -2,9 +2,12 @@
 
 A task turns an :class:`~lib.schema.Item` into a model request, says which answers are allowed
 (its closed answer set, or ``None`` for free text), reads a response without guessing, scores a
-group of predictions and aggregates those scores into metric rows. Evaluation (stage 06), the AF
-discriminator (stage 03) and training validation (stage 05) all go through these methods, so a
-rule lives in one place. The hooks are named after lmms-eval's (``doc_to_text`` -> :meth:`prompt`,
+group of predictions and aggregates those scores into metric rows, and reports them (its headline,
+its papers' tables). Evaluation (stage 06), the AF discriminator (stage 03) and training
+validation (stage 05) all go through these methods, so a rule lives in one place; how items are
+sampled is the engine's (:mod:`lib.eval.items`), what training keeps the trainer's
+(:mod:`lib.training.data`), each from what the task says of an item (:meth:`Task.unit`,
+:meth:`Task.facets`). The hooks are named after lmms-eval's (``doc_to_text`` -> :meth:`prompt`,
 ``doc_to_target`` -> :meth:`target`, ``process_results`` -> :meth:`score`).
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import typing
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -194,15 +198,24 @@ def set_text_scores(preds, table: dict) -> None:
         p.scores = {k: (float(v[i]) if p.valid else 0.0) for k, v in table.items()}
 
 
+@dataclass(frozen=True)
+class Unit:
+    """Items a task scores together (:meth:`Task.unit`): one score may rest on all their answers
+    (Scrapbook's protocol: a query's forms on one image chain, consistency and precedence across
+    them). A sample keeps a unit whole, units of lower ``order`` first (Scrapbook's level gating
+    starts from level 1); a score that changed with another answer of its unit is explained by
+    that answer (:mod:`lib.eval.compare`)."""
+
+    key: Hashable
+    order: float = 0
+
+
 class Task:
     """A task: subclasses set ``name`` and override what differs (usually ``prompt``, ``choices``,
     ``score`` and ``aggregate``). The defaults describe a free-text task."""
 
     name: str = ""
     open_answer: bool = False  # free-text answers against references (what LAVE judges)
-    # questions generated from a scene record (Scrapbook): training may filter them by type, group,
-    # form and level, and report them by target kind
-    scene_questions: bool = False
     # the validation metric stage 05 picks its best checkpoint by (a key of its accuracy table):
     # "accuracy" (micro) or "macro" (the mean over question types)
     validation_metric: str = "accuracy"
@@ -248,6 +261,15 @@ class Task:
     def rows(cls, table: pd.DataFrame) -> pd.DataFrame:
         """The rows of a results table (``metrics.csv`` and the like) that are this task's."""
         return table[table["task"] == cls.name]
+
+    def facets(self, item: Item) -> dict:
+        """What an item is, under the names training filters and groups by (:mod:`lib.training`):
+        ``type`` (the question type per-type accuracies run over), and for questions generated from
+        a scene ``group``, ``form``, ``level``, ``target`` (what the question describes: ``color``,
+        ``shape``, ``color+shape``) and ``absurd``. A filter leaves an item without its facet alone.
+        By default the item's own ``meta.type``, when it has one."""
+        kind = item.meta.get("type")
+        return {"type": kind} if isinstance(kind, str) and kind else {}
 
     def paper_tables(self, results: "Results") -> dict[str, pd.DataFrame]:
         """The papers' tables this task's results fill (name -> table); none by default."""
@@ -317,10 +339,6 @@ class Task:
             return None, INVALID, False  # an empty answer to an open question: counted, never scored as text
         return value, method, True
 
-    def is_right(self, item: Item, answer) -> bool:
-        """Is a read answer the gold one? (The AF discriminator's test.)"""
-        return answer is not None and answer == self.target(item)
-
     # --- scoring ----------------------------------------------------------------------------------
     def score(self, preds: list[Prediction], items: list[Item], scoring: Scoring):
         """Fill ``scores`` and ``correct`` of a group of predictions (one model, dataset, style) from
@@ -339,14 +357,9 @@ class Task:
         """What scores a group of this task's predictions a chunk at a time (:class:`Scorer`)."""
         return Scorer(self, scoring)
 
-    # --- sampling ---------------------------------------------------------------------------------
-    def sample_unit(self, item: Item):
-        """Items that must be sampled together share a unit (None: the item alone)."""
+    def unit(self, item: Item) -> Unit | None:
+        """The items ``item`` is scored together with (:class:`Unit`); None: it is scored alone."""
         return None
-
-    def sample_rank(self, item: Item) -> float:
-        """Units of lower rank are sampled first."""
-        return 0
 
     def answer_text(self, item: Item, stored) -> str:
         """A stored read answer (:meth:`jsonable`'s form) as a reader sees it; empty for none."""

@@ -1,6 +1,7 @@
 """The questions training learns from: examples (an item and its dataset folder), the train /
-validation / test splits (a dataset's own, or drawn by image), the Scrapbook filters, batches
-collated with labels on the answer tokens only, and answer-balanced drawing probabilities.
+validation / test splits (a dataset's own, or drawn by image), the filters on what the items' tasks
+say of them (:meth:`Task.facets`: question type, group, form, level, target), batches collated
+with labels on the answer tokens only, and answer-balanced drawing probabilities.
 
 Prompts and targets are the items' tasks' (:mod:`lib.families`): training learns
 :meth:`Task.target_text` after :meth:`Task.prompt`, in the image/question order and chat template
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -41,9 +43,20 @@ class Example:
         """The text the model is trained to produce (the task's target text)."""
         return task_of(self.item).target_text(self.item)
 
+    @cached_property
+    def facets(self) -> dict:
+        """What the item's task says it is (:meth:`Task.facets`)."""
+        return task_of(self.item).facets(self.item)
+
     @property
-    def meta(self) -> dict:
-        return self.item.meta
+    def question_type(self) -> str:
+        """The question type per-type accuracies run over (``all`` for an item without one)."""
+        return self.facets.get("type") or "all"
+
+    def describes_only(self, targets: list[str]) -> bool:
+        """Does the question describe only attributes among ``targets`` (its ``target`` facet:
+        ``color``, ``shape`` or ``color+shape``)? False for a question without one."""
+        return "target" in self.facets and not set(self.facets["target"].split("+")) - set(targets)
 
 
 def split_by_image(image_ids: list[str], val_fraction: float, test_fraction: float, seed: int) -> dict[str, str]:
@@ -58,12 +71,6 @@ def split_by_image(image_ids: list[str], val_fraction: float, test_fraction: flo
     return split
 
 
-def target_kind(meta: dict) -> str:
-    """What a Scrapbook question's target describes: ``color``, ``shape`` or ``color+shape``."""
-    target = (meta.get("query") or {}).get("target") or {}
-    return "+".join(k for k in ("color", "shape") if k in target) or "object"
-
-
 def _read_split(source: str, cfg: TrainSettings) -> tuple[list[Item], Path]:
     """Items and the folder their image paths are relative to: a dataset folder, or a MemeQA JSON."""
     path = Path(source)
@@ -74,17 +81,12 @@ def _read_split(source: str, cfg: TrainSettings) -> tuple[list[Item], Path]:
     return load_items(path), path
 
 
-def _keep(cfg: TrainSettings, it: Item) -> bool:
-    """The Scrapbook filters (type, group, form, no absurd questions); other tasks keep every item."""
-    if not task_of(it).scene_questions:
-        return True
-    return it.meta.get("type") in cfg.types and it.meta.get("group") in cfg.groups \
-        and it.meta.get("form") in cfg.forms and it.meta.get("absurd") is not True
-
-
-def question_type(meta: dict) -> str:
-    """A question's type for per-type metrics: Scrapbook's meta.type, MemeQA's specific type."""
-    return meta.get("type") or meta.get("specific_type") or "all"
+def _kept(cfg: TrainSettings, facets: dict) -> bool:
+    """An item passes the ``types`` / ``groups`` / ``forms`` filters on the facets it has (an empty
+    filter, or a facet the item lacks, lets it through), and is no absurd question."""
+    return not facets.get("absurd") and all(
+        not allowed or name not in facets or facets[name] in allowed
+        for name, allowed in (("type", cfg.types), ("group", cfg.groups), ("form", cfg.forms)))
 
 
 def load_examples(cfg: TrainSettings) -> tuple[dict[str, list[Example]], dict]:
@@ -97,7 +99,7 @@ def load_examples(cfg: TrainSettings) -> tuple[dict[str, list[Example]], dict]:
     roots: dict[str, Path] = {}
     for part, source in sources.items():
         items, roots[part] = _read_split(source, cfg)
-        parts[part] = [it for it in items if _keep(cfg, it)]
+        parts[part] = [it for it in items if _kept(cfg, task_of(it).facets(it))]
         if not parts[part]:
             raise ValueError(f"{source}: no items match types={cfg.types} groups={cfg.groups} forms={cfg.forms}")
     image_of = lambda part, it: str((roots[part] / it.images[0]).resolve())  # noqa: E731
@@ -123,12 +125,13 @@ def load_examples(cfg: TrainSettings) -> tuple[dict[str, list[Example]], dict]:
     for part, it, root in assigned:
         if it.images[0] in bad:
             continue
-        if part != "train" and task_of(it).scene_questions and it.meta.get("level") not in cfg.eval_levels:
+        e = Example(it, str(root))
+        if part != "train" and cfg.eval_levels and "level" in e.facets and e.facets["level"] not in cfg.eval_levels:
             continue
-        if part == "train" and ((cfg.train_targets and set(target_kind(it.meta).split("+")) - set(cfg.train_targets))
-                                or (cfg.train_types and it.meta.get("type") not in cfg.train_types)):
+        if part == "train" and ((cfg.train_targets and "target" in e.facets and not e.describes_only(cfg.train_targets))
+                                or (cfg.train_types and "type" in e.facets and e.facets["type"] not in cfg.train_types)):
             continue
-        out[part].append(Example(it, str(root)))
+        out[part].append(e)
     report = {"items": len(assigned), "splits": "the dataset's own" if cfg.val_dataset else "by image",
               "skipped_images": bad, "skipped_items": sum(it.images[0] in bad for _, it, _ in assigned),
               **{f"{k}_examples": len(v) for k, v in out.items()},
@@ -182,9 +185,9 @@ def collate(examples: list[Example], processor, eos: str, question_first: bool =
 
 
 def answer_balance(examples: list[Example]) -> np.ndarray:
-    """Drawing probabilities under which each answer of a question type (task and ``meta.type``) is
+    """Drawing probabilities under which each answer of a question type (task and ``type`` facet) is
     equally likely and each type keeps its share of the questions."""
-    keys = [(e.item.task, e.meta.get("type"), e.answer) for e in examples]
+    keys = [(e.item.task, e.facets.get("type"), e.answer) for e in examples]
     per_answer = Counter(keys)
     per_type = Counter(k[:2] for k in keys)
     answers = Counter(k[:2] for k in per_answer)

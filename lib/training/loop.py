@@ -44,7 +44,7 @@ from lib.models.hf_images import ImageTensors
 from lib.models.hf_processors import is_encoder_decoder
 from lib.ranks import ranks
 from lib.tasks import wants_question_first
-from lib.training.data import Example, answer_balance, collate, load_examples, target_kind
+from lib.training.data import Example, answer_balance, collate, load_examples
 from lib.training.model import optimiser, prepare_model
 from lib.training.settings import TrainSettings, check_data_parallel, precision_for, step_budget
 from lib.training.validation import (accuracies, ask_examples, majority_baseline, score_examples, selection_metric,
@@ -98,8 +98,11 @@ def resume_state(acc, cfg: TrainSettings, out: Path, resume: bool = True) -> dic
     if resume and (ckpt / "trainer.json").exists():
         saved = json.loads((ckpt / "trainer.json").read_text())
         if saved.get("settings") != cfg.settings():
-            raise ValueError(f"{ckpt} was made with other training settings; set resume: false (or remove {ckpt}) "
-                             f"to train afresh")
+            theirs, ours = saved.get("settings") or {}, cfg.settings()
+            differ = ", ".join(f"{k}: {theirs.get(k)!r} there, {ours.get(k)!r} here"
+                               for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k))
+            raise ValueError(f"{ckpt} was made with other training settings ({differ}); set those values to resume, "
+                             f"or resume: false (or remove {ckpt}) to train afresh")
         # batch_size is per process: another number of processes is another global batch (and RNG states)
         if saved.get("processes", 1) != acc.num_processes:
             raise ValueError(f"{ckpt} was made by {saved.get('processes', 1)} process(es), this run has "
@@ -270,7 +273,7 @@ def train_step(s: Session, train_set: list[Example], p: np.ndarray | None = None
 
 def focus_examples(cfg: TrainSettings, train: list[Example]) -> list[Example]:
     """The curriculum's first training questions: those about ``focus_targets`` only (none: no curriculum)."""
-    return [e for e in train if cfg.focus_targets and not set(target_kind(e.meta).split("+")) - set(cfg.focus_targets)]
+    return [e for e in train if cfg.focus_targets and e.describes_only(cfg.focus_targets)]
 
 def save_checkpoint(s: Session) -> None:
     """``checkpoint/``: the accelerator's full state and ``trainer.json``; ``curve.csv`` brought up to date.

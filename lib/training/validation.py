@@ -17,7 +17,7 @@ from lib.models import generate
 from lib.models.hf import HFModel
 from lib.schema import Prediction
 from lib.tasks import Scoring
-from lib.training.data import Example, question_type, target_kind
+from lib.training.data import Example
 from lib.training.settings import TrainSettings
 
 
@@ -69,12 +69,12 @@ def score_examples(examples: list[Example], responses) -> list[bool]:
 
 
 def _group_keys(e: Example) -> list[str]:
-    """The accuracies an example counts in: overall, its question type, and its type and target kind
-    (colour / shape: Scrapbook)."""
-    kind = question_type(e.meta)
+    """The accuracies an example counts in: overall, its question type, and its type and target
+    (its ``target`` facet, where its task gives one: Scrapbook's colour / shape)."""
+    kind = e.question_type
     keys = ["accuracy", f"accuracy_{kind}"]
-    if task_of(e.item).scene_questions:
-        keys.append(f"accuracy_{kind}_{target_kind(e.meta)}")
+    if "target" in e.facets:
+        keys.append(f"accuracy_{kind}_{e.facets['target']}")
     return keys
 
 
@@ -89,7 +89,7 @@ def accuracies(examples: list[Example], hits: list[bool]) -> dict:
     groups: dict[str, list[bool]] = {"accuracy": []}
     per_type: dict[str, list[bool]] = {}
     for e, hit in zip(examples, hits):
-        per_type.setdefault(question_type(e.meta), []).append(hit)
+        per_type.setdefault(e.question_type, []).append(hit)
         for key in _group_keys(e):
             groups.setdefault(key, []).append(hit)
     out = {k: float(np.mean(v)) for k, v in sorted(groups.items()) if v}
@@ -109,7 +109,7 @@ def selection_metric(cfg: TrainSettings, examples: list[Example]) -> str:
 def majority_baseline(train: list[Example], test: list[Example]) -> dict:
     """Accuracy of always giving the training split's most frequent answer for the question type."""
     top = {}
-    for kind in {question_type(e.meta) for e in test}:
-        answers = sorted(e.answer for e in train if question_type(e.meta) == kind)
+    for kind in {e.question_type for e in test}:
+        answers = sorted(e.answer for e in train if e.question_type == kind)
         top[kind] = max(set(answers), key=lambda a: (answers.count(a), a)) if answers else None
-    return accuracies(test, [e.answer == top[question_type(e.meta)] for e in test])
+    return accuracies(test, [e.answer == top[e.question_type] for e in test])

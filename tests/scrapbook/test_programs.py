@@ -85,7 +85,7 @@ def test_generation_and_scoring_share_one_query_identity(unique_all):
             item = Item.from_dict(json.loads(line))
             if item.meta["image"] != scene["id"]:
                 break
-            seen.add(task.sample_unit(item)[1])  # the scorer's key of the item's query
+            seen.add(task.unit(item).key[1])  # the scorer's key of the item's query
     assert seen == asked
     q = json.loads(next(iter(asked)))
     assert Q.paraphrases(q) == Q.paraphrases(q, query_id(q)) and json.loads(query_id(q)) == q

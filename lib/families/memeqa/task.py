@@ -143,6 +143,11 @@ class MultipleChoice(Task):
     def subset(self, item: Item) -> str:
         return item.meta.get("specific_type", "all")
 
+    def facets(self, item: Item) -> dict:
+        """The question type (``specific_type``), which MemeQA's macro average runs over."""
+        kind = item.meta.get("specific_type")
+        return {"type": kind} if kind else {}
+
     def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
         """MemeQA's per-type table (the paper's main results) per multiple-choice dataset:
         ``memeqa_types_<dataset>``."""

@@ -32,7 +32,7 @@ from lib.families.scrapbook import coded as C
 from lib.families.scrapbook import consistency as S
 from lib.schema import ERROR, Item
 from lib.tasks.styles import ZeroShot
-from lib.tasks.base import Prompt, Results, Scorer, Scoring, Tables, Task, TaskOptions, metric_row
+from lib.tasks.base import Prompt, Results, Scorer, Scoring, Tables, Task, TaskOptions, Unit, metric_row
 
 
 # the frame's strings stay Python objects (shared with the records), not copied into pyarrow
@@ -197,9 +197,15 @@ class ScrapbookOptions(TaskOptions):
             raise ValueError(f"exact={self.exact!r}: choose one of {S.EXACT_MODES}")
 
 
+def target_kind(meta: dict) -> str:
+    """What a question's target describes: ``color``, ``shape`` or ``color+shape`` (``object``
+    for none)."""
+    target = (meta.get("query") or {}).get("target") or {}
+    return "+".join(k for k in ("color", "shape") if k in target) or "object"
+
+
 class ScrapbookQA(Task):
     name = "scrapbook.qa"
-    scene_questions = True
     Options = ScrapbookOptions
     headline = ("non-absurd", "accuracy_all_forms")  # Table 8: a question is right when all its forms are
     headline_score = "correct"  # each form's answer, the part of the all-forms accuracy an item has
@@ -261,8 +267,12 @@ class ScrapbookQA(Task):
                 for (dataset, model, style), lv in levels.groupby(["dataset", "model", "style"])
                 if style == ZeroShot.name and (lv["level"] == 1).any()}
 
-    def sample_unit(self, item: Item):
-        return tuple(item.meta.get("unit") or ()), S.query_id(item.meta["query"])
+    def unit(self, item: Item) -> Unit:
+        """One query on one image chain, every form of it: scored together by the protocol, level 1
+        before level 2."""
+        return Unit((tuple(item.meta.get("unit") or ()), S.query_id(item.meta["query"])), item.meta["level"])
 
-    def sample_rank(self, item: Item) -> float:
-        return item.meta["level"]
+    def facets(self, item: Item) -> dict:
+        m = item.meta
+        return {"type": m.get("type"), "group": m.get("group"), "form": m.get("form"), "level": m.get("level"),
+                "target": target_kind(m), "absurd": m.get("absurd") is True}
