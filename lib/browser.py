@@ -38,7 +38,7 @@ from PIL import Image
 
 from lib import artifacts as A
 from lib.htmlsafe import csp_meta, json_block, json_text, text
-from lib.io import atomic_file, item_index, read_items_at, read_jsonl
+from lib.io import atomic_file, item_index, read_items_at, read_jsonl, share_strings
 from lib.metrics.stats import CHANGES, score_change
 from lib.schema import ERROR, Item, Prediction
 from lib.families import get_task
@@ -89,7 +89,7 @@ def evaluation_rows(folder: str | Path) -> list[dict]:
     docstring); images as paths."""
     folder = Path(folder)
     path = folder / A.PREDICTIONS
-    preds = [Prediction.from_dict(d) for d in read_jsonl(path)] if path.exists() else []
+    preds = [Prediction.from_dict(share_strings(d, Prediction.REPEATED)) for d in read_jsonl(path)] if path.exists() else []
     if not preds:
         return []
     config = json.loads((folder / A.EVAL_CONFIG).read_text())

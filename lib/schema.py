@@ -16,7 +16,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from PIL import Image
 
@@ -58,6 +58,9 @@ class Item:
     ``items.jsonl`` a single Arrow schema, so HF ``datasets`` loads it as it is.
     ``meta`` holds question type, group, form, level, style, source, parent image, seed...
     """
+
+    # the fields whose short strings items repeat: readers that keep items share them (lib.io.share_strings)
+    REPEATED: ClassVar[tuple[str, ...]] = ("task", "images", "options", "answer", "meta")
 
     id: str
     task: str
@@ -101,6 +104,9 @@ class Item:
 @dataclass(slots=True)
 class Prediction:
     """A model's answer to one Item: raw output kept, parsed value, how it was read, cost."""
+
+    # the fields whose short strings predictions repeat (lib.io.share_strings)
+    REPEATED: ClassVar[tuple[str, ...]] = ("model", "task", "raw", "dataset", "parsed", "style", "method", "scores", "meta")
 
     item_id: str
     model: str

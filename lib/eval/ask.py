@@ -70,8 +70,6 @@ def _predictions(cfg: EvalConfig, data: dict, store, progress: bool, shard: Rank
 
 
 ORDER = "_order"  # a rank's part file: each row's place in the merged predictions
-# the fields whose strings predictions repeat (lib.io.share_strings)
-PREDICTION_REPEATED = ("model", "task", "raw", "dataset", "parsed", "style", "method", "scores", "meta")
 
 
 def _part(rank: int) -> str:
@@ -84,7 +82,7 @@ def _merged(out: Path, world: int) -> Iterator[tuple]:
     parts = [read_jsonl(out / _part(k)) for k in range(world)]
     for d in heapq.merge(*parts, key=lambda d: d[ORDER]):
         order = tuple(d.pop(ORDER))
-        yield order, Prediction.from_dict(share_strings(d, PREDICTION_REPEATED))
+        yield order, Prediction.from_dict(share_strings(d, Prediction.REPEATED))
 
 
 def ask(cfg: EvalConfig, out: str | Path, data: dict, store=None, progress: bool = True) -> dict:

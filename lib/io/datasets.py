@@ -23,8 +23,6 @@ from lib.io.manifest import _count_mismatch, _writer, check_complete, manifest_f
 from lib.io.memory import CHUNK_LINES, _decode_chunk, paused_gc, share_strings
 from lib.schema import Item
 
-ITEM_REPEATED = ("task", "images", "options", "answer", "meta")  # the fields whose strings items repeat
-
 
 def dataset_info(name: str, version: str = "1", license: str = "unspecified", provenance: dict | None = None,
                  **extra) -> dict:
@@ -82,7 +80,7 @@ def scan_items(folder: str | Path, share: bool = True) -> Iterator[tuple[int, It
             for (_, start, _), row in zip(chunk, rows):
                 record += 1
                 try:
-                    yield start, Item.from_dict(share_strings(row, ITEM_REPEATED) if share else row)
+                    yield start, Item.from_dict(share_strings(row, Item.REPEATED) if share else row)
                 except (TypeError, ValueError) as e:
                     raise ValueError(f"{path}: record {record} is not a valid Item ({e})") from None
     if expected is not None and record != expected:
@@ -118,7 +116,7 @@ def read_items_at(folder: str | Path, offsets: Iterable[int], share: bool = True
                 lines.append(f.readline())
             for off, row in zip(chunk, _decode_chunk(lines, lambda k, e: bad(chunk[k], e))):
                 try:
-                    out.append(Item.from_dict(share_strings(row, ITEM_REPEATED) if share else row))
+                    out.append(Item.from_dict(share_strings(row, Item.REPEATED) if share else row))
                 except (TypeError, ValueError) as e:
                     raise bad(off, e) from None
     return out
