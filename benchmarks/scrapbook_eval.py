@@ -172,8 +172,8 @@ def main() -> dict:
     try:
         data = root / "unique_all"
         # read as stage 04 reads its params file (it also holds the stage's own keys, e.g. compare_to_paper)
-        params = ScrapbookConfig(**yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text())).params()
-        stats = generate(params, data, progress=False)
+        cfg = ScrapbookConfig(**yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text()))
+        stats = generate(cfg.params(), data, progress=False, question_worker=cfg.question_worker)
         size_mb = (data / "items.jsonl").stat().st_size / 2**20
         floor = _child("floor", data, root / "floor")
         three = _evaluation(_child("eval", data, root / "three" / "06_evaluate", THREE_MODELS_SIZE,

@@ -59,7 +59,7 @@ import yaml
 from lib.config import ParamsError, resolve
 from lib.eval.settings import EvalConfig
 from lib.formats import export_tsv
-from lib.io import load_items, write_json, write_jsonl
+from lib.io import load_items, share_strings, write_json, write_jsonl
 from lib.provenance import provenance
 from lib.schema import Item, Prediction, Response
 from lib.families import get_task
@@ -97,7 +97,7 @@ def score_items(items: list[Item], raws: list[str], scoring: Scoring) -> dict[st
 def _docs(task_dir: str, task: str) -> dict[str, Item]:
     path = Path(task_dir) / f"docs_{_slug(task)}.jsonl"
     with path.open(encoding="utf-8") as f:
-        return {d["id"]: Item.from_dict(json.loads(d["item"])) for d in map(json.loads, f)}
+        return {d["id"]: Item.from_dict(share_strings(json.loads(d["item"]), Item.REPEATED)) for d in map(json.loads, f)}
 
 
 _scored: dict = {}

@@ -146,6 +146,9 @@ class Prediction:
 class Judgement:
     """A judge's rating of one Prediction (LAVE: rating 1-3, score (r-1)/2, with a rationale)."""
 
+    # the fields whose short strings judgements repeat (lib.io.share_strings)
+    REPEATED: ClassVar[tuple[str, ...]] = ("model", "judge", "meta")
+
     item_id: str
     model: str
     judge: str

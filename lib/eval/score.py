@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lib import artifacts as A
-from lib.io import read_jsonl
+from lib.io import read_jsonl, share_strings
 from lib.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
 from lib.tasks import Scorer, Scoring, metric_row
 
@@ -125,7 +125,7 @@ def tables(parts: list[tuple]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
 def read_judgements(out: Path) -> list[Judgement]:
     """An evaluation folder's LAVE judgements (none when it has no judge)."""
     path = out / A.JUDGEMENTS
-    return [Judgement.from_dict(d) for d in read_jsonl(path)] if path.exists() else []
+    return [Judgement.from_dict(share_strings(d, Judgement.REPEATED)) for d in read_jsonl(path)] if path.exists() else []
 
 
 def invalid_summary(out: str | Path) -> pd.DataFrame:
