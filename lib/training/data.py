@@ -95,37 +95,35 @@ def load_examples(cfg: TrainSettings) -> tuple[dict[str, list[Example]], dict]:
     it would leak), else drawn by image from ``dataset``."""
     sources = {"train": cfg.dataset, "val": cfg.val_dataset, "test": cfg.test_dataset} if cfg.val_dataset \
         else {"all": cfg.dataset}
-    parts: dict[str, list[Item]] = {}
-    roots: dict[str, Path] = {}
+    parts: dict[str, list[Example]] = {}
     for part, source in sources.items():
-        items, roots[part] = _read_split(source, cfg)
-        parts[part] = [it for it in items if _kept(cfg, task_of(it).facets(it))]
+        items, root = _read_split(source, cfg)
+        parts[part] = [e for e in (Example(it, str(root)) for it in items) if _kept(cfg, e.facets)]
         if not parts[part]:
             raise ValueError(f"{source}: no items match types={cfg.types} groups={cfg.groups} forms={cfg.forms}")
-    image_of = lambda part, it: str((roots[part] / it.images[0]).resolve())  # noqa: E731
+    name = lambda e: e.item.images[0]  # noqa: E731  the image as the items name it
     if "all" in parts:
-        split = split_by_image([it.images[0] for it in parts["all"]], cfg.val_fraction, cfg.test_fraction, cfg.seed)
-        assigned = [(split[it.images[0]], it, roots["all"]) for it in parts["all"]]
+        split = split_by_image([name(e) for e in parts["all"]], cfg.val_fraction, cfg.test_fraction, cfg.seed)
+        assigned = [(split[name(e)], e) for e in parts["all"]]
     else:
         seen: dict[str, str] = {}
-        for part, items in parts.items():
-            for it in items:
-                other = seen.setdefault(image_of(part, it), part)
+        for part, examples in parts.items():
+            for e in examples:
+                other = seen.setdefault(str(Path(e.image).resolve()), part)
                 if other != part:
-                    raise ValueError(f"image {it.images[0]} is in both the {other} and the {part} split "
+                    raise ValueError(f"image {name(e)} is in both the {other} and the {part} split "
                                      f"({sources[other]}, {sources[part]}): the splits must not share images")
-        assigned = [(part, it, roots[part]) for part, items in parts.items() for it in items]
+        assigned = [(part, e) for part, examples in parts.items() for e in examples]
     bad: dict[str, str] = {}  # keyed by the image as the items name it
-    for root, name in sorted({(root, it.images[0]) for _, it, root in assigned}):
+    for root, image in sorted({(e.root, name(e)) for _, e in assigned}):
         try:
-            load_image(root / name)
-        except ImageError as e:
-            bad[name] = str(e)
+            load_image(Path(root) / image)
+        except ImageError as err:
+            bad[image] = str(err)
     out: dict[str, list[Example]] = {"train": [], "val": [], "test": []}
-    for part, it, root in assigned:
-        if it.images[0] in bad:
+    for part, e in assigned:
+        if name(e) in bad:
             continue
-        e = Example(it, str(root))
         if part != "train" and cfg.eval_levels and "level" in e.facets and e.facets["level"] not in cfg.eval_levels:
             continue
         if part == "train" and ((cfg.train_targets and "target" in e.facets and not e.describes_only(cfg.train_targets))
@@ -133,7 +131,7 @@ def load_examples(cfg: TrainSettings) -> tuple[dict[str, list[Example]], dict]:
             continue
         out[part].append(e)
     report = {"items": len(assigned), "splits": "the dataset's own" if cfg.val_dataset else "by image",
-              "skipped_images": bad, "skipped_items": sum(it.images[0] in bad for _, it, _ in assigned),
+              "skipped_images": bad, "skipped_items": sum(name(e) in bad for _, e in assigned),
               **{f"{k}_examples": len(v) for k, v in out.items()},
               **{f"{k}_images": len({e.image for e in v}) for k, v in out.items()}}
     return out, report
