@@ -9,6 +9,7 @@
 - :mod:`lib.io.images`: validated image loading, the decoded-image cache, the demo's photographs.
 - :mod:`lib.io.manifest`: when a dataset folder is complete (what ``dataset.json`` records must hold).
 - :mod:`lib.io.swap`: folders built aside and swapped in whole.
+- :mod:`lib.io.folders`: output folders marked with their kind; a folder of another kind is never overwritten.
 - :mod:`lib.io.datasets`: dataset folders written, read whole, streamed, or read at offsets.
 - :mod:`lib.io.index`: a dataset's id -> byte offset index.
 - :mod:`lib.io.check`: every problem of a dataset folder (``python -m lib.formats check DIR``).
@@ -22,6 +23,7 @@ from lib.io.check import (ITEM_FIELDS, ITEM_REQUIRED, MAX_PROBLEMS, DatasetCheck
 from lib.io.datasets import (ItemsAt, ItemsChanged, dataset_info, images_roots, load_dataset_info, load_items,
                              outside_images, read_items_at, save_dataset, scan_items, to_hf_dataset)
 from lib.io.digests import file_sha256
+from lib.io.folders import MARKER, NotOurFolder, check_ours, kind_of, mark
 from lib.io.images import (IMAGE_SUFFIXES, MAX_IMAGE_PIXELS, SAMPLE_IMAGES, ByteLRU, ImageCache, ImageError, LoadReport,
                            load_image, load_images, scan_images, write_sample_images)
 from lib.io.index import IdLookup, item_index, save_item_index
@@ -39,6 +41,7 @@ __all__ = [
     "ItemsAt", "ItemsChanged", "dataset_info", "images_roots", "load_dataset_info", "load_items", "outside_images",
     "read_items_at", "save_dataset", "scan_items", "to_hf_dataset",
     "file_sha256",
+    "MARKER", "NotOurFolder", "check_ours", "kind_of", "mark",
     "IMAGE_SUFFIXES", "MAX_IMAGE_PIXELS", "SAMPLE_IMAGES", "ByteLRU", "ImageCache", "ImageError", "LoadReport",
     "load_image", "load_images", "scan_images", "write_sample_images",
     "IdLookup", "item_index", "save_item_index",
