@@ -8,9 +8,11 @@
 ``commit`` included (HEAD when it was measured, not when it is published). A record is refused -
 none of the records is published, and the error names each file - when it has no commit (written
 outside git, or before records carried one), when it states no targets or its ``meets_targets`` is
-not what its figures and targets give (:func:`lib.records.meets`), and when it was measured on
-a tree with uncommitted changes (``commit.dirty``): its figures are then no commit's. ``--allow-dirty``
-publishes such a record anyway, marked ``dirty: true``, which the performance page shows. A record
+not what its figures and targets give (:func:`lib.records.meets`), when it misses a target that its
+``known_misses`` gives no reason for, when it was measured under load where the published record was
+measured on an idle machine, and when it was measured on a tree with uncommitted changes
+(``commit.dirty``): its figures are then no commit's. ``--allow-dirty`` publishes the last kind
+anyway, marked ``dirty: true``, which the performance page shows. A record
 of a benchmark that was skipped (it measured nothing) states its targets and carries no verdict.
 
 The second reads the ``paper.csv`` every stage of a run wrote (the paper's value beside ours, from
@@ -32,7 +34,7 @@ import pandas as pd
 from lib import artifacts as A
 from lib.io import write_json
 from lib.paths import ROOT, outputs_root
-from lib.records import RECORDS, REPRODUCTION, TargetError, meets
+from lib.records import RECORDS, REPRODUCTION, TargetError, meets, unexplained_misses
 
 
 def refusal(rec: dict, allow_dirty: bool = False) -> str | None:
@@ -53,9 +55,29 @@ def refusal(rec: dict, allow_dirty: bool = False) -> str | None:
     if verdict is not None and rec.get("meets_targets") is not verdict:
         return (f"meets_targets is {json.dumps(rec.get('meets_targets'))} but its figures and targets give "
                 f"{json.dumps(verdict)}: the record was edited after it was written; measure it again")
+    if verdict is False:
+        try:
+            missed = unexplained_misses(rec)
+        except TargetError as e:
+            return str(e)
+        if missed:
+            return (f"misses its target(s) {', '.join(missed)}: measure again on an idle machine, or state why under "
+                    f"known_misses (figure -> reason) if the promise cannot be kept")
     if commit.get("dirty") and not allow_dirty:
         return (f"measured on a tree with uncommitted changes (commit {commit['sha'][:10]} plus edits): commit, then "
                 f"measure again, or publish it marked as such with --allow-dirty")
+    return None
+
+
+def busy_over_idle(rec: dict, published: Path) -> str | None:
+    """Why ``rec`` may not replace the record at ``published``: it was measured under load and the
+    published one on an idle machine (a busy machine's timings would overwrite better evidence)."""
+    if not published.exists() or not (rec.get("load") or {}).get("under_load"):
+        return None
+    old = json.loads(published.read_text())
+    if (old.get("load") or {}).get("under_load") is False:
+        return (f"measured under load, and {published.name} was measured on an idle machine: measure again when the "
+                f"machine is idle (the record's load block says how busy it was)")
     return None
 
 
@@ -67,7 +89,7 @@ def publish_bench(source: Path | None = None, target: Path = RECORDS, allow_dirt
     for path in sorted(source.glob("*.json")):
         rec = json.loads(path.read_text())
         rec.setdefault("benchmark", path.stem)
-        why = refusal(rec, allow_dirty)
+        why = refusal(rec, allow_dirty) or busy_over_idle(rec, target / path.name)
         if why:
             refused.append(f"{path}: {why}")
         records[path.name] = rec

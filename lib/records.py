@@ -19,7 +19,8 @@ tables use); a rule is a comparison, ``>=``, ``<=``, ``>``, ``<`` or ``==``, and
 number, ``true`` or ``false``). ``meets_targets`` is :func:`meets` of the record, and nothing else:
 the benchmark hands its targets to :func:`record`, which writes the verdict; the publisher and the
 documentation recompute it with the same function, and the tests check every committed record
-against it, so a record can fail.
+against it, so a record can fail. A committed record must also *succeed*: a target it misses is an
+error unless ``known_misses`` names it with a reason (figure -> why), which the documentation shows.
 """
 
 from __future__ import annotations
@@ -121,6 +122,25 @@ def meets(record: dict) -> bool:
         raise TargetError(f"{_who(record)}: no targets stated; a benchmark states what its figures must meet "
                           f"(record(name, result, before, targets))")
     return all(verdicts(record).values())
+
+
+def known_misses(record: dict) -> dict[str, str]:
+    """The targets a record admits it misses, each with its reason (``known_misses``: figure ->
+    why); a reason must be a sentence, not an empty string."""
+    misses = record.get("known_misses") or {}
+    if not isinstance(misses, dict) or not all(isinstance(v, str) and v.strip() for v in misses.values()):
+        raise TargetError(f"{_who(record)}: known_misses maps a figure to the reason it misses its target (text)")
+    unknown = [name for name in misses if name not in (record.get("targets") or {})]
+    if unknown:
+        raise TargetError(f"{_who(record)}: known_misses names {unknown}, which are not among its targets")
+    return dict(misses)
+
+
+def unexplained_misses(record: dict) -> list[str]:
+    """The targets a record misses without a reason under ``known_misses``: a committed record with
+    any fails the tests and is refused by the publisher (a figure that missed is not success)."""
+    explained = known_misses(record)
+    return [name for name, met in verdicts(record).items() if not met and name not in explained]
 
 
 def host_state() -> dict:

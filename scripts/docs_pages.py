@@ -43,8 +43,11 @@ NOT_BENCHMARKS = ("run", "publish")
 # the measuring scripts outside benchmarks/ (`make gpu-check`: it needs a CUDA GPU, so `make bench` skips it)
 SCRIPTS = {"gpu_check": ROOT / "scripts" / "gpu_check.py"}
 # a record's keys that say how it was measured and judged, not what: left out of its table of figures
-RECORD_META = ("machine", "load", "targets", "meets_targets", "date", "date_from", "commit", "dirty", "benchmark",
-               "command")
+RECORD_META = ("machine", "load", "targets", "meets_targets", "known_misses", "date", "date_from", "commit", "dirty",
+               "benchmark", "command")
+# a target a record misses: red on the page, with the record's reason when it states one (known_misses)
+MISSED = "**no**{ .target-missed }"  # attr_list: the class on the bold text (md_cell escapes raw HTML)
+
 
 
 def _cell(value) -> str:
@@ -268,13 +271,15 @@ def target_rows(record: dict) -> list[list[str]]:
     """One row per target the record states: the figure, its rule, its value and whether it is met
     (:func:`lib.records.verdict`, the function that wrote ``meets_targets``)."""
     rows = []
+    reasons = record.get("known_misses") if isinstance(record.get("known_misses"), dict) else {}
     for name, rule in (record.get("targets") or {}).items():
         try:
             value = _cell(figure(record, name))
         except TargetError:
             value = "(no figure of that name in the record)"
         try:
-            met = {True: "yes", False: "**no**"}[verdict(record, name)]
+            met = "yes" if verdict(record, name) else MISSED + (
+                f" — known miss: {_cell(reasons[name])}" if name in reasons else " — no reason stated")
         except TargetError:  # no such figure, or a rule it cannot judge: meets() refuses the record
             met = "**cannot tell**"
         rows.append([f"`{name}`", rule, value, met])

@@ -22,7 +22,12 @@ if worker := os.environ.get("PYTEST_XDIST_WORKER"):  # its own folder, not the o
 os.environ.setdefault("VQALAB_OUTPUTS", tempfile.mkdtemp(prefix="vqalab-test-outputs-"))
 os.environ["VQALAB_PROFILE"] = "smoke"  # the notebooks under nbval resolve the smoke profile (params/*.smoke.yaml)
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from .support.data import SHARED_DATA, check_needed_data  # noqa: E402  (after the environment above)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the test's fixtures are built from data that is not there
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    check_needed_data(item)  # a needs_data test skips without its data, or fails where it is required
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

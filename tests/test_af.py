@@ -217,7 +217,7 @@ def test_memeqa_export_round_trips(tmp_path, image, tiny_llava):
            [(i.id, i.options, i.answer, i.meta["specific_type"]) for i in items]
 
 
-@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+@pytest.mark.needs_data("memeqa")
 def test_memeqa_skeletons_keep_only_the_correct_options():
     sks, skipped = af.from_memeqa(MEMEQA / "none-plus" / "dev.json", "images")
     raw = json.loads((MEMEQA / "none-plus" / "dev.json").read_text())
@@ -254,7 +254,7 @@ def test_the_generator_sees_what_the_meme_shows():
     assert text.startswith("The meme shows: A cat sleeps on a keyboard") and "to mock Mondays" in text
 
 
-@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+@pytest.mark.needs_data("memeqa")
 def test_none_plus_is_derived_from_none_minus_exactly_as_the_release_derives_it():
     minus = {r["id"]: r for r in json.loads((MEMEQA / "none-minus" / "train.json").read_text())}
     plus = [r for r in json.loads((MEMEQA / "none-plus" / "train.json").read_text()) if r["id"] in minus]
@@ -317,7 +317,7 @@ def test_rule_types_mix_the_true_target_with_the_opposite_and_never_offer_a_syno
     assert offered and not set(offered) & negative  # the sentiment is read off the correct action
 
 
-@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+@pytest.mark.needs_data("memeqa")
 def test_rule_types_from_memeqa_json_get_distractors():
     from lib.af import rules
     import numpy as np
@@ -366,7 +366,7 @@ class _ReleasedDistractors(_RuleModel):
         return Response(text=json.dumps(value), parsed=value, method=JSON_SCHEMA, finish_reason="stop")
 
 
-@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+@pytest.mark.needs_data("memeqa")
 def test_af_end_to_end_on_the_released_questions_writes_all_11_types_in_both_forms(tmp_path, monkeypatch):
     """Stage 03 on skeletons of the released dev questions (3 per type, stand-in images), a scripted
     generator writing the release's own train distractors and a seeded random discriminator."""
@@ -445,7 +445,7 @@ def _released_sentences(split="train"):
     return out
 
 
-@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+@pytest.mark.needs_data("memeqa")
 @pytest.mark.parametrize("parser", ["spacy", "fallback"])
 def test_completion_blanks_as_the_release_draws_them_never_the_meme_or_its_verb(parser, monkeypatch):
     from lib.af import skeletons
@@ -484,7 +484,7 @@ def test_annotated_sentences_give_several_completion_questions_with_the_releases
     assert (30, 38) in af.skeletons._candidates(table[0]["intents"][0])  # the span the release blanked ("labeling")
 
 
-@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+@pytest.mark.needs_data("memeqa")
 def test_the_generators_token_budget_fits_the_longest_released_distractors():
     from transformers import AutoTokenizer
 

@@ -18,7 +18,7 @@ from lib.tasks import Results
 from .conftest import SHARED_DATA
 
 YESBUT = SHARED_DATA / "yesbut"
-needs_yesbut = pytest.mark.skipif(not YESBUT.exists(), reason="../shared/data/yesbut is absent")
+needs_yesbut = pytest.mark.needs_data("yesbut")
 
 
 def test_descriptor_embeddings_separate_what_they_see(images, tmp_path):

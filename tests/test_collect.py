@@ -132,7 +132,7 @@ def test_demo_collection_has_photographs_and_labelled_pairs(tmp_path):
     assert all(r.licence != "unknown" for r in recs)
 
 
-@pytest.mark.skipif(not YESBUT.exists(), reason="../shared/data/yesbut is absent")
+@pytest.mark.needs_data("yesbut")
 def test_yesbut_layout_labels_styles_links_and_annotations():
     recs, report = collect.collect_yesbut(YESBUT, progress=False)
     stage2 = [r for r in recs if r.stage == 2]
@@ -149,7 +149,7 @@ def test_yesbut_layout_labels_styles_links_and_annotations():
     assert all(r.annotation for r in stage2)
 
 
-@pytest.mark.skipif(not YESBUT.exists(), reason="../shared/data/yesbut is absent")
+@pytest.mark.needs_data("yesbut")
 def test_figure3_counts_match_the_annotation_csv():
     import pandas as pd
 

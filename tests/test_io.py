@@ -160,7 +160,7 @@ def test_tsv_export_names_a_bad_image(tmp_path):
 MEMEQA = SHARED_DATA / "memeqa"
 
 
-@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is not on this machine")
+@pytest.mark.needs_data("memeqa")
 @pytest.mark.parametrize("variant", ["none-plus", "none-minus"])
 def test_memeqa_dev_round_trips(tmp_path, variant):
     src = MEMEQA / variant / "dev.json"

@@ -38,7 +38,7 @@ def _subset(rows, per_type):
     return picked
 
 
-@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+@pytest.mark.needs_data("memeqa")
 def test_the_memeqa_profile_trains_four_families_and_tabulates_six_models_per_type(tmp_path, monkeypatch):
     train = _subset(json.loads((MEMEQA / "none-minus" / "train.json").read_text()), 2)
     dev = json.loads((MEMEQA / "none-minus" / "dev.json").read_text())

@@ -18,10 +18,8 @@ from lib.stages import analyze, collect
 from .conftest import SHARED_DATA
 
 YESBUT, MEMEQA = SHARED_DATA / "yesbut", SHARED_DATA / "memeqa"
-needs_yesbut = pytest.mark.skipif(not (YESBUT / "Human_Eval_Results.csv").exists(),
-                                  reason=f"no YesBut sample at {YESBUT} (../shared/data: development machines and CI)")
-needs_memeqa = pytest.mark.skipif(not (MEMEQA / "none-minus" / "train.json").exists(),
-                                  reason=f"no MemeQA release at {MEMEQA} (../shared/data: development machines and CI)")
+needs_yesbut = pytest.mark.needs_data("yesbut/Human_Eval_Results.csv")
+needs_memeqa = pytest.mark.needs_data("memeqa/none-minus/train.json")
 
 
 def stated(paper: str) -> dict:
@@ -89,8 +87,6 @@ def test_yesbut_without_the_human_evaluation_says_why_its_rows_are_empty(tmp_pat
 @pytest.fixture(scope="module")
 def memeqa_run():
     """A run whose stage 01 collected the released MemeQA train and dev splits (None-)."""
-    if not (MEMEQA / "none-minus" / "train.json").exists():
-        pytest.skip(f"no MemeQA release at {MEMEQA}")
     run = stage_dir("papers-memeqa", A.COLLECT).parent
     for split in ("train", "dev"):
         collect.memeqa_dataset(MEMEQA / "none-minus" / f"{split}.json", MEMEQA / "images",

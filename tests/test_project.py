@@ -1,8 +1,10 @@
 """Project hygiene a user relies on: one package list, clean paired notebooks, nothing ignored by mistake."""
 
 import json
+import os
 import re
 import subprocess
+import sys
 import tomllib
 
 import jupytext
@@ -102,3 +104,22 @@ def test_papermill_sees_every_parameter(path):
     cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
     assigned = set(re.findall(r"^(\w+)\s*(?::[^=]*)?=", "".join(cell["source"]), re.M))
     assert assigned == set(papermill.inspect_notebook(str(path)))
+
+
+@pytest.mark.parametrize("required, outcome", [("", "1 skipped"), ("1", "1 error")])
+def test_a_test_needing_absent_shared_data_skips_or_fails_where_it_is_required(required, outcome, tmp_path):
+    """``.ci/run`` sets VQALAB_DATA_REQUIRED=1: a test of the real data never passes there by not running."""
+    (tmp_path / "test_x.py").write_text('import pytest\n\n\n@pytest.mark.needs_data("no-such-folder")\n'
+                                        'def test_x():\n    pass\n')
+    conftest = ROOT / "tests" / "conftest.py"
+    (tmp_path / "conftest.py").write_text(f"from tests.support.data import check_needed_data\n\n\n"
+                                          f"def pytest_runtest_setup(item):\n    check_needed_data(item)\n"
+                                          f"# as {conftest.relative_to(ROOT)} does\n")
+    env = {**os.environ, "VQALAB_DATA_REQUIRED": required, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           "-o", "markers=needs_data", str(tmp_path)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert outcome in done.stdout, done.stdout
+    if required:
+        assert "shared/data/no-such-folder is absent" in done.stdout and "VQALAB_DATA_REQUIRED=1" in done.stdout
+    assert "VQALAB_DATA_REQUIRED=1 " in (ROOT / ".ci" / "run").read_text()

@@ -91,7 +91,7 @@ def test_multi_answer_sets_and_parsing():
     assert parse_letter_set("I think A", 4, True) is None
 
 
-@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+@pytest.mark.needs_data("memeqa")
 @pytest.mark.parametrize("variant", ["none-minus", "none-plus"])
 def test_memeqa_items_become_prompts_and_targets(variant):
     items = import_memeqa(MEMEQA / variant / "dev.json")
@@ -129,7 +129,7 @@ def test_garbage_is_read_or_invalid_never_guessed(text, demo):
     assert read_answer(det, "Y N")[0] is None
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "yesbut").exists(), reason="../shared/data/yesbut is absent")
+@pytest.mark.needs_data("yesbut")
 @pytest.mark.slow
 def test_yesbut_tasks_from_the_collected_sample(tmp_path):
     from lib.io import load_items

@@ -26,7 +26,7 @@ def test_each_tell_fires_on_the_one_option_that_has_it():
     assert stop["fired"] == 3 and stop["rate"] == 1.0 and stop["chance"] == pytest.approx(1 / 3)
 
 
-@pytest.mark.skipif(not MEMEQA.exists(), reason="../shared/data/memeqa is absent")
+@pytest.mark.needs_data("memeqa")
 def test_the_released_tells_are_found():
     table = shortcuts.audit(import_memeqa(MEMEQA / "none-minus" / "train.json")).set_index(["type", "tell"])
     assert table.loc[("Intent Identification", "final_stop"), "rate"] > 0.95  # the only unstopped option is right
