@@ -12,12 +12,19 @@ than an index) still resample indices through scipy.
 
 :func:`score_change` says which way one item's scores moved between two runs (a comparison's
 improved and worsened items).
+
+Clusters: questions about one image are not independent (MemeQA asks up to 11 question types of one
+meme, Scrapbook dozens of one image), so an interval that resamples questions is too narrow. Given
+``clusters`` (one key per item: its image, or a coarser unit), every interval here resamples whole
+clusters instead - the cluster (or "block") bootstrap: a resample draws G clusters with replacement
+and keeps every item of each. When every item is its own cluster, the question-level path runs
+unchanged, so the interval is today's to the bit.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -26,11 +33,58 @@ CONFIDENCE = 0.95
 COUNTS_PER_INDEX = 8  # a multinomial count costs ~8 index draws (measured): fewer distinct scores than n / 8 draw counts
 
 
-def bootstrap_ci(statistic: Callable, samples: Sequence[Sequence], n_resamples: int = N_RESAMPLES,
-                 confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float, float]:
-    """(value, low, high) of a vectorised ``statistic(*arrays)``, items resampled together (paired).
+def cluster_codes(clusters: Sequence | None, n: int) -> np.ndarray | None:
+    """``clusters`` (one hashable key per item) as codes 0..G-1 in order of first appearance; None
+    when there are none or every item is its own cluster (the question-level bootstrap applies)."""
+    if clusters is None:
+        return None
+    if len(clusters) != n:
+        raise ValueError(f"clusters: {len(clusters)} keys for {n} items")
+    codes: dict = {}
+    out = np.fromiter((codes.setdefault(k, len(codes)) for k in clusters), dtype=np.int64, count=n)
+    return None if len(codes) == n else out
 
-    Constant results give a zero-width interval; fewer than two items give NaN bounds.
+
+def n_clusters(clusters: Sequence | None, n: int) -> int:
+    """How many independent units an interval over ``n`` items resamples: its clusters, or ``n``."""
+    return n if clusters is None else len(set(clusters))
+
+
+def _percentiles(draws: np.ndarray, confidence: float) -> tuple[float, float]:
+    alpha = (1 - confidence) / 2
+    low, high = np.percentile(draws, [100 * alpha, 100 * (1 - alpha)])
+    return float(low), float(high)
+
+
+def _cluster_weights(codes: np.ndarray, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
+    """How often each cluster is drawn (G draws with replacement per resample), in blocks of
+    resamples x G holding at most ~2M counts (a paper-scale set has many thousand images)."""
+    g = int(codes.max()) + 1
+    rng, batch = np.random.default_rng(seed), max(1, 2_000_000 // g)
+    for start in range(0, n_resamples, batch):
+        yield rng.multinomial(g, np.full(g, 1 / g), size=min(batch, n_resamples - start))
+
+
+def _cluster_bootstrap(statistic: Callable, arrays: list[np.ndarray], codes: np.ndarray, n_resamples: int,
+                       confidence: float, seed: int) -> tuple[float, float]:
+    """Percentile bounds of ``statistic`` over cluster resamples: each keeps every item of each
+    drawn cluster, as often as it was drawn (so the resample's size varies; one call per resample)."""
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    draws = []
+    for w in (row for block in _cluster_weights(codes, n_resamples, seed) for row in block):
+        idx = np.repeat(order, w[sorted_codes])
+        draws.append(float(statistic(*(a[idx] for a in arrays))) if len(idx) else math.nan)
+    return _percentiles(np.asarray(draws)[~np.isnan(draws)], confidence)
+
+
+def bootstrap_ci(statistic: Callable, samples: Sequence[Sequence], n_resamples: int = N_RESAMPLES,
+                 confidence: float = CONFIDENCE, seed: int = 0, clusters: Sequence | None = None,
+                 ) -> tuple[float, float, float]:
+    """(value, low, high) of a vectorised ``statistic(*arrays)``, items resampled together (paired),
+    or whole ``clusters`` (one key per item) when given (see the module docstring).
+
+    Constant results give a zero-width interval; fewer than two items (or clusters) give NaN bounds.
     """
     from scipy.stats import bootstrap
 
@@ -41,8 +95,11 @@ def bootstrap_ci(statistic: Callable, samples: Sequence[Sequence], n_resamples: 
     if n == 0:
         return math.nan, math.nan, math.nan
     value = float(statistic(*arrays))
-    if n < 2:
+    codes = cluster_codes(clusters, n)
+    if n < 2 or (codes is not None and codes.max() == 0):
         return value, math.nan, math.nan
+    if codes is not None:
+        return (value, *_cluster_bootstrap(statistic, arrays, codes, n_resamples, confidence, seed))
 
     def stat(idx, axis=-1):
         return statistic(*(a[idx] for a in arrays))
@@ -56,16 +113,25 @@ def bootstrap_ci(statistic: Callable, samples: Sequence[Sequence], n_resamples: 
 
 
 def mean_ci(values: Sequence[float], n_resamples: int = N_RESAMPLES, confidence: float = CONFIDENCE,
-            seed: int = 0) -> tuple[float, float, float]:
+            seed: int = 0, clusters: Sequence | None = None) -> tuple[float, float, float]:
     """(mean, low, high) of per-item scores: the percentile bootstrap (as :func:`bootstrap_ci`),
-    each resample drawn as the counts of the distinct scores (see the module docstring)."""
+    each resample drawn as the counts of the distinct scores (see the module docstring); with
+    ``clusters``, whole clusters are drawn, a resample's mean being its clusters' summed scores over
+    their summed sizes (one matrix product for all resamples)."""
     x = np.asarray(values, dtype=float)
     n = len(x)
     if n == 0:
         return math.nan, math.nan, math.nan
     value = float(x.mean())
-    if n < 2:
+    codes = cluster_codes(clusters, n)
+    if n < 2 or (codes is not None and codes.max() == 0):
         return value, math.nan, math.nan
+    if codes is not None:
+        if np.all(x == x[0]):
+            return value, value, value
+        sums, sizes = np.bincount(codes, weights=x), np.bincount(codes).astype(float)
+        means = np.concatenate([(w @ sums) / (w @ sizes) for w in _cluster_weights(codes, n_resamples, seed)])
+        return (value, *_percentiles(means, confidence))
     scores, counts = np.unique(x, return_counts=True)
     if len(scores) == 1:
         return value, value, value
@@ -75,9 +141,7 @@ def mean_ci(values: Sequence[float], n_resamples: int = N_RESAMPLES, confidence:
     batch = max(1, 2_000_000 // len(scores))  # resamples per draw: at most ~2M counts in memory at once
     means = np.concatenate([rng.multinomial(n, counts / n, size=min(batch, n_resamples - start)) @ scores / n
                             for start in range(0, n_resamples, batch)])
-    alpha = (1 - confidence) / 2
-    low, high = np.percentile(means, [100 * alpha, 100 * (1 - alpha)])
-    return value, float(low), float(high)
+    return (value, *_percentiles(means, confidence))
 
 
 CHANGES = ("improved", "worsened", "mixed", "same scores")  # which way an item's scores moved (score_change)

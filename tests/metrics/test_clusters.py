@@ -1,0 +1,80 @@
+"""Intervals that resample what is independent: the image (a cluster of questions), not the
+question. Checked against statsmodels' cluster-robust standard error (an independent computation), a
+hand-worked case, and today's question-level interval when every item is its own cluster."""
+
+import math
+
+import numpy as np
+import pytest
+
+from lib.metrics.stats import bootstrap_ci, mean_ci, n_clusters
+
+
+def _clustered(g: int = 60, seed: int = 1):
+    """0/1 scores of questions about ``g`` images whose difficulty differs (answers about one
+    image move together): the scores and each question's image."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(5, 25, g)
+    image = np.repeat(np.arange(g), sizes)
+    p = rng.uniform(0.1, 0.9, g)
+    return (rng.random(len(image)) < p[image]).astype(float), image
+
+
+def _mean(a, axis=-1):
+    return np.mean(a, axis=axis)
+
+
+def test_the_clustered_interval_of_a_mean_matches_the_cluster_robust_standard_error():
+    """statsmodels' OLS of the scores on a constant with cluster-robust (CR0) errors gives the
+    standard error a cluster bootstrap of the mean estimates; the interval's half width is about
+    1.96 of them, far wider than the question-level one here."""
+    import statsmodels.api as sm
+
+    x, image = _clustered()
+    fit = sm.OLS(x, np.ones((len(x), 1))).fit(cov_type="cluster", cov_kwds={"groups": image, "use_correction": False})
+    value, low, high = mean_ci(x, n_resamples=20_000, clusters=image)
+    assert value == pytest.approx(fit.params[0])
+    assert (high - low) / 2 == pytest.approx(1.96 * fit.bse[0], rel=0.08)
+    _, qlow, qhigh = mean_ci(x, n_resamples=20_000)
+    assert (high - low) > 1.8 * (qhigh - qlow)
+
+
+def test_a_hand_worked_case_two_images_bound_the_interval_by_their_means():
+    """Two images: a resample is AA, AB, BA or BB (1/4, 1/2, 1/4), so its mean is image A's, the
+    pooled mean or image B's, and the 95% interval runs from A's mean to B's."""
+    x = np.array([0, 0, 0, 1] + [1, 1, 1, 1, 0, 1], dtype=float)  # A: 1/4, B: 5/6
+    image = ["a"] * 4 + ["b"] * 6
+    value, low, high = mean_ci(x, n_resamples=4000, clusters=image)
+    assert (value, low, high) == pytest.approx((0.6, 0.25, 5 / 6))
+    assert bootstrap_ci(_mean, [x], n_resamples=4000, clusters=image) == pytest.approx((0.6, 0.25, 5 / 6))
+
+
+def test_a_paired_difference_resamples_the_same_images_in_both_runs():
+    """Run B is run A with every answer about the first ten images flipped to right: the paired
+    clustered interval of B - A matches the cluster-robust error of the per-question differences."""
+    import statsmodels.api as sm
+
+    a, image = _clustered(seed=2)
+    b = np.where(image < 10, 1.0, a)
+    diff = b - a
+    fit = sm.OLS(diff, np.ones((len(diff), 1))).fit(cov_type="cluster",
+                                                    cov_kwds={"groups": image, "use_correction": False})
+    value, low, high = bootstrap_ci(lambda x, y: np.mean(y - x, axis=-1), [a, b], n_resamples=5000, clusters=image)
+    assert value == pytest.approx(diff.mean())
+    assert (high - low) / 2 == pytest.approx(1.96 * fit.bse[0], rel=0.12)
+
+
+def test_every_item_its_own_cluster_gives_todays_question_level_interval():
+    x, _ = _clustered()
+    own = list(range(len(x)))
+    assert mean_ci(x, clusters=own) == mean_ci(x)
+    assert bootstrap_ci(_mean, [x], clusters=own) == bootstrap_ci(_mean, [x])
+    assert n_clusters(own, len(x)) == len(x) and n_clusters(None, len(x)) == len(x)
+
+
+def test_one_image_has_no_interval_and_keys_must_match_the_items():
+    x = np.array([0.0, 1.0, 1.0])
+    value, low, high = mean_ci(x, clusters=["a"] * 3)
+    assert value == pytest.approx(2 / 3) and math.isnan(low) and math.isnan(high)
+    with pytest.raises(ValueError, match="2 keys for 3 items"):
+        mean_ci(x, clusters=["a", "b"])
