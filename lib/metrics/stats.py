@@ -33,16 +33,23 @@ CONFIDENCE = 0.95
 COUNTS_PER_INDEX = 8  # a multinomial count costs ~8 index draws (measured): fewer distinct scores than n / 8 draw counts
 
 
-def cluster_codes(clusters: Sequence | None, n: int) -> np.ndarray | None:
-    """``clusters`` (one hashable key per item) as codes 0..G-1 in order of first appearance; None
-    when there are none or every item is its own cluster (the question-level bootstrap applies)."""
+def codes_of(clusters: Sequence | None, n: int) -> np.ndarray:
+    """``clusters`` (one hashable key per item; None: each item its own) as codes 0..G-1 in order of
+    first appearance."""
     if clusters is None:
-        return None
+        return np.arange(n)
     if len(clusters) != n:
         raise ValueError(f"clusters: {len(clusters)} keys for {n} items")
     codes: dict = {}
-    out = np.fromiter((codes.setdefault(k, len(codes)) for k in clusters), dtype=np.int64, count=n)
-    return None if len(codes) == n else out
+    return np.fromiter((codes.setdefault(k, len(codes)) for k in clusters), dtype=np.int64, count=n)
+
+
+def cluster_codes(clusters: Sequence | None, n: int) -> np.ndarray | None:
+    """:func:`codes_of`, or None when every item is its own cluster (the question-level bootstrap applies)."""
+    if clusters is None:
+        return None
+    codes = codes_of(clusters, n)
+    return None if n == 0 or codes.max() == n - 1 else codes
 
 
 def n_clusters(clusters: Sequence | None, n: int) -> int:
@@ -65,17 +72,22 @@ def _cluster_weights(codes: np.ndarray, n_resamples: int, seed: int) -> Iterator
         yield rng.multinomial(g, np.full(g, 1 / g), size=min(batch, n_resamples - start))
 
 
-def _cluster_bootstrap(statistic: Callable, arrays: list[np.ndarray], codes: np.ndarray, n_resamples: int,
-                       confidence: float, seed: int) -> tuple[float, float]:
-    """Percentile bounds of ``statistic`` over cluster resamples: each keeps every item of each
-    drawn cluster, as often as it was drawn (so the resample's size varies; one call per resample)."""
+def cluster_resamples(codes: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 0) -> Iterator[np.ndarray]:
+    """The item indices of each cluster resample (``codes``: each item's cluster, 0..G-1): every
+    item of each drawn cluster, as often as it was drawn, so a resample's size varies. Codes all
+    distinct give the ordinary bootstrap of items."""
     order = np.argsort(codes, kind="stable")
     sorted_codes = codes[order]
-    draws = []
-    for w in (row for block in _cluster_weights(codes, n_resamples, seed) for row in block):
-        idx = np.repeat(order, w[sorted_codes])
-        draws.append(float(statistic(*(a[idx] for a in arrays))) if len(idx) else math.nan)
-    return _percentiles(np.asarray(draws)[~np.isnan(draws)], confidence)
+    for block in _cluster_weights(codes, n_resamples, seed):
+        for w in block:
+            yield np.repeat(order, w[sorted_codes])
+
+
+def _cluster_bootstrap(statistic: Callable, arrays: list[np.ndarray], codes: np.ndarray, n_resamples: int,
+                       confidence: float, seed: int) -> tuple[float, float]:
+    """Percentile bounds of ``statistic`` over cluster resamples (one call per resample)."""
+    draws = np.array([float(statistic(*(a[idx] for a in arrays))) for idx in cluster_resamples(codes, n_resamples, seed)])
+    return _percentiles(draws[~np.isnan(draws)], confidence)
 
 
 def bootstrap_ci(statistic: Callable, samples: Sequence[Sequence], n_resamples: int = N_RESAMPLES,

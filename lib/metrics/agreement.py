@@ -1,0 +1,110 @@
+"""How well a scorer (a text metric or an LLM judge) agrees with people, family-neutral.
+
+For each human criterion (a 0/1 verdict per answer, e.g. "the description is correct"):
+
+- a *graded* score (BLEU, ROUGE-L, BERTScore, a judge's 0 / 0.5 / 1) is held to the verdicts by
+  ROC AUC (scikit-learn: the chance that a right answer outscores a wrong one) and Kendall's tau-b
+  (scipy: rank agreement with ties, as the LAVE seed reports it);
+- a *categorical* score (a judge's "correct or not", a threshold on a metric) by Cohen's kappa
+  (scikit-learn) and Krippendorff's alpha (the ``krippendorff`` package, nominal).
+
+Every figure has a bootstrap interval that resamples clusters (the image: several answers about
+one image share its difficulty, :mod:`lib.metrics.stats`), and :func:`paired_agreement` gives the
+interval of "scorer A agrees with people better than scorer B", both scorers resampled together.
+A resample where a statistic is undefined (one class only) is left out of its interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from lib.metrics.stats import CONFIDENCE, N_RESAMPLES, cluster_resamples, codes_of, n_clusters
+
+GRADED = ("roc_auc", "kendall_tau_b")
+CATEGORICAL = ("cohen_kappa", "krippendorff_alpha")
+
+
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """P(a right answer's score > a wrong one's), ties counted half; NaN with one class only."""
+    from sklearn.metrics import roc_auc_score
+
+    labels = np.asarray(labels).astype(bool)
+    return float(roc_auc_score(labels, scores)) if 0 < labels.sum() < len(labels) else math.nan
+
+
+def kendall_tau_b(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Kendall's tau-b between scores and verdicts (ties in both corrected); NaN when either is constant."""
+    from scipy.stats import kendalltau
+
+    if len(set(np.asarray(scores).tolist())) < 2 or len(set(np.asarray(labels).tolist())) < 2:
+        return math.nan
+    return float(kendalltau(scores, labels, variant="b").statistic)
+
+
+def cohen_kappa(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Cohen's kappa of two categorical ratings; NaN when both are one and the same constant."""
+    from sklearn.metrics import cohen_kappa_score
+
+    value = cohen_kappa_score(np.asarray(labels), np.asarray(scores))
+    return float(value) if np.isfinite(value) else math.nan
+
+
+def krippendorff_alpha(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Krippendorff's alpha (nominal) of the two raters; NaN when no disagreement is possible."""
+    import krippendorff
+
+    data = np.vstack([np.asarray(labels, dtype=float), np.asarray(scores, dtype=float)])
+    if len(np.unique(data)) < 2:
+        return math.nan
+    return float(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"))
+
+
+STATISTICS: dict[str, Callable] = {"roc_auc": roc_auc, "kendall_tau_b": kendall_tau_b, "cohen_kappa": cohen_kappa,
+                                   "krippendorff_alpha": krippendorff_alpha}
+
+
+def _interval(statistic: Callable, arrays: list[np.ndarray], clusters, n_resamples: int, confidence: float,
+              seed: int) -> tuple[float, float, float]:
+    """(value, low, high) of ``statistic(*arrays)`` over cluster resamples, those where it is
+    undefined (NaN) left out; NaN bounds when fewer than two remain."""
+    value = float(statistic(*arrays))
+    if math.isnan(value):
+        return value, math.nan, math.nan
+    codes = codes_of(clusters, len(arrays[0]))
+    draws = np.array([statistic(*(a[idx] for a in arrays)) for idx in cluster_resamples(codes, n_resamples, seed)],
+                     dtype=float)
+    draws = draws[np.isfinite(draws)]
+    if len(draws) < 2:
+        return value, math.nan, math.nan
+    alpha = (1 - confidence) / 2
+    low, high = np.percentile(draws, [100 * alpha, 100 * (1 - alpha)])
+    return value, float(low), float(high)
+
+
+def agreement(scores: Sequence[float], labels: Sequence, clusters: Sequence | None = None,
+              statistics: Sequence[str] = GRADED, n_resamples: int = N_RESAMPLES, confidence: float = CONFIDENCE,
+              seed: int = 0) -> list[dict]:
+    """One row per statistic: ``statistic, value, ci_low, ci_high, n, n_clusters`` of a scorer's
+    ``scores`` against people's ``labels`` (one per answer; ``clusters``: each answer's image)."""
+    s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=float)
+    if len(s) != len(y):
+        raise ValueError(f"agreement: {len(s)} scores for {len(y)} labels")
+    rows = []
+    for name in statistics:
+        value, low, high = _interval(STATISTICS[name], [s, y], clusters, n_resamples, confidence, seed)
+        rows.append({"statistic": name, "value": value, "ci_low": low, "ci_high": high, "n": len(s),
+                     "n_clusters": n_clusters(clusters, len(s))})
+    return rows
+
+
+def paired_agreement(scores_a: Sequence[float], scores_b: Sequence[float], labels: Sequence,
+                     clusters: Sequence | None = None, statistic: str = "roc_auc", n_resamples: int = N_RESAMPLES,
+                     confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float, float]:
+    """(A's agreement - B's, low, high): both scorers resampled on the same clusters, so an interval
+    above zero says A agrees with people better than B on these answers."""
+    f = STATISTICS[statistic]
+    arrays = [np.asarray(scores_a, dtype=float), np.asarray(scores_b, dtype=float), np.asarray(labels, dtype=float)]
+    return _interval(lambda a, b, y: f(a, y) - f(b, y), arrays, clusters, n_resamples, confidence, seed)
