@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from lib.answers import parse_response
@@ -39,31 +40,90 @@ CREATE INDEX IF NOT EXISTS calls_model ON calls(model);
 CREATE TABLE IF NOT EXISTS claims (
     key TEXT PRIMARY KEY,
     owner TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL  -- when claimed or last renewed: the claim's lease
 );
 """
-CLAIM_TTL_S = 900.0  # a claim older than this is a dead process's: another may take the call over
+CLAIM_TTL_S = 120.0  # a claim not renewed for this long is a dead process's: another may take the call over
+RENEW_S = 20.0  # how often a process renews its claims while it makes them (see CallStore.holding)
 
 
-def claim_owner() -> str:
-    """Who claims calls: host, process id and a nonce (one per :func:`lib.models.generate` call)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def owner_alive(owner: str) -> bool:
-    """Is the claiming process still running? Known on this host (its pid); elsewhere, assumed
-    (its claims expire after :data:`CLAIM_TTL_S`)."""
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return True
+def _pid_namespace() -> str:
+    """This process's pid namespace (two containers may share a hostname, never their pids)."""
     try:
-        os.kill(int(pid), 0)
+        return "".join(c for c in os.readlink("/proc/self/ns/pid") if c.isdigit())
+    except OSError:
+        return ""
+
+
+_HOST = "/".join(x for x in (socket.gethostname(), _pid_namespace()) if x)
+
+
+def process_started(pid: int) -> str | None:
+    """When process ``pid`` started (``/proc/<pid>/stat`` field 22, or psutil's ``create_time``), so that
+    a pid reused by a later process is not taken for it; ``None`` if it is gone or killed and not yet
+    reaped (a zombie); ``""`` where neither can be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:  # gone, or another user's hidden by /proc's hidepid: asked the kernel
+        if Path("/proc/self/stat").exists():
+            return "" if _pid_exists(pid) else None
+        return _psutil_started(pid)
+    except OSError:
+        return ""
+    fields = stat.rpartition(")")[2].split()  # the command name, in parentheses, may hold spaces
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def _psutil_started(pid: int) -> str | None:
+    try:
+        import psutil
+    except ImportError:  # neither /proc nor psutil: the pid alone identifies the owner
+        return "" if _pid_exists(pid) else None
+    try:
+        p = psutil.Process(pid)
+        return None if p.status() == psutil.STATUS_ZOMBIE else repr(p.create_time())
+    except psutil.NoSuchProcess:
+        return None
+    except psutil.Error:
+        return ""
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
     return True
+
+
+def claim_owner(pid: int | None = None) -> str:
+    """Who claims calls: host, process id, the process's start time and a nonce (one per
+    :func:`lib.models.generate` call), so that another process on this host can tell when it died."""
+    pid = os.getpid() if pid is None else pid
+    return f"{_HOST}:{pid}:{process_started(pid) or ''}:{uuid.uuid4().hex[:8]}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Is the claiming process still running? Known on this host (its pid and start time; a zombie is
+    dead); elsewhere, assumed while it renews its claims (they lapse after :data:`CLAIM_TTL_S`)."""
+    host, _, rest = owner.partition(":")
+    parts = rest.split(":")
+    if host not in (_HOST, socket.gethostname()) or not parts[0].isdigit():
+        return True
+    started = process_started(int(parts[0]))
+    if started is None:
+        return False
+    recorded = parts[1] if len(parts) == 3 else ""  # host:pid:started:nonce (before start times: host:pid:nonce)
+    return not (recorded and started and recorded != started)
+
+
+def _looked_up(alive: dict[str, bool], owner: str) -> bool:
+    """:func:`owner_alive`, asked once per owner in ``alive``."""
+    if owner not in alive:
+        alive[owner] = owner_alive(owner)
+    return alive[owner]
 
 
 def call_key(model_fingerprint: str, request: Request) -> str:
@@ -101,11 +161,12 @@ class CallStore:
     def claim(self, keys: list[str], owner: str, ttl_s: float = CLAIM_TTL_S) -> tuple[list[str], list[str]]:
         """Claim uncached calls before making them, so that two processes sharing this store make
         each call once: returns ``(mine, theirs)``; ``theirs`` are claimed by another live owner,
-        whose results :meth:`wait_for` collects. Stale claims (older than ``ttl_s``) are taken over.
+        whose results :meth:`wait_for` collects. A dead owner's claims (a process on this host that
+        has exited, or a lease not renewed for ``ttl_s``) are taken over at once.
         A call stored since the caller last looked (another process made it and released its claim
         in between) is ``theirs`` too: checked under the same write lock as the claims, so it is never
         made twice."""
-        mine, theirs = [], []
+        mine, theirs, alive = [], [], {}
         now = time.time()
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -120,7 +181,7 @@ class CallStore:
                         mine.append(k)
                     else:
                         row = self._db.execute("SELECT owner FROM claims WHERE key = ?", (k,)).fetchone()
-                        if row and row[0] != owner and not owner_alive(row[0]):  # a killed process's claim
+                        if row and row[0] != owner and not _looked_up(alive, row[0]):  # a killed process's claim
                             self._db.execute("UPDATE claims SET owner = ?, created = ? WHERE key = ?", (owner, now, k))
                             row = (owner,)
                         (mine if row and row[0] == owner else theirs).append(k)
@@ -135,21 +196,49 @@ class CallStore:
         with self._lock:
             self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", [(k, owner) for k in keys])
 
+    def renew(self, owner: str) -> None:
+        """Renew this owner's claims' lease, which another host's process cannot otherwise tell from a dead one's."""
+        with self._lock:
+            self._db.execute("UPDATE claims SET created = ? WHERE owner = ?", (time.time(), owner))
+
+    @contextmanager
+    def holding(self, owner: str) -> Iterator[None]:
+        """Renew ``owner``'s claims every :data:`RENEW_S` while the block runs (a thread beside the calls)."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(RENEW_S):
+                try:
+                    self.renew(owner)
+                except sqlite3.Error:  # the store busy past its timeout: renewed at the next beat
+                    pass
+
+        thread = threading.Thread(target=beat, name="claims-lease", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
     def _claimed(self, keys: list[str], ttl_s: float = CLAIM_TTL_S) -> set[str]:
-        now, out = time.time(), set()
+        """Those of ``keys`` claimed by a live owner (each owner looked up once)."""
+        now, rows = time.time(), []
         with self._lock:
             for i in range(0, len(keys), 500):
                 chunk = keys[i:i + 500]
-                out.update(r[0] for r in self._db.execute(
+                rows += self._db.execute(
                     f"SELECT key, owner FROM claims WHERE created >= ? AND key IN ({','.join('?' * len(chunk))})",
-                    [now - ttl_s, *chunk]).fetchall() if owner_alive(r[1]))
-        return out
+                    [now - ttl_s, *chunk]).fetchall()
+        alive: dict[str, bool] = {}
+        return {k for k, o in rows if _looked_up(alive, o)}
 
     def wait_for(self, keys: list[str], poll_s: float = 0.2) -> tuple[dict[str, Response], list[str]]:
         """Results of calls others claimed, as they arrive: ``(found, orphaned)``. A call whose claim
-        went away without a stored result (an error, a killed process) is orphaned: the caller makes it."""
+        went away without a stored result (an error, a killed process) is orphaned, returned as soon as
+        one is (the keys neither found nor orphaned are still awaited): the caller claims it again
+        (:meth:`claim`) before making it, since other waiters find it orphaned too."""
         found: dict[str, Response] = {}
-        orphaned: list[str] = []
         waiting = list(dict.fromkeys(keys))
         while waiting:
             found.update(self.get_many(waiting))
@@ -160,11 +249,9 @@ class CallStore:
             gone = [k for k in waiting if k not in claimed]
             if gone:
                 found.update(self.get_many(gone))  # stored just before its claim was released
-                orphaned += [k for k in gone if k not in found]
-                waiting = [k for k in waiting if k in claimed]
-                continue
+                return found, [k for k in gone if k not in found]
             time.sleep(poll_s)
-        return found, orphaned
+        return found, []
 
     @classmethod
     def default(cls) -> "CallStore":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from tqdm.auto import tqdm
 
 from lib.models.base import Model
@@ -22,8 +24,9 @@ def generate(model: Model, requests: list[Request], store=None, batch_size: int 
     ``batch_size`` (default: the backend's), each result committed to the store as it completes.
 
     Identical requests in one call are computed once. Calls are claimed in the store before they
-    are made, so two processes sharing a store make each call once: the second waits for the
-    first's results (and makes those the first could not). Without a store nothing is cached.
+    are made, so processes sharing a store make each call once: the others wait for the claimer's
+    results, and claim those it could not make (an error, a kill) before making them. Without a store
+    nothing is cached.
     """
     fp = model.fingerprint
     keys = [call_key(fp, r) for r in requests]
@@ -33,18 +36,21 @@ def generate(model: Model, requests: list[Request], store=None, batch_size: int 
     results = Results()
     results.n_cached = sum(k in done for k in keys)
     owner = claim_owner()
-    mine, theirs = store.claim(todo, owner) if store is not None else (todo, [])
     bar = tqdm(total=len(todo), desc=desc or f"{model.name}", unit="call", disable=not progress or not todo)
+    held: list[str] = []
     try:
-        results.n_computed += _compute(model, mine, first, done, store, owner, batch_size, bar)
-        if theirs:
-            found, orphaned = store.wait_for(theirs)
-            done.update(found)
-            bar.update(len(found))
-            results.n_computed += _compute(model, orphaned, first, done, store, None, batch_size, bar)
+        with store.holding(owner) if store is not None else nullcontext():
+            while todo:  # until every call is stored, made here, or claimed by a live process
+                mine, theirs = store.claim(todo, owner) if store is not None else (todo, [])
+                held += mine
+                results.n_computed += _compute(model, mine, first, done, store, owner, batch_size, bar)
+                found, _ = store.wait_for(theirs) if theirs else ({}, [])
+                done.update(found)
+                bar.update(len(found))
+                todo = [k for k in theirs if k not in found]  # orphaned, or still another's: claimed again
     finally:
         if store is not None:
-            store.release(mine, owner)
+            store.release(held, owner)
         bar.close()
     results.extend(done[k] for k in keys)
     return results
