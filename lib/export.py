@@ -8,7 +8,8 @@
 task in the dataset a YAML (a local JSON dataset, ``generate_until``, greedy, the answer's token
 limit) and its ``docs_<task>.jsonl``, ``utils.py`` (the hooks: ``doc_to_visual``, ``doc_to_text``,
 ``doc_to_messages``, ``doc_to_target``, ``process_results`` and one aggregation per metric) and
-``vqalab.json`` (the dataset folder, the scoring settings, the metrics and the provenance). Every
+``vqalab.json`` (the dataset folder and the SHA-256 of its ``items.jsonl``, which the import
+checks, the scoring settings, the metrics and the provenance). Every
 task YAML carries the ``tag`` ``vqalab_<name>``, so ``--tasks vqalab_<name>`` runs them all: lmms-eval
 0.7 keeps ``group`` for group configs that aggregate over their subtasks and advises ``tag`` where
 nothing is aggregated (VQA Lab's tasks have different metrics; there is no mean to take). The docs
@@ -59,7 +60,7 @@ import yaml
 from lib.config import ParamsError, resolve
 from lib.eval.settings import EvalConfig
 from lib.formats import export_tsv
-from lib.io import load_items, share_strings, write_json, write_jsonl
+from lib.io import file_sha256, load_items, share_strings, write_json, write_jsonl
 from lib.provenance import provenance
 from lib.schema import Item, Prediction, Response
 from lib.families import get_task
@@ -174,6 +175,7 @@ def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = No
     scoring = scoring or Scoring()
     task_max_new_tokens = task_max_new_tokens or {}
     name = _slug(name or dataset.name)
+    digest = file_sha256(dataset / "items.jsonl")  # before reading: the import refuses the set changed since
     items = [it for it in load_items(dataset) if not tasks or it.task in tasks]
     if not items:
         raise ValueError(f"{dataset}/items.jsonl: no items{' of tasks ' + str(tasks) if tasks else ''} to export")
@@ -204,7 +206,8 @@ def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = No
     hooks = TEMPLATE.read_text() + "".join(f"\n\ndef aggregate_{_slug(m)}(rows):\n    return _aggregate({m!r}, rows)\n"
                                            for m in every)
     (out / "utils.py").write_text(hooks)
-    info = {"dataset": str(dataset), "name": name, "tag": tag, "tasks": names, "question_first": question_first,
+    info = {"dataset": str(dataset), "items_sha256": digest, "name": name, "tag": tag, "tasks": names,
+            "question_first": question_first,
             "max_new_tokens": limits, "settings_from": settings_from, "metrics": metrics, "gold_scores": gold,
             "scoring": asdict(scoring),
             "n_items": {t: len(its) for t, its in by_task.items()},

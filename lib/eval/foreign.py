@@ -16,8 +16,12 @@ never dropped. Beside ``predictions.jsonl``: ``config.json`` (the export's datas
 lmms-eval recorded it - an ``imported`` spec, :mod:`lib.models.imported` -, lmms-eval's token
 limits, free generation, the export's scoring), ``foreign.json`` (:data:`FOREIGN`: what was
 imported from where, lmms-eval's own numbers, what of its requests is known) and
-``provenance.json`` (each config value's source). A file that cannot be imported raises
-:class:`ForeignError` naming the file and the line.
+``provenance.json`` (each config value's source). The files are read as a parser with limits
+(:mod:`lib.eval.foreign_schema`: regular files, a line-length limit, a schema of every field used):
+one that cannot be imported raises :class:`ForeignError` naming the file, the line and the field.
+The export's dataset must be the one it recorded (``items_sha256``; an older export without it
+imports with a warning), and hold every item answered. The folder is built aside and swapped in
+whole (all or nothing), marked as :data:`KIND`; a folder of another kind is never written into.
 
 What lmms-eval sent is known as far as it logged it (:func:`logged_request`): the prompt text
 (``input``); the path its model took (``results.json``'s ``model_backend``: ``chat`` sends the
@@ -31,30 +35,30 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+import shutil
+import sys
 from pathlib import Path
 
 from lib import artifacts as A
+from lib.eval.foreign_schema import (EXPORT, RESULTS, ROW_KEY, ForeignError, check_tasks, clean, printable, read_json,
+                                     read_samples, regular_file)
 from lib.eval.rescore import rescore_folder
 from lib.eval.settings import EvalConfig
-from lib.io import read_jsonl, write_json, write_jsonl
+from lib.io import aside_folder, file_sha256, item_index, read_jsonl, swap_in, write_json, write_jsonl
+from lib.io.folders import NotOurFolder, check_ours, mark
 from lib.provenance import write_provenance
 from lib.schema import Prediction
 
 FOREIGN = "foreign.json"  # an imported evaluation folder's record (its presence marks the folder imported)
+KIND = "lmms-eval import"  # the kind its marker names (lib.io.folders): no other folder is written into
 HARNESS = "lmms-eval"
 STYLE = "zero_shot"  # the export's prompts are stage 06's zero-shot prompts
-ROW_KEY = "invalid_rate"  # every exported task reports it, so every sample carries the export's row under it
 SAMPLES = re.compile(r"^(?P<date>.+?)_samples_(?P<task>.+)\.jsonl$")  # lmms-eval's EvaluationTracker names
 NO_INPUT = ("lmms-eval logged no prompt text (`input`) for this item: whether it asked what VQA Lab asks is "
             "unknown")
 NO_PATH = ("no lmms-eval results.json beside the samples: whether its model got VQA Lab's message (chat path) or "
            "placed the images itself (simple path) is unknown")
 SIMPLE_PATH = "lmms-eval simple path (doc_to_text): the model's own prompt template and image placement"
-
-
-class ForeignError(ValueError):
-    """Another harness's output that cannot be imported; the message names the file (and line)."""
 
 
 # --- finding the files ------------------------------------------------------------------------------
@@ -64,13 +68,16 @@ def lmms_eval_files(path: str | Path) -> tuple[dict[str, Path], Path | None]:
     ``path``: its ``--output_path`` or model folder (holding one run), a samples file (that task
     alone) or a ``*_results.json`` (every task of that run)."""
     path = Path(path)
+    if not path.is_dir() and (path.exists() or path.is_symlink()):
+        regular_file(path)  # a device, a pipe or a broken link is refused here
     if path.is_file():
         m = SAMPLES.match(path.name)
         if m:
             folder, date, files = path.parent, m["date"], {m["task"]: path}
         elif path.name.endswith("_results.json"):
             folder, date = path.parent, path.name.removesuffix("_results.json")
-            files = {m["task"]: f for f in sorted(folder.glob(f"{date}_samples_*.jsonl")) if (m := SAMPLES.match(f.name))}
+            files = {m["task"]: f for f in sorted(folder.glob(f"{date}_samples_*.jsonl"))
+                     if (m := SAMPLES.match(f.name))}
             if not files:
                 raise ForeignError(f"{path}: no samples files beside it ({date}_samples_<task>.jsonl): rerun lmms-eval "
                                    f"with --log_samples")
@@ -84,7 +91,8 @@ def lmms_eval_files(path: str | Path) -> tuple[dict[str, Path], Path | None]:
             raise ForeignError(f"{path}: no lmms-eval samples (<date>_samples_<task>.jsonl) here: run lmms-eval with "
                                f"--log_samples --output_path {path}")
         if len(runs) > 1:
-            raise ForeignError(f"{path} holds {len(runs)} lmms-eval runs ({', '.join(f'{p.name}/{d}' for p, d in runs)}): "
+            named = ", ".join(f"{p.name}/{d}" for p, d in runs)
+            raise ForeignError(f"{path} holds {len(runs)} lmms-eval runs ({named}): "
                                f"name one by its <date>_results.json or a samples file")
         (folder, date), files = runs[0], {m["task"]: f for f, m in found}
     else:
@@ -103,14 +111,24 @@ def is_lmms_eval_output(path: str | Path) -> bool:
         any(f for pattern in ("*_samples_*.jsonl", "*_results.json") for f in path.rglob(pattern))
 
 
-def _read_json(path: Path, what: str) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ForeignError(f"{path}: cannot read {what}: {e}") from None
-    if not isinstance(data, dict):
-        raise ForeignError(f"{path}: {what} is not a JSON object")
-    return data
+def check_sampled(files: dict, results: dict, results_path: Path | None, given: Path) -> None:
+    """Refuse a run whose results file names a VQA Lab task without its samples file (unless one
+    samples file was given: that task alone is imported)."""
+    if results_path is None or SAMPLES.match(given.name):
+        return
+    date = results_path.name.removesuffix("_results.json")
+    missing = [t for t, c in (results.get("configs") or {}).items()
+               if "vqalab_task" in ((c or {}).get("metadata") or {}) and t not in files]
+    if missing:
+        raise ForeignError("; ".join(f"{results_path}: task {t} has no samples file (looked for "
+                                     f"{results_path.parent}/{date}_samples_{t}.jsonl)" for t in missing)
+                           + ": rerun lmms-eval with --log_samples, or import one samples file alone")
+
+
+def _read_export(folder: Path) -> dict:
+    """An export's ``vqalab.json`` (:data:`lib.eval.foreign_schema.EXPORT`), its labels made printable."""
+    info = read_json(folder / "vqalab.json", "the export's vqalab.json", EXPORT)
+    return {**info, "name": printable(info["name"]), "settings_from": clean(info.get("settings_from"))}
 
 
 def find_exports(tasks, results: dict, folders=()) -> dict[str, tuple[Path, dict]]:
@@ -123,9 +141,10 @@ def find_exports(tasks, results: dict, folders=()) -> dict[str, tuple[Path, dict
     for folder in [*given, *recorded]:
         if not (folder / "vqalab.json").exists():
             if folder in given:
-                raise ForeignError(f"{folder}: no vqalab.json: not a folder `python -m lib.export lmms-eval --out` wrote")
+                raise ForeignError(f"{folder}: no vqalab.json: not a folder `python -m lib.export lmms-eval --out` "
+                                   f"wrote")
             continue
-        info = _read_json(folder / "vqalab.json", "the export's vqalab.json")
+        info = _read_export(folder)
         for task in info.get("tasks", []):
             found.setdefault(task, (folder, info))
     missing = sorted(set(tasks) - set(found))
@@ -151,33 +170,13 @@ def ours(files: dict, results: dict) -> tuple[dict, list[str]]:
 
 def _doc_ids(folder: Path) -> set[tuple[str, str]]:
     """(VQA Lab task, item id) of every doc the export wrote (``docs_<task>.jsonl``)."""
-    return {(d["task"], d["id"]) for f in sorted(folder.glob("docs_*.jsonl")) for d in read_jsonl(f)}
+    try:
+        return {(d["task"], d["id"]) for f in sorted(folder.glob("docs_*.jsonl")) for d in read_jsonl(f)}
+    except (OSError, ValueError, KeyError, TypeError) as e:  # an export edited by hand
+        raise ForeignError(f"{folder}: the export's docs cannot be read ({e}): export the dataset again") from None
 
 
 # --- one sample -------------------------------------------------------------------------------------
-
-def read_samples(path: Path) -> Iterator[tuple[int, dict]]:
-    """``(line number, sample)`` of a samples file; a line that is not a JSON object raises
-    :class:`ForeignError` naming the file and the line. Not :func:`lib.io.read_jsonl`: the import's
-    later errors (a row without the export's row, an unknown or repeated item) name the sample's
-    line too, and a file of another harness gets its own hint."""
-    n = 0
-    try:
-        with path.open(encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    sample = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ForeignError(f"{path}:{n}: not a JSON line ({e.msg} at column {e.colno}): is this an "
-                                       f"lmms-eval --log_samples file, whole?") from None
-                if not isinstance(sample, dict):
-                    raise ForeignError(f"{path}:{n}: a sample is a JSON object, got {type(sample).__name__}")
-                yield n, sample
-    except UnicodeDecodeError as e:
-        raise ForeignError(f"{path}:{n + 1}: not UTF-8 text ({e.reason})") from None
-
 
 def reply(sample: dict, where: str) -> str:
     """The reply as the model gave it: ``resps`` (before lmms-eval stripped it) where logged, else
@@ -263,8 +262,9 @@ def model_spec(results: dict, exports: dict, tasks) -> dict:
     spec = {"backend": "imported", "harness": HARNESS, "harness_version": results.get("lmms_eval_version"),
             "name": results.get("model_name") or config.get("model"), "model": results.get("model_source"),
             "model_args": config.get("model_args"), "path": _path(results), "generation": generation or None,
-            "question_first": _one({name: info["question_first"] for name, (_, info) in exports.items()}, "question order")}
-    return {k: v for k, v in spec.items() if v is not None}
+            "question_first": _one({name: info["question_first"] for name, (_, info) in exports.items()},
+                                   "question order")}
+    return clean({k: v for k, v in spec.items() if v is not None})  # labels a comparison prints
 
 
 def _label(found: dict) -> str:
@@ -274,9 +274,10 @@ def _label(found: dict) -> str:
     return labels.pop() if len(labels) == 1 and None not in labels else HARNESS
 
 
-def _predictions(files: dict, found: dict, results: dict, label: str) -> tuple[list[Prediction], dict, dict]:
+def _predictions(files: dict, found: dict, results: dict, label: str) -> tuple[list[Prediction], dict, dict, dict]:
     """Every sample as a :class:`Prediction` (checked against its export's docs, each item once),
-    the token limit of each VQA Lab task, and the samples per lmms-eval task."""
+    the token limit of each VQA Lab task, the samples per lmms-eval task, and where each item's
+    sample is (``FILE:LINE`` by dataset, task and id)."""
     preds, limits, seen, counts = [], {}, {}, {}
     for lmms_task, path in sorted(files.items()):
         folder, info = found[lmms_task]
@@ -291,7 +292,10 @@ def _predictions(files: dict, found: dict, results: dict, label: str) -> tuple[l
             if key in seen:
                 raise ForeignError(f"{where}: item {p.item_id!r} ({p.task}) again (first at {seen[key]})")
             seen[key] = where
-            limit = int(generation.get("max_new_tokens") or info["max_new_tokens"][p.task])
+            limit = int(generation.get("max_new_tokens") or info["max_new_tokens"].get(p.task) or 0)
+            if not limit:
+                raise ForeignError(f"{folder / 'vqalab.json'}: field max_new_tokens.{p.task}: expected a whole number "
+                                   f">= 1, got nothing (and lmms-eval's results name no limit): export it again")
             if limits.setdefault(p.task, limit) != limit:
                 raise ForeignError(f"{where}: task {p.task} asked with {limit} new tokens here, {limits[p.task]} "
                                    f"elsewhere: import these samples files one at a time")
@@ -300,18 +304,55 @@ def _predictions(files: dict, found: dict, results: dict, label: str) -> tuple[l
             counts[lmms_task] = counts.get(lmms_task, 0) + 1
         if not counts.get(lmms_task):
             raise ForeignError(f"{path}: no samples in it (an lmms-eval run stopped before its first doc?)")
-    return preds, limits, counts
+    return preds, limits, counts, seen
+
+
+def check_datasets(named: dict, found: dict, preds: list[Prediction], where: dict) -> list[str]:
+    """Refuse a dataset changed since its export (``items.jsonl``'s SHA-256 against the one the
+    export recorded) or one that lacks an item answered; returns the datasets whose export
+    records no digest (an older export: imported unverified, with a warning)."""
+    unverified = []
+    for name, folder in named.items():
+        info = next(info for f, info in found.values() if f == folder)
+        data = Path(info["dataset"])
+        items = data / "items.jsonl"
+        if not items.is_file():
+            raise ForeignError(f"dataset {name} ({data}): no items.jsonl there: the dataset the export {folder} "
+                               f"was made of moved or was removed")
+        recorded, now = info.get("items_sha256"), file_sha256(items)
+        if recorded is None:
+            unverified.append(name)
+            print(printable(f"warning: the export {folder} records no digest of dataset {name} ({data}), so a "
+                            f"change of its answers since cannot be seen: export it again to have it checked"),
+                  file=sys.stderr)
+        elif recorded != now:
+            raise ForeignError(f"dataset {name} ({data}): items.jsonl changed since the export {folder} (sha256 "
+                               f"{recorded[:12]}... then, {now[:12]}... now): lmms-eval answered the items as "
+                               f"exported; export the dataset again and rerun lmms-eval, or restore the dataset")
+        ids = {p.item_id for p in preds if p.dataset == name}
+        try:
+            there = item_index(data, wanted=ids)
+        except (OSError, ValueError) as e:  # IncompleteDataset: its manifest says it is not whole
+            raise ForeignError(f"dataset {name} ({data}): {e}") from None
+        for p in preds:
+            if p.dataset == name and p.item_id not in there:
+                raise ForeignError(f"{where[(p.dataset, p.task, p.item_id)]}: item {p.item_id!r} ({p.task}) is not in "
+                                   f"the dataset {name} ({data}): removed since the export {folder}? Export the "
+                                   f"dataset again and rerun lmms-eval")
+    return unverified
 
 
 def imported_config(found: dict, results: dict, results_path: Path | None, label: str, limits: dict) -> tuple:
     """The imported folder's :class:`EvalConfig` and where each of its values came from (recorded
     as provenance's ``params_from``, which the comparison's config diff shows)."""
     exports = {info["name"]: (folder, info) for folder, info in found.values()}
-    scoring = _one({name: {k: info["scoring"][k] for k in ("n_resamples", "seed")} for name, (_, info) in exports.items()},
-                   "scoring settings")
+    scoring = _one({name: {k: info["scoring"][k] for k in ("n_resamples", "seed")}
+                    for name, (_, info) in exports.items()}, "scoring settings")
     tasks: dict = {}
     for name, (_, info) in exports.items():
         for task, options in (info["scoring"].get("tasks") or {}).items():
+            if options is None:  # null: the task's defaults, as absent
+                continue
             tasks[task] = _one({"before": tasks.get(task, options), name: options}, f"task {task}'s options")
     base = max(sorted(set(limits.values())), key=list(limits.values()).count)  # the commonest limit
     for task, limit in limits.items():
@@ -323,7 +364,8 @@ def imported_config(found: dict, results: dict, results_path: Path | None, label
                          max_new_tokens=base, tasks=tasks, judge=None, **scoring)
     except ValueError as e:  # ParamsError: a label or an export's setting this version refuses
         raise ForeignError(f"the imported config: {e}") from None
-    ran = f"lmms-eval {results_path.name}" if results_path else "the export's vqalab.json (no lmms-eval results.json)"
+    ran = f"lmms-eval {printable(results_path.name)}" if results_path else \
+        "the export's vqalab.json (no lmms-eval results.json)"
     sources = {"datasets": "the export's vqalab.json", "models": ran, "styles": "the export (zero-shot prompts)",
                "constrain": "lmms-eval generate_until (free generation)", "max_new_tokens": ran, "tasks": ran,
                "n_resamples": "the export's vqalab.json", "seed": "the export's vqalab.json"}
@@ -338,28 +380,74 @@ def _reported(results: dict, task: str) -> dict:
     return {k.removesuffix(",none"): v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
 
 
-def _write(out: Path, cfg: EvalConfig, preds: list[Prediction], record: dict, sources: dict) -> None:
-    if (out / A.PREDICTIONS).exists() and not (out / FOREIGN).exists():
-        raise ForeignError(f"{out} holds an evaluation VQA Lab ran (no {FOREIGN}): import into another folder")
-    out.mkdir(parents=True, exist_ok=True)
-    for name in (*A.EVAL_TABLES, A.TABLES_META, A.JUDGEMENTS, A.EVAL_MANIFEST):  # a previous import's
-        (out / name).unlink(missing_ok=True)
+def _write(out: Path, cfg: EvalConfig, preds: list[Prediction], record: dict, sources: dict) -> int:
+    """The imported folder's files, written into ``out`` (a new folder) and scored; returns the
+    count of answers VQA Lab could not read."""
     write_json(out / A.EVAL_CONFIG, cfg.to_dict())
     write_jsonl(out / A.PREDICTIONS, (p.to_dict() for p in preds))
     write_json(out / FOREIGN, record)
     write_provenance(out, "import lmms-eval", {k: record[k] for k in ("source", "samples", "results", "exports")},
                      seed=cfg.seed, origin={"fields": sources})
+    return rescore_folder(out, unverified=True)["invalid"]
+
+
+def _check_target(out: Path) -> None:
+    """Refuse an ``out`` that is not empty, a previous import (its marker, or its ``foreign.json``)."""
+    try:
+        check_ours(out, KIND, legacy=(FOREIGN,))
+    except NotOurFolder as e:
+        raise ForeignError(str(e)) from None
+
+
+def _built_aside(out: Path, write) -> int:
+    """``write(folder)`` on a new folder beside ``out``, marked and swapped in whole: ``out`` is the
+    previous import or this one, never part of either. Returns what ``write`` returns."""
+    try:
+        tmp = aside_folder(out, "importing")
+    except OSError as e:
+        raise ForeignError(f"{out}: cannot write beside it ({e.strerror}): import into another folder") from None
+    try:
+        result = write(tmp)
+        mark(tmp, KIND)
+        _check_target(out)  # made meanwhile by someone else: still not replaced
+        swap_in(tmp, out)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):  # a full disk, a folder taken away: nothing of this import is left
+            raise ForeignError(f"{out}: the import could not be written ({e}); {out} is as it was") from None
+        if isinstance(e, (KeyError, ValueError)) and not isinstance(e, ForeignError):
+            raise ForeignError(f"{out}: the imported answers cannot be scored: {e}") from None
+        raise
+    return result
+
+
+def _record(output, files: dict, results_path: Path | None, results: dict, named: dict, label: str) -> dict:
+    """``foreign.json``: what was imported from where, and what lmms-eval recorded of its run."""
+    config = results.get("config") or {}
+    return {"harness": HARNESS, "version": results.get("lmms_eval_version"), "source": str(Path(output).resolve()),
+            "samples": {t: str(p.resolve()) for t, p in files.items()},
+            "results": str(results_path.resolve()) if results_path else None,
+            "exports": {name: str(Path(folder).resolve()) for name, folder in named.items()}, "model": label,
+            "path": _path(results),
+            "settings": {k: config.get(k) for k in ("limit", "offset", "gen_kwargs", "random_seed")}
+            | {k: results.get(k) for k in ("system_instruction", "chat_template", "fewshot_as_multiturn", "n-shot")},
+            "reported": {t: _reported(results, t) for t in files}}
 
 
 def import_lmms_eval(output: str | Path, out: str | Path, exports=(), label: str | None = None) -> dict:
     """Import one lmms-eval run's ``--log_samples`` output (:func:`lmms_eval_files`: its output
     folder, a samples file or its results file) into the evaluation folder ``out``, read and scored
-    by VQA Lab (module docstring). ``exports``: the export folders, where ``results.json`` no longer
-    points at them; ``label``: the model's label (default :func:`_label`). Returns the record
-    written to ``foreign.json``, with ``invalid``: the answers VQA Lab could not read."""
+    by VQA Lab (module docstring); all or nothing, and never into a folder of another kind
+    (:data:`KIND`). ``exports``: the export folders, where ``results.json`` no longer points at
+    them; ``label``: the model's label (default :func:`_label`). Returns the record written to
+    ``foreign.json``, with ``invalid``: the answers VQA Lab could not read."""
+    out = Path(out)
+    _check_target(out)
     files, results_path = lmms_eval_files(output)
-    results = _read_json(results_path, "lmms-eval's results file") if results_path else {}
+    results = read_json(results_path, "lmms-eval's results file", RESULTS) if results_path else {}
+    check_sampled(files, results, results_path, Path(output))
     files, others = ours(files, results)
+    check_tasks(results, files, str(results_path))
     found = find_exports(sorted(files), results, exports)
     named: dict = {}
     for folder, info in found.values():
@@ -367,17 +455,11 @@ def import_lmms_eval(output: str | Path, out: str | Path, exports=(), label: str
             raise ForeignError(f"two exports named {info['name']!r} ({named[info['name']]}, {folder}): export one "
                                f"with another --name")
     label = label or _label(found)
-    preds, limits, counts = _predictions(files, found, results, label)
+    preds, limits, counts, where = _predictions(files, found, results, label)
+    unverified = check_datasets(named, found, preds, where)
     cfg, sources = imported_config(found, results, results_path, label, limits)
-    config = results.get("config") or {}
-    record = {"harness": HARNESS, "version": results.get("lmms_eval_version"), "source": str(Path(output).resolve()),
-              "samples": {t: str(p.resolve()) for t, p in files.items()},
-              "results": str(results_path.resolve()) if results_path else None,
-              "exports": {name: str(Path(folder).resolve()) for name, folder in named.items()}, "model": label,
-              "path": _path(results), "n_samples": counts, "logged_input": sum("input" in p.meta["lmms_eval"] for p in preds),
-              "settings": {k: config.get(k) for k in ("limit", "offset", "gen_kwargs", "random_seed")}
-              | {k: results.get(k) for k in ("system_instruction", "chat_template", "fewshot_as_multiturn", "n-shot")},
-              "reported": {t: _reported(results, t) for t in files}, "not_vqalab": sorted(others)}
-    out = Path(out)
-    _write(out, cfg, preds, record, sources)
-    return {**record, "invalid": rescore_folder(out, unverified=True)["invalid"]}
+    record = clean({**_record(output, files, results_path, results, named, label), "n_samples": counts,
+                    "logged_input": sum("input" in p.meta["lmms_eval"] for p in preds), "not_vqalab": sorted(others),
+                    "unverified_datasets": unverified})
+    invalid = _built_aside(out, lambda folder: _write(folder, cfg, preds, record, sources))
+    return {**record, "invalid": invalid}
