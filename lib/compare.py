@@ -11,7 +11,9 @@ into a temporary folder or the ``--import-to`` folder given (one per lmms-eval r
 filter given one value selects it in both runs; given two, run A's then run B's (``--model
 untrained trained`` compares two models of one run). Prints the changed items by first cause, the
 metrics with their paired intervals and McNemar tests, and the config diff; ``--json`` writes the
-whole result. Exits 0 on success, 2 when a run or a filter value is missing or an import fails.
+whole result. Both runs are verified first as a rescore verifies one
+(:func:`lib.eval.manifest.check_manifest`). Exits 0 on success, 2 when a run or a filter value is
+missing, a run did not finish or was edited after it finished, or an import fails.
 """
 
 from __future__ import annotations

@@ -50,6 +50,14 @@ def prompt_text(parts: dict) -> str:
     return "\n".join(lines + [f"[{'; '.join(settings)}]"])
 
 
+def asked(run: Run, row: dict, side: str) -> str:
+    """What ``run`` asked for ``row`` (:func:`prompt_text`), or why it is not known: its dataset was
+    rewritten in place since (:attr:`lib.eval.compare.Run.stale`), so the request cannot be rebuilt."""
+    if row["dataset"] in run.stale:
+        return f"(not known: dataset {row['dataset']!r} changed since run {side} asked it)"
+    return prompt_text(run.request(row))
+
+
 def side_by_side(a: str | Path | Run, b: str | Path | Run, filters: dict | None = None, n_resamples: int | None = None,
                  seed: int | None = None) -> dict:
     """:func:`lib.eval.compare.compare` whose changed items also carry both runs' prompts
@@ -61,7 +69,7 @@ def side_by_side(a: str | Path | Run, b: str | Path | Run, filters: dict | None 
     pairs, _, _ = pair(run_a, run_b, filters or {})
     for key, ra, rb in pairs:
         if key in changed:
-            changed[key]["prompt"] = {"A": prompt_text(run_a.request(ra)), "B": prompt_text(run_b.request(rb))}
+            changed[key]["prompt"] = {"A": asked(run_a, ra, "A"), "B": asked(run_b, rb, "B")}
     for it in result["items"]:
         it["change"] = score_change(it["A"], it["B"])
     return result

@@ -1,10 +1,11 @@
 """Why two numbers differ: two evaluation folders compared item by item (issue #46).
 
 Every item both runs answered is followed down the pipeline and its change, if any, put on its
-first cause: ``prompt`` (the request sent differs: style, template, option order, image order,
-token limit, constraint, seed), ``model`` (the same request, another raw reply), ``reading`` (the
-same reply, read differently: parser, constrained choice) or ``scoring`` (the same reading, scored
-differently: a metric's option or version, the judge). Each cause names the config difference
+first cause: ``dataset`` (the dataset was rewritten in place since one run asked it, so what that
+run was asked is gone), ``prompt`` (the request sent differs: style, template, option order, image
+order, token limit, constraint, seed), ``model`` (the same request, another raw reply), ``reading``
+(the same reply, read differently: parser, constrained choice) or ``scoring`` (the same reading,
+scored differently: a metric's option or version, the judge). Each cause names the config difference
 that explains it. Items only one run has are counted apart. For every per-item metric the two
 means, their paired difference with a paired bootstrap interval
 (:func:`lib.metrics.stats.bootstrap_ci`), an exact McNemar test for 0/1 scores, and the share of
@@ -14,14 +15,17 @@ the difference). Beside it the config diff of the two runs, with where each valu
 A prediction row keeps its ``call_key`` (model and request hashed together), not a digest of the
 request alone, so the request is rebuilt here from the run's config and dataset
 (:meth:`lib.tasks.Task.request`, the zero-shot request every style starts from) - no model is
-loaded or called. :mod:`lib.compare` is the command line.
+loaded or called. Both folders are first verified as a rescore verifies one
+(:func:`lib.eval.manifest.check_manifest`): a run that did not finish, or whose config, replies,
+judgements or scores changed after it finished, is refused. :mod:`lib.compare` is the command line.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 
@@ -29,15 +33,19 @@ import numpy as np
 
 from lib import artifacts as A
 from lib.eval.foreign import FOREIGN, logged_request
+from lib.eval.manifest import PARTS, Unverified, answer_digest, changed_datasets, check_manifest
 from lib.eval.rescore import saved_config
 from lib.eval.settings import EvalConfig
 from lib.families import get_task
 from lib.io import load_items, read_jsonl
 from lib.metrics.stats import N_RESAMPLES, bootstrap_ci
-from lib.schema import ERROR, Item, image_sha256, is_constrained
+from lib.schema import ERROR, Item, Prediction, image_sha256, is_constrained
 from lib.tasks import style_prompts, wants_question_first
 
-CAUSES = ("prompt", "model", "reading", "scoring")  # pipeline order: a change is put on the first
+CAUSES = ("dataset", "prompt", "model", "reading", "scoring")  # pipeline order: a change is put on the first
+# what is verified before a folder is compared: all a manifest ties together but the datasets, as a
+# dataset rewritten in place need not stop a comparison: the items it changes are put on it
+VERIFIED = tuple(p for p in PARTS if p != "datasets")
 DIMENSIONS = ("dataset", "task", "model", "style")  # what a filter may select, one value or one per run
 LAVE = "lave"  # the judge's score of an answer, compared beside the task's own scores
 
@@ -55,6 +63,8 @@ class Run:
     provenance: dict
     rows: list[dict]
     judgements: dict = field(default_factory=dict)  # (model, dataset, item id, style) -> judgement row
+    asked: dict = field(default_factory=dict)  # dataset -> digest of the items.jsonl it asked (empty: not recorded)
+    stale: dict = field(default_factory=dict)  # the datasets rewritten since (changed_datasets)
     _items: dict = field(default_factory=dict)
     _requests: dict = field(default_factory=dict)
 
@@ -85,22 +95,39 @@ class Run:
         return self._requests[key]
 
 
+def _verified(folder: Path, cfg: EvalConfig) -> tuple[list[dict], dict]:
+    """The folder's predictions and manifest, once :func:`lib.eval.manifest.check_manifest` finds it
+    finished and unedited (:data:`VERIFIED`; an lmms-eval import has no manifest: its scores alone)."""
+    rows, answers = [], hashlib.sha256()
+    for d in read_jsonl(folder / A.PREDICTIONS):
+        rows.append(d)
+        answer_digest(answers, Prediction.from_dict(d))
+    imported = (folder / FOREIGN).exists() and not (folder / A.EVAL_MANIFEST).exists()
+    try:
+        saved = check_manifest(folder, cfg, answers.hexdigest(), parts=("scores",) if imported else VERIFIED)
+    except Unverified as e:
+        raise CompareError(f"cannot compare {e}") from None
+    return rows, saved
+
+
 def open_run(folder: str | Path) -> Run:
-    """An evaluation folder (``outputs/<run>/06_evaluate``) read for comparing."""
+    """An evaluation folder (``outputs/<run>/06_evaluate``) read for comparing, verified first
+    (:func:`_verified`); the datasets rewritten since it asked them are noted (``Run.stale``)."""
     folder = Path(folder)
     if not (folder / A.PREDICTIONS).exists():
         raise CompareError(f"{folder / A.PREDICTIONS} not found: {folder} holds no finished evaluation (run stage 06)")
     try:
         cfg = saved_config(folder)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, ValueError) as e:
         raise CompareError(str(e)) from None
+    rows, saved = _verified(folder, cfg)
     prov = folder / A.PROVENANCE
     judgements = {}
     if (folder / A.JUDGEMENTS).exists():
         judgements = {(j["model"], j["meta"].get("dataset", ""), j["item_id"], j["meta"].get("style", "zero_shot")): j
                       for j in read_jsonl(folder / A.JUDGEMENTS)}
-    return foreign_run(Run(folder, cfg, json.loads(prov.read_text()) if prov.exists() else {},
-                           list(read_jsonl(folder / A.PREDICTIONS)), judgements))
+    return foreign_run(Run(folder, cfg, json.loads(prov.read_text()) if prov.exists() else {}, rows, judgements,
+                           asked=saved.get("datasets") or {}, stale=changed_datasets(cfg, saved) if saved else {}))
 
 
 # --- the request ------------------------------------------------------------------------------------
@@ -156,9 +183,10 @@ def _reading(row: dict) -> tuple:
     return row.get("parsed"), row.get("method"), row.get("valid")
 
 
-def first_cause(a: dict, b: dict, ra: dict, rb: dict, ja: dict | None, jb: dict | None) -> str | None:
-    """Where two answers to one item first part ways (:data:`CAUSES`), or None when they never do."""
-    if prompt_difference(ra, rb):
+def first_cause(a: dict, b: dict, ra: dict | None, rb: dict | None, ja: dict | None, jb: dict | None) -> str | None:
+    """Where two answers to one item first part ways (:data:`CAUSES`), or None when they never do.
+    Without the two requests (``None``: a dataset changed since), from the replies on."""
+    if ra is not None and rb is not None and prompt_difference(ra, rb):
         return "prompt"
     if (a.get("raw"), a["meta"].get("reasoning"), a["meta"].get("error")) != \
             (b.get("raw"), b["meta"].get("reasoning"), b["meta"].get("error")):
@@ -332,22 +360,56 @@ def _item_row(key: tuple, cause: str, named: list[str], oa: dict, ob: dict) -> d
             "outcome_changed": oa != ob, "A": oa, "B": ob}
 
 
+def dataset_change(run_a: Run, run_b: Run, a: dict, b: dict) -> list[str] | None:
+    """Why a pair's requests cannot be rebuilt: its dataset was rewritten in place since run A or
+    run B asked it (:attr:`Run.stale`), named; None when neither. When both runs asked the same
+    version of it, nothing left tells a prompt change from the model's: that is refused
+    (:class:`CompareError`) rather than put on the dataset, which did not change between them."""
+    named = [f"dataset {row['dataset']!r} changed since run {side}"
+             for side, run, row in (("A", run_a, a), ("B", run_b, b)) if row["dataset"] in run.stale]
+    asked = run_a.asked.get(a["dataset"])
+    if named and asked is not None and asked == run_b.asked.get(b["dataset"]):
+        side, run = ("A", run_a) if a["dataset"] in run_a.stale else ("B", run_b)
+        raise CompareError(f"dataset {a['dataset']!r} ({run.cfg.datasets[a['dataset']]}/items.jsonl) changed since "
+                           f"{'both runs were' if len(named) == 2 else f'run {side} was'} evaluated, and both runs "
+                           f"asked the same version of it: the requests they were sent cannot be rebuilt to tell a "
+                           f"prompt change from the model's; restore it, or rerun stage 06 for both runs")
+    return named or None
+
+
+def stale_notes(run_a: Run, run_b: Run) -> list[str]:
+    """The datasets rewritten in place since a run asked them, in words (the report prints them)."""
+    return [f"dataset {name!r} ({run.cfg.datasets[name]}/items.jsonl) was rewritten since run {side} asked it: its "
+            f"changed items are put on the dataset, its prompts in run {side} are not known"
+            for side, run in (("A", run_a), ("B", run_b)) for name in run.stale]
+
+
+def _pair_cause(run_a: Run, run_b: Run, key: tuple, a: dict, b: dict) -> dict:
+    """One pair with its judgements, requests, outcomes, first cause and unit (None for an item
+    whose dataset changed since: its cause is ``dataset`` when the answers part ways at all)."""
+    ja = run_a.judgements.get((a["model"], a["dataset"], a["item_id"], a["style"]))
+    jb = run_b.judgements.get((b["model"], b["dataset"], b["item_id"], b["style"]))
+    p = {"key": key, "a": a, "b": b, "ja": ja, "jb": jb, "oa": outcome(a, ja), "ob": outcome(b, jb)}
+    if gone := dataset_change(run_a, run_b, a, b):
+        changed = first_cause(a, b, None, None, ja, jb) is not None
+        return {**p, "qa": None, "qb": None, "cause": "dataset" if changed else None, "unit": None, "because": gone}
+    qa, qb = run_a.request(a), run_b.request(b)
+    cause, named = unsplit(first_cause(a, b, qa, qb, ja, jb), qa, qb)
+    unit = get_task(a["task"]).unit(run_a.item(a["dataset"], a["item_id"]))
+    unit = None if unit is None else (key[0], a["dataset"], unit.key)
+    return {**p, "qa": qa, "qb": qb, "cause": cause, "unit": unit, "because": named}
+
+
 def _classified(run_a: Run, run_b: Run, pairs: list[tuple]) -> list[dict]:
-    """Each pair with its judgements, requests, outcomes and first cause; a score that changed
-    only because another answer of its unit (:meth:`Task.unit`) changed (a whole-unit score such as
-    Scrapbook's ``correct_strict``) takes that answer's cause, the earliest in its unit."""
-    out, earliest = [], {}
+    """Each pair as :func:`_pair_cause` finds it; a score that changed only because another answer
+    of its unit (:meth:`Task.unit`) changed (a whole-unit score such as Scrapbook's
+    ``correct_strict``) takes that answer's cause, the earliest in its unit."""
+    out, earliest, scoring = [], {}, CAUSES.index("scoring")
     for key, a, b in pairs:
-        ja = run_a.judgements.get((a["model"], a["dataset"], a["item_id"], a["style"]))
-        jb = run_b.judgements.get((b["model"], b["dataset"], b["item_id"], b["style"]))
-        qa, qb = run_a.request(a), run_b.request(b)
-        cause, named = unsplit(first_cause(a, b, qa, qb, ja, jb), qa, qb)
-        unit = get_task(a["task"]).unit(run_a.item(a["dataset"], a["item_id"]))
-        unit = None if unit is None else (key[0], a["dataset"], unit.key)
-        if cause in CAUSES[:3] and unit is not None:
-            earliest[unit] = min(earliest.get(unit, 3), CAUSES.index(cause))
-        out.append({"key": key, "a": a, "b": b, "ja": ja, "jb": jb, "qa": qa, "qb": qb, "cause": cause, "unit": unit,
-                    "oa": outcome(a, ja), "ob": outcome(b, jb), "because": named})
+        p = _pair_cause(run_a, run_b, key, a, b)
+        if p["cause"] not in (None, "scoring") and p["unit"] is not None:
+            earliest[p["unit"]] = min(earliest.get(p["unit"], scoring), CAUSES.index(p["cause"]))
+        out.append(p)
     for p in out:
         if p["cause"] == "scoring" and p["unit"] in earliest:
             p["cause"], p["because"] = CAUSES[earliest[p["unit"]]], ["scored with its unit, whose answers changed"]
@@ -382,7 +444,8 @@ def compare(a: str | Path | Run, b: str | Path | Run, filters: dict | None = Non
             "only_B_items": [list(k[1:]) for k in only_b[:20]],
             "causes": {c: {**v, "because": dict(v["because"])} for c, v in causes.items()},
             "metrics": [r for g in sorted(scored) for r in metric_rows(g, scored[g], n_resamples, seed)],
-            "config": config_diff(run_a, run_b), "notes": foreign_notes(run_a, run_b), "items": items}
+            "config": config_diff(run_a, run_b), "notes": foreign_notes(run_a, run_b) + stale_notes(run_a, run_b),
+            "items": items}
 
 
 # --- foreign runs: another harness's answers, imported (lib.eval.foreign) ---------------------------
@@ -403,7 +466,7 @@ def foreign_run(run: Run) -> Run:
     path = run.folder / FOREIGN
     if not path.exists():
         return run
-    return ForeignRun(run.folder, run.cfg, run.provenance, run.rows, run.judgements, record=json.loads(path.read_text()))
+    return ForeignRun(**{f.name: getattr(run, f.name) for f in fields(Run)}, record=json.loads(path.read_text()))
 
 
 def unsplit(cause: str | None, ra: dict, rb: dict) -> tuple[str | None, list[str] | None]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from lib import artifacts as A
-from lib.eval.manifest import answer_digest, check_manifest
+from lib.eval.manifest import Unverified, answer_digest, check_manifest
 from lib.eval.score import group_tables, groups, judged, judgements_by_answer, read_judgements, reread, tables
 from lib.eval.settings import EvalConfig
 from lib.io import IdLookup, ItemsAt, ItemsChanged, jsonl_line, read_jsonl, write_csv, write_jsonl, write_lines_hashed
@@ -122,7 +122,7 @@ def _rescore(out: Path, cfg: EvalConfig, unverified: bool, rebuild: bool) -> tup
             raise ValueError(f"{out}: {e.args[0]}: the answers changed after the evaluation finished; rerun the "
                              f"stage") from None
         if not unverified:
-            check_manifest(out, cfg, answers.hexdigest())
+            check_manifest(out, cfg, answers.hexdigest(), parts=("answers",))
         write_jsonl(scored_file, _score_pass(scoring_file, scorers, group_of))
         scoring_file.unlink()
         scoring = cfg.scoring()
@@ -149,7 +149,10 @@ def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
     cfg = saved_config(out)
     start = time.perf_counter()
     if not unverified:
-        check_manifest(out, cfg)
+        try:
+            check_manifest(out, cfg)
+        except Unverified as e:
+            raise Unverified(f"{e}, or rescore with --unverified") from None
     for rebuild in (False, True):
         try:
             (metrics, levels, errors), predictions, invalid = _rescore(out, cfg, unverified, rebuild)

@@ -43,6 +43,7 @@ from lib import cli, config, plots
 from lib.browser import write_browser
 from lib.compare import evaluation_folder
 from lib.eval.changes import side_by_side, write_comparison
+from lib.eval.compare import CompareError
 from lib.families import TASKS
 from lib.families.memeqa.paper import memeqa_reproduction, shortcut_summary
 from lib.families.yesbut.paper import figure3_counts, human_eval, yesbut_reproduction
@@ -425,12 +426,16 @@ def comparison(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
     """This run's answers (B) against ``cfg.compare_with``'s (A), item by item, both prompts kept
     (:func:`lib.eval.changes.side_by_side`), written under ``comparison/``: per-cause counts of
     improved and worsened items, every metric's A, B and B - A with its paired interval and McNemar
-    p, the config diff, the changed items. None, and no folder, without ``compare_with``."""
+    p, the config diff, the changed items. None, and no folder, without ``compare_with``. A run that
+    did not finish or was edited since is refused (:class:`lib.eval.compare.CompareError`, naming it)."""
     folder = Path(out) / A.COMPARISON
     shutil.rmtree(folder, ignore_errors=True)  # a rerun must not show an earlier run's comparison
     if cfg.compare_with is None:
         return None
-    result = side_by_side(evaluation_folder(cfg.compare_with), A.stage_folder(Path(out).parent, A.EVALUATE))
+    try:  # both runs verified as a rescore verifies them (lib.eval.compare.open_run)
+        result = side_by_side(evaluation_folder(cfg.compare_with), A.stage_folder(Path(out).parent, A.EVALUATE))
+    except CompareError as e:
+        raise CompareError(f"compare_with {cfg.compare_with!r}: {e}") from None
     write_comparison(out, result)
     return result
 
