@@ -115,6 +115,37 @@ def resolve_spec(spec: dict, run_folder: str | Path) -> dict:
     return {**spec, "name": resolve(spec["name"], run_folder)} if "name" in spec else dict(spec)
 
 
+class MissingOutputs(FileNotFoundError):
+    """What a stage reads from a run (a model it trained, the datasets it wrote) is not there; one
+    line per problem, said before the stage starts."""
+
+
+def model_folder_problem(path: Path, hint: str) -> str | None:
+    """Why the model folder ``path`` cannot be loaded (missing, or no ``config.json`` nor adapter), or None."""
+    if not path.is_dir():
+        return f"folder {path} does not exist ({hint})"
+    if not (path / "config.json").exists() and not (path / "adapter_config.json").exists():
+        return f"folder {path} holds no config.json (save it with save_pretrained)"
+    return None
+
+
+def missing_models(models: dict[str, dict], run_folder: str | Path) -> list[str]:
+    """One line per model whose ``name`` is an output of a run (``stage:`` of ``run_folder``, ``run:``
+    of another) that is not a model folder there: the model, its spec value, the path looked at."""
+    lines = []
+    for label, spec in models.items():
+        name = spec.get("name") if isinstance(spec, dict) else None
+        if not is_run_output(name):
+            continue
+        kind, _, ref = name.partition(":")
+        run, stage = (Path(run_folder).name, ref) if kind == "stage" else ref.partition("/")[::2]
+        why = model_folder_problem(Path(resolve(name, run_folder)), f"stage {stage.partition('/')[0]} of run {run} "
+                                   f"makes it: run that first, name the run that did with --run, or name another model")
+        if why:
+            lines.append(f"model {label!r} (name: {name}): {why}")
+    return lines
+
+
 def _need(path: Path, what: str) -> Path:
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: {what}")

@@ -15,6 +15,9 @@ What is checked, per model spec the profile's stages use (each checked once):
   accepts any), and a ``base_url`` server answers ``GET /models`` - every server of a list.
 - hub ids in plain string fields (``clip_model``; a task option such as ``bertscore_model``): the
   configs' :meth:`~lib.config.StageConfig.hub_ids`.
+
+A stage run on its own checks the outputs of runs it reads where it uses them, before it starts
+(:func:`lib.artifacts.missing_models`: stage 06's models named ``stage:`` or ``run:``).
 """
 
 from __future__ import annotations
@@ -42,12 +45,7 @@ def hub_problem(name: str, offline: bool) -> str | None:
         path = Path(A.resolve(name, outputs_root()))
         return None if path.exists() else f"{path} does not exist: run the profile that makes it first"
     if _is_local(name):
-        path = Path(name).expanduser()
-        if not path.is_dir():
-            return f"folder {path} does not exist (a hub id is owner/name)"
-        if not (path / "config.json").exists() and not (path / "adapter_config.json").exists():
-            return f"folder {path} holds no config.json (save it with save_pretrained)"
-        return None
+        return A.model_folder_problem(Path(name).expanduser(), "a hub id is owner/name")
     from huggingface_hub import HfApi, try_to_load_from_cache
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 

@@ -119,13 +119,30 @@ function render(rows) {
   }
 }
 
+function problem(message) {   // what the address asks that the run cannot show, said above the table (as text)
+  let p = document.getElementById("problem");
+  if (!p) {
+    p = document.createElement("p");
+    p.id = "problem"; p.className = "stale"; p.setAttribute("role", "alert");
+    document.getElementById("filters").before(p);
+  }
+  p.hidden = !message;
+  text(p, message);
+}
+
 async function show() {
   const f = params();
   const box = document.getElementById("filters");
   box.replaceChildren();
   for (const k of INDEX.filters) box.appendChild(select(k, INDEX.values[k], f[k]));
-  const names = f.dataset ? [f.dataset] : Object.keys(INDEX.files);
-  await load(names);
+  const known = !f.dataset || Object.hasOwn(INDEX.files, f.dataset);
+  const names = !f.dataset ? Object.keys(INDEX.files) : known ? [f.dataset] : [];
+  try {
+    await load(names);
+    problem(known ? "" : `no dataset named ${f.dataset} in this run`);
+  } catch (e) {
+    problem(`${e.message}: the page's data/ folder is incomplete (write the browser again)`);
+  }
   const rows = names.flatMap(n => rowsOf[n] || []).filter(r => INDEX.filters.every(k => !f[k] || String(r[k]) === f[k]));
   render(rows);
 }

@@ -1,8 +1,9 @@
 """JSONL, JSON and CSV files: read, written atomically, or appended.
 
 Whole files are written atomically (:func:`atomic_file`: a unique temporary file beside the
-target, flushed and fsynced, then renamed over it: a kill or a full disk leaves the old file or
-the new one) or appended line by line (:func:`append_jsonl`); a malformed line is reported with its
+target, named with its host and process, flushed and fsynced, then renamed over it: a kill or a
+full disk leaves the old file or the new one, and the next writer of the file removes what a dead
+writer left) or appended line by line (:func:`append_jsonl`); a malformed line is reported with its
 file and line number (:class:`JSONLError`). Lines are decoded a chunk at a time (:mod:`lib.io.memory`).
 """
 
@@ -12,6 +13,8 @@ import hashlib
 import itertools
 import json
 import os
+import re
+import socket
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -72,6 +75,37 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _host_tag() -> str:
+    """This machine's name as it goes into a file or folder name."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40]
+
+
+def _alive(pid: int) -> bool:
+    """Is process ``pid`` of this host still running (or can that not be told)?"""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # another user's process, or a system that cannot tell: keep what it left
+    return True
+
+
+def _temporary_beside(path: Path) -> tuple[int, str]:
+    """A new temporary file beside ``path``, ``.<name>.<host>-<pid>-<random>.tmp`` (the names of
+    :func:`lib.io.swap.aside_folder`): the leftovers of this host's dead writers of ``path`` (a
+    killed run) are removed first; a live writer's is never touched."""
+    host = _host_tag()
+    mine = re.compile(rf"\.{re.escape(path.name)}\.{re.escape(host)}-(\d+)-[a-z0-9_]+\.tmp")
+    with os.scandir(path.parent) as entries:
+        dead = [e.path for e in entries if (m := mine.fullmatch(e.name)) and not _alive(int(m.group(1)))]
+    for leftover in dead:
+        Path(leftover).unlink(missing_ok=True)
+    return tempfile.mkstemp(prefix=f".{path.name}.{host}-{os.getpid()}-", suffix=".tmp", dir=path.parent)
+
+
 @contextmanager
 def atomic_file(path: str | Path, mode: str = "wb", **kw):
     """A file object writing a unique temporary file beside ``path``; on a clean exit it is
@@ -79,7 +113,7 @@ def atomic_file(path: str | Path, mode: str = "wb", **kw):
     ``path`` holds its old content or the whole new one, never a part."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temporary_beside(path)
     try:
         with os.fdopen(fd, mode, **kw) as f:
             yield f

@@ -15,10 +15,9 @@ import os
 import re
 import secrets
 import shutil
-import socket
 from pathlib import Path
 
-from lib.io.jsonl import _fsync_dir
+from lib.io.jsonl import _alive, _fsync_dir, _host_tag
 
 
 def aside_folder(out: str | Path, kind: str = "building") -> Path:
@@ -38,11 +37,6 @@ def aside_folder(out: str | Path, kind: str = "building") -> Path:
             continue
 
 
-def _host_tag() -> str:
-    """This machine's name as it goes into a folder name."""
-    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40]
-
-
 def _clear_dead_asides(out: Path) -> None:
     """Remove ``.<name>.<kind>-<this host>-<pid>-<random>`` folders whose process is gone."""
     host = _host_tag()
@@ -55,18 +49,6 @@ def _clear_dead_asides(out: Path) -> None:
         m = pattern.fullmatch(p.name)
         if m and not _alive(int(m.group(1))):
             shutil.rmtree(p, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True  # another user's process, or a system that cannot tell: keep its folder
-    return True
 
 
 @functools.cache

@@ -8,8 +8,9 @@ Notebook 06 calls the steps :func:`run` composes, one per section: :func:`items_
 :func:`~lib.eval.ask.ask`, :func:`~lib.eval.rescore.rescore_folder`, then :func:`finish` (summary
 and provenance). The work is the evaluation engine's (:mod:`lib.eval`): which items, asking (one
 process or many, resumed through the call cache), reading, streaming scoring and rescoring,
-manifests and tables. This module binds it to a run: ``stage:`` paths, the demo's datasets, the
-summary, the command line.
+manifests and tables. This module binds it to a run: ``stage:`` paths (the run the config was
+resolved for, :func:`run_of`, wherever ``--out`` writes; a model or demo dataset not there is an
+``error:`` before anything starts), the demo's datasets, the summary, the command line.
 
 Answers are read as their task (:mod:`lib.families`) defines: constrained decoding over the closed answer set where
 the task has one (and ``constrain`` is on), robust parsing otherwise. What cannot be read stays in
@@ -43,31 +44,45 @@ from lib.eval.rescore import rescore_folder
 from lib.eval.score import invalid_summary
 from lib.eval.settings import EvalConfig
 from lib.io import ItemsAt, release_memory
-from lib.paths import stage_dir
+from lib.paths import run_dir, stage_dir
 from lib.ranks import ranks
 
 # the steps notebook 06 calls, the engine's among them
-__all__ = ["EvalConfig", "ask", "finish", "invalid_summary", "items_to_ask", "main", "rescore_folder", "resolved", "run"]
+__all__ = ["EvalConfig", "ask", "finish", "invalid_summary", "items_to_ask", "main", "rescore_folder", "resolved",
+           "run", "run_of"]
+
+
+def run_of(cfg: EvalConfig, out: str | Path) -> Path:
+    """The run folder ``stage:`` paths name: the run the config was resolved for (``--run``, else its
+    profile's), wherever ``out`` is; ``out``'s parent for a config made without a profile or a run."""
+    origin = getattr(cfg, "origin", None) or {}
+    if origin.get("profile") is not None or origin.get("run", "default") != "default":
+        return run_dir(origin["run"])
+    return Path(out).parent
 
 
 def resolved(cfg: EvalConfig, run_folder: str | Path) -> EvalConfig:
     """The config with ``stage:`` paths made paths of this run and the demo datasets (stage 00's)
-    added when ``demo_data`` asks for them."""
+    added when ``demo_data`` asks for them; what is not there (a model ``stage:05_train/best`` names,
+    stage 00's datasets) raises :class:`~lib.artifacts.MissingOutputs`, one line per problem."""
     datasets = {name: A.resolve(folder, run_folder) for name, folder in cfg.datasets.items()}
+    problems = A.missing_models(cfg.models, run_folder)
     if cfg.demo_data:
         demo = A.datasets_of(run_folder, A.SETUP)
         if not demo:
-            raise FileNotFoundError(f"demo_data: no datasets in {A.stage_folder(run_folder, A.SETUP) / A.DATASETS}; "
-                                    f"run stage 00_setup first (demo_datasets: true)")
+            problems.append(f"demo_data: no datasets in {A.stage_folder(run_folder, A.SETUP) / A.DATASETS}; run "
+                            f"stage 00_setup of run {Path(run_folder).name} first, or set demo_data=false")
         datasets.update({name: str(folder) for name, folder in demo.items()})
+    if problems:
+        raise A.MissingOutputs("\n".join(problems))
     models = {label: A.resolve_spec(spec, run_folder) for label, spec in cfg.models.items()}
     return config.replaced(cfg, datasets=datasets, models=models, demo_data=False)
 
 
 def items_to_ask(cfg: EvalConfig, out: str | Path) -> tuple[EvalConfig, dict[str, tuple[Path, ItemsAt]]]:
-    """The config with this run's paths (:func:`resolved`; the later steps take it) and each
-    dataset's folder and items to ask (:func:`lib.eval.items.load_eval_items`)."""
-    cfg = resolved(cfg, Path(out).parent)
+    """The config with its run's paths (:func:`resolved` in :func:`run_of`; the later steps take it)
+    and each dataset's folder and items to ask (:func:`lib.eval.items.load_eval_items`)."""
+    cfg = resolved(cfg, run_of(cfg, out))
     return cfg, load_eval_items(cfg)
 
 
@@ -94,7 +109,11 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] != ["rescore"]:
-        return cli.main("python -m lib.stages.evaluate", EvalConfig, run, argv, description="Stage 06: evaluate.")
+        try:
+            return cli.main("python -m lib.stages.evaluate", EvalConfig, run, argv, description="Stage 06: evaluate.")
+        except FileNotFoundError as e:  # an input not there (a model or dataset of a run: before anything ran)
+            print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
+            return 2
     ap = argparse.ArgumentParser(prog="python -m lib.stages.evaluate", description="Evaluation tools.")
     sub = ap.add_subparsers(dest="command", required=True)
     rs = sub.add_parser("rescore", help="recompute metrics.csv, levels.csv, errors.csv from stored outputs")
