@@ -3,8 +3,9 @@ or ``--params FILE [--params FILE ...] --out DIR``.
 
 The config is resolved by :func:`lib.config.resolve`, the same function the notebooks and the
 pipeline use; this module adds only what a process started from a shell needs: parsing the
-arguments, going offline for an offline profile, and holding the run folder's lock while the
-stage writes (only the main rank of a multi-process job holds it).
+arguments, going offline for an offline profile, and a busy run folder said as an error. The run
+folder's lock is held by the stage's ``run()`` itself (:func:`lib.config.stage_run`), so a notebook
+or a script calling it is locked out of a run another process writes, as the command line is.
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ import argparse
 import json
 import os
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 
 from lib.config import OFFLINE_ENV, ParamsError, parse_yaml, resolve
-from lib.paths import RunBusy, RunLock
+from lib.io import NotOurFolder
+from lib.paths import RunBusy
 from lib.ranks import ranks
+
+
+# errors in what a stage was given (a busy run, a bad value where it is used, an output folder of
+# another kind, an input that is not there), said as "error: ..." and exit 2
+INPUT_ERRORS = (RunBusy, ParamsError, NotOurFolder, FileNotFoundError)
 
 
 def go_offline() -> None:
@@ -69,13 +75,11 @@ def main(prog: str, cls, run, argv: list[str] | None = None, description: str = 
     if stage is None:
         return 2
     out = Path(args.out) if args.out else stage.out
-    job = ranks()
-    try:  # the run folder: one writer at a time (a job of several ranks: its main rank holds it)
-        with RunLock(out.parent) if job.main else nullcontext():
-            summary = run(stage.cfg, out)
-    except RunBusy as e:
-        print(f"error: {e}", file=sys.stderr)
+    try:  # run() holds the run folder's lock (lib.config.stage_run)
+        summary = run(stage.cfg, out)
+    except INPUT_ERRORS as e:  # what the user gave, said as such: never a traceback
+        print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
         return 2
-    if job.main:
+    if ranks().main:
         print(json.dumps(summary, indent=1, default=str))
     return 0

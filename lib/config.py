@@ -21,7 +21,8 @@ Every stage module exposes the same contract::
     python -m lib.stages.<name> --profile demo [--set key=value ...] [--out DIR]
     python -m lib.stages.<name> --params FILE [--params FILE ...] --out DIR
 
-The command line itself (arguments, the run folder's lock) is :mod:`lib.cli`.
+Every stage's ``run()`` goes through :func:`stage_run` (its config checked again, the run folder
+locked); the command line itself (arguments, offline profiles) is :mod:`lib.cli`.
 """
 
 from __future__ import annotations
@@ -32,17 +33,19 @@ import os
 import re
 import types
 import typing
+from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from functools import lru_cache
+from functools import lru_cache, wraps
 from pathlib import Path
 
 import yaml
 
 from lib import artifacts as A
 from lib.io import write_json
-from lib.paths import ROOT, params_root, run_dir, stage_dir
+from lib.paths import ROOT, RunLock, params_root, run_dir, stage_dir
 from lib.provenance import write_provenance
+from lib.ranks import ranks
 
 # Keys of params/common.<profile>.yaml that describe the profile rather than set a stage field.
 PROFILE_KEYS = ("run", "stages", "models", "offline", "extends")
@@ -154,11 +157,7 @@ class StageConfig:
         ``EvalConfig(...)`` refuses what the command line and the params files refuse: each field
         against its annotation, then :meth:`check`. Errors name the params file being read
         (:meth:`from_params`) or, made in Python, the class."""
-        source = _SOURCE.get() or type(self).__name__
-        hints = _hints(type(self))
-        for f in fields(self):
-            check_type(getattr(self, f.name), hints[f.name], f"{source}: parameter {f.name!r}")
-        self.check(source)
+        check_values(self, _SOURCE.get() or type(self).__name__)
 
     @classmethod
     def from_params(cls, params: dict, source: str = "params", models: dict[str, dict] | None = None):
@@ -199,6 +198,30 @@ class StageConfig:
 
     def to_dict(self) -> dict:
         return json.loads(json.dumps(asdict(self), default=str))
+
+
+def check_values(cfg, source: str) -> None:
+    """Every field of a stage config against its annotation, then its :meth:`StageConfig.check`."""
+    hints = _hints(type(cfg))
+    for f in fields(cfg):
+        check_type(getattr(cfg, f.name), hints[f.name], f"{source}: parameter {f.name!r}")
+    cfg.check(source)
+
+
+def stage_run(run):
+    """A stage's ``run(cfg, out, ...)`` as every caller gets it: the config checked again where it is
+    used (a notebook cell may have edited it since it was made: ``cfg.sets = ...``), and the run
+    folder (``out``'s parent) locked while it writes, whoever calls it (the command line, a notebook,
+    a script); the lock this process or the pipeline above it holds is joined (:class:`lib.paths.RunLock`), and only a job's
+    main rank locks (its other ranks write under it)."""
+
+    @wraps(run)
+    def checked(cfg, out, *args, **kwargs):
+        check_values(cfg, f"{type(cfg).__name__} (as run() got it)")
+        with RunLock(Path(out).parent, join=True) if ranks().main else nullcontext():
+            return run(cfg, out, *args, **kwargs)
+
+    return checked
 
 
 def _is_ref(value) -> bool:

@@ -7,6 +7,7 @@ variable, ``VQALAB_OUTPUTS``, moves all generated files elsewhere (a scratch dis
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -52,35 +53,102 @@ class RunBusy(RuntimeError):
     """Another process is writing the run folder."""
 
 
+HELD_ENV = "VQALAB_RUN_LOCKS"  # lock file -> PID of its holder, for the holder's children (notebook kernels)
+_HELD: dict[str, list] = {}  # lock file -> [its open file (None when a parent holds it), depth, pid]: this process's
+
+
 class RunLock:
     """An exclusive lock on a run folder (``<folder>/.lock``, ``fcntl.flock``) for the length of a
     ``with`` block: a second process that would write the same run fails at once, naming the holder.
-    The kernel releases the lock when its holder dies, so a killed run leaves no stale lock."""
+    The kernel releases the lock when its holder dies, so a killed run leaves no stale lock.
 
-    def __init__(self, folder: str | Path):
+    ``join=True`` (a stage's ``run()``) also goes ahead where the run is already held by this very
+    process (``lib.cli.main`` around ``run()``) or by the process that started this one (the pipeline
+    around its notebooks' kernels): a holder names itself to its children in ``$VQALAB_RUN_LOCKS``,
+    and a child joins only while the lock file still names that holder and it still holds it."""
+
+    def __init__(self, folder: str | Path, join: bool = False):
         self.path = Path(folder) / ".lock"
-        self._file = None
+        self.join = join
+        self._key = None
 
     def __enter__(self) -> "RunLock":
-        import fcntl
-
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(self.path, "a+")
+        key = str(self.path.resolve())
+        if key in _HELD and _HELD[key][2] != os.getpid():  # a copy inherited by a fork: the parent's, not ours
+            del _HELD[key]
+        if self.join and (key in _HELD or _held_above(self.path, key)):
+            _HELD.setdefault(key, [None, 0, os.getpid()])[1] += 1
+        else:
+            _HELD[key] = [_acquire(self.path), 1, os.getpid()]
+            _announce(key, os.getpid())
+        self._key = key
+        return self
+
+    def __exit__(self, *exc) -> None:
+        held = _HELD[self._key]
+        held[1] -= 1
+        if held[1] == 0:
+            del _HELD[self._key]
+            if held[0] is not None:
+                _announce(self._key, None)
+                held[0].close()  # closing releases the lock
+        self._key = None
+
+
+def _acquire(path: Path):
+    """The lock file, open and locked by this process; :class:`RunBusy` naming the holder otherwise."""
+    import fcntl
+
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise RunBusy(f"{path.parent} is being written by {holder}: wait for it to finish, or "
+                      f"write another run (--run NAME)") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"PID {os.getpid()}")
+    f.flush()
+    return f
+
+
+def _held_above(path: Path, key: str) -> bool:
+    """Whether the process that started this one (``$VQALAB_RUN_LOCKS``) holds ``path`` now: the lock
+    is taken and the file names that process."""
+    import fcntl
+
+    try:
+        pid = json.loads(os.environ.get(HELD_ENV, "{}")).get(key)
+    except (ValueError, AttributeError):
+        return False
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    with open(path, "a+") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             f.seek(0)
-            holder = f.read().strip() or "another process"
-            f.close()
-            raise RunBusy(f"{self.path.parent} is being written by {holder}: wait for it to finish, or "
-                               f"write another run (--run NAME)") from None
-        f.seek(0)
-        f.truncate()
-        f.write(f"PID {os.getpid()}")
-        f.flush()
-        self._file = f
-        return self
+            return f.read().strip() == f"PID {pid}"
+        fcntl.flock(f, fcntl.LOCK_UN)  # nobody holds it: the caller takes it
+        return False
 
-    def __exit__(self, *exc) -> None:
-        self._file.close()  # closing releases the lock
-        self._file = None
+
+def _announce(key: str, pid: int | None) -> None:
+    """Name this process to its children as the holder of ``key`` (None: no longer)."""
+    try:
+        held = json.loads(os.environ.get(HELD_ENV, "{}"))
+    except ValueError:
+        held = {}
+    held = held if isinstance(held, dict) else {}
+    if pid is None:
+        held.pop(key, None)
+    else:
+        held[key] = pid
+    if held:
+        os.environ[HELD_ENV] = json.dumps(held)
+    else:
+        os.environ.pop(HELD_ENV, None)

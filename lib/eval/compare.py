@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from lib import artifacts as A
+from lib.config import ParamsError
 from lib.eval.foreign import FOREIGN, logged_request
 from lib.eval.manifest import PARTS, Unverified, answer_digest, changed_datasets, check_manifest
 from lib.eval.rescore import saved_config
@@ -50,8 +51,9 @@ DIMENSIONS = ("dataset", "task", "model", "style")  # what a filter may select, 
 LAVE = "lave"  # the judge's score of an answer, compared beside the task's own scores
 
 
-class CompareError(ValueError):
-    """A run or a filter the comparison cannot find (the command line exits 2 with it)."""
+class CompareError(ParamsError):
+    """A run or a filter the comparison cannot find or trust: a bad input, which every command line
+    (``python -m lib.compare``, stage 07's ``compare_with``) says as an error and exits 2 with."""
 
 
 @dataclass

@@ -120,6 +120,7 @@ def finish(cfg: AFConfig, out: str | Path, skeletons: list, skipped: list, itera
     return config.finish(Path(out), A.AF, cfg, summary)
 
 
+@config.stage_run
 def run(cfg: AFConfig, out: str | Path, store: CallStore | None = None, progress: bool = True) -> dict:
     """The stage, step by step as notebook 03 runs it: skeletons, the filtering loop, the iterations'
     table and figure, the blind check, the two forms' datasets and MemeQA exports, the shortcut

@@ -456,6 +456,7 @@ def finish(cfg: AnalyzeConfig, out: str | Path, images: dict | None, answers: li
     return summary
 
 
+@config.stage_run
 def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     """The stage, step by step as notebook 07 runs it: maps, topics, the papers' figures and tables
     from whatever earlier stages wrote, the papers' numbers beside ours, the comparison with another

@@ -430,6 +430,7 @@ def finish(cfg: AnnotateConfig, out: str | Path, manifest: list[dict], panels: l
     return config.finish(Path(out), A.ANNOTATE, cfg, summary)
 
 
+@config.stage_run
 def run(cfg: AnnotateConfig, out: str | Path, call_store=None, progress: bool = False) -> dict:
     """The stage, step by step as notebook 02 runs it: load the annotation file (once: the store is
     append-only), machine drafts (once per model), agreement, style variants and their labels, the

@@ -472,6 +472,7 @@ def finish(cfg: CollectConfig, out: str | Path, manifest: list[dict], report: di
     return config.finish(Path(out), A.COLLECT, cfg, summary)
 
 
+@config.stage_run
 def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
     """The stage, step by step as notebook 01 runs it: gather every source, drop duplicates and merge
     into ``manifest.jsonl`` (existing ids kept) with ``report.json``, a sample figure, the MemeQA and

@@ -93,6 +93,7 @@ def finish(cfg: EvalConfig, out: str | Path, counts: dict, scores: dict) -> dict
     return config.finish(Path(out), A.EVALUATE, cfg, {**scores, **counts})
 
 
+@config.stage_run
 def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> dict:
     """The stage, step by step as notebook 06 runs it: the items to ask, every model on every dataset
     in every style with open answers judged (:func:`~lib.eval.ask.ask`), the tables scored from what
@@ -109,11 +110,7 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] != ["rescore"]:
-        try:
-            return cli.main("python -m lib.stages.evaluate", EvalConfig, run, argv, description="Stage 06: evaluate.")
-        except FileNotFoundError as e:  # an input not there (a model or dataset of a run: before anything ran)
-            print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
-            return 2
+        return cli.main("python -m lib.stages.evaluate", EvalConfig, run, argv, description="Stage 06: evaluate.")
     ap = argparse.ArgumentParser(prog="python -m lib.stages.evaluate", description="Evaluation tools.")
     sub = ap.add_subparsers(dest="command", required=True)
     rs = sub.add_parser("rescore", help="recompute metrics.csv, levels.csv, errors.csv from stored outputs")

@@ -12,7 +12,9 @@ For cluster runs, the main dataset in shards (its config read as the stage reads
 Writes ``datasets/scrapbook/`` (images, masks, scenes, items, counts.csv, concepts.csv), one
 ``datasets/<name>/`` per entry of ``sets`` (e.g. the scenes stage 05 trains on and a fresh set
 stage 06 evaluates: every Scrapbook dataset of a run is made here), the figures, ``summary.json``
-and ``provenance.json``.
+and ``provenance.json``. ``run()`` checks its config again and holds the run's lock
+(:func:`lib.config.stage_run`); the steps that write a dataset check the config too and write only
+inside ``out``; no command writes over a folder that is not a Scrapbook dataset.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from lib.families.scrapbook import explore, paper
 from lib.families.scrapbook.generate import generate
 from lib.families.scrapbook.merge import merge
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
-from lib.io import write_csv
+from lib.io import NotOurFolder, write_csv
 
 
 @dataclass
@@ -79,7 +81,7 @@ class ScrapbookConfig(ScrapbookParams, config.StageConfig):
 def main_dataset(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -> dict:
     """The main dataset (``datasets/scrapbook``: images, masks, scenes, items, counts.csv,
     concepts.csv) from ``cfg.params()``, validated first; returns the generator's statistics."""
-    return generate(cfg.params(), A.dataset_folder(out, A.SCRAPBOOK_DATASET), progress=progress,
+    return generate(cfg.params(), _dataset(cfg, out, A.SCRAPBOOK_DATASET), progress=progress,
                     question_worker=cfg.question_worker)
 
 
@@ -108,7 +110,7 @@ def further_sets(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -
     for name in cfg.sets:
         if name == A.SCRAPBOOK_DATASET:
             raise config.ParamsError(f"sets: {name!r} is the main dataset's name; choose another")
-        folder = A.dataset_folder(out, name)
+        folder = _dataset(cfg, out, name)
         briefs[name] = _brief(generate(cfg.set_params(name), folder, progress=progress,
                                        question_worker=cfg.question_worker), folder)
     return briefs
@@ -133,6 +135,7 @@ def finish(cfg: ScrapbookConfig, out: str | Path, stats: dict, sets: dict[str, d
     return config.finish(Path(out), A.SCRAPBOOK, cfg, summary)
 
 
+@config.stage_run
 def run(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -> dict:
     """The stage, step by step as notebook 04 runs it: the main dataset, its sample and counts
     figures, the further sets, the paper comparison when asked for, summary and provenance."""
@@ -146,6 +149,17 @@ def run(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -> dict:
     return finish(cfg, out, stats, sets)
 
 
+def _dataset(cfg: ScrapbookConfig, out: str | Path, name: str) -> Path:
+    """The folder of dataset ``name``, the config checked again first (a notebook cell may have edited
+    it since it was made); a folder that a link would put outside ``out`` is refused."""
+    config.check_values(cfg, type(cfg).__name__)
+    folder = A.dataset_folder(out, name)
+    if not folder.resolve().is_relative_to(Path(out).resolve()):
+        raise config.ParamsError(f"{folder} is {folder.resolve()}, outside {out}: a stage writes only inside its own "
+                                 f"folder; remove the link or choose another folder")
+    return folder
+
+
 def _brief(stats: dict, folder: Path) -> dict:
     return {"folder": str(folder), "images": stats["images"], "questions": stats["questions"],
             "placement_failures": stats["placement_failures"]}
@@ -157,7 +171,8 @@ PROG = "python -m lib.stages.scrapbook"
 def cluster_main(argv: list[str]) -> int:
     """``shard``: one shard of the main dataset into ``--out`` (the dataset folder alone), its config
     resolved as the stage's (profile, params files, ``--set``); ``merge``: shard folders joined into
-    ``--out``, byte for byte the unsharded dataset. Prints the dataset's statistics."""
+    ``--out``, byte for byte the unsharded dataset. Prints the dataset's statistics; a bad set of
+    shards or an ``--out`` that holds something else is an ``error:`` (exit code 2), nothing written."""
     if argv[0] == "merge":
         ap = argparse.ArgumentParser(prog=f"{PROG} merge", description="Merge Scrapbook shards.")
         ap.add_argument("--out", required=True)
@@ -179,7 +194,7 @@ def cluster_main(argv: list[str]) -> int:
                                question_worker=cfg.question_worker)
     try:
         stats = job()
-    except ScrapbookParamError as e:  # a shard out of range, a shard set with gaps, an unfinished shard
+    except (ScrapbookParamError, NotOurFolder) as e:  # a shard out of range or missing, --out not a dataset
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(json.dumps({k: stats[k] for k in ("images", "questions", "by_type", "placement_failures")}, indent=1))

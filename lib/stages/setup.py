@@ -96,6 +96,7 @@ def finish(cfg: SetupConfig, out: str | Path, images: list[Path], answers: pd.Da
     return summary
 
 
+@config.stage_run
 def run(cfg: SetupConfig, out: str | Path, store: CallStore | None = None) -> dict:
     """The stage, step by step as notebook 00 runs it: sample images, the probe of every model
     (``probe.csv``), the demo datasets, summary and provenance. Raises when a constrained probe

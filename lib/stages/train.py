@@ -176,6 +176,7 @@ def finish(cfg: TrainConfig, out: str | Path, training: dict, result: dict) -> d
     return config.finish(Path(out), A.TRAIN, cfg, summary)
 
 
+@config.stage_run
 def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
     """The stage, step by step as notebook 05 runs it: the datasets resolved, training (resuming when
     allowed), the curve, base / trained / majority compared on the test split, summary and provenance."""

@@ -1,6 +1,7 @@
 """Writing a finished Scrapbook dataset: its tables, ``summary.json`` and manifest
-(:func:`finish_dataset`), built aside and swapped in whole (:func:`built_aside`); and the merge of
-a sharded run's folders into the files the unsharded run writes, byte for byte (:func:`merge`)."""
+(:func:`finish_dataset`), built aside and swapped in whole, never over a folder of another kind
+(:func:`built_aside`); and the merge of a sharded run's folders into the files the unsharded run
+writes, byte for byte (:func:`merge`), after checking they are the whole set of shards of one dataset."""
 
 from __future__ import annotations
 
@@ -11,10 +12,15 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from lib.io import (HashingWriter, IncompleteDataset, aside_folder, check_complete, dataset_info, manifest_fields,
-                    swap_in, write_json)
+from lib.io import (HashingWriter, IncompleteDataset, aside_folder, check_complete, check_ours, dataset_info, mark,
+                    manifest_fields, swap_in, write_json)
 from lib.families.scrapbook.items import Summary
 from lib.families.scrapbook.params import ScrapbookParamError
+from lib.families.scrapbook.scenes import UNIT_SIZES, unit_index
+
+KIND = "scrapbook dataset"  # the marker of a folder generate() or merge() writes (lib.io.folders)
+LEGACY = ("dataset.json", "items.jsonl")  # what such a folder always held, before markers
+SHARD_FILES = ("items.jsonl", "scenes.jsonl", "summary.json", "dataset.json")
 
 
 def finish_dataset(out: Path, summary: Summary, info: dict, items_bytes: int, items_sha256: str) -> dict:
@@ -35,11 +41,15 @@ def finish_dataset(out: Path, summary: Summary, info: dict, items_bytes: int, it
 
 def built_aside(out: Path, build) -> dict:
     """Run ``build(folder)`` on a new folder beside ``out`` that is this run's alone
-    (:func:`lib.io.aside_folder`), then put it in ``out``'s place (:func:`lib.io.swap_in`, which
-    deletes only the version it replaces); a build that fails or is interrupted removes its folder."""
+    (:func:`lib.io.aside_folder`), then mark it and put it in ``out``'s place (:func:`lib.io.swap_in`,
+    which deletes only the version it replaces); a build that fails or is interrupted removes its
+    folder. An ``out`` that holds anything but a Scrapbook dataset is refused first
+    (:class:`lib.io.NotOurFolder`), untouched."""
+    check_ours(out, KIND, LEGACY)
     tmp = aside_folder(out)
     try:
         stats = build(tmp)
+        mark(tmp, KIND)
         swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -47,50 +57,86 @@ def built_aside(out: Path, build) -> dict:
     return stats
 
 
-def _unit_key(line: str) -> tuple:
-    row = json.loads(line)
-    return tuple(row["unit"] if "unit" in row else row["meta"]["unit"])
-
-
 def merge(shard_dirs: list[str | Path], out_dir: str | Path) -> dict:
     """Union of shard outputs in unit order: the same files an unsharded run writes. Refuses an
-    unfinished shard, a shard given twice, shards made with different parameters or seeds (their
-    union is no dataset) and a set with gaps: shards ``0..k-1`` of one ``num_shards=k`` must all be
-    there, each once (the error names the missing indexes)."""
+    unfinished shard, a shard whose files are links, shards of different parameters, seeds or shard
+    counts (their union is no dataset), a shard given twice or two claiming one index, and a set with
+    gaps: shards ``0..k-1`` of one ``num_shards=k`` must all be there, each once (the error names what
+    is wrong). A shard holding units of another index (its summary edited) is refused as it is read."""
     out = Path(out_dir)
     shards = [Path(d) for d in shard_dirs]
+    if not shards:
+        raise ScrapbookParamError("merge: no shard folders given")
     for d in shards:
-        if not (d / "items.jsonl").exists() or not (d / "summary.json").exists() or not (d / "dataset.json").exists():
-            raise FileNotFoundError(f"{d}: not a finished Scrapbook shard (no items.jsonl, summary.json or "
-                                    f"dataset.json); generate that shard again")
-        try:
-            check_complete(d)
-        except IncompleteDataset as e:
-            raise ScrapbookParamError(f"merge: {e}") from None
-    infos = [json.loads((d / "summary.json").read_text()) for d in shards]
-    seen: dict = {}
+        _check_shard_files(d)
+    infos = [_shard_summary(d) for d in shards]
     for d, i in zip(shards, infos):
-        key = (d.resolve(), None) if i.get("shard") is None else (None, i["shard"])
-        if d.resolve() in {k[0] for k in seen} or key in seen:
-            raise ScrapbookParamError(f"merge: {d} is shard {i.get('shard')} of {i.get('num_shards')}, given twice "
-                                      f"(also as {seen.get(key, d)})")
-        seen[key] = d
-        seen[(d.resolve(), None)] = d
-        if i["params"] != infos[0]["params"] or i.get("num_shards") != infos[0].get("num_shards"):
+        if i.get("num_shards") != infos[0]["num_shards"]:
+            raise ScrapbookParamError(f"merge: {d} is shard {i['shard']} of {i['num_shards']} but {shards[0]} is shard "
+                                      f"{infos[0]['shard']} of {infos[0]['num_shards']}: the shards of one dataset "
+                                      f"are made with one --num-shards; pass the shards of one set")
+        if i["params"] != infos[0]["params"]:
             diff = sorted(k for k in i["params"] if i["params"][k] != infos[0]["params"].get(k))
             raise ScrapbookParamError(f"merge: {d} was made with other parameters than {shards[0]} "
-                                      f"({', '.join(diff) or 'num_shards'} differ); shards of one dataset share them")
-    _check_complete_set(shards, infos)
+                                      f"({', '.join(diff) or 'parameters'} differ); shards of one dataset share them")
+    _check_each_once(shards, infos)
+    _check_complete_set(infos)
     return built_aside(out, lambda tmp: _merge(shards, infos, tmp))
 
 
-def _check_complete_set(shards: list[Path], infos: list[dict]) -> None:
+def _check_shard_files(d: Path) -> None:
+    """A finished shard whose files are its own: no link (to a file outside it) is copied into a merge."""
+    if not all((d / name).exists() for name in SHARD_FILES):
+        raise ScrapbookParamError(f"merge: {d}: not a finished Scrapbook shard (no items.jsonl, scenes.jsonl, "
+                                  f"summary.json or dataset.json); generate that shard again")
+    try:
+        check_complete(d)
+    except IncompleteDataset as e:
+        raise ScrapbookParamError(f"merge: {e}") from None
+    for sub in ("images", "masks"):
+        if (d / sub).is_symlink() or not (d / sub).is_dir():
+            raise ScrapbookParamError(f"merge: {d / sub}: a link or not a folder, in a shard that should hold only "
+                                      f"what its generation wrote; nothing was merged: generate that shard again")
+    files = [f for sub in ("images", "masks") for f in sorted((d / sub).iterdir())]
+    for f in [*(d / name for name in SHARD_FILES), *files]:
+        if f.is_symlink() or not f.is_file():
+            raise ScrapbookParamError(f"merge: {f}: a link or not a file, in a shard that should hold only the files "
+                                      f"its generation wrote; nothing was merged: generate that shard again")
+
+
+def _shard_summary(d: Path) -> dict:
+    """A shard's ``summary.json``, refused unless it names the shard's index, count and parameters."""
+    try:
+        info = json.loads((d / "summary.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ScrapbookParamError(f"merge: {d}/summary.json is not JSON ({e}); generate that shard again") from None
+    if not isinstance(info, dict) or not isinstance(info.get("params"), dict) or \
+            not all(type(info["params"].get(name)) is int for name in UNIT_SIZES):
+        raise ScrapbookParamError(f"merge: {d}/summary.json does not hold a Scrapbook summary with its parameters; "
+                                  f"generate that shard again")
+    if type(info.get("shard")) is not int or type(info.get("num_shards")) is not int:
+        raise ScrapbookParamError(f"merge: {d} is not a shard (its summary.json has shard={info.get('shard')!r}, "
+                                  f"num_shards={info.get('num_shards')!r}; a merged folder is merged already)")
+    return info
+
+
+def _check_each_once(shards: list[Path], infos: list[dict]) -> None:
+    """No folder given twice, no two folders claiming one shard index."""
+    seen: dict = {}
+    for d, i in zip(shards, infos):
+        if d.resolve() in seen:
+            raise ScrapbookParamError(f"merge: {d} is given twice (also as {seen[d.resolve()]}); pass each shard once")
+        seen[d.resolve()] = d
+        other = next((e for e, j in zip(shards, infos) if e is not d and e.resolve() != d.resolve()
+                      and j["shard"] == i["shard"]), None)
+        if other is not None:
+            raise ScrapbookParamError(f"merge: {d} and {other} both say they are shard {i['shard']} of "
+                                      f"{i['num_shards']} (one made twice, or its summary.json edited); pass one")
+
+
+def _check_complete_set(infos: list[dict]) -> None:
     """Every shard of ``0..num_shards-1`` once: a merge of some of them would look like the whole
     dataset (its summary says ``num_shards: 1``) with questions missing."""
-    for d, i in zip(shards, infos):
-        if not isinstance(i.get("shard"), int) or not isinstance(i.get("num_shards"), int):
-            raise ScrapbookParamError(f"merge: {d} is not a shard (its summary.json has shard={i.get('shard')!r}, "
-                                      f"num_shards={i.get('num_shards')!r}; a merged folder is merged already)")
     k = infos[0]["num_shards"]
     have = sorted(i["shard"] for i in infos)
     outside = [s for s in have if not 0 <= s < k]
@@ -103,6 +149,28 @@ def _check_complete_set(shards: list[Path], infos: list[dict]) -> None:
             + "; generate the missing shard(s) (--shard i --num-shards k) and pass every shard folder")
 
 
+def _lines(d: Path, info: dict, name: str):
+    """``(unit, line)`` of a shard's file, each unit checked to be one this shard makes: a shard
+    whose summary.json names another index (edited, or copied from another shard) merges no unit twice."""
+    k = info["num_shards"]
+    with open(d / name, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+                unit = row["unit"] if "unit" in row else row["meta"]["unit"]
+            except (ValueError, KeyError, TypeError):
+                raise ScrapbookParamError(f"merge: {d / name}: line {n} is not a Scrapbook record with its unit; "
+                                          f"generate that shard again") from None
+            index = unit_index(info["params"], unit)
+            if index is None or index % k != info["shard"]:
+                raise ScrapbookParamError(
+                    f"merge: {d / name}: line {n} is unit {unit}, which "
+                    + ("is no unit of these parameters" if index is None else f"belongs to shard {index % k}")
+                    + f", but {d}/summary.json says this folder is shard {info['shard']} of {k}; "
+                    f"generate that shard again")
+            yield tuple(unit), line
+
+
 def _merge(shards: list[Path], infos: list[dict], out: Path) -> dict:
     for sub in ("images", "masks"):
         (out / sub).mkdir(parents=True, exist_ok=True)
@@ -111,19 +179,14 @@ def _merge(shards: list[Path], infos: list[dict], out: Path) -> dict:
                 shutil.copy2(f, out / sub / f.name)
     summary, written = Summary(), {}
     for name in ("scenes.jsonl", "items.jsonl"):
-        files = [open(d / name, encoding="utf-8") for d in shards]
-        try:
-            with open(out / f".{name}.part", "wb") as f:
-                written[name] = HashingWriter(f)
-                for line in heapq.merge(*files, key=_unit_key):
-                    written[name].write(line.encode("utf-8"))
-                    if name == "items.jsonl":
-                        summary.add_row(json.loads(line))
-                    else:
-                        summary.images += 1
-        finally:
-            for fh in files:
-                fh.close()
+        with open(out / f".{name}.part", "wb") as f:
+            written[name] = HashingWriter(f)
+            for _, line in heapq.merge(*(_lines(d, i, name) for d, i in zip(shards, infos)), key=lambda t: t[0]):
+                written[name].write(line.encode("utf-8"))
+                if name == "items.jsonl":
+                    summary.add_row(json.loads(line))
+                else:
+                    summary.images += 1
         (out / f".{name}.part").replace(out / name)
     failures: Counter = Counter()
     for i in infos:

@@ -119,9 +119,26 @@ def set_backgrounds(params: ScrapbookParams, res: Resources, objs: list[ObjectSp
     return random.Random(f"{params.seed}:bg:{s}").sample(files, params.n_backgrounds)
 
 
+# a unit is (set, background, arrangement, region pair): the parameters that count each
+UNIT_SIZES = ("n_sets", "n_backgrounds", "n_arrangements", "n_region_pairs")
+
+
 def units(params: ScrapbookParams) -> list[tuple[int, int, int, int]]:
     return [(s, b, a, p) for s in range(params.n_sets) for b in range(params.n_backgrounds)
             for a in range(params.n_arrangements) for p in range(params.n_region_pairs)]
+
+
+def unit_index(params: dict, unit) -> int | None:
+    """``unit``'s place in :func:`units` under ``params`` (as ``summary.json`` records them), or None
+    when it is no unit of theirs; shard ``i`` of ``k`` makes the units whose place is ``i`` modulo ``k``."""
+    sizes = [params[name] for name in UNIT_SIZES]
+    if not isinstance(unit, (list, tuple)) or len(unit) != len(sizes) or \
+            not all(type(u) is int and 0 <= u < n for u, n in zip(unit, sizes)):
+        return None
+    index = 0
+    for u, n in zip(unit, sizes):
+        index = index * n + u
+    return index
 
 
 def arrangement(objs: list[ObjectSpec], a: int) -> list[ObjectSpec]:
