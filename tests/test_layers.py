@@ -20,7 +20,7 @@ LAYERS = [
     {"tasks", "metrics", "plots", "papers", "maps"},  # tasks: what every task is; metrics: those any family may use; papers: stated numbers beside ours; maps: 2-D maps of embeddings
     {"families", "formats", "browser", "report", "annotation_widget"},  # families: one folder per paper, found by looking
     {"eval", "training", "af"},  # engines: evaluation (06, training's validation, the tests), training (05), AF (03)
-    {"stages", "export", "compare"},  # export: datasets handed to other harnesses; compare: two runs item by item (tools beside the stages)
+    {"stages", "export", "compare", "agreement"},  # export: datasets handed to other harnesses; compare: two runs item by item; agreement: scorers against people (tools beside the stages)
     {"pipeline", "preflight"},  # preflight: what a run needs is reachable, checked before it starts
 ]
 

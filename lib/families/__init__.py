@@ -49,6 +49,17 @@ def discover(path: Iterable[str] | None = None) -> dict[str, Task]:
 TASKS: dict[str, Task] = discover()
 
 
+def human_label_readers(path: Iterable[str] | None = None) -> dict[str, tuple[str, object]]:
+    """Human-label files the families can read (``HUMAN_LABELS`` in a family's ``__init__``: a
+    release's file name -> (the task its answers are of, a reader returning
+    :data:`lib.agreement.LABEL_COLUMNS` rows)), so ``python -m lib.agreement`` names no paper."""
+    found: dict[str, tuple[str, object]] = {}
+    for info in sorted(pkgutil.iter_modules(__path__ if path is None else path), key=lambda i: i.name):
+        if info.ispkg:
+            found.update(getattr(importlib.import_module(f"{__name__}.{info.name}"), "HUMAN_LABELS", {}))
+    return found
+
+
 def get_task(name: str) -> Task:
     """The task called ``name``; the error lists the known ones."""
     try:
@@ -75,4 +86,4 @@ def task_options(blocks: dict[str, dict], where: str = "tasks") -> dict[str, Tas
     return {name: TASKS[name].options(block, f"{where}.{name}") for name, block in blocks.items()}
 
 
-__all__ = ["TASKS", "discover", "get_task", "task_of", "task_options"]
+__all__ = ["TASKS", "discover", "get_task", "human_label_readers", "task_of", "task_options"]

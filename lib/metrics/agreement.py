@@ -70,6 +70,8 @@ def _interval(statistic: Callable, arrays: list[np.ndarray], clusters, n_resampl
               seed: int) -> tuple[float, float, float]:
     """(value, low, high) of ``statistic(*arrays)`` over cluster resamples, those where it is
     undefined (NaN) left out; NaN bounds when fewer than two remain."""
+    if len(arrays[0]) < 2:  # nothing to agree on (a judge none of whose ratings could be read)
+        return math.nan, math.nan, math.nan
     value = float(statistic(*arrays))
     if math.isnan(value):
         return value, math.nan, math.nan
