@@ -21,9 +21,9 @@ from pathlib import Path
 
 from PIL import Image
 
-from lib.records import host_state, record
 from lib import af
 from lib.models import load_model
+from lib.records import host_state, record
 from lib.store import CallStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -29,7 +29,7 @@ TARGETS = {"rescore_speedup": "> 1"}
 
 
 def _pairs(n: int, seed: int = 0) -> tuple[list[str], list[list[str]]]:
-    lines = [l.strip() for l in (DATA / "tiny_corpus.txt").read_text().splitlines() if l.strip()]
+    lines = [t.strip() for t in (DATA / "tiny_corpus.txt").read_text().splitlines() if t.strip()]
     rng = np.random.default_rng(seed)
     preds = [lines[i] for i in rng.integers(0, len(lines), n)]
     refs = [[lines[i] for i in rng.integers(0, len(lines), 3)] for _ in range(n)]

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from lib.records import host_state, record
 from lib.models import Request, generate, load_model
 from lib.provenance import versions
+from lib.records import host_state, record
 from lib.store import CallStore
 
 N = 64

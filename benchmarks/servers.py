@@ -16,8 +16,8 @@ from __future__ import annotations
 import statistics
 import time
 
-from lib.records import host_state, record
 from lib.models import Request, generate, load_model
+from lib.records import host_state, record
 
 N, REPS = 32, 3
 CAPACITY = 4  # requests a stub serves at once (a GPU's batch slots)

@@ -13,7 +13,15 @@ import json
 import re
 from typing import Any
 
-from lib.schema import INVALID, FREE, PARSE_CONTAINS, PARSE_EXACT, PARSE_JSON, PARSE_LETTER, Constraint
+from lib.schema import (
+    FREE,
+    INVALID,
+    PARSE_CONTAINS,
+    PARSE_EXACT,
+    PARSE_JSON,
+    PARSE_LETTER,
+    Constraint,
+)
 
 # The most of one reply a backend keeps. The longest reply any stage asks for is a few hundred
 # tokens (chain-of-thought reasoning, a judge's rationale; a token is a few characters), so a reply
@@ -39,7 +47,7 @@ def parse_choice(text: str, choices: tuple[str, ...] | list[str]) -> tuple[str |
         return None, INVALID
     if _off_choice_wrapper(text, choices):
         return None, INVALID
-    norm = lambda s: s.strip().strip(".!\"'`* ").lower()  # noqa: E731
+    norm = lambda s: s.strip().strip(".!\"'`* ").lower()
     answer = norm(text)
     for c in choices:
         if answer == norm(c):

@@ -21,7 +21,6 @@ from lib.io import NotOurFolder
 from lib.paths import RunBusy
 from lib.ranks import ranks
 
-
 # errors in what a stage was given (a busy run, a bad value where it is used, an output folder of
 # another kind, an input that is not there), said as "error: ..." and exit 2
 INPUT_ERRORS = (RunBusy, ParamsError, NotOurFolder, FileNotFoundError)

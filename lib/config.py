@@ -36,7 +36,7 @@ import typing
 from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from functools import lru_cache, wraps
+from functools import cache, wraps
 from pathlib import Path
 
 import yaml
@@ -136,7 +136,7 @@ def dataclass_from(cls, values: dict, where: str):
 _SOURCE: ContextVar[str | None] = ContextVar("params_source", default=None)  # what from_params is reading
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hints(cls) -> dict:
     """A settings class's field annotations, resolved once (every config made checks against them)."""
     return typing.get_type_hints(cls)
@@ -311,7 +311,7 @@ class Profile:
     shared: dict
     source: Path
 
-    parent: "Profile | None" = None  # ``extends:``: the profile this one adds to
+    parent: Profile | None = None  # ``extends:``: the profile this one adds to
 
     def stage_file(self, stage: str) -> Path:
         return self.source.parent / f"{stage}.{self.name}.yaml"
@@ -370,7 +370,7 @@ class Resolved:
     """A stage's config as a profile resolves it, where each value came from, and where it writes."""
 
     stage: str
-    cfg: "StageConfig"
+    cfg: StageConfig
     profile: Profile | None
     run: str
     origins: dict[str, str] = field(default_factory=dict)  # field -> the file (or "default") that set it

@@ -72,7 +72,7 @@ class RunLock:
         self.join = join
         self._key = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         key = str(self.path.resolve())
         if key in _HELD and _HELD[key][2] != os.getpid():  # a copy inherited by a fork: the parent's, not ours

@@ -28,7 +28,17 @@ from pathlib import Path
 
 from lib import artifacts as A
 from lib import preflight
-from lib.config import OFFLINE_ENV, ParamsError, Profile, Resolved, did_you_mean, load_layer, load_profile, parse_yaml, resolve
+from lib.config import (
+    OFFLINE_ENV,
+    ParamsError,
+    Profile,
+    Resolved,
+    did_you_mean,
+    load_layer,
+    load_profile,
+    parse_yaml,
+    resolve,
+)
 from lib.io import write_json
 from lib.models import check_spec
 from lib.paths import NOTEBOOKS, RunBusy, RunLock, params_root, run_dir

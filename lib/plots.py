@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator, NullFormatter
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator, NullFormatter
 
 
 def save(fig, folder: str | Path, name: str, close: bool = False) -> list[Path]:
@@ -121,7 +121,9 @@ def accuracy_bars(table: pd.DataFrame, n: dict | None = None):
     """Accuracy per system (rows) and question type (columns ``accuracy_<type>[_<target>]``), one
     bar group per column, labelled by its type and target on two lines; with ``n`` (questions per
     column), each bar's 95% Wilson interval."""
-    from scipy.stats import binomtest  # deferred on purpose: only the bars with intervals need scipy
+    from scipy.stats import (
+        binomtest,  # deferred on purpose: only the bars with intervals need scipy
+    )
 
     labels = [c.removeprefix("accuracy").strip("_").replace("_", "\n") or "all" for c in table.columns]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) + 1.5), 3.4))

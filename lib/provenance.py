@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -126,7 +126,7 @@ def provenance(stage: str, params: dict, seed: int | None = None, origin: dict |
         "profile": (origin or {}).get("profile"),
         "run": (origin or {}).get("run"),
         "params_from": redact((origin or {}).get("fields", {})),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "git": git_state(),
         "params": redact(params),
         "seed": seed,

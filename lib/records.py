@@ -153,7 +153,7 @@ def host_state() -> dict:
 def stamp(name: str) -> dict:
     """When, on which commit and by which command a record is written."""
     command = COMMANDS.get(name, "make bench")
-    return {"benchmark": name, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    return {"benchmark": name, "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "commit": git_state(), "command": command}
 
 

@@ -18,18 +18,18 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
 from lib import artifacts as A
 from lib import browser
+from lib.families import TASKS
 from lib.htmlsafe import csp_meta, href, text
 from lib.io import atomic_file
 from lib.metrics.stats import CHANGES
 from lib.paths import run_dir
-from lib.families import TASKS
 
 TITLES = {
     A.SETUP: "Setup: models and probes",
@@ -305,7 +305,7 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
             stale.append(stage)
         body = _withheld(why) if why else _stage_body(root, stage, folder, shown)
         sections.append(f"<h2 id='stage-{stage}'>{stage} · {text(title)}</h2>{_provenance(folder)}{body}")
-    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    created = datetime.now(UTC).isoformat(timespec="seconds")
     compared = _comparison(root)
     summary = (f"<p>Run <b>{text(run)}</b>, report built {created}. Sections without outputs: "
                f"{', '.join(absent) or 'none'}.</p>")

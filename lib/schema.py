@@ -96,7 +96,7 @@ class Item:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Item":
+    def from_dict(cls, d: dict) -> Item:
         """An item from its record, checked."""
         return _record(cls, d)
 
@@ -134,7 +134,7 @@ class Prediction:
         return {name: getattr(self, name) for name in _field_names(type(self))}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Prediction":
+    def from_dict(cls, d: dict) -> Prediction:
         """The record of a ``predictions.jsonl`` line; one written before ``dataset`` was a field
         (it sat in ``meta``) is read with it moved there."""
         if "dataset" not in d and isinstance(d.get("meta"), dict) and "dataset" in d["meta"]:
@@ -163,7 +163,7 @@ class Judgement:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Judgement":
+    def from_dict(cls, d: dict) -> Judgement:
         return _record(cls, d)
 
 
@@ -229,7 +229,7 @@ class Request:
     constraint: Constraint | None = None
 
     @classmethod
-    def simple(cls, text: str, images: list | tuple = (), system: str | None = None, **kw) -> "Request":
+    def simple(cls, text: str, images: list | tuple = (), system: str | None = None, **kw) -> Request:
         """A one-turn user message: the images first, then the text."""
         content = [{"type": "image", "image": im} for im in images] + [{"type": "text", "text": text}]
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": content}]
@@ -283,7 +283,7 @@ class Response:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict, cached: bool = False) -> "Response":
+    def from_dict(cls, d: dict, cached: bool = False) -> Response:
         return cls(**d, cached=cached)
 
 

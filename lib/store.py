@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lib.answers import parse_response
-from lib.schema import ERROR, Constraint, Request, Response, is_constrained
 from lib.paths import cache_dir
+from lib.schema import ERROR, Constraint, Request, Response, is_constrained
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -254,7 +254,7 @@ class CallStore:
         return found, []
 
     @classmethod
-    def default(cls) -> "CallStore":
+    def default(cls) -> CallStore:
         """The project-wide store at ``outputs/cache/calls.sqlite``."""
         return cls(cache_dir() / "calls.sqlite")
 

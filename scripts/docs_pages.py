@@ -28,7 +28,7 @@ import sys
 import textwrap
 import tokenize
 import typing
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -72,7 +72,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 # --- stage configs ----------------------------------------------------------------------------------
 
-@lru_cache(maxsize=None)
+@cache
 def stage_configs() -> dict:
     """Stage name -> config class, as the pipeline holds them."""
     from lib.pipeline import STAGE_CONFIGS
@@ -139,7 +139,7 @@ def config_fields(cls) -> list[dict]:
     return rows
 
 
-@lru_cache(maxsize=None)
+@cache
 def profile_keys() -> dict[str, dict[str, set[str]]]:
     """Stage -> field -> the shipped profiles whose params set it (in the stage's file or the common one)."""
     from lib.config import PROFILE_KEYS, load_layer
@@ -230,7 +230,7 @@ def benchmark_names() -> list[str]:
     return sorted(_modules())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _module_source(module: str) -> str:
     return _modules()[module].read_text()
 

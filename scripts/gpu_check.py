@@ -43,15 +43,14 @@ import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import yaml
 
 from lib.config import load_profile
-from lib.families import scrapbook
-from lib.families import task_of
+from lib.families import scrapbook, task_of
 from lib.io import load_items, read_jsonl, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
 from lib.paths import PARAMS, ROOT
@@ -455,7 +454,7 @@ def environment() -> dict:
                     "bf16_supported": bool(props) and torch.cuda.is_bf16_supported()},
             "versions": {**versions(), "torch": torch.__version__, "cuda": torch.version.cuda,
                          "cudnn": torch.backends.cudnn.version(), "vllm": _version("vllm")},
-            "commit": git_state(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            "commit": git_state(), "date": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
 def _version(name: str) -> str | None:
@@ -476,7 +475,7 @@ def run_check(p: dict, budget: Budget) -> dict:
     finally:
         ctx.release()
         shutil.rmtree(ctx.work, ignore_errors=True)
-    key = lambda r: f"{r['step']}/{r['model']}"  # noqa: E731
+    key = lambda r: f"{r['step']}/{r['model']}"
     summary = {"ran": [key(r) for r in rows if r["status"] == "ok"],
                "skipped": {key(r): r["reason"] for r in rows if r["status"] == "skipped"},
                "failed": {key(r): r["error"] for r in rows if r["status"] == "error"}}

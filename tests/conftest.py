@@ -22,7 +22,7 @@ if worker := os.environ.get("PYTEST_XDIST_WORKER"):  # its own folder, not the o
 os.environ.setdefault("VQALAB_OUTPUTS", tempfile.mkdtemp(prefix="vqalab-test-outputs-"))
 os.environ["VQALAB_PROFILE"] = "smoke"  # the notebooks under nbval resolve the smoke profile (params/*.smoke.yaml)
 
-from .support.data import SHARED_DATA, check_needed_data  # noqa: E402  (after the environment above)
+from .support.data import check_needed_data  # noqa: E402  (after the environment above)
 
 
 @pytest.hookimpl(tryfirst=True)  # before the test's fixtures are built from data that is not there

@@ -18,7 +18,7 @@ from lib.models.baseline import _RuleModel
 from lib.schema import JSON_SCHEMA, Response
 from lib.store import CallStore
 
-from .conftest import SHARED_DATA
+from .support.data import SHARED_DATA
 from .support.openai_server import OpenAIStub
 
 MEMEQA = SHARED_DATA / "memeqa"
@@ -259,7 +259,7 @@ def test_none_plus_is_derived_from_none_minus_exactly_as_the_release_derives_it(
     minus = {r["id"]: r for r in json.loads((MEMEQA / "none-minus" / "train.json").read_text())}
     plus = [r for r in json.loads((MEMEQA / "none-plus" / "train.json").read_text()) if r["id"] in minus]
     flags = lambda r: [i == r["answer_key"] for i in range(len(r["options"]))] if r["general_type"] == "single" \
-        else [bool(x) for x in r["answer_key"]]  # noqa: E731
+        else [bool(x) for x in r["answer_key"]]
     matched = 0
     for r in plus:
         m = minus[r["id"]]
@@ -303,8 +303,9 @@ def test_the_answer_is_never_left_the_uniquely_shortest_or_longest():
 
 
 def test_rule_types_mix_the_true_target_with_the_opposite_and_never_offer_a_synonym():
-    from lib.af import rules
     import numpy as np
+
+    from lib.af import rules
 
     pool = rules.Pool(targets=["cats", "dogs", "astronauts", "Mondays", "tax forms"])
     sk = {"type": "tar_act_id", "correct": ["The meme mocks cats"], "meta": {"targets": [{"target": "cats", "action": "mocks"}]}}
@@ -319,8 +320,9 @@ def test_rule_types_mix_the_true_target_with_the_opposite_and_never_offer_a_syno
 
 @pytest.mark.needs_data("memeqa")
 def test_rule_types_from_memeqa_json_get_distractors():
-    from lib.af import rules
     import numpy as np
+
+    from lib.af import rules
 
     sks, _ = af.from_memeqa(MEMEQA / "none-minus" / "dev.json", "images")
     pool = rules.Pool.from_skeletons(sks)
@@ -410,7 +412,7 @@ def test_af_end_to_end_on_the_released_questions_writes_all_11_types_in_both_for
     assert minus.keys() == plus.keys() and {i.split("/")[0] for i in minus} == set(af.TYPES)
     nota = "None of the above"
     flags = lambda r: [i == r["answer_key"] for i in range(len(r["options"]))] if r["general_type"] == "single" \
-        else [bool(x) for x in r["answer_key"]]  # noqa: E731
+        else [bool(x) for x in r["answer_key"]]
     for qid, m in minus.items():
         kind, p = qid.split("/")[0], plus[qid]
         assert m["general_type"] == ("multi" if kind in af.skeletons.MULTI_TYPES else "single"), qid
@@ -552,7 +554,7 @@ def test_the_stage_steps_called_one_by_one_write_what_run_writes(tmp_path, image
     summary = stage.finish(cfg, a, skeletons, skipped, iterations, items, folders, audits)
     ran = stage.run(cfg, b, store=store, progress=False)
     assert json.dumps(summary, sort_keys=True).replace(str(a), str(b)) == json.dumps(ran, sort_keys=True)
-    untimed = lambda folder: pd.read_csv(folder / "iterations.csv").drop(columns="seconds")  # noqa: E731
+    untimed = lambda folder: pd.read_csv(folder / "iterations.csv").drop(columns="seconds")
     assert untimed(a).equals(untimed(b))
     for name in ("shortcuts.csv", "memeqa/none-minus.json", "memeqa/none-plus.json",
                  "datasets/adversarial/items.jsonl", "datasets/adversarial_none_plus/items.jsonl"):

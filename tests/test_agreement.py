@@ -11,7 +11,7 @@ import pytest
 from lib import agreement as G
 from lib.io import kind_of
 
-from .conftest import SHARED_DATA
+from .support.data import SHARED_DATA
 
 # two images, three answers each: the right ones repeat the reference, the wrong ones do not
 ROWS = [{"answer_id": f"{img}:{k}", "cluster": img, "question": "Why is this image funny?",

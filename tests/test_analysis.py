@@ -6,7 +6,6 @@ import pandas as pd
 import pytest
 
 from lib import plots
-
 from lib.families.yesbut.paper import human_eval
 from lib.families.yesbut.release import read_yesbut_annotations
 from lib.families.yesbut.task import Understanding
@@ -15,7 +14,7 @@ from lib.report import build_report
 from lib.stages import analyze, annotate, collect
 from lib.tasks import Results
 
-from .conftest import SHARED_DATA
+from .support.data import SHARED_DATA
 
 YESBUT = SHARED_DATA / "yesbut"
 needs_yesbut = pytest.mark.needs_data("yesbut")

@@ -121,7 +121,7 @@ def test_local_stylizer_draws_black_on_white():
 
 def test_label_studio_import_accepts_only_what_the_export_writes(tmp_path):
     store = A.AnnotationStore(tmp_path / "a.jsonl")
-    choice = lambda field, c: {"from_name": field, "to_name": "image", "type": "choices", "value": {"choices": [c]}}  # noqa: E731
+    choice = lambda field, c: {"from_name": field, "to_name": "image", "type": "choices", "value": {"choices": [c]}}
     good = {"id": 1, "data": {"image": "x.png", "item": "img-1"},
             "annotations": [{"completed_by": {"email": "ana"}, "result": [choice("connected", "Yes")]}]}
     maybe = {"id": 2, "data": {"image": "y.png", "item": "img-2"},

@@ -11,7 +11,7 @@ from lib.families.yesbut.paper import figure3_counts
 from lib.families.yesbut.release import read_yesbut_annotations
 from lib.stages import collect
 
-from .conftest import SHARED_DATA
+from .support.data import SHARED_DATA
 
 YESBUT = SHARED_DATA / "yesbut"
 

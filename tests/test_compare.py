@@ -21,8 +21,8 @@ from lib import compare as C
 from lib.eval import compare as X
 from lib.eval import foreign as F
 from lib.export import main as export
-from lib.io import read_jsonl
 from lib.families.vqa.task import OpenVQA
+from lib.io import read_jsonl
 from lib.schema import FREE
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets

@@ -11,7 +11,8 @@ from lib.eval import ask as ask_module
 from lib.eval import rescore as rescore_module
 from lib.eval.items import load_eval_items, sample_indices
 from lib.families import get_task, task_of
-from lib.families.scrapbook import ScrapbookParams, generate as scrapbook
+from lib.families.scrapbook import ScrapbookParams
+from lib.families.scrapbook import generate as scrapbook
 from lib.io import dataset_info, load_items, read_jsonl, save_dataset
 from lib.models import load_model
 from lib.schema import Item, Prediction

@@ -8,16 +8,17 @@ import pytest
 import yaml
 from PIL import Image
 
-from lib.stages import evaluate as E
-from tests.support.stage06 import rescored
 from lib.config import resolve
 from lib.export import export_lmms_eval, main
 from lib.families import get_task
-from lib.families.scrapbook import ScrapbookParams, generate as scrapbook
+from lib.families.scrapbook import ScrapbookParams
+from lib.families.scrapbook import generate as scrapbook
 from lib.io import load_items
 from lib.schema import Prediction
+from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
 from lib.tasks import Scoring
+from tests.support.stage06 import rescored
 
 SCORING = Scoring(n_resamples=50, tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}})
 
@@ -46,7 +47,7 @@ def _function_tags(task_dir, path):
     """A task YAML read as lmms-eval reads it: ``!function utils.name`` resolved in utils.py."""
     hooks = _hooks(task_dir)
     loader = type("L", (yaml.SafeLoader,), {})
-    loader.add_constructor("!function", lambda l, node: getattr(hooks, l.construct_scalar(node).split(".", 1)[1]))
+    loader.add_constructor("!function", lambda ld, node: getattr(hooks, ld.construct_scalar(node).split(".", 1)[1]))
     return yaml.load(path.read_text(), Loader=loader)
 
 
@@ -80,7 +81,7 @@ def test_exported_task_asks_vqalab_prompts_and_scores_as_stage_06(datasets, tmp_
     folder = datasets[name]
     info = export_lmms_eval(folder, tmp_path / name, scoring=SCORING)
     task_dir = tmp_path / name
-    hooks = _hooks(task_dir)
+    _hooks(task_dir)  # the exported hooks import
     items = load_items(folder)
     by_task = {}
     for it in items:

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from scripts import gpu_check as G
 from lib.paths import ROOT
+from scripts import gpu_check as G
 
 STEP_NAMES = ["load", "generate", "loglik", "load", "generate", "loglik", "lora", "eval_2proc", "vllm"]
 

@@ -13,7 +13,7 @@ from lib.families.memeqa import importer as memeqa
 from lib.formats.__main__ import main
 from lib.schema import Item
 
-from .conftest import SHARED_DATA
+from .support.data import SHARED_DATA
 
 
 def _bad_images(folder):

@@ -2,9 +2,8 @@
 
 import ast
 import sys
-from pathlib import Path
-
 from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
 
 from lib.paths import ROOT
 

@@ -10,7 +10,6 @@ import pytest
 from PIL import Image
 
 from lib import config
-
 from lib.families.memeqa.task import MultipleChoice
 from lib.paths import ROOT, outputs_root
 from lib.stages import collect
@@ -19,7 +18,7 @@ from lib.stages import train as T
 from lib.store import CallStore
 from lib.tasks import Results
 
-from .conftest import SHARED_DATA
+from .support.data import SHARED_DATA
 from .support.openai_server import OpenAIStub
 
 MEMEQA = SHARED_DATA / "memeqa"

@@ -15,7 +15,7 @@ from lib.paths import stage_dir
 from lib.report import build_report
 from lib.stages import analyze, collect
 
-from .conftest import SHARED_DATA
+from .support.data import SHARED_DATA
 
 YESBUT, MEMEQA = SHARED_DATA / "yesbut", SHARED_DATA / "memeqa"
 needs_yesbut = pytest.mark.needs_data("yesbut/Human_Eval_Results.csv")

@@ -13,9 +13,9 @@ import pytest
 
 from benchmarks import publish
 from lib import records
-from scripts import docs_pages as pages
 from lib.families.scrapbook import paper as sb
 from lib.papers import papers, stated_label
+from scripts import docs_pages as pages
 
 COMMITTED = sorted(records.RECORDS.glob("*.json"))
 

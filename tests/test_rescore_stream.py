@@ -21,7 +21,8 @@ import pytest
 from lib import families
 from lib import tasks as T
 from lib.eval import rescore as rescore_module
-from lib.families.scrapbook import ScrapbookParams, generate as scrapbook
+from lib.families.scrapbook import ScrapbookParams
+from lib.families.scrapbook import generate as scrapbook
 from lib.io import load_items, read_jsonl
 from lib.schema import Prediction
 from lib.stages import evaluate as E

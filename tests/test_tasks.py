@@ -13,7 +13,7 @@ from lib.families.yesbut.datasets import yesbut_datasets
 from lib.schema import Item
 from lib.stages.setup import demo_datasets
 
-from .conftest import SHARED_DATA
+from .support.data import SHARED_DATA
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "prompts.json"
 MEMEQA = SHARED_DATA / "memeqa"

@@ -10,7 +10,6 @@ import pytest
 from PIL import Image
 
 from lib import families
-
 from lib.io import dataset_info, read_jsonl, save_dataset
 from lib.models import load_model
 from lib.paths import ROOT

@@ -277,7 +277,7 @@ def test_the_same_step_budget_gives_the_same_model_whatever_the_machine_speed(da
     on how busy the machine is)."""
     a = train(_cfg(dataset), tmp_path / "a", progress=False)
     b = train(_cfg(dataset), tmp_path / "b", progress=False)
-    curve = lambda p: [(r["step"], r["loss"], r.get("val_accuracy")) for r in map(json.loads, (p / "curve.jsonl").read_text().splitlines())]  # noqa: E731
+    curve = lambda p: [(r["step"], r["loss"], r.get("val_accuracy")) for r in map(json.loads, (p / "curve.jsonl").read_text().splitlines())]
     assert a["steps"] == b["steps"] == 6 and curve(tmp_path / "a") == curve(tmp_path / "b")
 
 
@@ -413,7 +413,7 @@ def test_the_image_cache_trains_the_same_model_without_decoding_images_again(dat
     cached = train(_cfg(dataset, max_steps=4, eval_every=100, checkpoint_every=100), tmp_path / "c", progress=False)
     plain = train(_cfg(dataset, max_steps=4, eval_every=100, checkpoint_every=100, image_cache_mb=0), tmp_path / "p",
                   progress=False)
-    loss = lambda d: [json.loads(line)["loss"] for line in open(tmp_path / d / "curve.jsonl")]  # noqa: E731
+    loss = lambda d: [json.loads(line)["loss"] for line in open(tmp_path / d / "curve.jsonl")]
     assert loss("c") == loss("p")  # the same pixels, the same batches: the same training
     info = cached["image_cache"]
     assert 0 < info["misses"] <= len({e.image for e in load_examples(_cfg(dataset))[0]["train"]})  # each image decoded once

@@ -37,10 +37,10 @@ from lib import config
 from lib.af import rules
 from lib.af.guards import GUARDS, pick_without_tell, screen
 from lib.af.skeletons import LLM_TYPES, Skeleton, prompts
-from lib.io import write_json
-from lib.models import Constraint, Request, check_spec, generate
 from lib.families import task_of
 from lib.families.memeqa.task import MultipleChoice
+from lib.io import write_json
+from lib.models import Constraint, Request, check_spec, generate
 from lib.schema import Item
 from lib.tasks import wants_question_first
 

@@ -26,7 +26,7 @@ def blank_neighbours(blanked: str) -> tuple[str, str]:
     """The words right before and after the blank ("by ____ them" -> ("by", "them"))."""
     before, _, after = blanked.partition("____")
     b, a = before.split(), after.split()
-    strip = lambda w: w.strip(".,;:!?\"'").lower()  # noqa: E731
+    strip = lambda w: w.strip(".,;:!?\"'").lower()
     return (strip(b[-1]) if b else ""), (strip(a[0]) if a else "")
 
 
@@ -54,11 +54,11 @@ def screen(candidates: list, correct: list[str], forbidden: list[str], threshold
     ("foo", "lorem ipsum", "option 2") are no options; a completion filler that repeats the word
     next to the blank (``blanked``) reads wrongly and gives itself away."""
     why = dict.fromkeys(GUARDS, 0)
-    words = lambda t: len(t.split())  # noqa: E731
+    words = lambda t: len(t.split())
     shortest = min_length_ratio * (sum(map(words, correct)) / len(correct)) if correct else 0
     before, after = blank_neighbours(blanked) if blanked else ("", "")
     kept: list[str] = []
-    norm = lambda s: " ".join(s.lower().split()).strip(" .")  # noqa: E731
+    norm = lambda s: " ".join(s.lower().split()).strip(" .")
     correct_n, forbidden_n = {norm(c) for c in correct}, {norm(f) for f in forbidden}
     for c in candidates:
         if not isinstance(c, str) or not c.strip() or _NOT_TEXT.search(c) or not _WORD.search(c):

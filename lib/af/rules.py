@@ -33,7 +33,7 @@ class Pool:
     targets: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_skeletons(cls, skeletons: list[Skeleton]) -> "Pool":
+    def from_skeletons(cls, skeletons: list[Skeleton]) -> Pool:
         names = []
         for s in skeletons:
             for t in s.meta.get("targets", []) or []:

@@ -16,14 +16,15 @@ from lib.eval.items import item_key
 from lib.eval.manifest import answer_digest, manifest
 from lib.eval.score import read_answer
 from lib.eval.settings import EvalConfig
-from lib.io import read_jsonl, share_strings, write_json, write_jsonl
+from lib.families import task_of
 from lib.families.lave.judge import judge as lave_judge
+from lib.io import read_jsonl, share_strings, write_json, write_jsonl
 from lib.models import generate, load_model
 from lib.ranks import Ranks, ranks
 from lib.schema import Item, Judgement, Prediction
 from lib.store import CallStore, call_key
-from lib.families import task_of
 from lib.tasks import STYLES, wants_question_first
+
 
 def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: EvalConfig, store=None,
             progress: bool = True, dataset: str = "", part: str = "") -> list[Prediction]:

@@ -157,7 +157,7 @@ def prompt_difference(a: dict, b: dict) -> list[str]:
     elif a["style texts"] != b["style texts"]:
         named.append("template")
     if a["texts"] != b["texts"]:
-        lines = lambda r: sorted(line for t in r["texts"] for line in t.splitlines())  # noqa: E731
+        lines = lambda r: sorted(line for t in r["texts"] for line in t.splitlines())
         named.append("option order" if a["texts"] != b["texts"] and lines(a) == lines(b) else "template")
     if a["images"] != b["images"] or a["layout"] != b["layout"]:
         named.append("image order" if sorted(a["images"]) == sorted(b["images"]) else "images")
@@ -195,7 +195,7 @@ def first_cause(a: dict, b: dict, ra: dict | None, rb: dict | None, ja: dict | N
         return "model"
     if _reading(a) != _reading(b):
         return "reading"
-    judge = lambda j: None if j is None else (j.get("rating"), j.get("valid"), j.get("score"))  # noqa: E731
+    judge = lambda j: None if j is None else (j.get("rating"), j.get("valid"), j.get("score"))
     if outcome(a, ja) != outcome(b, jb) or a.get("correct") != b.get("correct") or judge(ja) != judge(jb):
         return "scoring"
     return None

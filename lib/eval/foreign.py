@@ -40,11 +40,29 @@ import sys
 from pathlib import Path
 
 from lib import artifacts as A
-from lib.eval.foreign_schema import (EXPORT, RESULTS, ROW_KEY, ForeignError, check_tasks, clean, printable, read_json,
-                                     read_samples, regular_file)
+from lib.eval.foreign_schema import (
+    EXPORT,
+    RESULTS,
+    ROW_KEY,
+    ForeignError,
+    check_tasks,
+    clean,
+    printable,
+    read_json,
+    read_samples,
+    regular_file,
+)
 from lib.eval.rescore import rescore_folder
 from lib.eval.settings import EvalConfig
-from lib.io import aside_folder, file_sha256, item_index, read_jsonl, swap_in, write_json, write_jsonl
+from lib.io import (
+    aside_folder,
+    file_sha256,
+    item_index,
+    read_jsonl,
+    swap_in,
+    write_json,
+    write_jsonl,
+)
 from lib.io.folders import NotOurFolder, check_ours, mark
 from lib.provenance import write_provenance
 from lib.schema import Prediction

@@ -20,11 +20,28 @@ import numpy as np
 
 from lib import artifacts as A
 from lib.eval.manifest import Unverified, answer_digest, check_manifest
-from lib.eval.score import group_tables, groups, judged, judgements_by_answer, read_judgements, reread, tables
+from lib.eval.score import (
+    group_tables,
+    groups,
+    judged,
+    judgements_by_answer,
+    read_judgements,
+    reread,
+    tables,
+)
 from lib.eval.settings import EvalConfig
-from lib.io import IdLookup, ItemsAt, ItemsChanged, jsonl_line, read_jsonl, write_csv, write_jsonl, write_lines_hashed
-from lib.schema import Item, Prediction
 from lib.families import get_task
+from lib.io import (
+    IdLookup,
+    ItemsAt,
+    ItemsChanged,
+    jsonl_line,
+    read_jsonl,
+    write_csv,
+    write_jsonl,
+    write_lines_hashed,
+)
+from lib.schema import Item, Prediction
 
 # predictions read, located and re-read at a time: a rescore holds one chunk, not its file. Small:
 # a chunk's objects (predictions, their items) are what the allocator's memory grows to, and what

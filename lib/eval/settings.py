@@ -10,9 +10,10 @@ from typing import ClassVar
 
 from lib import artifacts as A
 from lib import config
-from lib.models import check_spec
 from lib.families import TASKS, task_options
+from lib.models import check_spec
 from lib.tasks import PROMPT_STYLES, Scoring
+
 
 @dataclass
 class EvalConfig(config.StageConfig):

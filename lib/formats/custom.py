@@ -21,11 +21,19 @@ from pathlib import Path
 from PIL import Image
 from tqdm.auto import tqdm
 
-from lib.formats.tsv import _LETTERS, _UNSAFE
-from lib.io import (DatasetCheck, DatasetError, ImageError, aside_folder, check_dataset, dataset_info, load_image,
-                    save_dataset)
 from lib.families.memeqa.task import MultipleChoice
 from lib.families.vqa.task import OpenVQA
+from lib.formats.tsv import _LETTERS, _UNSAFE
+from lib.io import (
+    DatasetCheck,
+    DatasetError,
+    ImageError,
+    aside_folder,
+    check_dataset,
+    dataset_info,
+    load_image,
+    save_dataset,
+)
 from lib.schema import Item
 
 

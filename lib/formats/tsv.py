@@ -13,10 +13,9 @@ from pathlib import Path
 
 from PIL import Image
 
+from lib.families.memeqa.task import MultipleChoice
 from lib.io import LoadReport, load_image
 from lib.schema import Item
-from lib.families.memeqa.task import MultipleChoice
-
 
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

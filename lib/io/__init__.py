@@ -18,20 +18,74 @@ Foreign formats (MemeQA JSON, base64 TSV) and the CSV / Hugging Face imports are
 """
 
 from lib.io.annotations import AnnotationStore
-from lib.io.check import (ITEM_FIELDS, ITEM_REQUIRED, MAX_PROBLEMS, DatasetCheck, DatasetError, DatasetProblem,
-                          check_dataset, item_problems)
-from lib.io.datasets import (ItemsAt, ItemsChanged, dataset_info, images_roots, load_dataset_info, load_items,
-                             outside_images, read_items_at, save_dataset, scan_items, to_hf_dataset)
+from lib.io.check import (
+                          ITEM_FIELDS,
+                          ITEM_REQUIRED,
+                          MAX_PROBLEMS,
+                          DatasetCheck,
+                          DatasetError,
+                          DatasetProblem,
+                          check_dataset,
+                          item_problems,
+)
+from lib.io.datasets import (
+                          ItemsAt,
+                          ItemsChanged,
+                          dataset_info,
+                          images_roots,
+                          load_dataset_info,
+                          load_items,
+                          outside_images,
+                          read_items_at,
+                          save_dataset,
+                          scan_items,
+                          to_hf_dataset,
+)
 from lib.io.digests import file_sha256
 from lib.io.folders import MARKER, NotOurFolder, check_ours, kind_of, mark
-from lib.io.images import (IMAGE_SUFFIXES, MAX_IMAGE_PIXELS, SAMPLE_IMAGES, ByteLRU, ImageCache, ImageError, LoadReport,
-                           load_image, load_images, scan_images, write_sample_images)
+from lib.io.images import (
+                          IMAGE_SUFFIXES,
+                          MAX_IMAGE_PIXELS,
+                          SAMPLE_IMAGES,
+                          ByteLRU,
+                          ImageCache,
+                          ImageError,
+                          LoadReport,
+                          load_image,
+                          load_images,
+                          scan_images,
+                          write_sample_images,
+)
 from lib.io.index import IdLookup, item_index, save_item_index
-from lib.io.jsonl import (HashingWriter, JSONLError, append_jsonl, atomic_file, jsonl_line, read_jsonl, write_csv,
-                          write_json, write_jsonl, write_jsonl_hashed, write_lines_hashed)
-from lib.io.manifest import (MANIFEST_KEYS, IncompleteDataset, check_complete, dataset_manifest, manifest_fields,
-                             verify_dataset)
-from lib.io.memory import CHUNK_LINES, SHARED_STRING_CHARS, decode_lines, paused_gc, release_memory, share_strings
+from lib.io.jsonl import (
+                          HashingWriter,
+                          JSONLError,
+                          append_jsonl,
+                          atomic_file,
+                          jsonl_line,
+                          read_jsonl,
+                          write_csv,
+                          write_json,
+                          write_jsonl,
+                          write_jsonl_hashed,
+                          write_lines_hashed,
+)
+from lib.io.manifest import (
+                          MANIFEST_KEYS,
+                          IncompleteDataset,
+                          check_complete,
+                          dataset_manifest,
+                          manifest_fields,
+                          verify_dataset,
+)
+from lib.io.memory import (
+                          CHUNK_LINES,
+                          SHARED_STRING_CHARS,
+                          decode_lines,
+                          paused_gc,
+                          release_memory,
+                          share_strings,
+)
 from lib.io.swap import aside_folder, swap_in
 
 __all__ = [

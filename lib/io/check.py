@@ -18,7 +18,6 @@ from lib.io.images import ImageError, load_image
 from lib.io.manifest import _rerun
 from lib.schema import Item
 
-
 MAX_PROBLEMS = 50  # problems a check lists; the rest are counted: the first ones are those fixed first
 
 

@@ -15,7 +15,7 @@ import itertools
 import json
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from lib.io.jsonl import _malformed, write_json, write_jsonl_hashed
@@ -26,7 +26,7 @@ from lib.schema import Item
 
 def dataset_info(name: str, version: str = "1", license: str = "unspecified", provenance: dict | None = None,
                  **extra) -> dict:
-    return {"name": name, "version": version, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    return {"name": name, "version": version, "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "license": license, "provenance": provenance or {}, **extra}
 
 

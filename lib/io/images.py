@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-
 MAX_IMAGE_PIXELS = 89_478_485  # Pillow's own bomb threshold; raised as an error here
 
 

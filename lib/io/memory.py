@@ -33,7 +33,6 @@ import json
 import sys
 from contextlib import contextmanager
 
-
 CHUNK_LINES = 2048  # lines decoded by one json.loads (see decode_lines)
 SHARED_STRING_CHARS = 64  # labels, paths and answers up to this length are shared between records
 

@@ -7,7 +7,7 @@ labels), so they count as wrong for accuracy and as a miss for F1 - never droppe
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 

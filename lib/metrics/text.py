@@ -19,8 +19,8 @@ apostrophes; then the mean over the leave-one-out subsets of min(#matches / 3, 1
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 from lib.metrics.wordnet import ensure_wordnet
 from lib.models.tiny import minilm_path

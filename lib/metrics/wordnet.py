@@ -10,7 +10,6 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-
 WORDNET_SYSTEM = Path("/usr/share/wordnet")  # Debian's wordnet-base (WordNet 3.0)
 _LEXNAMES_MAN = Path("/usr/share/man/man5/lexnames.5WN.gz")
 _CATEGORY = {"adj": 3, "adv": 4, "noun": 1, "verb": 2}

@@ -79,7 +79,13 @@ from pathlib import Path
 from lib.answers import cap_reply, not_text
 from lib.config import ParamsError, short
 from lib.models.base import Model, backend
-from lib.models.openai_format import chat_request, completion_parts, grammar_failure, last_text, read_reply
+from lib.models.openai_format import (
+    chat_request,
+    completion_parts,
+    grammar_failure,
+    last_text,
+    read_reply,
+)
 from lib.paths import cache_dir
 from lib.schema import ERROR, FREE, INVALID, Request, Response, fingerprint
 

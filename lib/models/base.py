@@ -16,12 +16,12 @@ from lib.schema import Request, Response, fingerprint
 
 # keys every spec may hold, whatever its backend: the tasks read question_first
 COMMON_SPEC_KEYS = frozenset({"backend", "name", "label", "question_first"})
-BACKENDS: dict[str, type["Model"]] = {}  # name -> class, filled by @backend as each module is imported
+BACKENDS: dict[str, type[Model]] = {}  # name -> class, filled by @backend as each module is imported
 
 
 def backend(name: str):
     """Register a :class:`Model` subclass as the backend ``name`` of model specs."""
-    def register(cls: type["Model"]) -> type["Model"]:
+    def register(cls: type[Model]) -> type[Model]:
         if name in BACKENDS and BACKENDS[name] is not cls:
             raise ValueError(f"backend {name!r} is registered twice ({BACKENDS[name].__name__}, {cls.__name__})")
         BACKENDS[name] = cls
@@ -61,7 +61,7 @@ class Model:
     def name(self) -> str:
         return str(self.spec.get("label") or self.spec.get("name") or self.spec.get("backend"))
 
-    def load(self) -> "Model":
+    def load(self) -> Model:
         if not self._loaded:
             self._load()
             self._loaded = True

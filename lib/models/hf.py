@@ -38,8 +38,16 @@ from lib.io import ImageCache, ImageError
 from lib.models.base import Model, backend
 from lib.models.hf_images import ImageTensors, rgb, with_format
 from lib.models.hf_processors import chat_prompt, is_encoder_decoder, load_processor
-from lib.models.hf_tokens import (PREFIX_CACHE_ENTRIES, PREFIX_MIN_TOKENS, PREFIX_SLACK_TOKENS, ChoiceTrie,
-                                  best_choices, cache_arg, choice_tensors, common_prefix)
+from lib.models.hf_tokens import (
+    PREFIX_CACHE_ENTRIES,
+    PREFIX_MIN_TOKENS,
+    PREFIX_SLACK_TOKENS,
+    ChoiceTrie,
+    best_choices,
+    cache_arg,
+    choice_tensors,
+    common_prefix,
+)
 from lib.schema import CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Request, Response
 
 _NESTED_IMAGES = {"idefics2", "idefics3", "smolvlm", "mllama"}  # processors wanting one list per sample
@@ -83,7 +91,7 @@ class HFModel(Model):
         self._json_generators: dict = {}  # JSON schema -> its outlines generator, most recent last
 
     @classmethod
-    def from_loaded(cls, model, processor, spec: dict | None = None) -> "HFModel":
+    def from_loaded(cls, model, processor, spec: dict | None = None) -> HFModel:
         """Wrap a model already in memory (e.g. one being trained) behind the common interface.
         Its fingerprint is the spec's: do not use a call store while its weights change."""
         from transformers import ProcessorMixin
@@ -119,9 +127,14 @@ class HFModel(Model):
     def _load(self) -> None:
         import torch
         from transformers import (
-            AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer,
+            AutoConfig,
+            AutoModelForCausalLM,
+            AutoModelForImageTextToText,
+            AutoTokenizer,
         )
-        from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+        )
 
         path = self.resolve_path()
         adapter = Path(path) / "adapter_config.json"

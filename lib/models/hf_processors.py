@@ -4,7 +4,8 @@ whether a language model is an encoder-decoder."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
+
 
 def is_encoder_decoder(model) -> bool:
     """Is ``model``'s language model an encoder-decoder (T5, BART), itself or inside a VLM?"""
@@ -50,7 +51,7 @@ def load_processor(path: str, model_type: str, kw: dict):
                        f"AutoProcessor gave {type(processor).__name__}: {error}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def image_only_processor_class(name: str):
     """transformers' processor ``name`` (Qwen2VLProcessor, Qwen2_5_VLProcessor) without its video
     slot: the stock one needs torchvision, which cannot import beside the CPU torch pinned here

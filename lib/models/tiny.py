@@ -97,7 +97,12 @@ def _text_config(tok, seed_hidden: int = 128):
 
 
 def _build_llava(tok, image_size: int = IMAGE_SIZE, patch: int = PATCH):
-    from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+    from transformers import (
+        CLIPVisionConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
     vision = CLIPVisionConfig(
@@ -224,7 +229,9 @@ def _blip_family(tok, lm: str, instruct: bool):
 def _build_llava_next(tok):
     """LLaVA-NeXT (1.6): anyres tiling on a 1x1 / 1x2 / 2x1 grid of 56-px tiles (+ the base image)."""
     from transformers import LlavaNextConfig, LlavaNextForConditionalGeneration, LlavaNextProcessor
-    from transformers.models.llava_next.image_processing_pil_llava_next import LlavaNextImageProcessorPil
+    from transformers.models.llava_next.image_processing_pil_llava_next import (
+        LlavaNextImageProcessorPil,
+    )
 
     side, patch = 56, 14
     config = LlavaNextConfig(
@@ -246,10 +253,9 @@ def _build_llava_next(tok):
 def _build_kosmos2(tok):
     """Kosmos-2: a ViT, 8 latent queries, a Magneto-style decoder; the processor adds its grounding and
     1,024 patch-index tokens to the tokenizer, so the text model's vocabulary is sized after it."""
+    from tokenizers import processors
     from transformers import Kosmos2Config, Kosmos2ForConditionalGeneration, Kosmos2Processor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
-
-    from tokenizers import processors
 
     image_processor = CLIPImageProcessorPil(size={"shortest_edge": IMAGE_SIZE},
                                             crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
@@ -271,7 +277,12 @@ def _build_kosmos2(tok):
 
 def _build_florence2(tok):
     """Florence-2: a DaViT vision tower (2 tiny stages) and a BART encoder-decoder."""
-    from transformers import BartConfig, Florence2Config, Florence2ForConditionalGeneration, Florence2Processor
+    from transformers import (
+        BartConfig,
+        Florence2Config,
+        Florence2ForConditionalGeneration,
+        Florence2Processor,
+    )
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
     text = BartConfig(vocab_size=len(tok), d_model=128, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,

@@ -30,7 +30,7 @@ import re
 import shutil
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import ClassVar
 
@@ -138,7 +138,7 @@ _LETTERS = re.compile(r"[a-z]+")
 MIN_WORD_SHARE = 0.5  # a readable text: at least this share of its letter runs are dictionary words
 
 
-@lru_cache(maxsize=None)
+@cache
 def _is_word(token: str) -> bool:
     """WordNet knows it, inflections included (asked once per distinct token)."""
     return ensure_wordnet().morphy(token) is not None
@@ -271,7 +271,7 @@ def open_answers(run_folder: Path) -> list[dict]:
     config_06 = A.read_json(run_folder, A.EVALUATE, A.EVAL_CONFIG)
     if config_06 is None:
         return []
-    open_task = lambda name: name in TASKS and TASKS[name].open_answer  # noqa: E731
+    open_task = lambda name: name in TASKS and TASKS[name].open_answer
     predictions = [p for p in A.read_records(run_folder, A.EVALUATE, A.PREDICTIONS)
                    if open_task(p["task"]) and p["valid"] and not p.get("truncated")]  # what was read whole
     refs = {(name, it.id): it.answer for name, folder in config_06["datasets"].items() for it in load_items(folder)

@@ -44,6 +44,7 @@ from lib.paths import ROOT
 from lib.schema import CATEGORICAL, FIELD_BY_NAME, FIELDS
 from lib.store import CallStore
 
+
 def load_annotation_file(path: str | Path, store: AnnotationStore, annotator: str | None = None,
                          names: dict[str, str] | None = None) -> int:
     """Import a hand-written annotation file (YAML or JSON list of ``{item, annotator, ...fields}``)
@@ -77,12 +78,12 @@ def agreement(store: AnnotationStore, fields=CATEGORICAL) -> pd.DataFrame:
 
     latest = store.latest()
     rows = []
-    for field in fields:
-        sub = latest[latest["field"] == field]
+    for name in fields:
+        sub = latest[latest["field"] == name]
         wide = sub.pivot(index="item", columns="annotator", values="value")
         wide = wide[wide.notna().sum(axis=1) >= 2]
         if wide.empty:
-            rows.append({"field": field, "items": 0, "annotators": 0, "cohen_kappa": np.nan, "krippendorff_alpha": np.nan})
+            rows.append({"field": name, "items": 0, "annotators": 0, "cohen_kappa": np.nan, "krippendorff_alpha": np.nan})
             continue
         codes = {v: i for i, v in enumerate(sorted({str(v) for v in wide.stack()}))}
         kappas = []
@@ -95,7 +96,7 @@ def agreement(store: AnnotationStore, fields=CATEGORICAL) -> pd.DataFrame:
                     kappas.append(1.0 if (a == b).all() and a.nunique() == 1 else cohen_kappa_score(a, b))
         data = np.array([[codes[str(v)] if pd.notna(v) else np.nan for v in wide[c]] for c in cols], dtype=float)
         alpha = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal") if len(codes) > 1 else 1.0
-        rows.append({"field": field, "items": len(wide), "annotators": len(cols),
+        rows.append({"field": name, "items": len(wide), "annotators": len(cols),
                      "cohen_kappa": float(np.mean(kappas)) if kappas else np.nan, "krippendorff_alpha": float(alpha)})
     return pd.DataFrame(rows)
 
@@ -199,15 +200,15 @@ def preannotate(model, records: list[dict], store: AnnotationStore, max_new_toke
     for r in records:
         image = load_image(r["path"])
         left, right = split(image)
-        for field, img, text in (("left_description", left, p["describe"]), ("right_description", right, p["describe"]),
+        for name, img, text in (("left_description", left, p["describe"]), ("right_description", right, p["describe"]),
                                  ("overall_description", image, p["why_funny"])):
             reqs.append(Request.simple(text, [img], max_new_tokens=max_new_tokens))
-            keys.append((r["id"], field))
+            keys.append((r["id"], name))
     responses = generate(model, reqs, store=call_store, progress=progress, desc=f"pre-annotate {model.name}")
     drafts: dict = {}
-    for (item, field), resp in zip(keys, responses):
+    for (item, name), resp in zip(keys, responses):
         if resp.error is None and resp.text.strip():
-            drafts.setdefault(item, {})[field] = resp.text.strip()
+            drafts.setdefault(item, {})[name] = resp.text.strip()
     return sum(store.save(item, model.name, values, source=f"machine:{model.name}") for item, values in drafts.items())
 
 

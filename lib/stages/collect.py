@@ -47,11 +47,26 @@ from lib import cli, config, plots
 from lib.families.memeqa.importer import import_memeqa, read_memeqa
 from lib.families.yesbut.datasets import yesbut_datasets
 from lib.families.yesbut.demo import demo_pairs
-from lib.families.yesbut.release import ANNOTATIONS_CSV, parse_stage_folder, parse_yesbut_name, read_yesbut_annotations
-from lib.io import (ImageError, LoadReport, dataset_info, images_roots, load_image, read_jsonl, save_dataset, scan_images,
-                    write_json, write_jsonl, write_sample_images)
 from lib.families.yesbut.panels import layout
-
+from lib.families.yesbut.release import (
+    ANNOTATIONS_CSV,
+    parse_stage_folder,
+    parse_yesbut_name,
+    read_yesbut_annotations,
+)
+from lib.io import (
+    ImageError,
+    LoadReport,
+    dataset_info,
+    images_roots,
+    load_image,
+    read_jsonl,
+    save_dataset,
+    scan_images,
+    write_json,
+    write_jsonl,
+    write_sample_images,
+)
 
 
 @dataclass

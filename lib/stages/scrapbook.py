@@ -178,7 +178,7 @@ def cluster_main(argv: list[str]) -> int:
         ap.add_argument("--out", required=True)
         ap.add_argument("shards", nargs="+")
         args = ap.parse_args(argv[1:])
-        job = lambda: merge(args.shards, args.out)  # noqa: E731
+        job = lambda: merge(args.shards, args.out)
     else:
         ap = cli.parser(f"{PROG} shard", "One shard of stage 04's main Scrapbook dataset.")
         ap.add_argument("--shard", type=int, required=True)
@@ -190,7 +190,7 @@ def cluster_main(argv: list[str]) -> int:
         if stage is None:
             return 2
         cfg = stage.cfg
-        job = lambda: generate(cfg.params(), args.out, args.shard, args.num_shards,  # noqa: E731
+        job = lambda: generate(cfg.params(), args.out, args.shard, args.num_shards,
                                question_worker=cfg.question_worker)
     try:
         stats = job()

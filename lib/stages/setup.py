@@ -111,7 +111,7 @@ def run(cfg: SetupConfig, out: str | Path, store: CallStore | None = None) -> di
 def probe_requests(images: list[Path], vision: bool) -> list[Request]:
     """A handful of constrained questions (choices by trie and by log-likelihood, and JSON)."""
     yes_no = Constraint(choices=("yes", "no"))
-    imgs = lambda i: [images[i % len(images)]] if vision else []  # noqa: E731
+    imgs = lambda i: [images[i % len(images)]] if vision else []
     return [
         Request.simple("Is there a person in the image? Answer yes or no.", imgs(0), constraint=yes_no),
         Request.simple("Is this a photograph of a cat? Answer yes or no.", imgs(2), constraint=yes_no),
@@ -150,14 +150,14 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
     Completion options are placed A/B by a seeded shuffle."""
     spec = yaml.safe_load((DATA / "demo" / "evaluation.yaml").read_text())
     out = Path(out)
-    info = lambda name: dataset_info(name, license="demo (scikit-image sample images)",  # noqa: E731
+    info = lambda name: dataset_info(name, license="demo (scikit-image sample images)",
                                      provenance={"source": "lib/data/demo/evaluation.yaml"})
     mcq = MultipleChoice.name  # the multiple-choice set and its block in evaluation.yaml are named after its task
     folders = {}
     for name in (mcq, "vqa", "yesbut"):
         folders[name] = out / name
         write_sample_images(folders[name] / "images")
-    img = lambda name: f"images/{name}.png"  # noqa: E731
+    img = lambda name: f"images/{name}.png"
     save_dataset(folders[mcq], [
         MultipleChoice.make_item(r["id"], [img(r["image"])], r["question"], r["answer"], r["options"],
                                  r["general_type"], r["specific_type"])
@@ -165,7 +165,7 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
     save_dataset(folders["vqa"], [OpenVQA.make_item(r["id"], [img(r["image"])], r["question"], r["answers"])
                                   for r in spec["vqa"]], info("demo-vqa"))
     root = folders["yesbut"]
-    photo = lambda name: load_image(root / img(name))  # noqa: E731
+    photo = lambda name: load_image(root / img(name))
     items, pairs = [], {r["id"]: r for r in spec["yesbut"]}
     for r in spec["yesbut"]:
         path = f"images/{r['id']}.png"

@@ -31,7 +31,12 @@ from lib.tasks import wants_question_first
 from lib.training.data import Example, collate, load_examples
 from lib.training.loop import finish_training, start_training, train, train_steps, training_summary
 from lib.training.model import load_trained
-from lib.training.validation import evaluate_examples, group_sizes, majority_baseline, score_examples
+from lib.training.validation import (
+    evaluate_examples,
+    group_sizes,
+    majority_baseline,
+    score_examples,
+)
 
 # the steps notebook 05 calls and the engine's entry points the tests and scripts/gpu_check.py reach through the stage
 __all__ = ["Example", "TrainConfig", "bind_datasets", "collate", "compare", "comparison", "curve", "evaluate_examples",

@@ -17,7 +17,7 @@ import sys
 import typing
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -28,13 +28,23 @@ from lib.answers import parse_choice
 from lib.metrics import text as T
 from lib.metrics.stats import mean_ci
 from lib.paths import DATA
-from lib.schema import ERROR, FREE, INVALID, Constraint, Item, Prediction, Request, Response, is_constrained
+from lib.schema import (
+    ERROR,
+    FREE,
+    INVALID,
+    Constraint,
+    Item,
+    Prediction,
+    Request,
+    Response,
+    is_constrained,
+)
 
 QUESTION_FIRST = False  # images before the question unless a model spec says otherwise
 TEXT_METRICS = ("bleu", "rouge_l", "meteor", "bertscore", "cider")  # YesBut's understanding metrics
 
 
-@lru_cache(maxsize=None)
+@cache
 def read_prompts(path: str) -> dict:
     """The prompt texts of a YAML file; data, not code."""
     return yaml.safe_load(Path(path).read_text())
@@ -90,7 +100,7 @@ class Scoring:
     seed: int = 0
     tasks: dict = field(default_factory=dict)
 
-    def of(self, task: "Task") -> TaskOptions:
+    def of(self, task: Task) -> TaskOptions:
         """``task``'s options: its params block over its ``Options`` defaults."""
         return task.options(self.tasks.get(task.name) or {})
 
@@ -128,7 +138,7 @@ class Scorer:
     reduce to per-answer codes and per-unit counts streams instead (Scrapbook's scorer holds a few
     bytes per answer, no prediction objects)."""
 
-    def __init__(self, task: "Task", scoring: "Scoring"):
+    def __init__(self, task: Task, scoring: Scoring):
         self.task, self.scoring = task, scoring
         self.valid, self.truncated = bytearray(), bytearray()
         self._preds: list[Prediction] = []
@@ -153,7 +163,7 @@ class Scorer:
         self._next += 1
         return self._preds[self._next - 1]
 
-    def tables(self) -> "Tables":
+    def tables(self) -> Tables:
         """The group's metric rows and tables (:meth:`Task.aggregate`), once every answer is scored."""
         if self._tables is None:
             self._tables = self.task.aggregate(self._preds, self._items, self.scoring, self._state)
@@ -271,11 +281,11 @@ class Task:
         kind = item.meta.get("type")
         return {"type": kind} if isinstance(kind, str) and kind else {}
 
-    def paper_tables(self, results: "Results") -> dict[str, pd.DataFrame]:
+    def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
         """The papers' tables this task's results fill (name -> table); none by default."""
         return {}
 
-    def paper_figures(self, results: "Results") -> dict[str, object]:
+    def paper_figures(self, results: Results) -> dict[str, object]:
         """The papers' figures this task's results fill (name -> matplotlib figure); none by default."""
         return {}
 

@@ -101,7 +101,7 @@ def load_examples(cfg: TrainSettings) -> tuple[dict[str, list[Example]], dict]:
         parts[part] = [e for e in (Example(it, str(root)) for it in items) if _kept(cfg, e.facets)]
         if not parts[part]:
             raise ValueError(f"{source}: no items match types={cfg.types} groups={cfg.groups} forms={cfg.forms}")
-    name = lambda e: e.item.images[0]  # noqa: E731  the image as the items name it
+    name = lambda e: e.item.images[0]  # the image as the items name it
     if "all" in parts:
         split = split_by_image([name(e) for e in parts["all"]], cfg.val_fraction, cfg.test_fraction, cfg.seed)
         assigned = [(split[name(e)], e) for e in parts["all"]]

@@ -47,8 +47,14 @@ from lib.tasks import wants_question_first
 from lib.training.data import Example, answer_balance, collate, load_examples
 from lib.training.model import optimiser, prepare_model
 from lib.training.settings import TrainSettings, check_data_parallel, precision_for, step_budget
-from lib.training.validation import (accuracies, ask_examples, majority_baseline, score_examples, selection_metric,
-                                     validation_sample)
+from lib.training.validation import (
+    accuracies,
+    ask_examples,
+    majority_baseline,
+    score_examples,
+    selection_metric,
+    validation_sample,
+)
 
 
 class TrainingInterrupted(RuntimeError):
@@ -123,10 +129,9 @@ def resume_state(acc, cfg: TrainSettings, out: Path, resume: bool = True) -> dic
 def start_training(cfg: TrainSettings, out: Path, resume: bool = True) -> Session:
     """Everything a run trains with: the accelerator (every RNG seeded), the examples (unreadable
     images skipped and said), the prepared model, its optimiser and the state to continue from."""
+    import torch  # deferred on purpose: torch is heavy, and importing lib.training must stay cheap
     from accelerate import Accelerator  # deferred on purpose: accelerate imports torch (heavy)
     from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs, set_seed
-
-    import torch  # deferred on purpose: torch is heavy, and importing lib.training must stay cheap
 
     processes = ranks().world
     check_data_parallel(cfg, processes)
@@ -167,7 +172,9 @@ def _main_says(acc, value):
     (the others may not see the main process's files yet)."""
     if acc.num_processes == 1:
         return value
-    from accelerate.utils import broadcast_object_list  # deferred on purpose: accelerate imports torch (heavy)
+    from accelerate.utils import (
+        broadcast_object_list,  # deferred on purpose: accelerate imports torch (heavy)
+    )
 
     return broadcast_object_list([value])[0]
 
@@ -192,7 +199,9 @@ def validate(s: Session, force_save: bool = False) -> dict:
     training split's most frequent answer of each question type scores on the same questions (the
     line a model must rise above); ``best/`` when they beat the best so far (or, with ``force_save``,
     when none exists yet)."""
-    from accelerate.utils import gather_object  # deferred on purpose: accelerate imports torch (heavy)
+    from accelerate.utils import (
+        gather_object,  # deferred on purpose: accelerate imports torch (heavy)
+    )
 
     acc, state = s.acc, s.state
     # each process asks every N-th question; all score the gathered answers, so every rank holds the same

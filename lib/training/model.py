@@ -38,7 +38,10 @@ def prepare_model(cfg: TrainSettings, device: str | None = None):
         for p in model.parameters():
             p.requires_grad_(True)
         return model, processor, {"mode": "full", "trainable": sum(p.numel() for p in model.parameters())}
-    from peft import LoraConfig, get_peft_model  # deferred on purpose: heavy, and only LoRA needs it
+    from peft import (  # deferred on purpose: heavy, and only LoRA needs it
+        LoraConfig,
+        get_peft_model,
+    )
 
     targets = cfg.target_modules or lm_linear_modules(model)
     if not targets:

@@ -3,7 +3,6 @@
 import math
 
 import numpy as np
-
 import pytest
 
 from lib.metrics import classification as C

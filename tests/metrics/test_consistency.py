@@ -145,8 +145,8 @@ def _gating_rows(concept, answers, level=1, extra=()):
 
 
 def test_level_gating_needs_present_and_absent_questions_and_passes_nothing_for_always_no():
-    right = lambda typ, expected: expected  # noqa: E731
-    always_no = lambda typ, expected: "no" if typ == "presence" else "0"  # noqa: E731
+    right = lambda typ, expected: expected
+    always_no = lambda typ, expected: "no" if typ == "presence" else "0"
     rows = _gating_rows("shape:circle", right) + _gating_rows("shape:square", always_no)
     rows += [r for r in _gating_rows("color:white", right) if r["subgroup"] == 2]  # never present: not enabled
     rows += _gating_rows("shape:circle", right, 2, ("region:center",)) + _gating_rows("shape:square", right, 2, ("region:center",))

@@ -7,7 +7,7 @@ from lib.families.memeqa.importer import import_memeqa
 from lib.metrics import shortcuts
 from lib.schema import Item
 
-from ..conftest import SHARED_DATA
+from ..support.data import SHARED_DATA
 
 MEMEQA = SHARED_DATA / "memeqa"
 

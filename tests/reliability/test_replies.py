@@ -8,13 +8,13 @@ import pytest
 
 from lib.answers import MAX_REPLY_CHARS, parse_choice, parse_json, parse_response
 from lib.eval.ask import predict
-from lib.io import dataset_info, save_dataset
-from lib.stages.evaluate import EvalConfig
-from tests.support.stage06 import rescored
 from lib.families import get_task
+from lib.io import dataset_info, save_dataset
 from lib.models import Constraint, Request, generate, load_model
 from lib.schema import Item, Response
+from lib.stages.evaluate import EvalConfig
 from lib.store import CallStore
+from tests.support.stage06 import rescored
 
 from ..support.hostile_server import HostileStub
 from ..support.openai_server import OpenAIStub

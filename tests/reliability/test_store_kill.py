@@ -36,7 +36,7 @@ ASK = textwrap.dedent("""
 
     model = load_model({"backend": "openai", "name": "stub", "base_url": sys.argv[2], "api_key_env": "VQALAB_KILL_KEY",
                         "concurrency": int(sys.argv[3]), "batch_size": int(sys.argv[4]), "max_retries": 0})
-    reqs = [Request.simple(f"question {i}") for i in range(%d)]
+    reqs = [Request.simple(f"question {i}") for i in range(N_QUESTIONS)]
     store = CallStore(sys.argv[1])
     waiting = store.wait_for
 
@@ -55,7 +55,7 @@ ASK = textwrap.dedent("""
     model.generate = generate_when_told
     out = generate(model, reqs, store=store, progress=False)
     print(json.dumps({"computed": out.n_computed, "texts": [r.text for r in out]}))
-""" % N)
+""".replace("N_QUESTIONS", str(N)))
 
 
 class WhoAsks(OpenAIStub):

@@ -30,7 +30,7 @@ class Server:
         self.proc: subprocess.Popen | None = None
         self.ready_s: float | None = None
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._start = time.perf_counter()
         with self.log.open("w") as log:
@@ -38,7 +38,7 @@ class Server:
                                          env={**os.environ, **(self.env or {})})
         return self
 
-    def wait(self) -> "Server":
+    def wait(self) -> Server:
         try:
             self._wait(self._start)
         except BaseException:
@@ -47,7 +47,7 @@ class Server:
         self.ready_s = time.perf_counter() - self._start
         return self
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self.start().wait()
 
     def _wait(self, start: float) -> None:

@@ -17,8 +17,8 @@ from lib.io import load_items, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
 from lib.models.openai_format import schema_problems
 from lib.schema import fingerprint
-from lib.stages import evaluate as E
 from lib.stages import adversarial_filter as af_stage
+from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
 from lib.store import CallStore
 

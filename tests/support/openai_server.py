@@ -129,7 +129,7 @@ class OpenAIStub:
         Image.new("RGB", (64, 64), (len(body["prompt"]) % 256,) * 3).save(buf, format="PNG")
         return web.json_response({"created": 0, "data": [{"b64_json": base64.b64encode(buf.getvalue()).decode()}]})
 
-    def __enter__(self) -> "OpenAIStub":
+    def __enter__(self) -> OpenAIStub:
         ready = threading.Event()
 
         def serve() -> None:

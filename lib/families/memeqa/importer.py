@@ -11,7 +11,6 @@ from lib.families.memeqa.task import MultipleChoice
 from lib.io import write_json
 from lib.schema import Item
 
-
 MEMEQA_KEYS = ("id", "img", "question", "options", "general_type", "specific_type", "answer_key")
 
 

@@ -40,12 +40,12 @@ from pathlib import Path
 
 from PIL import Image
 
-from lib.io import HashingWriter
-from lib.paths import cache_dir
 from lib.families.scrapbook.items import Summary, compact_json, item_jsonl
 from lib.families.scrapbook.merge import built_aside, finish_dataset
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
 from lib.families.scrapbook.scenes import build_unit, object_sets, prepare, set_backgrounds, units
+from lib.io import HashingWriter
+from lib.paths import cache_dir
 
 
 def generate(params: ScrapbookParams, out_dir: str | Path, shard: int = 0, num_shards: int = 1,
@@ -117,7 +117,7 @@ class QuestionLines:
         self.summary, self.bytes, self.sha256 = Summary(), 0, ""  # set when the context exits
         self._conn = self._proc = self._here = None
 
-    def __enter__(self) -> "QuestionLines":
+    def __enter__(self) -> QuestionLines:
         if self.worker and "fork" in multiprocessing.get_all_start_methods():
             ctx = multiprocessing.get_context("fork")
             self._conn, child = ctx.Pipe()
@@ -226,7 +226,7 @@ class BackgroundIO:
         while len(self._pending) > self._max:
             self._pending.popleft().result()  # re-raises a worker's error here
 
-    def __enter__(self) -> "BackgroundIO":
+    def __enter__(self) -> BackgroundIO:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -26,7 +26,7 @@ def queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | No
 
 
 def item_jsonl(scene: dict, params: ScrapbookParams, shapes: list[str], colors: list[str],
-               summary: "Summary | None" = None) -> str:
+               summary: Summary | None = None) -> str:
     """The dataset rows of one image as JSONL text (one line per row): n paraphrases per query, in
     the four forms.
 

@@ -12,11 +12,21 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from lib.io import (HashingWriter, IncompleteDataset, aside_folder, check_complete, check_ours, dataset_info, mark,
-                    manifest_fields, swap_in, write_json)
 from lib.families.scrapbook.items import Summary
 from lib.families.scrapbook.params import ScrapbookParamError
 from lib.families.scrapbook.scenes import UNIT_SIZES, unit_index
+from lib.io import (
+    HashingWriter,
+    IncompleteDataset,
+    aside_folder,
+    check_complete,
+    check_ours,
+    dataset_info,
+    manifest_fields,
+    mark,
+    swap_in,
+    write_json,
+)
 
 KIND = "scrapbook dataset"  # the marker of a folder generate() or merge() writes (lib.io.folders)
 LEGACY = ("dataset.json", "items.jsonl")  # what such a folder always held, before markers

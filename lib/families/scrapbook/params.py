@@ -50,7 +50,7 @@ class ScrapbookParams:
     max_tries: int = 400  # placement draws per object before giving up (counted, reported)
 
     @classmethod
-    def from_dict(cls, d: dict, source: str = "params") -> "ScrapbookParams":
+    def from_dict(cls, d: dict, source: str = "params") -> ScrapbookParams:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(d) - known)
         if unknown:

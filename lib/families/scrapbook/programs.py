@@ -20,12 +20,13 @@ from __future__ import annotations
 import inspect
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
-from lib.families.scrapbook.consistency import query_id
 from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook.consistency import query_id
 from lib.families.scrapbook.layout import relation
 from lib.families.scrapbook.objects import vocabulary
 

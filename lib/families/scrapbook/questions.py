@@ -30,10 +30,10 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 import yaml
 

@@ -22,11 +22,24 @@ from pathlib import Path
 
 from PIL import Image, ImageOps
 
-from lib.io import load_image, scan_images, write_sample_images
-from lib.families.scrapbook.layout import OTHER_REGION_SHARE, Placer, region_of, region_shares, regions, relation
-from lib.families.scrapbook.objects import (ObjectSpec, cutouts_from_folder, draw_shape, extract_coco_cutouts, load_cutout,
-                                   vocabulary)
+from lib.families.scrapbook.layout import (
+    OTHER_REGION_SHARE,
+    Placer,
+    region_of,
+    region_shares,
+    regions,
+    relation,
+)
+from lib.families.scrapbook.objects import (
+    ObjectSpec,
+    cutouts_from_folder,
+    draw_shape,
+    extract_coco_cutouts,
+    load_cutout,
+    vocabulary,
+)
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
+from lib.io import load_image, scan_images, write_sample_images
 
 
 def _select(pool: list, n: int, how: str, window: int, deterministic: bool, rng: random.Random) -> list:

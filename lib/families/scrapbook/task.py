@@ -31,9 +31,18 @@ from lib import plots
 from lib.families.scrapbook import coded as C
 from lib.families.scrapbook import consistency as S
 from lib.schema import ERROR, Item
+from lib.tasks.base import (
+    Prompt,
+    Results,
+    Scorer,
+    Scoring,
+    Tables,
+    Task,
+    TaskOptions,
+    Unit,
+    metric_row,
+)
 from lib.tasks.styles import ZeroShot
-from lib.tasks.base import Prompt, Results, Scorer, Scoring, Tables, Task, TaskOptions, Unit, metric_row
-
 
 # the frame's strings stay Python objects (shared with the records), not copied into pyarrow
 # strings (a second copy of every answer's text)

@@ -6,8 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lib.tasks.base import (Prompt, Scoring, Tables, Task, TaskOptions, metric_row, n_truncated, set_text_scores,
-                            style_prompts, text_scores)
+from lib.tasks.base import (
+    Prompt,
+    Scoring,
+    Tables,
+    Task,
+    TaskOptions,
+    metric_row,
+    n_truncated,
+    set_text_scores,
+    style_prompts,
+    text_scores,
+)
 
 OPEN_METRICS = ("exact_match", "anls", "vqa_accuracy")
 

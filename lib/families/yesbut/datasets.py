@@ -87,7 +87,7 @@ def completion_sources(generated: list[dict], kept: str, uncut: set[str]) -> tup
     two in different styles; the first by id), or None when the original has no such pair."""
     other = "right" if kept == "left" else "left"
     fits = lambda g, label: g.get("label") == label and g.get(f"{kept}_style") == "ORIG" \
-        and g.get(f"{other}_style") != "ORIG"  # noqa: E731
+        and g.get(f"{other}_style") != "ORIG"
     sat = sorted((g for g in generated if fits(g, "satirical")), key=lambda g: g["id"])
     non = sorted((g for g in generated if fits(g, "non_satirical") and (not sat or g[f"{other}_style"] !=
                                                                         sat[0][f"{other}_style"])), key=lambda g: g["id"])

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-
 PROFILE_WIDTH = 400  # the layout check reads a copy this wide (the aspect kept)
 UNIFORM_TOLERANCE = 16  # grey levels a gutter pixel may differ from its column's median (JPEG noise)
 UNIFORM_SHARE = 0.95  # a gutter column: this share of its pixels within the tolerance
@@ -82,13 +81,13 @@ def layout(image: Image.Image) -> Layout:
     side = np.maximum(np.roll(step, SEAM_SIDE), np.roll(step, -SEAM_SIDE))  # a slanted edge spreads over columns
     strong = (step >= max(SEAM_MIN, SEAM_FACTOR * float(np.median(step)))) & (step >= SEAM_SHARPNESS * side)
     seams = list((np.flatnonzero(strong) + 1) / w)
-    inside = lambda xs: [x for x in xs if CENTRE[0] <= x <= CENTRE[1]]  # noqa: E731
+    inside = lambda xs: [x for x in xs if CENTRE[0] <= x <= CENTRE[1]]
     for kind, found in (("gutter", inside(gutters)), ("seam", inside(seams)), ("background", inside(covering))):
         if found:  # a gutter first, then where two pictures abut, then where two backgrounds meet
             # the most contrasted gutter; a seam or background nearest the middle
             x = found[0] if kind == "gutter" else min(found, key=lambda x: abs(x - 0.5))
             return Layout(2, int(round(x * w)), f"{kind} at {x:.0%} of the width")
-    at = lambda f: any(abs(x - f) <= THIRDS_SLACK for x in gutters + seams)  # noqa: E731
+    at = lambda f: any(abs(x - f) <= THIRDS_SLACK for x in gutters + seams)
     if at(1 / 3) and at(2 / 3):
         return Layout(3, w // 2, "boundaries at 1/3 and 2/3 of the width, none near the middle")
     return Layout(None, w // 2, "no gutter, seam or background near middle")

@@ -21,8 +21,20 @@ from lib.metrics import classification as C
 from lib.metrics import text as T
 from lib.metrics.stats import bootstrap_ci
 from lib.schema import Item
-from lib.tasks.base import (TEXT_METRICS, Prompt, Results, Scoring, Tables, Task, TaskOptions, metric_row, n_truncated,
-                            set_text_scores, style_prompts, text_scores)
+from lib.tasks.base import (
+    TEXT_METRICS,
+    Prompt,
+    Results,
+    Scoring,
+    Tables,
+    Task,
+    TaskOptions,
+    metric_row,
+    n_truncated,
+    set_text_scores,
+    style_prompts,
+    text_scores,
+)
 
 
 def _images(item: Item, root) -> tuple[str, ...]:
