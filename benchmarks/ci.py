@@ -21,8 +21,16 @@ from lib.records import host_state, record
 
 # success, not only speed: the run exited 0, and neither make test nor the services failed, errored (a
 # fixture whose service or browser is missing errors) or skipped (a check that did not run proves nothing)
-TARGETS = {"make_test_seconds": "<= 600", "ci_seconds": "<= 3600", "exit_code": "== 0",
-           **{f"{part}.{count}": "== 0" for part in ("make_test", "services") for count in ("failed", "errors", "skipped")}}
+TARGETS = {
+    "make_test_seconds": "<= 600",
+    "ci_seconds": "<= 3600",
+    "exit_code": "== 0",
+    **{
+        f"{part}.{count}": "== 0"
+        for part in ("make_test", "services")
+        for count in ("failed", "errors", "skipped")
+    },
+}
 # pytest's last line: "=== 950 passed, 23 skipped, 45 warnings in 586.12s (0:09:46) ==="
 SUMMARY = re.compile(r"^=+ (?P<counts>.*?) in (?P<seconds>[\d.]+)s(?: \([\d:]+\))? =+$", re.M)
 
@@ -32,14 +40,21 @@ def pytest_runs(log: str) -> list[dict]:
     out = []
     for m in SUMMARY.finditer(log):
         # pytest writes "1 error" but "2 errors" (and "1 warning" / "2 warnings")
-        counts = {"errors" if word == "error" else word: int(n) for n, word in re.findall(r"(\d+) (\w+)", m["counts"])}
-        out.append({k: counts.get(k, 0) for k in ("passed", "skipped", "failed", "errors")}
-                   | {"seconds": float(m["seconds"])})
+        counts = {
+            "errors" if word == "error" else word: int(n)
+            for n, word in re.findall(r"(\d+) (\w+)", m["counts"])
+        }
+        out.append(
+            {k: counts.get(k, 0) for k in ("passed", "skipped", "failed", "errors")}
+            | {"seconds": float(m["seconds"])}
+        )
     return out
 
 
 def main() -> dict:
-    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     clone = ROOT.parent / f"vqalab-ci-{sha[:8]}"
     shutil.rmtree(clone, ignore_errors=True)
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
@@ -49,17 +64,27 @@ def main() -> dict:
     start = time.monotonic()
     try:
         with log.open("w") as f:
-            rc = subprocess.run(["bash", ".ci/run"], cwd=clone, stdout=f, stderr=subprocess.STDOUT).returncode
+            rc = subprocess.run(
+                ["bash", ".ci/run"], cwd=clone, stdout=f, stderr=subprocess.STDOUT
+            ).returncode
         seconds = time.monotonic() - start
     finally:
         shutil.rmtree(clone, ignore_errors=True)
     runs = pytest_runs(log.read_text())
     if len(runs) != 2:
-        raise RuntimeError(f"{log}: expected the summaries of make test and make test-services, found {len(runs)} "
-                           f"(exit {rc})")
-    result = {"clone": f"{clone.name} (git clone of HEAD beside the checkout)", "exit_code": rc,
-              "ci_seconds": round(seconds, 1), "make_test_seconds": runs[0]["seconds"], "make_test": runs[0],
-              "services": runs[1], "log": str(log)}
+        raise RuntimeError(
+            f"{log}: expected the summaries of make test and make test-services, found {len(runs)} "
+            f"(exit {rc})"
+        )
+    result = {
+        "clone": f"{clone.name} (git clone of HEAD beside the checkout)",
+        "exit_code": rc,
+        "ci_seconds": round(seconds, 1),
+        "make_test_seconds": runs[0]["seconds"],
+        "make_test": runs[0],
+        "services": runs[1],
+        "log": str(log),
+    }
     return record("ci", result, before, TARGETS)
 
 

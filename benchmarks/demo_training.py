@@ -35,29 +35,56 @@ TRAIN_SECONDS = 180
 def _train_set(run: Path) -> None:
     """Stage 04's training scenes where stage 05's ``stage:`` reference finds them in ``run``."""
     scrapbook = config.resolve(ScrapbookConfig, "demo").cfg
-    generate(scrapbook.set_params("train"), run / "04_scrapbook" / "datasets" / "train", progress=False)
+    generate(
+        scrapbook.set_params("train"), run / "04_scrapbook" / "datasets" / "train", progress=False
+    )
 
 
 def _seed(run: Path, seed: int) -> dict:
     out = run / f"05_train_seed{seed}"
-    subprocess.run([sys.executable, "-m", "lib.stages.train", "--profile", "demo", "--set", f"seed={seed}", "--out", str(out)],
-                   cwd=ROOT, check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lib.stages.train",
+            "--profile",
+            "demo",
+            "--set",
+            f"seed={seed}",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     summary = json.loads((out / "summary.json").read_text())
     per_type = {}
     for kind in MARGINS:
         key = f"accuracy_{kind}"
-        per_type[kind] = {"trained": round(summary["trained"][key], 3), "majority": round(summary["majority"][key], 3),
-                          "base": round(summary["base"][key], 3),
-                          "margin": round(summary["trained"][key] - summary["majority"][key], 3)}
-    return {"seed": seed, "n_test": summary["n_test"], "steps": summary["training"]["steps"],
-            "train_seconds": summary["train_seconds"], **per_type}
+        per_type[kind] = {
+            "trained": round(summary["trained"][key], 3),
+            "majority": round(summary["majority"][key], 3),
+            "base": round(summary["base"][key], 3),
+            "margin": round(summary["trained"][key] - summary["majority"][key], 3),
+        }
+    return {
+        "seed": seed,
+        "n_test": summary["n_test"],
+        "steps": summary["training"]["steps"],
+        "train_seconds": summary["train_seconds"],
+        **per_type,
+    }
 
 
 def targets(runs: list[dict]) -> dict[str, str]:
     """Each seed's margins (``seeds[i].<type>.margin``) and training seconds against their targets."""
     out = {}
     for i, _ in enumerate(runs):
-        out.update({f"seeds[{i}].{kind}.margin": f">= {target}" for kind, target in MARGINS.items()})
+        out.update(
+            {f"seeds[{i}].{kind}.margin": f">= {target}" for kind, target in MARGINS.items()}
+        )
         out[f"seeds[{i}].train_seconds"] = f"<= {TRAIN_SECONDS}"
     return out
 
@@ -69,9 +96,17 @@ def main() -> dict:
         run = Path(tmp)
         _train_set(run)
         runs = [_seed(run, seed) for seed in SEEDS]
-    result = {"setup": {"model": cfg.model, "max_steps": cfg.max_steps, "focus_steps": cfg.focus_steps,
-                        "balance": cfg.balance, "lr": cfg.lr, "batch_size": cfg.batch_size},
-              "seeds": runs}
+    result = {
+        "setup": {
+            "model": cfg.model,
+            "max_steps": cfg.max_steps,
+            "focus_steps": cfg.focus_steps,
+            "balance": cfg.balance,
+            "lr": cfg.lr,
+            "batch_size": cfg.batch_size,
+        },
+        "seeds": runs,
+    }
     return record("demo_training", result, before, targets(runs))
 
 

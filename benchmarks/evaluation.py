@@ -44,20 +44,44 @@ def text_metrics(n: int = N_PAIRS) -> dict:
         start = time.perf_counter()
         getattr(T, name)(preds, refs)
         seconds[name] = round(time.perf_counter() - start, 2)
-    return {"text_metrics_10k_seconds": round(sum(seconds.values()), 2), "per_metric_seconds": seconds,
-            "pairs": n, "references_per_pair": 3}
+    return {
+        "text_metrics_10k_seconds": round(sum(seconds.values()), 2),
+        "per_metric_seconds": seconds,
+        "pairs": n,
+        "references_per_pair": 3,
+    }
 
 
 def rescore(tmp: Path) -> dict:
     datasets = {k: str(v) for k, v in demo_datasets(tmp / "data").items()}
-    generate(ScrapbookParams.from_dict({"canvas": [168, 168], "size_start": 40, "size_step": 5, "n_sets": 1,
-                                        "n_backgrounds": 1, "n_arrangements": 2, "n_region_pairs": 2,
-                                        "objects_per_image": 3, "n_questions_per_type": 1,
-                                        "types": ["presence", "counting"], "groups": ["np", "abs"]}),
-             tmp / "scrapbook", progress=False)
+    generate(
+        ScrapbookParams.from_dict(
+            {
+                "canvas": [168, 168],
+                "size_start": 40,
+                "size_step": 5,
+                "n_sets": 1,
+                "n_backgrounds": 1,
+                "n_arrangements": 2,
+                "n_region_pairs": 2,
+                "objects_per_image": 3,
+                "n_questions_per_type": 1,
+                "types": ["presence", "counting"],
+                "groups": ["np", "abs"],
+            }
+        ),
+        tmp / "scrapbook",
+        progress=False,
+    )
     datasets["scrapbook"] = str(tmp / "scrapbook")
-    cfg = EvalConfig(datasets=datasets, models={"tiny": {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}},
-                     styles=["zero_shot", "cot"], max_new_tokens=8, cot_max_new_tokens=24, max_items=400)
+    cfg = EvalConfig(
+        datasets=datasets,
+        models={"tiny": {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}},
+        styles=["zero_shot", "cot"],
+        max_new_tokens=8,
+        cot_max_new_tokens=24,
+        max_items=400,
+    )
     start = time.perf_counter()
     summary = run(cfg, tmp / "out", store=CallStore(tmp / "calls.sqlite"), progress=False)
     run_s = time.perf_counter() - start
@@ -67,9 +91,13 @@ def rescore(tmp: Path) -> dict:
         rescore_folder(tmp / "out")
         times.append(time.perf_counter() - start)
     med = statistics.median(times)
-    return {"rescore_speedup": round(run_s / med, 1), "evaluation_seconds": round(run_s, 1),
-            "rescore_seconds_median": round(med, 2), "rescore_seconds": [round(t, 2) for t in times],
-            "predictions": summary["predictions"]}
+    return {
+        "rescore_speedup": round(run_s / med, 1),
+        "evaluation_seconds": round(run_s, 1),
+        "rescore_seconds_median": round(med, 2),
+        "rescore_seconds": [round(t, 2) for t in times],
+        "predictions": summary["predictions"],
+    }
 
 
 def main() -> dict:

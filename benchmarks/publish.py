@@ -41,8 +41,10 @@ def refusal(rec: dict, allow_dirty: bool = False) -> str | None:
     """Why a benchmark record may not be published, or None when it may (the module docstring's rules)."""
     commit = rec.get("commit")
     if not isinstance(commit, dict) or not commit.get("sha"):
-        return ("no commit recorded: it was written outside git or before records carried one; measure it again "
-                "(make bench) in a git checkout")
+        return (
+            "no commit recorded: it was written outside git or before records carried one; measure it again "
+            "(make bench) in a git checkout"
+        )
     if "skipped" in rec:  # nothing measured: no verdict to check (_record.record writes none)
         if not rec.get("targets") or "meets_targets" in rec:
             return "a skipped benchmark's record states its targets and no meets_targets; run the benchmark again"
@@ -53,19 +55,25 @@ def refusal(rec: dict, allow_dirty: bool = False) -> str | None:
         except TargetError as e:
             return f"{e}; measure it again with the benchmark as it is now"
     if verdict is not None and rec.get("meets_targets") is not verdict:
-        return (f"meets_targets is {json.dumps(rec.get('meets_targets'))} but its figures and targets give "
-                f"{json.dumps(verdict)}: the record was edited after it was written; measure it again")
+        return (
+            f"meets_targets is {json.dumps(rec.get('meets_targets'))} but its figures and targets give "
+            f"{json.dumps(verdict)}: the record was edited after it was written; measure it again"
+        )
     if verdict is False:
         try:
             missed = unexplained_misses(rec)
         except TargetError as e:
             return str(e)
         if missed:
-            return (f"misses its target(s) {', '.join(missed)}: measure again on an idle machine, or state why under "
-                    f"known_misses (figure -> reason) if the promise cannot be kept")
+            return (
+                f"misses its target(s) {', '.join(missed)}: measure again on an idle machine, or state why under "
+                f"known_misses (figure -> reason) if the promise cannot be kept"
+            )
     if commit.get("dirty") and not allow_dirty:
-        return (f"measured on a tree with uncommitted changes (commit {commit['sha'][:10]} plus edits): commit, then "
-                f"measure again, or publish it marked as such with --allow-dirty")
+        return (
+            f"measured on a tree with uncommitted changes (commit {commit['sha'][:10]} plus edits): commit, then "
+            f"measure again, or publish it marked as such with --allow-dirty"
+        )
     return None
 
 
@@ -76,12 +84,16 @@ def busy_over_idle(rec: dict, published: Path) -> str | None:
         return None
     old = json.loads(published.read_text())
     if (old.get("load") or {}).get("under_load") is False:
-        return (f"measured under load, and {published.name} was measured on an idle machine: measure again when the "
-                f"machine is idle (the record's load block says how busy it was)")
+        return (
+            f"measured under load, and {published.name} was measured on an idle machine: measure again when the "
+            f"machine is idle (the record's load block says how busy it was)"
+        )
     return None
 
 
-def publish_bench(source: Path | None = None, target: Path = RECORDS, allow_dirty: bool = False) -> list[Path]:
+def publish_bench(
+    source: Path | None = None, target: Path = RECORDS, allow_dirty: bool = False
+) -> list[Path]:
     """Copy every benchmark record of ``source`` (default ``outputs/bench``) into ``target``, all or none:
     any record :func:`refusal` refuses stops the whole publication, every refused file named."""
     source = source or outputs_root() / "bench"
@@ -100,7 +112,9 @@ def publish_bench(source: Path | None = None, target: Path = RECORDS, allow_dirt
         if rec["commit"].get("dirty"):  # only with allow_dirty: refusal() stops the rest
             items = [(k, v) for k, v in rec.items() if k != "dirty"]
             at = [k for k, _ in items].index("commit") + 1
-            rec = dict(items[:at] + [("dirty", True)] + items[at:])  # the mark beside the commit it qualifies
+            rec = dict(
+                items[:at] + [("dirty", True)] + items[at:]
+            )  # the mark beside the commit it qualifies
         write_json(target / name, rec)
         written.append(target / name)
     return written
@@ -127,13 +141,28 @@ def reproduction_entries(run: str) -> dict[str, dict]:
         for paper, rows in table.groupby("paper", sort=False):
             records = []
             for r in rows.to_dict("records"):
-                num = {k: _value(pd.to_numeric(r[k], errors="coerce")) if r[k] != "" else None
-                       for k in ("paper_value", "ours")}
-                records.append({"quantity": r["quantity"], **num,
-                                "equal": {"True": True, "False": False}.get(r["equal"]), "note": r["note"] or ""})
-            out[paper] = {"run": run, "stage": stage, "profile": prov.get("profile"), "command": rows["command"].iloc[0],
-                          "date": prov.get("created"), "commit": prov.get("git"),
-                          "machine": prov.get("platform"), "rows": records}
+                num = {
+                    k: _value(pd.to_numeric(r[k], errors="coerce")) if r[k] != "" else None
+                    for k in ("paper_value", "ours")
+                }
+                records.append(
+                    {
+                        "quantity": r["quantity"],
+                        **num,
+                        "equal": {"True": True, "False": False}.get(r["equal"]),
+                        "note": r["note"] or "",
+                    }
+                )
+            out[paper] = {
+                "run": run,
+                "stage": stage,
+                "profile": prov.get("profile"),
+                "command": rows["command"].iloc[0],
+                "date": prov.get("created"),
+                "commit": prov.get("git"),
+                "machine": prov.get("platform"),
+                "rows": records,
+            }
     return out
 
 
@@ -143,32 +172,50 @@ def publish_reproduction(runs: list[str], target: Path = REPRODUCTION) -> dict:
     for run in runs:
         entries = reproduction_entries(run)
         if not entries:
-            raise SystemExit(f"outputs/{run}/ has no paper.csv in any stage: run the command the reproduction page "
-                             f"names for the paper first (e.g. make run PROFILE=unique_all)")
+            raise SystemExit(
+                f"outputs/{run}/ has no paper.csv in any stage: run the command the reproduction page "
+                f"names for the paper first (e.g. make run PROFILE=unique_all)"
+            )
         found.update(entries)
     record["papers"].update(found)
-    record["about"] = ("The papers' numbers (lib/data/papers.yaml, lib/families/scrapbook/paper.py) beside a run's, as its "
-                       "stages wrote them to paper.csv; written by python -m benchmarks.publish reproduction <run>")
+    record["about"] = (
+        "The papers' numbers (lib/data/papers.yaml, lib/families/scrapbook/paper.py) beside a run's, as its "
+        "stages wrote them to paper.csv; written by python -m benchmarks.publish reproduction <run>"
+    )
     write_json(target, record)
     return found
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.publish", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.publish", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("what", nargs="?", default="bench", choices=("bench", "reproduction"))
-    ap.add_argument("runs", nargs="*", help="reproduction: the runs (outputs/<run>/) whose paper.csv files to publish")
-    ap.add_argument("--allow-dirty", action="store_true",
-                    help="bench: publish records measured on a tree with uncommitted changes, marked dirty: true")
+    ap.add_argument(
+        "runs",
+        nargs="*",
+        help="reproduction: the runs (outputs/<run>/) whose paper.csv files to publish",
+    )
+    ap.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="bench: publish records measured on a tree with uncommitted changes, marked dirty: true",
+    )
     args = ap.parse_args(argv)
     if args.what == "bench":
         written = publish_bench(allow_dirty=args.allow_dirty)
-        print("\n".join(f"-> {p.relative_to(ROOT)}" for p in written) or "no records in outputs/bench/: run make bench")
+        print(
+            "\n".join(f"-> {p.relative_to(ROOT)}" for p in written)
+            or "no records in outputs/bench/: run make bench"
+        )
     else:
         if not args.runs:
             ap.error("name the run(s), e.g. python -m benchmarks.publish reproduction unique_all")
         for paper, entry in publish_reproduction(args.runs).items():
-            print(f"{paper}: {len(entry['rows'])} rows from outputs/{entry['run']}/{entry['stage']} -> "
-                  f"{REPRODUCTION.relative_to(ROOT)}")
+            print(
+                f"{paper}: {len(entry['rows'])} rows from outputs/{entry['run']}/{entry['stage']} -> "
+                f"{REPRODUCTION.relative_to(ROOT)}"
+            )
     return 0
 
 

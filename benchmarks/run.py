@@ -10,8 +10,11 @@ if __name__ == "__main__":
     # gpu_check is `make gpu-check`, for a machine with a CUDA GPU; ci is the whole CI (python -m
     # benchmarks.ci); publish and pages measure nothing
     skip = ("run", "gpu_check", "ci", "publish", "pages")
-    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
-                   if not m.name.startswith("_") and m.name not in skip)
+    names = sorted(
+        m.name
+        for m in pkgutil.iter_modules([str(Path(__file__).parent)])
+        if not m.name.startswith("_") and m.name not in skip
+    )
     failed = []
     for name in names:
         print(f"== benchmarks.{name}", flush=True)

@@ -43,8 +43,16 @@ def _run(module: str, params: Path, out: Path, processes: int, outputs: Path) ->
         f.unlink()  # every run generates: no answers from the one before
     env = {**os.environ, "VQALAB_OUTPUTS": str(outputs), "OMP_NUM_THREADS": "1"}
     args = ["-m", module, "--params", str(params), "--out", str(out)]
-    cmd = [sys.executable, *args] if processes == 1 else \
-        [str(Path(sys.executable).with_name("torchrun")), "--standalone", f"--nproc_per_node={processes}", *args]
+    cmd = (
+        [sys.executable, *args]
+        if processes == 1
+        else [
+            str(Path(sys.executable).with_name("torchrun")),
+            "--standalone",
+            f"--nproc_per_node={processes}",
+            *args,
+        ]
+    )
     start = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode:
@@ -55,35 +63,84 @@ def _run(module: str, params: Path, out: Path, processes: int, outputs: Path) ->
 def scrapbook_set(root: Path) -> Path:
     data = root / "sb"
     if not (data / "items.jsonl").exists():
-        generate(ScrapbookParams(canvas=[224, 224], size_start=40, size_step=10, n_sets=2, n_backgrounds=1,
-                                 n_arrangements=2, n_region_pairs=3, n_questions_per_type=1,
-                                 types=["presence", "counting"], groups=["np"], forms=["original"]), data, progress=False)
+        generate(
+            ScrapbookParams(
+                canvas=[224, 224],
+                size_start=40,
+                size_step=10,
+                n_sets=2,
+                n_backgrounds=1,
+                n_arrangements=2,
+                n_region_pairs=3,
+                n_questions_per_type=1,
+                types=["presence", "counting"],
+                groups=["np"],
+                forms=["original"],
+            ),
+            data,
+            progress=False,
+        )
     return data
 
 
 def evaluation(root: Path) -> dict:
     folders = {k: str(v) for k, v in demo_datasets(root / "data").items()}
     params = root / "06.yaml"
-    params.write_text(yaml.safe_dump({"datasets": {**folders, "scrapbook": str(scrapbook_set(root))},
-                                      "models": {"tiny": TINY}, "styles": ["zero_shot", "cot"], "max_new_tokens": 8,
-                                      "cot_max_new_tokens": 16, "n_resamples": 200, "max_items": EVAL_ITEMS}))
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "datasets": {**folders, "scrapbook": str(scrapbook_set(root))},
+                "models": {"tiny": TINY},
+                "styles": ["zero_shot", "cot"],
+                "max_new_tokens": 8,
+                "cot_max_new_tokens": 16,
+                "n_resamples": 200,
+                "max_items": EVAL_ITEMS,
+            }
+        )
+    )
     one = _run("lib.stages.evaluate", params, root / "e1" / "06_evaluate", 1, root / "outputs")
     two = _run("lib.stages.evaluate", params, root / "e2" / "06_evaluate", 2, root / "outputs")
-    return {"eval_max_items_per_dataset": EVAL_ITEMS, "eval_seconds_one_process": round(one, 1),
-            "eval_seconds_two_processes": round(two, 1), "eval_two_process_speedup": round(one / two, 2)}
+    return {
+        "eval_max_items_per_dataset": EVAL_ITEMS,
+        "eval_seconds_one_process": round(one, 1),
+        "eval_seconds_two_processes": round(two, 1),
+        "eval_two_process_speedup": round(one / two, 2),
+    }
 
 
 def training(root: Path) -> dict:
-    base = dict(model=TINY, dataset=str(scrapbook_set(root)), full_finetune=True, lr=1e-3, warmup_steps=2,
-                max_steps=STEPS, eval_every=STEPS, eval_items=16, checkpoint_every=STEPS, seed=1, max_test=8)
+    base = dict(
+        model=TINY,
+        dataset=str(scrapbook_set(root)),
+        full_finetune=True,
+        lr=1e-3,
+        warmup_steps=2,
+        max_steps=STEPS,
+        eval_every=STEPS,
+        eval_items=16,
+        checkpoint_every=STEPS,
+        seed=1,
+        max_test=8,
+    )
     seconds = {}
     for processes, batch in ((1, 2 * PER_RANK), (2, PER_RANK)):
         params = root / f"05_{processes}.yaml"
         params.write_text(yaml.safe_dump({**base, "batch_size": batch}))
-        seconds[processes] = _run("lib.stages.train", params, root / f"t{processes}" / "05_train", processes, root / "outputs")
-    return {"train_steps": STEPS, "train_global_batch": 2 * PER_RANK,
-            "train_seconds_one_process": round(seconds[1], 1), "train_seconds_two_processes": round(seconds[2], 1),
-            "train_two_process_speedup": round(seconds[1] / seconds[2], 2)}
+        seconds[processes] = _run(
+            "lib.stages.train",
+            params,
+            root / f"t{processes}" / "05_train",
+            processes,
+            root / "outputs",
+        )
+    return {
+        "train_steps": STEPS,
+        "train_global_batch": 2 * PER_RANK,
+        "train_seconds_one_process": round(seconds[1], 1),
+        "train_seconds_two_processes": round(seconds[2], 1),
+        "train_two_process_speedup": round(seconds[1] / seconds[2], 2),
+    }
 
 
 def main() -> dict:

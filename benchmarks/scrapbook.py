@@ -93,8 +93,12 @@ shutil.rmtree(out, ignore_errors=True)  # a whole unique_all set per run: none l
 
 
 def _run(mode: str, params: dict, worker: bool) -> dict:
-    r = subprocess.run([sys.executable, "-c", CHILD, mode, json.dumps(params), "worker" if worker else "plain"],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, json.dumps(params), "worker" if worker else "plain"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -113,8 +117,10 @@ def main() -> dict:
     encode = _median("encode", params, worker)
     third = _median("full", {**params, "n_questions_per_type": 1}, worker)
     result = {
-        "images": full["images"], "questions": full["questions"],
-        "unique_all_seconds": round(full["seconds"], 2), "encode_only_seconds": round(encode["seconds"], 2),
+        "images": full["images"],
+        "questions": full["questions"],
+        "unique_all_seconds": round(full["seconds"], 2),
+        "encode_only_seconds": round(encode["seconds"], 2),
         "ratio": round(full["seconds"] / encode["seconds"], 2),
         "questions_per_second": round(full["questions"] / full["seconds"]),
         "peak_rss_mb": round(full["peak_rss_mb"], 1),
@@ -123,8 +129,10 @@ def main() -> dict:
         "encode_only_peak_rss_mb": round(encode["peak_rss_mb"], 1),
         # one run each, the main thread's seconds by activity (module docstring); not medians
         "question_worker": worker,
-        "parts": {"unique_all": _run("full_parts", params, worker)["parts"],
-                  "encode_only": _run("encode_parts", params, worker)["parts"]},
+        "parts": {
+            "unique_all": _run("full_parts", params, worker)["parts"],
+            "encode_only": _run("encode_parts", params, worker)["parts"],
+        },
     }
     return record("scrapbook", result, before, TARGETS)
 

@@ -48,11 +48,18 @@ from lib.records import host_state, record
 
 THREE_MODELS_SIZE = 2_000
 CURVE = (2_000, 20_000, 200_000, 0)  # the constant baseline's; 0: every question
-LLAVA_CURVE = (2_000, 20_000)  # the tiny LLaVA answering every question; then every question beside it (LOADED)
+LLAVA_CURVE = (
+    2_000,
+    20_000,
+)  # the tiny LLaVA answering every question; then every question beside it (LOADED)
 LOADED = "loaded"  # the LLaVA curve's last point: the model loaded, the constant baseline answering every question
 RESCORE_REPEATS = 3  # the 20,000-question rescore's (the larger ones run once)
-ABOVE_FLOOR_MB = 200  # three models: peak RSS at most the floor (imports, the LLaVA, one question) plus this
-GROWTH_MB = 100  # on each curve: peak RSS at most the curve's first point (2,000 questions) plus this
+ABOVE_FLOOR_MB = (
+    200  # three models: peak RSS at most the floor (imports, the LLaVA, one question) plus this
+)
+GROWTH_MB = (
+    100  # on each curve: peak RSS at most the curve's first point (2,000 questions) plus this
+)
 RESCORE_ALL_SECONDS = 60
 
 CHILD = r"""
@@ -95,40 +102,57 @@ print(json.dumps({"seconds": time.perf_counter() - start, "predictions": n, "pea
 
 
 def _child(*args) -> dict:
-    r = subprocess.run([sys.executable, "-c", CHILD, *map(str, args)], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, *map(str, args)], capture_output=True, text=True
+    )
     if r.returncode:
         raise RuntimeError(r.stderr[-3000:])
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def _evaluation(r: dict, floor: dict) -> dict:
-    return {"predictions": r["predictions"], "seconds": round(r["seconds"], 1),
-            "ms_per_question": round(1000 * r["seconds"] / r["predictions"], 2),
-            # the pass over every line that draws the sample (the same for any sample size)
-            "sampling_seconds": round(r["seconds"] - r["ask_seconds"] - r["rescore_seconds"], 1),
-            # answering, per question, less the floor's seconds (importing torch, loading the model, one question)
-            "ask_ms_per_question": round(1000 * (r["ask_seconds"] - floor["seconds"]) / r["predictions"], 2),
-            "rescore_seconds": round(r["rescore_seconds"], 2), "peak_rss_mb": round(r["peak_rss_mb"]),
-            "above_floor_mb": round(r["peak_rss_mb"] - floor["peak_rss_mb"])}
+    return {
+        "predictions": r["predictions"],
+        "seconds": round(r["seconds"], 1),
+        "ms_per_question": round(1000 * r["seconds"] / r["predictions"], 2),
+        # the pass over every line that draws the sample (the same for any sample size)
+        "sampling_seconds": round(r["seconds"] - r["ask_seconds"] - r["rescore_seconds"], 1),
+        # answering, per question, less the floor's seconds (importing torch, loading the model, one question)
+        "ask_ms_per_question": round(
+            1000 * (r["ask_seconds"] - floor["seconds"]) / r["predictions"], 2
+        ),
+        "rescore_seconds": round(r["rescore_seconds"], 2),
+        "peak_rss_mb": round(r["peak_rss_mb"]),
+        "above_floor_mb": round(r["peak_rss_mb"] - floor["peak_rss_mb"]),
+    }
 
 
-def _point(root: Path, data: Path, name: str, n: int, mode: str, model: str, repeats: int = 1) -> dict:
+def _point(
+    root: Path, data: Path, name: str, n: int, mode: str, model: str, repeats: int = 1
+) -> dict:
     """One evaluation (``mode``: ``eval``, or ``loaded`` beside the tiny LLaVA) of ``n`` questions
     (0: all) by ``model``, then (not after ``loaded``) its rescore ``repeats`` times (the median kept)."""
     out = root / f"{name}{n}" / "06_evaluate"
     ev = _child(mode, data, out, n, model)
-    point = {"n": ev["predictions"], "evaluate_seconds": round(ev["seconds"], 1),
-             "ask_ms_per_question": round(1000 * ev["ask_seconds"] / ev["predictions"], 2),
-             "evaluate_peak_rss_mb": round(ev["peak_rss_mb"])}
+    point = {
+        "n": ev["predictions"],
+        "evaluate_seconds": round(ev["seconds"], 1),
+        "ask_ms_per_question": round(1000 * ev["ask_seconds"] / ev["predictions"], 2),
+        "evaluate_peak_rss_mb": round(ev["peak_rss_mb"]),
+    }
     if mode == LOADED:
         shutil.rmtree(out.parent, ignore_errors=True)
         return {**point, "answered_by": model, "model_loaded": "llava"}
     rescores = [_child("rescore", data, out) for _ in range(repeats)]
     rs = sorted(rescores, key=lambda r: r["seconds"])[len(rescores) // 2]
     shutil.rmtree(out.parent, ignore_errors=True)  # a run's predictions: up to a gigabyte
-    return {**point, "answered_by": model, "rescore_seconds": round(rs["seconds"], 2),
-            "rescore_peak_rss_mb": round(rs["peak_rss_mb"]),
-            "rescore_all_seconds": [round(r["seconds"], 2) for r in rescores]}
+    return {
+        **point,
+        "answered_by": model,
+        "rescore_seconds": round(rs["seconds"], 2),
+        "rescore_peak_rss_mb": round(rs["peak_rss_mb"]),
+        "rescore_all_seconds": [round(r["seconds"], 2) for r in rescores],
+    }
 
 
 def _with_growth(points: list[dict]) -> list[dict]:
@@ -144,8 +168,10 @@ def _with_growth(points: list[dict]) -> list[dict]:
 def curves(root: Path, data: Path) -> dict[str, list[dict]]:
     """The ``constant`` baseline at each N of :data:`CURVE`; the tiny LLaVA at each N of
     :data:`LLAVA_CURVE`, then every question beside it (:data:`LOADED`)."""
-    constant = [_point(root, data, "constant", n, "eval", "constant", RESCORE_REPEATS if n == 20_000 else 1)
-                for n in CURVE]
+    constant = [
+        _point(root, data, "constant", n, "eval", "constant", RESCORE_REPEATS if n == 20_000 else 1)
+        for n in CURVE
+    ]
     llava = [_point(root, data, "llava", n, "eval", "llava") for n in LLAVA_CURVE]
     llava.append(_point(root, data, "loaded", 0, LOADED, "constant"))
     return {"constant": _with_growth(constant), "llava": _with_growth(llava)}
@@ -157,9 +183,16 @@ def targets(curves: dict[str, list[dict]]) -> dict[str, str]:
     out = {"three_models.above_floor_mb": f"<= {ABOVE_FLOOR_MB}"}
     for name, points in curves.items():
         for i, p in enumerate(points[1:], start=1):
-            out.update({f"curves.{name}[{i}].{step}_growth_mb": f"<= {GROWTH_MB}" for step in ("evaluate", "rescore")
-                        if f"{step}_growth_mb" in p})
-    out[f"curves.constant[{len(curves['constant']) - 1}].rescore_seconds"] = f"<= {RESCORE_ALL_SECONDS}"
+            out.update(
+                {
+                    f"curves.{name}[{i}].{step}_growth_mb": f"<= {GROWTH_MB}"
+                    for step in ("evaluate", "rescore")
+                    if f"{step}_growth_mb" in p
+                }
+            )
+    out[f"curves.constant[{len(curves['constant']) - 1}].rescore_seconds"] = (
+        f"<= {RESCORE_ALL_SECONDS}"
+    )
     return out
 
 
@@ -172,20 +205,41 @@ def main() -> dict:
     try:
         data = root / "unique_all"
         # read as stage 04 reads its params file (it also holds the stage's own keys, e.g. compare_to_paper)
-        cfg = ScrapbookConfig(**yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text()))
+        cfg = ScrapbookConfig(
+            **yaml.safe_load((PARAMS / "04_scrapbook.unique_all.yaml").read_text())
+        )
         stats = generate(cfg.params(), data, progress=False, question_worker=cfg.question_worker)
         size_mb = (data / "items.jsonl").stat().st_size / 2**20
         floor = _child("floor", data, root / "floor")
-        three = _evaluation(_child("eval", data, root / "three" / "06_evaluate", THREE_MODELS_SIZE,
-                                   "constant,constant_no,llava"), floor)
+        three = _evaluation(
+            _child(
+                "eval",
+                data,
+                root / "three" / "06_evaluate",
+                THREE_MODELS_SIZE,
+                "constant,constant_no,llava",
+            ),
+            floor,
+        )
         measured = curves(root, data)
     finally:
-        shutil.rmtree(root, ignore_errors=True)  # the dataset and every run's predictions: gigabytes
+        shutil.rmtree(
+            root, ignore_errors=True
+        )  # the dataset and every run's predictions: gigabytes
     result = {
-        "dataset": {"questions": stats["questions"], "images": stats["images"], "items_jsonl_mb": round(size_mb)},
+        "dataset": {
+            "questions": stats["questions"],
+            "images": stats["images"],
+            "items_jsonl_mb": round(size_mb),
+        },
         # torch, transformers (which imports sympy and scipy), pandas, the tiny LLaVA, one question
-        "floor_peak_rss_mb": round(floor["peak_rss_mb"]), "floor_seconds": round(floor["seconds"], 1),
-        "three_models": {"models": ["constant", "constant_no", "llava"], "questions": THREE_MODELS_SIZE, **three},
+        "floor_peak_rss_mb": round(floor["peak_rss_mb"]),
+        "floor_seconds": round(floor["seconds"], 1),
+        "three_models": {
+            "models": ["constant", "constant_no", "llava"],
+            "questions": THREE_MODELS_SIZE,
+            **three,
+        },
         "curves": measured,
     }
     return record("scrapbook_eval", result, before, targets(measured))

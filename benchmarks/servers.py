@@ -24,13 +24,24 @@ CAPACITY = 4  # requests a stub serves at once (a GPU's batch slots)
 SERVICE_S = 0.1  # per request: long beside the client's own per-request work, so the servers are the bottleneck
 IN_FLIGHT = 2 * CAPACITY  # enough to fill two servers; one server queues the rest
 # two servers' throughput at least 1.6 x one server's (the ratio's ceiling is 2), and both servers used
-TARGETS = {"two_server_speedup": ">= 1.6", "two_server_requests_per_server[0]": "> 0",
-           "two_server_requests_per_server[1]": "> 0"}
+TARGETS = {
+    "two_server_speedup": ">= 1.6",
+    "two_server_requests_per_server[0]": "> 0",
+    "two_server_requests_per_server[1]": "> 0",
+}
 
 
 def requests_per_s(urls: list[str], tag: str) -> float:
-    model = load_model({"backend": "openai", "name": "stub", "base_url": urls, "concurrency": IN_FLIGHT // len(urls),
-                        "batch_size": N, "max_retries": 0})
+    model = load_model(
+        {
+            "backend": "openai",
+            "name": "stub",
+            "base_url": urls,
+            "concurrency": IN_FLIGHT // len(urls),
+            "batch_size": N,
+            "max_retries": 0,
+        }
+    )
     reqs = [Request.simple(f"{tag} request {i}") for i in range(N)]
     model.server_identity()  # each server's GET /models, asked once before the clock starts
     start = time.perf_counter()
@@ -44,7 +55,10 @@ def main() -> dict:
     from tests.support.openai_server import OpenAIStub
 
     before = host_state()
-    with OpenAIStub(delay_s=SERVICE_S, capacity=CAPACITY) as a, OpenAIStub(delay_s=SERVICE_S, capacity=CAPACITY) as b:
+    with (
+        OpenAIStub(delay_s=SERVICE_S, capacity=CAPACITY) as a,
+        OpenAIStub(delay_s=SERVICE_S, capacity=CAPACITY) as b,
+    ):
         one = [requests_per_s([a.url], f"one-{k}") for k in range(REPS)]
         served_before = len(a.bodies)
         two = [requests_per_s([a.url, b.url], f"two-{k}") for k in range(REPS)]
@@ -52,9 +66,12 @@ def main() -> dict:
     r1, r2 = statistics.median(one), statistics.median(two)
     result = {
         "servers": f"OpenAIStub, {CAPACITY} requests at once, {SERVICE_S} s each (a sleep), 127.0.0.1",
-        "requests": N, "reps": REPS, "in_flight": IN_FLIGHT,
+        "requests": N,
+        "reps": REPS,
+        "in_flight": IN_FLIGHT,
         "two_server_speedup": round(r2 / r1, 2),
-        "requests_per_s_one_server": round(r1, 1), "requests_per_s_two_servers": round(r2, 1),
+        "requests_per_s_one_server": round(r1, 1),
+        "requests_per_s_two_servers": round(r2, 1),
         "one_server_ceiling_requests_per_s": CAPACITY / SERVICE_S,
         "two_server_requests_per_server": shares,
         "all_runs": {"one": [round(x, 1) for x in one], "two": [round(x, 1) for x in two]},

@@ -43,23 +43,38 @@ shutil.rmtree(tmp, ignore_errors=True)
 def main() -> dict:
     before = host_state()
     demo = yaml.safe_load((PARAMS / "05_train.demo.yaml").read_text())
-    demo["model"] = load_profile("demo").models[demo["model"]]  # the profile's model the stage names
+    demo["model"] = load_profile("demo").models[
+        demo["model"]
+    ]  # the profile's model the stage names
     # the demo's training scenes are made by stage 04 (its `sets.train`)
-    demo["scrapbook"] = yaml.safe_load((PARAMS / "04_scrapbook.demo.yaml").read_text())["sets"]["train"]
+    demo["scrapbook"] = yaml.safe_load((PARAMS / "04_scrapbook.demo.yaml").read_text())["sets"][
+        "train"
+    ]
     runs = {}
     for label, cache_mb in (("cached", 1024), ("uncached", 0)):
-        r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(demo), str(STEPS), str(cache_mb)],
-                           capture_output=True, text=True, check=True)
+        r = subprocess.run(
+            [sys.executable, "-c", CHILD, json.dumps(demo), str(STEPS), str(cache_mb)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         runs[label] = json.loads(r.stdout.strip().splitlines()[-1])
     child = runs["cached"]
-    result = {"setup": {"model": demo["model"], "batch_size": demo["batch_size"], "full_finetune": True},
-              "steps": child["steps"], "train_seconds": child["train_seconds"],
-              "train_tokens_per_second": child["tokens_per_second"],
-              "examples_per_second": round(child["steps"] * demo["batch_size"] / child["train_seconds"], 1),
-              "peak_rss_mb": round(child["peak_rss_mb"], 1),
-              "uncached_tokens_per_second": runs["uncached"]["tokens_per_second"],
-              "uncached_peak_rss_mb": round(runs["uncached"]["peak_rss_mb"], 1),
-              "image_cache_speedup": round(child["tokens_per_second"] / runs["uncached"]["tokens_per_second"], 2)}
+    result = {
+        "setup": {"model": demo["model"], "batch_size": demo["batch_size"], "full_finetune": True},
+        "steps": child["steps"],
+        "train_seconds": child["train_seconds"],
+        "train_tokens_per_second": child["tokens_per_second"],
+        "examples_per_second": round(
+            child["steps"] * demo["batch_size"] / child["train_seconds"], 1
+        ),
+        "peak_rss_mb": round(child["peak_rss_mb"], 1),
+        "uncached_tokens_per_second": runs["uncached"]["tokens_per_second"],
+        "uncached_peak_rss_mb": round(runs["uncached"]["peak_rss_mb"], 1),
+        "image_cache_speedup": round(
+            child["tokens_per_second"] / runs["uncached"]["tokens_per_second"], 2
+        ),
+    }
     return record("train", result, before, TARGETS)
 
 

@@ -69,10 +69,18 @@ def _references(value, where: str) -> list[str]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as e:
-            raise AgreementError(f"{where}: references: not a JSON list of strings ({e.msg})") from None
+            raise AgreementError(
+                f"{where}: references: not a JSON list of strings ({e.msg})"
+            ) from None
     refs = [value] if isinstance(value, str) else value
-    if not isinstance(refs, list) or not refs or not all(isinstance(r, str) and r.strip() for r in refs):
-        raise AgreementError(f"{where}: references: expected a non-empty string or list of strings, got {value!r}")
+    if (
+        not isinstance(refs, list)
+        or not refs
+        or not all(isinstance(r, str) and r.strip() for r in refs)
+    ):
+        raise AgreementError(
+            f"{where}: references: expected a non-empty string or list of strings, got {value!r}"
+        )
     return refs
 
 
@@ -87,13 +95,17 @@ def _rows(path: Path) -> list[tuple[str, dict]]:
                 except json.JSONDecodeError as e:
                     raise AgreementError(f"{path}:{line}: not JSON ({e.msg})") from None
                 if not isinstance(row, dict):
-                    raise AgreementError(f"{path}:{line}: expected an object with {', '.join(LABEL_COLUMNS)}")
+                    raise AgreementError(
+                        f"{path}:{line}: expected an object with {', '.join(LABEL_COLUMNS)}"
+                    )
                 out.append((f"{path}:{line}", row))
         return out
     if path.suffix == ".csv":
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
         return [(f"{path}:{i + 2}", row) for i, row in enumerate(frame.to_dict("records"))]
-    raise AgreementError(f"{path}: labels are a .csv or .jsonl file with columns {', '.join(LABEL_COLUMNS)}")
+    raise AgreementError(
+        f"{path}: labels are a .csv or .jsonl file with columns {', '.join(LABEL_COLUMNS)}"
+    )
 
 
 def read_labels(path: str | Path) -> pd.DataFrame:
@@ -103,22 +115,34 @@ def read_labels(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise AgreementError(f"{path}: no such labels file")
     task, reader = human_label_readers().get(path.name, (None, None))
-    rows = [(f"{path}: row {i + 1}", r) for i, r in enumerate(reader(path).to_dict("records"))] if reader \
+    rows = (
+        [(f"{path}: row {i + 1}", r) for i, r in enumerate(reader(path).to_dict("records"))]
+        if reader
         else _rows(path)
+    )
     checked, seen = [], {}
     for where, row in rows:
         missing = [c for c in LABEL_COLUMNS if c not in row]
         if missing:
-            raise AgreementError(f"{where}: missing {', '.join(missing)} (columns: {', '.join(LABEL_COLUMNS)})")
+            raise AgreementError(
+                f"{where}: missing {', '.join(missing)} (columns: {', '.join(LABEL_COLUMNS)})"
+            )
         for c in ("answer_id", "cluster", "question", "answer", "criterion"):
             if not isinstance(row[c], str) or (c != "answer" and not row[c].strip()):
                 raise AgreementError(f"{where}: {c}: expected text, got {row[c]!r}")
-        r = {**{c: row[c] for c in LABEL_COLUMNS}, "references": _references(row["references"], where),
-             "label": _label(row["label"], where)}
-        same = {c: r[c] for c in ("cluster", "question", "answer")} | {"references": tuple(r["references"])}
+        r = {
+            **{c: row[c] for c in LABEL_COLUMNS},
+            "references": _references(row["references"], where),
+            "label": _label(row["label"], where),
+        }
+        same = {c: r[c] for c in ("cluster", "question", "answer")} | {
+            "references": tuple(r["references"])
+        }
         if seen.setdefault(r["answer_id"], same) != same:
-            raise AgreementError(f"{where}: answer {r['answer_id']!r} has another cluster, question, answer or "
-                                 f"references than on its first row")
+            raise AgreementError(
+                f"{where}: answer {r['answer_id']!r} has another cluster, question, answer or "
+                f"references than on its first row"
+            )
         checked.append(r)
     if not checked:
         raise AgreementError(f"{path}: no labels")
@@ -127,101 +151,193 @@ def read_labels(path: str | Path) -> pd.DataFrame:
 
 def answers_of(labels: pd.DataFrame) -> pd.DataFrame:
     """One row per answer, in the order the labels first name them."""
-    return labels.drop_duplicates("answer_id").drop(columns=["criterion", "label"]).reset_index(drop=True)
+    return (
+        labels.drop_duplicates("answer_id")
+        .drop(columns=["criterion", "label"])
+        .reset_index(drop=True)
+    )
 
 
-def metric_scores(answers: pd.DataFrame, metrics, bertscore_model: str | None = None) -> dict[str, np.ndarray]:
+def metric_scores(
+    answers: pd.DataFrame, metrics, bertscore_model: str | None = None
+) -> dict[str, np.ndarray]:
     """Each text metric's per-answer score (:mod:`lib.metrics.text`) against the references."""
     cands, refs = answers["answer"].tolist(), answers["references"].tolist()
-    return {m: np.asarray(T.bertscore(cands, refs, model=bertscore_model) if m == "bertscore"
-                          else getattr(T, m)(cands, refs), dtype=float) for m in metrics}
+    return {
+        m: np.asarray(
+            T.bertscore(cands, refs, model=bertscore_model)
+            if m == "bertscore"
+            else getattr(T, m)(cands, refs),
+            dtype=float,
+        )
+        for m in metrics
+    }
 
 
-def judge_ratings(model, answers: pd.DataFrame, max_new_tokens: int, store, references=None,
-                  candidates=None) -> np.ndarray:
+def judge_ratings(
+    model, answers: pd.DataFrame, max_new_tokens: int, store, references=None, candidates=None
+) -> np.ndarray:
     """LAVE's rating (1-3) of every answer by ``model``; NaN where it could not be read."""
-    judged = lave_judge(model, answers["question"].tolist(),
-                        references if references is not None else answers["references"].tolist(),
-                        candidates if candidates is not None else answers["answer"].tolist(), max_new_tokens,
-                        store=store, item_ids=answers["answer_id"].tolist(), progress=False)
+    judged = lave_judge(
+        model,
+        answers["question"].tolist(),
+        references if references is not None else answers["references"].tolist(),
+        candidates if candidates is not None else answers["answer"].tolist(),
+        max_new_tokens,
+        store=store,
+        item_ids=answers["answer_id"].tolist(),
+        progress=False,
+    )
     return np.array([math.nan if j.rating is None else j.rating for j in judged], dtype=float)
 
 
-def judge_check(name: str, model, answers: pd.DataFrame, labels: pd.DataFrame, ratings: np.ndarray,
-                max_new_tokens: int, store) -> dict:
+def judge_check(
+    name: str,
+    model,
+    answers: pd.DataFrame,
+    labels: pd.DataFrame,
+    ratings: np.ndarray,
+    max_new_tokens: int,
+    store,
+) -> dict:
     """One judge's reliability: unreadable share; the same answers judged with their references
     reversed (NaN where every answer has one reference: nothing to reorder); right answers
     (``correctness`` 1, else every answer) padded with :data:`PADDING`."""
-    row = {"judge": name, "n": len(ratings), "unreadable": int(np.isnan(ratings).sum()),
-           "unreadable_share": float(np.isnan(ratings).mean())}
+    row = {
+        "judge": name,
+        "n": len(ratings),
+        "unreadable": int(np.isnan(ratings).sum()),
+        "unreadable_share": float(np.isnan(ratings).mean()),
+    }
     multi = answers["references"].map(len) > 1
     if multi.any():
-        again = judge_ratings(model, answers[multi], max_new_tokens, store,
-                              references=[list(reversed(r)) for r in answers.loc[multi, "references"]])
+        again = judge_ratings(
+            model,
+            answers[multi],
+            max_new_tokens,
+            store,
+            references=[list(reversed(r)) for r in answers.loc[multi, "references"]],
+        )
         both = ~np.isnan(again) & ~np.isnan(ratings[multi.to_numpy()])
-        row.update(reordered=int(multi.sum()), self_consistency=float((again[both] == ratings[multi.to_numpy()][both]).mean())
-                   if both.any() else math.nan)
+        row.update(
+            reordered=int(multi.sum()),
+            self_consistency=float((again[both] == ratings[multi.to_numpy()][both]).mean())
+            if both.any()
+            else math.nan,
+        )
     else:
         row.update(reordered=0, self_consistency=math.nan)
     right = labels[(labels["criterion"] == "correctness") & (labels["label"] == 1)]["answer_id"]
     probe = answers[answers["answer_id"].isin(set(right))] if len(right) else answers
-    padded = judge_ratings(model, probe, max_new_tokens, store,
-                           candidates=[f"{a.rstrip()} {PADDING}" for a in probe["answer"]])
+    padded = judge_ratings(
+        model,
+        probe,
+        max_new_tokens,
+        store,
+        candidates=[f"{a.rstrip()} {PADDING}" for a in probe["answer"]],
+    )
     before = ratings[answers["answer_id"].isin(set(probe["answer_id"])).to_numpy()]
     both = ~np.isnan(padded) & ~np.isnan(before)
-    row.update(padded=len(probe), padded_raised=int((padded[both] > before[both]).sum()),
-               padded_lowered=int((padded[both] < before[both]).sum()),
-               padded_mean_change=float((padded[both] - before[both]).mean()) if both.any() else math.nan)
+    row.update(
+        padded=len(probe),
+        padded_raised=int((padded[both] > before[both]).sum()),
+        padded_lowered=int((padded[both] < before[both]).sum()),
+        padded_mean_change=float((padded[both] - before[both]).mean()) if both.any() else math.nan,
+    )
     return row
 
 
-def agreement_table(scores: dict[str, np.ndarray], answers: pd.DataFrame, labels: pd.DataFrame,
-                    n_resamples: int = N_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+def agreement_table(
+    scores: dict[str, np.ndarray],
+    answers: pd.DataFrame,
+    labels: pd.DataFrame,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Per scorer and criterion, each statistic with its interval over clusters (``scores``: scorer
     -> per-answer score, NaN where a judge's rating was unreadable: left out, ``n`` says how many
     answers a row rests on). A judge (``lave[...]``) is also held categorically: rated 3 or not."""
     clusters = answers["cluster"].to_numpy()
     rows = []
     for criterion, lab in labels.groupby("criterion", sort=False):
-        verdict = lab.set_index("answer_id")["label"].reindex(answers["answer_id"]).to_numpy(dtype=float)
+        verdict = (
+            lab.set_index("answer_id")["label"].reindex(answers["answer_id"]).to_numpy(dtype=float)
+        )
         for scorer, s in scores.items():
             keep = ~np.isnan(s) & ~np.isnan(verdict)
-            found = agreement(s[keep], verdict[keep], clusters[keep], GRADED, n_resamples, seed=seed)
+            found = agreement(
+                s[keep], verdict[keep], clusters[keep], GRADED, n_resamples, seed=seed
+            )
             if scorer.startswith("lave["):
-                found += agreement((s[keep] == 1).astype(float), verdict[keep], clusters[keep], CATEGORICAL,
-                                   n_resamples, seed=seed)
+                found += agreement(
+                    (s[keep] == 1).astype(float),
+                    verdict[keep],
+                    clusters[keep],
+                    CATEGORICAL,
+                    n_resamples,
+                    seed=seed,
+                )
             rows += [{"scorer": scorer, "criterion": criterion, **r} for r in found]
     return pd.DataFrame(rows)
 
 
-def paired_table(scores: dict[str, np.ndarray], answers: pd.DataFrame, labels: pd.DataFrame,
-                 n_resamples: int = N_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+def paired_table(
+    scores: dict[str, np.ndarray],
+    answers: pd.DataFrame,
+    labels: pd.DataFrame,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Per criterion, the scorer with the highest ROC AUC against each other scorer: the paired
     difference of their AUCs over the answers both scored, with its interval over clusters."""
     clusters = answers["cluster"].to_numpy()
     rows = []
     for criterion, lab in labels.groupby("criterion", sort=False):
-        verdict = lab.set_index("answer_id")["label"].reindex(answers["answer_id"]).to_numpy(dtype=float)
+        verdict = (
+            lab.set_index("answer_id")["label"].reindex(answers["answer_id"]).to_numpy(dtype=float)
+        )
         auc = {}
         for scorer, s in scores.items():
             keep = ~np.isnan(s) & ~np.isnan(verdict)
-            auc[scorer] = agreement(s[keep], verdict[keep], None, ("roc_auc",), n_resamples=2)[0]["value"]
+            auc[scorer] = agreement(s[keep], verdict[keep], None, ("roc_auc",), n_resamples=2)[0][
+                "value"
+            ]
         ranked = sorted((v, k) for k, v in auc.items() if not math.isnan(v))
         if not ranked:
             continue
         best = ranked[-1][1]
         for other in (k for k in scores if k != best):
             keep = ~np.isnan(scores[best]) & ~np.isnan(scores[other]) & ~np.isnan(verdict)
-            diff, low, high = paired_agreement(scores[best][keep], scores[other][keep], verdict[keep], clusters[keep],
-                                               "roc_auc", n_resamples, seed=seed)
-            rows.append({"criterion": criterion, "better": best, "than": other, "auc_difference": diff,
-                         "ci_low": low, "ci_high": high, "n": int(keep.sum()),
-                         "n_clusters": len(set(clusters[keep]))})
+            diff, low, high = paired_agreement(
+                scores[best][keep],
+                scores[other][keep],
+                verdict[keep],
+                clusters[keep],
+                "roc_auc",
+                n_resamples,
+                seed=seed,
+            )
+            rows.append(
+                {
+                    "criterion": criterion,
+                    "better": best,
+                    "than": other,
+                    "auc_difference": diff,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "n": int(keep.sum()),
+                    "n_clusters": len(set(clusters[keep])),
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def scorers(profile: str | None, task: str, judges: list[str], profile_judge: bool = True,
-            ) -> tuple[list[str], str | None, dict, int]:
+def scorers(
+    profile: str | None,
+    task: str,
+    judges: list[str],
+    profile_judge: bool = True,
+) -> tuple[list[str], str | None, dict, int]:
     """What scores the answers, from the profile (its stage 06 config: the task's text metrics and
     BERTScore model, the judge unless ``profile_judge`` is off, and its token limit; ``judges``: more
     of its models by name): ``(metrics, bertscore_model, judge name -> spec, judge_max_new_tokens)``."""
@@ -234,13 +350,25 @@ def scorers(profile: str | None, task: str, judges: list[str], profile_judge: bo
             known = ", ".join(prof.models) if prof else "none"
             raise AgreementError(f"--judge {name}: not a model of the profile (models: {known})")
         found[name] = prof.models[name]
-    return list(getattr(opts, "text_metrics", ())), getattr(opts, "bertscore_model", None), found, \
-        cfg.judge_max_new_tokens
+    return (
+        list(getattr(opts, "text_metrics", ())),
+        getattr(opts, "bertscore_model", None),
+        found,
+        cfg.judge_max_new_tokens,
+    )
 
 
-def run(labels_path: str | Path, out: str | Path, profile: str | None = None, task: str | None = None,
-        judges: list[str] = (), profile_judge: bool = True, n_resamples: int = N_RESAMPLES, seed: int = 0,
-        store=None) -> dict:
+def run(
+    labels_path: str | Path,
+    out: str | Path,
+    profile: str | None = None,
+    task: str | None = None,
+    judges: list[str] = (),
+    profile_judge: bool = True,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+    store=None,
+) -> dict:
     """Score the labelled answers with every metric and judge, write the four tables into ``out``
     (built aside, swapped in whole; a folder of another kind is refused) and return a summary."""
     out = Path(out)
@@ -248,8 +376,12 @@ def run(labels_path: str | Path, out: str | Path, profile: str | None = None, ta
     labels = read_labels(labels_path)
     task = task or human_label_readers().get(Path(labels_path).name, (None,))[0]
     if task is None:
-        raise AgreementError(f"{labels_path}: say which task the answers are of (--task), for its text metrics")
-    metrics, bert_model, judge_specs, max_tokens = scorers(profile, task, list(judges), profile_judge)
+        raise AgreementError(
+            f"{labels_path}: say which task the answers are of (--task), for its text metrics"
+        )
+    metrics, bert_model, judge_specs, max_tokens = scorers(
+        profile, task, list(judges), profile_judge
+    )
     answers = answers_of(labels)
     scores = metric_scores(answers, metrics, bert_model)
     store = store or CallStore.default()
@@ -259,32 +391,65 @@ def run(labels_path: str | Path, out: str | Path, profile: str | None = None, ta
         ratings = judge_ratings(model, answers, max_tokens, store)
         scores[f"lave[{name}]"] = (ratings - 1) / 2
         checks.append(judge_check(name, model, answers, labels, ratings, max_tokens, store))
-    tables = {"agreement": agreement_table(scores, answers, labels, n_resamples, seed),
-              "paired": paired_table(scores, answers, labels, n_resamples, seed),
-              "judge_checks": pd.DataFrame(checks),
-              "scores": pd.concat([answers[["answer_id", "cluster"]], pd.DataFrame(scores)], axis=1)}
+    tables = {
+        "agreement": agreement_table(scores, answers, labels, n_resamples, seed),
+        "paired": paired_table(scores, answers, labels, n_resamples, seed),
+        "judge_checks": pd.DataFrame(checks),
+        "scores": pd.concat([answers[["answer_id", "cluster"]], pd.DataFrame(scores)], axis=1),
+    }
     building = aside_folder(out)
     for name, table in tables.items():
         write_csv(building / f"{name}.csv", table)
     mark(building, KIND)
     swap_in(building, out)
-    return {"labels": str(labels_path), "task": task, "answers": len(answers), "clusters": answers["cluster"].nunique(),
-            "criteria": sorted(labels["criterion"].unique()), "scorers": list(scores), "out": str(out)}
+    return {
+        "labels": str(labels_path),
+        "task": task,
+        "answers": len(answers),
+        "clusters": answers["cluster"].nunique(),
+        "criteria": sorted(labels["criterion"].unique()),
+        "scorers": list(scores),
+        "out": str(out),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lib.agreement", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--labels", required=True, help="human labels: CSV/JSONL (see the module) or a release's file")
-    ap.add_argument("--out", required=True, help="the folder to write (new, empty, or an earlier agreement's)")
-    ap.add_argument("--profile", help="whose stage 06 settings and models score the answers (default: $VQALAB_PROFILE)")
-    ap.add_argument("--task", help="the task the answers are of (its text metrics); known for a release's file")
-    ap.add_argument("--judge", action="append", default=[], help="another judge: a model name of the profile")
-    ap.add_argument("--no-profile-judge", action="store_true", help="leave out the profile's stage-06 judge")
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.agreement", description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--labels",
+        required=True,
+        help="human labels: CSV/JSONL (see the module) or a release's file",
+    )
+    ap.add_argument(
+        "--out", required=True, help="the folder to write (new, empty, or an earlier agreement's)"
+    )
+    ap.add_argument(
+        "--profile",
+        help="whose stage 06 settings and models score the answers (default: $VQALAB_PROFILE)",
+    )
+    ap.add_argument(
+        "--task", help="the task the answers are of (its text metrics); known for a release's file"
+    )
+    ap.add_argument(
+        "--judge", action="append", default=[], help="another judge: a model name of the profile"
+    )
+    ap.add_argument(
+        "--no-profile-judge", action="store_true", help="leave out the profile's stage-06 judge"
+    )
     ap.add_argument("--n-resamples", type=int, default=N_RESAMPLES)
     args = ap.parse_args(argv)
     try:
-        summary = run(args.labels, args.out, args.profile, args.task, args.judge, not args.no_profile_judge,
-                      args.n_resamples)
+        summary = run(
+            args.labels,
+            args.out,
+            args.profile,
+            args.task,
+            args.judge,
+            not args.no_profile_judge,
+            args.n_resamples,
+        )
     except (AgreementError, config.ParamsError, NotOurFolder, KeyError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -24,13 +24,18 @@ class AnnotationWidget:
     >>> AnnotationWidget(records, AnnotationStore(out / "annotations.jsonl")).show()
     """
 
-    def __init__(self, records: list[dict], store: AnnotationStore, fields=FIELDS, annotator: str = ""):
+    def __init__(
+        self, records: list[dict], store: AnnotationStore, fields=FIELDS, annotator: str = ""
+    ):
         import ipywidgets as W
 
         if not records:
             raise ValueError("AnnotationWidget needs at least one record (id, path)")
-        self.records, self.store, self.fields = records, store, [FIELD_BY_NAME.get(f, f) if isinstance(f, str) else f
-                                                                 for f in fields]
+        self.records, self.store, self.fields = (
+            records,
+            store,
+            [FIELD_BY_NAME.get(f, f) if isinstance(f, str) else f for f in fields],
+        )
         self.index = 0
         self.annotator = W.Text(value=annotator, description="annotator", placeholder="your name")
         self.title = W.HTML()
@@ -38,9 +43,13 @@ class AnnotationWidget:
         self.inputs = {}
         for f in self.fields:
             if f.kind == "bool":
-                w = W.ToggleButtons(options=[("?", None), ("yes", True), ("no", False)], description=f.name)
+                w = W.ToggleButtons(
+                    options=[("?", None), ("yes", True), ("no", False)], description=f.name
+                )
             elif f.kind == "choice":
-                w = W.ToggleButtons(options=[("?", None)] + [(c, c) for c in f.choices], description=f.name)
+                w = W.ToggleButtons(
+                    options=[("?", None)] + [(c, c) for c in f.choices], description=f.name
+                )
             else:
                 w = W.Textarea(description=f.name, placeholder=f.help, layout=W.Layout(width="95%"))
             w.add_class(f"vqalab-field-{f.name}")
@@ -53,8 +62,16 @@ class AnnotationWidget:
         self.buttons["next"].on_click(lambda _: self.go(1))
         self.buttons["save"].on_click(lambda _: self.save())
         self.annotator.add_class("vqalab-annotator")
-        self.box = W.VBox([self.annotator, self.title, W.HBox(self.images), *self.inputs.values(),
-                           W.HBox(list(self.buttons.values())), self.status])
+        self.box = W.VBox(
+            [
+                self.annotator,
+                self.title,
+                W.HBox(self.images),
+                *self.inputs.values(),
+                W.HBox(list(self.buttons.values())),
+                self.status,
+            ]
+        )
         self.render()
 
     def _png(self, image: Image.Image) -> bytes:
@@ -70,8 +87,16 @@ class AnnotationWidget:
         for w, im in zip(self.images, (image, *split(image))):
             w.value = self._png(im)
         self.title.value = f"<b>{self.index + 1} / {len(self.records)}</b> · {r['id']}"
-        current = self.store.table(self.annotator.value.strip()) if self.annotator.value.strip() else pd.DataFrame()
-        row = current[current["item"] == r["id"]].iloc[0].to_dict() if len(current) and (current["item"] == r["id"]).any() else {}
+        current = (
+            self.store.table(self.annotator.value.strip())
+            if self.annotator.value.strip()
+            else pd.DataFrame()
+        )
+        row = (
+            current[current["item"] == r["id"]].iloc[0].to_dict()
+            if len(current) and (current["item"] == r["id"]).any()
+            else {}
+        )
         for name, w in self.inputs.items():
             v = row.get(name)
             f = FIELD_BY_NAME[name]

@@ -29,7 +29,9 @@ from lib.schema import (
 # predictions.jsonl and re-parsed on every rescore.
 MAX_REPLY_CHARS = 64 * 1024
 
-_LETTER = re.compile(r"^\s*(?:\(?answer\)?\s*(?:is)?\s*[:\-]?\s*)?\(?([A-Z])\)?(?:[.:)\s]|$)", re.IGNORECASE)
+_LETTER = re.compile(
+    r"^\s*(?:\(?answer\)?\s*(?:is)?\s*[:\-]?\s*)?\(?([A-Z])\)?(?:[.:)\s]|$)", re.IGNORECASE
+)
 
 
 def parse_choice(text: str, choices: tuple[str, ...] | list[str]) -> tuple[str | None, str]:
@@ -56,14 +58,31 @@ def parse_choice(text: str, choices: tuple[str, ...] | list[str]) -> tuple[str |
     if all(len(c) == 1 for c in choices):
         m = _LETTER.match(text)
         # a lower-case letter counts only in parentheses: "a cat" starts with an article, not option A
-        if m and m.group(1).upper() in upper and (m.group(1).isupper() or "(" in m.group(0) or ")" in m.group(0)):
+        if (
+            m
+            and m.group(1).upper() in upper
+            and (m.group(1).isupper() or "(" in m.group(0) or ")" in m.group(0))
+        ):
             letter = m.group(1).upper()
-            rest = text[m.end():]
-            others = {c for c in choices if c != letter and re.search(rf"(?<!\w){re.escape(c)}(?!\w)", rest)}
-            return (upper[letter], PARSE_LETTER) if not others else (None, INVALID)  # "Y N": two answers
+            rest = text[m.end() :]
+            others = {
+                c
+                for c in choices
+                if c != letter and re.search(rf"(?<!\w){re.escape(c)}(?!\w)", rest)
+            }
+            return (
+                (upper[letter], PARSE_LETTER) if not others else (None, INVALID)
+            )  # "Y N": two answers
     # one-character choices (option letters) only count as capitals standing alone: "a cat" names no option
-    found = {c for c in choices if (re.search(rf"(?<!\w){re.escape(c)}(?!\w)", text) if len(c) == 1
-                                    else re.search(rf"(?<!\w){re.escape(norm(c))}(?!\w)", answer))}
+    found = {
+        c
+        for c in choices
+        if (
+            re.search(rf"(?<!\w){re.escape(c)}(?!\w)", text)
+            if len(c) == 1
+            else re.search(rf"(?<!\w){re.escape(norm(c))}(?!\w)", answer)
+        )
+    }
     if len(found) == 1:
         return found.pop(), PARSE_CONTAINS
     return None, INVALID
@@ -72,8 +91,12 @@ def parse_choice(text: str, choices: tuple[str, ...] | list[str]) -> tuple[str |
 def choice_schema(choices) -> dict:
     """The closed JSON schema of a choice answer, ``{"answer": <one of choices>}`` and nothing else
     (what structured output is asked for)."""
-    return {"type": "object", "properties": {"answer": {"type": "string", "enum": list(choices)}},
-            "required": ["answer"], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {"answer": {"type": "string", "enum": list(choices)}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
 
 
 def _json_value(text: str) -> tuple[bool, Any, str | None]:
@@ -82,12 +105,14 @@ def _json_value(text: str) -> tuple[bool, Any, str | None]:
     candidates = [text]
     start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:
-        candidates.append(text[start:end + 1])
+        candidates.append(text[start : end + 1])
     problem = None
     for cand in candidates:
         try:
             return True, json.loads(cand), None
-        except RecursionError:  # the parser's stack, not the reply's fault alone: unreadable, never fatal
+        except (
+            RecursionError
+        ):  # the parser's stack, not the reply's fault alone: unreadable, never fatal
             problem = "JSON nested too deep to read"
         except ValueError:  # JSONDecodeError, and numbers past int()'s digit limit
             continue
@@ -105,7 +130,9 @@ def _off_choice_wrapper(text: str, choices) -> bool:
         return False
     if isinstance(value, list):
         return True
-    return isinstance(value, dict) and not (value.keys() == {"answer"} and value["answer"] in choices)
+    return isinstance(value, dict) and not (
+        value.keys() == {"answer"} and value["answer"] in choices
+    )
 
 
 def parse_json_reply(text: str, schema: dict | None = None) -> tuple[Any, str, str | None]:
@@ -144,7 +171,9 @@ def cap_reply(text: str, limit: int = MAX_REPLY_CHARS) -> tuple[str, str | None]
     """``(kept, problem)``: ``text`` cut to its first ``limit`` characters, and why when it was cut."""
     if len(text) <= limit:
         return text, None
-    return text[:limit], f"reply of {len(text):,} characters cut to its first {limit:,} (MAX_REPLY_CHARS)"
+    return text[
+        :limit
+    ], f"reply of {len(text):,} characters cut to its first {limit:,} (MAX_REPLY_CHARS)"
 
 
 def not_text(content) -> tuple[str, str]:

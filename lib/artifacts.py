@@ -26,8 +26,15 @@ from lib.io import file_sha256, read_jsonl, write_json
 from lib.paths import outputs_root
 
 SETUP, COLLECT, ANNOTATE, AF, SCRAPBOOK, TRAIN, EVALUATE, ANALYZE = (
-    "00_setup", "01_collect", "02_annotate", "03_adversarial_filter", "04_scrapbook", "05_train", "06_evaluate",
-    "07_analyze")
+    "00_setup",
+    "01_collect",
+    "02_annotate",
+    "03_adversarial_filter",
+    "04_scrapbook",
+    "05_train",
+    "06_evaluate",
+    "07_analyze",
+)
 STAGES = (SETUP, COLLECT, ANNOTATE, AF, SCRAPBOOK, TRAIN, EVALUATE, ANALYZE)
 
 SUMMARY = "summary.json"  # every stage: its headline numbers
@@ -59,7 +66,9 @@ PREDICTIONS = "predictions.jsonl"  # 06
 JUDGEMENTS = "judgements.jsonl"  # 06
 METRICS, LEVELS, ERRORS = "metrics.csv", "levels.csv", "errors.csv"  # 06
 EVAL_CONFIG = "config.json"  # 06
-EVAL_MANIFEST = "manifest.json"  # 06: written last; ties config, predictions, judgements and datasets together
+EVAL_MANIFEST = (
+    "manifest.json"  # 06: written last; ties config, predictions, judgements and datasets together
+)
 EVAL_TABLES = (METRICS, LEVELS, ERRORS)  # 06: derived from the predictions (rescore remakes them)
 TABLES_META = "metrics.meta.json"  # 06: written after the tables; what they were computed from
 PAPER = "paper.csv"  # any stage: the paper numbers it reproduced (paper, quantity, paper_value, ours, equal, note)
@@ -68,7 +77,9 @@ COMPARISON = "comparison"  # 07: this run's answers against another run's (compa
 COMPARED = "comparison/comparison.json"  # 07: the two runs, paired and changed items, causes, metric rows, config diff
 COMPARED_CAUSES = "comparison/causes.csv"  # 07: per cause, the changed items, how many improved or worsened, and why
 COMPARED_METRICS = "comparison/metrics.csv"  # 07: per group and metric A, B, B - A, paired interval, McNemar p (headline marked)
-COMPARED_CONFIG = "comparison/config.csv"  # 07: every resolved value that differs and where each came from
+COMPARED_CONFIG = (
+    "comparison/config.csv"  # 07: every resolved value that differs and where each came from
+)
 COMPARED_ITEMS = "comparison/items.jsonl"  # 07: every changed item: cause, why, which way, both runs' scores and prompts
 
 
@@ -87,8 +98,15 @@ def datasets_of(run_folder: str | Path, stage: str) -> dict[str, Path]:
     """Every dataset folder a stage of this run wrote, by name (not the hidden folders datasets are
     built in before they are swapped into place: :func:`lib.io.aside_folder`)."""
     root = stage_folder(run_folder, stage) / DATASETS
-    return {p.name: p for p in sorted(root.iterdir()) if not p.name.startswith(".") and (p / "items.jsonl").exists()} \
-        if root.is_dir() else {}
+    return (
+        {
+            p.name: p
+            for p in sorted(root.iterdir())
+            if not p.name.startswith(".") and (p / "items.jsonl").exists()
+        }
+        if root.is_dir()
+        else {}
+    )
 
 
 def is_run_output(ref) -> bool:
@@ -101,12 +119,12 @@ def resolve(ref: str, run_folder: str | Path) -> str:
     ``run:<run>/05_train/best`` -> that path in another run of the same outputs root (a profile
     that evaluates what several training runs made); other paths unchanged."""
     if isinstance(ref, str) and ref.startswith("run:"):
-        run, _, rest = ref[len("run:"):].partition("/")
+        run, _, rest = ref[len("run:") :].partition("/")
         stage, _, sub = rest.partition("/")
         return str(stage_folder(outputs_root() / run, stage) / sub)
     if not isinstance(ref, str) or not ref.startswith("stage:"):
         return ref
-    stage, _, sub = ref[len("stage:"):].partition("/")
+    stage, _, sub = ref[len("stage:") :].partition("/")
     return str(stage_folder(run_folder, stage) / sub)
 
 
@@ -139,8 +157,11 @@ def missing_models(models: dict[str, dict], run_folder: str | Path) -> list[str]
             continue
         kind, _, ref = name.partition(":")
         run, stage = (Path(run_folder).name, ref) if kind == "stage" else ref.partition("/")[::2]
-        why = model_folder_problem(Path(resolve(name, run_folder)), f"stage {stage.partition('/')[0]} of run {run} "
-                                   f"makes it: run that first, name the run that did with --run, or name another model")
+        why = model_folder_problem(
+            Path(resolve(name, run_folder)),
+            f"stage {stage.partition('/')[0]} of run {run} "
+            f"makes it: run that first, name the run that did with --run, or name another model",
+        )
         if why:
             lines.append(f"model {label!r} (name: {name}): {why}")
     return lines
@@ -153,6 +174,7 @@ def _need(path: Path, what: str) -> Path:
 
 
 # --- 06's derived tables and their sources --------------------------------------------------------
+
 
 class StaleTables(ValueError):
     """06's tables do not come from the predictions now in the folder (or nothing says they do)."""
@@ -168,8 +190,14 @@ def record_table_sources(folder: str | Path, tables: dict[str, str], predictions
     """Record, after the tables are written, what they were computed from: each table's SHA-256
     (``tables``: name -> digest), the predictions file's (``predictions``) and the manifest's."""
     folder = Path(folder)
-    write_json(folder / TABLES_META, {"tables": tables, "predictions": predictions,
-                                      "manifest": file_sha256(folder / EVAL_MANIFEST, remember=False)})
+    write_json(
+        folder / TABLES_META,
+        {
+            "tables": tables,
+            "predictions": predictions,
+            "manifest": file_sha256(folder / EVAL_MANIFEST, remember=False),
+        },
+    )
 
 
 def stale_tables(folder: str | Path) -> str | None:
@@ -185,19 +213,25 @@ def stale_tables(folder: str | Path) -> str | None:
     try:
         rec = json.loads(meta.read_text())
     except FileNotFoundError:
-        return (f"{folder}: {', '.join(present)} carry no record of the predictions they were computed from "
-                f"({TABLES_META} is missing: an evaluation or rescore stopped before finishing its tables, or they "
-                f"predate such records), so they may be another run's numbers; {fix}")
+        return (
+            f"{folder}: {', '.join(present)} carry no record of the predictions they were computed from "
+            f"({TABLES_META} is missing: an evaluation or rescore stopped before finishing its tables, or they "
+            f"predate such records), so they may be another run's numbers; {fix}"
+        )
     except ValueError:
         return f"{meta} is not readable JSON; {fix}"
     tables = rec.get("tables", {}) if isinstance(rec, dict) else {}
     for name in present:
         if name not in tables or tables[name] != file_sha256(folder / name, remember=False):
-            return (f"{folder}: {name} is not the table recorded in {TABLES_META} (a rescore or rerun stopped part "
-                    f"way through writing the tables); {fix}")
+            return (
+                f"{folder}: {name} is not the table recorded in {TABLES_META} (a rescore or rerun stopped part "
+                f"way through writing the tables); {fix}"
+            )
     if rec.get("predictions") != file_sha256(folder / PREDICTIONS):
-        return (f"{folder}: the tables were computed from other predictions than the current {PREDICTIONS} (a rerun "
-                f"stopped after writing new predictions, before its tables); {fix}")
+        return (
+            f"{folder}: the tables were computed from other predictions than the current {PREDICTIONS} (a rerun "
+            f"stopped after writing new predictions, before its tables); {fix}"
+        )
     if rec.get("manifest") != file_sha256(folder / EVAL_MANIFEST, remember=False):
         return f"{folder}: the tables were computed under another {EVAL_MANIFEST} than the current one; {fix}"
     return None
@@ -205,9 +239,14 @@ def stale_tables(folder: str | Path) -> str | None:
 
 # --- readers ----------------------------------------------------------------------------------------
 
+
 def read_manifest(run_folder: str | Path) -> list[dict]:
     """01's manifest: one record per collected image."""
-    return list(read_jsonl(_need(stage_folder(run_folder, COLLECT) / MANIFEST, "run stage 01_collect first")))
+    return list(
+        read_jsonl(
+            _need(stage_folder(run_folder, COLLECT) / MANIFEST, "run stage 01_collect first")
+        )
+    )
 
 
 def annotations_path(run_folder: str | Path) -> Path:
@@ -256,5 +295,10 @@ def read_comparison(run_folder: str | Path) -> dict | None:
         return None
     tables = {"causes": COMPARED_CAUSES, "metrics": COMPARED_METRICS, "config": COMPARED_CONFIG}
     folder = stage_folder(run_folder, ANALYZE)
-    return {**result, "tables": {k: pd.read_csv(folder / name, keep_default_na=False, na_values=[""])
-                                 for k, name in tables.items()}}
+    return {
+        **result,
+        "tables": {
+            k: pd.read_csv(folder / name, keep_default_na=False, na_values=[""])
+            for k, name in tables.items()
+        },
+    }

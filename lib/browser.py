@@ -51,8 +51,23 @@ KEY = ("dataset", "task", "model", "style", "item_id")  # one answer of a run
 OUTCOMES = ("right", "wrong", "invalid", "truncated", "error")
 PAGE_ROWS = 50
 _TEMPLATE = Path(__file__).parent / "data" / "browser.html"  # and browser.js beside it
-COLUMNS = ("dataset", "task", "model", "style", "subset", "item_id", "question", "options", "reference", "raw", "parsed",
-           "outcome", "rating", "rationale", "images")
+COLUMNS = (
+    "dataset",
+    "task",
+    "model",
+    "style",
+    "subset",
+    "item_id",
+    "question",
+    "options",
+    "reference",
+    "raw",
+    "parsed",
+    "outcome",
+    "rating",
+    "rationale",
+    "images",
+)
 
 
 def outcome(p: Prediction) -> str:
@@ -69,8 +84,10 @@ def outcome(p: Prediction) -> str:
 
 def _judgements(folder: Path) -> dict[tuple, dict]:
     path = folder / A.JUDGEMENTS
-    return {(j["model"], j["meta"].get("dataset", ""), j["item_id"], j["meta"].get("style")): j
-            for j in (read_jsonl(path) if path.exists() else ())}
+    return {
+        (j["model"], j["meta"].get("dataset", ""), j["item_id"], j["meta"].get("style")): j
+        for j in (read_jsonl(path) if path.exists() else ())
+    }
 
 
 def _items(config: dict, wanted: dict[str, set[str]]) -> dict[tuple[str, str], tuple[Path, Item]]:
@@ -89,7 +106,11 @@ def evaluation_rows(folder: str | Path) -> list[dict]:
     docstring); images as paths."""
     folder = Path(folder)
     path = folder / A.PREDICTIONS
-    preds = [Prediction.from_dict(share_strings(d, Prediction.REPEATED)) for d in read_jsonl(path)] if path.exists() else []
+    preds = (
+        [Prediction.from_dict(share_strings(d, Prediction.REPEATED)) for d in read_jsonl(path)]
+        if path.exists()
+        else []
+    )
     if not preds:
         return []
     config = json.loads((folder / A.EVAL_CONFIG).read_text())
@@ -102,13 +123,25 @@ def evaluation_rows(folder: str | Path) -> list[dict]:
         root, it = items[(p.dataset, p.item_id)]
         task = get_task(it.task)
         j = judged.get((p.model, p.dataset, p.item_id, p.style))
-        out.append({"dataset": p.dataset, "task": p.task, "model": p.model, "style": p.style,
-                    "subset": task.subset(it), "item_id": it.id, "question": it.question,
-                    "options": list(it.options or []), "reference": task.target_text(it),
-                    "raw": p.raw if isinstance(p.raw, str) else json.dumps(p.raw),
-                    "parsed": task.answer_text(it, p.parsed), "outcome": outcome(p),
-                    "rating": None if j is None else j["rating"], "rationale": "" if j is None else j["rationale"],
-                    "images": [str(root / im) for im in it.images]})
+        out.append(
+            {
+                "dataset": p.dataset,
+                "task": p.task,
+                "model": p.model,
+                "style": p.style,
+                "subset": task.subset(it),
+                "item_id": it.id,
+                "question": it.question,
+                "options": list(it.options or []),
+                "reference": task.target_text(it),
+                "raw": p.raw if isinstance(p.raw, str) else json.dumps(p.raw),
+                "parsed": task.answer_text(it, p.parsed),
+                "outcome": outcome(p),
+                "rating": None if j is None else j["rating"],
+                "rationale": "" if j is None else j["rationale"],
+                "images": [str(root / im) for im in it.images],
+            }
+        )
     return out
 
 
@@ -119,15 +152,19 @@ def rows(run_folder: str | Path) -> list[dict]:
 
 def _finite(scores: dict) -> dict:
     """Scores a page can read as JSON (NaN and infinities as null)."""
-    return {k: v if isinstance(v, (int, float)) and math.isfinite(v) else None for k, v in scores.items()}
+    return {
+        k: v if isinstance(v, (int, float)) and math.isfinite(v) else None
+        for k, v in scores.items()
+    }
 
 
 def _side(comparison: dict, item: dict, side: int) -> tuple:
     """The answer of a changed item on one side (0: run A, -1: run B), as :data:`KEY` values: the
     group's own dimensions, and the filter's value for a dimension it maps (``--model a b``)."""
     group_by, filters = comparison["group_by"], comparison["filters"]
-    return tuple(item["group"][group_by.index(d)] if d in group_by else filters[d][side] for d in KEY[:4]) \
-        + (item["item_id"],)
+    return tuple(
+        item["group"][group_by.index(d)] if d in group_by else filters[d][side] for d in KEY[:4]
+    ) + (item["item_id"],)
 
 
 def compared_rows(table: list[dict], comparison: dict) -> list[dict]:
@@ -144,14 +181,30 @@ def compared_rows(table: list[dict], comparison: dict) -> list[dict]:
             continue
         other = theirs.get(_side(comparison, it, 0))
         if other is None:
-            raise ValueError(f"{comparison['A']}: no answer {_side(comparison, it, 0)} any more (the comparison is older "
-                             f"than its run A's predictions): compare the runs again")
+            raise ValueError(
+                f"{comparison['A']}: no answer {_side(comparison, it, 0)} any more (the comparison is older "
+                f"than its run A's predictions): compare the runs again"
+            )
         prompts = it.get("prompt") or {}
-        out.append({**r, "cause": it["cause"], "change": it.get("change") or score_change(it["A"], it["B"]),
-                    "because": "; ".join(it["because"]), "prompt": prompts.get("B", ""), "scores": _finite(it["B"]),
-                    "other": {"model": other["model"], "style": other["style"], "prompt": prompts.get("A", ""),
-                              "raw": other["raw"], "parsed": other["parsed"], "outcome": other["outcome"],
-                              "scores": _finite(it["A"])}})
+        out.append(
+            {
+                **r,
+                "cause": it["cause"],
+                "change": it.get("change") or score_change(it["A"], it["B"]),
+                "because": "; ".join(it["because"]),
+                "prompt": prompts.get("B", ""),
+                "scores": _finite(it["B"]),
+                "other": {
+                    "model": other["model"],
+                    "style": other["style"],
+                    "prompt": prompts.get("A", ""),
+                    "raw": other["raw"],
+                    "parsed": other["parsed"],
+                    "outcome": other["outcome"],
+                    "scores": _finite(it["A"]),
+                },
+            }
+        )
     return out
 
 
@@ -177,10 +230,29 @@ def show(df: pd.DataFrame, max_rows: int = PAGE_ROWS):
     """A Styler of the first ``max_rows`` rows with each item's first image as a thumbnail (the
     rows' text escaped: a dataset's or a model's text never becomes markup in the notebook)."""
     df = df.head(max_rows).copy()
-    df["image"] = [f'<img src="{text(Path(ims[0]).as_uri())}" width="{THUMB_PX}">' if ims else "" for ims in df["images"]]
-    cols = ["image", "dataset", "model", "style", "question", "reference", "raw", "parsed", "outcome", "rating"]
+    df["image"] = [
+        f'<img src="{text(Path(ims[0]).as_uri())}" width="{THUMB_PX}">' if ims else ""
+        for ims in df["images"]
+    ]
+    cols = [
+        "image",
+        "dataset",
+        "model",
+        "style",
+        "question",
+        "reference",
+        "raw",
+        "parsed",
+        "outcome",
+        "rating",
+    ]
     # every cell is text from data, escaped; the thumbnails are the tags made just above
-    return df[cols].style.format(escape="html").format(lambda s: s, subset=["image"]).hide(axis="index")
+    return (
+        df[cols]
+        .style.format(escape="html")
+        .format(lambda s: s, subset=["image"])
+        .hide(axis="index")
+    )
 
 
 def _thumb(path: str, folder: Path, made: dict[str, str]) -> str:
@@ -207,19 +279,28 @@ def link(**filters) -> str:
     return f"{FOLDER}/index.html" + (f"#{urlencode(shown)}" if shown else "")
 
 
-def _compared(run_folder: Path, table: list[dict], comparison: dict | None) -> tuple[list[dict], dict | None, str]:
+def _compared(
+    run_folder: Path, table: list[dict], comparison: dict | None
+) -> tuple[list[dict], dict | None, str]:
     """The rows with the comparison's fields (:func:`compared_rows`), what the page's index says
     of it, and the line above the filters; the rows as they are without a comparison."""
     if comparison is None:
         return table, None, ""
     ours = A.stage_folder(run_folder, A.EVALUATE)
     if Path(comparison["B"]).resolve() != ours.resolve():
-        raise ValueError(f"the comparison's run B is {comparison['B']}, not this run's {ours}: compare this run "
-                         f"(B) with the other (A)")
-    said = {"A": run_label(comparison["A"]), **{k: comparison[k] for k in ("paired", "changed", "only_A", "only_B")}}
-    line = (f'<p id="compared">Compared with <b>{text(said["A"])}</b> (A; this run is B): {said["paired"]} answers '
-            f'paired, {said["changed"]} changed (only in A: {said["only_A"]}, only in B: {said["only_B"]}). Pick a '
-            f'change or a cause to see the changed answers, each with both runs side by side.</p>')
+        raise ValueError(
+            f"the comparison's run B is {comparison['B']}, not this run's {ours}: compare this run "
+            f"(B) with the other (A)"
+        )
+    said = {
+        "A": run_label(comparison["A"]),
+        **{k: comparison[k] for k in ("paired", "changed", "only_A", "only_B")},
+    }
+    line = (
+        f'<p id="compared">Compared with <b>{text(said["A"])}</b> (A; this run is B): {said["paired"]} answers '
+        f"paired, {said['changed']} changed (only in A: {said['only_A']}, only in B: {said['only_B']}). Pick a "
+        f"change or a cause to see the changed answers, each with both runs side by side.</p>"
+    )
     return compared_rows(table, comparison), said, line
 
 
@@ -245,18 +326,41 @@ def write_browser(run_folder: str | Path, comparison: dict | None = None) -> Pat
     files = {}
     for i, (name, rs) in enumerate(sorted(by_dataset.items())):
         files[name] = f"data/{i}.js"
-        (folder / files[name]).write_text(f"VQALAB.loaded({json_text(name)}, {json_text(rs)});\n", encoding="utf-8")
+        (folder / files[name]).write_text(
+            f"VQALAB.loaded({json_text(name)}, {json_text(rs)});\n", encoding="utf-8"
+        )
     filters = FILTERS + (COMPARED if said else ())
     values = {k: sorted({str(r[k]) for r in table}) for k in FILTERS if k != "outcome"}
-    values.update({"outcome": list(OUTCOMES), "change": list(CHANGES), "cause": list(comparison["causes"]) if said else []})
-    index = {"files": files, "counts": {k: len(v) for k, v in by_dataset.items()}, "values": values,
-             "filters": list(filters), "page_rows": PAGE_ROWS, "comparison": said}
+    values.update(
+        {
+            "outcome": list(OUTCOMES),
+            "change": list(CHANGES),
+            "cause": list(comparison["causes"]) if said else [],
+        }
+    )
+    index = {
+        "files": files,
+        "counts": {k: len(v) for k, v in by_dataset.items()},
+        "values": values,
+        "filters": list(filters),
+        "page_rows": PAGE_ROWS,
+        "comparison": said,
+    }
     shutil.copyfile(_TEMPLATE.with_suffix(".js"), folder / "browser.js")
     why = A.stale_tables(A.stage_folder(run_folder, A.EVALUATE))
-    fill = {"csp": csp_meta(scripts=True, images="'self'"), "run": text(run_folder.name), "index": json_block("index", index),
-            "stale": f'<p id="stale" class="stale"><b>These answers are not the ones the report\'s metrics were computed '
-                     f'from.</b> {text(why)}</p>' if why else "", "compared": line}
-    page = re.sub(r"\{\{(\w+)\}\}", lambda m: fill[m.group(1)], _TEMPLATE.read_text())  # one pass: data never re-read
+    fill = {
+        "csp": csp_meta(scripts=True, images="'self'"),
+        "run": text(run_folder.name),
+        "index": json_block("index", index),
+        "stale": f'<p id="stale" class="stale"><b>These answers are not the ones the report\'s metrics were computed '
+        f"from.</b> {text(why)}</p>"
+        if why
+        else "",
+        "compared": line,
+    }
+    page = re.sub(
+        r"\{\{(\w+)\}\}", lambda m: fill[m.group(1)], _TEMPLATE.read_text()
+    )  # one pass: data never re-read
     with atomic_file(folder / "index.html", "w", encoding="utf-8") as f:
         f.write(page)
     return folder / "index.html"

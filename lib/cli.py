@@ -34,7 +34,9 @@ def go_offline() -> None:
 def _assignment(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep:
-        raise ParamsError(f"--set {text!r}: write key=value (a YAML value, e.g. max_steps=50 or models=[vlm])")
+        raise ParamsError(
+            f"--set {text!r}: write key=value (a YAML value, e.g. max_steps=50 or models=[vlm])"
+        )
     return key.strip(), parse_yaml(value, f"--set {key.strip()}")
 
 
@@ -42,9 +44,22 @@ def parser(prog: str, description: str = "") -> argparse.ArgumentParser:
     """The arguments that say which config a stage runs with (and where it writes); a stage's own
     commands add theirs (e.g. stage 04's ``shard``)."""
     ap = argparse.ArgumentParser(prog=prog, description=description)
-    ap.add_argument("--profile", help="a profile of params/ (its models, stage file and shared fields)")
-    ap.add_argument("--params", action="append", default=[], help="flat YAML of config fields (repeatable; later wins)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="one field (YAML value; repeatable)")
+    ap.add_argument(
+        "--profile", help="a profile of params/ (its models, stage file and shared fields)"
+    )
+    ap.add_argument(
+        "--params",
+        action="append",
+        default=[],
+        help="flat YAML of config fields (repeatable; later wins)",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one field (YAML value; repeatable)",
+    )
     ap.add_argument("--run", help="the run name (default: the profile's)")
     ap.add_argument("--out", help="the stage folder to write (default: outputs/<run>/<stage>/)")
     return ap
@@ -55,8 +70,13 @@ def resolved(cls, args: argparse.Namespace):
     for an offline profile, described on stderr; None after printing a bad parameter's error."""
     try:
         overrides = dict(_assignment(a) for a in args.set)
-        stage = resolve(cls, args.profile or (None if not args.params else False), args.run, overrides,
-                        extra=args.params)
+        stage = resolve(
+            cls,
+            args.profile or (None if not args.params else False),
+            args.run,
+            overrides,
+            extra=args.params,
+        )
         if stage.profile is not None and stage.profile.offline:
             go_offline()
     except ParamsError as e:

@@ -38,14 +38,20 @@ def evaluation_folder(run: str) -> Path:
         if (folder / A.PREDICTIONS).exists():
             return folder
     if "/" in run or run.startswith("."):
-        raise CompareError(f"{run}: no {A.PREDICTIONS} there nor in its {A.EVALUATE}/ (run stage 06 first)")
+        raise CompareError(
+            f"{run}: no {A.PREDICTIONS} there nor in its {A.EVALUATE}/ (run stage 06 first)"
+        )
     folder = stage_dir(run, A.EVALUATE, create=False)
     if not (folder / A.PREDICTIONS).exists():
-        raise CompareError(f"run {run!r}: {folder / A.PREDICTIONS} not found (run stage 06 for it first)")
+        raise CompareError(
+            f"run {run!r}: {folder / A.PREDICTIONS} not found (run stage 06 for it first)"
+        )
     return folder
 
 
-def runs_to_compare(runs: list[str], exports: list[str], import_to: list[str], stack: ExitStack) -> tuple[list, dict]:
+def runs_to_compare(
+    runs: list[str], exports: list[str], import_to: list[str], stack: ExitStack
+) -> tuple[list, dict]:
     """Each run's evaluation folder (:func:`evaluation_folder`), and the runs imported: lmms-eval
     output is imported first (:func:`lib.eval.foreign.import_lmms_eval`) into the next
     ``import_to`` folder, else into a temporary one ``stack`` removes (the same output given twice
@@ -53,10 +59,16 @@ def runs_to_compare(runs: list[str], exports: list[str], import_to: list[str], s
     folders, imported, targets = [], {}, list(import_to)
     foreign = [r for r in dict.fromkeys(runs) if not _evaluation(r) and is_lmms_eval_output(r)]
     if len(targets) > len(foreign):
-        raise CompareError(f"--import-to names {len(targets)} folders for {len(foreign)} lmms-eval run(s) to import")
+        raise CompareError(
+            f"--import-to names {len(targets)} folders for {len(foreign)} lmms-eval run(s) to import"
+        )
     for run in runs:
         if run in foreign and run not in imported:
-            out = Path(targets.pop(0)) if targets else Path(stack.enter_context(tempfile.TemporaryDirectory())) / A.EVALUATE
+            out = (
+                Path(targets.pop(0))
+                if targets
+                else Path(stack.enter_context(tempfile.TemporaryDirectory())) / A.EVALUATE
+            )
             import_lmms_eval(run, out, exports)
             imported[run] = out
         folders.append(imported.get(run) or evaluation_folder(run))
@@ -69,8 +81,11 @@ def shown(result: dict, runs: list[str], imported: dict, import_to: list[str]) -
     for side, run in zip("AB", runs):
         if run in imported:
             folder = imported[run]
-            result[side] = f"{run} (lmms-eval output, imported " + (f"into {folder})" if str(folder) in kept else
-                                                                   "into a temporary folder: --import-to keeps it)")
+            result[side] = f"{run} (lmms-eval output, imported " + (
+                f"into {folder})"
+                if str(folder) in kept
+                else "into a temporary folder: --import-to keeps it)"
+            )
     return result
 
 
@@ -88,49 +103,92 @@ def _num(x) -> str:
 
 def report(result: dict) -> str:
     """The comparison as text: counts, causes with what explains them, metrics, config diff."""
-    out = [f"A: {result['A']}", f"B: {result['B']}",
-           f"paired items: {result['paired']} (grouped by {', '.join(result['group_by'])}); "
-           f"only in A: {result['only_A']}; only in B: {result['only_B']}",
-           f"changed items: {result['changed']}" + (" - the runs agree on every paired item" if not result["changed"] else "")]
+    out = [
+        f"A: {result['A']}",
+        f"B: {result['B']}",
+        f"paired items: {result['paired']} (grouped by {', '.join(result['group_by'])}); "
+        f"only in A: {result['only_A']}; only in B: {result['only_B']}",
+        f"changed items: {result['changed']}"
+        + (" - the runs agree on every paired item" if not result["changed"] else ""),
+    ]
     for cause in CAUSES:
         c = result["causes"][cause]
         if c["items"]:
-            named = ", ".join(f"{k} ({v})" for k, v in sorted(c["because"].items(), key=lambda kv: -kv[1]))
-            out.append(f"  {cause:8} {c['items']:6} items, {c['outcome_changed']} with another outcome; because: {named}")
+            named = ", ".join(
+                f"{k} ({v})" for k, v in sorted(c["because"].items(), key=lambda kv: -kv[1])
+            )
+            out.append(
+                f"  {cause:8} {c['items']:6} items, {c['outcome_changed']} with another outcome; because: {named}"
+            )
     labels = ["/".join(map(str, m["group"])) for m in result["metrics"]]
     w = max([5, *map(len, labels)])
     if result["metrics"]:
-        out += ["", f"{'group':{w}} {'metric':16} {'n':>5} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI':>17} {'McNemar p':>9}  "
-                + "  ".join(f"{c:>7}" for c in CAUSES)]
+        out += [
+            "",
+            f"{'group':{w}} {'metric':16} {'n':>5} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI':>17} {'McNemar p':>9}  "
+            + "  ".join(f"{c:>7}" for c in CAUSES),
+        ]
     for label, m in zip(labels, result["metrics"]):
         ci = f"[{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]" if m["ci_low"] == m["ci_low"] else "-"
         p = "-" if m["mcnemar_p"] is None else f"{m['mcnemar_p']:.3g}"
-        out.append(f"{label:{w}} {m['metric'][:16]:16} {m['n']:5} {m['A']:7.3f} {m['B']:7.3f} "
-                   f"{m['difference']:+7.3f} {ci:>17} {p:>9}  " + "  ".join(f"{m['by_cause'][c]:+7.3f}" for c in CAUSES))
+        out.append(
+            f"{label:{w}} {m['metric'][:16]:16} {m['n']:5} {m['A']:7.3f} {m['B']:7.3f} "
+            f"{m['difference']:+7.3f} {ci:>17} {p:>9}  "
+            + "  ".join(f"{m['by_cause'][c]:+7.3f}" for c in CAUSES)
+        )
     out += [f"note: {n}" for n in result.get("notes", [])]
     out += ["", "config diff:" if result["config"] else "config diff: none"]
-    out += [f"  {r['key']}: {_num(r['A'])} ({r['A_from']}) -> {_num(r['B'])} ({r['B_from']})" for r in result["config"]]
+    out += [
+        f"  {r['key']}: {_num(r['A'])} ({r['A_from']}) -> {_num(r['B'])} ({r['B_from']})"
+        for r in result["config"]
+    ]
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lib.compare", description="Compare two evaluation runs item by item.")
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.compare", description="Compare two evaluation runs item by item."
+    )
     ap.add_argument("run_a", help="run name (outputs/<run>/06_evaluate) or evaluation folder")
-    ap.add_argument("run_b", help="the run to compare it with (it may be the same run, with two-valued filters)")
+    ap.add_argument(
+        "run_b", help="the run to compare it with (it may be the same run, with two-valued filters)"
+    )
     for dim in DIMENSIONS:
-        ap.add_argument(f"--{dim}", f"--{dim}s", dest=dim, nargs="+", metavar=dim.upper(),
-                        help=f"one {dim} (both runs) or two (run A's, run B's)")
+        ap.add_argument(
+            f"--{dim}",
+            f"--{dim}s",
+            dest=dim,
+            nargs="+",
+            metavar=dim.upper(),
+            help=f"one {dim} (both runs) or two (run A's, run B's)",
+        )
     ap.add_argument("--json", help="write the full result (every changed item) to this file")
-    ap.add_argument("--n-resamples", type=int, help="bootstrap resamples (default: run A's n_resamples)")
-    ap.add_argument("--export", nargs="+", default=[], metavar="TASKDIR",
-                    help="lmms-eval runs: the folders `python -m lib.export lmms-eval` wrote (default: where its results say)")
-    ap.add_argument("--import-to", nargs="+", default=[], metavar="DIR",
-                    help="lmms-eval runs: keep each imported evaluation folder here (default: a temporary folder)")
+    ap.add_argument(
+        "--n-resamples", type=int, help="bootstrap resamples (default: run A's n_resamples)"
+    )
+    ap.add_argument(
+        "--export",
+        nargs="+",
+        default=[],
+        metavar="TASKDIR",
+        help="lmms-eval runs: the folders `python -m lib.export lmms-eval` wrote (default: where its results say)",
+    )
+    ap.add_argument(
+        "--import-to",
+        nargs="+",
+        default=[],
+        metavar="DIR",
+        help="lmms-eval runs: keep each imported evaluation folder here (default: a temporary folder)",
+    )
     args = ap.parse_args(argv)
     try:
         with ExitStack() as stack:
-            folders, imported = runs_to_compare([args.run_a, args.run_b], args.export, args.import_to, stack)
-            result = compare(*folders, {d: getattr(args, d) for d in DIMENSIONS}, n_resamples=args.n_resamples)
+            folders, imported = runs_to_compare(
+                [args.run_a, args.run_b], args.export, args.import_to, stack
+            )
+            result = compare(
+                *folders, {d: getattr(args, d) for d in DIMENSIONS}, n_resamples=args.n_resamples
+            )
             result = shown(result, [args.run_a, args.run_b], imported, args.import_to)
     except (CompareError, ForeignError) as e:
         print(f"error: {e}", file=sys.stderr)

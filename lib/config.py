@@ -85,7 +85,9 @@ def check_type(value, tp, where: str) -> None:
                 return check_type(value, arg, where)
             except ParamsError as e:
                 errors.append(e)
-        raise ParamsError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {short(value)}")
+        raise ParamsError(
+            f"{where} must be {_type_name(tp)}, got {type(value).__name__} {short(value)}"
+        )
     if tp is type(None):
         if value is not None:
             raise ParamsError(f"{where} must be None, got {short(value)}")
@@ -100,7 +102,9 @@ def check_type(value, tp, where: str) -> None:
         return
     if origin is dict:
         if not isinstance(value, dict):
-            raise ParamsError(f"{where} must be a mapping, got {type(value).__name__} {short(value)}")
+            raise ParamsError(
+                f"{where} must be a mapping, got {type(value).__name__} {short(value)}"
+            )
         args = typing.get_args(tp)
         if args:
             for k, v in value.items():
@@ -115,25 +119,33 @@ def check_type(value, tp, where: str) -> None:
     else:
         ok = isinstance(value, base)
     if not ok:
-        raise ParamsError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {short(value)}")
+        raise ParamsError(
+            f"{where} must be {_type_name(tp)}, got {type(value).__name__} {short(value)}"
+        )
 
 
 def dataclass_from(cls, values: dict, where: str):
     """``cls(**values)`` for a settings dataclass, with unknown keys (with a "did you mean") and
     wrong types raised as :class:`ParamsError` naming ``where`` and the key."""
     if not isinstance(values, dict):
-        raise ParamsError(f"{where} must be a mapping of {cls.__name__} fields, got {short(values)}")
+        raise ParamsError(
+            f"{where} must be a mapping of {cls.__name__} fields, got {short(values)}"
+        )
     hints, names = _hints(cls), [f.name for f in fields(cls)]
     unknown = sorted(set(values) - set(names))
     if unknown:
-        raise ParamsError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], names)} "
-                          f"(keys: {', '.join(names)})")
+        raise ParamsError(
+            f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], names)} "
+            f"(keys: {', '.join(names)})"
+        )
     for k, v in values.items():
         check_type(v, hints[k], f"{where}.{k}")
     return cls(**values)
 
 
-_SOURCE: ContextVar[str | None] = ContextVar("params_source", default=None)  # what from_params is reading
+_SOURCE: ContextVar[str | None] = ContextVar(
+    "params_source", default=None
+)  # what from_params is reading
 
 
 @cache
@@ -160,14 +172,18 @@ class StageConfig:
         check_values(self, _SOURCE.get() or type(self).__name__)
 
     @classmethod
-    def from_params(cls, params: dict, source: str = "params", models: dict[str, dict] | None = None):
+    def from_params(
+        cls, params: dict, source: str = "params", models: dict[str, dict] | None = None
+    ):
         """The config from ``params`` (unknown keys and wrong types raise, naming ``source``);
         model fields may name models of ``models`` (a profile's registry) instead of holding specs."""
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(params) - names)
         if unknown:
-            raise ParamsError(f"{source}: unknown parameter(s) {unknown} for {cls.__name__}"
-                              f"{did_you_mean(unknown[0], names)} (known: {', '.join(sorted(names))})")
+            raise ParamsError(
+                f"{source}: unknown parameter(s) {unknown} for {cls.__name__}"
+                f"{did_you_mean(unknown[0], names)} (known: {', '.join(sorted(names))})"
+            )
         values = {k: v for k, v in params.items() if k in names}
         for k in cls.MODEL_ROLES.keys() & values.keys():
             values[k] = bind_models(values[k], models or {}, f"{source}: {k}")
@@ -194,7 +210,9 @@ class StageConfig:
     def hub_ids(self) -> dict[str, str]:
         """Hub ids the run needs beside its models (field -> id; the preflight checks them): the
         ``HUB_FIELDS`` that are set; a subclass adds nested ones."""
-        return {f: getattr(self, f) for f in getattr(type(self), "HUB_FIELDS", ()) if getattr(self, f)}
+        return {
+            f: getattr(self, f) for f in getattr(type(self), "HUB_FIELDS", ()) if getattr(self, f)
+        }
 
     def to_dict(self) -> dict:
         return json.loads(json.dumps(asdict(self), default=str))
@@ -232,13 +250,16 @@ def _is_ref(value) -> bool:
 def bind_models(value, models: dict[str, dict], where: str):
     """Replace model names in a model field's value by the profile's specs (names in a list, or the
     values of a label -> spec mapping, are replaced too); an unknown name raises with a suggestion."""
+
     def one(v, at):
         if not _is_ref(v):
             return v
         if v not in models:
             declared = ", ".join(sorted(models)) or "none"
-            raise ParamsError(f"{at} names model {v!r}, which the profile does not declare{did_you_mean(v, models)} "
-                              f"(models: {declared}); declare it under models: in params/common.<profile>.yaml")
+            raise ParamsError(
+                f"{at} names model {v!r}, which the profile does not declare{did_you_mean(v, models)} "
+                f"(models: {declared}); declare it under models: in params/common.<profile>.yaml"
+            )
         return dict(models[v])
 
     if isinstance(value, list):
@@ -255,8 +276,10 @@ class _ParamsLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: aliases (*{event.anchor}) are not allowed in "
-                                 f"params files: write the value out")
+            raise yaml.YAMLError(
+                f"line {event.start_mark.line + 1}: aliases (*{event.anchor}) are not allowed in "
+                f"params files: write the value out"
+            )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
@@ -264,7 +287,9 @@ class _ParamsLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             if key in seen:
-                raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: key {key!r} appears twice")
+                raise yaml.YAMLError(
+                    f"line {key_node.start_mark.line + 1}: key {key!r} appears twice"
+                )
             seen.add(key)
         return super().construct_mapping(node, deep)
 
@@ -295,7 +320,9 @@ def load_layer(path: str | Path) -> dict:
 
 def profiles(params_dir: str | Path | None = None) -> list[str]:
     """The profiles shipped in ``params/``: one per ``common.<profile>.yaml``."""
-    return sorted(p.name.split(".")[1] for p in Path(params_dir or params_root()).glob("common.*.yaml"))
+    return sorted(
+        p.name.split(".")[1] for p in Path(params_dir or params_root()).glob("common.*.yaml")
+    )
 
 
 @dataclass
@@ -329,7 +356,9 @@ def load_profile(name: str, params_dir: str | Path | None = None) -> Profile:
     path = folder / f"common.{name}.yaml"
     if not path.exists():
         known = profiles(folder)
-        raise ParamsError(f"unknown profile {name!r}: no {path}{did_you_mean(name, known)} (profiles: {', '.join(known)})")
+        raise ParamsError(
+            f"unknown profile {name!r}: no {path}{did_you_mean(name, known)} (profiles: {', '.join(known)})"
+        )
     data = load_layer(path)
     parent = None
     if "extends" in data:
@@ -337,12 +366,20 @@ def load_profile(name: str, params_dir: str | Path | None = None) -> Profile:
         if data["extends"] == name:
             raise ParamsError(f"{path}: a profile cannot extend itself")
         parent = load_profile(data["extends"], folder)
-        data = {"run": parent.run, "stages": parent.stages, "offline": parent.offline, **parent.shared, **data,
-                "models": {**parent.models, **(data.get("models") or {})}}
+        data = {
+            "run": parent.run,
+            "stages": parent.stages,
+            "offline": parent.offline,
+            **parent.shared,
+            **data,
+            "models": {**parent.models, **(data.get("models") or {})},
+        }
     for key in ("run", "stages"):
         if key not in data:
-            raise ParamsError(f"{path}: a profile must say its {key!r} (run: the outputs folder name; "
-                              f"stages: the stages it runs, from {', '.join(A.STAGES)})")
+            raise ParamsError(
+                f"{path}: a profile must say its {key!r} (run: the outputs folder name; "
+                f"stages: the stages it runs, from {', '.join(A.STAGES)})"
+            )
     run, stages, models = data["run"], data["stages"], data.get("models") or {}
     check_type(run, str, f"{path}: run")
     try:
@@ -352,17 +389,25 @@ def load_profile(name: str, params_dir: str | Path | None = None) -> Profile:
     check_type(stages, list[str], f"{path}: stages")
     for s in stages:
         if s not in A.STAGES:
-            raise ParamsError(f"{path}: unknown stage {s!r} in stages{did_you_mean(s, A.STAGES)} (stages: {', '.join(A.STAGES)})")
-    check_type(models, dict[str, dict], f"{path}: models")  # each spec is its backend's to check (lib.models)
+            raise ParamsError(
+                f"{path}: unknown stage {s!r} in stages{did_you_mean(s, A.STAGES)} (stages: {', '.join(A.STAGES)})"
+            )
+    check_type(
+        models, dict[str, dict], f"{path}: models"
+    )  # each spec is its backend's to check (lib.models)
     offline = data.get("offline", False)
     check_type(offline, bool, f"{path}: offline")
     for other in sorted(folder.glob(f"*.{name}.yaml")):
         stage = other.name.split(".")[0]
         if other != path and stage not in stages:
-            raise ParamsError(f"{other}: sets stage {stage} but {path} does not run it: add {stage} to its stages "
-                              f"or delete the file")
+            raise ParamsError(
+                f"{other}: sets stage {stage} but {path} does not run it: add {stage} to its stages "
+                f"or delete the file"
+            )
     shared = {k: v for k, v in data.items() if k not in PROFILE_KEYS}
-    return Profile(name, run, [s for s in A.STAGES if s in stages], models, offline, shared, path, parent)
+    return Profile(
+        name, run, [s for s in A.STAGES if s in stages], models, offline, shared, path, parent
+    )
 
 
 @dataclass
@@ -373,7 +418,9 @@ class Resolved:
     cfg: StageConfig
     profile: Profile | None
     run: str
-    origins: dict[str, str] = field(default_factory=dict)  # field -> the file (or "default") that set it
+    origins: dict[str, str] = field(
+        default_factory=dict
+    )  # field -> the file (or "default") that set it
     refs: set[str] = field(default_factory=set)  # the profile models it names
     files: list[str] = field(default_factory=list)  # the params layers read, in order
 
@@ -386,29 +433,50 @@ class Resolved:
         import pandas as pd  # deferred: every stage's command line imports this module, few need pandas here
 
         values = self.cfg.to_dict()
-        return pd.DataFrame([{"field": k, "value": json.dumps(v, default=str), "from": self.origins.get(k, "default")}
-                             for k, v in values.items()]).set_index("field")
+        return pd.DataFrame(
+            [
+                {
+                    "field": k,
+                    "value": json.dumps(v, default=str),
+                    "from": self.origins.get(k, "default"),
+                }
+                for k, v in values.items()
+            ]
+        ).set_index("field")
 
     def describe(self) -> str:
         where = f"profile {self.profile.name}" if self.profile else "no profile"
         return f"{self.stage} ({where}, run {self.run!r}): " + ", ".join(
-            f"{k}={v!r}" for k, v in self.cfg.to_dict().items() if self.origins.get(k, "default") != "default")
+            f"{k}={v!r}"
+            for k, v in self.cfg.to_dict().items()
+            if self.origins.get(k, "default") != "default"
+        )
 
 
-def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = None, overrides: dict | None = None,
-            params_dir: str | Path | None = None, extra: list[str | Path] = ()) -> Resolved:
+def resolve(
+    cls,
+    profile: str | Profile | None | bool = None,
+    run: str | None = None,
+    overrides: dict | None = None,
+    params_dir: str | Path | None = None,
+    extra: list[str | Path] = (),
+) -> Resolved:
     """The one way a stage config is built: the class defaults, then the profile's common file and its
     stage file, then ``extra`` params files, then ``overrides``; model names bound to the profile's
     models; model fields the profile leaves unset bound to the model of their role. ``profile=None``
     (or "") uses ``$VQALAB_PROFILE``, else ``demo``; ``profile=False`` uses none."""
     stage = cls.STAGE
-    if isinstance(profile, Profile) or profile is False:  # False: no profile (a command line's params files)
+    if (
+        isinstance(profile, Profile) or profile is False
+    ):  # False: no profile (a command line's params files)
         prof = profile or None
     else:
         prof = load_profile(profile or os.environ.get("VQALAB_PROFILE") or "demo", params_dir)
     if prof is not None and stage not in prof.stages:
-        raise ParamsError(f"profile {prof.name} does not run {stage} (stages in {prof.source}: "
-                          f"{', '.join(prof.stages)}); add it there to run it")
+        raise ParamsError(
+            f"profile {prof.name} does not run {stage} (stages in {prof.source}: "
+            f"{', '.join(prof.stages)}); add it there to run it"
+        )
     if run:
         try:
             run_dir(run)
@@ -419,9 +487,11 @@ def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = 
         names = {f.name for f in fields(cls)}
         bad = [k for k in prof.shared if k not in names]
         if bad:
-            raise ParamsError(f"{prof.source}: {bad[0]!r} is neither a profile key ({', '.join(PROFILE_KEYS)}) nor a "
-                              f"field of {cls.__name__} ({stage}){did_you_mean(bad[0], names | set(PROFILE_KEYS))}; "
-                              f"a stage's own fields go in {prof.stage_file(stage).name}")
+            raise ParamsError(
+                f"{prof.source}: {bad[0]!r} is neither a profile key ({', '.join(PROFILE_KEYS)}) nor a "
+                f"field of {cls.__name__} ({stage}){did_you_mean(bad[0], names | set(PROFILE_KEYS))}; "
+                f"a stage's own fields go in {prof.stage_file(stage).name}"
+            )
         layers.append((_shown(prof.source), prof.shared))
         layers += [(_shown(p), load_layer(p)) for p in prof.stage_files(stage)]
     layers += [(_shown(p), load_layer(p)) for p in extra]
@@ -432,8 +502,10 @@ def resolve(cls, profile: str | Profile | None | bool = None, run: str | None = 
     for source, data in layers:
         for k, v in data.items():
             if k not in names:
-                raise ParamsError(f"{source}: unknown parameter(s) [{k!r}] for {cls.__name__}{did_you_mean(k, names)} "
-                                  f"(known: {', '.join(sorted(names))})")
+                raise ParamsError(
+                    f"{source}: unknown parameter(s) [{k!r}] for {cls.__name__}{did_you_mean(k, names)} "
+                    f"(known: {', '.join(sorted(names))})"
+                )
             if k not in cls.MODEL_ROLES:  # model fields may hold names: checked once bound
                 check_type(v, hints[k], f"{source}: parameter {k!r}")
             values[k], origins[k] = v, source
@@ -463,9 +535,11 @@ def _bind_roles(cls, prof: Profile, values: dict, origins: dict) -> None:
             values[name] = [role] if isinstance(default, list) else {role: role} if is_map else role
             origins[name] = f"{_shown(prof.source)} models.{role}"
         else:
-            raise ParamsError(f"{stage}: {name} is not set and {prof.source} declares no model {role!r} "
-                              f"(models: {', '.join(models) or 'none'}); declare it under models: or set {name} "
-                              f"in {prof.stage_file(stage).name}")
+            raise ParamsError(
+                f"{stage}: {name} is not set and {prof.source} declares no model {role!r} "
+                f"(models: {', '.join(models) or 'none'}); declare it under models: or set {name} "
+                f"in {prof.stage_file(stage).name}"
+            )
 
 
 def _shown(path) -> str:
@@ -492,5 +566,7 @@ def replaced(cfg, **changes):
 def finish(out: Path, stage: str, cfg, summary: dict) -> dict:
     """Every stage's last step: ``summary.json`` and ``provenance.json`` (the resolved config)."""
     write_json(out / "summary.json", summary)
-    write_provenance(out, stage, cfg.to_dict(), getattr(cfg, "seed", None), origin=getattr(cfg, "origin", None))
+    write_provenance(
+        out, stage, cfg.to_dict(), getattr(cfg, "seed", None), origin=getattr(cfg, "origin", None)
+    )
     return summary

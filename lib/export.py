@@ -68,7 +68,9 @@ from lib.tasks import Scoring
 from lib.tasks.base import QUESTION_FIRST, wants_question_first
 
 TEMPLATE = Path(__file__).parent / "data" / "lmms_eval" / "utils.py"
-ANSWER_TOKENS = EvalConfig.max_new_tokens  # without a profile: stage 06's own default, from its config class
+ANSWER_TOKENS = (
+    EvalConfig.max_new_tokens
+)  # without a profile: stage 06's own default, from its config class
 
 
 def _slug(text: str) -> str:
@@ -85,11 +87,23 @@ def score_items(items: list[Item], raws: list[str], scoring: Scoring) -> dict[st
     preds = []
     for it, raw in zip(items, raws):
         parsed, method, valid = task.read_response(it, Response(text=raw, method="free"))
-        preds.append(Prediction(item_id=it.id, model="lmms-eval", task=it.task, raw=raw, parsed=task.jsonable(parsed),
-                                method=method, valid=valid))
+        preds.append(
+            Prediction(
+                item_id=it.id,
+                model="lmms-eval",
+                task=it.task,
+                raw=raw,
+                parsed=task.jsonable(parsed),
+                method=method,
+                valid=valid,
+            )
+        )
     state = task.score(preds, items, scoring)
     rows = task.aggregate(preds, items, scoring, state).rows
-    out = {r["metric"] if r["subset"] == "all" else f"{r['metric']}[{r['subset']}]": float(r["value"]) for r in rows}
+    out = {
+        r["metric"] if r["subset"] == "all" else f"{r['metric']}[{r['subset']}]": float(r["value"])
+        for r in rows
+    }
     out["invalid_rate"] = sum(not p.valid for p in preds) / len(preds)
     return out
 
@@ -98,7 +112,10 @@ def score_items(items: list[Item], raws: list[str], scoring: Scoring) -> dict[st
 def _docs(task_dir: str, task: str) -> dict[str, Item]:
     path = Path(task_dir) / f"docs_{_slug(task)}.jsonl"
     with path.open(encoding="utf-8") as f:
-        return {d["id"]: Item.from_dict(share_strings(json.loads(d["item"]), Item.REPEATED)) for d in map(json.loads, f)}
+        return {
+            d["id"]: Item.from_dict(share_strings(json.loads(d["item"]), Item.REPEATED))
+            for d in map(json.loads, f)
+        }
 
 
 _scored: dict = {}
@@ -116,14 +133,19 @@ def score_rows(task_dir: str | Path, rows: list[dict]) -> dict[str, float]:
         export = json.loads((Path(task_dir) / "vqalab.json").read_text())
         tasks = {r["task"] for r in rows}
         if len(tasks) != 1:
-            raise ValueError(f"{task_dir}: rows of {sorted(tasks)} in one aggregation; each exported task scores its own")
+            raise ValueError(
+                f"{task_dir}: rows of {sorted(tasks)} in one aggregation; each exported task scores its own"
+            )
         items = _docs(task_dir, tasks.pop())
         missing = [r["id"] for r in rows if r["id"] not in items]
         if missing:
-            raise KeyError(f"{task_dir}: lmms-eval returned replies for ids not in the exported docs: {missing[:5]}")
+            raise KeyError(
+                f"{task_dir}: lmms-eval returned replies for ids not in the exported docs: {missing[:5]}"
+            )
         _scored.clear()
-        _scored[key] = score_items([items[r["id"]] for r in rows], [r["raw"] for r in rows],
-                                   Scoring(**export["scoring"]))
+        _scored[key] = score_items(
+            [items[r["id"]] for r in rows], [r["raw"] for r in rows], Scoring(**export["scoring"])
+        )
     return _scored[key]
 
 
@@ -140,33 +162,70 @@ def profile_settings(profile: str, model: str | None = None) -> dict:
     cfg = resolve(EvalConfig, profile).cfg
     label = model or next(iter(cfg.models))
     if label not in cfg.models:
-        raise ParamsError(f"--model {label!r}: profile {profile} evaluates no such model (models of its 06_evaluate: "
-                          f"{', '.join(cfg.models)})")
-    return {"profile": profile, "model": label, "max_new_tokens": cfg.max_new_tokens,
-            "task_max_new_tokens": {name: o.max_new_tokens for name, o in cfg.options.items() if o.max_new_tokens is not None},
-            "scoring": cfg.scoring(),
-            "question_first": wants_question_first(cfg.models[label])}
+        raise ParamsError(
+            f"--model {label!r}: profile {profile} evaluates no such model (models of its 06_evaluate: "
+            f"{', '.join(cfg.models)})"
+        )
+    return {
+        "profile": profile,
+        "model": label,
+        "max_new_tokens": cfg.max_new_tokens,
+        "task_max_new_tokens": {
+            name: o.max_new_tokens
+            for name, o in cfg.options.items()
+            if o.max_new_tokens is not None
+        },
+        "scoring": cfg.scoring(),
+        "question_first": wants_question_first(cfg.models[label]),
+    }
 
 
-def _task_config(lmms_task: str, tag: str, docs: Path, limit: int, metrics: list[str], task_name: str) -> dict:
+def _task_config(
+    lmms_task: str, tag: str, docs: Path, limit: int, metrics: list[str], task_name: str
+) -> dict:
     """One lmms-eval task's YAML: its docs file, the hooks of ``utils.py``, greedy decoding up to
     ``limit`` tokens and an aggregation per metric."""
-    return {"task": lmms_task, "tag": tag, "dataset_path": "json",
-            "dataset_kwargs": {"data_files": {"test": str(docs.resolve())}},
-            "test_split": "test", "output_type": "generate_until",
-            "doc_to_visual": "!function utils.doc_to_visual", "doc_to_text": "!function utils.doc_to_text",
-            "doc_to_messages": "!function utils.doc_to_messages", "doc_to_target": "!function utils.doc_to_target",
-            "process_results": "!function utils.process_results",
-            "generation_kwargs": {"max_new_tokens": limit, "temperature": 0, "do_sample": False, "num_beams": 1},
-            "metric_list": [{"metric": m, "aggregation": f"!function utils.aggregate_{_slug(m)}",
-                             "higher_is_better": m != "invalid_rate"} for m in metrics],
-            "metadata": {"version": 1, "vqalab_task": task_name}}
+    return {
+        "task": lmms_task,
+        "tag": tag,
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(docs.resolve())}},
+        "test_split": "test",
+        "output_type": "generate_until",
+        "doc_to_visual": "!function utils.doc_to_visual",
+        "doc_to_text": "!function utils.doc_to_text",
+        "doc_to_messages": "!function utils.doc_to_messages",
+        "doc_to_target": "!function utils.doc_to_target",
+        "process_results": "!function utils.process_results",
+        "generation_kwargs": {
+            "max_new_tokens": limit,
+            "temperature": 0,
+            "do_sample": False,
+            "num_beams": 1,
+        },
+        "metric_list": [
+            {
+                "metric": m,
+                "aggregation": f"!function utils.aggregate_{_slug(m)}",
+                "higher_is_better": m != "invalid_rate",
+            }
+            for m in metrics
+        ],
+        "metadata": {"version": 1, "vqalab_task": task_name},
+    }
 
 
-def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = None, tasks: list[str] | None = None,
-                     max_new_tokens: int = ANSWER_TOKENS, question_first: bool = QUESTION_FIRST,
-                     scoring: Scoring | None = None, task_max_new_tokens: dict[str, int] | None = None,
-                     settings_from: dict | None = None) -> dict:
+def export_lmms_eval(
+    dataset: str | Path,
+    out: str | Path,
+    name: str | None = None,
+    tasks: list[str] | None = None,
+    max_new_tokens: int = ANSWER_TOKENS,
+    question_first: bool = QUESTION_FIRST,
+    scoring: Scoring | None = None,
+    task_max_new_tokens: dict[str, int] | None = None,
+    settings_from: dict | None = None,
+) -> dict:
     """Write the lmms-eval task folder of ``dataset`` (see the module docstring); returns its
     ``vqalab.json``. The metrics each task reports are found by scoring its gold answers. A task's
     token limit is ``task_max_new_tokens[task]``, else ``max_new_tokens`` (as stage 06's
@@ -175,10 +234,14 @@ def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = No
     scoring = scoring or Scoring()
     task_max_new_tokens = task_max_new_tokens or {}
     name = _slug(name or dataset.name)
-    digest = file_sha256(dataset / "items.jsonl")  # before reading: the import refuses the set changed since
+    digest = file_sha256(
+        dataset / "items.jsonl"
+    )  # before reading: the import refuses the set changed since
     items = [it for it in load_items(dataset) if not tasks or it.task in tasks]
     if not items:
-        raise ValueError(f"{dataset}/items.jsonl: no items{' of tasks ' + str(tasks) if tasks else ''} to export")
+        raise ValueError(
+            f"{dataset}/items.jsonl: no items{' of tasks ' + str(tasks) if tasks else ''} to export"
+        )
     by_task: dict[str, list[Item]] = {}
     for it in items:
         by_task.setdefault(it.task, []).append(it)
@@ -191,8 +254,16 @@ def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = No
         docs = []
         for it in its:
             p = task.prompt(it, dataset)
-            docs.append({"id": it.id, "task": it.task, "prompt": p.text, "images": list(it.images),
-                         "target": task.target_text(it), "item": json.dumps(it.to_dict())})
+            docs.append(
+                {
+                    "id": it.id,
+                    "task": it.task,
+                    "prompt": p.text,
+                    "images": list(it.images),
+                    "target": task.target_text(it),
+                    "item": json.dumps(it.to_dict()),
+                }
+            )
         slug = _slug(task_name)
         write_jsonl(out / f"docs_{slug}.jsonl", docs)
         gold[task_name] = score_items(its, [d["target"] for d in docs], scoring)
@@ -200,20 +271,44 @@ def export_lmms_eval(dataset: str | Path, out: str | Path, name: str | None = No
         lmms_task = f"{tag}_{slug}"
         names.append(lmms_task)
         limits[task_name] = task_max_new_tokens.get(task_name, max_new_tokens)
-        config = _task_config(lmms_task, tag, out / f"docs_{slug}.jsonl", limits[task_name], metrics[task_name], task_name)
+        config = _task_config(
+            lmms_task,
+            tag,
+            out / f"docs_{slug}.jsonl",
+            limits[task_name],
+            metrics[task_name],
+            task_name,
+        )
         _write_yaml(out / f"{lmms_task}.yaml", config)
     every = sorted({m for ms in metrics.values() for m in ms})
-    hooks = TEMPLATE.read_text() + "".join(f"\n\ndef aggregate_{_slug(m)}(rows):\n    return _aggregate({m!r}, rows)\n"
-                                           for m in every)
+    hooks = TEMPLATE.read_text() + "".join(
+        f"\n\ndef aggregate_{_slug(m)}(rows):\n    return _aggregate({m!r}, rows)\n" for m in every
+    )
     (out / "utils.py").write_text(hooks)
-    info = {"dataset": str(dataset), "items_sha256": digest, "name": name, "tag": tag, "tasks": names,
-            "question_first": question_first,
-            "max_new_tokens": limits, "settings_from": settings_from, "metrics": metrics, "gold_scores": gold,
-            "scoring": asdict(scoring),
-            "n_items": {t: len(its) for t, its in by_task.items()},
-            "provenance": provenance("export lmms-eval", {"dataset": str(dataset), "tasks": tasks or sorted(by_task),
-                                                          "max_new_tokens": limits, "question_first": question_first,
-                                                          "settings_from": settings_from})}
+    info = {
+        "dataset": str(dataset),
+        "items_sha256": digest,
+        "name": name,
+        "tag": tag,
+        "tasks": names,
+        "question_first": question_first,
+        "max_new_tokens": limits,
+        "settings_from": settings_from,
+        "metrics": metrics,
+        "gold_scores": gold,
+        "scoring": asdict(scoring),
+        "n_items": {t: len(its) for t, its in by_task.items()},
+        "provenance": provenance(
+            "export lmms-eval",
+            {
+                "dataset": str(dataset),
+                "tasks": tasks or sorted(by_task),
+                "max_new_tokens": limits,
+                "question_first": question_first,
+                "settings_from": settings_from,
+            },
+        ),
+    }
     write_json(out / "vqalab.json", info)
     return info
 
@@ -236,19 +331,38 @@ def _write_yaml(path: Path, config: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lib.export", description="Export a VQA Lab dataset to other harnesses.")
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.export", description="Export a VQA Lab dataset to other harnesses."
+    )
     sub = ap.add_subparsers(dest="format", required=True)
     lm = sub.add_parser("lmms-eval", help="an lmms-eval task folder (YAML + utils.py + docs)")
-    lm.add_argument("--dataset", required=True, help="a VQA Lab dataset folder (items.jsonl, images)")
-    lm.add_argument("--out", required=True, help="the task folder to write (lmms-eval --include_path)")
-    lm.add_argument("--name", help="the task name's middle part (default: the dataset folder's name)")
+    lm.add_argument(
+        "--dataset", required=True, help="a VQA Lab dataset folder (items.jsonl, images)"
+    )
+    lm.add_argument(
+        "--out", required=True, help="the task folder to write (lmms-eval --include_path)"
+    )
+    lm.add_argument(
+        "--name", help="the task name's middle part (default: the dataset folder's name)"
+    )
     lm.add_argument("--tasks", nargs="*", help="only these VQA Lab tasks")
-    lm.add_argument("--profile", help="take the token limits, scoring and question order from this profile's stage 06")
-    lm.add_argument("--model", help="the --profile model whose question order to use (default: its first)")
-    lm.add_argument("--max-new-tokens", type=int,
-                    help=f"every task's answer token limit (default: the profile's, else {ANSWER_TOKENS})")
-    lm.add_argument("--question-first", action=argparse.BooleanOptionalAction,
-                    help="the question before the images (default: the profile model's order, else images first)")
+    lm.add_argument(
+        "--profile",
+        help="take the token limits, scoring and question order from this profile's stage 06",
+    )
+    lm.add_argument(
+        "--model", help="the --profile model whose question order to use (default: its first)"
+    )
+    lm.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help=f"every task's answer token limit (default: the profile's, else {ANSWER_TOKENS})",
+    )
+    lm.add_argument(
+        "--question-first",
+        action=argparse.BooleanOptionalAction,
+        help="the question before the images (default: the profile model's order, else images first)",
+    )
     tsv = sub.add_parser("tsv", help="a VLMEvalKit TSV (base64 images)")
     tsv.add_argument("--dataset", required=True)
     tsv.add_argument("--out", required=True)
@@ -268,12 +382,30 @@ def main(argv: list[str] | None = None) -> int:
             if question_first is None:
                 question_first = settings.get("question_first", QUESTION_FIRST)
             info = export_lmms_eval(
-                args.dataset, args.out, args.name, args.tasks,
-                args.max_new_tokens if args.max_new_tokens is not None else settings.get("max_new_tokens", ANSWER_TOKENS),
-                question_first, settings.get("scoring"), limits,
-                {k: settings[k] for k in ("profile", "model")} if settings else None)
-            print(json.dumps({"out": args.out, "tag": info["tag"], "tasks": info["tasks"], "items": info["n_items"],
-                              "question_first": info["question_first"], "max_new_tokens": info["max_new_tokens"]}))
+                args.dataset,
+                args.out,
+                args.name,
+                args.tasks,
+                args.max_new_tokens
+                if args.max_new_tokens is not None
+                else settings.get("max_new_tokens", ANSWER_TOKENS),
+                question_first,
+                settings.get("scoring"),
+                limits,
+                {k: settings[k] for k in ("profile", "model")} if settings else None,
+            )
+            print(
+                json.dumps(
+                    {
+                        "out": args.out,
+                        "tag": info["tag"],
+                        "tasks": info["tasks"],
+                        "items": info["n_items"],
+                        "question_first": info["question_first"],
+                        "max_new_tokens": info["max_new_tokens"],
+                    }
+                )
+            )
     except (FileNotFoundError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

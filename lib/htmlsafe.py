@@ -23,7 +23,13 @@ import json
 import re
 from urllib.parse import urlsplit
 
-_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_JSON_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
 _JSON_UNSAFE = re.compile("[<>&\u2028\u2029]")
 
 
@@ -34,7 +40,9 @@ def text(value) -> str:
 
 def json_text(value) -> str:
     """``value`` as JSON that is safe anywhere in an HTML document (no ``<``, ``>``, ``&``, U+2028/9)."""
-    return _JSON_UNSAFE.sub(lambda m: _JSON_ESCAPES[m.group()], json.dumps(value, ensure_ascii=False))
+    return _JSON_UNSAFE.sub(
+        lambda m: _JSON_ESCAPES[m.group()], json.dumps(value, ensure_ascii=False)
+    )
 
 
 def json_block(element_id: str, value) -> str:
@@ -60,8 +68,10 @@ def csp_meta(scripts: bool = False, images: str = "'self' data:") -> str:
     (``images``) and, with ``scripts``, script files from beside it (``'self'``; on ``file://``
     Chromium counts the page's folder as its own). No inline script, no ``on...`` attributes."""
     script_src = "'self'" if scripts else "'none'"
-    policy = (f"default-src 'none'; script-src {script_src}; style-src 'unsafe-inline'; img-src {images}; "
-              f"base-uri 'none'; form-action 'none'; object-src 'none'")
+    policy = (
+        f"default-src 'none'; script-src {script_src}; style-src 'unsafe-inline'; img-src {images}; "
+        f"base-uri 'none'; form-action 'none'; object-src 'none'"
+    )
     return f'<meta http-equiv="Content-Security-Policy" content="{text(policy)}">'
 
 

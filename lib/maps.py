@@ -39,12 +39,19 @@ def umap_module():
     return umap
 
 
-def umap_2d(x: np.ndarray, seed: int = 0, n_neighbors: int = 15, metric: str = "cosine") -> np.ndarray:
+def umap_2d(
+    x: np.ndarray, seed: int = 0, n_neighbors: int = 15, metric: str = "cosine"
+) -> np.ndarray:
     """2-D UMAP coordinates with a fixed random state (deterministic: umap-learn then runs single-threaded)."""
     if len(x) < 4:
         raise ValueError(f"a UMAP map needs at least 4 points, got {len(x)}")
-    reducer = umap_module().UMAP(n_components=2, n_neighbors=max(2, min(n_neighbors, len(x) - 1)), metric=metric,
-                                 random_state=seed, init="random" if len(x) < 10 else "spectral")
+    reducer = umap_module().UMAP(
+        n_components=2,
+        n_neighbors=max(2, min(n_neighbors, len(x) - 1)),
+        metric=metric,
+        random_state=seed,
+        init="random" if len(x) < 10 else "spectral",
+    )
     return reducer.fit_transform(x)
 
 
@@ -52,12 +59,18 @@ def tsne_2d(x: np.ndarray, seed: int = 0) -> np.ndarray:
     """2-D t-SNE (scikit-learn), as in the Docmatix post's Figure 1."""
     from sklearn.manifold import TSNE
 
-    return TSNE(n_components=2, perplexity=max(2.0, min(30.0, (len(x) - 1) / 3)), random_state=seed,
-                init="random").fit_transform(x)
+    return TSNE(
+        n_components=2,
+        perplexity=max(2.0, min(30.0, (len(x) - 1) / 3)),
+        random_state=seed,
+        init="random",
+    ).fit_transform(x)
 
 
 if __name__ == "__main__":
     # `make`'s set-up step: compile umap-learn's kernels into numba's cache once per environment, as pip
     # compiles the .pyc files, so no later process (a stage 07, a notebook, a test) pays for it
     umap_2d(np.random.default_rng(0).normal(size=(12, 8)).astype("float32"))
-    print(f"umap-learn's numba kernels compiled into numba's cache ({umap_module().umap_.smooth_knn_dist.stats.cache_path})")
+    print(
+        f"umap-learn's numba kernels compiled into numba's cache ({umap_module().umap_.smooth_knn_dist.stats.cache_path})"
+    )

@@ -14,7 +14,15 @@ import yaml
 
 from lib.paths import DATA
 
-PAPER_COLUMNS = ["paper", "quantity", "paper_value", "ours", "equal", "note", "command"]  # every stage's paper.csv
+PAPER_COLUMNS = [
+    "paper",
+    "quantity",
+    "paper_value",
+    "ours",
+    "equal",
+    "note",
+    "command",
+]  # every stage's paper.csv
 STATED = ("exactly", "more than", "rounded")  # how papers.yaml says a text states a number
 
 
@@ -25,7 +33,10 @@ def papers() -> dict:
 
 def stated_label(spec: dict) -> str:
     """A stated number's row name: what, where, and how the text states it (when not exactly)."""
-    how = {"more than": f"; the text: more than {spec['value']}", "rounded": f"; the text: rounded to {spec.get('precision')}"}
+    how = {
+        "more than": f"; the text: more than {spec['value']}",
+        "rounded": f"; the text: rounded to {spec.get('precision')}",
+    }
     return f"{spec['quantity']} ({spec['where']}{how.get(spec.get('stated', 'exactly'), '')})"
 
 
@@ -34,7 +45,9 @@ def agrees(spec: dict, ours) -> bool:
     rounded (the same multiple of ``precision``)?"""
     stated, value = spec.get("stated", "exactly"), spec["value"]
     if stated not in STATED:
-        raise ValueError(f"lib/data/papers.yaml: {spec['quantity']!r} is stated {stated!r}; use one of {STATED}")
+        raise ValueError(
+            f"lib/data/papers.yaml: {spec['quantity']!r} is stated {stated!r}; use one of {STATED}"
+        )
     if stated == "more than":
         return bool(ours > value)
     if stated == "rounded":
@@ -49,7 +62,9 @@ def _shown(value):
     return round(float(value), 2) if isinstance(value, (float, np.floating)) else int(value)
 
 
-def paper_frame(paper: str, ours: dict, drawn: dict[str, pd.Series], missing: str = "", context: str = "") -> pd.DataFrame:
+def paper_frame(
+    paper: str, ours: dict, drawn: dict[str, pd.Series], missing: str = "", context: str = ""
+) -> pd.DataFrame:
     """A paper's rows (:data:`PAPER_COLUMNS`): each number papers.yaml says its text states, beside
     ``ours`` of the same key (absent: not computed, ``missing`` says why); then the values of ours a
     drawn figure shows, with no paper value. ``context`` is added to the note of a row that differs."""
@@ -60,12 +75,23 @@ def paper_frame(paper: str, ours: dict, drawn: dict[str, pd.Series], missing: st
         equal = value is not None and agrees(q, value)
         why = q.get("differs", "not explained by the text") if value is not None else missing
         note = "" if equal else "; ".join(s for s in (why, context) if s)
-        rows.append([paper, stated_label(q), q["value"], _shown(value), equal, note, spec["command"]])
+        rows.append(
+            [paper, stated_label(q), q["value"], _shown(value), equal, note, spec["command"]]
+        )
     for key, d in spec.get("drawn", {}).items():
         for label, value in drawn.get(key, pd.Series(dtype=float)).items():
             label = ", ".join(map(str, label)) if isinstance(label, tuple) else label
-            rows.append([paper, f"{d['quantity']}: {label} ({d['where']})", None, _shown(value), None, d["note"],
-                         spec["command"]])
+            rows.append(
+                [
+                    paper,
+                    f"{d['quantity']}: {label} ({d['where']})",
+                    None,
+                    _shown(value),
+                    None,
+                    d["note"],
+                    spec["command"],
+                ]
+            )
     table = pd.DataFrame(rows, columns=PAPER_COLUMNS, dtype=object)
     table["equal"] = table["equal"].astype("boolean")  # blank where the text states no value
     return table

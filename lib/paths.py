@@ -54,7 +54,9 @@ class RunBusy(RuntimeError):
 
 
 HELD_ENV = "VQALAB_RUN_LOCKS"  # lock file -> PID of its holder, for the holder's children (notebook kernels)
-_HELD: dict[str, list] = {}  # lock file -> [its open file (None when a parent holds it), depth, pid]: this process's
+_HELD: dict[
+    str, list
+] = {}  # lock file -> [its open file (None when a parent holds it), depth, pid]: this process's
 
 
 class RunLock:
@@ -75,7 +77,9 @@ class RunLock:
     def __enter__(self) -> RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         key = str(self.path.resolve())
-        if key in _HELD and _HELD[key][2] != os.getpid():  # a copy inherited by a fork: the parent's, not ours
+        if (
+            key in _HELD and _HELD[key][2] != os.getpid()
+        ):  # a copy inherited by a fork: the parent's, not ours
             del _HELD[key]
         if self.join and (key in _HELD or _held_above(self.path, key)):
             _HELD.setdefault(key, [None, 0, os.getpid()])[1] += 1
@@ -107,8 +111,10 @@ def _acquire(path: Path):
         f.seek(0)
         holder = f.read().strip() or "another process"
         f.close()
-        raise RunBusy(f"{path.parent} is being written by {holder}: wait for it to finish, or "
-                      f"write another run (--run NAME)") from None
+        raise RunBusy(
+            f"{path.parent} is being written by {holder}: wait for it to finish, or "
+            f"write another run (--run NAME)"
+        ) from None
     f.seek(0)
     f.truncate()
     f.write(f"PID {os.getpid()}")

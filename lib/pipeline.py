@@ -53,8 +53,19 @@ from lib.stages.setup import SetupConfig
 from lib.stages.train import TrainConfig
 
 # Each stage's config dataclass: the single source of its defaults and checks.
-STAGE_CONFIGS = {c.STAGE: c for c in (SetupConfig, CollectConfig, AnnotateConfig, AFConfig, ScrapbookConfig,
-                                      TrainConfig, EvalConfig, AnalyzeConfig)}
+STAGE_CONFIGS = {
+    c.STAGE: c
+    for c in (
+        SetupConfig,
+        CollectConfig,
+        AnnotateConfig,
+        AFConfig,
+        ScrapbookConfig,
+        TrainConfig,
+        EvalConfig,
+        AnalyzeConfig,
+    )
+}
 # A stage notebook's parameters cell: which profile and run, and overrides - never a stage value.
 NOTEBOOK_PARAMETERS = ("profile", "run", "overrides")
 
@@ -64,8 +75,10 @@ class StageFailed(RuntimeError):
 
     def __init__(self, stage: str, executed: Path, cause: Exception):
         self.stage, self.executed = stage, executed
-        super().__init__(f"stage {stage} failed: {cause.__class__.__name__}. Open {executed} to see the failing "
-                         f"cell and its traceback.")
+        super().__init__(
+            f"stage {stage} failed: {cause.__class__.__name__}. Open {executed} to see the failing "
+            f"cell and its traceback."
+        )
 
 
 class PreflightFailed(RuntimeError):
@@ -94,11 +107,15 @@ class Plan:
 
     def describe(self) -> str:
         mode = "offline" if self.profile.offline else "online"
-        lines = [f"profile {self.profile.name} ({self.profile.source}, {mode}) -> {run_dir(self.run)}"]
+        lines = [
+            f"profile {self.profile.name} ({self.profile.source}, {mode}) -> {run_dir(self.run)}"
+        ]
         running = {s.stage: s for s in self.steps}
         for stage in A.STAGES:
             if stage in running:
-                lines.append(f"  {stage:<22} runs: {' + '.join(running[stage].sources) or 'class defaults'}")
+                lines.append(
+                    f"  {stage:<22} runs: {' + '.join(running[stage].sources) or 'class defaults'}"
+                )
             elif stage in self.skipped:
                 lines.append(f"  {stage:<22} skipped: {self.skipped[stage]}")
         return "\n".join(lines)
@@ -112,14 +129,22 @@ def check_notebook(notebook: Path) -> None:
         raise ParamsError(f"{notebook}: no such notebook")
     declared = papermill.inspect_notebook(str(notebook))
     if set(declared) != set(NOTEBOOK_PARAMETERS):
-        raise ParamsError(f"{notebook}: its cell tagged 'parameters' must declare {', '.join(NOTEBOOK_PARAMETERS)} "
-                          f"and nothing else (stage values live in the config class and params/), "
-                          f"found {', '.join(declared) or 'none'}")
+        raise ParamsError(
+            f"{notebook}: its cell tagged 'parameters' must declare {', '.join(NOTEBOOK_PARAMETERS)} "
+            f"and nothing else (stage values live in the config class and params/), "
+            f"found {', '.join(declared) or 'none'}"
+        )
 
 
-def plan(profile: str, stages: list[str] | None = None, run: str | None = None,
-         overrides: dict[str, dict] | None = None, notebooks_dir: Path = NOTEBOOKS,
-         params_dir: Path | None = None, configs: dict | None = None) -> Plan:
+def plan(
+    profile: str,
+    stages: list[str] | None = None,
+    run: str | None = None,
+    overrides: dict[str, dict] | None = None,
+    notebooks_dir: Path = NOTEBOOKS,
+    params_dir: Path | None = None,
+    configs: dict | None = None,
+) -> Plan:
     """Resolve and check every stage of the profile before anything runs (``stages``: run only
     these of them; ``overrides``: stage -> fields set on top of the profile)."""
     configs = configs or STAGE_CONFIGS
@@ -129,8 +154,14 @@ def plan(profile: str, stages: list[str] | None = None, run: str | None = None,
     overrides = overrides or {}
     for stage in list(stages or []) + list(overrides):
         if stage not in prof.stages:
-            hint = did_you_mean(stage, prof.stages) if stage not in A.STAGES else f"; add it to stages in {prof.source}"
-            raise ParamsError(f"profile {prof.name} does not run {stage!r} (its stages: {', '.join(prof.stages)}){hint}")
+            hint = (
+                did_you_mean(stage, prof.stages)
+                if stage not in A.STAGES
+                else f"; add it to stages in {prof.source}"
+            )
+            raise ParamsError(
+                f"profile {prof.name} does not run {stage!r} (its stages: {', '.join(prof.stages)}){hint}"
+            )
     steps, skipped, used = [], {}, set()
     for stage in A.STAGES:
         if stage not in prof.stages:
@@ -147,8 +178,10 @@ def plan(profile: str, stages: list[str] | None = None, run: str | None = None,
         steps.append(StagePlan(stage, notebook, resolved))
     unused = sorted(set(prof.models) - used)
     if unused:
-        raise ParamsError(f"{prof.source}: model(s) {unused} are used by no stage of the profile: remove them, or name "
-                          f"them in a stage's params (stage 00 probes every model a profile declares)")
+        raise ParamsError(
+            f"{prof.source}: model(s) {unused} are used by no stage of the profile: remove them, or name "
+            f"them in a stage's params (stage 00 probes every model a profile declares)"
+        )
     return Plan(prof, run or prof.run, steps, skipped)
 
 
@@ -167,25 +200,41 @@ def _environment(values: dict[str, str]):
                 os.environ[k] = v
 
 
-def run(profile: str = "demo", stages: list[str] | None = None, run_name: str | None = None,
-        overrides: dict[str, dict] | None = None, notebooks_dir: Path = NOTEBOOKS, params_dir: Path | None = None,
-        progress: bool = True, check_models: bool = True, configs: dict | None = None) -> Path:
+def run(
+    profile: str = "demo",
+    stages: list[str] | None = None,
+    run_name: str | None = None,
+    overrides: dict[str, dict] | None = None,
+    notebooks_dir: Path = NOTEBOOKS,
+    params_dir: Path | None = None,
+    progress: bool = True,
+    check_models: bool = True,
+    configs: dict | None = None,
+) -> Path:
     """Execute the planned stages in order, holding the run folder's lock; returns the run folder.
     Raises :class:`ParamsError`, :class:`PreflightFailed` (before anything runs), :class:`StageFailed`,
     or :class:`lib.paths.RunBusy` when another process holds the run."""
     p = plan(profile, stages, run_name, overrides, notebooks_dir, params_dir, configs)
     print(p.describe(), flush=True)
-    env = {"VQALAB_PARAMS": str(Path(params_dir or params_root()).resolve()), "TOKENIZERS_PARALLELISM": "false",
-           **(OFFLINE_ENV if p.profile.offline else {})}
+    env = {
+        "VQALAB_PARAMS": str(Path(params_dir or params_root()).resolve()),
+        "TOKENIZERS_PARALLELISM": "false",
+        **(OFFLINE_ENV if p.profile.offline else {}),
+    }
     with _environment(env):
         if check_models:
             problems = preflight.check(p.steps, p.profile.offline)
             if problems:
-                raise PreflightFailed("preflight: " + "\n  ".join([f"{len(problems)} problem(s), nothing has run:",
-                                                                  *problems]))
+                raise PreflightFailed(
+                    "preflight: "
+                    + "\n  ".join([f"{len(problems)} problem(s), nothing has run:", *problems])
+                )
         with RunLock(run_dir(p.run)):
             load_before = _loadavg()
-            timings = {step.stage: _execute(p, step, (overrides or {}).get(step.stage, {}), progress) for step in p.steps}
+            timings = {
+                step.stage: _execute(p, step, (overrides or {}).get(step.stage, {}), progress)
+                for step in p.steps
+            }
             _record_timings(run_dir(p.run) / "timings.json", p.profile.name, timings, load_before)
     return run_dir(p.run)
 
@@ -194,7 +243,9 @@ def _loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _record_timings(path: Path, profile: str, timings: dict[str, float], load_before: list[float]) -> dict:
+def _record_timings(
+    path: Path, profile: str, timings: dict[str, float], load_before: list[float]
+) -> dict:
     """``timings.json``: seconds per stage, the stages just run replacing their earlier entries
     (``make stage`` after ``make run`` keeps the others), in pipeline order; their total; the machine
     (CPU model, cores, GPUs) and its load averages before and after, since a busy machine takes
@@ -204,8 +255,13 @@ def _record_timings(path: Path, profile: str, timings: dict[str, float], load_be
         seconds = json.loads(path.read_text()).get("seconds", {})
     seconds.update(timings)
     seconds = {s: seconds[s] for s in A.STAGES if s in seconds}
-    record = {"profile": profile, "seconds": seconds, "total_s": round(sum(seconds.values()), 1),
-              "machine": machine(), "loadavg": {"before": load_before, "after": _loadavg()}}
+    record = {
+        "profile": profile,
+        "seconds": seconds,
+        "total_s": round(sum(seconds.values()), 1),
+        "machine": machine(),
+        "loadavg": {"before": load_before, "after": _loadavg()},
+    }
     write_json(path, record)
     return record
 
@@ -214,9 +270,15 @@ def timings_table(record: dict) -> str:
     """``timings.json`` as the table the pipeline prints at its end."""
     rows = [f"{stage:<24}{s:>9.1f}" for stage, s in record["seconds"].items()]
     m = record["machine"]
-    return "\n".join([f"{'stage':<24}{'seconds':>9}", *rows, f"{'total':<24}{record['total_s']:>9.1f}",
-                      f"on {m['cores']} cores of {m['cpu_model']}{', ' + ', '.join(m['gpu']) if m['gpu'] else ''}; "
-                      f"load {record['loadavg']['before'][0]} before, {record['loadavg']['after'][0]} after"])
+    return "\n".join(
+        [
+            f"{'stage':<24}{'seconds':>9}",
+            *rows,
+            f"{'total':<24}{record['total_s']:>9.1f}",
+            f"on {m['cores']} cores of {m['cpu_model']}{', ' + ', '.join(m['gpu']) if m['gpu'] else ''}; "
+            f"load {record['loadavg']['before'][0]} before, {record['loadavg']['after'][0]} after",
+        ]
+    )
 
 
 def _execute(p: Plan, step: StagePlan, overrides: dict, progress: bool) -> float:
@@ -230,9 +292,13 @@ def _execute(p: Plan, step: StagePlan, overrides: dict, progress: bool) -> float
     print(f"[{step.stage}] running", flush=True)
     try:
         papermill.execute_notebook(
-            str(step.notebook), str(out), kernel_name="python3", cwd=str(step.notebook.parent),
+            str(step.notebook),
+            str(out),
+            kernel_name="python3",
+            cwd=str(step.notebook.parent),
             parameters={"profile": p.profile.name, "run": p.run, "overrides": overrides},
-            progress_bar=progress, log_output=False,
+            progress_bar=progress,
+            log_output=False,
         )
     except PapermillExecutionError as e:
         raise StageFailed(step.stage, out, e) from None
@@ -254,14 +320,38 @@ def _overrides(assignments: list[str]) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lib.pipeline", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--profile", default="demo", help="params profile: params/common.<profile>.yaml")
-    ap.add_argument("--stage", action="append", help="run only this stage of the profile (repeatable), e.g. 04_scrapbook")
-    ap.add_argument("--run", dest="run_name", help="run name: outputs go to outputs/<run>/ (default: the profile's)")
-    ap.add_argument("--set", action="append", default=[], metavar="STAGE.FIELD=VALUE", help="override one field")
-    ap.add_argument("--overrides", metavar="FILE", help="a YAML file of overrides: stage -> {field: value}")
-    ap.add_argument("--check", action="store_true", help="only resolve and check every stage's params, run nothing")
-    ap.add_argument("--preflight", action="store_true", help="only check the params and the models, servers and keys")
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.pipeline", description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--profile", default="demo", help="params profile: params/common.<profile>.yaml"
+    )
+    ap.add_argument(
+        "--stage",
+        action="append",
+        help="run only this stage of the profile (repeatable), e.g. 04_scrapbook",
+    )
+    ap.add_argument(
+        "--run",
+        dest="run_name",
+        help="run name: outputs go to outputs/<run>/ (default: the profile's)",
+    )
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="STAGE.FIELD=VALUE", help="override one field"
+    )
+    ap.add_argument(
+        "--overrides", metavar="FILE", help="a YAML file of overrides: stage -> {field: value}"
+    )
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="only resolve and check every stage's params, run nothing",
+    )
+    ap.add_argument(
+        "--preflight",
+        action="store_true",
+        help="only check the params and the models, servers and keys",
+    )
     args = ap.parse_args(argv)
     try:
         overrides = load_layer(args.overrides) if args.overrides else {}

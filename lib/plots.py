@@ -64,11 +64,18 @@ def panel_cuts(records: list[dict], n: int = 24, seed: int = 0, cols: int = 6):
         ax.imshow(im)
         ok = r["layout"]["panels"] == 2
         ax.axvline(r["layout"]["cut"] * scale, color="red", lw=1.5, ls="-" if ok else "--")
-        what = "two panels" if ok else "three panels" if r["layout"]["panels"] == 3 else "not verified"
-        ax.set_title(f"{r['name'][:28]}\n{what}: {r['layout']['evidence'][:40]}", fontsize=6,
-                     color="black" if ok else "darkorange")
-    fig.suptitle(f"Panel cuts: {len(flagged)} of {len(checked)} images not verified as two panels (shown first)",
-                 fontsize=9)
+        what = (
+            "two panels" if ok else "three panels" if r["layout"]["panels"] == 3 else "not verified"
+        )
+        ax.set_title(
+            f"{r['name'][:28]}\n{what}: {r['layout']['evidence'][:40]}",
+            fontsize=6,
+            color="black" if ok else "darkorange",
+        )
+    fig.suptitle(
+        f"Panel cuts: {len(flagged)} of {len(checked)} images not verified as two panels (shown first)",
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig, axes
 
@@ -90,8 +97,12 @@ def training_curve(curve: pd.DataFrame):
     first drop stays visible) and, where it was measured, validation accuracy overall and per
     question type beside the majority answer's (per target kind the columns stay in the table).
     Returns the figure and the loss axis."""
-    val = [c for c in curve.columns if c == "val_accuracy"
-           or (c.startswith("val_accuracy_") and "_" not in c.removeprefix("val_accuracy_"))]
+    val = [
+        c
+        for c in curve.columns
+        if c == "val_accuracy"
+        or (c.startswith("val_accuracy_") and "_" not in c.removeprefix("val_accuracy_"))
+    ]
     fig, axes = plt.subplots(1, 2 if val else 1, figsize=(9.5 if val else 5.5, 3.2), squeeze=False)
     ax = axes[0][0]
     ax.plot(curve["step"], curve["loss"].rolling(20, min_periods=1).mean())
@@ -105,10 +116,21 @@ def training_curve(curve: pd.DataFrame):
         acc = axes[0][1]
         rows = curve.dropna(subset=["val_accuracy"])
         for c in val:
-            acc.plot(rows["step"], rows[c], marker="o", lw=2 if c == "val_accuracy" else 1.2,
-                     label=c.removeprefix("val_accuracy").strip("_") or "all")
+            acc.plot(
+                rows["step"],
+                rows[c],
+                marker="o",
+                lw=2 if c == "val_accuracy" else 1.2,
+                label=c.removeprefix("val_accuracy").strip("_") or "all",
+            )
         if "val_majority" in rows and rows["val_majority"].notna().any():
-            acc.axhline(rows["val_majority"].dropna().iloc[-1], color="grey", ls=":", lw=1.5, label="majority answer")
+            acc.axhline(
+                rows["val_majority"].dropna().iloc[-1],
+                color="grey",
+                ls=":",
+                lw=1.5,
+                label="majority answer",
+            )
         acc.set_xlabel("step")
         acc.set_ylabel("validation accuracy")
         acc.set_ylim(0, 1)
@@ -125,28 +147,44 @@ def accuracy_bars(table: pd.DataFrame, n: dict | None = None):
         binomtest,  # deferred on purpose: only the bars with intervals need scipy
     )
 
-    labels = [c.removeprefix("accuracy").strip("_").replace("_", "\n") or "all" for c in table.columns]
+    labels = [
+        c.removeprefix("accuracy").strip("_").replace("_", "\n") or "all" for c in table.columns
+    ]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) + 1.5), 3.4))
     errors = None
     if n:
+
         def interval(acc: float, col: str) -> tuple[float, float]:
             if col not in n:  # e.g. macro, a mean of accuracies: no one count of questions
                 return np.nan, np.nan
             ci = binomtest(round(acc * n[col]), n[col]).proportion_ci(method="wilson")
             return acc - ci.low, ci.high - acc
 
-        errors = np.array([[[interval(table.at[s, c], c)[side] for c in table.columns] for side in (0, 1)]
-                           for s in table.index])
-    table.T.set_axis(labels).plot.bar(ax=ax, rot=0, width=0.8, yerr=errors, capsize=2, error_kw={"lw": 0.8})
+        errors = np.array(
+            [
+                [[interval(table.at[s, c], c)[side] for c in table.columns] for side in (0, 1)]
+                for s in table.index
+            ]
+        )
+    table.T.set_axis(labels).plot.bar(
+        ax=ax, rot=0, width=0.8, yerr=errors, capsize=2, error_kw={"lw": 0.8}
+    )
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy")
     ax.tick_params(axis="x", labelsize=8)
-    ax.legend(fontsize=8, ncol=len(table.index), loc="upper center", bbox_to_anchor=(0.5, 1.15), frameon=False)
+    ax.legend(
+        fontsize=8,
+        ncol=len(table.index),
+        loc="upper center",
+        bbox_to_anchor=(0.5, 1.15),
+        frameon=False,
+    )
     fig.tight_layout()
     return fig, ax
 
 
 # --- YesBut ------------------------------------------------------------------------------------------
+
 
 def yesbut_fig3(counts: dict):
     """YesBut Figure 3: annotation distributions (text in the image, connected halves, difficulty)."""
@@ -163,7 +201,9 @@ def yesbut_fig3(counts: dict):
     return fig, axes
 
 
-def embedding_map(frame: pd.DataFrame, color: str, title: str, embedding: str, score: float | None = None):
+def embedding_map(
+    frame: pd.DataFrame, color: str, title: str, embedding: str, score: float | None = None
+):
     """YesBut Figure 4-style map: 2-D points coloured by ``color``; the title names the embedding shown
     and the groups' separation (silhouette) when given."""
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
@@ -183,11 +223,19 @@ def understanding_metrics(frame: pd.DataFrame):
     METEOR, BERTScore) at annotation stages 2, 3, 4 and over all images; left panel the whole image
     (WHYFUNNY prompt), right panel the sub-images ("Describe the image", left and right averaged).
     ``frame`` is :meth:`lib.families.yesbut.task.Understanding.frame`."""
-    mean = frame[(frame["metric"] == "mean of 4") & (frame["group"].str.startswith("stage") | (frame["group"] == "all"))]
+    mean = frame[
+        (frame["metric"] == "mean of 4")
+        & (frame["group"].str.startswith("stage") | (frame["group"] == "all"))
+    ]
     groups = sorted({g for g in mean["group"] if g != "all"}) + ["all"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
-    for ax, (title, parts) in zip(axes, (("whole image (WHYFUNNY prompt)", ["whole"]),
-                                         ("sub-images (describe prompt)", ["left", "right"]))):
+    for ax, (title, parts) in zip(
+        axes,
+        (
+            ("whole image (WHYFUNNY prompt)", ["whole"]),
+            ("sub-images (describe prompt)", ["left", "right"]),
+        ),
+    ):
         sub = mean[mean["part"].isin(parts)]
         table = sub.groupby(["group", "model"])["value"].mean().unstack("model").reindex(groups)
         if len(table.columns):
@@ -218,16 +266,22 @@ def human_eval_bars(tidy: pd.DataFrame):
 
 # --- MemeQA ------------------------------------------------------------------------------------------
 
+
 def accuracy_by_type(metrics: pd.DataFrame, metric: str = "exact"):
     """MemeQA: accuracy per question type with the micro and macro averages as lines; ``metrics``
     holds the multiple-choice task's rows (:meth:`lib.tasks.Task.rows`)."""
-    table = metrics[metrics["metric"] == metric].pivot_table(index="subset", columns=["model", "style"], values="value")
+    table = metrics[metrics["metric"] == metric].pivot_table(
+        index="subset", columns=["model", "style"], values="value"
+    )
     fig, ax = plt.subplots(figsize=(7, 3.5))
     table.plot.barh(ax=ax, width=0.8)
     for (model, style), ls in zip(table.columns, ("-", "--", ":", "-.") * 4):
         for kind, color in (("micro", "k"), ("macro", "r")):
-            row = metrics[(metrics["metric"] == f"{metric}_{kind}") & (metrics["model"] == model) &
-                          (metrics["style"] == style)]
+            row = metrics[
+                (metrics["metric"] == f"{metric}_{kind}")
+                & (metrics["model"] == model)
+                & (metrics["style"] == style)
+            ]
             if len(row):
                 ax.axvline(row["value"].iloc[0], color=color, ls=ls, lw=0.8)
     ax.set_xlabel(f"{metric} (black: micro, red: macro average)")
@@ -240,10 +294,17 @@ def accuracy_by_type(metrics: pd.DataFrame, metric: str = "exact"):
 def af_curves(iterations: pd.DataFrame):
     """Adversarial filtering: discriminator accuracy and fooled questions per iteration."""
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(iterations["iteration"], iterations["discriminator_accuracy"], "o-", label="discriminator accuracy")
+    ax.plot(
+        iterations["iteration"],
+        iterations["discriminator_accuracy"],
+        "o-",
+        label="discriminator accuracy",
+    )
     ax.set_ylim(0, 1)
     ax.set_xlabel("iteration")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations are counted, never fractional
+    ax.xaxis.set_major_locator(
+        MaxNLocator(integer=True)
+    )  # iterations are counted, never fractional
     ax.set_ylabel("accuracy")
     ax2 = ax.twinx()
     ax2.bar(iterations["iteration"], iterations["fooled"], alpha=0.3, color="C1", label="fooled")
@@ -255,14 +316,19 @@ def af_curves(iterations: pd.DataFrame):
 
 # --- Scrapbook ---------------------------------------------------------------------------------------
 
+
 def scrapbook_level1(levels: pd.DataFrame, qtype: str = "presence", threshold: float = 0.8):
     """Scrapbook Figures 17-31: per level-1 concept, five bars - all forms (the aggregated bar that
     decides the concept) then original, condition, direction, enumerated - green at or above the
     threshold, red below, stacked over the wrong share in grey."""
     lv = levels[(levels["level"] == 1) & (levels["type"] == qtype)]
     forms = ["all", "original", "condition", "direction", "enumerated"]
-    table = lv.groupby(["concept", "form"]).apply(lambda g: g["correct"].sum() / g["n"].sum(), include_groups=False) \
-        .unstack("form").reindex(columns=forms)
+    table = (
+        lv.groupby(["concept", "form"])
+        .apply(lambda g: g["correct"].sum() / g["n"].sum(), include_groups=False)
+        .unstack("form")
+        .reindex(columns=forms)
+    )
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(table)), 3.8))
     width = 0.16
     for k, form in enumerate(forms):
@@ -274,7 +340,10 @@ def scrapbook_level1(levels: pd.DataFrame, qtype: str = "presence", threshold: f
     ax.axhline(threshold, color="k", ls="--", lw=0.8)
     ax.set_xticks(np.arange(len(table)), table.index, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(f"{qtype}: share correct")
-    ax.set_title("bars per concept: all forms (bold) | original | condition | direction | enumerated", fontsize=8)
+    ax.set_title(
+        "bars per concept: all forms (bold) | original | condition | direction | enumerated",
+        fontsize=8,
+    )
     fig.tight_layout()
     return fig, ax
 
@@ -283,7 +352,9 @@ def topic_sizes(info: pd.DataFrame):
     """BERTopic: documents per topic (outliers, topic -1, in grey)."""
     fig, ax = plt.subplots(figsize=(6, 0.35 * len(info) + 1.2))
     labels = [f"{t}: {w[:40]}" for t, w in zip(info["Topic"], info["Words"])]
-    ax.barh(labels, info["Count"], color=["#999999" if t == -1 else "#4c72b0" for t in info["Topic"]])
+    ax.barh(
+        labels, info["Count"], color=["#999999" if t == -1 else "#4c72b0" for t in info["Topic"]]
+    )
     ax.invert_yaxis()
     ax.set_xlabel("documents")
     fig.tight_layout()

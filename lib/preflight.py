@@ -34,7 +34,9 @@ TIMEOUT_S = 10.0  # a server or hub that does not answer in this long is reporte
 
 def _is_local(name: str) -> bool:
     """A folder, not a hub id (``owner/name``, or a legacy one-word id such as ``roberta-large``)."""
-    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or Path(name).expanduser().exists()
+    return (
+        name.startswith(("/", ".", "~")) or name.count("/") > 1 or Path(name).expanduser().exists()
+    )
 
 
 def hub_problem(name: str, offline: bool) -> str | None:
@@ -43,7 +45,9 @@ def hub_problem(name: str, offline: bool) -> str | None:
         return None  # made by this run
     if name.startswith("run:"):
         path = Path(A.resolve(name, outputs_root()))
-        return None if path.exists() else f"{path} does not exist: run the profile that makes it first"
+        return (
+            None if path.exists() else f"{path} does not exist: run the profile that makes it first"
+        )
     if _is_local(name):
         return A.model_folder_problem(Path(name).expanduser(), "a hub id is owner/name")
     from huggingface_hub import HfApi, try_to_load_from_cache
@@ -54,21 +58,27 @@ def hub_problem(name: str, offline: bool) -> str | None:
     env_offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     if offline or env_offline:
         why = "the profile is offline" if offline else "HF_HUB_OFFLINE is set"
-        return (f"not in the local hub cache ({os.environ.get('HF_HOME', '~/.cache/huggingface')}) and {why}: "
-                f"download it once (hf download {name}) or go online")
+        return (
+            f"not in the local hub cache ({os.environ.get('HF_HOME', '~/.cache/huggingface')}) and {why}: "
+            f"download it once (hf download {name}) or go online"
+        )
     token = os.environ.get("HF_TOKEN") or None
     try:
         HfApi().auth_check(name, token=token)
     except GatedRepoError:
-        return (f"gated: accept its licence at https://huggingface.co/{name} and export HF_TOKEN "
-                f"(a token of that account{'' if token else '; HF_TOKEN is not set'})")
+        return (
+            f"gated: accept its licence at https://huggingface.co/{name} and export HF_TOKEN "
+            f"(a token of that account{'' if token else '; HF_TOKEN is not set'})"
+        )
     except RepositoryNotFoundError:
         return f"no such model on the hub (misspelt? a private model needs HF_TOKEN{'' if token else ', not set'})"
     except HfHubHTTPError as e:
         return f"the hub refused ({type(e).__name__}: {str(e)[:120]}): check HF_TOKEN and the id"
     except Exception as e:  # noqa: BLE001 - the transport raises its own types (httpx, ssl, socket): all mean "no hub"
-        return (f"the hub is unreachable ({type(e).__name__}): check the connection, or download it where there "
-                f"is one and set offline: true")
+        return (
+            f"the hub is unreachable ({type(e).__name__}): check the connection, or download it where there "
+            f"is one and set offline: true"
+        )
     return None
 
 
@@ -96,7 +106,9 @@ def _silent_server(base: str, spec: dict, env: str) -> str | None:
 
     headers = {"Authorization": f"Bearer {os.environ[env]}"} if os.environ.get(env) else {}
     try:
-        r = httpx.get(base.rstrip("/") + "/models", headers=headers, timeout=TIMEOUT_S, trust_env=False)
+        r = httpx.get(
+            base.rstrip("/") + "/models", headers=headers, timeout=TIMEOUT_S, trust_env=False
+        )
     except httpx.HTTPError as e:
         return f"no server answers at {base} ({type(e).__name__}): start it (e.g. vllm serve {spec.get('name')}) or fix base_url"
     if r.status_code in (401, 403):
@@ -136,8 +148,13 @@ def uses(steps) -> list[tuple[str, dict | str, str]]:
             key = json.dumps(spec, sort_keys=True, default=str)
             if key not in seen:
                 seen.add(key)
-                out.append((f"model {name!r} ({spec.get('name', spec.get('backend'))})", spec,
-                            f"{prof.source.name} models.{name}"))
+                out.append(
+                    (
+                        f"model {name!r} ({spec.get('name', spec.get('backend'))})",
+                        spec,
+                        f"{prof.source.name} models.{name}",
+                    )
+                )
     for step in steps:
         cfg, origins = step.resolved.cfg, step.resolved.origins
         for field in type(cfg).MODEL_ROLES:
@@ -145,12 +162,23 @@ def uses(steps) -> list[tuple[str, dict | str, str]]:
                 key = json.dumps(spec, sort_keys=True, default=str)
                 if key not in seen:
                     seen.add(key)
-                    out.append((f"{step.stage} {field} {spec.get('name', spec.get('backend'))!r}", spec,
-                                origins.get(field, "the class default")))
+                    out.append(
+                        (
+                            f"{step.stage} {field} {spec.get('name', spec.get('backend'))!r}",
+                            spec,
+                            origins.get(field, "the class default"),
+                        )
+                    )
         for field, name in cfg.hub_ids().items():
             if name not in seen:
                 seen.add(name)
-                out.append((f"{step.stage} {field} {name!r}", name, origins.get(field.split(".")[0], "the class default")))
+                out.append(
+                    (
+                        f"{step.stage} {field} {name!r}",
+                        name,
+                        origins.get(field.split(".")[0], "the class default"),
+                    )
+                )
     return out
 
 

@@ -20,17 +20,31 @@ from pathlib import Path
 from lib.io import write_json
 from lib.paths import ROOT
 
-PACKAGES = ("vqalab", "torch", "transformers", "accelerate", "peft", "datasets", "openai", "outlines", "papermill")
-_SECRET = re.compile(r"(key|token|secret|password|passwd|auth|authorization|bearer|headers|credentials?|cookie)$",
-                     re.IGNORECASE)
+PACKAGES = (
+    "vqalab",
+    "torch",
+    "transformers",
+    "accelerate",
+    "peft",
+    "datasets",
+    "openai",
+    "outlines",
+    "papermill",
+)
+_SECRET = re.compile(
+    r"(key|token|secret|password|passwd|auth|authorization|bearer|headers|credentials?|cookie)$",
+    re.IGNORECASE,
+)
 
 
 def git_state(root: Path = ROOT) -> dict:
     """The commit SHA and whether the tree had uncommitted changes (``None`` outside git)."""
+
     def git(*args: str) -> str | None:
         try:
-            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10,
-                                  check=True).stdout.strip()
+            return subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return None
 
@@ -104,12 +118,23 @@ def gpus() -> list[str]:
     """The CUDA GPUs' names and memory (``nvidia-smi``, else torch when it is already imported); [] for none."""
     if shutil.which("nvidia-smi"):
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=20, check=True).stdout
-            return [", ".join(p.strip() for p in line.split(",")) for line in out.splitlines() if line.strip()]
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=True,
+            ).stdout
+            return [
+                ", ".join(p.strip() for p in line.split(","))
+                for line in out.splitlines()
+                if line.strip()
+            ]
         except (OSError, subprocess.SubprocessError):
             pass
-    torch = sys.modules.get("torch")  # never imported here just to ask: a process that uses a GPU has it
+    torch = sys.modules.get(
+        "torch"
+    )  # never imported here just to ask: a process that uses a GPU has it
     if torch is not None and torch.cuda.is_available():
         return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     return []
@@ -117,10 +142,17 @@ def gpus() -> list[str]:
 
 def machine() -> dict:
     """What a measured time depends on: platform, CPU model, cores and GPUs."""
-    return {"platform": platform.platform(), "cpu_model": cpu_model(), "cores": os.cpu_count(), "gpu": gpus()}
+    return {
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cores": os.cpu_count(),
+        "gpu": gpus(),
+    }
 
 
-def provenance(stage: str, params: dict, seed: int | None = None, origin: dict | None = None) -> dict:
+def provenance(
+    stage: str, params: dict, seed: int | None = None, origin: dict | None = None
+) -> dict:
     return {
         "stage": stage,
         "profile": (origin or {}).get("profile"),
@@ -136,8 +168,13 @@ def provenance(stage: str, params: dict, seed: int | None = None, origin: dict |
     }
 
 
-def write_provenance(folder: str | Path, stage: str, params: dict, seed: int | None = None,
-                     origin: dict | None = None) -> Path:
+def write_provenance(
+    folder: str | Path,
+    stage: str,
+    params: dict,
+    seed: int | None = None,
+    origin: dict | None = None,
+) -> Path:
     """Write ``<folder>/provenance.json`` (``origin``: the profile, run and the file each field came
     from, as :func:`lib.config.resolve` records them) and return its path."""
     path = Path(folder) / "provenance.json"

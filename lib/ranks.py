@@ -36,5 +36,7 @@ def ranks() -> Ranks:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     if not 0 <= rank < world:
-        raise ValueError(f"RANK={rank} is outside WORLD_SIZE={world}: the launcher's environment is inconsistent")
+        raise ValueError(
+            f"RANK={rank} is outside WORLD_SIZE={world}: the launcher's environment is inconsistent"
+        )
     return Ranks(rank, world)

@@ -49,7 +49,13 @@ UNDER_LOAD_PER_CORE = 0.5
 COMMANDS = {"gpu": "make gpu-check", "ci": "python -m benchmarks.ci"}
 # a target's rule: a comparison and a JSON value; the longer operators first, so ">=" is not read as ">"
 RULE = re.compile(r"^\s*(>=|<=|==|>|<)\s*(\S.*?)\s*$")
-COMPARISONS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
+COMPARISONS = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    ">": operator.gt,
+    "<": operator.lt,
+    "==": operator.eq,
+}
 # a figure's path: keys joined by dots, each followed by any list indexes ("curves.constant[3].rescore_seconds")
 FIGURE_PATH = re.compile(r"^[^.\[\]]+(?:\[\d+\])*(?:\.[^.\[\]]+(?:\[\d+\])*)*$")
 PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -74,16 +80,20 @@ def parse_rule(rule: str) -> tuple[str, bool | int | float]:
         except json.JSONDecodeError:
             m = None
     if not m or not isinstance(value, (bool, int, float)) or not math.isfinite(value):
-        raise TargetError(f"target rule {rule!r}: write a comparison ({', '.join(COMPARISONS)}) and a number, true "
-                          f"or false, e.g. \">= 1.6\" or \"== true\"")
+        raise TargetError(
+            f"target rule {rule!r}: write a comparison ({', '.join(COMPARISONS)}) and a number, true "
+            f'or false, e.g. ">= 1.6" or "== true"'
+        )
     return m.group(1), value
 
 
 def figure(record: dict, name: str):
     """The figure a target names: the record's value at the dotted path ``name`` (``[i]``: a list's element)."""
     if not isinstance(name, str) or not FIGURE_PATH.match(name):
-        raise TargetError(f"{_who(record)}: target {name!r} is not a figure's path (keys joined by dots, [i] for a "
-                          f"list's element, e.g. curves.constant[3].rescore_seconds)")
+        raise TargetError(
+            f"{_who(record)}: target {name!r} is not a figure's path (keys joined by dots, [i] for a "
+            f"list's element, e.g. curves.constant[3].rescore_seconds)"
+        )
     value = record
     for key, index in PATH_PART.findall(name):
         if key and isinstance(value, dict) and key in value:
@@ -91,7 +101,9 @@ def figure(record: dict, name: str):
         elif index and isinstance(value, list) and int(index) < len(value):
             value = value[int(index)]
         else:
-            raise TargetError(f"{_who(record)}: target {name!r} names a figure the record does not contain")
+            raise TargetError(
+                f"{_who(record)}: target {name!r} names a figure the record does not contain"
+            )
     return value
 
 
@@ -103,10 +115,16 @@ def verdict(record: dict, name: str) -> bool:
     op, wanted = parse_rule(rule)
     value = figure(record, name)
     # true == 1 in Python: a number against true/false (or the reverse) is a target on the wrong figure
-    if isinstance(value, bool) != isinstance(wanted, bool) or not isinstance(value, (bool, int, float)):
-        raise TargetError(f"{_who(record)}: figure {name!r} is {json.dumps(value)}, which rule {rule!r} cannot judge")
+    if isinstance(value, bool) != isinstance(wanted, bool) or not isinstance(
+        value, (bool, int, float)
+    ):
+        raise TargetError(
+            f"{_who(record)}: figure {name!r} is {json.dumps(value)}, which rule {rule!r} cannot judge"
+        )
     if isinstance(wanted, bool) and op != "==":
-        raise TargetError(f"{_who(record)}: rule {rule!r} for {name!r}: true and false are only compared with ==")
+        raise TargetError(
+            f"{_who(record)}: rule {rule!r} for {name!r}: true and false are only compared with =="
+        )
     return bool(COMPARISONS[op](value, wanted))
 
 
@@ -119,8 +137,10 @@ def meets(record: dict) -> bool:
     """The record's ``meets_targets``: every target it states met. A record stating none cannot
     fail, so it has no verdict: :class:`TargetError`."""
     if not record.get("targets"):
-        raise TargetError(f"{_who(record)}: no targets stated; a benchmark states what its figures must meet "
-                          f"(record(name, result, before, targets))")
+        raise TargetError(
+            f"{_who(record)}: no targets stated; a benchmark states what its figures must meet "
+            f"(record(name, result, before, targets))"
+        )
     return all(verdicts(record).values())
 
 
@@ -128,11 +148,17 @@ def known_misses(record: dict) -> dict[str, str]:
     """The targets a record admits it misses, each with its reason (``known_misses``: figure ->
     why); a reason must be a sentence, not an empty string."""
     misses = record.get("known_misses") or {}
-    if not isinstance(misses, dict) or not all(isinstance(v, str) and v.strip() for v in misses.values()):
-        raise TargetError(f"{_who(record)}: known_misses maps a figure to the reason it misses its target (text)")
+    if not isinstance(misses, dict) or not all(
+        isinstance(v, str) and v.strip() for v in misses.values()
+    ):
+        raise TargetError(
+            f"{_who(record)}: known_misses maps a figure to the reason it misses its target (text)"
+        )
     unknown = [name for name in misses if name not in (record.get("targets") or {})]
     if unknown:
-        raise TargetError(f"{_who(record)}: known_misses names {unknown}, which are not among its targets")
+        raise TargetError(
+            f"{_who(record)}: known_misses names {unknown}, which are not among its targets"
+        )
     return dict(misses)
 
 
@@ -146,15 +172,22 @@ def unexplained_misses(record: dict) -> list[str]:
 def host_state() -> dict:
     """The load averages now, and the CPU seconds this process and its finished children have used."""
     t = os.times()
-    return {"loadavg": [round(x, 2) for x in os.getloadavg()], "cpu_s": t.user + t.system + t.children_user + t.children_system,
-            "time_s": time.monotonic()}
+    return {
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "cpu_s": t.user + t.system + t.children_user + t.children_system,
+        "time_s": time.monotonic(),
+    }
 
 
 def stamp(name: str) -> dict:
     """When, on which commit and by which command a record is written."""
     command = COMMANDS.get(name, "make bench")
-    return {"benchmark": name, "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "commit": git_state(), "command": command}
+    return {
+        "benchmark": name,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "commit": git_state(),
+        "command": command,
+    }
 
 
 def under_load(before: dict, after: dict, cores: int) -> tuple[bool, float]:
@@ -183,7 +216,9 @@ def record(name: str, result: dict, before: dict, targets: dict[str, str]) -> di
     Targets that cannot be judged (:class:`TargetError`) are raised once the record is written, so a
     long measurement is not lost to a misnamed target (the publisher refuses such a record)."""
     if {"targets", "meets_targets"} & set(result):
-        raise ValueError(f"record {name!r}: pass the targets as record()'s argument; meets_targets is computed here")
+        raise ValueError(
+            f"record {name!r}: pass the targets as record()'s argument; meets_targets is computed here"
+        )
     after = host_state()
     info = machine()
     busy, own = under_load(before, after, info["cores"])
@@ -195,15 +230,24 @@ def record(name: str, result: dict, before: dict, targets: dict[str, str]) -> di
             result["meets_targets"] = meets(result)
         except TargetError as e:
             problem = e
-    result = {**result, "machine": {**result.get("machine", {}), **info}, "load": {
-        "before": dict(zip(minutes, before["loadavg"])), "after": dict(zip(minutes, after["loadavg"])),
-        "own_cores": round(own, 2), "under_load": busy,
-        "rule": f"1-min load before, or after less own_cores, > {UNDER_LOAD_PER_CORE} x cores"}}
+    result = {
+        **result,
+        "machine": {**result.get("machine", {}), **info},
+        "load": {
+            "before": dict(zip(minutes, before["loadavg"])),
+            "after": dict(zip(minutes, after["loadavg"])),
+            "own_cores": round(own, 2),
+            "under_load": busy,
+            "rule": f"1-min load before, or after less own_cores, > {UNDER_LOAD_PER_CORE} x cores",
+        },
+    }
     out = outputs_root() / "bench" / f"{name}.json"
     write_json(out, result)
     print(json.dumps(result, indent=2))
     print(f"-> {out}")
     if problem:
-        raise TargetError(f"{out}: {problem}; the figures are written, without meets_targets: fix the benchmark's "
-                          f"targets") from problem
+        raise TargetError(
+            f"{out}: {problem}; the figures are written, without meets_targets: fix the benchmark's "
+            f"targets"
+        ) from problem
     return result

@@ -57,23 +57,41 @@ def _img(path: Path) -> str:
     return f'<figure><img src="data:image/png;base64,{data}" alt="{text(path.stem)}"><figcaption>{text(path.stem)}</figcaption></figure>'
 
 
-def _table(df: pd.DataFrame, title: str = "", max_rows: int = TOP_ROWS, index: bool = True, csv: str = "",
-           escape: bool = True) -> str:
+def _table(
+    df: pd.DataFrame,
+    title: str = "",
+    max_rows: int = TOP_ROWS,
+    index: bool = True,
+    csv: str = "",
+    escape: bool = True,
+) -> str:
     """An HTML table: counts as integers, other numbers to 3 decimals; a tidy frame without its
     row numbers (``index=False``). A longer table shows its top ``max_rows`` and links its ``csv``
     (a path relative to the report). ``escape=False``: cells hold HTML made here (links)."""
     more = ""
     if len(df) > max_rows:
-        where = f' - all {len(df)} in <a href="{href(csv)}">{text(Path(csv).name)}</a>' if csv else ""
+        where = (
+            f' - all {len(df)} in <a href="{href(csv)}">{text(Path(csv).name)}</a>' if csv else ""
+        )
         more = f"<p class='more'>top {max_rows} of {len(df)} rows{where}</p>"
     head = f"<h4>{text(title)}</h4>" if title else ""
     df = df.head(max_rows).copy()
     for col in df.columns:
         values = df[col]
-        if values.dtype.kind == "f" and values.notna().any() and (values.dropna() % 1 == 0).all() \
-                and (values.dropna().abs() > 1).any():
+        if (
+            values.dtype.kind == "f"
+            and values.notna().any()
+            and (values.dropna() % 1 == 0).all()
+            and (values.dropna().abs() > 1).any()
+        ):
             df[col] = values.astype("Int64")  # a column of counts, not 12.000
-    return head + df.to_html(float_format=lambda v: f"{v:.3f}", na_rep="", border=0, index=index, escape=escape) + more
+    return (
+        head
+        + df.to_html(
+            float_format=lambda v: f"{v:.3f}", na_rep="", border=0, index=index, escape=escape
+        )
+        + more
+    )
 
 
 def _csv(path: Path, title: str, root: Path | None = None, **kw) -> str:
@@ -90,10 +108,14 @@ def _provenance(folder: Path) -> str:
         return "<p class='prov'>no provenance.json</p>"
     prov = json.loads(p.read_text())
     git = prov.get("git", {})
-    head = (f"created {prov.get('created', '?')} · git {str(git.get('sha', '?'))[:12]}"
-            f"{' (dirty)' if git.get('dirty') else ''} · seed {prov.get('seed')}")
-    return (f"<p class='prov'>{text(head)}</p><details><summary>parameters</summary><pre>"
-            f"{text(json.dumps(prov.get('params', {}), indent=1, default=str))}</pre></details>")
+    head = (
+        f"created {prov.get('created', '?')} · git {str(git.get('sha', '?'))[:12]}"
+        f"{' (dirty)' if git.get('dirty') else ''} · seed {prov.get('seed')}"
+    )
+    return (
+        f"<p class='prov'>{text(head)}</p><details><summary>parameters</summary><pre>"
+        f"{text(json.dumps(prov.get('params', {}), indent=1, default=str))}</pre></details>"
+    )
 
 
 def _figures(folder: Path, shown: set[str]) -> str:
@@ -109,47 +131,83 @@ def _figures(folder: Path, shown: set[str]) -> str:
 def _withheld(why: str) -> str:
     """A section whose tables do not come from its current outputs: neither they nor the figures
     drawn from them are shown (they may be another run's numbers)."""
-    return (f"<p class='absent'><b>Metrics withheld: stale or unverified tables.</b> {text(why)}</p>"
-            f"<p class='absent'>This section's figures are withheld with them.</p>")
+    return (
+        f"<p class='absent'><b>Metrics withheld: stale or unverified tables.</b> {text(why)}</p>"
+        f"<p class='absent'>This section's figures are withheld with them.</p>"
+    )
 
 
 def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
     parts = []
     summary = A.read_summary(root, stage) or {}
     if stage == A.SETUP and summary:
-        parts.append(f"<p>{summary['probe_answers']} probe answers from {summary['models']} models "
-                     f"({summary['constrained_invalid']} constrained answers invalid); demo datasets: "
-                     f"{text(', '.join(summary['datasets']) or 'none')}.</p>")
+        parts.append(
+            f"<p>{summary['probe_answers']} probe answers from {summary['models']} models "
+            f"({summary['constrained_invalid']} constrained answers invalid); demo datasets: "
+            f"{text(', '.join(summary['datasets']) or 'none')}.</p>"
+        )
         parts.append(_csv(folder / A.PROBE, "Probe answers", root))
     if stage == A.COLLECT and (rep := A.read_json(root, stage, A.COLLECT_REPORT)):
-        parts.append(f"<p>{rep['collected']} images collected, {len(rep['bad_files'])} bad files, "
-                     f"{len(rep['duplicates'])} duplicates removed, {rep['kept']} kept.</p>")
+        parts.append(
+            f"<p>{rep['collected']} images collected, {len(rep['bad_files'])} bad files, "
+            f"{len(rep['duplicates'])} duplicates removed, {rep['kept']} kept.</p>"
+        )
     if stage == A.ANNOTATE:
         parts.append(_csv(folder / A.AGREEMENT, "Agreement per categorical field", root))
     if stage == A.AF and summary:
         if (folder / A.SHORTCUTS).exists():
-            parts.append(_csv(folder / A.SHORTCUTS, "Shortcut audit: how often a text-only tell picks the answer, "
-                                                    "beside chance (lib.metrics.shortcuts)", root))
+            parts.append(
+                _csv(
+                    folder / A.SHORTCUTS,
+                    "Shortcut audit: how often a text-only tell picks the answer, "
+                    "beside chance (lib.metrics.shortcuts)",
+                    root,
+                )
+            )
     if stage == A.SCRAPBOOK:
         for name, d in summary.get("datasets", {}).items():
             parts.append(f"<p>{text(name)}: {d['images']} images, {d['questions']:,} questions</p>")
     if stage == A.TRAIN and summary:
-        table = pd.DataFrame({k: summary[k] for k in ("majority", "base", "trained") if k in summary}).T
-        parts.append(_table(table, f"Held-out accuracy by question type and target kind ({summary.get('n_test')} "
-                                   f"questions)"))
+        table = pd.DataFrame(
+            {k: summary[k] for k in ("majority", "base", "trained") if k in summary}
+        ).T
+        parts.append(
+            _table(
+                table,
+                f"Held-out accuracy by question type and target kind ({summary.get('n_test')} "
+                f"questions)",
+            )
+        )
     m = A.read_table(root, stage, A.METRICS) if stage == A.EVALUATE else None
     if m is not None:
-        inv = m[m["metric"] == "invalid_rate"][["model", "dataset", "task", "style", "value", "n", "n_invalid",
-                                              "n_truncated"]]
-        parts.append(_table(inv.rename(columns={"value": "invalid_rate"}), "Invalid answers (kept raw, counted wrong) "
-                            "and answers cut off by the token limit", csv=f"{A.EVALUATE}/{A.METRICS}"))
+        inv = m[m["metric"] == "invalid_rate"][
+            ["model", "dataset", "task", "style", "value", "n", "n_invalid", "n_truncated"]
+        ]
+        parts.append(
+            _table(
+                inv.rename(columns={"value": "invalid_rate"}),
+                "Invalid answers (kept raw, counted wrong) and answers cut off by the token limit",
+                csv=f"{A.EVALUATE}/{A.METRICS}",
+            )
+        )
         head = m[m["subset"].isin(["all", "non-absurd"]) & (m["metric"] != "invalid_rate")]
-        parts.append(_table(head.pivot_table(index=["dataset", "task", "metric"], columns=["model", "style"],
-                                             values="value"), "Every metric of the whole sets", csv=f"{A.EVALUATE}/{A.METRICS}"))
-        parts.append(_csv(folder / A.ERRORS, "Scrapbook overall and error categories (errors.csv)", root))
+        parts.append(
+            _table(
+                head.pivot_table(
+                    index=["dataset", "task", "metric"], columns=["model", "style"], values="value"
+                ),
+                "Every metric of the whole sets",
+                csv=f"{A.EVALUATE}/{A.METRICS}",
+            )
+        )
+        parts.append(
+            _csv(folder / A.ERRORS, "Scrapbook overall and error categories (errors.csv)", root)
+        )
     if stage == A.ANALYZE:
         for p in sorted((folder / A.TABLES).glob("*.csv")):
-            if p.stem not in DATA_TABLES:  # point coordinates are data for a figure, not a table to read
+            if (
+                p.stem not in DATA_TABLES
+            ):  # point coordinates are data for a figure, not a table to read
                 parts.append(_csv(p, p.stem.replace("_", " "), root))
     parts.append(_figures(folder, shown))
     return "".join(parts)
@@ -158,17 +216,35 @@ def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
 def headline_rows(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per dataset x task x model x style: the task's headline metric (:attr:`lib.tasks.Task.headline`)
     with its interval and n, and the group's invalid rate."""
-    invalid = metrics[metrics["metric"] == "invalid_rate"].set_index(["dataset", "task", "model", "style"])["value"]
+    invalid = metrics[metrics["metric"] == "invalid_rate"].set_index(
+        ["dataset", "task", "model", "style"]
+    )["value"]
     frames = []
     for task in TASKS.values():
         subset, metric = task.headline
         rows = task.rows(metrics)
         frames.append(rows[(rows["subset"] == subset) & (rows["metric"] == metric)])
     head = pd.concat(frames, ignore_index=True) if frames else metrics.head(0)
-    head = head.assign(invalid_rate=[invalid.get(k) for k in zip(head["dataset"], head["task"], head["model"],
-                                                                     head["style"])])
+    head = head.assign(
+        invalid_rate=[
+            invalid.get(k) for k in zip(head["dataset"], head["task"], head["model"], head["style"])
+        ]
+    )
     return head.sort_values(["dataset", "task", "model", "style"])[
-        ["dataset", "task", "model", "style", "subset", "metric", "value", "ci_low", "ci_high", "n", "invalid_rate"]]
+        [
+            "dataset",
+            "task",
+            "model",
+            "style",
+            "subset",
+            "metric",
+            "value",
+            "ci_low",
+            "ci_high",
+            "n",
+            "invalid_rate",
+        ]
+    ]
 
 
 def _results(root: Path) -> str:
@@ -181,31 +257,69 @@ def _results(root: Path) -> str:
     if metrics is not None and len(metrics):
         head = headline_rows(metrics)
         has_items = (root / browser.FOLDER / "index.html").exists()
-        links = [f'<a href="{href(browser.link(dataset=d, task=t, model=m, style=s))}">items</a>' if has_items else ""
-                 for d, t, m, s in zip(head["dataset"], head["task"], head["model"], head["style"])]
-        head["value (95% CI)"] = [f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
-                                  zip(head["value"], head["ci_low"], head["ci_high"])]
+        links = [
+            f'<a href="{href(browser.link(dataset=d, task=t, model=m, style=s))}">items</a>'
+            if has_items
+            else ""
+            for d, t, m, s in zip(head["dataset"], head["task"], head["model"], head["style"])
+        ]
+        head["value (95% CI)"] = [
+            f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+            for v, lo, hi in zip(head["value"], head["ci_low"], head["ci_high"])
+        ]
         head["invalid_rate"] = head["invalid_rate"].map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
-        head = head[["dataset", "task", "model", "style", "subset", "metric", "value (95% CI)", "n", "invalid_rate"]]
-        head = head.map(lambda v: text(v) if isinstance(v, str) else v)  # every cell from data is text...
+        head = head[
+            [
+                "dataset",
+                "task",
+                "model",
+                "style",
+                "subset",
+                "metric",
+                "value (95% CI)",
+                "n",
+                "invalid_rate",
+            ]
+        ]
+        head = head.map(
+            lambda v: text(v) if isinstance(v, str) else v
+        )  # every cell from data is text...
         head["answers"] = links  # ...and the links are the tags made here
-        parts.append(_table(head, "Headline metrics: one per dataset, task, model and prompt style (95% bootstrap "
-                                  "interval; invalid answers are counted wrong)", max_rows=len(head), index=False,
-                            escape=False))
+        parts.append(
+            _table(
+                head,
+                "Headline metrics: one per dataset, task, model and prompt style (95% bootstrap "
+                "interval; invalid answers are counted wrong)",
+                max_rows=len(head),
+                index=False,
+                escape=False,
+            )
+        )
     elif why:
         parts.append(_withheld(why))
     train = A.read_summary(root, A.TRAIN) or {}
     if "trained" in train:
         table = pd.DataFrame({k: train[k] for k in ("trained", "base", "majority") if k in train}).T
-        parts.append(_table(table[[c for c in table.columns if c.count("_") <= 1]], f"Fine-tuning (stage 05): "
-                            f"held-out accuracy of the trained model, its base and the majority answer "
-                            f"({train.get('n_test')} questions)", max_rows=5))
+        parts.append(
+            _table(
+                table[[c for c in table.columns if c.count("_") <= 1]],
+                f"Fine-tuning (stage 05): "
+                f"held-out accuracy of the trained model, its base and the majority answer "
+                f"({train.get('n_test')} questions)",
+                max_rows=5,
+            )
+        )
     af = A.read_summary(root, A.AF) or {}
     if "questions" in af:
-        parts.append(f"<p>Adversarial filtering (stage 03): {af['questions']} questions kept from {af['skeletons']} "
-                     f"skeletons; {af['fooled']} fooled every discriminator; {af['blind_answerable']} answerable "
-                     f"without the image.</p>")
-    return "".join(parts) or "<p class='absent'>No results: stages 03, 05 and 06 have no outputs in this run.</p>"
+        parts.append(
+            f"<p>Adversarial filtering (stage 03): {af['questions']} questions kept from {af['skeletons']} "
+            f"skeletons; {af['fooled']} fooled every discriminator; {af['blind_answerable']} answerable "
+            f"without the image.</p>"
+        )
+    return (
+        "".join(parts)
+        or "<p class='absent'>No results: stages 03, 05 and 06 have no outputs in this run.</p>"
+    )
 
 
 def _linked_counts(causes: pd.DataFrame, has_items: bool) -> pd.DataFrame:
@@ -213,8 +327,12 @@ def _linked_counts(causes: pd.DataFrame, has_items: bool) -> pd.DataFrame:
     table = causes.copy()
     table["because"] = table["because"].fillna("").map(text)
     for col in ["items", *CHANGES]:
-        table[col] = [f'<a href="{href(browser.link(cause=c, change=None if col == "items" else col))}">{n}</a>'
-                      if has_items and n else str(n) for c, n in zip(table["cause"], table[col])]
+        table[col] = [
+            f'<a href="{href(browser.link(cause=c, change=None if col == "items" else col))}">{n}</a>'
+            if has_items and n
+            else str(n)
+            for c, n in zip(table["cause"], table[col])
+        ]
     return table.rename(columns={"items": "changed"})
 
 
@@ -223,13 +341,27 @@ def _headline_differences(metrics: pd.DataFrame) -> pd.DataFrame:
     causes that carry B - A."""
     head = metrics[metrics["headline"].astype(str) == "True"]
     shares = [c for c in metrics.columns if c.endswith(" share")]
-    return pd.DataFrame({
-        "group": ["/".join(map(str, g)) for g in zip(*(head[d] for d in ("dataset", "task", "model", "style")))],
-        "score": head["metric"], "n": head["n"], "A": head["A"], "B": head["B"],
-        "B - A (95% CI)": [f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for d, lo, hi in zip(head["difference"], head["ci_low"],
-                                                                                 head["ci_high"])],
-        "McNemar p": ["" if pd.isna(p) else f"{p:.3g}" for p in head["mcnemar_p"]],
-        "carried by": ["; ".join(f"{c[:-6]} {r[c]:+.3f}" for c in shares if r[c]) for _, r in head.iterrows()]})
+    return pd.DataFrame(
+        {
+            "group": [
+                "/".join(map(str, g))
+                for g in zip(*(head[d] for d in ("dataset", "task", "model", "style")))
+            ],
+            "score": head["metric"],
+            "n": head["n"],
+            "A": head["A"],
+            "B": head["B"],
+            "B - A (95% CI)": [
+                f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+                for d, lo, hi in zip(head["difference"], head["ci_low"], head["ci_high"])
+            ],
+            "McNemar p": ["" if pd.isna(p) else f"{p:.3g}" for p in head["mcnemar_p"]],
+            "carried by": [
+                "; ".join(f"{c[:-6]} {r[c]:+.3f}" for c in shares if r[c])
+                for _, r in head.iterrows()
+            ],
+        }
+    )
 
 
 def _comparison(root: Path) -> str:
@@ -241,28 +373,55 @@ def _comparison(root: Path) -> str:
         return ""
     other, tables = browser.run_label(found["A"]), found["tables"]
     has_items = (root / browser.FOLDER / "index.html").exists()
-    intro = (f"<p>This run is B, <b>{text(other)}</b> is A: every answer both gave (same dataset, task, model, style "
-             f"and item) is paired, and a changed one is put on the first step where the two part ways - the "
-             f"request (prompt), the raw reply (model), its reading, its scoring. {found['paired']} answers paired, "
-             f"{found['changed']} changed; only in A: {found['only_A']}, only in B: {found['only_B']}.</p>")
-    causes = _table(_linked_counts(tables["causes"], has_items), "Changed answers by first cause: which way their "
-                    "scores moved (each count opens those answers in the item browser, both runs side by side)",
-                    index=False, escape=False, csv=f"{A.ANALYZE}/{A.COMPARED_CAUSES}")
-    head = _headline_differences(tables["metrics"]).map(lambda v: text(v) if isinstance(v, str) else v)
+    intro = (
+        f"<p>This run is B, <b>{text(other)}</b> is A: every answer both gave (same dataset, task, model, style "
+        f"and item) is paired, and a changed one is put on the first step where the two part ways - the "
+        f"request (prompt), the raw reply (model), its reading, its scoring. {found['paired']} answers paired, "
+        f"{found['changed']} changed; only in A: {found['only_A']}, only in B: {found['only_B']}.</p>"
+    )
+    causes = _table(
+        _linked_counts(tables["causes"], has_items),
+        "Changed answers by first cause: which way their "
+        "scores moved (each count opens those answers in the item browser, both runs side by side)",
+        index=False,
+        escape=False,
+        csv=f"{A.ANALYZE}/{A.COMPARED_CAUSES}",
+    )
+    head = _headline_differences(tables["metrics"]).map(
+        lambda v: text(v) if isinstance(v, str) else v
+    )
     every = f"{A.ANALYZE}/{A.COMPARED_METRICS}"
-    metrics = _table(head, "Headline score per group (the per-answer score its task's headline is made of): A, B, "
-                     "B - A with its 95% paired bootstrap interval, the exact McNemar p (0/1 scores) and the causes "
-                     "that carry the difference", max_rows=len(head), index=False,
-                     escape=False) + f"<p class='more'>every per-item metric: <a href=\"{href(every)}\">{text(every)}</a></p>"
+    metrics = (
+        _table(
+            head,
+            "Headline score per group (the per-answer score its task's headline is made of): A, B, "
+            "B - A with its 95% paired bootstrap interval, the exact McNemar p (0/1 scores) and the causes "
+            "that carry the difference",
+            max_rows=len(head),
+            index=False,
+            escape=False,
+        )
+        + f"<p class='more'>every per-item metric: <a href=\"{href(every)}\">{text(every)}</a></p>"
+    )
     config = tables["config"]
-    diff = _table(config, "Config diff: every resolved value that differs, and where each came from", index=False,
-                  max_rows=len(config)) if len(config) else "<p>Config diff: none - the runs were asked alike.</p>"
+    diff = (
+        _table(
+            config,
+            "Config diff: every resolved value that differs, and where each came from",
+            index=False,
+            max_rows=len(config),
+        )
+        if len(config)
+        else "<p>Config diff: none - the runs were asked alike.</p>"
+    )
     return f"<h2 id='comparison'>Compared with {text(other)}</h2>" + intro + causes + metrics + diff
 
 
-REPRODUCIBLE = ("Scrapbook's question counts and Tables 5, 6 and 8: `make run PROFILE=unique_all`; YesBut's Figures 3 "
-                "and 14: `make run PROFILE=yesbut` (its repository cloned as params/07_analyze.yesbut.yaml says); "
-                "MemeQA's release statistics: `make run PROFILE=memeqa`")
+REPRODUCIBLE = (
+    "Scrapbook's question counts and Tables 5, 6 and 8: `make run PROFILE=unique_all`; YesBut's Figures 3 "
+    "and 14: `make run PROFILE=yesbut` (its repository cloned as params/07_analyze.yesbut.yaml says); "
+    "MemeQA's release statistics: `make run PROFILE=memeqa`"
+)
 
 
 def _reproduction(root: Path) -> str:
@@ -271,18 +430,28 @@ def _reproduction(root: Path) -> str:
     tables = [(stage, A.stage_folder(root, stage) / A.PAPER) for stage in A.STAGES]
     parts = [_csv(path, f"{stage}", root) for stage, path in tables if path.exists()]
     if not parts:
-        return (f"<p>This run computes none of the papers' determined numbers: they need the papers' data or "
-                f"parameters ({text(REPRODUCIBLE)}).</p>")
-    return "<p>Each row: the paper's value, ours, whether they are equal, and why not where they differ.</p>" \
+        return (
+            f"<p>This run computes none of the papers' determined numbers: they need the papers' data or "
+            f"parameters ({text(REPRODUCIBLE)}).</p>"
+        )
+    return (
+        "<p>Each row: the paper's value, ours, whether they are equal, and why not where they differ.</p>"
         + "".join(parts)
+    )
 
 
 def _contents(stages: list[tuple[str, str]], compared: bool = False) -> str:
-    links = [("results", "Results")] + ([("comparison", "Compared with another run")] if compared else []) \
+    links = (
+        [("results", "Results")]
+        + ([("comparison", "Compared with another run")] if compared else [])
         + [("reproduction", "Reproduction: the papers beside this run")]
+    )
     links += [(f"stage-{stage}", f"{stage} · {title}") for stage, title in stages]
-    return "<nav><h2>Contents</h2><ol>" + "".join(f'<li><a href="#{a}">{text(t)}</a></li>' for a, t in links) \
+    return (
+        "<nav><h2>Contents</h2><ol>"
+        + "".join(f'<li><a href="#{a}">{text(t)}</a></li>' for a, t in links)
         + "</ol></nav>"
+    )
 
 
 def build_report(run: str | Path, out: Path | None = None) -> Path:
@@ -295,28 +464,44 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
     for stage, title in TITLES.items():
         folder = A.stage_folder(root, stage)
         if not folder.is_dir() or not any(folder.iterdir()):
-            why = "no outputs: the stage was not run for this run" if not folder.is_dir() else "its folder is empty"
+            why = (
+                "no outputs: the stage was not run for this run"
+                if not folder.is_dir()
+                else "its folder is empty"
+            )
             absent.append(stage)
-            sections.append(f"<h2 id='stage-{stage}'>{stage} · {text(title)}</h2><p class='absent'>Absent - "
-                            f"{why}.</p>")
+            sections.append(
+                f"<h2 id='stage-{stage}'>{stage} · {text(title)}</h2><p class='absent'>Absent - "
+                f"{why}.</p>"
+            )
             continue
         why = A.stale_tables(folder) if stage == A.EVALUATE else None
         if why:
             stale.append(stage)
         body = _withheld(why) if why else _stage_body(root, stage, folder, shown)
-        sections.append(f"<h2 id='stage-{stage}'>{stage} · {text(title)}</h2>{_provenance(folder)}{body}")
+        sections.append(
+            f"<h2 id='stage-{stage}'>{stage} · {text(title)}</h2>{_provenance(folder)}{body}"
+        )
     created = datetime.now(UTC).isoformat(timespec="seconds")
     compared = _comparison(root)
-    summary = (f"<p>Run <b>{text(run)}</b>, report built {created}. Sections without outputs: "
-               f"{', '.join(absent) or 'none'}.</p>")
+    summary = (
+        f"<p>Run <b>{text(run)}</b>, report built {created}. Sections without outputs: "
+        f"{', '.join(absent) or 'none'}.</p>"
+    )
     if stale:
-        summary += (f"<p class='absent'><b>Stale results withheld</b> in {', '.join(stale)}: the tables do not come "
-                    f"from the current predictions (see the section).</p>")
-    page = (f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>VQA Lab · {text(run)}</title>"
-            f"<style>{_CSS}</style></head><body><h1>VQA Lab report · {text(run)}</h1>{summary}"
-            f"<h2 id='results'>Results</h2>{_results(root)}{compared}"
-            f"<h2 id='reproduction'>Reproduction: the papers beside this run</h2>{_reproduction(root)}"
-            f"{_contents(list(TITLES.items()), bool(compared))}{''.join(sections)}</body></html>")
-    with atomic_file(out, "w", encoding="utf-8") as f:  # a stopped build leaves the previous report whole
+        summary += (
+            f"<p class='absent'><b>Stale results withheld</b> in {', '.join(stale)}: the tables do not come "
+            f"from the current predictions (see the section).</p>"
+        )
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>VQA Lab · {text(run)}</title>"
+        f"<style>{_CSS}</style></head><body><h1>VQA Lab report · {text(run)}</h1>{summary}"
+        f"<h2 id='results'>Results</h2>{_results(root)}{compared}"
+        f"<h2 id='reproduction'>Reproduction: the papers beside this run</h2>{_reproduction(root)}"
+        f"{_contents(list(TITLES.items()), bool(compared))}{''.join(sections)}</body></html>"
+    )
+    with atomic_file(
+        out, "w", encoding="utf-8"
+    ) as f:  # a stopped build leaves the previous report whole
         f.write(page)
     return out

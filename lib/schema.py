@@ -74,23 +74,41 @@ class Item:
         if not isinstance(self.id, str) or not self.id:
             raise ValueError(f"Item.id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.task, str) or not isinstance(self.question, str):
-            raise TypeError(f"Item {self.id!r}: task and question must be strings, got "
-                            f"{type(self.task).__name__} and {type(self.question).__name__}")
-        if not isinstance(self.meta, dict):  # tasks read meta by key: a list or a string would fail mid-evaluation
-            raise TypeError(f"Item {self.id!r}: meta must be an object, got {type(self.meta).__name__}")
+            raise TypeError(
+                f"Item {self.id!r}: task and question must be strings, got "
+                f"{type(self.task).__name__} and {type(self.question).__name__}"
+            )
+        if not isinstance(
+            self.meta, dict
+        ):  # tasks read meta by key: a list or a string would fail mid-evaluation
+            raise TypeError(
+                f"Item {self.id!r}: meta must be an object, got {type(self.meta).__name__}"
+            )
         if not isinstance(self.images, list) or not all(isinstance(p, str) for p in self.images):
-            raise TypeError(f"Item {self.id!r}: images must be a list of paths, got {self.images!r:.200}")
+            raise TypeError(
+                f"Item {self.id!r}: images must be a list of paths, got {self.images!r:.200}"
+            )
         if not isinstance(self.answer, list):
-            raise TypeError(f"Item {self.id!r}: answer must be a list (indices or reference texts), got {self.answer!r}")
+            raise TypeError(
+                f"Item {self.id!r}: answer must be a list (indices or reference texts), got {self.answer!r}"
+            )
         if self.options is not None:
             n = len(self.options)
             if n < 2 or not all(isinstance(o, str) for o in self.options):
-                raise ValueError(f"Item {self.id!r}: a multiple-choice item needs at least 2 options (strings), "
-                                 f"got {self.options!r}")
-            if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in self.answer):
-                raise ValueError(f"Item {self.id!r}: answer {self.answer!r} must be indices into {n} options")
+                raise ValueError(
+                    f"Item {self.id!r}: a multiple-choice item needs at least 2 options (strings), "
+                    f"got {self.options!r}"
+                )
+            if any(
+                isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in self.answer
+            ):
+                raise ValueError(
+                    f"Item {self.id!r}: answer {self.answer!r} must be indices into {n} options"
+                )
         elif any(not isinstance(a, str) for a in self.answer):
-            raise ValueError(f"Item {self.id!r}: without options the answer is a list of reference texts")
+            raise ValueError(
+                f"Item {self.id!r}: without options the answer is a list of reference texts"
+            )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -106,7 +124,17 @@ class Prediction:
     """A model's answer to one Item: raw output kept, parsed value, how it was read, cost."""
 
     # the fields whose short strings predictions repeat (lib.io.share_strings)
-    REPEATED: ClassVar[tuple[str, ...]] = ("model", "task", "raw", "dataset", "parsed", "style", "method", "scores", "meta")
+    REPEATED: ClassVar[tuple[str, ...]] = (
+        "model",
+        "task",
+        "raw",
+        "dataset",
+        "parsed",
+        "style",
+        "method",
+        "scores",
+        "meta",
+    )
 
     item_id: str
     model: str
@@ -118,13 +146,17 @@ class Prediction:
     method: str = "free"
     valid: bool = True
     correct: bool | None = None  # None until scored, and for invalid answers of unscored tasks
-    truncated: bool = False  # the answer was cut off by the token limit (counted beside every metric)
+    truncated: bool = (
+        False  # the answer was cut off by the token limit (counted beside every metric)
+    )
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
     cost_usd: float = 0.0
     call_key: str | None = None  # the call-store key, so the raw output can be re-parsed later
-    scores: dict = field(default_factory=dict)  # per-item metric values (exact, jaccard, bleu, anls...)
+    scores: dict = field(
+        default_factory=dict
+    )  # per-item metric values (exact, jaccard, bleu, anls...)
     meta: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -138,7 +170,11 @@ class Prediction:
         """The record of a ``predictions.jsonl`` line; one written before ``dataset`` was a field
         (it sat in ``meta``) is read with it moved there."""
         if "dataset" not in d and isinstance(d.get("meta"), dict) and "dataset" in d["meta"]:
-            d = {**d, "meta": {k: v for k, v in d["meta"].items() if k != "dataset"}, "dataset": d["meta"]["dataset"]}
+            d = {
+                **d,
+                "meta": {k: v for k, v in d["meta"].items() if k != "dataset"},
+                "dataset": d["meta"]["dataset"],
+            }
         return _record(cls, d)
 
 
@@ -173,7 +209,9 @@ class Judgement:
 CONSTRAINED_TRIE = "constrained:trie"  # decoding restricted to the choices by a token trie
 CONSTRAINED_LOGLIK = "constrained:loglik"  # the choice with the highest log-likelihood
 CONSTRAINED_RANDOM = "constrained:random"  # a uniform pick from the choices (the random baseline)
-JSON_SCHEMA = "json_schema"  # structured output enforced by the backend (outlines / response_format)
+JSON_SCHEMA = (
+    "json_schema"  # structured output enforced by the backend (outlines / response_format)
+)
 PARSE_EXACT = "parse:exact"
 PARSE_LETTER = "parse:letter"
 PARSE_CONTAINS = "parse:contains"
@@ -214,7 +252,11 @@ class Constraint:
             raise ValueError(f"Constraint.method must be 'trie' or 'loglik', got {self.method!r}")
 
     def to_dict(self) -> dict:
-        return {"choices": list(self.choices) if self.choices else None, "json_schema": self.json_schema, "method": self.method}
+        return {
+            "choices": list(self.choices) if self.choices else None,
+            "json_schema": self.json_schema,
+            "method": self.method,
+        }
 
 
 @dataclass
@@ -229,19 +271,35 @@ class Request:
     constraint: Constraint | None = None
 
     @classmethod
-    def simple(cls, text: str, images: list | tuple = (), system: str | None = None, **kw) -> Request:
+    def simple(
+        cls, text: str, images: list | tuple = (), system: str | None = None, **kw
+    ) -> Request:
         """A one-turn user message: the images first, then the text."""
-        content = [{"type": "image", "image": im} for im in images] + [{"type": "text", "text": text}]
-        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": content}]
+        content = [{"type": "image", "image": im} for im in images] + [
+            {"type": "text", "text": text}
+        ]
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": content}
+        ]
         return cls(messages=messages, **kw)
 
     def images(self) -> list:
         """The images of all messages, in order."""
-        return [part["image"] for m in self.messages if not isinstance(m["content"], str)
-                for part in m["content"] if part.get("type") == "image"]
+        return [
+            part["image"]
+            for m in self.messages
+            if not isinstance(m["content"], str)
+            for part in m["content"]
+            if part.get("type") == "image"
+        ]
 
     def settings(self) -> dict:
-        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+        return {
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
 
     def key_payload(self) -> dict:
         """Everything that determines the answer, with images replaced by their content hash."""
@@ -249,11 +307,18 @@ class Request:
         for m in self.messages:
             content = m["content"]
             if not isinstance(content, str):
-                content = [{"type": "image", "sha256": image_sha256(p["image"])} if p.get("type") == "image" else p
-                           for p in content]
+                content = [
+                    {"type": "image", "sha256": image_sha256(p["image"])}
+                    if p.get("type") == "image"
+                    else p
+                    for p in content
+                ]
             messages.append({"role": m["role"], "content": content})
-        return {"messages": messages, "settings": self.settings(),
-                "constraint": self.constraint.to_dict() if self.constraint else None}
+        return {
+            "messages": messages,
+            "settings": self.settings(),
+            "constraint": self.constraint.to_dict() if self.constraint else None,
+        }
 
 
 @dataclass
@@ -278,7 +343,9 @@ class Response:
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("cached")
-        if d["problem"] is None:  # the record of a reply taken as it came is what it was before the field
+        if (
+            d["problem"] is None
+        ):  # the record of a reply taken as it came is what it was before the field
             d.pop("problem")
         return d
 
@@ -336,13 +403,17 @@ FIELDS = (
     AnnotationField("text_in_left", "bool", help="is there text in the left half?"),
     AnnotationField("text_in_right", "bool", help="is there text in the right half?"),
     AnnotationField("connected", "bool", help="are the two halves connected?"),
-    AnnotationField("difficulty", "choice", DIFFICULTY, help="how hard is the image to understand?"),
+    AnnotationField(
+        "difficulty", "choice", DIFFICULTY, help="how hard is the image to understand?"
+    ),
     AnnotationField("satirical", "bool", help="is the image satirical?"),
     AnnotationField("intents", "list", help="MemeQA: what the meme intends (one per line)"),
     AnnotationField("derivations", "list", help="MemeQA: what can be derived from it"),
     AnnotationField("background_knowledge", "list", help="MemeQA: facts needed to understand it"),
     AnnotationField("visual_cues", "list", help="MemeQA: visual statements"),
-    AnnotationField("targets", "targets", help='MemeQA: [{"target", "sentiment", "action"}] (JSON)'),
+    AnnotationField(
+        "targets", "targets", help='MemeQA: [{"target", "sentiment", "action"}] (JSON)'
+    ),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 CATEGORICAL = tuple(f.name for f in FIELDS if f.kind in ("bool", "choice"))
@@ -353,10 +424,19 @@ def check_annotation(field: str, value):
     if field not in FIELD_BY_NAME:
         raise ValueError(f"unknown annotation field {field!r}; known: {sorted(FIELD_BY_NAME)}")
     f = FIELD_BY_NAME[field]
-    ok = {"text": lambda v: isinstance(v, str), "bool": lambda v: isinstance(v, bool),
-          "choice": lambda v: v in f.choices, "list": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-          "targets": lambda v: isinstance(v, list) and all(isinstance(t, dict) and "target" in t for t in v)}[f.kind]
+    ok = {
+        "text": lambda v: isinstance(v, str),
+        "bool": lambda v: isinstance(v, bool),
+        "choice": lambda v: v in f.choices,
+        "list": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "targets": lambda v: (
+            isinstance(v, list) and all(isinstance(t, dict) and "target" in t for t in v)
+        ),
+    }[f.kind]
     if value is not None and not ok(value):
-        expected = {"choice": f"one of {f.choices}", "targets": 'a list of {"target", "sentiment", "action"}'}.get(f.kind, f.kind)
+        expected = {
+            "choice": f"one of {f.choices}",
+            "targets": 'a list of {"target", "sentiment", "action"}',
+        }.get(f.kind, f.kind)
         raise ValueError(f"annotation field {field!r} expects {expected}, got {value!r}")
     return value

@@ -43,7 +43,9 @@ CREATE TABLE IF NOT EXISTS claims (
     created REAL NOT NULL  -- when claimed or last renewed: the claim's lease
 );
 """
-CLAIM_TTL_S = 120.0  # a claim not renewed for this long is a dead process's: another may take the call over
+CLAIM_TTL_S = (
+    120.0  # a claim not renewed for this long is a dead process's: another may take the call over
+)
 RENEW_S = 20.0  # how often a process renews its claims while it makes them (see CallStore.holding)
 
 
@@ -115,7 +117,9 @@ def owner_alive(owner: str) -> bool:
     started = process_started(int(parts[0]))
     if started is None:
         return False
-    recorded = parts[1] if len(parts) == 3 else ""  # host:pid:started:nonce (before start times: host:pid:nonce)
+    recorded = (
+        parts[1] if len(parts) == 3 else ""
+    )  # host:pid:started:nonce (before start times: host:pid:nonce)
     return not (recorded and started and recorded != started)
 
 
@@ -127,7 +131,9 @@ def _looked_up(alive: dict[str, bool], owner: str) -> bool:
 
 
 def call_key(model_fingerprint: str, request: Request) -> str:
-    payload = json.dumps({"model": model_fingerprint, **request.key_payload()}, sort_keys=True, default=str)
+    payload = json.dumps(
+        {"model": model_fingerprint, **request.key_payload()}, sort_keys=True, default=str
+    )
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -139,7 +145,9 @@ class CallStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60, isolation_level=None)
+        self._db = sqlite3.connect(
+            self.path, check_same_thread=False, timeout=60, isolation_level=None
+        )
         self._wal()
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable against process kills
         self._db.executescript(_SCHEMA)
@@ -158,7 +166,9 @@ class CallStore:
                     raise
                 time.sleep(0.05)
 
-    def claim(self, keys: list[str], owner: str, ttl_s: float = CLAIM_TTL_S) -> tuple[list[str], list[str]]:
+    def claim(
+        self, keys: list[str], owner: str, ttl_s: float = CLAIM_TTL_S
+    ) -> tuple[list[str], list[str]]:
         """Claim uncached calls before making them, so that two processes sharing this store make
         each call once: returns ``(mine, theirs)``; ``theirs`` are claimed by another live owner,
         whose results :meth:`wait_for` collects. A dead owner's claims (a process on this host that
@@ -176,13 +186,22 @@ class CallStore:
                     if self._db.execute("SELECT 1 FROM calls WHERE key = ?", (k,)).fetchone():
                         theirs.append(k)  # made and released since the caller's get_many
                         continue
-                    cur = self._db.execute("INSERT OR IGNORE INTO claims VALUES (?, ?, ?)", (k, owner, now))
+                    cur = self._db.execute(
+                        "INSERT OR IGNORE INTO claims VALUES (?, ?, ?)", (k, owner, now)
+                    )
                     if cur.rowcount:
                         mine.append(k)
                     else:
-                        row = self._db.execute("SELECT owner FROM claims WHERE key = ?", (k,)).fetchone()
-                        if row and row[0] != owner and not _looked_up(alive, row[0]):  # a killed process's claim
-                            self._db.execute("UPDATE claims SET owner = ?, created = ? WHERE key = ?", (owner, now, k))
+                        row = self._db.execute(
+                            "SELECT owner FROM claims WHERE key = ?", (k,)
+                        ).fetchone()
+                        if (
+                            row and row[0] != owner and not _looked_up(alive, row[0])
+                        ):  # a killed process's claim
+                            self._db.execute(
+                                "UPDATE claims SET owner = ?, created = ? WHERE key = ?",
+                                (owner, now, k),
+                            )
                             row = (owner,)
                         (mine if row and row[0] == owner else theirs).append(k)
                 self._db.execute("COMMIT")
@@ -194,7 +213,9 @@ class CallStore:
     def release(self, keys: list[str], owner: str) -> None:
         """Drop this owner's claims (after their results are stored, or when giving up)."""
         with self._lock:
-            self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", [(k, owner) for k in keys])
+            self._db.executemany(
+                "DELETE FROM claims WHERE key = ? AND owner = ?", [(k, owner) for k in keys]
+            )
 
     def renew(self, owner: str) -> None:
         """Renew this owner's claims' lease, which another host's process cannot otherwise tell from a dead one's."""
@@ -226,14 +247,17 @@ class CallStore:
         now, rows = time.time(), []
         with self._lock:
             for i in range(0, len(keys), 500):
-                chunk = keys[i:i + 500]
+                chunk = keys[i : i + 500]
                 rows += self._db.execute(
                     f"SELECT key, owner FROM claims WHERE created >= ? AND key IN ({','.join('?' * len(chunk))})",
-                    [now - ttl_s, *chunk]).fetchall()
+                    [now - ttl_s, *chunk],
+                ).fetchall()
         alive: dict[str, bool] = {}
         return {k for k, o in rows if _looked_up(alive, o)}
 
-    def wait_for(self, keys: list[str], poll_s: float = 0.2) -> tuple[dict[str, Response], list[str]]:
+    def wait_for(
+        self, keys: list[str], poll_s: float = 0.2
+    ) -> tuple[dict[str, Response], list[str]]:
         """Results of calls others claimed, as they arrive: ``(found, orphaned)``. A call whose claim
         went away without a stored result (an error, a killed process) is orphaned, returned as soon as
         one is (the keys neither found nor orphaned are still awaited): the caller claims it again
@@ -262,10 +286,11 @@ class CallStore:
         found: dict[str, Response] = {}
         unique = list(dict.fromkeys(keys))
         for i in range(0, len(unique), 500):  # SQLite caps bound parameters per statement
-            chunk = unique[i:i + 500]
+            chunk = unique[i : i + 500]
             with self._lock:
                 rows = self._db.execute(
-                    f"SELECT key, response FROM calls WHERE key IN ({','.join('?' * len(chunk))})", chunk
+                    f"SELECT key, response FROM calls WHERE key IN ({','.join('?' * len(chunk))})",
+                    chunk,
                 ).fetchall()
             found.update({k: Response.from_dict(json.loads(v), cached=True) for k, v in rows})
         return found
@@ -274,8 +299,13 @@ class CallStore:
         """Commit one result now (errors are skipped so that a rerun retries them)."""
         if response.method == ERROR:
             return
-        row = (key, model_fingerprint, json.dumps(request.key_payload(), default=str),
-               json.dumps(response.to_dict(), default=str), time.time())
+        row = (
+            key,
+            model_fingerprint,
+            json.dumps(request.key_payload(), default=str),
+            json.dumps(response.to_dict(), default=str),
+            time.time(),
+        )
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)", row)
 

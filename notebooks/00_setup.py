@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -74,5 +74,7 @@ folders
 # %%
 summary = setup.finish(cfg, out, images, answers, folders)
 assert summary["constrained_invalid"] == 0, "a constrained answer was invalid: see the probe table"
-print(f"{summary['probe_answers']} probe answers from {summary['models']} models; demo datasets: "
-      f"{', '.join(summary['datasets']) or 'none'} -> {out}")
+print(
+    f"{summary['probe_answers']} probe answers from {summary['models']} models; demo datasets: "
+    f"{', '.join(summary['datasets']) or 'none'} -> {out}"
+)

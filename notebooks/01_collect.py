@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -40,7 +40,9 @@ from IPython.display import display
 from lib.config import resolve
 from lib.stages import collect
 
-resolved = resolve(collect.CollectConfig, profile, run or None, overrides)  # as make run resolves it
+resolved = resolve(
+    collect.CollectConfig, profile, run or None, overrides
+)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
 
@@ -61,10 +63,16 @@ display(pd.DataFrame(found["bad_files"])) if found["bad_files"] else print("no b
 
 # %%
 manifest, report = collect.build_manifest(cfg, out, records, found)
-print(f"{report['collected']} collected, {len(report['duplicates'])} duplicates removed, {report['kept']} kept")
+print(
+    f"{report['collected']} collected, {len(report['duplicates'])} duplicates removed, {report['kept']} kept"
+)
 display(pd.DataFrame(report["duplicates"])) if report["duplicates"] else None
 table = pd.DataFrame(manifest)
-display(table[["id", "name", "source", "width", "height", "label", "left_style", "right_style", "stage"]].head(20))
+display(
+    table[
+        ["id", "name", "source", "width", "height", "label", "left_style", "right_style", "stage"]
+    ].head(20)
+)
 display(collect.totals(table))
 
 # %% [markdown]

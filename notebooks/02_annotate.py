@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -44,7 +44,9 @@ from lib.families.yesbut.paper import figure3_counts
 from lib.stages import annotate
 from lib.stages.collect import totals
 
-resolved = resolve(annotate.AnnotateConfig, profile, run or None, overrides)  # as make run resolves it
+resolved = resolve(
+    annotate.AnnotateConfig, profile, run or None, overrides
+)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
 manifest = A.read_manifest(out.parent)
@@ -60,10 +62,14 @@ print(f"{len(panels)} two-panel images to annotate, {len(manifest)} images in th
 
 # %%
 if not cfg.annotations_file:
-    widget = AnnotationWidget(panels, store, fields=cfg.fields or annotate.FIELDS, annotator=cfg.annotator).show()
+    widget = AnnotationWidget(
+        panels, store, fields=cfg.fields or annotate.FIELDS, annotator=cfg.annotator
+    ).show()
 
 # %%
-loaded = annotate.load_annotations(cfg, out, panels)  # the batch run's file, once (0 rows: none, or loaded before)
+loaded = annotate.load_annotations(
+    cfg, out, panels
+)  # the batch run's file, once (0 rows: none, or loaded before)
 store.table().head(10)
 
 # %% [markdown]
@@ -86,8 +92,10 @@ annotate.annotator_agreement(out)
 
 # %%
 made = annotate.variants(cfg, out, panels)
-print(f"{len(made['variants'])} variants ({made['source']}), {len(made['labelled'])} labelled, "
-      f"{len(made['unlabelled'])} waiting for a label")
+print(
+    f"{len(made['variants'])} variants ({made['source']}), {len(made['labelled'])} labelled, "
+    f"{len(made['unlabelled'])} waiting for a label"
+)
 
 # %%
 fig, ax = annotate.variants_figure(out, made["labelled"])
@@ -115,8 +123,12 @@ tasks[:1]
 # %%
 human = store.table()
 if len(human):
-    one = human.drop_duplicates("item")  # one annotation per image (the first annotator in file order)
-    counts = figure3_counts(one.dropna(subset=["text_in_left", "text_in_right", "connected", "difficulty"]))
+    one = human.drop_duplicates(
+        "item"
+    )  # one annotation per image (the first annotator in file order)
+    counts = figure3_counts(
+        one.dropna(subset=["text_in_left", "text_in_right", "connected", "difficulty"])
+    )
     display(pd.concat(counts, names=["figure 3", "value"]).rename("images").to_frame())
 everything = pd.DataFrame(manifest + A.read_variants(out.parent))
 display(totals(everything[everything["label"].notna()]))

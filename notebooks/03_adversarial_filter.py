@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -77,10 +77,24 @@ fig
 
 # %%
 items = stage.questions(cfg, state)
-table = pd.DataFrame([{"type": i.meta["type"], "fooled": i.meta["fooled"], "blind_answerable": i.meta.get("blind_answerable")}
-                      for i in items], columns=["type", "fooled", "blind_answerable"])  # columns: an empty run shows 0 rows
-display(table.groupby("type").agg(questions=("fooled", "size"), fooled=("fooled", "sum"),
-                                  blind_answerable=("blind_answerable", "sum")))
+table = pd.DataFrame(
+    [
+        {
+            "type": i.meta["type"],
+            "fooled": i.meta["fooled"],
+            "blind_answerable": i.meta.get("blind_answerable"),
+        }
+        for i in items
+    ],
+    columns=["type", "fooled", "blind_answerable"],
+)  # columns: an empty run shows 0 rows
+display(
+    table.groupby("type").agg(
+        questions=("fooled", "size"),
+        fooled=("fooled", "sum"),
+        blind_answerable=("blind_answerable", "sum"),
+    )
+)
 
 # %% [markdown]
 # ## Datasets and MemeQA exports: None+ beside None-, one option removed, "None of the above" at D
@@ -89,7 +103,9 @@ display(table.groupby("type").agg(questions=("fooled", "size"), fooled=("fooled"
 variants, folders = stage.datasets(cfg, out, items)
 plus = {i.id: i for i in variants.get("none-plus", [])}
 for item in [i for i in items[:2] if i.id in plus]:
-    print(f"None-: {item.options} answer {item.answer}\nNone+: {plus[item.id].options} answer {plus[item.id].answer}")
+    print(
+        f"None-: {item.options} answer {item.answer}\nNone+: {plus[item.id].options} answer {plus[item.id].answer}"
+    )
 folders
 
 # %% [markdown]
@@ -104,11 +120,18 @@ shortcut_table
 
 # %%
 for item in items[:4]:
-    print(f"[{item.meta['type']}] {item.question}  (fooled: {item.meta['fooled']}, accepted at {item.meta['accepted_iteration']})")
+    print(
+        f"[{item.meta['type']}] {item.question}  (fooled: {item.meta['fooled']}, accepted at {item.meta['accepted_iteration']})"
+    )
     for k, written in enumerate(item.meta["history"], start=1):
         print(f"   iteration {k}: {written}")
-    print("   final:", [f"{'*' if i in item.answer else ' '}{o} <{g}>" for i, (o, g) in
-                        enumerate(zip(item.options, item.meta["origins"]))])
+    print(
+        "   final:",
+        [
+            f"{'*' if i in item.answer else ' '}{o} <{g}>"
+            for i, (o, g) in enumerate(zip(item.options, item.meta["origins"]))
+        ],
+    )
 
 # %% [markdown]
 # ## Summary and provenance

@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -54,7 +54,9 @@ dataset = A.dataset_folder(out, A.SCRAPBOOK_DATASET)
 
 # %%
 stats = stage.main_dataset(cfg, out)
-print(f"{stats['images']} images, {stats['questions']:,} questions; placement failures: {stats['placement_failures'] or 'none'}")
+print(
+    f"{stats['images']} images, {stats['questions']:,} questions; placement failures: {stats['placement_failures'] or 'none'}"
+)
 
 # %% [markdown]
 # ## Sample images
@@ -77,7 +79,11 @@ display(explore.sample_questions(dataset))
 
 # %%
 counts, (fig, ax) = stage.question_counts(out)
-display(counts.pivot_table(index=["type", "group"], columns="subgroup", values="questions", aggfunc="sum", fill_value=0))
+display(
+    counts.pivot_table(
+        index=["type", "group"], columns="subgroup", values="questions", aggfunc="sum", fill_value=0
+    )
+)
 fig
 
 # %% [markdown]
@@ -87,8 +93,15 @@ fig
 
 # %%
 concepts = pd.read_csv(dataset / "concepts.csv")
-display(concepts.pivot_table(index=["level", "concept", "value", "enabled"], columns="subgroup",
-                             values="questions", aggfunc="sum", fill_value=0))
+display(
+    concepts.pivot_table(
+        index=["level", "concept", "value", "enabled"],
+        columns="subgroup",
+        values="questions",
+        aggfunc="sum",
+        fill_value=0,
+    )
+)
 
 # %% [markdown]
 # ## Further sets
@@ -113,6 +126,8 @@ paper if paper is not None else print("compare_to_paper is off")
 summary = stage.finish(cfg, out, stats, sets)
 by_type = summary["by_type"]
 if {"presence", "counting"} <= set(cfg.types):  # each presence query has its counting twin
-    assert by_type.get("presence") == by_type.get("counting"), "presence and counting should come in equal numbers"
+    assert by_type.get("presence") == by_type.get("counting"), (
+        "presence and counting should come in equal numbers"
+    )
 assert summary["images"] > 0 and summary["questions"] > 0
 pd.DataFrame(summary["datasets"]).T

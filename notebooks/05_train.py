@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -61,7 +61,9 @@ cfg = train.bind_datasets(cfg, out)
 
 # %%
 training = train.train(cfg, out, resume=cfg.resume)
-print(f"{training['steps']} steps in {training['train_seconds']} s, {training['tokens_per_second']:,.0f} tokens/s")
+print(
+    f"{training['steps']} steps in {training['train_seconds']} s, {training['tokens_per_second']:,.0f} tokens/s"
+)
 
 # %% [markdown]
 # ## Training curve
@@ -75,7 +77,9 @@ fig
 
 # %%
 result, (fig, ax) = train.comparison(cfg, out)
-display(pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T.style.format("{:.3f}"))
+display(
+    pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T.style.format("{:.3f}")
+)
 fig
 
 # %% [markdown]
@@ -85,5 +89,7 @@ fig
 summary = train.finish(cfg, out, training, result)
 assert (out / A.BEST).is_dir() and (out / A.LAST).is_dir()
 for key in ("accuracy_presence", "accuracy_presence_color", "accuracy_presence_shape"):
-    print(f"{key}: trained {summary['trained'].get(key, float('nan')):.3f}, base {summary['base'].get(key, float('nan')):.3f}, "
-          f"majority {summary['majority'].get(key, float('nan')):.3f}")
+    print(
+        f"{key}: trained {summary['trained'].get(key, float('nan')):.3f}, base {summary['base'].get(key, float('nan')):.3f}, "
+        f"majority {summary['majority'].get(key, float('nan')):.3f}"
+    )

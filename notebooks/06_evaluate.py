@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -81,8 +81,14 @@ display(invalid.style.format({"invalid_rate": "{:.1%}"}))
 
 # %%
 metrics = A.read_table(out.parent, A.EVALUATE, A.METRICS)
-headline = metrics[metrics["subset"].isin(["all", "non-absurd"]) & (metrics["metric"] != "invalid_rate")]
-display(headline.pivot_table(index=["dataset", "task", "metric"], columns=["model", "style"], values="value").round(3))
+headline = metrics[
+    metrics["subset"].isin(["all", "non-absurd"]) & (metrics["metric"] != "invalid_rate")
+]
+display(
+    headline.pivot_table(
+        index=["dataset", "task", "metric"], columns=["model", "style"], values="value"
+    ).round(3)
+)
 
 # %% [markdown]
 # ## Open answers: LAVE beside exact match, ANLS and VQA accuracy (same answers)
@@ -101,9 +107,16 @@ if len(judgements):
 # %%
 errors = A.read_table(out.parent, A.EVALUATE, A.ERRORS)
 if len(errors):
-    display(errors[errors["unit"] == "questions"][["dataset", "model", "style", "filter", "count", "correct", "accuracy"]])
-    display(errors[errors["unit"] == "aggregated"].pivot_table(index=["dataset", "category"],
-                                                                columns=["model", "style", "filter"], values="count"))
+    display(
+        errors[errors["unit"] == "questions"][
+            ["dataset", "model", "style", "filter", "count", "correct", "accuracy"]
+        ]
+    )
+    display(
+        errors[errors["unit"] == "aggregated"].pivot_table(
+            index=["dataset", "category"], columns=["model", "style", "filter"], values="count"
+        )
+    )
     levels = A.read_table(out.parent, A.EVALUATE, A.LEVELS)
     display(levels[(levels["level"] == 1) & (levels["form"] == "all")].head(12))
 

@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -40,7 +40,9 @@ from lib import artifacts as A
 from lib.config import resolve
 from lib.stages import analyze
 
-resolved = resolve(analyze.AnalyzeConfig, profile, run or None, overrides)  # as make run resolves it
+resolved = resolve(
+    analyze.AnalyzeConfig, profile, run or None, overrides
+)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
 {stage: (out.parent / stage).is_dir() for stage in A.STAGES[:-1]}
@@ -96,7 +98,9 @@ for fig in task_figures.values():
 
 # %%
 reproduced = analyze.paper_table(cfg, out)
-display(reproduced) if reproduced is not None else print("no paper numbers for this run (no YesBut or MemeQA data)")
+display(reproduced) if reproduced is not None else print(
+    "no paper numbers for this run (no YesBut or MemeQA data)"
+)
 
 # %% [markdown]
 # ## Compared with another run (`compare_with`)
@@ -106,7 +110,9 @@ display(reproduced) if reproduced is not None else print("no paper numbers for t
 
 # %%
 compared = analyze.comparison(cfg, out)
-display(A.read_comparison(out.parent)["tables"]["causes"]) if compared else print("compare_with is not set: no comparison")
+display(A.read_comparison(out.parent)["tables"]["causes"]) if compared else print(
+    "compare_with is not set: no comparison"
+)
 
 # %% [markdown]
 # ## Summary, provenance and the report

@@ -43,11 +43,23 @@ NOT_BENCHMARKS = ("run", "publish")
 # the measuring scripts outside benchmarks/ (`make gpu-check`: it needs a CUDA GPU, so `make bench` skips it)
 SCRIPTS = {"gpu_check": ROOT / "scripts" / "gpu_check.py"}
 # a record's keys that say how it was measured and judged, not what: left out of its table of figures
-RECORD_META = ("machine", "load", "targets", "meets_targets", "known_misses", "date", "date_from", "commit", "dirty",
-               "benchmark", "command")
+RECORD_META = (
+    "machine",
+    "load",
+    "targets",
+    "meets_targets",
+    "known_misses",
+    "date",
+    "date_from",
+    "commit",
+    "dirty",
+    "benchmark",
+    "command",
+)
 # a target a record misses: red on the page, with the record's reason when it states one (known_misses)
-MISSED = "**no**{ .target-missed }"  # attr_list: the class on the bold text (md_cell escapes raw HTML)
-
+MISSED = (
+    "**no**{ .target-missed }"  # attr_list: the class on the bold text (md_cell escapes raw HTML)
+)
 
 
 def _cell(value) -> str:
@@ -61,6 +73,7 @@ def _cell(value) -> str:
 def _table(header: list[str], rows: list[list[str]]) -> str:
     """A markdown table; a cell is a code span made by :func:`_cell` or text (escaped by
     :func:`lib.htmlsafe.md_cell`: a record's or a docstring's ``<`` never becomes markup)."""
+
     def cell(c) -> str:
         c = str(c)
         return c if len(c) > 1 and c[0] == c[-1] == "`" and "`" not in c[1:-1] else md_cell(c)
@@ -71,6 +84,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 # --- stage configs ----------------------------------------------------------------------------------
+
 
 @cache
 def stage_configs() -> dict:
@@ -104,15 +118,24 @@ def field_comments(cls) -> dict[str, str]:
         for node in body:
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 parts = []
-                above = node.lineno - 1  # comment lines directly above the field (not above an earlier field)
+                above = (
+                    node.lineno - 1
+                )  # comment lines directly above the field (not above an earlier field)
                 block = []
-                while (above > previous_end and above in comments and lines[above - 1].strip().startswith("#")
-                       and not lines[above - 1].strip().startswith("#   ")):  # "#   ": the field above's
+                while (
+                    above > previous_end
+                    and above in comments
+                    and lines[above - 1].strip().startswith("#")
+                    and not lines[above - 1].strip().startswith("#   ")
+                ):  # "#   ": the field above's
                     block.insert(0, comments[above])
                     above -= 1
                 parts += block
-                parts += [comments[n] for n in range(node.lineno, node.end_lineno + 1) if n in comments
-                          and not lines[n - 1].strip().startswith("#")]
+                parts += [
+                    comments[n]
+                    for n in range(node.lineno, node.end_lineno + 1)
+                    if n in comments and not lines[n - 1].strip().startswith("#")
+                ]
                 # a comment continued on the next lines ("#   ...") belongs to the field above it
                 n = node.end_lineno + 1
                 while n in comments and lines[n - 1].strip().startswith("#   "):
@@ -135,7 +158,9 @@ def config_fields(cls) -> list[dict]:
         else:
             default = "(required)"
         kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        rows.append({"name": f.name, "type": kind, "default": default, "comment": comments.get(f.name, "")})
+        rows.append(
+            {"name": f.name, "type": kind, "default": default, "comment": comments.get(f.name, "")}
+        )
     return rows
 
 
@@ -146,8 +171,10 @@ def profile_keys() -> dict[str, dict[str, set[str]]]:
 
     out: dict[str, dict[str, set[str]]] = {}
     params = ROOT / "params"
-    commons = {p.name.split(".")[1]: set(load_layer(p)) - set(PROFILE_KEYS)
-               for p in params.glob("common.*.yaml")}
+    commons = {
+        p.name.split(".")[1]: set(load_layer(p)) - set(PROFILE_KEYS)
+        for p in params.glob("common.*.yaml")
+    }
     for stage in stage_configs():
         fields = out.setdefault(stage, {})
         for p in sorted(params.glob(f"{stage}.*.yaml")):
@@ -163,14 +190,26 @@ def profile_keys() -> dict[str, dict[str, set[str]]]:
 def params_markdown(stage: str) -> str:
     cls = stage_configs()[stage]
     setters = profile_keys().get(stage, {})
-    rows = [[f"`{r['name']}`", _cell(r["type"]), _cell(r["default"]), r["comment"],
-             ", ".join(sorted(setters.get(r["name"], ())))] for r in config_fields(cls)]
+    rows = [
+        [
+            f"`{r['name']}`",
+            _cell(r["type"]),
+            _cell(r["default"]),
+            r["comment"],
+            ", ".join(sorted(setters.get(r["name"], ()))),
+        ]
+        for r in config_fields(cls)
+    ]
     where = f"{cls.__module__}.{cls.__qualname__}"
-    page = "eval.md" if cls.__module__.startswith("lib.eval.") else "stages.md"  # the engine's settings: its own page
-    return (f"Generated from [`{cls.__qualname__}`](../api/{page}#{where}) (`{cls.__module__}`) when these pages are "
-            f"built: the defaults are the dataclass's, the notes the comments beside each field; the last column "
-            f"names the shipped profiles whose `params/` files set the field.\n\n"
-            + _table(["field", "type", "default", "why", "set by profiles"], rows))
+    page = (
+        "eval.md" if cls.__module__.startswith("lib.eval.") else "stages.md"
+    )  # the engine's settings: its own page
+    return (
+        f"Generated from [`{cls.__qualname__}`](../api/{page}#{where}) (`{cls.__module__}`) when these pages are "
+        f"built: the defaults are the dataclass's, the notes the comments beside each field; the last column "
+        f"names the shipped profiles whose `params/` files set the field.\n\n"
+        + _table(["field", "type", "default", "why", "set by profiles"], rows)
+    )
 
 
 def task_options_markdown() -> str:
@@ -180,10 +219,19 @@ def task_options_markdown() -> str:
     rows = []
     for name, task in sorted(TASKS.items()):
         for r in config_fields(type(task).Options):
-            rows.append([f"`{name}`", f"`{r['name']}`", _cell(r["type"]), _cell(r["default"]),
-                         r["comment"].replace("|", "\\|")])
-    return ("Generated from each task's `Options` dataclass (`lib/families/<family>/`) when these pages are built:\n\n"
-            + _table(["task", "option", "type", "default", "why"], rows))
+            rows.append(
+                [
+                    f"`{name}`",
+                    f"`{r['name']}`",
+                    _cell(r["type"]),
+                    _cell(r["default"]),
+                    r["comment"].replace("|", "\\|"),
+                ]
+            )
+    return (
+        "Generated from each task's `Options` dataclass (`lib/families/<family>/`) when these pages are built:\n\n"
+        + _table(["task", "option", "type", "default", "why"], rows)
+    )
 
 
 def files_markdown(stage: str) -> str:
@@ -192,8 +240,13 @@ def files_markdown(stage: str) -> str:
 
     number = stage[:2]
     source = (ROOT / "lib" / "artifacts.py").read_text()
-    rows = [["`summary.json`", "its headline numbers"], ["`provenance.json`",
-             "date, git SHA, resolved config and where each value came from, seed, versions"]]
+    rows = [
+        ["`summary.json`", "its headline numbers"],
+        [
+            "`provenance.json`",
+            "date, git SHA, resolved config and where each value came from, seed, versions",
+        ],
+    ]
     for line in source.splitlines():
         m = re.match(r"^([A-Z_, ]+) = (.+?)\s+# (\d\d)(?::\s*(.*))?$", line)
         if not m or m.group(3) != number:
@@ -203,7 +256,9 @@ def files_markdown(stage: str) -> str:
             value = getattr(A, name)
             if isinstance(value, str):
                 rows.append([f"`{value}`", m.group(4) or ""])
-    return f"Under `outputs/<run>/{stage}/` (names from `lib/artifacts.py`):\n\n" + _table(["file", "what"], rows)
+    return f"Under `outputs/<run>/{stage}/` (names from `lib/artifacts.py`):\n\n" + _table(
+        ["file", "what"], rows
+    )
 
 
 def profiles_markdown() -> str:
@@ -213,16 +268,28 @@ def profiles_markdown() -> str:
     rows = []
     for name in profiles(ROOT / "params"):
         p = load_profile(name, ROOT / "params")
-        rows.append([f"`{name}`", f"`{p.parent.name}`" if p.parent else "", ", ".join(s[:2] for s in p.stages),
-                     "yes" if p.offline else "no", ", ".join(f"`{m}`" for m in p.models), f"`outputs/{p.run}/`"])
+        rows.append(
+            [
+                f"`{name}`",
+                f"`{p.parent.name}`" if p.parent else "",
+                ", ".join(s[:2] for s in p.stages),
+                "yes" if p.offline else "no",
+                ", ".join(f"`{m}`" for m in p.models),
+                f"`outputs/{p.run}/`",
+            ]
+        )
     return _table(["profile", "extends", "stages", "offline", "models", "writes to"], rows)
 
 
 # --- benchmark records ------------------------------------------------------------------------------
 
+
 def _modules() -> dict[str, Path]:
-    found = {p.stem: p for p in (ROOT / "benchmarks").glob("*.py")
-             if not p.stem.startswith("_") and p.stem not in NOT_BENCHMARKS}
+    found = {
+        p.stem: p
+        for p in (ROOT / "benchmarks").glob("*.py")
+        if not p.stem.startswith("_") and p.stem not in NOT_BENCHMARKS
+    }
     return {**found, **SCRIPTS}
 
 
@@ -262,7 +329,11 @@ def _flatten(value, prefix: str = "") -> list[tuple[str, object]]:
         elif all(isinstance(v, dict) for v in value):
             for i, v in enumerate(value):
                 out += _flatten(v, f"{prefix}[{i}]")
-    elif value is None or isinstance(value, (int, float, bool)) or (isinstance(value, str) and len(value) <= 200):
+    elif (
+        value is None
+        or isinstance(value, (int, float, bool))
+        or (isinstance(value, str) and len(value) <= 200)
+    ):
         out.append((prefix, value))
     return out
 
@@ -278,8 +349,16 @@ def target_rows(record: dict) -> list[list[str]]:
         except TargetError:
             value = "(no figure of that name in the record)"
         try:
-            met = "yes" if verdict(record, name) else MISSED + (
-                f" — known miss: {_cell(reasons[name])}" if name in reasons else " — no reason stated")
+            met = (
+                "yes"
+                if verdict(record, name)
+                else MISSED
+                + (
+                    f" — known miss: {_cell(reasons[name])}"
+                    if name in reasons
+                    else " — no reason stated"
+                )
+            )
         except TargetError:  # no such figure, or a rule it cannot judge: meets() refuses the record
             met = "**cannot tell**"
         rows.append([f"`{name}`", rule, value, met])
@@ -307,8 +386,11 @@ def _machine(record: dict) -> str:
     m = record.get("machine") or {}
     gpu = m.get("gpu", "not recorded")
     gpus = (", ".join(gpu) or "none") if isinstance(gpu, list) else gpu
-    return f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, GPU: {gpus} ({m.get('platform', '?')})" \
-        if m else "not recorded"
+    return (
+        f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, GPU: {gpus} ({m.get('platform', '?')})"
+        if m
+        else "not recorded"
+    )
 
 
 def performance_markdown(records: Path = RECORDS) -> str:
@@ -319,26 +401,43 @@ def performance_markdown(records: Path = RECORDS) -> str:
         parts.append(f"## `{name}`\n\n{module_summary(module)} (`benchmarks/{module}.py`)\n")
         path = records / f"{name}.json"
         if not path.exists():
-            parts.append(f"No record yet for `{name}` — run `{command}`, then `python -m benchmarks.publish` "
-                         f"(which `make bench` runs) to commit it.\n")
+            parts.append(
+                f"No record yet for `{name}` — run `{command}`, then `python -m benchmarks.publish` "
+                f"(which `make bench` runs) to commit it.\n"
+            )
             continue
         rec = json.loads(path.read_text())
         load = rec.get("load") or {}
         date = rec.get("date") or "not recorded"
         if rec.get("date_from"):
             date += f" ({rec['date_from']})"
-        meta = [["command", f"`{rec.get('command', command)}`"], ["date", date], ["commit", _commit(rec)],
-                ["machine", _machine(rec)],
-                ["machine busy with other work", {True: "yes", False: "no"}.get(load.get("under_load"), "not recorded")
-                 + (f" (1-min load {load['before']['1min']} before, {load['after']['1min']} after)" if load.get("before") else "")],
-                ["targets met", _targets_met(rec)]]
+        meta = [
+            ["command", f"`{rec.get('command', command)}`"],
+            ["date", date],
+            ["commit", _commit(rec)],
+            ["machine", _machine(rec)],
+            [
+                "machine busy with other work",
+                {True: "yes", False: "no"}.get(load.get("under_load"), "not recorded")
+                + (
+                    f" (1-min load {load['before']['1min']} before, {load['after']['1min']} after)"
+                    if load.get("before")
+                    else ""
+                ),
+            ],
+            ["targets met", _targets_met(rec)],
+        ]
         if rec.get("dirty"):  # publish's mark (--allow-dirty) on a record of an uncommitted tree
-            parts.append("!!! warning \"Measured on a tree with uncommitted changes\"\n\n    The tree had edits that "
-                         "were never committed, so these figures belong to no commit: measure again on a committed "
-                         f"tree (`{command}`) to replace them.\n")
+            parts.append(
+                '!!! warning "Measured on a tree with uncommitted changes"\n\n    The tree had edits that '
+                "were never committed, so these figures belong to no commit: measure again on a committed "
+                f"tree (`{command}`) to replace them.\n"
+            )
         elif not (rec.get("commit") or {}).get("sha"):
-            parts.append("!!! warning \"No commit recorded\"\n\n    Written before records carried their commit, so no "
-                         f"commit is known to have these figures: measure again (`{command}`) to replace them.\n")
+            parts.append(
+                '!!! warning "No commit recorded"\n\n    Written before records carried their commit, so no '
+                f"commit is known to have these figures: measure again (`{command}`) to replace them.\n"
+            )
         parts.append(_table(["record", f"`benchmarks/records/{name}.json`"], meta) + "\n")
         if rec.get("skipped"):
             parts.append(f"Skipped when recorded: {rec['skipped']}\n")
@@ -349,12 +448,20 @@ def performance_markdown(records: Path = RECORDS) -> str:
         figures = {k: v for k, v in rec.items() if k not in RECORD_META}
         rows = [[f"`{key}`", _cell(value)] for key, value in _flatten(figures)]
         table = _table(["figure", "value"], rows)
-        parts.append(("??? note \"Every field of the record\"\n\n" + "\n".join(f"    {line}" for line in table.splitlines())
-                      if targets else table) + "\n")
+        parts.append(
+            (
+                '??? note "Every field of the record"\n\n'
+                + "\n".join(f"    {line}" for line in table.splitlines())
+                if targets
+                else table
+            )
+            + "\n"
+        )
     return "\n".join(parts)
 
 
 # --- the papers beside ours -------------------------------------------------------------------------
+
 
 def _num(v):
     if isinstance(v, float) and v.is_integer():
@@ -373,55 +480,94 @@ def reproduction_markdown(path: Path = REPRODUCTION) -> str:
         entry = record["papers"].get(paper)
         parts.append(f"## {paper}\n")
         if entry:
-            parts.append(f"Produced by `{entry['command']}` (run `{entry['run']}`, stage {entry['stage']}) on "
-                         f"{entry['date']}, commit {_commit(entry)}, on {entry.get('machine', 'an unrecorded machine')}. "
-                         f"Published with `python -m benchmarks.publish reproduction {entry['run']}`.\n")
-            rows = [[r["quantity"], _num(r["paper_value"]), _num(r["ours"]),
-                     {True: "yes", False: "**no**"}.get(r["equal"], ""), r.get("note") or ""] for r in entry["rows"]]
-            parts.append(_table(["quantity", "paper", "ours", "equal", "why they differ"], rows) + "\n")
+            parts.append(
+                f"Produced by `{entry['command']}` (run `{entry['run']}`, stage {entry['stage']}) on "
+                f"{entry['date']}, commit {_commit(entry)}, on {entry.get('machine', 'an unrecorded machine')}. "
+                f"Published with `python -m benchmarks.publish reproduction {entry['run']}`.\n"
+            )
+            rows = [
+                [
+                    r["quantity"],
+                    _num(r["paper_value"]),
+                    _num(r["ours"]),
+                    {True: "yes", False: "**no**"}.get(r["equal"], ""),
+                    r.get("note") or "",
+                ]
+                for r in entry["rows"]
+            ]
+            parts.append(
+                _table(["quantity", "paper", "ours", "equal", "why they differ"], rows) + "\n"
+            )
             continue
         spec = stated.get(paper)
         command = spec["command"] if spec else "make run PROFILE=unique_all"
-        parts.append(f"No record yet for {paper} — run `{command}`, then `python -m benchmarks.publish reproduction "
-                     f"<run>`. The numbers its text states (from `lib/data/papers.yaml`):\n")
+        parts.append(
+            f"No record yet for {paper} — run `{command}`, then `python -m benchmarks.publish reproduction "
+            f"<run>`. The numbers its text states (from `lib/data/papers.yaml`):\n"
+        )
         if spec:
-            rows = [[stated_label(q), _num(q["value"]), "no record yet"] for q in spec.get("stated", {}).values()]
+            rows = [
+                [stated_label(q), _num(q["value"]), "no record yet"]
+                for q in spec.get("stated", {}).values()
+            ]
             parts.append(_table(["quantity", "paper", "ours"], rows) + "\n")
     return "\n".join(parts)
 
 
 # --- citations --------------------------------------------------------------------------------------
 
+
 def citations_markdown() -> str:
     cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
-    lines = [f"**{cff['title']}** (version {cff['version']}, {cff['license']} licence): cite it as "
-             f"[`CITATION.cff`](https://github.com/citation-file-format/citation-file-format) says.\n",
-             "It implements:\n"]
+    lines = [
+        f"**{cff['title']}** (version {cff['version']}, {cff['license']} licence): cite it as "
+        f"[`CITATION.cff`](https://github.com/citation-file-format/citation-file-format) says.\n",
+        "It implements:\n",
+    ]
     for ref in cff.get("references", []):
-        authors = ", ".join(a.get("name") or f"{a.get('given-names', '')} {a.get('family-names', '')}".strip()
-                            for a in ref.get("authors", []))
-        venue = ((ref.get("conference") or {}).get("name") or ref.get("journal")
-                 or ("arXiv preprint" if "arxiv.org" in ref.get("url", "") else {"blog": "blog post"}.get(ref.get("type"), "")))
+        authors = ", ".join(
+            a.get("name") or f"{a.get('given-names', '')} {a.get('family-names', '')}".strip()
+            for a in ref.get("authors", [])
+        )
+        venue = (
+            (ref.get("conference") or {}).get("name")
+            or ref.get("journal")
+            or (
+                "arXiv preprint"
+                if "arxiv.org" in ref.get("url", "")
+                else {"blog": "blog post"}.get(ref.get("type"), "")
+            )
+        )
         year = f", {ref['year']}" if ref.get("year") else ""
         url = f" <{ref['url']}>" if ref.get("url") else ""
-        lines.append(f"- {authors}. *{ref['title']}*." + (f" {venue}{year}." if venue or year else "") + url)
+        lines.append(
+            f"- {authors}. *{ref['title']}*." + (f" {venue}{year}." if venue or year else "") + url
+        )
     return "\n".join(lines)
 
 
 # --- the hook ---------------------------------------------------------------------------------------
 
 BLOCKS: dict[str, typing.Callable[..., str]] = {
-    "params": params_markdown, "files": files_markdown, "task_options": task_options_markdown, "profiles": profiles_markdown,
-    "performance": performance_markdown, "reproduction": reproduction_markdown, "citations": citations_markdown,
+    "params": params_markdown,
+    "files": files_markdown,
+    "task_options": task_options_markdown,
+    "profiles": profiles_markdown,
+    "performance": performance_markdown,
+    "reproduction": reproduction_markdown,
+    "citations": citations_markdown,
 }
 
 
 def render(markdown: str, where: str = "page") -> str:
     """``markdown`` with every ``<!-- vqalab: NAME ARGS -->`` line replaced by its generated block."""
+
     def block(m: re.Match) -> str:
         name, args = m.group(1), m.group(2).split()
         if name not in BLOCKS:
-            raise ValueError(f"{where}: unknown generated block {name!r}; known: {', '.join(BLOCKS)}")
+            raise ValueError(
+                f"{where}: unknown generated block {name!r}; known: {', '.join(BLOCKS)}"
+            )
         return BLOCKS[name](*args)
 
     return MARKER.sub(block, markdown)

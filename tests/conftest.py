@@ -13,21 +13,32 @@ import pytest
 from PIL import Image
 
 # Set before anything imports transformers; nbval kernels inherit these too.
-os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-if worker := os.environ.get("PYTEST_XDIST_WORKER"):  # its own folder, not the one the controller set
+os.environ.update(
+    HF_HUB_OFFLINE="1",
+    TRANSFORMERS_OFFLINE="1",
+    HF_DATASETS_OFFLINE="1",
+    TOKENIZERS_PARALLELISM="false",
+)
+if worker := os.environ.get(
+    "PYTEST_XDIST_WORKER"
+):  # its own folder, not the one the controller set
     os.environ["VQALAB_OUTPUTS"] = tempfile.mkdtemp(prefix=f"vqalab-test-outputs-{worker}-")
     # a worker per core: torch's threads (and the subprocesses' and notebook kernels') one each, not
     # one per core in every worker, which doubled the suite's CPU time spinning for cores in use
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("VQALAB_OUTPUTS", tempfile.mkdtemp(prefix="vqalab-test-outputs-"))
-os.environ["VQALAB_PROFILE"] = "smoke"  # the notebooks under nbval resolve the smoke profile (params/*.smoke.yaml)
+os.environ["VQALAB_PROFILE"] = (
+    "smoke"  # the notebooks under nbval resolve the smoke profile (params/*.smoke.yaml)
+)
 
 from .support.data import check_needed_data  # noqa: E402  (after the environment above)
 
 
 @pytest.hookimpl(tryfirst=True)  # before the test's fixtures are built from data that is not there
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    check_needed_data(item)  # a needs_data test skips without its data, or fails where it is required
+    check_needed_data(
+        item
+    )  # a needs_data test skips without its data, or fails where it is required
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,12 +46,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     notebooks, in their order): under ``make test`` the longest work units start first, so no worker
     is left running one alone at the end."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: 0 if item.path in slow else 1 if item.path.suffix == ".ipynb" else 2)
+    items.sort(
+        key=lambda item: 0 if item.path in slow else 1 if item.path.suffix == ".ipynb" else 2
+    )
 
 
 # Test files that share a costly session fixture, run in one worker so it is built once: file -> unit.
-SHARED_UNITS = {"tests/scrapbook/test_golden.py": "demo_scrapbook_sets",  # checks the sets' bytes
-                "tests/test_learning.py": "demo_scrapbook_sets"}  # trains on the demo's training set
+SHARED_UNITS = {
+    "tests/scrapbook/test_golden.py": "demo_scrapbook_sets",  # checks the sets' bytes
+    "tests/test_learning.py": "demo_scrapbook_sets",
+}  # trains on the demo's training set
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -84,9 +99,23 @@ def training_scenes(tmp_path_factory) -> Path:
     from lib.families.scrapbook import ScrapbookParams, generate
 
     out = tmp_path_factory.mktemp("sb")
-    generate(ScrapbookParams(canvas=[224, 224], size_start=40, size_step=10, n_sets=2, n_backgrounds=1,
-                             n_arrangements=2, n_region_pairs=3, n_questions_per_type=1, types=["presence", "counting"],
-                             groups=["np"], forms=["original"]), out, progress=False)
+    generate(
+        ScrapbookParams(
+            canvas=[224, 224],
+            size_start=40,
+            size_step=10,
+            n_sets=2,
+            n_backgrounds=1,
+            n_arrangements=2,
+            n_region_pairs=3,
+            n_questions_per_type=1,
+            types=["presence", "counting"],
+            groups=["np"],
+            forms=["original"],
+        ),
+        out,
+        progress=False,
+    )
     return out
 
 
@@ -120,4 +149,3 @@ def chromium() -> str:
     from tests.support.chromium import require_chromium
 
     return require_chromium()
-

@@ -25,7 +25,9 @@ def loads(monkeypatch, tmp_path):
 def test_a_record_says_what_else_ran(loads, tmp_path):
     loads((0.2, 0.3, 0.4), (0.6, 0.5, 0.45))
     before = records.host_state()
-    written = records.record("demo", {"seconds": 1.5, "machine": {"torch_threads": 2}}, before, {"seconds": "<= 2"})
+    written = records.record(
+        "demo", {"seconds": 1.5, "machine": {"torch_threads": 2}}, before, {"seconds": "<= 2"}
+    )
     assert written == json.loads((tmp_path / "bench" / "demo.json").read_text())
     assert written["seconds"] == 1.5
     m = written["machine"]
@@ -36,17 +38,32 @@ def test_a_record_says_what_else_ran(loads, tmp_path):
     assert load["under_load"] is False and load["own_cores"] >= 0 and "0.5 x cores" in load["rule"]
 
 
-@pytest.mark.parametrize("before, after, own_cpu_s, busy", [
-    ((0.9, 0.5, 0.5), (0.9, 0.5, 0.5), 0.0, False),  # 0.9 <= 0.5 x 2 cores
-    ((1.2, 0.5, 0.5), (0.1, 0.5, 0.5), 0.0, True),  # busy before the measurement
-    ((0.1, 0.5, 0.5), (1.5, 0.5, 0.5), 0.0, True),  # busy after it, and not with the benchmark's own work
-    ((0.1, 0.5, 0.5), (2.0, 0.5, 0.5), 20.0, False),  # 2 cores of its own for 10 s: the load after is its own
-    ((0.1, 0.5, 0.5), (3.2, 0.5, 0.5), 20.0, True),  # 1.2 more than its own
-])
+@pytest.mark.parametrize(
+    "before, after, own_cpu_s, busy",
+    [
+        ((0.9, 0.5, 0.5), (0.9, 0.5, 0.5), 0.0, False),  # 0.9 <= 0.5 x 2 cores
+        ((1.2, 0.5, 0.5), (0.1, 0.5, 0.5), 0.0, True),  # busy before the measurement
+        (
+            (0.1, 0.5, 0.5),
+            (1.5, 0.5, 0.5),
+            0.0,
+            True,
+        ),  # busy after it, and not with the benchmark's own work
+        (
+            (0.1, 0.5, 0.5),
+            (2.0, 0.5, 0.5),
+            20.0,
+            False,
+        ),  # 2 cores of its own for 10 s: the load after is its own
+        ((0.1, 0.5, 0.5), (3.2, 0.5, 0.5), 20.0, True),  # 1.2 more than its own
+    ],
+)
 def test_under_load_rule(loads, monkeypatch, before, after, own_cpu_s, busy):
     loads(before, after)
     clock = iter([100.0, 110.0])
-    monkeypatch.setattr(records, "time", SimpleNamespace(monotonic=lambda: next(clock)))  # not pytest's clock
+    monkeypatch.setattr(
+        records, "time", SimpleNamespace(monotonic=lambda: next(clock))
+    )  # not pytest's clock
     cpu = iter([5.0, 5.0 + own_cpu_s])
     monkeypatch.setattr(os, "times", lambda: os.times_result((next(cpu), 0.0, 0.0, 0.0, 0.0)))
     written = records.record("rule", {"seconds": 1.0}, records.host_state(), {"seconds": "<= 2"})

@@ -22,25 +22,65 @@ def _free_port() -> int:
 
 
 def _notebook(path: Path, image: Path, store: Path) -> None:
-    source = (f"from lib.stages.annotate import AnnotationStore\n"
-              f"from lib.annotation_widget import AnnotationWidget\n"
-              f"w = AnnotationWidget([{{'id': 'pair-1', 'path': {str(image)!r}}}], AnnotationStore({str(store)!r}),\n"
-              f"                     fields=['left_description', 'difficulty', 'satirical']).show()")
-    nb = {"cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
-                     "source": source}],
-          "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
-          "nbformat": 4, "nbformat_minor": 5}
+    source = (
+        f"from lib.stages.annotate import AnnotationStore\n"
+        f"from lib.annotation_widget import AnnotationWidget\n"
+        f"w = AnnotationWidget([{{'id': 'pair-1', 'path': {str(image)!r}}}], AnnotationStore({str(store)!r}),\n"
+        f"                     fields=['left_description', 'difficulty', 'satirical']).show()"
+    )
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": "c1",
+                "metadata": {},
+                "outputs": [],
+                "source": source,
+            }
+        ],
+        "metadata": {
+            "kernelspec": {
+                "display_name": "Python 3 (ipykernel)",
+                "language": "python",
+                "name": "python3",
+            }
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     path.write_text(json.dumps(nb))
 
 
 @pytest.fixture
 def lab(tmp_path):
     port, token = _free_port(), "vqalab-test-token"
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
-    proc = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip", "127.0.0.1", "--port", str(port),
-                             f"--IdentityProvider.token={token}", "--allow-root", f"--ServerApp.root_dir={tmp_path}",
-                             "--LabApp.news_url=", "--LabApp.collaborative=False"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "lab.log", "w"))
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            f"--IdentityProvider.token={token}",
+            "--allow-root",
+            f"--ServerApp.root_dir={tmp_path}",
+            "--LabApp.news_url=",
+            "--LabApp.collaborative=False",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "lab.log", "w"),
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(120):
         try:
@@ -72,7 +112,9 @@ def test_fill_one_annotation_in_jupyterlab(lab, chromium):
         page = browser.new_page()
         page.goto(f"{url}/lab/tree/annotate.ipynb?token={token}", timeout=60_000)
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+        page.wait_for_selector(
+            ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000
+        )
         # run the cell; the kernel may still be starting, so run it again until the widget appears. On a
         # busy machine JupyterLab may ask first (e.g. which kernel, when it is slow to start): its
         # default answer, as a user would press Enter, and its text kept for a failure's message
@@ -93,8 +135,10 @@ def test_fill_one_annotation_in_jupyterlab(lab, chromium):
                 continue
         else:
             page.screenshot(path=str(root / "failed.png"))
-            raise AssertionError(f"the widget did not render; dialogs: {dialogs}; "
-                                 f"notebook text: {page.inner_text('.jp-Notebook')[-1500:]}")
+            raise AssertionError(
+                f"the widget did not render; dialogs: {dialogs}; "
+                f"notebook text: {page.inner_text('.jp-Notebook')[-1500:]}"
+            )
         page.fill(".vqalab-annotator input", "tester")
         page.fill(".vqalab-field-left_description textarea", "a red square")
         page.click(".vqalab-field-difficulty button:has-text('MEDIUM')")
@@ -108,6 +152,8 @@ def test_fill_one_annotation_in_jupyterlab(lab, chromium):
         browser.close()
     rows = [json.loads(line) for line in store.read_text().splitlines()]
     got = {r["field"]: r["value"] for r in rows}
-    assert got == {"left_description": "a red square", "difficulty": "MEDIUM", "satirical": True}, status
+    assert got == {"left_description": "a red square", "difficulty": "MEDIUM", "satirical": True}, (
+        status
+    )
     assert {r["annotator"] for r in rows} == {"tester"} and {r["item"] for r in rows} == {"pair-1"}
     assert all(r["source"] == "human" for r in rows)

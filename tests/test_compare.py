@@ -29,8 +29,14 @@ from lib.stages.setup import demo_datasets
 from lib.store import CallStore
 from tests.test_rescore_stream import make_datasets
 
-TWO = {"backend": "constant", "answer": "There are 2 red circles, yes."}  # free text: right, wrong, several answers
-YES = {"backend": "constant", "answer": "Yes."}  # right under Scrapbook's lenient reading (exact: words) only
+TWO = {
+    "backend": "constant",
+    "answer": "There are 2 red circles, yes.",
+}  # free text: right, wrong, several answers
+YES = {
+    "backend": "constant",
+    "answer": "Yes.",
+}  # right under Scrapbook's lenient reading (exact: words) only
 JUDGE = {"backend": "constant", "answer": "It names the object. So rating=3"}
 
 
@@ -41,12 +47,23 @@ def runs(tmp_path_factory):
     data = make_datasets(root / "data")
     datasets = {k: data[k] for k in ("mcq", "vqa", "scrapbook")}
     store = CallStore(root / "calls.sqlite")
-    base = dict(datasets=datasets, models={"r": {"backend": "random", "seed": 0}, "two": TWO, "yes": YES}, styles=["zero_shot"],
-                max_new_tokens=6, cot_max_new_tokens=8, max_items=60, n_resamples=200, judge=JUDGE)
-    changes = {"base": {}, "style": {"styles": ["cot"]},
-               "metric": {"tasks": {"scrapbook.qa": {"exact": "words"}}},
-               "judge": {"judge": {**JUDGE, "answer": "It does not. So rating=1"}},
-               "model": {"models": {"r": {"backend": "random", "seed": 1}, "two": TWO, "yes": YES}}}
+    base = dict(
+        datasets=datasets,
+        models={"r": {"backend": "random", "seed": 0}, "two": TWO, "yes": YES},
+        styles=["zero_shot"],
+        max_new_tokens=6,
+        cot_max_new_tokens=8,
+        max_items=60,
+        n_resamples=200,
+        judge=JUDGE,
+    )
+    changes = {
+        "base": {},
+        "style": {"styles": ["cot"]},
+        "metric": {"tasks": {"scrapbook.qa": {"exact": "words"}}},
+        "judge": {"judge": {**JUDGE, "answer": "It does not. So rating=1"}},
+        "model": {"models": {"r": {"backend": "random", "seed": 1}, "two": TWO, "yes": YES}},
+    }
     out = {}
     for name, change in changes.items():
         out[name] = root / name
@@ -60,7 +77,11 @@ def reread(runs, tmp_path_factory):
     folder = tmp_path_factory.mktemp("reread") / "06_evaluate"
     shutil.copytree(runs["base"], folder)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(OpenVQA, "read", lambda self, item, text, constrained_value=None: (text.strip().upper(), FREE))
+        mp.setattr(
+            OpenVQA,
+            "read",
+            lambda self, item, text, constrained_value=None: (text.strip().upper(), FREE),
+        )
         E.rescore_folder(folder)
     return folder
 
@@ -70,7 +91,9 @@ def _only(result: dict, cause: str) -> None:
     assert result["changed"] > 0 and result["only_A"] == result["only_B"] == 0
     assert {c for c, v in result["causes"].items() if v["items"]} == {cause}
     assert {it["cause"] for it in result["items"]} == {cause}
-    for m in result["metrics"]:  # the causes partition the items: their shares add up to the difference
+    for m in result[
+        "metrics"
+    ]:  # the causes partition the items: their shares add up to the difference
         assert sum(m["by_cause"].values()) == pytest.approx(m["difference"], abs=1e-12)
         assert all(v == 0 for c, v in m["by_cause"].items() if c != cause)
 
@@ -101,27 +124,37 @@ def test_a_metric_option_is_a_scoring_change(runs):
     _only(result, "scoring")
     assert set(result["causes"]["scoring"]["because"]) == {"metric option tasks.scrapbook.qa exact"}
     assert [(r["key"], r["A"], r["B"], r["A_from"]) for r in result["config"]] == [
-        ("tasks.scrapbook.qa.exact", "paper", "words", "default")]
+        ("tasks.scrapbook.qa.exact", "paper", "words", "default")
+    ]
 
 
 def test_another_judge_is_a_scoring_change(runs):
     result = X.compare(runs["base"], runs["judge"])
     _only(result, "scoring")
     assert set(result["causes"]["scoring"]["because"]) == {"judge answer"}
-    assert all(it["dataset"] == "vqa" and it["A"]["lave"] == 1.0 and it["B"]["lave"] == 0.0 for it in result["items"])
+    assert all(
+        it["dataset"] == "vqa" and it["A"]["lave"] == 1.0 and it["B"]["lave"] == 0.0
+        for it in result["items"]
+    )
 
 
 def test_another_model_is_a_model_change(runs):
     result = X.compare(runs["base"], runs["model"])
     _only(result, "model")
     assert set(result["causes"]["model"]["because"]) == {"model seed"}
-    assert {it["group"][2] for it in result["items"]} == {"r"}  # the constant model's answers are the same
+    assert {it["group"][2] for it in result["items"]} == {
+        "r"
+    }  # the constant model's answers are the same
 
 
 def test_two_models_of_one_run_are_compared_by_their_labels(runs):
     result = X.compare(runs["base"], runs["base"], {"model": ["r", "two"]})
     assert result["group_by"] == ["dataset", "task", "style"] and result["changed"] > 0
-    assert set(result["causes"]["model"]["because"]) >= {"model backend", "model answer", "model seed"}
+    assert set(result["causes"]["model"]["because"]) >= {
+        "model backend",
+        "model answer",
+        "model seed",
+    }
 
 
 def test_items_only_one_run_has_are_counted_apart(runs):
@@ -158,8 +191,15 @@ def test_the_paired_interval_is_scipys_paired_bootstrap():
 
     for a, b in ((A_SCORES, B_SCORES), (RNG.random(50), RNG.random(50))):
         value, low, high = X.paired_difference(a, b, n_resamples=500, seed=3)
-        ref = bootstrap((a, b), lambda x, y, axis=-1: np.mean(y - x, axis=axis), paired=True, vectorized=True,
-                        n_resamples=500, method="percentile", random_state=np.random.default_rng(3))
+        ref = bootstrap(
+            (a, b),
+            lambda x, y, axis=-1: np.mean(y - x, axis=axis),
+            paired=True,
+            vectorized=True,
+            n_resamples=500,
+            method="percentile",
+            random_state=np.random.default_rng(3),
+        )
         assert value == pytest.approx(b.mean() - a.mean())
         assert (low, high) == pytest.approx(tuple(ref.confidence_interval), abs=1e-12)
 
@@ -169,17 +209,23 @@ def test_the_mcnemar_test_is_statsmodels_exact_one():
     from statsmodels.stats.contingency_tables import mcnemar
 
     for a, b in ((A_SCORES, B_SCORES), (A_SCORES, 1 - A_SCORES), (A_SCORES[:10], B_SCORES[:10])):
-        table = [[int(((a == 1) & (b == 1)).sum()), int(((a == 1) & (b == 0)).sum())],
-                 [int(((a == 0) & (b == 1)).sum()), int(((a == 0) & (b == 0)).sum())]]
+        table = [
+            [int(((a == 1) & (b == 1)).sum()), int(((a == 1) & (b == 0)).sum())],
+            [int(((a == 0) & (b == 1)).sum()), int(((a == 0) & (b == 0)).sum())],
+        ]
         p = X.mcnemar_exact(a, b)
         assert p == pytest.approx(mcnemar(table, exact=True).pvalue, rel=1e-12)
-        assert p == pytest.approx(binomtest(table[1][0], table[0][1] + table[1][0]).pvalue, rel=1e-12)
+        assert p == pytest.approx(
+            binomtest(table[1][0], table[0][1] + table[1][0]).pvalue, rel=1e-12
+        )
     assert X.mcnemar_exact(A_SCORES, A_SCORES) == 1.0
 
 
 # --- foreign runs: a real lmms-eval run's samples imported (issue #46) ---------------------------
 
-LMMS_EVAL = Path(__file__).parent / "fixtures" / "lmms_eval_0.7.3"  # a real run's files: see its README.md
+LMMS_EVAL = (
+    Path(__file__).parent / "fixtures" / "lmms_eval_0.7.3"
+)  # a real run's files: see its README.md
 SAMPLES = sorted(LMMS_EVAL.rglob("*_samples_*.jsonl"))
 
 
@@ -197,14 +243,40 @@ def foreign(tmp_path_factory):
     folders = demo_datasets(root / "data")
     exports = [str(root / "tasks" / name) for name in ("mcq", "vqa")]
     for name, out in zip(("mcq", "vqa"), exports):
-        assert export(["lmms-eval", "--dataset", str(folders[name]), "--out", out, "--profile", "demo",
-                       "--model", "untrained"]) == 0
+        assert (
+            export(
+                [
+                    "lmms-eval",
+                    "--dataset",
+                    str(folders[name]),
+                    "--out",
+                    out,
+                    "--profile",
+                    "demo",
+                    "--model",
+                    "untrained",
+                ]
+            )
+            == 0
+        )
     record = F.import_lmms_eval(LMMS_EVAL, root / "imported", exports=exports)
-    cfg = E.EvalConfig(datasets={n: str(folders[n]) for n in ("mcq", "vqa")}, styles=["zero_shot"], constrain=False,
-                       models={"untrained": {"backend": "constant", "answer": "A cat", "question_first": True}},
-                       max_new_tokens=8, seed=1, n_resamples=200)
+    cfg = E.EvalConfig(
+        datasets={n: str(folders[n]) for n in ("mcq", "vqa")},
+        styles=["zero_shot"],
+        constrain=False,
+        models={"untrained": {"backend": "constant", "answer": "A cat", "question_first": True}},
+        max_new_tokens=8,
+        seed=1,
+        n_resamples=200,
+    )
     E.run(cfg, root / "ours", store=CallStore(root / "calls.sqlite"), progress=False)
-    return {"root": root, "exports": exports, "record": record, "imported": root / "imported", "ours": root / "ours"}
+    return {
+        "root": root,
+        "exports": exports,
+        "record": record,
+        "imported": root / "imported",
+        "ours": root / "ours",
+    }
 
 
 def _import_changed(foreign: dict, name: str, change) -> tuple[X.Run, dict]:
@@ -221,42 +293,82 @@ def _import_changed(foreign: dict, name: str, change) -> tuple[X.Run, dict]:
 def test_lmms_eval_samples_are_imported_as_the_model_replied_read_and_scored_by_vqa_lab(foreign):
     samples, rows = _samples(), list(read_jsonl(foreign["imported"] / "predictions.jsonl"))
     assert len(rows) == len(samples) == 16 and foreign["record"]["n_samples"] == {
-        "vqalab_mcq_mcq": 8, "vqalab_vqa_vqa_open": 8}
+        "vqalab_mcq_mcq": 8,
+        "vqalab_vqa_vqa_open": 8,
+    }
     by_id = {r["item_id"]: r for r in rows}
     for s in samples:
         row = by_id[s["invalid_rate"]["id"]]
-        assert row["raw"] == s.get("resps", s["filtered_resps"])  # as the model replied, not as lmms-eval stripped it
-        assert row["raw"].strip() == s["invalid_rate"]["raw"] and row["meta"]["lmms_eval"]["input"] == s["input"]
-    assert sum(r["raw"] != r["raw"].strip() for r in rows) == 7  # the fixture has replies lmms-eval stripped
-    invalid = [r for r in rows if not r["valid"]]  # the untrained model's mcq replies name no option: kept, counted
-    assert len(invalid) == foreign["record"]["invalid"] == 8 and {r["task"] for r in invalid} == {"mcq"}
+        assert row["raw"] == s.get(
+            "resps", s["filtered_resps"]
+        )  # as the model replied, not as lmms-eval stripped it
+        assert (
+            row["raw"].strip() == s["invalid_rate"]["raw"]
+            and row["meta"]["lmms_eval"]["input"] == s["input"]
+        )
+    assert (
+        sum(r["raw"] != r["raw"].strip() for r in rows) == 7
+    )  # the fixture has replies lmms-eval stripped
+    invalid = [
+        r for r in rows if not r["valid"]
+    ]  # the untrained model's mcq replies name no option: kept, counted
+    assert len(invalid) == foreign["record"]["invalid"] == 8 and {r["task"] for r in invalid} == {
+        "mcq"
+    }
     assert all(r["method"] == "invalid" and r["raw"] for r in invalid)
     # VQA Lab's scoring of the imported replies gives the numbers lmms-eval reported (its export scores with VQA Lab's code)
     metrics = pd.read_csv(foreign["imported"] / "metrics.csv")
-    ours = {(r.dataset, r.metric if r.subset == "all" else f"{r.metric}[{r.subset}]"): r.value for r in metrics.itertuples()}
-    reported = {("mcq" if "mcq" in t else "vqa", m): v for t, ms in foreign["record"]["reported"].items() for m, v in ms.items()}
+    ours = {
+        (r.dataset, r.metric if r.subset == "all" else f"{r.metric}[{r.subset}]"): r.value
+        for r in metrics.itertuples()
+    }
+    reported = {
+        ("mcq" if "mcq" in t else "vqa", m): v
+        for t, ms in foreign["record"]["reported"].items()
+        for m, v in ms.items()
+    }
     assert reported and ours == pytest.approx(reported, abs=1e-12)
 
 
 def test_an_lmms_eval_run_pairs_with_ours_and_each_change_is_put_on_the_model(foreign):
     result = X.compare(foreign["ours"], foreign["imported"])
     assert result["paired"] == 16 and result["only_A"] == result["only_B"] == 0
-    assert result["changed"] == 16 and {it["cause"] for it in result["items"]} == {"model"}  # its logged prompts are ours
-    assert set(result["causes"]["model"]["because"]) >= {"model backend", "model harness", "model generation.until"}
+    assert result["changed"] == 16 and {it["cause"] for it in result["items"]} == {
+        "model"
+    }  # its logged prompts are ours
+    assert set(result["causes"]["model"]["because"]) >= {
+        "model backend",
+        "model harness",
+        "model generation.until",
+    }
     assert sum(c["items"] for c in result["causes"].values()) == result["changed"]
     for m in result["metrics"]:
         assert sum(m["by_cause"].values()) == pytest.approx(m["difference"], abs=1e-12)
-    assert any("B is lmms-eval" in n and "chat path" in n and "logged for 16/16" in n for n in result["notes"])
+    assert any(
+        "B is lmms-eval" in n and "chat path" in n and "logged for 16/16" in n
+        for n in result["notes"]
+    )
     sources = {r["key"]: r["B_from"] for r in result["config"]}
-    assert sources["models.untrained.backend"] == "lmms-eval 20261205_163315_results.json"  # where each value came from
+    assert (
+        sources["models.untrained.backend"] == "lmms-eval 20261205_163315_results.json"
+    )  # where each value came from
     assert sources["n_resamples"] == "the export's vqalab.json"
 
 
 def test_a_prompt_lmms_eval_logged_differently_is_a_prompt_change(foreign):
-    edited, _ = _import_changed(foreign, "edited", lambda s: {**s, "input": s["input"] + "\nThink first."}
-                                if s["invalid_rate"]["task"] == "mcq" else s)
+    edited, _ = _import_changed(
+        foreign,
+        "edited",
+        lambda s: (
+            {**s, "input": s["input"] + "\nThink first."}
+            if s["invalid_rate"]["task"] == "mcq"
+            else s
+        ),
+    )
     result = X.compare(X.open_run(foreign["imported"]), edited)
-    assert result["changed"] == 8 and {(it["dataset"], it["cause"]) for it in result["items"]} == {("mcq", "prompt")}
+    assert result["changed"] == 8 and {(it["dataset"], it["cause"]) for it in result["items"]} == {
+        ("mcq", "prompt")
+    }
     assert result["causes"]["prompt"]["because"] == {"template": 8}
 
 
@@ -272,36 +384,58 @@ def test_the_simple_path_is_a_prompt_change(foreign, tmp_path):
 
 
 def test_without_the_logged_prompt_prompt_and_model_are_not_split(foreign):
-    unlogged, record = _import_changed(foreign, "unlogged", lambda s: {k: v for k, v in s.items() if k != "input"})
+    unlogged, record = _import_changed(
+        foreign, "unlogged", lambda s: {k: v for k, v in s.items() if k != "input"}
+    )
     assert record["logged_input"] == 0
     result = X.compare(X.open_run(foreign["ours"]), unlogged)
     assert result["changed"] == 16 and {it["cause"] for it in result["items"]} == {"prompt"}
     (why,) = result["causes"]["prompt"]["because"]
     assert why.startswith("prompt or model, not split: lmms-eval logged no prompt text")
     assert any("not split from model" in n for n in result["notes"])
-    same = X.compare(X.open_run(foreign["imported"]), unlogged)  # the same replies: nothing to split
+    same = X.compare(
+        X.open_run(foreign["imported"]), unlogged
+    )  # the same replies: nothing to split
     assert same["paired"] == 16 and same["changed"] == 0
 
 
 def test_tasks_vqa_lab_did_not_export_are_left_out_and_listed(foreign, tmp_path):
     src = tmp_path / "mixed"
     shutil.copytree(LMMS_EVAL, src)
-    (results,) = src.rglob("*_results.json")  # as if the vqa task were another benchmark's: no vqalab_task
+    (results,) = src.rglob(
+        "*_results.json"
+    )  # as if the vqa task were another benchmark's: no vqalab_task
     results.write_text(results.read_text().replace('"vqalab_task": "vqa.open"', '"other": 1'))
     record = F.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"][:1])
-    assert record["n_samples"] == {"vqalab_mcq_mcq": 8} and record["not_vqalab"] == ["vqalab_vqa_vqa_open"]
+    assert record["n_samples"] == {"vqalab_mcq_mcq": 8} and record["not_vqalab"] == [
+        "vqalab_vqa_vqa_open"
+    ]
     results.write_text(results.read_text().replace('"vqalab_task": "mcq"', '"other": 1'))
     with pytest.raises(F.ForeignError, match="no task here was exported by VQA Lab"):
         F.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"])
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda lines: lines[:2] + [lines[2][:40] + "\n"] + lines[3:], ":3: not a JSON line"),
-    (lambda lines: lines[:1] + [json.dumps({k: v for k, v in json.loads(lines[1]).items() if k == "doc_id"}) + "\n"],
-     ":2: no VQA Lab row under 'invalid_rate'"),
-    (lambda lines: lines + lines[:1], ":9: item 'demo-mcq-01' (mcq) again (first at "),
-    (lambda lines: [lines[0].replace("demo-mcq-01", "demo-mcq-99")], ":1: item 'demo-mcq-99' (mcq) is not among the docs"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda lines: lines[:2] + [lines[2][:40] + "\n"] + lines[3:], ":3: not a JSON line"),
+        (
+            lambda lines: (
+                lines[:1]
+                + [
+                    json.dumps({k: v for k, v in json.loads(lines[1]).items() if k == "doc_id"})
+                    + "\n"
+                ]
+            ),
+            ":2: no VQA Lab row under 'invalid_rate'",
+        ),
+        (lambda lines: lines + lines[:1], ":9: item 'demo-mcq-01' (mcq) again (first at "),
+        (
+            lambda lines: [lines[0].replace("demo-mcq-01", "demo-mcq-99")],
+            ":1: item 'demo-mcq-99' (mcq) is not among the docs",
+        ),
+    ],
+)
 def test_a_bad_samples_file_is_refused_naming_the_file_and_line(foreign, tmp_path, damage, message):
     src = tmp_path / "bad"
     shutil.copytree(LMMS_EVAL, src)
@@ -324,10 +458,19 @@ FIXTURE_TASKS = "/tmp/h5run/bt/lmms-eval0/tasks"  # where the fixture's run had 
 
 def test_the_command_line_imports_lmms_eval_output(foreign, tmp_path, capsys):
     ours, kept = str(foreign["ours"]), tmp_path / "kept"
-    assert C.main([ours, str(LMMS_EVAL), "--export", *foreign["exports"], "--import-to", str(kept)]) == 0
+    assert (
+        C.main([ours, str(LMMS_EVAL), "--export", *foreign["exports"], "--import-to", str(kept)])
+        == 0
+    )
     out = capsys.readouterr().out
-    assert "paired items: 16" in out and "note: B is lmms-eval" in out and (kept / "foreign.json").exists()
-    found = _moved(foreign, tmp_path / "found", foreign["root"] / "tasks")  # the exports found where lmms-eval read them
+    assert (
+        "paired items: 16" in out
+        and "note: B is lmms-eval" in out
+        and (kept / "foreign.json").exists()
+    )
+    found = _moved(
+        foreign, tmp_path / "found", foreign["root"] / "tasks"
+    )  # the exports found where lmms-eval read them
     assert C.main([ours, str(found), "--dataset", "vqa"]) == 0  # imported into a temporary folder
     assert "paired items: 8" in capsys.readouterr().out
     gone = _moved(foreign, tmp_path / "gone", tmp_path / "nowhere")

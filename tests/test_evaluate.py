@@ -29,19 +29,41 @@ TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8, "quest
 def datasets(tmp_path_factory):
     root = tmp_path_factory.mktemp("eval-data")
     folders = {k: str(v) for k, v in demo_datasets(root / "demo").items()}
-    scrapbook(ScrapbookParams.from_dict({"canvas": [160, 160], "size_start": 30, "size_step": 10, "n_sets": 1,
-                                         "objects_per_set": 3, "n_backgrounds": 1, "n_arrangements": 1,
-                                         "objects_per_image": 2, "n_region_pairs": 1, "n_questions_per_type": 1,
-                                         "types": ["presence", "counting", "recognition"], "groups": ["np", "abs"]}),
-              root / "scrapbook", progress=False)
+    scrapbook(
+        ScrapbookParams.from_dict(
+            {
+                "canvas": [160, 160],
+                "size_start": 30,
+                "size_step": 10,
+                "n_sets": 1,
+                "objects_per_set": 3,
+                "n_backgrounds": 1,
+                "n_arrangements": 1,
+                "objects_per_image": 2,
+                "n_region_pairs": 1,
+                "n_questions_per_type": 1,
+                "types": ["presence", "counting", "recognition"],
+                "groups": ["np", "abs"],
+            }
+        ),
+        root / "scrapbook",
+        progress=False,
+    )
     folders["scrapbook"] = str(root / "scrapbook")
     return folders
 
 
 def _config(datasets, **kw):
-    base = dict(datasets=datasets, models={"tiny": TINY}, styles=["zero_shot", "cot"], max_new_tokens=6,
-                cot_max_new_tokens=8, max_items=120, n_resamples=100,
-                tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l", "meteor", "cider"]}})
+    base = dict(
+        datasets=datasets,
+        models={"tiny": TINY},
+        styles=["zero_shot", "cot"],
+        max_new_tokens=6,
+        cot_max_new_tokens=8,
+        max_items=120,
+        n_resamples=100,
+        tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l", "meteor", "cider"]}},
+    )
     return E.EvalConfig(**{**base, **kw})
 
 
@@ -53,7 +75,12 @@ def finished(datasets, tmp_path_factory):
         import os
 
         os.environ["VQALAB_JUDGE_KEY"] = "sk-test"
-        judge = {"backend": "openai", "name": "judge", "base_url": judge_server.url, "api_key_env": "VQALAB_JUDGE_KEY"}
+        judge = {
+            "backend": "openai",
+            "name": "judge",
+            "base_url": judge_server.url,
+            "api_key_env": "VQALAB_JUDGE_KEY",
+        }
         summary = E.run(_config(datasets, judge=judge), out, store=store, progress=False)
     return out, store, summary
 
@@ -64,8 +91,14 @@ def test_every_task_style_and_item_is_predicted_and_scored(finished, datasets):
     items = {name: asked for name, (_, asked) in load_eval_items(_config(datasets)).items()}
     preds = list(read_jsonl(out / "predictions.jsonl"))
     assert len(preds) == summary["predictions"] == 2 * sum(len(v) for v in items.values())
-    assert {p["task"] for p in preds} == {"mcq", "yesbut.detection", "yesbut.understanding", "yesbut.completion",
-                                          "scrapbook.qa", "vqa.open"}
+    assert {p["task"] for p in preds} == {
+        "mcq",
+        "yesbut.detection",
+        "yesbut.understanding",
+        "yesbut.completion",
+        "scrapbook.qa",
+        "vqa.open",
+    }
     for p in preds:
         assert p["raw"] is not None and p["method"] and p["style"] in ("zero_shot", "cot")
         assert p["valid"] is (p["parsed"] is not None)
@@ -74,39 +107,86 @@ def test_every_task_style_and_item_is_predicted_and_scored(finished, datasets):
         if p["task"] in ("mcq", "yesbut.detection", "yesbut.completion", "scrapbook.qa"):
             assert isinstance(p["correct"], bool)
     metrics = pd.read_csv(out / "metrics.csv")
-    assert list(metrics.columns) == ["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low", "ci_high", "n",
-                                "n_invalid", "n_truncated"]
+    assert list(metrics.columns) == [
+        "model",
+        "dataset",
+        "task",
+        "style",
+        "subset",
+        "metric",
+        "value",
+        "ci_low",
+        "ci_high",
+        "n",
+        "n_invalid",
+        "n_truncated",
+    ]
     # the untrained model's free text runs into the token limit: counted as truncated, raw kept
     cut = [p for p in preds if p["truncated"]]
-    assert cut and all(p["task"] in ("vqa.open", "yesbut.understanding", "scrapbook.qa") for p in cut)
+    assert cut and all(
+        p["task"] in ("vqa.open", "yesbut.understanding", "scrapbook.qa") for p in cut
+    )
     vqa_rows = metrics[(metrics["task"] == "vqa.open") & (metrics["metric"] == "exact_match")]
     assert vqa_rows["n_truncated"].sum() == sum(p["task"] == "vqa.open" for p in cut)
     inv = metrics[metrics["metric"] == "invalid_rate"]
-    assert len(inv) == 6 * 2  # every task, every style, with its invalid count (one dataset per task here)
+    assert (
+        len(inv) == 6 * 2
+    )  # every task, every style, with its invalid count (one dataset per task here)
     for _, row in metrics.dropna(subset=["ci_low"]).iterrows():
         assert row["ci_low"] - 1e-9 <= row["value"] <= row["ci_high"] + 1e-9, row.to_dict()
     got = set(zip(metrics["task"], metrics["metric"]))
-    for pair in [("mcq", "exact_macro"), ("mcq", "jaccard_micro"), ("yesbut.detection", "f1"), ("yesbut.detection", "macro_f1"),
-                 ("yesbut.completion", "accuracy"), ("yesbut.understanding", "meteor"), ("yesbut.understanding", "cider"),
-                 ("vqa.open", "anls"), ("vqa.open", "vqa_accuracy"), ("vqa.open", "exact_match"), ("vqa.open", "lave"),
-                 ("scrapbook.qa", "accuracy_all_forms"), ("scrapbook.qa", "consistent_rate")]:
+    for pair in [
+        ("mcq", "exact_macro"),
+        ("mcq", "jaccard_micro"),
+        ("yesbut.detection", "f1"),
+        ("yesbut.detection", "macro_f1"),
+        ("yesbut.completion", "accuracy"),
+        ("yesbut.understanding", "meteor"),
+        ("yesbut.understanding", "cider"),
+        ("vqa.open", "anls"),
+        ("vqa.open", "vqa_accuracy"),
+        ("vqa.open", "exact_match"),
+        ("vqa.open", "lave"),
+        ("scrapbook.qa", "accuracy_all_forms"),
+        ("scrapbook.qa", "consistent_rate"),
+    ]:
         assert pair in got, pair
     judgements = list(read_jsonl(out / "judgements.jsonl"))
-    assert len(judgements) == 2 * len(items["vqa"]) and all(j["raw"].startswith("echo:") for j in judgements)
+    assert len(judgements) == 2 * len(items["vqa"]) and all(
+        j["raw"].startswith("echo:") for j in judgements
+    )
 
 
 def test_scrapbook_tables(finished):
     out, _, _ = finished
     levels, errors = pd.read_csv(out / "levels.csv"), pd.read_csv(out / "errors.csv")
-    assert {"level", "concept", "type", "subgroup", "form", "n", "correct", "accuracy", "passed"} <= set(levels.columns)
+    assert {
+        "level",
+        "concept",
+        "type",
+        "subgroup",
+        "form",
+        "n",
+        "correct",
+        "accuracy",
+        "passed",
+    } <= set(levels.columns)
     assert (levels["level"] == 1).any() and set(levels["form"]) >= {"original", "enumerated", "all"}
     agg = errors[errors["unit"] == "aggregated"]
-    assert set(agg["category"]) >= {"answer disagreement", "error disagreement", "wrong answer", "total"}
+    assert set(agg["category"]) >= {
+        "answer disagreement",
+        "error disagreement",
+        "wrong answer",
+        "total",
+    }
     overall = errors[errors["unit"] == "questions"]
     assert set(overall["filter"]) == {"non-absurd", "non-absurd*", "full", "full*"}
     # the aggregated error total + the correct questions = every question, per model, style and filter
     for (style, filt), sub in agg[agg["category"] == "total"].groupby(["style", "filter"]):
-        row = overall[(overall["style"] == style) & (overall["filter"] == ("full*" if filt == "all" else "non-absurd*"))]
+        row = overall[
+            (overall["style"] == style)
+            & (overall["filter"] == ("full*" if filt == "all" else "non-absurd*"))
+        ]
         assert int(sub["count"].iloc[0]) + int(row["correct"].iloc[0]) == int(row["count"].iloc[0])
 
 
@@ -156,10 +236,14 @@ def test_a_killed_evaluation_resumes_without_repeating_calls(datasets, tmp_path)
     try:
         model = load_model(TINY)
         items = load_items(datasets["mcq"])
-        ask_module.predict("tiny", model, items[:5], datasets["mcq"], "zero_shot", cfg, store, progress=False)  # then "killed"
+        ask_module.predict(
+            "tiny", model, items[:5], datasets["mcq"], "zero_shot", cfg, store, progress=False
+        )  # then "killed"
         first = sum(calls)
         E.run(cfg, tmp_path / "out", store=store, progress=False)
-        assert first == 5 and sum(calls) - first == len(items) - 5 + len(load_items(datasets["vqa"]))
+        assert first == 5 and sum(calls) - first == len(items) - 5 + len(
+            load_items(datasets["vqa"])
+        )
         calls.clear()
         E.run(cfg, tmp_path / "out", store=store, progress=False)
         assert sum(calls) == 0  # a finished evaluation reruns from the cache alone
@@ -167,8 +251,16 @@ def test_a_killed_evaluation_resumes_without_repeating_calls(datasets, tmp_path)
         HFModel._generate = original
 
 
-GARBAGE = {"empty": "", "spaces": "   ", "chinese": "这是正确的答案", "two letters": "A, B", "json": '{"answer": "B"}',
-           "prose": "I would say the second one", "good": "B", "good, chatty": "The answer is B."}
+GARBAGE = {
+    "empty": "",
+    "spaces": "   ",
+    "chinese": "这是正确的答案",
+    "two letters": "A, B",
+    "json": '{"answer": "B"}',
+    "prose": "I would say the second one",
+    "good": "B",
+    "good, chatty": "The answer is B.",
+}
 
 
 def test_garbage_from_an_api_model_is_counted_never_fatal(tmp_path, monkeypatch):
@@ -178,23 +270,68 @@ def test_garbage_from_an_api_model_is_counted_never_fatal(tmp_path, monkeypatch)
     folder = tmp_path / "garbage"
     (folder / "images").mkdir(parents=True)
     Image.new("RGB", (32, 32), "red").save(folder / "images" / "r.png")
-    items = [Item(id=k, task="mcq", question=f"Which? [[reply:{v}]]", images=["images/r.png"], options=["x", "y", "z"],
-                  answer=[1], meta={"general_type": "single", "specific_type": "t"}) for k, v in GARBAGE.items()]
-    items.append(Item(id="open-empty", task="vqa.open", question="What? [[reply:]]", images=["images/r.png"], answer=["red"]))
-    items.append(Item(id="open-chinese", task="vqa.open", question="What? [[reply:红色]]", images=["images/r.png"],
-                      answer=["red"]))
+    items = [
+        Item(
+            id=k,
+            task="mcq",
+            question=f"Which? [[reply:{v}]]",
+            images=["images/r.png"],
+            options=["x", "y", "z"],
+            answer=[1],
+            meta={"general_type": "single", "specific_type": "t"},
+        )
+        for k, v in GARBAGE.items()
+    ]
+    items.append(
+        Item(
+            id="open-empty",
+            task="vqa.open",
+            question="What? [[reply:]]",
+            images=["images/r.png"],
+            answer=["red"],
+        )
+    )
+    items.append(
+        Item(
+            id="open-chinese",
+            task="vqa.open",
+            question="What? [[reply:红色]]",
+            images=["images/r.png"],
+            answer=["red"],
+        )
+    )
     save_dataset(folder, items, dataset_info("garbage"))
     with OpenAIStub() as server:
-        spec = {"backend": "openai", "name": "api", "base_url": server.url, "api_key_env": "VQALAB_TEST_KEY"}
-        cfg = E.EvalConfig(datasets={"g": str(folder)}, models={"api": spec}, styles=["zero_shot"], constrain=False,
-                           n_resamples=50)
+        spec = {
+            "backend": "openai",
+            "name": "api",
+            "base_url": server.url,
+            "api_key_env": "VQALAB_TEST_KEY",
+        }
+        cfg = E.EvalConfig(
+            datasets={"g": str(folder)},
+            models={"api": spec},
+            styles=["zero_shot"],
+            constrain=False,
+            n_resamples=50,
+        )
         E.run(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
     preds = {p["item_id"]: p for p in read_jsonl(tmp_path / "out" / "predictions.jsonl")}
     assert len(preds) == len(items)
-    assert {k for k, p in preds.items() if not p["valid"]} == {"empty", "spaces", "chinese", "two letters", "prose",
-                                                              "open-empty"}
+    assert {k for k, p in preds.items() if not p["valid"]} == {
+        "empty",
+        "spaces",
+        "chinese",
+        "two letters",
+        "prose",
+        "open-empty",
+    }
     # a JSON object naming one option is read as that option (scored), never as a random one
-    assert preds["good"]["correct"] and preds["good, chatty"]["correct"] and preds["json"]["parsed"] == "B"
+    assert (
+        preds["good"]["correct"]
+        and preds["good, chatty"]["correct"]
+        and preds["json"]["parsed"] == "B"
+    )
     assert preds["open-chinese"]["valid"] and preds["open-chinese"]["scores"]["exact_match"] == 0.0
     metrics = pd.read_csv(tmp_path / "out" / "metrics.csv")
     mcq = metrics[(metrics["task"] == "mcq") & (metrics["metric"] == "exact_micro")].iloc[0]
@@ -202,7 +339,10 @@ def test_garbage_from_an_api_model_is_counted_never_fatal(tmp_path, monkeypatch)
 
 
 def _open_dataset(folder, answers: dict[str, str]):
-    items = [Item(id=i, task="vqa.open", question=f"question {i}?", images=[], answer=[a]) for i, a in answers.items()]
+    items = [
+        Item(id=i, task="vqa.open", question=f"question {i}?", images=[], answer=[a])
+        for i, a in answers.items()
+    ]
     save_dataset(folder, items, dataset_info(folder.name))
     return items
 
@@ -214,11 +354,25 @@ def test_items_are_identified_by_dataset_and_id(tmp_path):
     b = _open_dataset(tmp_path / "b", {"q1": "blue", "q2": "seven"})
     out = tmp_path / "eval"
     out.mkdir()
-    cfg = E.EvalConfig(datasets={"a": str(tmp_path / "a"), "b": str(tmp_path / "b")}, models={"m": TINY},
-                       styles=["zero_shot"], n_resamples=20)
+    cfg = E.EvalConfig(
+        datasets={"a": str(tmp_path / "a"), "b": str(tmp_path / "b")},
+        models={"m": TINY},
+        styles=["zero_shot"],
+        n_resamples=20,
+    )
     (out / "config.json").write_text(json.dumps(cfg.to_dict()))
-    preds = [Prediction(item_id=it.id, model="m", task="vqa.open", raw=it.answer[0], parsed=it.answer[0],
-                          dataset=name).to_dict() for name, its in (("a", a), ("b", b)) for it in its]
+    preds = [
+        Prediction(
+            item_id=it.id,
+            model="m",
+            task="vqa.open",
+            raw=it.answer[0],
+            parsed=it.answer[0],
+            dataset=name,
+        ).to_dict()
+        for name, its in (("a", a), ("b", b))
+        for it in its
+    ]
     (out / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
     E.rescore_folder(out, unverified=True)  # written by hand: no manifest
     m = pd.read_csv(out / "metrics.csv")
@@ -229,9 +383,14 @@ def test_items_are_identified_by_dataset_and_id(tmp_path):
 def test_a_duplicate_id_within_a_dataset_is_an_error_naming_both_lines(tmp_path):
     _open_dataset(tmp_path / "d", {"q1": "red"})
     with open(tmp_path / "d" / "items.jsonl", "a") as f:
-        f.write(json.dumps(Item(id="q1", task="vqa.open", question="another?", answer=["x"]).to_dict()) + "\n")
+        f.write(
+            json.dumps(Item(id="q1", task="vqa.open", question="another?", answer=["x"]).to_dict())
+            + "\n"
+        )
     cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": TINY})
-    with pytest.raises(ValueError, match=r"dataset 'd': .*items.jsonl has id 'q1' twice \(records 1 and 2\)"):
+    with pytest.raises(
+        ValueError, match=r"dataset 'd': .*items.jsonl has id 'q1' twice \(records 1 and 2\)"
+    ):
         load_eval_items(cfg)
 
 
@@ -240,14 +399,27 @@ def test_a_reply_that_is_no_chat_completion_fails_that_request_only(tmp_path, mo
     items; the run completes and a reply cut off by the token limit is counted as truncated."""
     monkeypatch.setenv("VQALAB_TEST_KEY", "sk-test")
     folder = tmp_path / "odd"
-    items = [Item(id=k, task="vqa.open", question=f"What? {marker}", answer=["red"])
-             for k, marker in (("html", "[[html]]"), ("empty", "[[nochoices]]"), ("cut", "[[length]] [[reply:re]]"),
-                               ("fine", "[[reply:red]]"))]
+    items = [
+        Item(id=k, task="vqa.open", question=f"What? {marker}", answer=["red"])
+        for k, marker in (
+            ("html", "[[html]]"),
+            ("empty", "[[nochoices]]"),
+            ("cut", "[[length]] [[reply:re]]"),
+            ("fine", "[[reply:red]]"),
+        )
+    ]
     save_dataset(folder, items, dataset_info("odd"))
     with OpenAIStub() as server:
-        spec = {"backend": "openai", "name": "api", "base_url": server.url, "api_key_env": "VQALAB_TEST_KEY",
-                "max_retries": 0}
-        cfg = E.EvalConfig(datasets={"o": str(folder)}, models={"api": spec}, styles=["zero_shot"], n_resamples=20)
+        spec = {
+            "backend": "openai",
+            "name": "api",
+            "base_url": server.url,
+            "api_key_env": "VQALAB_TEST_KEY",
+            "max_retries": 0,
+        }
+        cfg = E.EvalConfig(
+            datasets={"o": str(folder)}, models={"api": spec}, styles=["zero_shot"], n_resamples=20
+        )
         E.run(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
     preds = {p["item_id"]: p for p in read_jsonl(tmp_path / "out" / "predictions.jsonl")}
     assert preds["html"]["method"] == preds["empty"]["method"] == "error"
@@ -263,12 +435,25 @@ def test_the_key_never_lands_on_disk(tmp_path, monkeypatch):
     secret = "sk-live-0123456789abcdef"
     monkeypatch.setenv("VQALAB_SECRET_KEY", secret)
     folder = tmp_path / "k"
-    save_dataset(folder, [Item(id="a", task="vqa.open", question="What? [[echo401]]", answer=["x"]),
-                          Item(id="b", task="vqa.open", question="What? [[echokey]]", answer=["x"])], dataset_info("k"))
+    save_dataset(
+        folder,
+        [
+            Item(id="a", task="vqa.open", question="What? [[echo401]]", answer=["x"]),
+            Item(id="b", task="vqa.open", question="What? [[echokey]]", answer=["x"]),
+        ],
+        dataset_info("k"),
+    )
     with OpenAIStub() as server:
-        spec = {"backend": "openai", "name": "api", "base_url": server.url, "api_key_env": "VQALAB_SECRET_KEY",
-                "max_retries": 0}
-        cfg = E.EvalConfig(datasets={"k": str(folder)}, models={"api": spec}, styles=["zero_shot"], n_resamples=20)
+        spec = {
+            "backend": "openai",
+            "name": "api",
+            "base_url": server.url,
+            "api_key_env": "VQALAB_SECRET_KEY",
+            "max_retries": 0,
+        }
+        cfg = E.EvalConfig(
+            datasets={"k": str(folder)}, models={"api": spec}, styles=["zero_shot"], n_resamples=20
+        )
         E.run(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
     preds = {p["item_id"]: p for p in read_jsonl(tmp_path / "out" / "predictions.jsonl")}
     assert preds["a"]["method"] == "error" and "<redacted>" in preds["a"]["meta"]["error"]
@@ -276,7 +461,9 @@ def test_the_key_never_lands_on_disk(tmp_path, monkeypatch):
     for path in [*(tmp_path / "out").iterdir(), tmp_path / "c.sqlite"]:
         assert secret.encode() not in path.read_bytes(), path.name
     with pytest.raises(ParamsError, match="not shown") as e:
-        E.EvalConfig.from_params({"models": {"m": {**spec, "api_key_env": secret}}}, source="06.yaml")
+        E.EvalConfig.from_params(
+            {"models": {"m": {**spec, "api_key_env": secret}}}, source="06.yaml"
+        )
     assert secret not in str(e.value)
     from lib.models import load_model
 
@@ -286,26 +473,39 @@ def test_the_key_never_lands_on_disk(tmp_path, monkeypatch):
 
 
 def test_each_task_can_have_its_own_answer_length():
-    cfg = E.EvalConfig.from_params({"max_new_tokens": 32, "tasks": {"yesbut.understanding": {"max_new_tokens": 256}}})
+    cfg = E.EvalConfig.from_params(
+        {"max_new_tokens": 32, "tasks": {"yesbut.understanding": {"max_new_tokens": 256}}}
+    )
     assert cfg.answer_tokens("yesbut.understanding") == 256 and cfg.answer_tokens("mcq") == 32
     with pytest.raises(ParamsError, match="yesbut.explain"):
-        E.EvalConfig.from_params({"tasks": {"yesbut.explain": {"max_new_tokens": 64}}}, source="06.yaml")
+        E.EvalConfig.from_params(
+            {"tasks": {"yesbut.explain": {"max_new_tokens": 64}}}, source="06.yaml"
+        )
 
 
 def test_a_tasks_options_are_checked_where_they_are_written():
     """Each task's block under ``tasks:`` builds its own options class: an unknown key or a value
     out of range is refused naming the file, the task and the key."""
-    cfg = E.EvalConfig.from_params({"tasks": {"scrapbook.qa": {"exact": "words"}, "vqa.open": {"judge": False}}})
+    cfg = E.EvalConfig.from_params(
+        {"tasks": {"scrapbook.qa": {"exact": "words"}, "vqa.open": {"judge": False}}}
+    )
     assert cfg.options["scrapbook.qa"].exact == "words" and cfg.options["vqa.open"].judge is False
     assert cfg.scoring().of(get_task("scrapbook.qa")).exact == "words"
     assert cfg.judged_tasks() == set()  # no judge model: nothing is judged
-    assert E.EvalConfig.from_params({"judge": {"backend": "tiny", "name": "smollm2"}}).judged_tasks() == {"vqa.open"}
-    with pytest.raises(ParamsError, match=r"06.yaml: tasks.scrapbook.qa: unknown key 'exactt' \(did you mean 'exact'\?\)"):
+    assert E.EvalConfig.from_params(
+        {"judge": {"backend": "tiny", "name": "smollm2"}}
+    ).judged_tasks() == {"vqa.open"}
+    with pytest.raises(
+        ParamsError,
+        match=r"06.yaml: tasks.scrapbook.qa: unknown key 'exactt' \(did you mean 'exact'\?\)",
+    ):
         E.EvalConfig.from_params({"tasks": {"scrapbook.qa": {"exactt": "words"}}}, source="06.yaml")
     with pytest.raises(ParamsError, match="06.yaml: tasks.scrapbook.qa: exact='wordz'"):
         E.EvalConfig.from_params({"tasks": {"scrapbook.qa": {"exact": "wordz"}}}, source="06.yaml")
     with pytest.raises(ParamsError, match="tasks.yesbut.understanding.bertscore_model must be"):
-        E.EvalConfig.from_params({"tasks": {"yesbut.understanding": {"bertscore_model": 3}}}, source="06.yaml")
+        E.EvalConfig.from_params(
+            {"tasks": {"yesbut.understanding": {"bertscore_model": 3}}}, source="06.yaml"
+        )
 
 
 @pytest.mark.parametrize("name,max_items", [("scrapbook", 40), ("mcq", 5), ("scrapbook", 0)])
@@ -359,19 +559,27 @@ def test_sampling_by_units_follows_the_rule_on_random_cases():
         units = [rng.randint(0, 12) for _ in range(n)]
         ranks = [rng.choice([1, 2, 3, 4]) for _ in range(n)]
         max_items = rng.randint(0, n + 3)
-        assert sample_indices(units, ranks, max_items, trial) == _sample_by_units(units, ranks, max_items, trial)
+        assert sample_indices(units, ranks, max_items, trial) == _sample_by_units(
+            units, ranks, max_items, trial
+        )
 
 
 def test_the_id_index_follows_the_file(tmp_path):
     from lib.io import item_index, read_items_at, save_dataset
 
-    items = [Item(id=f"q{i}", task="vqa.open", question=f"what is {i}?", images=[], answer=[str(i)]) for i in range(5)]
+    items = [
+        Item(id=f"q{i}", task="vqa.open", question=f"what is {i}?", images=[], answer=[str(i)])
+        for i in range(5)
+    ]
     save_dataset(tmp_path, items, {"name": "t"})
     index = item_index(tmp_path)
     assert [it.id for it in read_items_at(tmp_path, [index["q3"], index["q0"]])] == ["q3", "q0"]
     save_dataset(tmp_path, items[::-1][:3], {"name": "t"})  # rewritten: other offsets, fewer ids
     index = item_index(tmp_path)
-    assert set(index) == {"q4", "q3", "q2"} and read_items_at(tmp_path, [index["q2"]])[0].question == "what is 2?"
+    assert (
+        set(index) == {"q4", "q3", "q2"}
+        and read_items_at(tmp_path, [index["q2"]])[0].question == "what is 2?"
+    )
 
 
 def test_the_id_index_finds_wanted_ids_across_its_chunks(tmp_path):
@@ -380,17 +588,22 @@ def test_the_id_index_finds_wanted_ids_across_its_chunks(tmp_path):
     from lib.io import item_index, save_dataset
     from lib.io.index import _wanted_offsets
 
-    items = [Item(id=f"id-{i:03d}{'x' * (i % 7)}", task="vqa.open", question="q?", images=[], answer=["a"])
-             for i in range(200)]
+    items = [
+        Item(
+            id=f"id-{i:03d}{'x' * (i % 7)}", task="vqa.open", question="q?", images=[], answer=["a"]
+        )
+        for i in range(200)
+    ]
     save_dataset(tmp_path, items, {"name": "t"})
     full = item_index(tmp_path)
     wanted = {it.id for it in items[::3]} | {items[-1].id, items[0].id, "not-there"}
     assert item_index(tmp_path, wanted=wanted) == {i: full[i] for i in wanted if i in full}
     blob, offsets = "\n".join(full).encode(), list(full.values())
     for size in (1, 5, 17, 64, 10**6):  # chunk edges inside ids, on newlines, one chunk in all
-        chunks = (blob[i:i + size] for i in range(0, len(blob), size))
-        assert _wanted_offsets(chunks, offsets, {i.encode() for i in wanted}) == \
-            {i: full[i] for i in wanted if i in full}
+        chunks = (blob[i : i + size] for i in range(0, len(blob), size))
+        assert _wanted_offsets(chunks, offsets, {i.encode() for i in wanted}) == {
+            i: full[i] for i in wanted if i in full
+        }
 
 
 def test_asking_in_chunks_writes_the_same_predictions_and_tables(datasets, tmp_path, monkeypatch):
@@ -402,8 +615,13 @@ def test_asking_in_chunks_writes_the_same_predictions_and_tables(datasets, tmp_p
         monkeypatch.setattr(ask_module, "PREDICT_CHUNK", chunk)
         outs[chunk] = tmp_path / f"chunk{chunk}"
         E.run(cfg, outs[chunk], store=CallStore(tmp_path / f"calls{chunk}.sqlite"), progress=False)
-    whole, chunked = ([{k: v for k, v in p.items() if k != "latency_s"} for p in read_jsonl(o / "predictions.jsonl")]
-                      for o in outs.values())
+    whole, chunked = (
+        [
+            {k: v for k, v in p.items() if k != "latency_s"}
+            for p in read_jsonl(o / "predictions.jsonl")
+        ]
+        for o in outs.values()
+    )
     assert len(whole) > 2 * 7 and chunked == whole
     manifests = [json.loads((o / "manifest.json").read_text()) for o in outs.values()]
     assert manifests[0]["answers"] == manifests[1]["answers"]
@@ -411,8 +629,9 @@ def test_asking_in_chunks_writes_the_same_predictions_and_tables(datasets, tmp_p
         pd.testing.assert_frame_equal(*(pd.read_csv(o / table) for o in outs.values()))
 
 
-def test_a_dataset_rewritten_with_the_same_size_and_time_is_indexed_again_on_rescoring(datasets, tmp_path,
-                                                                                         monkeypatch):
+def test_a_dataset_rewritten_with_the_same_size_and_time_is_indexed_again_on_rescoring(
+    datasets, tmp_path, monkeypatch
+):
     """The id index is keyed by the file's size and modification time; a file rewritten in place
     with both unchanged (its lines reordered) is caught by the ids read back, indexed again once,
     and the answers are graded against their own questions: the tables are unchanged."""
@@ -423,8 +642,12 @@ def test_a_dataset_rewritten_with_the_same_size_and_time_is_indexed_again_on_res
 
     folder = tmp_path / "scrapbook"
     shutil.copytree(datasets["scrapbook"], folder)
-    cfg = E.EvalConfig(datasets={"scrapbook": str(folder)}, models={"yes": {"backend": "constant", "answer": "yes"}},
-                       styles=["zero_shot"], n_resamples=50)
+    cfg = E.EvalConfig(
+        datasets={"scrapbook": str(folder)},
+        models={"yes": {"backend": "constant", "answer": "yes"}},
+        styles=["zero_shot"],
+        n_resamples=50,
+    )
     out = tmp_path / "06_evaluate"
     E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     before = {n: pd.read_csv(out / n) for n in ("metrics.csv", "levels.csv", "errors.csv")}
@@ -436,7 +659,11 @@ def test_a_dataset_rewritten_with_the_same_size_and_time_is_indexed_again_on_res
     assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
     rebuilds = []
     real = vio.IdLookup
-    monkeypatch.setattr(rescore_module, "IdLookup", lambda *a, **k: rebuilds.append(k.get("rebuild")) or real(*a, **k))
+    monkeypatch.setattr(
+        rescore_module,
+        "IdLookup",
+        lambda *a, **k: rebuilds.append(k.get("rebuild")) or real(*a, **k),
+    )
     E.rescore_folder(out)
     assert rebuilds == [False, True]
     for n, df in before.items():
@@ -444,7 +671,9 @@ def test_a_dataset_rewritten_with_the_same_size_and_time_is_indexed_again_on_res
 
 
 def test_run_is_its_steps_in_order(datasets, tmp_path):
-    cfg = _config({k: v for k, v in datasets.items() if k != "scrapbook"}, styles=["zero_shot"], max_items=8)
+    cfg = _config(
+        {k: v for k, v in datasets.items() if k != "scrapbook"}, styles=["zero_shot"], max_items=8
+    )
     store = CallStore(tmp_path / "calls.sqlite")
     by_run = E.run(cfg, tmp_path / "a" / "06_evaluate", store=store, progress=False)
     out = tmp_path / "b" / "06_evaluate"
@@ -454,7 +683,9 @@ def test_run_is_its_steps_in_order(datasets, tmp_path):
     by_steps = E.finish(resolved, out, counts, E.rescore_folder(out))
     timings = ("predict_seconds", "rescore_seconds")
     assert list(by_steps) == list(by_run)
-    assert {k: v for k, v in by_steps.items() if k not in timings} == {k: v for k, v in by_run.items() if k not in timings}
+    assert {k: v for k, v in by_steps.items() if k not in timings} == {
+        k: v for k, v in by_run.items() if k not in timings
+    }
     assert json.loads((out / "summary.json").read_text()) == by_steps
     for name in ("metrics.csv", "config.json"):
         assert (out / name).read_text() == (tmp_path / "a" / "06_evaluate" / name).read_text()

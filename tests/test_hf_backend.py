@@ -9,7 +9,10 @@ YES_NO = Constraint(choices=("yes", "no", "not sure"))
 
 
 def _questions(images, n=12, **kw):
-    return [Request.simple(f"Question {i}: is there a red circle?", [images[i % len(images)]], **kw) for i in range(n)]
+    return [
+        Request.simple(f"Question {i}: is there a red circle?", [images[i % len(images)]], **kw)
+        for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("kind", TINY_KINDS)
@@ -19,7 +22,9 @@ def test_batched_greedy_equals_one_at_a_time(kind, images):
     batched = generate(model, reqs, batch_size=6, progress=False)
     single = generate(model, reqs, batch_size=1, progress=False)
     assert [r.text for r in batched] == [r.text for r in single]
-    assert model._tensors.active is not None  # the processed-image cache checked itself on the first batch
+    assert (
+        model._tensors.active is not None
+    )  # the processed-image cache checked itself on the first batch
     # the answer is what the model generated after the prompt: never the prompt, never cut short
     assert all(r.completion_tokens <= 6 and "red circle" not in r.text for r in batched)
 
@@ -28,7 +33,9 @@ def test_batched_greedy_equals_one_at_a_time(kind, images):
 def test_trie_constrained_answers_are_always_a_choice(kind, images):
     model = load_model({"backend": "tiny", "name": kind})
     responses = generate(model, _questions(images, constraint=YES_NO), progress=False)
-    assert all(r.valid and r.method == "constrained:trie" and r.parsed in YES_NO.choices for r in responses)
+    assert all(
+        r.valid and r.method == "constrained:trie" and r.parsed in YES_NO.choices for r in responses
+    )
     assert all(r.text == r.parsed for r in responses)
 
 
@@ -53,10 +60,23 @@ def test_loglik_scores_do_not_depend_on_batch_make_up(tiny_llava, images):
 
 
 def test_json_schema_output_conforms(tiny_llava, images):
-    schema = {"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}, "count": {"type": "integer"}},
-              "required": ["answer", "count"]}
-    r = generate(tiny_llava, [Request.simple("JSON please", [images[0]], max_new_tokens=40,
-                                             constraint=Constraint(json_schema=schema))], progress=False)[0]
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"enum": ["yes", "no"]}, "count": {"type": "integer"}},
+        "required": ["answer", "count"],
+    }
+    r = generate(
+        tiny_llava,
+        [
+            Request.simple(
+                "JSON please",
+                [images[0]],
+                max_new_tokens=40,
+                constraint=Constraint(json_schema=schema),
+            )
+        ],
+        progress=False,
+    )[0]
     assert r.method == "json_schema" and r.valid
     assert r.parsed["answer"] in ("yes", "no") and isinstance(r.parsed["count"], int)
 
@@ -69,7 +89,9 @@ def test_text_only_model_refuses_images(images):
 
 def test_smollm2_answers_a_simple_fact():
     model = load_model({"backend": "tiny", "name": "smollm2"})
-    r = generate(model, [Request.simple("What is the capital of France?", max_new_tokens=12)], progress=False)[0]
+    r = generate(
+        model, [Request.simple("What is the capital of France?", max_new_tokens=12)], progress=False
+    )[0]
     assert "Paris" in r.text
 
 
@@ -91,7 +113,9 @@ def test_embedded_sentence_encoder_loads_offline():
     from lib.models.tiny import minilm_path
 
     encoder = SentenceTransformer(str(minilm_path()), device="cpu")
-    a, b, c = encoder.encode(["a red circle", "a crimson disc", "quarterly tax report"], normalize_embeddings=True)
+    a, b, c = encoder.encode(
+        ["a red circle", "a crimson disc", "quarterly tax report"], normalize_embeddings=True
+    )
     assert a.shape == (384,) and a @ b > a @ c
 
 
@@ -104,17 +128,27 @@ def test_structured_output_is_batched_with_the_same_answers_as_one_at_a_time(nam
 
     model = load_model({"backend": "tiny", "name": name})
     imgs = [images[0]] if name == "llava" else []
-    reqs = [Request.simple(f"Write wrong options for question {i} about a cat meme. Reply with JSON.", imgs,
-                           max_new_tokens=64, constraint=Constraint(json_schema=options_schema(2 + i % 2)))
-            for i in range(6)]
+    reqs = [
+        Request.simple(
+            f"Write wrong options for question {i} about a cat meme. Reply with JSON.",
+            imgs,
+            max_new_tokens=64,
+            constraint=Constraint(json_schema=options_schema(2 + i % 2)),
+        )
+        for i in range(6)
+    ]
     batched = generate(model, reqs, batch_size=6, progress=False)
     single = generate(model, reqs, batch_size=1, progress=False)
     assert [r.text for r in batched] == [r.text for r in single]
     assert all(r.method in ("json_schema", "invalid") for r in batched)
     assert all(len(r.parsed["options"]) == 2 + i % 2 for i, r in enumerate(batched) if r.valid)
-    if name == "smollm2":  # a real LM closes its JSON; the random tiny VLM may run out of tokens first
+    if (
+        name == "smollm2"
+    ):  # a real LM closes its JSON; the random tiny VLM may run out of tokens first
         assert sum(r.valid for r in batched) >= 3
-    assert len(model._json_generators) == 2  # each schema compiled once, reused by the one-at-a-time calls
+    assert (
+        len(model._json_generators) == 2
+    )  # each schema compiled once, reused by the one-at-a-time calls
 
 
 @pytest.mark.parametrize("kind", ["smollm2", "llava", "llava_next", "idefics3"])
@@ -125,8 +159,14 @@ def test_loglik_from_one_prefill_equals_encoding_every_choice_whole(kind, images
 
     model = load_model({"backend": "tiny", "name": kind})
     c = Constraint(choices=("red", "green", "a blue circle", "no"), method="loglik")
-    reqs = [Request.simple(f"Question {i}: what colour is the shape?" + " Look closely." * i,
-                           [] if kind == "smollm2" else [images[i % len(images)]], constraint=c) for i in range(5)]
+    reqs = [
+        Request.simple(
+            f"Question {i}: what colour is the shape?" + " Look closely." * i,
+            [] if kind == "smollm2" else [images[i % len(images)]],
+            constraint=c,
+        )
+        for i in range(5)
+    ]
     assert model.load()._can_prefill()
     fast = generate(model, reqs, batch_size=5, progress=False)
     monkeypatch.setattr(HFModel, "_can_prefill", lambda self: False)
@@ -143,23 +183,41 @@ def test_a_shared_prompt_prefix_is_encoded_once_with_the_same_answers():
     counts equal those of plain left-padded batches."""
     from lib.families.lave import judge as lave
 
-    qs = ["What color is the car?", "Is the dog asleep?", "How many cats are there?", "What is the man holding?",
-          "What sport is this?"]
+    qs = [
+        "What color is the car?",
+        "Is the dog asleep?",
+        "How many cats are there?",
+        "What is the man holding?",
+        "What sport is this?",
+    ]
     refs = [["red"] * 3, ["no"] * 3, ["2"] * 3, ["umbrella", "umbrella", "stick"], ["tennis"] * 3]
-    reqs = lave.judge_requests(qs, refs, ["red", "no", "three", "an umbrella", "baseball, a long answer"],
-                               max_new_tokens=8)
+    reqs = lave.judge_requests(
+        qs, refs, ["red", "no", "three", "an umbrella", "baseball, a long answer"], max_new_tokens=8
+    )
     rating = Constraint(choices=("1", "2", "3"))
-    follow = [Request(messages=r.messages + [{"role": "user", "content": "Rating:"}], max_new_tokens=2, constraint=rating)
-              for r in reqs]
+    follow = [
+        Request(
+            messages=r.messages + [{"role": "user", "content": "Rating:"}],
+            max_new_tokens=2,
+            constraint=rating,
+        )
+        for r in reqs
+    ]
     plain = load_model({"backend": "tiny", "name": "smollm2", "prefix_cache": False})
     cached = load_model({"backend": "tiny", "name": "smollm2"})
     want = generate(plain, reqs + follow, batch_size=5, progress=False)
-    assert cached._prefix_groups(cached.load()._token_ids(reqs)) == [[0, 2, 3, 4], [1]]  # the general family, then the yes/no one
+    assert cached._prefix_groups(cached.load()._token_ids(reqs)) == [
+        [0, 2, 3, 4],
+        [1],
+    ]  # the general family, then the yes/no one
     got = generate(cached, reqs + follow, batch_size=5, progress=False)
-    assert [(r.text, r.prompt_tokens, r.completion_tokens) for r in got] == \
-        [(r.text, r.prompt_tokens, r.completion_tokens) for r in want]
+    assert [(r.text, r.prompt_tokens, r.completion_tokens) for r in got] == [
+        (r.text, r.prompt_tokens, r.completion_tokens) for r in want
+    ]
     assert not plain._prefixes
-    (prefix,) = cached._prefixes  # encoded once for both calls; a lone row does not cache its own prompt
+    (prefix,) = (
+        cached._prefixes
+    )  # encoded once for both calls; a lone row does not cache its own prompt
     assert len(prefix) > 500 and want[0].prompt_tokens - len(prefix) < 100
 
 
@@ -177,7 +235,9 @@ def test_prepared_image_files_are_not_decoded_again(images, tmp_path, monkeypatc
     files = [shutil.copy(p, tmp_path / p.name) for p in images]
     decoded = []
     real = hf.load_image
-    monkeypatch.setattr(hf, "load_image", lambda path, *a, **k: decoded.append(str(path)) or real(path, *a, **k))
+    monkeypatch.setattr(
+        hf, "load_image", lambda path, *a, **k: decoded.append(str(path)) or real(path, *a, **k)
+    )
     reqs = _questions(files, n=24, max_new_tokens=4)
     cached = load_model({"backend": "tiny", "name": "llava", "batch_size": 4})
     plain = load_model({"backend": "tiny", "name": "llava", "batch_size": 4, "image_cache_mb": 0})
@@ -190,9 +250,13 @@ def test_prepared_image_files_are_not_decoded_again(images, tmp_path, monkeypatc
     decoded.clear()
     Image.new("RGB", (80, 64), "red").save(files[0])  # rewritten in place: another picture
     fresh = load_model({"backend": "tiny", "name": "llava", "batch_size": 4, "image_cache_mb": 0})
-    again = [Request.simple(f"Question {i}: is there a red circle?", [files[0]], max_new_tokens=4) for i in range(3)]
-    assert [r.text for r in generate(cached, again, progress=False)] == \
-        [r.text for r in generate(fresh, again, progress=False)]
+    again = [
+        Request.simple(f"Question {i}: is there a red circle?", [files[0]], max_new_tokens=4)
+        for i in range(3)
+    ]
+    assert [r.text for r in generate(cached, again, progress=False)] == [
+        r.text for r in generate(fresh, again, progress=False)
+    ]
     assert decoded.count(str(files[0])) >= 2  # the cached model prepared the new picture
 
 
@@ -224,11 +288,15 @@ def test_many_image_files_never_lose_the_key_of_an_opened_one(tmp_path, monkeypa
     for i in range(14):
         files.append(tmp_path / f"f{i}.png")
         Image.fromarray(rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)).save(files[-1])
-    reqs = [Request.simple(f"Question {i}: what is it?", [files[i % 14]], max_new_tokens=2) for i in range(42)]
+    reqs = [
+        Request.simple(f"Question {i}: what is it?", [files[i % 14]], max_new_tokens=2)
+        for i in range(42)
+    ]
     cached = load_model({"backend": "tiny", "name": "llava", "batch_size": 5})
     plain = load_model({"backend": "tiny", "name": "llava", "batch_size": 5, "image_cache_mb": 0})
-    assert [r.text for r in generate(cached, reqs, progress=False)] == \
-        [r.text for r in generate(plain, reqs, progress=False)]
+    assert [r.text for r in generate(cached, reqs, progress=False)] == [
+        r.text for r in generate(plain, reqs, progress=False)
+    ]
     assert cached._tensors.active and len(cached._tensors._digests) <= 6 + 5
 
 
@@ -250,7 +318,9 @@ def test_a_processor_that_reads_pixels_itself_gets_decoded_images(images):
     model.processor.__class__ = ReadsPixels
     reqs = _questions(images, n=8, max_new_tokens=4)
     plain = load_model({"backend": "tiny", "name": "llava", "batch_size": 4, "image_cache_mb": 0})
-    assert [r.text for r in generate(model, reqs, progress=False)] == [r.text for r in generate(plain, reqs, progress=False)]
+    assert [r.text for r in generate(model, reqs, progress=False)] == [
+        r.text for r in generate(plain, reqs, progress=False)
+    ]
     assert model._tensors.opens is False and model._tensors.active
 
 
@@ -262,7 +332,10 @@ def test_gpu_only_settings_are_mapped_for_a_cpu_with_a_note(capsys):
     assert cpu_settings("m", torch.float16, "cuda:0") == (torch.float32, "cpu")
     out = capsys.readouterr().out
     assert "dtype float16 needs a GPU" in out and "device_map 'cuda:0' needs a GPU" in out
-    assert cpu_settings("m", torch.bfloat16, "auto") == (torch.bfloat16, "auto")  # a CPU takes these
+    assert cpu_settings("m", torch.bfloat16, "auto") == (
+        torch.bfloat16,
+        "auto",
+    )  # a CPU takes these
     assert capsys.readouterr().out == ""
 
 
@@ -279,18 +352,35 @@ def test_an_af_retry_samples_a_new_structured_reply_reproducibly():
     from lib import af
     from lib.af import engine
 
-    sk = af.Skeleton(id="deriv_comp/0", type="deriv_comp", question="", images=[], correct=["queue"],
-                     meta={"blanked": "People ____ for hours to buy a new phone."}).to_dict()
-    first, retry, again = (engine._gen_request(sk, 3, [], af.AFConfig(seed=0), attempt) for attempt in range(3))
+    sk = af.Skeleton(
+        id="deriv_comp/0",
+        type="deriv_comp",
+        question="",
+        images=[],
+        correct=["queue"],
+        meta={"blanked": "People ____ for hours to buy a new phone."},
+    ).to_dict()
+    first, retry, again = (
+        engine._gen_request(sk, 3, [], af.AFConfig(seed=0), attempt) for attempt in range(3)
+    )
     assert (first.temperature, first.seed) == (0.0, 0)
-    assert (retry.temperature, retry.seed) == (0.8, 1) and (again.temperature, again.seed) == (0.8, 2)
-    assert first.messages == retry.messages  # an invalid reply adds nothing to forbid: the same prompt
+    assert (retry.temperature, retry.seed) == (0.8, 1) and (again.temperature, again.seed) == (
+        0.8,
+        2,
+    )
+    assert (
+        first.messages == retry.messages
+    )  # an invalid reply adds nothing to forbid: the same prompt
 
     model = load_model({"backend": "tiny", "name": "smollm2"})
     rng = torch.get_rng_state()
-    greedy, sampled, other = (generate(model, [r], progress=False)[0] for r in (first, retry, again))
+    greedy, sampled, other = (
+        generate(model, [r], progress=False)[0] for r in (first, retry, again)
+    )
     schema = json.dumps(first.constraint.json_schema)
-    before = model._json_generators[schema](model._chat_text(first), max_new_tokens=first.max_new_tokens, do_sample=False)
+    before = model._json_generators[schema](
+        model._chat_text(first), max_new_tokens=first.max_new_tokens, do_sample=False
+    )
     assert greedy.text == before  # greedy decoding as before sampling reached this path
     assert all(r.valid and len(r.parsed["options"]) == 3 for r in (greedy, sampled, other))
     assert sampled.text != greedy.text and other.text != sampled.text

@@ -26,7 +26,7 @@ def _bad_images(folder):
     Image.frombytes("RGB", (64, 64), bytes(range(256)) * 48).save(noise)
     corrupt = bytearray(noise.read_bytes())
     middle = len(corrupt) // 2
-    corrupt[middle:middle + 64] = b"\xff" * 64  # damage the compressed pixel data, not the header
+    corrupt[middle : middle + 64] = b"\xff" * 64  # damage the compressed pixel data, not the header
     (folder / "corrupt.png").write_bytes(bytes(corrupt))
     noise.unlink()
     (folder / "notes.png").write_text("this is not an image")
@@ -34,10 +34,17 @@ def _bad_images(folder):
     return good
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("empty.png", "empty file"), ("truncated.png", "truncated or corrupt"), ("corrupt.png", "truncated or corrupt"),
-    ("notes.png", "not an image"), ("bomb.png", "decompression bomb"), ("missing.png", "no such image"),
-])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("empty.png", "empty file"),
+        ("truncated.png", "truncated or corrupt"),
+        ("corrupt.png", "truncated or corrupt"),
+        ("notes.png", "not an image"),
+        ("bomb.png", "decompression bomb"),
+        ("missing.png", "no such image"),
+    ],
+)
 def test_bad_image_raises_naming_the_file(tmp_path, name, reason):
     _bad_images(tmp_path)
     with pytest.raises(vio.ImageError, match=reason) as e:
@@ -52,7 +59,13 @@ def test_collection_loaders_skip_count_and_report_bad_files(tmp_path):
     assert paths == [good]
     assert report.loaded == 1 and len(report.skipped) == 6
     assert {p.split("/")[-1] for p, _ in report.skipped} == {
-        "empty.png", "truncated.png", "corrupt.png", "notes.png", "bomb.png", "README.txt"}
+        "empty.png",
+        "truncated.png",
+        "corrupt.png",
+        "notes.png",
+        "bomb.png",
+        "README.txt",
+    }
     images, report2 = vio.load_images(sorted(tmp_path.glob("*.png")))
     assert list(images) == [str(good)] and len(report2.skipped) == 5
     assert "bomb.png" in str(report2)
@@ -91,10 +104,24 @@ def _dataset(folder):
     Image.new("RGB", (16, 16), "blue").save(folder / "images" / "a.png")
     Image.new("RGB", (16, 16), "red").save(folder / "images" / "b.jpg")
     items = [
-        Item(id="s1", task="mcq", question="Colour?", images=["images/a.png"], options=["red", "blue"], answer=[1],
-             meta={"general_type": "single", "specific_type": "Colour"}),
-        Item(id="m1", task="mcq", question="Which apply?", images=["images/b.jpg"], options=["red", "warm", "blue"],
-             answer=[0, 1], meta={"general_type": "multi", "specific_type": "Colour"}),
+        Item(
+            id="s1",
+            task="mcq",
+            question="Colour?",
+            images=["images/a.png"],
+            options=["red", "blue"],
+            answer=[1],
+            meta={"general_type": "single", "specific_type": "Colour"},
+        ),
+        Item(
+            id="m1",
+            task="mcq",
+            question="Which apply?",
+            images=["images/b.jpg"],
+            options=["red", "warm", "blue"],
+            answer=[0, 1],
+            meta={"general_type": "multi", "specific_type": "Colour"},
+        ),
     ]
     vio.save_dataset(folder, items, vio.dataset_info("toy", license="CC0"))
     return items
@@ -116,7 +143,10 @@ def test_a_reader_shares_the_strings_items_repeat_unless_told_not_to(tmp_path):
     a, b = vio.load_items(tmp_path / "ds")
     assert a.meta["specific_type"] is b.meta["specific_type"] and a.task is b.task
     (_, c), (_, d) = vio.scan_items(tmp_path / "ds", share=False)
-    assert c.meta["specific_type"] == d.meta["specific_type"] and c.meta["specific_type"] is not d.meta["specific_type"]
+    assert (
+        c.meta["specific_type"] == d.meta["specific_type"]
+        and c.meta["specific_type"] is not d.meta["specific_type"]
+    )
     e, f = vio.read_items_at(tmp_path / "ds", [0, 0])
     assert e.question == f.question and e.question is not f.question
 
@@ -132,9 +162,13 @@ def test_tsv_round_trip_with_base64_images(tmp_path):
     n = formats.export_tsv(tmp_path / "ds", items, tmp_path / "bench.tsv")
     back, report = formats.import_tsv(tmp_path / "bench.tsv", tmp_path / "imported")
     assert n == 2 and report.loaded == 2 and not report.skipped
-    assert [(b.id, b.options, b.answer) for b in back] == [(i.id, i.options, i.answer) for i in items]
+    assert [(b.id, b.options, b.answer) for b in back] == [
+        (i.id, i.options, i.answer) for i in items
+    ]
     for b, i in zip(back, items):  # image bytes survive unchanged
-        assert (tmp_path / "imported" / b.images[0]).read_bytes() == (tmp_path / "ds" / i.images[0]).read_bytes()
+        assert (tmp_path / "imported" / b.images[0]).read_bytes() == (
+            tmp_path / "ds" / i.images[0]
+        ).read_bytes()
 
 
 def test_tsv_import_reports_rows_with_bad_images(tmp_path):
@@ -176,53 +210,97 @@ def test_memeqa_dev_round_trips(tmp_path, variant):
 
 def test_memeqa_missing_key_is_named(tmp_path):
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps([{"id": "q", "img": "a.png", "question": "?", "options": ["a"], "general_type": "single"}]))
-    with pytest.raises(ValueError, match=r"bad.json: record 0 \(id='q'\) lacks key\(s\) \['specific_type', 'answer_key'\]"):
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "q",
+                    "img": "a.png",
+                    "question": "?",
+                    "options": ["a"],
+                    "general_type": "single",
+                }
+            ]
+        )
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"bad.json: record 0 \(id='q'\) lacks key\(s\) \['specific_type', 'answer_key'\]",
+    ):
         memeqa.import_memeqa(path)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"options": "A cat; A dog"}, "options must be a list of at least 2 strings"),
-    ({"options": ["only one"]}, "options must be a list of at least 2 strings"),
-    ({"answer_key": 7}, "answer_key 7 does not fit 3 options"),
-    ({"general_type": "multi", "answer_key": [1, 0]}, "does not fit 3 options"),
-    ({"question": None}, "question must be a string"),
-    ({"general_type": "several"}, "general_type must be 'single' or 'multi'"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"options": "A cat; A dog"}, "options must be a list of at least 2 strings"),
+        ({"options": ["only one"]}, "options must be a list of at least 2 strings"),
+        ({"answer_key": 7}, "answer_key 7 does not fit 3 options"),
+        ({"general_type": "multi", "answer_key": [1, 0]}, "does not fit 3 options"),
+        ({"question": None}, "question must be a string"),
+        ({"general_type": "several"}, "general_type must be 'single' or 'multi'"),
+    ],
+)
 def test_every_memeqa_reader_refuses_the_same_bad_record_by_name(tmp_path, change, message):
     from lib.af import from_memeqa
     from lib.stages import collect
 
-    good = {"id": "intent/1", "img": "a.png", "question": "Why?", "options": ["x", "y", "z"], "general_type": "single",
-            "specific_type": "Intent", "answer_key": 1}
+    good = {
+        "id": "intent/1",
+        "img": "a.png",
+        "question": "Why?",
+        "options": ["x", "y", "z"],
+        "general_type": "single",
+        "specific_type": "Intent",
+        "answer_key": 1,
+    }
     path = tmp_path / "split.json"
     path.write_text(json.dumps([good, {**good, "id": "intent/2", **change}]))
-    for read in (lambda: memeqa.import_memeqa(path), lambda: from_memeqa(path, tmp_path),
-                 lambda: collect.collect_memeqa(path, tmp_path, progress=False)):
-        with pytest.raises(ValueError, match=rf"split\.json: record 1 \(id='intent/2'\).*{message}"):
+    for read in (
+        lambda: memeqa.import_memeqa(path),
+        lambda: from_memeqa(path, tmp_path),
+        lambda: collect.collect_memeqa(path, tmp_path, progress=False),
+    ):
+        with pytest.raises(
+            ValueError, match=rf"split\.json: record 1 \(id='intent/2'\).*{message}"
+        ):
             read()
 
 
 def test_an_item_with_fewer_than_two_options_is_refused_by_name():
-    with pytest.raises(ValueError, match=r"Item 'q': a multiple-choice item needs at least 2 options"):
+    with pytest.raises(
+        ValueError, match=r"Item 'q': a multiple-choice item needs at least 2 options"
+    ):
         Item(id="q", task="mcq", question="?", options=["only"], answer=[0])
 
 
-@pytest.mark.parametrize("max_items", [0, 3])  # all items (checked in the pass) or a sample (checked after)
+@pytest.mark.parametrize(
+    "max_items", [0, 3]
+)  # all items (checked in the pass) or a sample (checked after)
 def test_an_evaluation_names_the_items_whose_images_cannot_be_read(tmp_path, max_items):
     from lib.eval.items import load_eval_items
     from lib.stages import evaluate as E
 
     (tmp_path / "d" / "images" / "folder.png").mkdir(parents=True)
-    vio.save_dataset(tmp_path / "d", [Item(id="a", task="vqa.open", question="?", images=["images/gone.png"], answer=["x"]),
-                                      Item(id="b", task="vqa.open", question="?", images=["images/folder.png"],
-                                           answer=["x"]),
-                                      Item(id="c", task="vqa.open", question="?", images=["images/gone.png"],
-                                           answer=["x"])], vio.dataset_info("d"))
-    cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": {"backend": "tiny", "name": "llava"}},
-                       max_items=max_items)
-    with pytest.raises(ValueError, match=r"dataset 'd' .*2 image\(s\).*a: images/gone.png \(missing\); "
-                                         r"b: images/folder.png \(not a file\)"):
+    vio.save_dataset(
+        tmp_path / "d",
+        [
+            Item(id="a", task="vqa.open", question="?", images=["images/gone.png"], answer=["x"]),
+            Item(id="b", task="vqa.open", question="?", images=["images/folder.png"], answer=["x"]),
+            Item(id="c", task="vqa.open", question="?", images=["images/gone.png"], answer=["x"]),
+        ],
+        vio.dataset_info("d"),
+    )
+    cfg = E.EvalConfig(
+        datasets={"d": str(tmp_path / "d")},
+        models={"m": {"backend": "tiny", "name": "llava"}},
+        max_items=max_items,
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"dataset 'd' .*2 image\(s\).*a: images/gone.png \(missing\); "
+        r"b: images/folder.png \(not a file\)",
+    ):
         load_eval_items(cfg)
 
 
@@ -244,17 +322,38 @@ def test_image_paths_that_leave_the_dataset_folder_are_refused_unless_declared(t
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     Image.new("RGB", (8, 8)).save(outside / "secret.png")
-    items = [Item(id="abs", task="vqa.open", question="?", images=[str(outside / "secret.png")], answer=["x"]),
-             Item(id="up", task="vqa.open", question="?", images=["../elsewhere/secret.png"], answer=["x"])]
+    items = [
+        Item(
+            id="abs",
+            task="vqa.open",
+            question="?",
+            images=[str(outside / "secret.png")],
+            answer=["x"],
+        ),
+        Item(
+            id="up", task="vqa.open", question="?", images=["../elsewhere/secret.png"], answer=["x"]
+        ),
+    ]
     vio.save_dataset(tmp_path / "d", items, vio.dataset_info("d"))
-    cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": {"backend": "tiny", "name": "llava"}})
-    with pytest.raises(ValueError, match=r"2 image path\(s\) leave the dataset folder .*abs: .*secret.png; up: \.\./elsewhere"):
+    cfg = E.EvalConfig(
+        datasets={"d": str(tmp_path / "d")}, models={"m": {"backend": "tiny", "name": "llava"}}
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"2 image path\(s\) leave the dataset folder .*abs: .*secret.png; up: \.\./elsewhere",
+    ):
         load_eval_items(cfg)
-    vio.save_dataset(tmp_path / "d", items, vio.dataset_info("d", images_roots=vio.images_roots(items, tmp_path / "d")))
+    vio.save_dataset(
+        tmp_path / "d",
+        items,
+        vio.dataset_info("d", images_roots=vio.images_roots(items, tmp_path / "d")),
+    )
     assert [it.id for it in load_eval_items(cfg)["d"][1]] == ["abs", "up"]  # declared: allowed
 
 
-def test_tsv_import_reports_a_malformed_answer_and_refuses_a_decompression_bomb(tmp_path, monkeypatch):
+def test_tsv_import_reports_a_malformed_answer_and_refuses_a_decompression_bomb(
+    tmp_path, monkeypatch
+):
     import base64
     import io as _io
 
@@ -262,15 +361,22 @@ def test_tsv_import_reports_a_malformed_answer_and_refuses_a_decompression_bomb(
     Image.new("RGB", (64, 64)).save(buf, format="PNG")
     png = base64.b64encode(buf.getvalue()).decode()
     tsv = tmp_path / "t.tsv"
-    tsv.write_text("id\tquestion\tanswer\timage\n"
-                   f"ok\twhat?\t[\"a\", \"b\"]\t{png}\n"
-                   f"broken\twhat?\t[\"a\", \t{png}\n"
-                   f"numbers\twhat?\t[1, 2]\t{png}\n")
+    tsv.write_text(
+        "id\tquestion\tanswer\timage\n"
+        f'ok\twhat?\t["a", "b"]\t{png}\n'
+        f'broken\twhat?\t["a", \t{png}\n'
+        f"numbers\twhat?\t[1, 2]\t{png}\n"
+    )
     items, report = formats.import_tsv(tsv, tmp_path / "out", task="vqa.open")
     assert [it.id for it in items] == ["ok"] and report.loaded == 1
     why = dict(report.skipped)
-    assert "not valid JSON" in why[f"{tsv}:3 (id=broken)"] and "not a list of reference texts" in why[f"{tsv}:4 (id=numbers)"]
-    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 64 * 64 - 1)  # 64x64 is now "a bomb" (warning range)
+    assert (
+        "not valid JSON" in why[f"{tsv}:3 (id=broken)"]
+        and "not a list of reference texts" in why[f"{tsv}:4 (id=numbers)"]
+    )
+    monkeypatch.setattr(
+        Image, "MAX_IMAGE_PIXELS", 64 * 64 - 1
+    )  # 64x64 is now "a bomb" (warning range)
     items, report = formats.import_tsv(tsv, tmp_path / "out2", task="vqa.open")
     assert items == [] and report.loaded == 0
     assert "DecompressionBomb" in dict(report.skipped)[f"{tsv}:2 (id=ok)"]
@@ -297,7 +403,10 @@ def test_a_files_digest_is_hashed_once_and_again_when_the_file_changes(tmp_path,
     path = tmp_path / "items.jsonl"
     path.write_text('{"id": "a"}\n')
     first = vio.file_sha256(path)
-    assert first == hashlib.sha256(path.read_bytes()).hexdigest() and vio.file_sha256(tmp_path / "nothing") is None
+    assert (
+        first == hashlib.sha256(path.read_bytes()).hexdigest()
+        and vio.file_sha256(tmp_path / "nothing") is None
+    )
     calls = []
     real = hashlib.file_digest
     monkeypatch.setattr(hashlib, "file_digest", lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -323,12 +432,21 @@ def test_jsonl_lines_are_never_read_across_line_ends(tmp_path):
         list(vio.read_jsonl(path))
 
 
-@pytest.mark.parametrize("lines", [
-    ['{"a": [{"b": 1}', '{"c": 2}]}', '{"d": 1},{"e": 2}'],  # open + close, two on a line
-    ['{"a": 1}],[{"b": 2}', '{"c": [{"d": 1}', '{"e": 3}]}'],  # a line closing the wrapper, then a merge
-    ['{"a": 1}],[[{"b": 2}', '{"c": 3}]', '{"d": 4}'],
-    ['[{"a": 1}]', '{"b": 2}'], ['"text"', '{"b": 2}'], ['{"a": 1}', '{"b": 2} {"c": 3}'],
-])
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ['{"a": [{"b": 1}', '{"c": 2}]}', '{"d": 1},{"e": 2}'],  # open + close, two on a line
+        [
+            '{"a": 1}],[{"b": 2}',
+            '{"c": [{"d": 1}',
+            '{"e": 3}]}',
+        ],  # a line closing the wrapper, then a merge
+        ['{"a": 1}],[[{"b": 2}', '{"c": 3}]', '{"d": 4}'],
+        ['[{"a": 1}]', '{"b": 2}'],
+        ['"text"', '{"b": 2}'],
+        ['{"a": 1}', '{"b": 2} {"c": 3}'],
+    ],
+)
 def test_lines_that_are_not_one_object_each_are_never_decoded_together(lines):
     assert vio.decode_lines(lines) is None
     assert vio.decode_lines([line.encode() + b"\n" for line in lines]) is None
@@ -339,19 +457,29 @@ def test_items_read_at_offsets_on_demand_are_the_items_and_check_their_ids(tmp_p
     """ItemsAt (what an evaluation holds instead of its questions) gives the items at its offsets
     by index, slice and iteration across read chunks, and refuses a line that is not the indexed
     item, naming the file, the byte and both ids."""
-    items = [Item(id=f"q{i}", task="vqa.open", question=f"what is {i}?", images=[], answer=[str(i)]) for i in range(11)]
+    items = [
+        Item(id=f"q{i}", task="vqa.open", question=f"what is {i}?", images=[], answer=[str(i)])
+        for i in range(11)
+    ]
     vio.save_dataset(tmp_path, items, {"name": "t"})
     index = vio.item_index(tmp_path)
     order = ["q7", "q0", "q10", "q3", "q3", "q9", "q1"]
     monkeypatch.setattr(vio.datasets, "CHUNK_LINES", 3)  # iteration crosses chunks
     lazy = vio.ItemsAt(tmp_path, [index[i] for i in order], ids=order)
     assert len(lazy) == 7 and [it.id for it in lazy] == order
-    assert lazy[2].question == "what is 10?" and lazy[-1].id == "q1" and [it.id for it in lazy[1:4]] == order[1:4]
+    assert (
+        lazy[2].question == "what is 10?"
+        and lazy[-1].id == "q1"
+        and [it.id for it in lazy[1:4]] == order[1:4]
+    )
     with pytest.raises(IndexError):
         lazy[7]
     wrong = vio.ItemsAt(tmp_path, [index["q2"], index["q5"]], ids=["q2", "q4"])
     assert wrong[0].id == "q2"
-    with pytest.raises(vio.ItemsChanged, match=rf"items.jsonl: the record at byte {index['q5']} is item 'q5', not 'q4'"):
+    with pytest.raises(
+        vio.ItemsChanged,
+        match=rf"items.jsonl: the record at byte {index['q5']} is item 'q5', not 'q4'",
+    ):
         list(wrong)
 
 
@@ -367,7 +495,11 @@ def test_processes_indexing_one_dataset_at_once_all_succeed(tmp_path):
     own temporary file and renames it over the index, so none finds its file taken by another."""
     import multiprocessing as mp
 
-    vio.save_dataset(tmp_path, [Item(id="q0", task="vqa.open", question="?", images=[], answer=["a"])], {"name": "t"})
+    vio.save_dataset(
+        tmp_path,
+        [Item(id="q0", task="vqa.open", question="?", images=[], answer=["a"])],
+        {"name": "t"},
+    )
     ctx = mp.get_context("fork")
     start = ctx.Barrier(3)
     procs = [ctx.Process(target=_index_at_once, args=(tmp_path, start, 40)) for _ in range(3)]
@@ -443,23 +575,37 @@ def _missing_dataset_json(ds):
     (ds / "dataset.json").unlink()
 
 
-@pytest.mark.parametrize("damage, problem", [
-    (_bad_json, ("items.jsonl", 2, "json", "malformed JSON")),
-    (_duplicate_id, ("items.jsonl", 4, "id", "duplicate id 'chelsea-animal' (first on line 1)")),
-    (_missing_image, ("items.jsonl", 3, "images[0]", "images/nowhere.png: no such image file")),
-    (_unreadable_image, ("items.jsonl", 5, "images[0]", "images/broken.png: truncated or corrupt")),
-    (_escaping_image, ("items.jsonl", 1, "images[0]", "leaves the dataset folder")),
-    (_answer_out_of_range, ("items.jsonl", 1, "answer", "must be indices into 4 options")),
-    (_two_answers_for_a_single_answer_item, ("items.jsonl", 2, "answer", "exactly one option index")),
-    (_missing_dataset_json, ("dataset.json", None, "file", 'write {"name": "ds"')),
-])
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        (_bad_json, ("items.jsonl", 2, "json", "malformed JSON")),
+        (
+            _duplicate_id,
+            ("items.jsonl", 4, "id", "duplicate id 'chelsea-animal' (first on line 1)"),
+        ),
+        (_missing_image, ("items.jsonl", 3, "images[0]", "images/nowhere.png: no such image file")),
+        (
+            _unreadable_image,
+            ("items.jsonl", 5, "images[0]", "images/broken.png: truncated or corrupt"),
+        ),
+        (_escaping_image, ("items.jsonl", 1, "images[0]", "leaves the dataset folder")),
+        (_answer_out_of_range, ("items.jsonl", 1, "answer", "must be indices into 4 options")),
+        (
+            _two_answers_for_a_single_answer_item,
+            ("items.jsonl", 2, "answer", "exactly one option index"),
+        ),
+        (_missing_dataset_json, ("dataset.json", None, "file", 'write {"name": "ds"')),
+    ],
+)
 def test_each_kind_of_problem_is_named_by_file_line_and_field(tmp_path, damage, problem):
     ds = _example_copy(tmp_path)
     damage(ds)
     found = vio.check_dataset(ds)
     assert [(p.file, p.line, p.field) for p in found.problems] == [problem[:3]], str(found)
     assert problem[3] in found.problems[0].message
-    assert str(found.problems[0]).startswith(f"{problem[0]}{'' if problem[1] is None else f':{problem[1]}'}: {problem[2]}: ")
+    assert str(found.problems[0]).startswith(
+        f"{problem[0]}{'' if problem[1] is None else f':{problem[1]}'}: {problem[2]}: "
+    )
 
 
 def test_a_check_goes_on_past_the_first_problem_and_caps_its_list(tmp_path):
@@ -467,12 +613,20 @@ def test_a_check_goes_on_past_the_first_problem_and_caps_its_list(tmp_path):
     _edit(ds, 1, answer=[7], question=3, extra=1)
     _edit(ds, 2, id="chelsea-animal")
     found = vio.check_dataset(ds)
-    assert sorted((p.line, p.field) for p in found.problems) == [(1, "answer"), (1, "extra"), (1, "question"), (2, "id")]
+    assert sorted((p.line, p.field) for p in found.problems) == [
+        (1, "answer"),
+        (1, "extra"),
+        (1, "question"),
+        (2, "id"),
+    ]
     (ds / "items.jsonl").write_text("{oops\n" * 60)
     found = vio.check_dataset(ds, limit=50)
     # 60 malformed lines, and dataset.json's num_items (5) no longer the count
-    assert len(found.problems) == 50 and found.more == 11 and str(found).endswith("and 11 more problem(s)\n"
-                                                                                  f"{ds}: 61 problem(s)")
+    assert (
+        len(found.problems) == 50
+        and found.more == 11
+        and str(found).endswith(f"and 11 more problem(s)\n{ds}: 61 problem(s)")
+    )
 
 
 @pytest.mark.parametrize("images_root", [None, EXAMPLE / "images"])
@@ -486,21 +640,30 @@ def test_import_csv_round_trips_the_example(tmp_path, images_root):
     assert vio.load_items(tmp_path / "out") == vio.load_items(EXAMPLE)
     for p in (EXAMPLE / "images").iterdir():
         assert (tmp_path / "out" / "images" / p.name).read_bytes() == p.read_bytes()
-    assert vio.load_dataset_info(tmp_path / "out")["provenance"]["importer"] == "python -m lib.formats import-csv"
+    assert (
+        vio.load_dataset_info(tmp_path / "out")["provenance"]["importer"]
+        == "python -m lib.formats import-csv"
+    )
 
 
 def test_import_csv_names_row_and_column_of_every_problem_and_writes_nothing(tmp_path):
     csv_path = tmp_path / "data.csv"
     Image.new("RGB", (8, 8), "red").save(tmp_path / "a.png")
-    csv_path.write_text("id,image,question,options,answer,meta\n"
-                        "q1,a.png,Colour?,red|blue,E,\n"
-                        "q1,missing.png,Colour?,red|blue,A,\n"
-                        'q3,a.png,Colour?,,red,"{""style"": ""plain""}"\n'
-                        "q4,a.png,Count?,1|2|3,2,\n")
+    csv_path.write_text(
+        "id,image,question,options,answer,meta\n"
+        "q1,a.png,Colour?,red|blue,E,\n"
+        "q1,missing.png,Colour?,red|blue,A,\n"
+        'q3,a.png,Colour?,,red,"{""style"": ""plain""}"\n'
+        "q4,a.png,Count?,1|2|3,2,\n"
+    )
     with pytest.raises(vio.DatasetError) as e:
         formats.import_csv(csv_path, tmp_path / "out")
     assert [(p.file, p.line, p.field) for p in e.value.found.problems] == [
-        ("data.csv", 2, "answer"), ("data.csv", 3, "id"), ("data.csv", 3, "image"), ("data.csv", 5, "answer")]
+        ("data.csv", 2, "answer"),
+        ("data.csv", 3, "id"),
+        ("data.csv", 3, "image"),
+        ("data.csv", 5, "answer"),
+    ]
     assert "'E' is not a letter A-B" in str(e.value) and "names options [1, 2]" in str(e.value)
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.*"))
 
@@ -511,25 +674,58 @@ def _hf_rows(tmp_path):
 
     images = [Image.new("RGB", (12, 10), c) for c in ("red", "blue")]
     ds = datasets.Dataset.from_dict(
-        {"qid": [7, 8], "picture": images, "prompt": ["Colour?", "Which shade?"],
-         "choices": [["red", "blue"], []], "label": ["A", "dark blue|navy"]},
-        features=datasets.Features({"qid": datasets.Value("int64"), "picture": datasets.Image(),
-                                    "prompt": datasets.Value("string"), "choices": datasets.List(datasets.Value("string")),
-                                    "label": datasets.Value("string")}))
-    expected = [Item(id="7", task="mcq", question="Colour?", images=["images/7.png"], options=["red", "blue"], answer=[0],
-                     meta={"general_type": "single"}),
-                Item(id="8", task="vqa.open", question="Which shade?", images=["images/8.png"],
-                     answer=["dark blue", "navy"])]
+        {
+            "qid": [7, 8],
+            "picture": images,
+            "prompt": ["Colour?", "Which shade?"],
+            "choices": [["red", "blue"], []],
+            "label": ["A", "dark blue|navy"],
+        },
+        features=datasets.Features(
+            {
+                "qid": datasets.Value("int64"),
+                "picture": datasets.Image(),
+                "prompt": datasets.Value("string"),
+                "choices": datasets.List(datasets.Value("string")),
+                "label": datasets.Value("string"),
+            }
+        ),
+    )
+    expected = [
+        Item(
+            id="7",
+            task="mcq",
+            question="Colour?",
+            images=["images/7.png"],
+            options=["red", "blue"],
+            answer=[0],
+            meta={"general_type": "single"},
+        ),
+        Item(
+            id="8",
+            task="vqa.open",
+            question="Which shade?",
+            images=["images/8.png"],
+            answer=["dark blue", "navy"],
+        ),
+    ]
     return ds, expected
 
 
-HF_COLUMNS = formats.Columns(id="qid", image="picture", question="prompt", options="choices", answer="label")
+HF_COLUMNS = formats.Columns(
+    id="qid", image="picture", question="prompt", options="choices", answer="label"
+)
 
 
 def test_import_hf_from_a_parquet_file(tmp_path):
     ds, expected = _hf_rows(tmp_path)
     ds.to_parquet(tmp_path / "train.parquet")
-    found = formats.import_hf(tmp_path / "train.parquet", tmp_path / "out", columns=HF_COLUMNS, cache_dir=tmp_path / "cache")
+    found = formats.import_hf(
+        tmp_path / "train.parquet",
+        tmp_path / "out",
+        columns=HF_COLUMNS,
+        cache_dir=tmp_path / "cache",
+    )
     assert found.ok and found.images == 2, str(found)
     assert vio.load_items(tmp_path / "out") == expected
     assert vio.load_image(tmp_path / "out" / "images" / "8.png").getpixel((0, 0)) == (0, 0, 255)
@@ -542,8 +738,15 @@ def test_import_hf_from_a_save_to_disk_folder_names_columns_and_splits(tmp_path)
     datasets.DatasetDict({"train": ds, "test": ds}).save_to_disk(tmp_path / "hf")
     with pytest.raises(ValueError, match=r"splits \['train', 'test'\]; pass --split"):
         formats.import_hf(tmp_path / "hf", tmp_path / "out", columns=HF_COLUMNS)
-    with pytest.raises(vio.DatasetError, match=r"hf: question: no such column.*pass --question-column"):
-        formats.import_hf(tmp_path / "hf", tmp_path / "out", split="test", columns=formats.Columns(id="qid", image="picture"))
+    with pytest.raises(
+        vio.DatasetError, match=r"hf: question: no such column.*pass --question-column"
+    ):
+        formats.import_hf(
+            tmp_path / "hf",
+            tmp_path / "out",
+            split="test",
+            columns=formats.Columns(id="qid", image="picture"),
+        )
     assert formats.import_hf(tmp_path / "hf", tmp_path / "out", split="test", columns=HF_COLUMNS).ok
     assert vio.load_items(tmp_path / "out") == expected
 
@@ -558,10 +761,28 @@ def test_the_command_line_exit_codes(tmp_path, capsys):
     out = tmp_path / "imported"
     assert main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(out)]) == 0
     assert capsys.readouterr().out.strip() == f"{out}: ok, 5 items, 3 images"
-    assert main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(tmp_path / "o2"), "--images-root", "/"]) == 1
+    assert (
+        main(
+            [
+                "import-csv",
+                str(EXAMPLE / "data.csv"),
+                "--out",
+                str(tmp_path / "o2"),
+                "--images-root",
+                "/",
+            ]
+        )
+        == 1
+    )
     assert "data.csv:2: image: no such image file /images/chelsea.png" in capsys.readouterr().out
-    assert main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(out)]) == 2  # not empty: refused
+    assert (
+        main(["import-csv", str(EXAMPLE / "data.csv"), "--out", str(out)]) == 2
+    )  # not empty: refused
     assert "exists and is not empty" in capsys.readouterr().err
-    done = subprocess.run([sys.executable, "-m", "lib.formats", "check", str(tmp_path / "nowhere")], capture_output=True,
-                          text=True, cwd=EXAMPLE.parents[1])
+    done = subprocess.run(
+        [sys.executable, "-m", "lib.formats", "check", str(tmp_path / "nowhere")],
+        capture_output=True,
+        text=True,
+        cwd=EXAMPLE.parents[1],
+    )
     assert done.returncode == 1 and "items.jsonl: file: no such file" in done.stdout

@@ -20,18 +20,32 @@ import pytest
 from lib.config import resolve
 from lib.stages.train import TrainConfig, run
 
-SHRUNK = {"max_steps": 1000, "focus_steps": 400, "eval_every": 1000, "checkpoint_every": 1000, "eval_items": 100,
-          "max_test": 400, "cpu_threads": 1}
+SHRUNK = {
+    "max_steps": 1000,
+    "focus_steps": 400,
+    "eval_every": 1000,
+    "checkpoint_every": 1000,
+    "eval_items": 100,
+    "max_test": 400,
+    "cpu_threads": 1,
+}
 MARGINS = {"presence": 0.05, "counting": 0.02}  # trained minus majority answer, held-out accuracy
 
 
 @pytest.mark.slow
 def test_the_demo_training_learns_the_question_not_the_answer_prior(demo_scrapbook_sets, tmp_path):
-    cfg = resolve(TrainConfig, "demo", overrides={"dataset": str(demo_scrapbook_sets["train"]), **SHRUNK}).cfg
+    cfg = resolve(
+        TrainConfig, "demo", overrides={"dataset": str(demo_scrapbook_sets["train"]), **SHRUNK}
+    ).cfg
     assert cfg.balance, "the demo profile draws answers balanced: the gate checks what it ships"
     summary = run(cfg, tmp_path / "05_train", progress=False)
-    margins = {kind: round(summary["trained"][f"accuracy_{kind}"] - summary["majority"][f"accuracy_{kind}"], 3)
-               for kind in MARGINS}
-    assert all(margins[kind] >= MARGINS[kind] for kind in MARGINS), \
-        f"margins over the majority answer {margins} under {MARGINS}: trained {summary['trained']}, " \
+    margins = {
+        kind: round(
+            summary["trained"][f"accuracy_{kind}"] - summary["majority"][f"accuracy_{kind}"], 3
+        )
+        for kind in MARGINS
+    }
+    assert all(margins[kind] >= MARGINS[kind] for kind in MARGINS), (
+        f"margins over the majority answer {margins} under {MARGINS}: trained {summary['trained']}, "
         f"majority {summary['majority']}"
+    )

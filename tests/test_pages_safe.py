@@ -32,13 +32,15 @@ pytestmark = pytest.mark.usefixtures("chromium")
 def payload(field: str) -> str:
     """Text that runs script setting the marker to ``field`` if a page ever treats it as markup."""
     mark = f"document.body.dataset.pwned='{field}'"
-    return (f'</script><script>{mark}</script><img src=x onerror="{mark}"><svg onload="{mark}">'
-            f"\u2028<!--{field}-->&amp;")
+    return (
+        f'</script><script>{mark}</script><img src=x onerror="{mark}"><svg onload="{mark}">'
+        f"\u2028<!--{field}-->&amp;"
+    )
 
 
 def _slashless(field: str) -> str:
     """A payload a file or folder name can carry (no ``/``)."""
-    return f'<img src=x onerror="document.body.dataset.pwned=\'{field}\'">'
+    return f"<img src=x onerror=\"document.body.dataset.pwned='{field}'\">"
 
 
 RUN_NAME = "run" + _slashless("run name")
@@ -51,22 +53,44 @@ def hostile_run(tmp_path_factory):
     data = root / "data" / "hostile"
     (data / "images").mkdir(parents=True)
     Image.new("RGB", (32, 32), "red").save(data / "images" / "a.png")
-    items = [Item("q1", "mcq", payload("question"), ["images/a.png"], [payload("option"), "blue"], [0],
-                  {"general_type": "t", "specific_type": payload("subset")}),
-             Item("q2", "vqa.open", "What colour?", ["images/a.png"], None, [payload("reference")] * 3)]
+    items = [
+        Item(
+            "q1",
+            "mcq",
+            payload("question"),
+            ["images/a.png"],
+            [payload("option"), "blue"],
+            [0],
+            {"general_type": "t", "specific_type": payload("subset")},
+        ),
+        Item("q2", "vqa.open", "What colour?", ["images/a.png"], None, [payload("reference")] * 3),
+    ]
     save_dataset(data, items, dataset_info("hostile"))
-    cfg = E.EvalConfig(datasets={"hostile": str(data)}, models={"const": {"backend": "constant",
-                                                                          "answer": payload("raw reply")}},
-                       styles=["zero_shot"], n_resamples=20)
+    cfg = E.EvalConfig(
+        datasets={"hostile": str(data)},
+        models={"const": {"backend": "constant", "answer": payload("raw reply")}},
+        styles=["zero_shot"],
+        n_resamples=20,
+    )
     run = root / RUN_NAME
     E.run(cfg, run / A.EVALUATE, store=CallStore(root / "calls.sqlite"), progress=False)
-    judged = {"item_id": "q2", "model": "const", "judge": "j", "rating": 1, "score": 0.0,
-              "rationale": payload("rationale"), "raw": "", "valid": True,
-              "meta": {"dataset": "hostile", "style": "zero_shot"}}
+    judged = {
+        "item_id": "q2",
+        "model": "const",
+        "judge": "j",
+        "rating": 1,
+        "score": 0.0,
+        "rationale": payload("rationale"),
+        "raw": "",
+        "valid": True,
+        "meta": {"dataset": "hostile", "style": "zero_shot"},
+    }
     (run / A.EVALUATE / A.JUDGEMENTS).write_text(json.dumps(judged) + "\n")
     analyze = A.stage_folder(run, A.ANALYZE)
     (analyze / A.TABLES).mkdir(parents=True)
-    pd.DataFrame({"topic": [0], "words": [payload("topic words")]}).to_csv(analyze / A.TABLES / "topics.csv", index=False)
+    pd.DataFrame({"topic": [0], "words": [payload("topic words")]}).to_csv(
+        analyze / A.TABLES / "topics.csv", index=False
+    )
     (analyze / "figures").mkdir()
     Image.new("RGB", (8, 8)).save(analyze / "figures" / f"{_slashless('figure caption')}.png")
     write_browser(run)
@@ -80,7 +104,11 @@ def hostile_labels(hostile_run, tmp_path_factory):
     run = tmp_path_factory.mktemp("labels") / "run"
     shutil.copytree(hostile_run, run)
     folder = run / A.EVALUATE
-    labels = {"dataset": payload("dataset label"), "model": payload("model label"), "style": payload("style label")}
+    labels = {
+        "dataset": payload("dataset label"),
+        "model": payload("model label"),
+        "style": payload("style label"),
+    }
     cfg = json.loads((folder / A.EVAL_CONFIG).read_text())
     cfg["datasets"] = {labels["dataset"]: cfg["datasets"]["hostile"]}
     (folder / A.EVAL_CONFIG).write_text(json.dumps(cfg))
@@ -98,7 +126,9 @@ def page(chromium):
 
 
 def _scripts(page) -> list[str]:
-    return page.eval_on_selector_all("script", "els => els.map(e => (e.getAttribute('src') || '') + '|' + e.type)")
+    return page.eval_on_selector_all(
+        "script", "els => els.map(e => (e.getAttribute('src') || '') + '|' + e.type)"
+    )
 
 
 def _assert_inert(page, url, texts):
@@ -115,16 +145,25 @@ def test_a_report_shows_every_payload_as_text_and_runs_none(hostile_run, page):
     report = (hostile_run / A.REPORT).read_text()
     assert len(re.findall(r"<script", report, re.I)) == 0  # the report has no script at all
     assert "Content-Security-Policy" in report
-    _assert_inert(page, (hostile_run / A.REPORT).as_uri(),
-                  [payload("subset").replace("\u2028", " ")[:40], payload("topic words")[:40], _slashless("run name"),
-                   _slashless("figure caption")])
+    _assert_inert(
+        page,
+        (hostile_run / A.REPORT).as_uri(),
+        [
+            payload("subset").replace("\u2028", " ")[:40],
+            payload("topic words")[:40],
+            _slashless("run name"),
+            _slashless("figure caption"),
+        ],
+    )
 
 
 def test_the_browser_shows_every_payload_as_text_and_runs_none(hostile_run, page):
     index = (hostile_run / "browser" / "index.html").read_text()
-    assert _template_scripts(index) == ['<script type="application/json" id="index">', '<script src="browser.js">']
-    _assert_inert(page, (hostile_run / "browser" / "index.html").as_uri(),
-                  [_slashless("run name")])
+    assert _template_scripts(index) == [
+        '<script type="application/json" id="index">',
+        '<script src="browser.js">',
+    ]
+    _assert_inert(page, (hostile_run / "browser" / "index.html").as_uri(), [_slashless("run name")])
     page.wait_for_selector("#count")
     cells = page.inner_text("#items")
     for field in ("question", "option", "reference", "raw reply", "rationale"):
@@ -137,17 +176,28 @@ def test_the_browser_shows_every_payload_as_text_and_runs_none(hostile_run, page
 
 def _template_scripts(page_html: str) -> list[str]:
     """The page's script tags; a page holding a payload verbatim (in any field) fails here too."""
-    assert "</script><script>" not in page_html and "<img src=x" not in page_html and "\u2028" not in page_html
+    assert (
+        "</script><script>" not in page_html
+        and "<img src=x" not in page_html
+        and "\u2028" not in page_html
+    )
     return re.findall(r"<script[^>]*>", page_html, re.I)
 
 
-def test_hostile_labels_stay_text_and_the_browser_says_its_answers_are_not_the_reports(hostile_labels, page):
+def test_hostile_labels_stay_text_and_the_browser_says_its_answers_are_not_the_reports(
+    hostile_labels, page
+):
     run, labels = hostile_labels
     index = (run / "browser" / "index.html").read_text()
-    assert _template_scripts(index) == ['<script type="application/json" id="index">', '<script src="browser.js">']
+    assert _template_scripts(index) == [
+        '<script type="application/json" id="index">',
+        '<script src="browser.js">',
+    ]
     _assert_inert(page, (run / "browser" / "index.html").as_uri(), [])
     page.wait_for_selector("#count")
-    assert "python -m lib.stages.evaluate rescore" in page.inner_text("#stale")  # on the first screen, naming the fix
+    assert "python -m lib.stages.evaluate rescore" in page.inner_text(
+        "#stale"
+    )  # on the first screen, naming the fix
     assert page.locator("#stale").bounding_box()["y"] < 900
     cells = page.inner_text("#items")
     for field, text in labels.items():
@@ -170,7 +220,9 @@ def hostile_comparison(hostile_run, tmp_path_factory):
     cfg["models"]["const"]["answer"] = payload("config value")
     (folder / A.EVAL_CONFIG).write_text(json.dumps(cfg))
     rows = [json.loads(line) for line in (folder / A.PREDICTIONS).read_text().split("\n") if line]
-    (folder / A.PREDICTIONS).write_text("".join(json.dumps({**r, "raw": payload("B raw reply")}) + "\n" for r in rows))
+    (folder / A.PREDICTIONS).write_text(
+        "".join(json.dumps({**r, "raw": payload("B raw reply")}) + "\n" for r in rows)
+    )
     result = side_by_side(hostile_run / A.EVALUATE, folder)
     assert result["changed"] == len(rows) and result["causes"]["model"]["items"] == len(rows)
     write_comparison(A.stage_folder(run, A.ANALYZE), result)
@@ -182,18 +234,33 @@ def hostile_comparison(hostile_run, tmp_path_factory):
 def test_a_comparison_shows_both_runs_payloads_as_text_and_runs_none(hostile_comparison, page):
     run = hostile_comparison
     index = (run / "browser" / "index.html").read_text()
-    assert _template_scripts(index) == ['<script type="application/json" id="index">', '<script src="browser.js">']
-    _assert_inert(page, (run / "browser" / "index.html").as_uri() + "#cause=model", [_slashless("run name")])
+    assert _template_scripts(index) == [
+        '<script type="application/json" id="index">',
+        '<script src="browser.js">',
+    ]
+    _assert_inert(
+        page, (run / "browser" / "index.html").as_uri() + "#cause=model", [_slashless("run name")]
+    )
     page.wait_for_selector("tr.pair")
     pairs = page.inner_text("#items")
-    for field in ("raw reply", "B raw reply", "question", "option"):  # A's and B's replies, both prompts
+    for field in (
+        "raw reply",
+        "B raw reply",
+        "question",
+        "option",
+    ):  # A's and B's replies, both prompts
         assert payload(field)[:40] in pairs, field
     assert payload("question")[:40] in page.inner_text("tr.pair tr.side-prompt")
-    assert page.evaluate("document.body.dataset.pwned") is None and not page.query_selector("img[src=x], svg")
+    assert page.evaluate("document.body.dataset.pwned") is None and not page.query_selector(
+        "img[src=x], svg"
+    )
     report = (run / A.REPORT).read_text()
     assert len(re.findall(r"<script", report, re.I)) == 0
-    _assert_inert(page, (run / A.REPORT).as_uri(), [f"Compared with {RUN_NAME}",
-                                                    payload("config value").replace("\u2028", " ")[:40]])
+    _assert_inert(
+        page,
+        (run / A.REPORT).as_uri(),
+        [f"Compared with {RUN_NAME}", payload("config value").replace("\u2028", " ")[:40]],
+    )
 
 
 def test_a_csp_stops_a_script_an_escape_would_have_missed(tmp_path, page):
@@ -201,8 +268,10 @@ def test_a_csp_stops_a_script_an_escape_would_have_missed(tmp_path, page):
     from lib.htmlsafe import csp_meta
 
     mark = "document.body.dataset.pwned='inline'"
-    (tmp_path / "p.html").write_text(f"<!doctype html><html><head>{csp_meta(scripts=True)}</head><body>"
-                                     f"<script>{mark}</script><img src=x onerror=\"{mark}\"></body></html>")
+    (tmp_path / "p.html").write_text(
+        f"<!doctype html><html><head>{csp_meta(scripts=True)}</head><body>"
+        f'<script>{mark}</script><img src=x onerror="{mark}"></body></html>'
+    )
     page.goto((tmp_path / "p.html").as_uri())
     page.wait_for_load_state("load")
     assert page.evaluate("document.body.dataset.pwned") is None

@@ -28,7 +28,11 @@ def _smooth(seed, size, slant=0.4):
     w, h = size
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[0:h, 0:w].astype(np.float32)
-    base = 50 + 40 * np.sin(x / (w / rng.uniform(1.5, 3))) * np.cos(y / (h / rng.uniform(1.5, 3))) + 120 * y / h
+    base = (
+        50
+        + 40 * np.sin(x / (w / rng.uniform(1.5, 3))) * np.cos(y / (h / rng.uniform(1.5, 3)))
+        + 120 * y / h
+    )
     base += np.where(x > w * 0.55 + slant * (y - h / 2), 50, 0)  # an object's slanted edge
     return Image.fromarray(np.clip(np.stack([base] * 3, -1), 0, 255).astype(np.uint8))
 
@@ -39,8 +43,8 @@ def _stick(seed, size):
     a = np.full((h, w, 3), 255, np.uint8)
     rng = np.random.default_rng(seed)
     cx = int(rng.integers(w // 3, 2 * w // 3))
-    a[h // 4:3 * h // 4, cx - 2:cx + 2] = 0
-    a[h // 4 - 10:h // 4, cx - 8:cx + 8] = 0
+    a[h // 4 : 3 * h // 4, cx - 2 : cx + 2] = 0
+    a[h // 4 - 10 : h // 4, cx - 8 : cx + 8] = 0
     return Image.fromarray(a)
 
 
@@ -52,13 +56,27 @@ def test_split_without_a_gutter_cuts_in_the_middle():
 @pytest.mark.parametrize("case", ["gutter", "seam", "white backgrounds", "uneven halves"])
 def test_two_panels_are_verified_and_cut_where_they_meet(case):
     if case == "gutter":
-        image, meet = panels.compose(_photo(0, (90, 120)), _photo(1, (110, 120)), gutter=6), (90, 96)
+        image, meet = (
+            panels.compose(_photo(0, (90, 120)), _photo(1, (110, 120)), gutter=6),
+            (90, 96),
+        )
     elif case == "seam":  # two pictures abutting, no gutter (stage-3/4 compositions)
-        image, meet = panels.compose(_smooth(0, (100, 120)), _smooth(1, (100, 120)), gutter=0), (99, 101)
-    elif case == "white backgrounds":  # two stick figures: white meets white (the old check's failure)
-        image, meet = panels.compose(_stick(0, (100, 120)), _stick(1, (100, 120)), gutter=0), (60, 140)
+        image, meet = (
+            panels.compose(_smooth(0, (100, 120)), _smooth(1, (100, 120)), gutter=0),
+            (99, 101),
+        )
+    elif (
+        case == "white backgrounds"
+    ):  # two stick figures: white meets white (the old check's failure)
+        image, meet = (
+            panels.compose(_stick(0, (100, 120)), _stick(1, (100, 120)), gutter=0),
+            (60, 140),
+        )
     else:  # an ORIG half narrower than the generated one
-        image, meet = panels.compose(_smooth(2, (80, 120)), _smooth(3, (130, 120)), gutter=0), (79, 81)
+        image, meet = (
+            panels.compose(_smooth(2, (80, 120)), _smooth(3, (130, 120)), gutter=0),
+            (79, 81),
+        )
     found = panels.layout(image)
     assert found.panels == 2 and not found.flagged, found
     assert meet[0] <= found.cut <= meet[1], found
@@ -67,24 +85,35 @@ def test_two_panels_are_verified_and_cut_where_they_meet(case):
 
 
 def test_three_panels_and_single_photos_are_flagged_not_cut():
-    three = panels.compose(panels.compose(_photo(0, (90, 120)), _photo(1, (90, 120)), gutter=6),
-                           _photo(2, (90, 120)), gutter=6)
+    three = panels.compose(
+        panels.compose(_photo(0, (90, 120)), _photo(1, (90, 120)), gutter=6),
+        _photo(2, (90, 120)),
+        gutter=6,
+    )
     found = panels.layout(three)
     assert found.panels == 3 and found.flagged and "1/3" in found.evidence
-    photo = _smooth(5, (200, 150), slant=0.3)  # one picture: smooth, with a slanted object edge near the middle
+    photo = _smooth(
+        5, (200, 150), slant=0.3
+    )  # one picture: smooth, with a slanted object edge near the middle
     found = panels.layout(photo)
     assert found.panels is None and found.flagged, found
     for image in (three, photo):
         with pytest.raises(panels.NotTwoPanels, match="not two panels"):
             panels.split(image, require_two=True)
-    assert panels.split(photo)[0].width == 100  # asked to cut anyway: the middle, as the layout promises
+    assert (
+        panels.split(photo)[0].width == 100
+    )  # asked to cut anyway: the middle, as the layout promises
 
 
 def test_completion_grid_marks_the_missing_cell():
-    grid = panels.completion_grid(_photo(3), _photo(4), _photo(5), _photo(6), missing="but", cell=100, label_height=20)
+    grid = panels.completion_grid(
+        _photo(3), _photo(4), _photo(5), _photo(6), missing="but", cell=100, label_height=20
+    )
     assert grid.size == (200, 240)
     top_right = np.asarray(grid.crop((110, 30, 190, 110)).convert("L"))
-    assert (top_right > 200).mean() > 0.7  # mostly white around the question mark: the image is not there
+    assert (
+        top_right > 200
+    ).mean() > 0.7  # mostly white around the question mark: the image is not there
     top_left = np.asarray(grid.crop((10, 30, 90, 110)).convert("L"))
     assert (top_left > 200).mean() < 0.5
     with pytest.raises(ValueError, match="missing"):

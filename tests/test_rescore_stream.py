@@ -33,12 +33,25 @@ SNAPSHOT = Path(__file__).parent / "snapshots" / "stage06"
 TABLES = ("metrics.csv", "levels.csv", "errors.csv")
 SCORES = "scores.csv"  # each prediction's scores as the stage wrote them
 # rule-based models: the same answers on every machine; together right, wrong, several and no answers
-MODELS = {"yes": {"backend": "constant", "answer": "yes"}, "no": {"backend": "constant", "answer": "no"},
-          "two": {"backend": "constant", "answer": "There are 2 red circles, yes."},
-          "rnd": {"backend": "random", "seed": 0}}
-SCRAPBOOK = {"canvas": [160, 160], "size_start": 30, "size_step": 10, "n_sets": 1, "objects_per_set": 3,
-             "n_backgrounds": 1, "n_arrangements": 1, "objects_per_image": 3, "n_region_pairs": 1,
-             "n_questions_per_type": 1, "types": ["presence", "counting", "recognition", "confirmation"]}
+MODELS = {
+    "yes": {"backend": "constant", "answer": "yes"},
+    "no": {"backend": "constant", "answer": "no"},
+    "two": {"backend": "constant", "answer": "There are 2 red circles, yes."},
+    "rnd": {"backend": "random", "seed": 0},
+}
+SCRAPBOOK = {
+    "canvas": [160, 160],
+    "size_start": 30,
+    "size_step": 10,
+    "n_sets": 1,
+    "objects_per_set": 3,
+    "n_backgrounds": 1,
+    "n_arrangements": 1,
+    "objects_per_image": 3,
+    "n_region_pairs": 1,
+    "n_questions_per_type": 1,
+    "types": ["presence", "counting", "recognition", "confirmation"],
+}
 
 
 def make_datasets(root: Path) -> dict[str, str]:
@@ -53,20 +66,45 @@ def evaluate(root: Path) -> Path:
 
     out = root / "06_evaluate"
     with mock.patch.dict(os.environ, {"VQALAB_JUDGE_KEY": "sk-test"}), OpenAIStub() as server:
-        judge = {"backend": "openai", "name": "judge", "base_url": server.url, "api_key_env": "VQALAB_JUDGE_KEY"}
-        cfg = E.EvalConfig(datasets=make_datasets(root / "data"), models=MODELS, styles=["zero_shot", "cot"],
-                           max_new_tokens=6, cot_max_new_tokens=8, max_items=150, n_resamples=200, judge=judge,
-                           tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l", "meteor", "cider"]},
-                                  "vqa.open": {"judge": True}})
+        judge = {
+            "backend": "openai",
+            "name": "judge",
+            "base_url": server.url,
+            "api_key_env": "VQALAB_JUDGE_KEY",
+        }
+        cfg = E.EvalConfig(
+            datasets=make_datasets(root / "data"),
+            models=MODELS,
+            styles=["zero_shot", "cot"],
+            max_new_tokens=6,
+            cot_max_new_tokens=8,
+            max_items=150,
+            n_resamples=200,
+            judge=judge,
+            tasks={
+                "yesbut.understanding": {"text_metrics": ["bleu", "rouge_l", "meteor", "cider"]},
+                "vqa.open": {"judge": True},
+            },
+        )
         E.run(cfg, out, store=CallStore(root / "calls.sqlite"), progress=False)
     return out
 
 
 def scores(folder: Path) -> pd.DataFrame:
     """Each prediction's scores, in file order, as a table (a latency differs from run to run)."""
-    rows = [{"dataset": d["dataset"], "item_id": d["item_id"], "model": d["model"], "style": d["style"],
-             "valid": d["valid"], "correct": d["correct"], "scores": json.dumps(d["scores"], sort_keys=True),
-             "category": d["meta"].get("category", "")} for d in read_jsonl(folder / "predictions.jsonl")]
+    rows = [
+        {
+            "dataset": d["dataset"],
+            "item_id": d["item_id"],
+            "model": d["model"],
+            "style": d["style"],
+            "valid": d["valid"],
+            "correct": d["correct"],
+            "scores": json.dumps(d["scores"], sort_keys=True),
+            "category": d["meta"].get("category", ""),
+        }
+        for d in read_jsonl(folder / "predictions.jsonl")
+    ]
     return pd.DataFrame(rows)
 
 
@@ -87,7 +125,9 @@ def finished(tmp_path_factory) -> Path:
 
 def _same_tables(a: Path, b: Path) -> None:
     for name in TABLES:
-        pd.testing.assert_frame_equal(pd.read_csv(a / name), pd.read_csv(b / name), check_exact=True)
+        pd.testing.assert_frame_equal(
+            pd.read_csv(a / name), pd.read_csv(b / name), check_exact=True
+        )
 
 
 def test_the_tables_and_scores_are_those_the_in_memory_path_wrote(finished):
@@ -102,14 +142,20 @@ def test_rescoring_in_chunks_of_any_size_writes_the_same_files(finished, tmp_pat
         shutil.copytree(finished, folder)
         E.rescore_folder(folder)
         _same_tables(finished, folder)
-        assert (folder / "predictions.jsonl").read_bytes() == (finished / "predictions.jsonl").read_bytes()
+        assert (folder / "predictions.jsonl").read_bytes() == (
+            finished / "predictions.jsonl"
+        ).read_bytes()
         assert not list(folder.glob("predictions.*.jsonl"))  # the passes' files are gone
 
 
 def _answers(finished: Path) -> tuple[list[Prediction], list]:
     cfg = E.EvalConfig(**json.loads((finished / "config.json").read_text()))
     items = {it.id: it for it in load_items(cfg.datasets["scrapbook"])}
-    preds = [Prediction.from_dict(d) for d in read_jsonl(finished / "predictions.jsonl") if d["dataset"] == "scrapbook"]
+    preds = [
+        Prediction.from_dict(d)
+        for d in read_jsonl(finished / "predictions.jsonl")
+        if d["dataset"] == "scrapbook"
+    ]
     return preds, [items[p.item_id] for p in preds]
 
 
@@ -118,7 +164,10 @@ def test_the_streamed_scrapbook_scorer_equals_the_protocols_frame(finished, exac
     """Per (model, style): the scorer fed a few answers at a time scores each answer and makes
     every row, level and error as :meth:`ScrapbookQA.score` and :meth:`ScrapbookQA.aggregate` do on
     the frame of all of them (the plain :class:`lib.tasks.Scorer`)."""
-    task, scoring = families.get_task("scrapbook.qa"), T.Scoring(n_resamples=200, seed=3, tasks={"scrapbook.qa": {"exact": exact}})
+    task, scoring = (
+        families.get_task("scrapbook.qa"),
+        T.Scoring(n_resamples=200, seed=3, tasks={"scrapbook.qa": {"exact": exact}}),
+    )
     preds, items = _answers(finished)
     groups: dict = {}
     for p, it in zip(preds, items):
@@ -130,14 +179,16 @@ def test_the_streamed_scrapbook_scorer_equals_the_protocols_frame(finished, exac
             group = [Prediction.from_dict(p.to_dict()) for p, _ in pairs]
             scorer = kind(task, scoring)
             for k in range(0, len(group), step):
-                scorer.add(group[k:k + step], [it for _, it in pairs[k:k + step]])
+                scorer.add(group[k : k + step], [it for _, it in pairs[k : k + step]])
             scored = [scorer.score(Prediction.from_dict(p.to_dict())) for p in group]
             for i, fix in scorer.corrections().items():
                 scored[i].scores = fix
             made[kind] = ([(p.correct, p.scores, p.meta) for p in scored], scorer.tables())
         (held, held_tables), (streamed, streamed_tables) = made.values()
         assert streamed == held
-        pd.testing.assert_frame_equal(pd.DataFrame(streamed_tables.rows), pd.DataFrame(held_tables.rows))
+        pd.testing.assert_frame_equal(
+            pd.DataFrame(streamed_tables.rows), pd.DataFrame(held_tables.rows)
+        )
         pd.testing.assert_frame_equal(streamed_tables.levels, held_tables.levels)
         pd.testing.assert_frame_equal(streamed_tables.errors, held_tables.errors)
 

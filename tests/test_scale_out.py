@@ -44,20 +44,36 @@ sys.exit(evaluate.main())
 """
 
 
-def _evaluate(params: Path, root: Path, processes: int, fresh: bool = True, kill_after: int = 0,
-              ok: bool = True) -> tuple[Path, subprocess.CompletedProcess]:
+def _evaluate(
+    params: Path,
+    root: Path,
+    processes: int,
+    fresh: bool = True,
+    kill_after: int = 0,
+    ok: bool = True,
+) -> tuple[Path, subprocess.CompletedProcess]:
     """One evaluation into ``root/<processes>``; the outputs root (the tiny model built once, the
     call cache) is shared, its call cache emptied first when ``fresh``."""
     out = root / str(processes) / "06_evaluate"
     for f in (root / "outputs" / "cache").glob("calls.sqlite*") if fresh else ():
         f.unlink()
     (root / "counted.py").write_text(COUNTED)
-    env = {**os.environ, "VQALAB_OUTPUTS": str(root / "outputs"), "OMP_NUM_THREADS": "1", "KILL_AFTER": str(kill_after)}
+    env = {
+        **os.environ,
+        "VQALAB_OUTPUTS": str(root / "outputs"),
+        "OMP_NUM_THREADS": "1",
+        "KILL_AFTER": str(kill_after),
+    }
     script = [str(root / "counted.py"), "--params", str(params), "--out", str(out)]
     if processes == 1:
         cmd = [sys.executable, *script]
     else:
-        cmd = [str(Path(sys.executable).with_name("torchrun")), "--standalone", f"--nproc_per_node={processes}", *script]
+        cmd = [
+            str(Path(sys.executable).with_name("torchrun")),
+            "--standalone",
+            f"--nproc_per_node={processes}",
+            *script,
+        ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert (done.returncode == 0) == ok, done.stderr[-3000:]
     return out, done
@@ -83,18 +99,33 @@ def _rows(out: Path) -> list[dict]:
 def test_two_processes_give_the_single_process_predictions_and_metrics(tmp_path):
     folders = {k: str(v) for k, v in demo_datasets(tmp_path / "data").items()}
     params = tmp_path / "06.yaml"
-    params.write_text(yaml.safe_dump({"datasets": folders, "models": {"tiny": TINY}, "styles": ["zero_shot", "cot"],
-                                      "max_new_tokens": 4, "cot_max_new_tokens": 6, "n_resamples": 50,
-                                      "tasks": {"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}}}))
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "datasets": folders,
+                "models": {"tiny": TINY},
+                "styles": ["zero_shot", "cot"],
+                "max_new_tokens": 4,
+                "cot_max_new_tokens": 6,
+                "n_resamples": 50,
+                "tasks": {"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}},
+            }
+        )
+    )
     one, _ = _evaluate(params, tmp_path, 1)
     calls = _stored(tmp_path)
     _, killed = _evaluate(params, tmp_path, 2, kill_after=3, ok=False)
-    assert "SIGKILL" in killed.stderr and not (tmp_path / "2" / "06_evaluate" / "predictions.jsonl").exists()
+    assert (
+        "SIGKILL" in killed.stderr
+        and not (tmp_path / "2" / "06_evaluate" / "predictions.jsonl").exists()
+    )
     left = _stored(tmp_path)  # what the killed run stored before it stopped
     assert 3 <= left < calls
     two, resumed = _evaluate(params, tmp_path, 2, fresh=False)
     assert _made(resumed) == calls - left  # only the calls the killed run had not made
     assert _rows(two) == _rows(one)  # the same answers, read and scored the same, in the same order
-    pd.testing.assert_frame_equal(pd.read_csv(two / "metrics.csv"), pd.read_csv(one / "metrics.csv"))
+    pd.testing.assert_frame_equal(
+        pd.read_csv(two / "metrics.csv"), pd.read_csv(one / "metrics.csv")
+    )
     assert not list(two.glob("predictions.rank*.jsonl"))  # the parts are merged away
     assert json.loads((two / "summary.json").read_text())["predictions"] == len(_rows(one))

@@ -31,7 +31,11 @@ class Echo(Model):
         for i, r in enumerate(requests):
             text = r.messages[-1]["content"][-1]["text"]
             self.computed.append(text)
-            resp = Response(text="ERR", method="error", valid=False) if text in self.fail_on else Response(text=text)
+            resp = (
+                Response(text="ERR", method="error", valid=False)
+                if text in self.fail_on
+                else Response(text=text)
+            )
             out.append(resp)
             on_result(i, resp)
         return out
@@ -45,7 +49,9 @@ def test_cached_calls_do_not_reach_the_model(tmp_path):
     again = generate(model, reqs + [Request.simple("new")], store=store, progress=False)
     assert model.computed == ["new"]
     assert again.n_cached == 10 and again.n_computed == 1
-    assert [r.text for r in again[:10]] == [r.text for r in first] and all(r.cached for r in again[:10])
+    assert [r.text for r in again[:10]] == [r.text for r in first] and all(
+        r.cached for r in again[:10]
+    )
 
 
 def test_key_covers_model_settings_constraint_and_image_content(tmp_path, images):
@@ -53,11 +59,16 @@ def test_key_covers_model_settings_constraint_and_image_content(tmp_path, images
     base = call_key("m", r)
     assert call_key("other-model", r) != base
     assert call_key("m", Request.simple("q", [images[0]], max_new_tokens=5)) != base
-    assert call_key("m", Request.simple("q", [images[0]], constraint=Constraint(choices=("a", "b")))) != base
+    assert (
+        call_key("m", Request.simple("q", [images[0]], constraint=Constraint(choices=("a", "b"))))
+        != base
+    )
     assert call_key("m", Request.simple("q", [images[1]])) != base
     copy = tmp_path / "renamed.png"
     copy.write_bytes(images[0].read_bytes())
-    assert call_key("m", Request.simple("q", [copy])) == base  # content, not the path, identifies an image
+    assert (
+        call_key("m", Request.simple("q", [copy])) == base
+    )  # content, not the path, identifies an image
 
 
 def test_failed_calls_are_not_cached_so_a_rerun_retries_them(tmp_path):
@@ -71,7 +82,9 @@ def test_failed_calls_are_not_cached_so_a_rerun_retries_them(tmp_path):
 
 def test_identical_requests_in_one_run_are_computed_once(tmp_path):
     model = Echo()
-    out = generate(model, [Request.simple("same")] * 5, store=CallStore(tmp_path / "c.sqlite"), progress=False)
+    out = generate(
+        model, [Request.simple("same")] * 5, store=CallStore(tmp_path / "c.sqlite"), progress=False
+    )
     assert model.computed == ["same"] and len(out) == 5
 
 
@@ -81,7 +94,10 @@ def test_stored_raw_output_is_reparsed_without_a_model(tmp_path):
     generate(Echo(), reqs, store=store, progress=False)
     keys = [call_key(Echo().fingerprint, r) for r in reqs]
     again = store.reparse(keys, Constraint(choices=("A", "B", "C")))
-    assert [(r.parsed, r.method, r.valid) for r in again] == [("B", "parse:contains", True), (None, "invalid", False)]
+    assert [(r.parsed, r.method, r.valid) for r in again] == [
+        ("B", "parse:contains", True),
+        (None, "invalid", False),
+    ]
 
 
 KILL_SCRIPT = textwrap.dedent("""
@@ -108,7 +124,9 @@ def test_sigkill_halfway_then_rerun_loses_at_most_the_batch_in_flight(tmp_path, 
     script = tmp_path / "job.py"
     script.write_text(KILL_SCRIPT)
     cmd = [sys.executable, str(script), str(db), str(log), str(images[0])]
-    proc = subprocess.Popen(cmd, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 300
     while time.time() < deadline:
         if db.exists() and len(CallStore(db)) >= 100:
@@ -121,7 +139,9 @@ def test_sigkill_halfway_then_rerun_loses_at_most_the_batch_in_flight(tmp_path, 
     assert 100 <= stored < 200, "the kill did not land halfway"
     assert started - stored <= 10, "more than the in-flight batch was lost"
 
-    rerun = subprocess.run(cmd, env=os.environ.copy(), capture_output=True, text=True, timeout=300, check=True)
+    rerun = subprocess.run(
+        cmd, env=os.environ.copy(), capture_output=True, text=True, timeout=300, check=True
+    )
     summary = json.loads(rerun.stdout.strip().splitlines()[-1])
     assert summary == {"n": 200, "cached": stored, "computed": 200 - stored}
     store = CallStore(db)
@@ -152,10 +172,17 @@ def test_two_evaluations_sharing_a_store_make_each_call_once(tmp_path):
     with OpenAIStub(delay_s=0.05) as server:
         env = {**os.environ, "VQALAB_TWIN_KEY": "sk-twin"}
         cmd = [sys.executable, str(script), str(tmp_path / "calls.sqlite"), server.url, "60"]
-        procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        procs = [
+            subprocess.Popen(
+                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(2)
+        ]
         ran = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, ran):
-        assert p.returncode == 0 and out.strip(), f"a twin failed (exit {p.returncode}): {err[-3000:]}"
+        assert p.returncode == 0 and out.strip(), (
+            f"a twin failed (exit {p.returncode}): {err[-3000:]}"
+        )
     outs = [json.loads(out.strip().splitlines()[-1]) for out, _ in ran]
     assert sum(server.attempts.values()) == 60 and max(server.attempts.values()) == 1
     assert [o["n"] for o in outs] == [60, 60] and sum(o["computed"] for o in outs) == 60
@@ -186,7 +213,9 @@ def test_a_call_made_and_released_after_a_runs_first_look_is_not_made_again(tmp_
 
 def test_a_killed_processs_claims_do_not_block_the_next_run(tmp_path):
     store = CallStore(tmp_path / "calls.sqlite")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     import socket
 
     ghost = f"{socket.gethostname()}:{dead.stdout.strip()}:abc"  # a process that has exited

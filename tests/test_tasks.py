@@ -32,10 +32,19 @@ def target(item):
 
 
 def _scrapbook_item(form="enumerated"):
-    return Item(id="s-1", task="scrapbook.qa", images=["images/s.png"], answer=["red"],
-                question="what is the color of the circle? choose one of the alternatives: red, blue, or not applicable.",
-                meta={"form": form, "type": "recognition", "alternatives": ["red", "blue", "not applicable"],
-                      "query": {"type": "recognition", "ask": "color"}})
+    return Item(
+        id="s-1",
+        task="scrapbook.qa",
+        images=["images/s.png"],
+        answer=["red"],
+        question="what is the color of the circle? choose one of the alternatives: red, blue, or not applicable.",
+        meta={
+            "form": form,
+            "type": "recognition",
+            "alternatives": ["red", "blue", "not applicable"],
+            "query": {"type": "recognition", "ask": "color"},
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,16 +56,25 @@ def demo(tmp_path_factory):
 
 
 def _rendered(demo) -> dict:
-    pick = {"mcq single": demo["mcq"][0], "mcq multi (N for none)": demo["mcq"][4],
-            "yesbut.detection": demo["yesbut"][0], "yesbut.understanding left": demo["yesbut"][1],
-            "yesbut.understanding whole": demo["yesbut"][3],
-            "yesbut.completion": next(i for i in demo["yesbut"] if i.task == "yesbut.completion"),
-            "vqa.open": demo["vqa"][0], "scrapbook.qa enumerated": _scrapbook_item()}
+    pick = {
+        "mcq single": demo["mcq"][0],
+        "mcq multi (N for none)": demo["mcq"][4],
+        "yesbut.detection": demo["yesbut"][0],
+        "yesbut.understanding left": demo["yesbut"][1],
+        "yesbut.understanding whole": demo["yesbut"][3],
+        "yesbut.completion": next(i for i in demo["yesbut"] if i.task == "yesbut.completion"),
+        "vqa.open": demo["vqa"][0],
+        "scrapbook.qa enumerated": _scrapbook_item(),
+    }
     out = {}
     for name, item in pick.items():
         p = build_prompt(item, "ROOT")
-        out[name] = {"text": p.text, "images": list(p.images), "choices": list(p.choices) if p.choices else None,
-                     "answer_trigger": p.answer_trigger}
+        out[name] = {
+            "text": p.text,
+            "images": list(p.images),
+            "choices": list(p.choices) if p.choices else None,
+            "answer_trigger": p.answer_trigger,
+        }
     return out
 
 
@@ -82,11 +100,21 @@ def test_multi_answer_sets_and_parsing():
     assert letter_sets(3, True) == ("A", "B", "C", "A, B", "A, C", "B, C", "A, B, C", "N")
     assert parse_letter_set("A, C", 4, True) == {0, 2}
     assert parse_letter_set("b and d.", 4, True) == {1, 3}
-    assert parse_letter_set("ACD", 4, True) == {0, 2, 3} and parse_letter_set("ABCD", 4, True) == {0, 1, 2, 3}
+    assert parse_letter_set("ACD", 4, True) == {0, 2, 3} and parse_letter_set("ABCD", 4, True) == {
+        0,
+        1,
+        2,
+        3,
+    }
     assert parse_letter_set("The answers are: A and C.", 4, True) == {0, 2}
-    assert parse_letter_set("a cat", 4, True) is None and parse_letter_set("a bad idea", 4, True) is None
+    assert (
+        parse_letter_set("a cat", 4, True) is None
+        and parse_letter_set("a bad idea", 4, True) is None
+    )
     assert parse_letter_set("N", 4, True) == frozenset()
-    assert parse_letter_set("N", 4, False) is None  # a "None of the above" option exists: N is not an answer
+    assert (
+        parse_letter_set("N", 4, False) is None
+    )  # a "None of the above" option exists: N is not an answer
     assert parse_letter_set("A, E", 4, True) is None
     assert parse_letter_set("I think A", 4, True) is None
 
@@ -103,13 +131,30 @@ def test_memeqa_items_become_prompts_and_targets(variant):
             assert p.choices == tuple("ABCD"[:n]) and target(item) == "ABCD"[item.answer[0]]
         else:
             none_option = item.options[-1] == "None of the above"
-            assert ("N" in p.choices) is (not none_option) and len(p.choices) == 2 ** n - 1 + (not none_option)
+            assert ("N" in p.choices) is (not none_option) and len(p.choices) == 2**n - 1 + (
+                not none_option
+            )
             gold = ", ".join("ABCD"[i] for i in item.answer) or "N"
-            assert read_answer(item, gold)[0] == target(item)  # the gold answer, written out, reads back
-    assert {i.meta["specific_type"] for i in items} and len({i.meta["specific_type"] for i in items}) == 11
+            assert read_answer(item, gold)[0] == target(
+                item
+            )  # the gold answer, written out, reads back
+    assert {i.meta["specific_type"] for i in items} and len(
+        {i.meta["specific_type"] for i in items}
+    ) == 11
 
 
-GARBAGE = ["", "   ", "这是一只猫", "A, B", '{"answer": "B"}', "B", "The answer is (C).", "a cat", "Y N", "yes"]
+GARBAGE = [
+    "",
+    "   ",
+    "这是一只猫",
+    "A, B",
+    '{"answer": "B"}',
+    "B",
+    "The answer is (C).",
+    "a cat",
+    "Y N",
+    "yes",
+]
 
 
 @pytest.mark.parametrize("text", GARBAGE)
@@ -138,17 +183,29 @@ def test_yesbut_tasks_from_the_collected_sample(tmp_path):
     recs, _ = collect_yesbut(SHARED_DATA / "yesbut", progress=False)
     records = [r.to_dict() for r in recs]
     items = load_items(yesbut_datasets(records, tmp_path))
-    by_task = {t: [i for i in items if i.task == t] for t in ("yesbut.detection", "yesbut.understanding", "yesbut.completion")}
+    by_task = {
+        t: [i for i in items if i.task == t]
+        for t in ("yesbut.detection", "yesbut.understanding", "yesbut.completion")
+    }
     assert len(by_task["yesbut.detection"]) == len(records) == 443
-    assert sum(i.answer == ["Y"] for i in by_task["yesbut.detection"]) == sum(r["label"] == "satirical" for r in records)
+    assert sum(i.answer == ["Y"] for i in by_task["yesbut.detection"]) == sum(
+        r["label"] == "satirical" for r in records
+    )
     parts = {i.meta["part"] for i in by_task["yesbut.understanding"]}
     assert parts == {"left", "right", "whole"}
     # every satirical image whose scene is annotated: the 283 originals and their satirical restylings
-    restyled = [r for r in records if r["stage"] in (3, 4) and r["label"] == "satirical" and
-                (by_id := {x["id"]: x for x in records}).get(r.get("original"), {}).get("annotation")]
+    restyled = [
+        r
+        for r in records
+        if r["stage"] in (3, 4)
+        and r["label"] == "satirical"
+        and (by_id := {x["id"]: x for x in records}).get(r.get("original"), {}).get("annotation")
+    ]
     wholes = [i for i in by_task["yesbut.understanding"] if i.meta["part"] == "whole"]
     assert len(wholes) == 283 + len(restyled) and {i.meta["stage"] for i in wholes} == {2, 3, 4}
-    assert {i.meta["difficulty"] for i in wholes} <= {"EASY", "MEDIUM", "HARD"} and {i.meta["text"] for i in wholes} == {"Y", "N"}
+    assert {i.meta["difficulty"] for i in wholes} <= {"EASY", "MEDIUM", "HARD"} and {
+        i.meta["text"] for i in wholes
+    } == {"Y", "N"}
     for i in wholes:
         if i.meta["stage"] != 2:  # a restyling is scored against its original's annotation
             assert i.answer == [by_id[i.meta["original"]]["annotation"]["overall_description"]]

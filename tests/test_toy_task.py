@@ -20,7 +20,9 @@ from lib.stages import train as T
 from lib.store import CallStore
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
-FOLDER = ROOT / "tests" / "support" / "families"  # where the toy family's folder is, beside lib/families/
+FOLDER = (
+    ROOT / "tests" / "support" / "families"
+)  # where the toy family's folder is, beside lib/families/
 
 
 @pytest.fixture
@@ -32,12 +34,16 @@ def family(monkeypatch):
     for name, task in added.items():
         monkeypatch.setitem(families.TASKS, name, task)
     yield sys.modules["lib.families.toy"]
-    for name in [m for m in sys.modules if m == "lib.families.toy" or m.startswith("lib.families.toy.")]:
+    for name in [
+        m for m in sys.modules if m == "lib.families.toy" or m.startswith("lib.families.toy.")
+    ]:
         del sys.modules[name]
 
 
 def test_the_toy_family_is_found_by_its_folder_alone(family):
-    assert [t.name for t in family.TASKS] == ["toy.colour"] and families.get_task("toy.colour") is family.TASKS[0]
+    assert [t.name for t in family.TASKS] == ["toy.colour"] and families.get_task(
+        "toy.colour"
+    ) is family.TASKS[0]
     assert type(family.TASKS[0]).__module__ == "lib.families.toy.task"
 
 
@@ -56,19 +62,35 @@ def toy(family, tmp_path):
 
 def test_a_task_defined_outside_lib_is_evaluated_and_rescored(toy, tmp_path):
     folder, items = toy
-    cfg = E.EvalConfig(datasets={"toy": str(folder)}, models={"tiny": TINY}, styles=["zero_shot", "cot"],
-                       max_new_tokens=4, cot_max_new_tokens=4, n_resamples=50)
+    cfg = E.EvalConfig(
+        datasets={"toy": str(folder)},
+        models={"tiny": TINY},
+        styles=["zero_shot", "cot"],
+        max_new_tokens=4,
+        cot_max_new_tokens=4,
+        n_resamples=50,
+    )
     out = tmp_path / "eval"
     E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     preds = list(read_jsonl(out / "predictions.jsonl"))
     assert len(preds) == 2 * len(items) and {p["task"] for p in preds} == {"toy.colour"}
     # constrained to the task's closed set: every answer is one of its colours
-    assert all(p["valid"] and p["parsed"] in ('red', 'green', 'blue') and p["method"].startswith("constrained") for p in preds)
+    assert all(
+        p["valid"]
+        and p["parsed"] in ("red", "green", "blue")
+        and p["method"].startswith("constrained")
+        for p in preds
+    )
     metrics = pd.read_csv(out / "metrics.csv")
     rows = metrics[metrics["task"] == "toy.colour"]
-    assert set(rows["metric"]) == {"invalid_rate", "accuracy", "warm"} and set(rows["style"]) == {"zero_shot", "cot"}
+    assert set(rows["metric"]) == {"invalid_rate", "accuracy", "warm"} and set(rows["style"]) == {
+        "zero_shot",
+        "cot",
+    }
     warm = rows[(rows["metric"] == "warm") & (rows["style"] == "zero_shot")]["value"].item()
-    assert warm == pytest.approx(sum(p["parsed"] == "red" for p in preds if p["style"] == "zero_shot") / len(items))
+    assert warm == pytest.approx(
+        sum(p["parsed"] == "red" for p in preds if p["style"] == "zero_shot") / len(items)
+    )
     before = metrics.copy()
     E.rescore_folder(out)
     pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), before)
@@ -76,18 +98,32 @@ def test_a_task_defined_outside_lib_is_evaluated_and_rescored(toy, tmp_path):
 
 def test_its_options_are_one_params_block_and_its_tables_reach_the_analysis(toy, tmp_path):
     folder, items = toy
-    cfg = E.EvalConfig.from_params({"datasets": {"toy": str(folder)}, "models": {"tiny": TINY}, "styles": ["zero_shot"],
-                                    "max_new_tokens": 4, "n_resamples": 20, "tasks": {"toy.colour": {"warm": "blue"}}})
+    cfg = E.EvalConfig.from_params(
+        {
+            "datasets": {"toy": str(folder)},
+            "models": {"tiny": TINY},
+            "styles": ["zero_shot"],
+            "max_new_tokens": 4,
+            "n_resamples": 20,
+            "tasks": {"toy.colour": {"warm": "blue"}},
+        }
+    )
     out = tmp_path / "run" / "06_evaluate"
     E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     preds = list(read_jsonl(out / "predictions.jsonl"))
     metrics = pd.read_csv(out / "metrics.csv")
-    warm = metrics[(metrics["task"] == "toy.colour") & (metrics["metric"] == "warm")]["value"].item()
-    assert warm == pytest.approx(sum(p["parsed"] == "blue" for p in preds) / len(items))  # its option, not the default
+    warm = metrics[(metrics["task"] == "toy.colour") & (metrics["metric"] == "warm")][
+        "value"
+    ].item()
+    assert warm == pytest.approx(
+        sum(p["parsed"] == "blue" for p in preds) / len(items)
+    )  # its option, not the default
     assert {p["dataset"] for p in preds} == {"toy"}
     written = analyze.paper_results(out.parent, metrics, tmp_path / "tables", tmp_path / "figures")
     assert written == ["toy_table1"] and (tmp_path / "tables" / "toy_table1.csv").exists()
-    with pytest.raises(Exception, match=r"tasks.toy.colour: unknown key 'wram' \(did you mean 'warm'\?\)"):
+    with pytest.raises(
+        Exception, match=r"tasks.toy.colour: unknown key 'wram' \(did you mean 'warm'\?\)"
+    ):
         E.EvalConfig.from_params({"tasks": {"toy.colour": {"wram": "blue"}}})
 
 
@@ -95,10 +131,18 @@ def test_training_validates_and_trains_with_the_tasks_own_methods(toy):
     folder, items = toy
     backend = load_model(TINY).load()
     examples = [T.Example(it, str(folder)) for it in items]
-    accuracies = T.evaluate_examples(backend.model, backend.processor, examples, T.TrainConfig.val_max_new_tokens)
-    hits = T.score_examples(examples, [Response(text=c) for c in ("red", "blue", "blue", "red", "green", "Blue.")])
+    accuracies = T.evaluate_examples(
+        backend.model, backend.processor, examples, T.TrainConfig.val_max_new_tokens
+    )
+    hits = T.score_examples(
+        examples, [Response(text=c) for c in ("red", "blue", "blue", "red", "green", "Blue.")]
+    )
     assert hits == [True, False, True, True, True, True]
-    assert set(accuracies) == {"accuracy", "accuracy_colour", "macro"}  # target kinds are Scrapbook's only
+    assert set(accuracies) == {
+        "accuracy",
+        "accuracy_colour",
+        "macro",
+    }  # target kinds are Scrapbook's only
     tok = backend.processor.tokenizer
     batch = T.collate(examples[:2], backend.processor, tok.eos_token)
     labelled = batch["labels"][0][batch["labels"][0] != -100].tolist()
@@ -109,8 +153,13 @@ def test_rescore_refuses_parts_that_do_not_belong_together(toy, tmp_path):
     """A dataset changed after its evaluation, or a rerun stopped before it finished: rescoring would
     grade stored answers against other gold, so it refuses and says why."""
     folder, items = toy
-    cfg = E.EvalConfig(datasets={"toy": str(folder)}, models={"tiny": TINY}, styles=["zero_shot"], max_new_tokens=4,
-                       n_resamples=20)
+    cfg = E.EvalConfig(
+        datasets={"toy": str(folder)},
+        models={"tiny": TINY},
+        styles=["zero_shot"],
+        max_new_tokens=4,
+        n_resamples=20,
+    )
     out = tmp_path / "eval"
     E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     E.rescore_folder(out)  # a finished evaluation rescores
@@ -121,13 +170,21 @@ def test_rescore_refuses_parts_that_do_not_belong_together(toy, tmp_path):
     (folder / "items.jsonl").write_text("\n".join(lines) + "\n")
     E.rescore_folder(out)
     kept = (out / "predictions.jsonl").read_text()
-    (out / "predictions.jsonl").write_text(kept.replace(f'"{items[0].id}"', '"not-in-the-dataset"', 1))
-    with pytest.raises(ValueError, match="not-in-the-dataset.*the answers changed after the evaluation finished"):
-        E.rescore_folder(out)  # another run's predictions: refused with the manifest's reason, not a traceback
+    (out / "predictions.jsonl").write_text(
+        kept.replace(f'"{items[0].id}"', '"not-in-the-dataset"', 1)
+    )
+    with pytest.raises(
+        ValueError, match="not-in-the-dataset.*the answers changed after the evaluation finished"
+    ):
+        E.rescore_folder(
+            out
+        )  # another run's predictions: refused with the manifest's reason, not a traceback
     assert not list(out.glob(".predictions.*"))  # the rescore's pass files are gone
     (out / "predictions.jsonl").write_text(kept)
     E.rescore_folder(out)
-    (out / "manifest.json").unlink()  # what a killed rerun leaves: new config beside old predictions
+    (
+        out / "manifest.json"
+    ).unlink()  # what a killed rerun leaves: new config beside old predictions
     with pytest.raises(ValueError, match="did not finish"):
         E.rescore_folder(out)
     assert E.main(["rescore", "--run", "no-such-run"]) == 2  # a clear error, exit status 2

@@ -26,22 +26,39 @@ def dataset(training_scenes):
 
 
 def _cfg(dataset, **kw):
-    base = dict(model=TINY, dataset=str(dataset), full_finetune=True, lr=1e-3, warmup_steps=2, max_steps=6,
-                batch_size=4, eval_every=3, eval_items=16, checkpoint_every=2, seed=1)
+    base = dict(
+        model=TINY,
+        dataset=str(dataset),
+        full_finetune=True,
+        lr=1e-3,
+        warmup_steps=2,
+        max_steps=6,
+        batch_size=4,
+        eval_every=3,
+        eval_items=16,
+        checkpoint_every=2,
+        seed=1,
+    )
     return TrainConfig(**{**base, **kw})
 
 
 def test_splits_are_disjoint_by_image_and_deterministic():
     images = [f"img{i % 50}" for i in range(500)]
     a = split_by_image(images, 0.2, 0.2, seed=0)
-    assert a == split_by_image(images, 0.2, 0.2, seed=0) and a != split_by_image(images, 0.2, 0.2, seed=1)
+    assert a == split_by_image(images, 0.2, 0.2, seed=0) and a != split_by_image(
+        images, 0.2, 0.2, seed=1
+    )
     assert sorted(list(a.values()).count(s) for s in ("train", "val", "test")) == [10, 10, 30]
 
 
 def test_examples_never_share_an_image_across_splits(dataset):
     data, report = load_examples(_cfg(dataset))
     images = {k: {e.image for e in v} for k, v in data.items()}
-    assert not images["train"] & images["val"] and not images["train"] & images["test"] and not images["val"] & images["test"]
+    assert (
+        not images["train"] & images["val"]
+        and not images["train"] & images["test"]
+        and not images["val"] & images["test"]
+    )
     assert all(e.item.meta["level"] == 1 for e in data["test"] + data["val"])
     assert report["train_examples"] == len(data["train"]) > 0
 
@@ -57,17 +74,25 @@ def test_loss_is_on_the_answer_tokens_only(dataset):
         labelled = batch["labels"][i][batch["labels"][i] != -100].tolist()
         assert tok.decode(labelled) == e.answer + tok.eos_token
         n = int(batch["attention_mask"][i].sum())
-        assert batch["attention_mask"][i][:n].all() and not batch["attention_mask"][i][n:].any()  # right padded
-        assert batch["input_ids"][i][n - len(labelled):n].tolist() == labelled  # answer ends the sequence
+        assert (
+            batch["attention_mask"][i][:n].all() and not batch["attention_mask"][i][n:].any()
+        )  # right padded
+        assert (
+            batch["input_ids"][i][n - len(labelled) : n].tolist() == labelled
+        )  # answer ends the sequence
 
 
 def test_lora_targets_the_language_model_only():
-    cfg = TrainConfig(model=TINY, dataset="stage:04_scrapbook/datasets/scrapbook", full_finetune=False)
+    cfg = TrainConfig(
+        model=TINY, dataset="stage:04_scrapbook/datasets/scrapbook", full_finetune=False
+    )
     model, _, info = prepare_model(cfg)
     assert info["mode"] == "lora" and info["trainable"] < 0.2 * info["total"]
     assert info["target_modules"] and all("language_model" in n for n in info["target_modules"])
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
-    assert trainable and all("lora_" in n and "vision" not in n and "projector" not in n for n in trainable)
+    assert trainable and all(
+        "lora_" in n and "vision" not in n and "projector" not in n for n in trainable
+    )
 
 
 def test_resumed_run_matches_an_uninterrupted_one(dataset, tmp_path):
@@ -82,7 +107,10 @@ def test_resumed_run_matches_an_uninterrupted_one(dataset, tmp_path):
     assert [r["loss"] for r in b] == pytest.approx([r["loss"] for r in a], abs=1e-5)
     from safetensors.torch import load_file
 
-    wa, wb = load_file(tmp_path / "full" / "last" / "model.safetensors"), load_file(tmp_path / "killed" / "last" / "model.safetensors")
+    wa, wb = (
+        load_file(tmp_path / "full" / "last" / "model.safetensors"),
+        load_file(tmp_path / "killed" / "last" / "model.safetensors"),
+    )
     assert all(torch.allclose(wa[k], wb[k], atol=1e-5) for k in wa)
 
 
@@ -94,12 +122,16 @@ def test_unreadable_training_image_is_skipped_and_reported(dataset, tmp_path):
     victim = sorted((copy / "images").iterdir())[0]
     victim.write_bytes(b"")
     data, report = load_examples(_cfg(copy))
-    assert list(report["skipped_images"]) == [f"images/{victim.name}"] and report["skipped_items"] > 0
+    assert (
+        list(report["skipped_images"]) == [f"images/{victim.name}"] and report["skipped_items"] > 0
+    )
     assert all(not e.image.endswith(victim.name) for part in data.values() for e in part)
 
 
 def test_out_of_memory_message_names_the_settings_to_change():
-    msg = _oom_message(TrainConfig(dataset="stage:04_scrapbook/datasets/scrapbook", batch_size=32, grad_accum=1))
+    msg = _oom_message(
+        TrainConfig(dataset="stage:04_scrapbook/datasets/scrapbook", batch_size=32, grad_accum=1)
+    )
     assert "batch_size=32" in msg and "grad_accum" in msg and "gradient checkpointing" in msg
 
 
@@ -123,10 +155,15 @@ def test_out_of_memory_during_training_is_re_raised_with_advice(dataset, tmp_pat
 
 def test_training_filters_touch_the_train_split_only(dataset):
     data, _ = load_examples(_cfg(dataset, train_types=["presence"], train_targets=["color"]))
-    assert data["train"] and all(e.item.meta["type"] == "presence" and set(e.item.meta["query"]["target"]) == {"color"}
-                                 for e in data["train"])
+    assert data["train"] and all(
+        e.item.meta["type"] == "presence" and set(e.item.meta["query"]["target"]) == {"color"}
+        for e in data["train"]
+    )
     assert {e.item.meta["type"] for e in data["test"]} == {"presence", "counting"}
-    assert {tuple(sorted(e.item.meta["query"]["target"])) for e in data["test"]} == {("color",), ("shape",)}
+    assert {tuple(sorted(e.item.meta["query"]["target"])) for e in data["test"]} == {
+        ("color",),
+        ("shape",),
+    }
 
 
 def test_a_filter_applies_to_the_facets_an_item_has():
@@ -137,16 +174,37 @@ def test_a_filter_applies_to_the_facets_an_item_has():
     from lib.training.data import _kept
 
     mcq = get_task("mcq").make_item("m", ["a.png"], "?", [0], ["x", "y"], specific_type="Intent")
-    scene = {"type": "presence", "group": "np", "form": "original", "level": 1, "target": "color", "absurd": False}
+    scene = {
+        "type": "presence",
+        "group": "np",
+        "form": "original",
+        "level": 1,
+        "target": "color",
+        "absurd": False,
+    }
     cfg = _cfg("unused", types=["presence"], groups=["np"], forms=["original"])
-    assert get_task("mcq").facets(mcq) == {"type": "Intent"} and not _kept(cfg, get_task("mcq").facets(mcq))
-    assert _kept(replace(cfg, types=["Intent"]), {"type": "Intent"}) and _kept(replace(cfg, types=[]), {"type": "Intent"})
-    assert _kept(cfg, scene) and not _kept(cfg, {**scene, "form": "negated"}) and not _kept(cfg, {**scene, "absurd": True})
-    assert _kept(cfg, get_task("vqa.open").facets(Item(id="v", task="vqa.open", question="?", images=["a.png"],
-                                                           answer=["x"])))
+    assert get_task("mcq").facets(mcq) == {"type": "Intent"} and not _kept(
+        cfg, get_task("mcq").facets(mcq)
+    )
+    assert _kept(replace(cfg, types=["Intent"]), {"type": "Intent"}) and _kept(
+        replace(cfg, types=[]), {"type": "Intent"}
+    )
+    assert (
+        _kept(cfg, scene)
+        and not _kept(cfg, {**scene, "form": "negated"})
+        and not _kept(cfg, {**scene, "absurd": True})
+    )
+    assert _kept(
+        cfg,
+        get_task("vqa.open").facets(
+            Item(id="v", task="vqa.open", question="?", images=["a.png"], answer=["x"])
+        ),
+    )
 
 
-def test_balanced_drawing_makes_every_answer_of_a_type_as_likely_and_keeps_the_types_shares(dataset):
+def test_balanced_drawing_makes_every_answer_of_a_type_as_likely_and_keeps_the_types_shares(
+    dataset,
+):
     """balance: true draws each answer of a question type equally often (the answer prior teaches
     nothing), each type as often as the data has it."""
     from collections import Counter
@@ -184,7 +242,9 @@ def test_curriculum_trains_on_the_focus_questions_first(dataset, tmp_path, monke
     monkeypatch.setattr(T, "collate", spy)
     cfg = _cfg(dataset, focus_targets=["color"], focus_steps=3, train_types=["presence"])
     train(cfg, tmp_path / "curriculum", progress=False)
-    assert all(kinds == {"color"} for kinds in seen[:3]) and any(kinds != {"color"} for kinds in seen[3:])
+    assert all(kinds == {"color"} for kinds in seen[:3]) and any(
+        kinds != {"color"} for kinds in seen[3:]
+    )
 
 
 @pytest.mark.parametrize("kind", TINY_KINDS)
@@ -194,10 +254,15 @@ def test_every_vlm_family_trains_lora_on_answer_only_labels_and_its_loss_goes_do
     steps on one batch lower its loss."""
     spec = {"backend": "tiny", "name": kind}
     data, _ = load_examples(_cfg(dataset))
-    model, processor, info = prepare_model(TrainConfig(model=spec, dataset=str(dataset), lora_r=8, lora_alpha=16))
+    model, processor, info = prepare_model(
+        TrainConfig(model=spec, dataset=str(dataset), lora_r=8, lora_alpha=16)
+    )
     assert info["mode"] == "lora" and info["target_modules"]
-    assert not any(k in n for n in info["target_modules"] for k in ("vision", "projector", "projection", "qformer", "lm_head",
-                                                                   "visual", "connector"))
+    assert not any(
+        k in n
+        for n in info["target_modules"]
+        for k in ("vision", "projector", "projection", "qformer", "lm_head", "visual", "connector")
+    )
     tok = processor.tokenizer
     encdec = is_encoder_decoder(model)
     assert encdec == kind.endswith(("_t5", "florence2"))
@@ -205,7 +270,9 @@ def test_every_vlm_family_trains_lora_on_answer_only_labels_and_its_loss_goes_do
     batch = collate(examples, processor, tok.eos_token, encoder_decoder=encdec)
     for i, e in enumerate(examples):
         labelled = batch["labels"][i][batch["labels"][i] != -100].tolist()
-        assert tok.decode(labelled) == e.answer + tok.eos_token  # the answer (+ end of turn) and nothing else
+        assert (
+            tok.decode(labelled) == e.answer + tok.eos_token
+        )  # the answer (+ end of turn) and nothing else
     model.train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=5e-3)
     losses = []
@@ -221,9 +288,25 @@ def test_every_vlm_family_trains_lora_on_answer_only_labels_and_its_loss_goes_do
 @pytest.mark.parametrize("kind", ["qwen2_vl", "blip2_t5"])
 def test_other_vlm_families_run_the_training_stage(dataset, tmp_path, kind):
     spec = {"backend": "tiny", "name": kind}
-    summary = train(TrainConfig(model=spec, dataset=str(dataset), full_finetune=False, max_steps=2, batch_size=2,
-                                eval_every=2, eval_items=4, checkpoint_every=2), tmp_path / kind, progress=False)
-    assert summary["steps"] == 2 and summary["model"]["mode"] == "lora" and (tmp_path / kind / "best").is_dir()
+    summary = train(
+        TrainConfig(
+            model=spec,
+            dataset=str(dataset),
+            full_finetune=False,
+            max_steps=2,
+            batch_size=2,
+            eval_every=2,
+            eval_items=4,
+            checkpoint_every=2,
+        ),
+        tmp_path / kind,
+        progress=False,
+    )
+    assert (
+        summary["steps"] == 2
+        and summary["model"]["mode"] == "lora"
+        and (tmp_path / kind / "best").is_dir()
+    )
 
 
 def test_the_command_line_writes_the_stage_outputs_with_summary_and_provenance(dataset, tmp_path):
@@ -237,28 +320,65 @@ def test_the_command_line_writes_the_stage_outputs_with_summary_and_provenance(d
     (run_folder / "04_scrapbook" / "datasets").mkdir(parents=True)
     (run_folder / "04_scrapbook" / "datasets" / "scrapbook").symlink_to(dataset)
     params = tmp_path / "05.yaml"
-    params.write_text(yaml.safe_dump({"model": TINY, "dataset": "stage:04_scrapbook/datasets/scrapbook",
-                                      "full_finetune": True, "max_steps": 2, "batch_size": 2, "eval_every": 2,
-                                      "eval_items": 4, "checkpoint_every": 2, "max_test": 8}))
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "model": TINY,
+                "dataset": "stage:04_scrapbook/datasets/scrapbook",
+                "full_finetune": True,
+                "max_steps": 2,
+                "batch_size": 2,
+                "eval_every": 2,
+                "eval_items": 4,
+                "checkpoint_every": 2,
+                "max_test": 8,
+            }
+        )
+    )
     out = run_folder / "05_train"
-    r = subprocess.run([sys.executable, "-m", "lib.stages.train", "--params", str(params), "--out", str(out)],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "lib.stages.train", "--params", str(params), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["training"]["steps"] == 2 and summary["n_test"] > 0 and set(summary["trained"]) >= {"accuracy"}
+    assert (
+        summary["training"]["steps"] == 2
+        and summary["n_test"] > 0
+        and set(summary["trained"]) >= {"accuracy"}
+    )
     provenance = json.loads((out / "provenance.json").read_text())
-    assert provenance["stage"] == "05_train" and provenance["params"]["dataset"] == str(run_folder / "04_scrapbook" / "datasets" / "scrapbook")
+    assert provenance["stage"] == "05_train" and provenance["params"]["dataset"] == str(
+        run_folder / "04_scrapbook" / "datasets" / "scrapbook"
+    )
     assert {"best", "last", "checkpoint", "curve.csv", "figures"} <= {p.name for p in out.iterdir()}
-    again = subprocess.run([sys.executable, "-m", "lib.stages.train", "--params", str(params), "--out", str(out)],
-                           capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0 and "resumed from" in again.stdout  # same settings: the finished run resumes
+    again = subprocess.run(
+        [sys.executable, "-m", "lib.stages.train", "--params", str(params), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert (
+        again.returncode == 0 and "resumed from" in again.stdout
+    )  # same settings: the finished run resumes
     params.write_text(params.read_text().replace("max_steps: 2", "max_steps: 3"))
-    changed = subprocess.run([sys.executable, "-m", "lib.stages.train", "--params", str(params), "--out", str(out)],
-                             capture_output=True, text=True, timeout=600)
-    assert changed.returncode != 0 and "other training settings (max_steps: 2 there, 3 here)" in changed.stderr  # never a silent mix
+    changed = subprocess.run(
+        [sys.executable, "-m", "lib.stages.train", "--params", str(params), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert (
+        changed.returncode != 0
+        and "other training settings (max_steps: 2 there, 3 here)" in changed.stderr
+    )  # never a silent mix
 
 
-def test_a_budget_that_ends_before_the_first_validation_still_validates_and_saves_best(dataset, tmp_path):
+def test_a_budget_that_ends_before_the_first_validation_still_validates_and_saves_best(
+    dataset, tmp_path
+):
     """A time cap hit before the first scheduled validation (a slow or busy machine): the stage still
     ends with a validation row and a best/ that the comparison can load."""
     from lib.stages.train import compare
@@ -277,7 +397,10 @@ def test_the_same_step_budget_gives_the_same_model_whatever_the_machine_speed(da
     on how busy the machine is)."""
     a = train(_cfg(dataset), tmp_path / "a", progress=False)
     b = train(_cfg(dataset), tmp_path / "b", progress=False)
-    curve = lambda p: [(r["step"], r["loss"], r.get("val_accuracy")) for r in map(json.loads, (p / "curve.jsonl").read_text().splitlines())]
+    curve = lambda p: [
+        (r["step"], r["loss"], r.get("val_accuracy"))
+        for r in map(json.loads, (p / "curve.jsonl").read_text().splitlines())
+    ]
     assert a["steps"] == b["steps"] == 6 and curve(tmp_path / "a") == curve(tmp_path / "b")
 
 
@@ -299,22 +422,28 @@ def test_a_short_training_gives_the_recorded_curve_on_any_machine(dataset, tmp_p
     are compared exactly: they are counts of greedy answers, and only a near-tie between two tokens'
     logits (closer than those ~1e-5) could flip one; the message says so if that happens."""
     train(_cfg(dataset, **SIGNAL), tmp_path / "run", progress=False)
-    rows = [json.loads(line) for line in (tmp_path / "run" / "curve.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (tmp_path / "run" / "curve.jsonl").read_text().splitlines()
+    ]
     got = [{k: v for k, v in r.items() if k != "train_seconds"} for r in rows]
     accuracy = [r["val_accuracy"] for r in got if "val_accuracy" in r]
-    assert len(accuracy) == 6 and len(set(accuracy)) > 1 and max(accuracy) > 0, \
+    assert len(accuracy) == 6 and len(set(accuracy)) > 1 and max(accuracy) > 0, (
         f"validation accuracy {accuracy} has no signal: the exact comparison below would compare constants"
+    )
     if os.environ.get("UPDATE_SNAPSHOTS") == "1":
         CURVE.write_text(json.dumps(got, indent=1) + "\n")
     want = json.loads(CURVE.read_text())
     assert [r["step"] for r in got] == [r["step"] for r in want]
     for g, w in zip(got, want):
         assert g.keys() == w.keys()
-        assert g["loss"] == pytest.approx(w["loss"], rel=1e-3) and g["lr"] == pytest.approx(w["lr"], rel=1e-6)
+        assert g["loss"] == pytest.approx(w["loss"], rel=1e-3) and g["lr"] == pytest.approx(
+            w["lr"], rel=1e-6
+        )
         scores = {k: v for k, v in g.items() if k.startswith("val_")}
         assert scores == {k: w[k] for k in scores}, (
             f"step {g['step']}: validation differs from the recorded run although the losses agree "
-            f"(relative {abs(g['loss'] - w['loss']) / w['loss']:.1e}): a greedy answer flipped on a near-tie")
+            f"(relative {abs(g['loss'] - w['loss']) / w['loss']:.1e}): a greedy answer flipped on a near-tie"
+        )
 
 
 def test_a_kill_between_checkpoints_leaves_no_duplicate_curve_rows(dataset, tmp_path, monkeypatch):
@@ -335,7 +464,9 @@ def test_a_kill_between_checkpoints_leaves_no_duplicate_curve_rows(dataset, tmp_
         train(_cfg(dataset), tmp_path / "k", progress=False)
     monkeypatch.setattr(T, "append_jsonl", real)
     train(_cfg(dataset), tmp_path / "k", progress=False)
-    steps = [json.loads(x)["step"] for x in (tmp_path / "k" / "curve.jsonl").read_text().splitlines()]
+    steps = [
+        json.loads(x)["step"] for x in (tmp_path / "k" / "curve.jsonl").read_text().splitlines()
+    ]
     assert steps == [1, 2, 3, 4, 5, 6]
     import pandas as pd
 
@@ -348,8 +479,11 @@ def _memeqa_splits(root, per_split=6):
     from PIL import Image
 
     (root / "images").mkdir(parents=True)
-    kinds = [("intent_id", "Intent Identification", "single"), ("viz_id", "Visual Identification", "multi"),
-             ("cond_sent_id", "Conditional Sentiment Identification", "single")]
+    kinds = [
+        ("intent_id", "Intent Identification", "single"),
+        ("viz_id", "Visual Identification", "multi"),
+        ("cond_sent_id", "Conditional Sentiment Identification", "single"),
+    ]
     paths = {}
     for s, split in enumerate(("train", "dev", "test")):
         rows = []
@@ -357,38 +491,78 @@ def _memeqa_splits(root, per_split=6):
             img = f"{split}_{i}.png"
             Image.new("RGB", (40, 40), ("red", "green", "blue")[i % 3]).save(root / "images" / img)
             kind, specific, general = kinds[i % 3]
-            options = ["The meme mocks cats", "The meme praises dogs", "The meme is about rain", "None of the above"] \
-                if kind != "cond_sent_id" else ["Positive", "Neutral", "Negative"]
+            options = (
+                [
+                    "The meme mocks cats",
+                    "The meme praises dogs",
+                    "The meme is about rain",
+                    "None of the above",
+                ]
+                if kind != "cond_sent_id"
+                else ["Positive", "Neutral", "Negative"]
+            )
             key = (i + s) % len(options) if general == "single" else [1, 0, 1, 0]
-            rows.append({"id": f"{kind}/{split}{i}", "img": img, "question": f"Question {i} about the meme?",
-                         "options": options, "general_type": general, "specific_type": specific, "answer_key": key})
+            rows.append(
+                {
+                    "id": f"{kind}/{split}{i}",
+                    "img": img,
+                    "question": f"Question {i} about the meme?",
+                    "options": options,
+                    "general_type": general,
+                    "specific_type": specific,
+                    "answer_key": key,
+                }
+            )
         paths[split] = root / f"{split}.json"
         paths[split].write_text(json.dumps(rows))
     return paths
 
 
-def test_multiple_choice_training_uses_the_datasets_splits_options_letters_and_the_macro_metric(tmp_path):
+def test_multiple_choice_training_uses_the_datasets_splits_options_letters_and_the_macro_metric(
+    tmp_path,
+):
     from lib.families import task_of
 
     paths = _memeqa_splits(tmp_path / "memeqa")
-    cfg = TrainConfig(model=TINY, dataset=str(paths["train"]), val_dataset=str(paths["dev"]), test_dataset=str(paths["test"]),
-                      memeqa_images=str(tmp_path / "memeqa" / "images"), lr=1e-3, max_steps=4, batch_size=2,
-                      eval_every=2, eval_items=6, checkpoint_every=4, full_finetune=True, val_max_new_tokens=6)
+    cfg = TrainConfig(
+        model=TINY,
+        dataset=str(paths["train"]),
+        val_dataset=str(paths["dev"]),
+        test_dataset=str(paths["test"]),
+        memeqa_images=str(tmp_path / "memeqa" / "images"),
+        lr=1e-3,
+        max_steps=4,
+        batch_size=2,
+        eval_every=2,
+        eval_items=6,
+        checkpoint_every=4,
+        full_finetune=True,
+        val_max_new_tokens=6,
+    )
     data, report = load_examples(cfg)
-    assert report["splits"] == "the dataset's own" and [len(data[k]) for k in ("train", "val", "test")] == [6, 6, 6]
-    assert {e.image.split("/")[-1].split("_")[0] for e in data["val"]} == {"dev"}  # the dev file is validation
+    assert report["splits"] == "the dataset's own" and [
+        len(data[k]) for k in ("train", "val", "test")
+    ] == [6, 6, 6]
+    assert {e.image.split("/")[-1].split("_")[0] for e in data["val"]} == {
+        "dev"
+    }  # the dev file is validation
     multi = next(e for e in data["train"] if e.item.meta["general_type"] == "multi")
     assert multi.answer == "A, C"  # a letter set, as the evaluation reads it
     single = next(e for e in data["train"] if e.item.meta["general_type"] == "single")
     assert single.answer in "ABCD" and len(single.answer) == 1
     prompt = task_of(single.item).prompt(single.item, single.root).text
-    assert all(o in prompt for o in single.item.options) and "A. " in prompt  # the options are in the prompt
+    assert (
+        all(o in prompt for o in single.item.options) and "A. " in prompt
+    )  # the options are in the prompt
     from lib.models import load_model
 
     backend = load_model(TINY).load()
     batch = collate([multi], backend.processor, backend.processor.tokenizer.eos_token)
     labelled = batch["labels"][0][batch["labels"][0] != -100].tolist()
-    assert backend.processor.tokenizer.decode(labelled) == "A, C" + backend.processor.tokenizer.eos_token
+    assert (
+        backend.processor.tokenizer.decode(labelled)
+        == "A, C" + backend.processor.tokenizer.eos_token
+    )
     summary = train(cfg, tmp_path / "out", progress=False)
     assert summary["selected_by"] == "macro"  # MemeQA picks its checkpoint by the macro over types
     curve = [json.loads(line) for line in open(tmp_path / "out" / "curve.jsonl")]
@@ -396,12 +570,26 @@ def test_multiple_choice_training_uses_the_datasets_splits_options_letters_and_t
     leaking = tmp_path / "leak.json"
     leaking.write_text(paths["train"].read_text())
     with pytest.raises(ValueError, match="must not share images"):
-        load_examples(TrainConfig(model=TINY, dataset=str(paths["train"]), val_dataset=str(leaking),
-                                  test_dataset=str(paths["test"]), memeqa_images=cfg.memeqa_images))
+        load_examples(
+            TrainConfig(
+                model=TINY,
+                dataset=str(paths["train"]),
+                val_dataset=str(leaking),
+                test_dataset=str(paths["test"]),
+                memeqa_images=cfg.memeqa_images,
+            )
+        )
 
 
 def test_an_epoch_budget_and_the_originals_constant_learning_rate(dataset, tmp_path):
-    cfg = _cfg(dataset, epochs=0.5, lr_schedule="constant", warmup_steps=0, eval_every=100, checkpoint_every=100)
+    cfg = _cfg(
+        dataset,
+        epochs=0.5,
+        lr_schedule="constant",
+        warmup_steps=0,
+        eval_every=100,
+        checkpoint_every=100,
+    )
     data, _ = load_examples(cfg)
     summary = train(cfg, tmp_path / "e", progress=False)
     assert summary["steps"] == int(np.ceil(0.5 * len(data["train"]) / cfg.batch_size))
@@ -410,15 +598,30 @@ def test_an_epoch_budget_and_the_originals_constant_learning_rate(dataset, tmp_p
 
 
 def test_the_image_cache_trains_the_same_model_without_decoding_images_again(dataset, tmp_path):
-    cached = train(_cfg(dataset, max_steps=4, eval_every=100, checkpoint_every=100), tmp_path / "c", progress=False)
-    plain = train(_cfg(dataset, max_steps=4, eval_every=100, checkpoint_every=100, image_cache_mb=0), tmp_path / "p",
-                  progress=False)
+    cached = train(
+        _cfg(dataset, max_steps=4, eval_every=100, checkpoint_every=100),
+        tmp_path / "c",
+        progress=False,
+    )
+    plain = train(
+        _cfg(dataset, max_steps=4, eval_every=100, checkpoint_every=100, image_cache_mb=0),
+        tmp_path / "p",
+        progress=False,
+    )
     loss = lambda d: [json.loads(line)["loss"] for line in open(tmp_path / d / "curve.jsonl")]
     assert loss("c") == loss("p")  # the same pixels, the same batches: the same training
     info = cached["image_cache"]
-    assert 0 < info["misses"] <= len({e.image for e in load_examples(_cfg(dataset))[0]["train"]})  # each image decoded once
-    assert info["hits"] > 0 and info["hits"] + info["misses"] == 4 * 4 and plain["image_cache"] is None
-    assert cached["image_tensors"]["active"] and cached["image_tensors"]["hits"] > 0 and plain["image_tensors"] is None
+    assert (
+        0 < info["misses"] <= len({e.image for e in load_examples(_cfg(dataset))[0]["train"]})
+    )  # each image decoded once
+    assert (
+        info["hits"] > 0 and info["hits"] + info["misses"] == 4 * 4 and plain["image_cache"] is None
+    )
+    assert (
+        cached["image_tensors"]["active"]
+        and cached["image_tensors"]["hits"] > 0
+        and plain["image_tensors"] is None
+    )
 
 
 @pytest.mark.parametrize("kind", TINY_KINDS)
@@ -427,7 +630,9 @@ def test_prepared_image_tensors_give_every_family_the_processors_own_batches(dat
     computes (checked on the first batch); every family's batches equal the plain ones."""
     from lib.models.hf_images import ImageTensors
 
-    _, processor, _ = prepare_model(TrainConfig(model={"backend": "tiny", "name": kind}, dataset=str(dataset)))
+    _, processor, _ = prepare_model(
+        TrainConfig(model={"backend": "tiny", "name": kind}, dataset=str(dataset))
+    )
     train_set = load_examples(_cfg(dataset))[0]["train"]
     tensors, eos = ImageTensors(64), processor.tokenizer.eos_token
     encdec = kind.endswith(("_t5", "florence2"))
@@ -447,17 +652,26 @@ def test_prepared_image_tensors_hash_an_image_object_once(dataset, monkeypatch):
     from lib.io import ImageCache
     from lib.models.hf_images import ImageTensors
 
-    _, processor, _ = prepare_model(TrainConfig(model={"backend": "tiny", "name": "llava"}, dataset=str(dataset)))
+    _, processor, _ = prepare_model(
+        TrainConfig(model={"backend": "tiny", "name": "llava"}, dataset=str(dataset))
+    )
     example = load_examples(_cfg(dataset))[0]["train"][0]
     images, tensors = ImageCache(64), ImageTensors(64)
     hashed = []
     real = hashlib.blake2b
     monkeypatch.setattr(hashlib, "blake2b", lambda *a, **k: hashed.append(1) or real(*a, **k))
-    first = tensors._one(processor.image_processor, images(dataset / example.image), {"return_tensors": "pt"})
-    again = tensors._one(processor.image_processor, images(dataset / example.image), {"return_tensors": "pt"})
+    first = tensors._one(
+        processor.image_processor, images(dataset / example.image), {"return_tensors": "pt"}
+    )
+    again = tensors._one(
+        processor.image_processor, images(dataset / example.image), {"return_tensors": "pt"}
+    )
     assert len(hashed) == 1 and again is first
     copy = images(dataset / example.image).copy()
-    assert tensors._one(processor.image_processor, copy, {"return_tensors": "pt"}) is first and len(hashed) == 2
+    assert (
+        tensors._one(processor.image_processor, copy, {"return_tensors": "pt"}) is first
+        and len(hashed) == 2
+    )
 
 
 def test_the_stage_steps_called_one_by_one_write_what_run_writes(dataset, tmp_path):
@@ -470,18 +684,27 @@ def test_the_stage_steps_called_one_by_one_write_what_run_writes(dataset, tmp_pa
     assert bound.dataset == str(dataset)  # a folder named outright stays as it is
     training = T.train(bound, a, resume=bound.resume, progress=False)
     curve, (fig, ax) = T.curve(a)
-    assert curve["step"].max() == training["steps"] and fig.axes and (a / "figures" / "training_curve.png").exists()
+    assert (
+        curve["step"].max() == training["steps"]
+        and fig.axes
+        and (a / "figures" / "training_curve.png").exists()
+    )
     result, (fig, ax) = T.comparison(bound, a)
     assert result["n_test"] == 8 and fig.axes and (a / "figures" / "base_vs_trained.png").exists()
     summary = T.finish(bound, a, training, result)
     ran = T.run(cfg, b, progress=False)
 
     def untimed(s):
-        return {k: untimed(v) if isinstance(v, dict) else v for k, v in s.items()
-                if k not in ("train_seconds", "tokens_per_second")}
+        return {
+            k: untimed(v) if isinstance(v, dict) else v
+            for k, v in s.items()
+            if k not in ("train_seconds", "tokens_per_second")
+        }
 
     assert untimed(summary) == untimed(ran) and list(summary) == list(ran)
-    assert sorted(p.relative_to(a) for p in a.rglob("*")) == sorted(p.relative_to(b) for p in b.rglob("*"))
+    assert sorted(p.relative_to(a) for p in a.rglob("*")) == sorted(
+        p.relative_to(b) for p in b.rglob("*")
+    )
 
 
 def test_cpu_threads_sets_the_threads_training_sums_with(dataset, tmp_path):
@@ -490,7 +713,9 @@ def test_cpu_threads_sets_the_threads_training_sums_with(dataset, tmp_path):
     default = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        train(_cfg(dataset, max_steps=2, eval_every=10, cpu_threads=2), tmp_path / "a", progress=False)
+        train(
+            _cfg(dataset, max_steps=2, eval_every=10, cpu_threads=2), tmp_path / "a", progress=False
+        )
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(default)

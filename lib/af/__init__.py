@@ -11,5 +11,15 @@ from lib.af.engine import AFConfig, blind_check, filter_questions, final_items
 from lib.af.guards import screen
 from lib.af.skeletons import TYPES, Skeleton, blank_span, from_annotations, from_memeqa
 
-__all__ = ["AFConfig", "Skeleton", "TYPES", "blank_span", "blind_check", "filter_questions", "final_items",
-           "from_annotations", "from_memeqa", "screen"]
+__all__ = [
+    "AFConfig",
+    "Skeleton",
+    "TYPES",
+    "blank_span",
+    "blind_check",
+    "filter_questions",
+    "final_items",
+    "from_annotations",
+    "from_memeqa",
+    "screen",
+]

@@ -56,9 +56,23 @@ OPTION_MAX_LENGTH = 300
 def options_schema(n: int) -> dict:
     """``{"options": [n phrases]}``: what the generator must return (enforced by constrained decoding
     locally and by ``response_format`` on servers; validated again on parsing)."""
-    return {"type": "object", "required": ["options"], "additionalProperties": False, "properties": {"options": {
-        "type": "array", "minItems": n, "maxItems": n,
-        "items": {"type": "string", "pattern": OPTION_PATTERN, "maxLength": OPTION_MAX_LENGTH}}}}
+    return {
+        "type": "object",
+        "required": ["options"],
+        "additionalProperties": False,
+        "properties": {
+            "options": {
+                "type": "array",
+                "minItems": n,
+                "maxItems": n,
+                "items": {
+                    "type": "string",
+                    "pattern": OPTION_PATTERN,
+                    "maxLength": OPTION_MAX_LENGTH,
+                },
+            }
+        },
+    }
 
 
 @dataclass
@@ -66,17 +80,31 @@ class AFConfig(config.StageConfig):
     """Stage 03: where the skeletons come from, the models, and the loop's settings."""
 
     STAGE: ClassVar[str] = A.AF
-    MODEL_ROLES: ClassVar[dict] = {"generator": "llm", "discriminators": "vlm", "blind_model": "llm"}
+    MODEL_ROLES: ClassVar[dict] = {
+        "generator": "llm",
+        "discriminators": "vlm",
+        "blind_model": "llm",
+    }
 
     seed: int = 0  # option shuffles and generation seeds
     skeletons_from: str = "annotations"  # "annotations" (stage 02) or a MemeQA JSON path
     memeqa_images: str = ""  # the images folder of a MemeQA JSON
     max_skeletons: int = 0  # 0: all
-    completion_blanks: int = 3  # completion questions per annotated sentence, at most (the release: 2.5 on average)
-    generator: dict = field(default_factory=lambda: {"backend": "tiny", "name": "smollm2"})  # any text LLM
-    discriminators: list[dict] = field(default_factory=lambda: [{"backend": "tiny", "name": "llava"}])  # VLM specs
-    blind_model: dict = field(default_factory=lambda: {"backend": "tiny", "name": "smollm2"})  # text-only pass ({}: none)
-    n_options: int = 4  # options per question, "None of the above" included when enabled (cond_sent_id: 3)
+    completion_blanks: int = (
+        3  # completion questions per annotated sentence, at most (the release: 2.5 on average)
+    )
+    generator: dict = field(
+        default_factory=lambda: {"backend": "tiny", "name": "smollm2"}
+    )  # any text LLM
+    discriminators: list[dict] = field(
+        default_factory=lambda: [{"backend": "tiny", "name": "llava"}]
+    )  # VLM specs
+    blind_model: dict = field(
+        default_factory=lambda: {"backend": "tiny", "name": "smollm2"}
+    )  # text-only pass ({}: none)
+    n_options: int = (
+        4  # options per question, "None of the above" included when enabled (cond_sent_id: 3)
+    )
     none_of_the_above: bool = True
     # "release": as the release was built - filtering on the 4 options (None-), the None+ twin derived
     # afterwards (one option removed at random, NOTA appended at D and correct exactly when no
@@ -85,24 +113,40 @@ class AFConfig(config.StageConfig):
     nota_position: str = "release"
     max_iterations: int = 20  # the seed ran 20 fixed iterations
     stable_tol: float = 0.01
-    patience: int = 0  # stop when accuracy changed by < stable_tol for this many iterations (0: off)
-    stop_when_none_fooled: bool = False  # the original's rule: stop once an iteration after the first fools nothing
+    patience: int = (
+        0  # stop when accuracy changed by < stable_tol for this many iterations (0: off)
+    )
+    stop_when_none_fooled: bool = (
+        False  # the original's rule: stop once an iteration after the first fools nothing
+    )
     max_retries: int = 2  # extra generator calls per question and iteration after an invalid reply
     generator_image: bool = False  # show the generator the meme's image(s) (a VLM generator)
     paraphrase_threshold: float = 0.9
-    min_length_ratio: float = 0.4  # generated distractors need >= this share of the correct options' words
-    length_tell_guard: bool = True  # never leave a single correct option the uniquely shortest or longest
+    min_length_ratio: float = (
+        0.4  # generated distractors need >= this share of the correct options' words
+    )
+    length_tell_guard: bool = (
+        True  # never leave a single correct option the uniquely shortest or longest
+    )
     combine: str = "vote"  # several discriminators: "vote" (majority right = not fooled) or "all" (all must be fooled)
-    max_new_tokens: int = 0  # generator tokens per call; 0: sized from the type's released distractor lengths
-    discriminator_max_new_tokens: int = 12  # a discriminator's answer is an option's letter (or a few)
+    max_new_tokens: int = (
+        0  # generator tokens per call; 0: sized from the type's released distractor lengths
+    )
+    discriminator_max_new_tokens: int = (
+        12  # a discriminator's answer is an option's letter (or a few)
+    )
     temperature: float = 0.0
 
     def check(self, source: str) -> None:
         if self.nota_position not in ("release", "last", "random"):
-            raise config.ParamsError(f"{source}: nota_position must be 'release', 'last' or 'random', got "
-                                     f"{self.nota_position!r}")
+            raise config.ParamsError(
+                f"{source}: nota_position must be 'release', 'last' or 'random', got "
+                f"{self.nota_position!r}"
+            )
         if self.combine not in ("vote", "all"):
-            raise config.ParamsError(f"{source}: combine must be 'vote' or 'all', got {self.combine!r}")
+            raise config.ParamsError(
+                f"{source}: combine must be 'vote' or 'all', got {self.combine!r}"
+            )
         check_spec(self.generator, f"{source}: generator", allow_empty=True)
         check_spec(self.blind_model, f"{source}: blind_model", allow_empty=True)
         if not self.discriminators:
@@ -117,10 +161,13 @@ class AFConfig(config.StageConfig):
 
 
 def _rng(*parts) -> np.random.Generator:
-    return np.random.default_rng(int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:12], 16))
+    return np.random.default_rng(
+        int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:12], 16)
+    )
 
 
 # --- state --------------------------------------------------------------------------------------
+
 
 @dataclass
 class QState:
@@ -145,7 +192,9 @@ def _correct(sk: dict, cfg: AFConfig) -> list[str]:
     return [correct[i] for i in keep]
 
 
-def none_plus(options: list[str], correct: list[bool], removed: int, nota: str | None = None) -> tuple[list[str], list[bool]]:
+def none_plus(
+    options: list[str], correct: list[bool], removed: int, nota: str | None = None
+) -> tuple[list[str], list[bool]]:
     """A released None- question as its None+ twin: option ``removed`` dropped, the others kept in
     order, "None of the above" appended (at D), correct exactly when no correct option is left."""
     nota = nota or prompts()["none_of_the_above"]
@@ -177,19 +226,36 @@ def plus_variant(item: Item, seed: int) -> Item:
     one option removed (drawn with ``seed`` per question), the others kept in order, NOTA at D and
     correct exactly when no correct option is left. Conditional sentiment keeps its three options."""
     if item.meta.get("type") == "cond_sent_id":
-        return Item(id=item.id, task=item.task, question=item.question, images=list(item.images),
-                    options=list(item.options), answer=list(item.answer), meta=dict(item.meta, variant="none-plus"))
+        return Item(
+            id=item.id,
+            task=item.task,
+            question=item.question,
+            images=list(item.images),
+            options=list(item.options),
+            answer=list(item.answer),
+            meta=dict(item.meta, variant="none-plus"),
+        )
     flags = [i in item.answer for i in range(len(item.options))]
     removed = int(_rng(seed, item.id, "none_plus").integers(0, len(item.options)))
     options, flags = none_plus(item.options, flags, removed)
     meta = dict(item.meta, variant="none-plus", removed_option=item.options[removed])
-    for key in ("discriminator_answers", "blind_answerable"):  # answers to the None- options, not these
+    for key in (
+        "discriminator_answers",
+        "blind_answerable",
+    ):  # answers to the None- options, not these
         meta.pop(key, None)
     if "origins" in meta:
         origins = [g for i, g in enumerate(meta["origins"]) if i != removed]
         meta["origins"] = origins + ["correct" if flags[-1] else "none_of_the_above"]
-    return Item(id=item.id, task=item.task, question=item.question, images=list(item.images), options=options,
-                answer=[i for i, f in enumerate(flags) if f], meta=meta)
+    return Item(
+        id=item.id,
+        task=item.task,
+        question=item.question,
+        images=list(item.images),
+        options=options,
+        answer=[i for i, f in enumerate(flags) if f],
+        meta=meta,
+    )
 
 
 def n_distractors(sk: dict, cfg: AFConfig) -> int:
@@ -205,12 +271,20 @@ def as_item(q: QState) -> Item:
     """The question as it stands, as a multiple-choice item (single / multi as the skeleton says, else
     as its number of answers)."""
     sk = q.skeleton
-    return MultipleChoice.make_item(sk["id"], list(sk["images"]), sk["question"], q.answer, list(q.options),
-                                    general_type=sk.get("general_type"),
-                                    specific_type=prompts()["specific_types"][sk["type"]], meta={"type": sk["type"]})
+    return MultipleChoice.make_item(
+        sk["id"],
+        list(sk["images"]),
+        sk["question"],
+        q.answer,
+        list(q.options),
+        general_type=sk.get("general_type"),
+        specific_type=prompts()["specific_types"][sk["type"]],
+        meta={"type": sk["type"]},
+    )
 
 
 # --- generation and discrimination ------------------------------------------------------------------
+
 
 def generation_tokens(kind: str, n: int, cfg: AFConfig) -> int:
     """The generator's token budget for ``n`` options: ``cfg.max_new_tokens`` when set, else room for
@@ -226,8 +300,14 @@ def generation_tokens(kind: str, n: int, cfg: AFConfig) -> int:
 def _gen_request(sk: dict, n: int, forbidden: list[str], cfg: AFConfig, attempt: int):
     p = prompts()
     spec = p["types"][sk["type"]]
-    text = spec["instruction"].format(n=n, correct="; ".join(sk["correct"]), blanked=sk["meta"].get("blanked", ""))
-    context = [p["meme_context"][k].format(**{k: sk["meta"][k]}) for k in ("caption", "text") if sk["meta"].get(k)]
+    text = spec["instruction"].format(
+        n=n, correct="; ".join(sk["correct"]), blanked=sk["meta"].get("blanked", "")
+    )
+    context = [
+        p["meme_context"][k].format(**{k: sk["meta"][k]})
+        for k in ("caption", "text")
+        if sk["meta"].get(k)
+    ]
     if context:  # the generator sees what the meme shows, as the original's prompt did
         text = " ".join(context) + " " + text
     if forbidden:
@@ -236,8 +316,15 @@ def _gen_request(sk: dict, n: int, forbidden: list[str], cfg: AFConfig, attempt:
     # a retry of the same prompt under greedy decoding would repeat itself: retries sample (seeded)
     temperature = cfg.temperature if attempt == 0 else max(cfg.temperature, 0.8)
     images = list(sk["images"]) if cfg.generator_image else []
-    return Request.simple(text, images, system=p["system"], max_new_tokens=generation_tokens(sk["type"], n, cfg), temperature=temperature,
-                          seed=cfg.seed + attempt, constraint=Constraint(json_schema=options_schema(n)))
+    return Request.simple(
+        text,
+        images,
+        system=p["system"],
+        max_new_tokens=generation_tokens(sk["type"], n, cfg),
+        temperature=temperature,
+        seed=cfg.seed + attempt,
+        constraint=Constraint(json_schema=options_schema(n)),
+    )
 
 
 def _count(stats: dict, why: dict) -> None:
@@ -246,8 +333,15 @@ def _count(stats: dict, why: dict) -> None:
         stats["rejected_by"][k] += v
 
 
-def generate_distractors(generator, active: list[QState], cfg: AFConfig, iteration: int, store, pool: rules.Pool,
-                         stats: dict) -> dict[str, list[str]]:
+def generate_distractors(
+    generator,
+    active: list[QState],
+    cfg: AFConfig,
+    iteration: int,
+    store,
+    pool: rules.Pool,
+    stats: dict,
+) -> dict[str, list[str]]:
     """New distractors for every active question (LLM types through ``generator``, others by rules)."""
     out: dict[str, list[str]] = {}
     todo = []
@@ -259,11 +353,17 @@ def generate_distractors(generator, active: list[QState], cfg: AFConfig, iterati
         if sk["type"] in LLM_TYPES:
             todo.append((q, n, forbidden))
         else:
-            cands = rules.distractors(sk, n, forbidden, pool, _rng(cfg.seed, sk["id"], iteration, "rule"))
+            cands = rules.distractors(
+                sk, n, forbidden, pool, _rng(cfg.seed, sk["id"], iteration, "rule")
+            )
             # template sentences differ from the correct one by a word ("positive" / "negative"): the
             # paraphrase guard only applies where a rule picks free text (other memes' targets)
-            kept, why = screen(cands, sk["correct"], forbidden if sk["type"] != "cond_sent_id" else [],
-                               cfg.paraphrase_threshold if sk["type"] == "tar_id" else 1.0)
+            kept, why = screen(
+                cands,
+                sk["correct"],
+                forbidden if sk["type"] != "cond_sent_id" else [],
+                cfg.paraphrase_threshold if sk["type"] == "tar_id" else 1.0,
+            )
             _count(stats, why)
             out[sk["id"]] = kept[:n]
             if len(kept) < n:
@@ -272,42 +372,66 @@ def generate_distractors(generator, active: list[QState], cfg: AFConfig, iterati
     for attempt in range(cfg.max_retries + 1):
         if not todo or generator is None:
             break
-        responses = generate(generator, [_gen_request(q.skeleton, n, f, cfg, attempt) for q, n, f in todo], store=store,
-                             progress=False)
+        responses = generate(
+            generator,
+            [_gen_request(q.skeleton, n, f, cfg, attempt) for q, n, f in todo],
+            store=store,
+            progress=False,
+        )
         stats["generator_calls"] += len(todo)
         retry = []
         for (q, n, forbidden), resp in zip(todo, responses):
             value = resp.parsed if resp.valid and isinstance(resp.parsed, dict) else None
             sk = q.skeleton
-            kept, why = screen((value or {}).get("options", []) if value else [], sk["correct"], forbidden,
-                               cfg.paraphrase_threshold, cfg.min_length_ratio, sk["meta"].get("blanked", ""))
+            kept, why = screen(
+                (value or {}).get("options", []) if value else [],
+                sk["correct"],
+                forbidden,
+                cfg.paraphrase_threshold,
+                cfg.min_length_ratio,
+                sk["meta"].get("blanked", ""),
+            )
             _count(stats, why)
             have = pending.get(sk["id"], [])
             merged, _ = screen(have + kept, sk["correct"], forbidden, 1.0)
             pending[sk["id"]] = merged
-            chosen = pick_without_tell(sk["correct"], merged, n) if cfg.length_tell_guard else merged[:n]
+            chosen = (
+                pick_without_tell(sk["correct"], merged, n) if cfg.length_tell_guard else merged[:n]
+            )
             if chosen is not None and len(chosen) == n:
                 out[sk["id"]] = chosen
                 continue
             if len(merged) < n:
                 stats["invalid_generations"] += 1
             else:
-                stats["rejected_by"]["length_tell"] += 1  # enough options, but the answer's length stands out
+                stats["rejected_by"]["length_tell"] += (
+                    1  # enough options, but the answer's length stands out
+                )
             retry.append((q, n, forbidden + merged))
         todo = retry
     # still short after the retries: the question sits this iteration out (never a short option list)
     return {k: v for k, v in out.items() if len(v) == n_distractors(active_by_id[k].skeleton, cfg)}
 
 
-def discriminate(discriminators: list, items: list[Item], store, stats: dict, max_new_tokens: int,
-                 blind: bool = False) -> list[list]:
+def discriminate(
+    discriminators: list,
+    items: list[Item],
+    store,
+    stats: dict,
+    max_new_tokens: int,
+    blind: bool = False,
+) -> list[list]:
     """Each discriminator's parsed answer per item (a letter or a frozenset of indices; None = invalid),
     in at most ``max_new_tokens`` (``AFConfig.discriminator_max_new_tokens``)."""
     answers = []
     for model in discriminators:
         qf = wants_question_first(model.spec)
-        reqs = [task_of(it).request(it, "/", question_first=qf, max_new_tokens=max_new_tokens, with_images=not blind)
-                for it in items]
+        reqs = [
+            task_of(it).request(
+                it, "/", question_first=qf, max_new_tokens=max_new_tokens, with_images=not blind
+            )
+            for it in items
+        ]
         responses = generate(model, reqs, store=store, progress=False)
         stats["discriminator_calls"] += len(reqs)
         row = []
@@ -327,28 +451,49 @@ def is_right(item: Item, answer) -> bool:
 
 # --- the loop -------------------------------------------------------------------------------------
 
+
 def load_state(path: Path, skeletons: list[Skeleton], cfg: AFConfig) -> dict:
     """The loop's state: the one saved at ``path`` (it must have the same loop settings), or a fresh
     one with every skeleton an active question without options."""
     if path.exists():
         state = json.loads(path.read_text())
         if state["config"] != cfg.loop_settings():
-            raise ValueError(f"{path} was made with a different AFConfig; delete it or use another output folder")
+            raise ValueError(
+                f"{path} was made with a different AFConfig; delete it or use another output folder"
+            )
         return state
-    return {"config": cfg.loop_settings(), "iteration": 0, "done": False, "iterations": [],
-            "questions": {s.id: asdict(QState(skeleton=s.to_dict())) for s in skeletons}}
+    return {
+        "config": cfg.loop_settings(),
+        "iteration": 0,
+        "done": False,
+        "iterations": [],
+        "questions": {s.id: asdict(QState(skeleton=s.to_dict())) for s in skeletons},
+    }
 
 
 def iteration_stats() -> dict:
     """An iteration's counters: model calls, invalid replies, rejected distractors (per guard) and
     the rule-type questions whose candidates ran out."""
-    return {"generator_calls": 0, "discriminator_calls": 0, "invalid_generations": 0,
-            "invalid_discriminations": 0, "rejected": 0, "exhausted": [],
-            "rejected_by": dict.fromkeys(GUARDS + ("length_tell",), 0)}
+    return {
+        "generator_calls": 0,
+        "discriminator_calls": 0,
+        "invalid_generations": 0,
+        "invalid_discriminations": 0,
+        "rejected": 0,
+        "exhausted": [],
+        "rejected_by": dict.fromkeys(GUARDS + ("length_tell",), 0),
+    }
 
 
-def refresh_options(generator, active: list[QState], cfg: AFConfig, iteration: int, store, pool: rules.Pool,
-                    stats: dict) -> list[QState]:
+def refresh_options(
+    generator,
+    active: list[QState],
+    cfg: AFConfig,
+    iteration: int,
+    store,
+    pool: rules.Pool,
+    stats: dict,
+) -> list[QState]:
     """New distractors for the active questions, assembled into new options; returns the questions
     that got a full set (the others sit this iteration out and stay active)."""
     new = generate_distractors(generator, active, cfg, iteration, store, pool, stats)
@@ -360,8 +505,14 @@ def refresh_options(generator, active: list[QState], cfg: AFConfig, iteration: i
     return ready
 
 
-def judge(ready: list[QState], items: list[Item], answers: list[list], discriminators: list, cfg: AFConfig,
-          iteration: int) -> tuple[int, int]:
+def judge(
+    ready: list[QState],
+    items: list[Item],
+    answers: list[list],
+    discriminators: list,
+    cfg: AFConfig,
+    iteration: int,
+) -> tuple[int, int]:
     """Accept (freeze) each question the discriminators were fooled by, as ``cfg.combine`` counts
     them; returns how many were fooled and how many got an unreadable answer."""
     fooled = unreadable = 0
@@ -370,33 +521,53 @@ def judge(ready: list[QState], items: list[Item], answers: list[list], discrimin
         # (the question stays active and is asked again), never as a wrong answer
         rights = [a[j] is None or is_right(item, a[j]) for a in answers]
         unreadable += any(a[j] is None for a in answers)
-        q.last_answers = {m.name: (sorted(a[j]) if isinstance(a[j], frozenset) else a[j]) for m, a in zip(discriminators, answers)}
+        q.last_answers = {
+            m.name: (sorted(a[j]) if isinstance(a[j], frozenset) else a[j])
+            for m, a in zip(discriminators, answers)
+        }
         not_fooled = (sum(rights) * 2 > len(rights)) if cfg.combine == "vote" else any(rights)
         if not not_fooled:
             q.status, q.accepted_iteration = "accepted", iteration
             fooled += 1
         elif q.skeleton["type"] == "cond_sent_id":
-            q.status = "never_fooled"  # its three options are fixed: new iterations cannot change them
+            q.status = (
+                "never_fooled"  # its three options are fixed: new iterations cannot change them
+            )
     return fooled, unreadable
 
 
-def iteration_row(iteration: int, qs: dict[str, QState], active: list[QState], ready: list[QState], fooled: int,
-                  unreadable: int, stats: dict, start: float) -> dict:
+def iteration_row(
+    iteration: int,
+    qs: dict[str, QState],
+    active: list[QState],
+    ready: list[QState],
+    fooled: int,
+    unreadable: int,
+    stats: dict,
+    start: float,
+) -> dict:
     """An iteration's row of the log: questions asked, waiting and fooled, the discriminator's
     accuracy over every question that has options, rejections and calls, seconds since ``start``."""
     asked = [q for q in qs.values() if q.options]  # accuracy over every question that has options
     still_right = sum(q.status != "accepted" for q in asked)
     # active = the questions sent to the discriminator; waiting = active ones without new valid
     # distractors this iteration (they sit it out and stay active, unless a rule ran out of candidates)
-    return {"iteration": iteration, "active": len(ready), "waiting": len(active) - len(ready), "fooled": fooled,
-            "unreadable_answers": unreadable,
-            "discriminator_accuracy": still_right / len(asked) if asked else float("nan"),
-            "invalid_generations": stats["invalid_generations"],
-            "invalid_discriminations": stats["invalid_discriminations"], "rejected_distractors": stats["rejected"],
-            **{f"rejected_{k}": v for k, v in stats["rejected_by"].items()},
-            "generator_calls": stats["generator_calls"], "discriminator_calls": stats["discriminator_calls"],
-            "calls": stats["generator_calls"] + stats["discriminator_calls"],
-            "seconds": round(time.perf_counter() - start, 3)}
+    return {
+        "iteration": iteration,
+        "active": len(ready),
+        "waiting": len(active) - len(ready),
+        "fooled": fooled,
+        "unreadable_answers": unreadable,
+        "discriminator_accuracy": still_right / len(asked) if asked else float("nan"),
+        "invalid_generations": stats["invalid_generations"],
+        "invalid_discriminations": stats["invalid_discriminations"],
+        "rejected_distractors": stats["rejected"],
+        **{f"rejected_{k}": v for k, v in stats["rejected_by"].items()},
+        "generator_calls": stats["generator_calls"],
+        "discriminator_calls": stats["discriminator_calls"],
+        "calls": stats["generator_calls"] + stats["discriminator_calls"],
+        "seconds": round(time.perf_counter() - start, 3),
+    }
 
 
 def is_finished(state: dict, cfg: AFConfig, fooled: int) -> bool:
@@ -404,13 +575,20 @@ def is_finished(state: dict, cfg: AFConfig, fooled: int) -> bool:
     iterations, an iteration after the first that fooled nothing (``stop_when_none_fooled``), or no
     active question left."""
     accs = [r["discriminator_accuracy"] for r in state["iterations"]]
-    stable = cfg.patience and len(accs) > cfg.patience and all(
-        abs(accs[-k] - accs[-k - 1]) < cfg.stable_tol for k in range(1, cfg.patience + 1))
+    stable = (
+        cfg.patience
+        and len(accs) > cfg.patience
+        and all(abs(accs[-k] - accs[-k - 1]) < cfg.stable_tol for k in range(1, cfg.patience + 1))
+    )
     quiet = cfg.stop_when_none_fooled and state["iteration"] > 1 and fooled == 0
-    return bool(stable or quiet or not any(q["status"] == "active" for q in state["questions"].values()))
+    return bool(
+        stable or quiet or not any(q["status"] == "active" for q in state["questions"].values())
+    )
 
 
-def filter_iteration(state: dict, generator, discriminators: list, cfg: AFConfig, pool: rules.Pool, store=None) -> dict:
+def filter_iteration(
+    state: dict, generator, discriminators: list, cfg: AFConfig, pool: rules.Pool, store=None
+) -> dict:
     """One iteration on ``state`` (updated in place): new distractors for the active questions, the
     discriminators' answers, the fooled ones accepted; returns the iteration's row."""
     it = state["iteration"] + 1
@@ -420,12 +598,20 @@ def filter_iteration(state: dict, generator, discriminators: list, cfg: AFConfig
     stats = iteration_stats()
     ready = refresh_options(generator, active, cfg, it, store, pool, stats)
     items = [as_item(q) for q in ready]
-    answers = discriminate(discriminators, items, store, stats, cfg.discriminator_max_new_tokens) if items else []
-    for qid in stats["exhausted"]:  # a rule-type question whose candidates ran out: it cannot get harder
+    answers = (
+        discriminate(discriminators, items, store, stats, cfg.discriminator_max_new_tokens)
+        if items
+        else []
+    )
+    for qid in stats[
+        "exhausted"
+    ]:  # a rule-type question whose candidates ran out: it cannot get harder
         if qs[qid].status == "active":
             qs[qid].status = "never_fooled"
     fooled, unreadable = judge(ready, items, answers, discriminators, cfg, it)
-    state["iterations"].append(iteration_row(it, qs, active, ready, fooled, unreadable, stats, start))
+    state["iterations"].append(
+        iteration_row(it, qs, active, ready, fooled, unreadable, stats, start)
+    )
     state["questions"] = {k: asdict(v) for k, v in qs.items()}
     state["iteration"] = it
     if is_finished(state, cfg, fooled):
@@ -442,17 +628,31 @@ def close_loop(state: dict) -> dict:
     return state
 
 
-def filter_questions(skeletons: list[Skeleton], generator, discriminators: list, cfg: AFConfig, out: str | Path,
-                     store=None, progress: bool = True) -> dict:
+def filter_questions(
+    skeletons: list[Skeleton],
+    generator,
+    discriminators: list,
+    cfg: AFConfig,
+    out: str | Path,
+    store=None,
+    progress: bool = True,
+) -> dict:
     """Run (or resume) adversarial filtering; writes ``state.json`` after every iteration. Returns the
     final state: ``{"config", "iteration", "questions": {id: QState dict}, "iterations": [rows]}``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "state.json"
     state = load_state(path, skeletons, cfg)
-    pool = rules.Pool.from_skeletons([Skeleton(**q["skeleton"]) for q in state["questions"].values()])
-    bar = tqdm(total=cfg.max_iterations, initial=state["iteration"], desc="adversarial filtering", unit="iter",
-               disable=not progress)
+    pool = rules.Pool.from_skeletons(
+        [Skeleton(**q["skeleton"]) for q in state["questions"].values()]
+    )
+    bar = tqdm(
+        total=cfg.max_iterations,
+        initial=state["iteration"],
+        desc="adversarial filtering",
+        unit="iter",
+        disable=not progress,
+    )
     while not state["done"] and state["iteration"] < cfg.max_iterations:
         filter_iteration(state, generator, discriminators, cfg, pool, store)
         write_json(path, state)
@@ -472,10 +672,17 @@ def final_items(state: dict) -> list[Item]:
         if not qs.options:
             continue
         item = as_item(qs)
-        item.meta.update(fooled=qs.status == "accepted", accepted_iteration=qs.accepted_iteration,
-                         origins=qs.origins, history=qs.history, discriminator_answers=qs.last_answers,
-                         source=qs.skeleton["meta"].get("source"))
-        if state["config"].get("nota_position") == "release" or not state["config"].get("none_of_the_above"):
+        item.meta.update(
+            fooled=qs.status == "accepted",
+            accepted_iteration=qs.accepted_iteration,
+            origins=qs.origins,
+            history=qs.history,
+            discriminator_answers=qs.last_answers,
+            source=qs.skeleton["meta"].get("source"),
+        )
+        if state["config"].get("nota_position") == "release" or not state["config"].get(
+            "none_of_the_above"
+        ):
             item.meta["variant"] = "none-minus"
         items.append(item)
     return items

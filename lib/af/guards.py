@@ -17,9 +17,20 @@ _NOT_TEXT = re.compile(r"[\[\]{}#<>|\\]|\b(?:options|json)\b", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z]{2,}")
 
 
-_PLACEHOLDER = re.compile(r"\b(?:foo|baz|qux|lorem|ipsum|placeholder|option\s*\d+|distractor\s*\d*)\b|\bfoo\s*bar\b",
-                          re.IGNORECASE)
-GUARDS = ("not_text", "duplicate", "correct", "forbidden", "too_short", "placeholder", "blank_neighbour", "paraphrase")
+_PLACEHOLDER = re.compile(
+    r"\b(?:foo|baz|qux|lorem|ipsum|placeholder|option\s*\d+|distractor\s*\d*)\b|\bfoo\s*bar\b",
+    re.IGNORECASE,
+)
+GUARDS = (
+    "not_text",
+    "duplicate",
+    "correct",
+    "forbidden",
+    "too_short",
+    "placeholder",
+    "blank_neighbour",
+    "paraphrase",
+)
 
 
 def blank_neighbours(blanked: str) -> tuple[str, str]:
@@ -46,8 +57,14 @@ def conform_style(text: str, correct: list[str]) -> str:
     return t
 
 
-def screen(candidates: list, correct: list[str], forbidden: list[str], threshold: float,
-           min_length_ratio: float = 0.0, blanked: str = "") -> tuple[list[str], dict]:
+def screen(
+    candidates: list,
+    correct: list[str],
+    forbidden: list[str],
+    threshold: float,
+    min_length_ratio: float = 0.0,
+    blanked: str = "",
+) -> tuple[list[str], dict]:
     """Keep the acceptable distractors (in the correct options' style: :func:`conform_style`); count
     why the others were rejected, per guard (:data:`GUARDS`). ``min_length_ratio``: a distractor much
     shorter than the correct options (in words) gives the answer away by its length; placeholders
@@ -78,8 +95,10 @@ def screen(candidates: list, correct: list[str], forbidden: list[str], threshold
         else:
             kept.append(conform_style(c, correct))
     if kept and threshold < 1:
-        emb = sentence_encoder().encode(kept + list(correct), normalize_embeddings=True, show_progress_bar=False)
-        sims = emb[:len(kept)] @ emb[len(kept):].T
+        emb = sentence_encoder().encode(
+            kept + list(correct), normalize_embeddings=True, show_progress_bar=False
+        )
+        sims = emb[: len(kept)] @ emb[len(kept) :].T
         para = sims.max(axis=1) >= threshold
         why["paraphrase"] = int(para.sum())
         kept = [k for k, p in zip(kept, para) if not p]

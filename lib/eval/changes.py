@@ -40,11 +40,17 @@ def prompt_text(parts: dict) -> str:
         else:
             lines.append(next(texts, ""))
     if parts["style texts"]:
-        lines.append(f"[{parts['style']}: " + " ... ".join(str(v) for v in parts["style texts"].values()) + "]")
+        lines.append(
+            f"[{parts['style']}: "
+            + " ... ".join(str(v) for v in parts["style texts"].values())
+            + "]"
+        )
     settings = [f"token limit {parts['token limit']}"]
     constraint = parts["constraint"] or {}
     if constraint.get("choices"):
-        settings.append(f"answer constrained to one of: {' | '.join(constraint['choices'])} ({constraint['method']})")
+        settings.append(
+            f"answer constrained to one of: {' | '.join(constraint['choices'])} ({constraint['method']})"
+        )
     elif constraint.get("json_schema"):
         settings.append("answer constrained to a JSON schema")
     return "\n".join(lines + [f"[{'; '.join(settings)}]"])
@@ -58,8 +64,13 @@ def asked(run: Run, row: dict, side: str) -> str:
     return prompt_text(run.request(row))
 
 
-def side_by_side(a: str | Path | Run, b: str | Path | Run, filters: dict | None = None, n_resamples: int | None = None,
-                 seed: int | None = None) -> dict:
+def side_by_side(
+    a: str | Path | Run,
+    b: str | Path | Run,
+    filters: dict | None = None,
+    n_resamples: int | None = None,
+    seed: int | None = None,
+) -> dict:
     """:func:`lib.eval.compare.compare` whose changed items also carry both runs' prompts
     (``item["prompt"] = {"A": ..., "B": ...}``, :func:`prompt_text`) and which way their scores
     moved (``item["change"]``). Nothing is asked of a model: the requests are rebuilt."""
@@ -83,8 +94,14 @@ def cause_table(result: dict) -> pd.DataFrame:
         items = [it for it in result["items"] if it["cause"] == cause]
         moved = [it.get("change") or score_change(it["A"], it["B"]) for it in items]
         named = sorted(result["causes"][cause]["because"].items(), key=lambda kv: (-kv[1], kv[0]))
-        rows.append({"cause": cause, "items": len(items), **{c: moved.count(c) for c in CHANGES},
-                     "because": "; ".join(f"{k} ({v})" for k, v in named)})
+        rows.append(
+            {
+                "cause": cause,
+                "items": len(items),
+                **{c: moved.count(c) for c in CHANGES},
+                "because": "; ".join(f"{k} ({v})" for k, v in named),
+            }
+        )
     return pd.DataFrame(rows, columns=["cause", "items", *CHANGES, "because"])
 
 
@@ -101,14 +118,39 @@ def metric_table(result: dict) -> pd.DataFrame:
     share of B - A; ``headline`` marks the per-answer score the group's task leads with."""
     rows = []
     for m in result["metrics"]:
-        dims = {d: (_dimension(result, m["group"], d, 0), _dimension(result, m["group"], d, -1)) for d in DIMENSIONS}
+        dims = {
+            d: (_dimension(result, m["group"], d, 0), _dimension(result, m["group"], d, -1))
+            for d in DIMENSIONS
+        }
         task = get_task(dims["task"][1])
-        rows.append({**{d: a if a == b else f"{a} -> {b}" for d, (a, b) in dims.items()}, "metric": m["metric"],
-                     "headline": m["metric"] == (task.headline_score or task.headline[1]), "n": m["n"], "A": m["A"],
-                     "B": m["B"], "difference": m["difference"], "ci_low": m["ci_low"], "ci_high": m["ci_high"],
-                     "mcnemar_p": m["mcnemar_p"], **{f"{c} share": m["by_cause"][c] for c in CAUSES}})
-    columns = [*DIMENSIONS, "metric", "headline", "n", "A", "B", "difference", "ci_low", "ci_high", "mcnemar_p",
-               *(f"{c} share" for c in CAUSES)]
+        rows.append(
+            {
+                **{d: a if a == b else f"{a} -> {b}" for d, (a, b) in dims.items()},
+                "metric": m["metric"],
+                "headline": m["metric"] == (task.headline_score or task.headline[1]),
+                "n": m["n"],
+                "A": m["A"],
+                "B": m["B"],
+                "difference": m["difference"],
+                "ci_low": m["ci_low"],
+                "ci_high": m["ci_high"],
+                "mcnemar_p": m["mcnemar_p"],
+                **{f"{c} share": m["by_cause"][c] for c in CAUSES},
+            }
+        )
+    columns = [
+        *DIMENSIONS,
+        "metric",
+        "headline",
+        "n",
+        "A",
+        "B",
+        "difference",
+        "ci_low",
+        "ci_high",
+        "mcnemar_p",
+        *(f"{c} share" for c in CAUSES),
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -119,15 +161,27 @@ def _value(v) -> str:
 
 def config_table(result: dict) -> pd.DataFrame:
     """The config diff: every resolved value that differs, A's and B's, and where each came from."""
-    rows = [{"key": r["key"], "A": _value(r["A"]), "A from": r["A_from"], "B": _value(r["B"]), "B from": r["B_from"]}
-            for r in result["config"]]
+    rows = [
+        {
+            "key": r["key"],
+            "A": _value(r["A"]),
+            "A from": r["A_from"],
+            "B": _value(r["B"]),
+            "B from": r["B_from"],
+        }
+        for r in result["config"]
+    ]
     return pd.DataFrame(rows, columns=["key", "A", "A from", "B", "B from"])
 
 
 def comparison_tables(result: dict) -> dict[str, pd.DataFrame]:
     """The comparison's tables by name: ``causes`` (:func:`cause_table`), ``metrics``
     (:func:`metric_table`), ``config`` (:func:`config_table`)."""
-    return {"causes": cause_table(result), "metrics": metric_table(result), "config": config_table(result)}
+    return {
+        "causes": cause_table(result),
+        "metrics": metric_table(result),
+        "config": config_table(result),
+    }
 
 
 def write_comparison(stage_out: str | Path, result: dict) -> dict[str, Path]:
@@ -135,8 +189,13 @@ def write_comparison(stage_out: str | Path, result: dict) -> dict[str, Path]:
     (:data:`lib.artifacts.COMPARED`), its tables as CSV and the changed items as JSONL. Returns
     the paths by name."""
     out = Path(stage_out)
-    paths = {"result": out / A.COMPARED, "causes": out / A.COMPARED_CAUSES, "metrics": out / A.COMPARED_METRICS,
-             "config": out / A.COMPARED_CONFIG, "items": out / A.COMPARED_ITEMS}
+    paths = {
+        "result": out / A.COMPARED,
+        "causes": out / A.COMPARED_CAUSES,
+        "metrics": out / A.COMPARED_METRICS,
+        "config": out / A.COMPARED_CONFIG,
+        "items": out / A.COMPARED_ITEMS,
+    }
     paths["result"].parent.mkdir(parents=True, exist_ok=True)
     for name, table in comparison_tables(result).items():
         table.to_csv(paths[name], index=False)

@@ -43,11 +43,22 @@ from lib.metrics.stats import N_RESAMPLES, bootstrap_ci
 from lib.schema import ERROR, Item, Prediction, image_sha256, is_constrained
 from lib.tasks import style_prompts, wants_question_first
 
-CAUSES = ("dataset", "prompt", "model", "reading", "scoring")  # pipeline order: a change is put on the first
+CAUSES = (
+    "dataset",
+    "prompt",
+    "model",
+    "reading",
+    "scoring",
+)  # pipeline order: a change is put on the first
 # what is verified before a folder is compared: all a manifest ties together but the datasets, as a
 # dataset rewritten in place need not stop a comparison: the items it changes are put on it
 VERIFIED = tuple(p for p in PARTS if p != "datasets")
-DIMENSIONS = ("dataset", "task", "model", "style")  # what a filter may select, one value or one per run
+DIMENSIONS = (
+    "dataset",
+    "task",
+    "model",
+    "style",
+)  # what a filter may select, one value or one per run
 LAVE = "lave"  # the judge's score of an answer, compared beside the task's own scores
 
 
@@ -64,8 +75,12 @@ class Run:
     cfg: EvalConfig
     provenance: dict
     rows: list[dict]
-    judgements: dict = field(default_factory=dict)  # (model, dataset, item id, style) -> judgement row
-    asked: dict = field(default_factory=dict)  # dataset -> digest of the items.jsonl it asked (empty: not recorded)
+    judgements: dict = field(
+        default_factory=dict
+    )  # (model, dataset, item id, style) -> judgement row
+    asked: dict = field(
+        default_factory=dict
+    )  # dataset -> digest of the items.jsonl it asked (empty: not recorded)
     stale: dict = field(default_factory=dict)  # the datasets rewritten since (changed_datasets)
     _items: dict = field(default_factory=dict)
     _requests: dict = field(default_factory=dict)
@@ -79,21 +94,30 @@ class Run:
         if dataset not in self._items:
             folder = self.cfg.datasets.get(dataset)
             if folder is None or not (Path(folder) / "items.jsonl").exists():
-                raise CompareError(f"{self.folder}: dataset {dataset!r} ({folder}) is gone: the requests cannot be "
-                                   f"rebuilt; rerun stage 06 or restore the dataset")
+                raise CompareError(
+                    f"{self.folder}: dataset {dataset!r} ({folder}) is gone: the requests cannot be "
+                    f"rebuilt; rerun stage 06 or restore the dataset"
+                )
             self._items[dataset] = {it.id: it for it in load_items(folder)}
         try:
             return self._items[dataset][item_id]
         except KeyError:
-            raise CompareError(f"{self.folder}: item {item_id!r} is no longer in dataset {dataset!r}") from None
+            raise CompareError(
+                f"{self.folder}: item {item_id!r} is no longer in dataset {dataset!r}"
+            ) from None
 
     def request(self, row: dict) -> dict:
         """What the model was sent for ``row``, in parts a difference can be named by."""
         spec = self.cfg.models.get(row["model"], {})
         key = (row["dataset"], row["item_id"], wants_question_first(spec), row["style"])
         if key not in self._requests:
-            self._requests[key] = request_parts(self.cfg, self.item(row["dataset"], row["item_id"]),
-                                                row["dataset"], spec, row["style"])
+            self._requests[key] = request_parts(
+                self.cfg,
+                self.item(row["dataset"], row["item_id"]),
+                row["dataset"],
+                spec,
+                row["style"],
+            )
         return self._requests[key]
 
 
@@ -106,7 +130,9 @@ def _verified(folder: Path, cfg: EvalConfig) -> tuple[list[dict], dict]:
         answer_digest(answers, Prediction.from_dict(d))
     imported = (folder / FOREIGN).exists() and not (folder / A.EVAL_MANIFEST).exists()
     try:
-        saved = check_manifest(folder, cfg, answers.hexdigest(), parts=("scores",) if imported else VERIFIED)
+        saved = check_manifest(
+            folder, cfg, answers.hexdigest(), parts=("scores",) if imported else VERIFIED
+        )
     except Unverified as e:
         raise CompareError(f"cannot compare {e}") from None
     return rows, saved
@@ -117,7 +143,9 @@ def open_run(folder: str | Path) -> Run:
     (:func:`_verified`); the datasets rewritten since it asked them are noted (``Run.stale``)."""
     folder = Path(folder)
     if not (folder / A.PREDICTIONS).exists():
-        raise CompareError(f"{folder / A.PREDICTIONS} not found: {folder} holds no finished evaluation (run stage 06)")
+        raise CompareError(
+            f"{folder / A.PREDICTIONS} not found: {folder} holds no finished evaluation (run stage 06)"
+        )
     try:
         cfg = saved_config(folder)
     except (FileNotFoundError, ValueError) as e:
@@ -126,27 +154,56 @@ def open_run(folder: str | Path) -> Run:
     prov = folder / A.PROVENANCE
     judgements = {}
     if (folder / A.JUDGEMENTS).exists():
-        judgements = {(j["model"], j["meta"].get("dataset", ""), j["item_id"], j["meta"].get("style", "zero_shot")): j
-                      for j in read_jsonl(folder / A.JUDGEMENTS)}
-    return foreign_run(Run(folder, cfg, json.loads(prov.read_text()) if prov.exists() else {}, rows, judgements,
-                           asked=saved.get("datasets") or {}, stale=changed_datasets(cfg, saved) if saved else {}))
+        judgements = {
+            (
+                j["model"],
+                j["meta"].get("dataset", ""),
+                j["item_id"],
+                j["meta"].get("style", "zero_shot"),
+            ): j
+            for j in read_jsonl(folder / A.JUDGEMENTS)
+        }
+    return foreign_run(
+        Run(
+            folder,
+            cfg,
+            json.loads(prov.read_text()) if prov.exists() else {},
+            rows,
+            judgements,
+            asked=saved.get("datasets") or {},
+            stale=changed_datasets(cfg, saved) if saved else {},
+        )
+    )
 
 
 # --- the request ------------------------------------------------------------------------------------
+
 
 def request_parts(cfg: EvalConfig, item: Item, dataset: str, spec: dict, style: str) -> dict:
     """The request an item was sent in ``style`` by a model of ``spec``, as stage 06 builds it
     (:func:`lib.eval.ask.predict`): its texts, images (content hashes), the order of the parts,
     token limits, constraint and seed, and the style's own texts (chain of thought's triggers)."""
     task = get_task(item.task)
-    req = task.request(item, cfg.datasets[dataset], question_first=wants_question_first(spec), constrain=cfg.constrain,
-                       max_new_tokens=cfg.answer_tokens(item.task), seed=cfg.seed)
+    req = task.request(
+        item,
+        cfg.datasets[dataset],
+        question_first=wants_question_first(spec),
+        constrain=cfg.constrain,
+        max_new_tokens=cfg.answer_tokens(item.task),
+        seed=cfg.seed,
+    )
     parts = [p for m in req.messages if not isinstance(m["content"], str) for p in m["content"]]
-    return {"style": style, "texts": [p["text"] for p in parts if p.get("type") == "text"],
-            "images": [image_sha256(p["image"]) for p in parts if p.get("type") == "image"],
-            "layout": [p.get("type") for p in parts], "token limit": req.max_new_tokens,
-            "constraint": req.constraint.to_dict() if req.constraint else None, "seed": req.seed,
-            "style texts": style_prompts().get(style), "reasoning limit": cfg.cot_max_new_tokens if style != "zero_shot" else None}
+    return {
+        "style": style,
+        "texts": [p["text"] for p in parts if p.get("type") == "text"],
+        "images": [image_sha256(p["image"]) for p in parts if p.get("type") == "image"],
+        "layout": [p.get("type") for p in parts],
+        "token limit": req.max_new_tokens,
+        "constraint": req.constraint.to_dict() if req.constraint else None,
+        "seed": req.seed,
+        "style texts": style_prompts().get(style),
+        "reasoning limit": cfg.cot_max_new_tokens if style != "zero_shot" else None,
+    }
 
 
 def prompt_difference(a: dict, b: dict) -> list[str]:
@@ -158,24 +215,36 @@ def prompt_difference(a: dict, b: dict) -> list[str]:
         named.append("template")
     if a["texts"] != b["texts"]:
         lines = lambda r: sorted(line for t in r["texts"] for line in t.splitlines())
-        named.append("option order" if a["texts"] != b["texts"] and lines(a) == lines(b) else "template")
+        named.append(
+            "option order" if a["texts"] != b["texts"] and lines(a) == lines(b) else "template"
+        )
     if a["images"] != b["images"] or a["layout"] != b["layout"]:
         named.append("image order" if sorted(a["images"]) == sorted(b["images"]) else "images")
-    named += [k for k in ("token limit", "reasoning limit", "constraint", "seed") if a[k] != b[k]
-              and (k != "reasoning limit" or a["style"] == b["style"])]
+    named += [
+        k
+        for k in ("token limit", "reasoning limit", "constraint", "seed")
+        if a[k] != b[k] and (k != "reasoning limit" or a["style"] == b["style"])
+    ]
     return list(dict.fromkeys(n if n != "reasoning limit" else "token limit" for n in named))
 
 
 # --- one item ---------------------------------------------------------------------------------------
 
+
 def judged_score(j: dict | None) -> float | None:
     """A judgement's score as the LAVE row counts it (an unread rating is 0); None when not judged."""
-    return None if j is None else (float(j["score"]) if j.get("valid") and j.get("score") is not None else 0.0)
+    return (
+        None
+        if j is None
+        else (float(j["score"]) if j.get("valid") and j.get("score") is not None else 0.0)
+    )
 
 
 def outcome(row: dict, j: dict | None) -> dict:
     """An answer's per-item metrics: its scores and, where judged, the judge's score."""
-    scores = {k: float(v) for k, v in (row.get("scores") or {}).items() if isinstance(v, (int, float))}
+    scores = {
+        k: float(v) for k, v in (row.get("scores") or {}).items() if isinstance(v, (int, float))
+    }
     if j is not None:
         scores[LAVE] = judged_score(j)
     return scores
@@ -185,25 +254,36 @@ def _reading(row: dict) -> tuple:
     return row.get("parsed"), row.get("method"), row.get("valid")
 
 
-def first_cause(a: dict, b: dict, ra: dict | None, rb: dict | None, ja: dict | None, jb: dict | None) -> str | None:
+def first_cause(
+    a: dict, b: dict, ra: dict | None, rb: dict | None, ja: dict | None, jb: dict | None
+) -> str | None:
     """Where two answers to one item first part ways (:data:`CAUSES`), or None when they never do.
     Without the two requests (``None``: a dataset changed since), from the replies on."""
     if ra is not None and rb is not None and prompt_difference(ra, rb):
         return "prompt"
-    if (a.get("raw"), a["meta"].get("reasoning"), a["meta"].get("error")) != \
-            (b.get("raw"), b["meta"].get("reasoning"), b["meta"].get("error")):
+    if (a.get("raw"), a["meta"].get("reasoning"), a["meta"].get("error")) != (
+        b.get("raw"),
+        b["meta"].get("reasoning"),
+        b["meta"].get("error"),
+    ):
         return "model"
     if _reading(a) != _reading(b):
         return "reading"
     judge = lambda j: None if j is None else (j.get("rating"), j.get("valid"), j.get("score"))
-    if outcome(a, ja) != outcome(b, jb) or a.get("correct") != b.get("correct") or judge(ja) != judge(jb):
+    if (
+        outcome(a, ja) != outcome(b, jb)
+        or a.get("correct") != b.get("correct")
+        or judge(ja) != judge(jb)
+    ):
         return "scoring"
     return None
 
 
 def _spec_difference(a: dict | None, b: dict | None, what: str) -> list[str]:
     flat_a, flat_b = flatten(a or {}), flatten(b or {})
-    return [f"{what} {k}" for k in sorted(set(flat_a) | set(flat_b)) if flat_a.get(k) != flat_b.get(k)]
+    return [
+        f"{what} {k}" for k in sorted(set(flat_a) | set(flat_b)) if flat_a.get(k) != flat_b.get(k)
+    ]
 
 
 def _code(run_a: Run, run_b: Run) -> str:
@@ -213,28 +293,45 @@ def _code(run_a: Run, run_b: Run) -> str:
     return "code (same recorded commit: re-read or rescored since)"
 
 
-def because(cause: str, run_a: Run, run_b: Run, a: dict, b: dict, ra: dict, rb: dict, ja, jb) -> list[str]:
+def because(
+    cause: str, run_a: Run, run_b: Run, a: dict, b: dict, ra: dict, rb: dict, ja, jb
+) -> list[str]:
     """The differences that explain an item's ``cause``, named from the requests and the configs."""
     if cause == "prompt":
         return prompt_difference(ra, rb)
     if cause == "model":
-        named = _spec_difference(run_a.cfg.models.get(a["model"]), run_b.cfg.models.get(b["model"]), "model")
+        named = _spec_difference(
+            run_a.cfg.models.get(a["model"]), run_b.cfg.models.get(b["model"]), "model"
+        )
         return named or ["decoding (same model spec and request)"]
     if cause == "reading":
-        if is_constrained(a.get("method") or "") != is_constrained(b.get("method") or "") and ERROR not in \
-                (a.get("method"), b.get("method")):
+        if is_constrained(a.get("method") or "") != is_constrained(
+            b.get("method") or ""
+        ) and ERROR not in (a.get("method"), b.get("method")):
             return ["constrained choice"]
         return [f"parser: {_code(run_a, run_b)}"]
     task = a["task"]
-    named = _spec_difference(run_a.cfg.tasks.get(task), run_b.cfg.tasks.get(task), f"metric option tasks.{task}")
-    if (ja and ja.get("rating"), ja and ja.get("valid")) != (jb and jb.get("rating"), jb and jb.get("valid")):
-        named += _spec_difference(run_a.cfg.judge, run_b.cfg.judge, "judge") or \
-            (["judge token limit"] if run_a.cfg.judge_max_new_tokens != run_b.cfg.judge_max_new_tokens else []) or \
-            [f"judge prompt or reading: {_code(run_a, run_b)}"]
+    named = _spec_difference(
+        run_a.cfg.tasks.get(task), run_b.cfg.tasks.get(task), f"metric option tasks.{task}"
+    )
+    if (ja and ja.get("rating"), ja and ja.get("valid")) != (
+        jb and jb.get("rating"),
+        jb and jb.get("valid"),
+    ):
+        named += (
+            _spec_difference(run_a.cfg.judge, run_b.cfg.judge, "judge")
+            or (
+                ["judge token limit"]
+                if run_a.cfg.judge_max_new_tokens != run_b.cfg.judge_max_new_tokens
+                else []
+            )
+            or [f"judge prompt or reading: {_code(run_a, run_b)}"]
+        )
     return named or [f"metric version: {_code(run_a, run_b)}"]
 
 
 # --- pairing ----------------------------------------------------------------------------------------
+
 
 def side_filters(filters: dict[str, list[str] | None]) -> tuple[dict, dict, set]:
     """Run A's and run B's selections from the filters (one value: both runs; two: one each), and
@@ -243,7 +340,9 @@ def side_filters(filters: dict[str, list[str] | None]) -> tuple[dict, dict, set]
     for dim in DIMENSIONS:
         values = filters.get(dim) or []
         if len(values) > 2:
-            raise CompareError(f"--{dim} takes one value (both runs) or two (run A's, run B's), got {values}")
+            raise CompareError(
+                f"--{dim} takes one value (both runs) or two (run A's, run B's), got {values}"
+            )
         if values:
             fa[dim], fb[dim] = values[0], values[-1]
             if values[0] != values[-1]:
@@ -255,7 +354,9 @@ def _selected(run: Run, want: dict, side: str) -> list[dict]:
     for dim, value in want.items():
         have = sorted({r[dim] for r in run.rows})
         if value not in have:
-            raise CompareError(f"run {side} ({run.folder}) has no {dim} {value!r}; it has: {', '.join(have) or 'nothing'}")
+            raise CompareError(
+                f"run {side} ({run.folder}) has no {dim} {value!r}; it has: {', '.join(have) or 'nothing'}"
+            )
     return [r for r in run.rows if all(r[d] == v for d, v in want.items())]
 
 
@@ -274,16 +375,27 @@ def pair(run_a: Run, run_b: Run, filters: dict) -> tuple[list[tuple], list[tuple
 
     rows_a, rows_b = keyed(_selected(run_a, fa, "A")), keyed(_selected(run_b, fb, "B"))
     pairs = [(k, rows_a[k], rows_b[k]) for k in rows_a if k in rows_b]
-    return pairs, sorted(k for k in rows_a if k not in rows_b), sorted(k for k in rows_b if k not in rows_a)
+    return (
+        pairs,
+        sorted(k for k in rows_a if k not in rows_b),
+        sorted(k for k in rows_b if k not in rows_a),
+    )
 
 
 # --- statistics -------------------------------------------------------------------------------------
 
-def paired_difference(a, b, n_resamples: int = N_RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
+
+def paired_difference(
+    a, b, n_resamples: int = N_RESAMPLES, seed: int = 0
+) -> tuple[float, float, float]:
     """``mean(b) - mean(a)`` of paired per-item scores and its percentile bootstrap interval, the
     items resampled together (:func:`lib.metrics.stats.bootstrap_ci`)."""
-    return bootstrap_ci(lambda x, y: np.mean(y - x, axis=-1), [np.asarray(a, float), np.asarray(b, float)],
-                        n_resamples=n_resamples, seed=seed)
+    return bootstrap_ci(
+        lambda x, y: np.mean(y - x, axis=-1),
+        [np.asarray(a, float), np.asarray(b, float)],
+        n_resamples=n_resamples,
+        seed=seed,
+    )
 
 
 def mcnemar_exact(a, b) -> float:
@@ -306,14 +418,29 @@ def metric_rows(group: tuple, scored: list[tuple], n_resamples: int, seed: int) 
         b = np.array([ob[name] for _, ob, _ in scored])
         diff, low, high = paired_difference(a, b, n_resamples, seed)
         binary = bool(np.isin(np.concatenate([a, b]), (0.0, 1.0)).all())
-        by = {c: float(sum(y - x for x, y, (_, _, cause) in zip(a, b, scored) if cause == c) / len(a)) for c in CAUSES}
-        rows.append({"group": list(group), "metric": name, "n": len(a), "A": float(a.mean()), "B": float(b.mean()),
-                     "difference": diff, "ci_low": low, "ci_high": high,
-                     "mcnemar_p": mcnemar_exact(a, b) if binary else None, "by_cause": by})
+        by = {
+            c: float(sum(y - x for x, y, (_, _, cause) in zip(a, b, scored) if cause == c) / len(a))
+            for c in CAUSES
+        }
+        rows.append(
+            {
+                "group": list(group),
+                "metric": name,
+                "n": len(a),
+                "A": float(a.mean()),
+                "B": float(b.mean()),
+                "difference": diff,
+                "ci_low": low,
+                "ci_high": high,
+                "mcnemar_p": mcnemar_exact(a, b) if binary else None,
+                "by_cause": by,
+            }
+        )
     return rows
 
 
 # --- the config -------------------------------------------------------------------------------------
+
 
 def flatten(value, prefix: str = "") -> dict:
     """Nested dicts as ``{"a.b": leaf}`` (lists and other values are leaves; an empty dict adds nothing)."""
@@ -327,7 +454,9 @@ def flatten(value, prefix: str = "") -> dict:
 
 def resolved_values(cfg: EvalConfig) -> dict:
     """A config's resolved values, flat: its fields, every task's options over their defaults."""
-    return flatten({**cfg.to_dict(), "tasks": {name: asdict(opts) for name, opts in cfg.options.items()}})
+    return flatten(
+        {**cfg.to_dict(), "tasks": {name: asdict(opts) for name, opts in cfg.options.items()}}
+    )
 
 
 def _source(run: Run, key: str) -> str:
@@ -347,19 +476,45 @@ def config_diff(run_a: Run, run_b: Run) -> list[dict]:
     """The resolved config values that differ, each with where it came from (:func:`_source`),
     and the two commits when they differ."""
     flat_a, flat_b = resolved_values(run_a.cfg), resolved_values(run_b.cfg)
-    rows = [{"key": k, "A": flat_a.get(k), "B": flat_b.get(k), "A_from": _source(run_a, k), "B_from": _source(run_b, k)}
-            for k in sorted(set(flat_a) | set(flat_b)) if flat_a.get(k) != flat_b.get(k)]
+    rows = [
+        {
+            "key": k,
+            "A": flat_a.get(k),
+            "B": flat_b.get(k),
+            "A_from": _source(run_a, k),
+            "B_from": _source(run_b, k),
+        }
+        for k in sorted(set(flat_a) | set(flat_b))
+        if flat_a.get(k) != flat_b.get(k)
+    ]
     if run_a.sha != run_b.sha:
-        rows.append({"key": "git commit", "A": run_a.sha, "B": run_b.sha, "A_from": "provenance", "B_from": "provenance"})
+        rows.append(
+            {
+                "key": "git commit",
+                "A": run_a.sha,
+                "B": run_b.sha,
+                "A_from": "provenance",
+                "B_from": "provenance",
+            }
+        )
     return rows
 
 
 # --- the whole comparison ---------------------------------------------------------------------------
 
+
 def _item_row(key: tuple, cause: str, named: list[str], oa: dict, ob: dict) -> dict:
     group, dataset, item_id = key
-    return {"group": list(group), "dataset": dataset, "item_id": item_id, "cause": cause, "because": named,
-            "outcome_changed": oa != ob, "A": oa, "B": ob}
+    return {
+        "group": list(group),
+        "dataset": dataset,
+        "item_id": item_id,
+        "cause": cause,
+        "because": named,
+        "outcome_changed": oa != ob,
+        "A": oa,
+        "B": ob,
+    }
 
 
 def dataset_change(run_a: Run, run_b: Run, a: dict, b: dict) -> list[str] | None:
@@ -367,23 +522,31 @@ def dataset_change(run_a: Run, run_b: Run, a: dict, b: dict) -> list[str] | None
     run B asked it (:attr:`Run.stale`), named; None when neither. When both runs asked the same
     version of it, nothing left tells a prompt change from the model's: that is refused
     (:class:`CompareError`) rather than put on the dataset, which did not change between them."""
-    named = [f"dataset {row['dataset']!r} changed since run {side}"
-             for side, run, row in (("A", run_a, a), ("B", run_b, b)) if row["dataset"] in run.stale]
+    named = [
+        f"dataset {row['dataset']!r} changed since run {side}"
+        for side, run, row in (("A", run_a, a), ("B", run_b, b))
+        if row["dataset"] in run.stale
+    ]
     asked = run_a.asked.get(a["dataset"])
     if named and asked is not None and asked == run_b.asked.get(b["dataset"]):
         side, run = ("A", run_a) if a["dataset"] in run_a.stale else ("B", run_b)
-        raise CompareError(f"dataset {a['dataset']!r} ({run.cfg.datasets[a['dataset']]}/items.jsonl) changed since "
-                           f"{'both runs were' if len(named) == 2 else f'run {side} was'} evaluated, and both runs "
-                           f"asked the same version of it: the requests they were sent cannot be rebuilt to tell a "
-                           f"prompt change from the model's; restore it, or rerun stage 06 for both runs")
+        raise CompareError(
+            f"dataset {a['dataset']!r} ({run.cfg.datasets[a['dataset']]}/items.jsonl) changed since "
+            f"{'both runs were' if len(named) == 2 else f'run {side} was'} evaluated, and both runs "
+            f"asked the same version of it: the requests they were sent cannot be rebuilt to tell a "
+            f"prompt change from the model's; restore it, or rerun stage 06 for both runs"
+        )
     return named or None
 
 
 def stale_notes(run_a: Run, run_b: Run) -> list[str]:
     """The datasets rewritten in place since a run asked them, in words (the report prints them)."""
-    return [f"dataset {name!r} ({run.cfg.datasets[name]}/items.jsonl) was rewritten since run {side} asked it: its "
-            f"changed items are put on the dataset, its prompts in run {side} are not known"
-            for side, run in (("A", run_a), ("B", run_b)) for name in run.stale]
+    return [
+        f"dataset {name!r} ({run.cfg.datasets[name]}/items.jsonl) was rewritten since run {side} asked it: its "
+        f"changed items are put on the dataset, its prompts in run {side} are not known"
+        for side, run in (("A", run_a), ("B", run_b))
+        for name in run.stale
+    ]
 
 
 def _pair_cause(run_a: Run, run_b: Run, key: tuple, a: dict, b: dict) -> dict:
@@ -394,7 +557,14 @@ def _pair_cause(run_a: Run, run_b: Run, key: tuple, a: dict, b: dict) -> dict:
     p = {"key": key, "a": a, "b": b, "ja": ja, "jb": jb, "oa": outcome(a, ja), "ob": outcome(b, jb)}
     if gone := dataset_change(run_a, run_b, a, b):
         changed = first_cause(a, b, None, None, ja, jb) is not None
-        return {**p, "qa": None, "qb": None, "cause": "dataset" if changed else None, "unit": None, "because": gone}
+        return {
+            **p,
+            "qa": None,
+            "qb": None,
+            "cause": "dataset" if changed else None,
+            "unit": None,
+            "because": gone,
+        }
     qa, qb = run_a.request(a), run_b.request(b)
     cause, named = unsplit(first_cause(a, b, qa, qb, ja, jb), qa, qb)
     unit = get_task(a["task"]).unit(run_a.item(a["dataset"], a["item_id"]))
@@ -414,12 +584,20 @@ def _classified(run_a: Run, run_b: Run, pairs: list[tuple]) -> list[dict]:
         out.append(p)
     for p in out:
         if p["cause"] == "scoring" and p["unit"] in earliest:
-            p["cause"], p["because"] = CAUSES[earliest[p["unit"]]], ["scored with its unit, whose answers changed"]
+            p["cause"], p["because"] = (
+                CAUSES[earliest[p["unit"]]],
+                ["scored with its unit, whose answers changed"],
+            )
     return out
 
 
-def compare(a: str | Path | Run, b: str | Path | Run, filters: dict | None = None, n_resamples: int | None = None,
-            seed: int | None = None) -> dict:
+def compare(
+    a: str | Path | Run,
+    b: str | Path | Run,
+    filters: dict | None = None,
+    n_resamples: int | None = None,
+    seed: int | None = None,
+) -> dict:
     """Compare two evaluation folders item by item (module docstring): the counts of unpaired
     items, each cause's items and what explains them, every changed item, the metric rows
     (:func:`metric_rows`) and the config diff. The bootstrap's settings default to run A's."""
@@ -434,23 +612,37 @@ def compare(a: str | Path | Run, b: str | Path | Run, filters: dict | None = Non
         scored[p["key"][0]].append((oa, ob, cause))
         if cause is None:
             continue
-        named = p.get("because") or because(cause, run_a, run_b, p["a"], p["b"], p["qa"], p["qb"], p["ja"], p["jb"])
+        named = p.get("because") or because(
+            cause, run_a, run_b, p["a"], p["b"], p["qa"], p["qb"], p["ja"], p["jb"]
+        )
         causes[cause]["items"] += 1
         causes[cause]["outcome_changed"] += oa != ob
         causes[cause]["because"].update(named)
         items.append(_item_row(p["key"], cause, named, oa, ob))
     _, _, mapped = side_filters(filters or {})
-    return {"A": str(run_a.folder), "B": str(run_b.folder), "filters": dict(filters or {}),
-            "group_by": [d for d in DIMENSIONS if d not in mapped], "paired": len(pairs), "changed": len(items),
-            "only_A": len(only_a), "only_B": len(only_b), "only_A_items": [list(k[1:]) for k in only_a[:20]],
-            "only_B_items": [list(k[1:]) for k in only_b[:20]],
-            "causes": {c: {**v, "because": dict(v["because"])} for c, v in causes.items()},
-            "metrics": [r for g in sorted(scored) for r in metric_rows(g, scored[g], n_resamples, seed)],
-            "config": config_diff(run_a, run_b), "notes": foreign_notes(run_a, run_b) + stale_notes(run_a, run_b),
-            "items": items}
+    return {
+        "A": str(run_a.folder),
+        "B": str(run_b.folder),
+        "filters": dict(filters or {}),
+        "group_by": [d for d in DIMENSIONS if d not in mapped],
+        "paired": len(pairs),
+        "changed": len(items),
+        "only_A": len(only_a),
+        "only_B": len(only_b),
+        "only_A_items": [list(k[1:]) for k in only_a[:20]],
+        "only_B_items": [list(k[1:]) for k in only_b[:20]],
+        "causes": {c: {**v, "because": dict(v["because"])} for c, v in causes.items()},
+        "metrics": [
+            r for g in sorted(scored) for r in metric_rows(g, scored[g], n_resamples, seed)
+        ],
+        "config": config_diff(run_a, run_b),
+        "notes": foreign_notes(run_a, run_b) + stale_notes(run_a, run_b),
+        "items": items,
+    }
 
 
 # --- foreign runs: another harness's answers, imported (lib.eval.foreign) ---------------------------
+
 
 @dataclass
 class ForeignRun(Run):
@@ -468,7 +660,9 @@ def foreign_run(run: Run) -> Run:
     path = run.folder / FOREIGN
     if not path.exists():
         return run
-    return ForeignRun(**{f.name: getattr(run, f.name) for f in fields(Run)}, record=json.loads(path.read_text()))
+    return ForeignRun(
+        **{f.name: getattr(run, f.name) for f in fields(Run)}, record=json.loads(path.read_text())
+    )
 
 
 def unsplit(cause: str | None, ra: dict, rb: dict) -> tuple[str | None, list[str] | None]:
@@ -488,12 +682,21 @@ def foreign_notes(run_a: Run, run_b: Run) -> list[str]:
             continue
         r = run.record
         n = sum(r.get("n_samples", {}).values())
-        path = {"chat": "the chat path: VQA Lab's own message, images and text in its order",
-                "simple": "the simple path: the model wraps the text and places the images itself (a prompt change)",
-                None: "an unknown path (no results.json)"}[r.get("path")]
-        version = r.get("version") if "unknown" not in str(r.get("version")) else "of unrecorded version"
-        notes.append(f"{side} is {r.get('harness')} {version} ({r.get('model')}), {n} answers imported from "
-                     f"{r.get('source')}: asked by {path}; prompt text logged for {r.get('logged_input')}/{n}"
-                     + ("" if r.get("logged_input") == n and r.get("path") else
-                        " - where a request is not known, a changed reply is put on prompt, not split from model"))
+        path = {
+            "chat": "the chat path: VQA Lab's own message, images and text in its order",
+            "simple": "the simple path: the model wraps the text and places the images itself (a prompt change)",
+            None: "an unknown path (no results.json)",
+        }[r.get("path")]
+        version = (
+            r.get("version") if "unknown" not in str(r.get("version")) else "of unrecorded version"
+        )
+        notes.append(
+            f"{side} is {r.get('harness')} {version} ({r.get('model')}), {n} answers imported from "
+            f"{r.get('source')}: asked by {path}; prompt text logged for {r.get('logged_input')}/{n}"
+            + (
+                ""
+                if r.get("logged_input") == n and r.get("path")
+                else " - where a request is not known, a changed reply is put on prompt, not split from model"
+            )
+        )
     return notes

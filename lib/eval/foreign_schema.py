@@ -37,12 +37,16 @@ ROW_KEY = "invalid_rate"  # every exported task reports it, so every sample carr
 
 # C0 controls but tab and newline, DEL, C1 controls (0x9b opens a sequence by itself), bidi overrides,
 # lone surrogates (a path of undecodable bytes: stdout cannot encode them)
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNPRINTABLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def printable(text: str) -> str:
     """``text`` with every control character a terminal would act on written as an escape (``\\x1b``)."""
-    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 256 else f"\\u{ord(m[0]):04x}", text)
+    return _UNPRINTABLE.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 256 else f"\\u{ord(m[0]):04x}", text
+    )
 
 
 def clean(value):
@@ -65,6 +69,7 @@ class ForeignError(ValueError):
 
 # --- the schema ---------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Field:
     """What one JSON value must be: ``ok(value)``, said as ``expected``; below an object, ``fields``
@@ -84,9 +89,18 @@ def _number(v) -> bool:
 
 def _whole(least: int) -> Field:
     """Integers (or floats such as ``8.0``) from ``least`` up (below 2**63: a count, not a huge number)."""
-    return Field(f"a whole number >= {least}", lambda v: (isinstance(v, int) and not isinstance(v, bool)
-                                                          or isinstance(v, float) and v.is_integer())
-                 and least <= v < 2**63)
+    return Field(
+        f"a whole number >= {least}",
+        lambda v: (
+            (
+                isinstance(v, int)
+                and not isinstance(v, bool)
+                or isinstance(v, float)
+                and v.is_integer()
+            )
+            and least <= v < 2**63
+        ),
+    )
 
 
 def _finite(v) -> bool:
@@ -117,28 +131,62 @@ TEXT = Field("text", lambda v: isinstance(v, str))
 FLAG = Field("true or false", lambda v: isinstance(v, bool))
 COUNT, POSITIVE = _whole(0), _whole(1)
 INTEGER = Field("a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool))
-FINITE = Field("JSON without NaN or infinity", _finite)  # a value recorded as it is (settings, model_args)
+FINITE = Field(
+    "JSON without NaN or infinity", _finite
+)  # a value recorded as it is (settings, model_args)
 # lmms-eval wraps a doc's replies in lists; a reply of another type is kept as its JSON
 REPLY = Field("text, or lists of it, without NaN or infinity", _finite)
 REPORTED = Field("a number or text", _reported)
-DOC_ID = Field("a whole number or text", lambda v: isinstance(v, str) or isinstance(v, int) and not isinstance(v, bool))
+DOC_ID = Field(
+    "a whole number or text",
+    lambda v: isinstance(v, str) or isinstance(v, int) and not isinstance(v, bool),
+)
 
 # results.json as a whole; each task VQA Lab exported is checked further (TASK: another benchmark's is not read)
-RESULTS = obj(results=obj(**{"*": obj()}), configs=obj(**{"*": obj(metadata=obj(vqalab_task=TEXT))}),
-              config=obj(model=TEXT, model_args=FINITE, model_backend=TEXT,
-                         **{k: FINITE for k in ("limit", "offset", "gen_kwargs", "random_seed")}),
-              lmms_eval_version=TEXT, model_name=TEXT, model_source=TEXT,
-              **{k: FINITE for k in ("system_instruction", "chat_template", "fewshot_as_multiturn", "n-shot")})
-TASK = {"configs": obj(generation_kwargs=obj(max_new_tokens=POSITIVE, **{"*": FINITE}),
-                       dataset_kwargs=obj(data_files=obj(test=TEXT))),
-        "results": obj(**{"*": REPORTED})}
-SAMPLE = obj(doc_id=DOC_ID, input=TEXT, resps=REPLY, filtered_resps=REPLY,
-             token_counts=listof(obj(input_tokens=COUNT, output_tokens=COUNT)),
-             **{ROW_KEY: obj(id=TEXT, task=TEXT, raw=TEXT)})
-EXPORT = obj(("dataset", "name", "tasks", "question_first", "max_new_tokens", "scoring"),
-             dataset=TEXT, name=TEXT, tasks=listof(TEXT), question_first=FLAG, max_new_tokens=obj(**{"*": POSITIVE}),
-             scoring=obj(("n_resamples", "seed"), n_resamples=POSITIVE, seed=INTEGER, tasks=obj(**{"*": obj()})),
-             settings_from=obj(model=TEXT, profile=TEXT), items_sha256=TEXT)
+RESULTS = obj(
+    results=obj(**{"*": obj()}),
+    configs=obj(**{"*": obj(metadata=obj(vqalab_task=TEXT))}),
+    config=obj(
+        model=TEXT,
+        model_args=FINITE,
+        model_backend=TEXT,
+        **{k: FINITE for k in ("limit", "offset", "gen_kwargs", "random_seed")},
+    ),
+    lmms_eval_version=TEXT,
+    model_name=TEXT,
+    model_source=TEXT,
+    **{
+        k: FINITE for k in ("system_instruction", "chat_template", "fewshot_as_multiturn", "n-shot")
+    },
+)
+TASK = {
+    "configs": obj(
+        generation_kwargs=obj(max_new_tokens=POSITIVE, **{"*": FINITE}),
+        dataset_kwargs=obj(data_files=obj(test=TEXT)),
+    ),
+    "results": obj(**{"*": REPORTED}),
+}
+SAMPLE = obj(
+    doc_id=DOC_ID,
+    input=TEXT,
+    resps=REPLY,
+    filtered_resps=REPLY,
+    token_counts=listof(obj(input_tokens=COUNT, output_tokens=COUNT)),
+    **{ROW_KEY: obj(id=TEXT, task=TEXT, raw=TEXT)},
+)
+EXPORT = obj(
+    ("dataset", "name", "tasks", "question_first", "max_new_tokens", "scoring"),
+    dataset=TEXT,
+    name=TEXT,
+    tasks=listof(TEXT),
+    question_first=FLAG,
+    max_new_tokens=obj(**{"*": POSITIVE}),
+    scoring=obj(
+        ("n_resamples", "seed"), n_resamples=POSITIVE, seed=INTEGER, tasks=obj(**{"*": obj()})
+    ),
+    settings_from=obj(model=TEXT, profile=TEXT),
+    items_sha256=TEXT,
+)
 
 
 def check_tasks(results: dict, tasks, where: str) -> None:
@@ -158,7 +206,9 @@ def _got(v) -> str:
     if isinstance(v, str):
         return f"text {v[:60]!r}" + ("..." if len(v) > 60 else "")
     shown = repr(v)
-    return {dict: "an object", list: "a list"}.get(type(v), shown if len(shown) <= 60 else f"{shown[:60]}...")
+    return {dict: "an object", list: "a list"}.get(
+        type(v), shown if len(shown) <= 60 else f"{shown[:60]}..."
+    )
 
 
 def _lone_surrogate(v, path: str) -> tuple[str, str] | None:
@@ -170,11 +220,15 @@ def _lone_surrogate(v, path: str) -> tuple[str, str] | None:
             return path, v
     elif isinstance(v, dict):
         for k, x in v.items():
-            found = _lone_surrogate(k, f"{path} (a key)") or _lone_surrogate(x, f"{path}.{k}" if path else str(k))
+            found = _lone_surrogate(k, f"{path} (a key)") or _lone_surrogate(
+                x, f"{path}.{k}" if path else str(k)
+            )
             if found:
                 return found
     elif isinstance(v, list):
-        return next(filter(None, (_lone_surrogate(x, f"{path}[{i}]") for i, x in enumerate(v))), None)
+        return next(
+            filter(None, (_lone_surrogate(x, f"{path}[{i}]") for i, x in enumerate(v))), None
+        )
     return None
 
 
@@ -189,16 +243,20 @@ def check(value, schema: Field, where: str, path: str = "") -> None:
         if found:
             at, text = found
             i = next(i for i, c in enumerate(text) if 0xD800 <= ord(c) <= 0xDFFF)
-            raise ForeignError(f"{where}: field {at or name}: expected text, got text with a lone surrogate "
-                               f"({text[i]!r} at character {i}), which UTF-8 cannot hold: a broken file")
+            raise ForeignError(
+                f"{where}: field {at or name}: expected text, got text with a lone surrogate "
+                f"({text[i]!r} at character {i}), which UTF-8 cannot hold: a broken file"
+            )
     if schema.each is not None:
         for i, x in enumerate(value):
             check(x, schema.each, where, f"{path}[{i}]")
     if schema.fields and isinstance(value, dict):
         for key in schema.required:
             if value.get(key) is None:
-                raise ForeignError(f"{where}: field {f'{path}.{key}' if path else key}: expected "
-                                   f"{schema.fields[key].expected}, got nothing")
+                raise ForeignError(
+                    f"{where}: field {f'{path}.{key}' if path else key}: expected "
+                    f"{schema.fields[key].expected}, got nothing"
+                )
         for key, x in value.items():
             sub = schema.fields.get(key, schema.fields.get("*"))
             if sub is not None:
@@ -209,11 +267,14 @@ def check(value, schema: Field, where: str, path: str = "") -> None:
 
 def _key(key: str, where: str, path: str) -> None:
     if _lone_surrogate(key, path):
-        raise ForeignError(f"{where}: a key of {path or 'the file'}: expected text, got text with a lone surrogate "
-                           f"({key!r}), which UTF-8 cannot hold: a broken file")
+        raise ForeignError(
+            f"{where}: a key of {path or 'the file'}: expected text, got text with a lone surrogate "
+            f"({key!r}), which UTF-8 cannot hold: a broken file"
+        )
 
 
 # --- reading, within limits ---------------------------------------------------------------------------
+
 
 def regular_file(path: Path) -> int:
     """The size of ``path``, a regular file (a link to one is followed); anything else - a device
@@ -224,25 +285,36 @@ def regular_file(path: Path) -> int:
         raise ForeignError(f"{path}: cannot read it ({e.strerror})") from None
     if not stat.S_ISREG(st.st_mode):
         target = f" (a link to {path.resolve()})" if path.is_symlink() else ""
-        raise ForeignError(f"{path}: not a regular file{target}: a device, a pipe or a folder is no lmms-eval output")
+        raise ForeignError(
+            f"{path}: not a regular file{target}: a device, a pipe or a folder is no lmms-eval output"
+        )
     return st.st_size
 
 
 def read_json(path: Path, what: str, schema: Field) -> dict:
     """A JSON file of at most :data:`MAX_JSON_BYTES`, checked against ``schema``."""
     if regular_file(path) > MAX_JSON_BYTES:
-        raise ForeignError(f"{path}: {what} larger than {MAX_JSON_BYTES:,} bytes: not one this import reads")
+        raise ForeignError(
+            f"{path}: {what} larger than {MAX_JSON_BYTES:,} bytes: not one this import reads"
+        )
     try:
         with path.open("rb") as f:
             data = f.read(MAX_JSON_BYTES + 1)
         if len(data) > MAX_JSON_BYTES:
-            raise ForeignError(f"{path}: {what} grew past {MAX_JSON_BYTES:,} bytes while it was read")
+            raise ForeignError(
+                f"{path}: {what} grew past {MAX_JSON_BYTES:,} bytes while it was read"
+            )
         value = json.loads(data.decode("utf-8"))
     except OSError as e:
         raise ForeignError(f"{path}: cannot read {what}: {e.strerror}") from None
     except UnicodeDecodeError as e:
-        raise ForeignError(f"{path}: {what} is not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except (ValueError, RecursionError) as e:  # JSONDecodeError, a number of too many digits, nesting too deep
+        raise ForeignError(
+            f"{path}: {what} is not UTF-8 text ({e.reason} at byte {e.start})"
+        ) from None
+    except (
+        ValueError,
+        RecursionError,
+    ) as e:  # JSONDecodeError, a number of too many digits, nesting too deep
         raise ForeignError(f"{path}: cannot read {what}: {e}") from None
     check(value, schema, str(path))
     return value
@@ -256,8 +328,10 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
         while line := f.readline(MAX_LINE_BYTES + 1):
             n += 1
             if len(line) > MAX_LINE_BYTES:
-                raise ForeignError(f"{path}:{n}: a line longer than {MAX_LINE_BYTES:,} bytes: not an lmms-eval "
-                                   f"sample (a damaged file, or another kind of file)")
+                raise ForeignError(
+                    f"{path}:{n}: a line longer than {MAX_LINE_BYTES:,} bytes: not an lmms-eval "
+                    f"sample (a damaged file, or another kind of file)"
+                )
             yield n, line
 
 
@@ -270,14 +344,18 @@ def read_samples(path: Path) -> Iterator[tuple[int, dict]]:
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise ForeignError(f"{path}:{n}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+            raise ForeignError(
+                f"{path}:{n}: not UTF-8 text ({e.reason} at byte {e.start})"
+            ) from None
         if not text.strip():
             continue
         try:
             sample = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ForeignError(f"{path}:{n}: not a JSON line ({e.msg} at column {e.colno}): is this an "
-                               f"lmms-eval --log_samples file, whole?") from None
+            raise ForeignError(
+                f"{path}:{n}: not a JSON line ({e.msg} at column {e.colno}): is this an "
+                f"lmms-eval --log_samples file, whole?"
+            ) from None
         except (ValueError, RecursionError) as e:  # a number of too many digits, nesting too deep
             raise ForeignError(f"{path}:{n}: not a JSON line ({e})") from None
         if not isinstance(sample, dict):

@@ -27,7 +27,9 @@ def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, ItemsAt]]:
     for name, folder in cfg.datasets.items():
         folder = Path(folder)
         if not (folder / "items.jsonl").exists():
-            raise FileNotFoundError(f"dataset {name!r}: {folder}/items.jsonl not found (check the `datasets` parameter)")
+            raise FileNotFoundError(
+                f"dataset {name!r}: {folder}/items.jsonl not found (check the `datasets` parameter)"
+            )
         items, uses = _select_items(name, folder, cfg)
         release_memory()  # the pass's garbage, before a model is loaded beside it
         _check_images(name, folder, uses if uses is not None else _image_uses(items))
@@ -52,18 +54,27 @@ def _check_images(name: str, folder: Path, uses: dict[str, str]) -> None:
     outside = outside_images(folder, ((i, im) for im, i in uses.items()))
     if outside:
         listed = "; ".join(f"{i}: {im}" for i, im in outside[:5])
-        raise ValueError(f"dataset {name!r} ({folder}): {len(outside)} image path(s) leave the dataset folder and "
-                         f"no images_roots in its dataset.json covers them: {listed}"
-                         f"{' ...' if len(outside) > 5 else ''}")
-    bad = [(i, im, "missing" if not (folder / im).exists() else "not a file")
-           for im, i in uses.items() if not (folder / im).is_file()]
+        raise ValueError(
+            f"dataset {name!r} ({folder}): {len(outside)} image path(s) leave the dataset folder and "
+            f"no images_roots in its dataset.json covers them: {listed}"
+            f"{' ...' if len(outside) > 5 else ''}"
+        )
+    bad = [
+        (i, im, "missing" if not (folder / im).exists() else "not a file")
+        for im, i in uses.items()
+        if not (folder / im).is_file()
+    ]
     if bad:
         listed = "; ".join(f"{i}: {im} ({why})" for i, im, why in bad[:5])
-        raise ValueError(f"dataset {name!r} ({folder}): {len(bad)} image(s) of its items cannot be read: {listed}"
-                         f"{' ...' if len(bad) > 5 else ''}")
+        raise ValueError(
+            f"dataset {name!r} ({folder}): {len(bad)} image(s) of its items cannot be read: {listed}"
+            f"{' ...' if len(bad) > 5 else ''}"
+        )
 
 
-def _select_items(name: str, folder: Path, cfg: EvalConfig) -> tuple[ItemsAt, dict[str, str] | None]:
+def _select_items(
+    name: str, folder: Path, cfg: EvalConfig
+) -> tuple[ItemsAt, dict[str, str] | None]:
     """One streaming pass: unique ids checked, the task filter applied, the offset of every item
     kept and its images' uses (:func:`_image_uses`) when there is no ``max_items``, else what
     :func:`sample_indices` needs (uses None: the sample is read for them); the id index is
@@ -73,7 +84,13 @@ def _select_items(name: str, folder: Path, cfg: EvalConfig) -> tuple[ItemsAt, di
     (tens of thousands of them stayed resident after the pass); two units whose 63-bit hashes
     collide (rare even at paper scale) would only be drawn together."""
     ids = bytearray()  # newline-joined, as the index stores them
-    hashes, offsets, cand_offsets, units, ranks = array("q"), array("q"), array("q"), array("q"), array("d")
+    hashes, offsets, cand_offsets, units, ranks = (
+        array("q"),
+        array("q"),
+        array("q"),
+        array("q"),
+        array("d"),
+    )
     uses: dict[str, str] = {}
     for off, it in scan_items(folder, share=False):
         ids += it.id.encode() + b"\n"
@@ -88,7 +105,9 @@ def _select_items(name: str, folder: Path, cfg: EvalConfig) -> tuple[ItemsAt, di
             unit = task_of(it).unit(it)
             units.append(-1 if unit is None else hash(unit.key) & UNIT_HASH_BITS)
             ranks.append(0 if unit is None else unit.order)
-    if len(np.unique(np.frombuffer(hashes, dtype=np.int64))) < len(hashes):  # a repeated id, or a hash collision
+    if len(np.unique(np.frombuffer(hashes, dtype=np.int64))) < len(
+        hashes
+    ):  # a repeated id, or a hash collision
         _refuse_duplicate_ids(name, folder, ids.decode().split("\n")[:-1])
     save_item_index(folder, bytes(ids[:-1]), offsets)
     del ids, hashes, offsets
@@ -103,8 +122,10 @@ def _refuse_duplicate_ids(name: str, folder: Path, ids: list[str]) -> None:
     seen: dict[str, int] = {}
     for record, i in enumerate(ids, start=1):
         if i in seen:
-            raise ValueError(f"dataset {name!r}: {folder}/items.jsonl has id {i!r} twice (records {seen[i]} "
-                             f"and {record}); ids must be unique within a dataset")
+            raise ValueError(
+                f"dataset {name!r}: {folder}/items.jsonl has id {i!r} twice (records {seen[i]} "
+                f"and {record}); ids must be unique within a dataset"
+            )
         seen[i] = record
 
 
@@ -126,7 +147,9 @@ def sample_indices(units, ranks, max_items: int, seed: int) -> list[int]:
     rng = np.random.default_rng(seed)
     codes = np.fromiter((-1 if u is None else u for u in units), dtype=np.int64, count=n_items)
     if (codes >= 0).all():
-        _, first, inverse, sizes = np.unique(codes, return_index=True, return_inverse=True, return_counts=True)
+        _, first, inverse, sizes = np.unique(
+            codes, return_index=True, return_inverse=True, return_counts=True
+        )
         by_appearance = np.argsort(first, kind="stable")  # units in the order they first appear
         r = rng.random(len(first))
         rank = np.asarray(ranks, dtype=float)[first[by_appearance]]

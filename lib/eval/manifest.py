@@ -18,8 +18,11 @@ from lib.schema import Prediction
 # the answers; a comparison checks all but the datasets (a dataset changed since is a cause of its own)
 BEFORE_READING = ("config", "judgements", "datasets")
 PARTS = (*BEFORE_READING, "answers", "scores")
-_FILES = {"config": f"{A.EVAL_CONFIG} no longer matches", "judgements": f"{A.JUDGEMENTS} no longer matches",
-          "answers": f"the replies in {A.PREDICTIONS} no longer match"}
+_FILES = {
+    "config": f"{A.EVAL_CONFIG} no longer matches",
+    "judgements": f"{A.JUDGEMENTS} no longer matches",
+    "answers": f"the replies in {A.PREDICTIONS} no longer match",
+}
 
 
 class Unverified(ValueError):
@@ -37,17 +40,25 @@ def manifest(out: Path, cfg: EvalConfig, answers: str) -> dict:
     """The fingerprints that tie a finished evaluation's parts together: its config, its answers
     (:func:`answer_digest` of every prediction written), its judgements and every dataset's items as
     they were evaluated."""
-    return {"config": file_sha256(out / A.EVAL_CONFIG, remember=False), "answers": answers,
-            "judgements": file_sha256(out / A.JUDGEMENTS, remember=False),
-            "datasets": {name: file_sha256(Path(folder) / "items.jsonl") for name, folder in cfg.datasets.items()}}
+    return {
+        "config": file_sha256(out / A.EVAL_CONFIG, remember=False),
+        "answers": answers,
+        "judgements": file_sha256(out / A.JUDGEMENTS, remember=False),
+        "datasets": {
+            name: file_sha256(Path(folder) / "items.jsonl") for name, folder in cfg.datasets.items()
+        },
+    }
 
 
 def changed_datasets(cfg: EvalConfig, saved: dict) -> dict[str, str | None]:
     """The datasets whose ``items.jsonl`` is no longer the one the evaluation asked, by name, with
     the digest the manifest ``saved`` records of the one it asked."""
     recorded = saved.get("datasets") or {}
-    return {name: recorded.get(name) for name, folder in cfg.datasets.items()
-            if recorded.get(name) != file_sha256(Path(folder) / "items.jsonl")}
+    return {
+        name: recorded.get(name)
+        for name, folder in cfg.datasets.items()
+        if recorded.get(name) != file_sha256(Path(folder) / "items.jsonl")
+    }
 
 
 def saved_manifest(out: Path) -> dict:
@@ -56,14 +67,20 @@ def saved_manifest(out: Path) -> dict:
     try:
         saved = json.loads(path.read_text())
     except FileNotFoundError:
-        raise Unverified(f"{out}: the evaluation did not finish ({path.name} not found: stage 06 was stopped part way, "
-                         f"or the folder predates manifests), so its config and predictions may belong to different "
-                         f"runs; rerun stage 06 to finish it (the call cache keeps it cheap)") from None
+        raise Unverified(
+            f"{out}: the evaluation did not finish ({path.name} not found: stage 06 was stopped part way, "
+            f"or the folder predates manifests), so its config and predictions may belong to different "
+            f"runs; rerun stage 06 to finish it (the call cache keeps it cheap)"
+        ) from None
     except ValueError:
-        raise Unverified(f"{path} is not readable JSON: the evaluation did not finish; rerun stage 06 to finish "
-                         f"it") from None
+        raise Unverified(
+            f"{path} is not readable JSON: the evaluation did not finish; rerun stage 06 to finish "
+            f"it"
+        ) from None
     if not isinstance(saved, dict):
-        raise Unverified(f"{path} is not a manifest (a JSON object): rerun stage 06 to finish the evaluation")
+        raise Unverified(
+            f"{path} is not a manifest (a JSON object): rerun stage 06 to finish the evaluation"
+        )
     return saved
 
 
@@ -71,12 +88,16 @@ def check_scores(out: Path) -> None:
     """Refuse a predictions file whose scores (or tables) are not those recorded when it was last
     scored (:func:`lib.artifacts.stale_tables`: edited since, or a rescore stopped part way)."""
     if A.stale_tables(out) or not (out / A.TABLES_META).exists():
-        raise Unverified(f"{out}: the scores are not those recorded when it was last scored ({A.PREDICTIONS} or its "
-                         f"tables were edited since, or a rescore stopped part way); recompute them from the stored "
-                         f"replies (no model is called): python -m lib.stages.evaluate rescore --run {out.parent.name}")
+        raise Unverified(
+            f"{out}: the scores are not those recorded when it was last scored ({A.PREDICTIONS} or its "
+            f"tables were edited since, or a rescore stopped part way); recompute them from the stored "
+            f"replies (no model is called): python -m lib.stages.evaluate rescore --run {out.parent.name}"
+        )
 
 
-def check_manifest(out: Path, cfg: EvalConfig, answers: str | None = None, parts=BEFORE_READING) -> dict:
+def check_manifest(
+    out: Path, cfg: EvalConfig, answers: str | None = None, parts=BEFORE_READING
+) -> dict:
     """Refuse (:class:`Unverified`) a folder whose parts do not belong together or were changed after
     the evaluation finished - an unfinished run, a dataset changed since, edited replies or scores -
     naming the part and what to do; returns its manifest. ``parts`` (of :data:`PARTS`) are checked:
@@ -84,15 +105,22 @@ def check_manifest(out: Path, cfg: EvalConfig, answers: str | None = None, parts
     while the caller reads them), ``scores`` by :func:`check_scores`."""
     out = Path(out)
     saved = saved_manifest(out) if set(parts) - {"scores"} else {}
-    now = {"config": file_sha256(out / A.EVAL_CONFIG, remember=False), "answers": answers,
-           "judgements": file_sha256(out / A.JUDGEMENTS, remember=False)}
+    now = {
+        "config": file_sha256(out / A.EVAL_CONFIG, remember=False),
+        "answers": answers,
+        "judgements": file_sha256(out / A.JUDGEMENTS, remember=False),
+    }
     for part in (p for p in ("config", "judgements", "answers") if p in parts):
         if saved.get(part) != now[part]:
-            raise Unverified(f"{out}: the {part} changed after the evaluation finished ({_FILES[part]} what its "
-                             f"{A.EVAL_MANIFEST} records); rerun stage 06")
+            raise Unverified(
+                f"{out}: the {part} changed after the evaluation finished ({_FILES[part]} what its "
+                f"{A.EVAL_MANIFEST} records); rerun stage 06"
+            )
     for name in changed_datasets(cfg, saved) if "datasets" in parts else ():
-        raise Unverified(f"{out}: dataset {name!r} ({cfg.datasets[name]}/items.jsonl) changed since it was evaluated: "
-                         f"rescoring would grade the stored answers against other questions; rerun stage 06")
+        raise Unverified(
+            f"{out}: dataset {name!r} ({cfg.datasets[name]}/items.jsonl) changed since it was evaluated: "
+            f"rescoring would grade the stored answers against other questions; rerun stage 06"
+        )
     if "scores" in parts:
         check_scores(out)
     return saved

@@ -47,22 +47,31 @@ from lib.schema import Item, Prediction
 # a chunk's objects (predictions, their items) are what the allocator's memory grows to, and what
 # a group's long-lived values (Scrapbook's queries, concepts) pin in place while it lasts
 RESCORE_CHUNK = 2048
-PASSES = ("scoring", "scored")  # a rescore's pass files (.predictions.<run>.<pass>.jsonl), removed after
+PASSES = (
+    "scoring",
+    "scored",
+)  # a rescore's pass files (.predictions.<run>.<pass>.jsonl), removed after
 
 
 def saved_config(out: Path) -> EvalConfig:
     """The config an evaluation folder was made with (its ``config.json``)."""
     cfg_path = out / A.EVAL_CONFIG
     if not cfg_path.exists():
-        raise FileNotFoundError(f"{cfg_path} not found: {out} holds no finished evaluation to rescore")
+        raise FileNotFoundError(
+            f"{cfg_path} not found: {out} holds no finished evaluation to rescore"
+        )
     try:
         return EvalConfig(**json.loads(cfg_path.read_text()))
     except TypeError as e:  # a field renamed or moved since (e.g. into a task's options)
-        raise ValueError(f"{cfg_path}: {e}: it was written by an older version of stage 06; rerun the stage (the call "
-                         f"cache keeps it cheap)") from None
+        raise ValueError(
+            f"{cfg_path}: {e}: it was written by an older version of stage 06; rerun the stage (the call "
+            f"cache keeps it cheap)"
+        ) from None
 
 
-def _located(cfg: EvalConfig, lookups: dict, dataset: str, group: list[Prediction], rebuild: bool) -> list[Item]:
+def _located(
+    cfg: EvalConfig, lookups: dict, dataset: str, group: list[Prediction], rebuild: bool
+) -> list[Item]:
     """The items of a chunk's predictions of one dataset, in order, located by the dataset's
     :class:`lib.io.IdLookup` and read back with their ids checked."""
     offsets = None
@@ -72,12 +81,18 @@ def _located(cfg: EvalConfig, lookups: dict, dataset: str, group: list[Predictio
         offsets = lookups[dataset].find([p.item_id for p in group])
     if offsets is None or (offsets < 0).any():
         p = group[0 if offsets is None else int(np.argmax(offsets < 0))]
-        raise KeyError(f"prediction for item {p.item_id!r} of dataset {dataset!r} ({p.task}) has no item in the "
-                       f"evaluated datasets")
-    return ItemsAt(cfg.datasets[dataset], offsets.tolist(), ids=[p.item_id for p in group], share=False)[:]
+        raise KeyError(
+            f"prediction for item {p.item_id!r} of dataset {dataset!r} ({p.task}) has no item in the "
+            f"evaluated datasets"
+        )
+    return ItemsAt(
+        cfg.datasets[dataset], offsets.tolist(), ids=[p.item_id for p in group], share=False
+    )[:]
 
 
-def _read_pass(out: Path, cfg: EvalConfig, scorers: dict, rated: dict, answers, rebuild: bool) -> Iterator[dict]:
+def _read_pass(
+    out: Path, cfg: EvalConfig, scorers: dict, rated: dict, answers, rebuild: bool
+) -> Iterator[dict]:
     """Pass 1 of a rescore: the stored predictions a chunk at a time (:data:`RESCORE_CHUNK`), their
     answers folded into ``answers`` (the manifest's digest), their items located and read, their
     answers read again and handed to their group's scorer (``scorers``; judged ones noted in
@@ -93,8 +108,11 @@ def _read_pass(out: Path, cfg: EvalConfig, scorers: dict, rated: dict, answers, 
             reread(task, group, its)
             scorers.setdefault(key, task.scorer(scoring)).add(group, its)
             model, dataset, _, style = key
-            rated[key].extend(judged(p, j) for p in group
-                               if (j := lave.get((model, dataset, p.item_id, style))) is not None)
+            rated[key].extend(
+                judged(p, j)
+                for p in group
+                if (j := lave.get((model, dataset, p.item_id, style))) is not None
+            )
         yield from (p.to_dict() for p in chunk)
 
 
@@ -129,24 +147,34 @@ def _rescore(out: Path, cfg: EvalConfig, unverified: bool, rebuild: bool) -> tup
     predictions file's digest, the count of invalid answers."""
     scorers, rated, answers, group_of = {}, defaultdict(list), hashlib.sha256(), array("i")
     # names of this rescore's own: two rescores of one folder (a notebook and the command) never share them
-    scoring_file, scored_file = (out / f".predictions.{os.getpid()}-{secrets.token_hex(4)}.{p}.jsonl" for p in PASSES)
+    scoring_file, scored_file = (
+        out / f".predictions.{os.getpid()}-{secrets.token_hex(4)}.{p}.jsonl" for p in PASSES
+    )
     try:
         try:
             write_jsonl(scoring_file, _read_pass(out, cfg, scorers, rated, answers, rebuild))
-        except KeyError as e:  # the datasets were checked: predictions that name other items are not this run's
+        except (
+            KeyError
+        ) as e:  # the datasets were checked: predictions that name other items are not this run's
             if unverified:
                 raise
-            raise ValueError(f"{out}: {e.args[0]}: the answers changed after the evaluation finished; rerun the "
-                             f"stage") from None
+            raise ValueError(
+                f"{out}: {e.args[0]}: the answers changed after the evaluation finished; rerun the "
+                f"stage"
+            ) from None
         if not unverified:
             check_manifest(out, cfg, answers.hexdigest(), parts=("answers",))
         write_jsonl(scored_file, _score_pass(scoring_file, scorers, group_of))
         scoring_file.unlink()
         scoring = cfg.scoring()
-        made = tables([group_tables(key, scorers[key], rated[key], scoring) for key in sorted(scorers)])
+        made = tables(
+            [group_tables(key, scorers[key], rated[key], scoring) for key in sorted(scorers)]
+        )
         # the tables' record goes first and comes back last: a stop in between leaves tables readers refuse
         A.forget_table_sources(out)
-        _, _, predictions = write_lines_hashed(out / A.PREDICTIONS, _corrected(scored_file, scorers, group_of))
+        _, _, predictions = write_lines_hashed(
+            out / A.PREDICTIONS, _corrected(scored_file, scorers, group_of)
+        )
     finally:
         for path in (scoring_file, scored_file):
             path.unlink(missing_ok=True)
@@ -172,11 +200,20 @@ def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
             raise Unverified(f"{e}, or rescore with --unverified") from None
     for rebuild in (False, True):
         try:
-            (metrics, levels, errors), predictions, invalid = _rescore(out, cfg, unverified, rebuild)
+            (metrics, levels, errors), predictions, invalid = _rescore(
+                out, cfg, unverified, rebuild
+            )
             break
         except ItemsChanged:  # rewritten in place with the same size and time: index it again, once
             if rebuild:
                 raise
-    digests = {name: write_csv(out / name, df) for name, df in zip(A.EVAL_TABLES, (metrics, levels, errors))}
+    digests = {
+        name: write_csv(out / name, df)
+        for name, df in zip(A.EVAL_TABLES, (metrics, levels, errors))
+    }
     A.record_table_sources(out, digests, predictions)
-    return {"rescore_seconds": round(time.perf_counter() - start, 3), "metrics": len(metrics), "invalid": int(invalid)}
+    return {
+        "rescore_seconds": round(time.perf_counter() - start, 3),
+        "metrics": len(metrics),
+        "invalid": int(invalid),
+    }

@@ -18,11 +18,47 @@ from lib.io import read_jsonl, share_strings
 from lib.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
 from lib.tasks import Scorer, Scoring, metric_row
 
-METRIC_COLUMNS = ["model", "dataset", "task", "style", "subset", "metric", "value", "ci_low", "ci_high", "n", "n_invalid",
-                  "n_truncated"]
-LEVEL_COLUMNS = ["dataset", "style", "model", "level", "concepts", "concept", "type", "subgroup", "form", "n", "correct",
-                 "accuracy", "passed"]
-ERROR_COLUMNS = ["dataset", "style", "model", "filter", "unit", "category", "count", "share", "correct", "accuracy"]
+METRIC_COLUMNS = [
+    "model",
+    "dataset",
+    "task",
+    "style",
+    "subset",
+    "metric",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n",
+    "n_invalid",
+    "n_truncated",
+]
+LEVEL_COLUMNS = [
+    "dataset",
+    "style",
+    "model",
+    "level",
+    "concepts",
+    "concept",
+    "type",
+    "subgroup",
+    "form",
+    "n",
+    "correct",
+    "accuracy",
+    "passed",
+]
+ERROR_COLUMNS = [
+    "dataset",
+    "style",
+    "model",
+    "filter",
+    "unit",
+    "category",
+    "count",
+    "share",
+    "correct",
+    "accuracy",
+]
 
 
 def read_answer(task, item: Item, resp: Response, reasoning: Response | None = None) -> dict:
@@ -74,12 +110,20 @@ def score_group(task, preds: list[Prediction], items: list[Item], scoring: Scori
 def judged(p: Prediction, j: Judgement) -> tuple:
     """What a LAVE row needs of one judged answer: its score (an unread rating counts as 0, so the
     judge's failures stay visible), whether it was read, the reference reading, truncation."""
-    return (j.score if j.valid else 0.0), bool(j.valid), j.meta.get("score_reference"), bool(p.truncated)
+    return (
+        (j.score if j.valid else 0.0),
+        bool(j.valid),
+        j.meta.get("score_reference"),
+        bool(p.truncated),
+    )
 
 
 def judgements_by_answer(judgements: list[Judgement]) -> dict:
     """LAVE judgements by the answer they rate: (model, dataset, item id, style)."""
-    return {(j.model, j.meta.get("dataset", ""), j.item_id, j.meta.get("style", "zero_shot")): j for j in judgements}
+    return {
+        (j.model, j.meta.get("dataset", ""), j.item_id, j.meta.get("style", "zero_shot")): j
+        for j in judgements
+    }
 
 
 def group_tables(key: tuple, scorer, rated: list[tuple], scoring) -> tuple[list[dict], list, list]:
@@ -88,18 +132,55 @@ def group_tables(key: tuple, scorer, rated: list[tuple], scoring) -> tuple[list[
     model, dataset, _, style = key
     head = dict(zip(("model", "dataset", "task", "style"), key))
     invalid = 1.0 - np.frombuffer(scorer.valid, dtype=bool).astype(float)
-    n, n_inv, n_cut = len(invalid), int(invalid.sum()), int(np.frombuffer(scorer.truncated, dtype=bool).sum())
-    rows = [{**head, **metric_row("all", "invalid_rate", invalid, n, n_inv, n_truncated=n_cut, scoring=scoring)}]
+    n, n_inv, n_cut = (
+        len(invalid),
+        int(invalid.sum()),
+        int(np.frombuffer(scorer.truncated, dtype=bool).sum()),
+    )
+    rows = [
+        {
+            **head,
+            **metric_row(
+                "all", "invalid_rate", invalid, n, n_inv, n_truncated=n_cut, scoring=scoring
+            ),
+        }
+    ]
     own = scorer.tables()
     rows.extend({**head, **r} for r in own.rows)
     if rated:
         cut = sum(t for *_, t in rated)
-        rows.append({**head, **metric_row("all", "lave", [s for s, *_ in rated], len(rated),
-                                          sum(not v for _, v, *_ in rated), scoring=scoring, n_truncated=cut)})
+        rows.append(
+            {
+                **head,
+                **metric_row(
+                    "all",
+                    "lave",
+                    [s for s, *_ in rated],
+                    len(rated),
+                    sum(not v for _, v, *_ in rated),
+                    scoring=scoring,
+                    n_truncated=cut,
+                ),
+            }
+        )
         ref = [r for _, _, r, _ in rated]
-        if all(x is not None for x in ref):  # the reference implementation's reading: unread ratings are 2
-            rows.append({**head, **metric_row("all", "lave_reference", ref, len(rated), 0, scoring=scoring,
-                                              n_truncated=cut)})
+        if all(
+            x is not None for x in ref
+        ):  # the reference implementation's reading: unread ratings are 2
+            rows.append(
+                {
+                    **head,
+                    **metric_row(
+                        "all",
+                        "lave_reference",
+                        ref,
+                        len(rated),
+                        0,
+                        scoring=scoring,
+                        n_truncated=cut,
+                    ),
+                }
+            )
     frames = []
     for df in (own.levels, own.errors):
         if df is not None:
@@ -108,7 +189,11 @@ def group_tables(key: tuple, scorer, rated: list[tuple], scoring) -> tuple[list[
             df.insert(0, "dataset", dataset)
             df["model"] = model
         frames.append(df)
-    return rows, frames[:1] if frames[0] is not None else [], frames[1:] if frames[1] is not None else []
+    return (
+        rows,
+        frames[:1] if frames[0] is not None else [],
+        frames[1:] if frames[1] is not None else [],
+    )
 
 
 def tables(parts: list[tuple]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -117,15 +202,27 @@ def tables(parts: list[tuple]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
     level_frames = [f for part in parts for f in part[1]]
     error_frames = [f for part in parts for f in part[2]]
     metrics = pd.DataFrame(rows, columns=METRIC_COLUMNS)
-    levels = pd.concat(level_frames, ignore_index=True) if level_frames else pd.DataFrame(columns=LEVEL_COLUMNS)
-    errors = pd.concat(error_frames, ignore_index=True) if error_frames else pd.DataFrame(columns=ERROR_COLUMNS)
+    levels = (
+        pd.concat(level_frames, ignore_index=True)
+        if level_frames
+        else pd.DataFrame(columns=LEVEL_COLUMNS)
+    )
+    errors = (
+        pd.concat(error_frames, ignore_index=True)
+        if error_frames
+        else pd.DataFrame(columns=ERROR_COLUMNS)
+    )
     return metrics, levels, errors
 
 
 def read_judgements(out: Path) -> list[Judgement]:
     """An evaluation folder's LAVE judgements (none when it has no judge)."""
     path = out / A.JUDGEMENTS
-    return [Judgement.from_dict(share_strings(d, Judgement.REPEATED)) for d in read_jsonl(path)] if path.exists() else []
+    return (
+        [Judgement.from_dict(share_strings(d, Judgement.REPEATED)) for d in read_jsonl(path)]
+        if path.exists()
+        else []
+    )
 
 
 def invalid_summary(out: str | Path) -> pd.DataFrame:
@@ -138,6 +235,11 @@ def invalid_summary(out: str | Path) -> pd.DataFrame:
         rows[key]["invalid"] += not d["valid"]
         rows[key]["truncated"] += bool(d.get("truncated"))
         rows[key][f"method {d['method']}"] += 1
-    df = pd.DataFrame([{"model": k[0], "dataset": k[1], "task": k[2], "style": k[3], **v} for k, v in rows.items()]).fillna(0)
+    df = pd.DataFrame(
+        [
+            {"model": k[0], "dataset": k[1], "task": k[2], "style": k[3], **v}
+            for k, v in rows.items()
+        ]
+    ).fillna(0)
     df["invalid_rate"] = df["invalid"] / df["n"]
     return df

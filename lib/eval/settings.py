@@ -22,38 +22,60 @@ class EvalConfig(config.StageConfig):
     STAGE: ClassVar[str] = A.EVALUATE
     MODEL_ROLES: ClassVar[dict] = {"models": "vlm", "judge": None}
 
-    datasets: dict[str, str] = field(default_factory=dict)  # name -> folder, or stage:NN_stage/datasets/<name>
-    models: dict[str, dict] = field(default_factory=lambda: {"base": {"backend": "tiny", "name": "llava"}})  # label -> spec
-    demo_data: bool = False  # also evaluate the embedded demo datasets stage 00 wrote (mcq, yesbut, vqa)
+    datasets: dict[str, str] = field(
+        default_factory=dict
+    )  # name -> folder, or stage:NN_stage/datasets/<name>
+    models: dict[str, dict] = field(
+        default_factory=lambda: {"base": {"backend": "tiny", "name": "llava"}}
+    )  # label -> spec
+    demo_data: bool = (
+        False  # also evaluate the embedded demo datasets stage 00 wrote (mcq, yesbut, vqa)
+    )
     styles: list[str] = field(default_factory=lambda: ["zero_shot", "cot"])
-    only_tasks: list[str] = field(default_factory=list)  # the tasks asked; empty: every task found in the datasets
+    only_tasks: list[str] = field(
+        default_factory=list
+    )  # the tasks asked; empty: every task found in the datasets
     # each task's options: {name: {max_new_tokens, judge, and its own (its task's Options)}}
     tasks: dict[str, dict] = field(default_factory=dict)
-    constrain: bool = True  # constrained decoding over closed answer sets where the backend allows it
+    constrain: bool = (
+        True  # constrained decoding over closed answer sets where the backend allows it
+    )
     max_new_tokens: int = 32  # an answer's token limit where its task's options set none
     cot_max_new_tokens: int = 128
-    judge: dict | None = None  # LAVE judge model spec (None: no LAVE); it rates the tasks whose options say judge
+    judge: dict | None = (
+        None  # LAVE judge model spec (None: no LAVE); it rates the tasks whose options say judge
+    )
     judge_max_new_tokens: int = 96
-    max_items: int = 0  # per dataset (0: all); Scrapbook samples whole images so versions stay together
+    max_items: int = (
+        0  # per dataset (0: all); Scrapbook samples whole images so versions stay together
+    )
     n_resamples: int = 1000
     seed: int = 0
 
     def check(self, source: str) -> None:
         bad = [s for s in self.styles if s not in PROMPT_STYLES]
         if bad:
-            raise config.ParamsError(f"{source}: styles: unknown style(s) {bad}; choose from {PROMPT_STYLES}")
+            raise config.ParamsError(
+                f"{source}: styles: unknown style(s) {bad}; choose from {PROMPT_STYLES}"
+            )
         if not self.models:
             raise config.ParamsError(f"{source}: models needs at least one label: model spec")
         for kind, names in (("datasets", self.datasets), ("models", self.models)):
-            bad = [n for n in names if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", n) or ".." in n]
+            bad = [
+                n for n in names if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", n) or ".." in n
+            ]
             if bad:  # they name rows, files and figures: plain names only
-                raise config.ParamsError(f"{source}: {kind}: {bad[0]!r} is not a plain name (letters, digits, _ . -)")
+                raise config.ParamsError(
+                    f"{source}: {kind}: {bad[0]!r} is not a plain name (letters, digits, _ . -)"
+                )
         for label, spec in self.models.items():
             check_spec(spec, f"{source}: models.{label}")
         check_spec(self.judge, f"{source}: judge", allow_empty=True)
         unknown = [t for t in self.only_tasks if t not in TASKS]
         if unknown:
-            raise config.ParamsError(f"{source}: only_tasks: unknown task(s) {unknown}; known: {', '.join(TASKS)}")
+            raise config.ParamsError(
+                f"{source}: only_tasks: unknown task(s) {unknown}; known: {', '.join(TASKS)}"
+            )
         task_options(self.tasks, f"{source}: tasks")
 
     @cached_property
@@ -72,8 +94,15 @@ class EvalConfig(config.StageConfig):
 
     def hub_ids(self) -> dict[str, str]:
         """Hub ids in the tasks' options (``tasks.<task>.<field>``: id), for the preflight."""
-        return {**super().hub_ids(), **{f"tasks.{name}.{f}": getattr(opts, f) for name, opts in self.options.items()
-                                        for f in opts.HUB_FIELDS if getattr(opts, f)}}
+        return {
+            **super().hub_ids(),
+            **{
+                f"tasks.{name}.{f}": getattr(opts, f)
+                for name, opts in self.options.items()
+                for f in opts.HUB_FIELDS
+                if getattr(opts, f)
+            },
+        }
 
     def scoring(self) -> Scoring:
         return Scoring(self.n_resamples, self.seed, dict(self.tasks))

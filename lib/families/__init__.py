@@ -35,13 +35,17 @@ def discover(path: Iterable[str] | None = None) -> dict[str, Task]:
     """Every family's tasks by name: each package in ``path`` (this folder by default) imported, in
     name order, and its ``TASKS`` read. Two families naming the same task is an error."""
     found: dict[str, Task] = {}
-    for info in sorted(pkgutil.iter_modules(__path__ if path is None else path), key=lambda i: i.name):
+    for info in sorted(
+        pkgutil.iter_modules(__path__ if path is None else path), key=lambda i: i.name
+    ):
         if not info.ispkg:
             continue
         family = importlib.import_module(f"{__name__}.{info.name}")
         for task in getattr(family, "TASKS", ()):
             if task.name in found:
-                raise ValueError(f"family {info.name!r}: task {task.name!r} is already {found[task.name]!r}")
+                raise ValueError(
+                    f"family {info.name!r}: task {task.name!r} is already {found[task.name]!r}"
+                )
             found[task.name] = task
     return found
 
@@ -54,9 +58,13 @@ def human_label_readers(path: Iterable[str] | None = None) -> dict[str, tuple[st
     release's file name -> (the task its answers are of, a reader returning
     :data:`lib.agreement.LABEL_COLUMNS` rows)), so ``python -m lib.agreement`` names no paper."""
     found: dict[str, tuple[str, object]] = {}
-    for info in sorted(pkgutil.iter_modules(__path__ if path is None else path), key=lambda i: i.name):
+    for info in sorted(
+        pkgutil.iter_modules(__path__ if path is None else path), key=lambda i: i.name
+    ):
         if info.ispkg:
-            found.update(getattr(importlib.import_module(f"{__name__}.{info.name}"), "HUMAN_LABELS", {}))
+            found.update(
+                getattr(importlib.import_module(f"{__name__}.{info.name}"), "HUMAN_LABELS", {})
+            )
     return found
 
 
@@ -73,7 +81,9 @@ def task_of(item: Item) -> Task:
     try:
         return TASKS[item.task]
     except KeyError:
-        raise KeyError(f"item {item.id!r}: unknown task {item.task!r}; known tasks: {', '.join(TASKS)}") from None
+        raise KeyError(
+            f"item {item.id!r}: unknown task {item.task!r}; known tasks: {', '.join(TASKS)}"
+        ) from None
 
 
 def task_options(blocks: dict[str, dict], where: str = "tasks") -> dict[str, TaskOptions]:
@@ -81,8 +91,10 @@ def task_options(blocks: dict[str, dict], where: str = "tasks") -> dict[str, Tas
     key or value raises :class:`lib.config.ParamsError` naming ``where``."""
     unknown = [name for name in blocks if name not in TASKS]
     if unknown:
-        raise ParamsError(f"{where}: unknown task {unknown[0]!r}{did_you_mean(unknown[0], TASKS)} "
-                          f"(tasks: {', '.join(TASKS)})")
+        raise ParamsError(
+            f"{where}: unknown task {unknown[0]!r}{did_you_mean(unknown[0], TASKS)} "
+            f"(tasks: {', '.join(TASKS)})"
+        )
     return {name: TASKS[name].options(block, f"{where}.{name}") for name, block in blocks.items()}
 
 

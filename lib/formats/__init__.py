@@ -16,18 +16,26 @@ python -m lib.formats import-hf PATH --out DIR [--split S] [--task T] [--image-c
 """
 
 from lib.formats.custom import (
-                                HF_BATCH,
-                                Columns,
-                                import_csv,
-                                import_hf,
-                                open_hf,
-                                parse_answer,
-                                parse_options,
-                                staged_folder,
+    HF_BATCH,
+    Columns,
+    import_csv,
+    import_hf,
+    open_hf,
+    parse_answer,
+    parse_options,
+    staged_folder,
 )
 from lib.formats.tsv import export_tsv, import_tsv
 
 __all__ = [
-    "HF_BATCH", "Columns", "import_csv", "import_hf", "open_hf", "parse_answer", "parse_options", "staged_folder",
-    "export_tsv", "import_tsv",
+    "HF_BATCH",
+    "Columns",
+    "import_csv",
+    "import_hf",
+    "open_hf",
+    "parse_answer",
+    "parse_options",
+    "staged_folder",
+    "export_tsv",
+    "import_tsv",
 ]

@@ -65,14 +65,22 @@ def parse_options(value) -> list[str] | None:
             try:
                 value = json.loads(value)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{value[:80]!r} is not a JSON list ({e.msg}); write the options as a JSON list or "
-                                 f"separated by |") from None
+                raise ValueError(
+                    f"{value[:80]!r} is not a JSON list ({e.msg}); write the options as a JSON list or "
+                    f"separated by |"
+                ) from None
             if value == []:
                 return None
         else:
             value = [o.strip() for o in value.split("|")]
-    if not isinstance(value, list) or not all(isinstance(o, str) and o for o in value) or len(value) < 2:
-        raise ValueError(f"{value!r}: a multiple-choice item needs at least 2 non-empty option texts")
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(o, str) and o for o in value)
+        or len(value) < 2
+    ):
+        raise ValueError(
+            f"{value!r}: a multiple-choice item needs at least 2 non-empty option texts"
+        )
     return value
 
 
@@ -98,8 +106,10 @@ def parse_answer(value, options: list[str] | None) -> list:
             raise ValueError("no reference answer; give one or more, separated by |")
         return [t if isinstance(t, str) else format(t, "g") for t in tokens]
     if not tokens:
-        raise ValueError(f"no answer; give the correct option as a letter A-{_LETTERS[len(options) - 1]}, a 0-based "
-                         f"index or its text")
+        raise ValueError(
+            f"no answer; give the correct option as a letter A-{_LETTERS[len(options) - 1]}, a 0-based "
+            f"index or its text"
+        )
     return sorted({_option_index(t, options) for t in tokens})
 
 
@@ -118,15 +128,20 @@ def _option_index(token, options: list[str]) -> int:
     if token in options:
         named.add(options.index(token))
     if len(named) > 1:
-        raise ValueError(f"{token!r} names options {sorted(named)} (as a letter, an index or a text); write the letter")
+        raise ValueError(
+            f"{token!r} names options {sorted(named)} (as a letter, an index or a text); write the letter"
+        )
     if not named:
-        raise ValueError(f"{token!r} is not a letter A-{_LETTERS[n - 1]}, an index 0-{n - 1} or one of the options "
-                         f"{options}")
+        raise ValueError(
+            f"{token!r} is not a letter A-{_LETTERS[n - 1]}, an index 0-{n - 1} or one of the options "
+            f"{options}"
+        )
     return named.pop()
 
 
-def _row_item(row: dict, cols: Columns, rid: str, images: list[str], task: str | None, meta: dict,
-              add) -> Item | None:
+def _row_item(
+    row: dict, cols: Columns, rid: str, images: list[str], task: str | None, meta: dict, add
+) -> Item | None:
     """The Item a source row makes, or None after ``add(column, message)`` for each problem."""
     bad = False
 
@@ -153,7 +168,15 @@ def _row_item(row: dict, cols: Columns, rid: str, images: list[str], task: str |
     if options is not None:
         meta = {"general_type": "single" if len(answer) == 1 else "multi", **meta}
     try:
-        return Item(id=rid, task=task, question=question, images=images, options=options, answer=answer, meta=meta)
+        return Item(
+            id=rid,
+            task=task,
+            question=question,
+            images=images,
+            options=options,
+            answer=answer,
+            meta=meta,
+        )
     except (TypeError, ValueError) as e:
         problem(cols.answer, str(e))
         return None
@@ -193,14 +216,20 @@ def _csv_images(row: dict, root: Path, copies: dict, add) -> list[str]:
     for im in filter(None, (p.strip() for p in (row.get("image") or "").split("|"))):
         rel = Path(im)
         if rel.is_absolute() or ".." in rel.parts:
-            add("image", f"{im} is not a path inside {root}; give paths relative to the CSV's folder, or to "
-                         f"--images-root")
+            add(
+                "image",
+                f"{im} is not a path inside {root}; give paths relative to the CSV's folder, or to "
+                f"--images-root",
+            )
             continue
         dest = rel.as_posix() if rel.parts[0] == "images" else f"images/{rel.as_posix()}"
         if dest not in copies:
             if not (root / rel).is_file():
-                add("image", f"no such image file {root / rel}; image paths are relative to the CSV's folder, "
-                             f"or to --images-root")
+                add(
+                    "image",
+                    f"no such image file {root / rel}; image paths are relative to the CSV's folder, "
+                    f"or to --images-root",
+                )
                 continue
             try:
                 load_image(root / rel, mode=None)
@@ -219,15 +248,24 @@ def _csv_meta(row: dict, add) -> dict:
         try:
             meta = json.loads(row["meta"])
         except json.JSONDecodeError as e:
-            add("meta", f"malformed JSON ({e.msg} at column {e.colno}); write a JSON object or leave it empty")
+            add(
+                "meta",
+                f"malformed JSON ({e.msg} at column {e.colno}); write a JSON object or leave it empty",
+            )
         if not isinstance(meta, dict):
             add("meta", f"must be a JSON object, got {row['meta'][:80]!r}")
             meta = {}
     return meta
 
 
-def import_csv(path: str | Path, out: str | Path, task: str | None = None, images_root: str | Path | None = None,
-               name: str | None = None, license: str = "unspecified") -> DatasetCheck:
+def import_csv(
+    path: str | Path,
+    out: str | Path,
+    task: str | None = None,
+    images_root: str | Path | None = None,
+    name: str | None = None,
+    license: str = "unspecified",
+) -> DatasetCheck:
     """Make the dataset folder ``out`` from a CSV and return its :func:`check_dataset`.
 
     Columns: ``id``, ``image`` (a path relative to ``images_root``, default the CSV's folder;
@@ -241,16 +279,24 @@ def import_csv(path: str | Path, out: str | Path, task: str | None = None, image
     root = Path(images_root) if images_root is not None else path.parent
     found = DatasetCheck(path)
     items, copies, first = [], {}, {}  # copies: path in out -> source file; first: id -> row
-    with path.open(newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's byte-order mark is no header
+    with path.open(
+        newline="", encoding="utf-8-sig"
+    ) as f:  # -sig: a spreadsheet's byte-order mark is no header
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
         for column in ("id", "image", "question", "answer"):
             if column not in header:
-                found.add(path.name, 1, column, f"no such column; the header has {header}; name the columns id, image, "
-                                                f"question, options, answer")
+                found.add(
+                    path.name,
+                    1,
+                    column,
+                    f"no such column; the header has {header}; name the columns id, image, "
+                    f"question, options, answer",
+                )
         if not found.ok:
             raise DatasetError(found)
         for n, row in enumerate(reader, 2):  # row 1 is the header, as a spreadsheet numbers them
+
             def add(column, message, n=n):
                 found.add(path.name, n, column, message)
 
@@ -262,15 +308,28 @@ def import_csv(path: str | Path, out: str | Path, task: str | None = None, image
             else:
                 first[rid] = n
             images = _csv_images(row, root, copies, add)
-            item = _row_item(row, Columns(options="options"), rid or "?", images, (row.get("task") or "").strip() or task,
-                             _csv_meta(row, add), add)
+            item = _row_item(
+                row,
+                Columns(options="options"),
+                rid or "?",
+                images,
+                (row.get("task") or "").strip() or task,
+                _csv_meta(row, add),
+                add,
+            )
             if item is not None and rid:
                 items.append(item)
     if not found.ok:
         raise DatasetError(found)
-    info = dataset_info(name or out.name, license=license, provenance={
-        "importer": "python -m lib.formats import-csv", "source": str(path.resolve()),
-        "images_root": str(root.resolve())})
+    info = dataset_info(
+        name or out.name,
+        license=license,
+        provenance={
+            "importer": "python -m lib.formats import-csv",
+            "source": str(path.resolve()),
+            "images_root": str(root.resolve()),
+        },
+    )
     with staged_folder(out) as tmp:
         for dest, src in copies.items():
             (tmp / dest).parent.mkdir(parents=True, exist_ok=True)
@@ -291,7 +350,9 @@ def open_hf(path: str | Path, split: str | None = None, cache_dir: str | Path | 
             raise ValueError(f"{path}: neither a parquet file nor a folder written by save_to_disk")
         if split:
             raise ValueError(f"{path}: a parquet file is one split; drop --split")
-        return datasets.Dataset.from_parquet(str(path), cache_dir=str(cache_dir) if cache_dir else None), path.parent
+        return datasets.Dataset.from_parquet(
+            str(path), cache_dir=str(cache_dir) if cache_dir else None
+        ), path.parent
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: no such file or folder")
     ds = datasets.load_from_disk(str(path))
@@ -310,26 +371,50 @@ def open_hf(path: str | Path, split: str | None = None, cache_dir: str | Path | 
 HF_BATCH = 256  # rows converted from Arrow at a time: a batch's images in memory, not the dataset's
 
 
-def _hf_columns(have: list[str], columns: Columns, label: str, found: DatasetCheck) -> tuple[Columns, dict]:
+def _hf_columns(
+    have: list[str], columns: Columns, label: str, found: DatasetCheck
+) -> tuple[Columns, dict]:
     """The columns an import reads (``options`` when the dataset has such a column and none is
     named) and role -> column; a named column the dataset lacks raises :class:`DatasetError`."""
     if columns.options is None:
-        columns = Columns(columns.id, columns.image, columns.question, "options" if "options" in have else None,
-                          columns.answer)
-    wanted = {"id": columns.id, "image": columns.image, "question": columns.question, "options": columns.options,
-              "answer": columns.answer}
+        columns = Columns(
+            columns.id,
+            columns.image,
+            columns.question,
+            "options" if "options" in have else None,
+            columns.answer,
+        )
+    wanted = {
+        "id": columns.id,
+        "image": columns.image,
+        "question": columns.question,
+        "options": columns.options,
+        "answer": columns.answer,
+    }
     for role, column in wanted.items():
         if column and column not in have:
-            found.add(label, None, column, f"no such column; the dataset has {have}; pass --{role}-column NAME"
-                                           + (" (or --id-column '' to number the rows)" if role == "id" else ""))
+            found.add(
+                label,
+                None,
+                column,
+                f"no such column; the dataset has {have}; pass --{role}-column NAME"
+                + (" (or --id-column '' to number the rows)" if role == "id" else ""),
+            )
     if not found.ok:
         raise DatasetError(found)
     return columns, wanted
 
 
-def import_hf(path: str | Path, out: str | Path, split: str | None = None, task: str | None = None,
-              columns: Columns = Columns(), name: str | None = None, license: str = "unspecified",
-              cache_dir: str | Path | None = None) -> DatasetCheck:
+def import_hf(
+    path: str | Path,
+    out: str | Path,
+    split: str | None = None,
+    task: str | None = None,
+    columns: Columns = Columns(),
+    name: str | None = None,
+    license: str = "unspecified",
+    cache_dir: str | Path | None = None,
+) -> DatasetCheck:
     """Make the dataset folder ``out`` from a Hugging Face dataset (:func:`open_hf`) and return its
     :func:`check_dataset`. Each column is named in ``columns`` (no guessing); an image cell is an
     ``Image`` feature's bytes (written as they are: no re-encoding), raw bytes, a PIL image or a
@@ -344,27 +429,40 @@ def import_hf(path: str | Path, out: str | Path, split: str | None = None, task:
     columns, wanted = _hf_columns(ds.column_names, columns, label, found)
     items, first, names = [], {}, set()
     with staged_folder(out) as tmp:
-        table = ds.with_format("arrow")  # image cells stay their stored bytes: nothing decoded, nothing re-encoded
-        for start in tqdm(range(0, len(ds), HF_BATCH), desc=f"importing {label}", unit=" batches", disable=None):
-            for n, row in enumerate(table[start:start + HF_BATCH].to_pylist(), start):
+        table = ds.with_format(
+            "arrow"
+        )  # image cells stay their stored bytes: nothing decoded, nothing re-encoded
+        for start in tqdm(
+            range(0, len(ds), HF_BATCH), desc=f"importing {label}", unit=" batches", disable=None
+        ):
+            for n, row in enumerate(table[start : start + HF_BATCH].to_pylist(), start):
+
                 def add(column, message, n=n):
                     found.add(label, n, column, message)
 
                 rid = str(n) if not columns.id else row.get(columns.id)
                 rid = str(rid) if isinstance(rid, int) and not isinstance(rid, bool) else rid
                 if not isinstance(rid, str) or not rid:
-                    add(columns.id, f"{rid!r} is not an id; pass --id-column of a column of unique ids, or "
-                                    f"--id-column '' to number the rows")
+                    add(
+                        columns.id,
+                        f"{rid!r} is not an id; pass --id-column of a column of unique ids, or "
+                        f"--id-column '' to number the rows",
+                    )
                     continue
                 if rid in first:
-                    add(columns.id, f"duplicate id {rid!r} (first in row {first[rid]}); ids must be unique")
+                    add(
+                        columns.id,
+                        f"duplicate id {rid!r} (first in row {first[rid]}); ids must be unique",
+                    )
                     continue
                 first[rid] = n
                 cell = row.get(columns.image)
                 images = []
                 for k, value in enumerate(cell if isinstance(cell, list) else [cell]):
                     stem = _UNSAFE.sub("_", rid) + (f"_{k}" if isinstance(cell, list) else "")
-                    stem = stem if stem not in names else f"{stem}_row{n}"  # ids 'a/b' and 'a_b' share a safe name
+                    stem = (
+                        stem if stem not in names else f"{stem}_row{n}"
+                    )  # ids 'a/b' and 'a_b' share a safe name
                     names.add(stem)
                     try:
                         images.append(_write_hf_image(value, tmp, stem, source))
@@ -375,9 +473,20 @@ def import_hf(path: str | Path, out: str | Path, split: str | None = None, task:
                     items.append(item)
         if not found.ok:
             raise DatasetError(found)  # the staged folder is removed: nothing written
-        save_dataset(tmp, items, dataset_info(name or out.name, license=license, provenance={
-            "importer": "python -m lib.formats import-hf", "source": str(Path(path).resolve()), "split": split,
-            "columns": {k: v for k, v in wanted.items() if v is not None}}))
+        save_dataset(
+            tmp,
+            items,
+            dataset_info(
+                name or out.name,
+                license=license,
+                provenance={
+                    "importer": "python -m lib.formats import-hf",
+                    "source": str(Path(path).resolve()),
+                    "split": split,
+                    "columns": {k: v for k, v in wanted.items() if v is not None},
+                },
+            ),
+        )
     return check_dataset(out)
 
 
@@ -396,7 +505,9 @@ def _write_hf_image(value, folder: Path, stem: str, source: Path) -> str:
             raise ValueError(f"no such image file {src}; relative image paths start from {source}")
         value = src.read_bytes()
     if not isinstance(value, (bytes, bytearray)):
-        raise ValueError(f"no image in this cell (got {type(value).__name__}); give image bytes, a PIL image or a path")
+        raise ValueError(
+            f"no image in this cell (got {type(value).__name__}); give image bytes, a PIL image or a path"
+        )
     try:
         with warnings.catch_warnings():  # a bomb is refused by load_image below, not announced here
             warnings.simplefilter("ignore")

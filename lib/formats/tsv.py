@@ -37,9 +37,16 @@ def export_tsv(folder: str | Path, items: Iterable[Item], path: str | Path) -> i
         for n, it in enumerate(items):
             img = folder / it.images[0] if it.images else None
             if img is not None:
-                load_image(img, mode=None)  # fail on a bad image here, naming it, not in a reader later
-            row = {"index": n, "id": it.id, "question": it.question, "category": it.meta.get("specific_type", it.task),
-                   "image": base64.b64encode(img.read_bytes()).decode() if img else ""}
+                load_image(
+                    img, mode=None
+                )  # fail on a bad image here, naming it, not in a reader later
+            row = {
+                "index": n,
+                "id": it.id,
+                "question": it.question,
+                "category": it.meta.get("specific_type", it.task),
+                "image": base64.b64encode(img.read_bytes()).decode() if img else "",
+            }
             for i, opt in enumerate(it.options or []):
                 row[_LETTERS[i]] = opt
             if it.options is not None:
@@ -50,7 +57,9 @@ def export_tsv(folder: str | Path, items: Iterable[Item], path: str | Path) -> i
     return len(items)
 
 
-def import_tsv(path: str | Path, folder: str | Path, task: str = MultipleChoice.name) -> tuple[list[Item], LoadReport]:
+def import_tsv(
+    path: str | Path, folder: str | Path, task: str = MultipleChoice.name
+) -> tuple[list[Item], LoadReport]:
     """Read a base64-image TSV into Items, writing images to ``folder/images/``. Rows whose image
     does not decode are skipped and reported (naming the row), not fatal."""
     path, folder = Path(path), Path(folder)
@@ -64,8 +73,11 @@ def import_tsv(path: str | Path, folder: str | Path, task: str = MultipleChoice.
             options = [row[c] for c in _LETTERS if row.get(c)]
             answer = row.get("answer", "")
             if options:
-                if not answer or any(c not in _LETTERS[:len(options)] for c in answer):
-                    report.add_skip(where, f"answer {answer!r} is not option letters A-{_LETTERS[len(options) - 1]}")
+                if not answer or any(c not in _LETTERS[: len(options)] for c in answer):
+                    report.add_skip(
+                        where,
+                        f"answer {answer!r} is not option letters A-{_LETTERS[len(options) - 1]}",
+                    )
                     continue
                 ans = [_LETTERS.index(c) for c in answer]
             else:
@@ -75,13 +87,17 @@ def import_tsv(path: str | Path, folder: str | Path, task: str = MultipleChoice.
                     report.add_skip(where, f"answer {answer[:80]!r} is not valid JSON ({e})")
                     continue
                 if not isinstance(ans, list) or not all(isinstance(a, str) for a in ans):
-                    report.add_skip(where, f"answer {answer[:80]!r} is not a list of reference texts")
+                    report.add_skip(
+                        where, f"answer {answer[:80]!r} is not a list of reference texts"
+                    )
                     continue
             images = []
             if row.get("image"):
                 try:
                     data = base64.b64decode(row["image"], validate=True)
-                    with warnings.catch_warnings():  # a decompression bomb is refused, not loaded with a warning
+                    with (
+                        warnings.catch_warnings()
+                    ):  # a decompression bomb is refused, not loaded with a warning
                         warnings.simplefilter("error", Image.DecompressionBombWarning)
                         with Image.open(io.BytesIO(data)) as im:
                             im.load()
@@ -92,8 +108,16 @@ def import_tsv(path: str | Path, folder: str | Path, task: str = MultipleChoice.
                 rel = f"images/{_UNSAFE.sub('_', rid)}.{ext}"  # ids may hold '/' (MemeQA's do)
                 (folder / rel).write_bytes(data)
                 images.append(rel)
-            items.append(Item(id=str(rid), task=task, images=images, question=row.get("question", ""),
-                              options=options or None, answer=ans,
-                              meta={"category": row.get("category"), "source": path.name}))
+            items.append(
+                Item(
+                    id=str(rid),
+                    task=task,
+                    images=images,
+                    question=row.get("question", ""),
+                    options=options or None,
+                    answer=ans,
+                    meta={"category": row.get("category"), "source": path.name},
+                )
+            )
             report.loaded += 1
     return items, report

@@ -23,8 +23,18 @@ class AnnotationStore:
         if not annotator or not str(annotator).strip():
             raise ValueError("an annotation needs an annotator name")
         now = time.time()
-        rows = [{"item": item, "annotator": annotator, "field": k, "value": check_annotation(k, v), "source": source,
-                 "time": now} for k, v in values.items() if v not in (None, "", [])]
+        rows = [
+            {
+                "item": item,
+                "annotator": annotator,
+                "field": k,
+                "value": check_annotation(k, v),
+                "source": source,
+                "time": now,
+            }
+            for k, v in values.items()
+            if v not in (None, "", [])
+        ]
         return append_jsonl(self.path, rows) if rows else 0
 
     def rows(self) -> pd.DataFrame:
@@ -38,8 +48,13 @@ class AnnotationStore:
         df = self.rows()
         if not include_machine:
             df = df[df["source"] == "human"]
-        return df.reset_index().sort_values(["time", "index"]).groupby(["item", "annotator", "field"], as_index=False).last() \
+        return (
+            df.reset_index()
+            .sort_values(["time", "index"])
+            .groupby(["item", "annotator", "field"], as_index=False)
+            .last()
             .drop(columns="index")
+        )
 
     def table(self, annotator: str | None = None, include_machine: bool = False) -> pd.DataFrame:
         """Wide table: one row per (item, annotator), one column per field."""

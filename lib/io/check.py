@@ -18,7 +18,9 @@ from lib.io.images import ImageError, load_image
 from lib.io.manifest import _rerun
 from lib.schema import Item
 
-MAX_PROBLEMS = 50  # problems a check lists; the rest are counted: the first ones are those fixed first
+MAX_PROBLEMS = (
+    50  # problems a check lists; the rest are counted: the first ones are those fixed first
+)
 
 
 ITEM_FIELDS = tuple(f.name for f in fields(Item))
@@ -72,7 +74,9 @@ class DatasetCheck:
         if self.ok:
             return f"{self.folder}: ok, {self.items} items, {self.images} images"
         more = [f"... and {self.more} more problem(s)"] if self.more else []
-        return "\n".join([str(p) for p in self.problems] + more + [f"{self.folder}: {self.count} problem(s)"])
+        return "\n".join(
+            [str(p) for p in self.problems] + more + [f"{self.folder}: {self.count} problem(s)"]
+        )
 
 
 class DatasetError(ValueError):
@@ -100,25 +104,51 @@ def item_problems(row) -> list[tuple[str, str]]:
     blamed = {f for f, _ in out}
     task, images, options, meta = (row.get(k) for k in ("task", "images", "options", "meta"))
     # what Item accepts but later stages cannot use: an empty task name or image path, options not a list
-    extra = [("task", "must be a non-empty string naming the task (one of lib.families.TASKS)")
-             if task == "" else None,
-             ("options", f"must be a list of option texts or null, got {options!r}")
-             if options is not None and not isinstance(options, list) else None]
+    extra = [
+        ("task", "must be a non-empty string naming the task (one of lib.families.TASKS)")
+        if task == ""
+        else None,
+        ("options", f"must be a list of option texts or null, got {options!r}")
+        if options is not None and not isinstance(options, list)
+        else None,
+    ]
     if isinstance(images, list):
-        extra += [(f"images[{k}]", "must be a non-empty path string, got ''") for k, im in enumerate(images) if im == ""]
+        extra += [
+            (f"images[{k}]", "must be a non-empty path string, got ''")
+            for k, im in enumerate(images)
+            if im == ""
+        ]
     answer = row.get("answer")
-    if isinstance(options, list) and isinstance(answer, list) and len(answer) != 1 and "answer" not in blamed \
-            and not (isinstance(meta, dict) and meta.get("general_type") == "multi"):
-        extra.append(("answer", f"a single-answer item holds exactly one option index, got {answer!r}; for several "
-                                f"(or none) set meta.general_type to \"multi\""))
+    if (
+        isinstance(options, list)
+        and isinstance(answer, list)
+        and len(answer) != 1
+        and "answer" not in blamed
+        and not (isinstance(meta, dict) and meta.get("general_type") == "multi")
+    ):
+        extra.append(
+            (
+                "answer",
+                f"a single-answer item holds exactly one option index, got {answer!r}; for several "
+                f'(or none) set meta.general_type to "multi"',
+            )
+        )
     return out + [p for p in extra if p is not None and p[0] not in blamed]
 
 
 def _blame(row: dict, error: Exception) -> list[tuple[str, str]]:
     """The fields of ``row`` that :class:`Item` refuses, each tried alone on a minimal item (the
     answer with the row's options); the whole ``error`` when no single field is at fault."""
-    out = [(k, f"unknown field; an Item has {', '.join(ITEM_FIELDS)}") for k in row if k not in ITEM_FIELDS]
-    out += [(k, f"missing; every item has {', '.join(ITEM_REQUIRED)}") for k in ITEM_REQUIRED if k not in row]
+    out = [
+        (k, f"unknown field; an Item has {', '.join(ITEM_FIELDS)}")
+        for k in row
+        if k not in ITEM_FIELDS
+    ]
+    out += [
+        (k, f"missing; every item has {', '.join(ITEM_REQUIRED)}")
+        for k in ITEM_REQUIRED
+        if k not in row
+    ]
     rid = row.get("id")
     base = {"id": rid if isinstance(rid, str) and rid else "?", "task": "", "question": ""}
 
@@ -132,8 +162,11 @@ def _blame(row: dict, error: Exception) -> list[tuple[str, str]]:
     for name in ("id", "task", "question", "images", "options", "meta"):
         if name in row and (why := refused(**{name: row[name]})):
             out.append((name, why))
-    if "answer" in row and "options" not in {f for f, _ in out} and (why := refused(options=row.get("options"),
-                                                                                    answer=row["answer"])):
+    if (
+        "answer" in row
+        and "options" not in {f for f, _ in out}
+        and (why := refused(options=row.get("options"), answer=row["answer"]))
+    ):
         out.append(("answer", why))
     return out or [("record", str(error))]
 
@@ -150,25 +183,42 @@ def check_dataset(folder: str | Path, limit: int = MAX_PROBLEMS) -> DatasetCheck
     info = _check_info(folder, found)
     path = folder / "items.jsonl"
     if not path.is_file():
-        found.add("items.jsonl", None, "file", f"no such file in {folder}; write one Item (a JSON object) per line, "
-                                               f"as examples/my_dataset/items.jsonl does")
+        found.add(
+            "items.jsonl",
+            None,
+            "file",
+            f"no such file in {folder}; write one Item (a JSON object) per line, "
+            f"as examples/my_dataset/items.jsonl does",
+        )
         return found
     roots = [Path(r).resolve() for r in (info or {}).get("images_roots", []) if isinstance(r, str)]
     here = folder.resolve()
     first: dict[str, int] = {}  # id -> the line it first appears on
     seen_images: set[str] = set()
     with path.open("rb") as f:
-        for n, raw in enumerate(tqdm(f, desc=f"checking {path}", unit=" lines", disable=None, leave=False), 1):
+        for n, raw in enumerate(
+            tqdm(f, desc=f"checking {path}", unit=" lines", disable=None, leave=False), 1
+        ):
             if not raw.strip():
                 continue
             found.items += 1
             try:
                 row = json.loads(raw)
             except UnicodeDecodeError as e:
-                found.add("items.jsonl", n, "json", f"not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8")
+                found.add(
+                    "items.jsonl",
+                    n,
+                    "json",
+                    f"not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8",
+                )
                 continue
             except json.JSONDecodeError as e:
-                found.add("items.jsonl", n, "json", f"malformed JSON ({e.msg} at column {e.colno}); fix or remove the line")
+                found.add(
+                    "items.jsonl",
+                    n,
+                    "json",
+                    f"malformed JSON ({e.msg} at column {e.colno}); fix or remove the line",
+                )
                 continue
             for name, message in item_problems(row):
                 found.add("items.jsonl", n, name, message)
@@ -177,19 +227,31 @@ def check_dataset(folder: str | Path, limit: int = MAX_PROBLEMS) -> DatasetCheck
             rid = row.get("id")
             if isinstance(rid, str) and rid:
                 if rid in first:
-                    found.add("items.jsonl", n, "id", f"duplicate id {rid!r} (first on line {first[rid]}); ids must be unique")
+                    found.add(
+                        "items.jsonl",
+                        n,
+                        "id",
+                        f"duplicate id {rid!r} (first on line {first[rid]}); ids must be unique",
+                    )
                 else:
                     first[rid] = n
             images = row.get("images")
             for k, im in enumerate(images if isinstance(images, list) else []):
-                if isinstance(im, str) and im and im not in seen_images:  # each image checked (and reported) once
+                if (
+                    isinstance(im, str) and im and im not in seen_images
+                ):  # each image checked (and reported) once
                     seen_images.add(im)
                     if why := _image_problem(folder, here, roots, im):
                         found.add("items.jsonl", n, f"images[{k}]", why)
     found.images = len(seen_images)
     if isinstance(info, dict) and "num_items" in info and info["num_items"] != found.items:
-        found.add("dataset.json", None, "num_items", f"says {info['num_items']!r} but items.jsonl holds {found.items} "
-                                                     f"items; set it to {found.items} (save_dataset writes it)")
+        found.add(
+            "dataset.json",
+            None,
+            "num_items",
+            f"says {info['num_items']!r} but items.jsonl holds {found.items} "
+            f"items; set it to {found.items} (save_dataset writes it)",
+        )
     elif isinstance(info, dict):
         _check_manifest(folder, info, found)
     return found
@@ -199,50 +261,92 @@ def _check_manifest(folder: Path, info: dict, found: DatasetCheck) -> None:
     """The problems of ``items.jsonl`` against what ``dataset.json`` records of it (beyond its
     count): a write that never finished, another size, another SHA-256."""
     if info.get("complete") is False:
-        found.add("dataset.json", None, "complete", f"marks the dataset as being written ({info.get('writer', '?')}) "
-                                                    f"and it was never finished; {_rerun(folder)}")
+        found.add(
+            "dataset.json",
+            None,
+            "complete",
+            f"marks the dataset as being written ({info.get('writer', '?')}) "
+            f"and it was never finished; {_rerun(folder)}",
+        )
     path = folder / "items.jsonl"
     size = info.get("items_bytes")
     if size is not None and size != path.stat().st_size:
-        found.add("dataset.json", None, "items_bytes", f"says {size!r} but items.jsonl holds {path.stat().st_size} "
-                                                       f"bytes; {_rerun(folder)}")
-    elif isinstance(info.get("items_sha256"), str) and info["items_sha256"] != file_sha256(path, remember=False):
-        found.add("dataset.json", None, "items_sha256", f"items.jsonl does not match this sha256 (it changed since the "
-                                                        f"dataset was written); {_rerun(folder)}")
+        found.add(
+            "dataset.json",
+            None,
+            "items_bytes",
+            f"says {size!r} but items.jsonl holds {path.stat().st_size} bytes; {_rerun(folder)}",
+        )
+    elif isinstance(info.get("items_sha256"), str) and info["items_sha256"] != file_sha256(
+        path, remember=False
+    ):
+        found.add(
+            "dataset.json",
+            None,
+            "items_sha256",
+            f"items.jsonl does not match this sha256 (it changed since the "
+            f"dataset was written); {_rerun(folder)}",
+        )
 
 
 def _check_info(folder: Path, found: DatasetCheck) -> dict | None:
     """``dataset.json``'s content, its problems added to ``found``; None when it cannot be read."""
     path = folder / "dataset.json"
-    fix = json.dumps({"name": folder.name or "my_dataset", "version": "1", "license": "unspecified"})
+    fix = json.dumps(
+        {"name": folder.name or "my_dataset", "version": "1", "license": "unspecified"}
+    )
     if not path.is_file():
-        found.add("dataset.json", None, "file", f"no such file in {folder}; write {fix} there (the dataset's name, "
-                                                f"version and license)")
+        found.add(
+            "dataset.json",
+            None,
+            "file",
+            f"no such file in {folder}; write {fix} there (the dataset's name, "
+            f"version and license)",
+        )
         return None
     try:
         info = json.loads(path.read_bytes())
     except UnicodeDecodeError as e:
-        found.add("dataset.json", None, "json", f"not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8")
+        found.add(
+            "dataset.json",
+            None,
+            "json",
+            f"not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8",
+        )
         return None
     except json.JSONDecodeError as e:
-        found.add("dataset.json", e.lineno, "json", f"malformed JSON ({e.msg} at column {e.colno}); fix it, or write {fix}")
+        found.add(
+            "dataset.json",
+            e.lineno,
+            "json",
+            f"malformed JSON ({e.msg} at column {e.colno}); fix it, or write {fix}",
+        )
         return None
     if not isinstance(info, dict):
         found.add("dataset.json", None, "file", f"must be one JSON object, such as {fix}")
         return None
     if not (isinstance(info.get("name"), str) and info["name"]):
-        found.add("dataset.json", None, "name", f"missing; name the dataset: \"name\": {json.dumps(folder.name or 'my_dataset')}")
+        found.add(
+            "dataset.json",
+            None,
+            "name",
+            f'missing; name the dataset: "name": {json.dumps(folder.name or "my_dataset")}',
+        )
     roots = info.get("images_roots", [])
     if not (isinstance(roots, list) and all(isinstance(r, str) for r in roots)):
-        found.add("dataset.json", None, "images_roots", f"must be a list of folder paths, got {roots!r}")
+        found.add(
+            "dataset.json", None, "images_roots", f"must be a list of folder paths, got {roots!r}"
+        )
     return info
 
 
 def _image_problem(folder: Path, here: Path, roots: list[Path], im: str) -> str | None:
     """What is wrong with image path ``im`` of the dataset ``folder`` (resolved: ``here``), or None."""
     if _outside(here, roots, im):
-        return (f"{im} is absolute or leaves the dataset folder; copy the image under {folder / 'images'} and give "
-                f"its path relative to {folder} (or declare its folder in dataset.json's images_roots)")
+        return (
+            f"{im} is absolute or leaves the dataset folder; copy the image under {folder / 'images'} and give "
+            f"its path relative to {folder} (or declare its folder in dataset.json's images_roots)"
+        )
     path = folder / im
     if not path.is_file():
         return f"{im}: no such image file under {folder}; put the image there or fix the path"

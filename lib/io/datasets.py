@@ -24,10 +24,21 @@ from lib.io.memory import CHUNK_LINES, _decode_chunk, paused_gc, share_strings
 from lib.schema import Item
 
 
-def dataset_info(name: str, version: str = "1", license: str = "unspecified", provenance: dict | None = None,
-                 **extra) -> dict:
-    return {"name": name, "version": version, "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "license": license, "provenance": provenance or {}, **extra}
+def dataset_info(
+    name: str,
+    version: str = "1",
+    license: str = "unspecified",
+    provenance: dict | None = None,
+    **extra,
+) -> dict:
+    return {
+        "name": name,
+        "version": version,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "license": license,
+        "provenance": provenance or {},
+        **extra,
+    }
 
 
 def save_dataset(folder: str | Path, items: Iterable[Item], info: dict) -> int:
@@ -44,7 +55,9 @@ def save_dataset(folder: str | Path, items: Iterable[Item], info: dict) -> int:
     def rows():
         for item in items:
             if item.id in seen:
-                raise ValueError(f"duplicate item id {item.id!r} while writing {folder / 'items.jsonl'}")
+                raise ValueError(
+                    f"duplicate item id {item.id!r} while writing {folder / 'items.jsonl'}"
+                )
             seen.add(item.id)
             images.update(item.images)
             yield item.to_dict()
@@ -76,7 +89,9 @@ def scan_items(folder: str | Path, share: bool = True) -> Iterator[tuple[int, It
         record = 0
         numbered = lines(f)
         while chunk := list(itertools.islice(numbered, CHUNK_LINES)):
-            rows = _decode_chunk([line for _, _, line in chunk], lambda k, e: _malformed(path, chunk[k][0], e))
+            rows = _decode_chunk(
+                [line for _, _, line in chunk], lambda k, e: _malformed(path, chunk[k][0], e)
+            )
             for (_, start, _), row in zip(chunk, rows):
                 record += 1
                 try:
@@ -93,7 +108,9 @@ def load_items(folder: str | Path) -> list[Item]:
         return [it for _, it in scan_items(folder)]
 
 
-def read_items_at(folder: str | Path, offsets: Iterable[int], share: bool = True, check: bool = True) -> list[Item]:
+def read_items_at(
+    folder: str | Path, offsets: Iterable[int], share: bool = True, check: bool = True
+) -> list[Item]:
     """The items whose lines start at ``offsets`` (from :func:`scan_items` or :func:`item_index`),
     read by seeking: a sample of a large dataset costs its own lines only (decoded in chunks,
     :func:`decode_lines`). ``share``: intern the repeated fields' short strings (:func:`share_strings`); ``check``: refuse a folder its
@@ -104,8 +121,10 @@ def read_items_at(folder: str | Path, offsets: Iterable[int], share: bool = True
     out = []
 
     def bad(off, e):
-        return ItemsChanged(f"{path}: the record at byte {off} is not a valid Item ({e}); the file changed "
-                            f"since it was indexed?")
+        return ItemsChanged(
+            f"{path}: the record at byte {off} is not a valid Item ({e}); the file changed "
+            f"since it was indexed?"
+        )
 
     with path.open("rb") as f, paused_gc():
         offsets = iter(offsets)
@@ -136,7 +155,9 @@ class ItemsAt(Sequence):
     against its manifest when made (:func:`check_complete`), and a file replaced since then is
     refused on the next read (:class:`ItemsChanged`)."""
 
-    def __init__(self, folder: str | Path, offsets, ids: Sequence[str] | None = None, share: bool = True):
+    def __init__(
+        self, folder: str | Path, offsets, ids: Sequence[str] | None = None, share: bool = True
+    ):
         self.folder = Path(folder)
         self.offsets = array("q", offsets)
         self.ids, self.share = ids, share
@@ -159,22 +180,28 @@ class ItemsAt(Sequence):
     def __getitem__(self, k):
         if not isinstance(k, slice):
             k = range(len(self))[k]  # an IndexError past the end, negative indices counted back
-            return self[k:k + 1][0]
-        if self._identity() != self._file:  # swapped or rewritten: its offsets point into another file
-            raise ItemsChanged(f"{self.folder / 'items.jsonl'} changed since its items were located (a rerun "
-                               f"rewrote the dataset meanwhile); start again")
+            return self[k : k + 1][0]
+        if (
+            self._identity() != self._file
+        ):  # swapped or rewritten: its offsets point into another file
+            raise ItemsChanged(
+                f"{self.folder / 'items.jsonl'} changed since its items were located (a rerun "
+                f"rewrote the dataset meanwhile); start again"
+            )
         got = read_items_at(self.folder, self.offsets[k], share=self.share, check=False)
         if self.ids is not None:
             expected = self.ids[k]
             for it, i, off in zip(got, expected, self.offsets[k]):
                 if it.id != i:
-                    raise ItemsChanged(f"{self.folder / 'items.jsonl'}: the record at byte {off} is item {it.id!r}, "
-                                       f"not {i!r}: the file changed since it was indexed")
+                    raise ItemsChanged(
+                        f"{self.folder / 'items.jsonl'}: the record at byte {off} is item {it.id!r}, "
+                        f"not {i!r}: the file changed since it was indexed"
+                    )
         return got
 
     def __iter__(self) -> Iterator[Item]:
         for start in range(0, len(self), CHUNK_LINES):
-            yield from self[start:start + CHUNK_LINES]
+            yield from self[start : start + CHUNK_LINES]
 
     def __repr__(self) -> str:
         return f"ItemsAt({str(self.folder)!r}, {len(self)} items)"
@@ -189,8 +216,12 @@ def images_roots(items: Iterable[Item], folder: str | Path) -> list[str]:
     """The folders outside ``folder`` that items' images live in (for ``dataset.json``'s
     ``images_roots``: a dataset declares where it reads images from)."""
     folder = Path(folder).resolve()
-    roots = {str(Path(im).resolve().parent) for it in items for im in it.images
-             if not (folder / im).resolve().is_relative_to(folder)}
+    roots = {
+        str(Path(im).resolve().parent)
+        for it in items
+        for im in it.images
+        if not (folder / im).resolve().is_relative_to(folder)
+    }
     return sorted(roots)
 
 
@@ -200,7 +231,10 @@ def outside_images(folder: str | Path, uses: Iterable[tuple[str, str]]) -> list[
     refused, since an image is read and, with an API backend, sent off the machine."""
     folder = Path(folder).resolve()
     info = folder / "dataset.json"
-    roots = [Path(r).resolve() for r in (json.loads(info.read_text()).get("images_roots", []) if info.exists() else [])]
+    roots = [
+        Path(r).resolve()
+        for r in (json.loads(info.read_text()).get("images_roots", []) if info.exists() else [])
+    ]
     return [(item_id, im) for item_id, im in uses if _outside(folder, roots, im)]
 
 
@@ -215,4 +249,6 @@ def to_hf_dataset(folder: str | Path):
     stored as JSON strings there because their shape varies between items)."""
     import datasets  # deferred: Hugging Face datasets is heavy and only this export needs it
 
-    return datasets.load_dataset("json", data_files=str(Path(folder) / "items.jsonl"), split="train")
+    return datasets.load_dataset(
+        "json", data_files=str(Path(folder) / "items.jsonl"), split="train"
+    )

@@ -21,7 +21,10 @@ def _stat_key(path: Path, kind: str, suffix: str) -> Path:
     the resolved path, size and modification time (ns), so an edited file gets a new entry."""
     path = path.resolve()
     st = path.stat()
-    return cache_dir(kind) / f"{sha256(f'{path}|{st.st_size}|{st.st_mtime_ns}'.encode()).hexdigest()[:32]}{suffix}"
+    return (
+        cache_dir(kind)
+        / f"{sha256(f'{path}|{st.st_size}|{st.st_mtime_ns}'.encode()).hexdigest()[:32]}{suffix}"
+    )
 
 
 def file_sha256(path: str | Path, remember: bool = True) -> str | None:

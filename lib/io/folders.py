@@ -29,7 +29,9 @@ def kind_of(folder: str | Path) -> str | None:
         info = json.loads((Path(folder) / MARKER).read_bytes())
     except (OSError, ValueError):
         return None
-    return info.get("kind") if isinstance(info, dict) and isinstance(info.get("kind"), str) else None
+    return (
+        info.get("kind") if isinstance(info, dict) and isinstance(info.get("kind"), str) else None
+    )
 
 
 def check_ours(folder: str | Path, kind: str, legacy: Iterable[str] = ()) -> None:
@@ -38,7 +40,9 @@ def check_ours(folder: str | Path, kind: str, legacy: Iterable[str] = ()) -> Non
     markers). Hidden leftovers of our own (``.lock``, the marker) count as empty."""
     folder = Path(folder)
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-        raise NotOurFolder(f"{folder} is not a folder (a file or a link): choose a new folder for the {kind}")
+        raise NotOurFolder(
+            f"{folder} is not a folder (a file or a link): choose a new folder for the {kind}"
+        )
     if not folder.exists():
         return
     found = kind_of(folder)
@@ -50,10 +54,17 @@ def check_ours(folder: str | Path, kind: str, legacy: Iterable[str] = ()) -> Non
     legacy = tuple(legacy)
     if found is None and legacy and all((folder / name).exists() for name in legacy):
         return
-    what = f"a {found}" if found else f"{len(entries)} entries not made by this command ({', '.join(entries[:5])}" + \
-        (", ..." if len(entries) > 5 else "") + ")"
-    raise NotOurFolder(f"{folder} holds {what}, not a {kind}: nothing was written; choose a new or empty folder, "
-                       f"or remove that one yourself")
+    what = (
+        f"a {found}"
+        if found
+        else f"{len(entries)} entries not made by this command ({', '.join(entries[:5])}"
+        + (", ..." if len(entries) > 5 else "")
+        + ")"
+    )
+    raise NotOurFolder(
+        f"{folder} holds {what}, not a {kind}: nothing was written; choose a new or empty folder, "
+        f"or remove that one yourself"
+    )
 
 
 def mark(folder: str | Path, kind: str) -> None:

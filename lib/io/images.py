@@ -37,8 +37,10 @@ def load_image(path: str | Path, mode: str | None = "RGB") -> Image.Image:
             with Image.open(path) as im:
                 w, h = im.size
                 if w * h > MAX_IMAGE_PIXELS:
-                    raise ImageError(f"{path}: {w}x{h} pixels exceeds the {MAX_IMAGE_PIXELS:,}-pixel limit "
-                                     f"(possible decompression bomb)")
+                    raise ImageError(
+                        f"{path}: {w}x{h} pixels exceeds the {MAX_IMAGE_PIXELS:,}-pixel limit "
+                        f"(possible decompression bomb)"
+                    )
                 im.load()  # decode now: truncation and corruption surface here, not later
                 return im.convert(mode) if mode else im.copy()
     except ImageError:
@@ -105,7 +107,9 @@ class LoadReport:
 
     loaded: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
-    notes: list[tuple[str, str]] = field(default_factory=list)  # kept, but worth a look (named, with why)
+    notes: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # kept, but worth a look (named, with why)
 
     def add_skip(self, path, error: Exception) -> None:
         self.skipped.append((str(path), str(error)))
@@ -120,7 +124,9 @@ class LoadReport:
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff"}
 
 
-def load_images(paths: Iterable[str | Path], mode: str | None = "RGB") -> tuple[dict[str, Image.Image], LoadReport]:
+def load_images(
+    paths: Iterable[str | Path], mode: str | None = "RGB"
+) -> tuple[dict[str, Image.Image], LoadReport]:
     """Load many images; bad files are skipped, counted and listed in the report, never fatal."""
     images, report = {}, LoadReport()
     for p in paths:
@@ -152,7 +158,14 @@ def scan_images(folder: str | Path) -> tuple[list[Path], LoadReport]:
 
 
 # Real photographs that install offline with scikit-image (loaders that need the network are left out).
-SAMPLE_IMAGES = ("astronaut", "coffee", "chelsea", "rocket", "hubble_deep_field", "immunohistochemistry")
+SAMPLE_IMAGES = (
+    "astronaut",
+    "coffee",
+    "chelsea",
+    "rocket",
+    "hubble_deep_field",
+    "immunohistochemistry",
+)
 
 
 def write_sample_images(folder: str | Path, names: tuple[str, ...] = SAMPLE_IMAGES) -> list[Path]:

@@ -32,11 +32,15 @@ def save_item_index(folder: str | Path, ids: list[str] | bytes, offsets) -> None
     # One temporary name per writer: ranks of a torchrun job index the same file at once.
     tmp = target.with_suffix(f".{os.getpid()}-{secrets.token_hex(4)}.tmp.npz")
     blob = ids if isinstance(ids, (bytes, bytearray)) else "\n".join(ids).encode()
-    np.savez(tmp, ids=np.frombuffer(blob, dtype=np.uint8), offsets=np.asarray(offsets, dtype=np.int64))
+    np.savez(
+        tmp, ids=np.frombuffer(blob, dtype=np.uint8), offsets=np.asarray(offsets, dtype=np.int64)
+    )
     os.replace(tmp, target)
 
 
-def item_index(folder: str | Path, rebuild: bool = False, wanted: set[str] | None = None) -> dict[str, int]:
+def item_index(
+    folder: str | Path, rebuild: bool = False, wanted: set[str] | None = None
+) -> dict[str, int]:
     """id -> byte offset of every item of a dataset, or only of the ``wanted`` ids it has (cached;
     built by one streaming pass when the cache has none for the file as it is now, or when
     ``rebuild``). With ``wanted``, rescoring a sample of a large set builds no dictionary of
@@ -79,7 +83,7 @@ def _id_batches(chunks: Iterable[bytes]) -> Iterator[list[bytes]]:
             rest = data
             continue
         yield data[:cut].split(b"\n")
-        rest = data[cut + 1:]
+        rest = data[cut + 1 :]
     if rest:  # the last id (no newline follows it)
         yield [rest]
 
@@ -89,7 +93,9 @@ def _wanted_offsets(chunks: Iterable[bytes], offsets, wanted: set[bytes]) -> dic
     found, k = {}, 0
     for part in _id_batches(chunks):
         if not wanted.isdisjoint(part):
-            found.update((i.decode(), int(offsets[k + j])) for j, i in enumerate(part) if i in wanted)
+            found.update(
+                (i.decode(), int(offsets[k + j])) for j, i in enumerate(part) if i in wanted
+            )
         k += len(part)
     return found
 
@@ -109,7 +115,10 @@ class IdLookup:
             item_index(folder, rebuild=True, wanted=set())  # builds and saves it
         with np.load(path) as z:
             offsets = z["offsets"]
-        hashes = [np.fromiter(map(hash, part), dtype=np.int64) for part in _id_batches(_index_id_chunks(path))]
+        hashes = [
+            np.fromiter(map(hash, part), dtype=np.int64)
+            for part in _id_batches(_index_id_chunks(path))
+        ]
         if len(offsets) > sum(map(len, hashes)):  # the one id that is empty: no byte of it was read
             hashes.append(np.array([hash(b"")], dtype=np.int64))
         h = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.int64)

@@ -31,7 +31,9 @@ class JSONLError(ValueError):
 
 
 def _malformed(path: Path, line_no: int, e: json.JSONDecodeError) -> JSONLError:
-    return JSONLError(f"{path}:{line_no}: malformed JSON line ({e.msg} at column {e.colno}); fix or remove that line")
+    return JSONLError(
+        f"{path}:{line_no}: malformed JSON line ({e.msg} at column {e.colno}); fix or remove that line"
+    )
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict]:
@@ -41,7 +43,9 @@ def read_jsonl(path: str | Path) -> Iterator[dict]:
     with path.open(encoding="utf-8") as f:
         numbered = ((n, line) for n, line in enumerate(f, 1) if line.strip())
         while chunk := list(itertools.islice(numbered, CHUNK_LINES)):
-            yield from _decode_chunk([line for _, line in chunk], lambda k, e: _malformed(path, chunk[k][0], e))
+            yield from _decode_chunk(
+                [line for _, line in chunk], lambda k, e: _malformed(path, chunk[k][0], e)
+            )
 
 
 class HashingWriter:
@@ -100,10 +104,14 @@ def _temporary_beside(path: Path) -> tuple[int, str]:
     host = _host_tag()
     mine = re.compile(rf"\.{re.escape(path.name)}\.{re.escape(host)}-(\d+)-[a-z0-9_]+\.tmp")
     with os.scandir(path.parent) as entries:
-        dead = [e.path for e in entries if (m := mine.fullmatch(e.name)) and not _alive(int(m.group(1)))]
+        dead = [
+            e.path for e in entries if (m := mine.fullmatch(e.name)) and not _alive(int(m.group(1)))
+        ]
     for leftover in dead:
         Path(leftover).unlink(missing_ok=True)
-    return tempfile.mkstemp(prefix=f".{path.name}.{host}-{os.getpid()}-", suffix=".tmp", dir=path.parent)
+    return tempfile.mkstemp(
+        prefix=f".{path.name}.{host}-{os.getpid()}-", suffix=".tmp", dir=path.parent
+    )
 
 
 @contextmanager
@@ -126,7 +134,9 @@ def atomic_file(path: str | Path, mode: str = "wb", **kw):
     _fsync_dir(path.parent)
 
 
-_LINE = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps(row, ...) without an encoder made per row
+_LINE = json.JSONEncoder(
+    ensure_ascii=False, default=str
+)  # json.dumps(row, ...) without an encoder made per row
 
 
 def jsonl_line(row: dict) -> bytes:
@@ -134,11 +144,13 @@ def jsonl_line(row: dict) -> bytes:
     return (_LINE.encode(row) + "\n").encode()
 
 
-def _write_lines(path: Path, rows: Iterable[dict] | None = None, lines: Iterable[bytes] = ()) -> tuple[int, HashingWriter]:
+def _write_lines(
+    path: Path, rows: Iterable[dict] | None = None, lines: Iterable[bytes] = ()
+) -> tuple[int, HashingWriter]:
     n = 0
     with atomic_file(path) as f:
         out = HashingWriter(f)
-        for line in (map(jsonl_line, rows) if rows is not None else lines):
+        for line in map(jsonl_line, rows) if rows is not None else lines:
             out.write(line)
             n += 1
     return n, out

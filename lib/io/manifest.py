@@ -35,7 +35,12 @@ from lib.io.digests import _prefix_sha256, file_sha256
 
 def manifest_fields(num_items: int, num_images: int, items_bytes: int, items_sha256: str) -> dict:
     """What ``dataset.json`` records of a finished ``items.jsonl`` (see the module docstring)."""
-    return {"num_items": num_items, "num_images": num_images, "items_bytes": items_bytes, "items_sha256": items_sha256}
+    return {
+        "num_items": num_items,
+        "num_images": num_images,
+        "items_bytes": items_bytes,
+        "items_sha256": items_sha256,
+    }
 
 
 MANIFEST_KEYS = ("num_items", "items_bytes", "items_sha256")
@@ -58,7 +63,10 @@ def dataset_manifest(folder: str | Path) -> dict:
         info = json.loads(path.read_bytes())
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError):  # unreadable or no JSON: a hand-made file; `python -m lib.formats check` says so
+    except (
+        OSError,
+        ValueError,
+    ):  # unreadable or no JSON: a hand-made file; `python -m lib.formats check` says so
         return {}
     if not isinstance(info, dict):
         return {}
@@ -66,9 +74,11 @@ def dataset_manifest(folder: str | Path) -> dict:
 
 
 def _rerun(folder: Path) -> str:
-    return (f"rerun the stage (or command) that writes {folder}; if you edited the folder by hand, run "
-            f"`python -m lib.formats check {folder}` and remove num_items, items_bytes and items_sha256 from its "
-            f"dataset.json")
+    return (
+        f"rerun the stage (or command) that writes {folder}; if you edited the folder by hand, run "
+        f"`python -m lib.formats check {folder}` and remove num_items, items_bytes and items_sha256 from its "
+        f"dataset.json"
+    )
 
 
 def check_complete(folder: str | Path) -> int | None:
@@ -81,8 +91,10 @@ def check_complete(folder: str | Path) -> int | None:
     m = dataset_manifest(folder)
     if m.get("complete") is False:
         writer = m.get("writer", "by an earlier run")
-        raise IncompleteDataset(f"{folder}: dataset.json marks this dataset as being written ({writer}) and it was "
-                                f"never finished: its items.jsonl may be partial; {_rerun(folder)}")
+        raise IncompleteDataset(
+            f"{folder}: dataset.json marks this dataset as being written ({writer}) and it was "
+            f"never finished: its items.jsonl may be partial; {_rerun(folder)}"
+        )
     n = m.get("num_items")
     n = n if isinstance(n, int) and not isinstance(n, bool) else None
     size = m.get("items_bytes")
@@ -94,21 +106,27 @@ def check_complete(folder: str | Path) -> int | None:
     except FileNotFoundError:
         return n  # the reader says there is no items.jsonl
     if actual < size:
-        raise IncompleteDataset(f"{folder}: items.jsonl holds {actual:,} bytes but dataset.json records {size:,}: the "
-                                f"file is partial (a killed or concurrent write, an interrupted copy); {_rerun(folder)}")
+        raise IncompleteDataset(
+            f"{folder}: items.jsonl holds {actual:,} bytes but dataset.json records {size:,}: the "
+            f"file is partial (a killed or concurrent write, an interrupted copy); {_rerun(folder)}"
+        )
     if actual > size:
         if _prefix_sha256(path, size) != m.get("items_sha256"):
-            raise IncompleteDataset(f"{folder}: items.jsonl holds {actual:,} bytes but dataset.json records {size:,}, "
-                                    f"and its first {size:,} bytes are not the recorded file: it was rewritten or "
-                                    f"mixed with another write since the dataset was written; {_rerun(folder)}")
+            raise IncompleteDataset(
+                f"{folder}: items.jsonl holds {actual:,} bytes but dataset.json records {size:,}, "
+                f"and its first {size:,} bytes are not the recorded file: it was rewritten or "
+                f"mixed with another write since the dataset was written; {_rerun(folder)}"
+            )
         return None  # the recorded items, whole, and lines appended after them
     return n
 
 
 def _count_mismatch(folder: Path, expected: int, found: int) -> IncompleteDataset:
-    return IncompleteDataset(f"{folder}: items.jsonl holds {found:,} items but dataset.json records {expected:,}: "
-                             f"the file is partial (a killed or concurrent write) or changed since the dataset was "
-                             f"written; {_rerun(folder)}")
+    return IncompleteDataset(
+        f"{folder}: items.jsonl holds {found:,} items but dataset.json records {expected:,}: "
+        f"the file is partial (a killed or concurrent write) or changed since the dataset was "
+        f"written; {_rerun(folder)}"
+    )
 
 
 def verify_dataset(folder: str | Path) -> None:
@@ -125,6 +143,11 @@ def verify_dataset(folder: str | Path) -> None:
             found = sum(1 for line in f if line.strip())
         if found != expected:
             raise _count_mismatch(folder, expected, found)
-    if isinstance(m.get("items_sha256"), str) and file_sha256(path, remember=False) != m["items_sha256"]:
-        raise IncompleteDataset(f"{folder}: items.jsonl does not match the sha256 dataset.json records: it changed "
-                                f"since the dataset was written; {_rerun(folder)}")
+    if (
+        isinstance(m.get("items_sha256"), str)
+        and file_sha256(path, remember=False) != m["items_sha256"]
+    ):
+        raise IncompleteDataset(
+            f"{folder}: items.jsonl does not match the sha256 dataset.json records: it changed "
+            f"since the dataset was written; {_rerun(folder)}"
+        )

@@ -53,7 +53,7 @@ def _shared(value, intern=sys.intern):
     if kind is str:
         return intern(value) if len(value) <= SHARED_STRING_CHARS else value
     if kind is dict or kind is list:
-        for k, v in (value.items() if kind is dict else enumerate(value)):
+        for k, v in value.items() if kind is dict else enumerate(value):
             t = type(v)
             if t is str:
                 if len(v) <= SHARED_STRING_CHARS:
@@ -107,7 +107,9 @@ def decode_lines(chunk: list[str | bytes]) -> list | None:
         rows = json.loads(text)
     except json.JSONDecodeError:
         return None
-    if len(rows) != len(chunk) or not all(type(r) is list and len(r) == 1 and type(r[0]) is dict for r in rows):
+    if len(rows) != len(chunk) or not all(
+        type(r) is list and len(r) == 1 and type(r[0]) is dict for r in rows
+    ):
         return None
     return [r[0] for r in rows]
 

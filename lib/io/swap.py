@@ -108,4 +108,6 @@ def swap_in(new: str | Path, out: str | Path, tries: int = 20) -> None:
                 shutil.rmtree(old, ignore_errors=True)
         _fsync_dir(out.parent)
         return
-    raise OSError(f"{out}: could not swap in {new} ({tries} concurrent swaps in a row); it is kept there")
+    raise OSError(
+        f"{out}: could not swap in {new} ({tries} concurrent swaps in a row); it is kept there"
+    )

@@ -18,15 +18,31 @@ Scrapbook protocol (:mod:`lib.families.scrapbook.consistency`).
 from lib.metrics.classification import accuracy, binary_f1, jaccard, macro_f1, mcq_scores, per_type
 from lib.metrics.stats import bootstrap_ci, mean_ci
 from lib.metrics.text import (
-           anls,
-           bertscore,
-           bleu,
-           cider,
-           exact_match,
-           meteor,
-           rouge_l,
-           vqa_accuracy,
+    anls,
+    bertscore,
+    bleu,
+    cider,
+    exact_match,
+    meteor,
+    rouge_l,
+    vqa_accuracy,
 )
 
-__all__ = ["accuracy", "anls", "bertscore", "binary_f1", "bleu", "bootstrap_ci", "cider", "exact_match",
-           "jaccard", "macro_f1", "mcq_scores", "mean_ci", "meteor", "per_type", "rouge_l", "vqa_accuracy"]
+__all__ = [
+    "accuracy",
+    "anls",
+    "bertscore",
+    "binary_f1",
+    "bleu",
+    "bootstrap_ci",
+    "cider",
+    "exact_match",
+    "jaccard",
+    "macro_f1",
+    "mcq_scores",
+    "mean_ci",
+    "meteor",
+    "per_type",
+    "rouge_l",
+    "vqa_accuracy",
+]

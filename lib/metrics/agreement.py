@@ -62,12 +62,22 @@ def krippendorff_alpha(scores: np.ndarray, labels: np.ndarray) -> float:
     return float(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"))
 
 
-STATISTICS: dict[str, Callable] = {"roc_auc": roc_auc, "kendall_tau_b": kendall_tau_b, "cohen_kappa": cohen_kappa,
-                                   "krippendorff_alpha": krippendorff_alpha}
+STATISTICS: dict[str, Callable] = {
+    "roc_auc": roc_auc,
+    "kendall_tau_b": kendall_tau_b,
+    "cohen_kappa": cohen_kappa,
+    "krippendorff_alpha": krippendorff_alpha,
+}
 
 
-def _interval(statistic: Callable, arrays: list[np.ndarray], clusters, n_resamples: int, confidence: float,
-              seed: int) -> tuple[float, float, float]:
+def _interval(
+    statistic: Callable,
+    arrays: list[np.ndarray],
+    clusters,
+    n_resamples: int,
+    confidence: float,
+    seed: int,
+) -> tuple[float, float, float]:
     """(value, low, high) of ``statistic(*arrays)`` over cluster resamples, those where it is
     undefined (NaN) left out; NaN bounds when fewer than two remain."""
     if len(arrays[0]) < 2:  # nothing to agree on (a judge none of whose ratings could be read)
@@ -76,8 +86,13 @@ def _interval(statistic: Callable, arrays: list[np.ndarray], clusters, n_resampl
     if math.isnan(value):
         return value, math.nan, math.nan
     codes = codes_of(clusters, len(arrays[0]))
-    draws = np.array([statistic(*(a[idx] for a in arrays)) for idx in cluster_resamples(codes, n_resamples, seed)],
-                     dtype=float)
+    draws = np.array(
+        [
+            statistic(*(a[idx] for a in arrays))
+            for idx in cluster_resamples(codes, n_resamples, seed)
+        ],
+        dtype=float,
+    )
     draws = draws[np.isfinite(draws)]
     if len(draws) < 2:
         return value, math.nan, math.nan
@@ -86,9 +101,15 @@ def _interval(statistic: Callable, arrays: list[np.ndarray], clusters, n_resampl
     return value, float(low), float(high)
 
 
-def agreement(scores: Sequence[float], labels: Sequence, clusters: Sequence | None = None,
-              statistics: Sequence[str] = GRADED, n_resamples: int = N_RESAMPLES, confidence: float = CONFIDENCE,
-              seed: int = 0) -> list[dict]:
+def agreement(
+    scores: Sequence[float],
+    labels: Sequence,
+    clusters: Sequence | None = None,
+    statistics: Sequence[str] = GRADED,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> list[dict]:
     """One row per statistic: ``statistic, value, ci_low, ci_high, n, n_clusters`` of a scorer's
     ``scores`` against people's ``labels`` (one per answer; ``clusters``: each answer's image)."""
     s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=float)
@@ -96,17 +117,40 @@ def agreement(scores: Sequence[float], labels: Sequence, clusters: Sequence | No
         raise ValueError(f"agreement: {len(s)} scores for {len(y)} labels")
     rows = []
     for name in statistics:
-        value, low, high = _interval(STATISTICS[name], [s, y], clusters, n_resamples, confidence, seed)
-        rows.append({"statistic": name, "value": value, "ci_low": low, "ci_high": high, "n": len(s),
-                     "n_clusters": n_clusters(clusters, len(s))})
+        value, low, high = _interval(
+            STATISTICS[name], [s, y], clusters, n_resamples, confidence, seed
+        )
+        rows.append(
+            {
+                "statistic": name,
+                "value": value,
+                "ci_low": low,
+                "ci_high": high,
+                "n": len(s),
+                "n_clusters": n_clusters(clusters, len(s)),
+            }
+        )
     return rows
 
 
-def paired_agreement(scores_a: Sequence[float], scores_b: Sequence[float], labels: Sequence,
-                     clusters: Sequence | None = None, statistic: str = "roc_auc", n_resamples: int = N_RESAMPLES,
-                     confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float, float]:
+def paired_agreement(
+    scores_a: Sequence[float],
+    scores_b: Sequence[float],
+    labels: Sequence,
+    clusters: Sequence | None = None,
+    statistic: str = "roc_auc",
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> tuple[float, float, float]:
     """(A's agreement - B's, low, high): both scorers resampled on the same clusters, so an interval
     above zero says A agrees with people better than B on these answers."""
     f = STATISTICS[statistic]
-    arrays = [np.asarray(scores_a, dtype=float), np.asarray(scores_b, dtype=float), np.asarray(labels, dtype=float)]
-    return _interval(lambda a, b, y: f(a, y) - f(b, y), arrays, clusters, n_resamples, confidence, seed)
+    arrays = [
+        np.asarray(scores_a, dtype=float),
+        np.asarray(scores_b, dtype=float),
+        np.asarray(labels, dtype=float),
+    ]
+    return _interval(
+        lambda a, b, y: f(a, y) - f(b, y), arrays, clusters, n_resamples, confidence, seed
+    )

@@ -29,7 +29,9 @@ def binary_f1(gold: Sequence, pred: Sequence, positive: Hashable) -> float:
     """F1 of the ``positive`` class (scikit-learn); invalid predictions are never positive."""
     from sklearn.metrics import f1_score
 
-    return float(f1_score(list(gold), _labels(pred), labels=[positive], average="macro", zero_division=0))
+    return float(
+        f1_score(list(gold), _labels(pred), labels=[positive], average="macro", zero_division=0)
+    )
 
 
 def macro_f1(gold: Sequence, pred: Sequence, labels: Sequence | None = None) -> float:
@@ -37,7 +39,9 @@ def macro_f1(gold: Sequence, pred: Sequence, labels: Sequence | None = None) -> 
     from sklearn.metrics import f1_score
 
     labels = list(labels) if labels is not None else sorted(set(gold), key=str)
-    return float(f1_score(list(gold), _labels(pred), labels=labels, average="macro", zero_division=0))
+    return float(
+        f1_score(list(gold), _labels(pred), labels=labels, average="macro", zero_division=0)
+    )
 
 
 def jaccard(gold: set, pred: set | None) -> float:
@@ -49,21 +53,33 @@ def jaccard(gold: set, pred: set | None) -> float:
     return 1.0 if not union else len(gold & pred) / len(union)
 
 
-def mcq_scores(gold: Sequence[Sequence[int]], pred: Sequence[Sequence[int] | None]) -> dict[str, list[float]]:
+def mcq_scores(
+    gold: Sequence[Sequence[int]], pred: Sequence[Sequence[int] | None]
+) -> dict[str, list[float]]:
     """Per-item ``exact`` (same set of options) and ``jaccard`` credit; None = invalid."""
     exact = [float(p is not None and set(p) == set(g)) for g, p in zip(gold, pred)]
-    return {"exact": exact, "jaccard": [jaccard(set(g), None if p is None else set(p)) for g, p in zip(gold, pred)]}
+    return {
+        "exact": exact,
+        "jaccard": [jaccard(set(g), None if p is None else set(p)) for g, p in zip(gold, pred)],
+    }
 
 
 # --- vectorised statistics for lib.metrics.stats.bootstrap_ci (last axis = items) ---------------
+
 
 def f1_statistic(gold: Sequence, pred: Sequence, labels: Sequence):
     """A vectorised macro F1 over ``labels`` (one label: that class's F1) for bootstrap intervals;
     invalid predictions (None) are never any label. Equals :func:`macro_f1` / :func:`binary_f1`."""
     g = np.asarray(["\0" if x is None else str(x) for x in gold])
     p = np.asarray([_NO_LABEL if x is None else str(x) for x in pred])
-    parts = [((g == str(lb)) & (p == str(lb)), (g != str(lb)) & (p == str(lb)), (g == str(lb)) & (p != str(lb)))
-             for lb in labels]
+    parts = [
+        (
+            (g == str(lb)) & (p == str(lb)),
+            (g != str(lb)) & (p == str(lb)),
+            (g == str(lb)) & (p != str(lb)),
+        )
+        for lb in labels
+    ]
     flat = [x.astype(np.int8) for trio in parts for x in trio]
 
     def stat(*arrays):
@@ -84,7 +100,12 @@ def macro_over_types_statistic(scores: Sequence[float], types: Sequence[str]):
     masks = [(np.asarray(types) == t).astype(float) for t in names]
 
     def stat(v, *ms):
-        means = [np.where(m.sum(axis=-1) > 0, (v * m).sum(axis=-1) / np.maximum(m.sum(axis=-1), 1), np.nan) for m in ms]
+        means = [
+            np.where(
+                m.sum(axis=-1) > 0, (v * m).sum(axis=-1) / np.maximum(m.sum(axis=-1), 1), np.nan
+            )
+            for m in ms
+        ]
         return np.nanmean(means, axis=0)
 
     return stat, [values, *masks]
@@ -96,5 +117,8 @@ def per_type(scores: Sequence[float], types: Sequence[str]) -> dict:
     for s, t in zip(scores, types):
         groups[t].append(s)
     by_type = {t: float(np.mean(v)) for t, v in sorted(groups.items())}
-    return {"micro": float(np.mean(scores)) if len(scores) else float("nan"),
-            "macro": float(np.mean(list(by_type.values()))) if by_type else float("nan"), "by_type": by_type}
+    return {
+        "micro": float(np.mean(scores)) if len(scores) else float("nan"),
+        "macro": float(np.mean(list(by_type.values()))) if by_type else float("nan"),
+        "by_type": by_type,
+    }

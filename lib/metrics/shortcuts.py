@@ -24,7 +24,11 @@ import re
 import pandas as pd
 
 TELLS = ("shortest", "longest", "capitalisation", "final_stop", "placeholder")
-BLIND_ORDER = ("final_stop", "capitalisation", "shortest")  # the blind baseline's tells, most precise first
+BLIND_ORDER = (
+    "final_stop",
+    "capitalisation",
+    "shortest",
+)  # the blind baseline's tells, most precise first
 _PLACEHOLDER = re.compile(r"\b(?:foo|baz|qux|lorem|ipsum|placeholder)\b", re.IGNORECASE)
 
 
@@ -55,26 +59,53 @@ def audit(items) -> pd.DataFrame:
     rows = []
     by_type: dict = {}
     for it in items:
-        by_type.setdefault(it.meta.get("specific_type") or it.meta.get("type") or "all", []).append(it)
+        by_type.setdefault(it.meta.get("specific_type") or it.meta.get("type") or "all", []).append(
+            it
+        )
     for qtype, group in sorted(by_type.items()):
         for tell in TELLS:
             hits = [(it, fires(tell, list(it.options))) for it in group]
             hits = [(it, k) for it, k in hits if k is not None]
             right = sum(k in it.answer for it, k in hits)
-            chance = sum(len(it.answer) / len(it.options) for it, _ in hits) / len(hits) if hits else float("nan")
-            rows.append({"type": qtype, "tell": tell, "fired": len(hits), "correct": right,
-                         "rate": right / len(hits) if hits else float("nan"), "chance": chance})
+            chance = (
+                sum(len(it.answer) / len(it.options) for it, _ in hits) / len(hits)
+                if hits
+                else float("nan")
+            )
+            rows.append(
+                {
+                    "type": qtype,
+                    "tell": tell,
+                    "fired": len(hits),
+                    "correct": right,
+                    "rate": right / len(hits) if hits else float("nan"),
+                    "chance": chance,
+                }
+            )
         single = [it for it in group if it.meta.get("general_type", "single") == "single"]
         if single:
-            picks = [next((k for t in BLIND_ORDER if (k := fires(t, list(it.options))) is not None), 0) for it in single]
+            picks = [
+                next((k for t in BLIND_ORDER if (k := fires(t, list(it.options))) is not None), 0)
+                for it in single
+            ]
             right = sum(k in it.answer for it, k in zip(single, picks))
-            rows.append({"type": qtype, "tell": "blind baseline", "fired": len(single), "correct": right,
-                         "rate": right / len(single), "chance": sum(1 / len(it.options) for it in single) / len(single)})
+            rows.append(
+                {
+                    "type": qtype,
+                    "tell": "blind baseline",
+                    "fired": len(single),
+                    "correct": right,
+                    "rate": right / len(single),
+                    "chance": sum(1 / len(it.options) for it in single) / len(single),
+                }
+            )
     return pd.DataFrame(rows, columns=["type", "tell", "fired", "correct", "rate", "chance"])
 
 
 def macro_blind(table: pd.DataFrame) -> dict:
     """The blind baseline's macro average over types, beside chance's."""
     b = table[table["tell"] == "blind baseline"]
-    return {"blind_macro": float(b["rate"].mean()) if len(b) else float("nan"),
-            "chance_macro": float(b["chance"].mean()) if len(b) else float("nan")}
+    return {
+        "blind_macro": float(b["rate"].mean()) if len(b) else float("nan"),
+        "chance_macro": float(b["chance"].mean()) if len(b) else float("nan"),
+    }

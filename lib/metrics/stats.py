@@ -72,7 +72,9 @@ def _cluster_weights(codes: np.ndarray, n_resamples: int, seed: int) -> Iterator
         yield rng.multinomial(g, np.full(g, 1 / g), size=min(batch, n_resamples - start))
 
 
-def cluster_resamples(codes: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 0) -> Iterator[np.ndarray]:
+def cluster_resamples(
+    codes: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 0
+) -> Iterator[np.ndarray]:
     """The item indices of each cluster resample (``codes``: each item's cluster, 0..G-1): every
     item of each drawn cluster, as often as it was drawn, so a resample's size varies. Codes all
     distinct give the ordinary bootstrap of items."""
@@ -83,16 +85,32 @@ def cluster_resamples(codes: np.ndarray, n_resamples: int = N_RESAMPLES, seed: i
             yield np.repeat(order, w[sorted_codes])
 
 
-def _cluster_bootstrap(statistic: Callable, arrays: list[np.ndarray], codes: np.ndarray, n_resamples: int,
-                       confidence: float, seed: int) -> tuple[float, float]:
+def _cluster_bootstrap(
+    statistic: Callable,
+    arrays: list[np.ndarray],
+    codes: np.ndarray,
+    n_resamples: int,
+    confidence: float,
+    seed: int,
+) -> tuple[float, float]:
     """Percentile bounds of ``statistic`` over cluster resamples (one call per resample)."""
-    draws = np.array([float(statistic(*(a[idx] for a in arrays))) for idx in cluster_resamples(codes, n_resamples, seed)])
+    draws = np.array(
+        [
+            float(statistic(*(a[idx] for a in arrays)))
+            for idx in cluster_resamples(codes, n_resamples, seed)
+        ]
+    )
     return _percentiles(draws[~np.isnan(draws)], confidence)
 
 
-def bootstrap_ci(statistic: Callable, samples: Sequence[Sequence], n_resamples: int = N_RESAMPLES,
-                 confidence: float = CONFIDENCE, seed: int = 0, clusters: Sequence | None = None,
-                 ) -> tuple[float, float, float]:
+def bootstrap_ci(
+    statistic: Callable,
+    samples: Sequence[Sequence],
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+    clusters: Sequence | None = None,
+) -> tuple[float, float, float]:
     """(value, low, high) of a vectorised ``statistic(*arrays)``, items resampled together (paired),
     or whole ``clusters`` (one key per item) when given (see the module docstring).
 
@@ -116,16 +134,29 @@ def bootstrap_ci(statistic: Callable, samples: Sequence[Sequence], n_resamples: 
     def stat(idx, axis=-1):
         return statistic(*(a[idx] for a in arrays))
 
-    res = bootstrap((np.arange(n),), stat, n_resamples=n_resamples, confidence_level=confidence, method="percentile",
-                    vectorized=True, batch=max(1, 2_000_000 // n), random_state=np.random.default_rng(seed))
+    res = bootstrap(
+        (np.arange(n),),
+        stat,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method="percentile",
+        vectorized=True,
+        batch=max(1, 2_000_000 // n),
+        random_state=np.random.default_rng(seed),
+    )
     low, high = res.confidence_interval
     if math.isnan(low):  # scipy returns NaN for a degenerate (constant) bootstrap distribution
         low = high = value
     return value, float(low), float(high)
 
 
-def mean_ci(values: Sequence[float], n_resamples: int = N_RESAMPLES, confidence: float = CONFIDENCE,
-            seed: int = 0, clusters: Sequence | None = None) -> tuple[float, float, float]:
+def mean_ci(
+    values: Sequence[float],
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+    clusters: Sequence | None = None,
+) -> tuple[float, float, float]:
     """(mean, low, high) of per-item scores: the percentile bootstrap (as :func:`bootstrap_ci`),
     each resample drawn as the counts of the distinct scores (see the module docstring); with
     ``clusters``, whole clusters are drawn, a resample's mean being its clusters' summed scores over
@@ -142,7 +173,9 @@ def mean_ci(values: Sequence[float], n_resamples: int = N_RESAMPLES, confidence:
         if np.all(x == x[0]):
             return value, value, value
         sums, sizes = np.bincount(codes, weights=x), np.bincount(codes).astype(float)
-        means = np.concatenate([(w @ sums) / (w @ sizes) for w in _cluster_weights(codes, n_resamples, seed)])
+        means = np.concatenate(
+            [(w @ sums) / (w @ sizes) for w in _cluster_weights(codes, n_resamples, seed)]
+        )
         return (value, *_percentiles(means, confidence))
     scores, counts = np.unique(x, return_counts=True)
     if len(scores) == 1:
@@ -150,13 +183,24 @@ def mean_ci(values: Sequence[float], n_resamples: int = N_RESAMPLES, confidence:
     if len(scores) * COUNTS_PER_INDEX > n:
         return bootstrap_ci(lambda a: np.mean(a, axis=-1), [x], n_resamples, confidence, seed)
     rng = np.random.default_rng(seed)
-    batch = max(1, 2_000_000 // len(scores))  # resamples per draw: at most ~2M counts in memory at once
-    means = np.concatenate([rng.multinomial(n, counts / n, size=min(batch, n_resamples - start)) @ scores / n
-                            for start in range(0, n_resamples, batch)])
+    batch = max(
+        1, 2_000_000 // len(scores)
+    )  # resamples per draw: at most ~2M counts in memory at once
+    means = np.concatenate(
+        [
+            rng.multinomial(n, counts / n, size=min(batch, n_resamples - start)) @ scores / n
+            for start in range(0, n_resamples, batch)
+        ]
+    )
     return (value, *_percentiles(means, confidence))
 
 
-CHANGES = ("improved", "worsened", "mixed", "same scores")  # which way an item's scores moved (score_change)
+CHANGES = (
+    "improved",
+    "worsened",
+    "mixed",
+    "same scores",
+)  # which way an item's scores moved (score_change)
 
 
 def score_change(a: dict, b: dict) -> str:
@@ -165,4 +209,12 @@ def score_change(a: dict, b: dict) -> str:
     rose), ``mixed`` (some rose, some fell: BLEU up, ROUGE-L down) or ``same scores``."""
     shared = [k for k in a if k in b and a[k] is not None and b[k] is not None]
     up, down = any(b[k] > a[k] for k in shared), any(b[k] < a[k] for k in shared)
-    return CHANGES[3] if not (up or down) else CHANGES[2] if up and down else CHANGES[0] if up else CHANGES[1]
+    return (
+        CHANGES[3]
+        if not (up or down)
+        else CHANGES[2]
+        if up and down
+        else CHANGES[0]
+        if up
+        else CHANGES[1]
+    )

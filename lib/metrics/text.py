@@ -35,10 +35,14 @@ def tokenize(text: str) -> list[str]:
 
 def _check(predictions: Sequence[str], references: Sequence[Sequence[str]], name: str) -> None:
     if len(predictions) != len(references):
-        raise ValueError(f"{name}: {len(predictions)} predictions but {len(references)} reference lists")
+        raise ValueError(
+            f"{name}: {len(predictions)} predictions but {len(references)} reference lists"
+        )
     for i, refs in enumerate(references):
         if isinstance(refs, str) or not refs:
-            raise ValueError(f"{name}: item {i} needs a non-empty list of reference strings, got {refs!r}")
+            raise ValueError(
+                f"{name}: item {i} needs a non-empty list of reference strings, got {refs!r}"
+            )
 
 
 def bleu(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> list[float]:
@@ -46,11 +50,14 @@ def bleu(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> lis
     import sacrebleu
 
     _check(predictions, references, "bleu")
-    return [sacrebleu.sentence_bleu(p, list(r)).score / 100 for p, r in zip(predictions, references)]
+    return [
+        sacrebleu.sentence_bleu(p, list(r)).score / 100 for p, r in zip(predictions, references)
+    ]
 
 
-def bleu_corpus(predictions: Sequence[str], references: Sequence[Sequence[str]], n_resamples: int,
-                seed: int = 0) -> tuple[float, float, float]:
+def bleu_corpus(
+    predictions: Sequence[str], references: Sequence[Sequence[str]], n_resamples: int, seed: int = 0
+) -> tuple[float, float, float]:
     """Corpus BLEU / 100 as sacrebleu reports it (13a tokenizer, n-gram counts summed over the
     items before the precisions; items may have different numbers of references), with a
     percentile bootstrap interval over items. The YesBut paper's tool reports this, not the mean
@@ -64,7 +71,9 @@ def bleu_corpus(predictions: Sequence[str], references: Sequence[Sequence[str]],
     scorer = BLEU()
     width = max(len(r) for r in references)
     streams = [[r[k] if k < len(r) else None for r in references] for k in range(width)]
-    stats = np.asarray(scorer._extract_corpus_statistics(list(predictions), streams), dtype=np.int64)
+    stats = np.asarray(
+        scorer._extract_corpus_statistics(list(predictions), streams), dtype=np.int64
+    )
 
     def score(rows) -> float:
         return scorer._compute_score_from_stats(rows.sum(axis=0).tolist()).score / 100
@@ -85,11 +94,15 @@ def _rouge_scorer(stemmer: bool):
     return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=stemmer)
 
 
-def rouge_l(predictions: Sequence[str], references: Sequence[Sequence[str]], stemmer: bool = True) -> list[float]:
+def rouge_l(
+    predictions: Sequence[str], references: Sequence[Sequence[str]], stemmer: bool = True
+) -> list[float]:
     """ROUGE-L F-measure (rouge-score), the best over the references."""
     _check(predictions, references, "rouge_l")
     scorer = _rouge_scorer(stemmer)
-    return [scorer.score_multi(list(r), p)["rougeL"].fmeasure for p, r in zip(predictions, references)]
+    return [
+        scorer.score_multi(list(r), p)["rougeL"].fmeasure for p, r in zip(predictions, references)
+    ]
 
 
 def nltk_tokenize(text: str) -> list[str]:
@@ -100,7 +113,9 @@ def nltk_tokenize(text: str) -> list[str]:
     return NLTKWordTokenizer().tokenize(text.lower())
 
 
-def meteor(predictions: Sequence[str], references: Sequence[Sequence[str]], tokenizer: str = "nltk") -> list[float]:
+def meteor(
+    predictions: Sequence[str], references: Sequence[Sequence[str]], tokenizer: str = "nltk"
+) -> list[float]:
     """METEOR as NLTK computes it (``nltk.translate.meteor_score``, WordNet synonyms, the best over
     references), on NLTK's own word tokenisation (:func:`nltk_tokenize`): "t-shirt" and
     "well-known" stay one token, as in the paper's tool. ``tokenizer="regex"`` is our old split
@@ -110,7 +125,10 @@ def meteor(predictions: Sequence[str], references: Sequence[Sequence[str]], toke
     _check(predictions, references, "meteor")
     split = {"nltk": nltk_tokenize, "regex": tokenize}[tokenizer]
     wordnet = ensure_wordnet()
-    return [meteor_score([split(x) for x in r], split(p), wordnet=wordnet) for p, r in zip(predictions, references)]
+    return [
+        meteor_score([split(x) for x in r], split(p), wordnet=wordnet)
+        for p, r in zip(predictions, references)
+    ]
 
 
 def ptb_tokenize(texts: Sequence[str]) -> list[str]:
@@ -128,7 +146,9 @@ def ptb_tokenize(texts: Sequence[str]) -> list[str]:
     return out
 
 
-def cider(predictions: Sequence[str], references: Sequence[Sequence[str]], tokenizer: str = "ptb") -> list[float]:
+def cider(
+    predictions: Sequence[str], references: Sequence[Sequence[str]], tokenizer: str = "ptb"
+) -> list[float]:
     """CIDEr-D per item as coco-caption computes it (pycocoevalcap's ``Cider`` on its PTBTokenizer
     output: "field!!!" is "field", "t-shirt" one token). IDF comes from these references, so the
     mean of the scores is the corpus CIDEr of exactly this set of items. ``tokenizer="regex"`` is our
@@ -140,7 +160,7 @@ def cider(predictions: Sequence[str], references: Sequence[Sequence[str]], token
         return []
     if tokenizer == "ptb":
         flat = ptb_tokenize([p for p in predictions] + [x for r in references for x in r])
-        res_tok, it = flat[:len(predictions)], iter(flat[len(predictions):])
+        res_tok, it = flat[: len(predictions)], iter(flat[len(predictions) :])
         ref_tok = [[next(it) for _ in r] for r in references]
     elif tokenizer == "regex":
         res_tok = [" ".join(tokenize(p)) for p in predictions]
@@ -153,8 +173,13 @@ def cider(predictions: Sequence[str], references: Sequence[Sequence[str]], token
     return [float(s) for s in scores]
 
 
-def bertscore(predictions: Sequence[str], references: Sequence[Sequence[str]], model: str | None = None,
-              num_layers: int | None = None, batch_size: int = 64) -> list[float]:
+def bertscore(
+    predictions: Sequence[str],
+    references: Sequence[Sequence[str]],
+    model: str | None = None,
+    num_layers: int | None = None,
+    batch_size: int = 64,
+) -> list[float]:
     """BERTScore F1 (bert-score), the best over references. Default model: the local MiniLM
     (all-MiniLM-L6-v2, 6 layers; no rescaling baseline exists for it). Any HF model id or path
     works with its own ``num_layers``."""
@@ -169,7 +194,9 @@ def bertscore(predictions: Sequence[str], references: Sequence[Sequence[str]], m
     out = [0.0] * len(predictions)
     if keep:
         refs = [[r for r in references[i] if r.strip()] or ["."] for i in keep]
-        _, _, f1 = _bert_scorer(model, num_layers, batch_size).score([predictions[i] for i in keep], refs)
+        _, _, f1 = _bert_scorer(model, num_layers, batch_size).score(
+            [predictions[i] for i in keep], refs
+        )
         for i, x in zip(keep, f1):
             out[i] = float(x)
     return out
@@ -180,8 +207,12 @@ def _bert_scorer(model: str, num_layers: int | None, batch_size: int):
     """One loaded BERTScorer per model (loading costs seconds; scoring a batch, milliseconds)."""
     import bert_score
 
-    return bert_score.BERTScorer(model_type=model, num_layers=num_layers, batch_size=batch_size,
-                                 device="cpu" if not _cuda() else None)
+    return bert_score.BERTScorer(
+        model_type=model,
+        num_layers=num_layers,
+        batch_size=batch_size,
+        device="cpu" if not _cuda() else None,
+    )
 
 
 def _cuda() -> bool:
@@ -190,8 +221,12 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def anls(predictions: Sequence[str], references: Sequence[Sequence[str]], threshold: float = 0.5,
-         length: str = "raw") -> list[float]:
+def anls(
+    predictions: Sequence[str],
+    references: Sequence[Sequence[str]],
+    threshold: float = 0.5,
+    length: str = "raw",
+) -> list[float]:
     """Average Normalised Levenshtein Similarity, as the official DocVQA / RRC evaluation script
     computes it: per reference, the Levenshtein distance between the lower-cased, space-collapsed
     strings divided by the longer of the two *raw* strings (``len(s.upper())``: padding and
@@ -220,11 +255,38 @@ def anls(predictions: Sequence[str], references: Sequence[Sequence[str]], thresh
 # The official VQA evaluation (GT-Vision-Lab/VQA vqaEval.py at a013f00, the 2021 "processing answers"
 # fix), restated; tests/metrics/test_text.py checks it against values from running that script.
 
-_MANUAL_MAP = {"none": "0", **{w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten".split())}}
+_MANUAL_MAP = {
+    "none": "0",
+    **{
+        w: str(i)
+        for i, w in enumerate("zero one two three four five six seven eight nine ten".split())
+    },
+}
 _ARTICLES = {"a", "an", "the"}
 # Its list exactly: no ":", "'" or "$", which therefore stay ("10:30", "dog's"); full stops: _PERIOD.
-_OFFICIAL_PUNCT = [";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-", ">", "<", "@", "`", ",", "?",
-                   "!"]
+_OFFICIAL_PUNCT = [
+    ";",
+    "/",
+    "[",
+    "]",
+    '"',
+    "{",
+    "}",
+    "(",
+    ")",
+    "=",
+    "+",
+    "\\",
+    "_",
+    "-",
+    ">",
+    "<",
+    "@",
+    "`",
+    ",",
+    "?",
+    "!",
+]
 # re.ASCII: the script ran on Python 2, where \d in a pattern without re.UNICODE means [0-9] only.
 _COMMA_BETWEEN_DIGITS = re.compile(r"(\d)(,)(\d)", re.ASCII)
 # The official pattern as written: "(?!<=" is a lookahead, not a lookbehind, so every full stop not
@@ -234,32 +296,126 @@ _PERIOD = re.compile(r"(?!<=\d)(\.)(?!\d)", re.ASCII)
 # The official table verbatim (straight apostrophes, as since its 2016 fix). Keys are matched after
 # lower-casing, so "Im", "Ive", "Id've" and "I'dve" never fire - as in the script.
 _CONTRACTIONS = {
-    "aint": "ain't", "arent": "aren't", "cant": "can't", "couldve": "could've", "couldnt": "couldn't",
-    "couldn'tve": "couldn't've", "couldnt've": "couldn't've", "didnt": "didn't", "doesnt": "doesn't",
-    "dont": "don't", "hadnt": "hadn't", "hadnt've": "hadn't've", "hadn'tve": "hadn't've", "hasnt": "hasn't",
-    "havent": "haven't", "hed": "he'd", "hed've": "he'd've", "he'dve": "he'd've", "hes": "he's", "howd": "how'd",
-    "howll": "how'll", "hows": "how's", "Id've": "I'd've", "I'dve": "I'd've", "Im": "I'm", "Ive": "I've",
-    "isnt": "isn't", "itd": "it'd", "itd've": "it'd've", "it'dve": "it'd've", "itll": "it'll", "let's": "let's",
-    "maam": "ma'am", "mightnt": "mightn't", "mightnt've": "mightn't've", "mightn'tve": "mightn't've",
-    "mightve": "might've", "mustnt": "mustn't", "mustve": "must've", "neednt": "needn't", "notve": "not've",
-    "oclock": "o'clock", "oughtnt": "oughtn't", "ow's'at": "'ow's'at", "'ows'at": "'ow's'at", "'ow'sat": "'ow's'at",
-    "shant": "shan't", "shed've": "she'd've", "she'dve": "she'd've", "she's": "she's", "shouldve": "should've",
-    "shouldnt": "shouldn't", "shouldnt've": "shouldn't've", "shouldn'tve": "shouldn't've", "somebody'd": "somebodyd",
-    "somebodyd've": "somebody'd've", "somebody'dve": "somebody'd've", "somebodyll": "somebody'll",
-    "somebodys": "somebody's", "someoned": "someone'd", "someoned've": "someone'd've", "someone'dve": "someone'd've",
-    "someonell": "someone'll", "someones": "someone's", "somethingd": "something'd",
-    "somethingd've": "something'd've", "something'dve": "something'd've", "somethingll": "something'll",
-    "thats": "that's", "thered": "there'd", "thered've": "there'd've", "there'dve": "there'd've",
-    "therere": "there're", "theres": "there's", "theyd": "they'd", "theyd've": "they'd've", "they'dve": "they'd've",
-    "theyll": "they'll", "theyre": "they're", "theyve": "they've", "twas": "'twas", "wasnt": "wasn't",
-    "wed've": "we'd've", "we'dve": "we'd've", "weve": "we've", "werent": "weren't", "whatll": "what'll",
-    "whatre": "what're", "whats": "what's", "whatve": "what've", "whens": "when's", "whered": "where'd",
-    "wheres": "where's", "whereve": "where've", "whod": "who'd", "whod've": "who'd've", "who'dve": "who'd've",
-    "wholl": "who'll", "whos": "who's", "whove": "who've", "whyll": "why'll", "whyre": "why're", "whys": "why's",
-    "wont": "won't", "wouldve": "would've", "wouldnt": "wouldn't", "wouldnt've": "wouldn't've",
-    "wouldn'tve": "wouldn't've", "yall": "y'all", "yall'll": "y'all'll", "y'allll": "y'all'll",
-    "yall'd've": "y'all'd've", "y'alld've": "y'all'd've", "y'all'dve": "y'all'd've", "youd": "you'd",
-    "youd've": "you'd've", "you'dve": "you'd've", "youll": "you'll", "youre": "you're", "youve": "you've",
+    "aint": "ain't",
+    "arent": "aren't",
+    "cant": "can't",
+    "couldve": "could've",
+    "couldnt": "couldn't",
+    "couldn'tve": "couldn't've",
+    "couldnt've": "couldn't've",
+    "didnt": "didn't",
+    "doesnt": "doesn't",
+    "dont": "don't",
+    "hadnt": "hadn't",
+    "hadnt've": "hadn't've",
+    "hadn'tve": "hadn't've",
+    "hasnt": "hasn't",
+    "havent": "haven't",
+    "hed": "he'd",
+    "hed've": "he'd've",
+    "he'dve": "he'd've",
+    "hes": "he's",
+    "howd": "how'd",
+    "howll": "how'll",
+    "hows": "how's",
+    "Id've": "I'd've",
+    "I'dve": "I'd've",
+    "Im": "I'm",
+    "Ive": "I've",
+    "isnt": "isn't",
+    "itd": "it'd",
+    "itd've": "it'd've",
+    "it'dve": "it'd've",
+    "itll": "it'll",
+    "let's": "let's",
+    "maam": "ma'am",
+    "mightnt": "mightn't",
+    "mightnt've": "mightn't've",
+    "mightn'tve": "mightn't've",
+    "mightve": "might've",
+    "mustnt": "mustn't",
+    "mustve": "must've",
+    "neednt": "needn't",
+    "notve": "not've",
+    "oclock": "o'clock",
+    "oughtnt": "oughtn't",
+    "ow's'at": "'ow's'at",
+    "'ows'at": "'ow's'at",
+    "'ow'sat": "'ow's'at",
+    "shant": "shan't",
+    "shed've": "she'd've",
+    "she'dve": "she'd've",
+    "she's": "she's",
+    "shouldve": "should've",
+    "shouldnt": "shouldn't",
+    "shouldnt've": "shouldn't've",
+    "shouldn'tve": "shouldn't've",
+    "somebody'd": "somebodyd",
+    "somebodyd've": "somebody'd've",
+    "somebody'dve": "somebody'd've",
+    "somebodyll": "somebody'll",
+    "somebodys": "somebody's",
+    "someoned": "someone'd",
+    "someoned've": "someone'd've",
+    "someone'dve": "someone'd've",
+    "someonell": "someone'll",
+    "someones": "someone's",
+    "somethingd": "something'd",
+    "somethingd've": "something'd've",
+    "something'dve": "something'd've",
+    "somethingll": "something'll",
+    "thats": "that's",
+    "thered": "there'd",
+    "thered've": "there'd've",
+    "there'dve": "there'd've",
+    "therere": "there're",
+    "theres": "there's",
+    "theyd": "they'd",
+    "theyd've": "they'd've",
+    "they'dve": "they'd've",
+    "theyll": "they'll",
+    "theyre": "they're",
+    "theyve": "they've",
+    "twas": "'twas",
+    "wasnt": "wasn't",
+    "wed've": "we'd've",
+    "we'dve": "we'd've",
+    "weve": "we've",
+    "werent": "weren't",
+    "whatll": "what'll",
+    "whatre": "what're",
+    "whats": "what's",
+    "whatve": "what've",
+    "whens": "when's",
+    "whered": "where'd",
+    "wheres": "where's",
+    "whereve": "where've",
+    "whod": "who'd",
+    "whod've": "who'd've",
+    "who'dve": "who'd've",
+    "wholl": "who'll",
+    "whos": "who's",
+    "whove": "who've",
+    "whyll": "why'll",
+    "whyre": "why're",
+    "whys": "why's",
+    "wont": "won't",
+    "wouldve": "would've",
+    "wouldnt": "wouldn't",
+    "wouldnt've": "wouldn't've",
+    "wouldn'tve": "wouldn't've",
+    "yall": "y'all",
+    "yall'll": "y'all'll",
+    "y'allll": "y'all'll",
+    "yall'd've": "y'all'd've",
+    "y'alld've": "y'all'd've",
+    "y'all'dve": "y'all'd've",
+    "youd": "you'd",
+    "youd've": "you'd've",
+    "you'dve": "you'd've",
+    "youll": "you'll",
+    "youre": "you're",
+    "youve": "you've",
 }
 VQA_RULES = ("official", "lenient")
 
@@ -294,7 +450,9 @@ def normalize_vqa(answer: str) -> str:
     return _digit_article(vqa_punctuation(_strip(answer)))
 
 
-def vqa_accuracy(predictions: Sequence[str], references: Sequence[Sequence[str]], rule: str = "official") -> list[float]:
+def vqa_accuracy(
+    predictions: Sequence[str], references: Sequence[Sequence[str]], rule: str = "official"
+) -> list[float]:
     """VQA accuracy as the official ``vqaEval.py`` computes it: both sides stripped; when the stripped
     references are not all the same, both normalised (:func:`normalize_vqa`), otherwise compared as
     they are (so "Yes" scores 0 against ten "yes"); then, for each reference left out in turn,
@@ -321,7 +479,10 @@ def vqa_accuracy(predictions: Sequence[str], references: Sequence[Sequence[str]]
             need = 3
         # Leave-one-out by position: the script drops the answer dict equal to the one left out, and
         # real annotations' dicts differ by answer_id, so exactly one goes.
-        accs = [min(1.0, sum(g == res for j, g in enumerate(gts) if j != i) / need) for i in range(len(gts))]
+        accs = [
+            min(1.0, sum(g == res for j, g in enumerate(gts) if j != i) / need)
+            for i in range(len(gts))
+        ]
         out.append(sum(accs) / len(accs))
     return out
 
@@ -329,4 +490,7 @@ def vqa_accuracy(predictions: Sequence[str], references: Sequence[Sequence[str]]
 def exact_match(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> list[float]:
     """1 when the normalised prediction equals one normalised reference (VQA normalisation, both sides)."""
     _check(predictions, references, "exact_match")
-    return [float(normalize_vqa(p) in {normalize_vqa(r) for r in refs}) for p, refs in zip(predictions, references)]
+    return [
+        float(normalize_vqa(p) in {normalize_vqa(r) for r in refs})
+        for p, refs in zip(predictions, references)
+    ]

@@ -45,20 +45,26 @@ def install_wordnet(target: Path | None = None) -> Path:
     data = target or nltk_data_dir()
     dest = data / "corpora" / "wordnet"
     if not all((WORDNET_SYSTEM / f).exists() for f in ("data.noun", "index.sense")):
-        raise LookupError("METEOR needs WordNet 3.0 and none was found: install the Debian package "
-                          "`wordnet-base` and `wordnet-sense-index` (apt-get install wordnet-base wordnet-sense-index; `make` does it when run as root), "
-                          "or, online, run python -c \"import nltk; nltk.download('wordnet')\".")
+        raise LookupError(
+            "METEOR needs WordNet 3.0 and none was found: install the Debian package "
+            "`wordnet-base` and `wordnet-sense-index` (apt-get install wordnet-base wordnet-sense-index; `make` does it when run as root), "
+            "or, online, run python -c \"import nltk; nltk.download('wordnet')\"."
+        )
     dest.mkdir(parents=True, exist_ok=True)
     for f in WORDNET_SYSTEM.iterdir():
         if f.is_file():
-            shutil.copyfile(f, dest / f.name)  # a copy: NLTK rejects corpus roots reached through links
+            shutil.copyfile(
+                f, dest / f.name
+            )  # a copy: NLTK rejects corpus roots reached through links
     lines = []
     for raw in gzip.open(_LEXNAMES_MAN, "rt", errors="replace"):
         m = re.match(r"^(\d\d)\s+((adj|adv|noun|verb)\.\w+)", raw)
         if m:
             lines.append(f"{m.group(1)}\t{m.group(2)}\t{_CATEGORY[m.group(3)]}")
     if len(lines) != 45:
-        raise LookupError(f"could not read WordNet's 45 lexicographer file names from {_LEXNAMES_MAN} (got {len(lines)})")
+        raise LookupError(
+            f"could not read WordNet's 45 lexicographer file names from {_LEXNAMES_MAN} (got {len(lines)})"
+        )
     (dest / "lexnames").write_text("\n".join(lines) + "\n")
     if str(data) not in nltk.data.path:
         nltk.data.path.insert(0, str(data))

@@ -37,24 +37,43 @@ def check_spec(spec, where: str, allow_empty: bool = False) -> None:
     if not isinstance(spec, dict):
         raise ParamsError(f"{where} must be a model spec (a mapping with 'backend'), got {spec!r}")
     if "api_key" in spec:
-        raise ParamsError(f"{where}: put the *name* of an environment variable in 'api_key_env', never a key")
+        raise ParamsError(
+            f"{where}: put the *name* of an environment variable in 'api_key_env', never a key"
+        )
     cls = BACKENDS.get(spec.get("backend"))
     if cls is None:
-        raise ParamsError(f"{where}.backend must be one of {tuple(BACKENDS)}, got {spec.get('backend')!r}")
+        raise ParamsError(
+            f"{where}.backend must be one of {tuple(BACKENDS)}, got {spec.get('backend')!r}"
+        )
     keys = COMMON_SPEC_KEYS | cls.SPEC_KEYS
     unknown = sorted(set(spec) - keys)
     if unknown:
-        raise ParamsError(f"{where}: unknown key {unknown[0]!r} for a {spec['backend']} model"
-                          f"{did_you_mean(unknown[0], keys)} (keys: {', '.join(sorted(keys))})")
+        raise ParamsError(
+            f"{where}: unknown key {unknown[0]!r} for a {spec['backend']} model"
+            f"{did_you_mean(unknown[0], keys)} (keys: {', '.join(sorted(keys))})"
+        )
     cls.check_spec(spec, where)
 
 
 def load_model(spec: dict) -> Model:
     """A lazily loaded model from a spec dict such as ``{backend: hf, name: ..., dtype: bfloat16}``."""
     if not isinstance(spec, dict) or spec.get("backend") not in BACKENDS:
-        raise ValueError(f"a model spec is a dict whose 'backend' is one of {', '.join(BACKENDS)}, got {spec!r}")
+        raise ValueError(
+            f"a model spec is a dict whose 'backend' is one of {', '.join(BACKENDS)}, got {spec!r}"
+        )
     return BACKENDS[spec["backend"]](spec)
 
 
-__all__ = ["BACKENDS", "Constraint", "Model", "Request", "Response", "check_spec", "generate", "load_model",
-           "parse_choice", "parse_json", "parse_response"]
+__all__ = [
+    "BACKENDS",
+    "Constraint",
+    "Model",
+    "Request",
+    "Response",
+    "check_spec",
+    "generate",
+    "load_model",
+    "parse_choice",
+    "parse_json",
+    "parse_response",
+]

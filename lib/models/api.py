@@ -115,12 +115,16 @@ def check_base_url(value, where: str) -> None:
     if value is None or isinstance(value, str):
         return
     if not isinstance(value, list) or not value:
-        raise ParamsError(f"{where}.base_url must be a server's URL or a non-empty list of them "
-                          f"(servers of one model), got {short(value)}")
+        raise ParamsError(
+            f"{where}.base_url must be a server's URL or a non-empty list of them "
+            f"(servers of one model), got {short(value)}"
+        )
     for i, url in enumerate(value):
         if not isinstance(url, str) or not url.strip():
-            raise ParamsError(f"{where}.base_url[{i}] must be a server's URL (e.g. http://127.0.0.1:8000/v1), "
-                              f"got {short(url)}")
+            raise ParamsError(
+                f"{where}.base_url[{i}] must be a server's URL (e.g. http://127.0.0.1:8000/v1), "
+                f"got {short(url)}"
+            )
         if url in value[:i]:
             raise ParamsError(f"{where}.base_url lists {url!r} twice: list each server once")
 
@@ -150,8 +154,11 @@ class ServerPool:
         self.picks += 1
         pool = [i for i in range(self.n) if i not in tried] or list(range(self.n))
         ready = [i for i in pool if self._cool_until[i] < self.picks]
-        i = (min(ready, key=lambda i: (self.in_flight[i], i)) if ready
-             else min(pool, key=lambda i: (self._cool_until[i], self.in_flight[i], i)))
+        i = (
+            min(ready, key=lambda i: (self.in_flight[i], i))
+            if ready
+            else min(pool, key=lambda i: (self._cool_until[i], self.in_flight[i], i))
+        )
         self.sent[i] += 1
         return i
 
@@ -168,9 +175,22 @@ _TRIED: contextvars.ContextVar[set] = contextvars.ContextVar("tried_servers")
 class OpenAIModel(Model):
     """An OpenAI-compatible endpoint behind the common interface (see the module docstring)."""
 
-    SPEC_KEYS = frozenset({"base_url", "api_key_env", "concurrency", "max_retries", "timeout_s", "batch_size",
-                           "revision", "price_per_1m_input", "price_per_1m_output", "price_per_image", "endpoint",
-                           "size"})
+    SPEC_KEYS = frozenset(
+        {
+            "base_url",
+            "api_key_env",
+            "concurrency",
+            "max_retries",
+            "timeout_s",
+            "batch_size",
+            "revision",
+            "price_per_1m_input",
+            "price_per_1m_output",
+            "price_per_image",
+            "endpoint",
+            "size",
+        }
+    )
 
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
@@ -178,19 +198,25 @@ class OpenAIModel(Model):
         check_base_url(spec.get("base_url"), where)
         env = spec.get("api_key_env")
         if env is not None and not (isinstance(env, str) and _ENV_NAME.match(env)):
-            raise ParamsError(f"{where}.api_key_env must name an environment variable (letters, digits, _), not hold "
-                              f"a key; the value given is not shown")
+            raise ParamsError(
+                f"{where}.api_key_env must name an environment variable (letters, digits, _), not hold "
+                f"a key; the value given is not shown"
+            )
 
     def __init__(self, spec: dict):
         super().__init__(spec)
         if "api_key" in spec:
-            raise ValueError("put the NAME of an environment variable in the spec's 'api_key_env', "
-                             "never the key itself in 'api_key'")
+            raise ValueError(
+                "put the NAME of an environment variable in the spec's 'api_key_env', "
+                "never the key itself in 'api_key'"
+            )
         env = spec.get("api_key_env", "OPENAI_API_KEY")
         if not isinstance(env, str) or not _ENV_NAME.match(env):
             # the message never repeats the value: it may be the key itself
-            raise ValueError(f"model {spec.get('name')!r}: api_key_env must be the NAME of an environment variable "
-                             f"(letters, digits, _), not a key; the value given is not shown")
+            raise ValueError(
+                f"model {spec.get('name')!r}: api_key_env must be the NAME of an environment variable "
+                f"(letters, digits, _), not a key; the value given is not shown"
+            )
         self.urls = base_urls(spec)
         self.pool = ServerPool(max(1, len(self.urls)))
         self.concurrency = int(spec.get("concurrency", 16))  # per server
@@ -201,9 +227,14 @@ class OpenAIModel(Model):
     def fingerprint(self) -> str:
         # Prices and throughput knobs do not change answers; the endpoint, the model and the weights
         # the server says it serves do.
-        keep = {k: v for k, v in self.spec.items() if k in ("backend", "name", "base_url", "revision", "label",
-                                                             "endpoint", "size")}
-        if isinstance(self.spec.get("base_url"), list):  # interchangeable servers: not which, nor how many
+        keep = {
+            k: v
+            for k, v in self.spec.items()
+            if k in ("backend", "name", "base_url", "revision", "label", "endpoint", "size")
+        }
+        if isinstance(
+            self.spec.get("base_url"), list
+        ):  # interchangeable servers: not which, nor how many
             keep["base_url"] = ANY_LISTED_SERVER
         served = self.server_identity()
         if served:
@@ -215,12 +246,18 @@ class OpenAIModel(Model):
         ``max_model_len``; vLLM gives all three), asked once; empty when there is no ``base_url``,
         or no server answers or lists the model. Listed servers that say different things are refused."""
         if self._identity is None:
-            said = {} if self.spec.get("endpoint") == "images" else {url: self._served_by(url) for url in self.urls}
+            said = (
+                {}
+                if self.spec.get("endpoint") == "images"
+                else {url: self._served_by(url) for url in self.urls}
+            )
             said = {url: identity for url, identity in said.items() if identity}
             if len({json.dumps(v, sort_keys=True) for v in said.values()}) > 1:
-                raise ValueError(f"model {self.name!r}: the servers of base_url serve different models ("
-                                 + "; ".join(f"{url}: {v}" for url, v in said.items())
-                                 + "): the servers of one spec must serve the same weights; give each its own spec")
+                raise ValueError(
+                    f"model {self.name!r}: the servers of base_url serve different models ("
+                    + "; ".join(f"{url}: {v}" for url, v in said.items())
+                    + "): the servers of one spec must serve the same weights; give each its own spec"
+                )
             self._identity = next(iter(said.values()), {})
         return self._identity
 
@@ -229,8 +266,12 @@ class OpenAIModel(Model):
         from openai import OpenAI, OpenAIError
 
         try:
-            with OpenAI(base_url=base, api_key=self._api_key(), max_retries=1,
-                        timeout=float(self.spec.get("timeout_s", 60))) as client:
+            with OpenAI(
+                base_url=base,
+                api_key=self._api_key(),
+                max_retries=1,
+                timeout=float(self.spec.get("timeout_s", 60)),
+            ) as client:
                 listed = [m.model_dump() for m in client.models.list()]
         except (OpenAIError, ValueError, TypeError, AttributeError):
             listed = []
@@ -246,8 +287,10 @@ class OpenAIModel(Model):
             return key
         if self.spec.get("base_url"):  # local servers (vLLM without --api-key) accept any key
             return "EMPTY"
-        raise RuntimeError(f"model {self.name!r}: environment variable {env} (named by the spec's api_key_env) "
-                           f"is not set; export it, or set base_url to a local server")
+        raise RuntimeError(
+            f"model {self.name!r}: environment variable {env} (named by the spec's api_key_env) "
+            f"is not set; export it, or set base_url to a local server"
+        )
 
     def _load(self) -> None:
         self._api_key()  # fail before any request when no key is reachable
@@ -258,34 +301,46 @@ class OpenAIModel(Model):
 
         # the hooks each attempt goes through (httpx2 clients)
         if not all(hasattr(AsyncOpenAI, hook) for hook in ("_send_request", "_sleep_for_retry")):
-            raise RuntimeError(f"openai {openai.__version__} is too old for the per-attempt deadline (timeout_s) and "
-                               f"the choice of server; upgrade it: pip install -U openai")
+            raise RuntimeError(
+                f"openai {openai.__version__} is too old for the per-attempt deadline (timeout_s) and "
+                f"the choice of server; upgrade it: pip install -U openai"
+            )
         import httpx2  # what the openai client sends with, and whose timeouts it retries
 
         deadline_s = float(self.spec.get("timeout_s", 60))
         pool, bases = self.pool, [url.rstrip("/") + "/" for url in self.urls]
 
         class Client(AsyncOpenAI):
-            def _should_retry(self, response) -> bool:  # the openai client's retry rule, minus grammar failures
+            def _should_retry(
+                self, response
+            ) -> bool:  # the openai client's retry rule, minus grammar failures
                 return not grammar_failure(response) and super()._should_retry(response)
 
             async def _sleep_for_retry(self, *, retries_taken: int, **kwargs) -> None:
                 tried = _TRIED.get(None)
-                if tried is not None and len(tried) < pool.n:  # a server it has not tried takes it at once
+                if (
+                    tried is not None and len(tried) < pool.n
+                ):  # a server it has not tried takes it at once
                     return
                 # then one server's backoff: the attempts that went round the servers do not lengthen it
-                await super()._sleep_for_retry(retries_taken=max(0, retries_taken - (pool.n - 1)), **kwargs)
+                await super()._sleep_for_retry(
+                    retries_taken=max(0, retries_taken - (pool.n - 1)), **kwargs
+                )
 
             async def _send_request(self, request, **kwargs):
                 tried = _TRIED.get(None)
                 tried = set() if tried is None else tried
                 i = pool.pick(tried)
                 tried.add(i)
-                if i:  # the client built the request for the first server's URL: send it to server i
+                if (
+                    i
+                ):  # the client built the request for the first server's URL: send it to server i
                     own, url = str(self.base_url), str(request.url)
                     if not url.startswith(own):
-                        raise RuntimeError(f"cannot route {url} to {bases[i]}: it is not under {own}")
-                    request.url = httpx2.URL(bases[i] + url[len(own):])
+                        raise RuntimeError(
+                            f"cannot route {url} to {bases[i]}: it is not under {own}"
+                        )
+                    request.url = httpx2.URL(bases[i] + url[len(own) :])
                     request.headers["Host"] = request.url.netloc.decode("ascii")
                 pool.in_flight[i] += 1
                 # One attempt, body included, within timeout_s: the client's timeout bounds each read,
@@ -295,20 +350,24 @@ class OpenAIModel(Model):
                         response = await super()._send_request(request, **kwargs)
                 except TimeoutError:
                     pool.failed(i)
-                    raise httpx2.ReadTimeout(f"no whole reply within timeout_s={deadline_s:g}s",
-                                             request=request) from None
+                    raise httpx2.ReadTimeout(
+                        f"no whole reply within timeout_s={deadline_s:g}s", request=request
+                    ) from None
                 except Exception:  # refused, reset: the client retries these
                     pool.failed(i)
                     raise
                 finally:
                     pool.in_flight[i] -= 1
-                if response.status_code >= 400 and self._should_retry(response):  # 429, 5xx: retried elsewhere
+                if response.status_code >= 400 and self._should_retry(
+                    response
+                ):  # 429, 5xx: retried elsewhere
                     pool.failed(i)
                 return response
 
         # servers - 1 attempts more than one server's, for trying each server once first
         return Client(
-            base_url=self.urls[0] if self.urls else None, api_key=self._api_key(),
+            base_url=self.urls[0] if self.urls else None,
+            api_key=self._api_key(),
             max_retries=int(self.spec.get("max_retries", 5)) + pool.n - 1,
             timeout=float(self.spec.get("timeout_s", 60)),
         )
@@ -319,24 +378,41 @@ class OpenAIModel(Model):
         return text.replace(key, "<redacted>") if key and len(key) >= 4 else text
 
     def _cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * float(self.spec.get("price_per_1m_input", 0))
-                + completion_tokens * float(self.spec.get("price_per_1m_output", 0))) / 1e6
+        return (
+            prompt_tokens * float(self.spec.get("price_per_1m_input", 0))
+            + completion_tokens * float(self.spec.get("price_per_1m_output", 0))
+        ) / 1e6
 
     async def _image(self, client, r: Request) -> Response:
         start = time.perf_counter()
         try:
-            result = await client.images.generate(model=self.spec["name"], prompt=last_text(r),
-                                                  size=self.spec.get("size", "1024x1024"), response_format="b64_json", n=1)
+            result = await client.images.generate(
+                model=self.spec["name"],
+                prompt=last_text(r),
+                size=self.spec.get("size", "1024x1024"),
+                response_format="b64_json",
+                n=1,
+            )
         except Exception as e:  # after the client's own retries
-            return Response(text="", method=ERROR, valid=False, error=self._redact(f"{type(e).__name__}: {e}"),
-                            latency_s=time.perf_counter() - start)
+            return Response(
+                text="",
+                method=ERROR,
+                valid=False,
+                error=self._redact(f"{type(e).__name__}: {e}"),
+                latency_s=time.perf_counter() - start,
+            )
         raw = base64.b64decode(result.data[0].b64_json)
         name = f"images/{hashlib.sha256(raw).hexdigest()}.png"
         path = cache_dir("images") / Path(name).name
         if not path.exists():
             path.write_bytes(raw)
-        return Response(text=name, parsed=name, method=FREE, latency_s=time.perf_counter() - start,
-                        cost_usd=float(self.spec.get("price_per_image", 0)))
+        return Response(
+            text=name,
+            parsed=name,
+            method=FREE,
+            latency_s=time.perf_counter() - start,
+            cost_usd=float(self.spec.get("price_per_image", 0)),
+        )
 
     async def _one(self, client, sem: asyncio.Semaphore, r: Request) -> Response:
         _TRIED.set(set())  # this request's own (each request runs in its own task)
@@ -350,36 +426,75 @@ class OpenAIModel(Model):
             try:
                 completion = await client.chat.completions.create(**kwargs)
             except Exception as e:  # after the client's own retries: record, do not sink the batch
-                return Response(text="", parsed=None, method=ERROR, valid=False,
-                                error=self._redact(f"{type(e).__name__}: {e}"), latency_s=time.perf_counter() - start)
+                return Response(
+                    text="",
+                    parsed=None,
+                    method=ERROR,
+                    valid=False,
+                    error=self._redact(f"{type(e).__name__}: {e}"),
+                    latency_s=time.perf_counter() - start,
+                )
             latency = time.perf_counter() - start
             try:  # a 200 that is no chat completion (an HTML page, choices: []) fails this request only
                 content, finish, pt, ct = completion_parts(completion)
             except (AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
-                return Response(text="", method=ERROR, valid=False, latency_s=latency, error=self._redact(
-                    f"not a chat completion ({type(e).__name__}: {e}): {str(completion)[:200]!r}"))
-            usage_fields = dict(prompt_tokens=pt, completion_tokens=ct, latency_s=latency, cost_usd=self._cost(pt, ct))
+                return Response(
+                    text="",
+                    method=ERROR,
+                    valid=False,
+                    latency_s=latency,
+                    error=self._redact(
+                        f"not a chat completion ({type(e).__name__}: {e}): {str(completion)[:200]!r}"
+                    ),
+                )
+            usage_fields = dict(
+                prompt_tokens=pt,
+                completion_tokens=ct,
+                latency_s=latency,
+                cost_usd=self._cost(pt, ct),
+            )
             is_text = content is None or isinstance(content, str)
             raw, error = (content or "", None) if is_text else not_text(content)
-            text, problem = cap_reply(self._redact(raw))  # redacted whole: a cut must not keep part of a key
+            text, problem = cap_reply(
+                self._redact(raw)
+            )  # redacted whole: a cut must not keep part of a key
             if error:  # a list, a number, an object: no answer, kept as JSON
-                return Response(text=text, method=ERROR, valid=False, error="; ".join(x for x in (error, problem) if x),
-                                finish_reason=finish, **usage_fields)
+                return Response(
+                    text=text,
+                    method=ERROR,
+                    valid=False,
+                    error="; ".join(x for x in (error, problem) if x),
+                    finish_reason=finish,
+                    **usage_fields,
+                )
             if problem:  # cut like a reply that hit the token limit, and counted with them
                 problem += f"; the server's finish_reason was {finish!r}"
                 finish = "length"
             try:
                 parsed, method, valid, unread = read_reply(text, r, fmt)
             except Exception as e:  # whatever one reply does to a parser fails that item only
-                parsed, method, valid, unread = None, INVALID, False, f"unreadable ({type(e).__name__})"
+                parsed, method, valid, unread = (
+                    None,
+                    INVALID,
+                    False,
+                    f"unreadable ({type(e).__name__})",
+                )
             problem = "; ".join(x for x in (problem, unread) if x) or None
-            return Response(text=text, parsed=parsed, method=method, valid=valid, finish_reason=finish,
-                            problem=problem, **usage_fields)
+            return Response(
+                text=text,
+                parsed=parsed,
+                method=method,
+                valid=valid,
+                finish_reason=finish,
+                problem=problem,
+                **usage_fields,
+            )
 
     async def _run(self, requests: list[Request], on_result) -> list[Response]:
         sem = asyncio.Semaphore(self.concurrency * self.pool.n)
         out: list[Response | None] = [None] * len(requests)
         async with self._client() as client:
+
             async def task(i: int, r: Request) -> None:
                 out[i] = await self._one(client, sem, r)
                 if on_result:

@@ -16,16 +16,22 @@ from lib.schema import Request, Response, fingerprint
 
 # keys every spec may hold, whatever its backend: the tasks read question_first
 COMMON_SPEC_KEYS = frozenset({"backend", "name", "label", "question_first"})
-BACKENDS: dict[str, type[Model]] = {}  # name -> class, filled by @backend as each module is imported
+BACKENDS: dict[
+    str, type[Model]
+] = {}  # name -> class, filled by @backend as each module is imported
 
 
 def backend(name: str):
     """Register a :class:`Model` subclass as the backend ``name`` of model specs."""
+
     def register(cls: type[Model]) -> type[Model]:
         if name in BACKENDS and BACKENDS[name] is not cls:
-            raise ValueError(f"backend {name!r} is registered twice ({BACKENDS[name].__name__}, {cls.__name__})")
+            raise ValueError(
+                f"backend {name!r} is registered twice ({BACKENDS[name].__name__}, {cls.__name__})"
+            )
         BACKENDS[name] = cls
         return cls
+
     return register
 
 
@@ -37,7 +43,9 @@ class Model:
     """
 
     batch_size: int = 8
-    SPEC_KEYS: ClassVar[frozenset] = frozenset()  # what this backend reads of a spec, beside COMMON_SPEC_KEYS
+    SPEC_KEYS: ClassVar[frozenset] = (
+        frozenset()
+    )  # what this backend reads of a spec, beside COMMON_SPEC_KEYS
 
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
@@ -47,7 +55,9 @@ class Model:
     @staticmethod
     def _needs_name(spec: dict, where: str) -> None:
         if not isinstance(spec.get("name"), str):
-            raise ParamsError(f"{where}.name must name the model (hub id, folder or served name), got {spec.get('name')!r}")
+            raise ParamsError(
+                f"{where}.name must name the model (hub id, folder or served name), got {spec.get('name')!r}"
+            )
 
     def __init__(self, spec: dict):
         self.spec = dict(spec)

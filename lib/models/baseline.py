@@ -46,12 +46,16 @@ class ConstantModel(_RuleModel):
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
         if not isinstance(spec.get("answer"), str):
-            raise ParamsError(f"{where}.answer must be the text the constant baseline always gives, got "
-                              f"{spec.get('answer')!r}")
+            raise ParamsError(
+                f"{where}.answer must be the text the constant baseline always gives, got "
+                f"{spec.get('answer')!r}"
+            )
 
     def __init__(self, spec: dict):
         if not isinstance(spec.get("answer"), str):
-            raise ValueError(f"a constant baseline needs the answer it always gives: answer: <text>, got {spec!r}")
+            raise ValueError(
+                f"a constant baseline needs the answer it always gives: answer: <text>, got {spec!r}"
+            )
         super().__init__(spec)
 
     @property
@@ -79,5 +83,7 @@ class RandomModel(_RuleModel):
         choices = request.constraint.choices if request.constraint is not None else None
         if not choices:
             return Response(text="", method=INVALID, valid=False)  # nothing to draw from: no answer
-        pick = random.Random(f"{self.spec.get('seed', 0)}:{fingerprint(request.key_payload())}").choice(choices)
+        pick = random.Random(
+            f"{self.spec.get('seed', 0)}:{fingerprint(request.key_payload())}"
+        ).choice(choices)
         return Response(text=pick, parsed=pick, method=CONSTRAINED_RANDOM, finish_reason="stop")

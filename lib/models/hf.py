@@ -50,7 +50,12 @@ from lib.models.hf_tokens import (
 )
 from lib.schema import CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Request, Response
 
-_NESTED_IMAGES = {"idefics2", "idefics3", "smolvlm", "mllama"}  # processors wanting one list per sample
+_NESTED_IMAGES = {
+    "idefics2",
+    "idefics3",
+    "smolvlm",
+    "mllama",
+}  # processors wanting one list per sample
 # VLMs whose forward continues from a KV cache without the images (log-likelihood from one prefill);
 # Qwen-VL's rotary positions and BLIP-2 / Kosmos-2 / Florence-2's image inputs need the whole row
 _PREFILL_TYPES = {"llava", "llava_next", "idefics3"}
@@ -60,10 +65,14 @@ JSON_GENERATORS = 8  # compiled JSON-schema generators a model keeps
 def _local_fingerprint(path: Path) -> dict:
     """Identify a local checkpoint by its config and its weight files' names, sizes and mtimes
     (hashing GBs of weights per run would cost more than the calls it saves)."""
-    files = sorted(p for p in path.iterdir() if p.suffix in {".safetensors", ".bin", ".gguf", ".pt"})
+    files = sorted(
+        p for p in path.iterdir() if p.suffix in {".safetensors", ".bin", ".gguf", ".pt"}
+    )
     config = path / "config.json"
     return {
-        "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest() if config.exists() else None,
+        "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest()
+        if config.exists()
+        else None,
         "weights": [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files],
     }
 
@@ -72,8 +81,19 @@ def _local_fingerprint(path: Path) -> dict:
 class HFModel(Model):
     """A transformers model behind the common interface (see the module docstring for the spec)."""
 
-    SPEC_KEYS = frozenset({"dtype", "device_map", "batch_size", "revision", "gguf_file", "attn_implementation",
-                           "prompt_format", "image_cache_mb", "prefix_cache"})
+    SPEC_KEYS = frozenset(
+        {
+            "dtype",
+            "device_map",
+            "batch_size",
+            "revision",
+            "gguf_file",
+            "attn_implementation",
+            "prompt_format",
+            "image_cache_mb",
+            "prefix_cache",
+        }
+    )
 
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
@@ -84,7 +104,10 @@ class HFModel(Model):
         self.batch_size = int(spec.get("batch_size", 8))
         self.model = self.processor = self.tokenizer = None
         self.is_vlm = False
-        self.padding = (0, 0)  # (pad tokens, all tokens) this model has encoded: how much batching pads
+        self.padding = (
+            0,
+            0,
+        )  # (pad tokens, all tokens) this model has encoded: how much batching pads
         self._images = None  # lib.io.ImageCache, made on first use
         self._tensors = None  # ImageTensors: the processor's output per image, made on first use
         self._prefixes: dict = {}  # shared prompt prefix (token ids) -> its KV cache, most recent last
@@ -138,11 +161,17 @@ class HFModel(Model):
 
         path = self.resolve_path()
         adapter = Path(path) / "adapter_config.json"
-        if adapter.exists():  # stage 05's LoRA output: the base model it names, with the adapter on top
+        if (
+            adapter.exists()
+        ):  # stage 05's LoRA output: the base model it names, with the adapter on top
             path_adapter, path = path, json.loads(adapter.read_text())["base_model_name_or_path"]
         else:
             path_adapter = None
-        kw = {k: self.spec[k] for k in ("revision", "gguf_file", "attn_implementation") if self.spec.get(k)}
+        kw = {
+            k: self.spec[k]
+            for k in ("revision", "gguf_file", "attn_implementation")
+            if self.spec.get(k)
+        }
         dtype = self.spec.get("dtype", "auto")
         dtype = dtype if dtype == "auto" else getattr(torch, dtype)
         device_map = self.spec.get("device_map") or ("auto" if torch.cuda.is_available() else "cpu")
@@ -180,7 +209,9 @@ class HFModel(Model):
         for i, r in enumerate(requests):
             c = r.constraint
             kind = "free" if c is None else ("json" if c.json_schema is not None else c.method)
-            schema = json.dumps(c.json_schema, sort_keys=True) if kind == "json" else ""  # one grammar per batch
+            schema = (
+                json.dumps(c.json_schema, sort_keys=True) if kind == "json" else ""
+            )  # one grammar per batch
             groups.setdefault((kind, schema, tuple(sorted(r.settings().items()))), []).append(i)
         for (kind, _, _), idx in groups.items():
             batch = [requests[i] for i in idx]
@@ -200,11 +231,20 @@ class HFModel(Model):
         """The prompt string: image parts become bare ``{"type": "image"}`` placeholders for VLM
         templates; text-only templates (SmolLM2's) get plain string content."""
         if not self.is_vlm and r.images():
-            raise ValueError(f"model {self.name!r} is a text-only LM but a request carries {len(r.images())} image(s)")
+            raise ValueError(
+                f"model {self.name!r} is a text-only LM but a request carries {len(r.images())} image(s)"
+            )
         if self.is_vlm:
             return chat_prompt(self.processor, r.messages, self.spec.get("prompt_format", "{text}"))
-        msgs = [{"role": m["role"], "content": m["content"] if isinstance(m["content"], str)
-                 else "".join(p.get("text", "") for p in m["content"])} for m in r.messages]
+        msgs = [
+            {
+                "role": m["role"],
+                "content": m["content"]
+                if isinstance(m["content"], str)
+                else "".join(p.get("text", "") for p in m["content"]),
+            }
+            for m in r.messages
+        ]
         return self.processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
 
     def _image(self, image):
@@ -237,25 +277,43 @@ class HFModel(Model):
                 self._tensors.needs_pixels()  # this processor reads pixels before its image processor
                 enc = self._vlm_inputs(batch, texts)
             if self._tensors.opens and self._images is not None:
-                self._images = None  # decoded images are no longer needed: files are keyed as they are
+                self._images = (
+                    None  # decoded images are no longer needed: files are keyed as they are
+                )
         mask = enc["attention_mask"]
-        self.padding = (self.padding[0] + int((mask == 0).sum()), self.padding[1] + int(mask.numel()))
+        self.padding = (
+            self.padding[0] + int((mask == 0).sum()),
+            self.padding[1] + int(mask.numel()),
+        )
         enc = enc.to(self.model.device)
         if "pixel_values" in enc:
             enc["pixel_values"] = enc["pixel_values"].to(self.model.dtype)
         return enc
 
     def _vlm_inputs(self, batch: list[Request], texts: list[str]):
-        images = [[self._tensors.file_image(im, self._image) if isinstance(im, (str, Path)) else rgb(self._image(im))
-                   for im in r.images()] for r in batch]
+        images = [
+            [
+                self._tensors.file_image(im, self._image)
+                if isinstance(im, (str, Path))
+                else rgb(self._image(im))
+                for im in r.images()
+            ]
+            for r in batch
+        ]
         kwargs = {"text": texts, "return_tensors": "pt", "padding": True}
         if any(images):
-            kwargs["images"] = images if self._model_type in _NESTED_IMAGES else [im for ims in images for im in ims]
+            kwargs["images"] = (
+                images
+                if self._model_type in _NESTED_IMAGES
+                else [im for ims in images for im in ims]
+            )
         with self._tensors.around(self.processor):
             return self.processor(**kwargs)
 
     def _prefix_caching(self) -> bool:
-        return not (self.is_vlm or self.encoder_decoder) and bool(self.spec.get("prefix_cache", True))
+        return not (self.is_vlm or self.encoder_decoder) and bool(
+            self.spec.get("prefix_cache", True)
+        )
 
     def _token_ids(self, batch: list[Request]) -> list[list[int]]:
         return [self.tokenizer.encode(self._chat_text(r), add_special_tokens=False) for r in batch]
@@ -272,8 +330,11 @@ class HFModel(Model):
         families: dict[int, list[int]] = {}
         for i, row in enumerate(ids):
             families.setdefault(row[common] if len(row) > common else -1, []).append(i)
-        gaining = [idx for idx in families.values()
-                   if len(idx) > 1 and common_prefix([ids[i] for i in idx]) - common >= PREFIX_MIN_TOKENS]
+        gaining = [
+            idx
+            for idx in families.values()
+            if len(idx) > 1 and common_prefix([ids[i] for i in idx]) - common >= PREFIX_MIN_TOKENS
+        ]
         if not gaining:
             return whole
         taken = {i for idx in gaining for i in idx}
@@ -304,8 +365,15 @@ class HFModel(Model):
         if common < PREFIX_MIN_TOKENS:
             return None
         # a prefix already encoded that this batch shares serves it, unless the batch shares much more
-        key = max((k for k in self._prefixes if common - PREFIX_SLACK_TOKENS <= len(k) <= common
-                   and tuple(first[:len(k)]) == k), key=len, default=None)
+        key = max(
+            (
+                k
+                for k in self._prefixes
+                if common - PREFIX_SLACK_TOKENS <= len(k) <= common and tuple(first[: len(k)]) == k
+            ),
+            key=len,
+            default=None,
+        )
         if key is None and len(batch) == 1:
             return None  # a prefix of one row's own is shared with nothing
         key, common = (key, len(key)) if key else (tuple(first[:common]), common)
@@ -313,20 +381,35 @@ class HFModel(Model):
         device = self.model.device
         if cache is None:
             with torch.inference_mode():
-                prefix = self.model(input_ids=torch.tensor([first[:common]], device=device), use_cache=True)
+                prefix = self.model(
+                    input_ids=torch.tensor([first[:common]], device=device), use_cache=True
+                )
                 cache = getattr(prefix, cache_arg())
         self._prefixes[key] = cache
         while len(self._prefixes) > PREFIX_CACHE_ENTRIES:
             self._prefixes.pop(next(iter(self._prefixes)))
         cache = copy.deepcopy(cache)
-        cache.reorder_cache(torch.zeros(len(batch), dtype=torch.long, device=device))  # one copy per row
+        cache.reorder_cache(
+            torch.zeros(len(batch), dtype=torch.long, device=device)
+        )  # one copy per row
         width = max(len(row) for row in ids) - common
         pad = self.tokenizer.pad_token_id
-        input_ids = [first[:common] + [pad] * (width - len(row) + common) + row[common:] for row in ids]
-        mask = [[1] * common + [0] * (width - len(row) + common) + [1] * (len(row) - common) for row in ids]
-        self.padding = (self.padding[0] + sum(m.count(0) for m in mask), self.padding[1] + sum(map(len, mask)))
-        return {"input_ids": torch.tensor(input_ids, device=device), "attention_mask": torch.tensor(mask, device=device),
-                cache_arg(): cache}
+        input_ids = [
+            first[:common] + [pad] * (width - len(row) + common) + row[common:] for row in ids
+        ]
+        mask = [
+            [1] * common + [0] * (width - len(row) + common) + [1] * (len(row) - common)
+            for row in ids
+        ]
+        self.padding = (
+            self.padding[0] + sum(m.count(0) for m in mask),
+            self.padding[1] + sum(map(len, mask)),
+        )
+        return {
+            "input_ids": torch.tensor(input_ids, device=device),
+            "attention_mask": torch.tensor(mask, device=device),
+            cache_arg(): cache,
+        }
 
     def _decode(self, batch: list[Request], trie: bool) -> list[Response]:
         """Generate for a batch; a text LM's prompts are tokenised once here for the prefix cache
@@ -342,7 +425,9 @@ class HFModel(Model):
                 out[i] = resp
         return out
 
-    def _decode_batch(self, batch: list[Request], trie: bool, ids: list[list[int]] | None = None) -> list[Response]:
+    def _decode_batch(
+        self, batch: list[Request], trie: bool, ids: list[list[int]] | None = None
+    ) -> list[Response]:
         import torch
 
         r0 = batch[0]
@@ -350,17 +435,39 @@ class HFModel(Model):
         enc = self._shared_prefix(batch, ids) or self._encode(batch)
         prompt_len = enc["input_ids"].shape[1]
         eos = self.tokenizer.eos_token_id
-        gen = {"max_new_tokens": r0.max_new_tokens, "do_sample": r0.temperature > 0, "pad_token_id": self.tokenizer.pad_token_id}
+        gen = {
+            "max_new_tokens": r0.max_new_tokens,
+            "do_sample": r0.temperature > 0,
+            "pad_token_id": self.tokenizer.pad_token_id,
+        }
         if r0.temperature > 0:
             gen.update(temperature=r0.temperature, top_p=r0.top_p)
-            torch.manual_seed(r0.seed)  # one seed per batch: sampled answers depend on batch make-up
+            torch.manual_seed(
+                r0.seed
+            )  # one seed per batch: sampled answers depend on batch make-up
         # decoder-only models return prompt + answer; encoder-decoders the decoder start token + answer
         skip = 1 if self.encoder_decoder else prompt_len
         if trie:
-            tries = [ChoiceTrie([self.tokenizer.encode(c, add_special_tokens=False) for c in r.constraint.choices]) for r in batch]
-            gen["max_new_tokens"] = max(len(self.tokenizer.encode(c, add_special_tokens=False))
-                                        for r in batch for c in r.constraint.choices) + 1
-            gen["prefix_allowed_tokens_fn"] = lambda b, ids: tries[b].allowed(ids[skip:].tolist(), eos)
+            tries = [
+                ChoiceTrie(
+                    [
+                        self.tokenizer.encode(c, add_special_tokens=False)
+                        for c in r.constraint.choices
+                    ]
+                )
+                for r in batch
+            ]
+            gen["max_new_tokens"] = (
+                max(
+                    len(self.tokenizer.encode(c, add_special_tokens=False))
+                    for r in batch
+                    for c in r.constraint.choices
+                )
+                + 1
+            )
+            gen["prefix_allowed_tokens_fn"] = lambda b, ids: tries[b].allowed(
+                ids[skip:].tolist(), eos
+            )
         with torch.inference_mode():
             out = self.model.generate(**enc, **gen)
         elapsed = time.perf_counter() - start
@@ -369,18 +476,27 @@ class HFModel(Model):
         responses = []
         for b, (r, text) in enumerate(zip(batch, texts)):
             ids = new[b].tolist()
-            n_new = next((j for j, t in enumerate(ids) if t in (eos, self.tokenizer.pad_token_id)), len(ids))
+            n_new = next(
+                (j for j, t in enumerate(ids) if t in (eos, self.tokenizer.pad_token_id)), len(ids)
+            )
             cut = not trie and n_new >= gen["max_new_tokens"]  # no end of turn within the limit
             if trie:
                 value, _ = parse_choice(text, r.constraint.choices)
                 method, valid = (CONSTRAINED_TRIE, True) if value is not None else (INVALID, False)
             else:
                 value, method, valid = parse_response(text, r.constraint)
-            responses.append(Response(
-                text=text, parsed=value, method=method, valid=valid,
-                prompt_tokens=int(enc["attention_mask"][b].sum()), completion_tokens=n_new, latency_s=elapsed,
-                finish_reason="length" if cut else "stop",
-            ))
+            responses.append(
+                Response(
+                    text=text,
+                    parsed=value,
+                    method=method,
+                    valid=valid,
+                    prompt_tokens=int(enc["attention_mask"][b].sum()),
+                    completion_tokens=n_new,
+                    latency_s=elapsed,
+                    finish_reason="length" if cut else "stop",
+                )
+            )
         return responses
 
     def _loglik(self, batch: list[Request]) -> list[Response]:
@@ -395,22 +511,43 @@ class HFModel(Model):
             return self._loglik_prefill(batch, start)
         rows = [(r, c) for r in batch for c in r.constraint.choices]
         enc = self._encode([r for r, _ in rows])
-        suffix, suffix_mask = choice_tensors(self.tokenizer, [c for _, c in rows], self.model.device)
+        suffix, suffix_mask = choice_tensors(
+            self.tokenizer, [c for _, c in rows], self.model.device
+        )
         prompt_len = enc["input_ids"].shape[1]
-        if self.encoder_decoder:  # the choice is the decoder's target: its log-likelihood given the prompt
+        if (
+            self.encoder_decoder
+        ):  # the choice is the decoder's target: its log-likelihood given the prompt
             labels = suffix.masked_fill(suffix_mask == 0, -100)
             with torch.inference_mode():
                 logits = self.model(**enc, labels=labels).logits.float()
-            return best_choices(batch, logits, suffix, suffix_mask, enc["attention_mask"].sum(-1), start)
-        for name in list(enc.keys()):  # per-token tensors (ids, mask, token types) grow by the suffix
+            return best_choices(
+                batch, logits, suffix, suffix_mask, enc["attention_mask"].sum(-1), start
+            )
+        for name in list(
+            enc.keys()
+        ):  # per-token tensors (ids, mask, token types) grow by the suffix
             t = enc[name]
-            if name == "pixel_values" or not hasattr(t, "shape") or t.dim() != 2 or t.shape[1] != prompt_len:
+            if (
+                name == "pixel_values"
+                or not hasattr(t, "shape")
+                or t.dim() != 2
+                or t.shape[1] != prompt_len
+            ):
                 continue
-            extra = suffix if name == "input_ids" else suffix_mask if name == "attention_mask" else torch.zeros_like(suffix)
+            extra = (
+                suffix
+                if name == "input_ids"
+                else suffix_mask
+                if name == "attention_mask"
+                else torch.zeros_like(suffix)
+            )
             enc[name] = torch.cat([t, extra.to(t.dtype)], dim=1)
         with torch.inference_mode():
-            logits = self.model(**enc).logits[:, prompt_len - 1:-1].float()
-        prompt_tokens = enc["attention_mask"].sum(-1) - suffix_mask.sum(-1)  # the rows grew by the choices
+            logits = self.model(**enc).logits[:, prompt_len - 1 : -1].float()
+        prompt_tokens = enc["attention_mask"].sum(-1) - suffix_mask.sum(
+            -1
+        )  # the rows grew by the choices
         return best_choices(batch, logits, suffix, suffix_mask, prompt_tokens, start)
 
     def _can_prefill(self) -> bool:
@@ -429,11 +566,17 @@ class HFModel(Model):
         idx = torch.tensor([b for b, _ in rows], device=self.model.device)
         cache = getattr(prefix, cache_arg())
         cache.reorder_cache(idx)  # one copy of the request's prefix per choice
-        suffix, suffix_mask = choice_tensors(self.tokenizer, [c for _, c in rows], self.model.device)
+        suffix, suffix_mask = choice_tensors(
+            self.tokenizer, [c for _, c in rows], self.model.device
+        )
         prompt_mask = enc["attention_mask"][idx]
         with torch.inference_mode():
-            tail = self.model(input_ids=suffix, attention_mask=torch.cat([prompt_mask, suffix_mask], dim=1),
-                              use_cache=False, **{cache_arg(): cache}).logits
+            tail = self.model(
+                input_ids=suffix,
+                attention_mask=torch.cat([prompt_mask, suffix_mask], dim=1),
+                use_cache=False,
+                **{cache_arg(): cache},
+            ).logits
         logits = torch.cat([prefix.logits[:, -1][idx].unsqueeze(1), tail[:, :-1]], dim=1).float()
         return best_choices(batch, logits, suffix, suffix_mask, prompt_mask.sum(-1), start)
 
@@ -459,10 +602,20 @@ class HFModel(Model):
         for r in batch:
             text = self._chat_text(r)
             images = [self._image(im) for im in r.images()]
-            prompts.append([text, *[outlines.inputs.Image(with_format(im)) for im in images]] if images else text)
-        schema = json.dumps(batch[0].constraint.json_schema)  # key order is the output's property order
-        generator = self._json_generators.pop(schema, None) or outlines.Generator(self._outlines, JsonSchema(schema))
-        self._json_generators[schema] = generator  # compiling a schema's index takes seconds; outlines resets it per call
+            prompts.append(
+                [text, *[outlines.inputs.Image(with_format(im)) for im in images]]
+                if images
+                else text
+            )
+        schema = json.dumps(
+            batch[0].constraint.json_schema
+        )  # key order is the output's property order
+        generator = self._json_generators.pop(schema, None) or outlines.Generator(
+            self._outlines, JsonSchema(schema)
+        )
+        self._json_generators[schema] = (
+            generator  # compiling a schema's index takes seconds; outlines resets it per call
+        )
         while len(self._json_generators) > JSON_GENERATORS:
             self._json_generators.pop(next(iter(self._json_generators)))
         r0 = batch[0]
@@ -472,13 +625,24 @@ class HFModel(Model):
         devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(r0.seed)  # only sampling draws from it; greedy decoding is unchanged
-            texts = generator.batch(prompts, **settings) if len(batch) > 1 else [generator(prompts[0], **settings)]
+            texts = (
+                generator.batch(prompts, **settings)
+                if len(batch) > 1
+                else [generator(prompts[0], **settings)]
+            )
         elapsed = time.perf_counter() - start
         out = []
         for r, text in zip(batch, texts):
             value, method, valid = parse_response(text, r.constraint)
-            out.append(Response(text=text, parsed=value, method=JSON_SCHEMA if valid else INVALID, valid=valid,
-                                latency_s=elapsed))
+            out.append(
+                Response(
+                    text=text,
+                    parsed=value,
+                    method=JSON_SCHEMA if valid else INVALID,
+                    valid=valid,
+                    latency_s=elapsed,
+                )
+            )
         return out
 
 
@@ -489,7 +653,9 @@ def cpu_settings(name, dtype, device_map):
     import torch
 
     if dtype is torch.float16:
-        print(f"note: model {name!r}: dtype float16 needs a GPU; loading float32 on this CPU-only machine")
+        print(
+            f"note: model {name!r}: dtype float16 needs a GPU; loading float32 on this CPU-only machine"
+        )
         dtype = torch.float32
     if isinstance(device_map, str) and device_map.startswith("cuda"):
         print(f"note: model {name!r}: device_map {device_map!r} needs a GPU; using cpu")

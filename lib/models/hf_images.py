@@ -98,7 +98,9 @@ class ImageTensors:
         if len(self._digests) >= IMAGE_DIGESTS:
             # images long gone are forgotten, and decoded ones (hashed again if met again); an opened
             # file's image never is while it lives: it has no pixels to hash
-            self._digests = {i: v for i, v in self._digests.items() if v[2] is not None and v[0]() is not None}
+            self._digests = {
+                i: v for i, v in self._digests.items() if v[2] is not None and v[0]() is not None
+            }
         self._digests[id(image)] = (weakref.ref(image), key, opened)
 
     def _pixels(self, images):
@@ -119,13 +121,18 @@ class ImageTensors:
             self._remember(image, digest, None)
         is_file = isinstance(digest, tuple)
         # a file's decoded pixels are RGB whatever its header says: its mode is not part of its key
-        key = (digest, repr(sorted(kwargs.items()))) if is_file else \
-            (digest, image.size, image.mode, repr(sorted(kwargs.items())))
+        key = (
+            (digest, repr(sorted(kwargs.items())))
+            if is_file
+            else (digest, image.size, image.mode, repr(sorted(kwargs.items())))
+        )
         found = self._tensors.get(key)
         if found is not None:
             return found[0]
         out = dict(real([self._pixels(image) if pixels is None else pixels], **kwargs))
-        self._tensors.put(key, out, sum(v.numel() * v.element_size() for v in out.values() if hasattr(v, "numel")))
+        self._tensors.put(
+            key, out, sum(v.numel() * v.element_size() for v in out.values() if hasattr(v, "numel"))
+        )
         return out
 
     def _combined(self, real, images, kwargs: dict, pixels: list | None = None):
@@ -134,7 +141,10 @@ class ImageTensors:
 
         if not isinstance(images, list) or not all(hasattr(im, "tobytes") for im in images):
             return None  # nested lists (one per sample): the real call
-        parts = [self._one(real, im, kwargs, None if pixels is None else pixels[k]) for k, im in enumerate(images)]
+        parts = [
+            self._one(real, im, kwargs, None if pixels is None else pixels[k])
+            for k, im in enumerate(images)
+        ]
         if not all(torch.is_tensor(v) and v.shape[0] == 1 for part in parts for v in part.values()):
             return None
         try:
@@ -156,13 +166,24 @@ class ImageTensors:
                 return
 
             def cached(images, **kwargs):
-                if self.active is None:  # the first batch: the cache must give exactly the real output
+                if (
+                    self.active is None
+                ):  # the first batch: the cache must give exactly the real output
                     sample = images[:CHECK_IMAGES] if isinstance(images, list) else images
                     pixels = self._pixels(sample)  # opened files decoded once for both calls
                     want = real(pixels, **kwargs)
-                    out = self._combined(real, sample, kwargs, pixels if isinstance(sample, list) else None)
-                    self.active = out is not None and set(out) == set(want) and all(
-                        torch.is_tensor(want[k]) and torch.equal(out[k], torch.as_tensor(want[k])) for k in want)
+                    out = self._combined(
+                        real, sample, kwargs, pixels if isinstance(sample, list) else None
+                    )
+                    self.active = (
+                        out is not None
+                        and set(out) == set(want)
+                        and all(
+                            torch.is_tensor(want[k])
+                            and torch.equal(out[k], torch.as_tensor(want[k]))
+                            for k in want
+                        )
+                    )
                 out = self._combined(real, images, kwargs) if self.active else None
                 return out if out is not None else real(self._pixels(images), **kwargs)
 

@@ -10,8 +10,10 @@ from functools import cache
 def is_encoder_decoder(model) -> bool:
     """Is ``model``'s language model an encoder-decoder (T5, BART), itself or inside a VLM?"""
     config = model.config
-    return bool(getattr(config, "is_encoder_decoder", False)
-                or getattr(getattr(config, "text_config", None), "is_encoder_decoder", False))
+    return bool(
+        getattr(config, "is_encoder_decoder", False)
+        or getattr(getattr(config, "text_config", None), "is_encoder_decoder", False)
+    )
 
 
 def chat_prompt(processor, messages: list[dict], prompt_format: str = "{text}") -> str:
@@ -20,14 +22,27 @@ def chat_prompt(processor, messages: list[dict], prompt_format: str = "{text}") 
     checkpoints without any (BLIP-2, InstructBLIP, Kosmos-2, Florence-2) - the messages' text in
     ``prompt_format`` (BLIP-2's VQA prompt is ``"Question: {text} Answer:"``). Training uses it too,
     so a model learns on the prompt it is evaluated with."""
-    msgs = [{"role": m["role"], "content": m["content"] if isinstance(m["content"], str) else
-             [{"type": "image"} if p.get("type") == "image" else p for p in m["content"]]} for m in messages]
+    msgs = [
+        {
+            "role": m["role"],
+            "content": m["content"]
+            if isinstance(m["content"], str)
+            else [{"type": "image"} if p.get("type") == "image" else p for p in m["content"]],
+        }
+        for m in messages
+    ]
     if getattr(processor, "chat_template", None) is not None:
         return processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
     if getattr(processor.tokenizer, "chat_template", None) is not None:
-        return processor.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
-    text = "\n".join(p.get("text", "") for m in msgs for p in
-                     ([{"text": m["content"]}] if isinstance(m["content"], str) else m["content"]) if p.get("text"))
+        return processor.tokenizer.apply_chat_template(
+            msgs, add_generation_prompt=True, tokenize=False
+        )
+    text = "\n".join(
+        p.get("text", "")
+        for m in msgs
+        for p in ([{"text": m["content"]}] if isinstance(m["content"], str) else m["content"])
+        if p.get("text")
+    )
     return prompt_format.format(text=text)
 
 
@@ -45,10 +60,14 @@ def load_processor(path: str, model_type: str, kw: dict):
     if isinstance(processor, ProcessorMixin):
         return processor
     if model_type in ("qwen2_vl", "qwen2_5_vl"):
-        cls = qwen2_vl_processor_class() if model_type == "qwen2_vl" else qwen2_5_vl_processor_class()
+        cls = (
+            qwen2_vl_processor_class() if model_type == "qwen2_vl" else qwen2_5_vl_processor_class()
+        )
         return cls.from_pretrained(path, **kw)
-    raise RuntimeError(f"could not build an image processor for {path!r} (model type {model_type!r}); "
-                       f"AutoProcessor gave {type(processor).__name__}: {error}")
+    raise RuntimeError(
+        f"could not build an image processor for {path!r} (model type {model_type!r}); "
+        f"AutoProcessor gave {type(processor).__name__}: {error}"
+    )
 
 
 @cache
@@ -62,7 +81,14 @@ def image_only_processor_class(name: str):
     base = getattr(transformers, name)
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-        base.__init__(self, image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
+        base.__init__(
+            self,
+            image_processor,
+            tokenizer,
+            video_processor=None,
+            chat_template=chat_template,
+            **kwargs,
+        )
 
     return type(f"Tiny{name}", (base,), {"__init__": __init__})
 

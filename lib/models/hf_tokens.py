@@ -11,7 +11,9 @@ from lib.schema import CONSTRAINED_LOGLIK, Request, Response
 
 PREFIX_MIN_TOKENS = 64  # a shared prompt prefix shorter than this is encoded with each row
 PREFIX_SLACK_TOKENS = 32  # a cached prefix this much shorter than the batch's own still serves it
-PREFIX_CACHE_ENTRIES = 4  # shared prefixes whose KV cache a model keeps (LAVE has two: yes/no and general)
+PREFIX_CACHE_ENTRIES = (
+    4  # shared prefixes whose KV cache a model keeps (LAVE has two: yes/no and general)
+)
 
 
 @lru_cache(maxsize=1)
@@ -64,7 +66,9 @@ def choice_tensors(tokenizer, choices: list[str], device):
     return rows, mask
 
 
-def best_choices(batch: list[Request], logits, suffix, suffix_mask, prompt_tokens, start: float) -> list[Response]:
+def best_choices(
+    batch: list[Request], logits, suffix, suffix_mask, prompt_tokens, start: float
+) -> list[Response]:
     """The most likely choice per request from the logits that predict each choice's tokens
     (one row per choice; ``prompt_tokens``: each row's prompt length)."""
     import torch
@@ -77,6 +81,15 @@ def best_choices(batch: list[Request], logits, suffix, suffix_mask, prompt_token
         scores = {c: totals[k + j] for j, c in enumerate(r.constraint.choices)}
         k += len(scores)
         best = max(scores, key=scores.get)
-        responses.append(Response(text=best, parsed=best, method=CONSTRAINED_LOGLIK, valid=True, scores=scores,
-                                  prompt_tokens=int(prompt_tokens[k - 1]), latency_s=elapsed))
+        responses.append(
+            Response(
+                text=best,
+                parsed=best,
+                method=CONSTRAINED_LOGLIK,
+                valid=True,
+                scores=scores,
+                prompt_tokens=int(prompt_tokens[k - 1]),
+                latency_s=elapsed,
+            )
+        )
     return responses

@@ -16,15 +16,21 @@ from lib.models.base import Model, backend
 
 @backend("imported")
 class ImportedModel(Model):
-    SPEC_KEYS = frozenset({"harness", "harness_version", "model", "model_args", "path", "generation"})
+    SPEC_KEYS = frozenset(
+        {"harness", "harness_version", "model", "model_args", "path", "generation"}
+    )
 
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
         if not isinstance(spec.get("harness"), str):
-            raise ParamsError(f"{where}.harness must name the harness whose answers were imported (lmms-eval), got "
-                              f"{spec.get('harness')!r}")
+            raise ParamsError(
+                f"{where}.harness must name the harness whose answers were imported (lmms-eval), got "
+                f"{spec.get('harness')!r}"
+            )
 
     def _load(self) -> None:
-        raise RuntimeError(f"model {self.name!r} stands for answers imported from {self.spec['harness']}: VQA Lab "
-                           f"cannot ask it; run {self.spec['harness']} again and import its output "
-                           f"(python -m lib.compare, docs/compare.md)")
+        raise RuntimeError(
+            f"model {self.name!r} stands for answers imported from {self.spec['harness']}: VQA Lab "
+            f"cannot ask it; run {self.spec['harness']} again and import its output "
+            f"(python -m lib.compare, docs/compare.md)"
+        )

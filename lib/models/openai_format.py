@@ -42,15 +42,23 @@ def to_openai_messages(messages: list[dict]) -> list[dict]:
     for m in messages:
         content = m["content"]
         if not isinstance(content, str):
-            content = [{"type": "image_url", "image_url": {"url": data_url(p["image"])}} if p.get("type") == "image"
-                       else p for p in content]
+            content = [
+                {"type": "image_url", "image_url": {"url": data_url(p["image"])}}
+                if p.get("type") == "image"
+                else p
+                for p in content
+            ]
         out.append({"role": m["role"], "content": content})
     return out
 
 
 def last_text(r: Request) -> str:
     content = r.messages[-1]["content"]
-    return content if isinstance(content, str) else " ".join(p["text"] for p in content if p.get("type") == "text")
+    return (
+        content
+        if isinstance(content, str)
+        else " ".join(p["text"] for p in content if p.get("type") == "text")
+    )
 
 
 def response_format(request: Request) -> dict | None:
@@ -60,10 +68,14 @@ def response_format(request: Request) -> dict | None:
     if c is None:
         return None
     if c.choices is not None:
-        return {"type": "json_schema", "json_schema": {"name": "choice", "schema": choice_schema(c.choices),
-                                                       "strict": True}}
-    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": portable_schema(c.json_schema),
-                                                   "strict": True}}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "choice", "schema": choice_schema(c.choices), "strict": True},
+        }
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": portable_schema(c.json_schema), "strict": True},
+    }
 
 
 def portable_schema(schema):
@@ -85,10 +97,19 @@ def chat_request(model: str, r: Request) -> dict:
     """The keyword arguments of ``chat.completions.create`` for request ``r`` to ``model``: its
     messages (images as data URLs), settings, and a constraint's ``response_format`` (a choice's
     token budget grows by the JSON wrapper's tokens)."""
-    kwargs = {"model": model, "messages": to_openai_messages(r.messages),
-              "max_tokens": r.max_new_tokens + (CHOICE_WRAPPER_TOKENS if r.constraint is not None
-                                                and r.constraint.choices is not None else 0),
-              "temperature": r.temperature, "top_p": r.top_p, "seed": r.seed}
+    kwargs = {
+        "model": model,
+        "messages": to_openai_messages(r.messages),
+        "max_tokens": r.max_new_tokens
+        + (
+            CHOICE_WRAPPER_TOKENS
+            if r.constraint is not None and r.constraint.choices is not None
+            else 0
+        ),
+        "temperature": r.temperature,
+        "top_p": r.top_p,
+        "seed": r.seed,
+    }
     fmt = response_format(r)
     if fmt:
         kwargs["response_format"] = fmt
@@ -113,8 +134,9 @@ def read_reply(text: str, r: Request, fmt: dict | None) -> tuple:
     c = r.constraint
     if c is None:
         return text, FREE, True, None
-    value, method, problem = parse_json_reply(text, fmt["json_schema"]["schema"] if c.choices is not None
-                                              else c.json_schema)
+    value, method, problem = parse_json_reply(
+        text, fmt["json_schema"]["schema"] if c.choices is not None else c.json_schema
+    )
     if method != INVALID:
         return (value["answer"] if c.choices is not None else value), JSON_SCHEMA, True, None
     if c.choices is not None:
@@ -144,10 +166,14 @@ def schema_problems(schema: dict, where: str = "$") -> list[str]:
             problems.append(f"{where}.pattern: not anchored with ^...$: {pattern!r}")
         counts = [int(x) for m in _REPEAT.finditer(pattern) for x in m.groups() if x]
         if counts and max(counts) > MAX_PATTERN_REPEAT:
-            problems.append(f"{where}.pattern: repeat count {max(counts)} > {MAX_PATTERN_REPEAT} "
-                            f"(xgrammar refuses it): {pattern!r}")
+            problems.append(
+                f"{where}.pattern: repeat count {max(counts)} > {MAX_PATTERN_REPEAT} "
+                f"(xgrammar refuses it): {pattern!r}"
+            )
         if "minLength" in schema or "maxLength" in schema:
-            problems.append(f"{where}: pattern with minLength/maxLength (xgrammar refuses the pair)")
+            problems.append(
+                f"{where}: pattern with minLength/maxLength (xgrammar refuses the pair)"
+            )
     for key in ("properties", "$defs", "definitions", "patternProperties"):
         for name, sub in (schema.get(key) or {}).items():
             problems += schema_problems(sub, f"{where}.{key}.{name}")
@@ -161,7 +187,9 @@ def schema_problems(schema: dict, where: str = "$") -> list[str]:
 
 
 # What vLLM's HTTP 500 answers say when a grammar engine cannot compile the request's schema.
-_GRAMMAR_FAILURE = re.compile(r"grammar|xgrammar|guidance|llguidance|structured.output|json.schema", re.I)
+_GRAMMAR_FAILURE = re.compile(
+    r"grammar|xgrammar|guidance|llguidance|structured.output|json.schema", re.I
+)
 
 
 def grammar_failure(response) -> bool:

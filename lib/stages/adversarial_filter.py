@@ -35,22 +35,41 @@ def skeletons_of(cfg: AFConfig, run_folder: str | Path) -> tuple[list, list]:
     skipped for having no correct option to keep."""
     if cfg.skeletons_from == "annotations":
         images = {r["id"]: r["path"] for r in A.read_manifest(run_folder)}
-        skeletons, skipped = from_annotations(AnnotationStore(A.annotations_path(run_folder)).table(), images,
-                                         cfg.completion_blanks, cfg.seed), []
+        skeletons, skipped = (
+            from_annotations(
+                AnnotationStore(A.annotations_path(run_folder)).table(),
+                images,
+                cfg.completion_blanks,
+                cfg.seed,
+            ),
+            [],
+        )
     else:
         skeletons, skipped = from_memeqa(cfg.skeletons_from, cfg.memeqa_images)
-    return (skeletons[:cfg.max_skeletons] if cfg.max_skeletons else skeletons), skipped
+    return (skeletons[: cfg.max_skeletons] if cfg.max_skeletons else skeletons), skipped
 
 
-def filter_skeletons(cfg: AFConfig, out: str | Path, skeletons: list, store: CallStore | None = None,
-                     progress: bool = True) -> dict:
+def filter_skeletons(
+    cfg: AFConfig,
+    out: str | Path,
+    skeletons: list,
+    store: CallStore | None = None,
+    progress: bool = True,
+) -> dict:
     """The filtering loop (:func:`filter_questions`): the generator writes distractors, the
     discriminators answer, until they are fooled or ``max_iterations``; resumable from
     ``state.json``. Returns the loop's state."""
     store = store if store is not None else CallStore.default()
     generator = load_model(cfg.generator) if cfg.generator else None
-    return filter_questions(skeletons, generator, [load_model(d) for d in cfg.discriminators], cfg, Path(out),
-                            store=store, progress=progress)
+    return filter_questions(
+        skeletons,
+        generator,
+        [load_model(d) for d in cfg.discriminators],
+        cfg,
+        Path(out),
+        store=store,
+        progress=progress,
+    )
 
 
 def iteration_table(out: str | Path, state: dict) -> tuple[pd.DataFrame, tuple]:
@@ -72,13 +91,17 @@ def questions(cfg: AFConfig, state: dict, store: CallStore | None = None) -> lis
     items = final_items(state)
     if cfg.blind_model and items:
         store = store if store is not None else CallStore.default()
-        answerable = blind_check(load_model(cfg.blind_model), items, cfg.discriminator_max_new_tokens, store)
+        answerable = blind_check(
+            load_model(cfg.blind_model), items, cfg.discriminator_max_new_tokens, store
+        )
         for item, blind in zip(items, answerable):
             item.meta["blind_answerable"] = blind
     return items
 
 
-def datasets(cfg: AFConfig, out: str | Path, items: list[Item]) -> tuple[dict[str, list[Item]], dict[str, Path]]:
+def datasets(
+    cfg: AFConfig, out: str | Path, items: list[Item]
+) -> tuple[dict[str, list[Item]], dict[str, Path]]:
     """The release's two forms: the filtered None- questions and their None+ twins (a run filtering
     with an extra NOTA has only its own form), each a dataset folder 06 evaluates and a MemeQA JSON
     (``memeqa/<variant>.json``). Returns variant -> questions and variant -> folder."""
@@ -89,14 +112,22 @@ def datasets(cfg: AFConfig, out: str | Path, items: list[Item]) -> tuple[dict[st
     folders = {}
     for variant, its in variants.items():
         folder = folders[variant] = A.dataset_folder(out, A.AF_DATASETS[variant])
-        save_dataset(folder, its, dataset_info("adversarial-filter", provenance={"skeletons": cfg.skeletons_from,
-                                                                                "variant": variant},
-                                               images_roots=images_roots(its, folder)))
+        save_dataset(
+            folder,
+            its,
+            dataset_info(
+                "adversarial-filter",
+                provenance={"skeletons": cfg.skeletons_from, "variant": variant},
+                images_roots=images_roots(its, folder),
+            ),
+        )
         export_memeqa(its, out / A.MEMEQA_EXPORT / f"{variant}.json")
     return variants, folders
 
 
-def shortcut_audit(cfg: AFConfig, out: str | Path, variants: dict[str, list[Item]]) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
+def shortcut_audit(
+    cfg: AFConfig, out: str | Path, variants: dict[str, list[Item]]
+) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
     """How often a text-only tell picks the answer (:func:`lib.metrics.shortcuts.audit`), for each
     form of the output and, when the skeletons came from a MemeQA file, for its released questions.
     Returns each audited dataset's table and all of them in one (``shortcuts.csv``)."""
@@ -108,20 +139,35 @@ def shortcut_audit(cfg: AFConfig, out: str | Path, variants: dict[str, list[Item
     return audits, table
 
 
-def finish(cfg: AFConfig, out: str | Path, skeletons: list, skipped: list, iterations: pd.DataFrame,
-           items: list[Item], folders: dict[str, Path], audits: dict[str, pd.DataFrame]) -> dict:
+def finish(
+    cfg: AFConfig,
+    out: str | Path,
+    skeletons: list,
+    skipped: list,
+    iterations: pd.DataFrame,
+    items: list[Item],
+    folders: dict[str, Path],
+    audits: dict[str, pd.DataFrame],
+) -> dict:
     """The summary from what the steps returned (:func:`skeletons_of`, :func:`iteration_table`,
     :func:`questions`, :func:`datasets`, :func:`shortcut_audit`) and provenance."""
-    summary = {"skeletons": len(skeletons), "skipped_skeletons": len(skipped), "questions": len(items),
-               "fooled": sum(bool(i.meta["fooled"]) for i in items),
-               "blind_answerable": sum(bool(i.meta.get("blind_answerable")) for i in items),
-               "shortcuts": {k: shortcuts.macro_blind(t) for k, t in audits.items()},
-               "iterations": len(iterations), "datasets": {v: str(f) for v, f in folders.items()}}
+    summary = {
+        "skeletons": len(skeletons),
+        "skipped_skeletons": len(skipped),
+        "questions": len(items),
+        "fooled": sum(bool(i.meta["fooled"]) for i in items),
+        "blind_answerable": sum(bool(i.meta.get("blind_answerable")) for i in items),
+        "shortcuts": {k: shortcuts.macro_blind(t) for k, t in audits.items()},
+        "iterations": len(iterations),
+        "datasets": {v: str(f) for v, f in folders.items()},
+    }
     return config.finish(Path(out), A.AF, cfg, summary)
 
 
 @config.stage_run
-def run(cfg: AFConfig, out: str | Path, store: CallStore | None = None, progress: bool = True) -> dict:
+def run(
+    cfg: AFConfig, out: str | Path, store: CallStore | None = None, progress: bool = True
+) -> dict:
     """The stage, step by step as notebook 03 runs it: skeletons, the filtering loop, the iterations'
     table and figure, the blind check, the two forms' datasets and MemeQA exports, the shortcut
     audit, summary and provenance."""
@@ -138,5 +184,11 @@ def run(cfg: AFConfig, out: str | Path, store: CallStore | None = None, progress
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main("python -m lib.stages.adversarial_filter", AFConfig, run,
-                      description="Stage 03: adversarial filtering."))
+    sys.exit(
+        cli.main(
+            "python -m lib.stages.adversarial_filter",
+            AFConfig,
+            run,
+            description="Stage 03: adversarial filtering.",
+        )
+    )

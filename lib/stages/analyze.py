@@ -61,6 +61,7 @@ DESCRIPTOR = "colour + HOG descriptor (no CLIP weights)"
 
 # --- embeddings ------------------------------------------------------------------------------------
 
+
 def descriptor_embeddings(paths, size: int = 96) -> np.ndarray:
     """Hand-made image descriptor (L2-normalised): an 8x4x4 HSV colour histogram and a 9-bin HOG
     orientation histogram pooled over the image. It sees colour and texture, not meaning: a stand-in
@@ -73,7 +74,13 @@ def descriptor_embeddings(paths, size: int = 96) -> np.ndarray:
         hsv = np.asarray(image.convert("HSV"), dtype=float) / 256
         colour, _ = np.histogramdd(hsv.reshape(-1, 3), bins=(8, 4, 4), range=((0, 1),) * 3)
         gray = np.asarray(image.convert("L"), dtype=float) / 255
-        grad = hog(gray, orientations=9, pixels_per_cell=(16, 16), cells_per_block=(1, 1), feature_vector=True)
+        grad = hog(
+            gray,
+            orientations=9,
+            pixels_per_cell=(16, 16),
+            cells_per_block=(1, 1),
+            feature_vector=True,
+        )
         grad = grad.reshape(-1, 9).mean(axis=0)
         v = np.concatenate([colour.ravel() / colour.sum(), grad / (grad.sum() or 1)])
         rows.append(v / (np.linalg.norm(v) or 1))
@@ -90,12 +97,14 @@ def clip_embeddings(paths, model: str, batch_size: int = 32) -> np.ndarray:
         clip = CLIPModel.from_pretrained(model).eval()
         processor = CLIPImageProcessorPil.from_pretrained(model)
     except OSError as e:
-        raise OSError(f"cannot load the CLIP model {model!r}: {e}. A hub id needs the network (or a prior "
-                      f"download); leave clip_model empty to use the {DESCRIPTOR}.") from e
+        raise OSError(
+            f"cannot load the CLIP model {model!r}: {e}. A hub id needs the network (or a prior "
+            f"download); leave clip_model empty to use the {DESCRIPTOR}."
+        ) from e
     out = []
     with torch.no_grad():
         for i in range(0, len(paths), batch_size):
-            images = [load_image(p) for p in paths[i:i + batch_size]]
+            images = [load_image(p) for p in paths[i : i + batch_size]]
             pixels = processor(images=images, return_tensors="pt")["pixel_values"]
             feats = clip.get_image_features(pixel_values=pixels)
             feats = getattr(feats, "pooler_output", feats)
@@ -112,10 +121,13 @@ def image_embeddings(paths, clip_model: str = "") -> tuple[np.ndarray, str]:
 
 def text_embeddings(texts, model: str | None = None) -> np.ndarray:
     """Sentence embeddings (normalised); default all-MiniLM-L6-v2 from its PyPI package."""
-    return sentence_encoder(model).encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
+    return sentence_encoder(model).encode(
+        list(texts), normalize_embeddings=True, show_progress_bar=False
+    )
 
 
 # --- maps ----------------------------------------------------------------------------------------
+
 
 def separation(x: np.ndarray, labels) -> float:
     """Silhouette score (scikit-learn, cosine) of ``labels`` in the embedding space: 1 = well separated
@@ -129,7 +141,9 @@ def separation(x: np.ndarray, labels) -> float:
 
 
 def embedding_frame(coords: np.ndarray, meta: pd.DataFrame) -> pd.DataFrame:
-    return pd.concat([pd.DataFrame(coords, columns=["x", "y"]), meta.reset_index(drop=True)], axis=1)
+    return pd.concat(
+        [pd.DataFrame(coords, columns=["x", "y"]), meta.reset_index(drop=True)], axis=1
+    )
 
 
 # --- topics --------------------------------------------------------------------------------------
@@ -147,7 +161,11 @@ def _is_word(token: str) -> bool:
 def dictionary_words(text: str) -> list[str]:
     """The text's English words (:func:`_is_word`) of 2+ letters, stop words left out: what a topic
     may be named by. A garbled run such as "rddddddddhow" is none."""
-    return [t for t in _LETTERS.findall(text.lower()) if len(t) > 1 and t not in ENGLISH_STOP_WORDS and _is_word(t)]
+    return [
+        t
+        for t in _LETTERS.findall(text.lower())
+        if len(t) > 1 and t not in ENGLISH_STOP_WORDS and _is_word(t)
+    ]
 
 
 def readable_texts(texts) -> tuple[list[str], int]:
@@ -173,22 +191,38 @@ def topics(texts, seed: int = 0, min_topic_size: int = 5, embeddings: np.ndarray
 
     texts = [str(t) for t in texts]
     if len(texts) < 2 * min_topic_size:
-        raise ValueError(f"BERTopic needs at least {2 * min_topic_size} texts for topics of >= {min_topic_size}, "
-                         f"got {len(texts)}")
+        raise ValueError(
+            f"BERTopic needs at least {2 * min_topic_size} texts for topics of >= {min_topic_size}, "
+            f"got {len(texts)}"
+        )
     encoder = sentence_encoder()
     if embeddings is None:
         embeddings = encoder.encode(texts, normalize_embeddings=True, show_progress_bar=False)
-    model = BERTopic(embedding_model=encoder,
-                     umap_model=umap_module().UMAP(n_neighbors=max(2, min(15, len(texts) - 1)), n_components=5,
-                                                   min_dist=0.0, metric="cosine", random_state=seed),
-                     hdbscan_model=HDBSCAN(min_cluster_size=min_topic_size, metric="euclidean",
-                                           cluster_selection_method="eom", prediction_data=True),
-                     vectorizer_model=CountVectorizer(analyzer=dictionary_words, min_df=1),
-                     min_topic_size=min_topic_size, calculate_probabilities=False)
+    model = BERTopic(
+        embedding_model=encoder,
+        umap_model=umap_module().UMAP(
+            n_neighbors=max(2, min(15, len(texts) - 1)),
+            n_components=5,
+            min_dist=0.0,
+            metric="cosine",
+            random_state=seed,
+        ),
+        hdbscan_model=HDBSCAN(
+            min_cluster_size=min_topic_size,
+            metric="euclidean",
+            cluster_selection_method="eom",
+            prediction_data=True,
+        ),
+        vectorizer_model=CountVectorizer(analyzer=dictionary_words, min_df=1),
+        min_topic_size=min_topic_size,
+        calculate_probabilities=False,
+    )
     ids, _ = model.fit_transform(texts, embeddings)
     info = model.get_topic_info()
     words = [[w for w, _ in (model.get_topic(t) or []) if w.strip()][:8] for t in info["Topic"]]
-    info["Words"] = [", ".join(w) for w in words]  # BERTopic pads short topics with empty words: dropped
+    info["Words"] = [
+        ", ".join(w) for w in words
+    ]  # BERTopic pads short topics with empty words: dropped
     info["Name"] = [f"{t}_" + "_".join(w[:3]) for t, w in zip(info["Topic"], words)]
     return info[["Topic", "Count", "Name", "Words"]], list(ids)
 
@@ -208,12 +242,21 @@ def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
 def label_topics(model, info: pd.DataFrame, max_new_tokens: int, store=None) -> list[str]:
     """A short label per topic written by any LLM backend from its representative words (at most
     ``max_new_tokens``: ``AnalyzeConfig.topic_label_max_new_tokens``)."""
-    reqs = [Request.simple(f"Give a short label (at most five words) for a topic described by these words: {w}.",
-                           max_new_tokens=max_new_tokens) for w in info["Words"]]
-    return [r.text.strip().splitlines()[0] if r.text.strip() else "" for r in generate(model, reqs, store=store, progress=False)]
+    reqs = [
+        Request.simple(
+            f"Give a short label (at most five words) for a topic described by these words: {w}.",
+            max_new_tokens=max_new_tokens,
+        )
+        for w in info["Words"]
+    ]
+    return [
+        r.text.strip().splitlines()[0] if r.text.strip() else ""
+        for r in generate(model, reqs, store=store, progress=False)
+    ]
 
 
 # --- the stage --------------------------------------------------------------------------------------
+
 
 @dataclass
 class AnalyzeConfig(config.StageConfig):
@@ -224,10 +267,16 @@ class AnalyzeConfig(config.StageConfig):
     HUB_FIELDS: ClassVar[tuple] = ("clip_model",)  # hub ids the preflight checks
 
     seed: int = 0  # UMAP, t-SNE and BERTopic seeds
-    clip_model: str = ""  # a CLIP hub id or local path; empty: the colour + HOG descriptor stands in
-    yesbut_data: str = ""  # a YesBut repository folder for the real-data reproductions (Fig. 3, 14, topics)
+    clip_model: str = (
+        ""  # a CLIP hub id or local path; empty: the colour + HOG descriptor stands in
+    )
+    yesbut_data: str = (
+        ""  # a YesBut repository folder for the real-data reproductions (Fig. 3, 14, topics)
+    )
     min_topic_size: int = 10  # BERTopic (its default)
-    topic_labeler: dict = field(default_factory=dict)  # any LLM spec to write topic labels ({}: none)
+    topic_labeler: dict = field(
+        default_factory=dict
+    )  # any LLM spec to write topic labels ({}: none)
     topic_label_max_new_tokens: int = 12  # a label of a few words
     # another run (its name, or an evaluation folder) whose answers this run's are paired with item
     # by item, each change put on its first cause (lib.eval.compare); None: no comparison
@@ -261,7 +310,8 @@ def image_map(cfg: AnalyzeConfig, out: str | Path) -> tuple[dict | None, dict[st
         maps[c] = plots.embedding_map(frame, c, f"images by {c}", embedding, scores[c])
         plots.save(maps[c][0], figures, f"umap_images_by_{c}", close=True)
     pd.Series(scores, name="silhouette").rename_axis("grouped by").reset_index().to_csv(
-        tables / "image_separation.csv", index=False)
+        tables / "image_separation.csv", index=False
+    )
     return {"embedding": embedding, "silhouette": scores}, maps
 
 
@@ -272,12 +322,26 @@ def open_answers(run_folder: Path) -> list[dict]:
     if config_06 is None:
         return []
     open_task = lambda name: name in TASKS and TASKS[name].open_answer
-    predictions = [p for p in A.read_records(run_folder, A.EVALUATE, A.PREDICTIONS)
-                   if open_task(p["task"]) and p["valid"] and not p.get("truncated")]  # what was read whole
-    refs = {(name, it.id): it.answer for name, folder in config_06["datasets"].items() for it in load_items(folder)
-            if open_task(it.task)}  # keyed by (dataset, id): datasets may share ids
-    answers = [{"text": p["raw"], "kind": f"generated ({p['model']})", "task": p["task"]} for p in predictions]
-    return answers + [{"text": r, "kind": "reference", "task": "reference"} for rs in refs.values() for r in dict.fromkeys(rs)]
+    predictions = [
+        p
+        for p in A.read_records(run_folder, A.EVALUATE, A.PREDICTIONS)
+        if open_task(p["task"]) and p["valid"] and not p.get("truncated")
+    ]  # what was read whole
+    refs = {
+        (name, it.id): it.answer
+        for name, folder in config_06["datasets"].items()
+        for it in load_items(folder)
+        if open_task(it.task)
+    }  # keyed by (dataset, id): datasets may share ids
+    answers = [
+        {"text": p["raw"], "kind": f"generated ({p['model']})", "task": p["task"]}
+        for p in predictions
+    ]
+    return answers + [
+        {"text": r, "kind": "reference", "task": "reference"}
+        for rs in refs.values()
+        for r in dict.fromkeys(rs)
+    ]
 
 
 def answer_map(cfg: AnalyzeConfig, out: str | Path) -> tuple[list[dict], tuple]:
@@ -290,15 +354,22 @@ def answer_map(cfg: AnalyzeConfig, out: str | Path) -> tuple[list[dict], tuple]:
     texts = pd.DataFrame(answers)
     xt = text_embeddings(texts["text"])
     frame = embedding_frame(tsne_2d(xt, seed=cfg.seed), texts[["kind", "task"]])
-    fig, ax = plots.embedding_map(frame, "kind", "answers: generated vs reference (t-SNE)", "all-MiniLM-L6-v2",
-                                  separation(xt, texts["kind"].str.startswith("generated")))
+    fig, ax = plots.embedding_map(
+        frame,
+        "kind",
+        "answers: generated vs reference (t-SNE)",
+        "all-MiniLM-L6-v2",
+        separation(xt, texts["kind"].str.startswith("generated")),
+    )
     plots.save(fig, Path(out) / A.FIGURES, "tsne_answers", close=True)
     return answers, (fig, ax)
 
 
 def _release(cfg: AnalyzeConfig) -> dict:
     """The YesBut release's stage-2 annotations by image ({} without ``yesbut_data``)."""
-    return read_yesbut_annotations(Path(cfg.yesbut_data) / ANNOTATIONS_CSV) if cfg.yesbut_data else {}
+    return (
+        read_yesbut_annotations(Path(cfg.yesbut_data) / ANNOTATIONS_CSV) if cfg.yesbut_data else {}
+    )
 
 
 def topic_documents(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> list[str]:
@@ -307,9 +378,15 @@ def topic_documents(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) ->
     run_folder = Path(out).parent
     latest = AnnotationStore(A.annotations_path(run_folder)).latest()
     docs = [v for f, v in zip(latest["field"], latest["value"]) if f.endswith("description")]
-    docs += [h[k] for h in _release(cfg).values() for k in ("left_description", "right_description")]
+    docs += [
+        h[k] for h in _release(cfg).values() for k in ("left_description", "right_description")
+    ]
     docs += [a["text"] for a in answers]
-    docs += [j["rationale"] for j in A.read_records(run_folder, A.EVALUATE, A.JUDGEMENTS) if j["rationale"]]
+    docs += [
+        j["rationale"]
+        for j in A.read_records(run_folder, A.EVALUATE, A.JUDGEMENTS)
+        if j["rationale"]
+    ]
     return [d for d in docs if isinstance(d, str) and d.strip()]
 
 
@@ -322,19 +399,28 @@ def topic_model(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> tup
     out = Path(out)
     docs, unreadable = readable_texts(topic_documents(cfg, out, answers))
     if len(docs) < 2 * cfg.min_topic_size:
-        return {"topics": f"none: {len(docs)} readable texts ({unreadable} garbled ones left out), too few for "
-                          f"topics of at least {cfg.min_topic_size}", "table": None, "unreadable": unreadable}, (None, None)
+        return {
+            "topics": f"none: {len(docs)} readable texts ({unreadable} garbled ones left out), too few for "
+            f"topics of at least {cfg.min_topic_size}",
+            "table": None,
+            "unreadable": unreadable,
+        }, (None, None)
     try:
         info, _ = topics(docs, seed=cfg.seed, min_topic_size=cfg.min_topic_size)
         if cfg.topic_labeler:
-            info["Label"] = label_topics(load_model(cfg.topic_labeler), info, cfg.topic_label_max_new_tokens)
+            info["Label"] = label_topics(
+                load_model(cfg.topic_labeler), info, cfg.topic_label_max_new_tokens
+            )
         (out / A.TABLES).mkdir(parents=True, exist_ok=True)
         info.to_csv(out / A.TABLES / "topics.csv", index=False)
         fig, ax = plots.topic_sizes(info)
         plots.save(fig, out / A.FIGURES, "topic_sizes", close=True)
     except ValueError as e:
         return {"topics": f"none: {e}", "table": None, "unreadable": unreadable}, (None, None)
-    return {"topics": int((info["Topic"] != -1).sum()), "table": info, "unreadable": unreadable}, (fig, ax)
+    return {"topics": int((info["Topic"] != -1).sum()), "table": info, "unreadable": unreadable}, (
+        fig,
+        ax,
+    )
 
 
 def data_figures(cfg: AnalyzeConfig, out: str | Path) -> dict[str, tuple]:
@@ -345,12 +431,16 @@ def data_figures(cfg: AnalyzeConfig, out: str | Path) -> dict[str, tuple]:
     human = AnnotationStore(A.annotations_path(run_folder)).table().drop_duplicates("item")
     needed = ["text_in_left", "text_in_right", "connected", "difficulty"]
     if set(needed) <= set(human.columns):
-        drawn["yesbut_fig3_demo_annotations"] = plots.yesbut_fig3(figure3_counts(human.dropna(subset=needed)))
+        drawn["yesbut_fig3_demo_annotations"] = plots.yesbut_fig3(
+            figure3_counts(human.dropna(subset=needed))
+        )
     release = _release(cfg)
     if release:
         drawn["yesbut_fig3"] = plots.yesbut_fig3(figure3_counts(pd.DataFrame(release.values())))
         if (Path(cfg.yesbut_data) / "Human_Eval_Results.csv").exists():
-            drawn["yesbut_fig14_human_eval"] = plots.human_eval_bars(human_eval(Path(cfg.yesbut_data) / "Human_Eval_Results.csv"))
+            drawn["yesbut_fig14_human_eval"] = plots.human_eval_bars(
+                human_eval(Path(cfg.yesbut_data) / "Human_Eval_Results.csv")
+            )
     iterations = A.read_table(run_folder, A.AF, A.ITERATIONS)
     if iterations is not None and len(iterations):
         drawn["af_iterations"] = plots.af_curves(iterations)
@@ -359,7 +449,9 @@ def data_figures(cfg: AnalyzeConfig, out: str | Path) -> dict[str, tuple]:
     return drawn
 
 
-def task_results(run_folder: Path, metrics: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
+def task_results(
+    run_folder: Path, metrics: pd.DataFrame
+) -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
     """Every task's paper tables (:meth:`~lib.tasks.Task.paper_tables`, tidy) and figures
     (:meth:`~lib.tasks.Task.paper_figures`) from stage 06's results: ``metrics`` and the errors
     and levels tables beside it. Nothing is written."""
@@ -372,7 +464,9 @@ def task_results(run_folder: Path, metrics: pd.DataFrame) -> tuple[dict[str, pd.
     return tables, figures
 
 
-def save_results(tables_dir: Path, figures_dir: Path, tables: dict[str, pd.DataFrame], figures: dict[str, object]) -> None:
+def save_results(
+    tables_dir: Path, figures_dir: Path, tables: dict[str, pd.DataFrame], figures: dict[str, object]
+) -> None:
     """Each table as ``<name>.csv`` under ``tables_dir``, each figure under ``figures_dir`` (then closed)."""
     Path(tables_dir).mkdir(parents=True, exist_ok=True)
     for name, df in tables.items():
@@ -381,7 +475,9 @@ def save_results(tables_dir: Path, figures_dir: Path, tables: dict[str, pd.DataF
         plots.save(fig, figures_dir, name, close=True)
 
 
-def paper_results(run_folder: Path, metrics: pd.DataFrame, tables: Path, figures: Path) -> list[str]:
+def paper_results(
+    run_folder: Path, metrics: pd.DataFrame, tables: Path, figures: Path
+) -> list[str]:
     """Every task's paper tables (CSV under ``tables``) and figures (under ``figures``) from stage
     06's results (:func:`task_results`); returns the tables' names."""
     made, drawn = task_results(run_folder, metrics)
@@ -389,7 +485,9 @@ def paper_results(run_folder: Path, metrics: pd.DataFrame, tables: Path, figures
     return list(made)
 
 
-def result_tables(cfg: AnalyzeConfig, out: str | Path) -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
+def result_tables(
+    cfg: AnalyzeConfig, out: str | Path
+) -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
     """The papers' tables from 03's shortcut audit and every task's tables and figures from stage
     06's results (:func:`task_results`), written under ``tables/`` and ``figures/``; returns
     (name -> table as written, name -> figure)."""
@@ -412,10 +510,18 @@ def paper_table(cfg: AnalyzeConfig, out: str | Path) -> pd.DataFrame | None:
     (:func:`yesbut_reproduction`), MemeQA's release statistics when stage 01 collected MemeQA splits
     (:func:`memeqa_reproduction`). None, and no ``paper.csv``, when neither applies."""
     out = Path(out)
-    frames = [f for f in (yesbut_reproduction(cfg.yesbut_data) if cfg.yesbut_data else None,
-                          memeqa_reproduction(out.parent)) if f is not None]
+    frames = [
+        f
+        for f in (
+            yesbut_reproduction(cfg.yesbut_data) if cfg.yesbut_data else None,
+            memeqa_reproduction(out.parent),
+        )
+        if f is not None
+    ]
     if not frames:
-        (out / A.PAPER).unlink(missing_ok=True)  # a rerun without the data must not show an earlier run's rows
+        (out / A.PAPER).unlink(
+            missing_ok=True
+        )  # a rerun without the data must not show an earlier run's rows
         return None
     table = pd.concat(frames, ignore_index=True)
     write_csv(out / A.PAPER, table)
@@ -433,23 +539,38 @@ def comparison(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
     if cfg.compare_with is None:
         return None
     try:  # both runs verified as a rescore verifies them (lib.eval.compare.open_run)
-        result = side_by_side(evaluation_folder(cfg.compare_with), A.stage_folder(Path(out).parent, A.EVALUATE))
+        result = side_by_side(
+            evaluation_folder(cfg.compare_with), A.stage_folder(Path(out).parent, A.EVALUATE)
+        )
     except CompareError as e:
         raise CompareError(f"compare_with {cfg.compare_with!r}: {e}") from None
     write_comparison(out, result)
     return result
 
 
-def finish(cfg: AnalyzeConfig, out: str | Path, images: dict | None, answers: list[dict], found: dict,
-           tables: dict, compared: dict | None = None) -> dict:
+def finish(
+    cfg: AnalyzeConfig,
+    out: str | Path,
+    images: dict | None,
+    answers: list[dict],
+    found: dict,
+    tables: dict,
+    compared: dict | None = None,
+) -> dict:
     """The summary from what the steps returned (:func:`image_map`, :func:`answer_map`,
     :func:`topic_model`, :func:`result_tables`, :func:`comparison`), provenance, then the run's item
     browser (:mod:`lib.browser`, with the comparison's filters) and ``report.html`` (its path added
     to the summary returned)."""
     out = Path(out)
-    summary = {"image_map": images, "answers": len(answers), "topics": found["topics"],
-               "unreadable_texts": found.get("unreadable", 0), "tables": list(tables),
-               "comparison": compared and {k: compared[k] for k in ("A", "paired", "changed", "only_A", "only_B")}}
+    summary = {
+        "image_map": images,
+        "answers": len(answers),
+        "topics": found["topics"],
+        "unreadable_texts": found.get("unreadable", 0),
+        "tables": list(tables),
+        "comparison": compared
+        and {k: compared[k] for k in ("A", "paired", "changed", "only_A", "only_B")},
+    }
     config.finish(out, A.ANALYZE, cfg, summary)
     write_browser(out.parent, compared)  # before the report, which links its headline numbers to it
     summary["report"] = str(build_report(out.parent))
@@ -473,4 +594,11 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main("python -m lib.stages.analyze", AnalyzeConfig, run, description="Stage 07: analyze and report."))
+    sys.exit(
+        cli.main(
+            "python -m lib.stages.analyze",
+            AnalyzeConfig,
+            run,
+            description="Stage 07: analyze and report.",
+        )
+    )

@@ -45,15 +45,21 @@ from lib.schema import CATEGORICAL, FIELD_BY_NAME, FIELDS
 from lib.store import CallStore
 
 
-def load_annotation_file(path: str | Path, store: AnnotationStore, annotator: str | None = None,
-                         names: dict[str, str] | None = None) -> int:
+def load_annotation_file(
+    path: str | Path,
+    store: AnnotationStore,
+    annotator: str | None = None,
+    names: dict[str, str] | None = None,
+) -> int:
     """Import a hand-written annotation file (YAML or JSON list of ``{item, annotator, ...fields}``)
     into ``store``; ``item`` is a manifest id or, through ``names`` (file stem -> id), a file name.
     Returns the rows appended. The batch (papermill) run uses this instead of the widget."""
     records = yaml.safe_load(Path(path).read_text())
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise ValueError(f"{path}: an annotation file is a list of records ({{item, annotator, fields...}}), "
-                         f"got {type(records).__name__}")
+        raise ValueError(
+            f"{path}: an annotation file is a list of records ({{item, annotator, fields...}}), "
+            f"got {type(records).__name__}"
+        )
     names = names or {}
     n = 0
     for i, r in enumerate(records):
@@ -70,6 +76,7 @@ def load_annotation_file(path: str | Path, store: AnnotationStore, annotator: st
 
 # --- agreement -------------------------------------------------------------------------------
 
+
 def agreement(store: AnnotationStore, fields=CATEGORICAL) -> pd.DataFrame:
     """Per categorical field: items annotated by >= 2 annotators, Cohen's kappa (scikit-learn; the
     mean over annotator pairs) and Krippendorff's alpha (krippendorff, nominal)."""
@@ -83,7 +90,15 @@ def agreement(store: AnnotationStore, fields=CATEGORICAL) -> pd.DataFrame:
         wide = sub.pivot(index="item", columns="annotator", values="value")
         wide = wide[wide.notna().sum(axis=1) >= 2]
         if wide.empty:
-            rows.append({"field": name, "items": 0, "annotators": 0, "cohen_kappa": np.nan, "krippendorff_alpha": np.nan})
+            rows.append(
+                {
+                    "field": name,
+                    "items": 0,
+                    "annotators": 0,
+                    "cohen_kappa": np.nan,
+                    "krippendorff_alpha": np.nan,
+                }
+            )
             continue
         codes = {v: i for i, v in enumerate(sorted({str(v) for v in wide.stack()}))}
         kappas = []
@@ -93,22 +108,46 @@ def agreement(store: AnnotationStore, fields=CATEGORICAL) -> pd.DataFrame:
                 both = wide[[cols[i], cols[j]]].dropna()
                 if len(both) >= 2:
                     a, b = both[cols[i]].map(str), both[cols[j]].map(str)
-                    kappas.append(1.0 if (a == b).all() and a.nunique() == 1 else cohen_kappa_score(a, b))
-        data = np.array([[codes[str(v)] if pd.notna(v) else np.nan for v in wide[c]] for c in cols], dtype=float)
-        alpha = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal") if len(codes) > 1 else 1.0
-        rows.append({"field": name, "items": len(wide), "annotators": len(cols),
-                     "cohen_kappa": float(np.mean(kappas)) if kappas else np.nan, "krippendorff_alpha": float(alpha)})
+                    kappas.append(
+                        1.0 if (a == b).all() and a.nunique() == 1 else cohen_kappa_score(a, b)
+                    )
+        data = np.array(
+            [[codes[str(v)] if pd.notna(v) else np.nan for v in wide[c]] for c in cols], dtype=float
+        )
+        alpha = (
+            krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
+            if len(codes) > 1
+            else 1.0
+        )
+        rows.append(
+            {
+                "field": name,
+                "items": len(wide),
+                "annotators": len(cols),
+                "cohen_kappa": float(np.mean(kappas)) if kappas else np.nan,
+                "krippendorff_alpha": float(alpha),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # --- Label Studio ------------------------------------------------------------------------------
 
+
 def _ls_result(field: str, value) -> dict:
     f = FIELD_BY_NAME[field]
     if f.kind in ("bool", "choice"):
-        return {"from_name": field, "to_name": "image", "type": "choices",
-                "value": {"choices": [("Yes" if value else "No") if f.kind == "bool" else value]}}
-    text = value if f.kind == "text" else (json.dumps(value) if f.kind == "targets" else "\n".join(value))
+        return {
+            "from_name": field,
+            "to_name": "image",
+            "type": "choices",
+            "value": {"choices": [("Yes" if value else "No") if f.kind == "bool" else value]},
+        }
+    text = (
+        value
+        if f.kind == "text"
+        else (json.dumps(value) if f.kind == "targets" else "\n".join(value))
+    )
     return {"from_name": field, "to_name": "image", "type": "textarea", "value": {"text": [text]}}
 
 
@@ -118,13 +157,15 @@ def label_studio_config() -> str:
     named like the fields, so exported results read back with :func:`import_label_studio`."""
     from xml.sax.saxutils import quoteattr
 
-    parts = ['<View>', '  <Image name="image" value="$image"/>']
+    parts = ["<View>", '  <Image name="image" value="$image"/>']
     for f in FIELDS:
         parts.append(f"  <Header value={quoteattr(f.help or f.name)}/>")
         if f.kind in ("bool", "choice"):
             values = ("Yes", "No") if f.kind == "bool" else f.choices
             options = "".join(f"<Choice value={quoteattr(str(v))}/>" for v in values)
-            parts.append(f'  <Choices name="{f.name}" toName="image" choice="single">{options}</Choices>')
+            parts.append(
+                f'  <Choices name="{f.name}" toName="image" choice="single">{options}</Choices>'
+            )
         else:
             parts.append(f'  <TextArea name="{f.name}" toName="image" maxSubmissions="1"/>')
     return "\n".join(parts + ["</View>"]) + "\n"
@@ -137,7 +178,12 @@ def export_label_studio(store: AnnotationStore, images: dict[str, str]) -> list[
     for n, (item, path) in enumerate(images.items(), start=1):
         anns = []
         for who, sub in latest[latest["item"] == item].groupby("annotator"):
-            anns.append({"completed_by": {"email": who}, "result": [_ls_result(f, v) for f, v in zip(sub["field"], sub["value"])]})
+            anns.append(
+                {
+                    "completed_by": {"email": who},
+                    "result": [_ls_result(f, v) for f, v in zip(sub["field"], sub["value"])],
+                }
+            )
         tasks.append({"id": n, "data": {"image": path, "item": item}, "annotations": anns})
     return tasks
 
@@ -146,7 +192,9 @@ def _ls_value(f, r: dict):
     """The annotation value of one Label Studio result, accepting exactly what the export writes."""
     if f.kind in ("bool", "choice"):
         if r.get("type") != "choices":
-            raise ValueError(f"field {f.name!r} expects a choices result, got type {r.get('type')!r}")
+            raise ValueError(
+                f"field {f.name!r} expects a choices result, got type {r.get('type')!r}"
+            )
         (c,) = r["value"]["choices"]
         if f.kind == "bool":
             if c not in ("Yes", "No"):
@@ -154,8 +202,13 @@ def _ls_value(f, r: dict):
             return c == "Yes"
         return c
     (text,) = r["value"]["text"]
-    return text if f.kind == "text" else (json.loads(text) if f.kind == "targets"
-                                          else [x for x in text.splitlines() if x.strip()])
+    return (
+        text
+        if f.kind == "text"
+        else (
+            json.loads(text) if f.kind == "targets" else [x for x in text.splitlines() if x.strip()]
+        )
+    )
 
 
 def import_label_studio(tasks: list[dict], store: AnnotationStore) -> int:
@@ -171,7 +224,9 @@ def import_label_studio(tasks: list[dict], store: AnnotationStore) -> int:
             item = t["data"].get("item") or str(t["id"])
             parsed = []
             for ann in t.get("annotations", []):
-                who = ann.get("completed_by", {})  # ours: {"email": name}; Label Studio's export: a user id
+                who = ann.get(
+                    "completed_by", {}
+                )  # ours: {"email": name}; Label Studio's export: a user id
                 who = who.get("email") if isinstance(who, dict) else f"label-studio-user-{who}"
                 values = {}
                 for j, r in enumerate(ann.get("result", [])):
@@ -182,8 +237,10 @@ def import_label_studio(tasks: list[dict], store: AnnotationStore) -> int:
                             raise ValueError(f"result {j}: {e}") from None
                 parsed.append((who or "label-studio", values))
         except (KeyError, TypeError, AttributeError, ValueError) as e:
-            raise ValueError(f"Label Studio task {i} (id={t.get('id') if isinstance(t, dict) else None!r}): "
-                             f"malformed ({type(e).__name__}: {e})") from None
+            raise ValueError(
+                f"Label Studio task {i} (id={t.get('id') if isinstance(t, dict) else None!r}): "
+                f"malformed ({type(e).__name__}: {e})"
+            ) from None
         for who, values in parsed:
             n += store.save(item, who, values)
     return n
@@ -191,8 +248,15 @@ def import_label_studio(tasks: list[dict], store: AnnotationStore) -> int:
 
 # --- machine pre-annotation -------------------------------------------------------------------
 
-def preannotate(model, records: list[dict], store: AnnotationStore, max_new_tokens: int, call_store=None,
-                progress: bool = True) -> int:
+
+def preannotate(
+    model,
+    records: list[dict],
+    store: AnnotationStore,
+    max_new_tokens: int,
+    call_store=None,
+    progress: bool = True,
+) -> int:
     """Draft descriptions with any VLM backend: "Describe the image" for each half and the YesBut
     WHYFUNNY prompt for the whole. Saved as ``source="machine:<model>"``, annotator = the model name."""
     p = Understanding.prompts()
@@ -200,22 +264,32 @@ def preannotate(model, records: list[dict], store: AnnotationStore, max_new_toke
     for r in records:
         image = load_image(r["path"])
         left, right = split(image)
-        for name, img, text in (("left_description", left, p["describe"]), ("right_description", right, p["describe"]),
-                                 ("overall_description", image, p["why_funny"])):
+        for name, img, text in (
+            ("left_description", left, p["describe"]),
+            ("right_description", right, p["describe"]),
+            ("overall_description", image, p["why_funny"]),
+        ):
             reqs.append(Request.simple(text, [img], max_new_tokens=max_new_tokens))
             keys.append((r["id"], name))
-    responses = generate(model, reqs, store=call_store, progress=progress, desc=f"pre-annotate {model.name}")
+    responses = generate(
+        model, reqs, store=call_store, progress=progress, desc=f"pre-annotate {model.name}"
+    )
     drafts: dict = {}
     for (item, name), resp in zip(keys, responses):
         if resp.error is None and resp.text.strip():
             drafts.setdefault(item, {})[name] = resp.text.strip()
-    return sum(store.save(item, model.name, values, source=f"machine:{model.name}") for item, values in drafts.items())
+    return sum(
+        store.save(item, model.name, values, source=f"machine:{model.name}")
+        for item, values in drafts.items()
+    )
 
 
 # --- style variants (stages 3 and 4) ----------------------------------------------------------
 
-PROMPTS = {"STICK": "Draw using stick figures (black silhouette against a white background) - {description}",
-           "3D": "Draw using 3D black silhouettes against a white background - {description}"}
+PROMPTS = {
+    "STICK": "Draw using stick figures (black silhouette against a white background) - {description}",
+    "3D": "Draw using 3D black silhouettes against a white background - {description}",
+}
 STAGE3 = [("ORIG", "STICK"), ("STICK", "ORIG"), ("STICK", "STICK")]
 STAGE4 = [("ORIG", "3D"), ("3D", "ORIG"), ("STICK", "3D"), ("3D", "STICK"), ("3D", "3D")]
 
@@ -248,8 +322,15 @@ def stylize_local(image: Image.Image, style: str, size: int = 512) -> Image.Imag
     raise ValueError(f"unknown style {style!r}; styles: STICK, 3D")
 
 
-def style_variants(records: list[dict], descriptions: dict[str, dict], out: str | Path, model=None, store=None,
-                   stages=(3, 4), progress: bool = True) -> list[dict]:
+def style_variants(
+    records: list[dict],
+    descriptions: dict[str, dict],
+    out: str | Path,
+    model=None,
+    store=None,
+    stages=(3, 4),
+    progress: bool = True,
+) -> list[dict]:
     """For each two-panel image with left/right descriptions, generate STICK (stage 3) and 3D (stage 4)
     halves - through an images ``model`` (an ``openai`` spec with ``endpoint: images``) with the
     paper's prompts, all in one cached, costed batch, or by :func:`stylize_local` offline - and
@@ -268,8 +349,13 @@ def style_variants(records: list[dict], descriptions: dict[str, dict], out: str 
                     asks.append(((r["id"], side, style), PROMPTS[style].format(description=text)))
     drawn = {}
     if asks:
-        responses = generate(model, [Request.simple(prompt) for _, prompt in asks], store=store, progress=progress,
-                             desc=f"style variants ({model.name})")
+        responses = generate(
+            model,
+            [Request.simple(prompt) for _, prompt in asks],
+            store=store,
+            progress=progress,
+            desc=f"style variants ({model.name})",
+        )
         drawn = {key: response_image(resp) for (key, _), resp in zip(asks, responses)}
     made = []
     for r in tqdm(records, desc="style variants", unit="image", disable=not progress):
@@ -277,15 +363,27 @@ def style_variants(records: list[dict], descriptions: dict[str, dict], out: str 
         versions = {("left", "ORIG"): h["left"], ("right", "ORIG"): h["right"]}
         for side in ("left", "right"):
             for style in styles:
-                versions[(side, style)] = drawn.get((r["id"], side, style)) or stylize_local(h[side], style)
+                versions[(side, style)] = drawn.get((r["id"], side, style)) or stylize_local(
+                    h[side], style
+                )
         for left, right in combos:
             stage = 3 if (left, right) in STAGE3 else 4
             stem = r.get("name") or r["id"]
             name = f"{stem}_{left}_YES_{right}_BUT.png"
-            compose(versions[("left", left)], versions[("right", right)], height=384).save(out / name)
-            made.append({"id": f"{stem}-{left}-{right}", "path": str(out / name), "original": r["id"],
-                         "left_style": left, "right_style": right, "stage": stage,
-                         "generator": model.name if model is not None and asks else "local-stylizer"})
+            compose(versions[("left", left)], versions[("right", right)], height=384).save(
+                out / name
+            )
+            made.append(
+                {
+                    "id": f"{stem}-{left}-{right}",
+                    "path": str(out / name),
+                    "original": r["id"],
+                    "left_style": left,
+                    "right_style": right,
+                    "stage": stage,
+                    "generator": model.name if model is not None and asks else "local-stylizer",
+                }
+            )
     return made
 
 
@@ -303,6 +401,7 @@ def apply_labels(variants: list[dict], labels: dict[str, bool]) -> tuple[list[di
 
 # --- the stage --------------------------------------------------------------------------------------
 
+
 @dataclass
 class AnnotateConfig(config.StageConfig):
     """Where the annotations come from, which model drafts, how style variants are made."""
@@ -311,24 +410,34 @@ class AnnotateConfig(config.StageConfig):
     MODEL_ROLES: ClassVar[dict] = {"preannotate_model": None, "variants_model": None}
 
     seed: int = 0  # annotation is deterministic; recorded in provenance
-    annotations_file: str = ""  # batch runs: load these (YAML/JSON); empty: annotate with the widget
+    annotations_file: str = (
+        ""  # batch runs: load these (YAML/JSON); empty: annotate with the widget
+    )
     annotator: str = ""  # the widget's default annotator name
     fields: list[str] = field(default_factory=list)  # the widget's fields (empty: all of FIELDS)
     preannotate_model: dict = field(default_factory=dict)  # VLM drafting descriptions ({}: none)
     preannotate_max_new_tokens: int = 24
-    variants_model: dict = field(default_factory=dict)  # an images API spec ({backend: openai, endpoint: images,
+    variants_model: dict = field(
+        default_factory=dict
+    )  # an images API spec ({backend: openai, endpoint: images,
     #   name: dall-e-3, api_key_env: OPENAI_API_KEY, price_per_image: 0.04}); {}: the local stylizer
-    variant_labels_file: str = ""  # satirical labels of the variants (empty: label them with the widget)
+    variant_labels_file: str = (
+        ""  # satirical labels of the variants (empty: label them with the widget)
+    )
     stages: list[int] = field(default_factory=lambda: [3, 4])  # which style stages to generate
 
     def check(self, source: str) -> None:
         check_spec(self.preannotate_model, f"{source}: preannotate_model", allow_empty=True)
         check_spec(self.variants_model, f"{source}: variants_model", allow_empty=True)
         if self.variants_model and self.variants_model.get("endpoint") != "images":
-            raise config.ParamsError(f"{source}: variants_model must be an images API (backend: openai, endpoint: images)")
+            raise config.ParamsError(
+                f"{source}: variants_model must be an images API (backend: openai, endpoint: images)"
+            )
         unknown = [f for f in self.fields if f not in FIELD_BY_NAME]
         if unknown:
-            raise config.ParamsError(f"{source}: fields {unknown} are not annotation fields ({', '.join(FIELD_BY_NAME)})")
+            raise config.ParamsError(
+                f"{source}: fields {unknown} are not annotation fields ({', '.join(FIELD_BY_NAME)})"
+            )
 
 
 def panels_to_annotate(manifest: list[dict]) -> list[dict]:
@@ -349,20 +458,33 @@ def load_annotations(cfg: AnnotateConfig, out: str | Path, panels: list[dict]) -
     already holds human rows is left alone); returns the rows appended."""
     store = _store(out)
     if cfg.annotations_file and not store.rows()["source"].eq("human").any():
-        return load_annotation_file(_project_path(cfg.annotations_file), store, names={r["name"]: r["id"] for r in panels})
+        return load_annotation_file(
+            _project_path(cfg.annotations_file), store, names={r["name"]: r["id"] for r in panels}
+        )
     return 0
 
 
-def machine_drafts(cfg: AnnotateConfig, out: str | Path, panels: list[dict], call_store=None,
-                   progress: bool = False) -> int:
+def machine_drafts(
+    cfg: AnnotateConfig,
+    out: str | Path,
+    panels: list[dict],
+    call_store=None,
+    progress: bool = False,
+) -> int:
     """Drafts by ``cfg.preannotate_model`` (:func:`preannotate`), once per model; returns the rows appended."""
     if not (cfg.preannotate_model and panels):
         return 0
     store, model = _store(out), load_model(cfg.preannotate_model)
     if store.rows()["source"].eq(f"machine:{model.name}").any():  # a rerun appends no second copy
         return 0
-    return preannotate(model, panels, store, call_store=call_store or CallStore.default(),
-                       max_new_tokens=cfg.preannotate_max_new_tokens, progress=progress)
+    return preannotate(
+        model,
+        panels,
+        store,
+        call_store=call_store or CallStore.default(),
+        max_new_tokens=cfg.preannotate_max_new_tokens,
+        progress=progress,
+    )
 
 
 def annotator_agreement(out: str | Path) -> pd.DataFrame:
@@ -372,31 +494,58 @@ def annotator_agreement(out: str | Path) -> pd.DataFrame:
     return table
 
 
-def variants(cfg: AnnotateConfig, out: str | Path, panels: list[dict], call_store=None, progress: bool = False) -> dict:
+def variants(
+    cfg: AnnotateConfig,
+    out: str | Path,
+    panels: list[dict],
+    call_store=None,
+    progress: bool = False,
+) -> dict:
     """Style variants of the satirical panels (:func:`style_variants`) and their labels from
     ``cfg.variant_labels_file``; the labelled ones are written to ``variants.jsonl``. Returns
     ``variants``, ``labelled``, ``unlabelled`` (ids) and ``source`` (what drew them)."""
     out = Path(out)
     images_model = load_model(cfg.variants_model) if cfg.variants_model else None
     first = _store(out).table().drop_duplicates("item").set_index("item")
-    descriptions = {i: {k: first.loc[i].get(k) for k in ("left_description", "right_description")} for i in first.index}
+    descriptions = {
+        i: {k: first.loc[i].get(k) for k in ("left_description", "right_description")}
+        for i in first.index
+    }
     satirical = [r for r in panels if r["label"] == "satirical"]
-    made = style_variants(satirical, descriptions, out / "variants", model=images_model,
-                          store=call_store or CallStore.default(), stages=cfg.stages, progress=progress)
-    labels = yaml.safe_load(_project_path(cfg.variant_labels_file).read_text()) if cfg.variant_labels_file else {}
+    made = style_variants(
+        satirical,
+        descriptions,
+        out / "variants",
+        model=images_model,
+        store=call_store or CallStore.default(),
+        stages=cfg.stages,
+        progress=progress,
+    )
+    labels = (
+        yaml.safe_load(_project_path(cfg.variant_labels_file).read_text())
+        if cfg.variant_labels_file
+        else {}
+    )
     labelled, unlabelled = apply_labels(made, labels)
     write_jsonl(out / A.VARIANTS, labelled)
-    return {"variants": made, "labelled": labelled, "unlabelled": unlabelled,
-            "source": f"images API {images_model.name}" if images_model else "local stylizer"}
+    return {
+        "variants": made,
+        "labelled": labelled,
+        "unlabelled": unlabelled,
+        "source": f"images API {images_model.name}" if images_model else "local stylizer",
+    }
 
 
 def variants_figure(out: str | Path, labelled: list[dict]):
     """The first six labelled variants (``figures/variants``); ``(fig, ax)``, or ``(None, None)`` when none is labelled."""
     if not labelled:
         return None, None
-    fig, ax = plots.image_grid([Image.open(v["path"]) for v in labelled[:6]],
-                               [f"{v['left_style']}|{v['right_style']} {v['label']}" for v in labelled[:6]], cols=3,
-                               grid_lines=False)
+    fig, ax = plots.image_grid(
+        [Image.open(v["path"]) for v in labelled[:6]],
+        [f"{v['left_style']}|{v['right_style']} {v['label']}" for v in labelled[:6]],
+        cols=3,
+        grid_lines=False,
+    )
     plots.save(fig, Path(out) / A.FIGURES, "variants", close=True)
     return fig, ax
 
@@ -421,13 +570,27 @@ def label_studio(out: str | Path, panels: list[dict]) -> list[dict]:
     return tasks
 
 
-def finish(cfg: AnnotateConfig, out: str | Path, manifest: list[dict], panels: list[dict], loaded: int,
-           drafted: int, made: dict) -> dict:
+def finish(
+    cfg: AnnotateConfig,
+    out: str | Path,
+    manifest: list[dict],
+    panels: list[dict],
+    loaded: int,
+    drafted: int,
+    made: dict,
+) -> dict:
     """The summary and provenance from what the steps returned (``made``: :func:`variants`)."""
-    summary = {"panels": len(panels), "manifest": len(manifest), "loaded_rows": loaded, "machine_rows": drafted,
-               "annotated_items": int(_store(out).table()["item"].nunique()), "variants": len(made["variants"]),
-               "labelled_variants": len(made["labelled"]), "waiting_for_a_label": len(made["unlabelled"]),
-               "variant_source": made["source"]}
+    summary = {
+        "panels": len(panels),
+        "manifest": len(manifest),
+        "loaded_rows": loaded,
+        "machine_rows": drafted,
+        "annotated_items": int(_store(out).table()["item"].nunique()),
+        "variants": len(made["variants"]),
+        "labelled_variants": len(made["labelled"]),
+        "waiting_for_a_label": len(made["unlabelled"]),
+        "variant_source": made["source"],
+    }
     return config.finish(Path(out), A.ANNOTATE, cfg, summary)
 
 
@@ -452,4 +615,8 @@ def run(cfg: AnnotateConfig, out: str | Path, call_store=None, progress: bool = 
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main("python -m lib.stages.annotate", AnnotateConfig, run, description="Stage 02: annotate."))
+    sys.exit(
+        cli.main(
+            "python -m lib.stages.annotate", AnnotateConfig, run, description="Stage 02: annotate."
+        )
+    )

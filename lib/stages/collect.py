@@ -103,14 +103,31 @@ def record_for(path: str | Path, source: str, **extra) -> Record:
     path = Path(path).resolve()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     image = load_image(path)
-    if extra.get("left_style") and "layout" not in extra:  # a YesBut-style image: two panels, checked
+    if (
+        extra.get("left_style") and "layout" not in extra
+    ):  # a YesBut-style image: two panels, checked
         extra["layout"] = asdict(layout(image))
-    return Record(id=f"img-{digest[:16]}", path=str(path), name=path.stem, sha256=digest, phash=str(imagehash.phash(image)),
-                  width=image.width, height=image.height, source=source, **extra)
+    return Record(
+        id=f"img-{digest[:16]}",
+        path=str(path),
+        name=path.stem,
+        sha256=digest,
+        phash=str(imagehash.phash(image)),
+        width=image.width,
+        height=image.height,
+        source=source,
+        **extra,
+    )
 
 
-def _records(paths, source: str, report: LoadReport, progress: bool, extra=lambda p: {},
-             desc: str | None = None) -> list[Record]:
+def _records(
+    paths,
+    source: str,
+    report: LoadReport,
+    progress: bool,
+    extra=lambda p: {},
+    desc: str | None = None,
+) -> list[Record]:
     """A record per readable image; a bad one is added to ``report`` with the reason, never ingested."""
     out = []
     for p in tqdm(paths, desc=desc or f"collect {source}", unit="image", disable=not progress):
@@ -122,33 +139,49 @@ def _records(paths, source: str, report: LoadReport, progress: bool, extra=lambd
     return out
 
 
-def collect_folder(folder: str | Path, source: str | None = None, licence: str = "unknown",
-                   progress: bool = True) -> tuple[list[Record], LoadReport]:
+def collect_folder(
+    folder: str | Path, source: str | None = None, licence: str = "unknown", progress: bool = True
+) -> tuple[list[Record], LoadReport]:
     """Every image under ``folder`` (recursive, common formats); bad files go to the report."""
     paths, report = scan_images(folder)
-    recs = _records(paths, source or Path(folder).name, report, progress, lambda p: {"licence": licence})
+    recs = _records(
+        paths, source or Path(folder).name, report, progress, lambda p: {"licence": licence}
+    )
     return recs, report
 
 
-def collect_yesbut(root: str | Path, licence: str = "YesBut dataset (see its repository)",
-                   progress: bool = True) -> tuple[list[Record], LoadReport]:
+def collect_yesbut(
+    root: str | Path, licence: str = "YesBut dataset (see its repository)", progress: bool = True
+) -> tuple[list[Record], LoadReport]:
     """The YesBut repository layout: ``images/stage_2/{ts}.jpg`` (originals, satirical, ORIG/ORIG)
     joined with ``YesBut_Stage2_Annotation.csv``, and ``images/stage_3_and_4/yesbut_stage_{3,4}_
     {satirical,non_satirical}/{ts}_{L}_YES_{R}_BUT.jpg`` (label from the folder, styles from the name,
     linked to their original through the timestamp)."""
     root = Path(root)
-    annotations = read_yesbut_annotations(root / ANNOTATIONS_CSV) if (root / ANNOTATIONS_CSV).exists() else {}
+    annotations = (
+        read_yesbut_annotations(root / ANNOTATIONS_CSV) if (root / ANNOTATIONS_CSV).exists() else {}
+    )
     stage2, report = scan_images(root / "images" / "stage_2")
 
     def stage2_extra(p: Path) -> dict:
-        return {"licence": licence, "label": "satirical", "left_style": "ORIG", "right_style": "ORIG", "stage": 2,
-                "timestamp": p.stem, "annotation": annotations.get(p.name, {})}
+        return {
+            "licence": licence,
+            "label": "satirical",
+            "left_style": "ORIG",
+            "right_style": "ORIG",
+            "stage": 2,
+            "timestamp": p.stem,
+            "annotation": annotations.get(p.name, {}),
+        }
 
     sub = _records(stage2, "yesbut", report, progress, stage2_extra)
     by_ts = {r.timestamp: r for r in sub if r.timestamp}
     generated = []
-    folders = sorted((root / "images" / "stage_3_and_4").glob("yesbut_stage_*")) \
-        if (root / "images" / "stage_3_and_4").exists() else []
+    folders = (
+        sorted((root / "images" / "stage_3_and_4").glob("yesbut_stage_*"))
+        if (root / "images" / "stage_3_and_4").exists()
+        else []
+    )
     for folder in folders:
         m = parse_stage_folder(folder.name)
         if not m:
@@ -160,22 +193,37 @@ def collect_yesbut(root: str | Path, licence: str = "YesBut dataset (see its rep
             if parsed is None:
                 report.add_skip(str(p), "file name does not follow {ts}_{L}_YES_{R}_BUT")
                 continue
-            generated.append((p, {"licence": licence, "label": m["label"], "stage": m["stage"], **parsed}))
+            generated.append(
+                (p, {"licence": licence, "label": m["label"], "stage": m["stage"], **parsed})
+            )
     extras = {str(p): e for p, e in generated}
-    gen = _records([p for p, _ in generated], "yesbut", report, progress, lambda p: extras[str(p)],
-                   desc="collect yesbut stages 3-4")
+    gen = _records(
+        [p for p, _ in generated],
+        "yesbut",
+        report,
+        progress,
+        lambda p: extras[str(p)],
+        desc="collect yesbut stages 3-4",
+    )
     for rec in gen:  # linked to the stage-2 original through the timestamp, sharing its annotation
         original = by_ts.get(rec.timestamp)
         rec.original = original.id if original else None
         rec.annotation = dict(original.annotation) if original else {}
         if original is None:
-            report.notes.append((rec.path, f"its original {rec.timestamp} is not in images/stage_2 (missing, or not "
-                                           f"an image: a git-lfs pointer?): kept without an original or annotation"))
+            report.notes.append(
+                (
+                    rec.path,
+                    f"its original {rec.timestamp} is not in images/stage_2 (missing, or not "
+                    f"an image: a git-lfs pointer?): kept without an original or annotation",
+                )
+            )
     report.loaded = len(sub) + len(gen)
     return sub + gen, report
 
 
-def collect_memeqa(json_path: str | Path, images: str | Path, progress: bool = True) -> tuple[list[Record], LoadReport]:
+def collect_memeqa(
+    json_path: str | Path, images: str | Path, progress: bool = True
+) -> tuple[list[Record], LoadReport]:
     """The images a MemeQA-format JSON names (``img`` keys) inside ``images``; missing ones are reported."""
     names = sorted({r["img"] for r in read_memeqa(json_path)})
     report = LoadReport()
@@ -188,8 +236,13 @@ def collect_memeqa(json_path: str | Path, images: str | Path, progress: bool = T
     return _records(present, "memeqa", report, progress), report
 
 
-def collect_urls(urls: list[str], dest: str | Path, retries: int = 3, timeout_s: float = 20.0,
-                 progress: bool = True) -> tuple[list[Record], LoadReport]:
+def collect_urls(
+    urls: list[str],
+    dest: str | Path,
+    retries: int = 3,
+    timeout_s: float = 20.0,
+    progress: bool = True,
+) -> tuple[list[Record], LoadReport]:
     """Download each URL into ``dest`` (retries with backoff). A URL that never succeeds, one that is
     not http(s) (``file://`` included: collection does not read local files through URLs), one
     without a scheme, and one whose download is no image (a soft 404's HTML page) are each reported
@@ -200,9 +253,13 @@ def collect_urls(urls: list[str], dest: str | Path, retries: int = 3, timeout_s:
     for url in tqdm(urls, desc="download", unit="url", disable=not progress):
         scheme = urllib.parse.urlsplit(str(url)).scheme.lower()
         if scheme not in ("http", "https"):
-            report.add_skip(url, f"not an http(s) URL ({f'scheme {scheme!r}' if scheme else 'scheme missing'})")
+            report.add_skip(
+                url, f"not an http(s) URL ({f'scheme {scheme!r}' if scheme else 'scheme missing'})"
+            )
             continue
-        name = hashlib.sha256(url.encode()).hexdigest()[:16] + (Path(url.split("?")[0]).suffix or ".img")
+        name = hashlib.sha256(url.encode()).hexdigest()[:16] + (
+            Path(url.split("?")[0]).suffix or ".img"
+        )
         target = dest / name
         error = None
         for attempt in range(retries):
@@ -213,7 +270,7 @@ def collect_urls(urls: list[str], dest: str | Path, retries: int = 3, timeout_s:
                 break
             except OSError as e:
                 error = f"{type(e).__name__}: {e}"
-                time.sleep(min(2 ** attempt * 0.2, 2.0))
+                time.sleep(min(2**attempt * 0.2, 2.0))
         if error:
             report.add_skip(url, f"download failed after {retries} attempts ({error})")
             continue
@@ -226,9 +283,15 @@ def collect_urls(urls: list[str], dest: str | Path, retries: int = 3, timeout_s:
     return recs, report
 
 
-def collect_hf(name: str, dest: str | Path, split: str = "train", image_column: str = "image",
-               label_column: str | None = None, limit: int | None = None,
-               progress: bool = True) -> tuple[list[Record], LoadReport]:
+def collect_hf(
+    name: str,
+    dest: str | Path,
+    split: str = "train",
+    image_column: str = "image",
+    label_column: str | None = None,
+    limit: int | None = None,
+    progress: bool = True,
+) -> tuple[list[Record], LoadReport]:
     """A Hugging Face dataset's images (``datasets.load_dataset``; needs the network or a prior
     download), saved as PNGs under ``dest``."""
     import datasets  # deferred on purpose: a heavy import that only a Hugging Face source needs
@@ -236,8 +299,10 @@ def collect_hf(name: str, dest: str | Path, split: str = "train", image_column: 
     try:
         ds = datasets.load_dataset(name, split=split)
     except Exception as e:  # offline, unknown name, gated...: say which and why
-        raise RuntimeError(f"cannot load the Hugging Face dataset {name!r} (split {split!r}): {e}. "
-                           f"It needs the network (HF_HUB_OFFLINE must be unset) or a local copy.") from e
+        raise RuntimeError(
+            f"cannot load the Hugging Face dataset {name!r} (split {split!r}): {e}. "
+            f"It needs the network (HF_HUB_OFFLINE must be unset) or a local copy."
+        ) from e
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     report, recs = LoadReport(), []
@@ -246,7 +311,9 @@ def collect_hf(name: str, dest: str | Path, split: str = "train", image_column: 
             break
         path = dest / f"{i:06d}.png"
         row[image_column].convert("RGB").save(path)
-        recs.append(record_for(path, f"hf:{name}", label=str(row[label_column]) if label_column else None))
+        recs.append(
+            record_for(path, f"hf:{name}", label=str(row[label_column]) if label_column else None)
+        )
     report.loaded = len(recs)
     return recs, report
 
@@ -276,19 +343,25 @@ def collect_demo(dest: str | Path, progress: bool = True) -> tuple[list[Record],
     photos = _records(paths, "demo", report, progress, lambda p: {"licence": licences[p]})
     pairs = demo_pairs({Path(p).stem: p for p in paths}, dest / "pairs")
     extra = {str(p): e for p, e in pairs}
-    panels = _records([p for p, _ in pairs], "demo-pairs", LoadReport(), False, lambda p: extra[str(p)])
+    panels = _records(
+        [p for p, _ in pairs], "demo-pairs", LoadReport(), False, lambda p: extra[str(p)]
+    )
     report.loaded = len(photos) + len(panels)
     return photos + panels, report
 
 
-def gather(source: dict, out: str | Path, progress: bool = False) -> tuple[list[Record], LoadReport]:
+def gather(
+    source: dict, out: str | Path, progress: bool = False
+) -> tuple[list[Record], LoadReport]:
     """One source of notebook 01's ``sources`` list: ``{kind: demo | folder | yesbut | memeqa | urls | hf, ...}``."""
     out = Path(out)
     kind = source.get("kind")
     if kind == "demo":
         return collect_demo(out / "images", progress=progress)
     if kind == "folder":
-        return collect_folder(source["path"], source.get("name"), source.get("licence", "unknown"), progress=progress)
+        return collect_folder(
+            source["path"], source.get("name"), source.get("licence", "unknown"), progress=progress
+        )
     if kind == "yesbut":
         return collect_yesbut(source["path"], progress=progress)
     if kind == "memeqa":
@@ -296,12 +369,23 @@ def gather(source: dict, out: str | Path, progress: bool = False) -> tuple[list[
     if kind == "urls":
         return collect_urls(source["urls"], out / "downloads", progress=progress)
     if kind == "hf":
-        return collect_hf(source["name"], out / "hf", source.get("split", "train"), source.get("image_column", "image"),
-                          source.get("label_column"), source.get("limit"), progress=progress)
-    raise ValueError(f"sources: unknown kind {kind!r} in {source}; use demo, folder, yesbut, memeqa, urls or hf")
+        return collect_hf(
+            source["name"],
+            out / "hf",
+            source.get("split", "train"),
+            source.get("image_column", "image"),
+            source.get("label_column"),
+            source.get("limit"),
+            progress=progress,
+        )
+    raise ValueError(
+        f"sources: unknown kind {kind!r} in {source}; use demo, folder, yesbut, memeqa, urls or hf"
+    )
 
 
-PIXEL_BLOCK_TOLERANCE = 12.0  # a near copy differs by at most this much (0-255) in every 8x8 block of each half
+PIXEL_BLOCK_TOLERANCE = (
+    12.0  # a near copy differs by at most this much (0-255) in every 8x8 block of each half
+)
 
 
 @lru_cache(maxsize=64)
@@ -310,8 +394,10 @@ def _halves(path: str) -> tuple:
     is a candidate for several others is read once."""
     image = load_image(path)
     w, h = image.size
-    return tuple(np.asarray(image.crop(box).resize((64, 64)), dtype=np.float32)
-                 for box in ((0, 0, w // 2, h), (w // 2, 0, w, h)))
+    return tuple(
+        np.asarray(image.crop(box).resize((64, 64)), dtype=np.float32)
+        for box in ((0, 0, w // 2, h), (w // 2, 0, w, h))
+    )
 
 
 def pixel_difference(a: str, b: str) -> list[float]:
@@ -343,8 +429,17 @@ def deduplicate(records: list[Record], near: int = 4) -> tuple[list[Record], lis
     for r in records:
         first = seen_sha.get(r.sha256)
         if first is not None and by_id[first].label == r.label:
-            dropped.append({"id": r.id, "path": r.path, "duplicate_of": first, "duplicate_path": by_id[first].path,
-                            "kind": "exact", "distance": 0, "pixel_difference": [0.0, 0.0]})
+            dropped.append(
+                {
+                    "id": r.id,
+                    "path": r.path,
+                    "duplicate_of": first,
+                    "duplicate_path": by_id[first].path,
+                    "kind": "exact",
+                    "distance": 0,
+                    "pixel_difference": [0.0, 0.0],
+                }
+            )
             continue
         h = imagehash.hex_to_hash(r.phash)
         match = None
@@ -352,16 +447,28 @@ def deduplicate(records: list[Record], near: int = 4) -> tuple[list[Record], lis
             other = by_id[k]
             if h - kh > near or other.label != r.label:
                 continue
-            if _family(r) is not None and _family(r) == _family(other) and \
-                    (r.left_style, r.right_style) != (other.left_style, other.right_style):
+            if (
+                _family(r) is not None
+                and _family(r) == _family(other)
+                and (r.left_style, r.right_style) != (other.left_style, other.right_style)
+            ):
                 continue  # a style variant of the same original
             diff = pixel_difference(other.path, r.path)
             if max(diff) <= PIXEL_BLOCK_TOLERANCE:
                 match = (k, h - kh, diff)
                 break
         if match:
-            dropped.append({"id": r.id, "path": r.path, "duplicate_of": match[0], "duplicate_path": by_id[match[0]].path,
-                            "kind": "near", "distance": int(match[1]), "pixel_difference": match[2]})
+            dropped.append(
+                {
+                    "id": r.id,
+                    "path": r.path,
+                    "duplicate_of": match[0],
+                    "duplicate_path": by_id[match[0]].path,
+                    "kind": "near",
+                    "distance": int(match[1]),
+                    "pixel_difference": match[2],
+                }
+            )
             continue
         seen_sha.setdefault(r.sha256, r.id)
         by_id[r.id] = r
@@ -386,19 +493,29 @@ def totals(manifest):
     """Images per stage, label and (left, right) style."""
     m = manifest.copy()
     m["styles"] = m["left_style"].fillna("?") + " | " + m["right_style"].fillna("?")
-    return m.groupby(["stage", "label", "styles"], dropna=False).size().rename("images").reset_index()
+    return (
+        m.groupby(["stage", "label", "styles"], dropna=False).size().rename("images").reset_index()
+    )
 
 
 def memeqa_dataset(json_path: str | Path, images: str | Path, out: str | Path) -> Path:
     """A MemeQA JSON split as a dataset folder (``mcq`` items; images stay where they are, named
     absolutely and declared in ``images_roots``)."""
     items = import_memeqa(json_path, str(Path(images).resolve()))
-    save_dataset(out, items, dataset_info("memeqa", provenance={"json": str(Path(json_path).resolve())},
-                                          images_roots=images_roots(items, out)))
+    save_dataset(
+        out,
+        items,
+        dataset_info(
+            "memeqa",
+            provenance={"json": str(Path(json_path).resolve())},
+            images_roots=images_roots(items, out),
+        ),
+    )
     return Path(out)
 
 
 # --- the stage --------------------------------------------------------------------------------------
+
 
 @dataclass
 class CollectConfig(config.StageConfig):
@@ -407,17 +524,27 @@ class CollectConfig(config.StageConfig):
     STAGE: ClassVar[str] = A.COLLECT
 
     seed: int = 0  # the completion options' A/B placement in the YesBut dataset; collection is deterministic
-    sources: list[dict] = field(default_factory=lambda: [{"kind": "demo"}])  # each {kind: demo | folder | yesbut | memeqa | urls | hf, ...}
-    near_duplicate_distance: int = 4  # perceptual-hash Hamming distance counted as a near copy (0: exact only)
-    yesbut_dataset: bool = True  # build datasets/yesbut when the manifest holds labelled YesBut images
+    sources: list[dict] = field(
+        default_factory=lambda: [{"kind": "demo"}]
+    )  # each {kind: demo | folder | yesbut | memeqa | urls | hf, ...}
+    near_duplicate_distance: int = (
+        4  # perceptual-hash Hamming distance counted as a near copy (0: exact only)
+    )
+    yesbut_dataset: bool = (
+        True  # build datasets/yesbut when the manifest holds labelled YesBut images
+    )
 
     def check(self, source: str) -> None:
         for i, s in enumerate(self.sources):
             if "kind" not in s:
-                raise config.ParamsError(f"{source}: sources[{i}] needs a 'kind' (demo, folder, yesbut, memeqa, urls, hf)")
+                raise config.ParamsError(
+                    f"{source}: sources[{i}] needs a 'kind' (demo, folder, yesbut, memeqa, urls, hf)"
+                )
 
 
-def gather_sources(cfg: CollectConfig, out: str | Path, progress: bool = False) -> tuple[list[Record], dict]:
+def gather_sources(
+    cfg: CollectConfig, out: str | Path, progress: bool = False
+) -> tuple[list[Record], dict]:
     """Every source of ``cfg.sources`` in order (:func:`gather`). Returns the records and what the
     sources reported: ``bad_files`` and ``notes`` (one row per file, naming its source) and
     ``per_source`` (images and bad files of each)."""
@@ -425,13 +552,21 @@ def gather_sources(cfg: CollectConfig, out: str | Path, progress: bool = False) 
     for source in cfg.sources:
         recs, report = gather(source, out, progress)
         records += recs
-        found["bad_files"] += [{"source": source["kind"], "file": f, "reason": why} for f, why in report.skipped]
-        found["notes"] += [{"source": source["kind"], "file": f, "note": why} for f, why in report.notes]
-        found["per_source"].append({"source": source["kind"], "images": len(recs), "bad_files": len(report.skipped)})
+        found["bad_files"] += [
+            {"source": source["kind"], "file": f, "reason": why} for f, why in report.skipped
+        ]
+        found["notes"] += [
+            {"source": source["kind"], "file": f, "note": why} for f, why in report.notes
+        ]
+        found["per_source"].append(
+            {"source": source["kind"], "images": len(recs), "bad_files": len(report.skipped)}
+        )
     return records, found
 
 
-def build_manifest(cfg: CollectConfig, out: str | Path, records: list[Record], found: dict) -> tuple[list[dict], dict]:
+def build_manifest(
+    cfg: CollectConfig, out: str | Path, records: list[Record], found: dict
+) -> tuple[list[dict], dict]:
     """Drop duplicates (:func:`deduplicate`), merge what is left into ``manifest.jsonl`` (existing ids
     kept, :func:`merge_manifest`) and write ``report.json`` (bad files, notes, duplicates, images not
     verified as two panels, records removed since the last collection). Returns the manifest's rows
@@ -441,10 +576,21 @@ def build_manifest(cfg: CollectConfig, out: str | Path, records: list[Record], f
     path = out / A.MANIFEST
     manifest, removed = merge_manifest(list(read_jsonl(path)) if path.exists() else [], kept)
     write_jsonl(path, manifest)
-    flagged = [{"path": r["path"], **r["layout"]} for r in manifest if r.get("layout") and r["layout"]["panels"] != 2]
-    report = {"collected": len(records), "kept": len(kept), "bad_files": found["bad_files"], "notes": found["notes"],
-              "duplicates": dropped, "per_source": found["per_source"], "not_verified_two_panels": flagged,
-              "removed_since_last_collection": [{"id": r["id"], "path": r["path"]} for r in removed]}
+    flagged = [
+        {"path": r["path"], **r["layout"]}
+        for r in manifest
+        if r.get("layout") and r["layout"]["panels"] != 2
+    ]
+    report = {
+        "collected": len(records),
+        "kept": len(kept),
+        "bad_files": found["bad_files"],
+        "notes": found["notes"],
+        "duplicates": dropped,
+        "per_source": found["per_source"],
+        "not_verified_two_panels": flagged,
+        "removed_since_last_collection": [{"id": r["id"], "path": r["path"]} for r in removed],
+    }
     write_json(out / A.COLLECT_REPORT, report)
     return manifest, report
 
@@ -452,8 +598,12 @@ def build_manifest(cfg: CollectConfig, out: str | Path, records: list[Record], f
 def sample_figure(out: str | Path, manifest: list[dict], n: int = 6):
     """The first ``n`` images of the manifest with their names (``figures/sample``); ``(fig, ax)``."""
     sample = manifest[:n]
-    fig, ax = plots.image_grid([Image.open(r["path"]) for r in sample], [r["name"] for r in sample], cols=3,
-                               grid_lines=False)
+    fig, ax = plots.image_grid(
+        [Image.open(r["path"]) for r in sample],
+        [r["name"] for r in sample],
+        cols=3,
+        grid_lines=False,
+    )
     plots.save(fig, Path(out) / A.FIGURES, "sample", close=True)
     return fig, ax
 
@@ -467,23 +617,40 @@ def datasets(cfg: CollectConfig, out: str | Path, manifest: list[dict]) -> dict[
     for source in cfg.sources:
         if source["kind"] == "memeqa":
             name = f"memeqa_{Path(source['json']).stem}"
-            folders[name] = memeqa_dataset(source["json"], source["images"], A.dataset_folder(out, name))
+            folders[name] = memeqa_dataset(
+                source["json"], source["images"], A.dataset_folder(out, name)
+            )
     labelled = [r for r in manifest if r.get("label") in ("satirical", "non_satirical")]
     if cfg.yesbut_dataset and labelled:
-        folders["yesbut"] = yesbut_datasets(manifest, A.dataset_folder(out, "yesbut"), seed=cfg.seed)
+        folders["yesbut"] = yesbut_datasets(
+            manifest, A.dataset_folder(out, "yesbut"), seed=cfg.seed
+        )
     return folders
 
 
-def finish(cfg: CollectConfig, out: str | Path, manifest: list[dict], report: dict, folders: dict[str, Path]) -> dict:
+def finish(
+    cfg: CollectConfig,
+    out: str | Path,
+    manifest: list[dict],
+    report: dict,
+    folders: dict[str, Path],
+) -> dict:
     """The summary from what the steps returned (:func:`build_manifest`'s manifest and report,
     :func:`datasets`' folders, of which it names the YesBut one) and provenance."""
     flagged = report["not_verified_two_panels"]
-    summary = {"collected": report["collected"], "kept": report["kept"], "duplicates": len(report["duplicates"]),
-               "bad_files": len(report["bad_files"]), "notes": len(report["notes"]),
-               "not_verified_two_panels": len(flagged), "three_panels": sum(f["panels"] == 3 for f in flagged),
-               "removed_since_last_collection": len(report["removed_since_last_collection"]),
-               "manifest": len(manifest), "per_source": report["per_source"],
-               "datasets": {"yesbut": str(folders["yesbut"])} if "yesbut" in folders else {}}
+    summary = {
+        "collected": report["collected"],
+        "kept": report["kept"],
+        "duplicates": len(report["duplicates"]),
+        "bad_files": len(report["bad_files"]),
+        "notes": len(report["notes"]),
+        "not_verified_two_panels": len(flagged),
+        "three_panels": sum(f["panels"] == 3 for f in flagged),
+        "removed_since_last_collection": len(report["removed_since_last_collection"]),
+        "manifest": len(manifest),
+        "per_source": report["per_source"],
+        "datasets": {"yesbut": str(folders["yesbut"])} if "yesbut" in folders else {},
+    }
     return config.finish(Path(out), A.COLLECT, cfg, summary)
 
 
@@ -501,4 +668,11 @@ def run(cfg: CollectConfig, out: str | Path, progress: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main("python -m lib.stages.collect", CollectConfig, run, description="Stage 01: collect images."))
+    sys.exit(
+        cli.main(
+            "python -m lib.stages.collect",
+            CollectConfig,
+            run,
+            description="Stage 01: collect images.",
+        )
+    )

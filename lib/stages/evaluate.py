@@ -48,8 +48,18 @@ from lib.paths import run_dir, stage_dir
 from lib.ranks import ranks
 
 # the steps notebook 06 calls, the engine's among them
-__all__ = ["EvalConfig", "ask", "finish", "invalid_summary", "items_to_ask", "main", "rescore_folder", "resolved",
-           "run", "run_of"]
+__all__ = [
+    "EvalConfig",
+    "ask",
+    "finish",
+    "invalid_summary",
+    "items_to_ask",
+    "main",
+    "rescore_folder",
+    "resolved",
+    "run",
+    "run_of",
+]
 
 
 def run_of(cfg: EvalConfig, out: str | Path) -> Path:
@@ -70,8 +80,10 @@ def resolved(cfg: EvalConfig, run_folder: str | Path) -> EvalConfig:
     if cfg.demo_data:
         demo = A.datasets_of(run_folder, A.SETUP)
         if not demo:
-            problems.append(f"demo_data: no datasets in {A.stage_folder(run_folder, A.SETUP) / A.DATASETS}; run "
-                            f"stage 00_setup of run {Path(run_folder).name} first, or set demo_data=false")
+            problems.append(
+                f"demo_data: no datasets in {A.stage_folder(run_folder, A.SETUP) / A.DATASETS}; run "
+                f"stage 00_setup of run {Path(run_folder).name} first, or set demo_data=false"
+            )
         datasets.update({name: str(folder) for name, folder in demo.items()})
     if problems:
         raise A.MissingOutputs("\n".join(problems))
@@ -79,7 +91,9 @@ def resolved(cfg: EvalConfig, run_folder: str | Path) -> EvalConfig:
     return config.replaced(cfg, datasets=datasets, models=models, demo_data=False)
 
 
-def items_to_ask(cfg: EvalConfig, out: str | Path) -> tuple[EvalConfig, dict[str, tuple[Path, ItemsAt]]]:
+def items_to_ask(
+    cfg: EvalConfig, out: str | Path
+) -> tuple[EvalConfig, dict[str, tuple[Path, ItemsAt]]]:
     """The config with its run's paths (:func:`resolved` in :func:`run_of`; the later steps take it)
     and each dataset's folder and items to ask (:func:`lib.eval.items.load_eval_items`)."""
     cfg = resolved(cfg, run_of(cfg, out))
@@ -110,12 +124,26 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] != ["rescore"]:
-        return cli.main("python -m lib.stages.evaluate", EvalConfig, run, argv, description="Stage 06: evaluate.")
-    ap = argparse.ArgumentParser(prog="python -m lib.stages.evaluate", description="Evaluation tools.")
+        return cli.main(
+            "python -m lib.stages.evaluate",
+            EvalConfig,
+            run,
+            argv,
+            description="Stage 06: evaluate.",
+        )
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.stages.evaluate", description="Evaluation tools."
+    )
     sub = ap.add_subparsers(dest="command", required=True)
-    rs = sub.add_parser("rescore", help="recompute metrics.csv, levels.csv, errors.csv from stored outputs")
+    rs = sub.add_parser(
+        "rescore", help="recompute metrics.csv, levels.csv, errors.csv from stored outputs"
+    )
     rs.add_argument("--run", required=True, help="the run whose 06_evaluate folder to rescore")
-    rs.add_argument("--unverified", action="store_true", help="rescore a folder without a matching manifest.json")
+    rs.add_argument(
+        "--unverified",
+        action="store_true",
+        help="rescore a folder without a matching manifest.json",
+    )
     args = ap.parse_args(argv)
     folder = stage_dir(args.run, A.EVALUATE, create=False)
     stale = A.stale_tables(folder) if folder.is_dir() else None

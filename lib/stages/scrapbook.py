@@ -45,9 +45,13 @@ class ScrapbookConfig(ScrapbookParams, config.StageConfig):
 
     STAGE: ClassVar[str] = A.SCRAPBOOK
 
-    sets: dict[str, dict] = field(default_factory=dict)  # name -> ScrapbookParams overrides (seed: the stage's)
+    sets: dict[str, dict] = field(
+        default_factory=dict
+    )  # name -> ScrapbookParams overrides (seed: the stage's)
     n_preview: int = 6  # images shown with the region grid
-    compare_to_paper: bool = False  # the main dataset has Table 2's parameters: write paper.csv beside the paper
+    compare_to_paper: bool = (
+        False  # the main dataset has Table 2's parameters: write paper.csv beside the paper
+    )
     # make each set's question lines in a forked process while this one renders its images: the
     # same bytes, sooner on a large set (benchmarks/scrapbook.py measures it on unique_all)
     question_worker: bool = False
@@ -57,7 +61,9 @@ class ScrapbookConfig(ScrapbookParams, config.StageConfig):
         return ScrapbookParams(**{f.name: getattr(self, f.name) for f in fields(ScrapbookParams)})
 
     def set_params(self, name: str) -> ScrapbookParams:
-        return ScrapbookParams.from_dict({"seed": self.seed, **self.sets[name]}, source=f"sets.{name}")
+        return ScrapbookParams.from_dict(
+            {"seed": self.seed, **self.sets[name]}, source=f"sets.{name}"
+        )
 
     def check(self, source: str) -> None:
         """The values (folders of external data are looked at when generating, not here)."""
@@ -68,7 +74,9 @@ class ScrapbookConfig(ScrapbookParams, config.StageConfig):
         hints = typing.get_type_hints(ScrapbookParams)
         for name, overrides in self.sets.items():
             if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", name):  # it becomes a folder name
-                raise config.ParamsError(f"{source}: sets: {name!r} is not a dataset name (letters, digits, _ and -)")
+                raise config.ParamsError(
+                    f"{source}: sets: {name!r} is not a dataset name (letters, digits, _ and -)"
+                )
             for key, value in overrides.items():
                 if key in hints:
                     config.check_type(value, hints[key], f"{source}: sets.{name}.{key}")
@@ -81,8 +89,12 @@ class ScrapbookConfig(ScrapbookParams, config.StageConfig):
 def main_dataset(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -> dict:
     """The main dataset (``datasets/scrapbook``: images, masks, scenes, items, counts.csv,
     concepts.csv) from ``cfg.params()``, validated first; returns the generator's statistics."""
-    return generate(cfg.params(), _dataset(cfg, out, A.SCRAPBOOK_DATASET), progress=progress,
-                    question_worker=cfg.question_worker)
+    return generate(
+        cfg.params(),
+        _dataset(cfg, out, A.SCRAPBOOK_DATASET),
+        progress=progress,
+        question_worker=cfg.question_worker,
+    )
 
 
 def sample_figure(cfg: ScrapbookConfig, out: str | Path):
@@ -111,8 +123,12 @@ def further_sets(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -
         if name == A.SCRAPBOOK_DATASET:
             raise config.ParamsError(f"sets: {name!r} is the main dataset's name; choose another")
         folder = _dataset(cfg, out, name)
-        briefs[name] = _brief(generate(cfg.set_params(name), folder, progress=progress,
-                                       question_worker=cfg.question_worker), folder)
+        briefs[name] = _brief(
+            generate(
+                cfg.set_params(name), folder, progress=progress, question_worker=cfg.question_worker
+            ),
+            folder,
+        )
     return briefs
 
 
@@ -155,14 +171,20 @@ def _dataset(cfg: ScrapbookConfig, out: str | Path, name: str) -> Path:
     config.check_values(cfg, type(cfg).__name__)
     folder = A.dataset_folder(out, name)
     if not folder.resolve().is_relative_to(Path(out).resolve()):
-        raise config.ParamsError(f"{folder} is {folder.resolve()}, outside {out}: a stage writes only inside its own "
-                                 f"folder; remove the link or choose another folder")
+        raise config.ParamsError(
+            f"{folder} is {folder.resolve()}, outside {out}: a stage writes only inside its own "
+            f"folder; remove the link or choose another folder"
+        )
     return folder
 
 
 def _brief(stats: dict, folder: Path) -> dict:
-    return {"folder": str(folder), "images": stats["images"], "questions": stats["questions"],
-            "placement_failures": stats["placement_failures"]}
+    return {
+        "folder": str(folder),
+        "images": stats["images"],
+        "questions": stats["questions"],
+        "placement_failures": stats["placement_failures"],
+    }
 
 
 PROG = "python -m lib.stages.scrapbook"
@@ -190,14 +212,23 @@ def cluster_main(argv: list[str]) -> int:
         if stage is None:
             return 2
         cfg = stage.cfg
-        job = lambda: generate(cfg.params(), args.out, args.shard, args.num_shards,
-                               question_worker=cfg.question_worker)
+        job = lambda: generate(
+            cfg.params(), args.out, args.shard, args.num_shards, question_worker=cfg.question_worker
+        )
     try:
         stats = job()
-    except (ScrapbookParamError, NotOurFolder) as e:  # a shard out of range or missing, --out not a dataset
+    except (
+        ScrapbookParamError,
+        NotOurFolder,
+    ) as e:  # a shard out of range or missing, --out not a dataset
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(json.dumps({k: stats[k] for k in ("images", "questions", "by_type", "placement_failures")}, indent=1))
+    print(
+        json.dumps(
+            {k: stats[k] for k in ("images", "questions", "by_type", "placement_failures")},
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -47,9 +47,15 @@ class SetupConfig(config.StageConfig):
     MODEL_ROLES: ClassVar[dict] = {"models": "*"}
 
     seed: int = 0  # recorded in provenance; the demo datasets' A/B placement of completion options
-    models: dict[str, dict] = field(default_factory=lambda: {"vlm": {"backend": "tiny", "name": "llava"},
-                                                             "llm": {"backend": "tiny", "name": "smollm2"}})  # name -> spec
-    demo_datasets: bool = True  # write the embedded demo's mcq / vqa / yesbut datasets (06 evaluates them)
+    models: dict[str, dict] = field(
+        default_factory=lambda: {
+            "vlm": {"backend": "tiny", "name": "llava"},
+            "llm": {"backend": "tiny", "name": "smollm2"},
+        }
+    )  # name -> spec
+    demo_datasets: bool = (
+        True  # write the embedded demo's mcq / vqa / yesbut datasets (06 evaluates them)
+    )
 
     def check(self, source: str) -> None:
         for label, spec in self.models.items():
@@ -65,7 +71,9 @@ def sample_images(out: str | Path) -> list[Path]:
     return write_sample_images(Path(out) / A.SAMPLE_IMAGES)
 
 
-def probe(cfg: SetupConfig, out: str | Path, images: list[Path], store: CallStore | None = None) -> pd.DataFrame:
+def probe(
+    cfg: SetupConfig, out: str | Path, images: list[Path], store: CallStore | None = None
+) -> pd.DataFrame:
     """Build and probe every model of ``cfg`` (:func:`probe_models`) and write ``probe.csv``; one row per answer."""
     table = probe_models(cfg.specs(), images, store if store is not None else CallStore.default())
     table.to_csv(Path(out) / A.PROBE, index=False)
@@ -78,21 +86,32 @@ def datasets(cfg: SetupConfig, out: str | Path) -> dict[str, Path]:
     return demo_datasets(Path(out) / A.DATASETS, seed=cfg.seed) if cfg.demo_datasets else {}
 
 
-def finish(cfg: SetupConfig, out: str | Path, images: list[Path], answers: pd.DataFrame,
-           folders: dict[str, Path]) -> dict:
+def finish(
+    cfg: SetupConfig,
+    out: str | Path,
+    images: list[Path],
+    answers: pd.DataFrame,
+    folders: dict[str, Path],
+) -> dict:
     """The summary and provenance from what the steps returned (the sample images, the probe's
     answers, the datasets' folders); raises when a constrained probe answer is invalid (the
     environment is broken), after writing them."""
     out = Path(out)
     constrained = answers[answers.method.str.startswith("constrained")]
-    summary = {"models": int(answers.model.nunique()), "probe_answers": len(answers),
-               "constrained_invalid": int((~constrained.valid).sum()), "sample_images": [p.name for p in images],
-               "datasets": {k: str(v) for k, v in folders.items()}}
+    summary = {
+        "models": int(answers.model.nunique()),
+        "probe_answers": len(answers),
+        "constrained_invalid": int((~constrained.valid).sum()),
+        "sample_images": [p.name for p in images],
+        "datasets": {k: str(v) for k, v in folders.items()},
+    }
     config.finish(out, A.SETUP, cfg, summary)
     if summary["constrained_invalid"]:
         bad = constrained[~constrained.valid]
-        raise RuntimeError(f"{len(bad)} constrained probe answer(s) invalid (models {sorted(set(bad.model))}): "
-                           f"see {out / A.PROBE}")
+        raise RuntimeError(
+            f"{len(bad)} constrained probe answer(s) invalid (models {sorted(set(bad.model))}): "
+            f"see {out / A.PROBE}"
+        )
     return summary
 
 
@@ -113,11 +132,22 @@ def probe_requests(images: list[Path], vision: bool) -> list[Request]:
     yes_no = Constraint(choices=("yes", "no"))
     imgs = lambda i: [images[i % len(images)]] if vision else []
     return [
-        Request.simple("Is there a person in the image? Answer yes or no.", imgs(0), constraint=yes_no),
-        Request.simple("Is this a photograph of a cat? Answer yes or no.", imgs(2), constraint=yes_no),
-        Request.simple("Which colour dominates: red, green or blue?", imgs(1),
-                       constraint=Constraint(choices=("red", "green", "blue"), method="loglik")),
-        Request.simple("Describe the image in a few words." if vision else "Name a colour.", imgs(3), max_new_tokens=12),
+        Request.simple(
+            "Is there a person in the image? Answer yes or no.", imgs(0), constraint=yes_no
+        ),
+        Request.simple(
+            "Is this a photograph of a cat? Answer yes or no.", imgs(2), constraint=yes_no
+        ),
+        Request.simple(
+            "Which colour dominates: red, green or blue?",
+            imgs(1),
+            constraint=Constraint(choices=("red", "green", "blue"), method="loglik"),
+        ),
+        Request.simple(
+            "Describe the image in a few words." if vision else "Name a colour.",
+            imgs(3),
+            max_new_tokens=12,
+        ),
     ]
 
 
@@ -132,17 +162,32 @@ def probe_models(specs: dict[str, dict], images: list[Path], store: CallStore) -
         vision = getattr(model, "is_vlm", True)
         requests = probe_requests(images, vision)
         responses = generate(model, requests, store=store, desc=f"probe {label}")
-        n_params = sum(p.numel() for p in model.model.parameters()) if getattr(model, "model", None) is not None else None
+        n_params = (
+            sum(p.numel() for p in model.model.parameters())
+            if getattr(model, "model", None) is not None
+            else None
+        )
         for req, resp in zip(requests, responses):
-            rows.append({
-                "model": label, "backend": spec["backend"], "parameters": n_params, "load_s": round(load_s, 2),
-                "question": req.messages[-1]["content"][-1]["text"], "raw": resp.text, "parsed": resp.parsed,
-                "method": resp.method, "valid": resp.valid, "cached": resp.cached, "latency_s": round(resp.latency_s, 3),
-            })
+            rows.append(
+                {
+                    "model": label,
+                    "backend": spec["backend"],
+                    "parameters": n_params,
+                    "load_s": round(load_s, 2),
+                    "question": req.messages[-1]["content"][-1]["text"],
+                    "raw": resp.text,
+                    "parsed": resp.parsed,
+                    "method": resp.method,
+                    "valid": resp.valid,
+                    "cached": resp.cached,
+                    "latency_s": round(resp.latency_s, 3),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 # --- the embedded demo's evaluation datasets ---------------------------------------------------
+
 
 def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
     """Write the demo's ``mcq``, ``yesbut`` and ``vqa`` dataset folders under ``out`` from
@@ -150,34 +195,65 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
     Completion options are placed A/B by a seeded shuffle."""
     spec = yaml.safe_load((DATA / "demo" / "evaluation.yaml").read_text())
     out = Path(out)
-    info = lambda name: dataset_info(name, license="demo (scikit-image sample images)",
-                                     provenance={"source": "lib/data/demo/evaluation.yaml"})
-    mcq = MultipleChoice.name  # the multiple-choice set and its block in evaluation.yaml are named after its task
+    info = lambda name: dataset_info(
+        name,
+        license="demo (scikit-image sample images)",
+        provenance={"source": "lib/data/demo/evaluation.yaml"},
+    )
+    mcq = (
+        MultipleChoice.name
+    )  # the multiple-choice set and its block in evaluation.yaml are named after its task
     folders = {}
     for name in (mcq, "vqa", "yesbut"):
         folders[name] = out / name
         write_sample_images(folders[name] / "images")
     img = lambda name: f"images/{name}.png"
-    save_dataset(folders[mcq], [
-        MultipleChoice.make_item(r["id"], [img(r["image"])], r["question"], r["answer"], r["options"],
-                                 r["general_type"], r["specific_type"])
-        for r in spec[mcq]], info(f"demo-{mcq}"))
-    save_dataset(folders["vqa"], [OpenVQA.make_item(r["id"], [img(r["image"])], r["question"], r["answers"])
-                                  for r in spec["vqa"]], info("demo-vqa"))
+    save_dataset(
+        folders[mcq],
+        [
+            MultipleChoice.make_item(
+                r["id"],
+                [img(r["image"])],
+                r["question"],
+                r["answer"],
+                r["options"],
+                r["general_type"],
+                r["specific_type"],
+            )
+            for r in spec[mcq]
+        ],
+        info(f"demo-{mcq}"),
+    )
+    save_dataset(
+        folders["vqa"],
+        [
+            OpenVQA.make_item(r["id"], [img(r["image"])], r["question"], r["answers"])
+            for r in spec["vqa"]
+        ],
+        info("demo-vqa"),
+    )
     root = folders["yesbut"]
     photo = lambda name: load_image(root / img(name))
     items, pairs = [], {r["id"]: r for r in spec["yesbut"]}
     for r in spec["yesbut"]:
         path = f"images/{r['id']}.png"
         compose(photo(r["left"]), photo(r["right"]), height=256).save(root / path)
-        meta = {"left": r["left"], "right": r["right"], "satirical": r["satirical"],
-                **{k: r[k] for k in ("stage", "difficulty", "text") if k in r}}
+        meta = {
+            "left": r["left"],
+            "right": r["right"],
+            "satirical": r["satirical"],
+            **{k: r[k] for k in ("stage", "difficulty", "text") if k in r},
+        }
         items.append(Detection.make_item(f"{r['id']}-detection", path, r["satirical"], meta))
         if r["satirical"]:
-            for part, ref, image in (("left", r["left_description"], img(r["left"])),
-                                     ("right", r["right_description"], img(r["right"])),
-                                     ("whole", r["overall_description"], path)):
-                items.append(Understanding.make_item(f"{r['id']}-{part}", image, ref, {**meta, "part": part}))
+            for part, ref, image in (
+                ("left", r["left_description"], img(r["left"])),
+                ("right", r["right_description"], img(r["right"])),
+                ("whole", r["overall_description"], path),
+            ):
+                items.append(
+                    Understanding.make_item(f"{r['id']}-{part}", image, ref, {**meta, "part": part})
+                )
     rng = random.Random(seed)
     for c in spec["completion"]:
         pair = pairs[c["pair"]]
@@ -185,13 +261,32 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
         options = [correct, c["distractor"]]
         rng.shuffle(options)
         path = f"images/{c['id']}.png"
-        completion_grid(photo(pair["left"]), photo(pair["right"]), photo(options[0]), photo(options[1]),
-                        missing=c["missing"], cell=192).save(root / path)
-        items.append(Completion.make_item(c["id"], path, options.index(correct),
-                                          {"pair": c["pair"], "missing": c["missing"], "options": options}))
+        completion_grid(
+            photo(pair["left"]),
+            photo(pair["right"]),
+            photo(options[0]),
+            photo(options[1]),
+            missing=c["missing"],
+            cell=192,
+        ).save(root / path)
+        items.append(
+            Completion.make_item(
+                c["id"],
+                path,
+                options.index(correct),
+                {"pair": c["pair"], "missing": c["missing"], "options": options},
+            )
+        )
     save_dataset(root, items, info("demo-yesbut"))
     return folders
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main("python -m lib.stages.setup", SetupConfig, run, description="Stage 00: build and probe the models."))
+    sys.exit(
+        cli.main(
+            "python -m lib.stages.setup",
+            SetupConfig,
+            run,
+            description="Stage 00: build and probe the models.",
+        )
+    )

@@ -39,9 +39,24 @@ from lib.training.validation import (
 )
 
 # the steps notebook 05 calls and the engine's entry points the tests and scripts/gpu_check.py reach through the stage
-__all__ = ["Example", "TrainConfig", "bind_datasets", "collate", "compare", "comparison", "curve", "evaluate_examples",
-           "finish", "finish_training", "run", "score_examples", "start_training", "train", "train_steps",
-           "training_summary"]
+__all__ = [
+    "Example",
+    "TrainConfig",
+    "bind_datasets",
+    "collate",
+    "compare",
+    "comparison",
+    "curve",
+    "evaluate_examples",
+    "finish",
+    "finish_training",
+    "run",
+    "score_examples",
+    "start_training",
+    "train",
+    "train_steps",
+    "training_summary",
+]
 
 
 @dataclass
@@ -69,29 +84,49 @@ class TrainConfig(config.StageConfig):
     # the validation metric that picks best/: "auto" = the task's own (Task.validation_metric: MemeQA's
     # macro average of exact match over its question types for mcq, accuracy otherwise), or by hand
     select_by: str = "auto"
-    train_types: list = field(default_factory=list)  # train only on these question types; empty: all of `types`
-    train_targets: list = field(default_factory=list)  # train only on questions describing these attributes
+    train_types: list = field(
+        default_factory=list
+    )  # train only on these question types; empty: all of `types`
+    train_targets: list = field(
+        default_factory=list
+    )  # train only on questions describing these attributes
     #   (e.g. [color]: colour questions only); empty: all. Validation and test keep every question.
-    focus_targets: list = field(default_factory=list)  # curriculum: for the first focus_steps steps, train
-    focus_steps: int = 0  # only on questions about these attributes (an easy concept first), then on all
+    focus_targets: list = field(
+        default_factory=list
+    )  # curriculum: for the first focus_steps steps, train
+    focus_steps: int = (
+        0  # only on questions about these attributes (an easy concept first), then on all
+    )
     # draw training questions so that every answer of a question type is equally likely (class-balanced
     # sampling: a model that only learnt the answer prior gains nothing); validation and test keep the
     # data's own answers. False: questions as often as the data has them
     balance: bool = False
     val_fraction: float = 0.1  # of images
     test_fraction: float = 0.1  # of images
-    full_finetune: bool = False  # True for randomly initialised models: LoRA on random weights learns little
+    full_finetune: bool = (
+        False  # True for randomly initialised models: LoRA on random weights learns little
+    )
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05
-    target_modules: list = field(default_factory=list)  # default: the language model's linear layers
+    target_modules: list = field(
+        default_factory=list
+    )  # default: the language model's linear layers
     lr: float = 2e-4
-    lr_schedule: str = "cosine"  # cosine (after warmup_steps) or constant (the original MemeQA runs)
+    lr_schedule: str = (
+        "cosine"  # cosine (after warmup_steps) or constant (the original MemeQA runs)
+    )
     weight_decay: float = 0.0
     warmup_steps: int = 20
-    max_steps: int = 200  # the budget: in steps, so a slow or busy machine gives the same model, only later
-    epochs: float = 0.0  # > 0: the budget in passes over the training split instead (max_steps derived from it)
-    max_seconds: float = 0.0  # a safety net only (0: none): stops early, then still validates and saves best/
+    max_steps: int = (
+        200  # the budget: in steps, so a slow or busy machine gives the same model, only later
+    )
+    epochs: float = (
+        0.0  # > 0: the budget in passes over the training split instead (max_steps derived from it)
+    )
+    max_seconds: float = (
+        0.0  # a safety net only (0: none): stops early, then still validates and saves best/
+    )
     batch_size: int = 16
     grad_accum: int = 1
     max_grad_norm: float = 1.0
@@ -103,7 +138,9 @@ class TrainConfig(config.StageConfig):
     # number of threads rounds differently, and thousands of steps carry that into the results: a fixed
     # count trains the same model on machines with more or fewer cores
     cpu_threads: int = 0
-    val_max_new_tokens: int = 8  # validation decodes like evaluation: free text unless the task has a closed set
+    val_max_new_tokens: int = (
+        8  # validation decodes like evaluation: free text unless the task has a closed set
+    )
     max_test: int = 1000  # held-out questions for the base / trained / majority comparison
     image_cache_mb: int = 1024  # decoded training images kept in memory (least recently used out; 0: decode every step)
     resume: bool = True  # continue from checkpoint/ when it was made with the same settings
@@ -112,21 +149,34 @@ class TrainConfig(config.StageConfig):
     def check(self, source: str) -> None:
         check_spec(self.model, f"{source}: model")
         if not self.dataset:
-            raise config.ParamsError(f"{source}: dataset must name a dataset folder (e.g. stage:04_scrapbook/datasets/scrapbook)")
+            raise config.ParamsError(
+                f"{source}: dataset must name a dataset folder (e.g. stage:04_scrapbook/datasets/scrapbook)"
+            )
         if bool(self.val_dataset) != bool(self.test_dataset):
-            raise config.ParamsError(f"{source}: give both val_dataset and test_dataset (a dataset's own splits) or neither")
+            raise config.ParamsError(
+                f"{source}: give both val_dataset and test_dataset (a dataset's own splits) or neither"
+            )
         if self.select_by not in ("auto", "accuracy", "macro"):
-            raise config.ParamsError(f"{source}: select_by must be auto, accuracy or macro, got {self.select_by!r}")
+            raise config.ParamsError(
+                f"{source}: select_by must be auto, accuracy or macro, got {self.select_by!r}"
+            )
         if self.cpu_threads < 0:
-            raise config.ParamsError(f"{source}: cpu_threads must be 0 (torch's default) or a number of threads, "
-                                     f"got {self.cpu_threads}")
+            raise config.ParamsError(
+                f"{source}: cpu_threads must be 0 (torch's default) or a number of threads, "
+                f"got {self.cpu_threads}"
+            )
         if self.lr_schedule not in ("cosine", "constant"):
-            raise config.ParamsError(f"{source}: lr_schedule must be cosine or constant, got {self.lr_schedule!r}")
+            raise config.ParamsError(
+                f"{source}: lr_schedule must be cosine or constant, got {self.lr_schedule!r}"
+            )
 
     def settings(self) -> dict:
         """What a checkpoint must share with the run that resumes it."""
-        return {k: v for k, v in asdict(self).items()
-                if k not in ("resume", "max_test", "max_seconds", "image_cache_mb", "cpu_threads")}
+        return {
+            k: v
+            for k, v in asdict(self).items()
+            if k not in ("resume", "max_test", "max_seconds", "image_cache_mb", "cpu_threads")
+        }
 
 
 def compare(cfg: TrainConfig, out_dir: str | Path) -> dict:
@@ -135,15 +185,34 @@ def compare(cfg: TrainConfig, out_dir: str | Path) -> dict:
     # training filters touch the train split only, so one unfiltered load serves both purposes
     everything, _ = load_examples(replace(cfg, train_types=[], train_targets=[]))
     rng = np.random.default_rng(cfg.seed)
-    test = [everything["test"][i] for i in sorted(rng.permutation(len(everything["test"]))[:cfg.max_test])]
+    test = [
+        everything["test"][i]
+        for i in sorted(rng.permutation(len(everything["test"]))[: cfg.max_test])
+    ]
     base = load_model(cfg.model).load()
     model, processor = load_trained(cfg, Path(out_dir) / "best")
-    return {"n_test": len(test), "test_images": len({e.image for e in test}), "n": group_sizes(test),
-            "majority": majority_baseline(everything["train"], test),
-            "base": evaluate_examples(base.model, base.processor, test, question_first=wants_question_first(cfg.model),
-                                     max_new_tokens=cfg.val_max_new_tokens, spec=cfg.model),
-            "trained": evaluate_examples(model, processor, test, question_first=wants_question_first(cfg.model),
-                                        max_new_tokens=cfg.val_max_new_tokens, spec=cfg.model)}
+    return {
+        "n_test": len(test),
+        "test_images": len({e.image for e in test}),
+        "n": group_sizes(test),
+        "majority": majority_baseline(everything["train"], test),
+        "base": evaluate_examples(
+            base.model,
+            base.processor,
+            test,
+            question_first=wants_question_first(cfg.model),
+            max_new_tokens=cfg.val_max_new_tokens,
+            spec=cfg.model,
+        ),
+        "trained": evaluate_examples(
+            model,
+            processor,
+            test,
+            question_first=wants_question_first(cfg.model),
+            max_new_tokens=cfg.val_max_new_tokens,
+            spec=cfg.model,
+        ),
+    }
 
 
 def bind_datasets(cfg: TrainConfig, out: str | Path) -> TrainConfig:
@@ -151,8 +220,14 @@ def bind_datasets(cfg: TrainConfig, out: str | Path) -> TrainConfig:
     folders, :func:`lib.artifacts.resolve`) resolved against the run folder of ``out``: what
     training reads and provenance records."""
     run_folder = Path(out).parent
-    return config.replaced(cfg, **{k: A.resolve(getattr(cfg, k), run_folder)
-                                   for k in ("dataset", "val_dataset", "test_dataset") if getattr(cfg, k)})
+    return config.replaced(
+        cfg,
+        **{
+            k: A.resolve(getattr(cfg, k), run_folder)
+            for k in ("dataset", "val_dataset", "test_dataset")
+            if getattr(cfg, k)
+        },
+    )
 
 
 def curve(out: str | Path) -> tuple[pd.DataFrame, tuple]:
@@ -168,7 +243,9 @@ def comparison(cfg: TrainConfig, out: str | Path) -> tuple[dict, tuple]:
     """Base vs trained vs the majority answer on up to ``cfg.max_test`` test questions
     (:func:`compare`) and its bar chart (``figures/base_vs_trained``); the result and ``(fig, ax)``."""
     result = compare(cfg, out)
-    fig, ax = plots.accuracy_bars(pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T, result["n"])
+    fig, ax = plots.accuracy_bars(
+        pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T, result["n"]
+    )
     plots.save(fig, Path(out) / A.FIGURES, "base_vs_trained", close=True)
     return result, (fig, ax)
 
@@ -176,8 +253,14 @@ def comparison(cfg: TrainConfig, out: str | Path) -> tuple[dict, tuple]:
 def finish(cfg: TrainConfig, out: str | Path, training: dict, result: dict) -> dict:
     """The summary from what the steps returned (:func:`train`'s summary, :func:`comparison`'s
     result) and provenance (``cfg`` as :func:`bind_datasets` returned it)."""
-    summary = {"base": result["base"], "trained": result["trained"], "majority": result["majority"],
-               "train_seconds": training["train_seconds"], "n_test": result["n_test"], "training": training}
+    summary = {
+        "base": result["base"],
+        "trained": result["trained"],
+        "majority": result["majority"],
+        "train_seconds": training["train_seconds"],
+        "n_test": result["n_test"],
+        "training": training,
+    }
     return config.finish(Path(out), A.TRAIN, cfg, summary)
 
 
@@ -196,4 +279,11 @@ def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main("python -m lib.stages.train", TrainConfig, run, description="Stage 05: fine-tune a VLM (LoRA or full)."))
+    sys.exit(
+        cli.main(
+            "python -m lib.stages.train",
+            TrainConfig,
+            run,
+            description="Stage 05: fine-tune a VLM (LoRA or full).",
+        )
+    )

@@ -11,21 +11,37 @@ folder's ``prompts.yaml``; its settings are a block under ``tasks:`` in stage 06
 from __future__ import annotations
 
 from lib.tasks.base import (
-                            Prompt,
-                            Results,
-                            Scorer,
-                            Scoring,
-                            Tables,
-                            Task,
-                            TaskOptions,
-                            Unit,
-                            metric_row,
-                            n_truncated,
-                            style_prompts,
-                            user_content,
-                            wants_question_first,
+    Prompt,
+    Results,
+    Scorer,
+    Scoring,
+    Tables,
+    Task,
+    TaskOptions,
+    Unit,
+    metric_row,
+    n_truncated,
+    style_prompts,
+    user_content,
+    wants_question_first,
 )
 from lib.tasks.styles import PROMPT_STYLES, STYLES, Style
 
-__all__ = ["PROMPT_STYLES", "STYLES", "Prompt", "Results", "Scorer", "Scoring", "Style", "Tables", "Task", "TaskOptions",
-           "Unit", "metric_row", "n_truncated", "style_prompts", "user_content", "wants_question_first"]
+__all__ = [
+    "PROMPT_STYLES",
+    "STYLES",
+    "Prompt",
+    "Results",
+    "Scorer",
+    "Scoring",
+    "Style",
+    "Tables",
+    "Task",
+    "TaskOptions",
+    "Unit",
+    "metric_row",
+    "n_truncated",
+    "style_prompts",
+    "user_content",
+    "wants_question_first",
+]

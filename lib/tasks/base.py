@@ -175,8 +175,16 @@ class Scorer:
         return {}
 
 
-def metric_row(subset: str, metric: str, values=None, n: int = 0, n_invalid: int = 0, ci=None,
-               scoring: Scoring | None = None, n_truncated: int = 0) -> dict:
+def metric_row(
+    subset: str,
+    metric: str,
+    values=None,
+    n: int = 0,
+    n_invalid: int = 0,
+    ci=None,
+    scoring: Scoring | None = None,
+    n_truncated: int = 0,
+) -> dict:
     """One metric row: the mean of ``values`` with its bootstrap interval, or a given ``(value, low,
     high)``; beside it how many answers it covers, how many could not be read (``n_invalid``) and
     how many were cut off by the token limit (``n_truncated``)."""
@@ -184,8 +192,16 @@ def metric_row(subset: str, metric: str, values=None, n: int = 0, n_invalid: int
         s = scoring or Scoring()
         ci = mean_ci(values, n_resamples=s.n_resamples, seed=s.seed)
     value, low, high = ci
-    return {"subset": subset, "metric": metric, "value": value, "ci_low": low, "ci_high": high, "n": n,
-            "n_invalid": n_invalid, "n_truncated": n_truncated}
+    return {
+        "subset": subset,
+        "metric": metric,
+        "value": value,
+        "ci_low": low,
+        "ci_high": high,
+        "n": n,
+        "n_invalid": n_invalid,
+        "n_truncated": n_truncated,
+    }
 
 
 def n_truncated(preds) -> int:
@@ -193,13 +209,17 @@ def n_truncated(preds) -> int:
     return sum(bool(p.truncated) for p in preds)
 
 
-def text_scores(preds, refs: list[list[str]], names, bertscore_model: str | None = None) -> dict[str, list[float]]:
+def text_scores(
+    preds, refs: list[list[str]], names, bertscore_model: str | None = None
+) -> dict[str, list[float]]:
     """Per-answer text metrics; an invalid answer is scored as the empty string and then set to 0."""
     cands = [p.parsed if p.valid else "" for p in preds]
     table = {}
     for name in names:
         fn = getattr(T, name)
-        table[name] = fn(cands, refs, model=bertscore_model) if name == "bertscore" else fn(cands, refs)
+        table[name] = (
+            fn(cands, refs, model=bertscore_model) if name == "bertscore" else fn(cands, refs)
+        )
     return table
 
 
@@ -242,7 +262,9 @@ class Task:
     def prompts(cls) -> dict:
         """The task's prompt texts: ``prompts.yaml`` in its family's folder, beside the module that
         defines the task."""
-        return read_prompts(str(Path(sys.modules[cls.__module__].__file__).with_name("prompts.yaml")))
+        return read_prompts(
+            str(Path(sys.modules[cls.__module__].__file__).with_name("prompts.yaml"))
+        )
 
     @classmethod
     def options(cls, block: dict | None = None, where: str = "") -> TaskOptions:
@@ -252,14 +274,30 @@ class Task:
         try:
             return config.dataclass_from(cls.Options, block or {}, where)
         except (TypeError, ValueError) as e:
-            raise config.ParamsError(f"{where}: {e}") if not isinstance(e, config.ParamsError) else e from None
+            raise (
+                config.ParamsError(f"{where}: {e}") if not isinstance(e, config.ParamsError) else e
+            ) from None
 
     @classmethod
-    def make_item(cls, id: str, images: list[str], question: str = "", answer: list | tuple = (),
-                  options: list[str] | None = None, meta: dict | None = None) -> Item:
+    def make_item(
+        cls,
+        id: str,
+        images: list[str],
+        question: str = "",
+        answer: list | tuple = (),
+        options: list[str] | None = None,
+        meta: dict | None = None,
+    ) -> Item:
         """An item of this task; families with fields of their own wrap it with the arguments they need."""
-        return Item(id=id, task=cls.name, question=question, images=list(images), options=options,
-                    answer=list(answer), meta=dict(meta or {}))
+        return Item(
+            id=id,
+            task=cls.name,
+            question=question,
+            images=list(images),
+            options=options,
+            answer=list(answer),
+            meta=dict(meta or {}),
+        )
 
     # --- results ------------------------------------------------------------------------------------
     def subset(self, item: Item) -> str:
@@ -298,13 +336,26 @@ class Task:
         """The prompt of ``item``; image paths are resolved against the dataset folder ``root``."""
         raise NotImplementedError
 
-    def request(self, item: Item, root, *, question_first: bool = QUESTION_FIRST, constrain: bool = True,
-                max_new_tokens: int, seed: int = 0, with_images: bool = True) -> Request:
+    def request(
+        self,
+        item: Item,
+        root,
+        *,
+        question_first: bool = QUESTION_FIRST,
+        constrain: bool = True,
+        max_new_tokens: int,
+        seed: int = 0,
+        with_images: bool = True,
+    ) -> Request:
         """The zero-shot request for ``item`` (constrained to :meth:`choices` when ``constrain``)."""
         p = self.prompt(item, root)
         images = p.images if with_images else ()
-        return Request([{"role": "user", "content": user_content(p.text, images, question_first)}],
-                       max_new_tokens=max_new_tokens, seed=seed, constraint=constraint(p.choices, constrain))
+        return Request(
+            [{"role": "user", "content": user_content(p.text, images, question_first)}],
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            constraint=constraint(p.choices, constrain),
+        )
 
     # --- answers ----------------------------------------------------------------------------------
     def target(self, item: Item):
@@ -323,7 +374,11 @@ class Task:
         if choices is None:
             return text.strip(), FREE
         if constrained_value is not None:
-            return (constrained_value, "constrained") if constrained_value in choices else (None, INVALID)
+            return (
+                (constrained_value, "constrained")
+                if constrained_value in choices
+                else (None, INVALID)
+            )
         return parse_choice(text, choices)
 
     def read_response(self, item: Item, resp: Response) -> tuple:
@@ -346,7 +401,11 @@ class Task:
         if method == INVALID or value is None:
             return None, INVALID, False
         if method == FREE and not str(value).strip():
-            return None, INVALID, False  # an empty answer to an open question: counted, never scored as text
+            return (
+                None,
+                INVALID,
+                False,
+            )  # an empty answer to an open question: counted, never scored as text
         return value, method, True
 
     # --- scoring ----------------------------------------------------------------------------------
@@ -357,11 +416,24 @@ class Task:
             p.correct = bool(p.valid and p.parsed == self.target(it))
             p.scores = {"accuracy": float(p.correct)}
 
-    def aggregate(self, preds: list[Prediction], items: list[Item], scoring: Scoring, state=None) -> Tables:
+    def aggregate(
+        self, preds: list[Prediction], items: list[Item], scoring: Scoring, state=None
+    ) -> Tables:
         """Metric rows of a scored group (the ``invalid_rate`` row is added by the caller)."""
         n, n_inv = len(preds), sum(not p.valid for p in preds)
-        return Tables([metric_row("all", "accuracy", [p.scores["accuracy"] for p in preds], n, n_inv,
-                                  scoring=scoring, n_truncated=n_truncated(preds))])
+        return Tables(
+            [
+                metric_row(
+                    "all",
+                    "accuracy",
+                    [p.scores["accuracy"] for p in preds],
+                    n,
+                    n_inv,
+                    scoring=scoring,
+                    n_truncated=n_truncated(preds),
+                )
+            ]
+        )
 
     def scorer(self, scoring: Scoring) -> Scorer:
         """What scores a group of this task's predictions a chunk at a time (:class:`Scorer`)."""

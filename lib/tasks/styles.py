@@ -23,8 +23,18 @@ class Style:
 
     name = ""
 
-    def final(self, model, first: list[Request], asked: Callable[[], list[Prompt]], question_first: bool,
-              max_new_tokens: int, seed: int, store=None, progress: bool = True, desc: str = "") -> tuple[list[Request], list]:
+    def final(
+        self,
+        model,
+        first: list[Request],
+        asked: Callable[[], list[Prompt]],
+        question_first: bool,
+        max_new_tokens: int,
+        seed: int,
+        store=None,
+        progress: bool = True,
+        desc: str = "",
+    ) -> tuple[list[Request], list]:
         """``(requests, reasoning)``: the requests that give the answers, and per request the
         reasoning reply it follows (None where there is none). ``asked`` gives the items' prompts
         (made only by a style that needs them); ``max_new_tokens`` bounds a reasoning reply and
@@ -38,7 +48,18 @@ class Style:
 class ZeroShot(Style):
     name = "zero_shot"
 
-    def final(self, model, first, asked, question_first, max_new_tokens, seed, store=None, progress=True, desc=""):
+    def final(
+        self,
+        model,
+        first,
+        asked,
+        question_first,
+        max_new_tokens,
+        seed,
+        store=None,
+        progress=True,
+        desc="",
+    ):
         return first, [None] * len(first)
 
 
@@ -47,16 +68,46 @@ class ChainOfThought(Style):
 
     name = "cot"
 
-    def final(self, model, first, asked, question_first, max_new_tokens, seed, store=None, progress=True, desc=""):
+    def final(
+        self,
+        model,
+        first,
+        asked,
+        question_first,
+        max_new_tokens,
+        seed,
+        store=None,
+        progress=True,
+        desc="",
+    ):
         trigger, asked = style_prompts()["cot"]["reasoning_trigger"], asked()
-        reasoning_reqs = [Request([{"role": "user", "content": user_content(f"{p.text}\n{trigger}", p.images,
-                                                                            question_first)}],
-                                  max_new_tokens=max_new_tokens, seed=seed) for p in asked]
+        reasoning_reqs = [
+            Request(
+                [
+                    {
+                        "role": "user",
+                        "content": user_content(f"{p.text}\n{trigger}", p.images, question_first),
+                    }
+                ],
+                max_new_tokens=max_new_tokens,
+                seed=seed,
+            )
+            for p in asked
+        ]
         reasoning = generate(model, reasoning_reqs, store=store, progress=progress, desc=desc)
-        final = [Request(r.messages + [{"role": "assistant", "content": [{"type": "text", "text": z.text}]},
-                                       {"role": "user", "content": [{"type": "text", "text": p.answer_trigger}]}],
-                         max_new_tokens=f.max_new_tokens, constraint=f.constraint, seed=seed)
-                 for r, z, p, f in zip(reasoning_reqs, reasoning, asked, first)]
+        final = [
+            Request(
+                r.messages
+                + [
+                    {"role": "assistant", "content": [{"type": "text", "text": z.text}]},
+                    {"role": "user", "content": [{"type": "text", "text": p.answer_trigger}]},
+                ],
+                max_new_tokens=f.max_new_tokens,
+                constraint=f.constraint,
+                seed=seed,
+            )
+            for r, z, p, f in zip(reasoning_reqs, reasoning, asked, first)
+        ]
         return final, reasoning
 
 

@@ -59,7 +59,9 @@ class Example:
         return "target" in self.facets and not set(self.facets["target"].split("+")) - set(targets)
 
 
-def split_by_image(image_ids: list[str], val_fraction: float, test_fraction: float, seed: int) -> dict[str, str]:
+def split_by_image(
+    image_ids: list[str], val_fraction: float, test_fraction: float, seed: int
+) -> dict[str, str]:
     """Assign every image to train / val / test (disjoint by image, deterministic for a seed)."""
     unique = sorted(set(image_ids))
     order = np.random.default_rng(seed).permutation(len(unique))
@@ -76,7 +78,9 @@ def _read_split(source: str, cfg: TrainSettings) -> tuple[list[Item], Path]:
     path = Path(source)
     if path.suffix == ".json":
         if not cfg.memeqa_images:
-            raise ValueError(f"{path}: a MemeQA JSON split needs memeqa_images (the folder of its images)")
+            raise ValueError(
+                f"{path}: a MemeQA JSON split needs memeqa_images (the folder of its images)"
+            )
         return import_memeqa(path, str(Path(cfg.memeqa_images).resolve())), path.parent
     return load_items(path), path
 
@@ -86,24 +90,32 @@ def _kept(cfg: TrainSettings, facets: dict) -> bool:
     filter, or a facet the item lacks, lets it through), and is no absurd question."""
     return not facets.get("absurd") and all(
         not allowed or name not in facets or facets[name] in allowed
-        for name, allowed in (("type", cfg.types), ("group", cfg.groups), ("form", cfg.forms)))
+        for name, allowed in (("type", cfg.types), ("group", cfg.groups), ("form", cfg.forms))
+    )
 
 
 def load_examples(cfg: TrainSettings) -> tuple[dict[str, list[Example]], dict]:
     """Examples per split; unreadable images are skipped and counted. The splits are the dataset's
     own when ``val_dataset`` / ``test_dataset`` name them (an image in two of them is an error:
     it would leak), else drawn by image from ``dataset``."""
-    sources = {"train": cfg.dataset, "val": cfg.val_dataset, "test": cfg.test_dataset} if cfg.val_dataset \
+    sources = (
+        {"train": cfg.dataset, "val": cfg.val_dataset, "test": cfg.test_dataset}
+        if cfg.val_dataset
         else {"all": cfg.dataset}
+    )
     parts: dict[str, list[Example]] = {}
     for part, source in sources.items():
         items, root = _read_split(source, cfg)
         parts[part] = [e for e in (Example(it, str(root)) for it in items) if _kept(cfg, e.facets)]
         if not parts[part]:
-            raise ValueError(f"{source}: no items match types={cfg.types} groups={cfg.groups} forms={cfg.forms}")
+            raise ValueError(
+                f"{source}: no items match types={cfg.types} groups={cfg.groups} forms={cfg.forms}"
+            )
     name = lambda e: e.item.images[0]  # the image as the items name it
     if "all" in parts:
-        split = split_by_image([name(e) for e in parts["all"]], cfg.val_fraction, cfg.test_fraction, cfg.seed)
+        split = split_by_image(
+            [name(e) for e in parts["all"]], cfg.val_fraction, cfg.test_fraction, cfg.seed
+        )
         assigned = [(split[name(e)], e) for e in parts["all"]]
     else:
         seen: dict[str, str] = {}
@@ -111,8 +123,10 @@ def load_examples(cfg: TrainSettings) -> tuple[dict[str, list[Example]], dict]:
             for e in examples:
                 other = seen.setdefault(str(Path(e.image).resolve()), part)
                 if other != part:
-                    raise ValueError(f"image {name(e)} is in both the {other} and the {part} split "
-                                     f"({sources[other]}, {sources[part]}): the splits must not share images")
+                    raise ValueError(
+                        f"image {name(e)} is in both the {other} and the {part} split "
+                        f"({sources[other]}, {sources[part]}): the splits must not share images"
+                    )
         assigned = [(part, e) for part, examples in parts.items() for e in examples]
     bad: dict[str, str] = {}  # keyed by the image as the items name it
     for root, image in sorted({(e.root, name(e)) for _, e in assigned}):
@@ -124,22 +138,40 @@ def load_examples(cfg: TrainSettings) -> tuple[dict[str, list[Example]], dict]:
     for part, e in assigned:
         if name(e) in bad:
             continue
-        if part != "train" and cfg.eval_levels and "level" in e.facets and e.facets["level"] not in cfg.eval_levels:
+        if (
+            part != "train"
+            and cfg.eval_levels
+            and "level" in e.facets
+            and e.facets["level"] not in cfg.eval_levels
+        ):
             continue
-        if part == "train" and ((cfg.train_targets and "target" in e.facets and not e.describes_only(cfg.train_targets))
-                                or (cfg.train_types and "type" in e.facets and e.facets["type"] not in cfg.train_types)):
+        if part == "train" and (
+            (cfg.train_targets and "target" in e.facets and not e.describes_only(cfg.train_targets))
+            or (cfg.train_types and "type" in e.facets and e.facets["type"] not in cfg.train_types)
+        ):
             continue
         out[part].append(e)
-    report = {"items": len(assigned), "splits": "the dataset's own" if cfg.val_dataset else "by image",
-              "skipped_images": bad, "skipped_items": sum(name(e) in bad for _, e in assigned),
-              **{f"{k}_examples": len(v) for k, v in out.items()},
-              **{f"{k}_images": len({e.image for e in v}) for k, v in out.items()}}
+    report = {
+        "items": len(assigned),
+        "splits": "the dataset's own" if cfg.val_dataset else "by image",
+        "skipped_images": bad,
+        "skipped_items": sum(name(e) in bad for _, e in assigned),
+        **{f"{k}_examples": len(v) for k, v in out.items()},
+        **{f"{k}_images": len({e.image for e in v}) for k, v in out.items()},
+    }
     return out, report
 
 
-def collate(examples: list[Example], processor, eos: str, question_first: bool = False,
-            encoder_decoder: bool = False, spec: dict | None = None, images=load_image,
-            image_tensors: ImageTensors | None = None):
+def collate(
+    examples: list[Example],
+    processor,
+    eos: str,
+    question_first: bool = False,
+    encoder_decoder: bool = False,
+    spec: dict | None = None,
+    images=load_image,
+    image_tensors: ImageTensors | None = None,
+):
     """Right-padded inputs with labels on the answer tokens (+ end of turn) only. The prompt is the
     task's own (:meth:`Task.prompt`), in the same image/question order and chat template as at
     evaluation (:class:`lib.models.hf.HFModel`'s). An encoder-decoder model reads the prompt with
@@ -149,20 +181,41 @@ def collate(examples: list[Example], processor, eos: str, question_first: bool =
     tok = processor.tokenizer
     tok.padding_side = "left"
     fmt = (spec or {}).get("prompt_format", "{text}")
-    texts = [chat_prompt(processor, [{"role": "user", "content": user_content(
-        task_of(e.item).prompt(e.item, e.root).text, [None], question_first)}], fmt) for e in examples]
+    texts = [
+        chat_prompt(
+            processor,
+            [
+                {
+                    "role": "user",
+                    "content": user_content(
+                        task_of(e.item).prompt(e.item, e.root).text, [None], question_first
+                    ),
+                }
+            ],
+            fmt,
+        )
+        for e in examples
+    ]
     pictures = [images(e.image) for e in examples]  # ``images``: a loader, e.g. an ImageCache
     nested = processor.__class__.__name__.startswith(("Idefics", "SmolVLM"))
     with image_tensors.around(processor) if image_tensors is not None else nullcontext():
-        enc = processor(text=texts, images=[[im] for im in pictures] if nested else pictures, return_tensors="pt",
-                        padding=True)
+        enc = processor(
+            text=texts,
+            images=[[im] for im in pictures] if nested else pictures,
+            return_tensors="pt",
+            padding=True,
+        )
     answers = [tok.encode(e.answer + eos, add_special_tokens=False) for e in examples]
     if encoder_decoder:
         width = max(map(len, answers))
         enc["labels"] = torch.tensor([a + [-100] * (width - len(a)) for a in answers])
         return dict(enc)
     mask = enc["attention_mask"].bool()
-    per_token = [k for k, v in enc.items() if k != "attention_mask" and v.dim() == 2 and v.shape == mask.shape]
+    per_token = [
+        k
+        for k, v in enc.items()
+        if k != "attention_mask" and v.dim() == 2 and v.shape == mask.shape
+    ]
     rows = {k: [] for k in per_token}
     labels = []
     for i, ans in enumerate(answers):
@@ -172,8 +225,10 @@ def collate(examples: list[Example], processor, eos: str, question_first: bool =
         labels.append([-100] * int(mask[i].sum()) + ans)
     width = max(map(len, labels))
     pad = tok.pad_token_id
-    batch = {k: torch.tensor([r + [pad if k == "input_ids" else 0] * (width - len(r)) for r in v])
-             for k, v in rows.items()}
+    batch = {
+        k: torch.tensor([r + [pad if k == "input_ids" else 0] * (width - len(r)) for r in v])
+        for k, v in rows.items()
+    }
     batch["attention_mask"] = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in labels])
     batch["labels"] = torch.tensor([r + [-100] * (width - len(r)) for r in labels])
     for k, v in enc.items():

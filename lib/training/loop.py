@@ -62,9 +62,11 @@ class TrainingInterrupted(RuntimeError):
 
 
 def _oom_message(cfg: TrainSettings) -> str:
-    return (f"out of GPU memory at batch_size={cfg.batch_size}, grad_accum={cfg.grad_accum}: lower batch_size "
-            f"and raise grad_accum by the same factor (same effective batch), use mixed_precision=bf16, enable "
-            f"gradient checkpointing, or train LoRA instead of full fine-tuning")
+    return (
+        f"out of GPU memory at batch_size={cfg.batch_size}, grad_accum={cfg.grad_accum}: lower batch_size "
+        f"and raise grad_accum by the same factor (same effective batch), use mixed_precision=bf16, enable "
+        f"gradient checkpointing, or train LoRA instead of full fine-tuning"
+    )
 
 
 @dataclass
@@ -90,35 +92,55 @@ class Session:
     model_info: dict
     precision: str
     encoder_decoder: bool = False
-    images: object = load_image  # the training images' loader (an ImageCache when image_cache_mb > 0)
+    images: object = (
+        load_image  # the training images' loader (an ImageCache when image_cache_mb > 0)
+    )
     tensors: ImageTensors | None = None
-    val_majority: float = 0.0  # the majority answer's accuracy on ``val`` (:func:`majority_baseline`)
+    val_majority: float = (
+        0.0  # the majority answer's accuracy on ``val`` (:func:`majority_baseline`)
+    )
 
 
 def resume_state(acc, cfg: TrainSettings, out: Path, resume: bool = True) -> dict:
     """The loop's state: restored from ``checkpoint/`` when resuming a run made with the same settings
     (the accelerator's model, optimiser and RNG states with it), else fresh (the curve started anew)."""
-    state = {"step": 0, "best": -1.0, "train_seconds": 0.0, "tokens": 0, "settings": cfg.settings(),
-             "processes": acc.num_processes}
+    state = {
+        "step": 0,
+        "best": -1.0,
+        "train_seconds": 0.0,
+        "tokens": 0,
+        "settings": cfg.settings(),
+        "processes": acc.num_processes,
+    }
     ckpt = out / A.CHECKPOINT
     if resume and (ckpt / "trainer.json").exists():
         saved = json.loads((ckpt / "trainer.json").read_text())
         if saved.get("settings") != cfg.settings():
             theirs, ours = saved.get("settings") or {}, cfg.settings()
-            differ = ", ".join(f"{k}: {theirs.get(k)!r} there, {ours.get(k)!r} here"
-                               for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k))
-            raise ValueError(f"{ckpt} was made with other training settings ({differ}); set those values to resume, "
-                             f"or resume: false (or remove {ckpt}) to train afresh")
+            differ = ", ".join(
+                f"{k}: {theirs.get(k)!r} there, {ours.get(k)!r} here"
+                for k in sorted(set(theirs) | set(ours))
+                if theirs.get(k) != ours.get(k)
+            )
+            raise ValueError(
+                f"{ckpt} was made with other training settings ({differ}); set those values to resume, "
+                f"or resume: false (or remove {ckpt}) to train afresh"
+            )
         # batch_size is per process: another number of processes is another global batch (and RNG states)
         if saved.get("processes", 1) != acc.num_processes:
-            raise ValueError(f"{ckpt} was made by {saved.get('processes', 1)} process(es), this run has "
-                             f"{acc.num_processes}: resume with as many, or set resume: false to train afresh")
+            raise ValueError(
+                f"{ckpt} was made by {saved.get('processes', 1)} process(es), this run has "
+                f"{acc.num_processes}: resume with as many, or set resume: false to train afresh"
+            )
         acc.load_state(str(ckpt))
         state = {**saved, "processes": acc.num_processes}
         if acc.is_main_process:
             # steps logged after the checkpoint are trained again: drop their rows, or they would appear twice
-            kept = [r for r in read_jsonl(out / "curve.jsonl") if r["step"] <= state["step"]] \
-                if (out / "curve.jsonl").exists() else []
+            kept = (
+                [r for r in read_jsonl(out / "curve.jsonl") if r["step"] <= state["step"]]
+                if (out / "curve.jsonl").exists()
+                else []
+            )
             write_jsonl(out / "curve.jsonl", kept)
             print(f"resumed from {ckpt} at step {state['step']}")
     elif acc.is_main_process:
@@ -141,18 +163,25 @@ def start_training(cfg: TrainSettings, out: Path, resume: bool = True) -> Sessio
     # accelerator, accelerate joins torchrun's processes into a gloo group only when told (else each trains alone).
     # find_unused_parameters: a VLM has trained weights no loss reaches (the vision tower's last layer when
     # features come from the one before), and DDP otherwise waits for their gradients forever
-    acc = Accelerator(mixed_precision=precision, gradient_accumulation_steps=cfg.grad_accum,
-                      dataloader_config=DataLoaderConfiguration(split_batches=True),
-                      cpu=processes > 1 and not torch.accelerator.is_available(),
-                      kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
+    acc = Accelerator(
+        mixed_precision=precision,
+        gradient_accumulation_steps=cfg.grad_accum,
+        dataloader_config=DataLoaderConfiguration(split_batches=True),
+        cpu=processes > 1 and not torch.accelerator.is_available(),
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
+    )
     set_seed(cfg.seed)
     if cfg.cpu_threads and not torch.accelerator.is_available():
         torch.set_num_threads(cfg.cpu_threads)
     data, report = load_examples(cfg)
     if report["skipped_images"]:
-        print(f"skipped {len(report['skipped_images'])} unreadable image(s) ({report['skipped_items']} items): "
-              + "; ".join(f"{k}: {v}" for k, v in list(report["skipped_images"].items())[:5]))
-    model, processor, model_info = prepare_model(cfg, str(acc.device) if acc.num_processes > 1 else None)
+        print(
+            f"skipped {len(report['skipped_images'])} unreadable image(s) ({report['skipped_items']} items): "
+            + "; ".join(f"{k}: {v}" for k, v in list(report["skipped_images"].items())[:5])
+        )
+    model, processor, model_info = prepare_model(
+        cfg, str(acc.device) if acc.num_processes > 1 else None
+    )
     encdec = is_encoder_decoder(model)
     cfg = step_budget(cfg, len(data["train"]), acc.num_processes)
     params, optimizer, scheduler = optimiser(cfg, model)
@@ -160,11 +189,27 @@ def start_training(cfg: TrainSettings, out: Path, resume: bool = True) -> Sessio
     val = validation_sample(cfg, data["val"])
     select = selection_metric(cfg, val)
     state = resume_state(acc, cfg, out, resume)
-    return Session(cfg, out, acc, model, processor, params, optimizer, scheduler, data["train"], val, select, state,
-                   report, model_info, precision, encoder_decoder=encdec,
-                   images=ImageCache(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else load_image,
-                   tensors=ImageTensors(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else None,
-                   val_majority=majority_baseline(data["train"], val)["accuracy"])
+    return Session(
+        cfg,
+        out,
+        acc,
+        model,
+        processor,
+        params,
+        optimizer,
+        scheduler,
+        data["train"],
+        val,
+        select,
+        state,
+        report,
+        model_info,
+        precision,
+        encoder_decoder=encdec,
+        images=ImageCache(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else load_image,
+        tensors=ImageTensors(cfg.image_cache_mb) if cfg.image_cache_mb > 0 else None,
+        val_majority=majority_baseline(data["train"], val)["accuracy"],
+    )
 
 
 def _main_says(acc, value):
@@ -207,9 +252,14 @@ def validate(s: Session, force_save: bool = False) -> dict:
     # each process asks every N-th question; all score the gathered answers, so every rank holds the same
     # metrics and takes the same best/ decision (greedy answers do not depend on the batch)
     mine = range(acc.process_index, len(s.val), acc.num_processes)
-    responses = ask_examples(acc.unwrap_model(s.model), s.processor, [s.val[i] for i in mine],
-                             question_first=wants_question_first(s.cfg.model),
-                             max_new_tokens=s.cfg.val_max_new_tokens, spec=s.cfg.model)
+    responses = ask_examples(
+        acc.unwrap_model(s.model),
+        s.processor,
+        [s.val[i] for i in mine],
+        question_first=wants_question_first(s.cfg.model),
+        max_new_tokens=s.cfg.val_max_new_tokens,
+        spec=s.cfg.model,
+    )
     answered = dict(gather_object(list(zip(mine, responses))))
     metrics = accuracies(s.val, score_examples(s.val, [answered[i] for i in range(len(s.val))]))
     state["validated_step"] = state["step"]
@@ -217,11 +267,12 @@ def validate(s: Session, force_save: bool = False) -> dict:
     state["best"] = max(state["best"], metrics[s.select])
     if acc.is_main_process and (better or (force_save and not (s.out / A.BEST).is_dir())):
         save_weights(s, A.BEST)
-    return {**{f"val_{k}": v for k, v in metrics.items()},
-            "val_majority": s.val_majority}
+    return {**{f"val_{k}": v for k, v in metrics.items()}, "val_majority": s.val_majority}
 
 
-def draw_batch(s: Session, train_set: list[Example], step: int, micro: int, p: np.ndarray | None = None) -> dict:
+def draw_batch(
+    s: Session, train_set: list[Example], step: int, micro: int, p: np.ndarray | None = None
+) -> dict:
     """This process's share of micro-batch ``micro`` of step ``step``, collated, on the device. The
     global micro-batch (``batch_size`` per process) is drawn statelessly from ``rng(seed, step, micro)``,
     whatever the rank (a resumed run draws what the uninterrupted one would have; N processes draw
@@ -229,12 +280,20 @@ def draw_batch(s: Session, train_set: list[Example], step: int, micro: int, p: n
     question's probability (:func:`answer_balance`), else all alike."""
     cfg, rank, size = s.cfg, s.acc.process_index, s.cfg.batch_size * s.acc.num_processes
     # the key's last 0 keeps the draws of runs made when each process drew its own batch (process 0's)
-    pick = np.random.default_rng([cfg.seed, step, micro, 0]).choice(len(train_set), size, replace=len(train_set) < size,
-                                                                   p=p)
-    pick = pick[rank * cfg.batch_size:(rank + 1) * cfg.batch_size]
-    batch = collate([train_set[i] for i in pick], s.processor, s.processor.tokenizer.eos_token,
-                    wants_question_first(cfg.model), encoder_decoder=s.encoder_decoder, spec=cfg.model,
-                    images=s.images, image_tensors=s.tensors)
+    pick = np.random.default_rng([cfg.seed, step, micro, 0]).choice(
+        len(train_set), size, replace=len(train_set) < size, p=p
+    )
+    pick = pick[rank * cfg.batch_size : (rank + 1) * cfg.batch_size]
+    batch = collate(
+        [train_set[i] for i in pick],
+        s.processor,
+        s.processor.tokenizer.eos_token,
+        wants_question_first(cfg.model),
+        encoder_decoder=s.encoder_decoder,
+        spec=cfg.model,
+        images=s.images,
+        image_tensors=s.tensors,
+    )
     return {k: v.to(s.acc.device) for k, v in batch.items()}
 
 
@@ -275,14 +334,18 @@ def train_step(s: Session, train_set: list[Example], p: np.ndarray | None = None
     state["tokens"] += int(tokens)
     state["step"] = step = step + 1
     state["train_seconds"] += seconds / acc.num_processes
-    return {"step": step, "loss": loss_sum / (cfg.grad_accum * acc.num_processes), "lr": s.scheduler.get_last_lr()[0],
-            "train_seconds": round(state["train_seconds"], 3)}
-
+    return {
+        "step": step,
+        "loss": loss_sum / (cfg.grad_accum * acc.num_processes),
+        "lr": s.scheduler.get_last_lr()[0],
+        "train_seconds": round(state["train_seconds"], 3),
+    }
 
 
 def focus_examples(cfg: TrainSettings, train: list[Example]) -> list[Example]:
     """The curriculum's first training questions: those about ``focus_targets`` only (none: no curriculum)."""
     return [e for e in train if cfg.focus_targets and e.describes_only(cfg.focus_targets)]
+
 
 def save_checkpoint(s: Session) -> None:
     """``checkpoint/``: the accelerator's full state and ``trainer.json``; ``curve.csv`` brought up to date.
@@ -298,11 +361,17 @@ def train_steps(s: Session, progress: bool = True, stop_after: int | None = None
     ``eval_every`` and checkpointing every ``checkpoint_every`` steps. ``stop_after``: the test hook
     that simulates a kill after the first checkpoint at or past that step."""
     cfg, state = s.cfg, s.state
-    bar = tqdm(total=cfg.max_steps, initial=state["step"], desc="train",
-               disable=not progress or not s.acc.is_main_process)
+    bar = tqdm(
+        total=cfg.max_steps,
+        initial=state["step"],
+        desc="train",
+        disable=not progress or not s.acc.is_main_process,
+    )
     s.model.train()
     focus = focus_examples(cfg, s.train_examples)
-    pools = [(e, answer_balance(e) if cfg.balance and e else None) for e in (focus, s.train_examples)]
+    pools = [
+        (e, answer_balance(e) if cfg.balance and e else None) for e in (focus, s.train_examples)
+    ]
     while state["step"] < cfg.max_steps:
         if cfg.max_seconds and state["train_seconds"] >= cfg.max_seconds:
             break
@@ -327,9 +396,16 @@ def finish_training(s: Session) -> None:
     ends with a validation row and a ``best/`` (the best so far, or these weights); then ``last/``
     and the checkpoint."""
     state = s.state
-    if _main_says(s.acc, state.get("validated_step") != state["step"] or not (s.out / A.BEST).is_dir()):
-        row = {"step": state["step"], "loss": None, "lr": s.scheduler.get_last_lr()[0],
-               "train_seconds": round(state["train_seconds"], 3), **validate(s, force_save=True)}
+    if _main_says(
+        s.acc, state.get("validated_step") != state["step"] or not (s.out / A.BEST).is_dir()
+    ):
+        row = {
+            "step": state["step"],
+            "loss": None,
+            "lr": s.scheduler.get_last_lr()[0],
+            "train_seconds": round(state["train_seconds"], 3),
+            **validate(s, force_save=True),
+        }
         if s.acc.is_main_process:
             append_jsonl(s.out / "curve.jsonl", [row])
     if s.acc.is_main_process:
@@ -341,16 +417,30 @@ def training_summary(s: Session) -> dict:
     """What the run did: steps, time, tokens and their rate, the best validation score and the metric
     that picked it, the model, the image caches' use, the data report and the resolved config."""
     state, images = s.state, s.images
-    return {"steps": state["step"], "train_seconds": round(state["train_seconds"], 1), "tokens": state["tokens"],
-            "tokens_per_second": round(state["tokens"] / max(state["train_seconds"], 1e-9), 1),
-            "best_val_accuracy": state["best"], "selected_by": s.select, "model": s.model_info,
-            "image_cache": images.stats() if isinstance(images, ImageCache) else None,
-            "image_tensors": s.tensors.stats() if s.tensors is not None else None, "data": s.report,
-            "config": asdict(s.cfg), "mixed_precision": s.precision, "processes": s.acc.num_processes}
+    return {
+        "steps": state["step"],
+        "train_seconds": round(state["train_seconds"], 1),
+        "tokens": state["tokens"],
+        "tokens_per_second": round(state["tokens"] / max(state["train_seconds"], 1e-9), 1),
+        "best_val_accuracy": state["best"],
+        "selected_by": s.select,
+        "model": s.model_info,
+        "image_cache": images.stats() if isinstance(images, ImageCache) else None,
+        "image_tensors": s.tensors.stats() if s.tensors is not None else None,
+        "data": s.report,
+        "config": asdict(s.cfg),
+        "mixed_precision": s.precision,
+        "processes": s.acc.num_processes,
+    }
 
 
-def train(cfg: TrainSettings, out_dir: str | Path, resume: bool = True, progress: bool = True,
-          stop_after: int | None = None) -> dict:
+def train(
+    cfg: TrainSettings,
+    out_dir: str | Path,
+    resume: bool = True,
+    progress: bool = True,
+    stop_after: int | None = None,
+) -> dict:
     """Train, validating every ``eval_every`` steps; saves ``best/`` and ``last/`` weights (adapters
     for LoRA), ``checkpoint/`` (full state for resume) and ``curve.csv``; returns the run's summary.
     The steps, each callable alone: :func:`start_training`, :func:`train_steps`,

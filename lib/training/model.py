@@ -23,8 +23,12 @@ def lm_linear_modules(model) -> list[str]:
 
     names = []
     for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) and any(scope in name for scope in LM_SCOPES) \
-                and not name.endswith("lm_head") and "vision" not in name:
+        if (
+            isinstance(module, torch.nn.Linear)
+            and any(scope in name for scope in LM_SCOPES)
+            and not name.endswith("lm_head")
+            and "vision" not in name
+        ):
             names.append(name)
     return names
 
@@ -37,7 +41,11 @@ def prepare_model(cfg: TrainSettings, device: str | None = None):
     if cfg.full_finetune:
         for p in model.parameters():
             p.requires_grad_(True)
-        return model, processor, {"mode": "full", "trainable": sum(p.numel() for p in model.parameters())}
+        return (
+            model,
+            processor,
+            {"mode": "full", "trainable": sum(p.numel() for p in model.parameters())},
+        )
     from peft import (  # deferred on purpose: heavy, and only LoRA needs it
         LoraConfig,
         get_peft_model,
@@ -45,15 +53,30 @@ def prepare_model(cfg: TrainSettings, device: str | None = None):
 
     targets = cfg.target_modules or lm_linear_modules(model)
     if not targets:
-        raise ValueError(f"model {cfg.model}: no Linear layers under {LM_SCOPES} (its language model); "
-                         f"set target_modules")
-    model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                                             target_modules=targets))
+        raise ValueError(
+            f"model {cfg.model}: no Linear layers under {LM_SCOPES} (its language model); "
+            f"set target_modules"
+        )
+    model = get_peft_model(
+        model,
+        LoraConfig(
+            r=cfg.lora_r,
+            lora_alpha=cfg.lora_alpha,
+            lora_dropout=cfg.lora_dropout,
+            target_modules=targets,
+        ),
+    )
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
-    print(f"LoRA on {len(targets)} modules ({trainable:,} of {total:,} parameters, {100 * trainable / total:.2f}%): "
-          f"{', '.join(targets[:6])}{' ...' if len(targets) > 6 else ''}")
-    return model, processor, {"mode": "lora", "target_modules": targets, "trainable": trainable, "total": total}
+    print(
+        f"LoRA on {len(targets)} modules ({trainable:,} of {total:,} parameters, {100 * trainable / total:.2f}%): "
+        f"{', '.join(targets[:6])}{' ...' if len(targets) > 6 else ''}"
+    )
+    return (
+        model,
+        processor,
+        {"mode": "lora", "target_modules": targets, "trainable": trainable, "total": total},
+    )
 
 
 def optimiser(cfg: TrainSettings, model) -> tuple[list, object, object]:
@@ -64,8 +87,11 @@ def optimiser(cfg: TrainSettings, model) -> tuple[list, object, object]:
 
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps) \
-        if cfg.lr_schedule == "cosine" else get_constant_schedule_with_warmup(optimizer, cfg.warmup_steps)
+    scheduler = (
+        get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
+        if cfg.lr_schedule == "cosine"
+        else get_constant_schedule_with_warmup(optimizer, cfg.warmup_steps)
+    )
     return params, optimizer, scheduler
 
 

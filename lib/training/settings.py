@@ -26,7 +26,9 @@ def precision_for(requested: str) -> str:
     if requested == "auto":
         return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
     if requested == "fp16" and not torch.cuda.is_available():
-        print("note: mixed_precision fp16 needs a GPU; training in full precision on this CPU-only machine")
+        print(
+            "note: mixed_precision fp16 needs a GPU; training in full precision on this CPU-only machine"
+        )
         return "no"
     return requested
 
@@ -47,4 +49,5 @@ def check_data_parallel(cfg: TrainSettings, processes: int) -> None:
             f"model {cfg.model.get('name')!r} has device_map {cfg.model['device_map']!r} (one model spread over the "
             f"GPUs: model parallel), but this job runs {processes} processes (data parallel: one whole model copy "
             f"per GPU). Drop device_map from the model spec to train data-parallel, or run one process "
-            f"(python -m lib.stages.train) with device_map: auto.")
+            f"(python -m lib.stages.train) with device_map: auto."
+        )

@@ -24,28 +24,50 @@ from lib.training.settings import TrainSettings
 def validation_sample(cfg: TrainSettings, val: list[Example]) -> list[Example]:
     """The ``eval_items`` validation questions every validation asks (seeded, in split order)."""
     rng_val = np.random.default_rng(cfg.seed)
-    return [val[i] for i in sorted(rng_val.permutation(len(val))[:cfg.eval_items])]
+    return [val[i] for i in sorted(rng_val.permutation(len(val))[: cfg.eval_items])]
 
 
-def evaluate_examples(model, processor, examples: list[Example], max_new_tokens: int, batch_size: int = 32,
-                      question_first: bool = False, spec: dict | None = None) -> dict:
+def evaluate_examples(
+    model,
+    processor,
+    examples: list[Example],
+    max_new_tokens: int,
+    batch_size: int = 32,
+    question_first: bool = False,
+    spec: dict | None = None,
+) -> dict:
     """Accuracy per type, with each task's own request, answer reading and scoring - what stage 06
     does (greedy; constrained only where the task has a closed answer set). ``spec``: the model's
     spec, for its prompt_format."""
-    responses = ask_examples(model, processor, examples, max_new_tokens, batch_size, question_first, spec)
+    responses = ask_examples(
+        model, processor, examples, max_new_tokens, batch_size, question_first, spec
+    )
     return accuracies(examples, score_examples(examples, responses))
 
 
-def ask_examples(model, processor, examples: list[Example], max_new_tokens: int, batch_size: int = 32,
-                 question_first: bool = False, spec: dict | None = None) -> list:
+def ask_examples(
+    model,
+    processor,
+    examples: list[Example],
+    max_new_tokens: int,
+    batch_size: int = 32,
+    question_first: bool = False,
+    spec: dict | None = None,
+) -> list:
     """The model's responses to ``examples``, asked as :func:`evaluate_examples` asks them."""
     keep = {k: v for k, v in (spec or {}).items() if k == "prompt_format"}
-    wrapper = HFModel.from_loaded(model, processor, {"backend": "hf", "name": "in-training", **keep})
+    wrapper = HFModel.from_loaded(
+        model, processor, {"backend": "hf", "name": "in-training", **keep}
+    )
     was_training = model.training
     model.eval()
     try:
-        reqs = [task_of(e.item).request(e.item, e.root, question_first=question_first, max_new_tokens=max_new_tokens)
-                for e in examples]
+        reqs = [
+            task_of(e.item).request(
+                e.item, e.root, question_first=question_first, max_new_tokens=max_new_tokens
+            )
+            for e in examples
+        ]
         responses = generate(wrapper, reqs, batch_size=batch_size, progress=False)
     finally:
         model.train(was_training)
@@ -55,8 +77,16 @@ def ask_examples(model, processor, examples: list[Example], max_new_tokens: int,
 def score_examples(examples: list[Example], responses) -> list[bool]:
     """Is each response right, read and scored as stage 06 reads and scores it (the engine's
     :func:`lib.eval.score.read_answer` and :func:`lib.eval.score.score_group`, per task)?"""
-    preds = [Prediction(item_id=e.item.id, model="validation", task=e.item.task, raw=resp.text,
-                        **read_answer(task_of(e.item), e.item, resp)) for e, resp in zip(examples, responses)]
+    preds = [
+        Prediction(
+            item_id=e.item.id,
+            model="validation",
+            task=e.item.task,
+            raw=resp.text,
+            **read_answer(task_of(e.item), e.item, resp),
+        )
+        for e, resp in zip(examples, responses)
+    ]
     by_task: dict[str, list[int]] = {}
     for i, e in enumerate(examples):
         by_task.setdefault(e.item.task, []).append(i)
@@ -103,7 +133,9 @@ def selection_metric(cfg: TrainSettings, examples: list[Example]) -> str:
     if cfg.select_by != "auto":
         return cfg.select_by
     wanted = {task_of(e.item).validation_metric for e in examples}
-    return wanted.pop() if len(wanted) == 1 else "accuracy"  # tasks that disagree: the micro average
+    return (
+        wanted.pop() if len(wanted) == 1 else "accuracy"
+    )  # tasks that disagree: the micro average
 
 
 def majority_baseline(train: list[Example], test: list[Example]) -> dict:

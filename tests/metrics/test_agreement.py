@@ -39,7 +39,11 @@ def _answers(seed=0, images=30, per_image=5):
 def test_each_figure_has_an_interval_over_images_around_it():
     good, _, right, image = _answers()
     for row in agreement(good, right, image, GRADED, n_resamples=200):
-        assert row["ci_low"] < row["value"] < row["ci_high"] and row["n"] == 150 and row["n_clusters"] == 30
+        assert (
+            row["ci_low"] < row["value"] < row["ci_high"]
+            and row["n"] == 150
+            and row["n_clusters"] == 30
+        )
 
 
 def test_a_scorer_that_tracks_people_beats_noise_and_not_itself():

@@ -16,9 +16,15 @@ def test_invalid_answers_stay_in_every_denominator():
     from sklearn.metrics import f1_score
 
     # invalid is never positive: as if it were a third label
-    assert C.binary_f1(gold, pred, "Y") == pytest.approx(f1_score(gold, ["Y", "X", "Y", "Y"], labels=["Y"], average="macro"))
-    assert C.binary_f1(gold, pred, "Y") == pytest.approx(2 * 1.0 * (2 / 3) / (1.0 + 2 / 3))  # recall 1, precision 2/3
-    assert C.macro_f1(gold, pred) == pytest.approx(f1_score(gold, ["Y", "X", "Y", "Y"], labels=["N", "Y"], average="macro"))
+    assert C.binary_f1(gold, pred, "Y") == pytest.approx(
+        f1_score(gold, ["Y", "X", "Y", "Y"], labels=["Y"], average="macro")
+    )
+    assert C.binary_f1(gold, pred, "Y") == pytest.approx(
+        2 * 1.0 * (2 / 3) / (1.0 + 2 / 3)
+    )  # recall 1, precision 2/3
+    assert C.macro_f1(gold, pred) == pytest.approx(
+        f1_score(gold, ["Y", "X", "Y", "Y"], labels=["N", "Y"], average="macro")
+    )
 
 
 def test_mcq_exact_and_jaccard_credit():
@@ -47,10 +53,15 @@ def test_bootstrap_intervals_are_deterministic_and_bracket_the_value():
     assert all(math.isnan(x) for x in mean_ci([])) and math.isnan(mean_ci([0.5])[1])
     gold = ["Y", "N"] * 20 + ["N"] * 10
     pred = ["Y", "Y"] * 20 + [None, "N"] * 5
-    for labels, reference in ((["Y"], C.binary_f1(gold, pred, "Y")), (["Y", "N"], C.macro_f1(gold, pred, ["Y", "N"]))):
+    for labels, reference in (
+        (["Y"], C.binary_f1(gold, pred, "Y")),
+        (["Y", "N"], C.macro_f1(gold, pred, ["Y", "N"])),
+    ):
         stat, arrays = C.f1_statistic(gold, pred, labels)
         f, flo, fhi = bootstrap_ci(stat, arrays, 200)
-        assert f == pytest.approx(reference) and flo < f < fhi  # the vectorised F1 is scikit-learn's
+        assert (
+            f == pytest.approx(reference) and flo < f < fhi
+        )  # the vectorised F1 is scikit-learn's
     scores, types = [1, 1, 1, 0, 0, 1], ["a", "a", "a", "a", "b", "b"]
     stat, arrays = C.macro_over_types_statistic(scores, types)
     assert bootstrap_ci(stat, arrays, 100)[0] == pytest.approx(C.per_type(scores, types)["macro"])
@@ -61,11 +72,16 @@ def test_a_means_interval_from_resampled_counts_is_the_index_bootstraps():
     items: with many resamples both intervals agree to Monte Carlo error, for binary and
     three-valued scores; scores with many distinct values resample items (scipy) as before."""
     rng = np.random.default_rng(5)
-    for values in ((rng.random(3000) < 0.3).astype(float), rng.choice([0.0, 0.5, 1.0], 3000, p=[0.5, 0.2, 0.3])):
+    for values in (
+        (rng.random(3000) < 0.3).astype(float),
+        rng.choice([0.0, 0.5, 1.0], 3000, p=[0.5, 0.2, 0.3]),
+    ):
         v, lo, hi = mean_ci(values, n_resamples=20_000, seed=1)
         iv, ilo, ihi = bootstrap_ci(lambda a: np.mean(a, axis=-1), [values], 20_000, seed=1)
         assert v == iv
         assert lo == pytest.approx(ilo, abs=2e-3) and hi == pytest.approx(ihi, abs=2e-3)
         assert hi - lo == pytest.approx(2 * 1.96 * values.std() / np.sqrt(len(values)), rel=0.05)
     spread = rng.random(500)  # 500 distinct scores: indices, the same numbers as bootstrap_ci
-    assert mean_ci(spread, 300, seed=2) == bootstrap_ci(lambda a: np.mean(a, axis=-1), [spread], 300, seed=2)
+    assert mean_ci(spread, 300, seed=2) == bootstrap_ci(
+        lambda a: np.mean(a, axis=-1), [spread], 300, seed=2
+    )

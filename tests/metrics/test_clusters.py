@@ -31,7 +31,9 @@ def test_the_clustered_interval_of_a_mean_matches_the_cluster_robust_standard_er
     import statsmodels.api as sm
 
     x, image = _clustered()
-    fit = sm.OLS(x, np.ones((len(x), 1))).fit(cov_type="cluster", cov_kwds={"groups": image, "use_correction": False})
+    fit = sm.OLS(x, np.ones((len(x), 1))).fit(
+        cov_type="cluster", cov_kwds={"groups": image, "use_correction": False}
+    )
     value, low, high = mean_ci(x, n_resamples=20_000, clusters=image)
     assert value == pytest.approx(fit.params[0])
     assert (high - low) / 2 == pytest.approx(1.96 * fit.bse[0], rel=0.08)
@@ -46,7 +48,9 @@ def test_a_hand_worked_case_two_images_bound_the_interval_by_their_means():
     image = ["a"] * 4 + ["b"] * 6
     value, low, high = mean_ci(x, n_resamples=4000, clusters=image)
     assert (value, low, high) == pytest.approx((0.6, 0.25, 5 / 6))
-    assert bootstrap_ci(_mean, [x], n_resamples=4000, clusters=image) == pytest.approx((0.6, 0.25, 5 / 6))
+    assert bootstrap_ci(_mean, [x], n_resamples=4000, clusters=image) == pytest.approx(
+        (0.6, 0.25, 5 / 6)
+    )
 
 
 def test_a_paired_difference_resamples_the_same_images_in_both_runs():
@@ -57,9 +61,12 @@ def test_a_paired_difference_resamples_the_same_images_in_both_runs():
     a, image = _clustered(seed=2)
     b = np.where(image < 10, 1.0, a)
     diff = b - a
-    fit = sm.OLS(diff, np.ones((len(diff), 1))).fit(cov_type="cluster",
-                                                    cov_kwds={"groups": image, "use_correction": False})
-    value, low, high = bootstrap_ci(lambda x, y: np.mean(y - x, axis=-1), [a, b], n_resamples=5000, clusters=image)
+    fit = sm.OLS(diff, np.ones((len(diff), 1))).fit(
+        cov_type="cluster", cov_kwds={"groups": image, "use_correction": False}
+    )
+    value, low, high = bootstrap_ci(
+        lambda x, y: np.mean(y - x, axis=-1), [a, b], n_resamples=5000, clusters=image
+    )
     assert value == pytest.approx(diff.mean())
     assert (high - low) / 2 == pytest.approx(1.96 * fit.bse[0], rel=0.12)
 

@@ -10,46 +10,99 @@ REGIONS = ("top left", "center", "center left", "not applicable")
 COLORS = ("gray", "red", "not applicable")
 
 
-@pytest.mark.parametrize("output, expected, form, category", [
-    ("yes", "yes", "original", S.CORRECT),
-    ("Yes, there is one.", "yes", "original", S.CORRECT),  # contained: enough for original/direction
-    ("Yes, there is one.", "yes", "condition", S.UNEXPECTED),  # exact forms need the answer alone
-    ("Yes", "yes", "enumerated", S.CORRECT),  # the paper's exact match: case aside, the raw answer
-    ("Yes.", "yes", "enumerated", S.UNEXPECTED),
-    (" squares1 No 2 pentagonsON", "no", "enumerated", S.UNEXPECTED),  # never read as "no"
-    ("upper left", "top left", "original", S.CORRECT),  # the generator's own synonyms
-    ("upper left", "top left", "condition", S.CORRECT),
-    ("upper left", "top left", "enumerated", S.UNEXPECTED),  # enumerated: one of the listed words
-    ("it is in the middle", "center", "direction", S.CORRECT),
-    ("on the left half", "center left", "original", S.CORRECT),
-    ("top left", "center left", "original", S.WRONG),  # "left" inside "top left" is not a second answer
-    ("yes and no", "yes", "original", S.MULTIPLE),
-    ("no", "yes", "direction", S.WRONG),
-    ("banana", "yes", "original", S.UNEXPECTED),
-    ("not applicable", "<unk>", "enumerated", S.CORRECT),
-    ("it is at the center left", "center left", "original", S.CORRECT),  # longest match: not also "center"
-    ("center", "center left", "condition", S.WRONG),
-    ("grey", "gray", "original", S.CORRECT),
-    ("", "yes", "original", S.UNEXPECTED),
-])
+@pytest.mark.parametrize(
+    "output, expected, form, category",
+    [
+        ("yes", "yes", "original", S.CORRECT),
+        (
+            "Yes, there is one.",
+            "yes",
+            "original",
+            S.CORRECT,
+        ),  # contained: enough for original/direction
+        (
+            "Yes, there is one.",
+            "yes",
+            "condition",
+            S.UNEXPECTED,
+        ),  # exact forms need the answer alone
+        (
+            "Yes",
+            "yes",
+            "enumerated",
+            S.CORRECT,
+        ),  # the paper's exact match: case aside, the raw answer
+        ("Yes.", "yes", "enumerated", S.UNEXPECTED),
+        (" squares1 No 2 pentagonsON", "no", "enumerated", S.UNEXPECTED),  # never read as "no"
+        ("upper left", "top left", "original", S.CORRECT),  # the generator's own synonyms
+        ("upper left", "top left", "condition", S.CORRECT),
+        (
+            "upper left",
+            "top left",
+            "enumerated",
+            S.UNEXPECTED,
+        ),  # enumerated: one of the listed words
+        ("it is in the middle", "center", "direction", S.CORRECT),
+        ("on the left half", "center left", "original", S.CORRECT),
+        (
+            "top left",
+            "center left",
+            "original",
+            S.WRONG,
+        ),  # "left" inside "top left" is not a second answer
+        ("yes and no", "yes", "original", S.MULTIPLE),
+        ("no", "yes", "direction", S.WRONG),
+        ("banana", "yes", "original", S.UNEXPECTED),
+        ("not applicable", "<unk>", "enumerated", S.CORRECT),
+        (
+            "it is at the center left",
+            "center left",
+            "original",
+            S.CORRECT,
+        ),  # longest match: not also "center"
+        ("center", "center left", "condition", S.WRONG),
+        ("grey", "gray", "original", S.CORRECT),
+        ("", "yes", "original", S.UNEXPECTED),
+    ],
+)
 def test_categories(output, expected, form, category):
     space = REGIONS if expected in REGIONS else COLORS if expected in COLORS else YN
     assert S.categorize(output, expected, form, space) == category
 
 
 def test_counting_reads_number_words_and_any_number():
-    assert S.categorize("there are two circles", "2", "original", ("0", "1", "2"), counting=True) == S.CORRECT
+    assert (
+        S.categorize("there are two circles", "2", "original", ("0", "1", "2"), counting=True)
+        == S.CORRECT
+    )
     assert S.categorize("7", "2", "condition", ("0", "1", "2"), counting=True) == S.WRONG
-    assert S.categorize("2 or 3", "2", "original", ("0", "1", "2", "3"), counting=True) == S.MULTIPLE
+    assert (
+        S.categorize("2 or 3", "2", "original", ("0", "1", "2", "3"), counting=True) == S.MULTIPLE
+    )
 
 
 def _rows(answers):
     """answers: {(image, form): output} for one presence query; image b's parent is a."""
     rows = []
     for (image, form), out in answers.items():
-        rows.append({"model": "m", "item_id": f"{image}-{form}", "image": image, "parent": {"a": None, "b": "a"}[image],
-                     "query": "q1", "type": "presence", "form": form, "level": 1, "concepts": ("shape:circle",),
-                     "subgroup": 1, "absurd": False, "expected": "yes", "output": out, "space": YN})
+        rows.append(
+            {
+                "model": "m",
+                "item_id": f"{image}-{form}",
+                "image": image,
+                "parent": {"a": None, "b": "a"}[image],
+                "query": "q1",
+                "type": "presence",
+                "form": form,
+                "level": 1,
+                "concepts": ("shape:circle",),
+                "subgroup": 1,
+                "absurd": False,
+                "expected": "yes",
+                "output": out,
+                "space": YN,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -65,36 +118,78 @@ def test_aggregated_categories_and_consistency():
     forms = ("original", "condition", "direction", "enumerated")
     agree = S.score_versions(_rows({("a", f): "yes" for f in forms}))
     q = S.questions(agree).iloc[0]
-    assert q["correct_all"] and q["consistency"] == 1.0 and q["consistent"] and q["category"] == S.CORRECT
-    mixed = S.score_versions(_rows({("a", "original"): "yes", ("a", "condition"): "no", ("a", "direction"): "yes",
-                                    ("a", "enumerated"): "yes"}))
+    assert (
+        q["correct_all"]
+        and q["consistency"] == 1.0
+        and q["consistent"]
+        and q["category"] == S.CORRECT
+    )
+    mixed = S.score_versions(
+        _rows(
+            {
+                ("a", "original"): "yes",
+                ("a", "condition"): "no",
+                ("a", "direction"): "yes",
+                ("a", "enumerated"): "yes",
+            }
+        )
+    )
     q = S.questions(mixed).iloc[0]
-    assert q["category"] == S.ANSWER_DISAGREEMENT and q["consistency"] == 0.75 and not q["consistent"]
+    assert (
+        q["category"] == S.ANSWER_DISAGREEMENT and q["consistency"] == 0.75 and not q["consistent"]
+    )
     errs = S.score_versions(_rows({("a", "original"): "banana", ("a", "condition"): "no"}))
     assert S.questions(errs).iloc[0]["category"] == S.ERROR_DISAGREEMENT
     table = S.error_table(errs, S.questions(errs))
-    agg = table[(table["unit"] == "aggregated") & (table["filter"] == "all")].set_index("category")["count"]
+    agg = table[(table["unit"] == "aggregated") & (table["filter"] == "all")].set_index("category")[
+        "count"
+    ]
     assert agg[S.ERROR_DISAGREEMENT] == 1 and agg["total"] == 1
 
 
 def test_words_mode_is_the_lenient_reading_one_parameter_away():
     assert S.categorize("Yes.", "yes", "enumerated", YN, exact="words") == S.CORRECT
-    assert S.categorize("two", "2", "condition", ("0", "1", "2"), counting=True, exact="words") == S.CORRECT
-    assert S.categorize("two", "2", "condition", ("0", "1", "2"), counting=True) == S.UNEXPECTED  # not the digit
+    assert (
+        S.categorize("two", "2", "condition", ("0", "1", "2"), counting=True, exact="words")
+        == S.CORRECT
+    )
+    assert (
+        S.categorize("two", "2", "condition", ("0", "1", "2"), counting=True) == S.UNEXPECTED
+    )  # not the digit
     with pytest.raises(ValueError, match="exact"):
         S.categorize("yes", "yes", "enumerated", YN, exact="loose")
 
 
 def _colour_rows(outputs, paraphrase=0, image="a"):
-    return [{"model": "m", "item_id": f"{image}-{paraphrase}-{f}", "image": image, "parent": None, "query": "q",
-             "paraphrase": paraphrase, "type": "recognition", "form": f, "level": 2, "concepts": ("shape:circle",),
-             "subgroup": 1, "absurd": False, "expected": "green", "output": o,
-             "space": ("green", "red", "blue", "yellow", "white")} for f, o in outputs.items()]
+    return [
+        {
+            "model": "m",
+            "item_id": f"{image}-{paraphrase}-{f}",
+            "image": image,
+            "parent": None,
+            "query": "q",
+            "paraphrase": paraphrase,
+            "type": "recognition",
+            "form": f,
+            "level": 2,
+            "concepts": ("shape:circle",),
+            "subgroup": 1,
+            "absurd": False,
+            "expected": "green",
+            "output": o,
+            "space": ("green", "red", "blue", "yellow", "white"),
+        }
+        for f, o in outputs.items()
+    ]
 
 
 def test_aggregated_categories_are_decided_from_the_answers():
     forms = ("original", "condition", "direction", "enumerated")
-    four_colours = S.questions(S.score_versions(pd.DataFrame(_colour_rows(dict(zip(forms, ("red", "blue", "yellow", "white")))))))
+    four_colours = S.questions(
+        S.score_versions(
+            pd.DataFrame(_colour_rows(dict(zip(forms, ("red", "blue", "yellow", "white")))))
+        )
+    )
     assert four_colours.iloc[0]["category"] == S.ANSWER_DISAGREEMENT
     same = S.questions(S.score_versions(pd.DataFrame(_colour_rows({f: "red" for f in forms}))))
     assert same.iloc[0]["category"] == S.WRONG
@@ -102,29 +197,59 @@ def test_aggregated_categories_are_decided_from_the_answers():
 
 def test_a_question_is_one_paraphrase_with_its_four_forms():
     forms = ("original", "condition", "direction", "enumerated")
-    rows = _colour_rows({f: "green" for f in forms}, 0) + _colour_rows({f: "green" for f in forms}, 1) \
+    rows = (
+        _colour_rows({f: "green" for f in forms}, 0)
+        + _colour_rows({f: "green" for f in forms}, 1)
         + _colour_rows({f: "green" for f in forms[:3]} | {"enumerated": "red"}, 2)
+    )
     q = S.questions(S.score_versions(pd.DataFrame(rows)))
     assert len(q) == 3 and (q["versions"] == 4).all()
-    assert q["correct_all"].tolist() == [True, True, False] and q["consistency"].tolist() == [1.0, 1.0, 0.75]
+    assert q["correct_all"].tolist() == [True, True, False] and q["consistency"].tolist() == [
+        1.0,
+        1.0,
+        0.75,
+    ]
 
 
 def test_corrects_minus_corrects_star_is_invalidated_by_construction():
     """Table 8 - Tables 9/10/15: 7,491 - 5,149 = 2,342 holds because invalidation is decided per question."""
     forms = ("original", "condition", "direction", "enumerated")
     rows = []
-    for image, parent, outs in (("a", None, ("no",) * 4), ("b", "a", ("yes",) * 4), ("c", "b", ("yes",) * 4),
-                                ("d", None, ("yes",) * 4), ("e", "d", ("yes", "no", "yes", "yes"))):
+    for image, parent, outs in (
+        ("a", None, ("no",) * 4),
+        ("b", "a", ("yes",) * 4),
+        ("c", "b", ("yes",) * 4),
+        ("d", None, ("yes",) * 4),
+        ("e", "d", ("yes", "no", "yes", "yes")),
+    ):
         for p in (0, 1):
-            rows += [{"model": "m", "item_id": f"{image}{p}{f}", "image": image, "parent": parent, "query": "q",
-                      "paraphrase": p, "type": "presence", "form": f, "level": 1, "concepts": ("shape:circle",),
-                      "subgroup": 1, "absurd": False, "expected": "yes", "output": o, "space": YN}
-                     for f, o in zip(forms, outs)]
+            rows += [
+                {
+                    "model": "m",
+                    "item_id": f"{image}{p}{f}",
+                    "image": image,
+                    "parent": parent,
+                    "query": "q",
+                    "paraphrase": p,
+                    "type": "presence",
+                    "form": f,
+                    "level": 1,
+                    "concepts": ("shape:circle",),
+                    "subgroup": 1,
+                    "absurd": False,
+                    "expected": "yes",
+                    "output": o,
+                    "space": YN,
+                }
+                for f, o in zip(forms, outs)
+            ]
     scored = S.score_versions(pd.DataFrame(rows))
     qs = S.questions(scored)
     overall = S.overall_table(scored, qs).set_index("filter")
     errors = S.error_table(scored, qs)
-    agg = errors[(errors["unit"] == "aggregated") & (errors["filter"] == "all")].set_index("category")["count"]
+    agg = errors[(errors["unit"] == "aggregated") & (errors["filter"] == "all")].set_index(
+        "category"
+    )["count"]
     corrects, corrects_star = overall.loc["full", "correct"], overall.loc["full*", "correct"]
     assert (corrects, corrects_star) == (6, 2)  # b and c (4 questions) rest on a wrong answer on a
     assert corrects - corrects_star == agg[S.INVALIDATED] == 4
@@ -138,9 +263,20 @@ def _gating_rows(concept, answers, level=1, extra=()):
         for sub, expected in ((1, present), (2, absent)):
             for i in range(5):
                 out = answers(typ, expected)
-                rows.append({"model": "m", "image": f"i{i}", "query": f"{concept}{extra}-{typ}-{sub}", "type": typ,
-                             "form": "original", "level": level, "concepts": (concept, *extra), "absurd": False,
-                             "correct": out == expected, "subgroup": sub})
+                rows.append(
+                    {
+                        "model": "m",
+                        "image": f"i{i}",
+                        "query": f"{concept}{extra}-{typ}-{sub}",
+                        "type": typ,
+                        "form": "original",
+                        "level": level,
+                        "concepts": (concept, *extra),
+                        "absurd": False,
+                        "correct": out == expected,
+                        "subgroup": sub,
+                    }
+                )
     return rows
 
 
@@ -148,16 +284,26 @@ def test_level_gating_needs_present_and_absent_questions_and_passes_nothing_for_
     right = lambda typ, expected: expected
     always_no = lambda typ, expected: "no" if typ == "presence" else "0"
     rows = _gating_rows("shape:circle", right) + _gating_rows("shape:square", always_no)
-    rows += [r for r in _gating_rows("color:white", right) if r["subgroup"] == 2]  # never present: not enabled
-    rows += _gating_rows("shape:circle", right, 2, ("region:center",)) + _gating_rows("shape:square", right, 2, ("region:center",))
-    rows += _gating_rows("shape:triangle", right, 1) + _gating_rows("shape:pentagon", right, 3, ("relation:left", "reference_shape:square"))
+    rows += [
+        r for r in _gating_rows("color:white", right) if r["subgroup"] == 2
+    ]  # never present: not enabled
+    rows += _gating_rows("shape:circle", right, 2, ("region:center",)) + _gating_rows(
+        "shape:square", right, 2, ("region:center",)
+    )
+    rows += _gating_rows("shape:triangle", right, 1) + _gating_rows(
+        "shape:pentagon", right, 3, ("relation:left", "reference_shape:square")
+    )
     lv = S.levels(pd.DataFrame(rows))
     one = lv[(lv["level"] == 1) & (lv["form"] == "all")].groupby("concept")["passed"].all()
     assert one["shape:circle"] and one["shape:triangle"]
     assert not one["shape:square"] and not one["color:white"]
     two = lv[lv["level"] == 2]
-    assert set(two["concepts"]) == {"shape:circle|region:center"}  # the square never reaches level 2
+    assert set(two["concepts"]) == {
+        "shape:circle|region:center"
+    }  # the square never reaches level 2
     assert two["concept"].eq("region:center").all() and two["passed"].all()
-    assert lv[lv["level"] == 3].empty  # the reference square failed level 1: its relative questions are gated out
+    assert lv[
+        lv["level"] == 3
+    ].empty  # the reference square failed level 1: its relative questions are gated out
     no_model = S.levels(pd.DataFrame(_gating_rows("shape:circle", always_no)))
     assert not no_model["passed"].any()  # right on every absent question, still no concept passes

@@ -8,17 +8,33 @@ from lib.paths import ROOT
 
 
 def test_a_query_id_is_its_canonical_json_whatever_the_key_order():
-    a = {"type": "presence", "group": "rel", "target": {"shape": "circle", "color": "red"}, "relation": "left",
-         "reference": {"shape": "square"}}
-    b = {"reference": {"shape": "square"}, "relation": "left", "target": {"color": "red", "shape": "circle"},
-         "group": "rel", "type": "presence"}
+    a = {
+        "type": "presence",
+        "group": "rel",
+        "target": {"shape": "circle", "color": "red"},
+        "relation": "left",
+        "reference": {"shape": "square"},
+    }
+    b = {
+        "reference": {"shape": "square"},
+        "relation": "left",
+        "target": {"color": "red", "shape": "circle"},
+        "group": "rel",
+        "type": "presence",
+    }
     assert query_id(a) == query_id(b) == json.dumps(a, sort_keys=True)
     assert json.loads(query_id(a)) == a  # the query back, keys sorted
-    assert query_id(a) != query_id({**a, "relation": "right"}) != query_id({**a, "target": {"color": "red"}})
+    assert (
+        query_id(a)
+        != query_id({**a, "relation": "right"})
+        != query_id({**a, "target": {"color": "red"}})
+    )
 
 
 def test_the_protocol_owns_the_identity_without_reaching_up_to_the_generator():
     tree = ast.parse((ROOT / "lib" / "families" / "scrapbook" / "consistency.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert not any(m.startswith("lib.families.scrapbook") for m in imported), imported  # not the generator's modules
+    assert not any(m.startswith("lib.families.scrapbook") for m in imported), (
+        imported
+    )  # not the generator's modules

@@ -49,8 +49,12 @@ E.run(cfg, out, progress=False)
 
 
 def _evaluate(data: Path, out: Path, store: CallStore) -> Path:
-    cfg = E.EvalConfig(datasets={"mcq": str(data / "mcq"), "vqa": str(data / "vqa")}, models=MODELS,
-                       styles=["zero_shot"], n_resamples=20)
+    cfg = E.EvalConfig(
+        datasets={"mcq": str(data / "mcq"), "vqa": str(data / "vqa")},
+        models=MODELS,
+        styles=["zero_shot"],
+        n_resamples=20,
+    )
     E.run(cfg, out, store=store, progress=False)
     return out
 
@@ -77,8 +81,10 @@ def _edit_rows(folder: Path, change) -> None:
 
 def _reorder(folder: Path) -> None:
     """The dataset rewritten in place as a regenerated set would be: every item's options reversed."""
-    items = [replace(it, options=it.options[::-1], answer=[len(it.options) - 1 - k for k in it.answer])
-             for it in load_items(folder)]
+    items = [
+        replace(it, options=it.options[::-1], answer=[len(it.options) - 1 - k for k in it.answer])
+        for it in load_items(folder)
+    ]
     save_dataset(folder, items, json.loads((folder / "dataset.json").read_text()))
 
 
@@ -101,8 +107,20 @@ def test_two_finished_runs_compare_as_before(finished, tmp_path, capsys):
 def test_a_run_killed_part_way_is_refused_by_the_command_and_by_stage_07(finished, tmp_path):
     killed = _copy(finished, tmp_path / "killed")
     started = tmp_path / "started"
-    child = subprocess.Popen([sys.executable, "-c", STUCK, str(Path(finished).parents[1] / "data"), str(killed),
-                              str(started)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            STUCK,
+            str(Path(finished).parents[1] / "data"),
+            str(killed),
+            str(started),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not started.exists():
         assert child.poll() is None, child.stderr.read()
@@ -111,24 +129,49 @@ def test_a_run_killed_part_way_is_refused_by_the_command_and_by_stage_07(finishe
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=60)
     assert (killed / "predictions.jsonl").exists() and not (killed / "manifest.json").exists()
-    done = subprocess.run([sys.executable, "-m", "lib.compare", str(finished), str(killed)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2 and done.stderr.startswith("error: ") and "Traceback" not in done.stderr
-    assert str(killed) in done.stderr and "did not finish" in done.stderr and "rerun stage 06" in done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "lib.compare", str(finished), str(killed)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        done.returncode == 2
+        and done.stderr.startswith("error: ")
+        and "Traceback" not in done.stderr
+    )
+    assert (
+        str(killed) in done.stderr
+        and "did not finish" in done.stderr
+        and "rerun stage 06" in done.stderr
+    )
     stage_07 = analyze.AnalyzeConfig(compare_with=str(killed))
-    with pytest.raises(X.CompareError, match=r"compare_with .*did not finish.*rerun stage 06") as refused:
+    with pytest.raises(
+        X.CompareError, match=r"compare_with .*did not finish.*rerun stage 06"
+    ) as refused:
         analyze.comparison(stage_07, finished.parent / "07_analyze")
     said = done.stderr.removeprefix("error: ").strip()
     assert str(refused.value).endswith(said)
-    with pytest.raises(ValueError) as rescore:  # the check stage 06's rescore makes, in the same words
+    with pytest.raises(
+        ValueError
+    ) as rescore:  # the check stage 06's rescore makes, in the same words
         E.rescore_folder(killed)
     assert str(rescore.value).startswith(said.removeprefix("cannot compare "))
 
 
-def test_scores_edited_after_the_run_finished_are_refused_not_put_on_the_metric_version(finished, tmp_path, capsys):
+def test_scores_edited_after_the_run_finished_are_refused_not_put_on_the_metric_version(
+    finished, tmp_path, capsys
+):
     edited = _copy(finished, tmp_path / "edited")
-    _edit_rows(edited, lambda r: {**r, "scores": {k: 1.0 - v for k, v in r["scores"].items()}}
-               if r["dataset"] == "mcq" else r)
+    _edit_rows(
+        edited,
+        lambda r: (
+            {**r, "scores": {k: 1.0 - v for k, v in r["scores"].items()}}
+            if r["dataset"] == "mcq"
+            else r
+        ),
+    )
     err = _refused(finished, edited, capsys, str(edited), "scores", "rescore")
     assert "metric version" not in err
 
@@ -136,8 +179,17 @@ def test_scores_edited_after_the_run_finished_are_refused_not_put_on_the_metric_
 def test_replies_edited_after_the_run_finished_are_refused(finished, tmp_path, capsys):
     edited = _copy(finished, tmp_path / "edited")
     _edit_rows(edited, lambda r: {**r, "raw": "Maybe."} if r["model"] == "yes" else r)
-    _refused(edited, finished, capsys, str(edited), "answers changed after the evaluation finished", "rerun stage 06")
-    E.rescore_folder(edited, unverified=True)  # its tables now agree with the edited replies: still not the run's
+    _refused(
+        edited,
+        finished,
+        capsys,
+        str(edited),
+        "answers changed after the evaluation finished",
+        "rerun stage 06",
+    )
+    E.rescore_folder(
+        edited, unverified=True
+    )  # its tables now agree with the edited replies: still not the run's
     _refused(edited, finished, capsys, str(edited), "answers changed after the evaluation finished")
 
 
@@ -149,7 +201,9 @@ def test_judgements_or_config_edited_after_the_run_finished_are_refused(finished
         _refused(finished, edited, capsys, str(edited), name)
 
 
-def test_a_dataset_rewritten_in_place_between_the_runs_is_its_own_cause_not_the_model(tmp_path, capsys):
+def test_a_dataset_rewritten_in_place_between_the_runs_is_its_own_cause_not_the_model(
+    tmp_path, capsys
+):
     data, store = tmp_path / "data", CallStore(tmp_path / "calls.sqlite")
     demo_datasets(data)
     run_a = _evaluate(data, tmp_path / "a" / "06_evaluate", store)
@@ -158,11 +212,20 @@ def test_a_dataset_rewritten_in_place_between_the_runs_is_its_own_cause_not_the_
     result = X.compare(run_a, run_b)
     assert result["changed"] > 0 and result["causes"]["model"]["items"] == 0
     assert {(it["dataset"], it["cause"]) for it in result["items"]} == {("mcq", "dataset")}
-    assert result["causes"]["dataset"]["because"] == {"dataset 'mcq' changed since run A": result["changed"]}
+    assert result["causes"]["dataset"]["because"] == {
+        "dataset 'mcq' changed since run A": result["changed"]
+    }
     for m in result["metrics"]:
         assert sum(m["by_cause"].values()) == pytest.approx(m["difference"], abs=1e-12)
     assert C.main([str(run_a), str(run_b)]) == 0
     assert "dataset 'mcq' changed since run A" in capsys.readouterr().out
     # both runs asked the same version, rewritten since: what they were asked cannot be rebuilt
     _reorder(data / "mcq")  # back to run A's order, which run B did not answer
-    _refused(run_b, _copy(run_b, tmp_path / "b2"), capsys, "dataset 'mcq'", f"{data / 'mcq'}", "changed since both")
+    _refused(
+        run_b,
+        _copy(run_b, tmp_path / "b2"),
+        capsys,
+        "dataset 'mcq'",
+        f"{data / 'mcq'}",
+        "changed since both",
+    )

@@ -19,16 +19,36 @@ from lib.io import NotOurFolder
 from lib.paths import ROOT, RunBusy, RunLock
 from lib.stages import scrapbook as S
 
-SMALL = dict(n_sets=2, objects_per_set=4, n_backgrounds=1, n_arrangements=2, objects_per_image=3, n_region_pairs=2,
-             n_questions_per_type=1)
+SMALL = dict(
+    n_sets=2,
+    objects_per_set=4,
+    n_backgrounds=1,
+    n_arrangements=2,
+    objects_per_image=3,
+    n_region_pairs=2,
+    n_questions_per_type=1,
+)
 # stage 04 on the smoke profile's sizes: a few images, seconds
-TINY = dict(n_sets=1, objects_per_set=3, n_backgrounds=1, n_arrangements=1, n_region_pairs=2, n_questions_per_type=1,
-            n_preview=1)
+TINY = dict(
+    n_sets=1,
+    objects_per_set=3,
+    n_backgrounds=1,
+    n_arrangements=1,
+    n_region_pairs=2,
+    n_questions_per_type=1,
+    n_preview=1,
+)
 
 
 def _cmd(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lib.stages.scrapbook", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "lib.stages.scrapbook", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 def _notes(folder: Path) -> Path:
@@ -42,23 +62,44 @@ def _notes(folder: Path) -> Path:
 def shards(tmp_path_factory) -> list[Path]:
     """Shards 0 and 1 of a two-shard set (read-only: a test that alters one copies it first)."""
     root = tmp_path_factory.mktemp("shards")
-    return [generate(ScrapbookParams(**SMALL), root / f"s{i}", shard=i, num_shards=2, progress=False) and root / f"s{i}"
-            for i in range(2)]
+    return [
+        generate(ScrapbookParams(**SMALL), root / f"s{i}", shard=i, num_shards=2, progress=False)
+        and root / f"s{i}"
+        for i in range(2)
+    ]
 
 
 # --- shard and merge never delete what is not theirs -----------------------------------------------
 
-def test_merge_and_shard_refuse_an_out_folder_that_is_not_a_dataset_and_leave_it_whole(tmp_path, shards):
+
+def test_merge_and_shard_refuse_an_out_folder_that_is_not_a_dataset_and_leave_it_whole(
+    tmp_path, shards
+):
     notes = _notes(tmp_path / "notes")
     merged = _cmd("merge", "--out", str(notes), *map(str, shards))
-    assert merged.returncode == 2 and merged.stderr.startswith("error: ") and "Traceback" not in merged.stderr
+    assert (
+        merged.returncode == 2
+        and merged.stderr.startswith("error: ")
+        and "Traceback" not in merged.stderr
+    )
     assert str(notes) in merged.stderr and "todo.txt" in merged.stderr
     params = tmp_path / "p.yaml"
     params.write_text(json.dumps(SMALL))
-    sharded = _cmd("shard", "--params", str(params), "--shard", "0", "--num-shards", "2", "--out", str(notes))
-    assert sharded.returncode == 2 and "error: " in sharded.stderr and "Traceback" not in sharded.stderr
-    assert [p.name for p in notes.iterdir()] == ["todo.txt"] and (notes / "todo.txt").read_text() == "my notes\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes", "p.yaml"]  # nothing built beside it either
+    sharded = _cmd(
+        "shard", "--params", str(params), "--shard", "0", "--num-shards", "2", "--out", str(notes)
+    )
+    assert (
+        sharded.returncode == 2
+        and "error: " in sharded.stderr
+        and "Traceback" not in sharded.stderr
+    )
+    assert [p.name for p in notes.iterdir()] == ["todo.txt"] and (
+        notes / "todo.txt"
+    ).read_text() == "my notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "notes",
+        "p.yaml",
+    ]  # nothing built beside it either
 
 
 def test_merge_replaces_its_own_output_and_a_dataset_written_before_markers(tmp_path, shards):
@@ -67,7 +108,11 @@ def test_merge_replaces_its_own_output_and_a_dataset_written_before_markers(tmp_
     assert merge(shards, out) == first  # its own kind: rewritten
     legacy = tmp_path / "legacy"
     legacy.mkdir()
-    for name in ("dataset.json", "items.jsonl", "summary.json"):  # what older code wrote, with no marker
+    for name in (
+        "dataset.json",
+        "items.jsonl",
+        "summary.json",
+    ):  # what older code wrote, with no marker
         shutil.copy(out / name, legacy / name)
     assert merge(shards, legacy)["questions"] == first["questions"]
     with pytest.raises(NotOurFolder, match="todo.txt"):
@@ -76,12 +121,15 @@ def test_merge_replaces_its_own_output_and_a_dataset_written_before_markers(tmp_
 
 # --- stage 04's run() checks where it uses -------------------------------------------------------
 
+
 def test_run_refuses_a_config_edited_into_a_set_outside_its_folder_and_touches_nothing(tmp_path):
     elsewhere = _notes(tmp_path / "elsewhere")
     out = tmp_path / "run" / "04_scrapbook"
     cfg = S.ScrapbookConfig(**TINY)
     cfg.sets = {"../../../elsewhere": {}}  # a notebook cell, after the config was made and checked
-    with pytest.raises(ParamsError, match=r"sets: '\.\./\.\./\.\./elsewhere' is not a dataset name"):
+    with pytest.raises(
+        ParamsError, match=r"sets: '\.\./\.\./\.\./elsewhere' is not a dataset name"
+    ):
         S.run(cfg, out, progress=False)
     with pytest.raises(ParamsError, match="is not a dataset name"):
         S.further_sets(cfg, out, progress=False)  # the step the notebook calls checks too
@@ -126,8 +174,12 @@ with RunLock(sys.argv[1]):
 
 def test_run_is_refused_while_another_process_holds_the_run(tmp_path):
     run = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(run)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RunBusy, match=f"PID {holder.pid}"):
@@ -151,13 +203,23 @@ def test_run_joins_the_lock_its_own_process_or_the_process_above_it_holds(tmp_pa
     run = tmp_path / "run"
     with RunLock(run):  # a caller (a script, a launcher) that holds the run itself, in this process
         assert S.run(S.ScrapbookConfig(**TINY), run / "04_scrapbook", progress=False)["images"] > 0
-        child = subprocess.run([sys.executable, "-c", CHILD, str(run / "04b")], cwd=ROOT, capture_output=True,
-                               text=True, timeout=300)
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD, str(run / "04b")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert child.returncode == 0 and "ran" in child.stdout, child.stderr
         # a process that merely claims the holder is its parent is refused
-        forged = subprocess.run([sys.executable, "-c", CHILD, str(run / "04c")], cwd=ROOT, capture_output=True,
-                                text=True, timeout=300, env={**os.environ,
-                                                             "VQALAB_RUN_LOCKS": json.dumps({str(run / ".lock"): 1})})
+        forged = subprocess.run(
+            [sys.executable, "-c", CHILD, str(run / "04c")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "VQALAB_RUN_LOCKS": json.dumps({str(run / ".lock"): 1})},
+        )
         assert forged.returncode != 0 and "RunBusy" in forged.stderr and not (run / "04c").exists()
     with RunLock(run):
         pass  # released whole: the joins did not keep it
@@ -165,8 +227,12 @@ def test_run_joins_the_lock_its_own_process_or_the_process_above_it_holds(tmp_pa
 
 def test_only_the_main_rank_of_a_job_takes_the_lock(tmp_path, monkeypatch):
     run = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(run)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"  # rank 0 of the job, say
         monkeypatch.setenv("RANK", "1")
@@ -181,18 +247,23 @@ def test_the_command_line_runs_the_stage_under_the_run_lock(tmp_path):
     params.write_text(json.dumps(TINY))
     done = _cmd("--params", str(params), "--out", str(tmp_path / "run" / "04_scrapbook"))
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "run" / "04_scrapbook" / "summary.json").exists() and (tmp_path / "run" / ".lock").exists()
+    assert (tmp_path / "run" / "04_scrapbook" / "summary.json").exists() and (
+        tmp_path / "run" / ".lock"
+    ).exists()
 
 
 # --- a set of shards says what is wrong with it --------------------------------------------------
+
 
 def test_a_shard_relabelled_in_its_summary_is_refused(tmp_path, shards):
     copy = tmp_path / "s0_as_1"
     shutil.copytree(shards[0], copy)
     summary = json.loads((copy / "summary.json").read_text())
     (copy / "summary.json").write_text(json.dumps({**summary, "shard": 1}))
-    with pytest.raises(ScrapbookParamError,
-                       match=rf"{copy}/scenes\.jsonl: line 1 is unit .* belongs to shard 0, but .* shard 1 of 2"):
+    with pytest.raises(
+        ScrapbookParamError,
+        match=rf"{copy}/scenes\.jsonl: line 1 is unit .* belongs to shard 0, but .* shard 1 of 2",
+    ):
         merge([shards[0], copy], tmp_path / "merged")
     assert not (tmp_path / "merged").exists()
 
@@ -211,12 +282,19 @@ def test_an_image_linked_to_outside_a_shard_is_refused_naming_it(tmp_path, shard
 
 
 def test_a_wrong_shard_count_is_named_not_reported_as_given_twice(tmp_path, shards):
-    three = [generate(ScrapbookParams(**SMALL), tmp_path / f"t{i}", shard=i, num_shards=3, progress=False)
-             and tmp_path / f"t{i}" for i in range(2)]
+    three = [
+        generate(
+            ScrapbookParams(**SMALL), tmp_path / f"t{i}", shard=i, num_shards=3, progress=False
+        )
+        and tmp_path / f"t{i}"
+        for i in range(2)
+    ]
     with pytest.raises(ScrapbookParamError, match=r"shard\(s\) 2 missing") as e:
         merge(three, tmp_path / "merged")
     assert "twice" not in str(e.value)
-    with pytest.raises(ScrapbookParamError, match=rf"{three[0]} is shard 0 of 3 .* {shards[0]} is shard 0 of 2") as e:
+    with pytest.raises(
+        ScrapbookParamError, match=rf"{three[0]} is shard 0 of 3 .* {shards[0]} is shard 0 of 2"
+    ) as e:
         merge([shards[0], shards[1], three[0]], tmp_path / "merged")
     assert "twice" not in str(e.value)
     with pytest.raises(ScrapbookParamError, match="given twice"):

@@ -25,19 +25,36 @@ from lib.stages.setup import demo_datasets
 from tests.support.chromium import chromium_page
 
 EXAMPLE = ROOT / "examples" / "my_dataset"  # the README's five-item dataset
-MINE = {"datasets": {"mine": str(EXAMPLE)}, "models": {"trained": "trained"}}  # the README's overrides, demo profile
+MINE = {
+    "datasets": {"mine": str(EXAMPLE)},
+    "models": {"trained": "trained"},
+}  # the README's overrides, demo profile
 
 
 def _evaluate(outputs: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
     """The README's "Your dataset" command on the demo's trained model, outputs under ``outputs``."""
     env = {**os.environ, "VQALAB_OUTPUTS": str(outputs)}
-    argv = [sys.executable, "-m", "lib.stages.evaluate", "--profile", "demo", "--set", f"datasets={{mine: {EXAMPLE}}}",
-            "--set", "models={trained: trained}", *extra, "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "lib.stages.evaluate",
+        "--profile",
+        "demo",
+        "--set",
+        f"datasets={{mine: {EXAMPLE}}}",
+        "--set",
+        "models={trained: trained}",
+        *extra,
+        "--out",
+        str(out),
+    ]
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("run", [None, "other"])
-def test_evaluating_the_demo_model_on_ones_own_dataset_names_the_missing_model_and_where_it_looked(tmp_path, run):
+def test_evaluating_the_demo_model_on_ones_own_dataset_names_the_missing_model_and_where_it_looked(
+    tmp_path, run
+):
     """Without a trained model the command stops before anything runs: ``error:`` naming the model,
     its spec value and the run path it looked at (the run's, from --run or the profile - never a
     folder beside --out), exit 2, no traceback, nothing written where --out points."""
@@ -53,8 +70,16 @@ def test_evaluating_the_demo_model_on_ones_own_dataset_names_the_missing_model_a
 
 def test_a_dataset_folder_that_is_not_there_is_an_error_naming_it(tmp_path):
     typo = tmp_path / "typo"
-    r = _evaluate(tmp_path / "outputs", tmp_path / "out" / A.EVALUATE, "--set", f"datasets={{mine: {typo}}}",
-                  "--set", "models={untrained: student}", "--set", "demo_data=false")
+    r = _evaluate(
+        tmp_path / "outputs",
+        tmp_path / "out" / A.EVALUATE,
+        "--set",
+        f"datasets={{mine: {typo}}}",
+        "--set",
+        "models={untrained: student}",
+        "--set",
+        "demo_data=false",
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert f"error: dataset 'mine': {typo}/items.jsonl not found" in r.stderr
 
@@ -71,11 +96,19 @@ def test_stage_paths_name_the_run_of_the_config_not_the_folder_beside_out(tmp_pa
     assert used.models["trained"]["name"] == str(best) and set(data) == {"mine"}
     other = resolve(E.EvalConfig, "demo", run="other", overrides={**MINE, "demo_data": False}).cfg
     looked = re.escape(str(tmp_path / "outputs" / "other" / A.TRAIN / A.BEST))
-    with pytest.raises(A.MissingOutputs, match=rf"model 'trained' \(name: stage:05_train/best\): folder {looked} "):
-        E.items_to_ask(other, best.parent.parent / A.EVALUATE)  # the demo run's folder: still run "other"'s model
-    by_hand = E.EvalConfig(datasets={"mine": str(EXAMPLE)},
-                           models={"t": {"backend": "hf", "name": "stage:05_train/best"}})
-    assert E.items_to_ask(by_hand, best.parent.parent / A.EVALUATE)[0].models["t"]["name"] == str(best)
+    with pytest.raises(
+        A.MissingOutputs, match=rf"model 'trained' \(name: stage:05_train/best\): folder {looked} "
+    ):
+        E.items_to_ask(
+            other, best.parent.parent / A.EVALUATE
+        )  # the demo run's folder: still run "other"'s model
+    by_hand = E.EvalConfig(
+        datasets={"mine": str(EXAMPLE)},
+        models={"t": {"backend": "hf", "name": "stage:05_train/best"}},
+    )
+    assert E.items_to_ask(by_hand, best.parent.parent / A.EVALUATE)[0].models["t"]["name"] == str(
+        best
+    )
 
 
 # a writer of one file through atomic_file that stops half way and waits (to be killed); argv: the file
@@ -90,22 +123,30 @@ with atomic_file(sys.argv[1]) as f:
 
 
 def _writer(path: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "writing"
     return proc
 
 
-def test_a_killed_writers_temporary_file_is_removed_by_the_next_writer_and_a_live_ones_kept(tmp_path):
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_writer_and_a_live_ones_kept(
+    tmp_path,
+):
     target = tmp_path / A.PREDICTIONS
     vio.write_jsonl(target, [{"id": 1}])
     killed = _writer(target)
     os.kill(killed.pid, signal.SIGKILL)
     killed.wait()
     leftover = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
-    assert len(leftover) == 1 and str(killed.pid) in leftover[0]  # the kill left it, named with its writer
+    assert (
+        len(leftover) == 1 and str(killed.pid) in leftover[0]
+    )  # the kill left it, named with its writer
     live = _writer(target)
     try:
-        theirs = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp") and str(live.pid) in p.name]
+        theirs = [
+            p for p in tmp_path.iterdir() if p.name.endswith(".tmp") and str(live.pid) in p.name
+        ]
         assert len(theirs) == 1
         vio.write_jsonl(target, [{"id": 2}])
         left = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
@@ -121,8 +162,12 @@ def browsed(tmp_path_factory):
     """A run's item browser: the constant baseline on the demo's mcq and vqa sets (no model to load)."""
     root = tmp_path_factory.mktemp("browsed")
     folders = demo_datasets(root / "data")
-    cfg = E.EvalConfig(datasets={k: str(folders[k]) for k in ("mcq", "vqa")}, styles=["zero_shot"],
-                       models={"baseline": {"backend": "constant", "answer": "A"}}, n_resamples=20)
+    cfg = E.EvalConfig(
+        datasets={k: str(folders[k]) for k in ("mcq", "vqa")},
+        styles=["zero_shot"],
+        models={"baseline": {"backend": "constant", "answer": "A"}},
+        n_resamples=20,
+    )
     E.run(cfg, root / "run" / A.EVALUATE, progress=False)
     return write_browser(root / "run")
 
@@ -134,10 +179,16 @@ def test_an_unknown_dataset_in_the_browsers_address_is_said_and_the_page_stays_u
     name = "<b>nope</b>"
     with chromium_page() as page:
         page.goto(browsed.as_uri() + "#dataset=" + name)
-        expect(page.locator("#problem")).to_have_text(f"no dataset named {name} in this run", timeout=30_000)
+        expect(page.locator("#problem")).to_have_text(
+            f"no dataset named {name} in this run", timeout=30_000
+        )
         expect(page.locator("#count")).to_have_text(re.compile(r"^0 answers"), timeout=30_000)
         assert page.locator("#problem b").count() == 0
         page.select_option("#f-dataset", "mcq")
-        n = sum(1 for p in vio.read_jsonl(browsed.parent.parent / A.EVALUATE / A.PREDICTIONS) if p["dataset"] == "mcq")
+        n = sum(
+            1
+            for p in vio.read_jsonl(browsed.parent.parent / A.EVALUATE / A.PREDICTIONS)
+            if p["dataset"] == "mcq"
+        )
         expect(page.locator("#count")).to_have_text(re.compile(rf"^{n} answers"), timeout=30_000)
         expect(page.locator("#problem")).to_be_hidden()

@@ -35,8 +35,12 @@ E.run(cfg, run / "06_evaluate", progress=False)
 
 
 def _child(folder, run, answer, cap=0):
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(folder), str(run), answer, str(cap)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(folder), str(run), answer, str(cap)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _consistent_or_refused(run, tmp_path) -> str:
@@ -44,7 +48,9 @@ def _consistent_or_refused(run, tmp_path) -> str:
     try:
         shown = A.read_table(run, A.EVALUATE, A.METRICS)
     except (A.StaleTables, ValueError, FileNotFoundError) as e:
-        assert "rescore" in str(e) or "rerun" in str(e) or "run stage" in str(e), f"a refusal says what to do: {e}"
+        assert "rescore" in str(e) or "rerun" in str(e) or "run stage" in str(e), (
+            f"a refusal says what to do: {e}"
+        )
         return "refused"
     if shown is None:
         return "refused"
@@ -53,7 +59,9 @@ def _consistent_or_refused(run, tmp_path) -> str:
     shutil.copytree(run, copy)
     rescore_folder(copy / "06_evaluate")
     again = pd.read_csv(copy / "06_evaluate" / A.METRICS)
-    pd.testing.assert_frame_equal(shown.reset_index(drop=True), again.reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        shown.reset_index(drop=True), again.reset_index(drop=True), check_dtype=False
+    )
     return "consistent"
 
 
@@ -83,7 +91,9 @@ def test_stage_06_killed_or_out_of_space_at_random_points_never_shows_stale_numb
         outcomes.append((child.returncode, _consistent_or_refused(run, tmp_path)))
     print("fault outcomes (exit code, state):", outcomes)
     assert {state for _, state in outcomes} <= {"consistent", "refused"}
-    assert any(code != 0 for code, _ in outcomes), "no fault struck: the points drawn were after the end"
+    assert any(code != 0 for code, _ in outcomes), (
+        "no fault struck: the points drawn were after the end"
+    )
     final = _child(folder, run, "yes")  # a clean rerun recovers whatever state the faults left
     assert final.wait(timeout=300) == 0, final.stderr.read()
     assert _consistent_or_refused(run, tmp_path) == "consistent"
@@ -115,8 +125,15 @@ def test_stage_04_out_of_file_space_at_random_points_keeps_the_previous_dataset_
     for _ in range(4):
         previous = _state(out)["seed"]
         params = json.dumps({**SMALL, "seed": 3 - previous})
-        r = subprocess.run([sys.executable, "-c", CAPPED_BUILD, str(out), params, str(rng.randint(64, largest))],
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-c", CAPPED_BUILD, str(out), params, str(rng.randint(64, largest))],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         codes.append(r.returncode)
-        assert _assert_whole(out, refs) in (previous, 3 - previous)  # the old dataset, or the whole new one
+        assert _assert_whole(out, refs) in (
+            previous,
+            3 - previous,
+        )  # the old dataset, or the whole new one
     assert any(codes), f"no cap struck: {codes}"

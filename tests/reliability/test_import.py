@@ -27,7 +27,9 @@ from lib.io.folders import kind_of
 from lib.paths import ROOT
 from lib.stages.setup import demo_datasets
 
-LMMS_EVAL = ROOT / "tests" / "fixtures" / "lmms_eval_0.7.3"  # a real lmms-eval run's files: see its README.md
+LMMS_EVAL = (
+    ROOT / "tests" / "fixtures" / "lmms_eval_0.7.3"
+)  # a real lmms-eval run's files: see its README.md
 MCQ = "20261205_163315_samples_vqalab_mcq_mcq.jsonl"
 VQA = "20261205_163315_samples_vqalab_vqa_vqa_open.jsonl"
 RESULTS = "20261205_163315_results.json"
@@ -39,8 +41,22 @@ def exports(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("exports")
     data = demo_datasets(root / "data")
     for name in ("mcq", "vqa"):
-        assert export(["lmms-eval", "--dataset", str(data[name]), "--out", str(root / name), "--profile", "demo",
-                       "--model", "untrained"]) == 0
+        assert (
+            export(
+                [
+                    "lmms-eval",
+                    "--dataset",
+                    str(data[name]),
+                    "--out",
+                    str(root / name),
+                    "--profile",
+                    "demo",
+                    "--model",
+                    "untrained",
+                ]
+            )
+            == 0
+        )
     return {"data": data, "tasks": [str(root / "mcq"), str(root / "vqa")]}
 
 
@@ -64,19 +80,28 @@ def _args(src: Path, out: Path, tasks: list[str]) -> list[str]:
     return [str(src), str(src), "--export", *tasks, "--import-to", str(out)]
 
 
-MEMORY = 2 * 2**30  # the command's address space: a reader that holds a whole endless file fails fast
+MEMORY = (
+    2 * 2**30
+)  # the command's address space: a reader that holds a whole endless file fails fast
 
 
 def _command(src: Path, out: Path, tasks: list[str]) -> subprocess.CompletedProcess:
     """The same as a user's command line, in a process of its own (its stderr and exit code)."""
-    return subprocess.run([sys.executable, "-m", "lib.compare", *_args(src, out, tasks)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300,
-                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY)))
+    return subprocess.run(
+        [sys.executable, "-m", "lib.compare", *_args(src, out, tasks)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY)),
+    )
 
 
 def _nothing_left(out: Path) -> None:
     """No import folder, and no half-built one beside it."""
-    assert not out.exists() and not [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")]
+    assert not out.exists() and not [
+        p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")
+    ]
 
 
 def _first(**fields):
@@ -86,44 +111,88 @@ def _first(**fields):
 
 def _configs(change):
     """A change of results.json: ``change(config)`` applied to the mcq task's config."""
+
     def apply(data):
         change(data["configs"]["vqalab_mcq_mcq"])
         return data
+
     return apply
 
 
-NAN_TOKENS = ("samples", _first(token_counts=[{"output_tokens": math.nan}]),
-              ":1: field token_counts[0].output_tokens: expected a whole number >= 0, got NaN")
+NAN_TOKENS = (
+    "samples",
+    _first(token_counts=[{"output_tokens": math.nan}]),
+    ":1: field token_counts[0].output_tokens: expected a whole number >= 0, got NaN",
+)
 
 
-@pytest.mark.parametrize("where, change, message", [
-    NAN_TOKENS,
-    ("samples", _first(token_counts=[{"output_tokens": math.inf}]),
-     ":1: field token_counts[0].output_tokens: expected a whole number >= 0, got Infinity"),
-    ("samples", _first(token_counts=[{"output_tokens": "eight"}]),
-     ":1: field token_counts[0].output_tokens: expected a whole number >= 0, got text 'eight'"),
-    ("samples", _first(token_counts=[{"input_tokens": -3}]),
-     ":1: field token_counts[0].input_tokens: expected a whole number >= 0, got -3"),
-    ("samples", _first(token_counts=8), ":1: field token_counts: expected a list, got 8"),
-    ("samples", _first(invalid_rate={"id": 7, "task": "mcq"}), ":1: field invalid_rate.id: expected text, got 7"),
-    ("results", lambda d: {**d, "configs": list(d["configs"].values())},
-     ": field configs: expected an object, got a list"),
-    ("results", lambda d: {**d, "config": [d["config"]]}, ": field config: expected an object, got a list"),
-    ("results", lambda d: {**d, "results": list(d["results"].values())},
-     ": field results: expected an object, got a list"),
-    ("results", _configs(lambda c: c["generation_kwargs"].update(max_new_tokens=math.inf)),
-     ": field configs.vqalab_mcq_mcq.generation_kwargs.max_new_tokens: expected a whole number >= 1, got Infinity"),
-    ("results", _configs(lambda c: c["generation_kwargs"].update(temperature=math.nan)),
-     ": field configs.vqalab_mcq_mcq.generation_kwargs.temperature: expected JSON without NaN or infinity, got NaN"),
-    ("results", lambda d: {**d, "lmms_eval_version": ["0.7"]}, ": field lmms_eval_version: expected text, got a list"),
-])
-def test_a_wrong_type_or_number_is_refused_naming_file_line_and_field(exports, tmp_path, capsys, where, change,
-                                                                       message):
+@pytest.mark.parametrize(
+    "where, change, message",
+    [
+        NAN_TOKENS,
+        (
+            "samples",
+            _first(token_counts=[{"output_tokens": math.inf}]),
+            ":1: field token_counts[0].output_tokens: expected a whole number >= 0, got Infinity",
+        ),
+        (
+            "samples",
+            _first(token_counts=[{"output_tokens": "eight"}]),
+            ":1: field token_counts[0].output_tokens: expected a whole number >= 0, got text 'eight'",
+        ),
+        (
+            "samples",
+            _first(token_counts=[{"input_tokens": -3}]),
+            ":1: field token_counts[0].input_tokens: expected a whole number >= 0, got -3",
+        ),
+        ("samples", _first(token_counts=8), ":1: field token_counts: expected a list, got 8"),
+        (
+            "samples",
+            _first(invalid_rate={"id": 7, "task": "mcq"}),
+            ":1: field invalid_rate.id: expected text, got 7",
+        ),
+        (
+            "results",
+            lambda d: {**d, "configs": list(d["configs"].values())},
+            ": field configs: expected an object, got a list",
+        ),
+        (
+            "results",
+            lambda d: {**d, "config": [d["config"]]},
+            ": field config: expected an object, got a list",
+        ),
+        (
+            "results",
+            lambda d: {**d, "results": list(d["results"].values())},
+            ": field results: expected an object, got a list",
+        ),
+        (
+            "results",
+            _configs(lambda c: c["generation_kwargs"].update(max_new_tokens=math.inf)),
+            ": field configs.vqalab_mcq_mcq.generation_kwargs.max_new_tokens: expected a whole number >= 1, got Infinity",
+        ),
+        (
+            "results",
+            _configs(lambda c: c["generation_kwargs"].update(temperature=math.nan)),
+            ": field configs.vqalab_mcq_mcq.generation_kwargs.temperature: expected JSON without NaN or infinity, got NaN",
+        ),
+        (
+            "results",
+            lambda d: {**d, "lmms_eval_version": ["0.7"]},
+            ": field lmms_eval_version: expected text, got a list",
+        ),
+    ],
+)
+def test_a_wrong_type_or_number_is_refused_naming_file_line_and_field(
+    exports, tmp_path, capsys, where, change, message
+):
     src, mcq, res = _run(tmp_path, **{where: change})
     out = tmp_path / "imported"
     assert C.main(_args(src, out, exports["tasks"])) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and f"{mcq if where == 'samples' else res}{message}" in err, err
+    assert err.startswith("error: ") and f"{mcq if where == 'samples' else res}{message}" in err, (
+        err
+    )
     _nothing_left(out)
 
 
@@ -131,7 +200,11 @@ def test_the_command_prints_an_error_not_a_traceback(exports, tmp_path):
     _, change, message = NAN_TOKENS
     src, mcq, _ = _run(tmp_path, samples=change)
     p = _command(src, tmp_path / "imported", exports["tasks"])
-    assert p.returncode == 2 and p.stderr.startswith(f"error: {mcq}{message}") and "Traceback" not in p.stderr
+    assert (
+        p.returncode == 2
+        and p.stderr.startswith(f"error: {mcq}{message}")
+        and "Traceback" not in p.stderr
+    )
     _nothing_left(tmp_path / "imported")
 
 
@@ -143,8 +216,12 @@ def test_a_lone_surrogate_is_refused_and_the_previous_import_kept_whole(exports,
     src, mcq, _ = _run(tmp_path, samples=_first(resps="\ud800 A"))
     p = _command(src, out, exports["tasks"])
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
-    assert p.stderr.startswith(f"error: {mcq}:1: field resps: expected text, got text with a lone surrogate")
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the previous import, untouched
+    assert p.stderr.startswith(
+        f"error: {mcq}:1: field resps: expected text, got text with a lone surrogate"
+    )
+    assert {
+        p.name: p.read_bytes() for p in out.iterdir()
+    } == before  # the previous import, untouched
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".imported.")]
 
 
@@ -158,7 +235,9 @@ def test_a_huge_line_and_a_link_to_dev_zero_are_refused_by_the_line_limit(export
     mcq.unlink()
     mcq.symlink_to("/dev/zero")
     p = _command(src, tmp_path / "imported", exports["tasks"])
-    assert p.returncode == 2 and p.stderr.startswith(f"error: {mcq}: not a regular file"), p.stderr[-2000:]
+    assert p.returncode == 2 and p.stderr.startswith(f"error: {mcq}: not a regular file"), p.stderr[
+        -2000:
+    ]
     _nothing_left(tmp_path / "imported")
 
 
@@ -169,7 +248,9 @@ def test_a_task_of_the_results_without_its_samples_file_is_refused(exports, tmp_
         assert C.main(_args(given, tmp_path / "imported", exports["tasks"])) == 2
         err = capsys.readouterr().err
         assert f"task vqalab_vqa_vqa_open has no samples file (looked for {mcq.parent}/" in err, err
-    assert C.main(_args(mcq, tmp_path / "imported", exports["tasks"][:1])) == 0  # one samples file: that task alone
+    assert (
+        C.main(_args(mcq, tmp_path / "imported", exports["tasks"][:1])) == 0
+    )  # one samples file: that task alone
     capsys.readouterr()
 
 
@@ -177,8 +258,22 @@ def _changed_dataset(exports: dict, tmp_path: Path) -> tuple[Path, Path]:
     """A copy of the mcq set, exported; returns (its folder, its export folder)."""
     data, task_dir = tmp_path / "mcq", tmp_path / "mcq_tasks"
     shutil.copytree(exports["data"]["mcq"], data)
-    assert export(["lmms-eval", "--dataset", str(data), "--out", str(task_dir), "--profile", "demo",
-                   "--model", "untrained"]) == 0
+    assert (
+        export(
+            [
+                "lmms-eval",
+                "--dataset",
+                str(data),
+                "--out",
+                str(task_dir),
+                "--profile",
+                "demo",
+                "--model",
+                "untrained",
+            ]
+        )
+        == 0
+    )
     return data, task_dir
 
 
@@ -187,26 +282,34 @@ def _rewrite(data: Path, lines: list[str]) -> None:
     items = data / "items.jsonl"
     items.write_text("".join(lines))
     info = json.loads((data / "dataset.json").read_text())
-    info.update(manifest_fields(len(lines), info["num_images"], items.stat().st_size, file_sha256(items)))
+    info.update(
+        manifest_fields(len(lines), info["num_images"], items.stat().st_size, file_sha256(items))
+    )
     (data / "dataset.json").write_text(json.dumps(info))
 
 
 def test_answers_changed_since_the_export_are_refused_naming_the_dataset(exports, tmp_path):
     data, task_dir = _changed_dataset(exports, tmp_path)
-    assert json.loads((task_dir / "vqalab.json").read_text())["items_sha256"] == file_sha256(data / "items.jsonl")
+    assert json.loads((task_dir / "vqalab.json").read_text())["items_sha256"] == file_sha256(
+        data / "items.jsonl"
+    )
     lines = (data / "items.jsonl").read_text().splitlines(keepends=True)
     _rewrite(data, [lines[0].replace('"answer": [0]', '"answer": [2]'), *lines[1:]])
     src, _, _ = _run(tmp_path)
     p = _command(src, tmp_path / "imported", [str(task_dir), exports["tasks"][1]])
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
-    assert p.stderr.startswith(f"error: dataset mcq ({data}): items.jsonl changed since the export {task_dir}")
+    assert p.stderr.startswith(
+        f"error: dataset mcq ({data}): items.jsonl changed since the export {task_dir}"
+    )
     _nothing_left(tmp_path / "imported")
 
 
 def test_an_older_export_without_the_digest_imports_with_a_warning(exports, tmp_path, capsys):
     data, task_dir = _changed_dataset(exports, tmp_path)
     info = json.loads((task_dir / "vqalab.json").read_text())
-    (task_dir / "vqalab.json").write_text(json.dumps({k: v for k, v in info.items() if k != "items_sha256"}))
+    (task_dir / "vqalab.json").write_text(
+        json.dumps({k: v for k, v in info.items() if k != "items_sha256"})
+    )
     src, _, _ = _run(tmp_path)
     out, tasks = tmp_path / "imported", [str(task_dir), exports["tasks"][1]]
     assert C.main(_args(src, out, tasks)) == 0
@@ -218,18 +321,25 @@ def test_an_older_export_without_the_digest_imports_with_a_warning(exports, tmp_
     lines = (data / "items.jsonl").read_text().splitlines(keepends=True)
     _rewrite(data, lines[1:])
     assert C.main(_args(src, tmp_path / "again", tasks)) == 2
-    assert f"{MCQ}:1: item 'demo-mcq-01' (mcq) is not in the dataset mcq ({data})" in capsys.readouterr().err
+    assert (
+        f"{MCQ}:1: item 'demo-mcq-01' (mcq) is not in the dataset mcq ({data})"
+        in capsys.readouterr().err
+    )
     _nothing_left(tmp_path / "again")
 
 
 def test_escape_sequences_from_the_results_never_reach_the_terminal(exports, tmp_path):
     evil = "\x1b]0;owned\x07\x1b[2J\x9b31m"
-    src, _, res = _run(tmp_path, results=lambda d: {**d, "lmms_eval_version": f"0.7{evil}",
-                                                    "model_name": f"tiny{evil}"})
+    src, _, res = _run(
+        tmp_path,
+        results=lambda d: {**d, "lmms_eval_version": f"0.7{evil}", "model_name": f"tiny{evil}"},
+    )
     p = _command(src, tmp_path / "imported", exports["tasks"])
     assert p.returncode == 0 and "\\x1b]0;owned\\x07" in p.stdout, p.stderr
     assert not any(c in p.stdout + p.stderr for c in "\x1b\x07\x9b")
-    data = json.loads(res.read_text())  # in an error too: a task named with escapes, without samples
+    data = json.loads(
+        res.read_text()
+    )  # in an error too: a task named with escapes, without samples
     data["configs"][f"vqalab_x{evil}"] = data["configs"]["vqalab_mcq_mcq"]
     res.write_text(json.dumps(data))
     p = _command(src, tmp_path / "other", exports["tasks"])
@@ -237,11 +347,18 @@ def test_escape_sequences_from_the_results_never_reach_the_terminal(exports, tmp
     assert not any(c in p.stdout + p.stderr for c in "\x1b\x07\x9b")
 
 
-def test_import_to_a_folder_of_another_kind_is_refused_and_left_untouched(exports, tmp_path, capsys):
+def test_import_to_a_folder_of_another_kind_is_refused_and_left_untouched(
+    exports, tmp_path, capsys
+):
     src, _, _ = _run(tmp_path)
     mine = tmp_path / "mine"
     mine.mkdir()
-    files = {"config.json": b'{"mine": 1}', "provenance.json": b"{}", "metrics.csv": b"a,b\n", "notes.txt": b"keep"}
+    files = {
+        "config.json": b'{"mine": 1}',
+        "provenance.json": b"{}",
+        "metrics.csv": b"a,b\n",
+        "notes.txt": b"keep",
+    }
     for name, content in files.items():
         (mine / name).write_bytes(content)
     assert C.main(_args(src, mine, exports["tasks"])) == 2
@@ -249,7 +366,10 @@ def test_import_to_a_folder_of_another_kind_is_refused_and_left_untouched(export
     assert {p.name: p.read_bytes() for p in mine.iterdir()} == files
     out = tmp_path / "imported"  # its own kind: imported, marked, imported again
     assert C.main(_args(src, out, exports["tasks"])) == 0 and kind_of(out) == F.KIND
-    assert C.main(_args(src, out, exports["tasks"])) == 0 and len(list(read_jsonl(out / "predictions.jsonl"))) == 16
+    assert (
+        C.main(_args(src, out, exports["tasks"])) == 0
+        and len(list(read_jsonl(out / "predictions.jsonl"))) == 16
+    )
     (out / ".vqalab.json").unlink()  # an import made before markers: recognised by its foreign.json
     assert C.main(_args(src, out, exports["tasks"])) == 0 and kind_of(out) == F.KIND
     capsys.readouterr()

@@ -22,14 +22,19 @@ def _params(tmp_path, files: dict[str, str]):
 
 
 def test_a_repeated_key_is_refused_not_last_wins(tmp_path):
-    folder = _params(tmp_path, {"common.p.yaml": COMMON, "04_scrapbook.p.yaml": "n_sets: 1\nn_sets: 3\n"})
-    with pytest.raises(ParamsError, match=r"04_scrapbook\.p\.yaml: .*line 2: key 'n_sets' appears twice"):
+    folder = _params(
+        tmp_path, {"common.p.yaml": COMMON, "04_scrapbook.p.yaml": "n_sets: 1\nn_sets: 3\n"}
+    )
+    with pytest.raises(
+        ParamsError, match=r"04_scrapbook\.p\.yaml: .*line 2: key 'n_sets' appears twice"
+    ):
         pipeline.plan("p", params_dir=folder)
 
 
 def test_an_alias_bomb_is_refused_at_once(tmp_path):
     bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+    )
     path = tmp_path / "bomb.yaml"
     path.write_text(bomb)
     assert len(bomb) < 600
@@ -46,7 +51,9 @@ def test_deep_nesting_is_a_params_error(tmp_path):
 
 def test_a_wrong_type_names_file_and_key_and_the_message_stays_short(tmp_path):
     folder = _params(tmp_path, {"common.p.yaml": COMMON, "04_scrapbook.p.yaml": "canvas: [a, b]\n"})
-    with pytest.raises(ParamsError, match=r"04_scrapbook\.p\.yaml: parameter 'canvas'\[0\] must be int"):
+    with pytest.raises(
+        ParamsError, match=r"04_scrapbook\.p\.yaml: parameter 'canvas'\[0\] must be int"
+    ):
         pipeline.plan("p", params_dir=folder)
     (folder / "04_scrapbook.p.yaml").write_text(f"n_sets: [{', '.join(['1'] * 100_000)}]\n")
     with pytest.raises(ParamsError) as e:
@@ -56,35 +63,58 @@ def test_a_wrong_type_names_file_and_key_and_the_message_stays_short(tmp_path):
 
 @pytest.mark.parametrize("name", ["../escape", "/abs", "a/b", ".hidden"])
 def test_a_scrapbook_set_name_that_is_not_a_name_is_refused_by_the_check(tmp_path, name):
-    folder = _params(tmp_path, {"common.p.yaml": COMMON, "04_scrapbook.p.yaml": f"sets: {{'{name}': {{n_sets: 1}}}}\n"})
+    folder = _params(
+        tmp_path,
+        {"common.p.yaml": COMMON, "04_scrapbook.p.yaml": f"sets: {{'{name}': {{n_sets: 1}}}}\n"},
+    )
     with pytest.raises(ParamsError, match=r"04_scrapbook\.p\.yaml: sets: .* is not a dataset name"):
         pipeline.plan("p", params_dir=folder)
 
 
 def test_a_set_override_of_the_wrong_type_is_named(tmp_path):
-    folder = _params(tmp_path, {"common.p.yaml": COMMON, "04_scrapbook.p.yaml": "sets: {train: {canvas: [a, b]}}\n"})
+    folder = _params(
+        tmp_path,
+        {"common.p.yaml": COMMON, "04_scrapbook.p.yaml": "sets: {train: {canvas: [a, b]}}\n"},
+    )
     with pytest.raises(ParamsError, match=r"sets\.train\.canvas\[0\] must be int"):
         pipeline.plan("p", params_dir=folder)
 
 
 def test_a_run_name_outside_the_outputs_is_refused_by_the_check(tmp_path):
     folder = _params(tmp_path, {"common.p.yaml": "run: ../../etc\nstages: [04_scrapbook]\n"})
-    r = subprocess.run([sys.executable, "-m", "lib.pipeline", "--profile", "p", "--check"], capture_output=True,
-                       text=True, env={"VQALAB_PARAMS": str(folder), "PATH": "/usr/bin:/bin"})
-    assert r.returncode == 1 and "common.p.yaml: run name '../../etc' must be a plain folder name" in r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "lib.pipeline", "--profile", "p", "--check"],
+        capture_output=True,
+        text=True,
+        env={"VQALAB_PARAMS": str(folder), "PATH": "/usr/bin:/bin"},
+    )
+    assert (
+        r.returncode == 1
+        and "common.p.yaml: run name '../../etc' must be a plain folder name" in r.stderr
+    )
     assert "Traceback" not in r.stderr
 
 
 def test_credential_shaped_fields_are_redacted_wherever_they_sit():
-    spec = {"backend": "openai", "name": "m", "api_key_env": "MY_KEY", "headers": {"Authorization": "Bearer sk-1"},
-            "auth": "user:pw", "bearer": "sk-2", "key": "sk-3", "extra": {"x_api_key": "sk-4"}}
+    spec = {
+        "backend": "openai",
+        "name": "m",
+        "api_key_env": "MY_KEY",
+        "headers": {"Authorization": "Bearer sk-1"},
+        "auth": "user:pw",
+        "bearer": "sk-2",
+        "key": "sk-3",
+        "extra": {"x_api_key": "sk-4"},
+    }
     out = redact({"models": {"m": spec}})["models"]["m"]
     assert out["api_key_env"] == "MY_KEY" and out["name"] == "m"  # a variable's name is kept
     assert {out[k] for k in ("headers", "auth", "bearer", "key")} == {"<redacted>"}
     assert out["extra"]["x_api_key"] == "<redacted>"
 
 
-@pytest.mark.parametrize("img", ["../outside.png", "/etc/passwd", "a/../../b.png", "C:\\\\x.png", ""])
+@pytest.mark.parametrize(
+    "img", ["../outside.png", "/etc/passwd", "a/../../b.png", "C:\\\\x.png", ""]
+)
 def test_a_memeqa_image_path_outside_its_folder_is_refused_by_every_reader(tmp_path, img):
     import json
 
@@ -93,12 +123,31 @@ def test_a_memeqa_image_path_outside_its_folder_is_refused_by_every_reader(tmp_p
     from lib.stages.collect import collect_memeqa
 
     split = tmp_path / "test.json"
-    split.write_text(json.dumps([{"id": "intent_id/1", "img": img, "question": "Why?", "options": ["a", "b"],
-                                  "general_type": "single", "specific_type": "x", "answer_key": 0}]))
+    split.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "intent_id/1",
+                    "img": img,
+                    "question": "Why?",
+                    "options": ["a", "b"],
+                    "general_type": "single",
+                    "specific_type": "x",
+                    "answer_key": 0,
+                }
+            ]
+        )
+    )
     (tmp_path / "images").mkdir()
-    for read in (lambda: collect_memeqa(split, tmp_path / "images", progress=False),
-                 lambda: from_memeqa(split, tmp_path / "images"), lambda: import_memeqa(split)):
-        with pytest.raises(ValueError, match=r"test\.json: record 0 .*img must be a file name inside the images folder"):
+    for read in (
+        lambda: collect_memeqa(split, tmp_path / "images", progress=False),
+        lambda: from_memeqa(split, tmp_path / "images"),
+        lambda: import_memeqa(split),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=r"test\.json: record 0 .*img must be a file name inside the images folder",
+        ):
             read()
 
 
@@ -109,9 +158,17 @@ def test_an_item_whose_meta_is_not_an_object_is_refused_at_load_with_its_line(tm
     from lib.io import JSONLError, load_items
 
     (tmp_path / "items.jsonl").write_text(
-        json.dumps({"id": "ok", "task": "vqa.open", "question": "q", "answer": ["a"]}) + "\n" +
-        json.dumps({"id": "bad", "task": "vqa.open", "question": "q", "answer": ["a"], "meta": meta}) + "\n")
-    with pytest.raises((JSONLError, TypeError, ValueError), match=r"items\.jsonl: record 2 is not a valid Item .*meta must be an object"):
+        json.dumps({"id": "ok", "task": "vqa.open", "question": "q", "answer": ["a"]})
+        + "\n"
+        + json.dumps(
+            {"id": "bad", "task": "vqa.open", "question": "q", "answer": ["a"], "meta": meta}
+        )
+        + "\n"
+    )
+    with pytest.raises(
+        (JSONLError, TypeError, ValueError),
+        match=r"items\.jsonl: record 2 is not a valid Item .*meta must be an object",
+    ):
         load_items(tmp_path)
 
 
@@ -122,8 +179,15 @@ def test_a_second_writer_of_a_run_fails_at_once_naming_the_holder(tmp_path):
     from lib.paths import RunBusy, RunLock
 
     with RunLock(tmp_path / "run"):
-        holder = subprocess.run([sys.executable, "-c", "from lib.paths import RunLock\n"
-                                 f"with RunLock({str(tmp_path / 'run')!r}): pass"], capture_output=True, text=True)
+        holder = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"from lib.paths import RunLock\nwith RunLock({str(tmp_path / 'run')!r}): pass",
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert holder.returncode != 0 and f"being written by PID {os.getpid()}" in holder.stderr
         with pytest.raises(RunBusy):
             with RunLock(tmp_path / "run"):
@@ -133,9 +197,17 @@ def test_a_second_writer_of_a_run_fails_at_once_naming_the_holder(tmp_path):
 
 
 def test_an_unknown_model_spec_key_is_refused_with_a_suggestion(tmp_path):
-    folder = _params(tmp_path, {"common.p.yaml": "run: r\nstages: [06_evaluate]\n"
-                                                 "models: {vlm: {backend: hf, name: org/m, dtpye: bfloat16}}\n"})
-    with pytest.raises(ParamsError, match=r"common\.p\.yaml: models\.vlm: unknown key 'dtpye' for a \w+ model \(did you mean 'dtype'\?\)"):
+    folder = _params(
+        tmp_path,
+        {
+            "common.p.yaml": "run: r\nstages: [06_evaluate]\n"
+            "models: {vlm: {backend: hf, name: org/m, dtpye: bfloat16}}\n"
+        },
+    )
+    with pytest.raises(
+        ParamsError,
+        match=r"common\.p\.yaml: models\.vlm: unknown key 'dtpye' for a \w+ model \(did you mean 'dtype'\?\)",
+    ):
         pipeline.plan("p", params_dir=folder)
 
 
@@ -143,8 +215,13 @@ def test_an_unknown_model_spec_key_is_refused_with_a_suggestion(tmp_path):
 def test_a_valid_scrapbook_type_selection_runs_its_notebook_to_the_end(tmp_path, monkeypatch):
     """types: [presence] alone is a valid 04 param: the notebook's last check must not refuse it."""
     monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path / "outputs"))
-    folder = pipeline.run("smoke", stages=["04_scrapbook"], run_name="presence-only", progress=False,
-                          overrides={"04_scrapbook": {"types": ["presence"]}})
+    folder = pipeline.run(
+        "smoke",
+        stages=["04_scrapbook"],
+        run_name="presence-only",
+        progress=False,
+        overrides={"04_scrapbook": {"types": ["presence"]}},
+    )
     summary = (folder / "04_scrapbook" / "summary.json").read_text()
     assert '"presence"' in summary and '"counting"' not in summary
 
@@ -174,9 +251,14 @@ def test_a_notebook_call_refuses_the_label_the_command_line_refuses(tmp_path):
     assert not (tmp_path / "06").exists()  # refused before anything is written
 
 
-@pytest.mark.parametrize("cls, values", [("lib.stages.evaluate.EvalConfig", {"styles": ["zero-shot"]}),
-                                         ("lib.af.engine.AFConfig", {"combine": "any"}),
-                                         ("lib.stages.train.TrainConfig", {"max_steps": "many"})])
+@pytest.mark.parametrize(
+    "cls, values",
+    [
+        ("lib.stages.evaluate.EvalConfig", {"styles": ["zero-shot"]}),
+        ("lib.af.engine.AFConfig", {"combine": "any"}),
+        ("lib.stages.train.TrainConfig", {"max_steps": "many"}),
+    ],
+)
 def test_every_stage_config_made_in_python_is_checked(cls, values):
     import importlib
 

@@ -23,8 +23,15 @@ from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generat
 from lib.paths import ROOT, stage_dir
 from lib.schema import Item
 
-SMALL = dict(n_sets=2, objects_per_set=4, n_backgrounds=1, n_arrangements=2, objects_per_image=3, n_region_pairs=2,
-             n_questions_per_type=1)
+SMALL = dict(
+    n_sets=2,
+    objects_per_set=4,
+    n_backgrounds=1,
+    n_arrangements=2,
+    objects_per_image=3,
+    n_region_pairs=2,
+    n_questions_per_type=1,
+)
 
 # a build started by a subprocess once the file named by argv[3] exists (so two start together)
 BUILD = """
@@ -40,16 +47,24 @@ generate(ScrapbookParams(**json.loads(sys.argv[2])), sys.argv[1], progress=False
 
 
 def _build(out: Path, seed: int, go: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", BUILD, str(out), json.dumps({**SMALL, "seed": seed}), str(go)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", BUILD, str(out), json.dumps({**SMALL, "seed": seed}), str(go)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _state(folder: Path) -> dict:
     """What a reader takes from a dataset folder: the items file, scenes, images, summary and manifest."""
-    return {"items": (folder / "items.jsonl").read_bytes(), "scenes": (folder / "scenes.jsonl").read_bytes(),
-            "images": sorted((p.name, p.read_bytes()) for p in (folder / "images").iterdir()),
-            "seed": json.loads((folder / "summary.json").read_text())["params"]["seed"],
-            "num_items": json.loads((folder / "dataset.json").read_text())["num_items"]}
+    return {
+        "items": (folder / "items.jsonl").read_bytes(),
+        "scenes": (folder / "scenes.jsonl").read_bytes(),
+        "images": sorted((p.name, p.read_bytes()) for p in (folder / "images").iterdir()),
+        "seed": json.loads((folder / "summary.json").read_text())["params"]["seed"],
+        "num_items": json.loads((folder / "dataset.json").read_text())["num_items"],
+    }
 
 
 def _assert_whole(folder: Path, references: dict[int, dict]) -> int:
@@ -58,7 +73,9 @@ def _assert_whole(folder: Path, references: dict[int, dict]) -> int:
     state = _state(folder)
     seed = state["seed"]
     assert seed in references, seed
-    assert state == references[seed], f"{folder} mixes builds: its summary says seed {seed}, its files differ"
+    assert state == references[seed], (
+        f"{folder} mixes builds: its summary says seed {seed}, its files differ"
+    )
     items = vio.load_items(folder)
     assert len(items) == state["num_items"] == state["items"].count(b"\n")
     vio.verify_dataset(folder)
@@ -79,6 +96,7 @@ def _leftovers(folder: Path) -> list[str]:
 
 # --- finding 1: two runs building one dataset at once ------------------------------------------------
 
+
 def test_two_concurrent_builds_of_one_dataset_each_swap_in_a_whole_one(tmp_path):
     """Two processes generate the same dataset folder at once (different seeds, so a mix shows):
     both finish, and the folder is exactly one of the two builds - items, scenes, images, summary
@@ -98,17 +116,23 @@ def test_two_concurrent_builds_of_one_dataset_each_swap_in_a_whole_one(tmp_path)
 
 # --- finding 2: a dataset is complete only when its manifest says so ---------------------------------
 
+
 def _items(n: int) -> list[Item]:
-    return [Item(id=f"q{i}", task="vqa.open", question=f"what is {i}?", answer=[str(i)]) for i in range(n)]
+    return [
+        Item(id=f"q{i}", task="vqa.open", question=f"what is {i}?", answer=[str(i)])
+        for i in range(n)
+    ]
 
 
 def _readers(folder: Path):
     """Every way a later stage reads a dataset's items."""
-    return {"load_items": lambda: vio.load_items(folder),
-            "scan_items": lambda: list(vio.scan_items(folder)),
-            "ItemsAt": lambda: list(vio.ItemsAt(folder, [0])),
-            "read_items_at": lambda: vio.read_items_at(folder, [0]),
-            "item_index": lambda: vio.item_index(folder, rebuild=True)}
+    return {
+        "load_items": lambda: vio.load_items(folder),
+        "scan_items": lambda: list(vio.scan_items(folder)),
+        "ItemsAt": lambda: list(vio.ItemsAt(folder, [0])),
+        "read_items_at": lambda: vio.read_items_at(folder, [0]),
+        "item_index": lambda: vio.item_index(folder, rebuild=True),
+    }
 
 
 def test_a_dataset_whose_write_stopped_before_its_manifest_is_refused(tmp_path, monkeypatch):
@@ -141,16 +165,23 @@ def test_a_partial_items_file_is_refused_by_every_reader(tmp_path):
     generate(ScrapbookParams(**SMALL), folder, progress=False)
     whole = (folder / "items.jsonl").read_bytes()
     lines = whole.splitlines(keepends=True)
-    (folder / "items.jsonl").write_bytes(b"".join(lines[:len(lines) // 2]))
+    (folder / "items.jsonl").write_bytes(b"".join(lines[: len(lines) // 2]))
     for name, read in _readers(folder).items():
-        with pytest.raises(ValueError, match=rf"{folder}: items.jsonl holds .* bytes but dataset.json "
-                                             rf"records .*rerun") as refused:
+        with pytest.raises(
+            ValueError,
+            match=rf"{folder}: items.jsonl holds .* bytes but dataset.json "
+            rf"records .*rerun",
+        ) as refused:
             read()
         assert refused.type is vio.IncompleteDataset, name
     # rewritten with other content of the same length: the full check (python -m lib.formats check) tells
     at = whole.index(b'"question":"') + len(b'"question":"')
-    (folder / "items.jsonl").write_bytes(whole[:at] + whole[at:at + 1].swapcase() + whole[at + 1:])
-    assert len(vio.load_items(folder)) == whole.count(b"\n")  # a reader's checks are cheap: size and count
+    (folder / "items.jsonl").write_bytes(
+        whole[:at] + whole[at : at + 1].swapcase() + whole[at + 1 :]
+    )
+    assert len(vio.load_items(folder)) == whole.count(
+        b"\n"
+    )  # a reader's checks are cheap: size and count
     assert [p.field for p in vio.check_dataset(folder).problems] == ["items_sha256"]
     with pytest.raises(vio.IncompleteDataset, match="sha256"):
         vio.verify_dataset(folder)
@@ -196,8 +227,15 @@ def _evaluate(mcq: str, out: Path, max_items: int):
     from lib.stages import evaluate as E
     from lib.store import CallStore
 
-    cfg = E.EvalConfig(datasets={"mcq": mcq}, models={"tiny": TINY}, styles=["zero_shot"], max_new_tokens=4,
-                       max_items=max_items, n_resamples=20, tasks={"yesbut.understanding": {"text_metrics": ["bleu"]}})
+    cfg = E.EvalConfig(
+        datasets={"mcq": mcq},
+        models={"tiny": TINY},
+        styles=["zero_shot"],
+        max_new_tokens=4,
+        max_items=max_items,
+        n_resamples=20,
+        tasks={"yesbut.understanding": {"text_metrics": ["bleu"]}},
+    )
     return E.run(cfg, out, store=CallStore(out.parent / "calls.sqlite"), progress=False)
 
 
@@ -207,8 +245,12 @@ def _asked(out: Path) -> int:
     return int(m.loc[m["metric"] == "invalid_rate", "n"].iloc[0])
 
 
-@pytest.mark.parametrize("fail_at", [1, 2])  # the disk fills writing metrics.csv, or writing levels.csv after it
-def test_a_full_disk_while_writing_the_tables_never_shows_the_old_metrics_as_new(mcq, monkeypatch, capsys, fail_at):
+@pytest.mark.parametrize(
+    "fail_at", [1, 2]
+)  # the disk fills writing metrics.csv, or writing levels.csv after it
+def test_a_full_disk_while_writing_the_tables_never_shows_the_old_metrics_as_new(
+    mcq, monkeypatch, capsys, fail_at
+):
     """Stage 06 rerun on other questions runs out of disk space while writing its tables, after the
     new predictions and manifest are written: the report withholds the old metrics and says why,
     the readers refuse them, and rescore (no model) makes tables of the current predictions."""
@@ -234,13 +276,21 @@ def test_a_full_disk_while_writing_the_tables_never_shows_the_old_metrics_as_new
         _evaluate(mcq, out, max_items=7)
     monkeypatch.setattr(pd.DataFrame, "to_csv", real)
     assert len(list(vio.read_jsonl(out / A.PREDICTIONS))) == 7 and (out / A.EVAL_MANIFEST).exists()
-    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]  # no half-written table left about
+    assert not [
+        p.name for p in out.iterdir() if p.name.endswith(".tmp")
+    ]  # no half-written table left about
 
-    with pytest.raises(ValueError, match=rf"{out}.*python -m lib.stages.evaluate rescore --run {run}") as refused:
+    with pytest.raises(
+        ValueError, match=rf"{out}.*python -m lib.stages.evaluate rescore --run {run}"
+    ) as refused:
         A.read_table(out.parent, A.EVALUATE, A.METRICS)
     assert refused.type is A.StaleTables
     page = build_report(out.parent).read_text()
-    assert "Metrics withheld" in page and "Stale results withheld" in page and "Headline metrics" not in page
+    assert (
+        "Metrics withheld" in page
+        and "Stale results withheld" in page
+        and "Headline metrics" not in page
+    )
 
     assert E.main(["rescore", "--run", run]) == 0
     assert "replaced stale tables" in capsys.readouterr().err
@@ -281,6 +331,7 @@ def test_an_atomic_write_stopped_by_a_full_disk_leaves_the_old_file_whole(tmp_pa
 
 # --- finding 4: a merge never passes some shards off as the whole dataset ---------------------------
 
+
 def test_merging_a_shard_set_with_gaps_is_refused_naming_the_missing_shards(tmp_path):
     params = ScrapbookParams(**SMALL)
     shards = [tmp_path / f"shard{i}" for i in range(3)]
@@ -306,13 +357,16 @@ def test_merging_a_shard_set_with_gaps_is_refused_naming_the_missing_shards(tmp_
 
 # --- fault injection: kill a build at random points ------------------------------------------------
 
+
 def test_a_build_killed_at_random_points_leaves_the_previous_or_the_new_dataset(tmp_path):
     """SIGKILL a regeneration at a few seeded random moments (from its start to past its end):
     the folder is always exactly the previous complete build or the new one, loads as such, and a
     later build clears what the killed ones left beside it."""
     refs = _references(tmp_path, (1, 2))
     out, go = tmp_path / "ds", tmp_path / "go"
-    proc = _build(tmp_path / "timing", 2, go)  # how long a build takes in a fresh process, from the start signal
+    proc = _build(
+        tmp_path / "timing", 2, go
+    )  # how long a build takes in a fresh process, from the start signal
     assert proc.stdout.readline().strip() == "ready"
     start = time.perf_counter()
     go.touch()
@@ -336,4 +390,6 @@ def test_a_build_killed_at_random_points_leaves_the_previous_or_the_new_dataset(
         _assert_whole(out, refs)
     generate(ScrapbookParams(**SMALL, seed=1), out, progress=False)
     _assert_whole(out, refs)
-    assert _leftovers(out) == []  # the killed builds' folders (their processes are gone) were cleared
+    assert (
+        _leftovers(out) == []
+    )  # the killed builds' folders (their processes are gone) were cleared

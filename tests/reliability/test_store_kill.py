@@ -24,12 +24,15 @@ from lib.store import CallStore, call_key, claim_owner, owner_alive
 from ..support.openai_server import OpenAIStub
 
 N = 40  # questions, asked by all three processes
-KILLED_CONCURRENCY = 2  # calls the killed process has in flight at most: the only ones that may be made twice
+KILLED_CONCURRENCY = (
+    2  # calls the killed process has in flight at most: the only ones that may be made twice
+)
 
 # One evaluation through the shared store: argv store, server url, concurrency, batch size, a file made
 # when it starts waiting for another's claims, a file it waits for before its first call. The key (by
 # its environment variable, outside the model's fingerprint) tells the server which process asks.
-ASK = textwrap.dedent("""
+ASK = textwrap.dedent(
+    """
     import json, os, sys, time
     from lib.models import Request, generate, load_model
     from lib.store import CallStore
@@ -55,7 +58,8 @@ ASK = textwrap.dedent("""
     model.generate = generate_when_told
     out = generate(model, reqs, store=store, progress=False)
     print(json.dumps({"computed": out.n_computed, "texts": [r.text for r in out]}))
-""".replace("N_QUESTIONS", str(N)))
+""".replace("N_QUESTIONS", str(N))
+)
 
 
 class WhoAsks(OpenAIStub):
@@ -67,7 +71,11 @@ class WhoAsks(OpenAIStub):
 
     async def _chat(self, request):
         last = (await request.json())["messages"][-1]["content"]
-        text = last if isinstance(last, str) else " ".join(p.get("text", "") for p in last if p.get("type") == "text")
+        text = (
+            last
+            if isinstance(last, str)
+            else " ".join(p.get("text", "") for p in last if p.get("type") == "text")
+        )
         self.by[(request.headers.get("Authorization", ""), text)] += 1
         return await super()._chat(request)
 
@@ -125,39 +133,72 @@ def test_the_claim_holder_killed_mid_way_costs_only_its_calls_in_flight(tmp_path
     db, script = tmp_path / "calls.sqlite", tmp_path / "ask.py"
     script.write_text(ASK)
     with WhoAsks(delay_s=0.25) as server:
+
         def start(key, concurrency, batch):
             env = {**os.environ, "VQALAB_KILL_KEY": key}
-            return subprocess.Popen([sys.executable, str(script), str(db), server.url, str(concurrency), str(batch),
-                                     str(tmp_path / f"{key}.waits"), str(go)],
-                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            return subprocess.Popen(
+                [
+                    sys.executable,
+                    str(script),
+                    str(db),
+                    server.url,
+                    str(concurrency),
+                    str(batch),
+                    str(tmp_path / f"{key}.waits"),
+                    str(go),
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
 
         go = tmp_path / "go"
         holder = start("sk-holder", KILLED_CONCURRENCY, 4)
         _until(lambda: _count(db, "claims") == N, 20, "A claims every call")
         survivors = [start(f"sk-survivor-{i}", 4, 8) for i in range(2)]
-        _until(lambda: all((tmp_path / f"sk-survivor-{i}.waits").exists() for i in range(2)), 20, "B and C wait")
+        _until(
+            lambda: all((tmp_path / f"sk-survivor-{i}.waits").exists() for i in range(2)),
+            20,
+            "B and C wait",
+        )
         go.touch()  # A makes its calls now that B and C wait for them
         _until(lambda: _count(db, "calls") >= 4, 20, "A stores its first results")
-        assert holder.poll() is None and _count(db, "calls") < N - 8, "A nearly finished before it was killed"
+        assert holder.poll() is None and _count(db, "calls") < N - 8, (
+            "A nearly finished before it was killed"
+        )
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=10)
 
         def holders_claims():
-            return [o for (o,) in _rows(db, "SELECT owner FROM claims") if o.split(":")[1] == str(holder.pid)]
+            return [
+                o
+                for (o,) in _rows(db, "SELECT owner FROM claims")
+                if o.split(":")[1] == str(holder.pid)
+            ]
 
         _until(lambda: not holders_claims(), 5, "the killed process's claims are taken over")
         ran = [p.communicate(timeout=60) for p in survivors]
     for p, (out, err) in zip(survivors, ran):
-        assert p.returncode == 0 and out.strip(), f"a survivor failed (exit {p.returncode}): {err[-3000:]}"
+        assert p.returncode == 0 and out.strip(), (
+            f"a survivor failed (exit {p.returncode}): {err[-3000:]}"
+        )
     outs = [json.loads(out.strip().splitlines()[-1]) for out, _ in ran]
     assert [o["texts"] for o in outs] == [[f"echo: question {i}" for i in range(N)]] * 2
-    by_holder, by_survivors = Counter(), Counter()  # calls per question, by A and by B and C together
+    by_holder, by_survivors = (
+        Counter(),
+        Counter(),
+    )  # calls per question, by A and by B and C together
     for (key, question), n in server.by.items():
         (by_holder if key == "Bearer sk-holder" else by_survivors)[question] += n
     twice = {q for q in by_survivors if q in by_holder}
-    assert max(by_holder.values()) == 1 and max(by_survivors.values()) == 1, "a process or the survivors repeat a call"
+    assert max(by_holder.values()) == 1 and max(by_survivors.values()) == 1, (
+        "a process or the survivors repeat a call"
+    )
     assert set(by_holder) | set(by_survivors) == {f"question {i}" for i in range(N)}
-    assert len(twice) <= KILLED_CONCURRENCY, f"calls the killed process had stored are made again: {sorted(twice)}"
+    assert len(twice) <= KILLED_CONCURRENCY, (
+        f"calls the killed process had stored are made again: {sorted(twice)}"
+    )
     assert sum(server.attempts.values()) == N + len(twice)
     assert sum(o["computed"] for o in outs) == len(by_survivors)
     assert _count(db, "claims") == 0 and _count(db, "calls") == N
@@ -210,7 +251,9 @@ def test_a_process_renews_its_claims_while_it_makes_them(tmp_path, monkeypatch):
         time.sleep(0.5)
         seen.append(_rows(db, "SELECT MAX(created) FROM claims")[0][0])
 
-    out = generate(Counting(before=slow), [Request.simple("q")], store=CallStore(db), progress=False)
+    out = generate(
+        Counting(before=slow), [Request.simple("q")], store=CallStore(db), progress=False
+    )
     assert out[0].text == "q" and seen[1] > seen[0] + 0.2
     assert _count(db, "claims") == 0
 
@@ -223,8 +266,12 @@ def test_two_waiters_whose_calls_owner_dies_make_each_orphan_once(tmp_path):
     reqs = [Request.simple(f"q{i}") for i in range(8)]
     CallStore(db).claim([call_key(Counting().fingerprint, r) for r in reqs], claim_owner(owner.pid))
     models = [Counting() for _ in range(2)]
-    waiters = [threading.Thread(target=generate, args=(m, reqs), kwargs={"store": CallStore(db), "progress": False})
-               for m in models]
+    waiters = [
+        threading.Thread(
+            target=generate, args=(m, reqs), kwargs={"store": CallStore(db), "progress": False}
+        )
+        for m in models
+    ]
     for t in waiters:
         t.start()
     time.sleep(0.5)  # both wait on the owner's claims

@@ -9,7 +9,9 @@ from lib.stages.scrapbook import ScrapbookConfig
 
 @pytest.fixture(scope="session")
 def unique_all(tmp_path_factory):
-    params = resolve(ScrapbookConfig, "unique_all").cfg.params()  # the profile's generator parameters
+    params = resolve(
+        ScrapbookConfig, "unique_all"
+    ).cfg.params()  # the profile's generator parameters
     out = tmp_path_factory.mktemp("unique_all")
     stats = generate(params, out, progress=False)
     return out, stats

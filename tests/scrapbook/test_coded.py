@@ -19,11 +19,32 @@ from lib.families.scrapbook import coded as C
 from lib.io import load_items
 from lib.schema import ERROR, Prediction
 
-PARAMS = {"canvas": [160, 160], "size_start": 30, "size_step": 10, "n_sets": 2, "objects_per_set": 4,
-          "n_backgrounds": 1, "n_arrangements": 1, "objects_per_image": 3, "n_region_pairs": 1,
-          "n_questions_per_type": 1}
-NOISE = ["yes", "no", "2", "3", "0", "yes and no", "not applicable", "<unk>", "", "red", "upper left",
-         "There are 2 red circles, yes."]
+PARAMS = {
+    "canvas": [160, 160],
+    "size_start": 30,
+    "size_step": 10,
+    "n_sets": 2,
+    "objects_per_set": 4,
+    "n_backgrounds": 1,
+    "n_arrangements": 1,
+    "objects_per_image": 3,
+    "n_region_pairs": 1,
+    "n_questions_per_type": 1,
+}
+NOISE = [
+    "yes",
+    "no",
+    "2",
+    "3",
+    "0",
+    "yes and no",
+    "not applicable",
+    "<unk>",
+    "",
+    "red",
+    "upper left",
+    "There are 2 red circles, yes.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +60,27 @@ def _answers(items, seed: int, right: float) -> list[tuple[Prediction, object]]:
     pairs = []
     for it in items:
         roll = rng.random()
-        raw = it.answer[0] if roll < right else rng.choice(NOISE + list(it.meta.get("alternatives") or []))
+        raw = (
+            it.answer[0]
+            if roll < right
+            else rng.choice(NOISE + list(it.meta.get("alternatives") or []))
+        )
         failed = rng.random() < 0.03
-        pairs.append((Prediction(item_id=it.id, model=f"m{seed}", task=it.task, raw="" if failed else raw,
-                                 dataset="d", method=ERROR if failed else "free", valid=not failed and roll < 0.9,
-                                 truncated=rng.random() < 0.05), it))
+        pairs.append(
+            (
+                Prediction(
+                    item_id=it.id,
+                    model=f"m{seed}",
+                    task=it.task,
+                    raw="" if failed else raw,
+                    dataset="d",
+                    method=ERROR if failed else "free",
+                    valid=not failed and roll < 0.9,
+                    truncated=rng.random() < 0.05,
+                ),
+                it,
+            )
+        )
     return pairs
 
 
@@ -56,7 +93,7 @@ def _both(pairs, scoring, step: int):
         group = [Prediction.from_dict(p.to_dict()) for p, _ in pairs]
         scorer = kind(task, scoring)
         for k in range(0, len(group), chunk):
-            scorer.add(group[k:k + chunk], [it for _, it in pairs[k:k + chunk]])
+            scorer.add(group[k : k + chunk], [it for _, it in pairs[k : k + chunk]])
         scored = [scorer.score(Prediction.from_dict(p.to_dict())) for p in group]
         for i, fix in scorer.corrections().items():
             scored[i].scores = fix
@@ -64,9 +101,16 @@ def _both(pairs, scoring, step: int):
     return made
 
 
-@pytest.mark.parametrize("seed,right,order,exact", [
-    (0, 0.7, "file", "paper"), (1, 0.9, "shuffled", "paper"), (2, 0.5, "by form", "words"),
-    (3, 0.95, "cut chains", "paper"), (4, 0.0, "shuffled", "words")])
+@pytest.mark.parametrize(
+    "seed,right,order,exact",
+    [
+        (0, 0.7, "file", "paper"),
+        (1, 0.9, "shuffled", "paper"),
+        (2, 0.5, "by form", "words"),
+        (3, 0.95, "cut chains", "paper"),
+        (4, 0.0, "shuffled", "words"),
+    ],
+)
 def test_the_coded_rules_equal_the_protocols_frame(items, seed, right, order, exact):
     pairs = _answers(items, seed, right)
     rng = random.Random(seed)
@@ -81,8 +125,12 @@ def test_the_coded_rules_equal_the_protocols_frame(items, seed, right, order, ex
     scoring = T.Scoring(n_resamples=50, seed=seed, tasks={"scrapbook.qa": {"exact": exact}})
     (held, held_tables), (streamed, streamed_tables) = _both(pairs, scoring, step=97)
     assert streamed == held
-    assert sum(s["correct"] != s["correct_strict"] for _, s, _ in held) > 0  # precedence was at work
-    pd.testing.assert_frame_equal(pd.DataFrame(streamed_tables.rows), pd.DataFrame(held_tables.rows))
+    assert (
+        sum(s["correct"] != s["correct_strict"] for _, s, _ in held) > 0
+    )  # precedence was at work
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(streamed_tables.rows), pd.DataFrame(held_tables.rows)
+    )
     pd.testing.assert_frame_equal(streamed_tables.levels, held_tables.levels)
     pd.testing.assert_frame_equal(streamed_tables.errors, held_tables.errors)
 
@@ -103,5 +151,14 @@ def test_codes_widen_as_values_come_and_fixed_answers_are_a_mapping():
     codes.add("v7")
     assert codes.codes.typecode == "H" and codes.array()[-1] == 7 and codes[299] == "v299"
     fixed = C.Fixed(np.array([False, True, False, True]), {"correct": 1.0, "correct_strict": 0.0})
-    assert 1 in fixed and 2 not in fixed and 9 not in fixed and len(fixed) == 2 and list(fixed) == [1, 3]
-    assert fixed[3] == {"correct": 1.0, "correct_strict": 0.0} and dict(fixed.items()).keys() == {1, 3}
+    assert (
+        1 in fixed
+        and 2 not in fixed
+        and 9 not in fixed
+        and len(fixed) == 2
+        and list(fixed) == [1, 3]
+    )
+    assert fixed[3] == {"correct": 1.0, "correct_strict": 0.0} and dict(fixed.items()).keys() == {
+        1,
+        3,
+    }

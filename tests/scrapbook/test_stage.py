@@ -14,14 +14,23 @@ def test_the_stage_steps_called_one_by_one_write_what_run_writes(tmp_path):
     fig, ax = stage.sample_figure(cfg, a)
     assert fig.axes and (a / "figures" / "samples.png").exists()
     counts, (fig, ax) = stage.question_counts(a)
-    assert counts["questions"].sum() == stats["questions"] and (a / "figures" / "question_counts.png").exists()
+    assert (
+        counts["questions"].sum() == stats["questions"]
+        and (a / "figures" / "question_counts.png").exists()
+    )
     sets = stage.further_sets(cfg, a, progress=False)
     assert list(sets) == ["fresh"] and sets["fresh"]["folder"] == str(a / "datasets" / "fresh")
     assert stage.paper_table(cfg, a) is None  # compare_to_paper is off
     summary = stage.finish(cfg, a, stats, sets)
     ran = stage.run(cfg, b, progress=False)
     assert json.dumps(summary).replace(str(a), str(b)) == json.dumps(ran)
-    for name in ("summary.json", "datasets/scrapbook/items.jsonl", "datasets/scrapbook/counts.csv",
-                 "datasets/fresh/items.jsonl"):
+    for name in (
+        "summary.json",
+        "datasets/scrapbook/items.jsonl",
+        "datasets/scrapbook/counts.csv",
+        "datasets/fresh/items.jsonl",
+    ):
         assert (a / name).read_text().replace(str(a), str(b)) == (b / name).read_text(), name
-    assert sorted(p.relative_to(a) for p in a.rglob("*")) == sorted(p.relative_to(b) for p in b.rglob("*"))
+    assert sorted(p.relative_to(a) for p in a.rglob("*")) == sorted(
+        p.relative_to(b) for p in b.rglob("*")
+    )

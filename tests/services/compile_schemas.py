@@ -24,13 +24,17 @@ out = {}
 for name, schema in schemas.items():
     result = {}
     try:
-        validate_xgrammar_grammar(SamplingParams(structured_outputs=StructuredOutputsParams(json=schema)))
+        validate_xgrammar_grammar(
+            SamplingParams(structured_outputs=StructuredOutputsParams(json=schema))
+        )
         compiler.compile_json_schema(json.dumps(schema))
         result["xgrammar"] = None
     except Exception as e:  # noqa: BLE001 - the engine's own message is the point
         result["xgrammar"] = f"{type(e).__name__}: {e}"[:300]
     try:
-        validate_guidance_grammar(SamplingParams(structured_outputs=StructuredOutputsParams(json=schema)), ll_tok)
+        validate_guidance_grammar(
+            SamplingParams(structured_outputs=StructuredOutputsParams(json=schema)), ll_tok
+        )
         result["guidance"] = None
     except Exception as e:  # noqa: BLE001
         result["guidance"] = f"{type(e).__name__}: {e}"[:300]

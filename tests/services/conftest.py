@@ -57,7 +57,9 @@ def servable_models(vllm_python, tmp_path_factory) -> dict[str, Path]:
     text = root / "smollm2"
     shutil.copytree(smollm2_path(), text)
     vision = root / "qwen2_vl"
-    subprocess.run([vllm_python, "-c", _SERVABLE_QWEN, str(tiny_vlm_path("qwen2_vl")), str(vision)], check=True)
+    subprocess.run(
+        [vllm_python, "-c", _SERVABLE_QWEN, str(tiny_vlm_path("qwen2_vl")), str(vision)], check=True
+    )
     return {"text": text, "vision": vision}
 
 
@@ -65,15 +67,32 @@ def servable_models(vllm_python, tmp_path_factory) -> dict[str, Path]:
 def vllm(vllm_python, servable_models, tmp_path_factory):
     """Both servers, started together (one core each) and stopped by PID at the end."""
     logs = tmp_path_factory.mktemp("vllm-logs")
-    text = vllm_server(vllm_python, servable_models["text"], "smollm2", logs / "text.log", cores="0")
-    vision = vllm_server(vllm_python, servable_models["vision"], "qwen2-vl-tiny", logs / "vision.log", cores="1",
-                         max_model_len=1024)
+    text = vllm_server(
+        vllm_python, servable_models["text"], "smollm2", logs / "text.log", cores="0"
+    )
+    vision = vllm_server(
+        vllm_python,
+        servable_models["vision"],
+        "qwen2-vl-tiny",
+        logs / "vision.log",
+        cores="1",
+        max_model_len=1024,
+    )
     try:
         text.start()
         vision.start()
         text.wait()
         vision.wait()
-        print(json.dumps({"vllm_ready_s": {"text": round(text.ready_s, 1), "vision": round(vision.ready_s, 1)}}))
+        print(
+            json.dumps(
+                {
+                    "vllm_ready_s": {
+                        "text": round(text.ready_s, 1),
+                        "vision": round(vision.ready_s, 1),
+                    }
+                }
+            )
+        )
         yield {"text": text, "vision": vision}
     finally:
         text.stop()
@@ -81,8 +100,15 @@ def vllm(vllm_python, servable_models, tmp_path_factory):
 
 
 def spec(server, **kw) -> dict:
-    return {"backend": "openai", "name": server.argv[server.argv.index("--served-model-name") + 1],
-            "base_url": server.base_url, "max_retries": 1, "timeout_s": 120, "concurrency": 16, **kw}
+    return {
+        "backend": "openai",
+        "name": server.argv[server.argv.index("--served-model-name") + 1],
+        "base_url": server.base_url,
+        "max_retries": 1,
+        "timeout_s": 120,
+        "concurrency": 16,
+        **kw,
+    }
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,9 @@ def chromium_page(**page_options):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=require_chromium(), headless=True, args=["--no-sandbox"])
+        browser = p.chromium.launch(
+            executable_path=require_chromium(), headless=True, args=["--no-sandbox"]
+        )
         page = browser.new_page(**{"viewport": {"width": 1280, "height": 900}, **page_options})
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))

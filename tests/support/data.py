@@ -24,5 +24,8 @@ def check_needed_data(item: pytest.Item) -> None:
             continue
         message = f"{path} is absent (the shared data folder beside the checkout; see its README)"
         if os.environ.get("VQALAB_DATA_REQUIRED") == "1":
-            pytest.fail(f"{message}; VQALAB_DATA_REQUIRED=1 makes the tests that read it required", pytrace=False)
+            pytest.fail(
+                f"{message}; VQALAB_DATA_REQUIRED=1 makes the tests that read it required",
+                pytrace=False,
+            )
         pytest.skip(message)

@@ -23,12 +23,24 @@ def _qwen2_lm(folder: Path) -> None:
     from lib.models.tiny import build_tokenizer
 
     tok = build_tokenizer("text")
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     model = Qwen2ForCausalLM(config)
-    model.generation_config.pad_token_id, model.generation_config.eos_token_id = tok.pad_token_id, tok.eos_token_id
+    model.generation_config.pad_token_id, model.generation_config.eos_token_id = (
+        tok.pad_token_id,
+        tok.eos_token_id,
+    )
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
 
@@ -41,13 +53,31 @@ def _clip(folder: Path) -> None:
 
     tok = build_tokenizer("text")
     config = CLIPConfig(
-        text_config={"vocab_size": len(tok), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                     "num_attention_heads": 4, "max_position_embeddings": 77,
-                     "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id},
-        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                       "image_size": 32, "patch_size": 8}, projection_dim=16)
+        text_config={
+            "vocab_size": len(tok),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "max_position_embeddings": 77,
+            "bos_token_id": tok.bos_token_id,
+            "eos_token_id": tok.eos_token_id,
+            "pad_token_id": tok.pad_token_id,
+        },
+        vision_config={
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "image_size": 32,
+            "patch_size": 8,
+        },
+        projection_dim=16,
+    )
     CLIPModel(config).save_pretrained(folder)
-    CLIPImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
+    CLIPImageProcessorPil(
+        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+    ).save_pretrained(folder)
     tok.save_pretrained(folder)
 
 
@@ -62,15 +92,38 @@ def _roberta(folder: Path) -> None:
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator((DATA / "tiny_corpus.txt").read_text().splitlines(),
-                            trainer=trainers.BpeTrainer(vocab_size=600, special_tokens=special, show_progress=False,
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bpe.train_from_iterator(
+        (DATA / "tiny_corpus.txt").read_text().splitlines(),
+        trainer=trainers.BpeTrainer(
+            vocab_size=600,
+            special_tokens=special,
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     bpe.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
-    tok = RobertaTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", sep_token="</s>",
-                               cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>",
-                               model_max_length=512)
-    config = RobertaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=24,
-                           num_attention_heads=4, max_position_embeddings=514, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    tok = RobertaTokenizerFast(
+        tokenizer_object=bpe,
+        bos_token="<s>",
+        eos_token="</s>",
+        sep_token="</s>",
+        cls_token="<s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        mask_token="<mask>",
+        model_max_length=512,
+    )
+    config = RobertaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=24,
+        num_attention_heads=4,
+        max_position_embeddings=514,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+    )
     RobertaModel(config).save_pretrained(folder)
     tok.save_pretrained(folder)
 

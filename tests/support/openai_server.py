@@ -35,8 +35,14 @@ _REPLY = re.compile(r"\[\[reply:(.*?)\]\]", re.DOTALL)
 
 
 class OpenAIStub:
-    def __init__(self, delay_s: float = 0.0, stall_s: float = 30.0, models: list[dict] | None = None,
-                 status: int | None = None, capacity: int | None = None):
+    def __init__(
+        self,
+        delay_s: float = 0.0,
+        stall_s: float = 30.0,
+        models: list[dict] | None = None,
+        status: int | None = None,
+        capacity: int | None = None,
+    ):
         self.delay_s, self.stall_s, self.models = delay_s, stall_s, models
         self.status, self.capacity = status, capacity
         self._slots: asyncio.Semaphore | None = None  # made in the server's own loop
@@ -51,14 +57,20 @@ class OpenAIStub:
         self.bodies.append(body)
         self.auth_headers.add(request.headers.get("Authorization", ""))
         last = body["messages"][-1]["content"]
-        text = last if isinstance(last, str) else " ".join(p.get("text", "") for p in last if p.get("type") == "text")
+        text = (
+            last
+            if isinstance(last, str)
+            else " ".join(p.get("text", "") for p in last if p.get("type") == "text")
+        )
         self.attempts[text] += 1
         n = self.attempts[text]
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             if self.status is not None:
-                return web.json_response({"error": {"message": f"broken server ({self.status})"}}, status=self.status)
+                return web.json_response(
+                    {"error": {"message": f"broken server ({self.status})"}}, status=self.status
+                )
             if self.capacity is None:
                 await asyncio.sleep(self.delay_s)
             else:
@@ -69,24 +81,43 @@ class OpenAIStub:
             if "[[always500]]" in text or (m and m.group(1) == "500" and n <= int(m.group(2))):
                 return web.json_response({"error": {"message": "boom"}}, status=500)
             if "[[grammar500]]" in text:  # vLLM 0.32's body when xgrammar refuses a schema
-                return web.json_response({"error": {
-                    "message": "Failed to compile grammar for request: xgrammar cannot compile the JSON schema "
-                               "(pattern repeat count 160 exceeds the limit)", "type": "InternalServerError",
-                    "param": None, "code": 500}}, status=500)
+                return web.json_response(
+                    {
+                        "error": {
+                            "message": "Failed to compile grammar for request: xgrammar cannot compile the JSON schema "
+                            "(pattern repeat count 160 exceeds the limit)",
+                            "type": "InternalServerError",
+                            "param": None,
+                            "code": 500,
+                        }
+                    },
+                    status=500,
+                )
             if m and m.group(1) == "429" and n <= int(m.group(2)):
                 return web.json_response({"error": {"message": "slow down"}}, status=429)
             if m and m.group(1) == "timeout" and n <= int(m.group(2)):
                 await asyncio.sleep(self.stall_s)
             if "[[echo401]]" in text:
-                return web.json_response({"error": {"message": f"bad key {request.headers.get('Authorization')}"}},
-                                         status=401)
+                return web.json_response(
+                    {"error": {"message": f"bad key {request.headers.get('Authorization')}"}},
+                    status=401,
+                )
             if "[[echokey]]" in text:
                 text = f"{text} {request.headers.get('Authorization')}"
             if "[[html]]" in text:
-                return web.Response(text="<html><body>Welcome to nginx!</body></html>", content_type="text/html")
+                return web.Response(
+                    text="<html><body>Welcome to nginx!</body></html>", content_type="text/html"
+                )
             if "[[nochoices]]" in text:
-                return web.json_response({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                                          "choices": []})
+                return web.json_response(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [],
+                    }
+                )
             fmt = body.get("response_format")
             reply = _REPLY.search(text)
             if reply:
@@ -98,22 +129,47 @@ class OpenAIStub:
                 content = json.dumps({k: (v.get("enum") or ["x"])[0] for k, v in props.items()})
             else:
                 content = f"echo: {text}"
-            n_images = sum(1 for msg in body["messages"] if not isinstance(msg["content"], str)
-                           for p in msg["content"] if p.get("type") == "image_url")
-            return web.json_response({
-                "id": f"cmpl-{n}", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "length" if "[[length]]" in text else "stop",
-                             "message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": 10 + 100 * n_images, "completion_tokens": 5, "total_tokens": 15 + 100 * n_images},
-            })
+            n_images = sum(
+                1
+                for msg in body["messages"]
+                if not isinstance(msg["content"], str)
+                for p in msg["content"]
+                if p.get("type") == "image_url"
+            )
+            return web.json_response(
+                {
+                    "id": f"cmpl-{n}",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "length" if "[[length]]" in text else "stop",
+                            "message": {"role": "assistant", "content": content},
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": 10 + 100 * n_images,
+                        "completion_tokens": 5,
+                        "total_tokens": 15 + 100 * n_images,
+                    },
+                }
+            )
         finally:
             self.in_flight -= 1
 
     async def _models(self, request: web.Request) -> web.Response:
         if self.models is None:
             return web.json_response({"error": {"message": "not found"}}, status=404)
-        return web.json_response({"object": "list", "data": [{"object": "model", "created": 0, "owned_by": "vllm", **m}
-                                                             for m in self.models]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {"object": "model", "created": 0, "owned_by": "vllm", **m} for m in self.models
+                ],
+            }
+        )
 
     async def _image(self, request: web.Request) -> web.Response:
         """``POST /v1/images/generations``: a PNG whose grey level encodes the prompt's length."""
@@ -127,7 +183,9 @@ class OpenAIStub:
         self.auth_headers.add(request.headers.get("Authorization", ""))
         buf = io.BytesIO()
         Image.new("RGB", (64, 64), (len(body["prompt"]) % 256,) * 3).save(buf, format="PNG")
-        return web.json_response({"created": 0, "data": [{"b64_json": base64.b64encode(buf.getvalue()).decode()}]})
+        return web.json_response(
+            {"created": 0, "data": [{"b64_json": base64.b64encode(buf.getvalue()).decode()}]}
+        )
 
     def __enter__(self) -> OpenAIStub:
         ready = threading.Event()

@@ -19,9 +19,16 @@ from lib.store import CallStore
 from lib.tasks.base import QUESTION_FIRST
 
 YES = {"backend": "constant", "answer": "Yes."}  # right under Scrapbook's reading by words only
-MODELS_A = {"r": {"backend": "random", "seed": 0}, "q": {"backend": "random", "seed": 2}, "yes": YES}
-MODELS_B = {"r": {"backend": "random", "seed": 1}, "q": {"backend": "random", "seed": 2, "question_first": not QUESTION_FIRST},
-            "yes": YES}
+MODELS_A = {
+    "r": {"backend": "random", "seed": 0},
+    "q": {"backend": "random", "seed": 2},
+    "yes": YES,
+}
+MODELS_B = {
+    "r": {"backend": "random", "seed": 1},
+    "q": {"backend": "random", "seed": 2, "question_first": not QUESTION_FIRST},
+    "yes": YES,
+}
 CHANGED_KEYS = {"models.r.seed", "models.q.question_first", "tasks.scrapbook.qa.exact"}
 CAUSE_OF_MODEL = {"r": "model", "q": "prompt", "yes": "scoring"}
 
@@ -31,12 +38,19 @@ def evaluate_pair(root: Path, run_a: str, run_b: str) -> tuple[Path, Path]:
     from tests.test_rescore_stream import make_datasets
 
     data = make_datasets(root / "data")
-    base = dict(datasets={k: data[k] for k in ("mcq", "vqa", "scrapbook")}, styles=["zero_shot"], max_new_tokens=6,
-                max_items=40, n_resamples=200)
+    base = dict(
+        datasets={k: data[k] for k in ("mcq", "vqa", "scrapbook")},
+        styles=["zero_shot"],
+        max_new_tokens=6,
+        max_items=40,
+        n_resamples=200,
+    )
     store = CallStore(root / "calls.sqlite")
     folders = []
-    for run, change in ((run_a, {"models": MODELS_A}),
-                        (run_b, {"models": MODELS_B, "tasks": {"scrapbook.qa": {"exact": "words"}}})):
+    for run, change in (
+        (run_a, {"models": MODELS_A}),
+        (run_b, {"models": MODELS_B, "tasks": {"scrapbook.qa": {"exact": "words"}}}),
+    ):
         out = stage_dir(run, A.EVALUATE)
         E.run(E.EvalConfig(**base, **change), out, store=store, progress=False)
         folders.append(out.parent)

@@ -15,7 +15,9 @@ from lib.io import read_jsonl, write_json, write_jsonl
 from lib.schema import Prediction
 
 
-def rescored(cfg: EvalConfig, preds: list[Prediction], folder: str | Path) -> tuple[list[Prediction], pd.DataFrame]:
+def rescored(
+    cfg: EvalConfig, preds: list[Prediction], folder: str | Path
+) -> tuple[list[Prediction], pd.DataFrame]:
     """The predictions as a rescore of ``folder`` leaves them (read again and scored), and its
     ``metrics.csv``. ``cfg.datasets`` must name the folders of the predictions' items."""
     folder = Path(folder)
@@ -23,4 +25,6 @@ def rescored(cfg: EvalConfig, preds: list[Prediction], folder: str | Path) -> tu
     write_json(folder / A.EVAL_CONFIG, cfg.to_dict())
     write_jsonl(folder / A.PREDICTIONS, (p.to_dict() for p in preds))
     rescore_folder(folder, unverified=True)  # no manifest: these answers were not asked by stage 06
-    return [Prediction.from_dict(d) for d in read_jsonl(folder / A.PREDICTIONS)], pd.read_csv(folder / A.METRICS)
+    return [Prediction.from_dict(d) for d in read_jsonl(folder / A.PREDICTIONS)], pd.read_csv(
+        folder / A.METRICS
+    )

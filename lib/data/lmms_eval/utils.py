@@ -30,7 +30,9 @@ def doc_to_text(doc, lmms_eval_specific_kwargs=None):
 def doc_to_messages(doc, lmms_eval_specific_kwargs=None):
     images = [{"type": "image", "url": im} for im in doc_to_visual(doc)]
     text = [{"type": "text", "text": doc["prompt"]}]
-    return [{"role": "user", "content": text + images if EXPORT["question_first"] else images + text}]
+    return [
+        {"role": "user", "content": text + images if EXPORT["question_first"] else images + text}
+    ]
 
 
 def doc_to_target(doc):

@@ -63,14 +63,28 @@ def is_yes_no(references: Sequence[str]) -> bool:
 def render_prompt(question: str, references: Sequence[str], candidate: str) -> str:
     """The full judge prompt: task definition, the matching demonstrations, then the test input."""
     data = prompt_data()
-    demos = data["demonstrations"]["yes_no" if is_yes_no(references) else "general"][:data["num_shots"]]
+    demos = data["demonstrations"]["yes_no" if is_yes_no(references) else "general"][
+        : data["num_shots"]
+    ]
     fmt, out = data["example_template"], data["demonstration_output"]
     blocks = [data["task_description"]]
-    blocks += [fmt.format(question=d["question"], references=format_references(d["references"]),
-                          candidate=d["candidate"], output=out.format(rationale=d["rationale"], rating=d["rating"]))
-               for d in demos]
-    blocks.append(fmt.format(question=question, references=format_references(filter_references(references)),
-                             candidate=candidate, output=""))
+    blocks += [
+        fmt.format(
+            question=d["question"],
+            references=format_references(d["references"]),
+            candidate=d["candidate"],
+            output=out.format(rationale=d["rationale"], rating=d["rating"]),
+        )
+        for d in demos
+    ]
+    blocks.append(
+        fmt.format(
+            question=question,
+            references=format_references(filter_references(references)),
+            candidate=candidate,
+            output="",
+        )
+    )
     return "\n\n".join(blocks).strip()
 
 
@@ -79,11 +93,15 @@ def read_rating(text: str) -> tuple[int | None, str]:
     found = [int(m.group(1)) for m in _RATING.finditer(text)]
     if not found:
         tail = text.strip().rstrip(".").strip()
-        found = [int(tail[-1])] if tail and tail[-1] in "123" and (len(tail) == 1 or not tail[-2].isalnum()) else []
+        found = (
+            [int(tail[-1])]
+            if tail and tail[-1] in "123" and (len(tail) == 1 or not tail[-2].isalnum())
+            else []
+        )
     if len(set(found)) != 1:
         return None, text.strip()
     m = _RATING.search(text)
-    rationale = text[:m.start()].strip() if m else text.strip()[:-1].strip()
+    rationale = text[: m.start()].strip() if m else text.strip()[:-1].strip()
     return found[0], rationale
 
 
@@ -99,30 +117,57 @@ def score(rating: int | None) -> float | None:
     return None if rating is None else (rating - 1) / 2
 
 
-def judge_requests(questions: Sequence[str], references: Sequence[Sequence[str]], candidates: Sequence[str],
-                   max_new_tokens: int):
-    return [Request.simple(render_prompt(q, r, c), max_new_tokens=max_new_tokens)
-            for q, r, c in zip(questions, references, candidates)]
+def judge_requests(
+    questions: Sequence[str],
+    references: Sequence[Sequence[str]],
+    candidates: Sequence[str],
+    max_new_tokens: int,
+):
+    return [
+        Request.simple(render_prompt(q, r, c), max_new_tokens=max_new_tokens)
+        for q, r, c in zip(questions, references, candidates)
+    ]
 
 
-def judge(model, questions: Sequence[str], references: Sequence[Sequence[str]], candidates: Sequence[str],
-          max_new_tokens: int, store=None, item_ids: Sequence[str] | None = None, answer_model: str = "",
-          constrain: bool = True, progress: bool = True) -> list[Judgement]:
+def judge(
+    model,
+    questions: Sequence[str],
+    references: Sequence[Sequence[str]],
+    candidates: Sequence[str],
+    max_new_tokens: int,
+    store=None,
+    item_ids: Sequence[str] | None = None,
+    answer_model: str = "",
+    constrain: bool = True,
+    progress: bool = True,
+) -> list[Judgement]:
     """Rate every candidate with ``model`` (any backend) through the call cache; one Judgement each.
     ``max_new_tokens`` bounds the judge's reply (stage 06's ``judge_max_new_tokens``)."""
     if not (len(questions) == len(references) == len(candidates)):
         raise ValueError("judge: questions, references and candidates must have the same length")
     requests = judge_requests(questions, references, candidates, max_new_tokens)
-    first = generate(model, requests, store=store, progress=progress, desc=f"LAVE judge {model.name}")
+    first = generate(
+        model, requests, store=store, progress=progress, desc=f"LAVE judge {model.name}"
+    )
     parsed = [read_rating(r.text) if r.error is None else (None, "") for r in first]
     methods = ["parse:rating" if rating is not None else "invalid" for rating, _ in parsed]
     retry = [i for i, (rating, _) in enumerate(parsed) if rating is None and first[i].error is None]
     if constrain and retry:
-        followup = [Request(messages=requests[i].messages + [
-            {"role": "assistant", "content": first[i].text},
-            {"role": "user", "content": prompt_data()["rating_followup"]}],
-            max_new_tokens=2, constraint=Constraint(choices=("1", "2", "3"))) for i in retry]
-        second = generate(model, followup, store=store, progress=progress, desc="LAVE constrained ratings")
+        followup = [
+            Request(
+                messages=requests[i].messages
+                + [
+                    {"role": "assistant", "content": first[i].text},
+                    {"role": "user", "content": prompt_data()["rating_followup"]},
+                ],
+                max_new_tokens=2,
+                constraint=Constraint(choices=("1", "2", "3")),
+            )
+            for i in retry
+        ]
+        second = generate(
+            model, followup, store=store, progress=progress, desc="LAVE constrained ratings"
+        )
         for i, resp in zip(retry, second):
             if resp.valid and resp.parsed in ("1", "2", "3"):
                 parsed[i] = (int(resp.parsed), first[i].text.strip())
@@ -130,9 +175,22 @@ def judge(model, questions: Sequence[str], references: Sequence[Sequence[str]], 
     ids = list(item_ids) if item_ids is not None else [str(i) for i in range(len(questions))]
     out = []
     for i, ((rating, rationale), resp) in enumerate(zip(parsed, first)):
-        out.append(Judgement(item_id=ids[i], model=answer_model, judge=model.name, rating=rating, score=score(rating),
-                             rationale=rationale, raw=resp.text, valid=rating is not None,
-                             meta={"method": methods[i], "references": filter_references(references[i]),
-                                   "score_reference": None if resp.error else score(reference_rating(resp.text)),
-                                   "error": resp.error}))
+        out.append(
+            Judgement(
+                item_id=ids[i],
+                model=answer_model,
+                judge=model.name,
+                rating=rating,
+                score=score(rating),
+                rationale=rationale,
+                raw=resp.text,
+                valid=rating is not None,
+                meta={
+                    "method": methods[i],
+                    "references": filter_references(references[i]),
+                    "score_reference": None if resp.error else score(reference_rating(resp.text)),
+                    "error": resp.error,
+                },
+            )
+        )
     return out

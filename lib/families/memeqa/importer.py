@@ -25,7 +25,9 @@ def read_memeqa(path: str | Path) -> list[dict]:
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(records, list):
-        raise ValueError(f"{path}: a MemeQA split is a JSON list of records, got {type(records).__name__}")
+        raise ValueError(
+            f"{path}: a MemeQA split is a JSON list of records, got {type(records).__name__}"
+        )
     for n, r in enumerate(records):
         where = f"{path}: record {n} (id={r.get('id') if isinstance(r, dict) else None!r})"
         if not isinstance(r, dict):
@@ -39,22 +41,40 @@ def read_memeqa(path: str | Path) -> list[dict]:
         if not isinstance(r["id"], (str, int)) or isinstance(r["id"], bool):
             raise ValueError(f"{where}: id must be a string, got {r['id']!r}")
         img = PurePosixPath(r["img"].replace("\\", "/"))
-        if not r["img"] or img.is_absolute() or ".." in img.parts or re.match(r"^[A-Za-z]:", r["img"]):
+        if (
+            not r["img"]
+            or img.is_absolute()
+            or ".." in img.parts
+            or re.match(r"^[A-Za-z]:", r["img"])
+        ):
             # readers join img to the split's images folder: it must stay inside that folder
-            raise ValueError(f"{where}: img must be a file name inside the images folder, got {r['img'][:200]!r}")
+            raise ValueError(
+                f"{where}: img must be a file name inside the images folder, got {r['img'][:200]!r}"
+            )
         opts = r["options"]
         if not isinstance(opts, list) or len(opts) < 2 or not all(isinstance(o, str) for o in opts):
             raise ValueError(f"{where}: options must be a list of at least 2 strings, got {opts!r}")
         if r["general_type"] == "single":
-            ok = isinstance(r["answer_key"], int) and not isinstance(r["answer_key"], bool) and 0 <= r["answer_key"] < len(opts)
+            ok = (
+                isinstance(r["answer_key"], int)
+                and not isinstance(r["answer_key"], bool)
+                and 0 <= r["answer_key"] < len(opts)
+            )
         elif r["general_type"] == "multi":
-            ok = isinstance(r["answer_key"], list) and len(r["answer_key"]) == len(opts) and \
-                all(f in (0, 1, True, False) for f in r["answer_key"])
+            ok = (
+                isinstance(r["answer_key"], list)
+                and len(r["answer_key"]) == len(opts)
+                and all(f in (0, 1, True, False) for f in r["answer_key"])
+            )
         else:
-            raise ValueError(f"{where}: general_type must be 'single' or 'multi', got {r['general_type']!r}")
+            raise ValueError(
+                f"{where}: general_type must be 'single' or 'multi', got {r['general_type']!r}"
+            )
         if not ok:
-            raise ValueError(f"{where}: answer_key {r['answer_key']!r} does not fit {len(opts)} options "
-                             f"({'an index' if r['general_type'] == 'single' else 'one 0/1 flag per option'})")
+            raise ValueError(
+                f"{where}: answer_key {r['answer_key']!r} does not fit {len(opts)} options "
+                f"({'an index' if r['general_type'] == 'single' else 'one 0/1 flag per option'})"
+            )
     return records
 
 
@@ -67,9 +87,18 @@ def import_memeqa(path: str | Path, image_dir: str = "images") -> list[Item]:
             answer = [int(r["answer_key"])]
         else:
             answer = [i for i, flag in enumerate(r["answer_key"]) if int(flag)]
-        items.append(MultipleChoice.make_item(str(r["id"]), [f"{image_dir}/{r['img']}"], r["question"], answer,
-                                              list(r["options"]), r["general_type"], r["specific_type"],
-                                              {"source": path.name}))
+        items.append(
+            MultipleChoice.make_item(
+                str(r["id"]),
+                [f"{image_dir}/{r['img']}"],
+                r["question"],
+                answer,
+                list(r["options"]),
+                r["general_type"],
+                r["specific_type"],
+                {"source": path.name},
+            )
+        )
     return items
 
 
@@ -78,15 +107,27 @@ def export_memeqa(items: Iterable[Item], path: str | Path) -> int:
     out = []
     for it in items:
         if it.options is None:
-            raise ValueError(f"item {it.id!r} has no options; MemeQA JSON holds multiple-choice items only")
+            raise ValueError(
+                f"item {it.id!r} has no options; MemeQA JSON holds multiple-choice items only"
+            )
         general = it.meta.get("general_type", "single" if len(it.answer) == 1 else "multi")
         if general == "single" and len(it.answer) != 1:
             raise ValueError(f"item {it.id!r} is single-answer but has answer {it.answer!r}")
-        answer_key = it.answer[0] if general == "single" else [int(i in it.answer) for i in range(len(it.options))]
-        out.append({
-            "id": it.id, "img": Path(it.images[0]).name if it.images else None, "question": it.question,
-            "options": it.options, "general_type": general,
-            "specific_type": it.meta.get("specific_type"), "answer_key": answer_key,
-        })
+        answer_key = (
+            it.answer[0]
+            if general == "single"
+            else [int(i in it.answer) for i in range(len(it.options))]
+        )
+        out.append(
+            {
+                "id": it.id,
+                "img": Path(it.images[0]).name if it.images else None,
+                "question": it.question,
+                "options": it.options,
+                "general_type": general,
+                "specific_type": it.meta.get("specific_type"),
+                "answer_key": answer_key,
+            }
+        )
     write_json(path, out)
     return len(out)

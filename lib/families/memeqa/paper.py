@@ -33,27 +33,47 @@ def memeqa_reproduction(run_folder: str | Path) -> pd.DataFrame | None:
     splits = memeqa_splits(run_folder)
     if not splits:
         return None
-    ours = {"questions": sum(map(len, splits.values())),
-            "question_types": len({it.meta.get("specific_type") for items in splits.values() for it in items})}
+    ours = {
+        "questions": sum(map(len, splits.values())),
+        "question_types": len(
+            {it.meta.get("specific_type") for items in splits.values() for it in items}
+        ),
+    }
     if TRAIN_SPLIT in splits:
         ours["train_questions"] = len(splits[TRAIN_SPLIT])
     collected = ", ".join(f"{split} {len(items):,}" for split, items in sorted(splits.items()))
-    return paper_frame("MemeQA", ours, {}, missing=f"this run collected no {TRAIN_SPLIT} split",
-                       context=f"this run's MemeQA questions per split: {collected}")
+    return paper_frame(
+        "MemeQA",
+        ours,
+        {},
+        missing=f"this run collected no {TRAIN_SPLIT} split",
+        context=f"this run's MemeQA questions per split: {collected}",
+    )
 
 
 def shortcut_summary(audit: pd.DataFrame) -> pd.DataFrame:
     """Stage 03's shortcut audit (:func:`lib.metrics.shortcuts.audit`, per dataset) as one row per
     dataset and question type: the share of questions each text-only tell answers correctly where
     it fires, the blind baseline's exact-match score and chance beside it; a macro row per dataset."""
-    rates = audit.pivot_table(index=["dataset", "type"], columns="tell", values="rate", aggfunc="first")
+    rates = audit.pivot_table(
+        index=["dataset", "type"], columns="tell", values="rate", aggfunc="first"
+    )
     blind = audit[audit["tell"] == "blind baseline"].set_index(["dataset", "type"])
     tells = [t for t in shortcuts.TELLS if t in rates.columns]
-    table = rates[tells].join(blind[["rate", "chance", "fired"]].rename(
-        columns={"rate": "blind baseline", "fired": "single-answer questions"}))
+    table = rates[tells].join(
+        blind[["rate", "chance", "fired"]].rename(
+            columns={"rate": "blind baseline", "fired": "single-answer questions"}
+        )
+    )
     macro = table.groupby(level="dataset").mean(numeric_only=True)
-    macro["single-answer questions"] = table.groupby(level="dataset")["single-answer questions"].sum()
-    macro.index = pd.MultiIndex.from_tuples([(d, "macro") for d in macro.index], names=["dataset", "type"])
+    macro["single-answer questions"] = table.groupby(level="dataset")[
+        "single-answer questions"
+    ].sum()
+    macro.index = pd.MultiIndex.from_tuples(
+        [(d, "macro") for d in macro.index], names=["dataset", "type"]
+    )
     out = pd.concat([table, macro]).sort_index(level="dataset", sort_remaining=False).reset_index()
-    out["single-answer questions"] = out["single-answer questions"].astype("Int64")  # a count, blank where none
+    out["single-answer questions"] = out["single-answer questions"].astype(
+        "Int64"
+    )  # a count, blank where none
     return out

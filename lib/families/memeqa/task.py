@@ -47,7 +47,9 @@ def letter_sets(n: int, with_none: bool) -> tuple[str, ...]:
     return tuple(sets + ([NONE_LETTER] if with_none else []))
 
 
-_PREFIX = re.compile(r"^\s*(?:the\s+)?(?:correct\s+)?(?:answers?|options?)\s*(?:are|is)?\s*[:\-]?\s*", re.IGNORECASE)
+_PREFIX = re.compile(
+    r"^\s*(?:the\s+)?(?:correct\s+)?(?:answers?|options?)\s*(?:are|is)?\s*[:\-]?\s*", re.IGNORECASE
+)
 _SEPARATOR = re.compile(r"\s*(?:,|;|&|\band\b|\s)\s*", re.IGNORECASE)
 
 
@@ -60,10 +62,14 @@ def parse_letter_set(text: str, n: int, with_none: bool) -> frozenset[int] | Non
         return frozenset()
     tokens = [tok.strip("()") for tok in _SEPARATOR.split(t) if tok.strip("()")]
     if not tokens or not all(re.fullmatch(r"[A-Z]+|[A-Za-z]", tok) for tok in tokens):
-        return None  # a run of letters must be capitals ("ACD"), so a word ("cat") is not a letter set
+        return (
+            None  # a run of letters must be capitals ("ACD"), so a word ("cat") is not a letter set
+        )
     tokens = [tok.upper() for tok in tokens]
     idx = {LETTERS.index(ch) for tok in tokens for ch in tok}
-    if any(i >= n for i in idx) or (NONE_LETTER in "".join(tokens) and n <= LETTERS.index(NONE_LETTER)):
+    if any(i >= n for i in idx) or (
+        NONE_LETTER in "".join(tokens) and n <= LETTERS.index(NONE_LETTER)
+    ):
         return None
     return frozenset(idx)
 
@@ -75,13 +81,24 @@ def format_options(options: list[str]) -> str:
 class MultipleChoice(Task):
     name = "mcq"
     validation_metric = "macro"  # MemeQA selects by the dev macro average over its question types
-    headline = ("all", "exact_macro")  # MemeQA's main results: the macro average over question types
+    headline = (
+        "all",
+        "exact_macro",
+    )  # MemeQA's main results: the macro average over question types
     headline_score = "exact"  # the macro average's per-answer part
 
     @classmethod
-    def make_item(cls, id: str, images: list[str], question: str = "", answer: list | tuple = (),
-                  options: list[str] | None = None, general_type: str | None = None, specific_type: str | None = None,
-                  meta: dict | None = None) -> Item:
+    def make_item(
+        cls,
+        id: str,
+        images: list[str],
+        question: str = "",
+        answer: list | tuple = (),
+        options: list[str] | None = None,
+        general_type: str | None = None,
+        specific_type: str | None = None,
+        meta: dict | None = None,
+    ) -> Item:
         """A multiple-choice item: ``answer`` holds option indices; ``general_type`` (single / multi)
         defaults to what the number of answers says, ``specific_type`` is the question type the
         macro average runs over."""
@@ -104,7 +121,9 @@ class MultipleChoice(Task):
         if is_multi(item):
             none = "" if has_none_option(item) else p["none_clause"]
             text = p["multi"].format(question=item.question, options=opts, none_clause=none)
-            return Prompt(text, images, choices, p["answer_trigger"]["multi"].format(none_clause=none))
+            return Prompt(
+                text, images, choices, p["answer_trigger"]["multi"].format(none_clause=none)
+            )
         text = p["single"].format(question=item.question, options=opts)
         return Prompt(text, images, choices, p["answer_trigger"]["single"].format(last=choices[-1]))
 
@@ -114,7 +133,9 @@ class MultipleChoice(Task):
 
     def target_text(self, item: Item) -> str:
         if is_multi(item):
-            return ", ".join(LETTERS[i] for i in sorted(item.answer)) if item.answer else NONE_LETTER
+            return (
+                ", ".join(LETTERS[i] for i in sorted(item.answer)) if item.answer else NONE_LETTER
+            )
         return LETTERS[item.answer[0]]
 
     def answer_text(self, item: Item, stored) -> str:
@@ -126,8 +147,11 @@ class MultipleChoice(Task):
     def read(self, item: Item, text: str, constrained_value=None) -> tuple:
         if not is_multi(item):
             return super().read(item, text, constrained_value)
-        value = parse_letter_set(constrained_value if constrained_value is not None else text, len(item.options),
-                                 not has_none_option(item))
+        value = parse_letter_set(
+            constrained_value if constrained_value is not None else text,
+            len(item.options),
+            not has_none_option(item),
+        )
         return (value, "parse:letters") if value is not None else (None, INVALID)
 
     def score(self, preds, items, scoring: Scoring):
@@ -137,7 +161,10 @@ class MultipleChoice(Task):
                 pred = None
             else:
                 pred = set(p.parsed) if is_multi(it) else {LETTERS.index(p.parsed)}
-            p.scores = {"exact": float(pred is not None and pred == gold), "jaccard": C.jaccard(gold, pred)}
+            p.scores = {
+                "exact": float(pred is not None and pred == gold),
+                "jaccard": C.jaccard(gold, pred),
+            }
             p.correct = bool(p.scores["exact"])
 
     def subset(self, item: Item) -> str:
@@ -151,7 +178,10 @@ class MultipleChoice(Task):
     def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
         """MemeQA's per-type table (the paper's main results) per multiple-choice dataset:
         ``memeqa_types_<dataset>``."""
-        return {f"memeqa_types_{dataset}": table for (dataset,), table in type_tables(self.rows(results.metrics)).items()}
+        return {
+            f"memeqa_types_{dataset}": table
+            for (dataset,), table in type_tables(self.rows(results.metrics)).items()
+        }
 
     def paper_figures(self, results: Results) -> dict[str, object]:
         m = self.rows(results.metrics)
@@ -164,15 +194,36 @@ class MultipleChoice(Task):
         rows = []
         for metric in ("exact", "jaccard"):
             vals = [p.scores[metric] for p in preds]
-            rows.append(metric_row("all", f"{metric}_micro", vals, n, n_inv, scoring=scoring, n_truncated=n_trunc))
+            rows.append(
+                metric_row(
+                    "all", f"{metric}_micro", vals, n, n_inv, scoring=scoring, n_truncated=n_trunc
+                )
+            )
             stat, arrays = C.macro_over_types_statistic(vals, types)
-            rows.append(metric_row("all", f"{metric}_macro", n=n, n_invalid=n_inv, n_truncated=n_trunc,
-                                   ci=bootstrap_ci(stat, arrays, scoring.n_resamples, seed=scoring.seed)))
+            rows.append(
+                metric_row(
+                    "all",
+                    f"{metric}_macro",
+                    n=n,
+                    n_invalid=n_inv,
+                    n_truncated=n_trunc,
+                    ci=bootstrap_ci(stat, arrays, scoring.n_resamples, seed=scoring.seed),
+                )
+            )
             for t in sorted(set(types)):
                 sub = [v for v, tt in zip(vals, types) if tt == t]
                 sub_preds = [p for p, tt in zip(preds, types) if tt == t]
-                rows.append(metric_row(t, metric, sub, len(sub), sum(not p.valid for p in sub_preds), scoring=scoring,
-                                       n_truncated=n_truncated(sub_preds)))
+                rows.append(
+                    metric_row(
+                        t,
+                        metric,
+                        sub,
+                        len(sub),
+                        sum(not p.valid for p in sub_preds),
+                        scoring=scoring,
+                        n_truncated=n_truncated(sub_preds),
+                    )
+                )
         return Tables(rows)
 
 
@@ -182,9 +233,11 @@ def type_tables(metrics: pd.DataFrame, metric: str = "exact") -> dict[tuple, pd.
     macro averages."""
     out = {}
     for dataset, m in metrics.groupby("dataset"):
-        types = m[m["metric"] == metric].pivot_table(index=["model", "style"], columns="subset", values="value")
+        types = m[m["metric"] == metric].pivot_table(
+            index=["model", "style"], columns="subset", values="value"
+        )
         avg = m[m["metric"].isin([f"{metric}_micro", f"{metric}_macro"])].pivot_table(
-            index=["model", "style"], columns="metric", values="value")
+            index=["model", "style"], columns="metric", values="value"
+        )
         out[(dataset,)] = types.join(avg.rename(columns=lambda c: c.split("_")[-1])).reset_index()
     return out
-

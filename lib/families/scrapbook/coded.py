@@ -27,10 +27,17 @@ from lib.tasks.base import Scoring, Tables, metric_row
 # a category as a code: its index here (the individual categories, then the aggregated ones)
 CATEGORY_NAMES = (S.CORRECT, *S.CATEGORIES)
 CORRECT, WRONG, INVALIDATED = (CATEGORY_NAMES.index(c) for c in (S.CORRECT, S.WRONG, S.INVALIDATED))
-ANSWER_DISAGREEMENT, ERROR_DISAGREEMENT = (CATEGORY_NAMES.index(c) for c in (S.ANSWER_DISAGREEMENT,
-                                                                            S.ERROR_DISAGREEMENT))
-NO_PARENT, UNEVALUATED = -2, -1  # an answer's parent code: none; an image none of the group's answers is about
-WIDER = {"B": ("H", 2**16), "H": ("i", 2**31)}  # a code array's next type code once its values outgrow it
+ANSWER_DISAGREEMENT, ERROR_DISAGREEMENT = (
+    CATEGORY_NAMES.index(c) for c in (S.ANSWER_DISAGREEMENT, S.ERROR_DISAGREEMENT)
+)
+NO_PARENT, UNEVALUATED = (
+    -2,
+    -1,
+)  # an answer's parent code: none; an image none of the group's answers is about
+WIDER = {
+    "B": ("H", 2**16),
+    "H": ("i", 2**31),
+}  # a code array's next type code once its values outgrow it
 CODE_LIMIT = {"B": 2**8, "H": 2**16, "i": 2**31}
 
 
@@ -57,13 +64,22 @@ class Codes:
 
     def array(self) -> np.ndarray:
         """The codes as a numpy array (a view of the codes, not a copy)."""
-        return np.frombuffer(self.codes, dtype=self.codes.typecode) if len(self.codes) else np.zeros(0, dtype=np.int8)
+        return (
+            np.frombuffer(self.codes, dtype=self.codes.typecode)
+            if len(self.codes)
+            else np.zeros(0, dtype=np.int8)
+        )
 
     def numbers(self) -> np.ndarray:
         """Each row's value, the values being integers, in the narrowest integer type that holds them."""
         values = np.asarray(self.values, dtype=np.int64)
-        kind = np.result_type(np.min_scalar_type(int(values.min())), np.min_scalar_type(int(values.max()))) \
-            if len(values) else np.int64
+        kind = (
+            np.result_type(
+                np.min_scalar_type(int(values.min())), np.min_scalar_type(int(values.max()))
+            )
+            if len(values)
+            else np.int64
+        )
         return values.astype(kind)[self.array()]
 
 
@@ -100,7 +116,9 @@ class CodedAnswers:
         return self.category == CORRECT
 
 
-BLOCK = 2**16  # rows whose ancestors are walked at a time: the walk's arrays stay small at any group size
+BLOCK = (
+    2**16
+)  # rows whose ancestors are walked at a time: the walk's arrays stay small at any group size
 
 
 def combined(*keys: np.ndarray) -> np.ndarray:
@@ -162,22 +180,32 @@ def _image_parents(image: np.ndarray, parent: np.ndarray, n_images: int) -> np.n
     return out
 
 
-def _on_failed_ancestor(image: np.ndarray, other: np.ndarray, ok: np.ndarray, parents: np.ndarray) -> np.ndarray:
+def _on_failed_ancestor(
+    image: np.ndarray, other: np.ndarray, ok: np.ndarray, parents: np.ndarray
+) -> np.ndarray:
     """Per row: does an ancestor ``a`` of the row's image (``parents``: :func:`_image_parents`)
     hold a unit (``a``, the row's ``other`` code) with a row not ``ok``? The protocol's precedence
     check (:func:`lib.families.scrapbook.consistency.with_precedence`), ancestor by ancestor for
     :data:`BLOCK` rows at a time instead of a join of every pair."""
     size = int(other.max()) + 1 if len(other) else 1
     bad = np.flatnonzero(~ok)
-    failed = np.unique(np.concatenate([np.unique(image[at].astype(np.int64) * size + other[at])
-                                       for at in np.array_split(bad, len(bad) // BLOCK + 1)]))
+    failed = np.unique(
+        np.concatenate(
+            [
+                np.unique(image[at].astype(np.int64) * size + other[at])
+                for at in np.array_split(bad, len(bad) // BLOCK + 1)
+            ]
+        )
+    )
     out = np.zeros(len(image), dtype=bool)
     if not len(failed):
         return out
     for start in range(0, len(image), BLOCK):
         rows = slice(start, start + BLOCK)
         ancestor, own = parents[image[rows]], other[rows].astype(np.int64)
-        for _ in range(len(parents)):  # a chain is at most every image long (a cycle only repeats it)
+        for _ in range(
+            len(parents)
+        ):  # a chain is at most every image long (a cycle only repeats it)
             has = ancestor >= 0
             if not has.any():
                 break
@@ -209,10 +237,16 @@ def questions(a: CodedAnswers) -> dict[str, np.ndarray]:
     correct_all = right == versions
     # the distinct answers (categories) are counted only where the rule reads them
     all_wrong, other_kinds = wrong == versions, right + wrong < versions
-    category = np.select([right == versions, all_wrong & (_distinct(q, a.answer, n_q, all_wrong[q]) == 1),
-                          right + wrong == versions,
-                          other_kinds & (_distinct(q, a.category, n_q, other_kinds[q]) == 1)],
-                         [CORRECT, WRONG, ANSWER_DISAGREEMENT, a.category[first]], ERROR_DISAGREEMENT)
+    category = np.select(
+        [
+            right == versions,
+            all_wrong & (_distinct(q, a.answer, n_q, all_wrong[q]) == 1),
+            right + wrong == versions,
+            other_kinds & (_distinct(q, a.category, n_q, other_kinds[q]) == 1),
+        ],
+        [CORRECT, WRONG, ANSWER_DISAGREEMENT, a.category[first]],
+        ERROR_DISAGREEMENT,
+    )
     # a question's parent: its first answer's that names one (as pandas' "first" skips None)
     parent = np.full(n_q, NO_PARENT, dtype=np.int64)
     named = np.flatnonzero(a.parent != NO_PARENT)
@@ -221,9 +255,14 @@ def questions(a: CodedAnswers) -> dict[str, np.ndarray]:
     image = a.image[first]
     parents = _image_parents(image, parent, int(a.image.max()) + 1 if len(a.image) else 0)
     invalid = correct_all & _on_failed_ancestor(image, a.query[first], correct_all, parents)
-    return {"absurd": a.absurd[first], "correct_all": correct_all, "consistent": consistency >= S.THRESHOLD,
-            "category": category, "correct_all_strict": correct_all & ~invalid,
-            "category_strict": np.where(invalid, INVALIDATED, category)}
+    return {
+        "absurd": a.absurd[first],
+        "correct_all": correct_all,
+        "consistent": consistency >= S.THRESHOLD,
+        "category": category,
+        "correct_all_strict": correct_all & ~invalid,
+        "category_strict": np.where(invalid, INVALIDATED, category),
+    }
 
 
 def _category_counts(codes: np.ndarray) -> dict[str, int]:
@@ -235,14 +274,26 @@ def errors(a: CodedAnswers, strict: np.ndarray, qs: dict) -> pd.DataFrame:
     the error counts of answers and questions (:func:`lib.families.scrapbook.consistency.error_rows`),
     then the questions right in all versions (:func:`~lib.families.scrapbook.consistency.overall_rows`)."""
     rows = []
-    for unit, absurd, category in (("individual", a.absurd, strict),
-                                   ("aggregated", qs["absurd"], qs["category_strict"])):
+    for unit, absurd, category in (
+        ("individual", a.absurd, strict),
+        ("aggregated", qs["absurd"], qs["category_strict"]),
+    ):
         for filt, keep in (("non-absurd", ~absurd), ("all", np.ones(len(absurd), dtype=bool))):
             rows.extend(S.error_rows(a.model, filt, unit, _category_counts(category[keep])))
     overall = []
-    for filt, keep in (("non-absurd", ~qs["absurd"]), ("full", np.ones(len(qs["absurd"]), dtype=bool))):
-        overall.extend(S.overall_rows(a.model, filt, int(keep.sum()), int(qs["correct_all"][keep].sum()),
-                                      int(qs["correct_all_strict"][keep].sum())))
+    for filt, keep in (
+        ("non-absurd", ~qs["absurd"]),
+        ("full", np.ones(len(qs["absurd"]), dtype=bool)),
+    ):
+        overall.extend(
+            S.overall_rows(
+                a.model,
+                filt,
+                int(keep.sum()),
+                int(qs["correct_all"][keep].sum()),
+                int(qs["correct_all_strict"][keep].sum()),
+            )
+        )
     return S.errors_frame(pd.DataFrame(rows), pd.DataFrame(overall))
 
 
@@ -256,14 +307,38 @@ def tables(a: CodedAnswers, scoring: Scoring) -> tuple[Tables, np.ndarray]:
     rows = []
     for name in sorted(a.forms):
         at = np.flatnonzero(a.form == a.forms.index(name))
-        rows.append(metric_row(f"form={name}", "accuracy", correct[at].astype(float), len(at),
-                               int((~valid[at]).sum()), scoring=scoring, n_truncated=int(truncated[at].sum())))
+        rows.append(
+            metric_row(
+                f"form={name}",
+                "accuracy",
+                correct[at].astype(float),
+                len(at),
+                int((~valid[at]).sum()),
+                scoring=scoring,
+                n_truncated=int(truncated[at].sum()),
+            )
+        )
     qs = questions(a)
-    for filt, keep in (("non-absurd", ~qs["absurd"]), ("full", np.ones(len(qs["absurd"]), dtype=bool))):
-        for metric, col in (("accuracy_all_forms", "correct_all"), ("accuracy_all_forms_strict", "correct_all_strict"),
-                            ("consistent_rate", "consistent")):
-            rows.append(metric_row(filt, metric, qs[col][keep].astype(float), int(keep.sum()), n_inv,
-                                   scoring=scoring, n_truncated=n_cut))
+    for filt, keep in (
+        ("non-absurd", ~qs["absurd"]),
+        ("full", np.ones(len(qs["absurd"]), dtype=bool)),
+    ):
+        for metric, col in (
+            ("accuracy_all_forms", "correct_all"),
+            ("accuracy_all_forms_strict", "correct_all_strict"),
+            ("consistent_rate", "consistent"),
+        ):
+            rows.append(
+                metric_row(
+                    filt,
+                    metric,
+                    qs[col][keep].astype(float),
+                    int(keep.sum()),
+                    n_inv,
+                    scoring=scoring,
+                    n_truncated=n_cut,
+                )
+            )
     strict = strict_categories(a)
     fixed = correct & (strict != CORRECT)
     table = errors(a, strict, qs)
@@ -280,8 +355,14 @@ def _names(a: CodedAnswers) -> tuple[list[tuple], np.ndarray, list[str]]:
     return names, key, list(number)
 
 
-def _passes(in_concept: np.ndarray, q_type: np.ndarray, q_sub: np.ndarray, q_ok: np.ndarray, types: list[int],
-            threshold: float) -> bool:
+def _passes(
+    in_concept: np.ndarray,
+    q_type: np.ndarray,
+    q_sub: np.ndarray,
+    q_ok: np.ndarray,
+    types: list[int],
+    threshold: float,
+) -> bool:
     """:func:`lib.families.scrapbook.consistency._passes` on a level's questions of one concept."""
     for t in types:
         sel = in_concept & (q_type == t)
@@ -293,7 +374,9 @@ def _passes(in_concept: np.ndarray, q_type: np.ndarray, q_sub: np.ndarray, q_ok:
     return True
 
 
-def _gated(a: CodedAnswers, names: list, lv: np.ndarray, seen: set, passed: set) -> tuple[np.ndarray, np.ndarray, list]:
+def _gated(
+    a: CodedAnswers, names: list, lv: np.ndarray, seen: set, passed: set
+) -> tuple[np.ndarray, np.ndarray, list]:
     """A level's answers whose concepts asked at lower levels all passed there, each one's
     concept number (the concepts new at this level, else all of them) and the concepts' names."""
     allowed = np.zeros(len(names), dtype=bool)
@@ -303,7 +386,9 @@ def _gated(a: CodedAnswers, names: list, lv: np.ndarray, seen: set, passed: set)
         cs = names[c]
         if all(x in passed for x in cs if x in seen):
             allowed[c] = True
-            concept[c] = number.setdefault("|".join([x for x in cs if x not in seen] or cs), len(number))
+            concept[c] = number.setdefault(
+                "|".join([x for x in cs if x not in seen] or cs), len(number)
+            )
     gated = lv[allowed[a.concepts[lv]]]
     return gated, concept[a.concepts[gated]], list(number)
 
@@ -317,7 +402,9 @@ def _sum_rows(keys: tuple, ok: np.ndarray, label) -> list[tuple]:
     return sorted((label(i), int(k[j]), int(n[j])) for j, i in enumerate(first.tolist()))
 
 
-def levels(a: CodedAnswers, threshold: float = S.THRESHOLD, gate_types=S.GATE_TYPES) -> pd.DataFrame:
+def levels(
+    a: CodedAnswers, threshold: float = S.THRESHOLD, gate_types=S.GATE_TYPES
+) -> pd.DataFrame:
     """:func:`lib.families.scrapbook.consistency.levels` of the group's answers: level gating and the
     per-level rows, by concept, type, subgroup and form (``all``: every version correct)."""
     gate = np.isin(a.type, [k for k, t in enumerate(a.types) if t in gate_types]) & ~a.absurd
@@ -333,19 +420,52 @@ def levels(a: CodedAnswers, threshold: float = S.THRESHOLD, gate_types=S.GATE_TY
         lv = rows_at[a.level[rows_at] == level]
         gated, concept, concept_names = _gated(a, names, lv, seen, passed)
         ckey = key[a.concepts[gated]]
-        q, first = groups(a.image[gated], a.query[gated], a.paraphrase[gated]) if len(gated) else (gated, gated)
+        q, first = (
+            groups(a.image[gated], a.query[gated], a.paraphrase[gated])
+            if len(gated)
+            else (gated, gated)
+        )
         q_ok = _count(q, len(first), correct[gated]) == _count(q, len(first))
         q_type, q_sub, q_concept = a.type[gated][first], subgroup[gated][first], concept[first]
-        now = {concept_names[c] for c in np.unique(q_concept).tolist()
-               if _passes(q_concept == c, q_type, q_sub, q_ok, types, threshold)}
+        now = {
+            concept_names[c]
+            for c in np.unique(q_concept).tolist()
+            if _passes(q_concept == c, q_type, q_sub, q_ok, types, threshold)
+        }
         t, f, s = a.type[gated], a.form[gated], subgroup[gated]
         for keys, ok, label in (
-                ((ckey, concept, t, np.unique(s, return_inverse=True)[1].reshape(-1), f), correct[gated],
-                 lambda i: (key_names[ckey[i]], concept_names[concept[i]], a.types[t[i]], int(s[i]), a.forms[f[i]])),
-                ((ckey[first], q_concept, q_type, np.unique(q_sub, return_inverse=True)[1].reshape(-1)), q_ok,
-                 lambda j: (key_names[ckey[first[j]]], concept_names[q_concept[j]], a.types[q_type[j]], int(q_sub[j]),
-                            "all"))):
-            rows.extend(S._level_row(a.model, level, labels, k, n, now) for labels, k, n in _sum_rows(keys, ok, label))
+            (
+                (ckey, concept, t, np.unique(s, return_inverse=True)[1].reshape(-1), f),
+                correct[gated],
+                lambda i: (
+                    key_names[ckey[i]],
+                    concept_names[concept[i]],
+                    a.types[t[i]],
+                    int(s[i]),
+                    a.forms[f[i]],
+                ),
+            ),
+            (
+                (
+                    ckey[first],
+                    q_concept,
+                    q_type,
+                    np.unique(q_sub, return_inverse=True)[1].reshape(-1),
+                ),
+                q_ok,
+                lambda j: (
+                    key_names[ckey[first[j]]],
+                    concept_names[q_concept[j]],
+                    a.types[q_type[j]],
+                    int(q_sub[j]),
+                    "all",
+                ),
+            ),
+        ):
+            rows.extend(
+                S._level_row(a.model, level, labels, k, n, now)
+                for labels, k, n in _sum_rows(keys, ok, label)
+            )
         seen.update(x for c in np.unique(a.concepts[lv]).tolist() for x in names[c])
         passed |= {part for c in now for part in c.split("|")}
     return pd.DataFrame(rows, columns=S.LEVEL_COLUMNS)

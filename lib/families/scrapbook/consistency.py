@@ -75,13 +75,30 @@ NOT_APPLICABLE = "not applicable"
 UNK = "<unk>"
 THRESHOLD = 0.8
 GATE_TYPES = ("presence", "counting")
-LEVEL_COLUMNS = ["model", "level", "concepts", "concept", "type", "subgroup", "form", "n", "correct", "accuracy",
-                 "passed"]  # levels.csv's columns (after the stage's dataset and style)
+LEVEL_COLUMNS = [
+    "model",
+    "level",
+    "concepts",
+    "concept",
+    "type",
+    "subgroup",
+    "form",
+    "n",
+    "correct",
+    "accuracy",
+    "passed",
+]  # levels.csv's columns (after the stage's dataset and style)
 
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve".split()
+    )
+}
 _WORD = re.compile(r"[a-z0-9<>]+(?:[-'][a-z0-9]+)*")
-_CANONICAL = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True) without building an encoder per call
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True
+)  # json.dumps(..., sort_keys=True) without building an encoder per call
 
 
 @lru_cache(maxsize=1)
@@ -113,7 +130,12 @@ def _pattern(answer: str) -> re.Pattern:
 def _surfaces(space: tuple[str, ...], counting: bool) -> tuple[tuple[str, str], ...]:
     """(normalised surface word, canonical answer) for every answer of ``space`` and its synonyms."""
     syn = synonyms()
-    return tuple((normalize(w, counting), a) for a in space for w in syn.get(a, (a,)) if normalize(w, counting))
+    return tuple(
+        (normalize(w, counting), a)
+        for a in space
+        for w in syn.get(a, (a,))
+        if normalize(w, counting)
+    )
 
 
 def plausible_answers(output: str, space: tuple[str, ...], counting: bool) -> set[str]:
@@ -121,30 +143,51 @@ def plausible_answers(output: str, space: tuple[str, ...], counting: bool) -> se
     longer match does not count ("center left" hides "center" and "left"). For counting questions
     every number is a plausible answer."""
     text = normalize(output, counting)
-    spans = [(m.start(), m.end(), a) for w, a in _surfaces(space, counting) for m in _pattern(w).finditer(text)]
+    spans = [
+        (m.start(), m.end(), a)
+        for w, a in _surfaces(space, counting)
+        for m in _pattern(w).finditer(text)
+    ]
     if counting:
-        spans += [(m.start(), m.end(), m.group()) for m in re.finditer(r"(?<![a-z0-9])\d+(?![a-z0-9])", text)]
+        spans += [
+            (m.start(), m.end(), m.group())
+            for m in re.finditer(r"(?<![a-z0-9])\d+(?![a-z0-9])", text)
+        ]
     if UNK in text:
         spans.append((text.index(UNK), text.index(UNK) + len(UNK), NOT_APPLICABLE))
-    return {a for s, e, a in spans
-            if not any(s2 <= s and e <= e2 and (e2 - s2) > (e - s) for s2, e2, _ in spans)}
+    return {
+        a
+        for s, e, a in spans
+        if not any(s2 <= s and e <= e2 and (e2 - s2) > (e - s) for s2, e2, _ in spans)
+    }
 
 
 def _exact(text: str, mode: str, counting: bool) -> str:
     return str(text).strip().lower() if mode == "paper" else normalize(text, counting)
 
 
-def matches_exactly(output: str, expected: str, form: str, counting: bool = False, exact: str = "paper") -> bool:
+def matches_exactly(
+    output: str, expected: str, form: str, counting: bool = False, exact: str = "paper"
+) -> bool:
     """Does the raw ``output`` equal the expected answer (the enumerated form: the listed word;
     the condition form: the word or one of its synonyms)?"""
-    words = synonyms().get(expected, (expected,)) if form == "condition" or expected in (UNK, NOT_APPLICABLE) \
+    words = (
+        synonyms().get(expected, (expected,))
+        if form == "condition" or expected in (UNK, NOT_APPLICABLE)
         else (expected,)
+    )
     got = _exact(output, exact, counting)
     return any(got == _exact(w, exact, counting) for w in words)
 
 
-def read_answer(output: str | None, expected: str, form: str, space, counting: bool = False,
-                exact: str = "paper") -> tuple[str, str | None]:
+def read_answer(
+    output: str | None,
+    expected: str,
+    form: str,
+    space,
+    counting: bool = False,
+    exact: str = "paper",
+) -> tuple[str, str | None]:
     """``(category, answer)`` of one answer: ``correct`` or an individual error category, and the
     one plausible answer it names (None when it names none or several)."""
     if exact not in EXACT_MODES:
@@ -162,9 +205,13 @@ def read_answer(output: str | None, expected: str, form: str, space, counting: b
             return CORRECT, canonical
         if len(found) > 1:
             return MULTIPLE, None
-        return (WRONG, answer) if answer is not None and answer != canonical else (UNEXPECTED, answer)
+        return (
+            (WRONG, answer) if answer is not None and answer != canonical else (UNEXPECTED, answer)
+        )
     if form not in CONTAINED_FORMS:
-        raise ValueError(f"unknown Scrapbook question form {form!r}; expected one of {CONTAINED_FORMS + EXACT_FORMS}")
+        raise ValueError(
+            f"unknown Scrapbook question form {form!r}; expected one of {CONTAINED_FORMS + EXACT_FORMS}"
+        )
     if len(found) > 1:
         return MULTIPLE, None
     if answer == canonical:
@@ -172,7 +219,14 @@ def read_answer(output: str | None, expected: str, form: str, space, counting: b
     return (WRONG, answer) if answer is not None else (UNEXPECTED, None)
 
 
-def categorize(output: str | None, expected: str, form: str, space, counting: bool = False, exact: str = "paper") -> str:
+def categorize(
+    output: str | None,
+    expected: str,
+    form: str,
+    space,
+    counting: bool = False,
+    exact: str = "paper",
+) -> str:
     """One answer's category: ``correct`` or one of the individual error categories."""
     return read_answer(output, expected, form, space, counting, exact)[0]
 
@@ -212,7 +266,9 @@ def with_precedence(df: pd.DataFrame) -> pd.DataFrame:
     ``category_strict`` / ``correct_strict`` added in place (``df`` returned). A streamed rescore
     reads its answers chunk by chunk and calls this once on the group's compact frame."""
     keys = ["model", "image", "query", "form"]
-    invalid = df["correct"].to_numpy() & _failed_on_ancestor(df, df.groupby(keys, sort=False)["correct"].all(), keys)
+    invalid = df["correct"].to_numpy() & _failed_on_ancestor(
+        df, df.groupby(keys, sort=False)["correct"].all(), keys
+    )
     df["category_strict"] = np.where(invalid, INVALIDATED, df["category"])
     df["correct_strict"] = df["category_strict"] == CORRECT
     return df
@@ -223,12 +279,23 @@ def _failed_on_ancestor(frame: pd.DataFrame, ok: pd.Series, keys: list[str]) -> 
     of the image's ancestors? (``ok`` is indexed by ``keys``; a key it lacks is not a failure.)
     Joins instead of a Python loop per row: a full Scrapbook dataset has hundreds of thousands of answers."""
     parent = dict(zip(frame["image"], frame["parent"]))
-    pairs = pd.DataFrame([(i, a) for i in parent for a in _ancestors(i, parent)], columns=["image", "ancestor"])
+    pairs = pd.DataFrame(
+        [(i, a) for i in parent for a in _ancestors(i, parent)], columns=["image", "ancestor"]
+    )
     failed = ok[~ok.astype(bool)].reset_index()[keys]
     if pairs.empty or failed.empty:
         return np.zeros(len(frame), dtype=bool)
-    failed = failed.rename(columns={"image": "ancestor"}).merge(pairs, on="ancestor")[keys].drop_duplicates()
-    return frame[keys].merge(failed.assign(_failed=True), on=keys, how="left")["_failed"].notna().to_numpy()
+    failed = (
+        failed.rename(columns={"image": "ancestor"})
+        .merge(pairs, on="ancestor")[keys]
+        .drop_duplicates()
+    )
+    return (
+        frame[keys]
+        .merge(failed.assign(_failed=True), on=keys, how="left")["_failed"]
+        .notna()
+        .to_numpy()
+    )
 
 
 def _isna(x) -> bool:
@@ -256,21 +323,38 @@ def questions(scored: pd.DataFrame) -> pd.DataFrame:
     scored = scored if "paraphrase" in scored else scored.assign(paraphrase=0)
     keys = ["model", "image", "query", "paraphrase"]
     cat = scored["category"]
-    g = scored.assign(_correct=cat == CORRECT, _wrong=cat == WRONG,
-                      _answer=scored["answer"] if "answer" in scored else None).groupby(keys, sort=False)
-    out = g.agg(type=("type", "first"), level=("level", "first"), subgroup=("subgroup", "first"),
-                absurd=("absurd", "first"), concepts=("concepts", "first"), parent=("parent", "first"),
-                versions=("correct", "size"), consistency=("correct", "mean"), correct_all=("correct", "all"),
-                _correct=("_correct", "sum"), _wrong=("_wrong", "sum"), _kinds=("category", "nunique"),
-                _first=("category", "first")).reset_index()
+    g = scored.assign(
+        _correct=cat == CORRECT,
+        _wrong=cat == WRONG,
+        _answer=scored["answer"] if "answer" in scored else None,
+    ).groupby(keys, sort=False)
+    out = g.agg(
+        type=("type", "first"),
+        level=("level", "first"),
+        subgroup=("subgroup", "first"),
+        absurd=("absurd", "first"),
+        concepts=("concepts", "first"),
+        parent=("parent", "first"),
+        versions=("correct", "size"),
+        consistency=("correct", "mean"),
+        correct_all=("correct", "all"),
+        _correct=("_correct", "sum"),
+        _wrong=("_wrong", "sum"),
+        _kinds=("category", "nunique"),
+        _first=("category", "first"),
+    ).reset_index()
     out["_answers"] = g["_answer"].nunique(dropna=False).to_numpy()
     out["consistent"] = out["consistency"] >= THRESHOLD
     n, right, wrong = out["versions"], out["_correct"], out["_wrong"]
-    out["category"] = np.select([right == n, (wrong == n) & (out["_answers"] == 1), right + wrong == n, out["_kinds"] == 1],
-                                [CORRECT, WRONG, ANSWER_DISAGREEMENT, out["_first"]], ERROR_DISAGREEMENT)
+    out["category"] = np.select(
+        [right == n, (wrong == n) & (out["_answers"] == 1), right + wrong == n, out["_kinds"] == 1],
+        [CORRECT, WRONG, ANSWER_DISAGREEMENT, out["_first"]],
+        ERROR_DISAGREEMENT,
+    )
     query = ["model", "image", "query"]
-    invalid = out["correct_all"].to_numpy() & _failed_on_ancestor(out, out.groupby(query, sort=False)["correct_all"].all(),
-                                                                  query)
+    invalid = out["correct_all"].to_numpy() & _failed_on_ancestor(
+        out, out.groupby(query, sort=False)["correct_all"].all(), query
+    )
     out["correct_all_strict"] = out["correct_all"] & ~invalid
     out["category_strict"] = np.where(invalid, INVALIDATED, out["category"])
     return out.drop(columns=["parent", "_correct", "_wrong", "_kinds", "_first", "_answers"])
@@ -281,16 +365,31 @@ def overall_table(scored: pd.DataFrame, qs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for model, q in qs.groupby("model"):
         for filt, sub in (("non-absurd", q[~q["absurd"]]), ("full", q)):
-            rows.extend(overall_rows(model, filt, len(sub), int(sub["correct_all"].sum()),
-                                     int(sub["correct_all_strict"].sum())))
+            rows.extend(
+                overall_rows(
+                    model,
+                    filt,
+                    len(sub),
+                    int(sub["correct_all"].sum()),
+                    int(sub["correct_all_strict"].sum()),
+                )
+            )
     return pd.DataFrame(rows)
 
 
 def overall_rows(model: str, filt: str, n: int, correct: int, correct_strict: int) -> list[dict]:
     """Table 8's two rows of one model and filter: ``n`` questions, ``correct`` of them right in
     all versions, ``correct_strict`` also with precedence (``*``)."""
-    return [{"model": model, "filter": filt + star, "questions": n, "correct": k, "accuracy": k / n if n else np.nan}
-            for star, k in (("", correct), ("*", correct_strict))]
+    return [
+        {
+            "model": model,
+            "filter": filt + star,
+            "questions": n,
+            "correct": k,
+            "accuracy": k / n if n else np.nan,
+        }
+        for star, k in (("", correct), ("*", correct_strict))
+    ]
 
 
 def error_table(scored: pd.DataFrame, qs: pd.DataFrame) -> pd.DataFrame:
@@ -299,7 +398,9 @@ def error_table(scored: pd.DataFrame, qs: pd.DataFrame) -> pd.DataFrame:
     ``total`` = questions - Corrects* and ``invalidated`` = Corrects - Corrects*, as in the paper."""
     rows = []
     for unit, frame in (("individual", scored), ("aggregated", qs)):
-        for model, m in frame[["model", "absurd", "category_strict"]].groupby("model"):  # the columns it counts
+        for model, m in frame[["model", "absurd", "category_strict"]].groupby(
+            "model"
+        ):  # the columns it counts
             for filt, sub in (("non-absurd", m[~m["absurd"].astype(bool)]), ("all", m)):
                 rows.extend(error_rows(model, filt, unit, sub["category_strict"].value_counts()))
     return pd.DataFrame(rows)
@@ -314,19 +415,41 @@ def error_rows(model: str, filt: str, unit: str, counts) -> list[dict]:
         if unit == "individual" and c in (ANSWER_DISAGREEMENT, ERROR_DISAGREEMENT):
             continue
         k = int(counts.get(c, 0))
-        rows.append({"model": model, "filter": filt, "unit": unit, "category": c, "count": k,
-                     "share": k / total if total else 0.0})
-    rows.append({"model": model, "filter": filt, "unit": unit, "category": "total", "count": total,
-                 "share": 1.0 if total else 0.0})
+        rows.append(
+            {
+                "model": model,
+                "filter": filt,
+                "unit": unit,
+                "category": c,
+                "count": k,
+                "share": k / total if total else 0.0,
+            }
+        )
+    rows.append(
+        {
+            "model": model,
+            "filter": filt,
+            "unit": unit,
+            "category": "total",
+            "count": total,
+            "share": 1.0 if total else 0.0,
+        }
+    )
     return rows
 
 
 def errors_frame(errors: pd.DataFrame, overall: pd.DataFrame) -> pd.DataFrame:
     """errors.csv's rows of a group: :func:`error_table`'s, then :func:`overall_table`'s as unit
     ``questions``, category ``overall``."""
-    return pd.concat([errors, overall.rename(columns={"questions": "count"}).assign(unit="questions",
-                                                                                  category="overall")],
-                     ignore_index=True)
+    return pd.concat(
+        [
+            errors,
+            overall.rename(columns={"questions": "count"}).assign(
+                unit="questions", category="overall"
+            ),
+        ],
+        ignore_index=True,
+    )
 
 
 def concept_name(concept: str) -> str:
@@ -347,7 +470,9 @@ def _passes(q: pd.DataFrame, types, threshold: float) -> bool:
     return True
 
 
-def levels(scored: pd.DataFrame, threshold: float = THRESHOLD, gate_types=GATE_TYPES) -> pd.DataFrame:
+def levels(
+    scored: pd.DataFrame, threshold: float = THRESHOLD, gate_types=GATE_TYPES
+) -> pd.DataFrame:
     """Level gating and the per-level tables (Figures 17-31, Tables 5-6 and 11-14) for presence and counting.
 
     Rows: model, level, concepts (the question's concepts), concept (the concepts new at this
@@ -357,14 +482,18 @@ def levels(scored: pd.DataFrame, threshold: float = THRESHOLD, gate_types=GATE_T
     """
     # the columns the gating reads; each concept list renamed once, its name shared by its answers
     keep = ["model", "level", "concepts", "image", "query", "type", "subgroup", "form", "correct"]
-    pc = scored.loc[scored["type"].isin(gate_types) & ~scored["absurd"].astype(bool),
-                    keep + (["paraphrase"] if "paraphrase" in scored else [])].copy()
+    pc = scored.loc[
+        scored["type"].isin(gate_types) & ~scored["absurd"].astype(bool),
+        keep + (["paraphrase"] if "paraphrase" in scored else []),
+    ].copy()
     if "paraphrase" not in pc:
         pc["paraphrase"] = 0
     names = {cs: tuple(dict.fromkeys(concept_name(c) for c in cs)) for cs in set(pc["concepts"])}
     keys = {cs: "|".join(cs) for cs in names.values()}
     pc["concepts"] = pd.Series([names[cs] for cs in pc["concepts"]], index=pc.index, dtype=object)
-    pc["concepts_key"] = pd.Series([keys[cs] for cs in pc["concepts"]], index=pc.index, dtype=object)
+    pc["concepts_key"] = pd.Series(
+        [keys[cs] for cs in pc["concepts"]], index=pc.index, dtype=object
+    )
     types = [t for t in gate_types if t in set(pc["type"])]
     rows = []
     for model, m in pc.groupby("model"):
@@ -373,16 +502,42 @@ def levels(scored: pd.DataFrame, threshold: float = THRESHOLD, gate_types=GATE_T
         for level in sorted(m["level"].unique()):
             lv = m[m["level"] == level]
             gated = lv[lv["concepts"].map(lambda cs: all(c in passed for c in cs if c in seen))]
-            new = {cs: "|".join([c for c in cs if c not in seen] or cs) for cs in set(gated["concepts"])}
-            gated = gated.assign(concept=pd.Series([new[cs] for cs in gated["concepts"]], index=gated.index, dtype=object))
-            q = gated.groupby(["image", "query", "paraphrase"]).agg(
-                correct=("correct", "all"), type=("type", "first"), subgroup=("subgroup", "first"),
-                concept=("concept", "first"), concepts_key=("concepts_key", "first")).reset_index()
+            new = {
+                cs: "|".join([c for c in cs if c not in seen] or cs)
+                for cs in set(gated["concepts"])
+            }
+            gated = gated.assign(
+                concept=pd.Series(
+                    [new[cs] for cs in gated["concepts"]], index=gated.index, dtype=object
+                )
+            )
+            q = (
+                gated.groupby(["image", "query", "paraphrase"])
+                .agg(
+                    correct=("correct", "all"),
+                    type=("type", "first"),
+                    subgroup=("subgroup", "first"),
+                    concept=("concept", "first"),
+                    concepts_key=("concepts_key", "first"),
+                )
+                .reset_index()
+            )
             now_passed = {c for c, sub in q.groupby("concept") if _passes(sub, types, threshold)}
             for keys, sub in gated.groupby(["concepts_key", "concept", "type", "subgroup", "form"]):
-                rows.append(_level_row(model, level, keys, int(sub["correct"].sum()), len(sub), now_passed))
+                rows.append(
+                    _level_row(model, level, keys, int(sub["correct"].sum()), len(sub), now_passed)
+                )
             for keys, sub in q.groupby(["concepts_key", "concept", "type", "subgroup"]):
-                rows.append(_level_row(model, level, (*keys, "all"), int(sub["correct"].sum()), len(sub), now_passed))
+                rows.append(
+                    _level_row(
+                        model,
+                        level,
+                        (*keys, "all"),
+                        int(sub["correct"].sum()),
+                        len(sub),
+                        now_passed,
+                    )
+                )
             seen.update(c for cs in lv["concepts"] for c in cs)
             passed |= {part for c in now_passed for part in c.split("|")}
     return pd.DataFrame(rows, columns=LEVEL_COLUMNS)
@@ -390,9 +545,19 @@ def levels(scored: pd.DataFrame, threshold: float = THRESHOLD, gate_types=GATE_T
 
 def _level_row(model, level, keys, k, n, now_passed) -> dict:
     concepts, concept, typ, subgroup, form = keys
-    return {"model": model, "level": int(level), "concepts": concepts, "concept": concept, "type": typ,
-            "subgroup": int(subgroup), "form": form, "n": n, "correct": k, "accuracy": k / n if n else np.nan,
-            "passed": concept in now_passed}
+    return {
+        "model": model,
+        "level": int(level),
+        "concepts": concepts,
+        "concept": concept,
+        "type": typ,
+        "subgroup": int(subgroup),
+        "form": form,
+        "n": n,
+        "correct": k,
+        "accuracy": k / n if n else np.nan,
+        "passed": concept in now_passed,
+    }
 
 
 def query_id(query: dict) -> str:

@@ -26,13 +26,24 @@ def sample_questions(folder: str | Path, per_cell: int = 1) -> pd.DataFrame:
             key = (m["type"], m["group"], m["form"])
             if taken.get(key, 0) < per_cell:
                 taken[key] = taken.get(key, 0) + 1
-                rows.append({"type": m["type"], "group": m["group"], "subgroup": m["subgroup"], "form": m["form"],
-                             "level": m["level"], "question": item["question"], "answer": item["answer"][0],
-                             "image": m["image"]})
+                rows.append(
+                    {
+                        "type": m["type"],
+                        "group": m["group"],
+                        "subgroup": m["subgroup"],
+                        "form": m["form"],
+                        "level": m["level"],
+                        "question": item["question"],
+                        "answer": item["answer"][0],
+                        "image": m["image"],
+                    }
+                )
     return pd.DataFrame(rows).sort_values(["type", "group", "form"]).reset_index(drop=True)
 
 
-def preview(folder: str | Path, scenes: list[dict], n: int = 6) -> tuple[list[Image.Image], list[str]]:
+def preview(
+    folder: str | Path, scenes: list[dict], n: int = 6
+) -> tuple[list[Image.Image], list[str]]:
     """The last image of the first ``n`` units (all objects placed), with short titles."""
     last = {}
     for sc in scenes:

@@ -48,8 +48,14 @@ from lib.io import HashingWriter
 from lib.paths import cache_dir
 
 
-def generate(params: ScrapbookParams, out_dir: str | Path, shard: int = 0, num_shards: int = 1,
-             progress: bool = True, question_worker: bool = False) -> dict:
+def generate(
+    params: ScrapbookParams,
+    out_dir: str | Path,
+    shard: int = 0,
+    num_shards: int = 1,
+    progress: bool = True,
+    question_worker: bool = False,
+) -> dict:
     """Generate (this shard of) the dataset into ``out_dir`` as a stream; returns the summary.
 
     Writes ``images/`` and ``masks/`` (PNG; mask pixel k = object k, 0 = background),
@@ -63,11 +69,20 @@ def generate(params: ScrapbookParams, out_dir: str | Path, shard: int = 0, num_s
     """
     if not 0 <= shard < num_shards:
         raise ScrapbookParamError(f"--shard {shard} must be in [0, --num-shards={num_shards})")
-    return built_aside(Path(out_dir), lambda tmp: _generate(params, tmp, shard, num_shards, progress, question_worker))
+    return built_aside(
+        Path(out_dir),
+        lambda tmp: _generate(params, tmp, shard, num_shards, progress, question_worker),
+    )
 
 
-def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, progress: bool,
-              question_worker: bool) -> dict:
+def _generate(
+    params: ScrapbookParams,
+    out: Path,
+    shard: int,
+    num_shards: int,
+    progress: bool,
+    question_worker: bool,
+) -> dict:
     from tqdm.auto import tqdm
 
     (out / "images").mkdir(parents=True, exist_ok=True)
@@ -80,23 +95,35 @@ def _generate(params: ScrapbookParams, out: Path, shard: int, num_shards: int, p
     mine = [u for i, u in enumerate(units(params)) if i % num_shards == shard]
     failures: Counter = Counter()
     images = 0
-    with open(out / ".scenes.jsonl.part", "wb") as scenes_f, \
-            QuestionLines(out / ".items.jsonl.part", params, shapes, colors, question_worker) as questions:
+    with (
+        open(out / ".scenes.jsonl.part", "wb") as scenes_f,
+        QuestionLines(
+            out / ".items.jsonl.part", params, shapes, colors, question_worker
+        ) as questions,
+    ):
         with BackgroundIO() as io:
             for unit in tqdm(mine, desc="scrapbook units", disable=not progress):
                 s, b = unit[0], unit[1]
                 for step in build_unit(params, unit, sets[s], backgrounds[s][b], failures):
                     io.save(step.image, out / step.scene["image"])
-                    io.save(step.mask, out / step.scene["mask"], compress_level=1)  # label maps: fast zlib suffices
+                    io.save(
+                        step.mask, out / step.scene["mask"], compress_level=1
+                    )  # label maps: fast zlib suffices
                     io.write(scenes_f, (compact_json(step.scene) + "\n").encode())
                     questions.add(step.scene)
                     images += 1
     (out / ".items.jsonl.part").replace(out / "items.jsonl")
     (out / ".scenes.jsonl.part").replace(out / "scenes.jsonl")
     questions.summary.images = images
-    info = {"params": asdict(params), "shard": shard, "num_shards": num_shards, "units": len(mine),
-            "placement_failures": dict(failures), "skipped_files": res.skipped,
-            "sets": [[o.attributes() for o in objs] for objs in sets]}
+    info = {
+        "params": asdict(params),
+        "shard": shard,
+        "num_shards": num_shards,
+        "units": len(mine),
+        "placement_failures": dict(failures),
+        "skipped_files": res.skipped,
+        "sets": [[o.attributes() for o in objs] for objs in sets],
+    }
     return finish_dataset(out, questions.summary, info, questions.bytes, questions.sha256)
 
 
@@ -111,8 +138,14 @@ class QuestionLines:
     thread, the same bytes. Hand-written: a pool would not keep one ordered file and its running
     digest."""
 
-    def __init__(self, path: Path, params: ScrapbookParams, shapes: list[str], colors: list[str],
-                 worker: bool = False):
+    def __init__(
+        self,
+        path: Path,
+        params: ScrapbookParams,
+        shapes: list[str],
+        colors: list[str],
+        worker: bool = False,
+    ):
         self.path, self._args, self.worker = Path(path), (params, shapes, colors), worker
         self.summary, self.bytes, self.sha256 = Summary(), 0, ""  # set when the context exits
         self._conn = self._proc = self._here = None
@@ -121,8 +154,12 @@ class QuestionLines:
         if self.worker and "fork" in multiprocessing.get_all_start_methods():
             ctx = multiprocessing.get_context("fork")
             self._conn, child = ctx.Pipe()
-            self._proc = ctx.Process(target=_question_worker, args=(child, self._conn, self.path, *self._args),
-                                     daemon=True, name="scrapbook-questions")
+            self._proc = ctx.Process(
+                target=_question_worker,
+                args=(child, self._conn, self.path, *self._args),
+                daemon=True,
+                name="scrapbook-questions",
+            )
             self._proc.start()
             child.close()
         else:
@@ -158,9 +195,13 @@ class QuestionLines:
             status, payload = self._conn.recv()
         except EOFError:
             self._proc.join()
-            raise RuntimeError(f"{self.path}: the question-lines worker died (exit code {self._proc.exitcode})") from None
+            raise RuntimeError(
+                f"{self.path}: the question-lines worker died (exit code {self._proc.exitcode})"
+            ) from None
         if status == "error":
-            raise RuntimeError(f"{self.path}: making the question lines failed in the worker:\n{payload}")
+            raise RuntimeError(
+                f"{self.path}: making the question lines failed in the worker:\n{payload}"
+            )
         return payload
 
 
@@ -171,7 +212,11 @@ class _ItemsFile:
 
     def __init__(self, path: Path, params: ScrapbookParams, shapes: list[str], colors: list[str]):
         self._f = open(path, "wb")
-        self._items, self._args, self.summary = HashingWriter(self._f), (params, shapes, colors), Summary()
+        self._items, self._args, self.summary = (
+            HashingWriter(self._f),
+            (params, shapes, colors),
+            Summary(),
+        )
 
     def add(self, scene: dict) -> None:
         self._items.write(item_jsonl(scene, *self._args, self.summary).encode())
@@ -181,8 +226,9 @@ class _ItemsFile:
         return self.summary, self._items.bytes, self._items.hexdigest()
 
 
-def _question_worker(conn, parent_end, path: Path, params: ScrapbookParams, shapes: list[str],
-                     colors: list[str]) -> None:
+def _question_worker(
+    conn, parent_end, path: Path, params: ScrapbookParams, shapes: list[str], colors: list[str]
+) -> None:
     """:class:`QuestionLines`' worker: each scene received, its lines written, until ``None``; then
     ``("ok", (summary, bytes, sha256))`` or ``("error", traceback)`` sent back. The parent's end of
     the pipe, inherited by the fork, is closed first: a parent that dies (killed) then ends this

@@ -16,17 +16,32 @@ from lib.families.scrapbook.params import ScrapbookParams
 from lib.families.scrapbook.task import ScrapbookQA
 
 
-def queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | None = None, seed: int = 0,
-            n_wrong_positions: int = ScrapbookParams.n_wrong_positions) -> list[dict]:
+def queries(
+    scene: dict,
+    colors: list[str] | None = None,
+    shapes: list[str] | None = None,
+    seed: int = 0,
+    n_wrong_positions: int = ScrapbookParams.n_wrong_positions,
+) -> list[dict]:
     """The structured queries asked about one image (paper 4.4 and 5.1): what the programs of
     ``lib/families/scrapbook/data/templates.yaml`` ask (each program's comment there says what it asks and
     why; :mod:`lib.families.scrapbook.programs` runs them), each query once, in order. Wrong values are
     drawn with the dataset's seed from the dataset's colours and shapes (by default the vocabulary's)."""
-    return [q for _, q in P.keyed_queries(scene, colors, shapes, seed, n_wrong_positions=n_wrong_positions)]
+    return [
+        q
+        for _, q in P.keyed_queries(
+            scene, colors, shapes, seed, n_wrong_positions=n_wrong_positions
+        )
+    ]
 
 
-def item_jsonl(scene: dict, params: ScrapbookParams, shapes: list[str], colors: list[str],
-               summary: Summary | None = None) -> str:
+def item_jsonl(
+    scene: dict,
+    params: ScrapbookParams,
+    shapes: list[str],
+    colors: list[str],
+    summary: Summary | None = None,
+) -> str:
     """The dataset rows of one image as JSONL text (one line per row): n paraphrases per query, in
     the four forms.
 
@@ -43,14 +58,18 @@ def item_jsonl(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
     head, mid = f'{{"id":"{scene["id"]}-', f'","task":{compact_json(ScrapbookQA.name)},"question":'
     parts: list[str] = []
     n = 0  # rows so far: the row's number in its id
-    scene_json = (f',"image":"{scene["id"]}","parent":{compact_json(scene["parent"])},"unit":{compact_json(scene["unit"])},'
-                  '"form":"')
+    scene_json = (
+        f',"image":"{scene["id"]}","parent":{compact_json(scene["parent"])},"unit":{compact_json(scene["unit"])},'
+        '"form":"'
+    )
     types, groups = set(params.types), set(params.groups)
     forms = tuple(f for f in Q.FORMS if f in params.forms)
     # what a kind of question (its type, or what it asks) shares on this image: its alternatives and,
     # per form, the question's JSON-escaped affixes and the row's end (scene, form, alternatives)
     per_kind: dict[str, tuple[list[str], list[tuple[str, str, str, str]]]] = {}
-    for key, query in P.keyed_queries(scene, colors, shapes, params.seed, n_wrong_positions=params.n_wrong_positions):
+    for key, query in P.keyed_queries(
+        scene, colors, shapes, params.seed, n_wrong_positions=params.n_wrong_positions
+    ):
         if query["type"] not in types or query["group"] not in groups:
             continue
         texts = Q.paraphrases(query, key)
@@ -61,24 +80,58 @@ def item_jsonl(scene: dict, params: ScrapbookParams, shapes: list[str], colors: 
         kind = query["ask"] if query["type"] == "recognition" else query["type"]
         if kind not in per_kind:
             alts = _alternatives(kind, params.objects_per_set, tuple(colors), tuple(shapes))
-            per_kind[kind] = alts, [
-                (form, _encode_str(pre)[1:-1], _encode_str(suf)[1:-1] + '"',
-                 f'{scene_json}{form}"' + (f',"alternatives":{_alts_json(tuple(alts))}' if form == "enumerated" else "")
-                 + "}}\n")
-                for form, (pre, suf) in _affixes(kind, tuple(alts)).items() if form in forms]
+            per_kind[kind] = (
+                alts,
+                [
+                    (
+                        form,
+                        _encode_str(pre)[1:-1],
+                        _encode_str(suf)[1:-1] + '"',
+                        f'{scene_json}{form}"'
+                        + (
+                            f',"alternatives":{_alts_json(tuple(alts))}'
+                            if form == "enumerated"
+                            else ""
+                        )
+                        + "}}\n",
+                    )
+                    for form, (pre, suf) in _affixes(kind, tuple(alts)).items()
+                    if form in forms
+                ],
+            )
         alts, affixes = per_kind[kind]
         absurd = answer == Q.UNK
         if summary is not None:
-            summary.add({"type": query["type"], "group": query["group"], "subgroup": subgroup, "level": level,
-                         "query": query}, answer, len(chosen), forms)
+            summary.add(
+                {
+                    "type": query["type"],
+                    "group": query["group"],
+                    "subgroup": subgroup,
+                    "level": level,
+                    "query": query,
+                },
+                answer,
+                len(chosen),
+                forms,
+            )
         # meta: type, group, subgroup, level, concepts, query, absurd, image, parent, unit, form[, alternatives]
-        meta_json = (f'{{"type":"{query["type"]}","group":"{query["group"]}","subgroup":{subgroup},'
-                     f'{query_json},"absurd":{"true" if absurd else "false"},"paraphrase":')
-        body = f',"images":{image},"options":null,"answer":[{_encode_str(answer)}],"meta":{meta_json}'
+        meta_json = (
+            f'{{"type":"{query["type"]}","group":"{query["group"]}","subgroup":{subgroup},'
+            f'{query_json},"absurd":{"true" if absurd else "false"},"paraphrase":'
+        )
+        body = (
+            f',"images":{image},"options":null,"answer":[{_encode_str(answer)}],"meta":{meta_json}'
+        )
         # an absurd question's enumerated form answers with the last alternative ("not applicable")
-        enumerated = f',"images":{image},"options":null,"answer":[{_encode_str(alts[-1])}],"meta":{meta_json}' \
-            if absurd else body
-        pieces = [(pre, suf + (enumerated if form == "enumerated" else body), end) for form, pre, suf, end in affixes]
+        enumerated = (
+            f',"images":{image},"options":null,"answer":[{_encode_str(alts[-1])}],"meta":{meta_json}'
+            if absurd
+            else body
+        )
+        pieces = [
+            (pre, suf + (enumerated if form == "enumerated" else body), end)
+            for form, pre, suf, end in affixes
+        ]
         for j, text in enumerate(chosen):
             escaped, paraphrase = _encode_str(text)[1:-1], str(j)
             for pre, rest, end in pieces:
@@ -102,15 +155,26 @@ class Summary:
         """Count ``paraphrases`` questions of one query in each of ``forms``."""
         m = meta
         absurd = answer == Q.UNK
-        self._queries[(m["type"], m["group"], m["subgroup"], m["level"], absurd, tuple(forms))] += paraphrases
+        self._queries[(m["type"], m["group"], m["subgroup"], m["level"], absurd, tuple(forms))] += (
+            paraphrases
+        )
         if m["type"] in ("presence", "counting") and "original" in forms and m["level"] <= 2:
             t = m["query"]["target"]
             if m["level"] == 1 or m["group"] == "np" or (m["group"] == "abs" and len(t) == 1):
                 kind = "color + object" if len(t) == 2 else ("color" if "color" in t else "object")
                 value = " ".join(v for v in (t.get("color"), t.get("shape")) if v)
                 self.concepts[(m["level"], kind, value, m["subgroup"], m["type"])] += paraphrases
-                cls = ("yes" if answer == "yes" else "no" if answer == "no" else
-                       "zero" if answer == "0" else "unk" if answer == Q.UNK else "positive")
+                cls = (
+                    "yes"
+                    if answer == "yes"
+                    else "no"
+                    if answer == "no"
+                    else "zero"
+                    if answer == "0"
+                    else "unk"
+                    if answer == Q.UNK
+                    else "positive"
+                )
                 self.answers.setdefault((m["level"], kind, value), set()).add(cls)
 
     def add_row(self, row: dict) -> None:
@@ -131,23 +195,44 @@ class Summary:
 
     def rows(self) -> tuple[list[dict], list[dict]]:
         """The counts table and the concept table as lists of dicts (CSV-ready)."""
-        counts = [dict(zip(("type", "group", "subgroup", "form", "level", "absurd"), k), questions=v)
-                  for k, v in sorted(self.counts.items())]
+        counts = [
+            dict(zip(("type", "group", "subgroup", "form", "level", "absurd"), k), questions=v)
+            for k, v in sorted(self.counts.items())
+        ]
         concepts = []
         for (lvl, kind, value, sub, typ), v in sorted(self.concepts.items()):
             seen = self.answers[(lvl, kind, value)]
-            concepts.append({"level": lvl, "concept": kind, "value": value, "subgroup": sub, "type": typ,
-                             "questions": v, "enabled": {"yes", "no"} <= seen and {"zero", "positive"} <= seen})
+            concepts.append(
+                {
+                    "level": lvl,
+                    "concept": kind,
+                    "value": value,
+                    "subgroup": sub,
+                    "type": typ,
+                    "questions": v,
+                    "enabled": {"yes", "no"} <= seen and {"zero", "positive"} <= seen,
+                }
+            )
         return counts, concepts
 
     def to_dict(self) -> dict:
         counts = self.counts
 
         def by(i: int) -> dict:
-            return {str(k): v for k, v in sorted(_sum_by(counts, i).items(), key=lambda kv: str(kv[0]))}
+            return {
+                str(k): v for k, v in sorted(_sum_by(counts, i).items(), key=lambda kv: str(kv[0]))
+            }
 
-        return {"images": self.images, "questions": sum(counts.values()), "by_type": by(0), "by_group": by(1),
-                "by_subgroup": by(2), "by_form": by(3), "by_level": by(4), "absurd": by(5).get("True", 0)}
+        return {
+            "images": self.images,
+            "questions": sum(counts.values()),
+            "by_type": by(0),
+            "by_group": by(1),
+            "by_subgroup": by(2),
+            "by_form": by(3),
+            "by_level": by(4),
+            "absurd": by(5).get("True", 0),
+        }
 
 
 def _sum_by(counter: Counter, i: int) -> Counter:
@@ -171,7 +256,10 @@ def _query_json(key: str) -> tuple[int, str]:
     query = json.loads(key)
     concepts = Q.concepts(query)
     level = min(4, len(concepts))
-    return level, f'"level":{level},"concepts":{compact_json(concepts)},"query":{compact_json(query)}'
+    return (
+        level,
+        f'"level":{level},"concepts":{compact_json(concepts)},"query":{compact_json(query)}',
+    )
 
 
 @lru_cache(maxsize=256)
@@ -181,7 +269,11 @@ def _alts_json(alts: tuple) -> str:
 
 def _kind_query(kind: str) -> dict:
     """The part of a query that forms and alternatives depend on: its type, or what it asks."""
-    return {"type": "recognition", "ask": kind} if kind in ("color", "shape", "region") else {"type": kind}
+    return (
+        {"type": "recognition", "ask": kind}
+        if kind in ("color", "shape", "region")
+        else {"type": kind}
+    )
 
 
 @lru_cache(maxsize=256)
@@ -191,4 +283,6 @@ def _affixes(kind: str, alts: tuple) -> dict:
 
 @lru_cache(maxsize=256)
 def _alternatives(kind: str, max_count: int, colors: tuple, shapes: tuple) -> list[str]:
-    return Q.alternatives(_kind_query(kind), max_count, list(colors), list(shapes), list(vocabulary()["regions"]))
+    return Q.alternatives(
+        _kind_query(kind), max_count, list(colors), list(shapes), list(vocabulary()["regions"])
+    )

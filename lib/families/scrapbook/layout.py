@@ -32,7 +32,9 @@ def regions(width: int, height: int) -> dict[str, Box]:
     xs = [0, width // 3, 2 * width // 3, width]
     ys = [0, height // 3, 2 * height // 3, height]
     names = vocabulary()["regions"]
-    return {names[3 * r + c]: (xs[c], ys[r], xs[c + 1], ys[r + 1]) for r in range(3) for c in range(3)}
+    return {
+        names[3 * r + c]: (xs[c], ys[r], xs[c + 1], ys[r + 1]) for r in range(3) for c in range(3)
+    }
 
 
 def region_shares(box: Box, width: int, height: int) -> dict[str, float]:
@@ -65,7 +67,12 @@ def relation(main: Box, ref: Box, min_overlap: float = CARDINAL_OVERLAP) -> str 
 
 
 def overlaps(a: Box, b: Box, margin: int = 0) -> bool:
-    return not (a[2] + margin <= b[0] or b[2] + margin <= a[0] or a[3] + margin <= b[1] or b[3] + margin <= a[1])
+    return not (
+        a[2] + margin <= b[0]
+        or b[2] + margin <= a[0]
+        or a[3] + margin <= b[1]
+        or b[3] + margin <= a[1]
+    )
 
 
 def inside_fraction(box: Box, region: Box) -> float:
@@ -84,7 +91,9 @@ class Placer:
     max_tries: int = 400
     margin: int = 4  # keep a visible gap between objects
 
-    def place(self, w: int, h: int, others: list[Box], region: Box | None = None, check=None) -> Box | None:
+    def place(
+        self, w: int, h: int, others: list[Box], region: Box | None = None, check=None
+    ) -> Box | None:
         """A box of ``w`` x ``h`` that overlaps none of ``others``, is 3/4 inside ``region`` (if
         given) and passes ``check(box)``; None after ``max_tries`` draws.
 

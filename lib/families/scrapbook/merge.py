@@ -33,7 +33,9 @@ LEGACY = ("dataset.json", "items.jsonl")  # what such a folder always held, befo
 SHARD_FILES = ("items.jsonl", "scenes.jsonl", "summary.json", "dataset.json")
 
 
-def finish_dataset(out: Path, summary: Summary, info: dict, items_bytes: int, items_sha256: str) -> dict:
+def finish_dataset(
+    out: Path, summary: Summary, info: dict, items_bytes: int, items_sha256: str
+) -> dict:
     """The tables, ``summary.json`` and, last, ``dataset.json`` with the manifest of the items
     file (its size and SHA-256, as the :class:`lib.io.HashingWriter` that wrote it counted them)."""
     for name, rows in zip(("counts.csv", "concepts.csv"), summary.rows()):
@@ -43,9 +45,14 @@ def finish_dataset(out: Path, summary: Summary, info: dict, items_bytes: int, it
             writer.writerows(rows)
     stats = {**summary.to_dict(), **info}
     write_json(out / "summary.json", stats)
-    write_json(out / "dataset.json", {**dataset_info("scrapbook", license="CC-BY-4.0 (generated)"),
-                                      **manifest_fields(stats["questions"], summary.images, items_bytes, items_sha256),
-                                      **info})
+    write_json(
+        out / "dataset.json",
+        {
+            **dataset_info("scrapbook", license="CC-BY-4.0 (generated)"),
+            **manifest_fields(stats["questions"], summary.images, items_bytes, items_sha256),
+            **info,
+        },
+    )
     return stats
 
 
@@ -82,13 +89,17 @@ def merge(shard_dirs: list[str | Path], out_dir: str | Path) -> dict:
     infos = [_shard_summary(d) for d in shards]
     for d, i in zip(shards, infos):
         if i.get("num_shards") != infos[0]["num_shards"]:
-            raise ScrapbookParamError(f"merge: {d} is shard {i['shard']} of {i['num_shards']} but {shards[0]} is shard "
-                                      f"{infos[0]['shard']} of {infos[0]['num_shards']}: the shards of one dataset "
-                                      f"are made with one --num-shards; pass the shards of one set")
+            raise ScrapbookParamError(
+                f"merge: {d} is shard {i['shard']} of {i['num_shards']} but {shards[0]} is shard "
+                f"{infos[0]['shard']} of {infos[0]['num_shards']}: the shards of one dataset "
+                f"are made with one --num-shards; pass the shards of one set"
+            )
         if i["params"] != infos[0]["params"]:
             diff = sorted(k for k in i["params"] if i["params"][k] != infos[0]["params"].get(k))
-            raise ScrapbookParamError(f"merge: {d} was made with other parameters than {shards[0]} "
-                                      f"({', '.join(diff) or 'parameters'} differ); shards of one dataset share them")
+            raise ScrapbookParamError(
+                f"merge: {d} was made with other parameters than {shards[0]} "
+                f"({', '.join(diff) or 'parameters'} differ); shards of one dataset share them"
+            )
     _check_each_once(shards, infos)
     _check_complete_set(infos)
     return built_aside(out, lambda tmp: _merge(shards, infos, tmp))
@@ -97,21 +108,27 @@ def merge(shard_dirs: list[str | Path], out_dir: str | Path) -> dict:
 def _check_shard_files(d: Path) -> None:
     """A finished shard whose files are its own: no link (to a file outside it) is copied into a merge."""
     if not all((d / name).exists() for name in SHARD_FILES):
-        raise ScrapbookParamError(f"merge: {d}: not a finished Scrapbook shard (no items.jsonl, scenes.jsonl, "
-                                  f"summary.json or dataset.json); generate that shard again")
+        raise ScrapbookParamError(
+            f"merge: {d}: not a finished Scrapbook shard (no items.jsonl, scenes.jsonl, "
+            f"summary.json or dataset.json); generate that shard again"
+        )
     try:
         check_complete(d)
     except IncompleteDataset as e:
         raise ScrapbookParamError(f"merge: {e}") from None
     for sub in ("images", "masks"):
         if (d / sub).is_symlink() or not (d / sub).is_dir():
-            raise ScrapbookParamError(f"merge: {d / sub}: a link or not a folder, in a shard that should hold only "
-                                      f"what its generation wrote; nothing was merged: generate that shard again")
+            raise ScrapbookParamError(
+                f"merge: {d / sub}: a link or not a folder, in a shard that should hold only "
+                f"what its generation wrote; nothing was merged: generate that shard again"
+            )
     files = [f for sub in ("images", "masks") for f in sorted((d / sub).iterdir())]
     for f in [*(d / name for name in SHARD_FILES), *files]:
         if f.is_symlink() or not f.is_file():
-            raise ScrapbookParamError(f"merge: {f}: a link or not a file, in a shard that should hold only the files "
-                                      f"its generation wrote; nothing was merged: generate that shard again")
+            raise ScrapbookParamError(
+                f"merge: {f}: a link or not a file, in a shard that should hold only the files "
+                f"its generation wrote; nothing was merged: generate that shard again"
+            )
 
 
 def _shard_summary(d: Path) -> dict:
@@ -119,14 +136,23 @@ def _shard_summary(d: Path) -> dict:
     try:
         info = json.loads((d / "summary.json").read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
-        raise ScrapbookParamError(f"merge: {d}/summary.json is not JSON ({e}); generate that shard again") from None
-    if not isinstance(info, dict) or not isinstance(info.get("params"), dict) or \
-            not all(type(info["params"].get(name)) is int for name in UNIT_SIZES):
-        raise ScrapbookParamError(f"merge: {d}/summary.json does not hold a Scrapbook summary with its parameters; "
-                                  f"generate that shard again")
+        raise ScrapbookParamError(
+            f"merge: {d}/summary.json is not JSON ({e}); generate that shard again"
+        ) from None
+    if (
+        not isinstance(info, dict)
+        or not isinstance(info.get("params"), dict)
+        or not all(type(info["params"].get(name)) is int for name in UNIT_SIZES)
+    ):
+        raise ScrapbookParamError(
+            f"merge: {d}/summary.json does not hold a Scrapbook summary with its parameters; "
+            f"generate that shard again"
+        )
     if type(info.get("shard")) is not int or type(info.get("num_shards")) is not int:
-        raise ScrapbookParamError(f"merge: {d} is not a shard (its summary.json has shard={info.get('shard')!r}, "
-                                  f"num_shards={info.get('num_shards')!r}; a merged folder is merged already)")
+        raise ScrapbookParamError(
+            f"merge: {d} is not a shard (its summary.json has shard={info.get('shard')!r}, "
+            f"num_shards={info.get('num_shards')!r}; a merged folder is merged already)"
+        )
     return info
 
 
@@ -135,13 +161,23 @@ def _check_each_once(shards: list[Path], infos: list[dict]) -> None:
     seen: dict = {}
     for d, i in zip(shards, infos):
         if d.resolve() in seen:
-            raise ScrapbookParamError(f"merge: {d} is given twice (also as {seen[d.resolve()]}); pass each shard once")
+            raise ScrapbookParamError(
+                f"merge: {d} is given twice (also as {seen[d.resolve()]}); pass each shard once"
+            )
         seen[d.resolve()] = d
-        other = next((e for e, j in zip(shards, infos) if e is not d and e.resolve() != d.resolve()
-                      and j["shard"] == i["shard"]), None)
+        other = next(
+            (
+                e
+                for e, j in zip(shards, infos)
+                if e is not d and e.resolve() != d.resolve() and j["shard"] == i["shard"]
+            ),
+            None,
+        )
         if other is not None:
-            raise ScrapbookParamError(f"merge: {d} and {other} both say they are shard {i['shard']} of "
-                                      f"{i['num_shards']} (one made twice, or its summary.json edited); pass one")
+            raise ScrapbookParamError(
+                f"merge: {d} and {other} both say they are shard {i['shard']} of "
+                f"{i['num_shards']} (one made twice, or its summary.json edited); pass one"
+            )
 
 
 def _check_complete_set(infos: list[dict]) -> None:
@@ -155,8 +191,10 @@ def _check_complete_set(infos: list[dict]) -> None:
         raise ScrapbookParamError(
             f"merge: the shards given ({', '.join(map(str, have))}) are not all of the {k} shards of one dataset: "
             + (f"shard(s) {', '.join(map(str, missing))} missing" if missing else "")
-            + ("; " if missing and outside else "") + (f"shard(s) {outside} out of range" if outside else "")
-            + "; generate the missing shard(s) (--shard i --num-shards k) and pass every shard folder")
+            + ("; " if missing and outside else "")
+            + (f"shard(s) {outside} out of range" if outside else "")
+            + "; generate the missing shard(s) (--shard i --num-shards k) and pass every shard folder"
+        )
 
 
 def _lines(d: Path, info: dict, name: str):
@@ -169,15 +207,22 @@ def _lines(d: Path, info: dict, name: str):
                 row = json.loads(line)
                 unit = row["unit"] if "unit" in row else row["meta"]["unit"]
             except (ValueError, KeyError, TypeError):
-                raise ScrapbookParamError(f"merge: {d / name}: line {n} is not a Scrapbook record with its unit; "
-                                          f"generate that shard again") from None
+                raise ScrapbookParamError(
+                    f"merge: {d / name}: line {n} is not a Scrapbook record with its unit; "
+                    f"generate that shard again"
+                ) from None
             index = unit_index(info["params"], unit)
             if index is None or index % k != info["shard"]:
                 raise ScrapbookParamError(
                     f"merge: {d / name}: line {n} is unit {unit}, which "
-                    + ("is no unit of these parameters" if index is None else f"belongs to shard {index % k}")
+                    + (
+                        "is no unit of these parameters"
+                        if index is None
+                        else f"belongs to shard {index % k}"
+                    )
                     + f", but {d}/summary.json says this folder is shard {info['shard']} of {k}; "
-                    f"generate that shard again")
+                    f"generate that shard again"
+                )
             yield tuple(unit), line
 
 
@@ -191,7 +236,9 @@ def _merge(shards: list[Path], infos: list[dict], out: Path) -> dict:
     for name in ("scenes.jsonl", "items.jsonl"):
         with open(out / f".{name}.part", "wb") as f:
             written[name] = HashingWriter(f)
-            for _, line in heapq.merge(*(_lines(d, i, name) for d, i in zip(shards, infos)), key=lambda t: t[0]):
+            for _, line in heapq.merge(
+                *(_lines(d, i, name) for d, i in zip(shards, infos)), key=lambda t: t[0]
+            ):
                 written[name].write(line.encode("utf-8"))
                 if name == "items.jsonl":
                     summary.add_row(json.loads(line))
@@ -201,7 +248,16 @@ def _merge(shards: list[Path], infos: list[dict], out: Path) -> dict:
     failures: Counter = Counter()
     for i in infos:
         failures.update(i.get("placement_failures", {}))
-    info = {"params": infos[0]["params"], "shard": None, "num_shards": 1, "merged_from": [str(d) for d in shards],
-            "units": sum(i["units"] for i in infos), "placement_failures": dict(failures),
-            "skipped_files": [s for i in infos for s in i.get("skipped_files", [])], "sets": infos[0]["sets"]}
-    return finish_dataset(out, summary, info, written["items.jsonl"].bytes, written["items.jsonl"].hexdigest())
+    info = {
+        "params": infos[0]["params"],
+        "shard": None,
+        "num_shards": 1,
+        "merged_from": [str(d) for d in shards],
+        "units": sum(i["units"] for i in infos),
+        "placement_failures": dict(failures),
+        "skipped_files": [s for i in infos for s in i.get("skipped_files", [])],
+        "sets": infos[0]["sets"],
+    }
+    return finish_dataset(
+        out, summary, info, written["items.jsonl"].bytes, written["items.jsonl"].hexdigest()
+    )

@@ -65,8 +65,13 @@ def draw_shape(shape: str, color: str, size: int) -> tuple[Image.Image, Image.Im
         n = SIDES[shape]
         r = (size - 1) / 2
         start = math.pi / 2 + math.pi / n  # a vertex at the top for odd n, a flat bottom for all
-        pts = [(r + r * math.cos(start + 2 * math.pi * k / n), r + r * math.sin(start + 2 * math.pi * k / n))
-               for k in range(n)]
+        pts = [
+            (
+                r + r * math.cos(start + 2 * math.pi * k / n),
+                r + r * math.sin(start + 2 * math.pi * k / n),
+            )
+            for k in range(n)
+        ]
         ys = [p[1] for p in pts]  # stretch vertically so the polygon fills its box
         lo, hi = min(ys), max(ys)
         pts = [(x, (y - lo) / (hi - lo) * (size - 1)) for x, y in pts]
@@ -99,9 +104,14 @@ def cutouts_from_folder(folder: str | Path) -> dict[str, list[Path]]:
     return by_class
 
 
-def extract_coco_cutouts(images_dir: str | Path, annotations: str | Path, out_dir: str | Path,
-                         classes: list[str] | None = None, min_side: int | None = None,
-                         max_per_class: int | None = None) -> dict[str, list[Path]]:
+def extract_coco_cutouts(
+    images_dir: str | Path,
+    annotations: str | Path,
+    out_dir: str | Path,
+    classes: list[str] | None = None,
+    min_side: int | None = None,
+    max_per_class: int | None = None,
+) -> dict[str, list[Path]]:
     """Cut objects out of COCO-format images with pycocotools and save them as RGBA PNGs under
     ``out_dir/<class>/``. Applies the paper's filters: drop crowd annotations, objects smaller than
     ``min_side`` (48 px) in either dimension, and objects touching the image border."""
@@ -137,5 +147,7 @@ def extract_coco_cutouts(images_dir: str | Path, annotations: str | Path, out_di
         path.parent.mkdir(parents=True, exist_ok=True)
         sprite.crop(box).save(path)
         result.setdefault(name, []).append(path)
-    (out_dir / "cutouts.json").write_text(json.dumps({k: [str(p) for p in v] for k, v in sorted(result.items())}, indent=1))
+    (out_dir / "cutouts.json").write_text(
+        json.dumps({k: [str(p) for p in v] for k, v in sorted(result.items())}, indent=1)
+    )
     return result

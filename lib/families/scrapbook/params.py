@@ -33,18 +33,28 @@ class ScrapbookParams:
     objects_per_image: int = 3  # x
     n_region_pairs: int = 3  # P
     n_questions_per_type: int = 3
-    n_wrong_positions: int = 3  # wrong absolute positions asked per present object (paper Table 6: 3)
+    n_wrong_positions: int = (
+        3  # wrong absolute positions asked per present object (paper Table 6: 3)
+    )
     backgrounds: str = "plain"  # plain | samples (scikit-image photographs) | a folder of images
     cutouts_dir: str = ""  # objects=cutouts: <dir>/<class>/*.png (RGBA)
     coco_images: str = ""  # objects=coco: the images folder (e.g. val2017/)
     coco_annotations: str = ""  # objects=coco: instances_val2017.json
     shapes: list[str] = field(default_factory=lambda: list(vocabulary()["shapes"]))
     colors: list[str] = field(default_factory=lambda: list(vocabulary()["colors"]))
-    canvas: list[int] = field(default_factory=lambda: list(vocabulary()["canvas"]))  # [width, height] (paper: 1280x768)
-    size_start: int = field(default_factory=lambda: vocabulary()["size_start"])  # first object's box side (paper: 70)
-    size_step: int = field(default_factory=lambda: vocabulary()["size_step"])  # growth per object (paper: 40)
+    canvas: list[int] = field(
+        default_factory=lambda: list(vocabulary()["canvas"])
+    )  # [width, height] (paper: 1280x768)
+    size_start: int = field(
+        default_factory=lambda: vocabulary()["size_start"]
+    )  # first object's box side (paper: 70)
+    size_step: int = field(
+        default_factory=lambda: vocabulary()["size_step"]
+    )  # growth per object (paper: 40)
     types: list[str] = field(default_factory=lambda: list(Q.TYPES))  # question types to generate
-    groups: list[str] = field(default_factory=lambda: ["np", "abs", "rel"])  # position groups to generate
+    groups: list[str] = field(
+        default_factory=lambda: ["np", "abs", "rel"]
+    )  # position groups to generate
     forms: list[str] = field(default_factory=lambda: list(Q.FORMS))  # forms to generate
     seed: int = 0
     max_tries: int = 400  # placement draws per object before giving up (counted, reported)
@@ -54,7 +64,9 @@ class ScrapbookParams:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ScrapbookParamError(f"{source}: unknown Scrapbook parameter(s) {unknown}; known: {sorted(known)}")
+            raise ScrapbookParamError(
+                f"{source}: unknown Scrapbook parameter(s) {unknown}; known: {sorted(known)}"
+            )
         return cls(**d)
 
     def validate(self, check_files: bool = True) -> None:
@@ -72,8 +84,16 @@ class ScrapbookParams:
     def _check_counts(self) -> None:
         """S, N, B, A, x, P and the other counts, alone and against each other."""
         bad = self._bad
-        for name in ("n_sets", "objects_per_set", "n_backgrounds", "n_arrangements", "objects_per_image",
-                     "n_region_pairs", "n_questions_per_type", "max_tries"):
+        for name in (
+            "n_sets",
+            "objects_per_set",
+            "n_backgrounds",
+            "n_arrangements",
+            "objects_per_image",
+            "n_region_pairs",
+            "n_questions_per_type",
+            "max_tries",
+        ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 bad(name, "must be a positive integer")
         if self.objects not in ("shapes", "cutouts", "coco"):
@@ -93,7 +113,10 @@ class ScrapbookParams:
             bad("n_region_pairs", "P cannot exceed the 81 ordered pairs of the 9 regions")
         n = self.objects_per_set
         if self.n_arrangements > n * (n - 1):
-            bad("n_arrangements", f"A cannot exceed the N*(N-1)={n * (n - 1)} ordered (main, reference) pairs")
+            bad(
+                "n_arrangements",
+                f"A cannot exceed the N*(N-1)={n * (n - 1)} ordered (main, reference) pairs",
+            )
 
     def _check_vocabulary(self) -> None:
         """Shapes and colours the vocabulary knows, enough of them for a unique selection."""
@@ -107,7 +130,10 @@ class ScrapbookParams:
         if self.objects == "shapes":
             for name, pool in (("class_selection", self.shapes), ("color_selection", self.colors)):
                 if getattr(self, name) == "unique" and len(pool) < n:
-                    bad(name, f"unique selection needs at least N={n} values, the list has {len(pool)}")
+                    bad(
+                        name,
+                        f"unique selection needs at least N={n} values, the list has {len(pool)}",
+                    )
 
     def _check_files(self) -> None:
         """The cut-out, COCO and background folders the parameters name exist."""
@@ -118,23 +144,39 @@ class ScrapbookParams:
             if not Path(self.coco_images).is_dir():
                 bad("coco_images", "objects=coco needs the COCO images folder (e.g. val2017/)")
             if not Path(self.coco_annotations).is_file():
-                bad("coco_annotations", "objects=coco needs the instances JSON (e.g. instances_val2017.json)")
+                bad(
+                    "coco_annotations",
+                    "objects=coco needs the instances JSON (e.g. instances_val2017.json)",
+                )
         if self.backgrounds not in ("plain", "samples") and not Path(self.backgrounds).is_dir():
             bad("backgrounds", "must be plain, samples, or an existing folder of images")
 
     def _check_lists_and_sizes(self) -> None:
         """The types, groups and forms asked for, the canvas, and objects that fit its regions."""
         bad, n = self._bad, self.objects_per_set
-        for name, allowed in (("types", Q.TYPES), ("groups", ("np", "abs", "rel")), ("forms", Q.FORMS)):
+        for name, allowed in (
+            ("types", Q.TYPES),
+            ("groups", ("np", "abs", "rel")),
+            ("forms", Q.FORMS),
+        ):
             chosen = getattr(self, name)
             if not chosen or any(c not in allowed for c in chosen):
                 bad(name, f"must be a non-empty list drawn from {list(allowed)}")
         if len(self.canvas) != 2 or min(self.canvas) < 48:
             bad("canvas", "must be [width, height], each at least 48 pixels")
         if self.size_start < 8 or self.size_step < 0:
-            bad("size_start", "objects need a box side of at least 8 pixels and a non-negative size_step")
+            bad(
+                "size_start",
+                "objects need a box side of at least 8 pixels and a non-negative size_step",
+            )
         width, height = self.canvas
         side = self.size_start + self.size_step * (n - 1)  # the largest object
-        if self.objects == "shapes" and min(side, width // 3) * min(side, height // 3) < 0.75 * side * side:
-            bad("objects_per_set", f"its largest object ({side}px) cannot sit 3/4 inside a "
-                                   f"{width // 3}x{height // 3} region")
+        if (
+            self.objects == "shapes"
+            and min(side, width // 3) * min(side, height // 3) < 0.75 * side * side
+        ):
+            bad(
+                "objects_per_set",
+                f"its largest object ({side}px) cannot sit 3/4 inside a "
+                f"{width // 3}x{height // 3} region",
+            )

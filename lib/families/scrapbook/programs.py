@@ -30,9 +30,20 @@ from lib.families.scrapbook.consistency import query_id
 from lib.families.scrapbook.layout import relation
 from lib.families.scrapbook.objects import vocabulary
 
-OPPOSITE = {"upper left": "lower right", "above": "below", "upper right": "lower left", "left": "right",
-            "right": "left", "lower left": "upper right", "below": "above", "lower right": "upper left"}
-ATTRIBUTES = ("color", "shape")  # what an object is described by, in the order questions ask about them
+OPPOSITE = {
+    "upper left": "lower right",
+    "above": "below",
+    "upper right": "lower left",
+    "left": "right",
+    "right": "left",
+    "lower left": "upper right",
+    "below": "above",
+    "lower right": "upper left",
+}
+ATTRIBUTES = (
+    "color",
+    "shape",
+)  # what an object is described by, in the order questions ask about them
 
 
 class Obj(NamedTuple):
@@ -46,7 +57,11 @@ def descriptors(attrs: dict) -> list[dict]:
     """The ways of describing an object: by shape, by colour, by both (a cut-out: its class)."""
     if attrs.get("color") is None:
         return [{"shape": attrs["shape"]}]
-    return [{"shape": attrs["shape"]}, {"color": attrs["color"]}, {"color": attrs["color"], "shape": attrs["shape"]}]
+    return [
+        {"shape": attrs["shape"]},
+        {"color": attrs["color"]},
+        {"color": attrs["color"], "shape": attrs["shape"]},
+    ]
 
 
 def _unique(dicts) -> list[dict]:
@@ -63,7 +78,9 @@ def _attrs(obj: dict) -> dict:
     return {k: obj[k] for k in ("shape", "color") if obj.get(k) is not None}
 
 
-def wrong_regions(correct: set[str], unit_regions: list[str], n: int, rng: random.Random) -> list[str]:
+def wrong_regions(
+    correct: set[str], unit_regions: list[str], n: int, rng: random.Random
+) -> list[str]:
     """``n`` wrong absolute positions for an object at ``correct``: first where the unit's other
     objects are or will be added (paper 4.4), then regions drawn with the seed (Table 6's counts
     need 3 per object and image; a unit of x=3 objects names at most 2)."""
@@ -75,26 +92,42 @@ def wrong_regions(correct: set[str], unit_regions: list[str], n: int, rng: rando
 class Facts:
     """What the handlers read of one scene, worked out once, and the scene's seeded RNG."""
 
-    def __init__(self, scene: dict, colors: list[str], shapes: list[str], seed: int, n_wrong_positions: int):
-        self.scene, self.colors, self.shapes, self.n_wrong = scene, colors, shapes, n_wrong_positions
+    def __init__(
+        self, scene: dict, colors: list[str], shapes: list[str], seed: int, n_wrong_positions: int
+    ):
+        self.scene, self.colors, self.shapes, self.n_wrong = (
+            scene,
+            colors,
+            shapes,
+            n_wrong_positions,
+        )
         self.rng = random.Random(f"{seed}:wrong:{scene['id']}")
         self.order = vocabulary()["regions"]
         present = [_attrs(o) for o in scene["objects"]]
         absent = [_attrs(a) for a in scene["absent"]]
         self.present = [Obj(a, o) for a, o in zip(present, scene["objects"])]
         self.objects = self.present + [Obj(a, None) for a in absent]
-        self.targets = _unique([d for o in present + absent for d in descriptors(o)]
-                               + [{"color": p["color"], "shape": a["shape"]} for p in present for a in absent[:1]
-                                  if "color" in p and a["shape"] != p["shape"]])
+        self.targets = _unique(
+            [d for o in present + absent for d in descriptors(o)]
+            + [
+                {"color": p["color"], "shape": a["shape"]}
+                for p in present
+                for a in absent[:1]
+                if "color" in p and a["shape"] != p["shape"]
+            ]
+        )
         here = [o["region"] for o in scene["objects"]]
         self.unit_regions = scene.get("unit_regions") or here + list(scene["region_pair"])
         self.region_list = sorted(set(self.unit_regions) | set(here), key=self.order.index)
         self.ref_obj = next((o for o in scene["objects"] if o["role"] == "reference"), None)
-        self.ref_attrs = _attrs(self.ref_obj or next(a for a in scene["absent"] if a.get("role") == "reference"))
+        self.ref_attrs = _attrs(
+            self.ref_obj or next(a for a in scene["absent"] if a.get("role") == "reference")
+        )
         self.present_keys = {query_id(d) for o in present for d in descriptors(o)}
 
 
 # --- the handlers a program calls: (facts, *arguments) -> a value, a list to loop over, or a test --
+
 
 def _described(x) -> dict:
     return x.attrs if isinstance(x, Obj) else x
@@ -106,7 +139,9 @@ def at_regions(f: Facts, x) -> list[str]:
     correct = {o["region"] for o in f.scene["objects"] if attrs.items() <= o.items()}
     if not correct:
         return f.region_list
-    return sorted(correct, key=f.order.index) + wrong_regions(correct, f.unit_regions, f.n_wrong, f.rng)
+    return sorted(correct, key=f.order.index) + wrong_regions(
+        correct, f.unit_regions, f.n_wrong, f.rng
+    )
 
 
 def claims(f: Facts, obj: Obj, key: str) -> list[dict]:
@@ -123,7 +158,9 @@ def single_attributes(f: Facts, obj: Obj, but: str) -> list[dict]:
 
 def relation_to_reference(f: Facts, obj: Obj) -> str | None:
     """Where the object is relative to the reference (the unit's relation when the reference is absent)."""
-    return relation(obj.rec["box"], f.ref_obj["box"]) if f.ref_obj is not None else f.scene["relation"]
+    return (
+        relation(obj.rec["box"], f.ref_obj["box"]) if f.ref_obj is not None else f.scene["relation"]
+    )
 
 
 HANDLERS: dict[str, Callable] = {
@@ -158,7 +195,9 @@ KEEP: dict[str, Callable] = {"answerable": lambda f, query: Q.answer(query, f.sc
 
 # --- compiling a program -------------------------------------------------------------------------
 
-_CLAUSE = re.compile(r"(?:(?P<test>if|unless) (?P<cond>.+)|(?P<name>\w+) (?P<op>in|=) (?P<source>.+))")
+_CLAUSE = re.compile(
+    r"(?:(?P<test>if|unless) (?P<cond>.+)|(?P<name>\w+) (?P<op>in|=) (?P<source>.+))"
+)
 _TOKEN = re.compile(r"\s*(\w+|[(),])")
 Run = Callable[[Facts, dict, Callable], None]  # (facts, bindings, emit)
 
@@ -210,7 +249,9 @@ def _parse(tokens: list[str], bound: set[str], consts: dict, where: str):
 def _call(name: str, args: list, where: str):
     handler = HANDLERS.get(name)
     if handler is None:
-        raise ProgramError(f"{where}: {name!r} is neither a bound name nor a handler ({', '.join(sorted(HANDLERS))})")
+        raise ProgramError(
+            f"{where}: {name!r} is neither a bound name nor a handler ({', '.join(sorted(HANDLERS))})"
+        )
     arity = len(inspect.signature(handler).parameters) - 1
     if arity != len(args):
         raise ProgramError(f"{where}: {name} takes {arity} argument(s), given {len(args)}")
@@ -226,7 +267,9 @@ def _clause(text: str, bound: set[str], consts: dict, where: str):
     """One clause -> ``(wrap, names it binds)``; ``wrap(inner)`` runs ``inner`` per binding."""
     m = _CLAUSE.fullmatch(text)
     if m is None:
-        raise ProgramError(f"{where}: {text!r} is no clause (NAME in SOURCE, NAME = SOURCE, if TEST, unless TEST)")
+        raise ProgramError(
+            f"{where}: {text!r} is no clause (NAME in SOURCE, NAME = SOURCE, if TEST, unless TEST)"
+        )
     if m["test"]:
         test, holds = _expr(m["cond"], bound, consts, where), m["test"] == "if"
 
@@ -234,15 +277,20 @@ def _clause(text: str, bound: set[str], consts: dict, where: str):
             def when(f, env, emit):
                 if bool(test(f, env)) == holds:
                     inner(f, env, emit)
+
             return when
+
         return wrap, set()
     name, source = m["name"], _expr(m["source"], bound, consts, where)
     if m["op"] == "=":
+
         def wrap(inner):
             def let(f, env, emit):
                 env[name] = source(f, env)
                 inner(f, env, emit)
+
             return let
+
         return wrap, {name}
 
     def wrap(inner):
@@ -250,7 +298,9 @@ def _clause(text: str, bound: set[str], consts: dict, where: str):
             for value in source(f, env):
                 env[name] = value
                 inner(f, env, emit)
+
         return each
+
     return wrap, {name}
 
 
@@ -258,11 +308,14 @@ def _ask(fields: dict, bound: set[str], where: str) -> Run:
     refs = {k: v[1:] for k, v in fields.items() if isinstance(v, str) and v.startswith("$")}
     for k, name in refs.items():
         if name not in bound:
-            raise ProgramError(f"{where}: ask field {k}: ${name} is not bound here (bound: {sorted(bound)})")
+            raise ProgramError(
+                f"{where}: ask field {k}: ${name} is not bound here (bound: {sorted(bound)})"
+            )
     fields = list(fields.items())
 
     def ask(f, env, emit):
         emit({k: env[refs[k]] if k in refs else v for k, v in fields})
+
     return ask
 
 
@@ -277,11 +330,14 @@ def _step(step: dict, bound: set[str], consts: dict, where: str) -> Run:
     if "ask" in step:
         run = _ask(step["ask"], bound, where)
     else:
-        inner = [_step(s, bound, consts, f"{where} > step {j + 1}") for j, s in enumerate(step["do"])]
+        inner = [
+            _step(s, bound, consts, f"{where} > step {j + 1}") for j, s in enumerate(step["do"])
+        ]
 
         def run(f, env, emit):
             for r in inner:
                 r(f, env, emit)
+
     for wrap in reversed(wraps):
         run = wrap(run)
     return run
@@ -307,24 +363,43 @@ def compile_program(spec: dict, where: str = "program") -> Program:
     def run(f, env, emit):
         for s in steps:
             s(f, env, emit)
+
     return Program(tuple(spec["types"]), run, KEEP.get(spec.get("keep")))
 
 
 @lru_cache(maxsize=1)
 def programs() -> tuple[Program, ...]:
     """The programs of ``templates.yaml``, compiled once per process."""
-    return tuple(compile_program(spec, f"lib/families/scrapbook/data/templates.yaml programs[{i}] ({', '.join(spec['types'])})")
-                 for i, spec in enumerate(Q.templates()["programs"]))
+    return tuple(
+        compile_program(
+            spec,
+            f"lib/families/scrapbook/data/templates.yaml programs[{i}] ({', '.join(spec['types'])})",
+        )
+        for i, spec in enumerate(Q.templates()["programs"])
+    )
 
 
-def keyed_queries(scene: dict, colors: list[str] | None = None, shapes: list[str] | None = None, seed: int = 0, *,
-                  n_wrong_positions: int, compiled: tuple[Program, ...] | None = None) -> list[tuple[str, dict]]:
+def keyed_queries(
+    scene: dict,
+    colors: list[str] | None = None,
+    shapes: list[str] | None = None,
+    seed: int = 0,
+    *,
+    n_wrong_positions: int,
+    compiled: tuple[Program, ...] | None = None,
+) -> list[tuple[str, dict]]:
     """``(query_id, query)`` of every query the programs (``compiled``; by default :func:`programs`)
     ask about ``scene``, each once, in order; wrong values come from ``colors`` and ``shapes`` (by
     default the vocabulary's), ``n_wrong_positions`` wrong regions per present object (the
     generator's parameter)."""
     vocab = vocabulary()
-    facts = Facts(scene, list(colors or vocab["colors"]), list(shapes or vocab["shapes"]), seed, n_wrong_positions)
+    facts = Facts(
+        scene,
+        list(colors or vocab["colors"]),
+        list(shapes or vocab["shapes"]),
+        seed,
+        n_wrong_positions,
+    )
     out: list[tuple[str, dict]] = []
     seen: set[str] = set()
     for program in programs() if compiled is None else compiled:
@@ -335,5 +410,6 @@ def keyed_queries(scene: dict, colors: list[str] | None = None, shapes: list[str
             if key not in seen and (keep is None or keep(facts, query)):
                 seen.add(key)
                 out.append((key, query))
+
         program.run(facts, {}, emit)
     return out

@@ -45,8 +45,17 @@ DATA = Path(__file__).with_name("data")  # the family's templates, vocabulary an
 TYPES = ("presence", "counting", "confirmation", "recognition")
 FORMS = ("original", "condition", "direction", "enumerated")
 _SLOT = re.compile(r"\{(\w+)\}")
-_IRREGULAR = {"sheep": "sheep", "mouse": "mice", "knife": "knives", "bus": "buses", "couch": "couches",
-              "sandwich": "sandwiches", "toothbrush": "toothbrushes", "skis": "skis", "scissors": "scissors"}
+_IRREGULAR = {
+    "sheep": "sheep",
+    "mouse": "mice",
+    "knife": "knives",
+    "bus": "buses",
+    "couch": "couches",
+    "sandwich": "sandwiches",
+    "toothbrush": "toothbrushes",
+    "skis": "skis",
+    "scissors": "scissors",
+}
 
 
 @lru_cache(maxsize=1)
@@ -61,8 +70,11 @@ def expressions() -> dict:
 
 # --- evaluating a query on a scene ------------------------------------------------------------
 
+
 def _matches(obj: dict, attrs: dict) -> bool:
-    return attrs.items() <= obj.items()  # every described attribute equals the object's (C-level test)
+    return (
+        attrs.items() <= obj.items()
+    )  # every described attribute equals the object's (C-level test)
 
 
 def select(query: dict, scene: dict, attrs: dict | None = None) -> list[dict] | None:
@@ -76,7 +88,11 @@ def select(query: dict, scene: dict, attrs: dict | None = None) -> list[dict] | 
         refs = [o for o in scene["objects"] if _matches(o, query["reference"])]
         if len(refs) != 1:
             return None
-        objs = [o for o in objs if o is not refs[0] and box_relation(o["box"], refs[0]["box"]) == query["relation"]]
+        objs = [
+            o
+            for o in objs
+            if o is not refs[0] and box_relation(o["box"], refs[0]["box"]) == query["relation"]
+        ]
     return objs
 
 
@@ -108,21 +124,31 @@ def _attribute(chosen: list[dict], query: dict) -> str:
     return chosen[0][query["ask"]] if len(chosen) == 1 else UNK  # one subject, as for claims
 
 
-def _yes_no(query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]) -> list[str]:
+def _yes_no(
+    query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]
+) -> list[str]:
     return ["yes", "no"]
 
 
-def _numbers(query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]) -> list[str]:
+def _numbers(
+    query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]
+) -> list[str]:
     return [str(i) for i in range(max_count + 1)]
 
 
-def _values(query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]) -> list[str]:
+def _values(
+    query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]
+) -> list[str]:
     return {"color": colors, "shape": shapes, "region": regions}[query["ask"]]
 
 
 # the answer kinds the types of templates.yaml name (`answer:`)
-ANSWER_KINDS = {"exists": AnswerKind(_exists, _yes_no), "count": AnswerKind(_count, _numbers),
-                "claim": AnswerKind(_claim, _yes_no), "attribute": AnswerKind(_attribute, _values)}
+ANSWER_KINDS = {
+    "exists": AnswerKind(_exists, _yes_no),
+    "count": AnswerKind(_count, _numbers),
+    "claim": AnswerKind(_claim, _yes_no),
+    "attribute": AnswerKind(_attribute, _values),
+}
 
 
 def answer_kind(query: dict) -> AnswerKind:
@@ -177,6 +203,7 @@ def level(query: dict) -> int:
 
 # --- paraphrases ------------------------------------------------------------------------------
 
+
 def _an(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
 
@@ -204,7 +231,9 @@ def nouns(attrs: dict, plural: bool = False) -> list[str]:
 
 
 def _with_article(phrases: list[str]) -> list[str]:
-    return [f"{art if art != 'a' else _an(p)} {p}" for p in phrases for art in expressions()["article"]]
+    return [
+        f"{art if art != 'a' else _an(p)} {p}" for p in phrases for art in expressions()["article"]
+    ]
 
 
 def region_phrases(region: str) -> list[str]:
@@ -212,7 +241,11 @@ def region_phrases(region: str) -> list[str]:
     picture", "somewhere on the left half" (the side regions are also the paper's halves)."""
     e = expressions()
     on = "in" if region in e["in_regions"] else "on"
-    out = [p.replace("{on}", on).replace("{r}", r) for p in e["at_region"] for r in e["regions"][region]]
+    out = [
+        p.replace("{on}", on).replace("{r}", r)
+        for p in e["at_region"]
+        for r in e["regions"][region]
+    ]
     if region in e["halves"]:
         out += [p.replace("{h}", e["halves"][region]) for p in e["at_half"]]
     return out
@@ -226,7 +259,9 @@ def slot_values(query: dict) -> dict[str, list[str]]:
     values["a_obj"] = _with_article(nouns(target))
     values["objs"] = nouns(target, plural=True)
     # after "how many items are": "circles" / "red circles", but a bare colour for "red objects"
-    values["objs_pred"] = nouns(target, plural=True) if "shape" in target else [target.get("color") or "here"]
+    values["objs_pred"] = (
+        nouns(target, plural=True) if "shape" in target else [target.get("color") or "here"]
+    )
     values["subj"] = nouns(target)
     if query["group"] == "abs":
         values["at_region"] = region_phrases(query["region"])
@@ -234,7 +269,7 @@ def slot_values(query: dict) -> dict[str, list[str]]:
         values["rel"] = e["relations"][query["relation"]]
         values["the_ref"] = [f"the {n}" for n in nouns(query["reference"])]
     if query["type"] == "confirmation":
-        (key, val), = query["assert"].items()
+        ((key, val),) = query["assert"].items()
         values["prop"] = [val] if key == "color" else [f"{_an(val)} {val}"]
     return values
 
@@ -277,9 +312,13 @@ def paraphrases(query: dict, key: str | None = None) -> tuple[str, ...]:
     return _paraphrases(key or query_id(query))
 
 
-def alternatives(query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]) -> list[str]:
+def alternatives(
+    query: dict, max_count: int, colors: list[str], shapes: list[str], regions: list[str]
+) -> list[str]:
     """The enumerated-form choices; the last is always ``not applicable``."""
-    return answer_kind(query).choices(query, max_count, colors, shapes, regions) + [templates()["not_applicable"]]
+    return answer_kind(query).choices(query, max_count, colors, shapes, regions) + [
+        templates()["not_applicable"]
+    ]
 
 
 def affixes(query: dict, alts: list[str]) -> dict[str, tuple[str, str]]:
@@ -287,9 +326,12 @@ def affixes(query: dict, alts: list[str]) -> dict[str, tuple[str, str]]:
     f = templates()["forms"]
     key = query["ask"] if query["type"] == "recognition" else query["type"]
     listed = ", ".join(alts[:-1]) + ", or " + alts[-1]
-    return {"original": ("", ""), "condition": ("", " " + f["condition"][key]),
-            "direction": (f["direction"] + " ", ""),
-            "enumerated": ("", " " + f["enumerated"].replace("{alternatives}", listed))}
+    return {
+        "original": ("", ""),
+        "condition": ("", " " + f["condition"][key]),
+        "direction": (f["direction"] + " ", ""),
+        "enumerated": ("", " " + f["enumerated"].replace("{alternatives}", listed)),
+    }
 
 
 def render(text: str, form: str, query: dict, alts: list[str]) -> str:

@@ -46,9 +46,31 @@ from lib.tasks.styles import ZeroShot
 
 # the frame's strings stay Python objects (shared with the records), not copied into pyarrow
 # strings (a second copy of every answer's text)
-TEXT_COLUMNS = ("model", "item_id", "image", "parent", "query", "type", "form", "expected", "output")
-ITEM_COLUMNS = ("item_id", "image", "parent", "query", "type", "form", "level", "concepts", "subgroup", "absurd",
-                "paraphrase", "expected")
+TEXT_COLUMNS = (
+    "model",
+    "item_id",
+    "image",
+    "parent",
+    "query",
+    "type",
+    "form",
+    "expected",
+    "output",
+)
+ITEM_COLUMNS = (
+    "item_id",
+    "image",
+    "parent",
+    "query",
+    "type",
+    "form",
+    "level",
+    "concepts",
+    "subgroup",
+    "absurd",
+    "paraphrase",
+    "expected",
+)
 
 
 def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
@@ -64,9 +86,23 @@ def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
     shared: dict[str, dict] = {k: {} for k in ITEM_COLUMNS}
     for it in items:
         m = it.meta
-        for k, v in zip(ITEM_COLUMNS, (it.id, m["image"], m.get("parent"), S.query_id(m["query"]), m["type"], m["form"],
-                                       m["level"], tuple(m["concepts"]), m["subgroup"], bool(m["absurd"]),
-                                       m.get("paraphrase", 0), it.answer[0])):
+        for k, v in zip(
+            ITEM_COLUMNS,
+            (
+                it.id,
+                m["image"],
+                m.get("parent"),
+                S.query_id(m["query"]),
+                m["type"],
+                m["form"],
+                m["level"],
+                tuple(m["concepts"]),
+                m["subgroup"],
+                bool(m["absurd"]),
+                m.get("paraphrase", 0),
+                it.answer[0],
+            ),
+        ):
             columns[k].append(v if k == "item_id" else shared[k].setdefault(v, v))
         kind = (m["type"], m["query"].get("ask"))
         kinds.append(kind := seen_kinds.setdefault(kind, kind))
@@ -74,12 +110,20 @@ def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
             seen[kind].update(m.get("alternatives") or [a for a in it.answer if a != S.UNK])
     spaces = spaces or {k: tuple(sorted(v)) for k, v in seen.items()}
     labels: dict = {}
-    columns = {"model": [labels.setdefault((p.model, p.style), f"{p.model} [{p.style}]") for p in preds], **columns,
-               "output": [None if p.method == ERROR else p.raw for p in preds], "space": [spaces[k] for k in kinds]}
-    return pd.DataFrame({k: pd.Series(v, dtype=object if k in TEXT_COLUMNS else None) for k, v in columns.items()})
+    columns = {
+        "model": [labels.setdefault((p.model, p.style), f"{p.model} [{p.style}]") for p in preds],
+        **columns,
+        "output": [None if p.method == ERROR else p.raw for p in preds],
+        "space": [spaces[k] for k in kinds],
+    }
+    return pd.DataFrame(
+        {k: pd.Series(v, dtype=object if k in TEXT_COLUMNS else None) for k, v in columns.items()}
+    )
 
 
-def scrapbook_tables(frame: pd.DataFrame, valid: np.ndarray, truncated: np.ndarray, scoring: Scoring) -> Tables:
+def scrapbook_tables(
+    frame: pd.DataFrame, valid: np.ndarray, truncated: np.ndarray, scoring: Scoring
+) -> Tables:
     """The protocol's metric rows, levels and errors of a scored frame (one row per answer, in the
     group's order; ``valid`` and ``truncated``: each answer's flags in that order). Every value
     handed to a bootstrap is a numpy array of 0/1 scores, which :func:`lib.metrics.stats.mean_ci`
@@ -87,20 +131,45 @@ def scrapbook_tables(frame: pd.DataFrame, valid: np.ndarray, truncated: np.ndarr
     n_inv, n_cut = int((~valid).sum()), int(truncated.sum())
     qs = S.questions(frame)
     rows = []
-    for form, sub in frame[["form", "correct"]].groupby("form"):  # the two columns it reads, not every one
+    for form, sub in frame[["form", "correct"]].groupby(
+        "form"
+    ):  # the two columns it reads, not every one
         at = sub.index.to_numpy()
-        rows.append(metric_row(f"form={form}", "accuracy", sub["correct"].to_numpy(dtype=float), len(sub),
-                               int((~valid[at]).sum()), scoring=scoring, n_truncated=int(truncated[at].sum())))
+        rows.append(
+            metric_row(
+                f"form={form}",
+                "accuracy",
+                sub["correct"].to_numpy(dtype=float),
+                len(sub),
+                int((~valid[at]).sum()),
+                scoring=scoring,
+                n_truncated=int(truncated[at].sum()),
+            )
+        )
     for filt, q in (("non-absurd", qs[~qs["absurd"]]), ("full", qs)):
-        for metric, col in (("accuracy_all_forms", "correct_all"), ("accuracy_all_forms_strict", "correct_all_strict"),
-                            ("consistent_rate", "consistent")):
-            rows.append(metric_row(filt, metric, q[col].to_numpy(dtype=float), len(q), n_inv, scoring=scoring,
-                                   n_truncated=n_cut))
+        for metric, col in (
+            ("accuracy_all_forms", "correct_all"),
+            ("accuracy_all_forms_strict", "correct_all_strict"),
+            ("consistent_rate", "consistent"),
+        ):
+            rows.append(
+                metric_row(
+                    filt,
+                    metric,
+                    q[col].to_numpy(dtype=float),
+                    len(q),
+                    n_inv,
+                    scoring=scoring,
+                    n_truncated=n_cut,
+                )
+            )
     errors = S.errors_frame(S.error_table(frame, qs), S.overall_table(frame, qs))
     return Tables(rows, levels=S.levels(frame), errors=errors)
 
 
-READ_MEMO = 2**16  # distinct (output, question kind) readings remembered: a model's answers repeat, but not all
+READ_MEMO = (
+    2**16
+)  # distinct (output, question kind) readings remembered: a model's answers repeat, but not all
 
 
 class ScrapbookScorer(Scorer):
@@ -115,8 +184,19 @@ class ScrapbookScorer(Scorer):
     frame of every answer. No prediction, item or frame of every answer is held: a paper-sized
     group keeps about twenty bytes per answer."""
 
-    CODED = ("image", "parent", "query", "paraphrase", "type", "form", "level", "subgroup", "concepts", "expected",
-             "kind")
+    CODED = (
+        "image",
+        "parent",
+        "query",
+        "paraphrase",
+        "type",
+        "form",
+        "level",
+        "subgroup",
+        "concepts",
+        "expected",
+        "kind",
+    )
 
     def __init__(self, task: Task, scoring: Scoring):
         super().__init__(task, scoring)
@@ -137,10 +217,19 @@ class ScrapbookScorer(Scorer):
                 self.model = f"{p.model} [{p.style}]"
             m = it.meta
             kind = (m["type"], m["query"].get("ask"))
-            for k, v in (("image", m["image"]), ("parent", m.get("parent")), ("query", S.query_id(m["query"])),
-                         ("paraphrase", m.get("paraphrase", 0)), ("type", m["type"]), ("form", m["form"]),
-                         ("level", m["level"]), ("subgroup", m["subgroup"]), ("concepts", tuple(m["concepts"])),
-                         ("expected", it.answer[0]), ("kind", kind)):
+            for k, v in (
+                ("image", m["image"]),
+                ("parent", m.get("parent")),
+                ("query", S.query_id(m["query"])),
+                ("paraphrase", m.get("paraphrase", 0)),
+                ("type", m["type"]),
+                ("form", m["form"]),
+                ("level", m["level"]),
+                ("subgroup", m["subgroup"]),
+                ("concepts", tuple(m["concepts"])),
+                ("expected", it.answer[0]),
+                ("kind", kind),
+            ):
                 c[k].add(v)
             self.absurd.append(bool(m["absurd"]))
             self.seen[kind].update(m.get("alternatives") or [a for a in it.answer if a != S.UNK])
@@ -148,16 +237,26 @@ class ScrapbookScorer(Scorer):
     def _read_answer(self, output, expected: int, form: int, kind: int) -> tuple:
         c = self.coded
         k = c["kind"].values[kind]
-        return S.read_answer(output, c["expected"].values[expected], c["form"].values[form], self._spaces[k],
-                             k[0] == "counting", self.exact)
+        return S.read_answer(
+            output,
+            c["expected"].values[expected],
+            c["form"].values[form],
+            self._spaces[k],
+            k[0] == "counting",
+            self.exact,
+        )
 
     def score(self, p):
         if self._spaces is None:  # every answer added: each kind's vocabulary is whole
             self._spaces = {k: tuple(sorted(v)) for k, v in self.seen.items()}
         i, c = self._next, self.coded
         self._next += 1
-        category, answer = self._read(None if p.method == ERROR else p.raw, c["expected"].codes[i],
-                                      c["form"].codes[i], c["kind"].codes[i])
+        category, answer = self._read(
+            None if p.method == ERROR else p.raw,
+            c["expected"].codes[i],
+            c["form"].codes[i],
+            c["kind"].codes[i],
+        )
         ok = category == S.CORRECT
         self.category.append(C.CATEGORY_NAMES.index(category))
         self.answer.add(answer)
@@ -171,16 +270,31 @@ class ScrapbookScorer(Scorer):
         c = self.coded
         images = {v: k for k, v in enumerate(c["image"].values)}
         # a parent as its image's code: none, or an image no answer is about, as the protocol reads them
-        parent = np.array([C.NO_PARENT if v is None else images.get(v, C.UNEVALUATED) for v in c["parent"].values],
-                          dtype=np.int32)
-        arrays = {k: c[k].array() for k in ("image", "query", "paraphrase", "type", "form", "concepts")}
+        parent = np.array(
+            [
+                C.NO_PARENT if v is None else images.get(v, C.UNEVALUATED)
+                for v in c["parent"].values
+            ],
+            dtype=np.int32,
+        )
+        arrays = {
+            k: c[k].array() for k in ("image", "query", "paraphrase", "type", "form", "concepts")
+        }
         return C.CodedAnswers(
-            model=self.model, parent=parent[c["parent"].array()], **arrays, types=c["type"].values,
-            forms=c["form"].values, level=c["level"].numbers(), subgroup=c["subgroup"].numbers(),
+            model=self.model,
+            parent=parent[c["parent"].array()],
+            **arrays,
+            types=c["type"].values,
+            forms=c["form"].values,
+            level=c["level"].numbers(),
+            subgroup=c["subgroup"].numbers(),
             concept_values=c["concepts"].values,
-            absurd=np.frombuffer(self.absurd, dtype=bool), category=np.frombuffer(self.category, dtype=np.int8),
-            answer=self.answer.array(), valid=np.frombuffer(self.valid, dtype=bool),
-            truncated=np.frombuffer(self.truncated, dtype=bool))
+            absurd=np.frombuffer(self.absurd, dtype=bool),
+            category=np.frombuffer(self.category, dtype=np.int8),
+            answer=self.answer.array(),
+            valid=np.frombuffer(self.valid, dtype=bool),
+            truncated=np.frombuffer(self.truncated, dtype=bool),
+        )
 
     def tables(self) -> Tables:
         if self._tables is None:
@@ -216,7 +330,10 @@ def target_kind(meta: dict) -> str:
 class ScrapbookQA(Task):
     name = "scrapbook.qa"
     Options = ScrapbookOptions
-    headline = ("non-absurd", "accuracy_all_forms")  # Table 8: a question is right when all its forms are
+    headline = (
+        "non-absurd",
+        "accuracy_all_forms",
+    )  # Table 8: a question is right when all its forms are
     headline_score = "correct"  # each form's answer, the part of the all-forms accuracy an item has
 
     def choices(self, item):
@@ -226,12 +343,18 @@ class ScrapbookQA(Task):
 
     def prompt(self, item, root) -> Prompt:
         p = self.prompts()
-        return Prompt(p["question"].format(question=item.question), tuple(str(Path(root) / im) for im in item.images),
-                      self.choices(item), p["answer_trigger"])
+        return Prompt(
+            p["question"].format(question=item.question),
+            tuple(str(Path(root) / im) for im in item.images),
+            self.choices(item),
+            p["answer_trigger"],
+        )
 
     def score(self, preds, items, scoring: Scoring) -> pd.DataFrame:
         frame = S.score_versions(scrapbook_frame(preds, items), exact=scoring.of(self).exact)
-        for p, cat, ok, strict in zip(preds, frame["category"], frame["correct"], frame["correct_strict"]):
+        for p, cat, ok, strict in zip(
+            preds, frame["category"], frame["correct"], frame["correct_strict"]
+        ):
             p.correct = bool(ok)
             p.scores = {"correct": float(ok), "correct_strict": float(strict)}
             p.meta["category"] = cat
@@ -239,8 +362,12 @@ class ScrapbookQA(Task):
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         frame = state if state is not None else self.score(preds, items, scoring)
-        return scrapbook_tables(frame, np.array([bool(p.valid) for p in preds], dtype=bool),
-                                np.array([bool(p.truncated) for p in preds], dtype=bool), scoring)
+        return scrapbook_tables(
+            frame,
+            np.array([bool(p.valid) for p in preds], dtype=bool),
+            np.array([bool(p.truncated) for p in preds], dtype=bool),
+            scoring,
+        )
 
     def scorer(self, scoring: Scoring) -> Scorer:
         return ScrapbookScorer(self, scoring)
@@ -254,17 +381,23 @@ class ScrapbookQA(Task):
         out, errors, levels = {}, results.errors, results.levels
         if len(errors):
             q = errors[errors["unit"] == "questions"]
-            out["table8_overall"] = q.pivot_table(index=["dataset", "filter"], columns=["model", "style"],
-                                                  values="accuracy").round(4)
+            out["table8_overall"] = q.pivot_table(
+                index=["dataset", "filter"], columns=["model", "style"], values="accuracy"
+            ).round(4)
             agg = errors[errors["unit"] == "aggregated"]
-            out["tables9_10_15_errors"] = agg.pivot_table(index=["dataset", "category"],
-                                                          columns=["model", "style", "filter"], values="count")
+            out["tables9_10_15_errors"] = agg.pivot_table(
+                index=["dataset", "category"], columns=["model", "style", "filter"], values="count"
+            )
         if len(levels):
             two = levels[(levels["level"] == 2) & (levels["form"] == "all")].copy()
             if len(two):
                 two["cell"] = [f"{c} / {n}" for c, n in zip(two["correct"], two["n"])]
-                out["tables11_14_level2"] = two.pivot_table(index=["dataset", "model", "style", "concepts", "type"],
-                                                            columns="subgroup", values="cell", aggfunc="first")
+                out["tables11_14_level2"] = two.pivot_table(
+                    index=["dataset", "model", "style", "concepts", "type"],
+                    columns="subgroup",
+                    values="cell",
+                    aggfunc="first",
+                )
         return out
 
     def paper_figures(self, results: Results) -> dict[str, object]:
@@ -272,16 +405,26 @@ class ScrapbookQA(Task):
         levels = results.levels
         if not len(levels):
             return {}
-        return {f"scrapbook_level1_{dataset}_{model}": plots.scrapbook_level1(lv)[0]
-                for (dataset, model, style), lv in levels.groupby(["dataset", "model", "style"])
-                if style == ZeroShot.name and (lv["level"] == 1).any()}
+        return {
+            f"scrapbook_level1_{dataset}_{model}": plots.scrapbook_level1(lv)[0]
+            for (dataset, model, style), lv in levels.groupby(["dataset", "model", "style"])
+            if style == ZeroShot.name and (lv["level"] == 1).any()
+        }
 
     def unit(self, item: Item) -> Unit:
         """One query on one image chain, every form of it: scored together by the protocol, level 1
         before level 2."""
-        return Unit((tuple(item.meta.get("unit") or ()), S.query_id(item.meta["query"])), item.meta["level"])
+        return Unit(
+            (tuple(item.meta.get("unit") or ()), S.query_id(item.meta["query"])), item.meta["level"]
+        )
 
     def facets(self, item: Item) -> dict:
         m = item.meta
-        return {"type": m.get("type"), "group": m.get("group"), "form": m.get("form"), "level": m.get("level"),
-                "target": target_kind(m), "absurd": m.get("absurd") is True}
+        return {
+            "type": m.get("type"),
+            "group": m.get("group"),
+            "form": m.get("form"),
+            "level": m.get("level"),
+            "target": target_kind(m),
+            "absurd": m.get("absurd") is True,
+        }

@@ -34,8 +34,12 @@ class OpenVQA(Task):
     headline = ("all", "vqa_accuracy")
 
     def prompt(self, item, root) -> Prompt:
-        return Prompt(self.prompts()["open"].format(question=item.question),
-                      tuple(str(Path(root) / im) for im in item.images), None, style_prompts()["cot"]["answer_trigger"])
+        return Prompt(
+            self.prompts()["open"].format(question=item.question),
+            tuple(str(Path(root) / im) for im in item.images),
+            None,
+            style_prompts()["cot"]["answer_trigger"],
+        )
 
     def score(self, preds, items, scoring: Scoring):
         set_text_scores(preds, text_scores(preds, [self.target(it) for it in items], OPEN_METRICS))
@@ -44,6 +48,17 @@ class OpenVQA(Task):
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         n, n_inv = len(preds), sum(not p.valid for p in preds)
-        return Tables([metric_row("all", metric, [p.scores[metric] for p in preds], n, n_inv, scoring=scoring,
-                                  n_truncated=n_truncated(preds))
-                       for metric in OPEN_METRICS])
+        return Tables(
+            [
+                metric_row(
+                    "all",
+                    metric,
+                    [p.scores[metric] for p in preds],
+                    n,
+                    n_inv,
+                    scoring=scoring,
+                    n_truncated=n_truncated(preds),
+                )
+                for metric in OPEN_METRICS
+            ]
+        )

@@ -21,9 +21,19 @@ from lib.schema import Item
 
 def detection_items(records: list[dict]) -> list[Item]:
     """Detection: every labelled image, satirical or not (Y / N), with its stage and panel styles."""
-    return [Detection.make_item(f"{r['id']}-detection", r["path"], r["label"] == "satirical",
-                                meta={"stage": r.get("stage"), "styles": f"{r.get('left_style')}|{r.get('right_style')}"})
-            for r in records if r.get("label") in ("satirical", "non_satirical")]
+    return [
+        Detection.make_item(
+            f"{r['id']}-detection",
+            r["path"],
+            r["label"] == "satirical",
+            meta={
+                "stage": r.get("stage"),
+                "styles": f"{r.get('left_style')}|{r.get('right_style')}",
+            },
+        )
+        for r in records
+        if r.get("label") in ("satirical", "non_satirical")
+    ]
 
 
 @dataclass
@@ -61,41 +71,69 @@ def understanding_items(records: list[dict], halves: Halves, uncut: set[str]) ->
     each half against its description (images in ``uncut`` are not cut) and the whole against the
     overall description; stage, difficulty and text presence kept for Tables 6-8."""
     items = []
-    annotated = {r["id"]: r["annotation"] for r in records if r.get("stage") == 2 and r.get("annotation")}
+    annotated = {
+        r["id"]: r["annotation"] for r in records if r.get("stage") == 2 and r.get("annotation")
+    }
     for r in records:
-        a = annotated.get(r["id"]) if r.get("stage") == 2 else \
-            annotated.get(r.get("original")) if r.get("stage") in (3, 4) and r.get("label") == "satirical" else None
+        a = (
+            annotated.get(r["id"])
+            if r.get("stage") == 2
+            else annotated.get(r.get("original"))
+            if r.get("stage") in (3, 4) and r.get("label") == "satirical"
+            else None
+        )
         if not a:
             continue
         text = {"left": a.get("text_in_left"), "right": a.get("text_in_right")}
         text["whole"] = None if None in text.values() else bool(text["left"] or text["right"])
-        for part, ref in (("left", a.get("left_description")), ("right", a.get("right_description")),
-                          ("whole", a.get("overall_description"))):
+        for part, ref in (
+            ("left", a.get("left_description")),
+            ("right", a.get("right_description")),
+            ("whole", a.get("overall_description")),
+        ):
             if ref and (part == "whole" or r["id"] not in uncut):
                 image = r["path"] if part == "whole" else halves(r, part)
-                meta = {"part": part, "stage": r["stage"], "difficulty": a.get("difficulty"),
-                        "text": None if text[part] is None else "Y" if text[part] else "N"}
+                meta = {
+                    "part": part,
+                    "stage": r["stage"],
+                    "difficulty": a.get("difficulty"),
+                    "text": None if text[part] is None else "Y" if text[part] else "N",
+                }
                 if r["stage"] != 2:
                     meta["original"] = r["original"]
                 items.append(Understanding.make_item(f"{r['id']}-{part}", image, ref, meta))
     return items
 
 
-def completion_sources(generated: list[dict], kept: str, uncut: set[str]) -> tuple[dict, dict] | None:
+def completion_sources(
+    generated: list[dict], kept: str, uncut: set[str]
+) -> tuple[dict, dict] | None:
     """The satirical and the non-satirical restyling of one original that a completion question
     offers for the half other than ``kept`` (``kept`` in its ORIG style, the other half stylised, the
     two in different styles; the first by id), or None when the original has no such pair."""
     other = "right" if kept == "left" else "left"
-    fits = lambda g, label: g.get("label") == label and g.get(f"{kept}_style") == "ORIG" \
+    fits = lambda g, label: (
+        g.get("label") == label
+        and g.get(f"{kept}_style") == "ORIG"
         and g.get(f"{other}_style") != "ORIG"
+    )
     sat = sorted((g for g in generated if fits(g, "satirical")), key=lambda g: g["id"])
-    non = sorted((g for g in generated if fits(g, "non_satirical") and (not sat or g[f"{other}_style"] !=
-                                                                        sat[0][f"{other}_style"])), key=lambda g: g["id"])
+    non = sorted(
+        (
+            g
+            for g in generated
+            if fits(g, "non_satirical")
+            and (not sat or g[f"{other}_style"] != sat[0][f"{other}_style"])
+        ),
+        key=lambda g: g["id"],
+    )
     sat, non = [g for g in sat if g["id"] not in uncut], [g for g in non if g["id"] not in uncut]
     return (sat[0], non[0]) if sat and non else None
 
 
-def completion_item(oid: str, kept: str, sat: dict, non: dict, halves: Halves, rng: random.Random) -> Item:
+def completion_item(
+    oid: str, kept: str, sat: dict, non: dict, halves: Halves, rng: random.Random
+) -> Item:
     """The completion question of original ``oid`` with its ``kept`` half shown: a 2x2 grid image
     (saved beside the halves) offering the other half of ``sat`` and of ``non``, A/B by ``rng``."""
     other = "right" if kept == "left" else "left"
@@ -107,15 +145,27 @@ def completion_item(oid: str, kept: str, sat: dict, non: dict, halves: Halves, r
     # (an original of three panels has no half of its own to cut)
     kept_img = load_image(halves(sat, kept))
     # the kept half fills its own cell; the missing cell shows the question mark whatever is passed
-    grid = completion_grid(kept_img, kept_img, load_image(options[0]), load_image(options[1]), missing=missing)
+    grid = completion_grid(
+        kept_img, kept_img, load_image(options[0]), load_image(options[1]), missing=missing
+    )
     path = halves.folder / f"{oid}-completion-{missing}.png"
     grid.save(path)
-    return Completion.make_item(f"{oid}-completion-{missing}", str(path), 0 if options[0] == right else 1,
-                                meta={"original": oid, "missing": missing, "satirical_from": sat["id"],
-                                      "non_satirical_from": non["id"]})
+    return Completion.make_item(
+        f"{oid}-completion-{missing}",
+        str(path),
+        0 if options[0] == right else 1,
+        meta={
+            "original": oid,
+            "missing": missing,
+            "satirical_from": sat["id"],
+            "non_satirical_from": non["id"],
+        },
+    )
 
 
-def completion_items(records: list[dict], halves: Halves, uncut: set[str], seed: int = 0) -> list[Item]:
+def completion_items(
+    records: list[dict], halves: Halves, uncut: set[str], seed: int = 0
+) -> list[Item]:
     """Completion as the paper curates it: per stage-2 original (in id order) and kept half (left,
     then right), one question where :func:`completion_sources` finds a pair; A/B by a shuffle seeded
     with ``seed``."""
@@ -150,9 +200,18 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
     halves, uncut = Halves(out / "images"), three_panel_ids(records)
-    items = detection_items(records) + understanding_items(records, halves, uncut) \
+    items = (
+        detection_items(records)
+        + understanding_items(records, halves, uncut)
         + completion_items(records, halves, uncut, seed)
-    save_dataset(out, items, dataset_info("yesbut-collected", provenance={"records": len(records),
-                                                                         "three_panels_not_cut": sorted(uncut)},
-                                          images_roots=images_roots(items, out)))
+    )
+    save_dataset(
+        out,
+        items,
+        dataset_info(
+            "yesbut-collected",
+            provenance={"records": len(records), "three_panels_not_cut": sorted(uncut)},
+            images_roots=images_roots(items, out),
+        ),
+    )
     return out

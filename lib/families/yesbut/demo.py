@@ -23,7 +23,19 @@ def demo_pairs(photos: dict[str, str | Path], dest: str | Path) -> list[tuple[Pa
     for r in yaml.safe_load((DATA / "demo" / "evaluation.yaml").read_text())["yesbut"]:
         path = dest / f"{r['id']}.png"
         if not path.exists():
-            compose(load_image(photos[r["left"]]), load_image(photos[r["right"]]), height=256).save(path)
-        out.append((path, {"label": "satirical" if r["satirical"] else "non_satirical", "left_style": "ORIG",
-                           "right_style": "ORIG", "stage": 2, "licence": "demo (composed from sample photographs)"}))
+            compose(load_image(photos[r["left"]]), load_image(photos[r["right"]]), height=256).save(
+                path
+            )
+        out.append(
+            (
+                path,
+                {
+                    "label": "satirical" if r["satirical"] else "non_satirical",
+                    "left_style": "ORIG",
+                    "right_style": "ORIG",
+                    "stage": 2,
+                    "licence": "demo (composed from sample photographs)",
+                },
+            )
+        )
     return out

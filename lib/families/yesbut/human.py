@@ -31,15 +31,27 @@ def human_judged_answers(csv_path: str | Path) -> pd.DataFrame:
         try:
             order = ast.literal_eval(r["order_of_overall_img_descriptions"])
         except (ValueError, SyntaxError, KeyError) as e:
-            raise ValueError(f"{csv_path}:{line}: order_of_overall_img_descriptions is not a list of writers ({e})")
+            raise ValueError(
+                f"{csv_path}:{line}: order_of_overall_img_descriptions is not a list of writers ({e})"
+            )
         if order.count(HUMAN) != 1:
-            raise ValueError(f"{csv_path}:{line}: {HUMAN!r} must write exactly one of the descriptions, got {order}")
+            raise ValueError(
+                f"{csv_path}:{line}: {HUMAN!r} must write exactly one of the descriptions, got {order}"
+            )
         reference = r[f"description_{order.index(HUMAN) + 1}"].strip()
         for i, source in enumerate(order, start=1):
             if source == HUMAN:
                 continue
             for criterion in HUMAN_CRITERIA:
-                rows.append({"answer_id": f"{r['image_filename']}:{source}", "cluster": r["image_filename"],
-                             "question": question, "references": [reference], "answer": r[f"description_{i}"].strip(),
-                             "criterion": criterion, "label": int(bool(r[f"{criterion}_{i}"].strip()))})
+                rows.append(
+                    {
+                        "answer_id": f"{r['image_filename']}:{source}",
+                        "cluster": r["image_filename"],
+                        "question": question,
+                        "references": [reference],
+                        "answer": r[f"description_{i}"].strip(),
+                        "criterion": criterion,
+                        "label": int(bool(r[f"{criterion}_{i}"].strip())),
+                    }
+                )
     return pd.DataFrame(rows)

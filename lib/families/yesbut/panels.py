@@ -12,11 +12,22 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 PROFILE_WIDTH = 400  # the layout check reads a copy this wide (the aspect kept)
-UNIFORM_TOLERANCE = 16  # grey levels a gutter pixel may differ from its column's median (JPEG noise)
+UNIFORM_TOLERANCE = (
+    16  # grey levels a gutter pixel may differ from its column's median (JPEG noise)
+)
 UNIFORM_SHARE = 0.95  # a gutter column: this share of its pixels within the tolerance
-SEAM_FACTOR, SEAM_MIN = 5.0, 12.0  # a seam: the mean |step| to the next column >= both (x the median column)
-SEAM_SHARPNESS, SEAM_SIDE = 2.5, 3  # ... and this many times the step SEAM_SIDE columns either side (a straight cut)
-CENTRE = (0.35, 0.65)  # where the layout puts the boundary of two panels side by side (share of width)
+SEAM_FACTOR, SEAM_MIN = (
+    5.0,
+    12.0,
+)  # a seam: the mean |step| to the next column >= both (x the median column)
+SEAM_SHARPNESS, SEAM_SIDE = (
+    2.5,
+    3,
+)  # ... and this many times the step SEAM_SIDE columns either side (a straight cut)
+CENTRE = (
+    0.35,
+    0.65,
+)  # where the layout puts the boundary of two panels side by side (share of width)
 THIRDS_SLACK = 0.05  # boundaries within this share of the width of 1/3 and 2/3: three panels
 
 
@@ -64,25 +75,42 @@ def layout(image: Image.Image) -> Layout:
     w, h = image.size
     grey = image.convert("L")
     gray_full = np.asarray(grey, dtype=np.float32)
-    gray = np.asarray(grey.resize((PROFILE_WIDTH, max(1, round(h * PROFILE_WIDTH / w)))), dtype=np.float32)
+    gray = np.asarray(
+        grey.resize((PROFILE_WIDTH, max(1, round(h * PROFILE_WIDTH / w)))), dtype=np.float32
+    )
     n = gray.shape[1]
-    uniform = (np.abs(gray - np.median(gray, axis=0)) <= UNIFORM_TOLERANCE).mean(axis=0) >= UNIFORM_SHARE
+    uniform = (np.abs(gray - np.median(gray, axis=0)) <= UNIFORM_TOLERANCE).mean(
+        axis=0
+    ) >= UNIFORM_SHARE
     runs = _runs(uniform)
     narrow = [(a, b) for a, b in runs if a > 0.02 * n and b < 0.98 * n and b - a <= 0.1 * n]
     # a gutter between panels stands out from both sides (white beside pictures); a uniform strip of
     # one picture (a night sky) runs on into similar columns: the most contrasted gutters come first
-    contrast = {(a, b): min(float(np.abs(gray[:, a] - gray[:, a - 1]).mean()),
-                            float(np.abs(gray[:, b - 1] - gray[:, b]).mean())) for a, b in narrow}
+    contrast = {
+        (a, b): min(
+            float(np.abs(gray[:, a] - gray[:, a - 1]).mean()),
+            float(np.abs(gray[:, b - 1] - gray[:, b]).mean()),
+        )
+        for a, b in narrow
+    }
     narrow.sort(key=lambda r: -contrast[r])
     gutters = [(a + b - 1) / 2 / n for a, b in narrow]
     covering = [(a + b - 1) / 2 / n for a, b in runs if a < CENTRE[1] * n and b > CENTRE[0] * n]
     # seams at full resolution (a resize blurs a one-pixel step away): the mean step to the next column
     step = np.abs(np.diff(gray_full, axis=1)).mean(axis=0)
-    side = np.maximum(np.roll(step, SEAM_SIDE), np.roll(step, -SEAM_SIDE))  # a slanted edge spreads over columns
-    strong = (step >= max(SEAM_MIN, SEAM_FACTOR * float(np.median(step)))) & (step >= SEAM_SHARPNESS * side)
+    side = np.maximum(
+        np.roll(step, SEAM_SIDE), np.roll(step, -SEAM_SIDE)
+    )  # a slanted edge spreads over columns
+    strong = (step >= max(SEAM_MIN, SEAM_FACTOR * float(np.median(step)))) & (
+        step >= SEAM_SHARPNESS * side
+    )
     seams = list((np.flatnonzero(strong) + 1) / w)
     inside = lambda xs: [x for x in xs if CENTRE[0] <= x <= CENTRE[1]]
-    for kind, found in (("gutter", inside(gutters)), ("seam", inside(seams)), ("background", inside(covering))):
+    for kind, found in (
+        ("gutter", inside(gutters)),
+        ("seam", inside(seams)),
+        ("background", inside(covering)),
+    ):
         if found:  # a gutter first, then where two pictures abut, then where two backgrounds meet
             # the most contrasted gutter; a seam or background nearest the middle
             x = found[0] if kind == "gutter" else min(found, key=lambda x: abs(x - 0.5))
@@ -98,7 +126,9 @@ def find_gutter(image: Image.Image) -> int:
     return layout(image).cut
 
 
-def split(image: Image.Image, require_two: bool = False, at: int | None = None) -> tuple[Image.Image, Image.Image]:
+def split(
+    image: Image.Image, require_two: bool = False, at: int | None = None
+) -> tuple[Image.Image, Image.Image]:
     """(left, right) halves, cut where the panels meet (:func:`layout`; the middle when no boundary
     was found), or at ``at`` (a cut found before, e.g. stored by stage 01). ``require_two``: raise
     :class:`NotTwoPanels` instead for an image not verified as two panels."""
@@ -115,8 +145,13 @@ def _fit(image: Image.Image, height: int) -> Image.Image:
     return image.convert("RGB").resize((w, height), Image.Resampling.BICUBIC)
 
 
-def compose(left: Image.Image, right: Image.Image, gutter: int = 8, height: int | None = None,
-            background=(255, 255, 255)) -> Image.Image:
+def compose(
+    left: Image.Image,
+    right: Image.Image,
+    gutter: int = 8,
+    height: int | None = None,
+    background=(255, 255, 255),
+) -> Image.Image:
     """Left and right side by side at a common height, separated by a ``gutter`` of ``background``."""
     height = height or max(left.height, right.height)
     a, b = _fit(left, height), _fit(right, height)
@@ -133,8 +168,15 @@ def _font(size: int):
         return ImageFont.load_default()
 
 
-def completion_grid(yes: Image.Image, but: Image.Image, option_a: Image.Image, option_b: Image.Image,
-                    missing: str, cell: int = 256, label_height: int = 28) -> Image.Image:
+def completion_grid(
+    yes: Image.Image,
+    but: Image.Image,
+    option_a: Image.Image,
+    option_b: Image.Image,
+    missing: str,
+    cell: int = 256,
+    label_height: int = 28,
+) -> Image.Image:
     """The 2x2 completion grid: labelled cells yes | but over A | B, with a question mark in the
     ``missing`` ("yes" or "but") cell."""
     if missing not in ("yes", "but"):
@@ -142,11 +184,17 @@ def completion_grid(yes: Image.Image, but: Image.Image, option_a: Image.Image, o
     font, big = _font(label_height - 8), _font(cell // 2)
     grid = Image.new("RGB", (2 * cell, 2 * (cell + label_height)), "white")
     draw = ImageDraw.Draw(grid)
-    cells = [("yes", None if missing == "yes" else yes), ("but", None if missing == "but" else but),
-             ("A", option_a), ("B", option_b)]
+    cells = [
+        ("yes", None if missing == "yes" else yes),
+        ("but", None if missing == "but" else but),
+        ("A", option_a),
+        ("B", option_b),
+    ]
     for i, (label, image) in enumerate(cells):
         x, y = (i % 2) * cell, (i // 2) * (cell + label_height)
-        draw.text((x + cell // 2, y + label_height // 2), label, fill="black", font=font, anchor="mm")
+        draw.text(
+            (x + cell // 2, y + label_height // 2), label, fill="black", font=font, anchor="mm"
+        )
         top = y + label_height
         if image is None:
             draw.text((x + cell // 2, top + cell // 2), "?", fill="black", font=big, anchor="mm")

@@ -13,8 +13,12 @@ import re
 from pathlib import Path
 
 PANEL_STYLES = ("ORIG", "STICK", "3D")
-ANNOTATIONS_CSV = "YesBut_Stage2_Annotation.csv"  # the stage-2 annotations, at the repository's root
-_YESBUT_NAME = re.compile(r"^(?P<ts>.+?)_(?P<left>ORIG|STICK|3D)_YES_(?P<right>ORIG|STICK|3D)_BUT\.\w+$")
+ANNOTATIONS_CSV = (
+    "YesBut_Stage2_Annotation.csv"  # the stage-2 annotations, at the repository's root
+)
+_YESBUT_NAME = re.compile(
+    r"^(?P<ts>.+?)_(?P<left>ORIG|STICK|3D)_YES_(?P<right>ORIG|STICK|3D)_BUT\.\w+$"
+)
 _YESBUT_FOLDER = re.compile(r"yesbut_stage_(?P<stage>\d)_(?P<label>satirical|non_satirical)$")
 _HALF_STYLES = re.compile(r"_(ORIG|STICK|3D)_YES_(ORIG|STICK|3D)_BUT\.\w+$")
 
@@ -27,12 +31,14 @@ def read_yesbut_annotations(csv_path: str | Path) -> dict[str, dict]:
             if not row.get("filename"):
                 raise ValueError(f"{csv_path}: line {n} has no filename")
             out[row["filename"]] = {
-                "left_description": row["left_image"], "right_description": row["right_image"],
+                "left_description": row["left_image"],
+                "right_description": row["right_image"],
                 "overall_description": row["overall_description"],
                 "text_in_left": row["is_text_in_left_image"].strip().upper() == "TRUE",
                 "text_in_right": row["is_text_in_right_image"].strip().upper() == "TRUE",
                 "connected": row["are_images_connected"].strip().upper() == "TRUE",
-                "difficulty": row["difficulty_in_understanding"].strip().upper() or None}
+                "difficulty": row["difficulty_in_understanding"].strip().upper() or None,
+            }
     return out
 
 

@@ -55,15 +55,27 @@ class _OneLabel(Task):
         m = m[m["metric"].isin(self.table_metrics) & (m["subset"] == "all")].copy()
         if m.empty:
             return {}
-        m["cell"] = [f"{v:.3f} [{lo:.2f}, {hi:.2f}]" for v, lo, hi in zip(m["value"], m["ci_low"], m["ci_high"])]
-        return {self.table: m.pivot_table(index="model", columns=["metric", "style"], values="cell", aggfunc="first")}
+        m["cell"] = [
+            f"{v:.3f} [{lo:.2f}, {hi:.2f}]"
+            for v, lo, hi in zip(m["value"], m["ci_low"], m["ci_high"])
+        ]
+        return {
+            self.table: m.pivot_table(
+                index="model", columns=["metric", "style"], values="cell", aggfunc="first"
+            )
+        }
 
     def choices(self, item):
         return self.labels
 
     def prompt(self, item, root) -> Prompt:
         p = self.prompts()
-        return Prompt(p[self.prompt_key], _images(item, root), self.labels, p["answer_trigger"][self.prompt_key])
+        return Prompt(
+            p[self.prompt_key],
+            _images(item, root),
+            self.labels,
+            p["answer_trigger"][self.prompt_key],
+        )
 
     def target(self, item):
         return item.answer[0]
@@ -87,8 +99,16 @@ class Detection(_OneLabel):
         pred = [p.parsed if p.valid else None for p in preds]
         for metric, labels in (("f1", ["Y"]), ("macro_f1", ["Y", "N"])):
             stat, arrays = C.f1_statistic(gold, pred, labels)
-            tables.rows.append(metric_row("all", metric, n=n, n_invalid=n_inv, n_truncated=n_truncated(preds),
-                                          ci=bootstrap_ci(stat, arrays, scoring.n_resamples, seed=scoring.seed)))
+            tables.rows.append(
+                metric_row(
+                    "all",
+                    metric,
+                    n=n,
+                    n_invalid=n_inv,
+                    n_truncated=n_truncated(preds),
+                    ci=bootstrap_ci(stat, arrays, scoring.n_resamples, seed=scoring.seed),
+                )
+            )
         return tables
 
 
@@ -142,14 +162,20 @@ class Understanding(Task):
         p = self.prompts()
         part = item.meta.get("part")
         if part not in PARTS:
-            raise ValueError(f"item {item.id!r}: {self.name} needs meta.part left/right/whole, got {part!r}")
+            raise ValueError(
+                f"item {item.id!r}: {self.name} needs meta.part left/right/whole, got {part!r}"
+            )
         text = p["why_funny"] if part == "whole" else p["describe"]
         return Prompt(text, _images(item, root), None, style_prompts()["cot"]["answer_trigger"])
 
     def score(self, preds, items, scoring: Scoring):
         opts = scoring.of(self)
-        set_text_scores(preds, text_scores(preds, [self.target(it) for it in items], opts.text_metrics,
-                                           opts.bertscore_model))
+        set_text_scores(
+            preds,
+            text_scores(
+                preds, [self.target(it) for it in items], opts.text_metrics, opts.bertscore_model
+            ),
+        )
 
     def subsets(self, items) -> dict[str, list[int]]:
         """``all``, each part, each part within each stage (Figure 5, Table 6), and the whole image
@@ -172,17 +198,31 @@ class Understanding(Task):
         rows, model = [], scoring.of(self).bertscore_model
         refs = [self.target(it) for it in items]
         for subset, idx in self.subsets(items).items():
-            n_inv, n_cut = sum(not preds[i].valid for i in idx), n_truncated([preds[i] for i in idx])
+            n_inv, n_cut = (
+                sum(not preds[i].valid for i in idx),
+                n_truncated([preds[i] for i in idx]),
+            )
             for metric in preds[0].scores:
                 vals = [preds[i].scores[metric] for i in idx]
                 label = f"bertscore ({bertscore_name(model)})" if metric == "bertscore" else metric
-                rows.append(metric_row(subset, label, vals, len(idx), n_inv, n_truncated=n_cut, scoring=scoring))
+                rows.append(
+                    metric_row(
+                        subset, label, vals, len(idx), n_inv, n_truncated=n_cut, scoring=scoring
+                    )
+                )
             if "bleu" in preds[0].scores:
-                ci = T.bleu_corpus([preds[i].parsed if preds[i].valid else "" for i in idx], [refs[i] for i in idx],
-                                   scoring.n_resamples, scoring.seed)
-                rows.append(metric_row(subset, "bleu_corpus", n=len(idx), n_invalid=n_inv, ci=ci, n_truncated=n_cut))
+                ci = T.bleu_corpus(
+                    [preds[i].parsed if preds[i].valid else "" for i in idx],
+                    [refs[i] for i in idx],
+                    scoring.n_resamples,
+                    scoring.seed,
+                )
+                rows.append(
+                    metric_row(
+                        subset, "bleu_corpus", n=len(idx), n_invalid=n_inv, ci=ci, n_truncated=n_cut
+                    )
+                )
         return Tables(rows)
-
 
     def subset(self, item: Item) -> str:
         return item.meta["part"]
@@ -193,14 +233,22 @@ class Understanding(Task):
         2, 3, 4, all; or difficulty / text), metric, value - plus ``mean of 4`` per model and subset."""
         m = self.rows(metrics)
         m = m[m["style"] == style].copy()
-        m["metric"] = m["metric"].str.replace(r"^bertscore.*", "bertscore", regex=True)  # its row names the model
+        m["metric"] = m["metric"].str.replace(
+            r"^bertscore.*", "bertscore", regex=True
+        )  # its row names the model
         m = m[m["metric"].isin(UNDERSTANDING_METRICS) & (m["subset"] != "all")]
         if m.empty:
             return m
         m["part"] = m["subset"].str.split("/").str[0]
         m["group"] = m["subset"].str.split("/").str[1].fillna("all")
-        mean = m.groupby(["model", "subset", "part", "group"], as_index=False)["value"].mean().assign(metric="mean of 4")
-        return pd.concat([m[["model", "subset", "part", "group", "metric", "value"]], mean], ignore_index=True)
+        mean = (
+            m.groupby(["model", "subset", "part", "group"], as_index=False)["value"]
+            .mean()
+            .assign(metric="mean of 4")
+        )
+        return pd.concat(
+            [m[["model", "subset", "part", "group", "metric", "value"]], mean], ignore_index=True
+        )
 
     def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
         """YesBut Tables 6 (by annotation stage, both prompts), 7 (WHYFUNNY by difficulty) and 8
@@ -209,20 +257,37 @@ class Understanding(Task):
         if f.empty:
             return {}
         stages = f[f["group"].str.startswith("stage") | (f["group"] == "all")]
-        stages = stages.assign(prompt=stages["part"].map({"whole": "WHYFUNNY", "left": "describe (left)",
-                                                          "right": "describe (right)"}))
-        out = {"table6_understanding_by_stage": stages.pivot_table(index=["model", "prompt", "group"], columns="metric",
-                                                                   values="value").round(4)}
-        for name, key in (("table7_understanding_by_difficulty", "difficulty"), ("table8_understanding_by_text", "text")):
+        stages = stages.assign(
+            prompt=stages["part"].map(
+                {"whole": "WHYFUNNY", "left": "describe (left)", "right": "describe (right)"}
+            )
+        )
+        out = {
+            "table6_understanding_by_stage": stages.pivot_table(
+                index=["model", "prompt", "group"], columns="metric", values="value"
+            ).round(4)
+        }
+        for name, key in (
+            ("table7_understanding_by_difficulty", "difficulty"),
+            ("table8_understanding_by_text", "text"),
+        ):
             sub = f[(f["part"] == "whole") & f["group"].str.startswith(key)]
             if len(sub):
-                out[name] = sub.assign(group=sub["group"].str.removeprefix(f"{key} ")).rename(columns={"group": key}) \
-                    .pivot_table(index=["model", key], columns="metric", values="value").round(4)
+                out[name] = (
+                    sub.assign(group=sub["group"].str.removeprefix(f"{key} "))
+                    .rename(columns={"group": key})
+                    .pivot_table(index=["model", key], columns="metric", values="value")
+                    .round(4)
+                )
         return out
 
     def paper_figures(self, results: Results) -> dict[str, object]:
         frame = self.frame(results.metrics)
-        return {"yesbut_fig5_understanding": plots.understanding_metrics(frame)[0]} if len(frame) else {}
+        return (
+            {"yesbut_fig5_understanding": plots.understanding_metrics(frame)[0]}
+            if len(frame)
+            else {}
+        )
 
 
 def bertscore_name(model: str | None) -> str:
