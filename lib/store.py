@@ -61,33 +61,17 @@ _HOST = "/".join(x for x in (socket.gethostname(), _pid_namespace()) if x)
 
 
 def process_started(pid: int) -> str | None:
-    """When process ``pid`` started (``/proc/<pid>/stat`` field 22, or psutil's ``create_time``), so that
-    a pid reused by a later process is not taken for it; ``None`` if it is gone or killed and not yet
-    reaped (a zombie); ``""`` where neither can be read."""
+    """When process ``pid`` started (``/proc/<pid>/stat`` field 22), so that a pid reused by a later
+    process is not taken for it; ``None`` if it is gone or killed and not yet reaped (a zombie);
+    ``""`` where it cannot be read (no ``/proc``: the pid alone identifies the owner)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except FileNotFoundError:  # gone, or another user's hidden by /proc's hidepid: asked the kernel
-        if Path("/proc/self/stat").exists():
-            return "" if _pid_exists(pid) else None
-        return _psutil_started(pid)
+        return "" if _pid_exists(pid) else None
     except OSError:
         return ""
     fields = stat.rpartition(")")[2].split()  # the command name, in parentheses, may hold spaces
     return None if fields[0] in ("Z", "X") else fields[19]
-
-
-def _psutil_started(pid: int) -> str | None:
-    try:
-        import psutil
-    except ImportError:  # neither /proc nor psutil: the pid alone identifies the owner
-        return "" if _pid_exists(pid) else None
-    try:
-        p = psutil.Process(pid)
-        return None if p.status() == psutil.STATUS_ZOMBIE else repr(p.create_time())
-    except psutil.NoSuchProcess:
-        return None
-    except psutil.Error:
-        return ""
 
 
 def _pid_exists(pid: int) -> bool:

@@ -25,6 +25,7 @@ from lib.schema import Item
 from lib.stages import evaluate as E
 from lib.store import CallStore
 from tests.support.chromium import chromium_page
+from tests.support.stage06 import restamp
 
 pytestmark = pytest.mark.usefixtures("chromium")
 
@@ -86,6 +87,9 @@ def hostile_run(tmp_path_factory):
         "meta": {"dataset": "hostile", "style": "zero_shot"},
     }
     (run / A.EVALUATE / A.JUDGEMENTS).write_text(json.dumps(judged) + "\n")
+    restamp(
+        run / A.EVALUATE
+    )  # a finished run holding a hostile rationale, as a comparison accepts it
     analyze = A.stage_folder(run, A.ANALYZE)
     (analyze / A.TABLES).mkdir(parents=True)
     pd.DataFrame({"topic": [0], "words": [payload("topic words")]}).to_csv(
@@ -223,6 +227,7 @@ def hostile_comparison(hostile_run, tmp_path_factory):
     (folder / A.PREDICTIONS).write_text(
         "".join(json.dumps({**r, "raw": payload("B raw reply")}) + "\n" for r in rows)
     )
+    restamp(folder)  # B as if stage 06 had written these replies (a comparison refuses edited runs)
     result = side_by_side(hostile_run / A.EVALUATE, folder)
     assert result["changed"] == len(rows) and result["causes"]["model"]["items"] == len(rows)
     write_comparison(A.stage_folder(run, A.ANALYZE), result)

@@ -4,12 +4,14 @@ what ``python -m lib.stages.evaluate rescore`` runs). No test scores through a p
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pandas as pd
 
 from lib import artifacts as A
-from lib.eval.rescore import rescore_folder
+from lib.eval.manifest import answer_digest, manifest
+from lib.eval.rescore import rescore_folder, saved_config
 from lib.eval.settings import EvalConfig
 from lib.io import read_jsonl, write_json, write_jsonl
 from lib.schema import Prediction
@@ -28,3 +30,17 @@ def rescored(
     return [Prediction.from_dict(d) for d in read_jsonl(folder / A.PREDICTIONS)], pd.read_csv(
         folder / A.METRICS
     )
+
+
+def restamp(folder: str | Path) -> None:
+    """A finished evaluation folder edited by hand (a test's hostile replies or judgements) made to
+    verify again, as if stage 06 had written it so: its manifest rewritten over the files as they
+    are, then its tables rescored from its predictions (which records that manifest)."""
+    folder = Path(folder)
+    answers = hashlib.sha256()
+    for d in read_jsonl(folder / A.PREDICTIONS):
+        answer_digest(answers, Prediction.from_dict(d))
+    write_json(
+        folder / A.EVAL_MANIFEST, manifest(folder, saved_config(folder), answers.hexdigest())
+    )
+    rescore_folder(folder, unverified=True)
