@@ -125,17 +125,23 @@ def report(result: dict) -> str:
     if result["metrics"]:
         out += [
             "",
-            f"{'group':{w}} {'metric':16} {'n':>5} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI':>17} {'McNemar p':>9}  "
-            + "  ".join(f"{c:>7}" for c in CAUSES),
+            f"{'group':{w}} {'metric':16} {'n':>5} {'imgs':>5} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI':>17} "
+            f"{'detects':>7} {'McNemar p':>9}  " + "  ".join(f"{c:>7}" for c in CAUSES),
         ]
     for label, m in zip(labels, result["metrics"]):
         ci = f"[{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]" if m["ci_low"] == m["ci_low"] else "-"
         p = "-" if m["mcnemar_p"] is None else f"{m['mcnemar_p']:.3g}"
+        detects = "-" if m["detectable"] is None else f"{m['detectable']:7.3f}"
         out.append(
-            f"{label:{w}} {m['metric'][:16]:16} {m['n']:5} {m['A']:7.3f} {m['B']:7.3f} "
-            f"{m['difference']:+7.3f} {ci:>17} {p:>9}  "
+            f"{label:{w}} {m['metric'][:16]:16} {m['n']:5} {m['n_clusters']:5} {m['A']:7.3f} "
+            f"{m['B']:7.3f} {m['difference']:+7.3f} {ci:>17} {detects:>7} {p:>9}  "
             + "  ".join(f"{m['by_cause'][c]:+7.3f}" for c in CAUSES)
         )
+        if m["detectable"] is not None and 0 < abs(m["difference"]) < m["detectable"]:
+            out.append(
+                f"{'':{w}} {m['difference']:+.3f} is below the {m['detectable']:.3f} this comparison "
+                f"detects with 80% power over {m['n_clusters']} images: no evidence either way"
+            )
     out += [f"note: {n}" for n in result.get("notes", [])]
     out += ["", "config diff:" if result["config"] else "config diff: none"]
     out += [

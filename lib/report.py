@@ -242,6 +242,7 @@ def headline_rows(metrics: pd.DataFrame) -> pd.DataFrame:
             "ci_low",
             "ci_high",
             "n",
+            "n_clusters",
             "invalid_rate",
         ]
     ]
@@ -278,6 +279,7 @@ def _results(root: Path) -> str:
                 "metric",
                 "value (95% CI)",
                 "n",
+                "n_clusters",
                 "invalid_rate",
             ]
         ]
@@ -289,7 +291,9 @@ def _results(root: Path) -> str:
             _table(
                 head,
                 "Headline metrics: one per dataset, task, model and prompt style (95% bootstrap "
-                "interval; invalid answers are counted wrong)",
+                "interval resampling the n_clusters images the n answers are about - Scrapbook: "
+                "image chains - since answers about one image move together; invalid answers are "
+                "counted wrong)",
                 max_rows=len(head),
                 index=False,
                 escape=False,
@@ -349,11 +353,16 @@ def _headline_differences(metrics: pd.DataFrame) -> pd.DataFrame:
             ],
             "score": head["metric"],
             "n": head["n"],
+            "n_clusters": head["n_clusters"],
             "A": head["A"],
             "B": head["B"],
             "B - A (95% CI)": [
                 f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
                 for d, lo, hi in zip(head["difference"], head["ci_low"], head["ci_high"])
+            ],
+            "detects": [
+                "" if pd.isna(x) else f"{x:.3f}" + (" (B - A is below it)" if abs(d) < x else "")
+                for x, d in zip(head["detectable"], head["difference"])
             ],
             "McNemar p": ["" if pd.isna(p) else f"{p:.3g}" for p in head["mcnemar_p"]],
             "carried by": [
@@ -395,8 +404,9 @@ def _comparison(root: Path) -> str:
         _table(
             head,
             "Headline score per group (the per-answer score its task's headline is made of): A, B, "
-            "B - A with its 95% paired bootstrap interval, the exact McNemar p (0/1 scores) and the causes "
-            "that carry the difference",
+            "B - A with its 95% paired bootstrap interval over the n_clusters images (the same images "
+            "resampled in both runs), the smallest difference it detects with 80% power, the exact "
+            "McNemar p (0/1 scores) and the causes that carry the difference",
             max_rows=len(head),
             index=False,
             escape=False,

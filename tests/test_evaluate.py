@@ -118,9 +118,14 @@ def test_every_task_style_and_item_is_predicted_and_scored(finished, datasets):
         "ci_low",
         "ci_high",
         "n",
+        "n_clusters",
         "n_invalid",
         "n_truncated",
     ]
+    # an interval resamples images: never more clusters than answers, fewer where images repeat
+    assert (metrics["n_clusters"] <= metrics["n"]).all() and (
+        metrics["n_clusters"] < metrics["n"]
+    ).any()
     # the untrained model's free text runs into the token limit: counted as truncated, raw kept
     cut = [p for p in preds if p["truncated"]]
     assert cut and all(

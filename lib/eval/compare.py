@@ -7,10 +7,10 @@ order, token limit, constraint, seed), ``model`` (the same request, another raw 
 (the same reply, read differently: parser, constrained choice) or ``scoring`` (the same reading,
 scored differently: a metric's option or version, the judge). Each cause names the config difference
 that explains it. Items only one run has are counted apart. For every per-item metric the two
-means, their paired difference with a paired bootstrap interval
-(:func:`lib.metrics.stats.bootstrap_ci`), an exact McNemar test for 0/1 scores, and the share of
-the difference each cause accounts for (the causes partition the items, so the shares add up to
-the difference). Beside it the config diff of the two runs, with where each value came from.
+means, their paired difference with a paired bootstrap interval over the items' clusters (images,
+:mod:`lib.eval.paired`), the smallest difference it could detect, an exact McNemar test for 0/1
+scores, and the share of the difference each cause accounts for (the causes partition the items, so
+the shares add up to the difference). Beside it the config diff of the two runs, with where each value came from.
 
 A prediction row keeps its ``call_key`` (model and request hashed together), not a digest of the
 request alone, so the request is rebuilt here from the run's config and dataset
@@ -29,17 +29,15 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 
-import numpy as np
-
 from lib import artifacts as A
 from lib.config import ParamsError
 from lib.eval.foreign import FOREIGN, logged_request
 from lib.eval.manifest import PARTS, Unverified, answer_digest, changed_datasets, check_manifest
+from lib.eval.paired import mcnemar_exact, metric_rows, paired_difference  # noqa: F401  (the comparison's statistics)
 from lib.eval.rescore import saved_config
 from lib.eval.settings import EvalConfig
 from lib.families import get_task
 from lib.io import load_items, read_jsonl
-from lib.metrics.stats import N_RESAMPLES, bootstrap_ci
 from lib.schema import ERROR, Item, Prediction, image_sha256, is_constrained
 from lib.tasks import style_prompts, wants_question_first
 
@@ -382,63 +380,6 @@ def pair(run_a: Run, run_b: Run, filters: dict) -> tuple[list[tuple], list[tuple
     )
 
 
-# --- statistics -------------------------------------------------------------------------------------
-
-
-def paired_difference(
-    a, b, n_resamples: int = N_RESAMPLES, seed: int = 0
-) -> tuple[float, float, float]:
-    """``mean(b) - mean(a)`` of paired per-item scores and its percentile bootstrap interval, the
-    items resampled together (:func:`lib.metrics.stats.bootstrap_ci`)."""
-    return bootstrap_ci(
-        lambda x, y: np.mean(y - x, axis=-1),
-        [np.asarray(a, float), np.asarray(b, float)],
-        n_resamples=n_resamples,
-        seed=seed,
-    )
-
-
-def mcnemar_exact(a, b) -> float:
-    """The exact McNemar test of paired 0/1 outcomes: a two-sided binomial test of the discordant
-    pairs (right in A only against right in B only) at one half; 1.0 without discordant pairs."""
-    from scipy.stats import binomtest
-
-    a, b = np.asarray(a, bool), np.asarray(b, bool)
-    only_a, only_b = int((a & ~b).sum()), int((b & ~a).sum())
-    return 1.0 if only_a + only_b == 0 else float(binomtest(only_b, only_a + only_b, 0.5).pvalue)
-
-
-def metric_rows(group: tuple, scored: list[tuple], n_resamples: int, seed: int) -> list[dict]:
-    """One row per metric both runs scored the group's items by: A, B, B - A with its paired
-    interval, McNemar's p for 0/1 scores, and B - A carried by the items of each cause."""
-    rows = []
-    names = sorted(set.intersection(*(set(oa) & set(ob) for oa, ob, _ in scored))) if scored else []
-    for name in names:
-        a = np.array([oa[name] for oa, _, _ in scored])
-        b = np.array([ob[name] for _, ob, _ in scored])
-        diff, low, high = paired_difference(a, b, n_resamples, seed)
-        binary = bool(np.isin(np.concatenate([a, b]), (0.0, 1.0)).all())
-        by = {
-            c: float(sum(y - x for x, y, (_, _, cause) in zip(a, b, scored) if cause == c) / len(a))
-            for c in CAUSES
-        }
-        rows.append(
-            {
-                "group": list(group),
-                "metric": name,
-                "n": len(a),
-                "A": float(a.mean()),
-                "B": float(b.mean()),
-                "difference": diff,
-                "ci_low": low,
-                "ci_high": high,
-                "mcnemar_p": mcnemar_exact(a, b) if binary else None,
-                "by_cause": by,
-            }
-        )
-    return rows
-
-
 # --- the config -------------------------------------------------------------------------------------
 
 
@@ -549,12 +490,24 @@ def stale_notes(run_a: Run, run_b: Run) -> list[str]:
     ]
 
 
+def _cluster(run_a: Run, run_b: Run, a: dict) -> tuple:
+    """What a paired item's interval resamples it with: its task's cluster (its image) in its
+    dataset, as either run's dataset has the item; the item alone where neither has it any more."""
+    for run in (run_a, run_b):
+        try:
+            return a["dataset"], get_task(a["task"]).cluster(run.item(a["dataset"], a["item_id"]))
+        except (KeyError, LookupError, ValueError):
+            continue
+    return a["dataset"], "item", a["item_id"]
+
+
 def _pair_cause(run_a: Run, run_b: Run, key: tuple, a: dict, b: dict) -> dict:
     """One pair with its judgements, requests, outcomes, first cause and unit (None for an item
     whose dataset changed since: its cause is ``dataset`` when the answers part ways at all)."""
     ja = run_a.judgements.get((a["model"], a["dataset"], a["item_id"], a["style"]))
     jb = run_b.judgements.get((b["model"], b["dataset"], b["item_id"], b["style"]))
     p = {"key": key, "a": a, "b": b, "ja": ja, "jb": jb, "oa": outcome(a, ja), "ob": outcome(b, jb)}
+    p["cluster"] = _cluster(run_a, run_b, a)
     if gone := dataset_change(run_a, run_b, a, b):
         changed = first_cause(a, b, None, None, ja, jb) is not None
         return {
@@ -609,7 +562,7 @@ def compare(
     items, scored = [], defaultdict(list)
     for p in _classified(run_a, run_b, pairs):
         cause, oa, ob = p["cause"], p["oa"], p["ob"]
-        scored[p["key"][0]].append((oa, ob, cause))
+        scored[p["key"][0]].append((oa, ob, cause, p["cluster"]))
         if cause is None:
             continue
         named = p.get("because") or because(
@@ -633,7 +586,7 @@ def compare(
         "only_B_items": [list(k[1:]) for k in only_b[:20]],
         "causes": {c: {**v, "because": dict(v["because"])} for c, v in causes.items()},
         "metrics": [
-            r for g in sorted(scored) for r in metric_rows(g, scored[g], n_resamples, seed)
+            r for g in sorted(scored) for r in metric_rows(g, scored[g], n_resamples, seed, CAUSES)
         ],
         "config": config_diff(run_a, run_b),
         "notes": foreign_notes(run_a, run_b) + stale_notes(run_a, run_b),

@@ -106,11 +106,15 @@ def _read_pass(
             task = get_task(key[2])
             its = _located(cfg, lookups, key[1], group, rebuild)
             reread(task, group, its)
-            scorers.setdefault(key, task.scorer(scoring)).add(group, its)
+            scorer = scorers.setdefault(key, task.scorer(scoring))
+            start = len(
+                scorer.valid
+            )  # the group's answers before this chunk: a judged one's position
+            scorer.add(group, its)
             model, dataset, _, style = key
             rated[key].extend(
-                judged(p, j)
-                for p in group
+                (*judged(p, j), start + i)
+                for i, p in enumerate(group)
                 if (j := lave.get((model, dataset, p.item_id, style))) is not None
             )
         yield from (p.to_dict() for p in chunk)

@@ -29,6 +29,7 @@ METRIC_COLUMNS = [
     "ci_low",
     "ci_high",
     "n",
+    "n_clusters",  # what ci_low / ci_high resampled: the answers' clusters (images), not the answers
     "n_invalid",
     "n_truncated",
 ]
@@ -128,7 +129,8 @@ def judgements_by_answer(judgements: list[Judgement]) -> dict:
 
 def group_tables(key: tuple, scorer, rated: list[tuple], scoring) -> tuple[list[dict], list, list]:
     """A scored group's metric rows (``invalid_rate``, its task's, LAVE where answers were judged:
-    :func:`judged` of each answer judged) and its level and error frames (a list of none or one each)."""
+    :func:`judged` of each answer judged and its position in the group) and its level and error
+    frames (a list of none or one each); intervals resample the answers' clusters (images)."""
     model, dataset, _, style = key
     head = dict(zip(("model", "dataset", "task", "style"), key))
     invalid = 1.0 - np.frombuffer(scorer.valid, dtype=bool).astype(float)
@@ -137,18 +139,27 @@ def group_tables(key: tuple, scorer, rated: list[tuple], scoring) -> tuple[list[
         int(invalid.sum()),
         int(np.frombuffer(scorer.truncated, dtype=bool).sum()),
     )
+    clusters = scorer.clusters.codes()
     rows = [
         {
             **head,
             **metric_row(
-                "all", "invalid_rate", invalid, n, n_inv, n_truncated=n_cut, scoring=scoring
+                "all",
+                "invalid_rate",
+                invalid,
+                n,
+                n_inv,
+                n_truncated=n_cut,
+                scoring=scoring,
+                clusters=clusters,
             ),
         }
     ]
     own = scorer.tables()
     rows.extend({**head, **r} for r in own.rows)
     if rated:
-        cut = sum(t for *_, t in rated)
+        cut = sum(t for *_, t, _ in rated)
+        judged_clusters = clusters[[at for *_, at in rated]]
         rows.append(
             {
                 **head,
@@ -160,10 +171,11 @@ def group_tables(key: tuple, scorer, rated: list[tuple], scoring) -> tuple[list[
                     sum(not v for _, v, *_ in rated),
                     scoring=scoring,
                     n_truncated=cut,
+                    clusters=judged_clusters,
                 ),
             }
         )
-        ref = [r for _, _, r, _ in rated]
+        ref = [r for _, _, r, *_ in rated]
         if all(
             x is not None for x in ref
         ):  # the reference implementation's reading: unread ratings are 2
@@ -178,6 +190,7 @@ def group_tables(key: tuple, scorer, rated: list[tuple], scoring) -> tuple[list[
                         0,
                         scoring=scoring,
                         n_truncated=cut,
+                        clusters=judged_clusters,
                     ),
                 }
             )

@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from lib.metrics.stats import cluster_codes, cluster_resamples
 from lib.metrics.wordnet import ensure_wordnet
 from lib.models.tiny import minilm_path
 
@@ -56,12 +57,17 @@ def bleu(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> lis
 
 
 def bleu_corpus(
-    predictions: Sequence[str], references: Sequence[Sequence[str]], n_resamples: int, seed: int = 0
+    predictions: Sequence[str],
+    references: Sequence[Sequence[str]],
+    n_resamples: int,
+    seed: int = 0,
+    clusters: Sequence | None = None,
 ) -> tuple[float, float, float]:
     """Corpus BLEU / 100 as sacrebleu reports it (13a tokenizer, n-gram counts summed over the
     items before the precisions; items may have different numbers of references), with a
-    percentile bootstrap interval over items. The YesBut paper's tool reports this, not the mean
-    of sentence BLEU (:func:`bleu`)."""
+    percentile bootstrap interval over items, or over ``clusters`` (one key per item: an image's
+    descriptions resampled whole, :func:`lib.metrics.stats.cluster_resamples`). The YesBut
+    paper's tool reports this, not the mean of sentence BLEU (:func:`bleu`)."""
     import numpy as np
     from sacrebleu.metrics import BLEU
 
@@ -79,10 +85,14 @@ def bleu_corpus(
         return scorer._compute_score_from_stats(rows.sum(axis=0).tolist()).score / 100
 
     value = score(stats)
-    if len(stats) < 2:
+    codes = cluster_codes(clusters, len(stats))
+    if len(stats) < 2 or (codes is not None and codes.max() == 0):
         return value, float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    draws = [score(stats[rng.integers(0, len(stats), len(stats))]) for _ in range(n_resamples)]
+    if codes is not None:
+        draws = [score(stats[idx]) for idx in cluster_resamples(codes, n_resamples, seed)]
+    else:  # every item its own cluster: the item bootstrap as it always was
+        rng = np.random.default_rng(seed)
+        draws = [score(stats[rng.integers(0, len(stats), len(stats))]) for _ in range(n_resamples)]
     low, high = np.percentile(draws, [2.5, 97.5])
     return value, float(low), float(high)
 

@@ -21,7 +21,8 @@ thought (``cot``) in two calls as Kojima et al. ask it (the reasoning is kept in
 ``tasks:``.
 
 Outputs under ``outputs/<run>/06_evaluate/``: ``predictions.jsonl``, ``judgements.jsonl`` (LAVE),
-``metrics.csv`` (model, dataset, task, style, subset, metric, value, ci_low, ci_high, n, n_invalid),
+``metrics.csv`` (model, dataset, task, style, subset, metric, value, ci_low, ci_high, n, n_clusters,
+n_invalid: the interval resamples the n_clusters clusters - images, Scrapbook's image chains - not the n answers),
 ``levels.csv`` and ``errors.csv`` (Scrapbook, shaped like the paper's Tables 8-15), ``config.json``
 (the resolved config rescoring reads), ``summary.json``, ``provenance.json``. The tables are written
 atomically, then ``metrics.meta.json`` records the predictions and manifest they came from: a

@@ -11,6 +11,7 @@ folder's ``prompts.yaml``; its settings are a block under ``tasks:`` in stage 06
 from __future__ import annotations
 
 from lib.tasks.base import (
+    Clusters,
     Prompt,
     Results,
     Scorer,
@@ -19,6 +20,7 @@ from lib.tasks.base import (
     Task,
     TaskOptions,
     Unit,
+    cluster_codes,
     metric_row,
     n_truncated,
     style_prompts,
@@ -30,6 +32,7 @@ from lib.tasks.styles import PROMPT_STYLES, STYLES, Style
 __all__ = [
     "PROMPT_STYLES",
     "STYLES",
+    "Clusters",
     "Prompt",
     "Results",
     "Scorer",
@@ -39,6 +42,7 @@ __all__ = [
     "Task",
     "TaskOptions",
     "Unit",
+    "cluster_codes",
     "metric_row",
     "n_truncated",
     "style_prompts",

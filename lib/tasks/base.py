@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import sys
 import typing
+from array import array
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
 from lib import config
 from lib.answers import parse_choice
 from lib.metrics import text as T
-from lib.metrics.stats import mean_ci
+from lib.metrics.stats import mean_ci, n_clusters
 from lib.paths import DATA
 from lib.schema import (
     ERROR,
@@ -141,6 +143,7 @@ class Scorer:
     def __init__(self, task: Task, scoring: Scoring):
         self.task, self.scoring = task, scoring
         self.valid, self.truncated = bytearray(), bytearray()
+        self.clusters = Clusters()  # each answer's cluster, for the intervals of the stage's rows
         self._preds: list[Prediction] = []
         self._items: list[Item] = []
         self._state, self._next, self._tables = None, 0, None
@@ -149,6 +152,7 @@ class Scorer:
         """Take the next chunk of the group's predictions (their answers read) and their items."""
         self.valid.extend(bool(p.valid) for p in preds)
         self.truncated.extend(bool(p.truncated) for p in preds)
+        self.clusters.add(self.task, items)
         self._add(preds, items)
 
     def _add(self, preds: list[Prediction], items: list[Item]) -> None:
@@ -184,13 +188,16 @@ def metric_row(
     ci=None,
     scoring: Scoring | None = None,
     n_truncated: int = 0,
+    clusters=None,
 ) -> dict:
-    """One metric row: the mean of ``values`` with its bootstrap interval, or a given ``(value, low,
-    high)``; beside it how many answers it covers, how many could not be read (``n_invalid``) and
-    how many were cut off by the token limit (``n_truncated``)."""
+    """One metric row: the mean of ``values`` with its bootstrap interval over ``clusters`` (each
+    value's :meth:`Task.cluster` code; None: the values are independent), or a given ``(value,
+    low, high)`` computed over those clusters; beside it how many answers it covers, over how many
+    clusters, how many could not be read (``n_invalid``) and how many were cut off by the token
+    limit (``n_truncated``)."""
     if ci is None:
         s = scoring or Scoring()
-        ci = mean_ci(values, n_resamples=s.n_resamples, seed=s.seed)
+        ci = mean_ci(values, n_resamples=s.n_resamples, seed=s.seed, clusters=clusters)
     value, low, high = ci
     return {
         "subset": subset,
@@ -199,9 +206,37 @@ def metric_row(
         "ci_low": low,
         "ci_high": high,
         "n": n,
+        "n_clusters": n if clusters is None else n_clusters(clusters, n),
         "n_invalid": n_invalid,
         "n_truncated": n_truncated,
     }
+
+
+class Clusters:
+    """Each answer's cluster (:meth:`Task.cluster`) as a small integer code, in the order answers
+    are added: what an interval resamples. A group keeps one 8-byte code per answer and one entry
+    per distinct cluster (an image, a Scrapbook image chain)."""
+
+    def __init__(self):
+        self._code: dict = {}
+        self._codes = array("q")
+
+    def add(self, task: Task, items) -> None:
+        self._codes.extend(self._code.setdefault(task.cluster(it), len(self._code)) for it in items)
+
+    def codes(self) -> np.ndarray:
+        return (
+            np.frombuffer(self._codes, dtype=np.int64)
+            if len(self._codes)
+            else np.zeros(0, np.int64)
+        )
+
+
+def cluster_codes(task: Task, items) -> np.ndarray:
+    """The cluster code of each of ``items`` (:class:`Clusters`)."""
+    clusters = Clusters()
+    clusters.add(task, items)
+    return clusters.codes()
 
 
 def n_truncated(preds) -> int:
@@ -431,6 +466,7 @@ class Task:
                     n_inv,
                     scoring=scoring,
                     n_truncated=n_truncated(preds),
+                    clusters=cluster_codes(self, items),
                 )
             ]
         )
@@ -442,6 +478,12 @@ class Task:
     def unit(self, item: Item) -> Unit | None:
         """The items ``item`` is scored together with (:class:`Unit`); None: it is scored alone."""
         return None
+
+    def cluster(self, item: Item) -> Hashable:
+        """What ``item``'s answer is not independent of, which intervals resample whole: by default
+        its first image (questions about one image move together); a task whose questions span
+        several images of one scene (Scrapbook's image chain) names that."""
+        return item.images[0] if item.images else item.id
 
     def answer_text(self, item: Item, stored) -> str:
         """A stored read answer (:meth:`jsonable`'s form) as a reader sees it; empty for none."""

@@ -85,3 +85,48 @@ def test_one_image_has_no_interval_and_keys_must_match_the_items():
     assert value == pytest.approx(2 / 3) and math.isnan(low) and math.isnan(high)
     with pytest.raises(ValueError, match="2 keys for 3 items"):
         mean_ci(x, clusters=["a", "b"])
+
+
+def test_a_metric_row_names_its_clusters_and_resamples_them():
+    from lib.tasks import Scoring, metric_row
+
+    x, image = _clustered()
+    row = metric_row(
+        "all", "accuracy", x, len(x), 0, scoring=Scoring(n_resamples=500), clusters=image
+    )
+    assert row["n"] == len(x) and row["n_clusters"] == 60
+    assert (row["value"], row["ci_low"], row["ci_high"]) == mean_ci(x, 500, clusters=image)
+    plain = metric_row("all", "accuracy", x, len(x), 0, scoring=Scoring(n_resamples=500))
+    assert (
+        plain["n_clusters"] == len(x) and (plain["ci_low"], plain["ci_high"]) == mean_ci(x, 500)[1:]
+    )
+
+
+def test_each_task_names_what_its_answers_are_not_independent_of():
+    """The image by default (MemeQA: the meme of up to 11 question types); YesBut: the two-panel
+    image a description of a half or of the whole is of; Scrapbook: the image chain of a scene."""
+    from lib.families import get_task
+    from lib.schema import Item
+
+    def item(task, images, **meta):
+        return Item(
+            id=meta.pop("id", "x"), task=task, images=images, question="q", answer=["a"], meta=meta
+        )
+
+    assert get_task("mcq").cluster(item("mcq", ["memes/1.png"])) == "memes/1.png"
+    yb = get_task("yesbut.understanding")
+    halves = [
+        item("yesbut.understanding", [f"halves/p7-{p}.png"], id=f"p7-{p}", part=p)
+        for p in ("left", "right")
+    ]
+    assert {yb.cluster(it) for it in halves} == {
+        yb.cluster(item(yb.name, ["p7.png"], id="p7-whole", part="whole"))
+    }
+    sb = get_task("scrapbook.qa")
+    child = item(sb.name, ["images/s0_b0_a0_p0_x2.png"], image="s0_b0_a0_p0_x2", unit=[0, 0, 0, 0])
+    root = item(sb.name, ["images/s0_b0_a0_p0_x1.png"], image="s0_b0_a0_p0_x1", unit=[0, 0, 0, 0])
+    assert (
+        sb.cluster(child)
+        == sb.cluster(root)
+        != sb.cluster(item(sb.name, ["i.png"], image="i", unit=[0, 0, 1, 0]))
+    )

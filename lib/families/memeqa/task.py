@@ -19,7 +19,16 @@ from lib import plots
 from lib.metrics import classification as C
 from lib.metrics.stats import bootstrap_ci
 from lib.schema import INVALID, Item
-from lib.tasks.base import Prompt, Results, Scoring, Tables, Task, metric_row, n_truncated
+from lib.tasks.base import (
+    Prompt,
+    Results,
+    Scoring,
+    Tables,
+    Task,
+    cluster_codes,
+    metric_row,
+    n_truncated,
+)
 
 LETTERS = string.ascii_uppercase
 NONE_LETTER = "N"
@@ -191,15 +200,24 @@ class MultipleChoice(Task):
         n, n_inv = len(preds), sum(not p.valid for p in preds)
         types = [it.meta.get("specific_type", "all") for it in items]
         n_trunc = n_truncated(preds)
+        memes = cluster_codes(self, items)  # a meme's questions (up to 11 types) move together
         rows = []
         for metric in ("exact", "jaccard"):
             vals = [p.scores[metric] for p in preds]
             rows.append(
                 metric_row(
-                    "all", f"{metric}_micro", vals, n, n_inv, scoring=scoring, n_truncated=n_trunc
+                    "all",
+                    f"{metric}_micro",
+                    vals,
+                    n,
+                    n_inv,
+                    scoring=scoring,
+                    n_truncated=n_trunc,
+                    clusters=memes,
                 )
             )
             stat, arrays = C.macro_over_types_statistic(vals, types)
+            ci = bootstrap_ci(stat, arrays, scoring.n_resamples, seed=scoring.seed, clusters=memes)
             rows.append(
                 metric_row(
                     "all",
@@ -207,21 +225,23 @@ class MultipleChoice(Task):
                     n=n,
                     n_invalid=n_inv,
                     n_truncated=n_trunc,
-                    ci=bootstrap_ci(stat, arrays, scoring.n_resamples, seed=scoring.seed),
+                    ci=ci,
+                    clusters=memes,
                 )
             )
             for t in sorted(set(types)):
-                sub = [v for v, tt in zip(vals, types) if tt == t]
-                sub_preds = [p for p, tt in zip(preds, types) if tt == t]
+                at = [i for i, tt in enumerate(types) if tt == t]
+                sub_preds = [preds[i] for i in at]
                 rows.append(
                     metric_row(
                         t,
                         metric,
-                        sub,
-                        len(sub),
+                        [vals[i] for i in at],
+                        len(at),
                         sum(not p.valid for p in sub_preds),
                         scoring=scoring,
                         n_truncated=n_truncated(sub_preds),
+                        clusters=memes[at],
                     )
                 )
         return Tables(rows)

@@ -110,6 +110,9 @@ class CodedAnswers:
     answer: np.ndarray
     valid: np.ndarray
     truncated: np.ndarray
+    cluster: np.ndarray | None = (
+        None  # each answer's image chain (Task.cluster), which intervals resample
+    )
 
     @property
     def correct(self) -> np.ndarray:
@@ -256,6 +259,7 @@ def questions(a: CodedAnswers) -> dict[str, np.ndarray]:
     parents = _image_parents(image, parent, int(a.image.max()) + 1 if len(a.image) else 0)
     invalid = correct_all & _on_failed_ancestor(image, a.query[first], correct_all, parents)
     return {
+        "cluster": None if a.cluster is None else a.cluster[first],
         "absurd": a.absurd[first],
         "correct_all": correct_all,
         "consistent": consistency >= S.THRESHOLD,
@@ -316,6 +320,7 @@ def tables(a: CodedAnswers, scoring: Scoring) -> tuple[Tables, np.ndarray]:
                 int((~valid[at]).sum()),
                 scoring=scoring,
                 n_truncated=int(truncated[at].sum()),
+                clusters=None if a.cluster is None else a.cluster[at],
             )
         )
     qs = questions(a)
@@ -337,6 +342,7 @@ def tables(a: CodedAnswers, scoring: Scoring) -> tuple[Tables, np.ndarray]:
                     n_inv,
                     scoring=scoring,
                     n_truncated=n_cut,
+                    clusters=None if qs["cluster"] is None else qs["cluster"][keep],
                 )
             )
     strict = strict_categories(a)

@@ -40,6 +40,7 @@ from lib.tasks.base import (
     Task,
     TaskOptions,
     Unit,
+    cluster_codes,
     metric_row,
 )
 from lib.tasks.styles import ZeroShot
@@ -122,14 +123,19 @@ def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
 
 
 def scrapbook_tables(
-    frame: pd.DataFrame, valid: np.ndarray, truncated: np.ndarray, scoring: Scoring
+    frame: pd.DataFrame,
+    valid: np.ndarray,
+    truncated: np.ndarray,
+    scoring: Scoring,
+    clusters: np.ndarray | None = None,
 ) -> Tables:
     """The protocol's metric rows, levels and errors of a scored frame (one row per answer, in the
-    group's order; ``valid`` and ``truncated``: each answer's flags in that order). Every value
-    handed to a bootstrap is a numpy array of 0/1 scores, which :func:`lib.metrics.stats.mean_ci`
-    resamples as counts."""
+    group's order; ``valid``, ``truncated`` and ``clusters``: each answer's flags and image-chain
+    code in that order). Every value handed to a bootstrap is a numpy array of 0/1 scores, which
+    :func:`lib.metrics.stats.mean_ci` resamples by image chain."""
     n_inv, n_cut = int((~valid).sum()), int(truncated.sum())
     qs = S.questions(frame)
+    chain = None if clusters is None else dict(zip(frame["image"], clusters))
     rows = []
     for form, sub in frame[["form", "correct"]].groupby(
         "form"
@@ -144,6 +150,7 @@ def scrapbook_tables(
                 int((~valid[at]).sum()),
                 scoring=scoring,
                 n_truncated=int(truncated[at].sum()),
+                clusters=None if clusters is None else clusters[at],
             )
         )
     for filt, q in (("non-absurd", qs[~qs["absurd"]]), ("full", qs)):
@@ -161,6 +168,7 @@ def scrapbook_tables(
                     n_inv,
                     scoring=scoring,
                     n_truncated=n_cut,
+                    clusters=None if chain is None else q["image"].map(chain).to_numpy(),
                 )
             )
     errors = S.errors_frame(S.error_table(frame, qs), S.overall_table(frame, qs))
@@ -294,6 +302,7 @@ class ScrapbookScorer(Scorer):
             answer=self.answer.array(),
             valid=np.frombuffer(self.valid, dtype=bool),
             truncated=np.frombuffer(self.truncated, dtype=bool),
+            cluster=self.clusters.codes(),
         )
 
     def tables(self) -> Tables:
@@ -367,6 +376,7 @@ class ScrapbookQA(Task):
             np.array([bool(p.valid) for p in preds], dtype=bool),
             np.array([bool(p.truncated) for p in preds], dtype=bool),
             scoring,
+            cluster_codes(self, items),
         )
 
     def scorer(self, scoring: Scoring) -> Scorer:
@@ -417,6 +427,11 @@ class ScrapbookQA(Task):
         return Unit(
             (tuple(item.meta.get("unit") or ()), S.query_id(item.meta["query"])), item.meta["level"]
         )
+
+    def cluster(self, item: Item) -> tuple:
+        """The image chain (``meta.unit``: one scene and the images derived from it), whose
+        questions' answers move together and precede each other: intervals resample chains."""
+        return tuple(item.meta.get("unit") or ()) or item.meta["image"]
 
     def facets(self, item: Item) -> dict:
         m = item.meta

@@ -12,6 +12,7 @@ from lib.tasks.base import (
     Tables,
     Task,
     TaskOptions,
+    cluster_codes,
     metric_row,
     n_truncated,
     set_text_scores,
@@ -48,6 +49,7 @@ class OpenVQA(Task):
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         n, n_inv = len(preds), sum(not p.valid for p in preds)
+        images = cluster_codes(self, items)
         return Tables(
             [
                 metric_row(
@@ -58,6 +60,7 @@ class OpenVQA(Task):
                     n_inv,
                     scoring=scoring,
                     n_truncated=n_truncated(preds),
+                    clusters=images,
                 )
                 for metric in OPEN_METRICS
             ]

@@ -29,6 +29,7 @@ from lib.tasks.base import (
     Tables,
     Task,
     TaskOptions,
+    cluster_codes,
     metric_row,
     n_truncated,
     set_text_scores,
@@ -99,6 +100,7 @@ class Detection(_OneLabel):
         pred = [p.parsed if p.valid else None for p in preds]
         for metric, labels in (("f1", ["Y"]), ("macro_f1", ["Y", "N"])):
             stat, arrays = C.f1_statistic(gold, pred, labels)
+            images = cluster_codes(self, items)
             tables.rows.append(
                 metric_row(
                     "all",
@@ -106,7 +108,10 @@ class Detection(_OneLabel):
                     n=n,
                     n_invalid=n_inv,
                     n_truncated=n_truncated(preds),
-                    ci=bootstrap_ci(stat, arrays, scoring.n_resamples, seed=scoring.seed),
+                    ci=bootstrap_ci(
+                        stat, arrays, scoring.n_resamples, seed=scoring.seed, clusters=images
+                    ),
+                    clusters=images,
                 )
             )
         return tables
@@ -197,6 +202,7 @@ class Understanding(Task):
         beside sentence BLEU's mean, corpus BLEU - what the paper's tool reports."""
         rows, model = [], scoring.of(self).bertscore_model
         refs = [self.target(it) for it in items]
+        images = cluster_codes(self, items)
         for subset, idx in self.subsets(items).items():
             n_inv, n_cut = (
                 sum(not preds[i].valid for i in idx),
@@ -207,7 +213,14 @@ class Understanding(Task):
                 label = f"bertscore ({bertscore_name(model)})" if metric == "bertscore" else metric
                 rows.append(
                     metric_row(
-                        subset, label, vals, len(idx), n_inv, n_truncated=n_cut, scoring=scoring
+                        subset,
+                        label,
+                        vals,
+                        len(idx),
+                        n_inv,
+                        n_truncated=n_cut,
+                        scoring=scoring,
+                        clusters=images[idx],
                     )
                 )
             if "bleu" in preds[0].scores:
@@ -216,16 +229,29 @@ class Understanding(Task):
                     [refs[i] for i in idx],
                     scoring.n_resamples,
                     scoring.seed,
+                    clusters=images[idx],
                 )
                 rows.append(
                     metric_row(
-                        subset, "bleu_corpus", n=len(idx), n_invalid=n_inv, ci=ci, n_truncated=n_cut
+                        subset,
+                        "bleu_corpus",
+                        n=len(idx),
+                        n_invalid=n_inv,
+                        ci=ci,
+                        n_truncated=n_cut,
+                        clusters=images[idx],
                     )
                 )
         return Tables(rows)
 
     def subset(self, item: Item) -> str:
         return item.meta["part"]
+
+    def cluster(self, item: Item) -> str:
+        """The two-panel image a description is of, whole or one half (its id less the part), or
+        the stage-2 original a restyled image redraws: their descriptions share one joke."""
+        part = item.meta.get("part")
+        return item.meta.get("original") or (item.id.removesuffix(f"-{part}") if part else item.id)
 
     def frame(self, metrics: pd.DataFrame, style: str = "zero_shot") -> pd.DataFrame:
         """The understanding rows as the paper reads them (zero-shot, its four metrics): model,
