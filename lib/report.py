@@ -248,6 +248,33 @@ def headline_rows(metrics: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
+def _headline_table(root: Path, head: pd.DataFrame) -> str:
+    """The headline rows, each value with its interval and linked to its answers in the browser."""
+    links = [
+        f'<a href="{href(browser.link(dataset=d, task=t, model=m, style=s))}">items</a>'
+        if (root / browser.FOLDER / "index.html").exists()
+        else ""
+        for d, t, m, s in zip(head["dataset"], head["task"], head["model"], head["style"])
+    ]
+    head["value (95% CI)"] = [
+        f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+        for v, lo, hi in zip(head["value"], head["ci_low"], head["ci_high"])
+    ]
+    head["invalid_rate"] = head["invalid_rate"].map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
+    first = ["dataset", "task", "model", "style", "subset", "metric"]
+    head = head[first + ["value (95% CI)", "n", "n_clusters", "invalid_rate"]]
+    head = head.map(
+        lambda v: text(v) if isinstance(v, str) else v
+    )  # every cell from data is text...
+    head["answers"] = links  # ...and the links are the tags made here
+    caption = (
+        "Headline metrics: one per dataset, task, model and prompt style (95% bootstrap interval over "
+        "the n_clusters images the n answers are about - Scrapbook: image chains - since answers "
+        "about one image move together; invalid answers are counted wrong)"
+    )
+    return _table(head, caption, max_rows=len(head), index=False, escape=False)
+
+
 def _results(root: Path) -> str:
     """The first screen: headline metrics (each linked to its answers), training against its
     baselines, the adversarial filter's outcome."""
@@ -256,49 +283,7 @@ def _results(root: Path) -> str:
     why = A.stale_tables(folder) if folder.is_dir() else None
     metrics = None if why else A.read_table(root, A.EVALUATE, A.METRICS)
     if metrics is not None and len(metrics):
-        head = headline_rows(metrics)
-        has_items = (root / browser.FOLDER / "index.html").exists()
-        links = [
-            f'<a href="{href(browser.link(dataset=d, task=t, model=m, style=s))}">items</a>'
-            if has_items
-            else ""
-            for d, t, m, s in zip(head["dataset"], head["task"], head["model"], head["style"])
-        ]
-        head["value (95% CI)"] = [
-            f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
-            for v, lo, hi in zip(head["value"], head["ci_low"], head["ci_high"])
-        ]
-        head["invalid_rate"] = head["invalid_rate"].map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
-        head = head[
-            [
-                "dataset",
-                "task",
-                "model",
-                "style",
-                "subset",
-                "metric",
-                "value (95% CI)",
-                "n",
-                "n_clusters",
-                "invalid_rate",
-            ]
-        ]
-        head = head.map(
-            lambda v: text(v) if isinstance(v, str) else v
-        )  # every cell from data is text...
-        head["answers"] = links  # ...and the links are the tags made here
-        parts.append(
-            _table(
-                head,
-                "Headline metrics: one per dataset, task, model and prompt style (95% bootstrap "
-                "interval resampling the n_clusters images the n answers are about - Scrapbook: "
-                "image chains - since answers about one image move together; invalid answers are "
-                "counted wrong)",
-                max_rows=len(head),
-                index=False,
-                escape=False,
-            )
-        )
+        parts.append(_headline_table(root, headline_rows(metrics)))
     elif why:
         parts.append(_withheld(why))
     train = A.read_summary(root, A.TRAIN) or {}

@@ -127,6 +127,36 @@ def judgements_by_answer(judgements: list[Judgement]) -> dict:
     }
 
 
+def lave_rows(rated: list[tuple], clusters, scoring) -> list[dict]:
+    """The ``lave`` row of a group's judged answers (:func:`judged` and each one's position in the
+    group, whose cluster its interval resamples) and, where every judgement kept it, the
+    ``lave_reference`` row (the reference implementation's reading: unread ratings are 2)."""
+    if not rated:
+        return []
+    cut, at = sum(t for *_, t, _ in rated), clusters[[i for *_, i in rated]]
+    scores, ref = [s for s, *_ in rated], [r for _, _, r, *_ in rated]
+    n_inv = sum(not v for _, v, *_ in rated)
+    rows = [
+        metric_row(
+            "all", "lave", scores, len(rated), n_inv, scoring=scoring, n_truncated=cut, clusters=at
+        )
+    ]
+    if all(x is not None for x in ref):
+        rows.append(
+            metric_row(
+                "all",
+                "lave_reference",
+                ref,
+                len(rated),
+                0,
+                scoring=scoring,
+                n_truncated=cut,
+                clusters=at,
+            )
+        )
+    return rows
+
+
 def group_tables(key: tuple, scorer, rated: list[tuple], scoring) -> tuple[list[dict], list, list]:
     """A scored group's metric rows (``invalid_rate``, its task's, LAVE where answers were judged:
     :func:`judged` of each answer judged and its position in the group) and its level and error
@@ -157,43 +187,7 @@ def group_tables(key: tuple, scorer, rated: list[tuple], scoring) -> tuple[list[
     ]
     own = scorer.tables()
     rows.extend({**head, **r} for r in own.rows)
-    if rated:
-        cut = sum(t for *_, t, _ in rated)
-        judged_clusters = clusters[[at for *_, at in rated]]
-        rows.append(
-            {
-                **head,
-                **metric_row(
-                    "all",
-                    "lave",
-                    [s for s, *_ in rated],
-                    len(rated),
-                    sum(not v for _, v, *_ in rated),
-                    scoring=scoring,
-                    n_truncated=cut,
-                    clusters=judged_clusters,
-                ),
-            }
-        )
-        ref = [r for _, _, r, *_ in rated]
-        if all(
-            x is not None for x in ref
-        ):  # the reference implementation's reading: unread ratings are 2
-            rows.append(
-                {
-                    **head,
-                    **metric_row(
-                        "all",
-                        "lave_reference",
-                        ref,
-                        len(rated),
-                        0,
-                        scoring=scoring,
-                        n_truncated=cut,
-                        clusters=judged_clusters,
-                    ),
-                }
-            )
+    rows.extend({**head, **r} for r in lave_rows(rated, clusters, scoring))
     frames = []
     for df in (own.levels, own.errors):
         if df is not None:

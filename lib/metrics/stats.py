@@ -85,6 +85,21 @@ def cluster_resamples(
             yield np.repeat(order, w[sorted_codes])
 
 
+def item_or_cluster_resamples(
+    clusters: Sequence | None, n: int, n_resamples: int = N_RESAMPLES, seed: int = 0
+) -> Iterator[np.ndarray]:
+    """The indices of each resample of ``n`` items: whole ``clusters`` (:func:`cluster_resamples`),
+    or, with none or every item its own, ``n`` items drawn with replacement (one draw per resample,
+    as a hand-written item bootstrap always drew them)."""
+    codes = cluster_codes(clusters, n)
+    if codes is not None:
+        yield from cluster_resamples(codes, n_resamples, seed)
+        return
+    rng = np.random.default_rng(seed)
+    for _ in range(n_resamples):
+        yield rng.integers(0, n, n)
+
+
 def _cluster_bootstrap(
     statistic: Callable,
     arrays: list[np.ndarray],

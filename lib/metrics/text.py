@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from lib.metrics.stats import cluster_codes, cluster_resamples
+from lib.metrics.stats import item_or_cluster_resamples, n_clusters
 from lib.metrics.wordnet import ensure_wordnet
 from lib.models.tiny import minilm_path
 
@@ -64,9 +64,8 @@ def bleu_corpus(
     clusters: Sequence | None = None,
 ) -> tuple[float, float, float]:
     """Corpus BLEU / 100 as sacrebleu reports it (13a tokenizer, n-gram counts summed over the
-    items before the precisions; items may have different numbers of references), with a
-    percentile bootstrap interval over items, or over ``clusters`` (one key per item: an image's
-    descriptions resampled whole, :func:`lib.metrics.stats.cluster_resamples`). The YesBut
+    items before the precisions; items may have different numbers of references), with a percentile
+    bootstrap interval over items or whole ``clusters`` (one key per item: an image). The YesBut
     paper's tool reports this, not the mean of sentence BLEU (:func:`bleu`)."""
     import numpy as np
     from sacrebleu.metrics import BLEU
@@ -77,22 +76,17 @@ def bleu_corpus(
     scorer = BLEU()
     width = max(len(r) for r in references)
     streams = [[r[k] if k < len(r) else None for r in references] for k in range(width)]
-    stats = np.asarray(
-        scorer._extract_corpus_statistics(list(predictions), streams), dtype=np.int64
-    )
+    stats = np.asarray(scorer._extract_corpus_statistics(list(predictions), streams), np.int64)
 
     def score(rows) -> float:
         return scorer._compute_score_from_stats(rows.sum(axis=0).tolist()).score / 100
 
     value = score(stats)
-    codes = cluster_codes(clusters, len(stats))
-    if len(stats) < 2 or (codes is not None and codes.max() == 0):
+    if len(stats) < 2 or n_clusters(clusters, len(stats)) < 2:
         return value, float("nan"), float("nan")
-    if codes is not None:
-        draws = [score(stats[idx]) for idx in cluster_resamples(codes, n_resamples, seed)]
-    else:  # every item its own cluster: the item bootstrap as it always was
-        rng = np.random.default_rng(seed)
-        draws = [score(stats[rng.integers(0, len(stats), len(stats))]) for _ in range(n_resamples)]
+    draws = [
+        score(stats[i]) for i in item_or_cluster_resamples(clusters, len(stats), n_resamples, seed)
+    ]
     low, high = np.percentile(draws, [2.5, 97.5])
     return value, float(low), float(high)
 

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import sys
 import typing
-from array import array
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import yaml
 
@@ -41,6 +39,7 @@ from lib.schema import (
     Response,
     is_constrained,
 )
+from lib.tasks.clusters import Clusters, cluster_codes
 
 QUESTION_FIRST = False  # images before the question unless a model spec says otherwise
 TEXT_METRICS = ("bleu", "rouge_l", "meteor", "bertscore", "cider")  # YesBut's understanding metrics
@@ -210,33 +209,6 @@ def metric_row(
         "n_invalid": n_invalid,
         "n_truncated": n_truncated,
     }
-
-
-class Clusters:
-    """Each answer's cluster (:meth:`Task.cluster`) as a small integer code, in the order answers
-    are added: what an interval resamples. A group keeps one 8-byte code per answer and one entry
-    per distinct cluster (an image, a Scrapbook image chain)."""
-
-    def __init__(self):
-        self._code: dict = {}
-        self._codes = array("q")
-
-    def add(self, task: Task, items) -> None:
-        self._codes.extend(self._code.setdefault(task.cluster(it), len(self._code)) for it in items)
-
-    def codes(self) -> np.ndarray:
-        return (
-            np.frombuffer(self._codes, dtype=np.int64)
-            if len(self._codes)
-            else np.zeros(0, np.int64)
-        )
-
-
-def cluster_codes(task: Task, items) -> np.ndarray:
-    """The cluster code of each of ``items`` (:class:`Clusters`)."""
-    clusters = Clusters()
-    clusters.add(task, items)
-    return clusters.codes()
 
 
 def n_truncated(preds) -> int:
