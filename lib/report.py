@@ -215,7 +215,11 @@ def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
 
 def headline_rows(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per dataset x task x model x style: the task's headline metric (:attr:`lib.tasks.Task.headline`)
-    with its interval and n, and the group's invalid rate."""
+    with its interval, n and clusters, and the group's invalid rate."""
+    if (
+        "n_clusters" not in metrics
+    ):  # tables written before intervals resampled images: every answer its own
+        metrics = metrics.assign(n_clusters=metrics["n"])
     invalid = metrics[metrics["metric"] == "invalid_rate"].set_index(
         ["dataset", "task", "model", "style"]
     )["value"]

@@ -85,6 +85,9 @@ def test_the_report_opens_with_the_results_and_they_are_metrics_csv(run_folder, 
             e["metric"],
         )
         assert s["value (95% CI)"].startswith(f"{e['value']:.3f} [")
+        assert s["n_clusters"] == e["n_clusters"] <= s["n"]  # the images its interval resampled
+    old = metrics.drop(columns="n_clusters")  # a table from before: its intervals resampled answers
+    assert (headline_rows(old)["n_clusters"] == expected["n"]).all()
     assert (
         page.locator("nav a[href='#stage-06_evaluate']").count() == 1
     )  # contents after the results
