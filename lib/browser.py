@@ -17,7 +17,7 @@ report links every headline number to the answers behind it (:func:`link`).
 Given a comparison of another run (A) with this one (B) - :func:`lib.eval.changes.side_by_side`;
 stage 07 passes it when its ``compare_with`` names a run - the page gains two filters: ``change``
 (improved, worsened, mixed, same scores: :func:`lib.metrics.stats.score_change`) and ``cause`` (the
-first step where the two answers part ways: prompt, model, reading, scoring). Under each changed
+first step where the two answers part ways: dataset, prompt, model, reading, scoring). Under each changed
 answer, both runs' prompt, raw reply, read answer, outcome and scores side by side, and what
 explains the change (``index.html#cause=model&change=worsened``: the answers the model made worse).
 """
