@@ -37,7 +37,7 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import artifacts as A
+from lib import artifacts
 from lib.annotation_widget import AnnotationWidget
 from lib.config import resolve
 from lib.families.yesbut.paper import figure3_counts
@@ -49,9 +49,9 @@ resolved = resolve(
 )  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
-manifest = A.read_manifest(out.parent)
+manifest = artifacts.read_manifest(out.parent)
 panels = annotate.panels_to_annotate(manifest)
-store = annotate.AnnotationStore(out / A.ANNOTATIONS)
+store = annotate.AnnotationStore(out / artifacts.ANNOTATIONS)
 print(f"{len(panels)} two-panel images to annotate, {len(manifest)} images in the manifest")
 
 # %% [markdown]
@@ -130,7 +130,7 @@ if len(human):
         one.dropna(subset=["text_in_left", "text_in_right", "connected", "difficulty"])
     )
     display(pd.concat(counts, names=["figure 3", "value"]).rename("images").to_frame())
-everything = pd.DataFrame(manifest + A.read_variants(out.parent))
+everything = pd.DataFrame(manifest + artifacts.read_variants(out.parent))
 display(totals(everything[everything["label"].notna()]))
 
 # %% [markdown]
@@ -138,5 +138,5 @@ display(totals(everything[everything["label"].notna()]))
 
 # %%
 summary = annotate.finish(cfg, out, manifest, panels, loaded, drafted, made)
-assert (out / A.ANNOTATIONS).exists() or not cfg.annotations_file
+assert (out / artifacts.ANNOTATIONS).exists() or not cfg.annotations_file
 summary

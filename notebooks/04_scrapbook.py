@@ -37,7 +37,7 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import artifacts as A
+from lib import artifacts
 from lib.config import resolve
 from lib.families.scrapbook import explore
 from lib.stages import scrapbook as stage
@@ -46,7 +46,7 @@ from lib.stages.scrapbook import ScrapbookConfig
 resolved = resolve(ScrapbookConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
-dataset = A.dataset_folder(out, A.SCRAPBOOK_DATASET)
+dataset = artifacts.dataset_folder(out, artifacts.SCRAPBOOK_DATASET)
 
 # %% [markdown]
 # ## Generate

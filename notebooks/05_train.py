@@ -37,7 +37,7 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import artifacts as A
+from lib import artifacts
 from lib.config import resolve
 from lib.stages import train
 
@@ -87,7 +87,7 @@ fig
 
 # %%
 summary = train.finish(cfg, out, training, result)
-assert (out / A.BEST).is_dir() and (out / A.LAST).is_dir()
+assert (out / artifacts.BEST).is_dir() and (out / artifacts.LAST).is_dir()
 for key in ("accuracy_presence", "accuracy_presence_color", "accuracy_presence_shape"):
     print(
         f"{key}: trained {summary['trained'].get(key, float('nan')):.3f}, base {summary['base'].get(key, float('nan')):.3f}, "

@@ -39,16 +39,15 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import artifacts as A
-from lib import browser
+from lib import artifacts, browser
 from lib.config import resolve
 from lib.families.vqa.task import OpenVQA
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 
-resolved = resolve(E.EvalConfig, profile, run or None, overrides)  # as make run resolves it
+resolved = resolve(evaluate.EvalConfig, profile, run or None, overrides)  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
-pd.Series(E.resolved(cfg, out.parent).datasets, name="dataset folder").to_frame()
+pd.Series(evaluate.resolved(cfg, out.parent).datasets, name="dataset folder").to_frame()
 
 # %% [markdown]
 # ## Ask every model (cached, resumable)
@@ -56,8 +55,10 @@ pd.Series(E.resolved(cfg, out.parent).datasets, name="dataset folder").to_frame(
 # (LAVE) when the profile names a judge.
 
 # %%
-cfg, data = E.items_to_ask(cfg, out)  # the config with this run's paths, which the later steps take
-counts = E.ask(cfg, out, data)
+cfg, data = evaluate.items_to_ask(
+    cfg, out
+)  # the config with this run's paths, which the later steps take
+counts = evaluate.ask(cfg, out, data)
 counts
 
 # %% [markdown]
@@ -65,7 +66,7 @@ counts
 # Every table is computed from the stored answers, as `python -m lib.stages.evaluate rescore` does without a model.
 
 # %%
-scores = E.rescore_folder(out)
+scores = evaluate.rescore_folder(out)
 scores
 
 # %% [markdown]
@@ -73,14 +74,14 @@ scores
 # Answers that could not be read are kept raw and count as wrong in every score below.
 
 # %%
-invalid = E.invalid_summary(out)
+invalid = evaluate.invalid_summary(out)
 display(invalid.style.format({"invalid_rate": "{:.1%}"}))
 
 # %% [markdown]
 # ## Headline metrics (95% bootstrap intervals; `n_invalid` and `n_truncated` beside every score)
 
 # %%
-metrics = A.read_table(out.parent, A.EVALUATE, A.METRICS)
+metrics = artifacts.read_table(out.parent, artifacts.EVALUATE, artifacts.METRICS)
 headline = metrics[
     metrics["subset"].isin(["all", "non-absurd"]) & (metrics["metric"] != "invalid_rate")
 ]
@@ -97,7 +98,9 @@ display(
 vqa = OpenVQA.rows(metrics)
 vqa = vqa[vqa["subset"] == "all"]
 display(vqa.pivot_table(index="metric", columns=["model", "style"], values="value").round(3))
-judgements = pd.DataFrame(A.read_records(out.parent, A.EVALUATE, A.JUDGEMENTS))
+judgements = pd.DataFrame(
+    artifacts.read_records(out.parent, artifacts.EVALUATE, artifacts.JUDGEMENTS)
+)
 if len(judgements):
     display(judgements[["model", "item_id", "rating", "score", "valid", "rationale"]].head(8))
 
@@ -105,7 +108,7 @@ if len(judgements):
 # ## Scrapbook: Table 8 (overall), the error categories (Tables 9, 10, 15) and level 1 by concept
 
 # %%
-errors = A.read_table(out.parent, A.EVALUATE, A.ERRORS)
+errors = artifacts.read_table(out.parent, artifacts.EVALUATE, artifacts.ERRORS)
 if len(errors):
     display(
         errors[errors["unit"] == "questions"][
@@ -117,7 +120,7 @@ if len(errors):
             index=["dataset", "category"], columns=["model", "style", "filter"], values="count"
         )
     )
-    levels = A.read_table(out.parent, A.EVALUATE, A.LEVELS)
+    levels = artifacts.read_table(out.parent, artifacts.EVALUATE, artifacts.LEVELS)
     display(levels[(levels["level"] == 1) & (levels["form"] == "all")].head(12))
 
 # %% [markdown]
@@ -134,6 +137,6 @@ browser.show(answers, max_rows=8)
 # ## Summary and provenance
 
 # %%
-summary = E.finish(cfg, out, counts, scores)
-assert (out / A.METRICS).exists() and summary["predictions"] > 0
+summary = evaluate.finish(cfg, out, counts, scores)
+assert (out / artifacts.METRICS).exists() and summary["predictions"] > 0
 summary

@@ -36,7 +36,7 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import artifacts as A
+from lib import artifacts
 from lib.config import resolve
 from lib.stages import analyze
 
@@ -45,7 +45,7 @@ resolved = resolve(
 )  # as make run resolves it
 cfg, out, run = resolved.cfg, resolved.out, resolved.run
 display(resolved.table())  # every field, and the params file that set it
-{stage: (out.parent / stage).is_dir() for stage in A.STAGES[:-1]}
+{stage: (out.parent / stage).is_dir() for stage in artifacts.STAGES[:-1]}
 
 # %% [markdown]
 # ## Image map (YesBut Figure 4): collected images and style variants
@@ -110,7 +110,7 @@ display(reproduced) if reproduced is not None else print(
 
 # %%
 compared = analyze.comparison(cfg, out)
-display(A.read_comparison(out.parent)["tables"]["causes"]) if compared else print(
+display(artifacts.read_comparison(out.parent)["tables"]["causes"]) if compared else print(
     "compare_with is not set: no comparison"
 )
 
@@ -120,4 +120,4 @@ display(A.read_comparison(out.parent)["tables"]["causes"]) if compared else prin
 # %%
 summary = analyze.finish(cfg, out, images, answers, found, tables, compared)
 print(f"report: {summary['report']}")
-assert (out.parent / A.REPORT).exists()
+assert (out.parent / artifacts.REPORT).exists()
