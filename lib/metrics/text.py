@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from lib.metrics.ptb import ptb_tokenize
 from lib.metrics.stats import item_or_cluster_resamples, n_clusters
 from lib.metrics.wordnet import ensure_wordnet
 from lib.models.tiny import minilm_path
@@ -133,21 +134,6 @@ def meteor(
         meteor_score([split(x) for x in r], split(p), wordnet=wordnet)
         for p, r in zip(predictions, references)
     ]
-
-
-def ptb_tokenize(texts: Sequence[str]) -> list[str]:
-    """coco-caption's tokenisation: Stanford's PTBTokenizer (the jar pycocoevalcap ships, run with
-    Java) lower-casing, then its punctuation tokens dropped - what ``pycocoevalcap`` feeds every
-    caption metric. One Java process for all the texts; empty texts stay empty."""
-    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
-
-    keep = [i for i, t in enumerate(texts) if t.strip()]
-    out = [""] * len(texts)
-    if keep:
-        tokenized = PTBTokenizer().tokenize({i: [{"caption": texts[i]}] for i in keep})
-        for i in keep:
-            out[i] = tokenized[i][0]
-    return out
 
 
 def cider(

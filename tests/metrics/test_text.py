@@ -179,3 +179,15 @@ def test_bad_reference_lists_name_the_item():
     with pytest.raises(ValueError, match="2 predictions but 1"):
         T.anls(["a", "b"], [["a"]])
     assert not math.isnan(T.rouge_l([""], [["x"]])[0])
+
+
+def test_the_java_tokenizers_chatter_is_logged_not_printed(capfd, caplog):
+    """A notebook shows no red PTBTokenizer block under a scoring cell; the lines are kept in the log."""
+    import logging
+
+    from lib.metrics.ptb import ptb_tokenize
+
+    caplog.set_level(logging.INFO, logger="lib.metrics.ptb")
+    assert ptb_tokenize(["A dog, running!", ""]) == ["a dog running", ""]
+    assert "PTBTokenizer" not in capfd.readouterr().err
+    assert any("PTBTokenizer tokenized" in r.getMessage() for r in caplog.records)
