@@ -85,7 +85,8 @@ def _references(value, where: str) -> list[str]:
 
 
 def _rows(path: Path) -> list[tuple[str, dict]]:
-    """(where, row) of a labels file: ``FILE:LINE`` names each row."""
+    """(where, row) of a labels file: ``FILE:LINE`` names each row. Not :func:`lib.io.read_jsonl`,
+    which yields rows without their line numbers, and every later error names the row's line."""
     if path.suffix == ".jsonl":
         out = []
         for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -247,6 +248,13 @@ def judge_check(
     return row
 
 
+def _verdicts(answers: pd.DataFrame, labels: pd.DataFrame):
+    """Per criterion, people's verdict on each answer in ``answers``' order (NaN: not judged on it)."""
+    for criterion, lab in labels.groupby("criterion", sort=False):
+        by_answer = lab.set_index("answer_id")["label"].reindex(answers["answer_id"])
+        yield criterion, by_answer.to_numpy(dtype=float)
+
+
 def agreement_table(
     scores: dict[str, np.ndarray],
     answers: pd.DataFrame,
@@ -259,10 +267,7 @@ def agreement_table(
     answers a row rests on). A judge (``lave[...]``) is also held categorically: rated 3 or not."""
     clusters = answers["cluster"].to_numpy()
     rows = []
-    for criterion, lab in labels.groupby("criterion", sort=False):
-        verdict = (
-            lab.set_index("answer_id")["label"].reindex(answers["answer_id"]).to_numpy(dtype=float)
-        )
+    for criterion, verdict in _verdicts(answers, labels):
         for scorer, s in scores.items():
             keep = ~np.isnan(s) & ~np.isnan(verdict)
             found = agreement(
@@ -285,24 +290,20 @@ def paired_table(
     scores: dict[str, np.ndarray],
     answers: pd.DataFrame,
     labels: pd.DataFrame,
+    table: pd.DataFrame,
     n_resamples: int = N_RESAMPLES,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Per criterion, the scorer with the highest ROC AUC against each other scorer: the paired
-    difference of their AUCs over the answers both scored, with its interval over clusters."""
+    """Per criterion, the scorer with the highest ROC AUC in ``table`` (:func:`agreement_table`'s)
+    against each other scorer: the paired difference of their AUCs over the answers both scored,
+    with its interval over clusters."""
     clusters = answers["cluster"].to_numpy()
+    auc = table[table["statistic"] == "roc_auc"].dropna(subset=["value"])
     rows = []
-    for criterion, lab in labels.groupby("criterion", sort=False):
-        verdict = (
-            lab.set_index("answer_id")["label"].reindex(answers["answer_id"]).to_numpy(dtype=float)
+    for criterion, verdict in _verdicts(answers, labels):
+        ranked = sorted(
+            auc[auc["criterion"] == criterion][["value", "scorer"]].itertuples(index=False)
         )
-        auc = {}
-        for scorer, s in scores.items():
-            keep = ~np.isnan(s) & ~np.isnan(verdict)
-            auc[scorer] = agreement(s[keep], verdict[keep], None, ("roc_auc",), n_resamples=2)[0][
-                "value"
-            ]
-        ranked = sorted((v, k) for k, v in auc.items() if not math.isnan(v))
         if not ranked:
             continue
         best = ranked[-1][1]
@@ -391,9 +392,10 @@ def run(
         ratings = judge_ratings(model, answers, max_tokens, store)
         scores[f"lave[{name}]"] = (ratings - 1) / 2
         checks.append(judge_check(name, model, answers, labels, ratings, max_tokens, store))
+    table = agreement_table(scores, answers, labels, n_resamples, seed)
     tables = {
-        "agreement": agreement_table(scores, answers, labels, n_resamples, seed),
-        "paired": paired_table(scores, answers, labels, n_resamples, seed),
+        "agreement": table,
+        "paired": paired_table(scores, answers, labels, table, n_resamples, seed),
         "judge_checks": pd.DataFrame(checks),
         "scores": pd.concat([answers[["answer_id", "cluster"]], pd.DataFrame(scores)], axis=1),
     }

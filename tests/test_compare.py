@@ -20,6 +20,7 @@ import pytest
 from lib import compare as C
 from lib.eval import compare as X
 from lib.eval import foreign as F
+from lib.eval.paired import mcnemar_exact, paired_difference
 from lib.export import main as export
 from lib.families.vqa.task import OpenVQA
 from lib.io import read_jsonl
@@ -190,7 +191,7 @@ def test_the_paired_interval_is_scipys_paired_bootstrap():
     from scipy.stats import bootstrap
 
     for a, b in ((A_SCORES, B_SCORES), (RNG.random(50), RNG.random(50))):
-        value, low, high = X.paired_difference(a, b, n_resamples=500, seed=3)
+        value, low, high = paired_difference(a, b, n_resamples=500, seed=3)
         ref = bootstrap(
             (a, b),
             lambda x, y, axis=-1: np.mean(y - x, axis=axis),
@@ -213,12 +214,12 @@ def test_the_mcnemar_test_is_statsmodels_exact_one():
             [int(((a == 1) & (b == 1)).sum()), int(((a == 1) & (b == 0)).sum())],
             [int(((a == 0) & (b == 1)).sum()), int(((a == 0) & (b == 0)).sum())],
         ]
-        p = X.mcnemar_exact(a, b)
+        p = mcnemar_exact(a, b)
         assert p == pytest.approx(mcnemar(table, exact=True).pvalue, rel=1e-12)
         assert p == pytest.approx(
             binomtest(table[1][0], table[0][1] + table[1][0]).pvalue, rel=1e-12
         )
-    assert X.mcnemar_exact(A_SCORES, A_SCORES) == 1.0
+    assert mcnemar_exact(A_SCORES, A_SCORES) == 1.0
 
 
 # --- foreign runs: a real lmms-eval run's samples imported (issue #46) ---------------------------

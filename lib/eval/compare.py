@@ -33,7 +33,7 @@ from lib import artifacts as A
 from lib.config import ParamsError
 from lib.eval.foreign import FOREIGN, logged_request
 from lib.eval.manifest import PARTS, Unverified, answer_digest, changed_datasets, check_manifest
-from lib.eval.paired import mcnemar_exact, metric_rows, paired_difference  # noqa: F401  (the comparison's statistics)
+from lib.eval.paired import metric_rows
 from lib.eval.rescore import saved_config
 from lib.eval.settings import EvalConfig
 from lib.families import get_task

@@ -21,7 +21,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from lib.metrics.stats import CONFIDENCE, N_RESAMPLES, cluster_resamples, codes_of, n_clusters
+from lib.metrics.stats import (
+    CONFIDENCE,
+    N_RESAMPLES,
+    cluster_resamples,
+    codes_of,
+    n_clusters,
+    percentile_bounds,
+)
 
 GRADED = ("roc_auc", "kendall_tau_b")
 CATEGORICAL = ("cohen_kappa", "krippendorff_alpha")
@@ -96,9 +103,7 @@ def _interval(
     draws = draws[np.isfinite(draws)]
     if len(draws) < 2:
         return value, math.nan, math.nan
-    alpha = (1 - confidence) / 2
-    low, high = np.percentile(draws, [100 * alpha, 100 * (1 - alpha)])
-    return value, float(low), float(high)
+    return (value, *percentile_bounds(draws, confidence))
 
 
 def agreement(

@@ -57,7 +57,8 @@ def n_clusters(clusters: Sequence | None, n: int) -> int:
     return n if clusters is None else len(set(clusters))
 
 
-def _percentiles(draws: np.ndarray, confidence: float) -> tuple[float, float]:
+def percentile_bounds(draws: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The percentile interval of bootstrap ``draws`` at ``confidence``."""
     alpha = (1 - confidence) / 2
     low, high = np.percentile(draws, [100 * alpha, 100 * (1 - alpha)])
     return float(low), float(high)
@@ -115,7 +116,7 @@ def _cluster_bootstrap(
             for idx in cluster_resamples(codes, n_resamples, seed)
         ]
     )
-    return _percentiles(draws[~np.isnan(draws)], confidence)
+    return percentile_bounds(draws[~np.isnan(draws)], confidence)
 
 
 def bootstrap_ci(
@@ -191,7 +192,7 @@ def mean_ci(
         means = np.concatenate(
             [(w @ sums) / (w @ sizes) for w in _cluster_weights(codes, n_resamples, seed)]
         )
-        return (value, *_percentiles(means, confidence))
+        return (value, *percentile_bounds(means, confidence))
     scores, counts = np.unique(x, return_counts=True)
     if len(scores) == 1:
         return value, value, value
@@ -207,7 +208,7 @@ def mean_ci(
             for start in range(0, n_resamples, batch)
         ]
     )
-    return (value, *_percentiles(means, confidence))
+    return (value, *percentile_bounds(means, confidence))
 
 
 CHANGES = (
