@@ -79,7 +79,7 @@ MODELS = {"llava": LLAVA, "constant": {"backend": "constant", "answer": "yes"},
 mode, folder, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 start = time.perf_counter()
 if mode in ("floor", "loaded"):  # what any evaluation with a model holds: the imports, the model, one question
-    from lib.families import task_of
+    from lib.tasks.registry import task_of
     from lib.io import read_items_at
     from lib.models import load_model
     item = read_items_at(folder, [0])[0]

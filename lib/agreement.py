@@ -10,12 +10,14 @@ declare a reader for a release's own file (``HUMAN_LABELS``: file name -> reader
 ``Human_Eval_Results.csv``), so its path can be given as it is.
 
 The answers are scored by each text metric of the task (its options in the profile's stage 06, e.g.
-``yesbut.understanding``'s BLEU, ROUGE-L, METEOR, CIDEr, BERTScore) and by LAVE with each judge
-(the profile's stage-06 judge, plus ``--judge`` names of its models), through the call store.
+``yesbut.understanding``'s BLEU, ROUGE-L, METEOR, CIDEr, BERTScore) and by every judge the families
+declare (LAVE, the yes/no verdict: :mod:`lib.tasks.judges`) on each judge model (the profile's
+stage-06 judge, plus ``--judge`` names of its models), through the call store; a scorer is named
+``<judge>[<model>]``.
 Writes, all or nothing, into ``--out`` (a folder of its own kind, never one holding anything else):
 
 - ``agreement.csv``: per scorer and criterion, ROC AUC and Kendall tau-b (and for a judge, Cohen's
-  kappa and Krippendorff's alpha of "rated 3" against the verdict), each with a clustered interval
+  kappa and Krippendorff's alpha of its top score against the verdict), each with a clustered interval
   (:mod:`lib.metrics.agreement`); an unreadable rating is left out and counted, never a middle score;
 - ``paired.csv``: per criterion, the best scorer by AUC against each other one (paired interval);
 - ``judge_checks.csv``: per judge, unreadable ratings, self-consistency (references in reverse
@@ -37,14 +39,13 @@ import pandas as pd
 
 from lib import config
 from lib.eval.settings import EvalConfig
-from lib.families import get_task, human_label_readers
-from lib.families.lave.judge import judge as lave_judge
 from lib.io import NotOurFolder, aside_folder, check_ours, mark, swap_in, write_csv
 from lib.metrics import text as T
 from lib.metrics.agreement import CATEGORICAL, GRADED, agreement, paired_agreement
 from lib.metrics.stats import N_RESAMPLES
 from lib.models import load_model
 from lib.store import CallStore
+from lib.tasks.registry import get_task, registry
 
 LABEL_COLUMNS = ("answer_id", "cluster", "question", "references", "answer", "criterion", "label")
 LABEL_VALUES = {"1": 1, "0": 0, "yes": 1, "no": 0, "true": 1, "false": 0}
@@ -115,7 +116,7 @@ def read_labels(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise AgreementError(f"{path}: no such labels file")
-    task, reader = human_label_readers().get(path.name, (None, None))
+    task, reader = registry().human_labels.get(path.name, (None, None))
     rows = (
         [(f"{path}: row {i + 1}", r) for i, r in enumerate(reader(path).to_dict("records"))]
         if reader
@@ -175,11 +176,17 @@ def metric_scores(
     }
 
 
-def judge_ratings(
-    model, answers: pd.DataFrame, max_new_tokens: int, store, references=None, candidates=None
+def judge_scores(
+    judge,
+    model,
+    answers: pd.DataFrame,
+    max_new_tokens: int,
+    store,
+    references=None,
+    candidates=None,
 ) -> np.ndarray:
-    """LAVE's rating (1-3) of every answer by ``model``; NaN where it could not be read."""
-    judged = lave_judge(
+    """``judge``'s score (in [0, 1]) of every answer on ``model``; NaN where it could not be read."""
+    judged = judge.judge(
         model,
         answers["question"].tolist(),
         references if references is not None else answers["references"].tolist(),
@@ -189,11 +196,12 @@ def judge_ratings(
         item_ids=answers["answer_id"].tolist(),
         progress=False,
     )
-    return np.array([math.nan if j.rating is None else j.rating for j in judged], dtype=float)
+    return np.array([j.score if j.valid else math.nan for j in judged], dtype=float)
 
 
 def judge_check(
     name: str,
+    judge,
     model,
     answers: pd.DataFrame,
     labels: pd.DataFrame,
@@ -212,7 +220,8 @@ def judge_check(
     }
     multi = answers["references"].map(len) > 1
     if multi.any():
-        again = judge_ratings(
+        again = judge_scores(
+            judge,
             model,
             answers[multi],
             max_new_tokens,
@@ -230,7 +239,8 @@ def judge_check(
         row.update(reordered=0, self_consistency=math.nan)
     right = labels[(labels["criterion"] == "correctness") & (labels["label"] == 1)]["answer_id"]
     probe = answers[answers["answer_id"].isin(set(right))] if len(right) else answers
-    padded = judge_ratings(
+    padded = judge_scores(
+        judge,
         model,
         probe,
         max_new_tokens,
@@ -264,7 +274,8 @@ def agreement_table(
 ) -> pd.DataFrame:
     """Per scorer and criterion, each statistic with its interval over clusters (``scores``: scorer
     -> per-answer score, NaN where a judge's rating was unreadable: left out, ``n`` says how many
-    answers a row rests on). A judge (``lave[...]``) is also held categorically: rated 3 or not."""
+    answers a row rests on). A judge (``<judge>[<model>]``) is also held categorically: its top
+    score (LAVE's rating 3, the verdict's yes) or not."""
     clusters = answers["cluster"].to_numpy()
     rows = []
     for criterion, verdict in _verdicts(answers, labels):
@@ -273,7 +284,7 @@ def agreement_table(
             found = agreement(
                 s[keep], verdict[keep], clusters[keep], GRADED, n_resamples, seed=seed
             )
-            if scorer.startswith("lave["):
+            if scorer.split("[")[0] in registry().judges and scorer.endswith("]"):
                 found += agreement(
                     (s[keep] == 1).astype(float),
                     verdict[keep],
@@ -375,7 +386,7 @@ def run(
     out = Path(out)
     check_ours(out, KIND)
     labels = read_labels(labels_path)
-    task = task or human_label_readers().get(Path(labels_path).name, (None,))[0]
+    task = task or registry().human_labels.get(Path(labels_path).name, (None,))[0]
     if task is None:
         raise AgreementError(
             f"{labels_path}: say which task the answers are of (--task), for its text metrics"
@@ -389,9 +400,14 @@ def run(
     checks = []
     for name, spec in judge_specs.items():
         model = load_model(spec)
-        ratings = judge_ratings(model, answers, max_tokens, store)
-        scores[f"lave[{name}]"] = (ratings - 1) / 2
-        checks.append(judge_check(name, model, answers, labels, ratings, max_tokens, store))
+        for judge in registry().judges.values():
+            scorer = f"{judge.name}[{name}]"
+            scores[scorer] = judge_scores(judge, model, answers, max_tokens, store)
+            checks.append(
+                judge_check(
+                    scorer, judge, model, answers, labels, scores[scorer], max_tokens, store
+                )
+            )
     table = agreement_table(scores, answers, labels, n_resamples, seed)
     tables = {
         "agreement": table,

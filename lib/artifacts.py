@@ -64,12 +64,12 @@ CURVE = "curve.csv"  # 05
 BEST, LAST, CHECKPOINT = "best", "last", "checkpoint"  # 05
 PREDICTIONS = "predictions.jsonl"  # 06
 JUDGEMENTS = "judgements.jsonl"  # 06
-METRICS, LEVELS, ERRORS = "metrics.csv", "levels.csv", "errors.csv"  # 06
+METRICS = "metrics.csv"  # 06; beside it each score table a family declares, <name>.csv
 EVAL_CONFIG = "config.json"  # 06
 EVAL_MANIFEST = (
     "manifest.json"  # 06: written last; ties config, predictions, judgements and datasets together
 )
-EVAL_TABLES = (METRICS, LEVELS, ERRORS)  # 06: derived from the predictions (rescore remakes them)
+EVAL_TABLES = "*.csv"  # 06: every table is derived from the predictions (rescore remakes them)
 TABLES_META = "metrics.meta.json"  # 06: written after the tables; what they were computed from
 PAPER = "paper.csv"  # any stage: the paper numbers it reproduced (paper, quantity, paper_value, ours, equal, note)
 REPORT = "report.html"  # 07, at the run folder's root
@@ -205,7 +205,7 @@ def stale_tables(folder: str | Path) -> str | None:
     when there are none). They must have a record (:data:`TABLES_META`) whose digests match the
     tables, the current predictions and the current manifest."""
     folder = Path(folder)
-    present = [n for n in EVAL_TABLES if (folder / n).exists()]
+    present = sorted(p.name for p in folder.glob(EVAL_TABLES))
     if not present:
         return None
     fix = f"recompute them (no model is called): python -m lib.stages.evaluate rescore --run {folder.parent.name}"
@@ -271,7 +271,7 @@ def read_table(run_folder: str | Path, stage: str, name: str) -> pd.DataFrame | 
     path = stage_folder(run_folder, stage) / name
     if not path.exists():
         return None
-    if stage == EVALUATE and name in EVAL_TABLES and (why := stale_tables(path.parent)):
+    if stage == EVALUATE and path.match(EVAL_TABLES) and (why := stale_tables(path.parent)):
         raise StaleTables(why)
     return pd.read_csv(path)
 

@@ -37,11 +37,11 @@ import pandas as pd
 from PIL import Image
 
 from lib import artifacts as A
-from lib.families import get_task
 from lib.htmlsafe import csp_meta, json_block, json_text, text
 from lib.io import atomic_file, item_index, read_items_at, read_jsonl, share_strings
 from lib.metrics.stats import CHANGES, score_change
 from lib.schema import ERROR, Item, Prediction
+from lib.tasks.registry import get_task
 
 FOLDER = "browser"  # under the run folder
 THUMB_PX = 160  # a thumbnail's longer side

@@ -59,13 +59,13 @@ import yaml
 
 from lib.config import ParamsError, resolve
 from lib.eval.settings import EvalConfig
-from lib.families import get_task
 from lib.formats import export_tsv
 from lib.io import file_sha256, load_items, share_strings, write_json, write_jsonl
 from lib.provenance import provenance
 from lib.schema import Item, Prediction, Response
 from lib.tasks import Scoring
 from lib.tasks.base import QUESTION_FIRST, wants_question_first
+from lib.tasks.registry import get_task
 
 TEMPLATE = Path(__file__).parent / "data" / "lmms_eval" / "utils.py"
 ANSWER_TOKENS = (

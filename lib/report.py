@@ -25,11 +25,11 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import browser
-from lib.families import TASKS
 from lib.htmlsafe import csp_meta, href, text
 from lib.io import atomic_file
 from lib.metrics.stats import CHANGES
 from lib.paths import run_dir
+from lib.tasks.registry import tasks
 
 TITLES = {
     A.SETUP: "Setup: models and probes",
@@ -201,7 +201,7 @@ def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
             )
         )
         parts.append(
-            _csv(folder / A.ERRORS, "Scrapbook overall and error categories (errors.csv)", root)
+            _csv(folder / "errors.csv", "Scrapbook overall and error categories (errors.csv)", root)
         )
     if stage == A.ANALYZE:
         for p in sorted((folder / A.TABLES).glob("*.csv")):
@@ -224,7 +224,7 @@ def headline_rows(metrics: pd.DataFrame) -> pd.DataFrame:
         ["dataset", "task", "model", "style"]
     )["value"]
     frames = []
-    for task in TASKS.values():
+    for task in tasks().values():
         subset, metric = task.headline
         rows = task.rows(metrics)
         frames.append(rows[(rows["subset"] == subset) & (rows["metric"] == metric)])

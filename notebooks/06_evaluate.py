@@ -108,7 +108,7 @@ if len(judgements):
 # ## Scrapbook: Table 8 (overall), the error categories (Tables 9, 10, 15) and level 1 by concept
 
 # %%
-errors = artifacts.read_table(out.parent, artifacts.EVALUATE, artifacts.ERRORS)
+errors = artifacts.read_table(out.parent, artifacts.EVALUATE, "errors.csv")
 if len(errors):
     display(
         errors[errors["unit"] == "questions"][
@@ -120,7 +120,7 @@ if len(errors):
             index=["dataset", "category"], columns=["model", "style", "filter"], values="count"
         )
     )
-    levels = artifacts.read_table(out.parent, artifacts.EVALUATE, artifacts.LEVELS)
+    levels = artifacts.read_table(out.parent, artifacts.EVALUATE, "levels.csv")
     display(levels[(levels["level"] == 1) & (levels["form"] == "all")].head(12))
 
 # %% [markdown]

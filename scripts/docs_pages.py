@@ -213,11 +213,11 @@ def params_markdown(stage: str) -> str:
 
 
 def task_options_markdown() -> str:
-    """Every task of ``lib.families.TASKS`` with the options its ``tasks: {<name>: {...}}`` block may set."""
-    from lib.families import TASKS
+    """Every task of ``lib.tasks.registry.tasks()`` with the options its ``tasks: {<name>: {...}}`` block may set."""
+    from lib.tasks.registry import tasks
 
     rows = []
-    for name, task in sorted(TASKS.items()):
+    for name, task in sorted(tasks().items()):
         for r in config_fields(type(task).Options):
             rows.append(
                 [

@@ -386,7 +386,7 @@ def test_memeqa_export_round_trips(tmp_path, image, tiny_llava):
 
 @pytest.mark.needs_data("memeqa")
 def test_memeqa_skeletons_keep_only_the_correct_options():
-    sks, skipped = af.from_memeqa(MEMEQA / "none-plus" / "dev.json", "images")
+    sks, skipped = af.from_split(MEMEQA / "none-plus" / "dev.json", "images")
     raw = json.loads((MEMEQA / "none-plus" / "dev.json").read_text())
     assert len(sks) + len(skipped) == len(raw) and {s.type for s in sks} == set(af.TYPES)
     by_id = {r["id"]: r for r in raw}
@@ -560,12 +560,12 @@ def test_rule_types_mix_the_true_target_with_the_opposite_and_never_offer_a_syno
 
 
 @pytest.mark.needs_data("memeqa")
-def test_rule_types_from_memeqa_json_get_distractors():
+def test_rule_types_from_a_memeqa_split_get_distractors():
     import numpy as np
 
     from lib.af import rules
 
-    sks, _ = af.from_memeqa(MEMEQA / "none-minus" / "dev.json", "images")
+    sks, _ = af.from_split(MEMEQA / "none-minus" / "dev.json", "images")
     pool = rules.Pool.from_skeletons(sks)
     for kind in ("tar_id", "tar_sent_id", "tar_act_id", "cond_act_id", "cond_sent_id"):
         sample = [s for s in sks if s.type == kind][:20]

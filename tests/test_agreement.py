@@ -94,7 +94,14 @@ def test_metrics_and_judges_are_held_to_the_labels_with_intervals_over_images(tm
         n_resamples=50,
     )
     assert summary["answers"] == 6 and summary["clusters"] == 2
-    assert summary["scorers"] == ["bleu", "rouge_l", "lave[judge]", "lave[mute]"]
+    assert summary["scorers"] == [  # every judge the families declare, on every judge model
+        "bleu",
+        "rouge_l",
+        "lave[judge]",
+        "verdict[judge]",
+        "lave[mute]",
+        "verdict[mute]",
+    ]
     table = pd.read_csv(out / "agreement.csv")
     rouge = table[(table["scorer"] == "rouge_l") & (table["statistic"] == "roc_auc")].iloc[0]
     assert rouge["value"] == 1.0 and rouge["n"] == 6 and rouge["n_clusters"] == 2
@@ -113,8 +120,10 @@ def test_metrics_and_judges_are_held_to_the_labels_with_intervals_over_images(tm
         "value"
     ].isna().all()  # unreadable: left out, never a middle score
     checks = pd.read_csv(out / "judge_checks.csv").set_index("judge")
-    assert checks.loc["mute", "unreadable_share"] == 1.0 and checks.loc["judge", "unreadable"] == 0
-    assert checks.loc["judge", "padded"] == 4  # the answers people judged right
+    assert checks.loc["lave[mute]", "unreadable_share"] == 1.0
+    assert checks.loc["verdict[mute]", "unreadable_share"] == 1.0  # "no idea" says neither word
+    assert checks.loc["lave[judge]", "unreadable"] == 0
+    assert checks.loc["lave[judge]", "padded"] == 4  # the answers people judged right
     scores = pd.read_csv(out / "scores.csv")
     assert len(scores) == 6 and scores["lave[mute]"].isna().all()
     assert kind_of(out) == G.KIND

@@ -10,7 +10,6 @@ from lib.config import ParamsError
 from lib.eval import ask as ask_module
 from lib.eval import rescore as rescore_module
 from lib.eval.items import load_eval_items, sample_indices
-from lib.families import get_task, task_of
 from lib.families.scrapbook import ScrapbookParams
 from lib.families.scrapbook import generate as scrapbook
 from lib.io import dataset_info, load_items, read_jsonl, save_dataset
@@ -19,6 +18,7 @@ from lib.schema import Item, Prediction
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
 from lib.store import CallStore
+from lib.tasks.registry import get_task, task_of
 
 from .support.openai_server import OpenAIStub
 
@@ -492,14 +492,15 @@ def test_a_tasks_options_are_checked_where_they_are_written():
     """Each task's block under ``tasks:`` builds its own options class: an unknown key or a value
     out of range is refused naming the file, the task and the key."""
     cfg = E.EvalConfig.from_params(
-        {"tasks": {"scrapbook.qa": {"exact": "words"}, "vqa.open": {"judge": False}}}
+        {"tasks": {"scrapbook.qa": {"exact": "words"}, "vqa.open": {"judge": None}}}
     )
-    assert cfg.options["scrapbook.qa"].exact == "words" and cfg.options["vqa.open"].judge is False
+    assert cfg.options["scrapbook.qa"].exact == "words" and cfg.options["vqa.open"].judge is None
     assert cfg.scoring().of(get_task("scrapbook.qa")).exact == "words"
-    assert cfg.judged_tasks() == set()  # no judge model: nothing is judged
-    assert E.EvalConfig.from_params(
+    assert cfg.judged_tasks() == {}  # no judge model: nothing is judged
+    judged = E.EvalConfig.from_params(
         {"judge": {"backend": "tiny", "name": "smollm2"}}
-    ).judged_tasks() == {"vqa.open"}
+    ).judged_tasks()
+    assert {name: judge.name for name, judge in judged.items()} == {"vqa.open": "lave"}
     with pytest.raises(
         ParamsError,
         match=r"06.yaml: tasks.scrapbook.qa: unknown key 'exactt' \(did you mean 'exact'\?\)",

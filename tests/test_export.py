@@ -10,7 +10,6 @@ from PIL import Image
 
 from lib.config import resolve
 from lib.export import export_lmms_eval, main
-from lib.families import get_task
 from lib.families.scrapbook import ScrapbookParams
 from lib.families.scrapbook import generate as scrapbook
 from lib.io import load_items
@@ -18,6 +17,7 @@ from lib.schema import Prediction
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
 from lib.tasks import Scoring
+from lib.tasks.registry import get_task
 from tests.support.stage06 import rescored
 
 SCORING = Scoring(

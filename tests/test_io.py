@@ -242,7 +242,7 @@ def test_memeqa_missing_key_is_named(tmp_path):
     ],
 )
 def test_every_memeqa_reader_refuses_the_same_bad_record_by_name(tmp_path, change, message):
-    from lib.af import from_memeqa
+    from lib.af import from_split
     from lib.stages import collect
 
     good = {
@@ -258,7 +258,7 @@ def test_every_memeqa_reader_refuses_the_same_bad_record_by_name(tmp_path, chang
     path.write_text(json.dumps([good, {**good, "id": "intent/2", **change}]))
     for read in (
         lambda: memeqa.import_memeqa(path),
-        lambda: from_memeqa(path, tmp_path),
+        lambda: from_split(path, tmp_path),
         lambda: collect.collect_memeqa(path, tmp_path, progress=False),
     ):
         with pytest.raises(

@@ -134,9 +134,9 @@ def test_memeqa_release_statistics_beside_ours(memeqa_run):
 @needs_memeqa
 def test_the_stage_writes_both_papers_rows_in_one_paper_csv_and_the_report_shows_it(memeqa_run):
     out = A.stage_folder(memeqa_run, A.ANALYZE)
-    table = analyze.paper_table(analyze.AnalyzeConfig(yesbut_data=str(YESBUT)), out)
+    table = analyze.paper_table(analyze.AnalyzeConfig(paper_data={"yesbut": str(YESBUT)}), out)
     written = pd.read_csv(out / A.PAPER, keep_default_na=False)
-    assert list(written["paper"].unique()) == ["YesBut", "MemeQA"] and len(written) == len(table)
+    assert list(written["paper"].unique()) == ["MemeQA", "YesBut"] and len(written) == len(table)
     for paper in ("YesBut", "MemeQA"):
         values = dict(zip(written["quantity"], written["paper_value"]))
         assert {q: float(values[q]) for q in stated(paper)} == stated(paper)

@@ -18,7 +18,6 @@ from unittest import mock
 import pandas as pd
 import pytest
 
-from lib import families
 from lib import tasks as T
 from lib.eval import rescore as rescore_module
 from lib.families.scrapbook import ScrapbookParams
@@ -28,6 +27,7 @@ from lib.schema import Prediction
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
 from lib.store import CallStore
+from lib.tasks.registry import get_task
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "stage06"
 TABLES = ("metrics.csv", "levels.csv", "errors.csv")
@@ -83,7 +83,7 @@ def evaluate(root: Path) -> Path:
             judge=judge,
             tasks={
                 "yesbut.understanding": {"text_metrics": ["bleu", "rouge_l", "meteor", "cider"]},
-                "vqa.open": {"judge": True},
+                "vqa.open": {"judge": "lave"},
             },
         )
         E.run(cfg, out, store=CallStore(root / "calls.sqlite"), progress=False)
@@ -165,7 +165,7 @@ def test_the_streamed_scrapbook_scorer_equals_the_protocols_frame(finished, exac
     every row, level and error as :meth:`ScrapbookQA.score` and :meth:`ScrapbookQA.aggregate` do on
     the frame of all of them (the plain :class:`lib.tasks.Scorer`)."""
     task, scoring = (
-        families.get_task("scrapbook.qa"),
+        get_task("scrapbook.qa"),
         T.Scoring(n_resamples=200, seed=3, tasks={"scrapbook.qa": {"exact": exact}}),
     )
     preds, items = _answers(finished)
@@ -189,8 +189,12 @@ def test_the_streamed_scrapbook_scorer_equals_the_protocols_frame(finished, exac
         pd.testing.assert_frame_equal(
             pd.DataFrame(streamed_tables.rows), pd.DataFrame(held_tables.rows)
         )
-        pd.testing.assert_frame_equal(streamed_tables.levels, held_tables.levels)
-        pd.testing.assert_frame_equal(streamed_tables.errors, held_tables.errors)
+        pd.testing.assert_frame_equal(
+            streamed_tables.tables["levels"], held_tables.tables["levels"]
+        )
+        pd.testing.assert_frame_equal(
+            streamed_tables.tables["errors"], held_tables.tables["errors"]
+        )
 
 
 if __name__ == "__main__":  # python -m tests.test_rescore_stream [FOLDER]: write the snapshot

@@ -18,6 +18,7 @@ from lib.stages import analyze
 from lib.stages import evaluate as E
 from lib.stages import train as T
 from lib.store import CallStore
+from lib.tasks import registry
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 FOLDER = (
@@ -29,11 +30,10 @@ FOLDER = (
 def family(monkeypatch):
     """The toy family found as lib/families/ finds its own: its folder on the package's path."""
     monkeypatch.setattr(families, "__path__", [*families.__path__, str(FOLDER)])
-    found = families.discover()
-    added = {name: task for name, task in found.items() if name not in families.TASKS}
-    for name, task in added.items():
-        monkeypatch.setitem(families.TASKS, name, task)
+    registry.registry.cache_clear()
+    assert "toy" in registry.registry().families
     yield sys.modules["lib.families.toy"]
+    registry.registry.cache_clear()  # the next lookup finds the families without it
     for name in [
         m for m in sys.modules if m == "lib.families.toy" or m.startswith("lib.families.toy.")
     ]:
@@ -41,7 +41,7 @@ def family(monkeypatch):
 
 
 def test_the_toy_family_is_found_by_its_folder_alone(family):
-    assert [t.name for t in family.TASKS] == ["toy.colour"] and families.get_task(
+    assert [t.name for t in family.TASKS] == ["toy.colour"] and registry.get_task(
         "toy.colour"
     ) is family.TASKS[0]
     assert type(family.TASKS[0]).__module__ == "lib.families.toy.task"

@@ -169,8 +169,8 @@ def test_training_filters_touch_the_train_split_only(dataset):
 def test_a_filter_applies_to_the_facets_an_item_has():
     """types / groups / forms filter on what an item's task says of it (Task.facets): a MemeQA
     question is filtered by its question type, never by the form it has not; empty keeps all."""
-    from lib.families import get_task
     from lib.schema import Item
+    from lib.tasks.registry import get_task
     from lib.training.data import _kept
 
     mcq = get_task("mcq").make_item("m", ["a.png"], "?", [0], ["x", "y"], specific_type="Intent")
@@ -521,7 +521,7 @@ def _memeqa_splits(root, per_split=6):
 def test_multiple_choice_training_uses_the_datasets_splits_options_letters_and_the_macro_metric(
     tmp_path,
 ):
-    from lib.families import task_of
+    from lib.tasks.registry import task_of
 
     paths = _memeqa_splits(tmp_path / "memeqa")
     cfg = TrainConfig(

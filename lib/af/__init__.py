@@ -9,7 +9,7 @@
 
 from lib.af.engine import AFConfig, blind_check, filter_questions, final_items
 from lib.af.guards import screen
-from lib.af.skeletons import TYPES, Skeleton, blank_span, from_annotations, from_memeqa
+from lib.af.skeletons import TYPES, Skeleton, blank_span, from_annotations, from_split
 
 __all__ = [
     "AFConfig",
@@ -20,6 +20,6 @@ __all__ = [
     "filter_questions",
     "final_items",
     "from_annotations",
-    "from_memeqa",
+    "from_split",
     "screen",
 ]

@@ -37,12 +37,11 @@ from lib import config
 from lib.af import rules
 from lib.af.guards import GUARDS, pick_without_tell, screen
 from lib.af.skeletons import LLM_TYPES, Skeleton, prompts
-from lib.families import task_of
-from lib.families.memeqa.task import MultipleChoice
 from lib.io import write_json
 from lib.models import Constraint, Request, check_spec, generate
 from lib.schema import Item
 from lib.tasks import wants_question_first
+from lib.tasks.registry import af_questions, task_of
 
 # A phrase or sentence in the style of the released correct options (quotes, digits, parentheses,
 # any length up to OPTION_MAX_LENGTH): no markup, no JSON debris, one line. The length is its own
@@ -271,7 +270,7 @@ def as_item(q: QState) -> Item:
     """The question as it stands, as a multiple-choice item (single / multi as the skeleton says, else
     as its number of answers)."""
     sk = q.skeleton
-    return MultipleChoice.make_item(
+    return af_questions().make_item(
         sk["id"],
         list(sk["images"]),
         sk["question"],

@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from lib.families.memeqa.importer import read_memeqa
 from lib.paths import DATA
 from lib.schema import SENTIMENTS
+from lib.tasks.registry import split_reader
 
 TYPES = (
     "intent_comp",
@@ -344,32 +344,31 @@ def rule_meta(kind: str, question: str, correct: list[str]) -> dict:
     return read(spec, question, correct) if read else {}
 
 
-def from_memeqa(path: str | Path, images_dir: str | Path) -> tuple[list[Skeleton], list[str]]:
-    """Skeletons from a MemeQA JSON split: the correct options kept, the wrong ones dropped (the
-    "None of the above" option too). Questions whose only correct answer is "None of the above"
-    have nothing to keep and are returned as skipped ids."""
+def from_split(path: str | Path, images_dir: str | Path) -> tuple[list[Skeleton], list[str]]:
+    """Skeletons from a released split (MemeQA's JSON), read by the family that reads its files
+    (:func:`lib.tasks.registry.split_reader`): the correct options kept, the wrong ones dropped
+    (the "None of the above" option too). Questions whose only correct answer is "None of the
+    above" have nothing to keep and are returned as skipped ids."""
+    read = split_reader(Path(path))
+    if read is None:
+        raise ValueError(f"{path}: no family reads {Path(path).suffix or 'such'} files as a split")
     nota = prompts()["none_of_the_above"].lower()
     out, skipped = [], []
-    for r in read_memeqa(path):
-        kind = str(r["id"]).split("/")[0]
-        keys = (
-            [r["answer_key"]]
-            if r["general_type"] == "single"
-            else [i for i, f in enumerate(r["answer_key"]) if f]
-        )
-        correct = [r["options"][i] for i in keys if r["options"][i].strip().lower() != nota]
+    for it in read(path, str(Path(images_dir))):
+        kind = str(it.id).split("/")[0]
+        correct = [it.options[i] for i in it.answer if it.options[i].strip().lower() != nota]
         if not correct or kind not in TYPES:
-            skipped.append(r["id"])
+            skipped.append(it.id)
             continue
-        meta = {"source": Path(path).name, **rule_meta(kind, r["question"], correct)}
-        if kind in ("intent_comp", "deriv_comp") and ":" in r["question"]:
-            meta["blanked"] = r["question"].split(":", 1)[1].strip()
+        meta = {"source": Path(path).name, **rule_meta(kind, it.question, correct)}
+        if kind in ("intent_comp", "deriv_comp") and ":" in it.question:
+            meta["blanked"] = it.question.split(":", 1)[1].strip()
         out.append(
             Skeleton(
-                id=r["id"],
+                id=it.id,
                 type=kind,
-                question=r["question"],
-                images=[str(Path(images_dir) / r["img"])],
+                question=it.question,
+                images=list(it.images),
                 correct=correct,
                 general_type="multi" if kind in MULTI_TYPES else "single",
                 meta=meta,

@@ -1,6 +1,6 @@
 """Asking: every model the items of every dataset in every style, one process or many, through the
-call cache (a killed evaluation resumes without repeating finished calls), then LAVE's judge on the
-open answers. Predictions are written as they are made; the manifest comes last
+call cache (a killed evaluation resumes without repeating finished calls), then each judged task's
+judge (:mod:`lib.tasks.judges`) on its answers. Predictions are written as they are made; the manifest comes last
 (:mod:`lib.eval.manifest`), so a stopped run leaves a folder a rescore refuses."""
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ from lib.eval.items import item_key
 from lib.eval.manifest import answer_digest, manifest
 from lib.eval.score import read_answer
 from lib.eval.settings import EvalConfig
-from lib.families import task_of
-from lib.families.lave.judge import judge as lave_judge
 from lib.io import read_jsonl, share_strings, write_json, write_jsonl
 from lib.models import generate, load_model
 from lib.ranks import Ranks, ranks
 from lib.schema import Item, Judgement, Prediction
 from lib.store import CallStore, call_key
 from lib.tasks import STYLES, wants_question_first
+from lib.tasks.registry import task_of
 
 
 def predict(
@@ -195,7 +194,7 @@ def ask(cfg: EvalConfig, out: str | Path, data: dict, store=None, progress: bool
 
 
 def _rows(
-    preds: Iterator[Prediction], answers, keep: list[Prediction], judged_tasks: set[str]
+    preds: Iterator[Prediction], answers, keep: list[Prediction], judged_tasks: dict
 ) -> Iterator[dict]:
     """Each prediction as a row for the predictions file, its answer folded into ``answers`` (the
     manifest's digest) and those of ``judged_tasks`` kept for the judge."""
@@ -209,8 +208,9 @@ def _rows(
 def _judge(
     cfg: EvalConfig, data: dict, todo: list[Prediction], store, progress: bool
 ) -> list[Judgement]:
-    """LAVE judgements of the predictions ``todo`` (the judge model is let go on return)."""
-    judge_model = load_model(cfg.judge)
+    """Judgements of the predictions ``todo``, each by its task's judge, in ``todo``'s order (the
+    judge model is let go on return)."""
+    judge_model, judges = load_model(cfg.judge), cfg.judged_tasks()
     wanted = {item_key(p.dataset, p.item_id) for p in todo}
     by_key = {
         k: it
@@ -219,16 +219,21 @@ def _judge(
         if (k := item_key(name, it.id)) in wanted
     }
     judged = [by_key[item_key(p.dataset, p.item_id)] for p in todo]
-    judgements = lave_judge(
-        judge_model,
-        [it.question for it in judged],
-        [task_of(it).target(it) for it in judged],
-        [p.raw for p in todo],
-        store=store,
-        item_ids=[p.item_id for p in todo],
-        max_new_tokens=cfg.judge_max_new_tokens,
-        progress=progress,
-    )
+    judgements: list = [None] * len(todo)
+    for judge in dict.fromkeys(judges[p.task] for p in todo):
+        at = [i for i, p in enumerate(todo) if judges[p.task] is judge]
+        made = judge.judge(
+            judge_model,
+            [judged[i].question for i in at],
+            [task_of(judged[i]).target(judged[i]) for i in at],
+            [todo[i].raw for i in at],
+            store=store,
+            item_ids=[todo[i].item_id for i in at],
+            max_new_tokens=cfg.judge_max_new_tokens,
+            progress=progress,
+        )
+        for i, j in zip(at, made):
+            judgements[i] = j
     for j, p in zip(judgements, todo):
         j.model = p.model
         j.meta.update(style=p.style, dataset=p.dataset)

@@ -23,9 +23,9 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib.eval.compare import CAUSES, DIMENSIONS, Run, compare, open_run, pair
-from lib.families import get_task
 from lib.io import write_json, write_jsonl
 from lib.metrics.stats import CHANGES, score_change
+from lib.tasks.registry import get_task
 
 
 def prompt_text(parts: dict) -> str:

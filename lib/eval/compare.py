@@ -36,10 +36,10 @@ from lib.eval.manifest import PARTS, Unverified, answer_digest, changed_datasets
 from lib.eval.paired import metric_rows
 from lib.eval.rescore import saved_config
 from lib.eval.settings import EvalConfig
-from lib.families import get_task
 from lib.io import load_items, read_jsonl
 from lib.schema import ERROR, Item, Prediction, image_sha256, is_constrained
 from lib.tasks import style_prompts, wants_question_first
+from lib.tasks.registry import get_task
 
 CAUSES = (
     "dataset",
@@ -57,7 +57,6 @@ DIMENSIONS = (
     "model",
     "style",
 )  # what a filter may select, one value or one per run
-LAVE = "lave"  # the judge's score of an answer, compared beside the task's own scores
 
 
 class CompareError(ParamsError):
@@ -230,7 +229,8 @@ def prompt_difference(a: dict, b: dict) -> list[str]:
 
 
 def judged_score(j: dict | None) -> float | None:
-    """A judgement's score as the LAVE row counts it (an unread rating is 0); None when not judged."""
+    """A judgement's score as the judge's row counts it (an unread rating is 0, as
+    :meth:`lib.tasks.judges.Judge.value`); None when not judged."""
     return (
         None
         if j is None
@@ -238,14 +238,20 @@ def judged_score(j: dict | None) -> float | None:
     )
 
 
-def outcome(row: dict, j: dict | None) -> dict:
-    """An answer's per-item metrics: its scores and, where judged, the judge's score."""
+def outcome(row: dict, j: dict | None, judge: str = "judge") -> dict:
+    """An answer's per-item metrics: its scores and, where judged, the judge's score under the
+    judge's name (its metric row's)."""
     scores = {
         k: float(v) for k, v in (row.get("scores") or {}).items() if isinstance(v, (int, float))
     }
     if j is not None:
-        scores[LAVE] = judged_score(j)
+        scores[judge] = judged_score(j)
     return scores
+
+
+def judge_name(run: Run, row: dict) -> str:
+    """The name of the judge that rated an answer of ``run``: its task's ``tasks.<task>.judge``."""
+    return run.cfg.options[row["task"]].judge or "judge"
 
 
 def _reading(row: dict) -> tuple:
@@ -506,7 +512,8 @@ def _pair_cause(run_a: Run, run_b: Run, key: tuple, a: dict, b: dict) -> dict:
     whose dataset changed since: its cause is ``dataset`` when the answers part ways at all)."""
     ja = run_a.judgements.get((a["model"], a["dataset"], a["item_id"], a["style"]))
     jb = run_b.judgements.get((b["model"], b["dataset"], b["item_id"], b["style"]))
-    p = {"key": key, "a": a, "b": b, "ja": ja, "jb": jb, "oa": outcome(a, ja), "ob": outcome(b, jb)}
+    oa, ob = outcome(a, ja, judge_name(run_a, a)), outcome(b, jb, judge_name(run_b, b))
+    p = {"key": key, "a": a, "b": b, "ja": ja, "jb": jb, "oa": oa, "ob": ob}
     p["cluster"] = _cluster(run_a, run_b, a)
     if gone := dataset_change(run_a, run_b, a, b):
         changed = first_cause(a, b, None, None, ja, jb) is not None

@@ -23,14 +23,12 @@ from lib.eval.manifest import Unverified, answer_digest, check_manifest
 from lib.eval.score import (
     group_tables,
     groups,
-    judged,
     judgements_by_answer,
     read_judgements,
     reread,
     tables,
 )
 from lib.eval.settings import EvalConfig
-from lib.families import get_task
 from lib.io import (
     IdLookup,
     ItemsAt,
@@ -42,6 +40,7 @@ from lib.io import (
     write_lines_hashed,
 )
 from lib.schema import Item, Prediction
+from lib.tasks.registry import get_task
 
 # predictions read, located and re-read at a time: a rescore holds one chunk, not its file. Small:
 # a chunk's objects (predictions, their items) are what the allocator's memory grows to, and what
@@ -97,7 +96,7 @@ def _read_pass(
     answers folded into ``answers`` (the manifest's digest), their items located and read, their
     answers read again and handed to their group's scorer (``scorers``; judged ones noted in
     ``rated``); yields each as it now is."""
-    scoring, lave, lookups = cfg.scoring(), judgements_by_answer(read_judgements(out)), {}
+    scoring, judged, lookups = cfg.scoring(), judgements_by_answer(read_judgements(out)), {}
     rows = read_jsonl(out / A.PREDICTIONS)
     while chunk := [Prediction.from_dict(d) for d in itertools.islice(rows, RESCORE_CHUNK)]:
         for p in chunk:
@@ -113,9 +112,9 @@ def _read_pass(
             scorer.add(group, its)
             model, dataset, _, style = key
             rated[key].extend(
-                (*judged(p, j), start + i)
+                (j, bool(p.truncated), start + i)
                 for i, p in enumerate(group)
-                if (j := lave.get((model, dataset, p.item_id, style))) is not None
+                if (j := judged.get((model, dataset, p.item_id, style))) is not None
             )
         yield from (p.to_dict() for p in chunk)
 
@@ -147,7 +146,7 @@ def _corrected(path: Path, scorers: dict, group_of: array) -> Iterator[bytes]:
 
 
 def _rescore(out: Path, cfg: EvalConfig, unverified: bool, rebuild: bool) -> tuple:
-    """The three passes of :func:`rescore_folder`: (metrics, levels, errors), the rewritten
+    """The three passes of :func:`rescore_folder`: (metrics, score tables by name), the rewritten
     predictions file's digest, the count of invalid answers."""
     scorers, rated, answers, group_of = {}, defaultdict(list), hashlib.sha256(), array("i")
     # names of this rescore's own: two rescores of one folder (a notebook and the command) never share them
@@ -187,7 +186,7 @@ def _rescore(out: Path, cfg: EvalConfig, unverified: bool, rebuild: bool) -> tup
 
 
 def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
-    """Recompute predictions' scores, metrics.csv, levels.csv and errors.csv from the stored
+    """Recompute predictions' scores, metrics.csv and the score tables from the stored
     predictions, judgements and datasets of an evaluation folder - no model is loaded or called.
     The folder's manifest must match its parts (``unverified`` skips that check). The predictions
     stream through three passes over files (read and located, scored, corrected where only a
@@ -204,17 +203,13 @@ def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
             raise Unverified(f"{e}, or rescore with --unverified") from None
     for rebuild in (False, True):
         try:
-            (metrics, levels, errors), predictions, invalid = _rescore(
-                out, cfg, unverified, rebuild
-            )
+            (metrics, extra), predictions, invalid = _rescore(out, cfg, unverified, rebuild)
             break
         except ItemsChanged:  # rewritten in place with the same size and time: index it again, once
             if rebuild:
                 raise
-    digests = {
-        name: write_csv(out / name, df)
-        for name, df in zip(A.EVAL_TABLES, (metrics, levels, errors))
-    }
+    made = {A.METRICS: metrics, **{f"{name}.csv": df for name, df in extra.items()}}
+    digests = {name: write_csv(out / name, df) for name, df in made.items()}
     A.record_table_sources(out, digests, predictions)
     return {
         "rescore_seconds": round(time.perf_counter() - start, 3),

@@ -1,7 +1,7 @@
 """Reading and scoring answers, with no model: each answer read by its task (:func:`read_answer`),
 a group's answers (one model, dataset, task and style) scored by its task's
-:class:`lib.tasks.Scorer`, and the group's rows of ``metrics.csv``, ``levels.csv`` and
-``errors.csv`` (:func:`group_tables`). A rescore feeds the scorer a chunk at a time from files
+:class:`lib.tasks.Scorer`, and the group's rows of ``metrics.csv`` and of the score tables its
+family declares (:func:`group_tables`). A rescore feeds the scorer a chunk at a time from files
 (:mod:`lib.eval.rescore`); training's validation scores its answers whole (:func:`score_group`);
 both are the same scorer and the same reading."""
 
@@ -17,6 +17,7 @@ from lib import artifacts as A
 from lib.io import read_jsonl, share_strings
 from lib.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
 from lib.tasks import Scorer, Scoring, metric_row
+from lib.tasks.registry import get_judge, registry
 
 METRIC_COLUMNS = [
     "model",
@@ -32,33 +33,6 @@ METRIC_COLUMNS = [
     "n_clusters",  # what ci_low / ci_high resampled: the answers' clusters (images), not the answers
     "n_invalid",
     "n_truncated",
-]
-LEVEL_COLUMNS = [
-    "dataset",
-    "style",
-    "model",
-    "level",
-    "concepts",
-    "concept",
-    "type",
-    "subgroup",
-    "form",
-    "n",
-    "correct",
-    "accuracy",
-    "passed",
-]
-ERROR_COLUMNS = [
-    "dataset",
-    "style",
-    "model",
-    "filter",
-    "unit",
-    "category",
-    "count",
-    "share",
-    "correct",
-    "accuracy",
 ]
 
 
@@ -108,122 +82,76 @@ def score_group(task, preds: list[Prediction], items: list[Item], scoring: Scori
     return scorer
 
 
-def judged(p: Prediction, j: Judgement) -> tuple:
-    """What a LAVE row needs of one judged answer: its score (an unread rating counts as 0, so the
-    judge's failures stay visible), whether it was read, the reference reading, truncation."""
-    return (
-        (j.score if j.valid else 0.0),
-        bool(j.valid),
-        j.meta.get("score_reference"),
-        bool(p.truncated),
-    )
-
-
 def judgements_by_answer(judgements: list[Judgement]) -> dict:
-    """LAVE judgements by the answer they rate: (model, dataset, item id, style)."""
+    """Judgements by the answer they rate: (model, dataset, item id, style)."""
     return {
         (j.model, j.meta.get("dataset", ""), j.item_id, j.meta.get("style", "zero_shot")): j
         for j in judgements
     }
 
 
-def lave_rows(rated: list[tuple], clusters, scoring) -> list[dict]:
-    """The ``lave`` row of a group's judged answers (:func:`judged` and each one's position in the
-    group, whose cluster its interval resamples) and, where every judgement kept it, the
-    ``lave_reference`` row (the reference implementation's reading: unread ratings are 2)."""
+def judge_rows(key: tuple, scorer, rated: list[tuple], scoring) -> list[dict]:
+    """The judge's rows of a group's judged answers (each judgement, whether its answer was cut
+    off, and its position in the group, whose cluster its interval resamples): the judge its task's
+    options name (``tasks.<task>.judge``)."""
     if not rated:
         return []
-    cut, at = sum(t for *_, t, _ in rated), clusters[[i for *_, i in rated]]
-    scores, ref = [s for s, *_ in rated], [r for _, _, r, *_ in rated]
-    n_inv = sum(not v for _, v, *_ in rated)
-    rows = [
-        metric_row(
-            "all", "lave", scores, len(rated), n_inv, scoring=scoring, n_truncated=cut, clusters=at
-        )
-    ]
-    if all(x is not None for x in ref):
-        rows.append(
-            metric_row(
-                "all",
-                "lave_reference",
-                ref,
-                len(rated),
-                0,
-                scoring=scoring,
-                n_truncated=cut,
-                clusters=at,
-            )
-        )
-    return rows
+    name = scoring.of(scorer.task).judge
+    if name is None:
+        raise ValueError(f"{key}: answers were judged but tasks.{key[2]}.judge names no judge")
+    clusters = scorer.clusters.codes()[[i for *_, i in rated]]
+    return get_judge(name, f"tasks.{key[2]}.judge").rows(
+        [(j, cut) for j, cut, _ in rated], clusters, scoring
+    )
 
 
-def group_tables(key: tuple, scorer, rated: list[tuple], scoring) -> tuple[list[dict], list, list]:
-    """A scored group's metric rows (``invalid_rate``, its task's, LAVE where answers were judged:
-    :func:`judged` of each answer judged and its position in the group) and its level and error
-    frames (a list of none or one each); intervals resample the answers' clusters (images)."""
+def group_tables(key: tuple, scorer, rated: list[tuple], scoring) -> tuple[list[dict], dict]:
+    """A scored group's metric rows (``invalid_rate``, its task's, its judge's where answers were
+    judged: :func:`judge_rows`) and its score tables by name with the group's dataset, style and
+    model; intervals resample the answers' clusters (images)."""
     model, dataset, _, style = key
     head = dict(zip(("model", "dataset", "task", "style"), key))
     invalid = 1.0 - np.frombuffer(scorer.valid, dtype=bool).astype(float)
-    n, n_inv, n_cut = (
-        len(invalid),
-        int(invalid.sum()),
-        int(np.frombuffer(scorer.truncated, dtype=bool).sum()),
+    n, n_inv = len(invalid), int(invalid.sum())
+    n_cut = int(np.frombuffer(scorer.truncated, dtype=bool).sum())
+    row = metric_row(
+        "all",
+        "invalid_rate",
+        invalid,
+        n,
+        n_inv,
+        n_truncated=n_cut,
+        scoring=scoring,
+        clusters=scorer.clusters.codes(),
     )
-    clusters = scorer.clusters.codes()
-    rows = [
-        {
-            **head,
-            **metric_row(
-                "all",
-                "invalid_rate",
-                invalid,
-                n,
-                n_inv,
-                n_truncated=n_cut,
-                scoring=scoring,
-                clusters=clusters,
-            ),
-        }
-    ]
     own = scorer.tables()
-    rows.extend({**head, **r} for r in own.rows)
-    rows.extend({**head, **r} for r in lave_rows(rated, clusters, scoring))
-    frames = []
-    for df in (own.levels, own.errors):
-        if df is not None:
-            df = df.copy()
-            df.insert(0, "style", style)
-            df.insert(0, "dataset", dataset)
-            df["model"] = model
-        frames.append(df)
-    return (
-        rows,
-        frames[:1] if frames[0] is not None else [],
-        frames[1:] if frames[1] is not None else [],
-    )
+    rows = [{**head, **r} for r in (row, *own.rows, *judge_rows(key, scorer, rated, scoring))]
+    frames = {}
+    for name, df in own.tables.items():
+        df = df.copy()
+        df.insert(0, "style", style)
+        df.insert(0, "dataset", dataset)
+        df["model"] = model
+        frames[name] = df
+    return rows, frames
 
 
-def tables(parts: list[tuple]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """metrics, levels and errors from every group's :func:`group_tables`, groups in key order."""
-    rows = [r for part in parts for r in part[0]]
-    level_frames = [f for part in parts for f in part[1]]
-    error_frames = [f for part in parts for f in part[2]]
-    metrics = pd.DataFrame(rows, columns=METRIC_COLUMNS)
-    levels = (
-        pd.concat(level_frames, ignore_index=True)
-        if level_frames
-        else pd.DataFrame(columns=LEVEL_COLUMNS)
-    )
-    errors = (
-        pd.concat(error_frames, ignore_index=True)
-        if error_frames
-        else pd.DataFrame(columns=ERROR_COLUMNS)
-    )
-    return metrics, levels, errors
+def tables(parts: list[tuple]) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """``metrics.csv`` and every declared score table (:mod:`lib.tasks.registry`, written whether
+    or not a group filled it, so a run's folder always has the same files) from every group's
+    :func:`group_tables`, groups in key order."""
+    metrics = pd.DataFrame([r for rows, _ in parts for r in rows], columns=METRIC_COLUMNS)
+    made = {}
+    for name, columns in registry().score_tables.items():
+        frames = [f[name] for _, f in parts if name in f]
+        made[name] = (
+            pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+        )
+    return metrics, made
 
 
 def read_judgements(out: Path) -> list[Judgement]:
-    """An evaluation folder's LAVE judgements (none when it has no judge)."""
+    """An evaluation folder's judgements (none when it has no judge)."""
     path = out / A.JUDGEMENTS
     return (
         [Judgement.from_dict(share_strings(d, Judgement.REPEATED)) for d in read_jsonl(path)]

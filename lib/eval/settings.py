@@ -10,9 +10,9 @@ from typing import ClassVar
 
 from lib import artifacts as A
 from lib import config
-from lib.families import TASKS, task_options
 from lib.models import check_spec
 from lib.tasks import PROMPT_STYLES, Scoring
+from lib.tasks.registry import get_judge, task_options, tasks
 
 
 @dataclass
@@ -43,7 +43,7 @@ class EvalConfig(config.StageConfig):
     max_new_tokens: int = 32  # an answer's token limit where its task's options set none
     cot_max_new_tokens: int = 128
     judge: dict | None = (
-        None  # LAVE judge model spec (None: no LAVE); it rates the tasks whose options say judge
+        None  # the judge model spec (None: nothing judged); it runs each task's tasks.<task>.judge
     )
     judge_max_new_tokens: int = 96
     max_items: int = (
@@ -71,26 +71,33 @@ class EvalConfig(config.StageConfig):
         for label, spec in self.models.items():
             check_spec(spec, f"{source}: models.{label}")
         check_spec(self.judge, f"{source}: judge", allow_empty=True)
-        unknown = [t for t in self.only_tasks if t not in TASKS]
+        unknown = [t for t in self.only_tasks if t not in tasks()]
         if unknown:
             raise config.ParamsError(
-                f"{source}: only_tasks: unknown task(s) {unknown}; known: {', '.join(TASKS)}"
+                f"{source}: only_tasks: unknown task(s) {unknown}; known: {', '.join(tasks())}"
             )
         task_options(self.tasks, f"{source}: tasks")
 
     @cached_property
     def options(self) -> dict:
         """Every task's options: its block of ``tasks`` over its defaults."""
-        return {name: task.options(self.tasks.get(name)) for name, task in TASKS.items()}
+        return {name: task.options(self.tasks.get(name)) for name, task in tasks().items()}
 
     def answer_tokens(self, task: str) -> int:
         """The token limit of a task's answer: its options' ``max_new_tokens``, else the stage's."""
         limit = self.options[task].max_new_tokens
         return self.max_new_tokens if limit is None else limit
 
-    def judged_tasks(self) -> set[str]:
-        """The tasks whose answers the LAVE judge rates (none without a judge)."""
-        return {name for name, opts in self.options.items() if opts.judge} if self.judge else set()
+    def judged_tasks(self) -> dict:
+        """The tasks whose answers are judged, each with its judge (``tasks.<task>.judge``, a
+        :class:`lib.tasks.judges.Judge`); none without a judge model."""
+        if not self.judge:
+            return {}
+        return {
+            name: get_judge(opts.judge, f"tasks.{name}.judge")
+            for name, opts in self.options.items()
+            if opts.judge
+        }
 
     def hub_ids(self) -> dict[str, str]:
         """Hub ids in the tasks' options (``tasks.<task>.<field>``: id), for the preflight."""

@@ -21,7 +21,7 @@ import pandas as pd
 from lib import artifacts as A
 from lib import cli, config, plots
 from lib.af.engine import AFConfig, blind_check, filter_questions, final_items, plus_variant
-from lib.af.skeletons import from_annotations, from_memeqa
+from lib.af.skeletons import from_annotations, from_split
 from lib.families.memeqa.importer import export_memeqa, import_memeqa
 from lib.io import AnnotationStore, dataset_info, images_roots, save_dataset
 from lib.metrics import shortcuts
@@ -45,7 +45,7 @@ def skeletons_of(cfg: AFConfig, run_folder: str | Path) -> tuple[list, list]:
             [],
         )
     else:
-        skeletons, skipped = from_memeqa(cfg.skeletons_from, cfg.memeqa_images)
+        skeletons, skipped = from_split(cfg.skeletons_from, cfg.memeqa_images)
     return (skeletons[: cfg.max_skeletons] if cfg.max_skeletons else skeletons), skipped
 
 

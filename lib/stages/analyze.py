@@ -44,10 +44,6 @@ from lib.browser import write_browser
 from lib.compare import evaluation_folder
 from lib.eval.changes import side_by_side, write_comparison
 from lib.eval.compare import CompareError
-from lib.families import TASKS
-from lib.families.memeqa.paper import memeqa_reproduction, shortcut_summary
-from lib.families.yesbut.paper import figure3_counts, human_eval, yesbut_reproduction
-from lib.families.yesbut.release import ANNOTATIONS_CSV, read_yesbut_annotations
 from lib.io import AnnotationStore, load_image, load_items, write_csv
 from lib.maps import tsne_2d, umap_2d, umap_module
 from lib.metrics.wordnet import ensure_wordnet
@@ -55,6 +51,7 @@ from lib.models import Request, check_spec, generate, load_model
 from lib.models.tiny import sentence_encoder
 from lib.report import build_report
 from lib.tasks import Results
+from lib.tasks.registry import registry, tasks
 
 DESCRIPTOR = "colour + HOG descriptor (no CLIP weights)"
 
@@ -270,9 +267,9 @@ class AnalyzeConfig(config.StageConfig):
     clip_model: str = (
         ""  # a CLIP hub id or local path; empty: the colour + HOG descriptor stands in
     )
-    yesbut_data: str = (
-        ""  # a YesBut repository folder for the real-data reproductions (Fig. 3, 14, topics)
-    )
+    # a family's public release by family name, for its paper reproductions (yesbut: a clone of
+    # the YesBut repository, for Figures 3 and 14 and the topics); {}: this run's outputs only
+    paper_data: dict[str, str] = field(default_factory=dict)
     min_topic_size: int = 10  # BERTopic (its default)
     topic_labeler: dict = field(
         default_factory=dict
@@ -284,6 +281,22 @@ class AnalyzeConfig(config.StageConfig):
 
     def check(self, source: str) -> None:
         check_spec(self.topic_labeler, f"{source}: topic_labeler", allow_empty=True)
+        known = registry().families
+        for name in self.paper_data:
+            if name not in known or known[name].analysis is None:
+                with_data = [f for f, fam in known.items() if fam.analysis is not None]
+                raise config.ParamsError(
+                    f"{source}: paper_data: {name!r} is no family with a stage-07 analysis "
+                    f"({', '.join(with_data)})"
+                )
+
+    def analyses(self) -> list[tuple]:
+        """Each family's stage-07 analysis with its release folder ("" when none is given)."""
+        return [
+            (family.analysis, self.paper_data.get(name, ""))
+            for name, family in registry().families.items()
+            if family.analysis is not None
+        ]
 
 
 def image_map(cfg: AnalyzeConfig, out: str | Path) -> tuple[dict | None, dict[str, tuple]]:
@@ -321,7 +334,7 @@ def open_answers(run_folder: Path) -> list[dict]:
     config_06 = A.read_json(run_folder, A.EVALUATE, A.EVAL_CONFIG)
     if config_06 is None:
         return []
-    open_task = lambda name: name in TASKS and TASKS[name].open_answer
+    open_task = lambda name: name in tasks() and tasks()[name].open_answer
     predictions = [
         p
         for p in A.read_records(run_folder, A.EVALUATE, A.PREDICTIONS)
@@ -365,22 +378,13 @@ def answer_map(cfg: AnalyzeConfig, out: str | Path) -> tuple[list[dict], tuple]:
     return answers, (fig, ax)
 
 
-def _release(cfg: AnalyzeConfig) -> dict:
-    """The YesBut release's stage-2 annotations by image ({} without ``yesbut_data``)."""
-    return (
-        read_yesbut_annotations(Path(cfg.yesbut_data) / ANNOTATIONS_CSV) if cfg.yesbut_data else {}
-    )
-
-
 def topic_documents(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> list[str]:
-    """The texts topics are found in: 02's descriptions, the YesBut release's half descriptions,
-    06's open answers and references (``answers``) and the LAVE judge's rationales."""
+    """The texts topics are found in: 02's descriptions, the families' own (the YesBut release's
+    half descriptions), 06's open answers and references (``answers``) and the judge's rationales."""
     run_folder = Path(out).parent
     latest = AnnotationStore(A.annotations_path(run_folder)).latest()
     docs = [v for f, v in zip(latest["field"], latest["value"]) if f.endswith("description")]
-    docs += [
-        h[k] for h in _release(cfg).values() for k in ("left_description", "right_description")
-    ]
+    docs += [d for analysis, data in cfg.analyses() for d in analysis.documents(run_folder, data)]
     docs += [a["text"] for a in answers]
     docs += [
         j["rationale"]
@@ -424,23 +428,13 @@ def topic_model(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> tup
 
 
 def data_figures(cfg: AnalyzeConfig, out: str | Path) -> dict[str, tuple]:
-    """The papers' figures from 02's annotations (YesBut Figure 3), the YesBut release (Figures 3
-    and 14) and 03's iterations, each drawn where its data exists, under ``figures/``; name -> ``(fig, ax)``."""
+    """The families' figures (:meth:`lib.tasks.analysis.Analysis.figures`: YesBut's Figures 3 and
+    14) and 03's iterations, each drawn where its data exists, under ``figures/``; name ->
+    ``(fig, ax)``."""
     run_folder, figures = Path(out).parent, Path(out) / A.FIGURES
     drawn = {}
-    human = AnnotationStore(A.annotations_path(run_folder)).table().drop_duplicates("item")
-    needed = ["text_in_left", "text_in_right", "connected", "difficulty"]
-    if set(needed) <= set(human.columns):
-        drawn["yesbut_fig3_demo_annotations"] = plots.yesbut_fig3(
-            figure3_counts(human.dropna(subset=needed))
-        )
-    release = _release(cfg)
-    if release:
-        drawn["yesbut_fig3"] = plots.yesbut_fig3(figure3_counts(pd.DataFrame(release.values())))
-        if (Path(cfg.yesbut_data) / "Human_Eval_Results.csv").exists():
-            drawn["yesbut_fig14_human_eval"] = plots.human_eval_bars(
-                human_eval(Path(cfg.yesbut_data) / "Human_Eval_Results.csv")
-            )
+    for analysis, data in cfg.analyses():
+        drawn.update(analysis.figures(run_folder, data))
     iterations = A.read_table(run_folder, A.AF, A.ITERATIONS)
     if iterations is not None and len(iterations):
         drawn["af_iterations"] = plots.af_curves(iterations)
@@ -453,12 +447,12 @@ def task_results(
     run_folder: Path, metrics: pd.DataFrame
 ) -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
     """Every task's paper tables (:meth:`~lib.tasks.Task.paper_tables`, tidy) and figures
-    (:meth:`~lib.tasks.Task.paper_figures`) from stage 06's results: ``metrics`` and the errors
-    and levels tables beside it. Nothing is written."""
-    errors, levels = (A.read_table(run_folder, A.EVALUATE, name) for name in (A.ERRORS, A.LEVELS))
-    results = Results(metrics, *(pd.DataFrame() if df is None else df for df in (errors, levels)))
+    (:meth:`~lib.tasks.Task.paper_figures`) from stage 06's results: ``metrics`` and the score
+    tables the families declare beside it (:mod:`lib.tasks.registry`). Nothing is written."""
+    read = {n: A.read_table(run_folder, A.EVALUATE, f"{n}.csv") for n in registry().score_tables}
+    results = Results(metrics, {name: df for name, df in read.items() if df is not None})
     tables, figures = {}, {}
-    for task in TASKS.values():
+    for task in tasks().values():
         tables.update({name: tidy_table(df) for name, df in task.paper_tables(results).items()})
         figures.update(task.paper_figures(results))
     return tables, figures
@@ -488,14 +482,13 @@ def paper_results(
 def result_tables(
     cfg: AnalyzeConfig, out: str | Path
 ) -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
-    """The papers' tables from 03's shortcut audit and every task's tables and figures from stage
-    06's results (:func:`task_results`), written under ``tables/`` and ``figures/``; returns
-    (name -> table as written, name -> figure)."""
+    """The families' tables (:meth:`lib.tasks.analysis.Analysis.tables`: MemeQA's shortcut audit)
+    and every task's tables and figures from stage 06's results (:func:`task_results`), written
+    under ``tables/`` and ``figures/``; returns (name -> table as written, name -> figure)."""
     run_folder = Path(out).parent
     tables, figures = {}, {}
-    audit = A.read_table(run_folder, A.AF, A.SHORTCUTS)
-    if audit is not None and len(audit):
-        tables["memeqa_shortcuts"] = tidy_table(shortcut_summary(audit))
+    for analysis, data in cfg.analyses():
+        tables.update({n: tidy_table(df) for n, df in analysis.tables(run_folder, data).items()})
     metrics = A.read_table(run_folder, A.EVALUATE, A.METRICS)
     if metrics is not None:
         made, figures = task_results(run_folder, metrics)
@@ -505,19 +498,13 @@ def result_tables(
 
 
 def paper_table(cfg: AnalyzeConfig, out: str | Path) -> pd.DataFrame | None:
-    """The papers' stated numbers beside ours, both papers in one ``paper.csv`` (the report's
-    Reproduction section): YesBut's Figures 3 and 14 from the release when ``cfg.yesbut_data`` is set
-    (:func:`yesbut_reproduction`), MemeQA's release statistics when stage 01 collected MemeQA splits
-    (:func:`memeqa_reproduction`). None, and no ``paper.csv``, when neither applies."""
+    """The papers' stated numbers beside ours, every family's in one ``paper.csv`` (the report's
+    Reproduction section; :meth:`lib.tasks.analysis.Analysis.paper`: MemeQA's release statistics
+    when stage 01 collected MemeQA splits, YesBut's Figures 3 and 14 when its release is given).
+    None, and no ``paper.csv``, when none applies."""
     out = Path(out)
-    frames = [
-        f
-        for f in (
-            yesbut_reproduction(cfg.yesbut_data) if cfg.yesbut_data else None,
-            memeqa_reproduction(out.parent),
-        )
-        if f is not None
-    ]
+    found = (analysis.paper(out.parent, data) for analysis, data in cfg.analyses())
+    frames = [f for f in found if f is not None]
     if not frames:
         (out / A.PAPER).unlink(
             missing_ok=True

@@ -42,7 +42,7 @@ from lib.schema import (
 from lib.tasks.clusters import Clusters, cluster_codes
 
 QUESTION_FIRST = False  # images before the question unless a model spec says otherwise
-TEXT_METRICS = ("bleu", "rouge_l", "meteor", "bertscore", "cider")  # YesBut's understanding metrics
+TEXT_METRICS = ("bleu", "rouge_l", "meteor", "bertscore", "cider")  # lib.metrics.text's, by name
 
 
 @cache
@@ -89,7 +89,8 @@ class TaskOptions:
     HUB_FIELDS: typing.ClassVar[tuple] = ()  # fields holding hub ids (checked by the preflight)
 
     max_new_tokens: int | None = None  # its answers' token limit (None: the stage's max_new_tokens)
-    judge: bool = False  # the LAVE judge rates its answers (when the stage has a judge)
+    # the judge (by name, lib.tasks.judges) that rates its answers when the stage has a judge model
+    judge: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,21 +110,26 @@ class Scoring:
 @dataclass
 class Tables:
     """What a task's :meth:`Task.aggregate` gives: metric rows (subset, metric, value, CI, n,
-    n_invalid) and, for tasks with a protocol of their own, extra frames (Scrapbook levels/errors)."""
+    n_invalid) and, for tasks with a protocol of their own, extra frames by name (the tables their
+    family declares in ``SCORE_TABLES``, :mod:`lib.tasks.registry`; stage 06 adds the group's
+    dataset, style and model and writes each as ``<name>.csv``)."""
 
     rows: list[dict] = field(default_factory=list)
-    levels: object = None  # a DataFrame or None
-    errors: object = None
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 @dataclass
 class Results:
     """What stage 06 wrote, as the tasks' :meth:`Task.paper_tables` read it: ``metrics.csv`` and
-    Scrapbook's ``errors.csv`` and ``levels.csv`` (empty frames where absent)."""
+    the families' score tables by name (:meth:`table`)."""
 
     metrics: pd.DataFrame
-    errors: pd.DataFrame = field(default_factory=pd.DataFrame)
-    levels: pd.DataFrame = field(default_factory=pd.DataFrame)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The score table ``name`` (``<name>.csv``), an empty frame where the run has none."""
+        df = self.tables.get(name)
+        return pd.DataFrame() if df is None else df
 
 
 class Scorer:
@@ -279,11 +285,17 @@ class Task:
         types raise :class:`lib.config.ParamsError` naming ``where`` and the key."""
         where = where or f"tasks.{cls.name}"
         try:
-            return config.dataclass_from(cls.Options, block or {}, where)
+            opts = config.dataclass_from(cls.Options, block or {}, where)
         except (TypeError, ValueError) as e:
             raise (
                 config.ParamsError(f"{where}: {e}") if not isinstance(e, config.ParamsError) else e
             ) from None
+        if opts.judge is not None:
+            # deferred on purpose: the registry imports the families, which import this module
+            from lib.tasks.registry import get_judge
+
+            get_judge(opts.judge, f"{where}.judge")
+        return opts
 
     @classmethod
     def make_item(

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from lib.families import task_of
-from lib.families.memeqa.importer import import_memeqa
 from lib.io import ImageError, load_image, load_items
 from lib.models.hf_images import ImageTensors
 from lib.models.hf_processors import chat_prompt
 from lib.schema import Item
 from lib.tasks import user_content
+from lib.tasks.registry import split_reader, task_of
 from lib.training.settings import TrainSettings
 
 
@@ -74,14 +73,16 @@ def split_by_image(
 
 
 def _read_split(source: str, cfg: TrainSettings) -> tuple[list[Item], Path]:
-    """Items and the folder their image paths are relative to: a dataset folder, or a MemeQA JSON."""
+    """Items and the folder their image paths are relative to: a dataset folder, or a released
+    split a family reads (:func:`lib.tasks.registry.split_reader`: MemeQA's JSON)."""
     path = Path(source)
-    if path.suffix == ".json":
+    if (read := split_reader(path)) is not None:
         if not cfg.memeqa_images:
             raise ValueError(
-                f"{path}: a MemeQA JSON split needs memeqa_images (the folder of its images)"
+                f"{path}: a released {path.suffix} split needs memeqa_images (the folder of its "
+                f"images)"
             )
-        return import_memeqa(path, str(Path(cfg.memeqa_images).resolve())), path.parent
+        return read(path, str(Path(cfg.memeqa_images).resolve())), path.parent
     return load_items(path), path
 
 

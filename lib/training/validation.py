@@ -12,11 +12,11 @@ from collections import Counter
 import numpy as np
 
 from lib.eval.score import read_answer, score_group
-from lib.families import get_task, task_of
 from lib.models import generate
 from lib.models.hf import HFModel
 from lib.schema import Prediction
 from lib.tasks import Scoring
+from lib.tasks.registry import get_task, task_of
 from lib.training.data import Example
 from lib.training.settings import TrainSettings
 

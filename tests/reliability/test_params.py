@@ -118,7 +118,7 @@ def test_credential_shaped_fields_are_redacted_wherever_they_sit():
 def test_a_memeqa_image_path_outside_its_folder_is_refused_by_every_reader(tmp_path, img):
     import json
 
-    from lib.af.skeletons import from_memeqa
+    from lib.af.skeletons import from_split
     from lib.families.memeqa.importer import import_memeqa
     from lib.stages.collect import collect_memeqa
 
@@ -141,7 +141,7 @@ def test_a_memeqa_image_path_outside_its_folder_is_refused_by_every_reader(tmp_p
     (tmp_path / "images").mkdir()
     for read in (
         lambda: collect_memeqa(split, tmp_path / "images", progress=False),
-        lambda: from_memeqa(split, tmp_path / "images"),
+        lambda: from_split(split, tmp_path / "images"),
         lambda: import_memeqa(split),
     ):
         with pytest.raises(

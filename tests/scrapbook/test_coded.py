@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import families
 from lib import tasks as T
 from lib.families.scrapbook import ScrapbookParams, generate
 from lib.families.scrapbook import coded as C
 from lib.io import load_items
 from lib.schema import ERROR, Prediction
+from lib.tasks.registry import get_task
 
 PARAMS = {
     "canvas": [160, 160],
@@ -87,7 +87,7 @@ def _answers(items, seed: int, right: float) -> list[tuple[Prediction, object]]:
 def _both(pairs, scoring, step: int):
     """(scores, tables) of the plain Scorer (the frame functions on every answer) and of the
     streamed Scrapbook scorer fed ``step`` answers at a time."""
-    task = families.get_task("scrapbook.qa")
+    task = get_task("scrapbook.qa")
     made = []
     for kind, chunk in ((T.Scorer, len(pairs)), (type(task.scorer(scoring)), step)):
         group = [Prediction.from_dict(p.to_dict()) for p, _ in pairs]
@@ -131,8 +131,8 @@ def test_the_coded_rules_equal_the_protocols_frame(items, seed, right, order, ex
     pd.testing.assert_frame_equal(
         pd.DataFrame(streamed_tables.rows), pd.DataFrame(held_tables.rows)
     )
-    pd.testing.assert_frame_equal(streamed_tables.levels, held_tables.levels)
-    pd.testing.assert_frame_equal(streamed_tables.errors, held_tables.errors)
+    pd.testing.assert_frame_equal(streamed_tables.tables["levels"], held_tables.tables["levels"])
+    pd.testing.assert_frame_equal(streamed_tables.tables["errors"], held_tables.tables["errors"])
 
 
 def test_groups_number_rows_in_order_of_first_appearance_either_way():

@@ -5,8 +5,10 @@ against reference answers, score (rating - 1) / 2.
   read without guessing, the reference's own reading beside it
 - ``prompts.yaml``: the task definition and the demonstrations
 
-LAVE judges other tasks' open answers (``tasks.<task>.judge`` in stage 06's params): it has no task
-of its own.
+LAVE judges other tasks' open answers (``tasks: {<task>: {judge: lave}}`` in stage 06's params):
+it declares a judge and no task of its own.
 """
 
-TASKS = ()
+from lib.families.lave.judge import Lave
+
+JUDGES = (Lave(),)

@@ -26,6 +26,8 @@ import yaml
 
 from lib.models import Constraint, Request, generate
 from lib.schema import Judgement
+from lib.tasks import metric_row
+from lib.tasks.judges import Judge
 
 _RATING = re.compile(r"rating\s*(?:is|of|=|:)?\s*\**\s*([1-3])\b", re.IGNORECASE)
 _YES_NO = {"yes", "no"}
@@ -194,3 +196,52 @@ def judge(
             )
         )
     return out
+
+
+class Lave(Judge):
+    """LAVE as stage 06 runs it (``tasks: {<task>: {judge: lave}}``): :func:`judge`, and beside its
+    ``lave`` row the ``lave_reference`` row (the reference implementation's reading, where every
+    judgement kept it)."""
+
+    name = "lave"
+
+    def judge(
+        self,
+        model,
+        questions,
+        references,
+        candidates,
+        max_new_tokens,
+        store=None,
+        item_ids=None,
+        progress=True,
+    ) -> list[Judgement]:
+        return judge(
+            model,
+            questions,
+            references,
+            candidates,
+            max_new_tokens,
+            store=store,
+            item_ids=item_ids,
+            progress=progress,
+        )
+
+    def rows(self, rated, clusters, scoring) -> list[dict]:
+        rows = super().rows(rated, clusters, scoring)
+        ref = [j.meta.get("score_reference") for j, _ in rated]
+        if rows and all(x is not None for x in ref):
+            cut = sum(c for _, c in rated)
+            rows.append(
+                metric_row(
+                    "all",
+                    "lave_reference",
+                    ref,
+                    len(rated),
+                    0,
+                    scoring=scoring,
+                    n_truncated=cut,
+                    clusters=clusters,
+                )
+            )
+        return rows

@@ -8,6 +8,11 @@
 Adversarial Filtering, the paper's way of writing hard distractors, is stage 03 (:mod:`lib.af`).
 """
 
+from lib.families.memeqa.importer import import_memeqa
+from lib.families.memeqa.paper import MemeQAAnalysis
 from lib.families.memeqa.task import MultipleChoice
 
 TASKS = (MultipleChoice(),)
+AF_QUESTIONS = TASKS[0]  # stage 03 writes multiple-choice questions (the paper's method)
+SPLIT_READERS = {".json": import_memeqa}  # a released split: read by training and stage 03
+ANALYSIS = MemeQAAnalysis()  # stage 07: the shortcut audit's table, the release beside the paper

@@ -13,6 +13,7 @@ from lib import artifacts as A
 from lib.io import load_dataset_info, load_items
 from lib.metrics import shortcuts
 from lib.papers import paper_frame
+from lib.tasks.analysis import Analysis
 
 TRAIN_SPLIT = "train"  # the MemeQA release's file (train.json) of its training set
 
@@ -77,3 +78,19 @@ def shortcut_summary(audit: pd.DataFrame) -> pd.DataFrame:
         "Int64"
     )  # a count, blank where none
     return out
+
+
+class MemeQAAnalysis(Analysis):
+    """Stage 07's MemeQA parts: the shortcut audit's table (stage 03) and the release statistics
+    beside the paper's (stage 01's MemeQA splits)."""
+
+    def tables(self, run_folder: Path, data: str) -> dict[str, pd.DataFrame]:
+        audit = A.read_table(run_folder, A.AF, A.SHORTCUTS)
+        return (
+            {"memeqa_shortcuts": shortcut_summary(audit)}
+            if audit is not None and len(audit)
+            else {}
+        )
+
+    def paper(self, run_folder: Path, data: str) -> pd.DataFrame | None:
+        return memeqa_reproduction(run_folder)

@@ -16,6 +16,7 @@ a group's answers as integer codes: what stage 06's streamed scorer runs), explo
 ``data/``: templates, vocabulary and expressions; ``prompts.yaml``: the task's prompt texts.
 """
 
+from lib.families.scrapbook import tables
 from lib.families.scrapbook.generate import generate
 from lib.families.scrapbook.items import Summary
 from lib.families.scrapbook.merge import merge
@@ -23,5 +24,10 @@ from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
 from lib.families.scrapbook.task import ScrapbookQA
 
 TASKS = (ScrapbookQA(),)
+# stage 06's levels.csv and errors.csv (the paper's Tables 8-15 are made from them)
+SCORE_TABLES = {
+    tables.LEVELS: tables.LEVEL_COLUMNS,
+    tables.ERRORS: tables.ERROR_COLUMNS,
+}
 
 __all__ = ["ScrapbookParamError", "ScrapbookParams", "Summary", "generate", "merge", "TASKS"]

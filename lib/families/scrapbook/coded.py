@@ -8,9 +8,8 @@ frame functions of :mod:`~lib.families.scrapbook.consistency` read the protocol 
 pandas frame of every answer; on a paper-sized group (hundreds of thousands of answers) that frame
 and its joins and group-bys cost hundreds of megabytes, growing with every answer. Here the same
 rules run as sorts and counts over integer arrays (a few bytes per answer), and only the tables
-(rows per concept, category, form) are built as frames, by the same row functions. The tests hold
-both readings equal on every answer (tests/test_rescore_stream.py).
-"""
+(rows per concept, category, form) are built as frames, by the same row functions; the tests hold
+both readings equal on every answer (tests/test_rescore_stream.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from lib.families.scrapbook import consistency as S
+from lib.families.scrapbook.tables import ERRORS, LEVELS
 from lib.tasks.base import Scoring, Tables, metric_row
 
 # a category as a code: its index here (the individual categories, then the aggregated ones)
@@ -349,7 +349,7 @@ def tables(a: CodedAnswers, scoring: Scoring) -> tuple[Tables, np.ndarray]:
     fixed = correct & (strict != CORRECT)
     table = errors(a, strict, qs)
     del qs, strict
-    return Tables(rows, levels=levels(a), errors=table), fixed
+    return Tables(rows, {LEVELS: levels(a), ERRORS: table}), fixed
 
 
 def _names(a: CodedAnswers) -> tuple[list[tuple], np.ndarray, list[str]]:

@@ -30,6 +30,7 @@ import pandas as pd
 from lib import plots
 from lib.families.scrapbook import coded as C
 from lib.families.scrapbook import consistency as S
+from lib.families.scrapbook.tables import ERRORS, LEVELS
 from lib.schema import ERROR, Item
 from lib.tasks.base import (
     Prompt,
@@ -172,7 +173,7 @@ def scrapbook_tables(
                 )
             )
     errors = S.errors_frame(S.error_table(frame, qs), S.overall_table(frame, qs))
-    return Tables(rows, levels=S.levels(frame), errors=errors)
+    return Tables(rows, {LEVELS: S.levels(frame), ERRORS: errors})
 
 
 READ_MEMO = (
@@ -388,7 +389,7 @@ class ScrapbookQA(Task):
     def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
         """Scrapbook Table 8 (overall), Tables 9/10/15 (aggregated error types) and Tables 11-14
         (level 2 by position, type and subgroup) from stage 06's errors and levels."""
-        out, errors, levels = {}, results.errors, results.levels
+        out, errors, levels = {}, results.table(ERRORS), results.table(LEVELS)
         if len(errors):
             q = errors[errors["unit"] == "questions"]
             out["table8_overall"] = q.pivot_table(
@@ -412,7 +413,7 @@ class ScrapbookQA(Task):
 
     def paper_figures(self, results: Results) -> dict[str, object]:
         """Scrapbook Figures 17-31 (level 1 by concept and form), zero-shot, per dataset and model."""
-        levels = results.levels
+        levels = results.table(LEVELS)
         if not len(levels):
             return {}
         return {

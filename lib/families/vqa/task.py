@@ -25,7 +25,9 @@ OPEN_METRICS = ("exact_match", "anls", "vqa_accuracy")
 
 @dataclass(frozen=True)
 class OpenOptions(TaskOptions):
-    judge: bool = True  # LAVE rates open answers unless switched off
+    judge: str | None = (
+        "lave"  # LAVE rates open answers unless another judge or none (null) is named
+    )
 
 
 class OpenVQA(Task):

@@ -6,14 +6,17 @@
 - ``release.py``: the release's layout (annotation CSV, file and folder names of the restylings)
 - ``datasets.py``: the evaluation datasets (detection, understanding, completion) from 01's manifest
 - ``demo.py``: the embedded demo's two-panel images
+- ``analysis.py``: stage 07's figures, topic texts and the paper's numbers beside ours
 - ``human.py``: the human evaluation of descriptions as judged answers (``python -m lib.agreement``)
 - ``prompts.yaml``: the tasks' prompt texts (appendix E.2, verbatim)
 
 Collecting and annotating the images are stages 01 and 02 (:mod:`lib.stages.collect`, :mod:`lib.stages.annotate`).
 """
 
+from lib.families.yesbut.analysis import YesButAnalysis
 from lib.families.yesbut.human import HUMAN_EVAL_CSV, human_judged_answers
 from lib.families.yesbut.task import Completion, Detection, Understanding
 
 TASKS = (Detection(), Understanding(), Completion())
 HUMAN_LABELS = {HUMAN_EVAL_CSV: (Understanding.name, human_judged_answers)}  # read by lib.agreement
+ANALYSIS = YesButAnalysis()  # stage 07: Figures 3 and 14, the release's texts, the paper's numbers
