@@ -6,12 +6,13 @@ import pandas as pd
 import pytest
 
 from lib import plots
+from lib.families.yesbut.collect import collect_yesbut
 from lib.families.yesbut.paper import human_eval
 from lib.families.yesbut.release import read_yesbut_annotations
 from lib.families.yesbut.task import Understanding
 from lib.paths import ROOT
 from lib.report import build_report
-from lib.stages import analyze, annotate, collect
+from lib.stages import analyze, annotate
 from lib.tasks import Results
 
 from .support.data import SHARED_DATA
@@ -162,7 +163,7 @@ def test_topics_of_the_half_descriptions_are_deterministic():
 
 @needs_yesbut
 def test_umap_of_the_sample_images_by_half_style():
-    recs, _ = collect.collect_yesbut(YESBUT, progress=False)
+    recs, _ = collect_yesbut(YESBUT, progress=False)
     gen = [r for r in recs if r.stage in (3, 4)]
     meta = pd.DataFrame([r.to_dict() for r in gen])
     meta["style"] = meta["left_style"] + "|" + meta["right_style"]

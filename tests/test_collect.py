@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from lib.families.yesbut.collect import collect_yesbut
 from lib.families.yesbut.paper import figure3_counts
 from lib.families.yesbut.release import read_yesbut_annotations
+from lib.io.records import record_for
 from lib.stages import collect
 
 from .support.data import SHARED_DATA
@@ -69,14 +71,14 @@ def _scene(light: str, path, style_right: str = "photo"):
 
 def test_a_perceptual_hash_match_is_only_a_candidate(tmp_path):
     red, green = _scene("red", tmp_path / "red.png"), _scene("green", tmp_path / "green.png")
-    recs = [collect.record_for(p, "folder") for p in (red, green)]
+    recs = [record_for(p, "folder") for p in (red, green)]
     kept, dropped = collect.deduplicate(recs, near=64)  # every pair is a hash candidate
     assert len(kept) == 2 and dropped == []  # the pixels of the right half tell them apart
     assert max(collect.pixel_difference(str(red), str(green))) > collect.PIXEL_BLOCK_TOLERANCE
 
 
 def test_other_labels_and_style_variants_are_never_duplicates(tmp_path):
-    a = collect.record_for(
+    a = record_for(
         _scene("red", tmp_path / "a.png"),
         "yesbut",
         label="satirical",
@@ -86,13 +88,13 @@ def test_other_labels_and_style_variants_are_never_duplicates(tmp_path):
     )
     copy = tmp_path / "b.jpg"
     Image.open(a.path).save(copy, quality=90)
-    other_label = collect.record_for(
+    other_label = record_for(
         copy, "yesbut", label="non_satirical", timestamp="t2", left_style="ORIG", right_style="ORIG"
     )
-    variant = collect.record_for(
+    variant = record_for(
         copy, "yesbut", label="satirical", timestamp="t1", left_style="ORIG", right_style="STICK"
     )
-    same = collect.record_for(
+    same = record_for(
         copy, "yesbut", label="satirical", timestamp="t3", left_style="ORIG", right_style="ORIG"
     )
     kept, dropped = collect.deduplicate([a, other_label, variant, same], near=8)
@@ -105,7 +107,7 @@ def test_recollecting_a_changed_source_drops_and_lists_stale_records(tmp_path, i
     for i in range(3):
         shutil.copy(images[i], folder / f"{i}.png")
     cfg = collect.CollectConfig(
-        sources=[{"kind": "folder", "path": str(folder)}], yesbut_dataset=False
+        sources=[{"kind": "folder", "path": str(folder)}], manifest_datasets=False
     )
     out = tmp_path / "01"
     collect.run(cfg, out)
@@ -128,7 +130,7 @@ def test_a_generated_image_without_its_original_is_named(tmp_path):
     _scene("red", root / "images" / "stage_2" / "111.png")
     _scene("red", gen / "111_ORIG_YES_STICK_BUT.png", "stick")
     _scene("green", gen / "222_ORIG_YES_STICK_BUT.png", "stick")
-    recs, report = collect.collect_yesbut(root, progress=False)
+    recs, report = collect_yesbut(root, progress=False)
     orphan = next(r for r in recs if r.timestamp == "222")
     assert (
         orphan.original is None
@@ -170,7 +172,7 @@ def test_demo_collection_has_photographs_and_labelled_pairs(tmp_path):
 
 @pytest.mark.needs_data("yesbut")
 def test_yesbut_layout_labels_styles_links_and_annotations():
-    recs, report = collect.collect_yesbut(YESBUT, progress=False)
+    recs, report = collect_yesbut(YESBUT, progress=False)
     stage2 = [r for r in recs if r.stage == 2]
     gen = [r for r in recs if r.stage in (3, 4)]
     assert len(stage2) == 283 and len(gen) == 160

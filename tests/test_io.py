@@ -10,6 +10,7 @@ from PIL import Image
 from lib import formats
 from lib import io as vio
 from lib.families.memeqa import importer as memeqa
+from lib.families.memeqa.collect import collect_memeqa
 from lib.formats.__main__ import main
 from lib.schema import Item
 
@@ -243,7 +244,6 @@ def test_memeqa_missing_key_is_named(tmp_path):
 )
 def test_every_memeqa_reader_refuses_the_same_bad_record_by_name(tmp_path, change, message):
     from lib.af import from_split
-    from lib.stages import collect
 
     good = {
         "id": "intent/1",
@@ -259,7 +259,7 @@ def test_every_memeqa_reader_refuses_the_same_bad_record_by_name(tmp_path, chang
     for read in (
         lambda: memeqa.import_memeqa(path),
         lambda: from_split(path, tmp_path),
-        lambda: collect.collect_memeqa(path, tmp_path, progress=False),
+        lambda: collect_memeqa(path, tmp_path, progress=False),
     ):
         with pytest.raises(
             ValueError, match=rf"split\.json: record 1 \(id='intent/2'\).*{message}"

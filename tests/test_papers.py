@@ -7,13 +7,14 @@ import pandas as pd
 import pytest
 
 from lib import artifacts as A
+from lib.families.memeqa.collect import memeqa_dataset
 from lib.families.memeqa.paper import memeqa_reproduction
 from lib.families.yesbut.paper import HUMAN_CRITERIA, yesbut_reproduction
 from lib.families.yesbut.release import yesbut_stage
 from lib.papers import PAPER_COLUMNS, STATED, papers, stated_label
 from lib.paths import stage_dir
 from lib.report import build_report
-from lib.stages import analyze, collect
+from lib.stages import analyze
 
 from .support.data import SHARED_DATA
 
@@ -101,7 +102,7 @@ def memeqa_run():
     """A run whose stage 01 collected the released MemeQA train and dev splits (None-)."""
     run = stage_dir("papers-memeqa", A.COLLECT).parent
     for split in ("train", "dev"):
-        collect.memeqa_dataset(
+        memeqa_dataset(
             MEMEQA / "none-minus" / f"{split}.json",
             MEMEQA / "images",
             A.dataset_folder(A.stage_folder(run, A.COLLECT), f"memeqa_{split}"),

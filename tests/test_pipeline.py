@@ -102,7 +102,7 @@ def test_unknown_key_is_an_error_naming_file_key_and_a_suggestion(tmp_path):
     "line, key, expected",
     [
         ("near_duplicate_distance: '4'", "near_duplicate_distance", "int"),
-        ("yesbut_dataset: 3", "yesbut_dataset", "bool"),
+        ("manifest_datasets: 3", "manifest_datasets", "bool"),
         ("seed: fast", "seed", "int"),
         ("sources: a", "sources", "list"),
     ],
@@ -211,7 +211,7 @@ def test_layers_run_skipped_stages_and_provenance(tmp_path, outputs, capsys):
         notebooks_dir=nb,
         params_dir=params,
         progress=False,
-        overrides={"01_collect": {"yesbut_dataset": False}},
+        overrides={"01_collect": {"manifest_datasets": False}},
     )
     assert folder == outputs / "layered"
     printed = capsys.readouterr().out
@@ -219,7 +219,7 @@ def test_layers_run_skipped_stages_and_provenance(tmp_path, outputs, capsys):
         "02_annotate            skipped: not in the stages of common.p.yaml" in printed
     )  # the broken stage never ran
     values = json.loads((folder / "01_collect" / "values.json").read_text())
-    assert (values["near_duplicate_distance"], values["seed"], values["yesbut_dataset"]) == (
+    assert (values["near_duplicate_distance"], values["seed"], values["manifest_datasets"]) == (
         9,
         7,
         False,
@@ -228,7 +228,7 @@ def test_layers_run_skipped_stages_and_provenance(tmp_path, outputs, capsys):
     prov = json.loads((folder / "01_collect" / "provenance.json").read_text())
     assert prov["profile"] == "p" and prov["run"] == "layered" and prov["seed"] == 7
     assert prov["params_from"]["near_duplicate_distance"].endswith("01_collect.p.yaml")
-    assert prov["params_from"]["yesbut_dataset"] == "overrides"
+    assert prov["params_from"]["manifest_datasets"] == "overrides"
     assert {"python", "torch", "transformers", "vqalab"} <= set(prov["versions"]) and "sha" in prov[
         "git"
     ]

@@ -177,8 +177,8 @@ def test_garbage_is_read_or_invalid_never_guessed(text, demo):
 @pytest.mark.needs_data("yesbut")
 @pytest.mark.slow
 def test_yesbut_tasks_from_the_collected_sample(tmp_path):
+    from lib.families.yesbut.collect import collect_yesbut
     from lib.io import load_items
-    from lib.stages.collect import collect_yesbut
 
     recs, _ = collect_yesbut(SHARED_DATA / "yesbut", progress=False)
     records = [r.to_dict() for r in recs]

@@ -1,7 +1,8 @@
 """A family of work added as a newcomer adds one - a folder (``tests/support/families/toy``: its
-task, its prompts) and nothing else - runs through evaluation, rescoring, training validation and
-the analysis stage's paper tables: everything task-specific lives in the task object (its items,
-options, prompt, scoring, tables), and its settings are one block under ``tasks:`` in the params."""
+task, its prompts, what it brings to stages 01 and 07) and nothing else - is collected, evaluated,
+rescored, validated in training and analysed into ``paper.csv`` and a figure: everything
+family-specific lives in its folder's declarations, and its settings are one block under
+``tasks:`` in the params."""
 
 import sys
 
@@ -14,7 +15,7 @@ from lib.io import dataset_info, read_jsonl, save_dataset
 from lib.models import load_model
 from lib.paths import ROOT
 from lib.schema import Response
-from lib.stages import analyze
+from lib.stages import analyze, collect
 from lib.stages import evaluate as E
 from lib.stages import train as T
 from lib.store import CallStore
@@ -189,3 +190,31 @@ def test_rescore_refuses_parts_that_do_not_belong_together(toy, tmp_path):
         E.rescore_folder(out)
     assert E.main(["rescore", "--run", "no-such-run"]) == 2  # a clear error, exit status 2
     E.rescore_folder(out, unverified=True)  # the user's explicit choice
+
+
+def test_it_is_collected_evaluated_and_analysed_into_paper_csv_and_a_figure(family, tmp_path):
+    """Stage 01 reads its source kind and builds its dataset from the manifest, stage 06 asks and
+    scores it, stage 07 draws its figure and writes its paper row: no stage names it."""
+    run = tmp_path / "run"
+    collect.run(collect.CollectConfig(sources=[{"kind": "toy", "n": 3}]), run / "01_collect")
+    folder = run / "01_collect" / "datasets" / "toy"
+    assert len(list(read_jsonl(folder / "items.jsonl"))) == 3  # one per colour
+    cfg = E.EvalConfig(
+        datasets={"toy": str(folder)},
+        models={"tiny": TINY},
+        styles=["zero_shot"],
+        max_new_tokens=4,
+        n_resamples=20,
+    )
+    E.run(cfg, run / "06_evaluate", store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    out = run / "07_analyze"
+    out.mkdir()
+    drawn = analyze.data_figures(analyze.AnalyzeConfig(), out)
+    assert "toy_accuracy" in drawn and (out / "figures" / "toy_accuracy.png").exists()
+    table = analyze.paper_table(analyze.AnalyzeConfig(), out)
+    written = pd.read_csv(out / "paper.csv")
+    assert list(written["paper"]) == list(table["paper"]) == ["Toy"]
+    accuracy = pd.read_csv(run / "06_evaluate" / "metrics.csv").query("metric == 'accuracy'")
+    assert written["ours"].item() == round(accuracy["value"].mean(), 2)
+    with pytest.raises(Exception, match=r"sources\[0\] \(toy\) needs n"):
+        collect.CollectConfig.from_params({"sources": [{"kind": "toy"}]})

@@ -19,9 +19,10 @@ lists what it no longer holds in ``report.json``.
     run(CollectConfig(sources=[{"kind": "demo"}]), out)      # every step, as notebook 01 calls them
     python -m lib.stages.collect --profile real          # -> outputs/real/01_collect
 
-When the manifest holds labelled YesBut images, the stage also builds the YesBut evaluation
-dataset (``datasets/yesbut``: detection, understanding, completion;
-:func:`lib.families.yesbut.datasets.yesbut_datasets`).
+The kinds of source every user has (folder, URLs, a Hugging Face dataset, the demo) are the stage's;
+a family adds its own (``SOURCES``, :class:`lib.tasks.collection.Source`: YesBut's repository,
+MemeQA's JSON splits) and the datasets it builds from the manifest (``MANIFEST_DATASETS``: YesBut's
+sets from labelled images). :mod:`lib.io.records` makes the records, whoever collects them.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar
@@ -44,99 +45,22 @@ from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib import cli, config, plots
-from lib.families.memeqa.importer import import_memeqa, read_memeqa
-from lib.families.yesbut.datasets import yesbut_datasets
+from lib.families.yesbut.collect import two_panels
 from lib.families.yesbut.demo import demo_pairs
-from lib.families.yesbut.panels import layout
-from lib.families.yesbut.release import (
-    ANNOTATIONS_CSV,
-    parse_stage_folder,
-    parse_yesbut_name,
-    read_yesbut_annotations,
-)
 from lib.io import (
     ImageError,
     LoadReport,
-    dataset_info,
-    images_roots,
     load_image,
     read_jsonl,
-    save_dataset,
     scan_images,
     write_json,
     write_jsonl,
     write_sample_images,
 )
+from lib.io.records import Record, record_for, records_of
+from lib.tasks.registry import registry
 
-
-@dataclass
-class Record:
-    id: str
-    path: str
-    name: str  # the file stem: how hand-written files (annotations, labels) refer to an image
-    sha256: str
-    phash: str
-    width: int
-    height: int
-    source: str
-    licence: str = "unknown"
-    url: str = ""
-    label: str | None = None
-    left_style: str | None = None
-    right_style: str | None = None
-    stage: int | None = None
-    timestamp: str | None = None
-    original: str | None = None
-    annotation: dict = field(default_factory=dict)
-    # two-panel images (those with styles per half): what the layout check found (lib.families.yesbut.panels.layout):
-    # {"panels": 2 | 3 | None, "cut": x, "evidence": "..."}
-    layout: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def record_for(path: str | Path, source: str, **extra) -> Record:
-    """Hash, perceptual-hash and measure one image (raises :class:`lib.io.ImageError` if it is bad).
-    The path is stored absolute: the one rule for image paths, so a manifest row and every dataset
-    built from it resolve the same file from every stage and working directory."""
-    path = Path(path).resolve()
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    image = load_image(path)
-    if (
-        extra.get("left_style") and "layout" not in extra
-    ):  # a YesBut-style image: two panels, checked
-        extra["layout"] = asdict(layout(image))
-    return Record(
-        id=f"img-{digest[:16]}",
-        path=str(path),
-        name=path.stem,
-        sha256=digest,
-        phash=str(imagehash.phash(image)),
-        width=image.width,
-        height=image.height,
-        source=source,
-        **extra,
-    )
-
-
-def _records(
-    paths,
-    source: str,
-    report: LoadReport,
-    progress: bool,
-    extra=lambda p: {},
-    desc: str | None = None,
-) -> list[Record]:
-    """A record per readable image; a bad one is added to ``report`` with the reason, never ingested."""
-    out = []
-    for p in tqdm(paths, desc=desc or f"collect {source}", unit="image", disable=not progress):
-        try:
-            out.append(record_for(p, source, **extra(Path(p))))
-        except (ImageError, OSError) as e:
-            report.add_skip(str(p), str(e))
-    report.loaded = len(out)
-    return out
+OWN_KINDS = ("demo", "folder", "urls", "hf")  # the sources every user has; families add theirs
 
 
 def collect_folder(
@@ -144,96 +68,10 @@ def collect_folder(
 ) -> tuple[list[Record], LoadReport]:
     """Every image under ``folder`` (recursive, common formats); bad files go to the report."""
     paths, report = scan_images(folder)
-    recs = _records(
+    recs = records_of(
         paths, source or Path(folder).name, report, progress, lambda p: {"licence": licence}
     )
     return recs, report
-
-
-def collect_yesbut(
-    root: str | Path, licence: str = "YesBut dataset (see its repository)", progress: bool = True
-) -> tuple[list[Record], LoadReport]:
-    """The YesBut repository layout: ``images/stage_2/{ts}.jpg`` (originals, satirical, ORIG/ORIG)
-    joined with ``YesBut_Stage2_Annotation.csv``, and ``images/stage_3_and_4/yesbut_stage_{3,4}_
-    {satirical,non_satirical}/{ts}_{L}_YES_{R}_BUT.jpg`` (label from the folder, styles from the name,
-    linked to their original through the timestamp)."""
-    root = Path(root)
-    annotations = (
-        read_yesbut_annotations(root / ANNOTATIONS_CSV) if (root / ANNOTATIONS_CSV).exists() else {}
-    )
-    stage2, report = scan_images(root / "images" / "stage_2")
-
-    def stage2_extra(p: Path) -> dict:
-        return {
-            "licence": licence,
-            "label": "satirical",
-            "left_style": "ORIG",
-            "right_style": "ORIG",
-            "stage": 2,
-            "timestamp": p.stem,
-            "annotation": annotations.get(p.name, {}),
-        }
-
-    sub = _records(stage2, "yesbut", report, progress, stage2_extra)
-    by_ts = {r.timestamp: r for r in sub if r.timestamp}
-    generated = []
-    folders = (
-        sorted((root / "images" / "stage_3_and_4").glob("yesbut_stage_*"))
-        if (root / "images" / "stage_3_and_4").exists()
-        else []
-    )
-    for folder in folders:
-        m = parse_stage_folder(folder.name)
-        if not m:
-            continue
-        paths, rep = scan_images(folder)
-        report.skipped.extend(rep.skipped)
-        for p in paths:
-            parsed = parse_yesbut_name(p.name)
-            if parsed is None:
-                report.add_skip(str(p), "file name does not follow {ts}_{L}_YES_{R}_BUT")
-                continue
-            generated.append(
-                (p, {"licence": licence, "label": m["label"], "stage": m["stage"], **parsed})
-            )
-    extras = {str(p): e for p, e in generated}
-    gen = _records(
-        [p for p, _ in generated],
-        "yesbut",
-        report,
-        progress,
-        lambda p: extras[str(p)],
-        desc="collect yesbut stages 3-4",
-    )
-    for rec in gen:  # linked to the stage-2 original through the timestamp, sharing its annotation
-        original = by_ts.get(rec.timestamp)
-        rec.original = original.id if original else None
-        rec.annotation = dict(original.annotation) if original else {}
-        if original is None:
-            report.notes.append(
-                (
-                    rec.path,
-                    f"its original {rec.timestamp} is not in images/stage_2 (missing, or not "
-                    f"an image: a git-lfs pointer?): kept without an original or annotation",
-                )
-            )
-    report.loaded = len(sub) + len(gen)
-    return sub + gen, report
-
-
-def collect_memeqa(
-    json_path: str | Path, images: str | Path, progress: bool = True
-) -> tuple[list[Record], LoadReport]:
-    """The images a MemeQA-format JSON names (``img`` keys) inside ``images``; missing ones are reported."""
-    names = sorted({r["img"] for r in read_memeqa(json_path)})
-    report = LoadReport()
-    present = []
-    for n in names:
-        if (Path(images) / n).exists():
-            present.append(Path(images) / n)
-        else:
-            report.add_skip(Path(images) / n, "named in the JSON but not found")
-    return _records(present, "memeqa", report, progress), report
 
 
 def collect_urls(
@@ -340,11 +178,16 @@ def collect_demo(dest: str | Path, progress: bool = True) -> tuple[list[Record],
     paths.append(p)
     licences[p] = "matplotlib sample data (public domain, US Navy photograph)"
     report = LoadReport()
-    photos = _records(paths, "demo", report, progress, lambda p: {"licence": licences[p]})
+    photos = records_of(paths, "demo", report, progress, lambda p: {"licence": licences[p]})
     pairs = demo_pairs({Path(p).stem: p for p in paths}, dest / "pairs")
     extra = {str(p): e for p, e in pairs}
-    panels = _records(
-        [p for p, _ in pairs], "demo-pairs", LoadReport(), False, lambda p: extra[str(p)]
+    panels = records_of(
+        [p for p, _ in pairs],
+        "demo-pairs",
+        LoadReport(),
+        False,
+        lambda p: extra[str(p)],
+        check=two_panels,
     )
     report.loaded = len(photos) + len(panels)
     return photos + panels, report
@@ -353,19 +196,18 @@ def collect_demo(dest: str | Path, progress: bool = True) -> tuple[list[Record],
 def gather(
     source: dict, out: str | Path, progress: bool = False
 ) -> tuple[list[Record], LoadReport]:
-    """One source of notebook 01's ``sources`` list: ``{kind: demo | folder | yesbut | memeqa | urls | hf, ...}``."""
+    """One source of notebook 01's ``sources`` list: ``{kind: demo | folder | urls | hf, ...}`` or
+    a kind a family reads (:func:`source_kinds`: ``yesbut``, ``memeqa``)."""
     out = Path(out)
     kind = source.get("kind")
+    if kind in (families := registry().sources):
+        return families[kind].collect(source, out, progress)
     if kind == "demo":
         return collect_demo(out / "images", progress=progress)
     if kind == "folder":
         return collect_folder(
             source["path"], source.get("name"), source.get("licence", "unknown"), progress=progress
         )
-    if kind == "yesbut":
-        return collect_yesbut(source["path"], progress=progress)
-    if kind == "memeqa":
-        return collect_memeqa(source["json"], source["images"], progress=progress)
     if kind == "urls":
         return collect_urls(source["urls"], out / "downloads", progress=progress)
     if kind == "hf":
@@ -378,9 +220,12 @@ def gather(
             source.get("limit"),
             progress=progress,
         )
-    raise ValueError(
-        f"sources: unknown kind {kind!r} in {source}; use demo, folder, yesbut, memeqa, urls or hf"
-    )
+    raise ValueError(f"sources: unknown kind {kind!r} in {source}; use {', '.join(source_kinds())}")
+
+
+def source_kinds() -> list[str]:
+    """Every kind a ``sources`` entry may name: the stage's own, then the families'."""
+    return [*OWN_KINDS, *registry().sources]
 
 
 PIXEL_BLOCK_TOLERANCE = (
@@ -411,9 +256,10 @@ def pixel_difference(a: str, b: str) -> list[float]:
     return diffs
 
 
-def _family(r: Record) -> str | None:
-    """Images made from one YesBut original (its stage-2 image and its restylings) share this."""
-    return r.timestamp if r.source == "yesbut" else None
+def _family(r: Record) -> tuple | None:
+    """Images made from one original (YesBut's stage-2 image and its restylings: one source, one
+    timestamp) share this."""
+    return (r.source, r.timestamp) if r.timestamp else None
 
 
 def deduplicate(records: list[Record], near: int = 4) -> tuple[list[Record], list[dict]]:
@@ -498,22 +344,6 @@ def totals(manifest):
     )
 
 
-def memeqa_dataset(json_path: str | Path, images: str | Path, out: str | Path) -> Path:
-    """A MemeQA JSON split as a dataset folder (``mcq`` items; images stay where they are, named
-    absolutely and declared in ``images_roots``)."""
-    items = import_memeqa(json_path, str(Path(images).resolve()))
-    save_dataset(
-        out,
-        items,
-        dataset_info(
-            "memeqa",
-            provenance={"json": str(Path(json_path).resolve())},
-            images_roots=images_roots(items, out),
-        ),
-    )
-    return Path(out)
-
-
 # --- the stage --------------------------------------------------------------------------------------
 
 
@@ -526,19 +356,23 @@ class CollectConfig(config.StageConfig):
     seed: int = 0  # the completion options' A/B placement in the YesBut dataset; collection is deterministic
     sources: list[dict] = field(
         default_factory=lambda: [{"kind": "demo"}]
-    )  # each {kind: demo | folder | yesbut | memeqa | urls | hf, ...}
+    )  # each {kind: demo | folder | urls | hf | a family's kind (yesbut, memeqa), ...}
     near_duplicate_distance: int = (
         4  # perceptual-hash Hamming distance counted as a near copy (0: exact only)
     )
-    yesbut_dataset: bool = (
-        True  # build datasets/yesbut when the manifest holds labelled YesBut images
-    )
+    # build the datasets the families make from the manifest (YesBut's, from labelled two-panel images)
+    manifest_datasets: bool = True
 
     def check(self, source: str) -> None:
         for i, s in enumerate(self.sources):
             if "kind" not in s:
                 raise config.ParamsError(
-                    f"{source}: sources[{i}] needs a 'kind' (demo, folder, yesbut, memeqa, urls, hf)"
+                    f"{source}: sources[{i}] needs a 'kind' ({', '.join(source_kinds())})"
+                )
+            own = registry().sources.get(s["kind"])
+            if own is not None and (missing := [k for k in own.keys if k not in s]):
+                raise config.ParamsError(
+                    f"{source}: sources[{i}] ({s['kind']}) needs {', '.join(missing)}"
                 )
 
 
@@ -609,22 +443,16 @@ def sample_figure(out: str | Path, manifest: list[dict], n: int = 6):
 
 
 def datasets(cfg: CollectConfig, out: str | Path, manifest: list[dict]) -> dict[str, Path]:
-    """The dataset folders 06 evaluates: each MemeQA source's questions (``datasets/memeqa_<json
-    stem>``, :func:`memeqa_dataset`) and, when ``cfg.yesbut_dataset`` is on and the manifest holds
-    labelled images, the YesBut dataset (``datasets/yesbut``,
-    :func:`lib.families.yesbut.datasets.yesbut_datasets`); name -> folder."""
-    folders = {}
+    """The dataset folders 06 evaluates, under ``datasets/``: each family source's own (a MemeQA
+    split's questions, ``memeqa_<json stem>``) and, with ``cfg.manifest_datasets``, those the
+    families build from the manifest (YesBut's, when it holds labelled images); name -> folder."""
+    folder_of = lambda name: A.dataset_folder(out, name)
+    folders, kinds = {}, registry().sources
     for source in cfg.sources:
-        if source["kind"] == "memeqa":
-            name = f"memeqa_{Path(source['json']).stem}"
-            folders[name] = memeqa_dataset(
-                source["json"], source["images"], A.dataset_folder(out, name)
-            )
-    labelled = [r for r in manifest if r.get("label") in ("satirical", "non_satirical")]
-    if cfg.yesbut_dataset and labelled:
-        folders["yesbut"] = yesbut_datasets(
-            manifest, A.dataset_folder(out, "yesbut"), seed=cfg.seed
-        )
+        if source["kind"] in kinds:
+            folders.update(kinds[source["kind"]].datasets(source, folder_of))
+    for build in registry().manifest_datasets if cfg.manifest_datasets else ():
+        folders.update(build(manifest, folder_of, cfg.seed))
     return folders
 
 
@@ -636,7 +464,7 @@ def finish(
     folders: dict[str, Path],
 ) -> dict:
     """The summary from what the steps returned (:func:`build_manifest`'s manifest and report,
-    :func:`datasets`' folders, of which it names the YesBut one) and provenance."""
+    :func:`datasets`' folders) and provenance."""
     flagged = report["not_verified_two_panels"]
     summary = {
         "collected": report["collected"],
@@ -649,7 +477,7 @@ def finish(
         "removed_since_last_collection": len(report["removed_since_last_collection"]),
         "manifest": len(manifest),
         "per_source": report["per_source"],
-        "datasets": {"yesbut": str(folders["yesbut"])} if "yesbut" in folders else {},
+        "datasets": {name: str(folder) for name, folder in folders.items()},
     }
     return config.finish(Path(out), A.COLLECT, cfg, summary)
 

@@ -13,6 +13,8 @@ module-level name it may leave out:
     ANALYSIS       stage 07's figures, tables, paper numbers and topic texts
                    (:class:`lib.tasks.analysis.Analysis`)
     HUMAN_LABELS   human-label files ``python -m lib.agreement`` reads: file name -> (task, reader)
+    SOURCES        stage 01's kinds of image source: kind -> :class:`lib.tasks.collection.Source`
+    MANIFEST_DATASETS  stage 01's datasets from the manifest: ``build(manifest, folder_of, seed)``
 
 The engines (evaluation, training, AF), the metrics, the stores and the backends ask this module,
 never a family by name (``tests/test_layers.py`` checks it). Discovery is lazy: a family imports
@@ -45,6 +47,8 @@ class Family:
     human_labels: dict[str, tuple] = field(default_factory=dict)
     af_questions: object = None
     analysis: object = None
+    sources: dict[str, object] = field(default_factory=dict)
+    manifest_datasets: tuple = ()
 
     @classmethod
     def of(cls, name: str, module) -> Family:
@@ -58,6 +62,8 @@ class Family:
             dict(getattr(module, "HUMAN_LABELS", {})),
             getattr(module, "AF_QUESTIONS", None),
             getattr(module, "ANALYSIS", None),
+            dict(getattr(module, "SOURCES", {})),
+            tuple(getattr(module, "MANIFEST_DATASETS", ())),
         )
 
 
@@ -72,6 +78,10 @@ class Registry:
         self.score_tables = self._unique("score table", lambda f: f.score_tables.items())
         self.split_readers = self._unique("split reader", lambda f: f.split_readers.items())
         self.human_labels = self._unique("human-label file", lambda f: f.human_labels.items())
+        self.sources = self._unique("source kind", lambda f: f.sources.items())
+        self.manifest_datasets = tuple(
+            b for f in self.families.values() for b in f.manifest_datasets
+        )
         self.af_questions = self._unique(
             "AF question format",
             lambda f: [] if f.af_questions is None else [("AF_QUESTIONS", f.af_questions)],

@@ -119,8 +119,8 @@ def test_a_memeqa_image_path_outside_its_folder_is_refused_by_every_reader(tmp_p
     import json
 
     from lib.af.skeletons import from_split
+    from lib.families.memeqa.collect import collect_memeqa
     from lib.families.memeqa.importer import import_memeqa
-    from lib.stages.collect import collect_memeqa
 
     split = tmp_path / "test.json"
     split.write_text(

@@ -2,7 +2,7 @@
 stage-3/4 restylings (``{ts}_{L}_YES_{R}_BUT.jpg``) and their folders
 (``yesbut_stage_{3,4}_{satirical,non_satirical}``), and the stage an image comes from by its name.
 
-Stage 01 (:func:`lib.stages.collect.collect_yesbut`) walks the repository with these; stage 07 reads the
+Stage 01 (:func:`lib.families.yesbut.collect.collect_yesbut`) walks the repository with these; stage 07 reads the
 annotations for the paper's figures (:mod:`lib.families.yesbut.paper`).
 """
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from lib.tasks import Prompt, Tables, Task, TaskOptions, metric_row
 
@@ -31,7 +32,7 @@ class Colour(Task):
         p = self.prompts()
         return Prompt(
             p["question"].format(question=item.question),
-            tuple(f"{root}/{im}" for im in item.images),
+            tuple(str(Path(root) / im) for im in item.images),  # an absolute path stays itself
             self.choices(item),
             p["answer_trigger"],
         )
