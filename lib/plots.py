@@ -41,57 +41,6 @@ def image_grid(images: list, titles: list[str], cols: int = 3, grid_lines: bool 
     return fig, axes
 
 
-def panel_cuts(records: list[dict], n: int = 24, seed: int = 0, cols: int = 6):
-    """Contact sheet of 01's two-panel cuts for a person to check: every image the layout check did
-    not verify as two panels first (orange title: three panels, or no boundary found), then a
-    seeded sample of verified ones, each with its cut drawn (red: found, dashed: the middle)."""
-    import random
-
-    from PIL import Image
-
-    checked = [r for r in records if r.get("layout")]
-    flagged = [r for r in checked if r["layout"]["panels"] != 2]
-    rest = [r for r in checked if r["layout"]["panels"] == 2]
-    shown = flagged[:n] + random.Random(seed).sample(rest, min(len(rest), max(0, n - len(flagged))))
-    rows = max(1, (len(shown) + cols - 1) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.4 * rows), squeeze=False)
-    for ax in axes.flat:
-        ax.axis("off")
-    for ax, r in zip(axes.flat, shown):
-        im = Image.open(r["path"])
-        im.draft("RGB", (320, 320))  # a JPEG decodes at thumbnail size
-        scale = im.width / (r.get("width") or im.width)
-        ax.imshow(im)
-        ok = r["layout"]["panels"] == 2
-        ax.axvline(r["layout"]["cut"] * scale, color="red", lw=1.5, ls="-" if ok else "--")
-        what = (
-            "two panels" if ok else "three panels" if r["layout"]["panels"] == 3 else "not verified"
-        )
-        ax.set_title(
-            f"{r['name'][:28]}\n{what}: {r['layout']['evidence'][:40]}",
-            fontsize=6,
-            color="black" if ok else "darkorange",
-        )
-    fig.suptitle(
-        f"Panel cuts: {len(flagged)} of {len(checked)} images not verified as two panels (shown first)",
-        fontsize=9,
-    )
-    fig.tight_layout()
-    return fig, axes
-
-
-def question_counts(counts: pd.DataFrame):
-    """Questions per type, stacked by group (the shape of the paper's section 5.2 counts)."""
-    table = counts.groupby(["type", "group"])["questions"].sum().unstack("group").fillna(0)
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    table.plot.barh(stacked=True, ax=ax)
-    ax.set_xlabel("questions")
-    ax.set_ylabel("")
-    ax.set_title("Scrapbook questions by type and position group")
-    fig.tight_layout()
-    return fig, ax
-
-
 def training_curve(curve: pd.DataFrame):
     """Two panels: the training loss per step (20-step mean, log scale, so the slow descent after the
     first drop stays visible) and, where it was measured, validation accuracy overall and per
@@ -186,21 +135,6 @@ def accuracy_bars(table: pd.DataFrame, n: dict | None = None):
 # --- YesBut ------------------------------------------------------------------------------------------
 
 
-def yesbut_fig3(counts: dict):
-    """YesBut Figure 3: annotation distributions (text in the image, connected halves, difficulty)."""
-    fig, axes = plt.subplots(1, len(counts), figsize=(4 * len(counts), 3.2), squeeze=False)
-    axes = axes[0]
-    for ax, (name, series) in zip(axes, counts.items()):
-        ax.bar(series.index.astype(str), series.values, color="#4c72b0")
-        for i, v in enumerate(series.values):
-            ax.text(i, v, str(int(v)), ha="center", va="bottom", fontsize=8)
-        ax.set_title(name.replace("_", " "))
-        ax.tick_params(axis="x", rotation=20)
-    axes[0].set_ylabel("images")
-    fig.tight_layout()
-    return fig, axes
-
-
 def embedding_map(
     frame: pd.DataFrame, color: str, title: str, embedding: str, score: float | None = None
 ):
@@ -218,77 +152,7 @@ def embedding_map(
     return fig, ax
 
 
-def understanding_metrics(frame: pd.DataFrame):
-    """YesBut Figure 5: per model, the mean of the four automated metrics (0-1 each: BLEU, ROUGE-L,
-    METEOR, BERTScore) at annotation stages 2, 3, 4 and over all images; left panel the whole image
-    (WHYFUNNY prompt), right panel the sub-images ("Describe the image", left and right averaged).
-    ``frame`` is :meth:`lib.families.yesbut.task.Understanding.frame`."""
-    mean = frame[
-        (frame["metric"] == "mean of 4")
-        & (frame["group"].str.startswith("stage") | (frame["group"] == "all"))
-    ]
-    groups = sorted({g for g in mean["group"] if g != "all"}) + ["all"]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
-    for ax, (title, parts) in zip(
-        axes,
-        (
-            ("whole image (WHYFUNNY prompt)", ["whole"]),
-            ("sub-images (describe prompt)", ["left", "right"]),
-        ),
-    ):
-        sub = mean[mean["part"].isin(parts)]
-        table = sub.groupby(["group", "model"])["value"].mean().unstack("model").reindex(groups)
-        if len(table.columns):
-            table.plot.bar(ax=ax, width=0.8, legend=ax is axes[0])
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("")
-        ax.tick_params(axis="x", rotation=0)
-    axes[0].set_ylabel("mean of the 4 metrics")
-    axes[0].set_ylim(0, 1)
-    if axes[0].get_legend():
-        axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    return fig, axes[0]
-
-
-def human_eval_bars(tidy: pd.DataFrame):
-    """YesBut Figure 14: share of descriptions judged yes per criterion and source (model or human)."""
-    table = tidy.groupby(["criterion", "source"])["yes"].mean().unstack("source")
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    table.plot.bar(ax=ax, width=0.8)
-    ax.set_ylabel("share judged yes")
-    ax.set_ylim(0, 1)
-    ax.tick_params(axis="x", rotation=0)
-    ax.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
-    return fig, ax
-
-
 # --- MemeQA ------------------------------------------------------------------------------------------
-
-
-def accuracy_by_type(metrics: pd.DataFrame, metric: str = "exact"):
-    """MemeQA: accuracy per question type with the micro and macro averages as lines; ``metrics``
-    holds the multiple-choice task's rows (:meth:`lib.tasks.Task.rows`)."""
-    table = metrics[metrics["metric"] == metric].pivot_table(
-        index="subset", columns=["model", "style"], values="value"
-    )
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    table.plot.barh(ax=ax, width=0.8)
-    for (model, style), ls in zip(table.columns, ("-", "--", ":", "-.") * 4):
-        for kind, color in (("micro", "k"), ("macro", "r")):
-            row = metrics[
-                (metrics["metric"] == f"{metric}_{kind}")
-                & (metrics["model"] == model)
-                & (metrics["style"] == style)
-            ]
-            if len(row):
-                ax.axvline(row["value"].iloc[0], color=color, ls=ls, lw=0.8)
-    ax.set_xlabel(f"{metric} (black: micro, red: macro average)")
-    ax.set_xlim(0, 1)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig, ax
 
 
 def af_curves(iterations: pd.DataFrame):
@@ -315,37 +179,6 @@ def af_curves(iterations: pd.DataFrame):
 
 
 # --- Scrapbook ---------------------------------------------------------------------------------------
-
-
-def scrapbook_level1(levels: pd.DataFrame, qtype: str = "presence", threshold: float = 0.8):
-    """Scrapbook Figures 17-31: per level-1 concept, five bars - all forms (the aggregated bar that
-    decides the concept) then original, condition, direction, enumerated - green at or above the
-    threshold, red below, stacked over the wrong share in grey."""
-    lv = levels[(levels["level"] == 1) & (levels["type"] == qtype)]
-    forms = ["all", "original", "condition", "direction", "enumerated"]
-    table = (
-        lv.groupby(["concept", "form"])
-        .apply(lambda g: g["correct"].sum() / g["n"].sum(), include_groups=False)
-        .unstack("form")
-        .reindex(columns=forms)
-    )
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(table)), 3.8))
-    width = 0.16
-    for k, form in enumerate(forms):
-        x = np.arange(len(table)) + (k - 2) * width
-        acc = table[form].fillna(0).to_numpy()
-        colors = ["#2ca02c" if a >= threshold else "#d62728" for a in acc]
-        ax.bar(x, acc, width, color=colors, edgecolor="k", lw=1.2 if form == "all" else 0.3)
-        ax.bar(x, 1 - acc, width, bottom=acc, color="#dddddd", edgecolor="k", lw=0.3)
-    ax.axhline(threshold, color="k", ls="--", lw=0.8)
-    ax.set_xticks(np.arange(len(table)), table.index, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel(f"{qtype}: share correct")
-    ax.set_title(
-        "bars per concept: all forms (bold) | original | condition | direction | enumerated",
-        fontsize=8,
-    )
-    fig.tight_layout()
-    return fig, ax
 
 
 def topic_sizes(info: pd.DataFrame):

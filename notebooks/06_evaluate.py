@@ -92,7 +92,7 @@ display(
 )
 
 # %% [markdown]
-# ## Open answers: LAVE beside exact match, ANLS and VQA accuracy (same answers)
+# ## Open answers: the judge (LAVE on the demo) beside exact match, ANLS and VQA accuracy
 
 # %%
 vqa = OpenVQA.rows(metrics)
@@ -113,15 +113,19 @@ if len(errors):
     display(
         errors[errors["unit"] == "questions"][
             ["dataset", "model", "style", "filter", "count", "correct", "accuracy"]
-        ]
+        ].convert_dtypes()  # counts as integers, not floats
     )
     display(
         errors[errors["unit"] == "aggregated"].pivot_table(
-            index=["dataset", "category"], columns=["model", "style", "filter"], values="count"
+            index=["dataset", "category"],
+            columns=["model", "style", "filter"],
+            values="count",
+            aggfunc="sum",
+            fill_value=0,
         )
     )
     levels = artifacts.read_table(out.parent, artifacts.EVALUATE, "levels.csv")
-    display(levels[(levels["level"] == 1) & (levels["form"] == "all")].head(12))
+    display(levels[(levels["level"] == 1) & (levels["form"] == "all")].head(12).convert_dtypes())
 
 # %% [markdown]
 # ## The answers behind a number

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from lib import plots
+from lib.families.yesbut import figures
 from lib.families.yesbut.collect import collect_yesbut
 from lib.families.yesbut.paper import human_eval
 from lib.families.yesbut.release import read_yesbut_annotations
@@ -109,7 +110,7 @@ def test_report_survives_missing_stages(tmp_path, monkeypatch):
     store.save("a", "ana", {"difficulty": "EASY"})
     store.save("a", "ben", {"difficulty": "EASY"})
     annotate.agreement(store).to_csv(folder / "agreement.csv", index=False)
-    fig, _ = plots.yesbut_fig3({"difficulty": pd.Series({"EASY": 1, "MEDIUM": 0, "HARD": 0})})
+    fig, _ = figures.yesbut_fig3({"difficulty": pd.Series({"EASY": 1, "MEDIUM": 0, "HARD": 0})})
     plots.save(fig, folder / "figures", "fig3")
     report = build_report("report-partial")
     page = report.read_text()
@@ -143,7 +144,7 @@ def test_human_eval_tidy_table_and_figure14():
         & (tidy["criterion"] == "correctness")
     ]
     assert bool(row["yes"].iloc[0]) == isinstance(first[f"correctness_{i}"], str)
-    fig, ax = plots.human_eval_bars(tidy)
+    fig, ax = figures.human_eval_bars(tidy)
     assert len(ax.patches) == 6 * 4
 
 
@@ -296,7 +297,7 @@ def test_yesbut_understanding_tables_and_figure5_as_the_paper_draws_them():
     assert analyze.tidy_table(tables["table7_understanding_by_difficulty"])[
         "difficulty"
     ].tolist() == ["HARD", "HARD"]
-    fig, ax = plots.understanding_metrics(frame)
+    fig, ax = figures.understanding_metrics(frame)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["stage 2", "stage 3", "all"]
     assert ax.get_ylim() == (0, 1)
 

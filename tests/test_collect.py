@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from lib.families.yesbut import figures
 from lib.families.yesbut.collect import collect_yesbut
 from lib.families.yesbut.paper import figure3_counts
 from lib.families.yesbut.release import read_yesbut_annotations
@@ -286,7 +287,6 @@ def test_a_relative_source_path_collects_into_datasets_stage_06_can_read(tmp_pat
 
 
 def test_images_that_are_not_two_panels_are_flagged_by_name_and_never_cut(tmp_path):
-    from lib import plots
     from lib.families.yesbut import panels
 
     root = tmp_path / "yesbut"
@@ -309,7 +309,7 @@ def test_images_that_are_not_two_panels_are_flagged_by_name_and_never_cut(tmp_pa
     ]
     info = json.loads((out / "datasets" / "yesbut" / "dataset.json").read_text())
     assert info["provenance"]["three_panels_not_cut"] == [manifest["333"]["id"]]
-    fig, axes = plots.panel_cuts(list(manifest.values()))
+    fig, axes = figures.panel_cuts(list(manifest.values()))
     titles = [ax.get_title() for ax in axes.flat if ax.get_title()]
     assert titles[0].startswith("333") and "three panels" in titles[0] and "two panels" in titles[1]
 

@@ -175,6 +175,8 @@ def invalid_summary(out: str | Path) -> pd.DataFrame:
             {"model": k[0], "dataset": k[1], "task": k[2], "style": k[3], **v}
             for k, v in rows.items()
         ]
-    ).fillna(0)
+    )
+    counts = [c for c in df.columns if c not in ("model", "dataset", "task", "style")]
+    df[counts] = df[counts].fillna(0).astype(int)  # a method no answer of a group used: 0 of them
     df["invalid_rate"] = df["invalid"] / df["n"]
     return df

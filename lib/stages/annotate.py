@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from lib import artifacts as A
 from lib import cli, config, plots
+from lib.families.yesbut.figures import panel_cuts
 from lib.families.yesbut.panels import compose, split
 from lib.families.yesbut.task import Understanding
 from lib.io import AnnotationStore, load_image, write_json, write_jsonl
@@ -551,11 +552,10 @@ def variants_figure(out: str | Path, labelled: list[dict]):
 
 
 def panel_cuts_figure(cfg: AnnotateConfig, out: str | Path, manifest: list[dict]):
-    """01's two-panel cuts for a person to check (``figures/panel_cuts``); ``(fig, ax)``, or
-    ``(None, None)`` when 01 recorded no layouts."""
+    """01's two-panel cuts to check (``figures/panel_cuts``); ``(fig, ax)``, or ``(None, None)``."""
     if not any(r.get("layout") for r in manifest):
         return None, None
-    fig, ax = plots.panel_cuts(manifest, seed=cfg.seed)
+    fig, ax = panel_cuts(manifest, seed=cfg.seed)
     plots.save(fig, Path(out) / A.FIGURES, "panel_cuts", close=True)
     return fig, ax
 

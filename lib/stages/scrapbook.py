@@ -32,7 +32,7 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib import cli, config, plots
-from lib.families.scrapbook import explore, paper
+from lib.families.scrapbook import explore, figures, paper
 from lib.families.scrapbook.generate import generate
 from lib.families.scrapbook.merge import merge
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
@@ -110,7 +110,7 @@ def question_counts(out: str | Path) -> tuple[pd.DataFrame, tuple]:
     """The main dataset's questions per type, group, subgroup and form (its ``counts.csv``) and
     their figure (``figures/question_counts``); the table and ``(fig, ax)``."""
     counts = pd.read_csv(A.dataset_folder(out, A.SCRAPBOOK_DATASET) / "counts.csv")
-    fig, ax = plots.question_counts(counts)
+    fig, ax = figures.question_counts(counts)
     plots.save(fig, Path(out) / A.FIGURES, "question_counts", close=True)
     return counts, (fig, ax)
 

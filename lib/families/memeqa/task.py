@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib import plots
+from lib.families.memeqa import figures
 from lib.metrics import classification as C
 from lib.metrics.stats import bootstrap_ci
 from lib.schema import INVALID, Item
@@ -194,7 +194,7 @@ class MultipleChoice(Task):
 
     def paper_figures(self, results: Results) -> dict[str, object]:
         m = self.rows(results.metrics)
-        return {"memeqa_accuracy_by_type": plots.accuracy_by_type(m)[0]} if len(m) else {}
+        return {"memeqa_accuracy_by_type": figures.accuracy_by_type(m)[0]} if len(m) else {}
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         n, n_inv = len(preds), sum(not p.valid for p in preds)

@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lib import plots
 from lib.families.scrapbook import coded as C
 from lib.families.scrapbook import consistency as S
+from lib.families.scrapbook import figures
 from lib.families.scrapbook.tables import ERRORS, LEVELS
 from lib.schema import ERROR, Item
 from lib.tasks.base import (
@@ -417,7 +417,7 @@ class ScrapbookQA(Task):
         if not len(levels):
             return {}
         return {
-            f"scrapbook_level1_{dataset}_{model}": plots.scrapbook_level1(lv)[0]
+            f"scrapbook_level1_{dataset}_{model}": figures.scrapbook_level1(lv)[0]
             for (dataset, model, style), lv in levels.groupby(["dataset", "model", "style"])
             if style == ZeroShot.name and (lv["level"] == 1).any()
         }

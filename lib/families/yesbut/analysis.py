@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib import artifacts as A
-from lib import plots
+from lib.families.yesbut import figures
 from lib.families.yesbut.human import HUMAN_EVAL_CSV
 from lib.families.yesbut.paper import figure3_counts, human_eval, yesbut_reproduction
 from lib.families.yesbut.release import ANNOTATIONS_CSV, read_yesbut_annotations
@@ -30,14 +30,16 @@ class YesButAnalysis(Analysis):
         drawn = {}
         human = AnnotationStore(A.annotations_path(run_folder)).table().drop_duplicates("item")
         if set(FIGURE3_FIELDS) <= set(human.columns):
-            drawn["yesbut_fig3_demo_annotations"] = plots.yesbut_fig3(
+            drawn["yesbut_fig3_demo_annotations"] = figures.yesbut_fig3(
                 figure3_counts(human.dropna(subset=FIGURE3_FIELDS))
             )
         release = release_annotations(data)
         if release:
-            drawn["yesbut_fig3"] = plots.yesbut_fig3(figure3_counts(pd.DataFrame(release.values())))
+            drawn["yesbut_fig3"] = figures.yesbut_fig3(
+                figure3_counts(pd.DataFrame(release.values()))
+            )
             if (Path(data) / HUMAN_EVAL_CSV).exists():
-                drawn["yesbut_fig14_human_eval"] = plots.human_eval_bars(
+                drawn["yesbut_fig14_human_eval"] = figures.human_eval_bars(
                     human_eval(Path(data) / HUMAN_EVAL_CSV)
                 )
         return drawn

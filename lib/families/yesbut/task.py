@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import pandas as pd
 
-from lib import plots
+from lib.families.yesbut import figures
 from lib.metrics import classification as C
 from lib.metrics import text as T
 from lib.metrics.stats import bootstrap_ci
@@ -310,7 +310,7 @@ class Understanding(Task):
     def paper_figures(self, results: Results) -> dict[str, object]:
         frame = self.frame(results.metrics)
         return (
-            {"yesbut_fig5_understanding": plots.understanding_metrics(frame)[0]}
+            {"yesbut_fig5_understanding": figures.understanding_metrics(frame)[0]}
             if len(frame)
             else {}
         )
