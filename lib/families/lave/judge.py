@@ -205,27 +205,9 @@ class Lave(Judge):
 
     name = "lave"
 
-    def judge(
-        self,
-        model,
-        questions,
-        references,
-        candidates,
-        max_new_tokens,
-        store=None,
-        item_ids=None,
-        progress=True,
-    ) -> list[Judgement]:
-        return judge(
-            model,
-            questions,
-            references,
-            candidates,
-            max_new_tokens,
-            store=store,
-            item_ids=item_ids,
-            progress=progress,
-        )
+    def judge(self, model, *args, **kwargs) -> list[Judgement]:
+        """:func:`judge` (the protocol's arguments, in its order)."""
+        return judge(model, *args, **kwargs)
 
     def rows(self, rated, clusters, scoring) -> list[dict]:
         rows = super().rows(rated, clusters, scoring)
