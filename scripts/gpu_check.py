@@ -50,16 +50,17 @@ from pathlib import Path
 import yaml
 
 from lib.config import load_profile
-from lib.families import scrapbook, task_of
+from lib.families import scrapbook
 from lib.io import load_items, read_jsonl, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
 from lib.paths import PARAMS, ROOT
-from lib.preflight import hub_problem
+from lib.preflight import problem as preflight_problem
 from lib.provenance import git_state, versions
 from lib.records import host_state, record
 from lib.stages.train import TrainConfig, start_training, train_steps, training_summary
 from lib.store import CallStore, call_key
 from lib.tasks import wants_question_first
+from lib.tasks.registry import task_of
 from tests.services.servers import vllm_server
 
 NO_GPU = "no CUDA GPU here: gpu-check needs one; nothing was run"
@@ -112,7 +113,7 @@ def pick_models(profile: str = "real", tiny: bool = False) -> dict:
             problem = "--tiny asked for the tiny models"
         else:
             problem = (
-                hub_problem(str(spec["name"]), prof.offline)
+                preflight_problem(spec, prof.offline)
                 if spec["backend"] == "hf"
                 else f"backend {spec['backend']!r} is not the hf backend this check measures"
             )

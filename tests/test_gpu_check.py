@@ -124,7 +124,7 @@ def test_the_plan_lists_every_step_each_a_function_through_the_projects_api(devi
 
 
 def test_real_models_are_tried_first_and_tiny_ones_stand_in_saying_why(monkeypatch):
-    monkeypatch.setattr(G, "hub_problem", lambda name, offline: None)
+    monkeypatch.setattr(G, "preflight_problem", lambda spec, offline: None)
     real = G.pick_models("real")
     assert (
         real["vlm"]["spec"]["name"] == "Qwen/Qwen2-VL-7B-Instruct"
@@ -135,7 +135,7 @@ def test_real_models_are_tried_first_and_tiny_ones_stand_in_saying_why(monkeypat
         "bfloat16",
         "auto",
     }
-    monkeypatch.setattr(G, "hub_problem", lambda name, offline: "not in the local hub cache")
+    monkeypatch.setattr(G, "preflight_problem", lambda spec, offline: "not in the local hub cache")
     tiny = G.pick_models("real")
     assert tiny["vlm"]["spec"]["name"] == "llava"
     assert tiny["vlm"]["note"] == "instead of Qwen/Qwen2-VL-7B-Instruct: not in the local hub cache"

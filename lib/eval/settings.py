@@ -38,7 +38,7 @@ class EvalConfig(config.StageConfig):
     # each task's options: {name: {max_new_tokens, judge, and its own (its task's Options)}}
     tasks: dict[str, dict] = field(default_factory=dict)
     constrain: bool = (
-        True  # constrained decoding over closed answer sets where the backend allows it
+        True  # constrained decoding over closed answer sets (each backend constrains its own way)
     )
     max_new_tokens: int = 32  # an answer's token limit where its task's options set none
     cot_max_new_tokens: int = 128
