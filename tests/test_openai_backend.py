@@ -461,14 +461,15 @@ def test_the_spec_check_takes_a_list_of_urls_and_names_the_key_at_fault(base_url
 
 
 def test_the_preflight_asks_every_listed_server(refused_url):
-    from lib.preflight import server_problem
+    from lib.preflight import problem
 
     with OpenAIStub(models=[{"id": "stub-vlm"}]) as a, OpenAIStub(models=[{"id": "stub-vlm"}]) as b:
         assert (
-            server_problem({"backend": "openai", "name": "stub-vlm", "base_url": [a.url, b.url]})
+            problem({"backend": "openai", "name": "stub-vlm", "base_url": [a.url, b.url]}, False)
             is None
         )
-        why = server_problem(
-            {"backend": "openai", "name": "stub-vlm", "base_url": [a.url, refused_url, b.url]}
+        why = problem(
+            {"backend": "openai", "name": "stub-vlm", "base_url": [a.url, refused_url, b.url]},
+            False,
         )
     assert why.startswith("1 of the 3 servers of base_url: no server answers at " + refused_url)

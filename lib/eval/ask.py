@@ -1,6 +1,7 @@
-"""Asking: every model the items of every dataset in every style, one process or many, through the
-call cache (a killed evaluation resumes without repeating finished calls), then each judged task's
-judge (:mod:`lib.tasks.judges`) on its answers. Predictions are written as they are made; the manifest comes last
+"""Asking: every model the items of every dataset in every style (the requests of
+:mod:`lib.eval.requests`), one process or many, through the call cache (a killed evaluation resumes
+without repeating finished calls), then each judged task's judge (:mod:`lib.tasks.judges`) on its
+answers. Predictions are written as they are made; the manifest comes last
 (:mod:`lib.eval.manifest`), so a stopped run leaves a folder a rescore refuses."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from lib import artifacts as A
 from lib.eval.items import item_key
 from lib.eval.manifest import answer_digest, manifest
+from lib.eval.requests import styled
 from lib.eval.score import read_answer
 from lib.eval.settings import EvalConfig
 from lib.io import read_jsonl, share_strings, write_json, write_jsonl
@@ -21,7 +23,6 @@ from lib.models import generate, load_model
 from lib.ranks import Ranks, ranks
 from lib.schema import Item, Judgement, Prediction
 from lib.store import CallStore, call_key
-from lib.tasks import STYLES, wants_question_first
 from lib.tasks.registry import task_of
 
 
@@ -37,31 +38,10 @@ def predict(
     dataset: str = "",
     part: str = "",
 ) -> list[Prediction]:
-    """One Prediction per item (raw output kept, answer read by the item's task, method recorded)."""
-    qf = wants_question_first(model.spec)
-    constrain = cfg.constrain and getattr(model, "supports_choices", True) is not False
-    tasks = [task_of(it) for it in items]
-    first = [
-        t.request(
-            it,
-            root,
-            question_first=qf,
-            constrain=constrain,
-            max_new_tokens=cfg.answer_tokens(it.task),
-            seed=cfg.seed,
-        )
-        for t, it in zip(tasks, items)
-    ]
-    final, reasoning = STYLES[style].final(
-        model,
-        first,
-        lambda: [t.prompt(it, root) for t, it in zip(tasks, items)],
-        qf,
-        cfg.cot_max_new_tokens,
-        cfg.seed,
-        store,
-        progress,
-        f"{label} reasoning{part}",
+    """One Prediction per item (raw output kept, answer read by the item's task, method recorded);
+    the requests are :func:`lib.eval.requests.styled`'s."""
+    final, reasoning = styled(
+        cfg, model, items, root, style, store, progress, f"{label} reasoning{part}"
     )
     responses = generate(
         model, final, store=store, progress=progress, desc=f"{label} {style}{part}"
@@ -81,15 +61,14 @@ def predict(
             latency_s=resp.latency_s,
             cost_usd=resp.cost_usd,
             call_key=call_key(fp, req),
-            **read_answer(task, it, resp, why),
+            **read_answer(task_of(it), it, resp, why),
         )
-        for task, it, req, resp, why in zip(tasks, items, final, responses, reasoning)
+        for it, req, resp, why in zip(items, final, responses, reasoning)
     ]
 
 
-PREDICT_CHUNK = (
-    4096  # questions asked per generate() call: a large evaluation never holds all its requests
-)
+# questions asked per generate() call: a large evaluation never holds all its requests
+PREDICT_CHUNK = 4096
 
 
 def _predictions(
@@ -155,9 +134,8 @@ def ask(cfg: EvalConfig, out: str | Path, data: dict, store=None, progress: bool
     out.mkdir(parents=True, exist_ok=True)
     store = store if store is not None else CallStore.default()
     job = ranks()
-    if (
-        job.main
-    ):  # from here until the new manifest is written the folder is "unfinished": rescore refuses it
+    # from here until the new manifest is written the folder is "unfinished": rescore refuses it
+    if job.main:
         (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
     start = time.perf_counter()
     made = _predictions(cfg, data, store, progress and job.main, job)
@@ -177,9 +155,8 @@ def ask(cfg: EvalConfig, out: str | Path, data: dict, store=None, progress: bool
     judgements = _judge(cfg, data, todo, store, progress) if todo else []
     write_jsonl(out / A.JUDGEMENTS, (j.to_dict() for j in judgements))
     write_json(out / A.EVAL_CONFIG, cfg.to_dict())
-    write_json(
-        out / A.EVAL_MANIFEST, manifest(out, cfg, answers.hexdigest())
-    )  # last, atomically: the parts belong together
+    # last, atomically: the parts belong together
+    write_json(out / A.EVAL_MANIFEST, manifest(out, cfg, answers.hexdigest()))
     if job.world > 1:
         for k in range(job.world):
             (out / _part(k)).unlink()

@@ -13,9 +13,9 @@ scores, and the share of the difference each cause accounts for (the causes part
 the shares add up to the difference). Beside it the config diff of the two runs, with where each value came from.
 
 A prediction row keeps its ``call_key`` (model and request hashed together), not a digest of the
-request alone, so the request is rebuilt here from the run's config and dataset
-(:meth:`lib.tasks.Task.request`, the zero-shot request every style starts from) - no model is
-loaded or called. Both folders are first verified as a rescore verifies one
+request alone, so the request is rebuilt here from the run's config and dataset by the function
+stage 06 builds it with (:func:`lib.eval.requests.zero_shot`, the request every style starts
+from) - no model is loaded or called. Both folders are first verified as a rescore verifies one
 (:func:`lib.eval.manifest.check_manifest`): a run that did not finish, or whose config, replies,
 judgements or scores changed after it finished, is refused. :mod:`lib.compare` is the command line.
 """
@@ -34,6 +34,7 @@ from lib.config import ParamsError
 from lib.eval.foreign import FOREIGN, logged_request
 from lib.eval.manifest import PARTS, Unverified, answer_digest, changed_datasets, check_manifest
 from lib.eval.paired import metric_rows
+from lib.eval.requests import zero_shot
 from lib.eval.rescore import saved_config
 from lib.eval.settings import EvalConfig
 from lib.io import load_items, read_jsonl
@@ -177,18 +178,11 @@ def open_run(folder: str | Path) -> Run:
 
 
 def request_parts(cfg: EvalConfig, item: Item, dataset: str, spec: dict, style: str) -> dict:
-    """The request an item was sent in ``style`` by a model of ``spec``, as stage 06 builds it
-    (:func:`lib.eval.ask.predict`): its texts, images (content hashes), the order of the parts,
-    token limits, constraint and seed, and the style's own texts (chain of thought's triggers)."""
-    task = get_task(item.task)
-    req = task.request(
-        item,
-        cfg.datasets[dataset],
-        question_first=wants_question_first(spec),
-        constrain=cfg.constrain,
-        max_new_tokens=cfg.answer_tokens(item.task),
-        seed=cfg.seed,
-    )
+    """The request an item was sent in ``style`` by a model of ``spec``, in parts: the zero-shot
+    request stage 06 built (:func:`lib.eval.requests.zero_shot`) described - its texts, images
+    (content hashes), the order of the parts, token limit, constraint and seed - and the style's
+    own texts (chain of thought's triggers) and reasoning limit."""
+    req = zero_shot(cfg, item, cfg.datasets[dataset], spec)
     parts = [p for m in req.messages if not isinstance(m["content"], str) for p in m["content"]]
     return {
         "style": style,

@@ -9,9 +9,10 @@ Backends: ``hf`` (transformers, any hub id or local path), ``openai`` (any OpenA
 endpoint, vLLM included), ``tiny`` (the embedded offline models of :mod:`lib.models.tiny`),
 ``constant`` and ``random`` (the baselines of :mod:`lib.models.baseline`), ``imported`` (answers
 another harness produced, :mod:`lib.models.imported`: never asked). Each is a
-:class:`~lib.models.base.Model` subclass that declares the spec keys it reads and checks its spec,
-and registers itself by name (:func:`lib.models.base.backend`): adding one is its module and its
-import below.
+:class:`~lib.models.base.Model` subclass that declares the spec keys it reads, checks its spec and
+its own preflight (what it needs reachable before a run starts; the probes are in
+:mod:`lib.models.probe`), and registers itself by name (:func:`lib.models.base.backend`): adding one
+is its module and its import below.
 """
 
 from __future__ import annotations

@@ -86,6 +86,7 @@ from lib.models.openai_format import (
     last_text,
     read_reply,
 )
+from lib.models.probe import server_problem
 from lib.paths import cache_dir
 from lib.schema import ERROR, FREE, INVALID, Request, Response, fingerprint
 
@@ -203,6 +204,11 @@ class OpenAIModel(Model):
                 f"a key; the value given is not shown"
             )
 
+    @classmethod
+    def preflight(cls, spec: dict, offline: bool) -> str | None:
+        """Its key variable set and every server answering (:func:`server_problem`)."""
+        return server_problem(spec)
+
     def __init__(self, spec: dict):
         super().__init__(spec)
         if "api_key" in spec:
@@ -232,9 +238,8 @@ class OpenAIModel(Model):
             for k, v in self.spec.items()
             if k in ("backend", "name", "base_url", "revision", "label", "endpoint", "size")
         }
-        if isinstance(
-            self.spec.get("base_url"), list
-        ):  # interchangeable servers: not which, nor how many
+        # interchangeable servers: not which, nor how many
+        if isinstance(self.spec.get("base_url"), list):
             keep["base_url"] = ANY_LISTED_SERVER
         served = self.server_identity()
         if served:
@@ -311,16 +316,14 @@ class OpenAIModel(Model):
         pool, bases = self.pool, [url.rstrip("/") + "/" for url in self.urls]
 
         class Client(AsyncOpenAI):
-            def _should_retry(
-                self, response
-            ) -> bool:  # the openai client's retry rule, minus grammar failures
+            # the openai client's retry rule, minus grammar failures
+            def _should_retry(self, response) -> bool:
                 return not grammar_failure(response) and super()._should_retry(response)
 
             async def _sleep_for_retry(self, *, retries_taken: int, **kwargs) -> None:
                 tried = _TRIED.get(None)
-                if (
-                    tried is not None and len(tried) < pool.n
-                ):  # a server it has not tried takes it at once
+                # a server it has not tried takes it at once
+                if tried is not None and len(tried) < pool.n:
                     return
                 # then one server's backoff: the attempts that went round the servers do not lengthen it
                 await super()._sleep_for_retry(
@@ -332,9 +335,8 @@ class OpenAIModel(Model):
                 tried = set() if tried is None else tried
                 i = pool.pick(tried)
                 tried.add(i)
-                if (
-                    i
-                ):  # the client built the request for the first server's URL: send it to server i
+                # the client built the request for the first server's URL: send it to server i
+                if i:
                     own, url = str(self.base_url), str(request.url)
                     if not url.startswith(own):
                         raise RuntimeError(
@@ -358,9 +360,8 @@ class OpenAIModel(Model):
                     raise
                 finally:
                     pool.in_flight[i] -= 1
-                if response.status_code >= 400 and self._should_retry(
-                    response
-                ):  # 429, 5xx: retried elsewhere
+                # 429, 5xx: retried elsewhere
+                if response.status_code >= 400 and self._should_retry(response):
                     pool.failed(i)
                 return response
 
@@ -455,9 +456,8 @@ class OpenAIModel(Model):
             )
             is_text = content is None or isinstance(content, str)
             raw, error = (content or "", None) if is_text else not_text(content)
-            text, problem = cap_reply(
-                self._redact(raw)
-            )  # redacted whole: a cut must not keep part of a key
+            # redacted whole: a cut must not keep part of a key
+            text, problem = cap_reply(self._redact(raw))
             if error:  # a list, a number, an object: no answer, kept as JSON
                 return Response(
                     text=text,

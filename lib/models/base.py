@@ -1,7 +1,8 @@
-"""The base class every backend implements: lazily loaded weights, ``generate(requests)``, and
-the spec it reads (:attr:`Model.SPEC_KEYS`, :meth:`Model.check_spec`). A backend registers itself
-by name with :func:`backend`; ``lib.models`` imports each backend module, so a new backend is one
-module and one line there.
+"""The base class every backend implements: lazily loaded weights, ``generate(requests)``, the
+spec it reads (:attr:`Model.SPEC_KEYS`, :meth:`Model.check_spec`) and what it needs reachable
+before a run starts (:meth:`Model.preflight`). A backend registers itself by name with
+:func:`backend`; ``lib.models`` imports each backend module, so a new backend is one module and one
+line there.
 
 The request/response records live in :mod:`lib.schema` (below the call store and the backends);
 the parsers that read raw text live in :mod:`lib.answers`.
@@ -16,9 +17,8 @@ from lib.schema import Request, Response, fingerprint
 
 # keys every spec may hold, whatever its backend: the tasks read question_first
 COMMON_SPEC_KEYS = frozenset({"backend", "name", "label", "question_first"})
-BACKENDS: dict[
-    str, type[Model]
-] = {}  # name -> class, filled by @backend as each module is imported
+# name -> class, filled by @backend as each module is imported
+BACKENDS: dict[str, type[Model]] = {}
 
 
 def backend(name: str):
@@ -43,14 +43,20 @@ class Model:
     """
 
     batch_size: int = 8
-    SPEC_KEYS: ClassVar[frozenset] = (
-        frozenset()
-    )  # what this backend reads of a spec, beside COMMON_SPEC_KEYS
+    # what this backend reads of a spec, beside COMMON_SPEC_KEYS
+    SPEC_KEYS: ClassVar[frozenset] = frozenset()
 
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
         """Refuse a spec this backend cannot use (:class:`lib.config.ParamsError` naming ``where``);
         its keys are checked by :func:`lib.models.check_spec` before."""
+
+    @classmethod
+    def preflight(cls, spec: dict, offline: bool) -> str | None:
+        """Why a model of ``spec`` cannot be loaded or reached here (weights, a server, a key), in
+        one line saying the fix, or None; ``offline``: the profile's. :mod:`lib.preflight` asks it
+        before a run computes anything. Nothing to reach by default (a model built or ruled here)."""
+        return None
 
     @staticmethod
     def _needs_name(spec: dict, where: str) -> None:

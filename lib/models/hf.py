@@ -48,6 +48,7 @@ from lib.models.hf_tokens import (
     choice_tensors,
     common_prefix,
 )
+from lib.models.probe import hub_problem
 from lib.schema import CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Request, Response
 
 _NESTED_IMAGES = {
@@ -99,15 +100,18 @@ class HFModel(Model):
     def check_spec(cls, spec: dict, where: str) -> None:
         cls._needs_name(spec, where)
 
+    @classmethod
+    def preflight(cls, spec: dict, offline: bool) -> str | None:
+        """Its weights: in the local hub cache, reachable on the hub, or a folder (:func:`hub_problem`)."""
+        return hub_problem(str(spec["name"]), offline)
+
     def __init__(self, spec: dict):
         super().__init__(spec)
         self.batch_size = int(spec.get("batch_size", 8))
         self.model = self.processor = self.tokenizer = None
         self.is_vlm = False
-        self.padding = (
-            0,
-            0,
-        )  # (pad tokens, all tokens) this model has encoded: how much batching pads
+        # (pad tokens, all tokens) this model has encoded: how much batching pads
+        self.padding = (0, 0)
         self._images = None  # lib.io.ImageCache, made on first use
         self._tensors = None  # ImageTensors: the processor's output per image, made on first use
         self._prefixes: dict = {}  # shared prompt prefix (token ids) -> its KV cache, most recent last
@@ -209,9 +213,8 @@ class HFModel(Model):
         for i, r in enumerate(requests):
             c = r.constraint
             kind = "free" if c is None else ("json" if c.json_schema is not None else c.method)
-            schema = (
-                json.dumps(c.json_schema, sort_keys=True) if kind == "json" else ""
-            )  # one grammar per batch
+            # one grammar per batch
+            schema = json.dumps(c.json_schema, sort_keys=True) if kind == "json" else ""
             groups.setdefault((kind, schema, tuple(sorted(r.settings().items()))), []).append(i)
         for (kind, _, _), idx in groups.items():
             batch = [requests[i] for i in idx]
@@ -389,9 +392,8 @@ class HFModel(Model):
         while len(self._prefixes) > PREFIX_CACHE_ENTRIES:
             self._prefixes.pop(next(iter(self._prefixes)))
         cache = copy.deepcopy(cache)
-        cache.reorder_cache(
-            torch.zeros(len(batch), dtype=torch.long, device=device)
-        )  # one copy per row
+        # one copy per row
+        cache.reorder_cache(torch.zeros(len(batch), dtype=torch.long, device=device))
         width = max(len(row) for row in ids) - common
         pad = self.tokenizer.pad_token_id
         input_ids = [
@@ -442,9 +444,8 @@ class HFModel(Model):
         }
         if r0.temperature > 0:
             gen.update(temperature=r0.temperature, top_p=r0.top_p)
-            torch.manual_seed(
-                r0.seed
-            )  # one seed per batch: sampled answers depend on batch make-up
+            # one seed per batch: sampled answers depend on batch make-up
+            torch.manual_seed(r0.seed)
         # decoder-only models return prompt + answer; encoder-decoders the decoder start token + answer
         skip = 1 if self.encoder_decoder else prompt_len
         if trie:
@@ -545,9 +546,8 @@ class HFModel(Model):
             enc[name] = torch.cat([t, extra.to(t.dtype)], dim=1)
         with torch.inference_mode():
             logits = self.model(**enc).logits[:, prompt_len - 1 : -1].float()
-        prompt_tokens = enc["attention_mask"].sum(-1) - suffix_mask.sum(
-            -1
-        )  # the rows grew by the choices
+        # the rows grew by the choices
+        prompt_tokens = enc["attention_mask"].sum(-1) - suffix_mask.sum(-1)
         return best_choices(batch, logits, suffix, suffix_mask, prompt_tokens, start)
 
     def _can_prefill(self) -> bool:
@@ -607,9 +607,8 @@ class HFModel(Model):
                 if images
                 else text
             )
-        schema = json.dumps(
-            batch[0].constraint.json_schema
-        )  # key order is the output's property order
+        # key order is the output's property order
+        schema = json.dumps(batch[0].constraint.json_schema)
         generator = self._json_generators.pop(schema, None) or outlines.Generator(
             self._outlines, JsonSchema(schema)
         )

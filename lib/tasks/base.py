@@ -481,8 +481,8 @@ class Task:
         return f"{type(self).__name__}({self.name!r})"
 
 
-def constraint(choices, constrain: bool = True, supports_choices: bool = True) -> Constraint | None:
+def constraint(choices, constrain: bool = True) -> Constraint | None:
     """The choice constraint of a closed answer set (None for free text, or when switched off)."""
-    if not (constrain and choices) or not supports_choices:
+    if not (constrain and choices):
         return None
     return Constraint(choices=tuple(choices))
