@@ -23,7 +23,10 @@ Writes, all or nothing, into ``--out`` (a folder of its own kind, never one hold
 - ``judge_checks.csv``: per judge, unreadable ratings, self-consistency (references in reverse
   order) and a verbosity probe (answers people judged right, padded with a true but irrelevant
   sentence: how often the rating moved);
-- ``scores.csv``: every answer's score by every scorer.
+- ``scores.csv``: every answer's score by every scorer; ``labels.csv``: the labels, with the task.
+
+A row of ``agreement.csv`` or ``paired.csv`` whose interval rests on fewer than
+:data:`MIN_CLUSTERS` clusters is flagged ``few_clusters``: its interval is not to be trusted.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lib import artifacts as A
 from lib import config
 from lib.eval.settings import EvalConfig
 from lib.io import NotOurFolder, aside_folder, check_ours, mark, swap_in, write_csv
@@ -52,6 +56,10 @@ LABEL_VALUES = {"1": 1, "0": 0, "yes": 1, "no": 0, "true": 1, "false": 0}
 KIND = "agreement"  # the output folder's marker (lib.io.folders)
 # the verbosity probe's padding: true of any image an answer is about, and no answer to any question
 PADDING = "The picture is stored as an image file."
+# An interval from fewer clusters is not to be trusted: the bootstrap redraws so few images that its
+# percentiles come from a handful of distinct resamples (one image: none; two to four: too narrow),
+# so such a row is flagged (``few_clusters``) and its interval shown as not holding.
+MIN_CLUSTERS = 5
 
 
 class AgreementError(ValueError):
@@ -294,7 +302,8 @@ def agreement_table(
                     seed=seed,
                 )
             rows += [{"scorer": scorer, "criterion": criterion, **r} for r in found]
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    return table.assign(few_clusters=table["n_clusters"] < MIN_CLUSTERS)
 
 
 def paired_table(
@@ -339,6 +348,7 @@ def paired_table(
                     "ci_high": high,
                     "n": int(keep.sum()),
                     "n_clusters": len(set(clusters[keep])),
+                    "few_clusters": len(set(clusters[keep])) < MIN_CLUSTERS,
                 }
             )
     return pd.DataFrame(rows)
@@ -349,10 +359,10 @@ def scorers(
     task: str,
     judges: list[str],
     profile_judge: bool = True,
-) -> tuple[list[str], str | None, dict, int]:
-    """What scores the answers, from the profile (its stage 06 config: the task's text metrics and
-    BERTScore model, the judge unless ``profile_judge`` is off, and its token limit; ``judges``: more
-    of its models by name): ``(metrics, bertscore_model, judge name -> spec, judge_max_new_tokens)``."""
+) -> tuple[list[str], str | None, dict, int, int]:
+    """What scores the answers, from the profile's stage 06 config (``judges``: more of its models
+    by name): ``(text metrics, bertscore_model, judge name -> spec (the judge unless
+    ``profile_judge`` is off), judge_max_new_tokens, n_resamples)``."""
     resolved = config.resolve(EvalConfig, profile)
     cfg, prof = resolved.cfg, resolved.profile
     opts = cfg.options[get_task(task).name]
@@ -367,7 +377,17 @@ def scorers(
         getattr(opts, "bertscore_model", None),
         found,
         cfg.judge_max_new_tokens,
+        cfg.n_resamples,
     )
+
+
+def _write(out: Path, tables: dict[str, pd.DataFrame]) -> None:
+    """The tables into ``out``, all or nothing: built aside, marked, swapped in whole."""
+    building = aside_folder(out)
+    for name in A.AGREED_TABLES:
+        write_csv(building / f"{name}.csv", tables[name])
+    mark(building, KIND)
+    swap_in(building, out)
 
 
 def run(
@@ -377,12 +397,13 @@ def run(
     task: str | None = None,
     judges: list[str] = (),
     profile_judge: bool = True,
-    n_resamples: int = N_RESAMPLES,
+    n_resamples: int | None = None,
     seed: int = 0,
     store=None,
 ) -> dict:
-    """Score the labelled answers with every metric and judge, write the four tables into ``out``
-    (built aside, swapped in whole; a folder of another kind is refused) and return a summary."""
+    """Score the labelled answers with every metric and judge, write the tables into ``out`` (built
+    aside, swapped in whole; a folder of another kind is refused) and return a summary.
+    ``n_resamples``: None takes the profile's stage 06 setting."""
     out = Path(out)
     check_ours(out, KIND)
     labels = read_labels(labels_path)
@@ -391,9 +412,10 @@ def run(
         raise AgreementError(
             f"{labels_path}: say which task the answers are of (--task), for its text metrics"
         )
-    metrics, bert_model, judge_specs, max_tokens = scorers(
+    metrics, bert_model, judge_specs, max_tokens, resamples = scorers(
         profile, task, list(judges), profile_judge
     )
+    n_resamples = resamples if n_resamples is None else n_resamples
     answers = answers_of(labels)
     scores = metric_scores(answers, metrics, bert_model)
     store = store or CallStore.default()
@@ -414,12 +436,9 @@ def run(
         "paired": paired_table(scores, answers, labels, table, n_resamples, seed),
         "judge_checks": pd.DataFrame(checks),
         "scores": pd.concat([answers[["answer_id", "cluster"]], pd.DataFrame(scores)], axis=1),
+        "labels": labels.assign(references=labels["references"].map(json.dumps), task=task),
     }
-    building = aside_folder(out)
-    for name, table in tables.items():
-        write_csv(building / f"{name}.csv", table)
-    mark(building, KIND)
-    swap_in(building, out)
+    _write(out, tables)
     return {
         "labels": str(labels_path),
         "task": task,
@@ -456,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-profile-judge", action="store_true", help="leave out the profile's stage-06 judge"
     )
-    ap.add_argument("--n-resamples", type=int, default=N_RESAMPLES)
+    ap.add_argument("--n-resamples", type=int, help="default: the profile's stage 06 setting")
     args = ap.parse_args(argv)
     try:
         summary = run(

@@ -20,6 +20,11 @@ stage 07 passes it when its ``compare_with`` names a run - the page gains two fi
 first step where the two answers part ways: dataset, prompt, model, reading, scoring). Under each changed
 answer, both runs' prompt, raw reply, read answer, outcome and scores side by side, and what
 explains the change (``index.html#cause=model&change=worsened``: the answers the model made worse).
+
+Where stage 07 held the run's scorers to human labels (``human_labels``: :mod:`lib.agreement_view`),
+the labelled answers are rows too (dataset "human labels": people's verdicts, every scorer's score),
+and the ``disagree`` filter shows those where a judge and the people disagree on a criterion
+(``index.html#disagree=lave[judge] · correctness``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from urllib.parse import urlencode
 import pandas as pd
 from PIL import Image
 
+from lib import agreement_view
 from lib import artifacts as A
 from lib.htmlsafe import csp_meta, json_block, json_text, text
 from lib.io import atomic_file, item_index, read_items_at, read_jsonl, share_strings
@@ -47,6 +53,7 @@ FOLDER = "browser"  # under the run folder
 THUMB_PX = 160  # a thumbnail's longer side
 FILTERS = ("dataset", "task", "model", "style", "subset", "outcome")
 COMPARED = ("change", "cause")  # the filters a comparison adds
+DISAGREE = "disagree"  # the filter 07's agreement with human labels adds
 KEY = ("dataset", "task", "model", "style", "item_id")  # one answer of a run
 OUTCOMES = ("right", "wrong", "invalid", "truncated", "error")
 PAGE_ROWS = 50
@@ -274,8 +281,10 @@ def _thumb(path: str, folder: Path, made: dict[str, str]) -> str:
 
 def link(**filters) -> str:
     """The browser's address from the run folder (``browser/index.html#...``) showing the rows of
-    ``filters`` (:data:`FILTERS`, and :data:`COMPARED` where the browser holds a comparison)."""
-    shown = {k: v for k, v in filters.items() if k in FILTERS + COMPARED and v is not None}
+    ``filters`` (:data:`FILTERS`; :data:`COMPARED` where the browser holds a comparison,
+    :data:`DISAGREE` where it holds labelled answers)."""
+    known = FILTERS + COMPARED + (DISAGREE,)
+    shown = {k: v for k, v in filters.items() if k in known and v is not None}
     return f"{FOLDER}/index.html" + (f"#{urlencode(shown)}" if shown else "")
 
 
@@ -304,16 +313,35 @@ def _compared(
     return compared_rows(table, comparison), said, line
 
 
+def _filters(table: list[dict], comparison: dict | None, disagree: list[str]) -> tuple:
+    """The page's filters (a comparison's and the labelled answers' where there are some) and every
+    value each one offers."""
+    filters = FILTERS + (COMPARED if comparison else ()) + ((DISAGREE,) if disagree else ())
+    values = {k: sorted({str(r[k]) for r in table} - {""}) for k in FILTERS if k != "outcome"}
+    values.update(
+        {
+            "outcome": list(OUTCOMES),
+            "change": list(CHANGES),
+            "cause": list(comparison["causes"]) if comparison else [],
+            DISAGREE: disagree,
+        }
+    )
+    return filters, values
+
+
 def write_browser(run_folder: str | Path, comparison: dict | None = None) -> Path | None:
     """Write ``<run>/browser/`` (page, one data script per dataset, thumbnails); None when the run
     has no predictions. ``comparison``: another run (A) against this one (B), as
     :func:`lib.eval.changes.side_by_side` returns it, adds the change and cause filters. The folder
     is rebuilt whole each time."""
     run_folder = Path(run_folder)
+    found = agreement_view.read_agreed(run_folder)
+    labelled, disagree = agreement_view.browser_rows(found) if found else ([], [])
     table = rows(run_folder)
-    if not table:
+    if not table + labelled:
         return None
     table, said, line = _compared(run_folder, table, comparison)
+    table += labelled
     folder = run_folder / FOLDER
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "thumbs").mkdir(parents=True)
@@ -329,15 +357,7 @@ def write_browser(run_folder: str | Path, comparison: dict | None = None) -> Pat
         (folder / files[name]).write_text(
             f"VQALAB.loaded({json_text(name)}, {json_text(rs)});\n", encoding="utf-8"
         )
-    filters = FILTERS + (COMPARED if said else ())
-    values = {k: sorted({str(r[k]) for r in table}) for k in FILTERS if k != "outcome"}
-    values.update(
-        {
-            "outcome": list(OUTCOMES),
-            "change": list(CHANGES),
-            "cause": list(comparison["causes"]) if said else [],
-        }
-    )
+    filters, values = _filters(table, comparison if said else None, disagree)
     index = {
         "files": files,
         "counts": {k: len(v) for k, v in by_dataset.items()},
@@ -357,6 +377,11 @@ def write_browser(run_folder: str | Path, comparison: dict | None = None) -> Pat
         if why
         else "",
         "compared": line,
+        "agreed": f'<p id="agreed">{len(labelled)} answers people labelled (dataset '
+        f"<b>{text(agreement_view.DATASET)}</b>): pick a judge and a criterion under "
+        f"<b>disagree</b> to see those where the judge and the people disagree.</p>"
+        if disagree
+        else "",
     }
     page = re.sub(
         r"\{\{(\w+)\}\}", lambda m: fill[m.group(1)], _TEMPLATE.read_text()

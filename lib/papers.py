@@ -95,3 +95,19 @@ def paper_frame(
     table = pd.DataFrame(rows, columns=PAPER_COLUMNS, dtype=object)
     table["equal"] = table["equal"].astype("boolean")  # blank where the text states no value
     return table
+
+
+def agreement_claims() -> pd.DataFrame:
+    """What each paper's text says of how its scores agree with people (papers.yaml's
+    ``agreement``): paper, where, the quote, and the agreement figure it states ("none stated")."""
+    rows = [
+        {
+            "paper": paper,
+            "where": c["where"],
+            "the text says": c["quote"],
+            "agreement figure": c.get("figure", "none stated"),
+        }
+        for paper, spec in papers().items()
+        for c in spec.get("agreement", ())
+    ]
+    return pd.DataFrame(rows, columns=["paper", "where", "the text says", "agreement figure"])

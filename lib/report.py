@@ -5,7 +5,8 @@ with its interval and invalid rate, each linked to the answers behind it in the 
 adversarial filter's outcome - then, where stage 07 compared the run with another
 (``compare_with``), the changed answers by first cause (each count linked to those answers in the
 browser, both runs side by side), each group's headline score A, B and B - A with its paired
-interval and McNemar p, and the config diff - then the papers' reproductions, a table of
+interval and McNemar p, and the config diff - then the papers' reproductions, which score agrees
+with people where stage 07 held the scorers to human labels (:mod:`lib.agreement_view`), a table of
 contents, and one section per stage, in order. Long tables show their top rows and link their CSV. A stage whose
 outputs are absent gets a line saying so and why, instead of failing the report. The run's provenance (params, seeds,
 models, git SHA) and the invalid-answer rates are part of it. Every stage's outputs are read
@@ -23,8 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from lib import agreement_view, browser
 from lib import artifacts as A
-from lib import browser
 from lib.htmlsafe import csp_meta, href, text
 from lib.io import atomic_file
 from lib.metrics.stats import CHANGES
@@ -205,9 +206,8 @@ def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
         )
     if stage == A.ANALYZE:
         for p in sorted((folder / A.TABLES).glob("*.csv")):
-            if (
-                p.stem not in DATA_TABLES
-            ):  # point coordinates are data for a figure, not a table to read
+            # point coordinates are data for a figure, not a table to read
+            if p.stem not in DATA_TABLES:
                 parts.append(_csv(p, p.stem.replace("_", " "), root))
     parts.append(_figures(folder, shown))
     return "".join(parts)
@@ -216,9 +216,8 @@ def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
 def headline_rows(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per dataset x task x model x style: the task's headline metric (:attr:`lib.tasks.Task.headline`)
     with its interval, n and clusters, and the group's invalid rate."""
-    if (
-        "n_clusters" not in metrics
-    ):  # tables written before intervals resampled images: every answer its own
+    # tables written before intervals resampled images: every answer its own cluster
+    if "n_clusters" not in metrics:
         metrics = metrics.assign(n_clusters=metrics["n"])
     invalid = metrics[metrics["metric"] == "invalid_rate"].set_index(
         ["dataset", "task", "model", "style"]
@@ -267,9 +266,8 @@ def _headline_table(root: Path, head: pd.DataFrame) -> str:
     head["invalid_rate"] = head["invalid_rate"].map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
     first = ["dataset", "task", "model", "style", "subset", "metric"]
     head = head[first + ["value (95% CI)", "n", "n_clusters", "invalid_rate"]]
-    head = head.map(
-        lambda v: text(v) if isinstance(v, str) else v
-    )  # every cell from data is text...
+    # every cell from data is text...
+    head = head.map(lambda v: text(v) if isinstance(v, str) else v)
     head["answers"] = links  # ...and the links are the tags made here
     caption = (
         "Headline metrics: one per dataset, task, model and prompt style (95% bootstrap interval over "
@@ -439,11 +437,12 @@ def _reproduction(root: Path) -> str:
     )
 
 
-def _contents(stages: list[tuple[str, str]], compared: bool = False) -> str:
+def _contents(stages: list[tuple[str, str]], compared: bool = False, agreed: bool = False) -> str:
     links = (
         [("results", "Results")]
         + ([("comparison", "Compared with another run")] if compared else [])
         + [("reproduction", "Reproduction: the papers beside this run")]
+        + ([(agreement_view.ANCHOR, agreement_view.HEADING)] if agreed else [])
     )
     links += [(f"stage-{stage}", f"{stage} · {title}") for stage, title in stages]
     return (
@@ -482,7 +481,7 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
             f"<h2 id='stage-{stage}'>{stage} · {text(title)}</h2>{_provenance(folder)}{body}"
         )
     created = datetime.now(UTC).isoformat(timespec="seconds")
-    compared = _comparison(root)
+    compared, agreed = _comparison(root), agreement_view.section(root, _table)
     summary = (
         f"<p>Run <b>{text(run)}</b>, report built {created}. Sections without outputs: "
         f"{', '.join(absent) or 'none'}.</p>"
@@ -497,10 +496,10 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
         f"<style>{_CSS}</style></head><body><h1>VQA Lab report · {text(run)}</h1>{summary}"
         f"<h2 id='results'>Results</h2>{_results(root)}{compared}"
         f"<h2 id='reproduction'>Reproduction: the papers beside this run</h2>{_reproduction(root)}"
-        f"{_contents(list(TITLES.items()), bool(compared))}{''.join(sections)}</body></html>"
+        f"{agreed}{_contents(list(TITLES.items()), bool(compared), bool(agreed))}"
+        f"{''.join(sections)}</body></html>"
     )
-    with atomic_file(
-        out, "w", encoding="utf-8"
-    ) as f:  # a stopped build leaves the previous report whole
+    # a stopped build leaves the previous report whole
+    with atomic_file(out, "w", encoding="utf-8") as f:
         f.write(page)
     return out

@@ -36,7 +36,7 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import artifacts
+from lib import agreement_view, artifacts
 from lib.config import resolve
 from lib.stages import analyze
 
@@ -113,6 +113,19 @@ compared = analyze.comparison(cfg, out)
 display(artifacts.read_comparison(out.parent)["tables"]["causes"]) if compared else print(
     "compare_with is not set: no comparison"
 )
+
+# %% [markdown]
+# ## Which score agrees with people (`human_labels`)
+# Every text metric of the labelled answers' task and every judge of the run's stage 06, held to
+# people's verdicts: ROC AUC and Kendall tau-b, and for a judge Cohen's kappa and Krippendorff's
+# alpha, each with its interval over the images (flagged where too few images hold one). Without
+# `human_labels` this step does nothing.
+
+# %%
+agreed = analyze.human_agreement(cfg, out)
+display(
+    agreement_view.agreement_rows(agreement_view.read_agreed(out.parent)["agreement"])
+) if agreed else print("human_labels is not set: no agreement with people")
 
 # %% [markdown]
 # ## Summary, provenance and the report

@@ -2,14 +2,22 @@
 to them with intervals over images, written all or nothing into a folder of its own."""
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from lib import agreement as G
+from lib import agreement_view as V
+from lib import artifacts as A
+from lib import config
 from lib.io import kind_of
+from lib.papers import agreement_claims
+from lib.stages import analyze
 
 from .support.data import SHARED_DATA
 
@@ -170,3 +178,114 @@ def test_yesbuts_human_evaluation_is_150_model_answers_about_30_images():
     assert (
         not answers["answer_id"].str.contains("humanannotation").any()
     )  # the person's text is the reference
+
+
+@pytest.fixture
+def analyzed(tmp_path, profile):
+    """Stage 07 of a run with no earlier stage, holding the constant judges' profile to the labels."""
+    params = tmp_path / "params"
+    common = params / "common.t.yaml"
+    common.write_text(common.read_text().replace("[06_evaluate]", "[06_evaluate, 07_analyze]"))
+    with open(params / "06_evaluate.t.yaml", "a") as f:
+        f.write("n_resamples: 50\n")  # the run's stage 06 bootstrap, which 07's agreement takes
+    labels = _labels(tmp_path)
+    resolved = config.resolve(
+        analyze.AnalyzeConfig,
+        profile,
+        overrides={"human_labels": str(labels), "human_labels_task": "yesbut.understanding"},
+    )
+    cfg = resolved.cfg
+    out = tmp_path / "runs" / "t" / A.ANALYZE
+    summary = analyze.run(cfg, out)
+    return cfg, out, summary
+
+
+def _section(report) -> str:
+    """The report's agreement section as text (tags dropped, cells apart)."""
+    html = report.read_text()
+    start = html.index(f"<h2 id='{V.ANCHOR}'>")
+    body = html[start : html.index("<nav>", start)]
+    return re.sub(r"\s*\n\s*", "\n", re.sub(r"<[^>]+>", "\n", body)).strip()
+
+
+def test_stage_07_holds_the_runs_judges_to_the_labels_and_the_report_shows_it(analyzed):
+    cfg, out, summary = analyzed
+    folder = out / A.AGREED
+    assert sorted(p.name for p in folder.glob("*.csv")) == sorted(
+        f"{n}.csv" for n in A.AGREED_TABLES
+    )
+    assert kind_of(folder) == G.KIND
+    table = pd.read_csv(folder / "agreement.csv")
+    assert set(table["scorer"]) == {"bleu", "rouge_l", "lave[judge]", "verdict[judge]"}
+    section = _section(Path(summary["report"]))
+    assert section.startswith(V.HEADING) and "6 answers about 2 images" in section
+    for scorer in ("bleu", "rouge_l", "lave[judge]", "verdict[judge]"):
+        assert f"\n{scorer}\n" in section
+    assert "Judge checks" in section and "What the papers say" in section
+    for quote in agreement_claims()["the text says"]:  # from papers.yaml, never typed in the report
+        assert " ".join(quote.split()) in " ".join(section.split())
+    # two images: below lib.agreement.MIN_CLUSTERS, so no interval is shown as if it held
+    assert "1.000 (too few images for an interval: 2)" in section and " [" not in section
+    assert f'href="#{V.ANCHOR}"' in Path(summary["report"]).read_text()  # in the contents
+
+
+def test_without_human_labels_stage_07_drops_the_folder_and_the_section(analyzed):
+    cfg, out, _ = analyzed
+    cfg.human_labels = ""
+    summary = analyze.run(cfg, out)
+    assert not (out / A.AGREED).exists()
+    assert V.HEADING not in Path(summary["report"]).read_text()
+
+
+@pytest.mark.parametrize("images, few", [(G.MIN_CLUSTERS - 1, True), (G.MIN_CLUSTERS, False)])
+def test_an_interval_over_too_few_images_is_flagged_not_shown_as_if_it_held(tmp_path, images, few):
+    rows = [{**r, "cluster": f"img{i % images}"} for i, r in enumerate(ROWS)]
+    labels = G.read_labels(_labels(tmp_path, rows))
+    answers = G.answers_of(labels)
+    scores = {"a": np.array([1.0, 0.0, 0.8, 0.9, 0.1, 0.7]), "b": np.array([0.2, 0.3, 0.1] * 2)}
+    table = G.agreement_table(scores, answers, labels, n_resamples=50)
+    assert (table["n_clusters"] == images).all() and (table["few_clusters"] == few).all()
+    paired = G.paired_table(scores, answers, labels, table, n_resamples=50)
+    assert len(paired) == 1 and (paired["few_clusters"] == few).all()
+    shown = V.agreement_rows(table).set_index("scorer")["roc_auc"]
+    if few:
+        assert shown["a"] == f"1.000 (too few images for an interval: {images})"
+    else:
+        assert re.fullmatch(r"1\.000 \[\d\.\d{3}, \d\.\d{3}\]", shown["a"])
+    assert ("too few images" in V.paired_rows(paired).iloc[0, 3]) == few
+
+
+@pytest.mark.usefixtures("chromium")
+def test_the_browsers_disagree_filter_shows_exactly_where_a_judge_and_people_part(analyzed):
+    """In headless Chromium, as a reader picks a judge and a criterion: exactly the answers whose
+    judge verdict (its top rating or not) differs from people's, computed here from scores.csv and
+    labels.csv; an unreadable rating (the verdict judge here) disagrees with nothing."""
+    from playwright.sync_api import expect
+
+    from tests.support.chromium import chromium_page
+
+    _, out, _ = analyzed
+    scores = pd.read_csv(out / A.AGREED / "scores.csv").set_index("answer_id")
+    labels = pd.read_csv(out / A.AGREED / "labels.csv")
+
+    def parting(judge):
+        return {
+            a
+            for a, label in zip(labels["answer_id"], labels["label"])
+            if not np.isnan(scores.at[a, judge]) and (scores.at[a, judge] == 1) != bool(label)
+        }
+
+    assert parting("lave[judge]") == {"i1.png:m2", "i2.png:m2"}  # rates every answer 3
+    assert parting("verdict[judge]") == set()  # "So rating=3" says neither yes nor no
+    with chromium_page() as page:
+        page.goto((out.parent / "browser" / "index.html").as_uri())
+        expect(page.locator("#count")).to_have_text(re.compile(r"^6 answers"), timeout=30_000)
+        assert "6 answers people labelled" in page.inner_text("#agreed")
+        for judge in ("lave[judge]", "verdict[judge]"):
+            page.select_option("#f-disagree", f"{judge} · correctness")
+            want = parting(judge)
+            count = page.locator("#count")
+            expect(count).to_have_text(re.compile(rf"^{len(want)} answers"), timeout=30_000)
+            cells = page.locator("tr.item td:nth-child(2)")
+            shown = {cells.nth(i).text_content().split("\n")[-1] for i in range(cells.count())}
+            assert shown == want, judge

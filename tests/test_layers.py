@@ -37,6 +37,7 @@ LAYERS = [
         "formats",
         "browser",
         "report",
+        "agreement_view",
         "annotation_widget",
     },  # families: one folder per paper, found by looking
     {

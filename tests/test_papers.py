@@ -11,7 +11,7 @@ from lib.families.memeqa.collect import memeqa_dataset
 from lib.families.memeqa.paper import memeqa_reproduction
 from lib.families.yesbut.paper import HUMAN_CRITERIA, yesbut_reproduction
 from lib.families.yesbut.release import yesbut_stage
-from lib.papers import PAPER_COLUMNS, STATED, papers, stated_label
+from lib.papers import PAPER_COLUMNS, STATED, agreement_claims, papers, stated_label
 from lib.paths import stage_dir
 from lib.report import build_report
 from lib.stages import analyze
@@ -150,3 +150,19 @@ def test_without_the_papers_data_the_stage_writes_no_paper_csv():
     (out / A.PAPER).write_text("paper,quantity\nYesBut,left by an earlier run\n")
     assert analyze.paper_table(analyze.AnalyzeConfig(), out) is None
     assert not (out / A.PAPER).exists()
+
+
+SEEDS = {"YesBut": "001_cff4cffb7ad98524.txt", "LAVE": "002_1ef572e342c2980d.txt"}
+
+
+@pytest.mark.needs_data("../seeds/002_1ef572e342c2980d.txt")
+@pytest.mark.needs_data("../seeds/001_cff4cffb7ad98524.txt")
+def test_what_the_papers_say_of_agreement_with_people_is_quoted_from_them():
+    """Every claim papers.yaml puts beside our agreement table is in its paper's text word for word,
+    and a figure is given only where the quote states it."""
+    claims = agreement_claims()
+    assert set(claims["paper"]) == set(SEEDS)
+    for paper, where, quote, figure in claims.itertuples(index=False):
+        seed = (SHARED_DATA.parent / "seeds" / SEEDS[paper]).read_text()
+        assert " ".join(quote.split()) in " ".join(seed.split()), (paper, where)
+        assert figure == "none stated" or str(figure) in quote, (paper, where)

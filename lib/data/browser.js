@@ -39,6 +39,10 @@ function select(name, values, current) {
   return label;
 }
 
+function matches(value, wanted) {   // a row's field is one value, or a list (disagree: every judge and criterion)
+  return Array.isArray(value) ? value.includes(wanted) : String(value) === wanted;
+}
+
 function text(el, value) { el.textContent = value == null ? "" : value; return el; }
 
 function cell(tr, value, cls) { const td = text(document.createElement("td"), value); if (cls) td.className = cls; tr.appendChild(td); return td; }
@@ -143,7 +147,7 @@ async function show() {
   } catch (e) {
     problem(`${e.message}: the page's data/ folder is incomplete (write the browser again)`);
   }
-  const rows = names.flatMap(n => rowsOf[n] || []).filter(r => INDEX.filters.every(k => !f[k] || String(r[k]) === f[k]));
+  const rows = names.flatMap(n => rowsOf[n] || []).filter(r => INDEX.filters.every(k => !f[k] || matches(r[k], f[k])));
   render(rows);
 }
 

@@ -15,7 +15,8 @@ give the same coordinates and topics.
 
 Notebook 07 calls the steps :func:`run` composes one per section: :func:`image_map`,
 :func:`answer_map`, :func:`topic_model`, :func:`data_figures`, :func:`result_tables`,
-:func:`paper_table`, :func:`comparison` (this run against ``compare_with``'s, item by item), then
+:func:`paper_table`, :func:`comparison` (this run against ``compare_with``'s, item by item),
+:func:`human_agreement` (every metric and judge against ``human_labels``), then
 :func:`finish` (summary, provenance, the item browser and the report).
 
 It reads every earlier stage's outputs through :mod:`lib.artifacts` (a stage that did not run is
@@ -38,8 +39,8 @@ import numpy as np
 import pandas as pd
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from lib import agreement, cli, config, plots
 from lib import artifacts as A
-from lib import cli, config, plots
 from lib.browser import write_browser
 from lib.compare import evaluation_folder
 from lib.eval.changes import side_by_side, write_comparison
@@ -217,9 +218,8 @@ def topics(texts, seed: int = 0, min_topic_size: int = 5, embeddings: np.ndarray
     ids, _ = model.fit_transform(texts, embeddings)
     info = model.get_topic_info()
     words = [[w for w, _ in (model.get_topic(t) or []) if w.strip()][:8] for t in info["Topic"]]
-    info["Words"] = [
-        ", ".join(w) for w in words
-    ]  # BERTopic pads short topics with empty words: dropped
+    # BERTopic pads short topics with empty words: dropped
+    info["Words"] = [", ".join(w) for w in words]
     info["Name"] = [f"{t}_" + "_".join(w[:3]) for t, w in zip(info["Topic"], words)]
     return info[["Topic", "Count", "Name", "Words"]], list(ids)
 
@@ -263,21 +263,22 @@ class AnalyzeConfig(config.StageConfig):
     MODEL_ROLES: ClassVar[dict] = {"topic_labeler": None}
     HUB_FIELDS: ClassVar[tuple] = ("clip_model",)  # hub ids the preflight checks
 
-    seed: int = 0  # UMAP, t-SNE and BERTopic seeds
-    clip_model: str = (
-        ""  # a CLIP hub id or local path; empty: the colour + HOG descriptor stands in
-    )
+    seed: int = 0  # UMAP, t-SNE, BERTopic and the agreement intervals' seeds
+    # a CLIP hub id or local path; empty: the colour + HOG descriptor stands in
+    clip_model: str = ""
     # a family's public release by family name, for its paper reproductions (yesbut: a clone of
     # the YesBut repository, for Figures 3 and 14 and the topics); {}: this run's outputs only
     paper_data: dict[str, str] = field(default_factory=dict)
     min_topic_size: int = 10  # BERTopic (its default)
-    topic_labeler: dict = field(
-        default_factory=dict
-    )  # any LLM spec to write topic labels ({}: none)
+    topic_labeler: dict = field(default_factory=dict)  # any LLM spec for topic labels ({}: none)
     topic_label_max_new_tokens: int = 12  # a label of a few words
     # another run (its name, or an evaluation folder) whose answers this run's are paired with item
     # by item, each change put on its first cause (lib.eval.compare); None: no comparison
     compare_with: str | None = None
+    # human labels (lib.agreement's CSV/JSONL, or a release file a family reads: YesBut's
+    # Human_Eval_Results.csv) that every metric and judge of the run's stage 06 is held to; "": none
+    human_labels: str = ""
+    human_labels_task: str = ""  # the task they answer (its metrics); "": the release's family says
 
     def check(self, source: str) -> None:
         check_spec(self.topic_labeler, f"{source}: topic_labeler", allow_empty=True)
@@ -421,10 +422,8 @@ def topic_model(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> tup
         plots.save(fig, out / A.FIGURES, "topic_sizes", close=True)
     except ValueError as e:
         return {"topics": f"none: {e}", "table": None, "unreadable": unreadable}, (None, None)
-    return {"topics": int((info["Topic"] != -1).sum()), "table": info, "unreadable": unreadable}, (
-        fig,
-        ax,
-    )
+    found = {"topics": int((info["Topic"] != -1).sum()), "table": info, "unreadable": unreadable}
+    return found, (fig, ax)
 
 
 def data_figures(cfg: AnalyzeConfig, out: str | Path) -> dict[str, tuple]:
@@ -535,6 +534,19 @@ def comparison(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
     return result
 
 
+def human_agreement(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
+    """Every text metric and judge of this run's profile (its stage 06 config) held to
+    ``cfg.human_labels`` (:func:`lib.agreement.run`), written under ``agreement/``. None, and no
+    folder, without labels."""
+    folder = Path(out) / A.AGREED
+    if not cfg.human_labels:
+        shutil.rmtree(folder, ignore_errors=True)  # a rerun must not show an earlier run's table
+        return None
+    profile = getattr(cfg, "origin", {}).get("profile")  # the profile that resolved this config
+    task = cfg.human_labels_task or None
+    return agreement.run(cfg.human_labels, folder, profile, task, seed=cfg.seed)
+
+
 def finish(
     cfg: AnalyzeConfig,
     out: str | Path,
@@ -568,7 +580,7 @@ def finish(
 def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     """The stage, step by step as notebook 07 runs it: maps, topics, the papers' figures and tables
     from whatever earlier stages wrote, the papers' numbers beside ours, the comparison with another
-    run, summary and provenance, the report."""
+    run, the scorers against human labels, summary and provenance, the report."""
     out = Path(out)
     (out / A.TABLES).mkdir(parents=True, exist_ok=True)
     images, _ = image_map(cfg, out)
@@ -577,6 +589,7 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     data_figures(cfg, out)
     tables, _ = result_tables(cfg, out)
     paper_table(cfg, out)
+    human_agreement(cfg, out)
     return finish(cfg, out, images, answers, found, tables, comparison(cfg, out))
 
 
