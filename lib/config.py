@@ -48,7 +48,7 @@ from lib.provenance import write_provenance
 from lib.ranks import ranks
 
 # Keys of params/common.<profile>.yaml that describe the profile rather than set a stage field.
-PROFILE_KEYS = ("run", "stages", "models", "offline", "extends")
+PROFILE_KEYS = ("run", "stages", "models", "offline", "extends", "cluster")
 # What an offline profile sets before anything loads a model: a stray hub call fails in milliseconds.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
@@ -337,8 +337,8 @@ class Profile:
     offline: bool
     shared: dict
     source: Path
-
     parent: Profile | None = None  # ``extends:``: the profile this one adds to
+    cluster: dict | None = None  # ``cluster:``, its stages as jobs (lib.scheduler.cluster reads it)
 
     def stage_file(self, stage: str) -> Path:
         return self.source.parent / f"{stage}.{self.name}.yaml"
@@ -405,9 +405,9 @@ def load_profile(name: str, params_dir: str | Path | None = None) -> Profile:
                 f"or delete the file"
             )
     shared = {k: v for k, v in data.items() if k not in PROFILE_KEYS}
-    return Profile(
-        name, run, [s for s in A.STAGES if s in stages], models, offline, shared, path, parent
-    )
+    cluster = data.get("cluster", parent and parent.cluster)  # extends: the parent's unless set
+    stages = [s for s in A.STAGES if s in stages]
+    return Profile(name, run, stages, models, offline, shared, path, parent, cluster)
 
 
 @dataclass

@@ -4,6 +4,7 @@
     python -m lib.pipeline --profile demo --stage 04_scrapbook --run my-run
     python -m lib.pipeline --profile real --check         # params only: every stage's config resolved
     python -m lib.pipeline --profile real --preflight     # models, servers and keys reachable?
+    python -m lib.pipeline --profile mycluster [--detach] # cluster: in the profile: Slurm jobs
 
 A profile (``params/common.<profile>.yaml``) declares the stages it runs, its models by name, and
 whether it is offline; each stage's config is resolved from it by :func:`lib.config.resolve` - the
@@ -12,7 +13,9 @@ have, or a value of the wrong type, stops the run before anything runs, naming t
 The plan is printed first (which stages run with which files, which are skipped and why); then the
 preflight (:mod:`lib.preflight`) checks every model, server and key the stages need; then each
 notebook runs with only ``profile``, ``run`` and its ``overrides`` as parameters. Executed notebooks
-go to ``outputs/<run>/executed/``; a failing notebook stops the run and the error names it.
+go to ``outputs/<run>/executed/``; a failing notebook stops the run and the error names it. A
+profile with a ``cluster:`` block submits the stages as Slurm jobs instead (:mod:`lib.scheduler.slurm`),
+each job running its stage here with ``--local``.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from lib.io import write_json
 from lib.models import check_spec
 from lib.paths import NOTEBOOKS, RunBusy, RunLock, params_root, run_dir
 from lib.provenance import machine
+from lib.scheduler import slurm
+from lib.scheduler.cluster import ClusterConfig, cluster_of
 from lib.stages.adversarial_filter import AFConfig
 from lib.stages.analyze import AnalyzeConfig
 from lib.stages.annotate import AnnotateConfig
@@ -104,9 +109,12 @@ class Plan:
     run: str
     steps: list[StagePlan]
     skipped: dict[str, str] = field(default_factory=dict)  # stage -> why
+    cluster: ClusterConfig | None = None  # the profile's cluster: block (None: run here)
 
     def describe(self) -> str:
-        mode = "offline" if self.profile.offline else "online"
+        mode = ("offline" if self.profile.offline else "online") + (
+            ", as Slurm jobs" if self.cluster else ""
+        )
         lines = [
             f"profile {self.profile.name} ({self.profile.source}, {mode}) -> {run_dir(self.run)}"
         ]
@@ -182,7 +190,7 @@ def plan(
             f"{prof.source}: model(s) {unused} are used by no stage of the profile: remove them, or name "
             f"them in a stage's params (stage 00 probes every model a profile declares)"
         )
-    return Plan(prof, run or prof.run, steps, skipped)
+    return Plan(prof, run or prof.run, steps, skipped, cluster_of(prof))
 
 
 @contextmanager
@@ -210,10 +218,14 @@ def run(
     progress: bool = True,
     check_models: bool = True,
     configs: dict | None = None,
+    local: bool = False,
+    detach: bool = False,
 ) -> Path:
     """Execute the planned stages in order, holding the run folder's lock; returns the run folder.
-    Raises :class:`ParamsError`, :class:`PreflightFailed` (before anything runs), :class:`StageFailed`,
-    or :class:`lib.paths.RunBusy` when another process holds the run."""
+    A profile with ``cluster:`` submits them as Slurm jobs and waits (``detach``: returns at once)
+    unless ``local``. Raises :class:`ParamsError`, :class:`PreflightFailed` (before anything runs),
+    :class:`StageFailed`, :class:`lib.scheduler.slurm.SlurmError`, or :class:`lib.paths.RunBusy`
+    when another process holds the run."""
     p = plan(profile, stages, run_name, overrides, notebooks_dir, params_dir, configs)
     print(p.describe(), flush=True)
     env = {
@@ -229,6 +241,13 @@ def run(
                     "preflight: "
                     + "\n  ".join([f"{len(problems)} problem(s), nothing has run:", *problems])
                 )
+        if p.cluster is not None and not local:
+            slurm.submit(p, overrides or {}, detach)
+            return run_dir(p.run)
+        if detach:
+            raise ParamsError(
+                f"--detach: profile {p.profile.name!r} has no cluster: block to submit to"
+            )
         with RunLock(run_dir(p.run)):
             load_before = _loadavg()
             timings = {
@@ -319,7 +338,8 @@ def _overrides(assignments: list[str]) -> dict[str, dict]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The pipeline's command line."""
     ap = argparse.ArgumentParser(
         prog="python -m lib.pipeline", description=__doc__.split("\n\n")[0]
     )
@@ -352,7 +372,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only check the params and the models, servers and keys",
     )
-    args = ap.parse_args(argv)
+    ap.add_argument(
+        "--local",
+        action="store_true",
+        help="run the stages here even when the profile has a cluster: block (what each job runs)",
+    )
+    ap.add_argument(
+        "--detach", action="store_true", help="with a cluster: submit the jobs and return at once"
+    )
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         overrides = load_layer(args.overrides) if args.overrides else {}
         for stage, values in _overrides(args.set).items():
@@ -369,8 +401,10 @@ def main(argv: list[str] | None = None) -> int:
                     raise PreflightFailed("preflight:\n  " + "\n  ".join(problems))
                 print(f"preflight: ok ({len(preflight.uses(p.steps))} models checked)")
             return 0
-        folder = run(args.profile, args.stage, args.run_name, overrides)
-    except (ParamsError, StageFailed, PreflightFailed, RunBusy) as e:
+        folder = run(
+            args.profile, args.stage, args.run_name, overrides, local=args.local, detach=args.detach
+        )
+    except (ParamsError, StageFailed, PreflightFailed, RunBusy, slurm.SlurmError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"\nRun outputs: {folder}")

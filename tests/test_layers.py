@@ -51,7 +51,12 @@ LAYERS = [
         "compare",
         "agreement",
     },  # export: datasets handed to other harnesses; compare: two runs item by item; agreement: scorers against people (tools beside the stages)
-    {"pipeline", "preflight"},  # preflight: what a run needs is reachable, checked before it starts
+    {
+        "pipeline",
+        "preflight",
+        "scheduler",
+    },  # preflight: what a run needs is reachable, checked before it starts; scheduler: a profile's
+    # cluster: block and its stages as Slurm jobs
 ]
 
 
@@ -284,7 +289,6 @@ LONG_FUNCTIONS = {
     "lib/families/scrapbook/coded.py:levels": 67,
     "lib/families/scrapbook/consistency.py:levels": 71,
     "lib/families/scrapbook/items.py:item_jsonl": 103,
-    "lib/families/yesbut/collect.py:collect_yesbut": 69,
     "lib/families/yesbut/panels.py:layout": 62,
     "lib/formats/__main__.py:main": 86,
     "lib/formats/custom.py:import_csv": 78,
@@ -297,9 +301,9 @@ LONG_FUNCTIONS = {
     "lib/models/hf.py:_decode_batch": 73,
     "lib/models/hf.py:_json_batch": 64,
     "lib/models/tiny.py:_build_florence2": 61,
-    "lib/pipeline.py:main": 64,
     "lib/report.py:_stage_body": 74,
     "lib/stages/annotate.py:style_variants": 63,
+    "lib/families/yesbut/collect.py:collect_yesbut": 69,
     "lib/stages/setup.py:demo_datasets": 90,
     "lib/training/data.py:load_examples": 66,
     "lib/training/data.py:collate": 73,

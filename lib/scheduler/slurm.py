@@ -1,0 +1,261 @@
+"""The pipeline on Slurm: each stage one job from a generated sbatch script, chained in order.
+
+    python -m lib.pipeline --profile P             # a profile with a cluster: block submits itself
+    python -m lib.pipeline --profile P --detach    # submit and return; the same command later waits
+
+Why generated sbatch scripts and not submitit: a job must run a stage exactly as a local run does -
+papermill executing the stage's notebook in a fresh kernel, by ``python -m lib.pipeline --local
+--stage S`` - while submitit pickles a Python callable into the job; a plain script is also what a
+cluster's users and admins read, resubmit by hand with ``sbatch`` and debug, and needs no package.
+
+Each stage's script is ``outputs/<run>/slurm/<stage>.sbatch`` and its log ``<stage>.<jobid>.log``;
+``jobs.json`` lists every submission. The jobs are submitted in the pipeline's order, each after the
+one before it succeeded (``--dependency=afterok``; ``--kill-on-invalid-dep`` cancels the rest when
+one fails); the first is held until the submission is recorded and the run folder's lock released.
+A stage that runs as several processes (05 or 06 given several nodes or GPUs) runs its command line
+under ``srun`` + ``torchrun --nnodes`` with a c10d rendezvous on the job's first node.
+
+The submitter prints the job ids and waits, looking at ``scontrol show job`` (accounting may be off,
+so not ``sacct``); a job that ends other than COMPLETED stops it with the end of the job's log.
+Running the same command again resumes: every stage is submitted again and resumes from what it
+stored (the call store, checkpoints), as a local rerun does; while jobs of the previous submission
+are still queued or running, the command waits for them instead of submitting twice. ``sbatch``,
+``scontrol`` and ``scancel`` are found on ``PATH``, and ``SLURM_CONF`` is Slurm's own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from lib.io import write_json
+from lib.paths import ROOT, RunLock, outputs_root, params_root, run_dir
+from lib.scheduler.cluster import ClusterConfig
+
+# Job states after which a job will not run again (a requeued or preempted job comes back PENDING).
+FAILED = {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL"}
+FAILED |= {"DEADLINE", "REVOKED", "SPECIAL_EXIT"}
+TAIL_LINES = 30  # of a failed job's log, in the error
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed, or a job ended other than COMPLETED (the message says which)."""
+
+
+@dataclass
+class Job:
+    stage: str
+    job_id: str
+    script: str
+    log: str
+
+
+def folder(run: str) -> Path:
+    """Where a run's job scripts, logs and ``jobs.json`` go."""
+    return run_dir(run) / "slurm"
+
+
+def slurm(*argv: str) -> str:
+    """A Slurm command's output; :class:`SlurmError` with its own message when it fails."""
+    path = shutil.which(argv[0])
+    if path is None:
+        raise SlurmError(
+            f"{argv[0]} is not on PATH: run on a machine of the Slurm cluster (a login node), or "
+            f"drop the cluster: block of the profile to run here"
+        )
+    done = subprocess.run([path, *argv[1:]], capture_output=True, text=True, timeout=120)
+    if done.returncode:
+        said = (done.stderr or done.stdout).strip()
+        raise SlurmError(f"{' '.join(argv)} failed ({done.returncode}): {said}")
+    return done.stdout
+
+
+def job_script(plan, step, overrides: dict) -> str:
+    """The sbatch script of ``step`` (a :class:`lib.pipeline.StagePlan` of ``plan``)."""
+    job = plan.cluster.for_stage(step.stage)
+    here = folder(plan.run)
+    options = {
+        "job-name": f"vqalab-{plan.run}-{step.stage}",
+        "output": f"{here}/{step.stage}.%j.log",
+        "partition": job.partition,
+        "account": job.account,
+        "nodes": job.nodes,
+        "ntasks-per-node": 1,  # one launcher per node: torchrun starts a node's processes
+        "gpus-per-node": job.gpus_per_node or None,
+        "cpus-per-task": job.cpus_per_task,
+        "mem": job.mem,
+        "time": job.time,
+    }
+    lines = ["#!/bin/bash", *(f"#SBATCH --{k}={v}" for k, v in options.items() if v is not None)]
+    lines += [f"#SBATCH {option}" for option in job.sbatch]
+    lines += [
+        "set -euo pipefail",
+        f"cd {shlex.quote(str(ROOT))}",
+        "# where the submitting command reads params and writes outputs",
+        f"export VQALAB_PARAMS={shlex.quote(str(params_root()))}",
+        f"export VQALAB_OUTPUTS={shlex.quote(str(outputs_root()))}",
+        "export PYTHONUNBUFFERED=1",
+        *job.setup,
+        *_command(plan, step, job, overrides),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _command(plan, step, job: ClusterConfig, overrides: dict) -> list[str]:
+    """The job's command: the stage's notebook through the pipeline, or its ranks under torchrun."""
+    python = shlex.quote(sys.executable)
+    here = folder(plan.run)
+    if job.processes(step.stage) == 1:
+        common = f"--profile {plan.profile.name} --run {plan.run}"
+        extra = f" --overrides {shlex.quote(str(here / 'overrides.yaml'))}" if overrides else ""
+        return [f"exec {python} -m lib.pipeline {common} --stage {step.stage} --local{extra}"]
+    params = shlex.quote(str(here / f"{step.stage}.params.yaml"))
+    extra = f" --params {params}" if overrides.get(step.stage) else ""
+    module = type(step.resolved.cfg).__module__
+    # --out, not --run: torchrun would read --run as its own --run-path
+    out = shlex.quote(str(run_dir(plan.run) / step.stage))
+    return [
+        "# the rendezvous: the job's first node, on a port taken from the job id",
+        'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "addr=$(scontrol show node \"$head\" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)",
+        "port=$((20000 + SLURM_JOB_ID % 20000))",
+        f"srun {python} -m torch.distributed.run --nnodes {job.nodes} "
+        f"--nproc-per-node {max(job.gpus_per_node, 1)} --rdzv-backend c10d "
+        f'--rdzv-endpoint "$addr:$port" --rdzv-id "$SLURM_JOB_ID" -m {module} '
+        f"--profile {plan.profile.name} --out {out}{extra}",
+    ]
+
+
+def state(job_id: str) -> str | None:
+    """A job's state (PENDING, RUNNING, COMPLETED, FAILED...); None once Slurm has forgotten it."""
+    try:
+        shown = slurm("scontrol", "show", "job", "-o", job_id)
+    except SlurmError:
+        return None
+    m = re.search(r"\bJobState=(\S+)", shown)
+    return m.group(1) if m else None
+
+
+def submissions(run: str) -> list[list[Job]]:
+    """Every submission of the run, oldest first (``jobs.json``)."""
+    path = folder(run) / "jobs.json"
+    if not path.exists():
+        return []
+    return [[Job(**j) for j in s["jobs"]] for s in json.loads(path.read_text())["submissions"]]
+
+
+def live(run: str) -> list[Job]:
+    """The jobs of the run's last submission still queued or running, when none of them failed;
+    those left of a chain where one failed or was cancelled are cancelled (a rerun replaces them)."""
+    last = (submissions(run) or [[]])[-1]
+    states = {j.job_id: state(j.job_id) for j in last}
+    queued = [j for j in last if states[j.job_id] not in FAILED | {"COMPLETED", None}]
+    if queued and any(s in FAILED for s in states.values()):
+        slurm("scancel", *(j.job_id for j in queued))
+        return []
+    return queued
+
+
+def submit(plan, overrides: dict, detach: bool = False) -> list[Job]:
+    """Submit the plan's stages as chained jobs (or, while the last submission's jobs are still in
+    the queue, take those), print their ids, and wait for them unless ``detach``."""
+    jobs = live(plan.run)
+    if not plan.steps:
+        return []
+    if jobs:
+        print(f"jobs of the last submission are still queued or running: {_ids(jobs)}", flush=True)
+    else:
+        with RunLock(run_dir(plan.run)):  # no local run writes it meanwhile; jobs take it in turn
+            jobs = _submit(plan, overrides)
+        slurm("scontrol", "release", jobs[0].job_id)
+        print(f"submitted {_ids(jobs)}; scripts and logs in {folder(plan.run)}", flush=True)
+    if not detach:
+        wait(jobs, plan.cluster.poll_s)
+    return jobs
+
+
+def _submit(plan, overrides: dict) -> list[Job]:
+    here = folder(plan.run)
+    here.mkdir(parents=True, exist_ok=True)
+    if overrides:
+        (here / "overrides.yaml").write_text(yaml.safe_dump(overrides, sort_keys=False))
+        for stage, values in overrides.items():
+            (here / f"{stage}.params.yaml").write_text(yaml.safe_dump(values, sort_keys=False))
+    jobs: list[Job] = []
+    try:
+        for step in plan.steps:
+            script = here / f"{step.stage}.sbatch"
+            script.write_text(job_script(plan, step, overrides))
+            after = [f"--dependency=afterok:{jobs[-1].job_id}"] if jobs else ["--hold"]
+            job_id = slurm("sbatch", "--parsable", "--kill-on-invalid-dep=yes", *after, str(script))
+            job_id = job_id.strip().split(";")[0]  # "id;cluster" on a federation
+            jobs.append(
+                Job(step.stage, job_id, str(script), str(here / f"{step.stage}.{job_id}.log"))
+            )
+    except SlurmError:
+        if jobs:
+            slurm("scancel", *(j.job_id for j in jobs))
+        raise
+    record = here / "jobs.json"
+    done = json.loads(record.read_text())["submissions"] if record.exists() else []
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    done.append({"submitted": stamp, "jobs": [asdict(j) for j in jobs]})
+    write_json(record, {"submissions": done})
+    return jobs
+
+
+def wait(jobs: list[Job], poll_s: float) -> None:
+    """Wait for the jobs in order, printing each change of state; :class:`SlurmError` with the end
+    of its log for the first that ends other than COMPLETED (the ones after it are cancelled)."""
+    try:
+        for i, job in enumerate(jobs):
+            _wait_one(job, jobs[i + 1 :], poll_s)
+    except KeyboardInterrupt:
+        raise SlurmError(
+            f"stopped waiting; the jobs go on ({_ids(jobs)}): run the same command to wait for "
+            f"them again, or scancel {' '.join(j.job_id for j in jobs)} to stop them"
+        ) from None
+
+
+def _wait_one(job: Job, after: list[Job], poll_s: float) -> None:
+    seen = None
+    while (now := state(job.job_id)) != "COMPLETED":
+        if now != seen:
+            print(f"[{job.stage}] job {job.job_id} {now}", flush=True)
+            seen = now
+        if now is None or now in FAILED:
+            rest = [j.job_id for j in after if state(j.job_id) not in FAILED | {None}]
+            if rest:
+                slurm("scancel", *rest)
+            raise SlurmError(_failed(job, now))
+        time.sleep(poll_s)
+    print(f"[{job.stage}] job {job.job_id} COMPLETED; log {job.log}", flush=True)
+
+
+def _failed(job: Job, now: str | None) -> str:
+    log = Path(job.log)
+    tail = log.read_text(errors="replace").splitlines()[-TAIL_LINES:] if log.exists() else []
+    how = f"ended {now}" if now else "is no longer known to Slurm"
+    return "\n".join(
+        [
+            f"stage {job.stage}: job {job.job_id} {how}; its script {job.script}, its log {log}"
+            + (", which ends:" if tail else " (not written: the job never started)"),
+            *(f"  | {line}" for line in tail),
+            "Fix the cause, then run the same command again: the stages resume from what they stored.",
+        ]
+    )
+
+
+def _ids(jobs: list[Job]) -> str:
+    return ", ".join(f"{j.stage} {j.job_id}" for j in jobs)
