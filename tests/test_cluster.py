@@ -120,4 +120,6 @@ def test_detach_without_a_cluster_block_is_refused_not_ignored(capsys):
     """``--detach`` means "submit and return"; on a profile that runs here it is an error, not a
     silent local run."""
     code = pipeline.main(["--profile", "smoke", "--stage", "00_setup", "--detach"])
-    assert code == 1 and "--detach: profile 'smoke' has no cluster: block" in capsys.readouterr().err
+    assert (
+        code == 1 and "--detach: profile 'smoke' has no cluster: block" in capsys.readouterr().err
+    )
