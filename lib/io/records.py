@@ -10,7 +10,6 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import imagehash
 from tqdm.auto import tqdm
 
 from lib.io.images import ImageError, LoadReport, load_image
@@ -48,6 +47,10 @@ def record_for(path: str | Path, source: str, check=None, **extra) -> Record:
     ``check(image)`` adds fields from the loaded image (a two-panel image's ``layout``). The path
     is stored absolute: the one rule for image paths, so a manifest row and every dataset built from
     it resolve the same file from every stage and working directory."""
+    # deferred on purpose: only collecting hashes images, and every family's import reaches this
+    # module (the registry imports them all, in lmms-eval's venv too, which has no imagehash)
+    import imagehash
+
     path = Path(path).resolve()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     image = load_image(path)
