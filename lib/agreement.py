@@ -46,7 +46,7 @@ from lib.eval.settings import EvalConfig
 from lib.io import NotOurFolder, aside_folder, check_ours, mark, swap_in, write_csv
 from lib.metrics import text as T
 from lib.metrics.agreement import CATEGORICAL, GRADED, agreement, paired_agreement
-from lib.metrics.stats import N_RESAMPLES
+from lib.metrics.stats import MIN_CLUSTERS, N_RESAMPLES
 from lib.models import load_model
 from lib.store import CallStore
 from lib.tasks.registry import get_task, registry
@@ -56,10 +56,6 @@ LABEL_VALUES = {"1": 1, "0": 0, "yes": 1, "no": 0, "true": 1, "false": 0}
 KIND = "agreement"  # the output folder's marker (lib.io.folders)
 # the verbosity probe's padding: true of any image an answer is about, and no answer to any question
 PADDING = "The picture is stored as an image file."
-# An interval from fewer clusters is not to be trusted: the bootstrap redraws so few images that its
-# percentiles come from a handful of distinct resamples (one image: none; two to four: too narrow),
-# so such a row is flagged (``few_clusters``) and its interval shown as not holding.
-MIN_CLUSTERS = 5
 
 
 class AgreementError(ValueError):

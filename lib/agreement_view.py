@@ -18,6 +18,7 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib.htmlsafe import text
+from lib.metrics.stats import interval_text
 from lib.papers import agreement_claims
 
 HEADING = "Which score agrees with people"
@@ -107,13 +108,7 @@ def browser_rows(found: dict[str, pd.DataFrame]) -> tuple[list[dict], list[str]]
 def _shown(value, low, high, few: bool, clusters) -> str:
     """A statistic as the report shows it: with its interval, or flagged where too few images
     (``few_clusters``) make the interval untrustworthy - never shown as if it held."""
-    if pd.isna(value):
-        return "n/a"
-    if few:
-        return f"{value:.3f} (too few images for an interval: {int(clusters)})"
-    if pd.isna(low):
-        return f"{value:.3f} (no interval)"
-    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+    return interval_text(value, low, high, clusters if few else None)
 
 
 def agreement_rows(table: pd.DataFrame) -> pd.DataFrame:
@@ -157,7 +152,7 @@ def section(run_folder: str | Path, table: Callable[..., str]) -> str:
         f"statistic has its 95% bootstrap interval over the n_clusters images the n answers are "
         f"about (a judge's unreadable ratings are left out of n and counted in the judge checks); "
         f"{int(few.sum())} of {len(few)} statistics rest on too few images for an interval "
-        f"(lib.agreement.MIN_CLUSTERS) and are flagged instead.</p>"
+        f"(lib.metrics.stats.MIN_CLUSTERS) and are flagged instead.</p>"
     )
     checks = found["judge_checks"]
     parts = [

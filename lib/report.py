@@ -28,7 +28,7 @@ from lib import agreement_view, browser
 from lib import artifacts as A
 from lib.htmlsafe import csp_meta, href, text
 from lib.io import atomic_file
-from lib.metrics.stats import CHANGES
+from lib.metrics.stats import CHANGES, interval_text
 from lib.paths import run_dir
 from lib.tasks.registry import tasks
 
@@ -259,10 +259,8 @@ def _headline_table(root: Path, head: pd.DataFrame) -> str:
         else ""
         for d, t, m, s in zip(head["dataset"], head["task"], head["model"], head["style"])
     ]
-    head["value (95% CI)"] = [
-        f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
-        for v, lo, hi in zip(head["value"], head["ci_low"], head["ci_high"])
-    ]
+    shown = zip(head["value"], head["ci_low"], head["ci_high"], head["n_clusters"])
+    head["value (95% CI)"] = [interval_text(*r) for r in shown]
     head["invalid_rate"] = head["invalid_rate"].map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
     first = ["dataset", "task", "model", "style", "subset", "metric"]
     head = head[first + ["value (95% CI)", "n", "n_clusters", "invalid_rate"]]
@@ -272,7 +270,8 @@ def _headline_table(root: Path, head: pd.DataFrame) -> str:
     caption = (
         "Headline metrics: one per dataset, task, model and prompt style (95% bootstrap interval over "
         "the n_clusters images the n answers are about - Scrapbook: image chains - since answers "
-        "about one image move together; invalid answers are counted wrong)"
+        "about one image move together, flagged instead below lib.metrics.stats.MIN_CLUSTERS images; "
+        "invalid answers are counted wrong)"
     )
     return _table(head, caption, max_rows=len(head), index=False, escape=False)
 
@@ -344,8 +343,8 @@ def _headline_differences(metrics: pd.DataFrame) -> pd.DataFrame:
             "A": head["A"],
             "B": head["B"],
             "B - A (95% CI)": [
-                f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-                for d, lo, hi in zip(head["difference"], head["ci_low"], head["ci_high"])
+                interval_text(d, lo, hi, c, fmt="+.3f")
+                for d, lo, hi, c in head[["difference", "ci_low", "ci_high", "n_clusters"]].values
             ],
             "detects": [
                 "" if pd.isna(x) else f"{x:.3f}" + (" (B - A is below it)" if abs(d) < x else "")

@@ -30,6 +30,10 @@ import numpy as np
 
 N_RESAMPLES = 1000
 CONFIDENCE = 0.95
+# An interval from fewer clusters is not to be trusted: the bootstrap redraws so few images that its
+# percentiles come from a handful of distinct resamples (one image: none; two to four: too narrow),
+# so a table shows such a value flagged (:func:`interval_text`), never with an interval as if it held.
+MIN_CLUSTERS = 5
 COUNTS_PER_INDEX = 8  # a multinomial count costs ~8 index draws (measured): fewer distinct scores than n / 8 draw counts
 
 
@@ -209,6 +213,18 @@ def mean_ci(
         ]
     )
     return (value, *percentile_bounds(means, confidence))
+
+
+def interval_text(value, low, high, clusters, fmt: str = ".3f") -> str:
+    """A value as a table shows it: ``v [low, high]``, or flagged where fewer than
+    :data:`MIN_CLUSTERS` clusters make its interval untrustworthy, ``n/a`` for no value."""
+    if value is None or math.isnan(value):
+        return "n/a"
+    if clusters is not None and clusters < MIN_CLUSTERS:
+        return f"{value:{fmt}} (too few images for an interval: {int(clusters)})"
+    if low is None or math.isnan(low):
+        return f"{value:{fmt}} (no interval)"
+    return f"{value:{fmt}} [{low:{fmt}}, {high:{fmt}}]"
 
 
 CHANGES = (

@@ -130,3 +130,16 @@ def test_each_task_names_what_its_answers_are_not_independent_of():
         == sb.cluster(root)
         != sb.cluster(item(sb.name, ["i.png"], image="i", unit=[0, 0, 1, 0]))
     )
+
+
+def test_an_interval_over_fewer_than_five_images_is_flagged_not_shown():
+    """Two to four images give a bootstrap of a handful of distinct resamples: a table shows the
+    value flagged, never an interval as if it held; from five images on, the interval."""
+    from lib.metrics.stats import MIN_CLUSTERS, interval_text
+
+    assert MIN_CLUSTERS == 5
+    assert interval_text(0.5, 0.25, 0.75, 4) == "0.500 (too few images for an interval: 4)"
+    assert interval_text(0.5, 0.25, 0.75, 5) == "0.500 [0.250, 0.750]"
+    assert interval_text(-0.1, -0.2, 0.05, 9, fmt="+.3f") == "-0.100 [-0.200, +0.050]"
+    assert interval_text(float("nan"), None, None, 9) == "n/a"
+    assert interval_text(0.5, float("nan"), float("nan"), 9) == "0.500 (no interval)"
