@@ -3,10 +3,10 @@
 YesBut's human evaluation (``../shared/data/yesbut/Human_Eval_Results.csv``: 150 descriptions five
 VLMs wrote of 30 two-panel images, each judged by people on correctness, appropriate length, visual
 completeness and faithfulness, the person's own description as the reference) scored by every text
-metric of ``yesbut.understanding`` and by LAVE with the demo profile's judge (SmolLM2-135M), through
-``python -m lib.agreement``: per scorer and criterion, ROC AUC and Kendall tau-b (kappa and alpha for
-the judge) with intervals over the 30 images, the best scorer against each other, and the judge's
-checks. The values are findings, not promises (a weak small judge is a finding), so the targets
+metric of ``yesbut.understanding`` and by every declared judge (LAVE, the yes/no verdict) on the demo
+profile's judge model (SmolLM2-135M), through ``python -m lib.agreement``: per scorer and criterion,
+ROC AUC and Kendall tau-b (kappa and alpha for a judge) with intervals over the 30 images, the best
+scorer against each other, and each judge's checks. The values are findings, not promises (a weak small judge is a finding), so the targets
 only say the measurement is whole: every answer and image read, six scorers, every figure with an
 interval. The judge's calls go through the call store: a second run asks no model.
 """
