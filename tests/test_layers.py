@@ -155,11 +155,15 @@ def test_imports_only_go_down_the_layers():
     )
 
 
-def test_the_tiny_backend_is_one_class():
-    from lib.models import load_model
+def test_every_tiny_model_is_served_by_the_hf_backends_one_subclass():
+    """The stand-ins run the real code path: every tiny model kind is the one ``tiny`` class, and
+    that class is the hf backend's subclass (no per-model class, no second implementation)."""
+    from lib.models import BACKENDS, load_model
+    from lib.models.tiny import TINY_KINDS
 
-    spec = {"backend": "tiny", "name": "llava"}
-    assert type(load_model(spec)) is type(load_model(spec))
+    served = {type(load_model({"backend": "tiny", "name": kind})) for kind in TINY_KINDS}
+    assert served == {BACKENDS["tiny"]} and BACKENDS["tiny"] is not BACKENDS["hf"]
+    assert issubclass(BACKENDS["tiny"], BACKENDS["hf"])
 
 
 def _selects_column(node) -> bool:
