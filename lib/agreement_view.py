@@ -105,21 +105,15 @@ def browser_rows(found: dict[str, pd.DataFrame]) -> tuple[list[dict], list[str]]
     return rows, values
 
 
-def _shown(value, low, high, few: bool, clusters) -> str:
-    """A statistic as the report shows it: with its interval, or flagged where too few images
-    (``few_clusters``) make the interval untrustworthy - never shown as if it held."""
-    return interval_text(value, low, high, clusters if few else None)
-
-
 def agreement_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per criterion and scorer: each statistic with its interval (:func:`_shown`), n and
+    """One row per criterion and scorer: each statistic with its interval (:func:`lib.metrics.stats.interval_text`), n and
     n_clusters, in the order ``lib.agreement`` wrote them."""
     rows = []
     for (criterion, scorer), g in table.groupby(["criterion", "scorer"], sort=False):
         first = g.iloc[0]
         row = {"criterion": criterion, "scorer": scorer}
         for r in g.itertuples():
-            row[r.statistic] = _shown(r.value, r.ci_low, r.ci_high, r.few_clusters, r.n_clusters)
+            row[r.statistic] = interval_text(r.value, r.ci_low, r.ci_high, r.n_clusters)
         rows.append({**row, "n": int(first["n"]), "n_clusters": int(first["n_clusters"])})
     columns = ["criterion", "scorer", *STATISTICS, "n", "n_clusters"]
     return pd.DataFrame(rows).reindex(columns=columns).fillna("")
@@ -127,9 +121,9 @@ def agreement_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 def paired_rows(paired: pd.DataFrame) -> pd.DataFrame:
     """The best scorer by ROC AUC against each other one: the AUC difference with its paired
-    interval (flagged as :func:`_shown` does)."""
+    interval (flagged as :func:`lib.metrics.stats.interval_text` does)."""
     shown = [
-        _shown(r.auc_difference, r.ci_low, r.ci_high, r.few_clusters, r.n_clusters)
+        interval_text(r.auc_difference, r.ci_low, r.ci_high, r.n_clusters)
         for r in paired.itertuples()
     ]
     return paired[["criterion", "better", "than"]].assign(

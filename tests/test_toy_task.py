@@ -150,10 +150,8 @@ def test_training_validates_and_trains_with_the_tasks_own_methods(toy):
     assert tok.decode(labelled) == "red" + tok.eos_token  # the task's target text is what is learnt
 
 
-def test_rescore_refuses_parts_that_do_not_belong_together(toy, tmp_path):
-    """A dataset changed after its evaluation, or a rerun stopped before it finished: rescoring would
-    grade stored answers against other gold, so it refuses and says why."""
-    folder, items = toy
+def _evaluated(folder, out, tmp_path):
+    """Stage 06 on the toy dataset at ``folder`` (zero-shot, the tiny LLaVA) into ``out``."""
     cfg = E.EvalConfig(
         datasets={"toy": str(folder)},
         models={"tiny": TINY},
@@ -161,8 +159,15 @@ def test_rescore_refuses_parts_that_do_not_belong_together(toy, tmp_path):
         max_new_tokens=4,
         n_resamples=20,
     )
-    out = tmp_path / "eval"
     E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    return out
+
+
+def test_rescore_refuses_parts_that_do_not_belong_together(toy, tmp_path):
+    """A dataset changed after its evaluation, or a rerun stopped before it finished: rescoring would
+    grade stored answers against other gold, so it refuses and says why."""
+    folder, items = toy
+    out = _evaluated(folder, tmp_path / "eval", tmp_path)
     E.rescore_folder(out)  # a finished evaluation rescores
     lines = (folder / "items.jsonl").read_text().splitlines()
     (folder / "items.jsonl").write_text("\n".join(lines[::-1]).replace('"red"', '"blue"') + "\n")
@@ -199,14 +204,7 @@ def test_it_is_collected_evaluated_and_analysed_into_paper_csv_and_a_figure(fami
     collect.run(collect.CollectConfig(sources=[{"kind": "toy", "n": 3}]), run / "01_collect")
     folder = run / "01_collect" / "datasets" / "toy"
     assert len(list(read_jsonl(folder / "items.jsonl"))) == 3  # one per colour
-    cfg = E.EvalConfig(
-        datasets={"toy": str(folder)},
-        models={"tiny": TINY},
-        styles=["zero_shot"],
-        max_new_tokens=4,
-        n_resamples=20,
-    )
-    E.run(cfg, run / "06_evaluate", store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    _evaluated(folder, run / "06_evaluate", tmp_path)
     out = run / "07_analyze"
     out.mkdir()
     drawn = analyze.data_figures(analyze.AnalyzeConfig(), out)

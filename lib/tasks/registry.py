@@ -82,10 +82,11 @@ class Registry:
         self.manifest_datasets = tuple(
             b for f in self.families.values() for b in f.manifest_datasets
         )
-        self.af_questions = self._unique(
-            "AF question format",
-            lambda f: [] if f.af_questions is None else [("AF_QUESTIONS", f.af_questions)],
-        ).get("AF_QUESTIONS")
+        declared = [f for f in self.families.values() if f.af_questions is not None]
+        if len(declared) > 1:
+            names = ", ".join(repr(f.name) for f in declared)
+            raise ValueError(f"families {names} each declare AF_QUESTIONS; one family may")
+        self.af_questions = declared[0].af_questions if declared else None
 
     def _unique(self, what: str, entries: Callable) -> dict:
         found, owner = {}, {}
