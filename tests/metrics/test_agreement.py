@@ -57,3 +57,17 @@ def test_a_statistic_undefined_on_the_answers_says_so():
     """All answers judged right: no AUC can be computed, and none is invented."""
     rows = agreement([0.2, 0.5, 0.9], [1, 1, 1], n_resamples=50)
     assert all(math.isnan(r["value"]) and math.isnan(r["ci_low"]) for r in rows)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_rank_auc_is_scikit_learns_ties_included(seed):
+    """The AUC is computed from ranks for speed; scikit-learn's ``roc_auc_score`` is the reference,
+    on scores with many ties (a judge's three ratings) and on continuous ones."""
+    from sklearn.metrics import roc_auc_score
+
+    from lib.metrics.agreement import roc_auc
+
+    rng = np.random.default_rng(seed)
+    right = rng.random(97) < 0.3
+    for scores in (rng.integers(0, 3, 97) / 2, rng.random(97), right + rng.normal(0, 0.8, 97)):
+        assert roc_auc(scores, right) == pytest.approx(roc_auc_score(right, scores), abs=1e-12)
