@@ -72,8 +72,9 @@ lab: $(STAMP)
 
 # Every benchmark into outputs/bench/*.json, then published to benchmarks/records/ (commit those: the
 # documentation's performance page is rendered from them), even when a target was missed.
+# `make bench STALE=1`: only the benchmarks whose record is stale (the code it measures changed).
 bench: $(STAMP)
-	$(OFFLINE) $(PY) -m benchmarks.run; status=$$?; $(PY) -m benchmarks.publish && exit $$status
+	$(OFFLINE) $(PY) -m benchmarks.run $(if $(STALE),--stale,); status=$$?; $(PY) -m benchmarks.publish && exit $$status
 
 # The documentation site (MkDocs, strict: a broken link or a warning fails) into outputs/site/; offline.
 docs: $(STAMP)

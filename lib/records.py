@@ -21,17 +21,26 @@ the benchmark hands its targets to :func:`record`, which writes the verdict; the
 documentation recompute it with the same function, and the tests check every committed record
 against it, so a record can fail. A committed record must also *succeed*: a target it misses is an
 error unless ``known_misses`` names it with a reason (figure -> why), which the documentation shows.
+
+A record is *stale* (:func:`stale`) once the code it measures has changed since its commit: the
+benchmark module and the project modules it imports, compared as code (their syntax trees without
+docstrings), so reformatting or a reworded docstring leaves a record fresh and a changed line does
+not. The documentation marks a stale record and names the files; ``python -m benchmarks.run
+--stale`` measures the stale ones again.
 """
 
 from __future__ import annotations
 
+import ast
 import datetime
 import json
 import math
 import operator
 import os
 import re
+import subprocess
 import time
+from pathlib import Path
 
 from lib.io import write_json
 from lib.paths import ROOT, outputs_root
@@ -59,6 +68,11 @@ COMPARISONS = {
 # a figure's path: keys joined by dots, each followed by any list indexes ("curves.constant[3].rescore_seconds")
 FIGURE_PATH = re.compile(r"^[^.\[\]]+(?:\[\d+\])*(?:\.[^.\[\]]+(?:\[\d+\])*)*$")
 PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+# project modules a benchmark imports to write its record, not to measure anything: a change to them
+# moves no figure, so it does not make a record stale
+RECORD_KEEPING = ("lib/records.py", "lib/paths.py", "lib/provenance.py")
 
 
 class TargetError(ValueError):
@@ -251,3 +265,79 @@ def record(name: str, result: dict, before: dict, targets: dict[str, str]) -> di
             f"targets"
         ) from problem
     return result
+
+
+def measured_files(module: str | Path, root: Path = ROOT) -> list[str]:
+    """The code a benchmark module measures, as paths under ``root``: the module itself and the
+    project modules it imports (``lib.x`` / ``from lib.x import y``: ``lib/x.py`` or its
+    ``__init__.py``, and ``lib/x/y.py`` where ``y`` is a module), less :data:`RECORD_KEEPING`."""
+    module = Path(module)
+    found = {module.resolve().relative_to(root.resolve()).as_posix()}
+    for node in ast.walk(ast.parse(module.read_text(), str(module))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] not in ("lib", "benchmarks", "scripts"):
+                continue
+            base = Path(*name.split("."))
+            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                if (root / candidate).is_file():
+                    found.add(candidate.as_posix())
+    return sorted(found - set(RECORD_KEEPING))
+
+
+def code_of(source: str, where: str = "<source>") -> str:
+    """A module's code as :func:`stale` compares it: its syntax tree with every docstring left out
+    (layout, comments and wording do not run)."""
+    tree = ast.parse(source, where)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def stale(record: dict, module: str | Path, root: Path = ROOT) -> list[str]:
+    """The files of :func:`measured_files` whose code (:func:`code_of`) differs between the
+    record's commit and the working tree - a file added since counts - empty when the record
+    measured the code as it is. A record without a commit, or one whose commit this clone lacks,
+    raises :class:`TargetError` naming it (nothing can say what it measured)."""
+    sha = (record.get("commit") or {}).get("sha")
+    if not sha:
+        raise TargetError(
+            f"{_who(record)}: no commit recorded, so no code is known to have its figures"
+        )
+
+    def at_commit(path: str) -> str | None:
+        done = subprocess.run(
+            ["git", "show", f"{sha}:{path}"], cwd=root, capture_output=True, text=True
+        )
+        if done.returncode == 0:
+            return done.stdout
+        known = subprocess.run(
+            ["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=root, capture_output=True
+        )
+        if known.returncode != 0:
+            raise TargetError(
+                f"{_who(record)}: its commit {sha[:10]} is not in this clone (a shallow clone?): "
+                f"fetch the history to tell whether it is stale"
+            )
+        return None  # the file did not exist then
+
+    changed = []
+    for path in measured_files(module, root):
+        then = at_commit(path)
+        now = (root / path).read_text()
+        if then is None or code_of(then, f"{sha[:10]}:{path}") != code_of(now, path):
+            changed.append(path)
+    return changed

@@ -35,7 +35,16 @@ import yaml
 
 from lib.htmlsafe import md_cell
 from lib.paths import ROOT
-from lib.records import COMMANDS, RECORDS, REPRODUCTION, TargetError, figure, meets, verdict
+from lib.records import (
+    COMMANDS,
+    RECORDS,
+    REPRODUCTION,
+    TargetError,
+    figure,
+    meets,
+    stale,
+    verdict,
+)
 
 MARKER = re.compile(r"^<!-- vqalab: (\w+)\s*([^>]*?)\s*-->$", re.M)
 # benchmarks/ modules that measure nothing (the runner, the publisher)
@@ -393,6 +402,17 @@ def _machine(record: dict) -> str:
     )
 
 
+def _stale(record: dict, module: str) -> tuple[str, list[str]]:
+    """The meta row's text on whether the code the record measured has changed since, and the files."""
+    try:
+        changed = stale(record, _modules()[module])
+    except TargetError as e:  # a shallow clone lacks the commit: said, not guessed
+        return f"unknown: {e}", []
+    if not changed:
+        return "no", []
+    return f"**yes**: {', '.join(f'`{p}`' for p in changed)}", changed
+
+
 def performance_markdown(records: Path = RECORDS) -> str:
     parts = []
     for module in benchmark_names():
@@ -427,11 +447,21 @@ def performance_markdown(records: Path = RECORDS) -> str:
             ],
             ["targets met", _targets_met(rec)],
         ]
+        changed_text, changed = _stale(rec, module)
+        meta.append(["code changed since measured", changed_text])
         if rec.get("dirty"):  # publish's mark (--allow-dirty) on a record of an uncommitted tree
             parts.append(
                 '!!! warning "Measured on a tree with uncommitted changes"\n\n    The tree had edits that '
                 "were never committed, so these figures belong to no commit: measure again on a committed "
                 f"tree (`{command}`) to replace them.\n"
+            )
+        elif changed:
+            parts.append(
+                '!!! warning "Stale: the code it measures changed since"\n\n    '
+                f"{len(changed)} of the files this benchmark measures changed (as code, not layout) "
+                f"since commit `{rec['commit']['sha'][:10]}`, so these figures may no longer hold: "
+                f"`{command if name in COMMANDS else 'make bench STALE=1'}` measures it "
+                f"again.\n"
             )
         elif not (rec.get("commit") or {}).get("sha"):
             parts.append(

@@ -8,6 +8,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import warnings
 
 import pytest
 
@@ -18,6 +20,10 @@ from lib.papers import papers, stated_label
 from scripts import docs_pages as pages
 
 COMMITTED = sorted(records.RECORDS.glob("*.json"))
+
+
+class StaleRecords(UserWarning):
+    """Committed records measured on code that has changed since (listed in pytest's warnings)."""
 
 
 def test_a_record_says_when_on_what_commit_and_on_what_machine(monkeypatch, tmp_path):
@@ -401,6 +407,8 @@ def test_a_records_targets_lead_its_section_with_their_verdicts(tmp_path):
 def test_the_committed_records_render_with_their_verdicts_and_marks():
     page = pages.performance_markdown()
     assert "cannot tell" not in page
+    module_of = {pages.record_name(m): m for m in pages.benchmark_names()}
+    stale_ones = {}
     for path in COMMITTED:
         rec = json.loads(path.read_text())
         section = page.split(f"## `{path.stem}`")[1].split("\n## `")[0]
@@ -411,6 +419,66 @@ def test_the_committed_records_render_with_their_verdicts_and_marks():
             rec.get("dirty")
         ), path
         assert ("No commit recorded" in section) is not (rec.get("commit") or {}).get("sha"), path
+        try:
+            stale = records.stale(rec, pages._modules()[module_of[path.stem]])
+        except records.TargetError as e:  # only a shallow clone lacks a record's commit
+            assert (
+                "not in this clone" in str(e)
+                and "| code changed since measured | unknown" in section
+            )
+            continue
+        assert ("Stale: the code it measures changed since" in section) is (
+            bool(stale) and not rec.get("dirty")
+        ), path
+        assert f"| code changed since measured | {'**yes**' if stale else 'no'}" in section, path
+        if stale:
+            stale_ones[path.stem] = stale
+    if stale_ones:  # said, not failed: measuring again is `make bench STALE=1` on an idle machine
+        warnings.warn(StaleRecords(f"stale records (make bench STALE=1): {stale_ones}"))
+
+
+def _git(root, *args) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=root, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def test_a_record_is_stale_once_the_code_it_measures_changes_not_its_layout(tmp_path):
+    root = tmp_path
+    (root / "benchmarks").mkdir()
+    (root / "lib").mkdir()
+    bench = root / "benchmarks" / "b.py"
+    bench.write_text("from lib.m import f\nfrom lib.records import record\n")
+    (root / "lib" / "m.py").write_text('def f(x):\n    """Twice x."""\n    return 2 * x\n')
+    (root / "lib" / "records.py").write_text("def record():\n    return 1\n")
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "measured")
+    rec = {"benchmark": "b", "commit": {"sha": _git(root, "rev-parse", "HEAD")}}
+    assert records.measured_files(bench, root) == ["benchmarks/b.py", "lib/m.py"]
+    assert records.stale(rec, bench, root) == []
+    # layout, comments and docstrings do not run; the record-keeping module moves no figure
+    (root / "lib" / "m.py").write_text(
+        'def f(x):  # doubled\n    """Two times x."""\n\n    return (2 * x)\n'
+    )
+    (root / "lib" / "records.py").write_text("def record():\n    return 2\n")
+    assert records.stale(rec, bench, root) == []
+    (root / "lib" / "m.py").write_text("def f(x):\n    return 3 * x\n")
+    assert records.stale(rec, bench, root) == ["lib/m.py"]
+    (root / "lib" / "n.py").write_text("g = 1\n")
+    bench.write_text("from lib.m import f\nfrom lib import n\n")
+    assert records.stale(rec, bench, root) == ["benchmarks/b.py", "lib/m.py", "lib/n.py"]
+
+
+def test_a_record_whose_commit_this_clone_lacks_cannot_be_called_fresh(tmp_path):
+    bench = tmp_path / "benchmarks" / "b.py"
+    bench.parent.mkdir()
+    bench.write_text("x = 1\n")
+    _git(tmp_path, "init", "-q")
+    with pytest.raises(records.TargetError, match="not in this clone"):
+        records.stale({"benchmark": "b", "commit": {"sha": "ab" * 20}}, bench, tmp_path)
+    with pytest.raises(records.TargetError, match="no commit recorded"):
+        records.stale({"benchmark": "b", "commit": {}}, bench, tmp_path)
 
 
 def test_every_committed_benchmark_record_belongs_to_a_benchmark():
