@@ -31,11 +31,15 @@ from tests.support.openai_server import OpenAIStub  # noqa: E402
 
 N_MEMES = 40
 N_JSON, REPS = 12, 3
-# the loop's bookkeeping (one call per active question, none on a rerun) and batching that changes no answer
+# the loop's bookkeeping (one call per active question, none on a rerun), and batching the generator's
+# JSON requests that changes no answer and pays: the promise was 5x one at a time; on 2 CPU cores a
+# batch of 12 gives 3.0-4.0x (the records of 2026-12-03 and 2026-12-05), compute bound, so the
+# target is what such a machine keeps, 3x
 TARGETS = {
     "discriminator_calls_equal_sum_active": "== true",
     "rerun_calls": "== 0",
     "structured_output.identical_answers": "== true",
+    "structured_output.json_batch_speedup": ">= 3",
 }
 
 

@@ -24,8 +24,9 @@ from lib.stages.setup import demo_datasets
 from lib.store import CallStore
 
 N_PAIRS = 10_000
-# rescoring stored outputs is the point of keeping them: it must beat evaluating again
-TARGETS = {"rescore_speedup": "> 1"}
+# rescoring stored outputs is the point of keeping them: a changed metric or parser is seen at a tenth
+# of the cost of evaluating again at most (19.5x when the target was set)
+TARGETS = {"rescore_speedup": ">= 10"}
 
 
 def _pairs(n: int, seed: int = 0) -> tuple[list[str], list[list[str]]]:

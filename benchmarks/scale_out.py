@@ -11,7 +11,7 @@ doing the same work, each a fresh subprocess with ``OMP_NUM_THREADS=1`` per rank
 
 The headlines are the ratios ``eval_two_process_speedup`` and ``train_two_process_speedup`` (2 at
 best; on a machine of 2 cores the processes' start-up, their model loads and the main rank's merge
-are paid beside the work shared), and their target is only that two processes beat one. Each
+are paid beside the work shared), and their target that two processes save at least a tenth. Each
 command's wall time includes its start; the figures say what a user waits for.
 """
 
@@ -33,8 +33,9 @@ from lib.stages.setup import demo_datasets
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 STEPS, PER_RANK = 150, 8
 EVAL_ITEMS = 600
-# two processes must beat one, whatever the start-up they pay (2 at best; well below on 2 cores)
-TARGETS = {"eval_two_process_speedup": "> 1", "train_two_process_speedup": "> 1"}
+# two processes must save at least a tenth of one process's time, whatever the start-up they pay (2 at
+# best; well below on 2 cores: 1.22 and 1.15 when the target was set)
+TARGETS = {"eval_two_process_speedup": ">= 1.1", "train_two_process_speedup": ">= 1.1"}
 
 
 def _run(module: str, params: Path, out: Path, processes: int, outputs: Path) -> float:

@@ -23,8 +23,10 @@ from lib.records import host_state, record  # noqa: E402
 from tests.services.servers import vllm_server  # noqa: E402
 
 N_REQUESTS, REPS, MAX_TOKENS = 64, 3, 16
-# concurrent requests must raise the server's throughput (what the openai backend's concurrency is for)
-TARGETS = {"concurrency_speedup": "> 1"}
+# concurrent requests must raise the server's throughput (what the openai backend's concurrency is
+# for): vLLM batches the requests in flight, so 16 at once carry at least 4x the requests per second
+# of one at a time (6.1x when the target was set)
+TARGETS = {"concurrency_speedup": ">= 4"}
 CACHE = Path(
     os.environ.get("VQALAB_SERVICES_CACHE", Path.home() / ".cache" / "vqalab" / "services")
 )

@@ -69,3 +69,27 @@ def test_under_load_rule(loads, monkeypatch, before, after, own_cpu_s, busy):
     written = records.record("rule", {"seconds": 1.0}, records.host_state(), {"seconds": "<= 2"})
     assert written["load"]["under_load"] is busy
     assert written["load"]["own_cores"] == own_cpu_s / 10
+
+
+def test_no_benchmark_target_holds_whenever_both_sides_ran():
+    """A speed-up "> 1" or a count "> 0" holds for any run that finished: each target states what
+    the user was promised (a margin), so a figure that regressed to barely-better fails it."""
+    import importlib
+    import pkgutil
+    from pathlib import Path
+
+    import benchmarks
+
+    skip = {"run", "publish"}
+    found = 0
+    for m in pkgutil.iter_modules([str(Path(benchmarks.__file__).parent)]):
+        if m.name.startswith("_") or m.name in skip:
+            continue
+        targets = getattr(importlib.import_module(f"benchmarks.{m.name}"), "TARGETS", {})
+        for name, rule in targets.items():
+            op, value = records.parse_rule(rule)
+            found += 1
+            assert not (op == ">" and value in (0, 1)), f"benchmarks/{m.name}.py: {name} {rule}"
+            if name.endswith("speedup"):
+                assert op == ">=" and value > 1, f"benchmarks/{m.name}.py: {name} {rule}"
+    assert found >= 20
