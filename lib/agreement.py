@@ -7,7 +7,9 @@ Human labels are a CSV or JSONL file, one row per answer and criterion (:data:`L
 ``question``; ``references`` (a JSON list of strings, or one string); ``answer`` (the text people
 judged); ``criterion`` (e.g. ``correctness``); ``label`` (1/0, yes/no, true/false). A family may
 declare a reader for a release's own file (``HUMAN_LABELS``: file name -> reader, e.g. YesBut's
-``Human_Eval_Results.csv``), so its path can be given as it is.
+``Human_Eval_Results.csv``), so its path can be given as it is; a ``.json`` file is Label Studio's
+export of a rating project (:mod:`lib.rating`: the majority per answer, ties and unrated answers
+left out and counted in the summary's ``left_out``).
 
 The answers are scored by each text metric of the task (its options in the profile's stage 06, e.g.
 ``yesbut.understanding``'s BLEU, ROUGE-L, METEOR, CIDEr, BERTScore) and by every judge the families
@@ -48,6 +50,7 @@ from lib.metrics import text as T
 from lib.metrics.agreement import CATEGORICAL, GRADED, agreement, paired_agreement
 from lib.metrics.stats import MIN_CLUSTERS, N_RESAMPLES
 from lib.models import load_model
+from lib.rating import RatingError, is_export, read_export
 from lib.store import CallStore
 from lib.tasks.registry import get_task, registry
 
@@ -116,16 +119,22 @@ def _rows(path: Path) -> list[tuple[str, dict]]:
 
 def read_labels(path: str | Path) -> pd.DataFrame:
     """The labels of ``path`` (:data:`LABEL_COLUMNS`), each row checked; a family's release file is
-    read by the reader it declares. Errors name the file, the line and the field."""
+    read by the reader it declares, a Label Studio export by :func:`lib.rating.read_export` (what it
+    left out in ``attrs["left_out"]``). Errors name the file, the line (or task) and the field."""
     path = Path(path)
     if not path.is_file():
         raise AgreementError(f"{path}: no such labels file")
     task, reader = registry().human_labels.get(path.name, (None, None))
-    rows = (
-        [(f"{path}: row {i + 1}", r) for i, r in enumerate(reader(path).to_dict("records"))]
-        if reader
-        else _rows(path)
-    )
+    left_out = {}
+    if reader:
+        rows = [(f"{path}: row {i + 1}", r) for i, r in enumerate(reader(path).to_dict("records"))]
+    elif is_export(path):
+        try:
+            rows, left_out = read_export(path)
+        except RatingError as e:
+            raise AgreementError(str(e)) from None
+    else:
+        rows = _rows(path)
     checked, seen = [], {}
     for where, row in rows:
         missing = [c for c in LABEL_COLUMNS if c not in row]
@@ -152,7 +161,9 @@ def read_labels(path: str | Path) -> pd.DataFrame:
         checked.append(r)
     if not checked:
         raise AgreementError(f"{path}: no labels")
-    return pd.DataFrame(checked, columns=list(LABEL_COLUMNS))
+    labels = pd.DataFrame(checked, columns=list(LABEL_COLUMNS))
+    labels.attrs["left_out"] = left_out  # what a rating export could not give a verdict on
+    return labels
 
 
 def answers_of(labels: pd.DataFrame) -> pd.DataFrame:
@@ -442,36 +453,21 @@ def run(
         "clusters": answers["cluster"].nunique(),
         "criteria": sorted(labels["criterion"].unique()),
         "scorers": list(scores),
+        "left_out": labels.attrs["left_out"],
         "out": str(out),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m lib.agreement", description=__doc__.split("\n\n")[0]
-    )
-    ap.add_argument(
-        "--labels",
-        required=True,
-        help="human labels: CSV/JSONL (see the module) or a release's file",
-    )
-    ap.add_argument(
-        "--out", required=True, help="the folder to write (new, empty, or an earlier agreement's)"
-    )
-    ap.add_argument(
-        "--profile",
-        help="whose stage 06 settings and models score the answers (default: $VQALAB_PROFILE)",
-    )
-    ap.add_argument(
-        "--task", help="the task the answers are of (its text metrics); known for a release's file"
-    )
-    ap.add_argument(
-        "--judge", action="append", default=[], help="another judge: a model name of the profile"
-    )
-    ap.add_argument(
-        "--no-profile-judge", action="store_true", help="leave out the profile's stage-06 judge"
-    )
-    ap.add_argument("--n-resamples", type=int, help="default: the profile's stage 06 setting")
+    ap = argparse.ArgumentParser(prog="python -m lib.agreement", description=__doc__.split(".")[0])
+    add = ap.add_argument
+    add("--labels", required=True, help="CSV/JSONL, a Label Studio export or a release's file")
+    add("--out", required=True, help="the folder to write (new, empty, or an earlier agreement's)")
+    add("--profile", help="whose stage 06 settings and models score (default: $VQALAB_PROFILE)")
+    add("--task", help="the task the answers are of (its text metrics); known for a release's file")
+    add("--judge", action="append", default=[], help="another judge: a model name of the profile")
+    add("--no-profile-judge", action="store_true", help="leave out the profile's stage-06 judge")
+    add("--n-resamples", type=int, help="default: the profile's stage 06 setting")
     args = ap.parse_args(argv)
     try:
         summary = run(

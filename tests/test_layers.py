@@ -50,7 +50,8 @@ LAYERS = [
         "export",
         "compare",
         "agreement",
-    },  # export: datasets handed to other harnesses; compare: two runs item by item; agreement: scorers against people (tools beside the stages)
+        "rating",
+    },  # export: datasets handed to other harnesses; compare: two runs item by item; agreement: scorers against people; rating: a run's answers as a Label Studio rating project (tools beside the stages)
     {
         "pipeline",
         "preflight",

@@ -1,0 +1,275 @@
+"""python -m lib.rating: a Label Studio rating project of a run's answers, and its JSON export read
+back as human labels (the majority per answer; ties and unrated answers left out and counted)."""
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from lib import agreement as G
+from lib import artifacts as A
+from lib import rating as R
+from lib.families.yesbut.paper import HUMAN_CRITERIA
+from lib.io import kind_of, load_items
+from lib.stages import evaluate as E
+from lib.stages.setup import demo_datasets
+from lib.store import CallStore
+
+ANSWERS = [
+    {
+        "answer_id": f"vqa:m{m}:zero_shot:q{i}",
+        "cluster": f"images/{i}.png",
+        "image": f"/data/vqa/images/{i}.png",
+        "question": f"What is in picture {i}?",
+        "references": ["a dog", "dog", "a dog"],
+        "answer": answer,
+        "model": f"m{m}",
+    }
+    for i in (1, 2)
+    for m, answer in ((1, "a dog"), (2, "a cat"))
+]
+
+
+def test_the_rating_criteria_are_named_as_yesbuts_human_evaluation_names_them():
+    assert tuple(R.CRITERIA) == HUMAN_CRITERIA
+
+
+def test_the_config_shows_image_question_references_answer_and_a_yes_no_choice_per_criterion():
+    view = ET.fromstring(R.rating_config(("correctness", "faithfulness")))
+    shown = {e.get("name"): e.get("value") for e in view if e.tag in ("Image", "Text")}
+    assert shown == {
+        "image": "$image",
+        "question": "$asked",
+        "reference": "$reference",
+        "answer": "$answer",
+    }
+    choices = {e.get("name"): e for e in view.iter("Choices")}
+    assert list(choices) == ["correctness", "faithfulness"]
+    for c in choices.values():
+        assert [x.get("value") for x in c] == ["Yes", "No"] and c.get("toName") == "answer"
+    assert choices["correctness"].get("required") == "true"
+    assert choices["faithfulness"].get("required") is None
+    with pytest.raises(R.RatingError, match="must include 'correctness'"):
+        R.rating_config(("faithfulness",))
+    with pytest.raises(R.RatingError, match="be among correctness"):
+        R.rating_config(("correctness", "fluency"))
+
+
+def test_tasks_carry_each_answer_with_its_image_under_the_document_root_and_its_references(
+    tmp_path,
+):
+    tasks = R.rating_tasks(ANSWERS, "/data")
+    assert len(tasks) == 4 and all(set(t) == {"data"} for t in tasks)
+    first = tasks[0]["data"]
+    assert first["image"] == "/data/local-files/?d=vqa/images/1.png"
+    assert first["references"] == ["a dog", "dog", "a dog"]  # read back as they were
+    assert first["reference"] == "a dog\ndog"  # shown once each
+    assert first["model"] == "m1" and first["answer"] == "a dog"  # kept, but the config hides it
+    assert first["asked"] == first["question"] == "What is in picture 1?"
+    spaced = R.rating_tasks([{**ANSWERS[0], "image": "/data/my pics/1.png"}], "/data")
+    assert unquote(spaced[0]["data"]["image"].split("d=")[1]) == "my pics/1.png"
+    assert R.rating_tasks(ANSWERS[:1])[0]["data"]["image"] == "/data/vqa/images/1.png"
+    with pytest.raises(R.RatingError, match="not under the document root /elsewhere"):
+        R.rating_tasks(ANSWERS, "/elsewhere")
+    with pytest.raises(
+        R.RatingError, match="answer 1: answer_id 'vqa:m1:zero_shot:q1' given twice"
+    ):
+        R.rating_tasks([ANSWERS[0], ANSWERS[0]])
+    with pytest.raises(R.RatingError, match="no answers to rate"):
+        R.make_project([], tmp_path / "none")
+    with pytest.raises(R.RatingError, match="answer 0: missing image"):
+        R.rating_tasks([{k: v for k, v in ANSWERS[0].items() if k != "image"}])
+
+
+def _choice(name, value):
+    return {"from_name": name, "to_name": "answer", "type": "choices", "value": {"choices": value}}
+
+
+def _annotation(who, ratings, n=1, cancelled=False):
+    return {
+        "id": n,
+        "completed_by": who,
+        "was_cancelled": cancelled,
+        "result": [_choice(c, [v]) for c, v in ratings.items()],
+    }
+
+
+def _export(tmp_path, annotations_of):
+    """A Label Studio JSON export of the four ANSWERS' tasks, with the annotations given by task."""
+    tasks = R.rating_tasks(ANSWERS)
+    exported = [
+        {
+            "id": 10 + i,
+            "data": t["data"],
+            "annotations": annotations_of.get(i, []),
+            "predictions": [],
+        }
+        for i, t in enumerate(tasks)
+    ]
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(exported))
+    return path
+
+
+RATED = {
+    0: [  # three people: correct by two to one; faithful by all three
+        _annotation(1, {"correctness": "Yes", "faithfulness": "Yes"}, 1),
+        _annotation(2, {"correctness": "No", "faithfulness": "Yes"}, 2),
+        _annotation(3, {"correctness": "Yes", "faithfulness": "Yes"}, 3),
+    ],
+    1: [  # two people split on correctness (a tie), a third skipped the task
+        _annotation(1, {"correctness": "No"}, 4),
+        _annotation(2, {"correctness": "Yes"}, 5),
+        _annotation(3, {}, 6, cancelled=True),
+    ],
+    2: [  # one person changed their mind: their later annotation counts
+        _annotation(2, {"correctness": "Yes"}, 8),
+        _annotation(2, {"correctness": "No"}, 9),
+    ],
+    # task 3: nobody rated it
+}
+
+
+def test_an_export_gives_the_majority_and_counts_ties_and_unrated_answers_never_guessing(tmp_path):
+    path = _export(tmp_path, RATED)
+    rows, left = R.read_export(path)
+    got = {(r["answer_id"], r["criterion"]): r["label"] for _, r in rows}
+    assert got == {
+        ("vqa:m1:zero_shot:q1", "correctness"): 1,
+        ("vqa:m1:zero_shot:q1", "faithfulness"): 1,
+        ("vqa:m1:zero_shot:q2", "correctness"): 0,
+    }
+    assert left == {"tasks": 4, "raters": 3, "unrated": 1, "unrated_criteria": 2, "tied": 1}
+    assert rows[0][0] == f"{path}: task 10 (correctness)"
+    labels = G.read_labels(path)  # the labels file lib.agreement reads
+    assert list(labels.columns) == list(G.LABEL_COLUMNS) and len(labels) == 3
+    assert labels.loc[0, "references"] == ["a dog", "dog", "a dog"]
+    assert labels.attrs["left_out"] == left
+
+
+@pytest.mark.parametrize(
+    "annotations, match",
+    [
+        (
+            {2: [_annotation(1, {"correctness": "Maybe"})]},
+            r"task 12: correctness: expected one of Yes, No, got \['Maybe'\]",
+        ),
+        (
+            {3: [_annotation(1, {"fluency": "Yes"})]},
+            r"task 13: a result for 'fluency', no rating criterion",
+        ),
+        ({}, r"no ratings with a verdict in its 4 tasks"),
+        (
+            {1: [_annotation(1, {"correctness": "Yes"}), _annotation(2, {"correctness": "No"}, 2)]},
+            r"no ratings with a verdict",
+        ),
+    ],
+)
+def test_a_choice_outside_the_config_or_an_export_without_ratings_is_an_error_naming_the_file(
+    tmp_path, annotations, match
+):
+    path = _export(tmp_path, annotations)
+    with pytest.raises(
+        G.AgreementError, match=f"{path}: .*{match}" if "task" in match else match
+    ) as e:
+        G.read_labels(path)
+    assert str(path) in str(e.value)
+
+
+def test_a_json_file_that_is_no_rating_export_is_refused_naming_what_it_lacks(tmp_path):
+    path = tmp_path / "labels.json"
+    path.write_text(json.dumps({"answer_id": "a"}))
+    with pytest.raises(G.AgreementError, match="not a Label Studio JSON export"):
+        G.read_labels(path)
+    path.write_text(json.dumps([{"id": 7, "data": {"image": "x.png"}, "annotations": []}]))
+    with pytest.raises(
+        G.AgreementError, match=r"task 7: no rating task \(its data lacks answer_id"
+    ):
+        G.read_labels(path)
+    path.write_text(json.dumps([{"id": 7, "data": ANSWERS[0]}, {"id": 8, "data": ANSWERS[0]}]))
+    with pytest.raises(
+        G.AgreementError, match=r"task 8: answer 'vqa:m1:zero_shot:q1' is also .*task 7"
+    ):
+        G.read_labels(path)
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    """A real stage 06 on the demo's vqa and mcq sets: two constant models, so every answer is known."""
+    root = tmp_path_factory.mktemp("rating")
+    data = demo_datasets(root / "data")
+    constant = lambda answer: {"backend": "constant", "answer": answer}
+    cfg = E.EvalConfig(
+        datasets={"vqa": str(data["vqa"]), "mcq": str(data["mcq"])},
+        models={"dog": constant("a dog"), "cat": constant("a cat")},
+        styles=["zero_shot"],
+        max_new_tokens=6,
+        n_resamples=20,
+    )
+    E.run(cfg, root / A.EVALUATE, store=CallStore(root / "calls.sqlite"), progress=False)
+    return root / A.EVALUATE
+
+
+def test_a_runs_answers_to_an_open_task_become_rating_rows_with_their_items(evaluated):
+    rows = R.run_answers(str(evaluated), "vqa.open")
+    items = {
+        it.id: it
+        for it in load_items(json.loads((evaluated / A.EVAL_CONFIG).read_text())["datasets"]["vqa"])
+    }
+    assert len(rows) == 2 * len(items) and {r["model"] for r in rows} == {"dog", "cat"}
+    for r in rows:
+        it = items[r["item_id"]]
+        assert r["answer_id"] == f"vqa:{r['model']}:zero_shot:{it.id}"
+        assert r["answer"] == ("a dog" if r["model"] == "dog" else "a cat")
+        assert r["references"] == list(it.answer) and r["question"] == it.question
+        assert r["asked"].startswith(it.question) and r["asked"] != it.question  # the prompt
+        assert Path(r["image"]).is_file() and r["cluster"] == it.images[0]
+    assert len(R.run_answers(str(evaluated), "vqa.open", models=["cat"])) == len(items)
+    with pytest.raises(
+        R.RatingError, match=r"--task mcq: not an open-answer task \(those: .*vqa.open"
+    ):
+        R.run_answers(str(evaluated), "mcq")
+    with pytest.raises(R.RatingError, match="no valid answers to vqa.open with these filters"):
+        R.run_answers(str(evaluated), "vqa.open", styles=["cot"])
+
+
+def _command(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "lib.rating", *map(str, args)], capture_output=True, text=True
+    )
+
+
+def test_the_command_writes_a_project_whose_images_label_studio_serves_from_its_storage(
+    evaluated, tmp_path
+):
+    out = tmp_path / "rate"
+    done = _command(evaluated, "--task", "vqa.open", "--out", out, "--limit", 5, "--seed", 3)
+    assert done.returncode == 0, done.stderr
+    project = json.loads((out / R.PROJECT).read_text())
+    assert project == json.loads(done.stdout)
+    assert project["answers"] == 5 and project["available"] == 16 and project["task"] == "vqa.open"
+    root, storage = Path(project["document_root"]), Path(project["storage"])
+    assert storage.parent == root
+    tasks = json.loads((out / R.TASKS).read_text())
+    assert (
+        len(tasks) == 5 and len({t["data"]["model"] for t in tasks}) == 2
+    )  # shuffled, not a block
+    for t in tasks:
+        path = root / unquote(t["data"]["image"].removeprefix(R.LOCAL_FILES))
+        assert path.is_file() and storage in path.parents
+    assert (out / R.CONFIG).read_text() == R.rating_config()
+    assert kind_of(out) == R.KIND
+    again = _command(evaluated, "--task", "vqa.open", "--out", out, "--limit", 5, "--seed", 3)
+    assert again.returncode == 0 and json.loads((out / R.TASKS).read_text()) == tasks
+    refused = _command(evaluated, "--task", "mcq", "--out", tmp_path / "mcq")
+    assert refused.returncode == 2 and refused.stderr.startswith("error: --task mcq")
+    assert not (tmp_path / "mcq").exists()
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "todo.txt").write_text("mine")
+    assert _command(evaluated, "--task", "vqa.open", "--out", mine).returncode == 2
+    assert [p.name for p in mine.iterdir()] == ["todo.txt"]
