@@ -192,7 +192,11 @@ def analyzed(tmp_path, profile):
     resolved = config.resolve(
         analyze.AnalyzeConfig,
         profile,
-        overrides={"human_labels": str(labels), "human_labels_task": "yesbut.understanding"},
+        overrides={
+            "human_labels": str(labels),
+            "human_labels_task": "yesbut.understanding",
+            "human_labels_judges": ["mute"],  # a second judge model beside stage 06's
+        },
     )
     cfg = resolved.cfg
     out = tmp_path / "runs" / "t" / A.ANALYZE
@@ -216,10 +220,11 @@ def test_stage_07_holds_the_runs_judges_to_the_labels_and_the_report_shows_it(an
     )
     assert kind_of(folder) == G.KIND
     table = pd.read_csv(folder / "agreement.csv")
-    assert set(table["scorer"]) == {"bleu", "rouge_l", "lave[judge]", "verdict[judge]"}
+    scorers = {"bleu", "rouge_l", "lave[judge]", "verdict[judge]", "lave[mute]", "verdict[mute]"}
+    assert set(table["scorer"]) == scorers
     section = _section(Path(summary["report"]))
     assert section.startswith(V.HEADING) and "6 answers about 2 images" in section
-    for scorer in ("bleu", "rouge_l", "lave[judge]", "verdict[judge]"):
+    for scorer in scorers:
         assert f"\n{scorer}\n" in section
     assert "Judge checks" in section and "What the papers say" in section
     for quote in agreement_claims()["the text says"]:  # from papers.yaml, never typed in the report

@@ -279,6 +279,8 @@ class AnalyzeConfig(config.StageConfig):
     # Human_Eval_Results.csv) that every metric and judge of the run's stage 06 is held to; "": none
     human_labels: str = ""
     human_labels_task: str = ""  # the task they answer (its metrics); "": the release's family says
+    # more of the profile's models (names) judging them beside stage 06's judge, side by side
+    human_labels_judges: list[str] = field(default_factory=list)
 
     def check(self, source: str) -> None:
         check_spec(self.topic_labeler, f"{source}: topic_labeler", allow_empty=True)
@@ -505,10 +507,8 @@ def paper_table(cfg: AnalyzeConfig, out: str | Path) -> pd.DataFrame | None:
     found = (analysis.paper(out.parent, data) for analysis, data in cfg.analyses())
     frames = [f for f in found if f is not None]
     if not frames:
-        (out / A.PAPER).unlink(
-            missing_ok=True
-        )  # a rerun without the data must not show an earlier run's rows
-        return None
+        # a rerun without the data must not show an earlier run's rows
+        return (out / A.PAPER).unlink(missing_ok=True)
     table = pd.concat(frames, ignore_index=True)
     write_csv(out / A.PAPER, table)
     return table
@@ -535,16 +535,16 @@ def comparison(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
 
 
 def human_agreement(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
-    """Every text metric and judge of this run's profile (its stage 06 config) held to
-    ``cfg.human_labels`` (:func:`lib.agreement.run`), written under ``agreement/``. None, and no
-    folder, without labels."""
+    """Every text metric and judge of this run's profile (its stage 06 config, and the models
+    ``human_labels_judges`` adds) held to ``cfg.human_labels`` (:func:`lib.agreement.run`), under
+    ``agreement/``. None, and no folder (a rerun must not show an earlier table), without labels."""
     folder = Path(out) / A.AGREED
     if not cfg.human_labels:
-        shutil.rmtree(folder, ignore_errors=True)  # a rerun must not show an earlier run's table
+        shutil.rmtree(folder, ignore_errors=True)
         return None
     profile = getattr(cfg, "origin", {}).get("profile")  # the profile that resolved this config
-    task = cfg.human_labels_task or None
-    return agreement.run(cfg.human_labels, folder, profile, task, seed=cfg.seed)
+    task, judges = cfg.human_labels_task or None, cfg.human_labels_judges
+    return agreement.run(cfg.human_labels, folder, profile, task, judges, seed=cfg.seed)
 
 
 def finish(
