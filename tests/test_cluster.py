@@ -44,6 +44,8 @@ def _params(tmp_path: Path, base: str, common: dict) -> Path:
         ({"stages": {"05_train": {"gpus": 2}}}, "stages.05_train: unknown key 'gpus'"),
         ({"stages": {"07_analyze": {"time": "10"}}}, "stages.07_analyze: the profile does not"),
         ({"stages": {"05_train": {"poll_s": 1}}}, "05_train.poll_s: set once for the run"),
+        ({"stages": {"04_scrapbook": {"shards": 2}}}, "04_scrapbook would run in 2 shards"),
+        ({"shards": 0}, "shards: must be at least 1, got 0"),
     ],
 )
 def test_a_cluster_block_is_checked_before_anything_runs(tmp_path, block, says):
@@ -73,12 +75,12 @@ def page_example() -> tuple[dict, dict[str, str]]:
     scripts = {}
     for lang, code in blocks:
         if lang == "bash" and code.startswith("#!/bin/bash"):
-            stage = re.search(r"--job-name=vqalab-\S+?-(\d\d_\w+)", code).group(1)
+            stage = re.search(r"--job-name=vqalab-\S+?-(\d\d_[\w.]+)", code).group(1)
             scripts[stage] = code
     return profile, scripts
 
 
-def generated(tmp_path, monkeypatch, profile: dict, stages: list[str]) -> dict[str, str]:
+def generated(tmp_path, monkeypatch, profile: dict, names: list[str]) -> dict[str, str]:
     """The scripts :func:`lib.scheduler.slurm.job_script` writes for ``profile`` (extending the
     real one, as the page's does), this machine's paths replaced by the page's."""
     params = _params(tmp_path, "real", {k: v for k, v in profile.items() if k != "extends"})
@@ -95,17 +97,18 @@ def generated(tmp_path, monkeypatch, profile: dict, stages: list[str]) -> dict[s
         (str(ROOT), SHOWN["root"]),
     ]
     out = {}
-    for stage in stages:
-        script = slurm.job_script(p, steps[stage], {})
+    for name in names:  # a stage's, or its array's (<stage>.shards)
+        script = slurm.job_script(p, steps[name.split(".")[0]], {}, name)
         for old, new in swaps:
             script = script.replace(old, new)
-        out[stage] = script
+        out[name] = script
     return out
 
 
 def test_the_job_scripts_on_the_scale_out_page_are_the_generated_ones(tmp_path, monkeypatch):
     profile, shown = page_example()
-    assert profile["extends"] == "real" and {"04_scrapbook", "05_train"} <= set(shown)
+    assert profile["extends"] == "real"
+    assert {"04_scrapbook", "05_train", "06_evaluate.shards", "06_evaluate"} <= set(shown)
     made = generated(tmp_path, monkeypatch, profile, list(shown))
     for stage, script in shown.items():
         assert script == made[stage], (
@@ -114,6 +117,129 @@ def test_the_job_scripts_on_the_scale_out_page_are_the_generated_ones(tmp_path, 
         )
     assert "srun" in shown["05_train"] and "--nnodes 2" in shown["05_train"]
     assert "--local" in shown["04_scrapbook"] and "srun" not in shown["04_scrapbook"]
+    assert "#SBATCH --array=0-3" in shown["06_evaluate.shards"]
+    assert (
+        'shard --profile mycluster --run mycluster --shard "$SLURM_ARRAY_TASK_ID" --num-shards 4'
+        in shown["06_evaluate.shards"]
+    )
+    assert "merge --profile mycluster --run mycluster --num-shards 4" in shown["06_evaluate"]
+
+
+class FakeSlurm:
+    """``sbatch`` and ``scontrol``/``scancel`` as :func:`lib.scheduler.slurm.slurm` runs them: each
+    submission recorded with its options and given the next job id; a job's state read from
+    :attr:`shown` (``scontrol show job -o`` lines by job id)."""
+
+    def __init__(self):
+        self.submitted: list[tuple[str, list[str], str]] = []  # (job id, options, script)
+        self.shown: dict[str, str] = {}
+        self.cancelled: list[str] = []
+
+    def __call__(self, *argv: str) -> str:
+        if argv[0] == "sbatch":
+            job_id = str(100 + len(self.submitted))
+            self.submitted.append((job_id, list(argv[1:-1]), Path(argv[-1]).read_text()))
+            return f"{job_id}\n"
+        if argv[0] == "scancel":
+            self.cancelled += argv[1:]
+            return ""
+        if argv[:3] == ("scontrol", "show", "job"):
+            return self.shown.get(argv[-1], "")
+        return ""
+
+
+def _sharded_plan(tmp_path, monkeypatch, overrides: dict | None = None):
+    """The smoke profile's 04-06 with 06 in two shards, its outputs in ``tmp_path``; Slurm faked."""
+    stages = ["00_setup", "01_collect", "02_annotate", "03_adversarial_filter", "04_scrapbook"]
+    block = {"time": "10", "stages": {"06_evaluate": {"shards": 2}}}
+    params = _params(
+        tmp_path, "smoke", {"cluster": block, "stages": stages + ["05_train", "06_evaluate"]}
+    )
+    monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path / "outputs"))
+    fake = FakeSlurm()
+    monkeypatch.setattr(slurm, "slurm", fake)
+    again = ["04_scrapbook", "05_train", "06_evaluate"]
+    return pipeline.plan("mine", again, overrides=overrides, params_dir=params), fake
+
+
+def test_a_stage_in_shards_is_an_array_then_a_merge_with_the_next_stage_after_the_merge(
+    tmp_path, monkeypatch
+):
+    p, fake = _sharded_plan(tmp_path, monkeypatch)
+    jobs = slurm._submit(p, {})
+    assert [(j.label, j.array) for j in jobs] == [
+        ("04_scrapbook", 0),
+        ("05_train", 0),
+        ("06_evaluate shards", 2),
+        ("06_evaluate", 0),
+    ]
+    after = [
+        next((o for o in opts if o.startswith("--dependency")), "--hold")
+        for _, opts, _ in fake.submitted
+    ]
+    assert after == [
+        "--hold",
+        "--dependency=afterok:100",
+        "--dependency=afterok:101",
+        "--dependency=afterok:102",
+    ]
+    array, merge = fake.submitted[2][2], fake.submitted[3][2]
+    assert "#SBATCH --array=0-1" in array and "%A_%a.log" in array and "--array" not in merge
+    task = '--shard "$SLURM_ARRAY_TASK_ID" --num-shards 2'
+    assert f"-m lib.stages.evaluate shard --profile mine --run smoke {task}" in array
+    assert "-m lib.stages.evaluate merge --profile mine --run smoke --num-shards 2\n" in merge
+    assert "--local" not in array + merge and "--local" in fake.submitted[0][2]
+    assert jobs[2].log.endswith("slurm/06_evaluate.shards.102_%a.log")
+    assert Path(jobs[2].script).name == "06_evaluate.shards.sbatch"
+
+
+def test_the_shards_and_the_merge_take_the_overrides_of_the_command_line(tmp_path, monkeypatch):
+    """``--set 06_evaluate.max_items=4`` reaches every shard and the merge as a params file."""
+    p, fake = _sharded_plan(tmp_path, monkeypatch, {"06_evaluate": {"max_items": 4}})
+    slurm._submit(p, {"06_evaluate": {"max_items": 4}})
+    params = tmp_path / "outputs" / "smoke" / "slurm" / "06_evaluate.params.yaml"
+    assert yaml.safe_load(params.read_text()) == {"max_items": 4}
+    for _, _, script in fake.submitted[2:]:
+        assert f"--num-shards 2 --params {params}\n" in script
+
+
+def test_a_failed_task_of_an_array_stops_the_wait_with_its_own_log(tmp_path, monkeypatch):
+    p, fake = _sharded_plan(tmp_path, monkeypatch)
+    jobs = slurm._submit(p, {})
+    array, merge = jobs[2], jobs[3]
+    Path(array.log.replace("%a", "1")).write_text("asking...\nRuntimeError: out of memory\n")
+    fake.shown[array.job_id] = (
+        f"JobId=103 ArrayJobId={array.job_id} ArrayTaskId=0 JobState=RUNNING\n"
+        f"JobId=104 ArrayJobId={array.job_id} ArrayTaskId=1 JobState=FAILED\n"
+    )
+    fake.shown[merge.job_id] = f"JobId={merge.job_id} JobState=PENDING"
+    with pytest.raises(slurm.SlurmError) as e:
+        slurm._wait_one(array, [merge], 0.01)
+    said = str(e.value)
+    assert f"job {array.job_id} (task 1 of its array) ended FAILED" in said
+    assert "06_evaluate.shards.102_1.log, which ends:" in said and "| RuntimeError: out of" in said
+    assert fake.cancelled == [array.job_id, merge.job_id]  # its other task, and the merge
+
+
+def _tasks(*states: str) -> str:
+    """``scontrol show job -o`` of an array's tasks (0, 1...) in these states."""
+    return "\n".join(f"JobId={103 + k} ArrayTaskId={k} JobState={s}" for k, s in enumerate(states))
+
+
+@pytest.mark.parametrize(
+    "shown, state",
+    [
+        ("JobId=102 ArrayJobId=102 ArrayTaskId=0-1 JobState=PENDING", "PENDING"),
+        (_tasks("COMPLETED", "PENDING"), "PENDING"),
+        (_tasks("COMPLETED", "RUNNING"), "RUNNING"),
+        (_tasks("COMPLETED", "COMPLETED"), "COMPLETED"),
+        ("", None),
+    ],
+)
+def test_an_array_is_completed_only_when_every_task_is(monkeypatch, shown, state):
+    monkeypatch.setattr(slurm, "slurm", lambda *argv: shown)
+    job = slurm.Job("06_evaluate", "102", "s.sbatch", "06_evaluate.shards.102_%a.log", array=2)
+    assert slurm.job_state(job) == (state, None)
 
 
 def test_detach_without_a_cluster_block_is_refused_not_ignored(capsys):

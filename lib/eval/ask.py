@@ -2,12 +2,20 @@
 :mod:`lib.eval.requests`), one process or many, through the call cache (a killed evaluation resumes
 without repeating finished calls), then each judged task's judge (:mod:`lib.tasks.judges`) on its
 answers. Predictions are written as they are made; the manifest comes last
-(:mod:`lib.eval.manifest`), so a stopped run leaves a folder a rescore refuses."""
+(:mod:`lib.eval.manifest`), so a stopped run leaves a folder a rescore refuses.
+
+Many processes, two ways, one share of the questions each (:func:`_predictions`): the ranks of one
+job (``torchrun``: :func:`ask` merges their parts at a barrier), or shards run as separate jobs with
+no barrier between them (a Slurm array: :func:`ask_shard` writes one part with what it was made
+from, :func:`ask_merged` checks every part and merges them later). Both merge into the order one
+process writes, so the predictions are the same bytes."""
 
 from __future__ import annotations
 
 import hashlib
 import heapq
+import json
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +26,14 @@ from lib.eval.manifest import answer_digest, manifest
 from lib.eval.requests import styled
 from lib.eval.score import read_answer
 from lib.eval.settings import EvalConfig
-from lib.io import read_jsonl, share_strings, write_json, write_jsonl
+from lib.io import (
+    file_sha256,
+    read_jsonl,
+    share_strings,
+    write_json,
+    write_jsonl,
+    write_jsonl_hashed,
+)
 from lib.models import generate, load_model
 from lib.ranks import Ranks, ranks
 from lib.schema import Item, Judgement, Prediction
@@ -110,17 +125,33 @@ def _predictions(
 
 
 ORDER = "_order"  # a rank's part file: each row's place in the merged predictions
+SHARDS = "shards"  # the folder of the shards' parts, inside the stage's
+PART_INFO = "part.json"  # beside a shard's part: what it was made from, its rows and digest
+
+
+class PartRefused(ValueError):
+    """A shard's part that is missing, unfinished, or made for another config or shard count."""
 
 
 def _part(rank: int) -> str:
     return f"predictions.rank{rank}.jsonl"
 
 
-def _merged(out: Path, world: int) -> Iterator[tuple]:
-    """The ranks' parts as one stream in the single-process order (each part is in order: a
-    streaming merge, nothing held)."""
-    parts = [read_jsonl(out / _part(k)) for k in range(world)]
-    for d in heapq.merge(*parts, key=lambda d: d[ORDER]):
+def shard_folder(out: str | Path, shard: Ranks) -> Path:
+    """Where shard ``shard.rank`` of ``shard.world`` writes its part (and holds its lock)."""
+    return Path(out) / SHARDS / f"{shard.rank}-of-{shard.world}"
+
+
+def _ordered(made: Iterator[tuple]) -> Iterator[dict]:
+    """Predictions as part rows: each with its place in the merged order."""
+    return ({**p.to_dict(), ORDER: list(order)} for order, p in made)
+
+
+def _merged(parts: list[Path]) -> Iterator[tuple]:
+    """The parts (one per rank or shard) as one stream in the single-process order (each part is in
+    order: a streaming merge, nothing held)."""
+    rows = [read_jsonl(path) for path in parts]
+    for d in heapq.merge(*rows, key=lambda d: d[ORDER]):
         order = tuple(d.pop(ORDER))
         yield order, Prediction.from_dict(share_strings(d, Prediction.REPEATED))
 
@@ -140,14 +171,25 @@ def ask(cfg: EvalConfig, out: str | Path, data: dict, store=None, progress: bool
     start = time.perf_counter()
     made = _predictions(cfg, data, store, progress and job.main, job)
     if job.world > 1:  # each rank writes its part; the main rank merges them and goes on alone
-        write_jsonl(
-            out / _part(job.rank), ({**p.to_dict(), ORDER: list(order)} for order, p in made)
-        )
+        write_jsonl(out / _part(job.rank), _ordered(made))
         job.barrier()
         if not job.main:
             job.barrier()  # until the main rank has merged, judged and written the manifest
             return {}
-        made = _merged(out, job.world)
+        made = _merged([out / _part(k) for k in range(job.world)])
+    counts = _publish(cfg, out, data, made, store, progress)
+    if job.world > 1:
+        for k in range(job.world):
+            (out / _part(k)).unlink()
+        job.barrier()
+    return {"predict_seconds": round(time.perf_counter() - start, 2), **counts}
+
+
+def _publish(
+    cfg: EvalConfig, out: Path, data: dict, made: Iterator[tuple], store, progress
+) -> dict:
+    """The predictions ``made`` (in the single-process order) written, judged, then the config and,
+    last, the manifest; the counts for the summary."""
     answers, todo = hashlib.sha256(), []
     n_preds = write_jsonl(
         out / A.PREDICTIONS, _rows((p for _, p in made), answers, todo, cfg.judged_tasks())
@@ -157,17 +199,102 @@ def ask(cfg: EvalConfig, out: str | Path, data: dict, store=None, progress: bool
     write_json(out / A.EVAL_CONFIG, cfg.to_dict())
     # last, atomically: the parts belong together
     write_json(out / A.EVAL_MANIFEST, manifest(out, cfg, answers.hexdigest()))
-    if job.world > 1:
-        for k in range(job.world):
-            (out / _part(k)).unlink()
-        job.barrier()
-    seconds = time.perf_counter() - start
     return {
-        "predict_seconds": round(seconds, 2),
         "predictions": n_preds,
         "judgements": len(judgements),
         "datasets": {name: len(items) for name, (_, items) in data.items()},
     }
+
+
+def _made_from(cfg: EvalConfig, shard: Ranks) -> dict:
+    """What a shard's part belongs to: the resolved config, every dataset's items as asked, and its
+    place among the shards; a part is merged only under the same."""
+    config = json.dumps(cfg.to_dict(), sort_keys=True, default=str).encode()
+    return {
+        "config": hashlib.sha256(config).hexdigest(),
+        "datasets": {
+            name: file_sha256(Path(folder) / "items.jsonl") for name, folder in cfg.datasets.items()
+        },
+        "shard": shard.rank,
+        "num_shards": shard.world,
+    }
+
+
+def ask_shard(
+    cfg: EvalConfig, out: str | Path, data: dict, shard: Ranks, store=None, progress: bool = True
+) -> dict:
+    """The share of the questions rank ``shard.rank`` of ``shard.world`` asks, through the call
+    store, into its part (:func:`shard_folder`): the rows, then ``part.json`` saying what they were
+    made from, with their count and digest. The old ``part.json`` goes first, so a shard stopped
+    part way leaves a part :func:`ask_merged` refuses. Returns ``part.json``'s contents."""
+    folder = shard_folder(out, shard)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / PART_INFO).unlink(missing_ok=True)
+    store = store if store is not None else CallStore.default()
+    start = time.perf_counter()
+    made = _predictions(cfg, data, store, progress, shard)
+    rows, _, digest = write_jsonl_hashed(folder / A.PREDICTIONS, _ordered(made))
+    seconds = round(time.perf_counter() - start, 2)
+    info = {**_made_from(cfg, shard), "rows": rows, "sha256": digest, "seconds": seconds}
+    write_json(folder / PART_INFO, info)
+    return info
+
+
+def ask_merged(
+    cfg: EvalConfig, out: str | Path, data: dict, num_shards: int, store=None, progress: bool = True
+) -> dict:
+    """The parts of ``num_shards`` shards (:func:`ask_shard`'s) merged into the predictions one
+    process writes, then judged, the config and the manifest written as :func:`ask` does; every part
+    is checked first (:class:`PartRefused` naming each one missing, unfinished or made for another
+    config or shard count) and removed once the manifest is written. Returns :func:`ask`'s counts,
+    ``predict_seconds`` being the slowest shard's plus the merge's."""
+    out = Path(out)
+    infos = checked_parts(cfg, out, num_shards)
+    store = store if store is not None else CallStore.default()
+    (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
+    start = time.perf_counter()
+    shards = [Ranks(k, num_shards) for k in range(num_shards)]
+    parts = [shard_folder(out, s) / A.PREDICTIONS for s in shards]
+    counts = _publish(cfg, out, data, _merged(parts), store, progress)
+    for s in shards:
+        shutil.rmtree(shard_folder(out, s))
+    if not any((out / SHARDS).iterdir()):
+        (out / SHARDS).rmdir()
+    slowest = max(info["seconds"] for info in infos)
+    return {"predict_seconds": round(slowest + time.perf_counter() - start, 2), **counts}
+
+
+def checked_parts(cfg: EvalConfig, out: str | Path, num_shards: int) -> list[dict]:
+    """Each shard's ``part.json``, the part checked against it and against ``cfg``; one
+    :class:`PartRefused` naming every part that cannot be merged and how to make it."""
+    infos, problems = [], []
+    for k in range(num_shards):
+        shard = Ranks(k, num_shards)
+        part = shard_folder(out, shard) / A.PREDICTIONS
+        try:
+            info = json.loads((part.parent / PART_INFO).read_text())
+        except (FileNotFoundError, ValueError):
+            problems.append(f"{part}: missing or unfinished (no readable {PART_INFO} beside it)")
+            continue
+        wanted = _made_from(cfg, shard)
+        differ = [key for key in wanted if info.get(key) != wanted[key]]
+        if differ:
+            problems.append(f"{part}: made for another {' and '.join(differ)} than this merge's")
+        elif info.get("sha256") != file_sha256(part, remember=False):
+            problems.append(f"{part}: not the part its {PART_INFO} describes (changed since)")
+        infos.append(info)
+    if problems:
+        raise PartRefused(
+            "\n".join(
+                [
+                    f"{out}: the parts of {num_shards} shards cannot be merged:",
+                    *problems,
+                    f"make each part named with the merge's --profile/--params/--set: python -m "
+                    f"lib.stages.evaluate shard --shard K --num-shards {num_shards}",
+                ]
+            )
+        )
+    return infos
 
 
 def _rows(

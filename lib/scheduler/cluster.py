@@ -8,6 +8,7 @@
       cpus_per_task: 8
       stages:
         05_train: {nodes: 2, gpus_per_node: 4, time: "12:00:00"}
+        06_evaluate: {shards: 4}  # an array of 4 jobs, a quarter of the questions each, a merge
 
 :class:`ClusterConfig` is the single source of the block's defaults. :func:`lib.config.load_profile`
 keeps the block as written (a profile extending another takes its block unless it sets its own, or
@@ -28,6 +29,9 @@ from lib.config import ParamsError, Profile, dataclass_from
 # Stages that run as several processes (ranks: lib.ranks), one per GPU and node, the only ones a job
 # may spread over nodes; the others run as one process (which may use several GPUs: device_map).
 MULTI_PROCESS = (A.TRAIN, A.EVALUATE)
+# Stages whose work splits into shards run as separate jobs, then merged (``python -m
+# lib.stages.evaluate shard`` / ``merge``): a job array and a job after it.
+SHARDED = (A.EVALUATE,)
 # Slurm's --time forms: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
 TIME = re.compile(r"\d+(:\d\d){0,2}|\d+-\d+(:\d\d){0,2}")
 
@@ -46,6 +50,7 @@ class ClusterConfig:
     time: str | None = None  # --time, e.g. "04:00:00"; a job past it is killed (rerun to resume)
     setup: list[str] = field(default_factory=list)  # shell lines before the stage (module load...)
     sbatch: list[str] = field(default_factory=list)  # more options, e.g. ["--qos=high"]
+    shards: int = 1  # more than one (06 only): an array of one-process jobs, then a merge job
     poll_s: float = 10.0  # seconds between looks at the queue while waiting (a shared slurmctld)
     stages: dict[str, dict] = field(default_factory=dict)  # stage -> fields above for its job only
 
@@ -54,8 +59,11 @@ class ClusterConfig:
         return replace(self, **self.stages.get(stage, {}), stages={})
 
     def processes(self, stage: str) -> int:
-        """How many processes ``stage``'s job runs (one per GPU and node for a stage that has ranks)."""
-        return self.nodes * max(self.gpus_per_node, 1) if stage in MULTI_PROCESS else 1
+        """How many processes ``stage``'s job runs (one per GPU and node for a stage that has ranks;
+        one in each job of a stage in shards)."""
+        if stage not in MULTI_PROCESS or self.shards > 1:
+            return 1
+        return self.nodes * max(self.gpus_per_node, 1)
 
     def problems(self, stages: list[str]) -> list[str]:
         """What is wrong with the block's values for a profile running ``stages``."""
@@ -94,7 +102,7 @@ def cluster_of(profile: Profile) -> ClusterConfig | None:
 def _job_problems(job: ClusterConfig, stage: str) -> list[str]:
     """One job's settings (``stage``: the stage whose ``stages:`` entry made them, or "")."""
     where, out = f"stages.{stage}." if stage else "", []
-    for name, least in (("nodes", 1), ("gpus_per_node", 0), ("cpus_per_task", 1)):
+    for name, least in (("nodes", 1), ("gpus_per_node", 0), ("cpus_per_task", 1), ("shards", 1)):
         value = getattr(job, name)
         if value is not None and value < least:
             out.append(f"{where}{name}: must be at least {least}, got {value}")
@@ -104,5 +112,15 @@ def _job_problems(job: ClusterConfig, stage: str) -> list[str]:
         out.append(
             f"{where}nodes: {stage or 'every stage'} would run on {job.nodes} nodes; only "
             f"{', '.join(MULTI_PROCESS)} run as several processes (set nodes under their stages:)"
+        )
+    if job.shards > 1 and stage not in SHARDED:
+        out.append(
+            f"{where}shards: {stage or 'every stage'} would run in {job.shards} shards; only "
+            f"{', '.join(SHARDED)} can (set shards under their stages:)"
+        )
+    if job.shards > 1 and job.nodes > 1:
+        out.append(
+            f"{where}shards: each of the {job.shards} shards is a job of one process on one "
+            f"node, not {job.nodes}: set nodes: 1, or shards: 1 to run the stage on {job.nodes} nodes"
         )
     return out

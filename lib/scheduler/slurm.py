@@ -15,6 +15,18 @@ one fails); the first is held until the submission is recorded and the run folde
 A stage that runs as several processes (05 or 06 given several nodes or GPUs) runs its command line
 under ``srun`` + ``torchrun --nnodes`` with a c10d rendezvous on the job's first node.
 
+Stage 06 given ``shards: k`` is two jobs: an array (``<stage>.shards.sbatch``, ``--array=0-(k-1)``,
+a log per task) whose task i runs ``python -m lib.stages.evaluate shard --shard i --num-shards k``,
+then a merge job after it (``<stage>.sbatch``) running ``python -m lib.stages.evaluate merge``; the
+next stage waits for the merge. The merge job runs the stage's command, not its notebook, because
+the notebook's parameters are only profile, run and overrides, and how the questions were cut is not
+a config value (as a field it would enter ``config.json``, the manifest and provenance, and a
+sharded run would no longer record the config a one-process run records); the command calls the
+same step functions the notebook does after asking (:func:`lib.stages.evaluate.merge`), as a
+multi-process job's ``torchrun`` runs the stage's command too. A failed task stops the waiting
+command with the end of that task's log, and the array's other tasks are cancelled with the jobs
+after it; the rerun asks only what the call store does not hold.
+
 The submitter prints the job ids and waits, looking at ``scontrol show job`` (accounting may be off,
 so not ``sacct``); a job that ends other than COMPLETED stops it with the end of the job's log.
 Running the same command again resumes: every stage is submitted again and resumes from what it
@@ -57,7 +69,16 @@ class Job:
     stage: str
     job_id: str
     script: str
-    log: str
+    log: str  # an array's: its tasks' logs, %a standing for the task's number
+    array: int = 0  # an array's number of tasks (0: a plain job)
+
+    @property
+    def label(self) -> str:
+        return f"{self.stage} shards" if self.array else self.stage
+
+
+# the array job of a stage in shards is named after the stage with this suffix (script, log, name)
+SHARDS = ".shards"
 
 
 def folder(run: str) -> Path:
@@ -80,13 +101,24 @@ def slurm(*argv: str) -> str:
     return done.stdout
 
 
-def job_script(plan, step, overrides: dict) -> str:
-    """The sbatch script of ``step`` (a :class:`lib.pipeline.StagePlan` of ``plan``)."""
+def stage_jobs(plan, step) -> list[str]:
+    """The names of a stage's jobs, in order: the stage's, or for a stage in shards the array's
+    (``<stage>.shards``) then the merge's (the stage's)."""
+    shards = plan.cluster.for_stage(step.stage).shards > 1
+    return [step.stage + SHARDS, step.stage] if shards else [step.stage]
+
+
+def job_script(plan, step, overrides: dict, name: str | None = None) -> str:
+    """The sbatch script of job ``name`` (one of :func:`stage_jobs`; the stage's by default) of
+    ``step`` (a :class:`lib.pipeline.StagePlan` of ``plan``)."""
     job = plan.cluster.for_stage(step.stage)
+    name = name or step.stage
     here = folder(plan.run)
+    array = name.endswith(SHARDS)
     options = {
-        "job-name": f"vqalab-{plan.run}-{step.stage}",
-        "output": f"{here}/{step.stage}.%j.log",
+        "job-name": f"vqalab-{plan.run}-{name}",
+        "output": f"{here}/{name}.{'%A_%a' if array else '%j'}.log",
+        "array": f"0-{job.shards - 1}" if array else None,
         "partition": job.partition,
         "account": job.account,
         "nodes": job.nodes,
@@ -106,23 +138,29 @@ def job_script(plan, step, overrides: dict) -> str:
         f"export VQALAB_OUTPUTS={shlex.quote(str(outputs_root()))}",
         "export PYTHONUNBUFFERED=1",
         *job.setup,
-        *_command(plan, step, job, overrides),
+        *_command(plan, step, job, overrides, array),
         "",
     ]
     return "\n".join(lines)
 
 
-def _command(plan, step, job: ClusterConfig, overrides: dict) -> list[str]:
-    """The job's command: the stage's notebook through the pipeline, or its ranks under torchrun."""
+def _command(plan, step, job: ClusterConfig, overrides: dict, array: bool) -> list[str]:
+    """The job's command: the stage's notebook through the pipeline, its ranks under torchrun, or
+    for a stage in shards a shard (an array's task) or the merge."""
     python = shlex.quote(sys.executable)
     here = folder(plan.run)
+    params = shlex.quote(str(here / f"{step.stage}.params.yaml"))
+    extra = f" --params {params}" if overrides.get(step.stage) else ""
+    module = f"lib.stages.{step.stage.split('_', 1)[1]}"  # 06_evaluate: lib.stages.evaluate
+    if job.shards > 1:
+        common = f"--profile {plan.profile.name} --run {plan.run}"
+        which = 'shard {} --shard "$SLURM_ARRAY_TASK_ID"' if array else "merge {}"
+        command = which.format(common)
+        return [f"exec {python} -m {module} {command} --num-shards {job.shards}{extra}"]
     if job.processes(step.stage) == 1:
         common = f"--profile {plan.profile.name} --run {plan.run}"
         extra = f" --overrides {shlex.quote(str(here / 'overrides.yaml'))}" if overrides else ""
         return [f"exec {python} -m lib.pipeline {common} --stage {step.stage} --local{extra}"]
-    params = shlex.quote(str(here / f"{step.stage}.params.yaml"))
-    extra = f" --params {params}" if overrides.get(step.stage) else ""
-    module = type(step.resolved.cfg).__module__
     # --out, not --run: torchrun would read --run as its own --run-path
     out = shlex.quote(str(run_dir(plan.run) / step.stage))
     return [
@@ -147,6 +185,28 @@ def state(job_id: str) -> str | None:
     return m.group(1) if m else None
 
 
+def job_state(job: Job) -> tuple[str | None, str | None]:
+    """A job's state and, for an array, the task it is of. An array's (one line a task, or a line
+    for tasks not started yet) is its first failed task's; COMPLETED when every task is; RUNNING
+    while any task runs; else that of its tasks not done (PENDING)."""
+    if not job.array:
+        return state(job.job_id), None
+    try:
+        shown = slurm("scontrol", "show", "job", "-o", job.job_id)
+    except SlurmError:
+        return None, None
+    tasks = [
+        (m.group(2), m.group(1))
+        for line in shown.splitlines()
+        if (m := re.search(r"\bArrayTaskId=(\S+).*?\bJobState=(\S+)", line))
+    ]
+    failed = [(now, task) for now, task in tasks if now in FAILED]
+    if not tasks or failed:
+        return failed[0] if failed else (None, None)
+    states = [now for now, _ in tasks if now != "COMPLETED"]
+    return ("RUNNING" if "RUNNING" in states else states[0]) if states else "COMPLETED", None
+
+
 def submissions(run: str) -> list[list[Job]]:
     """Every submission of the run, oldest first (``jobs.json``)."""
     path = folder(run) / "jobs.json"
@@ -159,7 +219,7 @@ def live(run: str) -> list[Job]:
     """The jobs of the run's last submission still queued or running, when none of them failed;
     those left of a chain where one failed or was cancelled are cancelled (a rerun replaces them)."""
     last = (submissions(run) or [[]])[-1]
-    states = {j.job_id: state(j.job_id) for j in last}
+    states = {j.job_id: job_state(j)[0] for j in last}
     queued = [j for j in last if states[j.job_id] not in FAILED | {"COMPLETED", None}]
     if queued and any(s in FAILED for s in states.values()):
         slurm("scancel", *(j.job_id for j in queued))
@@ -195,14 +255,17 @@ def _submit(plan, overrides: dict) -> list[Job]:
     jobs: list[Job] = []
     try:
         for step in plan.steps:
-            script = here / f"{step.stage}.sbatch"
-            script.write_text(job_script(plan, step, overrides))
-            after = [f"--dependency=afterok:{jobs[-1].job_id}"] if jobs else ["--hold"]
-            job_id = slurm("sbatch", "--parsable", "--kill-on-invalid-dep=yes", *after, str(script))
-            job_id = job_id.strip().split(";")[0]  # "id;cluster" on a federation
-            jobs.append(
-                Job(step.stage, job_id, str(script), str(here / f"{step.stage}.{job_id}.log"))
-            )
+            for name in stage_jobs(plan, step):
+                script = here / f"{name}.sbatch"
+                script.write_text(job_script(plan, step, overrides, name))
+                after = [f"--dependency=afterok:{jobs[-1].job_id}"] if jobs else ["--hold"]
+                job_id = slurm(
+                    "sbatch", "--parsable", "--kill-on-invalid-dep=yes", *after, str(script)
+                )
+                job_id = job_id.strip().split(";")[0]  # "id;cluster" on a federation
+                array = plan.cluster.for_stage(step.stage).shards if name.endswith(SHARDS) else 0
+                log = here / f"{name}.{job_id}{'_%a' if array else ''}.log"
+                jobs.append(Job(step.stage, job_id, str(script), str(log), array))
     except SlurmError:
         if jobs:
             slurm("scancel", *(j.job_id for j in jobs))
@@ -230,26 +293,30 @@ def wait(jobs: list[Job], poll_s: float) -> None:
 
 def _wait_one(job: Job, after: list[Job], poll_s: float) -> None:
     seen = None
-    while (now := state(job.job_id)) != "COMPLETED":
-        if now != seen:
-            print(f"[{job.stage}] job {job.job_id} {now}", flush=True)
-            seen = now
-        if now is None or now in FAILED:
-            rest = [j.job_id for j in after if state(j.job_id) not in FAILED | {None}]
+    while (now := job_state(job))[0] != "COMPLETED":
+        state_now, task = now
+        if state_now != seen:
+            print(f"[{job.label}] job {job.job_id} {state_now}", flush=True)
+            seen = state_now
+        if state_now is None or state_now in FAILED:
+            # an array's other tasks too: its merge will not run, and a rerun submits them again
+            rest = [job.job_id] if job.array and state_now is not None else []
+            rest += [j.job_id for j in after if job_state(j)[0] not in FAILED | {None}]
             if rest:
                 slurm("scancel", *rest)
-            raise SlurmError(_failed(job, now))
+            raise SlurmError(_failed(job, state_now, task))
         time.sleep(poll_s)
-    print(f"[{job.stage}] job {job.job_id} COMPLETED; log {job.log}", flush=True)
+    print(f"[{job.label}] job {job.job_id} COMPLETED; log {job.log}", flush=True)
 
 
-def _failed(job: Job, now: str | None) -> str:
-    log = Path(job.log)
+def _failed(job: Job, now: str | None, task: str | None = None) -> str:
+    log = Path(job.log.replace("%a", task) if task else job.log)
     tail = log.read_text(errors="replace").splitlines()[-TAIL_LINES:] if log.exists() else []
     how = f"ended {now}" if now else "is no longer known to Slurm"
+    which = f"job {job.job_id}" + (f" (task {task} of its array)" if task else "")
     return "\n".join(
         [
-            f"stage {job.stage}: job {job.job_id} {how}; its script {job.script}, its log {log}"
+            f"stage {job.stage}: {which} {how}; its script {job.script}, its log {log}"
             + (", which ends:" if tail else " (not written: the job never started)"),
             *(f"  | {line}" for line in tail),
             "Fix the cause, then run the same command again: the stages resume from what they stored.",
@@ -258,4 +325,4 @@ def _failed(job: Job, now: str | None) -> str:
 
 
 def _ids(jobs: list[Job]) -> str:
-    return ", ".join(f"{j.stage} {j.job_id}" for j in jobs)
+    return ", ".join(f"{j.label} {j.job_id}" for j in jobs)

@@ -4,6 +4,13 @@
     python -m lib.stages.evaluate --profile demo          # -> outputs/demo/06_evaluate
     python -m lib.stages.evaluate rescore --run RUN   # recompute every table from stored outputs, no model
 
+For cluster runs (a Slurm array, :mod:`lib.scheduler.slurm`), the questions in shards, each a job of
+its own, then merged (the config of each resolved as the stage resolves it: ``--profile``,
+``--params``, ``--set``, ``--run``):
+
+    python -m lib.stages.evaluate shard --profile P --shard i --num-shards k   # i = 0 .. k-1
+    python -m lib.stages.evaluate merge --profile P --num-shards k   # then run()'s other steps
+
 Notebook 06 calls the steps :func:`run` composes, one per section: :func:`items_to_ask`,
 :func:`~lib.eval.ask.ask`, :func:`~lib.eval.rescore.rescore_folder`, then :func:`finish` (summary
 and provenance). The work is the evaluation engine's (:mod:`lib.eval`): which items, asking (one
@@ -39,14 +46,14 @@ from pathlib import Path
 
 from lib import artifacts as A
 from lib import cli, config
-from lib.eval.ask import ask
+from lib.eval.ask import PartRefused, ask, ask_merged, ask_shard, shard_folder
 from lib.eval.items import load_eval_items
 from lib.eval.rescore import rescore_folder
 from lib.eval.score import invalid_summary
 from lib.eval.settings import EvalConfig
 from lib.io import ItemsAt, release_memory
-from lib.paths import run_dir, stage_dir
-from lib.ranks import ranks
+from lib.paths import RunLock, run_dir, stage_dir
+from lib.ranks import Ranks, ranks
 
 # the steps notebook 06 calls, the engine's among them
 __all__ = [
@@ -56,10 +63,12 @@ __all__ = [
     "invalid_summary",
     "items_to_ask",
     "main",
+    "merge",
     "rescore_folder",
     "resolved",
     "run",
     "run_of",
+    "shard",
 ]
 
 
@@ -122,19 +131,48 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     return finish(cfg, out, counts, rescore_folder(out))
 
 
+def shard(cfg: EvalConfig, out: str | Path, part: Ranks, store=None, progress: bool = True) -> dict:
+    """Shard ``part.rank`` of ``part.world``: the share of the questions that rank of a ``torchrun``
+    job asks (:func:`~lib.eval.ask.ask_shard`), written to its own part for :func:`merge`; returns
+    what the part was made from. The shards of a Slurm array run at the same time, so a shard does
+    not take the run folder's lock (:func:`lib.config.stage_run`, which the stage and :func:`merge`
+    hold while they write the stage's files): it writes nothing but its part, atomically, and holds
+    that part's own lock instead, so two processes never write one part at once."""
+    config.check_values(cfg, f"{type(cfg).__name__} (as shard() got it)")
+    if ranks().world > 1:
+        raise config.ParamsError(
+            "shard runs as one process; under torchrun the ranks split the questions themselves: "
+            "run the stage's own command"
+        )
+    cfg, data = items_to_ask(cfg, out)
+    with RunLock(shard_folder(out, part)):
+        return ask_shard(cfg, out, data, part, store, progress)
+
+
+@config.stage_run
+def merge(
+    cfg: EvalConfig, out: str | Path, num_shards: int, store=None, progress: bool = True
+) -> dict:
+    """The rest of the stage after ``num_shards`` shards (:func:`shard`), as :func:`run` does it
+    after asking: the parts checked and merged into the predictions one process writes
+    (:func:`~lib.eval.ask.ask_merged`), judged, the tables scored, summary and provenance."""
+    cfg, data = items_to_ask(cfg, out)
+    counts = ask_merged(cfg, out, data, num_shards, store, progress)
+    del data
+    release_memory()
+    return finish(cfg, out, counts, rescore_folder(out))
+
+
+PROG = "python -m lib.stages.evaluate"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["shard"], ["merge"]):
+        return cluster_main(argv)
     if argv[:1] != ["rescore"]:
-        return cli.main(
-            "python -m lib.stages.evaluate",
-            EvalConfig,
-            run,
-            argv,
-            description="Stage 06: evaluate.",
-        )
-    ap = argparse.ArgumentParser(
-        prog="python -m lib.stages.evaluate", description="Evaluation tools."
-    )
+        return cli.main(PROG, EvalConfig, run, argv, description="Stage 06: evaluate.")
+    ap = argparse.ArgumentParser(prog=PROG, description="Evaluation tools.")
     sub = ap.add_subparsers(dest="command", required=True)
     rs = sub.add_parser(
         "rescore", help="recompute metrics.csv, levels.csv, errors.csv from stored outputs"
@@ -158,6 +196,40 @@ def main(argv: list[str] | None = None) -> int:
     if stale:
         print(f"replaced stale tables: {stale}", file=sys.stderr)
     print(json.dumps({"folder": str(folder), **summary}))
+    return 0
+
+
+def cluster_main(argv: list[str]) -> int:
+    """``shard``: one shard's part (:func:`shard`); ``merge``: the parts merged and the stage
+    finished (:func:`merge`). A shard out of range, a part missing or made for another config, or a
+    busy run is an ``error:`` (exit code 2)."""
+    command = argv[0]
+    ap = cli.parser(f"{PROG} {command}", f"Stage 06: {command} (a cluster's array of shards).")
+    if command == "shard":
+        ap.add_argument("--shard", type=int, required=True, help="this shard: 0 .. num-shards - 1")
+    ap.add_argument(
+        "--num-shards", type=int, required=True, help="how many shards ask the questions"
+    )
+    args = ap.parse_args(argv[1:])
+    if args.num_shards < 1:
+        ap.error(f"--num-shards: at least 1, got {args.num_shards}")
+    if command == "shard" and not 0 <= args.shard < args.num_shards:
+        ap.error(
+            f"--shard: 0 to {args.num_shards - 1} for {args.num_shards} shards, got {args.shard}"
+        )
+    stage = cli.resolved(EvalConfig, args)
+    if stage is None:
+        return 2
+    out = Path(args.out) if args.out else stage.out
+    try:
+        if command == "shard":
+            summary = shard(stage.cfg, out, Ranks(args.shard, args.num_shards))
+        else:
+            summary = merge(stage.cfg, out, args.num_shards)
+    except (*cli.INPUT_ERRORS, PartRefused) as e:
+        print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
+        return 2
+    print(json.dumps(summary, indent=1, default=str))
     return 0
 
 

@@ -2,7 +2,9 @@
 profile submitted as chained jobs ends with the outputs of a local run; a job cancelled with
 ``scancel`` part-way through its stage is resumed by running the same command again, asking no
 model again for what was stored; stage 05 as one job on both nodes (``srun`` + ``torchrun --nnodes
-2``) trains as ``torchrun --nproc_per_node 2`` does on one machine.
+2``) trains as ``torchrun --nproc_per_node 2`` does on one machine; stage 06 in two shards (a job
+array, then a merge job) writes the local run's predictions, with a ``--set`` override reaching
+every job.
 
 The profile is the smoke one plus a ``cluster:`` block, a layer in a temporary params folder;
 each run writes under its own temporary outputs root (its own call store too, so the Slurm run
@@ -79,6 +81,13 @@ LAYERS = {
         },
     },
     f"06_evaluate.{PROFILE}.yaml": {"max_items": 8, "judge": None, "styles": ["zero_shot"]},
+    # stage 06 as an array of two shard jobs and a merge job; max_items 4 here, which the test's
+    # --set puts back to the 8 of the local run: the predictions match only if every job took it
+    "common.twoshards.yaml": {
+        "extends": PROFILE,
+        "cluster": {"cpus_per_task": 2, "poll_s": 0.5, "stages": {"06_evaluate": {"shards": 2}}},
+    },
+    "06_evaluate.twoshards.yaml": {"max_items": 4},
 }
 
 
@@ -281,3 +290,29 @@ def test_stage_05_on_two_nodes_trains_as_two_processes_on_one_machine(
     for run in ("twonodes", "here"):
         summary = json.loads((outputs / run / "05_train" / "summary.json").read_text())
         assert summary["training"]["processes"] == 2
+
+
+def test_stage_06_in_two_shards_merges_to_the_one_process_predictions(
+    cluster, params, local, tmp_path
+):
+    """06 as an array of two shard jobs, then a merge job after it, from the local run's 00-05:
+    its predictions and tables are the local (one-process) run's, and a ``--set`` on the command
+    line reaches the shards and the merge (the profile's max_items differs from the local run's)."""
+    outputs = outputs_beside(local, tmp_path, "twoshards", without=("06_evaluate",))
+    again = ["--stage", "06_evaluate", "--run", "twoshards", "--set", "06_evaluate.max_items=8"]
+    out = ok(pipeline(params, outputs, cluster, *again, profile="twoshards"))
+    record = outputs / "twoshards" / "slurm" / "jobs.json"
+    jobs = json.loads(record.read_text())["submissions"][0]["jobs"]
+    assert [(j["stage"], j["array"]) for j in jobs] == [("06_evaluate", 2), ("06_evaluate", 0)]
+    array, merge = jobs
+    assert (
+        f"06_evaluate shards {array['job_id']}" in out and f"06_evaluate {merge['job_id']}" in out
+    )
+    for task in (0, 1):  # each task asked its own share (its part's record, printed to its log)
+        log = Path(array["log"].replace("%a", str(task))).read_text()
+        assert f'"shard": {task}' in log and '"num_shards": 2' in log, log[-2000:]
+    assert "--params" in Path(array["script"]).read_text() + Path(merge["script"]).read_text()
+    ran = {k: v for k, v in digests(outputs, "twoshards").items() if k.startswith("06_")}
+    print(json.dumps({"twoshards_digests": ran}, indent=1))
+    expected = {k: v for k, v in digests(local).items() if k.startswith("06_")}
+    assert ran == expected and len(expected) >= 3, sorted(ran)
