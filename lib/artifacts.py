@@ -61,6 +61,9 @@ AF_DATASET = "adversarial"  # 03's dataset name (the None- questions)
 AF_DATASETS = {"none-minus": AF_DATASET, "none-plus": "adversarial_none_plus"}  # 03's two forms
 SCRAPBOOK_DATASET = "scrapbook"  # 04's main dataset name
 CURVE = "curve.csv"  # 05
+# 05: the systems summary.json compares on held-out questions, as tables and bars show them: the lines
+# a trained model must rise above (the answer prior; itself asked about blank pictures), base, trained
+TRAIN_SYSTEMS = ("majority", "blank", "base", "trained")
 BEST, LAST, CHECKPOINT = "best", "last", "checkpoint"  # 05
 PREDICTIONS = "predictions.jsonl"  # 06
 JUDGEMENTS = "judgements.jsonl"  # 06

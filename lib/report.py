@@ -169,9 +169,7 @@ def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
         for name, d in summary.get("datasets", {}).items():
             parts.append(f"<p>{text(name)}: {d['images']} images, {d['questions']:,} questions</p>")
     if stage == A.TRAIN and summary:
-        table = pd.DataFrame(
-            {k: summary[k] for k in ("majority", "base", "trained") if k in summary}
-        ).T
+        table = pd.DataFrame({k: summary[k] for k in A.TRAIN_SYSTEMS if k in summary}).T
         parts.append(
             _table(
                 table,
@@ -289,12 +287,13 @@ def _results(root: Path) -> str:
         parts.append(_withheld(why))
     train = A.read_summary(root, A.TRAIN) or {}
     if "trained" in train:
-        table = pd.DataFrame({k: train[k] for k in ("trained", "base", "majority") if k in train}).T
+        table = pd.DataFrame({k: train[k] for k in A.TRAIN_SYSTEMS[::-1] if k in train}).T
         parts.append(
             _table(
                 table[[c for c in table.columns if c.count("_") <= 1]],
                 f"Fine-tuning (stage 05): "
-                f"held-out accuracy of the trained model, its base and the majority answer "
+                f"held-out accuracy of the trained model, itself asked about blank pictures, its "
+                f"base and the majority answer "
                 f"({train.get('n_test')} questions)",
                 max_rows=5,
             )

@@ -73,13 +73,16 @@ curve, (fig, ax) = train.curve(out)
 fig
 
 # %% [markdown]
-# ## Base vs trained vs majority answer on held-out images
+# ## Base vs trained vs majority answer vs blank pictures on held-out images
+#
+# The trained model must rise above the answer prior (the majority answer) and above what the
+# question alone tells it (itself asked about blank pictures): its margins over each, per question
+# type, with paired intervals over images.
 
 # %%
 result, (fig, ax) = train.comparison(cfg, out)
-display(
-    pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T.style.format("{:.3f}")
-)
+display(pd.DataFrame({k: result[k] for k in train.SYSTEMS}).T.style.format("{:.3f}"))
+display(pd.DataFrame(result["margins"]))
 fig
 
 # %% [markdown]

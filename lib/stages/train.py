@@ -10,12 +10,13 @@ Notebook 05 calls the steps :func:`run` composes, one per section: :func:`bind_d
 the training engine's (:mod:`lib.training`): examples and batches, the model, the loop with its
 validation, checkpoints and resume, one process or many. This module holds the stage's config
 (the one source of its defaults), binds the engine to a run, compares base, trained and the
-majority answer, and draws the figures.
+majority answer and the model asked about blank pictures, and draws the figures.
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
@@ -32,14 +33,19 @@ from lib.training.data import Example, collate, load_examples
 from lib.training.loop import finish_training, start_training, train, train_steps, training_summary
 from lib.training.model import load_trained
 from lib.training.validation import (
+    accuracies,
+    ask_examples,
+    blank_examples,
     evaluate_examples,
     group_sizes,
-    majority_baseline,
+    majority_hits,
+    margins,
     score_examples,
 )
 
 # the steps notebook 05 calls and the engine's entry points the tests and scripts/gpu_check.py reach through the stage
 __all__ = [
+    "SYSTEMS",
     "Example",
     "TrainConfig",
     "bind_datasets",
@@ -141,7 +147,7 @@ class TrainConfig(config.StageConfig):
     val_max_new_tokens: int = (
         8  # validation decodes like evaluation: free text unless the task has a closed set
     )
-    max_test: int = 1000  # held-out questions for the base / trained / majority comparison
+    max_test: int = 1000  # held-out questions for the comparison of SYSTEMS
     image_cache_mb: int = 1024  # decoded training images kept in memory (least recently used out; 0: decode every step)
     resume: bool = True  # continue from checkpoint/ when it was made with the same settings
     seed: int = 0
@@ -179,9 +185,14 @@ class TrainConfig(config.StageConfig):
         }
 
 
+SYSTEMS = A.TRAIN_SYSTEMS  # the held-out comparison's systems, in the order tables show them
+
+
 def compare(cfg: TrainConfig, out_dir: str | Path) -> dict:
-    """Base (untrained) vs trained (best validation) vs the majority answer, on the test split.
-    The majority answer per question type comes from every training question (no training filter)."""
+    """Base (untrained) vs trained (best validation) vs the majority answer vs the trained model
+    asked about blank pictures (:func:`~lib.training.validation.blank_examples`), on the test split,
+    and the trained model's margins over each (:func:`~lib.training.validation.margins`). The
+    majority answer per question type comes from every training question (no training filter)."""
     # training filters touch the train split only, so one unfiltered load serves both purposes
     everything, _ = load_examples(replace(cfg, train_types=[], train_targets=[]))
     rng = np.random.default_rng(cfg.seed)
@@ -189,29 +200,28 @@ def compare(cfg: TrainConfig, out_dir: str | Path) -> dict:
         everything["test"][i]
         for i in sorted(rng.permutation(len(everything["test"]))[: cfg.max_test])
     ]
+
+    def hits(model, processor, examples) -> list[bool]:
+        question_first = wants_question_first(cfg.model)
+        responses = ask_examples(
+            model, processor, examples, cfg.val_max_new_tokens, 32, question_first, cfg.model
+        )
+        return score_examples(examples, responses)
+
+    right = {"majority": majority_hits(everything["train"], test)}
     base = load_model(cfg.model).load()
+    right["base"] = hits(base.model, base.processor, test)
+    del base
     model, processor = load_trained(cfg, Path(out_dir) / "best")
+    with tempfile.TemporaryDirectory() as blank:
+        right["blank"] = hits(model, processor, blank_examples(test, blank))
+    right["trained"] = hits(model, processor, test)
     return {
         "n_test": len(test),
         "test_images": len({e.image for e in test}),
         "n": group_sizes(test),
-        "majority": majority_baseline(everything["train"], test),
-        "base": evaluate_examples(
-            base.model,
-            base.processor,
-            test,
-            question_first=wants_question_first(cfg.model),
-            max_new_tokens=cfg.val_max_new_tokens,
-            spec=cfg.model,
-        ),
-        "trained": evaluate_examples(
-            model,
-            processor,
-            test,
-            question_first=wants_question_first(cfg.model),
-            max_new_tokens=cfg.val_max_new_tokens,
-            spec=cfg.model,
-        ),
+        **{name: accuracies(test, right[name]) for name in SYSTEMS},
+        "margins": margins({name: right[name] for name in ("majority", "blank", "trained")}, test),
     }
 
 
@@ -240,12 +250,10 @@ def curve(out: str | Path) -> tuple[pd.DataFrame, tuple]:
 
 
 def comparison(cfg: TrainConfig, out: str | Path) -> tuple[dict, tuple]:
-    """Base vs trained vs the majority answer on up to ``cfg.max_test`` test questions
-    (:func:`compare`) and its bar chart (``figures/base_vs_trained``); the result and ``(fig, ax)``."""
+    """The :data:`SYSTEMS` on up to ``cfg.max_test`` test questions (:func:`compare`) and its bar
+    chart (``figures/base_vs_trained``); the result and ``(fig, ax)``."""
     result = compare(cfg, out)
-    fig, ax = plots.accuracy_bars(
-        pd.DataFrame({k: result[k] for k in ("majority", "base", "trained")}).T, result["n"]
-    )
+    fig, ax = plots.accuracy_bars(pd.DataFrame({k: result[k] for k in SYSTEMS}).T, result["n"])
     plots.save(fig, Path(out) / A.FIGURES, "base_vs_trained", close=True)
     return result, (fig, ax)
 
@@ -254,9 +262,8 @@ def finish(cfg: TrainConfig, out: str | Path, training: dict, result: dict) -> d
     """The summary from what the steps returned (:func:`train`'s summary, :func:`comparison`'s
     result) and provenance (``cfg`` as :func:`bind_datasets` returned it)."""
     summary = {
-        "base": result["base"],
-        "trained": result["trained"],
-        "majority": result["majority"],
+        **{name: result[name] for name in SYSTEMS},
+        "margins": result["margins"],
         "train_seconds": training["train_seconds"],
         "n_test": result["n_test"],
         "training": training,
@@ -267,7 +274,7 @@ def finish(cfg: TrainConfig, out: str | Path, training: dict, result: dict) -> d
 @config.stage_run
 def run(cfg: TrainConfig, out: str | Path, progress: bool = True) -> dict:
     """The stage, step by step as notebook 05 runs it: the datasets resolved, training (resuming when
-    allowed), the curve, base / trained / majority compared on the test split, summary and provenance."""
+    allowed), the curve, the SYSTEMS compared on the test split, summary and provenance."""
     out = Path(out)
     cfg = bind_datasets(cfg, out)
     training = train(cfg, out, resume=cfg.resume, progress=progress)

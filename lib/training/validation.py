@@ -2,16 +2,22 @@
 constrained only where the task has a closed answer set), read and scored by the evaluation
 engine (:func:`lib.eval.score.read_answer`, :func:`lib.eval.score.score_group`: stage 06's
 reading and scoring), then accuracies overall, per question type and per type and target kind;
-the metric that picks ``best/``, and the majority answer's accuracy (the line a model must rise
-above)."""
+the metric that picks ``best/``, and the two lines a trained model must rise above: the majority
+answer (the answer prior) and the model asked about a blank image (the blind answer: what the
+question alone gives away), each held to by a paired interval over clusters (:func:`margins`)."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
+from lib.eval.paired import paired_difference
 from lib.eval.score import read_answer, score_group
+from lib.metrics.stats import N_RESAMPLES
 from lib.models import generate
 from lib.models.hf import HFModel
 from lib.schema import Prediction
@@ -138,10 +144,77 @@ def selection_metric(cfg: TrainSettings, examples: list[Example]) -> str:
     )  # tasks that disagree: the micro average
 
 
-def majority_baseline(train: list[Example], test: list[Example]) -> dict:
-    """Accuracy of always giving the training split's most frequent answer for the question type."""
+def majority_hits(train: list[Example], test: list[Example]) -> list[bool]:
+    """Is the training split's most frequent answer for each test question's type its answer?"""
     top = {}
     for kind in {e.question_type for e in test}:
         answers = sorted(e.answer for e in train if e.question_type == kind)
         top[kind] = max(set(answers), key=lambda a: (answers.count(a), a)) if answers else None
-    return accuracies(test, [e.answer == top[e.question_type] for e in test])
+    return [e.answer == top[e.question_type] for e in test]
+
+
+def majority_baseline(train: list[Example], test: list[Example]) -> dict:
+    """Accuracy of always giving the training split's most frequent answer for the question type."""
+    return accuracies(test, majority_hits(train, test))
+
+
+BLANK = (128, 128, 128)  # the blind baseline's picture: mid-grey, no object, colour, count or place
+
+
+def blank_examples(examples: list[Example], folder: str | Path) -> list[Example]:
+    """``examples`` asked about blank pictures: each of their images replaced by a :data:`BLANK`
+    one of the same size and name under ``folder`` (one subfolder per dataset folder, so names
+    never collide). What a model answers about them is what the question alone tells it."""
+    folder = Path(folder)
+    roots = {root: folder / str(k) for k, root in enumerate(sorted({e.root for e in examples}))}
+    for e in examples:
+        for name in e.item.images:
+            blank = roots[e.root] / name
+            if not blank.exists():
+                with Image.open(Path(e.root) / name) as im:
+                    size = im.size
+                blank.parent.mkdir(parents=True, exist_ok=True)
+                Image.new("RGB", size, BLANK).save(blank)
+    return [Example(e.item, str(roots[e.root])) for e in examples]
+
+
+def margins(
+    hits: dict[str, list[bool]],
+    examples: list[Example],
+    system: str = "trained",
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+) -> list[dict]:
+    """Per question type and per other system of ``hits`` (the majority answer, the blind model...):
+    ``system``'s accuracy minus that one's on the same questions, with its paired interval over the
+    questions' clusters (:meth:`Task.cluster`: an image's questions move together, in both at once;
+    :func:`lib.eval.paired.paired_difference`; no bounds, ``None``, over fewer than two)."""
+    kinds = np.array([e.question_type for e in examples], dtype=object)
+    clusters = np.array([str(task_of(e.item).cluster(e.item)) for e in examples])
+
+    def bound(x: float) -> float | None:  # JSON has no NaN
+        return None if math.isnan(x) else round(x, 4)
+
+    rows = []
+    for kind in sorted(set(kinds)):
+        at = kinds == kind
+        for other in (name for name in hits if name != system):
+            diff, low, high = paired_difference(
+                np.asarray(hits[other], float)[at],
+                np.asarray(hits[system], float)[at],
+                n_resamples=n_resamples,
+                seed=seed,
+                clusters=clusters[at],
+            )
+            rows.append(
+                {
+                    "type": kind,
+                    "over": other,
+                    "margin": round(diff, 4),
+                    "ci_low": bound(low),
+                    "ci_high": bound(high),
+                    "n": int(at.sum()),
+                    "n_clusters": len(set(clusters[at])),
+                }
+            )
+    return rows
