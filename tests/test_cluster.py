@@ -44,7 +44,7 @@ def _params(tmp_path: Path, base: str, common: dict) -> Path:
         ({"stages": {"05_train": {"gpus": 2}}}, "stages.05_train: unknown key 'gpus'"),
         ({"stages": {"07_analyze": {"time": "10"}}}, "stages.07_analyze: the profile does not"),
         ({"stages": {"05_train": {"poll_s": 1}}}, "05_train.poll_s: set once for the run"),
-        ({"stages": {"04_scrapbook": {"shards": 2}}}, "04_scrapbook would run in 2 shards"),
+        ({"stages": {"05_train": {"shards": 2}}}, "05_train would run in 2 shards; only 04_scr"),
         ({"shards": 0}, "shards: must be at least 1, got 0"),
     ],
 )
@@ -148,10 +148,11 @@ class FakeSlurm:
         return ""
 
 
-def _sharded_plan(tmp_path, monkeypatch, overrides: dict | None = None):
-    """The smoke profile's 04-06 with 06 in two shards, its outputs in ``tmp_path``; Slurm faked."""
+def _sharded_plan(tmp_path, monkeypatch, overrides: dict | None = None, sharded="06_evaluate"):
+    """The smoke profile's 04-06 with ``sharded`` in two shards, its outputs in ``tmp_path``; Slurm
+    faked."""
     stages = ["00_setup", "01_collect", "02_annotate", "03_adversarial_filter", "04_scrapbook"]
-    block = {"time": "10", "stages": {"06_evaluate": {"shards": 2}}}
+    block = {"time": "10", "stages": {sharded: {"shards": 2}}}
     params = _params(
         tmp_path, "smoke", {"cluster": block, "stages": stages + ["05_train", "06_evaluate"]}
     )
@@ -191,6 +192,39 @@ def test_a_stage_in_shards_is_an_array_then_a_merge_with_the_next_stage_after_th
     assert "--local" not in array + merge and "--local" in fake.submitted[0][2]
     assert jobs[2].log.endswith("slurm/06_evaluate.shards.102_%a.log")
     assert Path(jobs[2].script).name == "06_evaluate.shards.sbatch"
+
+
+def test_stage_04_in_shards_is_an_array_of_scrapbook_shards_then_its_merge_before_stage_05(
+    tmp_path, monkeypatch
+):
+    p, fake = _sharded_plan(tmp_path, monkeypatch, sharded="04_scrapbook")
+    jobs = slurm._submit(p, {})
+    assert [(j.label, j.array) for j in jobs] == [
+        ("04_scrapbook shards", 2),
+        ("04_scrapbook", 0),
+        ("05_train", 0),
+        ("06_evaluate", 0),
+    ]
+    after = [
+        next((o for o in opts if o.startswith("--dependency")), "--hold")
+        for _, opts, _ in fake.submitted
+    ]
+    assert after == [
+        "--hold",
+        "--dependency=afterok:100",
+        "--dependency=afterok:101",
+        "--dependency=afterok:102",
+    ]
+    array, merge = fake.submitted[0][2], fake.submitted[1][2]
+    assert "#SBATCH --array=0-1" in array and "04_scrapbook.shards.%A_%a.log" in array
+    assert "--array" not in merge and "--output=" in merge and "04_scrapbook.%j.log" in merge
+    task = '--shard "$SLURM_ARRAY_TASK_ID" --num-shards 2'
+    assert f"-m lib.stages.scrapbook shard --profile mine --run smoke {task}\n" in array
+    assert "-m lib.stages.scrapbook merge --profile mine --run smoke --num-shards 2\n" in merge
+    assert "--local" not in array + merge
+    assert all("--local" in script for _, _, script in fake.submitted[2:])  # 05, 06: notebooks
+    assert Path(jobs[0].script).name == "04_scrapbook.shards.sbatch"
+    assert jobs[0].log.endswith("slurm/04_scrapbook.shards.100_%a.log")
 
 
 def test_the_shards_and_the_merge_take_the_overrides_of_the_command_line(tmp_path, monkeypatch):

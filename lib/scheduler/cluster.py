@@ -7,6 +7,7 @@
       time: "04:00:00"
       cpus_per_task: 8
       stages:
+        04_scrapbook: {shards: 8}  # an array of 8 jobs, an eighth of the images each, a merge
         05_train: {nodes: 2, gpus_per_node: 4, time: "12:00:00"}
         06_evaluate: {shards: 4}  # an array of 4 jobs, a quarter of the questions each, a merge
 
@@ -30,8 +31,8 @@ from lib.config import ParamsError, Profile, dataclass_from
 # may spread over nodes; the others run as one process (which may use several GPUs: device_map).
 MULTI_PROCESS = (A.TRAIN, A.EVALUATE)
 # Stages whose work splits into shards run as separate jobs, then merged (``python -m
-# lib.stages.evaluate shard`` / ``merge``): a job array and a job after it.
-SHARDED = (A.EVALUATE,)
+# lib.stages.<stage> shard`` / ``merge``): a job array and a job after it.
+SHARDED = (A.SCRAPBOOK, A.EVALUATE)
 # Slurm's --time forms: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
 TIME = re.compile(r"\d+(:\d\d){0,2}|\d+-\d+(:\d\d){0,2}")
 
@@ -50,7 +51,7 @@ class ClusterConfig:
     time: str | None = None  # --time, e.g. "04:00:00"; a job past it is killed (rerun to resume)
     setup: list[str] = field(default_factory=list)  # shell lines before the stage (module load...)
     sbatch: list[str] = field(default_factory=list)  # more options, e.g. ["--qos=high"]
-    shards: int = 1  # more than one (06 only): an array of one-process jobs, then a merge job
+    shards: int = 1  # more than one (04, 06): an array of one-process jobs, then a merge job
     poll_s: float = 10.0  # seconds between looks at the queue while waiting (a shared slurmctld)
     stages: dict[str, dict] = field(default_factory=dict)  # stage -> fields above for its job only
 

@@ -15,17 +15,20 @@ one fails); the first is held until the submission is recorded and the run folde
 A stage that runs as several processes (05 or 06 given several nodes or GPUs) runs its command line
 under ``srun`` + ``torchrun --nnodes`` with a c10d rendezvous on the job's first node.
 
-Stage 06 given ``shards: k`` is two jobs: an array (``<stage>.shards.sbatch``, ``--array=0-(k-1)``,
-a log per task) whose task i runs ``python -m lib.stages.evaluate shard --shard i --num-shards k``,
-then a merge job after it (``<stage>.sbatch``) running ``python -m lib.stages.evaluate merge``; the
-next stage waits for the merge. The merge job runs the stage's command, not its notebook, because
-the notebook's parameters are only profile, run and overrides, and how the questions were cut is not
-a config value (as a field it would enter ``config.json``, the manifest and provenance, and a
-sharded run would no longer record the config a one-process run records); the command calls the
-same step functions the notebook does after asking (:func:`lib.stages.evaluate.merge`), as a
-multi-process job's ``torchrun`` runs the stage's command too. A failed task stops the waiting
-command with the end of that task's log, and the array's other tasks are cancelled with the jobs
-after it; the rerun asks only what the call store does not hold.
+Stage 04 or 06 given ``shards: k`` (``SHARDED`` in :mod:`lib.scheduler.cluster`) is two jobs: an
+array (``<stage>.shards.sbatch``, ``--array=0-(k-1)``, a log per task) whose task i runs the stage's
+``python -m lib.stages.<name> shard --shard i --num-shards k`` (04: every k-th unit of the main
+Scrapbook dataset; 06: every k-th question), then a merge job after it (``<stage>.sbatch``) running
+its ``merge``; the next stage waits for the merge. The merge job runs the stage's command, not its
+notebook, because the notebook's parameters are only profile, run and overrides, and how the work
+was cut is not a config value (as a field it would enter ``config.json``, the manifest and
+provenance, and a sharded run would no longer record the config a one-process run records); the
+command calls the same step functions the notebook does after the sharded step
+(:func:`lib.stages.scrapbook.merge`, :func:`lib.stages.evaluate.merge`), as a multi-process job's
+``torchrun`` runs the stage's command too. A failed task stops the waiting command with the end of
+that task's log, and the array's other tasks are cancelled with the jobs after it; the rerun asks
+only what the call store does not hold (06) or makes the shards again (04, as a rerun of the stage
+makes its datasets again).
 
 The submitter prints the job ids and waits, looking at ``scontrol show job`` (accounting may be off,
 so not ``sacct``); a job that ends other than COMPLETED stops it with the end of the job's log.

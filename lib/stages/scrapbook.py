@@ -4,7 +4,14 @@ sets, the paper comparison.
     run(ScrapbookConfig(n_sets=1), out)                   # every step, as notebook 04 calls them
     python -m lib.stages.scrapbook --profile demo         # -> outputs/demo/04_scrapbook
 
-For cluster runs, the main dataset in shards (its config read as the stage reads it), then merged:
+For cluster runs (a Slurm array, :mod:`lib.scheduler.slurm`), the main dataset in shards, each a job
+of its own, then merged and the stage finished (the config of each resolved as the stage resolves
+it: ``--profile``, ``--params``, ``--set``, ``--run``):
+
+    python -m lib.stages.scrapbook shard --profile P --shard i --num-shards k   # i = 0 .. k-1
+    python -m lib.stages.scrapbook merge --profile P --num-shards k   # then run()'s other steps
+
+or, the dataset alone, shards and their merge in folders of one's own choosing:
 
     python -m lib.stages.scrapbook shard --profile unique_all --shard i --num-shards k --out DIR_i
     python -m lib.stages.scrapbook merge --out DIR DIR_0 DIR_1 ...
@@ -22,9 +29,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
 
@@ -34,9 +42,10 @@ from lib import artifacts as A
 from lib import cli, config, plots
 from lib.families.scrapbook import explore, figures, paper
 from lib.families.scrapbook.generate import generate
-from lib.families.scrapbook.merge import merge
+from lib.families.scrapbook.merge import merge as merge_datasets
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
-from lib.io import NotOurFolder, write_csv
+from lib.io import write_csv
+from lib.paths import RunLock
 
 
 @dataclass
@@ -157,12 +166,99 @@ def run(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -> dict:
     figures, the further sets, the paper comparison when asked for, summary and provenance."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    stats = main_dataset(cfg, out, progress)
+    return _after_main(cfg, out, main_dataset(cfg, out, progress), progress)
+
+
+def _after_main(cfg: ScrapbookConfig, out: Path, stats: dict, progress: bool) -> dict:
+    """The steps after the main dataset (``stats``: its statistics), for :func:`run` and
+    :func:`merge` alike."""
     sample_figure(cfg, out)
     question_counts(out)
     sets = further_sets(cfg, out, progress)
     paper_table(cfg, out)
     return finish(cfg, out, stats, sets)
+
+
+SHARDS = "shards"  # a sharded run's shards, inside the stage's folder until the merge finishes it
+
+
+def shard_folder(out: str | Path, shard: int, num_shards: int) -> Path:
+    """Where shard ``shard`` of ``num_shards`` holds its lock, its dataset in ``datasets/scrapbook``
+    below (a folder apart from the dataset, which is built aside and swapped in whole)."""
+    return Path(out) / SHARDS / f"{shard}-of-{num_shards}"
+
+
+def shard(
+    cfg: ScrapbookConfig, out: str | Path, index: int, num_shards: int, progress: bool = True
+) -> dict:
+    """Shard ``index`` of ``num_shards`` of the main dataset (every ``num_shards``-th unit) in its
+    folder (:func:`shard_folder`) for :func:`merge`; the generator's statistics. The shards of a
+    Slurm array run at the same time, so a shard does not take the run folder's lock (which
+    :func:`run` and :func:`merge` hold while they write the stage's files): it writes nothing but
+    its own folder and holds that folder's lock instead, so two processes never make one shard."""
+    if not 0 <= index < num_shards:
+        raise ScrapbookParamError(f"--shard {index} must be in [0, --num-shards={num_shards})")
+    folder = shard_folder(out, index, num_shards)
+    with RunLock(folder):
+        dataset = _dataset(cfg, folder, A.SCRAPBOOK_DATASET)
+        return generate(cfg.params(), dataset, index, num_shards, progress, cfg.question_worker)
+
+
+@config.stage_run
+def merge(cfg: ScrapbookConfig, out: str | Path, num_shards: int, progress: bool = True) -> dict:
+    """The stage after ``num_shards`` shards (:func:`shard`), as :func:`run` goes on after the main
+    dataset: the shards checked against ``cfg`` (:func:`checked_shards`) and merged into
+    ``datasets/scrapbook``, the bytes one process writes
+    (:func:`lib.families.scrapbook.merge.merge`), then the figures, further sets, paper table,
+    summary and provenance; the shards are removed once the stage is finished."""
+    out = Path(out)
+    folders = checked_shards(cfg, out, num_shards)
+    stats = merge_datasets(folders, _dataset(cfg, out, A.SCRAPBOOK_DATASET))
+    summary = _after_main(cfg, out, stats, progress)
+    for k in range(num_shards):
+        shutil.rmtree(shard_folder(out, k, num_shards))
+    if not any((out / SHARDS).iterdir()):
+        (out / SHARDS).rmdir()
+    return summary
+
+
+def checked_shards(cfg: ScrapbookConfig, out: str | Path, num_shards: int) -> list[Path]:
+    """The datasets of the ``num_shards`` shards in ``out``, each made with ``cfg``'s generator
+    parameters as that shard of that many; one :class:`ScrapbookParamError` naming every shard
+    that is missing, unfinished or made otherwise, and how to make it (the merge then checks the
+    shards' files and units)."""
+    wanted = json.loads(json.dumps(asdict(cfg.params())))  # as a shard's summary.json holds them
+    folders, problems = [], []
+    for k in range(num_shards):
+        folder = A.dataset_folder(shard_folder(out, k, num_shards), A.SCRAPBOOK_DATASET)
+        try:
+            made = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+            params, at = dict(made["params"].items()), (made["shard"], made["num_shards"])
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            problems.append(f"{folder}: missing or unfinished (no readable summary.json)")
+            continue
+        differ = sorted(key for key in wanted if params.get(key) != wanted[key])
+        if at != (k, num_shards):
+            problems.append(
+                f"{folder}: says it is shard {at[0]} of {at[1]}, not {k} of {num_shards}"
+            )
+        elif differ:
+            problems.append(
+                f"{folder}: made with other {', '.join(differ)} than this merge's config"
+            )
+        folders.append(folder)
+    if problems:
+        raise ScrapbookParamError(
+            "\n".join(
+                [
+                    f"{out}: the {num_shards} shards of the main dataset cannot be merged:",
+                    *problems,
+                    f"make each shard with the merge's --profile/--params/--set: {PROG} shard "
+                    f"--shard K --num-shards {num_shards}",
+                ]
+            )
+        )
+    return folders
 
 
 def _dataset(cfg: ScrapbookConfig, out: str | Path, name: str) -> Path:
@@ -188,48 +284,71 @@ def _brief(stats: dict, folder: Path) -> dict:
 
 
 PROG = "python -m lib.stages.scrapbook"
+DESCRIPTIONS = {
+    "shard": "Stage 04: one shard of the main Scrapbook dataset, in the run's shards/ "
+    "(with --out: in that folder, the dataset alone).",
+    "merge": "Stage 04: the run's --num-shards shards merged and the stage finished "
+    "(or shard folders merged into --out, the dataset alone).",
+}
 
 
 def cluster_main(argv: list[str]) -> int:
-    """``shard``: one shard of the main dataset into ``--out`` (the dataset folder alone), its config
-    resolved as the stage's (profile, params files, ``--set``); ``merge``: shard folders joined into
-    ``--out``, byte for byte the unsharded dataset. Prints the dataset's statistics; a bad set of
-    shards or an ``--out`` that holds something else is an ``error:`` (exit code 2), nothing written."""
-    if argv[0] == "merge":
-        ap = argparse.ArgumentParser(prog=f"{PROG} merge", description="Merge Scrapbook shards.")
-        ap.add_argument("--out", required=True)
-        ap.add_argument("shards", nargs="+")
-        args = ap.parse_args(argv[1:])
-        job = lambda: merge(args.shards, args.out)
+    """``shard``: one shard of the main dataset (:func:`shard`; with ``--out``, into that folder
+    alone); ``merge``: the run's shards merged and the stage finished (:func:`merge`), or shard
+    folders given by name joined into ``--out``, byte for byte the unsharded dataset. Prints the
+    dataset's statistics; a bad set of shards, a busy shard or run, or an ``--out`` that holds
+    something else is an ``error:`` (exit code 2), nothing written."""
+    command = argv[0]
+    ap = cli.parser(f"{PROG} {command}", DESCRIPTIONS[command])
+    if command == "shard":
+        ap.add_argument("--shard", type=int, required=True, help="this shard: 0 .. num-shards - 1")
     else:
-        ap = cli.parser(f"{PROG} shard", "One shard of stage 04's main Scrapbook dataset.")
-        ap.add_argument("--shard", type=int, required=True)
-        ap.add_argument("--num-shards", type=int, required=True)
-        args = ap.parse_args(argv[1:])
-        if not args.out:
-            ap.error("--out: the shard's folder")
-        stage = cli.resolved(ScrapbookConfig, args)
-        if stage is None:
-            return 2
-        cfg = stage.cfg
-        job = lambda: generate(
-            cfg.params(), args.out, args.shard, args.num_shards, question_worker=cfg.question_worker
-        )
+        ap.add_argument("shards", nargs="*", help="shard folders to merge into --out (no stage)")
+    ap.add_argument(
+        "--num-shards", type=int, required=command == "shard", help="how many shards there are"
+    )
+    args = ap.parse_args(argv[1:])
+    job = _cluster_job(ap, command, args)
+    if job is None:
+        return 2
     try:
         stats = job()
-    except (
-        ScrapbookParamError,
-        NotOurFolder,
-    ) as e:  # a shard out of range or missing, --out not a dataset
-        print(f"error: {e}", file=sys.stderr)
+    except (ScrapbookParamError, *cli.INPUT_ERRORS) as e:  # a shard out of range or missing...
+        print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
         return 2
-    print(
-        json.dumps(
-            {k: stats[k] for k in ("images", "questions", "by_type", "placement_failures")},
-            indent=1,
-        )
-    )
+    keys = ("images", "questions", "by_type", "placement_failures")
+    print(json.dumps({k: stats[k] for k in keys}, indent=1))
     return 0
+
+
+def _cluster_job(ap: argparse.ArgumentParser, command: str, args: argparse.Namespace):
+    """What :func:`cluster_main` runs for ``args`` (a call taking nothing); None after a bad
+    parameter's error, a usage error exits."""
+    if command == "merge" and args.shards:
+        if args.num_shards is not None or args.profile or args.params or args.set or args.run:
+            ap.error("shard folders and --out, or --num-shards and the run's config: not both")
+        if not args.out:
+            ap.error("--out: the merged dataset's folder")
+        return lambda: merge_datasets(args.shards, args.out)
+    if args.num_shards is None:
+        ap.error("--num-shards: how many of the run's shards to merge (or shard folders and --out)")
+    if args.num_shards < 1:
+        ap.error(f"--num-shards: at least 1, got {args.num_shards}")
+    if command == "shard" and not 0 <= args.shard < args.num_shards:
+        ap.error(
+            f"--shard: 0 to {args.num_shards - 1} for {args.num_shards} shards, got {args.shard}"
+        )
+    stage = cli.resolved(ScrapbookConfig, args)
+    if stage is None:
+        return None
+    cfg, k = stage.cfg, args.num_shards
+    if command == "merge":
+        return lambda: merge(cfg, Path(args.out) if args.out else stage.out, k)
+    if args.out:  # the dataset alone, in a folder of one's own choosing
+        return lambda: generate(
+            cfg.params(), args.out, args.shard, k, question_worker=cfg.question_worker
+        )
+    return lambda: shard(cfg, stage.out, args.shard, k)
 
 
 if __name__ == "__main__":

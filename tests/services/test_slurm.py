@@ -2,9 +2,9 @@
 profile submitted as chained jobs ends with the outputs of a local run; a job cancelled with
 ``scancel`` part-way through its stage is resumed by running the same command again, asking no
 model again for what was stored; stage 05 as one job on both nodes (``srun`` + ``torchrun --nnodes
-2``) trains as ``torchrun --nproc_per_node 2`` does on one machine; stage 06 in two shards (a job
-array, then a merge job) writes the local run's predictions, with a ``--set`` override reaching
-every job.
+2``) trains as ``torchrun --nproc_per_node 2`` does on one machine; stage 04 in two shards (a job
+array, then a merge job that finishes the stage) writes the local run's datasets; stage 06 in two
+shards writes the local run's predictions, with a ``--set`` override reaching every job.
 
 The profile is the smoke one plus a ``cluster:`` block, a layer in a temporary params folder;
 each run writes under its own temporary outputs root (its own call store too, so the Slurm run
@@ -88,6 +88,11 @@ LAYERS = {
         "cluster": {"cpus_per_task": 2, "poll_s": 0.5, "stages": {"06_evaluate": {"shards": 2}}},
     },
     "06_evaluate.twoshards.yaml": {"max_items": 4},
+    # stage 04 as an array of two shard jobs (one of the smoke dataset's two units each) and a merge
+    "common.scrapshards.yaml": {
+        "extends": PROFILE,
+        "cluster": {"cpus_per_task": 2, "poll_s": 0.5, "stages": {"04_scrapbook": {"shards": 2}}},
+    },
 }
 
 
@@ -316,3 +321,37 @@ def test_stage_06_in_two_shards_merges_to_the_one_process_predictions(
     print(json.dumps({"twoshards_digests": ran}, indent=1))
     expected = {k: v for k, v in digests(local).items() if k.startswith("06_")}
     assert ran == expected and len(expected) >= 3, sorted(ran)
+
+
+def test_stage_04_in_two_shards_merges_to_the_one_process_datasets(
+    cluster, params, local, tmp_path
+):
+    """04 as an array of two shard jobs (each half the main dataset's units), then a merge job that
+    finishes the stage, from the local run's 00-03: the datasets' items, images and masks are the
+    local (one-process) run's bytes, and the shards are merged away."""
+    outputs = outputs_beside(
+        local, tmp_path, "scrapshards", without=("04_scrapbook", "05_train", "06_evaluate")
+    )
+    again = ["--stage", "04_scrapbook", "--run", "scrapshards"]
+    out = ok(pipeline(params, outputs, cluster, *again, profile="scrapshards"))
+    record = outputs / "scrapshards" / "slurm" / "jobs.json"
+    jobs = json.loads(record.read_text())["submissions"][0]["jobs"]
+    assert [(j["stage"], j["array"]) for j in jobs] == [("04_scrapbook", 2), ("04_scrapbook", 0)]
+    for task in (0, 1):  # each task made its own shard (its statistics, printed to its log)
+        log = Path(jobs[0]["log"].replace("%a", str(task))).read_text()
+        assert '"images": 3' in log, log[-2000:]  # the smoke dataset: 6 images, 2 units
+    stage = outputs / "scrapshards" / "04_scrapbook"
+    assert (stage / "provenance.json").exists() and not (stage / "shards").exists(), out
+    ran = {k: v for k, v in digests(outputs, "scrapshards").items() if k.startswith("04_")}
+    print(json.dumps({"scrapshards_digests": ran}, indent=1))
+    expected = {k: v for k, v in digests(local).items() if k.startswith("04_")}
+    assert ran == expected and expected, sorted(ran)
+    assert _pictures(stage) == _pictures(local / PROFILE / "04_scrapbook")
+
+
+def _pictures(stage: Path) -> dict[str, str]:
+    """SHA-256 of every image and mask of a stage's datasets, by its path in the stage folder."""
+    return {
+        str(p.relative_to(stage)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(stage.glob("datasets/*/*/*.png"))
+    }
