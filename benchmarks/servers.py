@@ -19,7 +19,7 @@ import time
 from lib.models import Request, generate, load_model
 from lib.records import host_state, record
 
-N, REPS = 32, 3
+N, REPS = 32, 7  # 7 runs: with 3 the median ratio moved 1.57-1.70 between idle runs
 CAPACITY = 4  # requests a stub serves at once (a GPU's batch slots)
 SERVICE_S = 0.1  # per request: long beside the client's own per-request work, so the servers are the bottleneck
 IN_FLIGHT = 2 * CAPACITY  # enough to fill two servers; one server queues the rest
