@@ -65,6 +65,16 @@ def parser(prog: str, description: str = "") -> argparse.ArgumentParser:
     return ap
 
 
+def check_shards(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A stage's ``shard`` / ``merge`` command's ``--num-shards`` (at least 1) and ``--shard`` (0 to
+    num-shards - 1, where the command has one), a usage error otherwise."""
+    if args.num_shards < 1:
+        ap.error(f"--num-shards: at least 1, got {args.num_shards}")
+    shard = getattr(args, "shard", None)
+    if shard is not None and not 0 <= shard < args.num_shards:
+        ap.error(f"--shard: 0 to {args.num_shards - 1} for {args.num_shards} shards, got {shard}")
+
+
 def resolved(cls, args: argparse.Namespace):
     """The stage config the arguments of :func:`parser` name (:func:`lib.config.resolve`), offline
     for an offline profile, described on stderr; None after printing a bad parameter's error."""

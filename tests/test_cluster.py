@@ -163,6 +163,14 @@ def _sharded_plan(tmp_path, monkeypatch, overrides: dict | None = None, sharded=
     return pipeline.plan("mine", again, overrides=overrides, params_dir=params), fake
 
 
+def _chained(fake) -> list[str]:
+    """What each submitted job waits for: its --dependency, or --hold for the first."""
+    return [
+        next((o for o in opts if o.startswith("--dependency")), "--hold")
+        for _, opts, _ in fake.submitted
+    ]
+
+
 def test_a_stage_in_shards_is_an_array_then_a_merge_with_the_next_stage_after_the_merge(
     tmp_path, monkeypatch
 ):
@@ -174,11 +182,7 @@ def test_a_stage_in_shards_is_an_array_then_a_merge_with_the_next_stage_after_th
         ("06_evaluate shards", 2),
         ("06_evaluate", 0),
     ]
-    after = [
-        next((o for o in opts if o.startswith("--dependency")), "--hold")
-        for _, opts, _ in fake.submitted
-    ]
-    assert after == [
+    assert _chained(fake) == [
         "--hold",
         "--dependency=afterok:100",
         "--dependency=afterok:101",
@@ -205,11 +209,7 @@ def test_stage_04_in_shards_is_an_array_of_scrapbook_shards_then_its_merge_befor
         ("05_train", 0),
         ("06_evaluate", 0),
     ]
-    after = [
-        next((o for o in opts if o.startswith("--dependency")), "--hold")
-        for _, opts, _ in fake.submitted
-    ]
-    assert after == [
+    assert _chained(fake) == [
         "--hold",
         "--dependency=afterok:100",
         "--dependency=afterok:101",

@@ -13,16 +13,8 @@ import yaml
 from lib.families.scrapbook import ScrapbookParamError
 from lib.paths import RunBusy, RunLock
 from lib.stages import scrapbook as S
+from tests.support.scrapbook import SMALL
 
-SMALL = dict(
-    n_sets=2,
-    objects_per_set=4,
-    n_backgrounds=1,
-    n_arrangements=2,
-    objects_per_image=3,
-    n_region_pairs=2,
-    n_questions_per_type=1,
-)
 # the dataset files a merge must give byte for byte (dataset.json and summary.json say when and from
 # what the dataset was made: a merge names its shards there)
 SAME = ("items.jsonl", "scenes.jsonl", "counts.csv", "concepts.csv")

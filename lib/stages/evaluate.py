@@ -211,12 +211,7 @@ def cluster_main(argv: list[str]) -> int:
         "--num-shards", type=int, required=True, help="how many shards ask the questions"
     )
     args = ap.parse_args(argv[1:])
-    if args.num_shards < 1:
-        ap.error(f"--num-shards: at least 1, got {args.num_shards}")
-    if command == "shard" and not 0 <= args.shard < args.num_shards:
-        ap.error(
-            f"--shard: 0 to {args.num_shards - 1} for {args.num_shards} shards, got {args.shard}"
-        )
+    cli.check_shards(ap, args)
     stage = cli.resolved(EvalConfig, args)
     if stage is None:
         return 2

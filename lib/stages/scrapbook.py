@@ -332,12 +332,7 @@ def _cluster_job(ap: argparse.ArgumentParser, command: str, args: argparse.Names
         return lambda: merge_datasets(args.shards, args.out)
     if args.num_shards is None:
         ap.error("--num-shards: how many of the run's shards to merge (or shard folders and --out)")
-    if args.num_shards < 1:
-        ap.error(f"--num-shards: at least 1, got {args.num_shards}")
-    if command == "shard" and not 0 <= args.shard < args.num_shards:
-        ap.error(
-            f"--shard: 0 to {args.num_shards - 1} for {args.num_shards} shards, got {args.shard}"
-        )
+    cli.check_shards(ap, args)
     stage = cli.resolved(ScrapbookConfig, args)
     if stage is None:
         return None

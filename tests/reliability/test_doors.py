@@ -18,16 +18,8 @@ from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generat
 from lib.io import NotOurFolder
 from lib.paths import ROOT, RunBusy, RunLock
 from lib.stages import scrapbook as S
+from tests.support.scrapbook import SMALL
 
-SMALL = dict(
-    n_sets=2,
-    objects_per_set=4,
-    n_backgrounds=1,
-    n_arrangements=2,
-    objects_per_image=3,
-    n_region_pairs=2,
-    n_questions_per_type=1,
-)
 # stage 04 on the smoke profile's sizes: a few images, seconds
 TINY = dict(
     n_sets=1,

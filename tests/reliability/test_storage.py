@@ -22,16 +22,7 @@ from lib import io as vio
 from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
 from lib.paths import ROOT, stage_dir
 from lib.schema import Item
-
-SMALL = dict(
-    n_sets=2,
-    objects_per_set=4,
-    n_backgrounds=1,
-    n_arrangements=2,
-    objects_per_image=3,
-    n_region_pairs=2,
-    n_questions_per_type=1,
-)
+from tests.support.scrapbook import SMALL
 
 # a build started by a subprocess once the file named by argv[3] exists (so two start together)
 BUILD = """

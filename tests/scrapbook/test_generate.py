@@ -17,16 +17,7 @@ from lib.families.scrapbook import questions as Q
 from lib.families.scrapbook.layout import region_of
 from lib.families.scrapbook.objects import vocabulary
 from lib.schema import Item
-
-SMALL = dict(
-    n_sets=2,
-    objects_per_set=4,
-    n_backgrounds=1,
-    n_arrangements=2,
-    objects_per_image=3,
-    n_region_pairs=2,
-    n_questions_per_type=1,
-)
+from tests.support.scrapbook import SMALL
 
 
 def test_unique_all_gives_the_papers_162_images(unique_all):
