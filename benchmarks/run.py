@@ -2,17 +2,35 @@
 ``python -m benchmarks.publish`` (run next by ``make bench``) copies to ``benchmarks/records/``.
 
 ``python -m benchmarks.run --stale`` runs only those whose published record is stale (the code it
-measures changed since its commit: :func:`lib.records.stale`) or missing."""
+measures changed since its commit: :func:`lib.records.stale`) or missing.
+
+Before each benchmark it waits for the machine to settle (:func:`settle`): a CPU-bound benchmark
+leaves the 1-minute load average above the under-load line for a minute after it ends, so the
+next one, started at once, would be marked as measured under load (and the publisher would not let
+it replace an idle record) because of the benchmark before it."""
 
 import importlib
 import json
+import os
 import pkgutil
 import sys
+import time
 from pathlib import Path
 
-from lib.records import RECORDS, TargetError, stale
+from lib.records import RECORDS, UNDER_LOAD_PER_CORE, TargetError, stale
 
 HERE = Path(__file__).parent
+SETTLE_BELOW = 0.6  # of the under-load line: the 1-minute load a benchmark waits for
+SETTLE_AT_MOST_S = 240  # then it starts anyway (its record says whether it ran under load)
+
+
+def settle() -> None:
+    """Wait until the 1-minute load is below :data:`SETTLE_BELOW` of the under-load line, at most
+    :data:`SETTLE_AT_MOST_S` seconds."""
+    limit = SETTLE_BELOW * UNDER_LOAD_PER_CORE * (os.cpu_count() or 1)
+    deadline = time.monotonic() + SETTLE_AT_MOST_S
+    while os.getloadavg()[0] > limit and time.monotonic() < deadline:
+        time.sleep(5)
 
 
 def is_stale(name: str) -> bool:
@@ -41,7 +59,8 @@ if __name__ == "__main__":
         print(f"stale or missing: {names or 'none'}", flush=True)
     failed = []
     for name in names:
-        print(f"== benchmarks.{name}", flush=True)
+        settle()
+        print(f"== benchmarks.{name} (1-min load {os.getloadavg()[0]:.2f})", flush=True)
         result = importlib.import_module(f"benchmarks.{name}").main()
         if not result.get("meets_targets", True):
             failed.append(name)

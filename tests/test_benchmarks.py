@@ -93,3 +93,23 @@ def test_no_benchmark_target_holds_whenever_both_sides_ran():
             if name.endswith("speedup"):
                 assert op == ">=" and value > 1, f"benchmarks/{m.name}.py: {name} {rule}"
     assert found >= 20
+
+
+def test_make_bench_lets_the_load_of_one_benchmark_settle_before_the_next(monkeypatch):
+    """A benchmark started while the last one's load still counts would be marked under load."""
+    from benchmarks import run as bench_run
+
+    loads = iter([2.0, 1.5, 0.9, 0.3, 0.3])
+    clock = iter(range(0, 10_000, 5))
+    waits = []
+    monkeypatch.setattr(bench_run.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bench_run.os, "getloadavg", lambda: (next(loads), 0.0, 0.0))
+    monkeypatch.setattr(bench_run.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(bench_run.time, "sleep", waits.append)
+    bench_run.settle()  # 2.0, 1.5 and 0.9 are above 0.6 x 0.5 x 2 cores; 0.3 is not
+    assert waits == [5, 5, 5]
+    monkeypatch.setattr(bench_run.os, "getloadavg", lambda: (3.0, 0.0, 0.0))
+    clock = iter(range(0, 10_000, 5))
+    waits.clear()
+    bench_run.settle()  # never settles: gives up once SETTLE_AT_MOST_S have passed
+    assert sum(waits) == bench_run.SETTLE_AT_MOST_S - 5
