@@ -6,7 +6,9 @@ outputs/bench/ci.json.
 ``make docs`` and ``make test-services``. The figures are the wall-clock seconds of the whole run
 and of ``make test``'s pytest (its own summary line), with the tests it passed, skipped and failed.
 Its targets (``TARGETS``): ``make test`` within 10 minutes and all of CI within an hour on this
-machine's cores, exit code 0, and nothing failed, errored or skipped. The clone is removed afterwards, its log kept in outputs/bench/.
+machine's cores, exit code 0, and nothing failed, errored or skipped. The record names the clone's
+commit (the checkout may move on meanwhile). The clone is removed afterwards, its log kept in
+outputs/bench/.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import subprocess
 import time
 
 from lib.paths import ROOT, outputs_root
+from lib.provenance import git_state
 from lib.records import host_state, record
 
 # success, not only speed: the run exited 0, and neither make test nor the services failed, errored (a
@@ -58,6 +61,8 @@ def main() -> dict:
     clone = ROOT.parent / f"vqalab-ci-{sha[:8]}"
     shutil.rmtree(clone, ignore_errors=True)
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    # the commit CI ran is the clone's: the checkout may move on during the run
+    commit = git_state(clone)
     log = outputs_root() / "bench" / "ci.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     before = host_state()
@@ -77,6 +82,7 @@ def main() -> dict:
             f"(exit {rc})"
         )
     result = {
+        "commit": commit,
         "clone": f"{clone.name} (git clone of HEAD beside the checkout)",
         "exit_code": rc,
         "ci_seconds": round(seconds, 1),

@@ -638,3 +638,31 @@ def test_the_ci_record_requires_no_failure_error_or_skip(services, met, monkeypa
     assert (
         records.meets({**rec, "exit_code": 2, "services": runs[0]}) is False
     )  # and the exit code alone
+
+
+def test_the_ci_record_names_the_commit_ci_ran_though_the_checkout_moved_on(monkeypatch, tmp_path):
+    from benchmarks import ci
+
+    origin = tmp_path / "checkout"
+    git = lambda *a: subprocess.run(  # noqa: E731
+        ["git", "-C", str(origin), "-c", "user.name=t", "-c", "user.email=t@t", *a],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (origin / ".ci").mkdir(parents=True)
+    # CI as a script: the checkout gets a new commit while it runs, then two pytest summaries
+    (origin / ".ci" / "run").write_text(
+        f"git -C {origin} -c user.name=t -c user.email=t@t commit -q --allow-empty -m later\n"
+        "echo '= 3 passed in 1.00s ='\necho '= 2 passed in 2.00s ='\n"
+    )
+    subprocess.run(["git", "init", "-q", str(origin)], check=True)
+    git("add", ".")
+    git("commit", "-q", "-m", "ran")
+    ran = git("rev-parse", "HEAD")
+    monkeypatch.setattr(ci, "ROOT", origin)
+    monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path / "outputs"))
+    rec = ci.main()
+    assert git("rev-parse", "HEAD") != ran  # the checkout moved on during the run
+    assert rec["commit"] == {"sha": ran, "dirty": False}
+    assert (rec["make_test"]["passed"], rec["services"]["passed"], rec["exit_code"]) == (3, 2, 0)
