@@ -170,13 +170,14 @@ def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
             parts.append(f"<p>{text(name)}: {d['images']} images, {d['questions']:,} questions</p>")
     if stage == A.TRAIN and summary:
         table = pd.DataFrame({k: summary[k] for k in A.TRAIN_SYSTEMS if k in summary}).T
-        parts.append(
-            _table(
-                table,
-                f"Held-out accuracy by question type and target kind ({summary.get('n_test')} "
-                f"questions)",
+        n = f"({summary.get('n_test')} questions)"
+        parts.append(_table(table, f"Held-out accuracy by question type and target kind {n}"))
+        what = "over the majority answer and over itself asked about blank pictures"
+        if summary.get("margins"):  # a run of older code has none
+            margins = pd.DataFrame(summary["margins"])
+            parts.append(
+                _table(margins, f"The trained model's margin {what}, 95% over images", 8, False)
             )
-        )
     m = A.read_table(root, stage, A.METRICS) if stage == A.EVALUATE else None
     if m is not None:
         inv = m[m["metric"] == "invalid_rate"][

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lib import artifacts as A
 from lib import plots
 from lib.families.yesbut import figures
 from lib.families.yesbut.collect import collect_yesbut
@@ -529,3 +530,22 @@ def test_a_run_to_compare_with_that_is_not_there_is_named():
         analyze.comparison(
             analyze.AnalyzeConfig(compare_with="nobody"), stage_dir("cmp-lonely", "07_analyze")
         )
+
+
+def test_the_report_shows_the_trained_models_margins_over_both_baselines():
+    from lib.io import write_json
+    from lib.paths import stage_dir
+
+    accuracy = {"accuracy": 0.7, "accuracy_presence": 0.8}
+    margins = [
+        {"type": "presence", "over": over, "margin": 0.2694, "ci_low": 0.2184, "ci_high": 0.318}
+        for over in ("majority", "blank")
+    ]
+    write_json(
+        stage_dir("report-margins", A.TRAIN) / A.SUMMARY,
+        {**{k: accuracy for k in A.TRAIN_SYSTEMS}, "n_test": 1000, "margins": margins},
+    )
+    page = build_report("report-margins").read_text()
+    section = page.split("margin over the majority answer and over itself asked about blank")[1]
+    assert section.count("<td>presence</td>") == 2 and "<td>0.218</td>" in section
+    assert "<td>blank</td>" in section and "<td>majority</td>" in section
