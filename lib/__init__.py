@@ -1,1 +1,10 @@
 """VQA Lab."""
+
+import os
+
+# Before anything imports torch: libgomp, torch's OpenMP on Linux, reads it when it loads. Its threads
+# spin 300,000 turns at every barrier before they sleep, so on cores another process also uses a
+# descheduled thread holds every parallel region (two-thread training several times slower beside
+# one busy process); a short spin gives that time back and costs nothing on idle cores
+# (benchmarks/train.py measures both). Scheduling only: the numbers are the same. A user's value wins.
+os.environ.setdefault("GOMP_SPINCOUNT", "1000")

@@ -721,3 +721,17 @@ def test_cpu_threads_sets_the_threads_training_sums_with(dataset, tmp_path):
         torch.set_num_threads(default)
     with pytest.raises(ParamsError, match="cpu_threads must be 0"):
         _cfg(dataset, cpu_threads=-1).check("p.yaml")
+
+
+@pytest.mark.parametrize("given, seen", [(None, "1000"), ("300000", "300000")])
+def test_openmp_spins_briefly_unless_the_user_says_otherwise(given, seen):
+    """``lib`` shortens OpenMP's spin before torch loads libgomp (which reads it then); a value the
+    user set is kept."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
+    env |= {"GOMP_SPINCOUNT": given} if given else {}
+    code = "import lib, os, sys; assert 'torch' not in sys.modules; print(os.environ['GOMP_SPINCOUNT'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == seen, out.stderr
