@@ -43,7 +43,7 @@ import yaml
 
 from lib import artifacts as A
 from lib.io import write_json
-from lib.paths import ROOT, RunLock, params_root, run_dir, stage_dir
+from lib.paths import ROOT, RunLock, check_name, params_root, run_dir, stage_dir
 from lib.provenance import write_provenance
 from lib.ranks import ranks
 
@@ -353,6 +353,10 @@ def load_profile(name: str, params_dir: str | Path | None = None) -> Profile:
     """Read and check ``params/common.<name>.yaml`` (unknown stages, bad model specs, stage files of
     stages the profile does not run: errors naming the file and what to do)."""
     folder = Path(params_dir or params_root())
+    try:
+        check_name(name, "profile name")
+    except ValueError as e:
+        raise ParamsError(f"{e} (the profile's file is params/common.<name>.yaml)") from None
     path = folder / f"common.{name}.yaml"
     if not path.exists():
         known = profiles(folder)

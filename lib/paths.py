@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,11 +28,23 @@ def outputs_root() -> Path:
     return Path(os.environ.get("VQALAB_OUTPUTS", ROOT / "outputs")).resolve()
 
 
+# A run's or a profile's name: it becomes a folder, a file name, a Slurm job name and a word of the
+# job scripts' command lines, so it is data in every one of them only when it holds nothing a shell,
+# sbatch or a path reads (no space, quote, '$', ';', '%', '/', newline; no leading '.' or '-').
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+NAME_RULE = "letters, digits and '._-' only, starting with a letter, digit or '_'"
+
+
+def check_name(name, what: str) -> str:
+    """``name`` when it matches :data:`NAME`; ValueError naming ``what`` and the value otherwise."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ValueError(f"{what} {name!r} is not a plain name: use {NAME_RULE}")
+    return name
+
+
 def run_dir(run: str) -> Path:
-    """The folder of one pipeline run: ``outputs/<run>/``."""
-    if not run or "/" in run or run.startswith("."):
-        raise ValueError(f"run name {run!r} must be a plain folder name (no '/', not hidden)")
-    return outputs_root() / run
+    """The folder of one pipeline run: ``outputs/<run>/`` (``run``: :data:`NAME`)."""
+    return outputs_root() / check_name(run, "run name")
 
 
 def stage_dir(run: str, stage: str, create: bool = True) -> Path:

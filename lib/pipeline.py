@@ -156,6 +156,11 @@ def plan(
     """Resolve and check every stage of the profile before anything runs (``stages``: run only
     these of them; ``overrides``: stage -> fields set on top of the profile)."""
     configs = configs or STAGE_CONFIGS
+    if run is not None:  # "" too: a name given is checked, never replaced by the profile's
+        try:
+            run_dir(run)
+        except ValueError as e:
+            raise ParamsError(f"--run: {e}") from None
     prof = load_profile(profile, params_dir)
     for label, spec in prof.models.items():  # the registry, used by a stage or not
         check_spec(spec, f"{prof.source}: models.{label}")

@@ -5,7 +5,9 @@ shown there. The jobs themselves run against a real slurmctld in tests/services/
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -283,3 +285,140 @@ def test_detach_without_a_cluster_block_is_refused_not_ignored(capsys):
     assert (
         code == 1 and "--detach: profile 'smoke' has no cluster: block" in capsys.readouterr().err
     )
+
+
+HOSTILE = ["x$(touch PWNED)", "z;echo hi", "my run", "exp$1", "a\nb", "log%j", ".hidden", "-x", ""]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_run_name_that_is_not_plain_is_refused_naming_it(tmp_path, monkeypatch, capsys, name):
+    monkeypatch.setenv("VQALAB_PARAMS", str(_params(tmp_path, "smoke", {"cluster": {"time": "1"}})))
+    code = pipeline.main(["--profile", "mine", f"--run={name}", "--check"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith("error: ") and f"run name {name!r} is not a plain" in err
+
+
+@pytest.mark.parametrize("name", ["my lab", "a$(id)", "p;q"])
+def test_a_profile_name_that_is_not_plain_is_refused_not_split(tmp_path, name):
+    params = _params(tmp_path, "smoke", {})
+    (params / f"common.{name}.yaml").write_text("extends: mine\n")
+    with pytest.raises(ParamsError, match=re.escape(f"profile name {name!r} is not a plain")):
+        pipeline.plan(name, params_dir=params)
+
+
+@pytest.mark.parametrize(
+    "block, key",
+    [
+        ({"partition": "gpu\n#SBATCH --partition=other"}, "partition"),
+        ({"account": "lab\r"}, "account"),
+        ({"sbatch": ["--qos=high\ntouch PWNED"]}, "sbatch"),
+        ({"stages": {"05_train": {"mem": "8G\necho"}}}, "stages.05_train.mem"),
+    ],
+)
+def test_a_line_break_in_a_value_of_the_sbatch_header_is_refused(tmp_path, block, key):
+    stages = ["00_setup", "01_collect", "02_annotate", "03_adversarial_filter", "04_scrapbook"]
+    params = _params(tmp_path, "smoke", {"cluster": block, "stages": [*stages, "05_train"]})
+    with pytest.raises(ParamsError, match=f"{re.escape(key)}: .* holds a line break"):
+        pipeline.plan("mine", params_dir=params)
+
+
+# every path a job script names, holding what a shell or sbatch would read as code or a pattern
+ODD = "my dir $(touch PWNED) `touch PWNED` it's %j"
+FAKES = {  # stand-ins run by the scripts: each records what it was given, NUL-separated
+    "python": 'printf "%s\\0" "$VQALAB_PARAMS" "$VQALAB_OUTPUTS" "$@" > "$RECORD"',
+    "srun": 'exec "$@"',
+    "scontrol": 'if [ "$2" = hostnames ]; then echo n1; else echo "NodeName=n1 NodeAddr=10.0.0.1"; fi',
+}
+
+
+def test_job_scripts_run_odd_folders_as_data_and_nothing_but_the_stage(tmp_path, monkeypatch):
+    """Every job of a profile in odd folders, run by bash with python, srun and scontrol replaced:
+    each starts the stage's command with exactly its arguments and the folders as they are, and
+    no word of a folder runs; sbatch reads the log's path back as the folder (``%%``: a ``%``)."""
+    odd = tmp_path / ODD
+    odd.mkdir()
+    block = {"stages": {"05_train": {"nodes": 2}, "06_evaluate": {"shards": 2}}}
+    stages = ["00_setup", "01_collect", "02_annotate", "03_adversarial_filter", "04_scrapbook"]
+    params = _params(
+        odd, "smoke", {"cluster": block, "stages": [*stages, "05_train", "06_evaluate"]}
+    )
+    outputs = odd / "outputs"
+    bin_ = odd / "bin"
+    bin_.mkdir()
+    for name, body in FAKES.items():
+        (bin_ / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_ / name).chmod(0o755)
+    monkeypatch.setenv("VQALAB_PARAMS", str(params))
+    monkeypatch.setenv("VQALAB_OUTPUTS", str(outputs))
+    monkeypatch.setattr(sys, "executable", str(bin_ / "python"))
+    p = pipeline.plan("mine", params_dir=params)
+    record = tmp_path / "argv"
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "RECORD": str(record), "SLURM_JOB_ID": "7"}
+    env |= {"SLURM_ARRAY_TASK_ID": "1", "SLURM_JOB_NODELIST": "n1"}
+    ran = {}
+    for step in p.steps:
+        for name in slurm.stage_jobs(p, step):
+            script = slurm.job_script(p, step, {}, name)
+            output = next(line for line in script.splitlines() if "--output=" in line)
+            path = shlex.split(output.split("=", 1)[1], comments=True)[0]
+            assert re.sub(r"%(.)", lambda m: "%" if m[1] == "%" else "<" + m[1], path) == str(
+                slurm.folder("smoke")
+                / f"{name}.{'<A_<a' if name.endswith('.shards') else '<j'}.log"
+            )
+            done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+            ran[name] = record.read_text().split("\0")[:-1]
+    assert not list(tmp_path.rglob("PWNED")) and not (ROOT / "PWNED").exists()
+    for name, argv in ran.items():
+        assert argv[:2] == [str(params), str(outputs)], name
+    common = ["--profile", "mine", "--run", "smoke"]
+    for stage in stages:
+        assert ran[stage][2:] == ["-m", "lib.pipeline", *common, "--stage", stage, "--local"]
+    assert ran["05_train"][2:6] == ["-m", "torch.distributed.run", "--nnodes", "2"]
+    out = str(outputs / "smoke" / "05_train")
+    assert ran["05_train"][-5:] == ["lib.stages.train", "--profile", "mine", "--out", out]
+    task = ["--shard", "1", "--num-shards", "2"]
+    assert ran["06_evaluate.shards"][2:] == ["-m", "lib.stages.evaluate", "shard", *common, *task]
+    merge = ["-m", "lib.stages.evaluate", "merge", *common, "--num-shards", "2"]
+    assert ran["06_evaluate"][2:] == merge
+
+
+def _queued(tmp_path, monkeypatch, overrides=None):
+    """The smoke profile's 04-06 on a faked Slurm, submitted once (detached) with ``overrides``."""
+    p, fake = _sharded_plan(tmp_path, monkeypatch, overrides)
+    jobs = slurm.submit(p, overrides or {}, detach=True)
+    return jobs, fake
+
+
+def test_a_rerun_that_asks_other_values_than_queued_jobs_run_is_refused(tmp_path, monkeypatch):
+    jobs, fake = _queued(tmp_path, monkeypatch)
+    fake.shown = {j.job_id: f"JobId={j.job_id} ArrayTaskId=0-1 JobState=PENDING" for j in jobs}
+    other, _ = _sharded_plan(tmp_path, monkeypatch, {"06_evaluate": {"max_items": 4}})
+    monkeypatch.setattr(slurm, "slurm", fake)
+    with pytest.raises(slurm.SlurmError, match="other stages, params or --set values"):
+        slurm.submit(other, {"06_evaluate": {"max_items": 4}}, detach=True)
+    same, _ = _sharded_plan(tmp_path, monkeypatch)
+    monkeypatch.setattr(slurm, "slurm", fake)
+    assert slurm.submit(same, {}, detach=True) == jobs and len(fake.submitted) == 4
+
+
+def test_a_finished_detached_run_is_recognised_from_its_outputs_not_resubmitted(
+    tmp_path, monkeypatch, capsys
+):
+    jobs, fake = _queued(tmp_path, monkeypatch)
+    fake.shown = {j.job_id: f"JobId={j.job_id} ArrayTaskId=0 JobState=COMPLETED" for j in jobs}
+    again, _ = _sharded_plan(tmp_path, monkeypatch)
+    monkeypatch.setattr(slurm, "slurm", fake)
+    slurm.submit(again, {}, detach=True)  # no outputs yet: submitted again
+    assert len(fake.submitted) == 8
+    fake.shown = {j.job_id: "" for j in jobs}  # Slurm has forgotten them all
+    for step in again.steps:
+        folder = tmp_path / "outputs" / "smoke" / step.stage
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "provenance.json").write_text('{"created": "9999-01-01T00:00:00+00:00"}')
+    capsys.readouterr()
+    assert len(slurm.submit(again, {}, detach=True)) == 4 and len(fake.submitted) == 8
+    assert "finished" in capsys.readouterr().out
+    (tmp_path / "outputs" / "smoke" / "05_train" / "provenance.json").unlink()
+    slurm.submit(again, {}, detach=True)  # a stage's outputs are missing: submitted again
+    assert len(fake.submitted) == 12

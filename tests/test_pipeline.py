@@ -138,7 +138,7 @@ def test_wrong_type_is_an_error_naming_file_key_and_type(tmp_path, line, key, ex
             "run: r\nstages: [01_collect]\nsed: 1\n",
             r"'sed' is neither a profile key .* \(did you mean 'seed'\?\)",
         ),
-        ("run: ../r\nstages: [01_collect]\n", r"must be a plain folder name"),
+        ("run: ../r\nstages: [01_collect]\n", r"run name '../r' is not a plain name"),
     ],
 )
 def test_a_bad_profile_is_named_with_what_to_do(tmp_path, common, message):

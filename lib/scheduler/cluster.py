@@ -107,6 +107,11 @@ def _job_problems(job: ClusterConfig, stage: str) -> list[str]:
         value = getattr(job, name)
         if value is not None and value < least:
             out.append(f"{where}{name}: must be at least {least}, got {value}")
+    # a value of the #SBATCH header is one line: a line break would end the header or start a
+    # shell line of the job script
+    for name in ("partition", "account", "mem", "sbatch"):
+        values = getattr(job, name) if name == "sbatch" else [getattr(job, name) or ""]
+        out += [f"{where}{name}: {v!r} holds a line break" for v in values if {"\n", "\r"} & set(v)]
     if job.time is not None and not TIME.fullmatch(job.time):
         out.append(f"{where}time: {job.time!r} is not a Slurm time (HH:MM:SS or D-HH:MM:SS)")
     if job.nodes > 1 and stage not in MULTI_PROCESS:

@@ -34,12 +34,17 @@ The submitter prints the job ids and waits, looking at ``scontrol show job`` (ac
 so not ``sacct``); a job that ends other than COMPLETED stops it with the end of the job's log.
 Running the same command again resumes: every stage is submitted again and resumes from what it
 stored (the call store, checkpoints), as a local rerun does; while jobs of the previous submission
-are still queued or running, the command waits for them instead of submitting twice. ``sbatch``,
+are still queued or running, the command waits for them instead of submitting twice (and refuses
+when it asks other stages, params or ``--set`` values than they run); once they have finished and
+written every stage's outputs, it says so and submits nothing. Run and profile names are plain
+(:data:`lib.paths.NAME`) and every path in a script is quoted, so a name or a folder is data in the
+script, never shell code; a ``%`` of a folder is doubled in the log's path. ``sbatch``,
 ``scontrol`` and ``scancel`` are found on ``PATH``, and ``SLURM_CONF`` is Slurm's own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
@@ -120,7 +125,8 @@ def job_script(plan, step, overrides: dict, name: str | None = None) -> str:
     array = name.endswith(SHARDS)
     options = {
         "job-name": f"vqalab-{plan.run}-{name}",
-        "output": f"{here}/{name}.{'%A_%a' if array else '%j'}.log",
+        # '%' is Slurm's in a log's path (%j: the job id), so one of the folder's own is doubled
+        "output": f"{str(here).replace('%', '%%')}/{name}.{'%A_%a' if array else '%j'}.log",
         "array": f"0-{job.shards - 1}" if array else None,
         "partition": job.partition,
         "account": job.account,
@@ -131,7 +137,9 @@ def job_script(plan, step, overrides: dict, name: str | None = None) -> str:
         "mem": job.mem,
         "time": job.time,
     }
-    lines = ["#!/bin/bash", *(f"#SBATCH --{k}={v}" for k, v in options.items() if v is not None)]
+    # sbatch reads an #SBATCH line's value as a shell word (quotes, backslashes, '#' a comment)
+    header = (f"#SBATCH --{k}={shlex.quote(str(v))}" for k, v in options.items() if v is not None)
+    lines = ["#!/bin/bash", *header]
     lines += [f"#SBATCH {option}" for option in job.sbatch]
     lines += [
         "set -euo pipefail",
@@ -152,16 +160,15 @@ def _command(plan, step, job: ClusterConfig, overrides: dict, array: bool) -> li
     for a stage in shards a shard (an array's task) or the merge."""
     python = shlex.quote(sys.executable)
     here = folder(plan.run)
+    # names are plain (lib.paths.NAME) where they are read; quoted here all the same: data, not code
+    common = f"--profile {shlex.quote(plan.profile.name)} --run {shlex.quote(plan.run)}"
     params = shlex.quote(str(here / f"{step.stage}.params.yaml"))
     extra = f" --params {params}" if overrides.get(step.stage) else ""
     module = f"lib.stages.{step.stage.split('_', 1)[1]}"  # 06_evaluate: lib.stages.evaluate
     if job.shards > 1:
-        common = f"--profile {plan.profile.name} --run {plan.run}"
-        which = 'shard {} --shard "$SLURM_ARRAY_TASK_ID"' if array else "merge {}"
-        command = which.format(common)
+        command = f'shard {common} --shard "$SLURM_ARRAY_TASK_ID"' if array else f"merge {common}"
         return [f"exec {python} -m {module} {command} --num-shards {job.shards}{extra}"]
     if job.processes(step.stage) == 1:
-        common = f"--profile {plan.profile.name} --run {plan.run}"
         extra = f" --overrides {shlex.quote(str(here / 'overrides.yaml'))}" if overrides else ""
         return [f"exec {python} -m lib.pipeline {common} --stage {step.stage} --local{extra}"]
     # --out, not --run: torchrun would read --run as its own --run-path
@@ -174,7 +181,7 @@ def _command(plan, step, job: ClusterConfig, overrides: dict, array: bool) -> li
         f"srun {python} -m torch.distributed.run --nnodes {job.nodes} "
         f"--nproc-per-node {max(job.gpus_per_node, 1)} --rdzv-backend c10d "
         f'--rdzv-endpoint "$addr:$port" --rdzv-id "$SLURM_JOB_ID" -m {module} '
-        f"--profile {plan.profile.name} --out {out}{extra}",
+        f"--profile {shlex.quote(plan.profile.name)} --out {out}{extra}",
     ]
 
 
@@ -210,12 +217,15 @@ def job_state(job: Job) -> tuple[str | None, str | None]:
     return ("RUNNING" if "RUNNING" in states else states[0]) if states else "COMPLETED", None
 
 
+def _recorded(run: str) -> list[dict]:
+    """``jobs.json``'s submissions as written, oldest first."""
+    path = folder(run) / "jobs.json"
+    return json.loads(path.read_text())["submissions"] if path.exists() else []
+
+
 def submissions(run: str) -> list[list[Job]]:
     """Every submission of the run, oldest first (``jobs.json``)."""
-    path = folder(run) / "jobs.json"
-    if not path.exists():
-        return []
-    return [[Job(**j) for j in s["jobs"]] for s in json.loads(path.read_text())["submissions"]]
+    return [[Job(**j) for j in s["jobs"]] for s in _recorded(run)]
 
 
 def live(run: str) -> list[Job]:
@@ -230,14 +240,58 @@ def live(run: str) -> list[Job]:
     return queued
 
 
+def asked(plan) -> str:
+    """What a submission was asked to do, as a digest: its stages and each one's resolved config
+    (profile, params files and ``--set`` together), so a later command can tell it asks the same."""
+    configs = [[s.stage, s.resolved.cfg.to_dict()] for s in plan.steps]
+    return hashlib.sha256(json.dumps(configs, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def finished(plan) -> list[Job] | None:
+    """The last submission's jobs when it asked what ``plan`` asks and it is done: none of its jobs
+    queued, running or failed (Slurm may have forgotten them), and every stage's outputs written
+    since it was submitted (``provenance.json``, a stage's last write). None otherwise."""
+    last = (_recorded(plan.run) or [{}])[-1]
+    if last.get("asked") != asked(plan):
+        return None
+    jobs = [Job(**j) for j in last["jobs"]]
+    if any(job_state(j)[0] not in ("COMPLETED", None) for j in jobs):
+        return None
+    for step in plan.steps:
+        provenance = run_dir(plan.run) / step.stage / "provenance.json"
+        try:
+            created = json.loads(provenance.read_text())["created"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(created, str) or created < last["submitted"]:
+            return None
+    return jobs
+
+
 def submit(plan, overrides: dict, detach: bool = False) -> list[Job]:
-    """Submit the plan's stages as chained jobs (or, while the last submission's jobs are still in
-    the queue, take those), print their ids, and wait for them unless ``detach``."""
+    """Submit the plan's stages as chained jobs and print their ids, then wait for them unless
+    ``detach``. While the last submission's jobs are still in the queue, take those when they were
+    asked the same (:func:`asked`), else refuse; when they finished and wrote every stage's
+    outputs (:func:`finished`), say so and submit nothing."""
     jobs = live(plan.run)
     if not plan.steps:
         return []
     if jobs:
+        if (_recorded(plan.run) or [{}])[-1].get("asked") != asked(plan):
+            ids = " ".join(j.job_id for j in jobs)
+            raise SlurmError(
+                f"jobs of the last submission are still queued or running ({_ids(jobs)}) and were "
+                f"submitted with other stages, params or --set values than this command's: wait "
+                f"for them and run this command again, or cancel them first (scancel {ids})"
+            )
         print(f"jobs of the last submission are still queued or running: {_ids(jobs)}", flush=True)
+    elif (done := finished(plan)) is not None:
+        print(
+            f"the jobs of the last submission finished ({_ids(done)}) and every stage's outputs "
+            f"are in {run_dir(plan.run)}: nothing submitted (another --set or params submits anew)",
+            flush=True,
+        )
+        return done
     else:
         with RunLock(run_dir(plan.run)):  # no local run writes it meanwhile; jobs take it in turn
             jobs = _submit(plan, overrides)
@@ -273,11 +327,10 @@ def _submit(plan, overrides: dict) -> list[Job]:
         if jobs:
             slurm("scancel", *(j.job_id for j in jobs))
         raise
-    record = here / "jobs.json"
-    done = json.loads(record.read_text())["submissions"] if record.exists() else []
+    done = _recorded(plan.run)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    done.append({"submitted": stamp, "jobs": [asdict(j) for j in jobs]})
-    write_json(record, {"submissions": done})
+    done.append({"submitted": stamp, "asked": asked(plan), "jobs": [asdict(j) for j in jobs]})
+    write_json(here / "jobs.json", {"submissions": done})
     return jobs
 
 

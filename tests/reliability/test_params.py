@@ -90,7 +90,7 @@ def test_a_run_name_outside_the_outputs_is_refused_by_the_check(tmp_path):
     )
     assert (
         r.returncode == 1
-        and "common.p.yaml: run name '../../etc' must be a plain folder name" in r.stderr
+        and "common.p.yaml: run name '../../etc' is not a plain name" in r.stderr
     )
     assert "Traceback" not in r.stderr
 

@@ -99,7 +99,8 @@ LAYERS = {
 @pytest.fixture(scope="module")
 def params(tmp_path_factory) -> Path:
     """The smoke profile's files and the test profile's layers over them."""
-    folder = tmp_path_factory.mktemp("params")
+    folder = tmp_path_factory.mktemp("params") / "my params"  # a space in every job's paths
+    folder.mkdir()
     for f in (ROOT / "params").glob("*.smoke.yaml"):
         shutil.copy(f, folder)
     for name, values in LAYERS.items():
@@ -204,7 +205,10 @@ def outputs_beside(local: Path, folder: Path, *runs: str, without: tuple[str, ..
 
 
 def test_the_smoke_profile_through_slurm_equals_the_local_run(cluster, params, local, tmp_path):
-    outputs = outputs_beside(local, tmp_path)
+    """In a params folder and an outputs root whose paths hold a space (and the outputs' a ``%``,
+    which sbatch would read as a pattern in a log's path); the same command once the jobs have
+    finished submits nothing."""
+    outputs = outputs_beside(local, tmp_path / "slurm outputs 100%")
     out = ok(pipeline(params, outputs, cluster))
     jobs = json.loads((outputs / PROFILE / "slurm" / "jobs.json").read_text())["submissions"]
     stages = [j["stage"] for j in jobs[0]["jobs"]]
@@ -217,6 +221,11 @@ def test_the_smoke_profile_through_slurm_equals_the_local_run(cluster, params, l
     expected = digests(local)
     print(json.dumps({"slurm_digests": digests(outputs)}, indent=1))
     assert digests(outputs) == expected and len(expected) >= 7, sorted(expected)
+    again = ok(pipeline(params, outputs, cluster))
+    assert "nothing submitted" in again, again
+    assert (
+        len(json.loads((outputs / PROFILE / "slurm" / "jobs.json").read_text())["submissions"]) == 1
+    )
 
 
 def test_a_job_cancelled_mid_stage_is_resumed_by_the_same_command(cluster, params, local, tmp_path):
