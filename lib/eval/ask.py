@@ -18,6 +18,7 @@ import json
 import shutil
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from lib import artifacts as A
@@ -35,6 +36,7 @@ from lib.io import (
     write_jsonl_hashed,
 )
 from lib.models import generate, load_model
+from lib.paths import RunBusy, RunLock
 from lib.ranks import Ranks, ranks
 from lib.schema import Item, Judgement, Prediction
 from lib.store import CallStore, call_key
@@ -97,12 +99,11 @@ def _predictions(
     for mi, (label, spec) in enumerate(cfg.models.items()):
         model = load_model(spec)
         for di, (name, (root, items)) in enumerate(data.items()):
-            chunks = range(0, len(items), PREDICT_CHUNK)
+            chunks = _asked(len(items), shard)
             for si, style in enumerate(cfg.styles):
-                for k, start in enumerate(chunks, start=1):
+                for k, at in enumerate(chunks, start=1):
                     part = f" {k}/{len(chunks)}" if len(chunks) > 1 else ""
-                    first = start + shard.rank
-                    asked = items[first : min(start + PREDICT_CHUNK, len(items)) : shard.world]
+                    asked = items[at.start : at.stop : at.step]
                     preds = (
                         predict(
                             label,
@@ -119,9 +120,18 @@ def _predictions(
                         if len(asked)
                         else []
                     )
-                    for j, p in enumerate(preds):
-                        yield (mi, di, si, first + j * shard.world), p
+                    for q, p in zip(at, preds):
+                        yield (mi, di, si, q), p
         del model
+
+
+def _asked(n: int, shard: Ranks) -> list[range]:
+    """The places, among ``n`` questions, of those ``shard`` asks, a chunk (:data:`PREDICT_CHUNK`) at
+    a time: every ``world``-th question of each chunk from its own rank on."""
+    return [
+        range(start + shard.rank, min(start + PREDICT_CHUNK, n), shard.world)
+        for start in range(0, n, PREDICT_CHUNK)
+    ]
 
 
 ORDER = "_order"  # a rank's part file: each row's place in the merged predictions
@@ -245,43 +255,88 @@ def ask_merged(
 ) -> dict:
     """The parts of ``num_shards`` shards (:func:`ask_shard`'s) merged into the predictions one
     process writes, then judged, the config and the manifest written as :func:`ask` does; every part
-    is checked first (:class:`PartRefused` naming each one missing, unfinished or made for another
-    config or shard count) and removed once the manifest is written. Returns :func:`ask`'s counts,
-    ``predict_seconds`` being the slowest shard's plus the merge's."""
+    is checked first (:func:`checked_parts`), nothing written when one is refused. The parts stay:
+    the caller holds them (:func:`held_parts`) and removes them (:func:`remove_parts`) once
+    everything made from them is written. Returns :func:`ask`'s counts, ``predict_seconds`` being
+    the slowest shard's plus the merge's."""
     out = Path(out)
-    infos = checked_parts(cfg, out, num_shards)
+    infos = checked_parts(cfg, out, data, num_shards)
+    slowest = max(info["seconds"] for info in infos)
     store = store if store is not None else CallStore.default()
     (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
     start = time.perf_counter()
-    shards = [Ranks(k, num_shards) for k in range(num_shards)]
-    parts = [shard_folder(out, s) / A.PREDICTIONS for s in shards]
+    parts = [shard_folder(out, Ranks(k, num_shards)) / A.PREDICTIONS for k in range(num_shards)]
     counts = _publish(cfg, out, data, _merged(parts), store, progress)
-    for s in shards:
-        shutil.rmtree(shard_folder(out, s))
-    if not any((out / SHARDS).iterdir()):
-        (out / SHARDS).rmdir()
-    slowest = max(info["seconds"] for info in infos)
     return {"predict_seconds": round(slowest + time.perf_counter() - start, 2), **counts}
 
 
-def checked_parts(cfg: EvalConfig, out: str | Path, num_shards: int) -> list[dict]:
-    """Each shard's ``part.json``, the part checked against it and against ``cfg``; one
+@contextmanager
+def held_parts(out: str | Path, num_shards: int) -> Iterator[None]:
+    """The lock of each part there is (:class:`lib.paths.RunLock` on its folder, which its shard
+    holds while it writes), held for the length of a merge: a part whose shard is still writing it
+    is refused by name (:class:`PartRefused`), neither merged nor deleted."""
+    with ExitStack() as locks:
+        busy = []
+        for k in range(num_shards):
+            folder = shard_folder(out, Ranks(k, num_shards))
+            if not folder.is_dir():
+                continue  # a part never made: checked_parts names it
+            try:
+                locks.enter_context(RunLock(folder))
+            except RunBusy:
+                busy.append(f"{folder}: shard {k} of {num_shards} is still writing this part")
+        if busy:
+            wait = "wait for those shards to finish, then merge again (nothing was written)"
+            raise PartRefused("\n".join([f"{out}: the parts cannot be merged yet:", *busy, wait]))
+        yield
+
+
+def remove_parts(out: str | Path, num_shards: int) -> None:
+    """The merged parts of ``num_shards`` shards removed, each part's folder, then ``shards/`` when
+    that leaves it empty; a ``shards/`` that is a link (to a scratch disk) is the user's and stays."""
+    for k in range(num_shards):
+        folder = shard_folder(out, Ranks(k, num_shards))
+        folder.unlink() if folder.is_symlink() else shutil.rmtree(folder)
+    shards = Path(out) / SHARDS
+    if not shards.is_symlink() and not any(shards.iterdir()):
+        shards.rmdir()
+
+
+# every field of a part.json, with its type: a part is merged only when all are there
+PART_FIELDS = {
+    "config": str,
+    "datasets": dict,
+    "shard": int,
+    "num_shards": int,
+    "rows": int,
+    "sha256": str,
+    "seconds": (int, float),
+}
+
+
+def checked_parts(cfg: EvalConfig, out: str | Path, data: dict, num_shards: int) -> list[dict]:
+    """Each shard's ``part.json`` (every field, :data:`PART_FIELDS`), the part checked against it,
+    against ``cfg`` and against the questions its shard asks of ``data``, in their order; one
     :class:`PartRefused` naming every part that cannot be merged and how to make it."""
+    ids = {name: [it.id for it in items] for name, (_, items) in data.items()}
     infos, problems = [], []
     for k in range(num_shards):
         shard = Ranks(k, num_shards)
         part = shard_folder(out, shard) / A.PREDICTIONS
-        try:
-            info = json.loads((part.parent / PART_INFO).read_text())
-        except (FileNotFoundError, ValueError):
-            problems.append(f"{part}: missing or unfinished (no readable {PART_INFO} beside it)")
+        info, problem = _part_info(part)
+        if info is None:
+            problems.append(problem)
             continue
         wanted = _made_from(cfg, shard)
-        differ = [key for key in wanted if info.get(key) != wanted[key]]
+        differ = [key for key in wanted if info[key] != wanted[key]]
         if differ:
-            problems.append(f"{part}: made for another {' and '.join(differ)} than this merge's")
-        elif info.get("sha256") != file_sha256(part, remember=False):
-            problems.append(f"{part}: not the part its {PART_INFO} describes (changed since)")
+            problem = f"made for another {' and '.join(differ)} than this merge's"
+        elif info["sha256"] != file_sha256(part, remember=False):
+            problem = f"not the part its {PART_INFO} describes (changed since)"
+        else:
+            problem = _rows_problem(part, info["rows"], _shard_rows(cfg, ids, shard))
+        if problem is not None:
+            problems.append(f"{part}: {problem}")
         infos.append(info)
     if problems:
         raise PartRefused(
@@ -295,6 +350,69 @@ def checked_parts(cfg: EvalConfig, out: str | Path, num_shards: int) -> list[dic
             )
         )
     return infos
+
+
+def _part_info(part: Path) -> tuple[dict | None, str | None]:
+    """The ``part.json`` beside ``part`` and None; else None and the line saying what is wrong: the
+    file missing or unreadable (the part is unfinished), not an object, or a field of
+    :data:`PART_FIELDS` missing or of another type."""
+    path = part.parent / PART_INFO
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, f"{part}: missing or unfinished (no readable {PART_INFO} beside it)"
+    if not isinstance(info, dict):
+        return None, f"{path}: not a JSON object but {type(info).__name__}"
+    for key, kind in PART_FIELDS.items():
+        if key not in info:
+            return None, f"{path}: field {key!r} missing"
+        if isinstance(info[key], bool) or not isinstance(info[key], kind):
+            name = (
+                " or ".join(t.__name__ for t in kind) if isinstance(kind, tuple) else kind.__name__
+            )
+            return None, f"{path}: field {key!r}: expected {name}, got {type(info[key]).__name__}"
+    return info, None
+
+
+def _shard_rows(cfg: EvalConfig, ids: dict[str, list[str]], shard: Ranks) -> Iterator[tuple]:
+    """``(place, model, dataset, style, item id)`` of each row ``shard``'s part holds, in order:
+    the questions :func:`_predictions` asks for that shard."""
+    for mi, label in enumerate(cfg.models):
+        for di, (name, items) in enumerate(ids.items()):
+            for si, style in enumerate(cfg.styles):
+                for at in _asked(len(items), shard):
+                    for q in at:
+                        yield [mi, di, si, q], label, name, style, items[q]
+
+
+def _rows_problem(part: Path, rows: int, wanted: Iterator[tuple]) -> str | None:
+    """What is wrong with the rows of ``part`` (``rows`` of them, its ``part.json`` says), row by row
+    against ``wanted`` (:func:`_shard_rows`): a row out of place, missing or extra; None when
+    they are those rows in that order (the merge relies on each part's order)."""
+    n = 0
+    try:
+        for n, row in enumerate(read_jsonl(part), 1):
+            if not isinstance(row, dict):
+                return f"line {n} is not a prediction row but a JSON {type(row).__name__}"
+            got = tuple(row.get(key) for key in (ORDER, "model", "dataset", "style", "item_id"))
+            want = next(wanted, None)
+            if got != want:
+                return f"line {n} is {_said(got)}, where its shard asks {_said(want)}"
+    except ValueError as e:  # a line that is no JSON
+        return f"unreadable: {e}"
+    if (want := next(wanted, None)) is not None:
+        return f"ends after {n} rows, before {_said(want)}, which its shard asks"
+    if n != rows:
+        return f"holds {n} rows, not the {rows} its {PART_INFO} says"
+    return None
+
+
+def _said(row: tuple | None) -> str:
+    """A part's row as :func:`_rows_problem` names it."""
+    if row is None:
+        return "no more rows"
+    place, model, dataset, style, item = row
+    return f"item {item!r} of {dataset} for {model} in style {style} (place {place})"
 
 
 def _rows(

@@ -46,7 +46,15 @@ from pathlib import Path
 
 from lib import artifacts as A
 from lib import cli, config
-from lib.eval.ask import PartRefused, ask, ask_merged, ask_shard, shard_folder
+from lib.eval.ask import (
+    PartRefused,
+    ask,
+    ask_merged,
+    ask_shard,
+    held_parts,
+    remove_parts,
+    shard_folder,
+)
 from lib.eval.items import load_eval_items
 from lib.eval.rescore import rescore_folder
 from lib.eval.score import invalid_summary
@@ -137,7 +145,8 @@ def shard(cfg: EvalConfig, out: str | Path, part: Ranks, store=None, progress: b
     what the part was made from. The shards of a Slurm array run at the same time, so a shard does
     not take the run folder's lock (:func:`lib.config.stage_run`, which the stage and :func:`merge`
     hold while they write the stage's files): it writes nothing but its part, atomically, and holds
-    that part's own lock instead, so two processes never write one part at once."""
+    that part's own lock instead, so two processes never write one part at once and :func:`merge`
+    never takes a part that is being written."""
     config.check_values(cfg, f"{type(cfg).__name__} (as shard() got it)")
     if ranks().world > 1:
         raise config.ParamsError(
@@ -155,12 +164,17 @@ def merge(
 ) -> dict:
     """The rest of the stage after ``num_shards`` shards (:func:`shard`), as :func:`run` does it
     after asking: the parts checked and merged into the predictions one process writes
-    (:func:`~lib.eval.ask.ask_merged`), judged, the tables scored, summary and provenance."""
+    (:func:`~lib.eval.ask.ask_merged`), judged, the tables scored, summary and provenance. The
+    parts' locks are held throughout (a part still being written is refused), and the parts are
+    removed only once the summary is written: a merge that fails can be run again."""
     cfg, data = items_to_ask(cfg, out)
-    counts = ask_merged(cfg, out, data, num_shards, store, progress)
-    del data
-    release_memory()
-    return finish(cfg, out, counts, rescore_folder(out))
+    with held_parts(out, num_shards):
+        counts = ask_merged(cfg, out, data, num_shards, store, progress)
+        del data
+        release_memory()
+        summary = finish(cfg, out, counts, rescore_folder(out))
+        remove_parts(out, num_shards)
+    return summary
 
 
 PROG = "python -m lib.stages.evaluate"

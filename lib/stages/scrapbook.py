@@ -32,6 +32,8 @@ import re
 import shutil
 import sys
 import typing
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
@@ -45,7 +47,7 @@ from lib.families.scrapbook.generate import generate
 from lib.families.scrapbook.merge import merge as merge_datasets
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
 from lib.io import write_csv
-from lib.paths import RunLock
+from lib.paths import RunBusy, RunLock
 
 
 @dataclass
@@ -210,16 +212,47 @@ def merge(cfg: ScrapbookConfig, out: str | Path, num_shards: int, progress: bool
     dataset: the shards checked against ``cfg`` (:func:`checked_shards`) and merged into
     ``datasets/scrapbook``, the bytes one process writes
     (:func:`lib.families.scrapbook.merge.merge`), then the figures, further sets, paper table,
-    summary and provenance; the shards are removed once the stage is finished."""
+    summary and provenance. The shards' locks are held throughout (a shard still being made is
+    refused), and the shards are removed only once the stage is finished."""
     out = Path(out)
-    folders = checked_shards(cfg, out, num_shards)
-    stats = merge_datasets(folders, _dataset(cfg, out, A.SCRAPBOOK_DATASET))
-    summary = _after_main(cfg, out, stats, progress)
-    for k in range(num_shards):
-        shutil.rmtree(shard_folder(out, k, num_shards))
-    if not any((out / SHARDS).iterdir()):
-        (out / SHARDS).rmdir()
+    with _held_shards(out, num_shards):
+        folders = checked_shards(cfg, out, num_shards)
+        stats = merge_datasets(folders, _dataset(cfg, out, A.SCRAPBOOK_DATASET))
+        summary = _after_main(cfg, out, stats, progress)
+        _remove_shards(out, num_shards)
     return summary
+
+
+@contextmanager
+def _held_shards(out: Path, num_shards: int) -> Iterator[None]:
+    """The lock of each shard folder there is (which :func:`shard` holds while it makes it), held for
+    the length of a merge: a shard still being made is refused by name, neither merged nor deleted."""
+    with ExitStack() as locks:
+        busy = []
+        for k in range(num_shards):
+            folder = shard_folder(out, k, num_shards)
+            if not folder.is_dir():
+                continue  # a shard never made: checked_shards names it
+            try:
+                locks.enter_context(RunLock(folder))
+            except RunBusy:
+                busy.append(f"{folder}: shard {k} of {num_shards} is still being made")
+        if busy:
+            wait = "wait for those shards to finish, then merge again (nothing was written)"
+            raise ScrapbookParamError(
+                "\n".join([f"{out}: the shards cannot be merged yet:", *busy, wait])
+            )
+        yield
+
+
+def _remove_shards(out: Path, num_shards: int) -> None:
+    """The merged shards removed, each shard's folder, then ``shards/`` when that leaves it empty; a
+    ``shards/`` that is a link (to a scratch disk) is the user's and stays."""
+    for k in range(num_shards):
+        folder = shard_folder(out, k, num_shards)
+        folder.unlink() if folder.is_symlink() else shutil.rmtree(folder)
+    if not (out / SHARDS).is_symlink() and not any((out / SHARDS).iterdir()):
+        (out / SHARDS).rmdir()
 
 
 def checked_shards(cfg: ScrapbookConfig, out: str | Path, num_shards: int) -> list[Path]:

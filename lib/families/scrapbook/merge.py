@@ -31,6 +31,8 @@ from lib.io import (
 KIND = "scrapbook dataset"  # the marker of a folder generate() or merge() writes (lib.io.folders)
 LEGACY = ("dataset.json", "items.jsonl")  # what such a folder always held, before markers
 SHARD_FILES = ("items.jsonl", "scenes.jsonl", "summary.json", "dataset.json")
+# the fields of a shard's summary.json that a merge adds up, with their types
+SUMMARY_FIELDS = {"units": int, "sets": list, "placement_failures": dict, "skipped_files": list}
 
 
 def finish_dataset(
@@ -153,6 +155,12 @@ def _shard_summary(d: Path) -> dict:
             f"merge: {d} is not a shard (its summary.json has shard={info.get('shard')!r}, "
             f"num_shards={info.get('num_shards')!r}; a merged folder is merged already)"
         )
+    for key, kind in SUMMARY_FIELDS.items():
+        if type(info.get(key)) is not kind:
+            said = "missing" if key not in info else f"expected {kind.__name__}"
+            raise ScrapbookParamError(
+                f"merge: {d}/summary.json: field {key!r} {said}; generate that shard again"
+            )
     return info
 
 
@@ -198,9 +206,11 @@ def _check_complete_set(infos: list[dict]) -> None:
 
 
 def _lines(d: Path, info: dict, name: str):
-    """``(unit, line)`` of a shard's file, each unit checked to be one this shard makes: a shard
-    whose summary.json names another index (edited, or copied from another shard) merges no unit twice."""
-    k = info["num_shards"]
+    """``(unit, line)`` of a shard's file, each unit checked to be one this shard makes, in the
+    order it makes them: a shard whose summary.json names another index (edited, or copied from
+    another shard) merges no unit twice, and the merge, which interleaves the shards by unit,
+    never puts a line out of its place."""
+    k, last = info["num_shards"], -1
     with open(d / name, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             try:
@@ -223,6 +233,12 @@ def _lines(d: Path, info: dict, name: str):
                     + f", but {d}/summary.json says this folder is shard {info['shard']} of {k}; "
                     f"generate that shard again"
                 )
+            if index < last:
+                raise ScrapbookParamError(
+                    f"merge: {d / name}: line {n} is unit {unit}, which comes before the unit of "
+                    f"the line above in the order a shard makes its units; generate that shard again"
+                )
+            last = index
             yield tuple(unit), line
 
 
@@ -247,7 +263,7 @@ def _merge(shards: list[Path], infos: list[dict], out: Path) -> dict:
         (out / f".{name}.part").replace(out / name)
     failures: Counter = Counter()
     for i in infos:
-        failures.update(i.get("placement_failures", {}))
+        failures.update(i["placement_failures"])
     info = {
         "params": infos[0]["params"],
         "shard": None,
@@ -255,7 +271,7 @@ def _merge(shards: list[Path], infos: list[dict], out: Path) -> dict:
         "merged_from": [str(d) for d in shards],
         "units": sum(i["units"] for i in infos),
         "placement_failures": dict(failures),
-        "skipped_files": [s for i in infos for s in i.get("skipped_files", [])],
+        "skipped_files": [s for i in infos for s in i["skipped_files"]],
         "sets": infos[0]["sets"],
     }
     return finish_dataset(
