@@ -9,7 +9,10 @@ judged); ``criterion`` (e.g. ``correctness``); ``label`` (1/0, yes/no, true/fals
 declare a reader for a release's own file (``HUMAN_LABELS``: file name -> reader, e.g. YesBut's
 ``Human_Eval_Results.csv``), so its path can be given as it is; a ``.json`` file is Label Studio's
 export of a rating project (:mod:`lib.rating`: the majority per answer, ties and unrated answers
-left out and counted in the summary's ``left_out``).
+left out and counted in the summary's ``left_out``). Several rows for one answer and criterion (a
+row per rater, or two files joined) are its raters: the label is their majority, a tie left out,
+both counted in ``left_out`` (``rated_by_several``, ``tied``). A labels file is read only when it
+is a regular file of at most :data:`lib.io.annotations.MAX_LABELS_BYTES`.
 
 The answers are scored by each text metric of the task (its options in the profile's stage 06, e.g.
 ``yesbut.understanding``'s BLEU, ROUGE-L, METEOR, CIDEr, BERTScore) and by every judge the families
@@ -28,7 +31,10 @@ Writes, all or nothing, into ``--out`` (a folder of its own kind, never one hold
 - ``scores.csv``: every answer's score by every scorer; ``labels.csv``: the labels, with the task.
 
 A row of ``agreement.csv`` or ``paired.csv`` whose interval rests on fewer than
-:data:`MIN_CLUSTERS` clusters is flagged ``few_clusters``: its interval is not to be trusted.
+:data:`MIN_CLUSTERS` clusters is flagged ``few_clusters``, and one whose answers hold fewer than
+:data:`MIN_PER_CLASS` labelled yes or no ``few_labels``: its interval is not to be trusted. A
+statistic with no value says why in ``note`` (no positive label, say). With no scorer (the task has
+no text metric and no judge is named) the tables are written empty and the summary says so.
 """
 
 from __future__ import annotations
@@ -46,123 +52,96 @@ from lib import artifacts as A
 from lib import config
 from lib.eval.settings import EvalConfig
 from lib.io import NotOurFolder, aside_folder, check_ours, mark, swap_in, write_csv
+from lib.io.annotations import (
+    LABEL_COLUMNS,
+    LabelsError,
+    by_raters,
+    check_label,
+    label_rows,
+    labels_file,
+)
 from lib.metrics import text as T
-from lib.metrics.agreement import CATEGORICAL, GRADED, agreement, paired_agreement
+from lib.metrics.agreement import (
+    CATEGORICAL,
+    GRADED,
+    MIN_PER_CLASS,
+    agreement,
+    paired_agreement,
+)
 from lib.metrics.stats import MIN_CLUSTERS, N_RESAMPLES
 from lib.models import load_model
 from lib.rating import RatingError, is_export, read_export
 from lib.store import CallStore
 from lib.tasks.registry import get_task, registry
 
-LABEL_COLUMNS = ("answer_id", "cluster", "question", "references", "answer", "criterion", "label")
-LABEL_VALUES = {"1": 1, "0": 0, "yes": 1, "no": 0, "true": 1, "false": 0}
 KIND = "agreement"  # the output folder's marker (lib.io.folders)
+FLAGS = ("few_clusters", "few_labels")  # a row whose interval is not to be trusted
 # the verbosity probe's padding: true of any image an answer is about, and no answer to any question
 PADDING = "The picture is stored as an image file."
+_COUNTS = ("ci_low", "ci_high", "n", "n_clusters", "n_positive", "n_negative")
+AGREEMENT_COLUMNS = ("scorer", "criterion", "statistic", "value", *_COUNTS, "note", *FLAGS)
+PAIRED_COLUMNS = ("criterion", "better", "than", "auc_difference", *_COUNTS, *FLAGS)
+NO_SCORER = (
+    "no scorer held to the labels: the task's stage-06 options name no text metric and no judge "
+    "model was given (the profile's judge, or --judge)"
+)
 
 
 class AgreementError(ValueError):
     """Labels that cannot be read, or an output folder that is not this command's."""
 
 
-def _label(value, where: str) -> int:
-    text = str(value).strip().lower()
-    if text not in LABEL_VALUES:
-        raise AgreementError(f"{where}: label: expected 1/0, yes/no or true/false, got {value!r}")
-    return LABEL_VALUES[text]
-
-
-def _references(value, where: str) -> list[str]:
-    if isinstance(value, str) and value.lstrip().startswith("["):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise AgreementError(
-                f"{where}: references: not a JSON list of strings ({e.msg})"
-            ) from None
-    refs = [value] if isinstance(value, str) else value
-    if (
-        not isinstance(refs, list)
-        or not refs
-        or not all(isinstance(r, str) and r.strip() for r in refs)
-    ):
-        raise AgreementError(
-            f"{where}: references: expected a non-empty string or list of strings, got {value!r}"
-        )
-    return refs
-
-
-def _rows(path: Path) -> list[tuple[str, dict]]:
-    """(where, row) of a labels file: ``FILE:LINE`` names each row. Not :func:`lib.io.read_jsonl`,
-    which yields rows without their line numbers, and every later error names the row's line."""
-    if path.suffix == ".jsonl":
-        out = []
-        for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if text.strip():
-                try:
-                    row = json.loads(text)
-                except json.JSONDecodeError as e:
-                    raise AgreementError(f"{path}:{line}: not JSON ({e.msg})") from None
-                if not isinstance(row, dict):
-                    raise AgreementError(
-                        f"{path}:{line}: expected an object with {', '.join(LABEL_COLUMNS)}"
-                    )
-                out.append((f"{path}:{line}", row))
-        return out
-    if path.suffix == ".csv":
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        return [(f"{path}:{i + 2}", row) for i, row in enumerate(frame.to_dict("records"))]
-    raise AgreementError(
-        f"{path}: labels are a .csv or .jsonl file with columns {', '.join(LABEL_COLUMNS)}"
-    )
+def _family_rows(path: Path, reader) -> list[tuple[str, dict]]:
+    """(where, row) of a release's file, read by its family's reader (``FILE: row N``)."""
+    labels_file(path)  # a regular file within the cap, before the reader opens it
+    try:
+        found = reader(path)
+    except (ValueError, KeyError) as e:  # the reader's own errors name the file and line
+        raise AgreementError(str(e) if str(path) in str(e) else f"{path}: {e}") from None
+    return [(f"{path}: row {i + 1}", r) for i, r in enumerate(found.to_dict("records"))]
 
 
 def read_labels(path: str | Path) -> pd.DataFrame:
     """The labels of ``path`` (:data:`LABEL_COLUMNS`), each row checked; a family's release file is
     read by the reader it declares, a Label Studio export by :func:`lib.rating.read_export` (what it
-    left out in ``attrs["left_out"]``). Errors name the file, the line (or task) and the field."""
+    left out in ``attrs["left_out"]``); several rows for one answer and criterion by
+    :func:`lib.io.annotations.by_raters`. Errors name the file, the line (or task) and the field."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise AgreementError(f"{path}: no such labels file")
-    task, reader = registry().human_labels.get(path.name, (None, None))
+    _, reader = registry().human_labels.get(path.name, (None, None))
     left_out = {}
-    if reader:
-        rows = [(f"{path}: row {i + 1}", r) for i, r in enumerate(reader(path).to_dict("records"))]
-    elif is_export(path):
-        try:
+    try:
+        if reader:
+            rows = _family_rows(path, reader)
+        elif is_export(path):
             rows, left_out = read_export(path)
-        except RatingError as e:
-            raise AgreementError(str(e)) from None
-    else:
-        rows = _rows(path)
+        else:
+            rows = label_rows(path)
+        rows = [(where, check_label(where, row)) for where, row in rows]
+    except (RatingError, LabelsError) as e:
+        raise AgreementError(str(e)) from None
     checked, seen = [], {}
-    for where, row in rows:
-        missing = [c for c in LABEL_COLUMNS if c not in row]
-        if missing:
-            raise AgreementError(
-                f"{where}: missing {', '.join(missing)} (columns: {', '.join(LABEL_COLUMNS)})"
-            )
-        for c in ("answer_id", "cluster", "question", "answer", "criterion"):
-            if not isinstance(row[c], str) or (c != "answer" and not row[c].strip()):
-                raise AgreementError(f"{where}: {c}: expected text, got {row[c]!r}")
-        r = {
-            **{c: row[c] for c in LABEL_COLUMNS},
-            "references": _references(row["references"], where),
-            "label": _label(row["label"], where),
-        }
+    for where, r in rows:
         same = {c: r[c] for c in ("cluster", "question", "answer")} | {
             "references": tuple(r["references"])
         }
-        if seen.setdefault(r["answer_id"], same) != same:
+        first, before = seen.setdefault(r["answer_id"], (where, same))
+        if before != same:
             raise AgreementError(
                 f"{where}: answer {r['answer_id']!r} has another cluster, question, answer or "
-                f"references than on its first row"
+                f"references than on its first row ({first})"
             )
         checked.append(r)
+    checked, several = by_raters(checked)
+    if several:
+        left_out = {**left_out, **several, "tied": left_out.get("tied", 0) + several["tied"]}
     if not checked:
-        raise AgreementError(f"{path}: no labels")
+        raise AgreementError(
+            f"{path}: no labels" + (f" with a verdict ({several})" if several else "")
+        )
     labels = pd.DataFrame(checked, columns=list(LABEL_COLUMNS))
-    labels.attrs["left_out"] = left_out  # what a rating export could not give a verdict on
+    labels.attrs["left_out"] = left_out  # what a rating export or a tie could not give a verdict on
     return labels
 
 
@@ -309,8 +288,18 @@ def agreement_table(
                     seed=seed,
                 )
             rows += [{"scorer": scorer, "criterion": criterion, **r} for r in found]
-    table = pd.DataFrame(rows)
-    return table.assign(few_clusters=table["n_clusters"] < MIN_CLUSTERS)
+    table = pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS))
+    return table.assign(**_flags(table))
+
+
+def _flags(table: pd.DataFrame) -> dict:
+    """A row's interval is not to be trusted: ``few_clusters`` (images), ``few_labels`` (answers
+    labelled yes, or no)."""
+    fewest = table[["n_positive", "n_negative"]].min(axis=1)
+    return {
+        "few_clusters": (table["n_clusters"] < MIN_CLUSTERS).astype(bool),
+        "few_labels": (fewest < MIN_PER_CLASS).astype(bool),
+    }
 
 
 def paired_table(
@@ -355,10 +344,12 @@ def paired_table(
                     "ci_high": high,
                     "n": int(keep.sum()),
                     "n_clusters": len(set(clusters[keep])),
-                    "few_clusters": len(set(clusters[keep])) < MIN_CLUSTERS,
+                    "n_positive": int((verdict[keep] == 1).sum()),
+                    "n_negative": int((verdict[keep] == 0).sum()),
                 }
             )
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows, columns=list(PAIRED_COLUMNS))
+    return table.assign(**_flags(table))
 
 
 def scorers(
@@ -455,7 +446,7 @@ def run(
         "scorers": list(scores),
         "left_out": labels.attrs["left_out"],
         "out": str(out),
-    }
+    } | ({} if scores else {"note": NO_SCORER})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -483,7 +474,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     table = pd.read_csv(Path(args.out) / "agreement.csv")
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(
+        table.to_string(index=False, float_format=lambda x: f"{x:.3f}") if len(table) else NO_SCORER
+    )
     print(json.dumps(summary, indent=1))
     return 0
 

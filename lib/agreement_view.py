@@ -1,7 +1,9 @@
 """What a reader sees of stage 07's scorers against human labels (``human_labels``:
 :mod:`lib.agreement`'s tables under ``07_analyze/agreement/``): the report's section "Which score
 agrees with people" (:func:`section`) - per criterion and scorer every statistic with its interval
-over the images, flagged instead where too few images hold one; the paired "A agrees better than B"
+over the images, flagged instead where too few images, or too few answers labelled yes or no
+(:data:`lib.metrics.agreement.MIN_PER_CLASS`), hold one, and where a statistic has no value the reason
+(no positive label, say); the paired "A agrees better than B"
 rows; the judge checks; what the papers say of it beside ours
 (:func:`lib.papers.agreement_claims`) - and the item browser's rows of the labelled answers, each
 naming the judges people disagree with
@@ -18,13 +20,18 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib.htmlsafe import text
-from lib.metrics.stats import interval_text
+from lib.metrics.agreement import MIN_PER_CLASS
+from lib.metrics.stats import MIN_CLUSTERS, interval_text
 from lib.papers import agreement_claims
 
 HEADING = "Which score agrees with people"
 ANCHOR = "agreement"  # the report's section id
 DATASET = "human labels"  # the browser's dataset of the labelled answers
 STATISTICS = ("roc_auc", "kendall_tau_b", "cohen_kappa", "krippendorff_alpha")
+NO_SCORER = (
+    "no score was held to them: the task's stage-06 options name no text metric and no judge model "
+    "was given (stage 06's judge, or stage 07's human_labels_judges)."
+)
 
 
 def read_agreed(run_folder: str | Path) -> dict[str, pd.DataFrame] | None:
@@ -105,15 +112,30 @@ def browser_rows(found: dict[str, pd.DataFrame]) -> tuple[list[dict], list[str]]
     return rows, values
 
 
+def shown(value, low, high, r) -> str:
+    """A statistic as the section shows it: :func:`lib.metrics.stats.interval_text`, flagged
+    instead where too few answers are labelled yes or no, or the reason it has no value (``r``:
+    its row, with ``n_clusters``, ``n_positive``, ``n_negative`` and perhaps ``note``)."""
+    if pd.isna(value):
+        note = getattr(r, "note", "")
+        return f"n/a ({note})" if isinstance(note, str) and note else "n/a"
+    yes, no = getattr(r, "n_positive", None), getattr(r, "n_negative", None)
+    if r.n_clusters >= MIN_CLUSTERS and yes is not None and min(yes, no) < MIN_PER_CLASS:
+        return (
+            f"{value:.3f} (too few answers labelled yes or no for an interval: {yes} yes, {no} no)"
+        )
+    return interval_text(value, low, high, r.n_clusters)
+
+
 def agreement_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per criterion and scorer: each statistic with its interval (:func:`lib.metrics.stats.interval_text`), n and
+    """One row per criterion and scorer: each statistic as :func:`shown` shows it, n and
     n_clusters, in the order ``lib.agreement`` wrote them."""
     rows = []
     for (criterion, scorer), g in table.groupby(["criterion", "scorer"], sort=False):
         first = g.iloc[0]
         row = {"criterion": criterion, "scorer": scorer}
         for r in g.itertuples():
-            row[r.statistic] = interval_text(r.value, r.ci_low, r.ci_high, r.n_clusters)
+            row[r.statistic] = shown(r.value, r.ci_low, r.ci_high, r)
         rows.append({**row, "n": int(first["n"]), "n_clusters": int(first["n_clusters"])})
     columns = ["criterion", "scorer", *STATISTICS, "n", "n_clusters"]
     return pd.DataFrame(rows).reindex(columns=columns).fillna("")
@@ -121,37 +143,50 @@ def agreement_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 def paired_rows(paired: pd.DataFrame) -> pd.DataFrame:
     """The best scorer by ROC AUC against each other one: the AUC difference with its paired
-    interval (flagged as :func:`lib.metrics.stats.interval_text` does)."""
-    shown = [
-        interval_text(r.auc_difference, r.ci_low, r.ci_high, r.n_clusters)
-        for r in paired.itertuples()
-    ]
-    return paired[["criterion", "better", "than"]].assign(
-        **{"AUC difference (95% CI)": shown, "n": paired["n"], "n_clusters": paired["n_clusters"]}
+    interval (flagged as :func:`shown` does)."""
+    columns = ["criterion", "better", "than"]
+    if paired.empty:
+        return pd.DataFrame(columns=[*columns, "AUC difference (95% CI)", "n", "n_clusters"])
+    diffs = [shown(r.auc_difference, r.ci_low, r.ci_high, r) for r in paired.itertuples()]
+    return paired[columns].assign(
+        **{"AUC difference (95% CI)": diffs, "n": paired["n"], "n_clusters": paired["n_clusters"]}
     )
 
 
 def section(run_folder: str | Path, table: Callable[..., str]) -> str:
-    """The report's section (empty when 07 held no scorer to human labels); ``table`` renders a
-    frame as the report does (``table(df, caption, max_rows=..., index=False)``)."""
+    """The report's section (empty when 07 held no scorer to human labels; a sentence instead of
+    the tables when no scorer covered them); ``table`` renders a frame as the report does
+    (``table(df, caption, max_rows=..., index=False)``)."""
     found = read_agreed(run_folder)
     if found is None:
         return ""
-    labels, few = found["labels"], found["agreement"]["few_clusters"].astype(bool)
+    labels, agreed = found["labels"], found["agreement"]
     n, images = labels["answer_id"].nunique(), labels["cluster"].nunique()
     criteria = ", ".join(dict.fromkeys(labels["criterion"]))
-    intro = (
-        f"<p>{n} answers about {images} images, each judged by people on {text(criteria)}, "
+    head = (
+        f"<h2 id='{ANCHOR}'>{HEADING}</h2><p>{n} answers about {images} images, each judged by "
+        f"people on {text(criteria)}, "
+    )
+    claims = (agreement_claims(), "What the papers say of how their scores agree with people")
+    if agreed.empty:
+        return f"{head}and {text(NO_SCORER)}</p>" + table(
+            *claims, max_rows=len(claims[0]), index=False
+        )
+    flags = [c for c in ("few_clusters", "few_labels") if c in agreed]
+    flagged = int((agreed[flags].astype(bool).any(axis=1) & agreed["value"].notna()).sum())
+    intro = head + (
         f"scored by every text metric of its task and every judge of the run's stage 06. Each "
         f"statistic has its 95% bootstrap interval over the n_clusters images the n answers are "
         f"about (a judge's unreadable ratings are left out of n and counted in the judge checks); "
-        f"{int(few.sum())} of {len(few)} statistics rest on too few images for an interval "
-        f"(lib.metrics.stats.MIN_CLUSTERS) and are flagged instead.</p>"
+        f"{flagged} of {len(agreed)} statistics rest on too few images "
+        f"(lib.metrics.stats.MIN_CLUSTERS) or too few answers labelled yes or no "
+        f"(lib.metrics.agreement.MIN_PER_CLASS) for an interval and are flagged instead; one with "
+        f"no value says why.</p>"
     )
     checks = found["judge_checks"]
     parts = [
         (
-            agreement_rows(found["agreement"]),
+            agreement_rows(agreed),
             "Per criterion and scorer: ROC AUC and Kendall tau-b of its score against people's "
             "verdict; for a judge, Cohen's kappa and Krippendorff's alpha of its top rating",
         ),
@@ -163,7 +198,8 @@ def section(run_folder: str | Path, table: Callable[..., str]) -> str:
             if len(checks)
             else "Judge checks: none - the run's stage 06 names no judge",
         ),
-        (agreement_claims(), "What the papers say of how their scores agree with people"),
+        claims,
     ]
-    tables = "".join(table(df, caption, max_rows=len(df), index=False) for df, caption in parts)
-    return f"<h2 id='{ANCHOR}'>{HEADING}</h2>" + intro + tables
+    return intro + "".join(
+        table(df, caption, max_rows=len(df), index=False) for df, caption in parts
+    )

@@ -8,11 +8,16 @@ read back as human labels for :mod:`lib.agreement`.
 to the open-answer task ``T`` become one rating task each (the image, the question, the
 references, the answer; the model that gave it is kept in the task's data, never shown), in an
 order shuffled by ``--seed`` so no model's answers come as a block, ``--limit`` of them at most.
+The run is checked as a rescore checks it (:func:`lib.eval.manifest.check_manifest`): a run that did
+not finish, or whose config, judgements, answers, scores or datasets changed after it finished, is
+refused, so a rater never reads today's question beside an answer to another one.
 Writes, all or nothing, into ``--out``: ``rating_config.xml`` (the labelling config: a Yes/No
 choice per criterion of :data:`CRITERIA`, ``correctness`` required), ``rating_tasks.json`` (the
 tasks, each image a Label Studio local-files URL under ``document_root``) and
-``rating_project.json`` (what was chosen, the document root and the folder to connect as local
-storage). Label Studio's JSON export of the project is then a labels file:
+``rating_project.json`` (what was chosen, the document root and ``storages``: the folders to
+connect as local storage, one per dataset's images, so Label Studio serves those folders and
+nothing else; a document root that would be a filesystem root is refused). Label Studio's JSON
+export of the project is then a labels file:
 ``python -m lib.agreement --labels export.json --task T ...``.
 
 Reading an export (:func:`read_export`): every annotator's Yes/No per answer and criterion; an
@@ -21,12 +26,16 @@ takes the majority of three). A tie (as many Yes as No) is no verdict: left out 
 broken. An answer nobody rated, and a criterion nobody rated on an answer, are left out and
 counted, never guessed. A skipped (cancelled) annotation rates nothing; an annotator who annotated
 one task twice counts once, by the later annotation. A choice outside the config, a result for no
-criterion, or a task that is no rating task is an error naming the file and the task id.
+criterion, or a task that is no rating task is an error naming the file and the task id. An
+export is read with limits, as the lmms-eval import reads another harness's files: a regular file
+of at most :data:`lib.io.annotations.MAX_LABELS_BYTES`, every field the reading uses checked
+(:data:`EXPORTED_TASK`), an error as ``FILE: task N: field X: expected ..., got ...``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -38,6 +47,19 @@ from xml.sax.saxutils import quoteattr
 
 from lib import artifacts as A
 from lib.compare import CompareError, evaluation_folder
+from lib.eval.foreign_schema import (
+    DOC_ID,
+    FLAG,
+    INTEGER,
+    TEXT,
+    Field,
+    ForeignError,
+    check,
+    listof,
+    obj,
+)
+from lib.eval.manifest import PARTS, Unverified, answer_digest, check_manifest
+from lib.eval.rescore import saved_config
 from lib.io import (
     NotOurFolder,
     aside_folder,
@@ -48,6 +70,8 @@ from lib.io import (
     swap_in,
     write_json,
 )
+from lib.io.annotations import LabelsError, read_capped
+from lib.schema import Prediction
 from lib.tasks.registry import get_task, tasks
 
 # The criteria people rate, named as YesBut's human evaluation names them (lib.families.yesbut),
@@ -64,6 +88,32 @@ TASK_DATA = ("answer_id", "cluster", "question", "references", "answer")
 KIND = "rating"  # the output folder's marker (lib.io.folders)
 CONFIG, TASKS, PROJECT = "rating_config.xml", "rating_tasks.json", "rating_project.json"
 LOCAL_FILES = "/data/local-files/?d="  # Label Studio's URL of a file under its document root
+
+# What the reading of an export uses of a task, checked before it is used (lib.eval.foreign_schema)
+_RATER = Field(
+    "a user id, or a user object with an id or email",
+    lambda v: DOC_ID.ok(v) or isinstance(v, dict) and DOC_ID.ok(v.get("id", v.get("email"))),
+)
+_REFERENCES = Field(
+    "text or a list of text",
+    lambda v: isinstance(v, str) or isinstance(v, list) and all(isinstance(r, str) for r in v),
+)
+_RESULT = obj(("from_name", "value"), from_name=TEXT, value=obj(("choices",), choices=listof(TEXT)))
+EXPORTED_TASK = obj(
+    ("data",),
+    id=INTEGER,
+    data=obj(
+        TASK_DATA,
+        answer_id=TEXT,
+        cluster=TEXT,
+        question=TEXT,
+        references=_REFERENCES,
+        answer=TEXT,
+    ),
+    annotations=listof(
+        obj(id=INTEGER, completed_by=_RATER, was_cancelled=FLAG, result=listof(_RESULT))
+    ),
+)
 
 
 class RatingError(ValueError):
@@ -142,59 +192,86 @@ def run_answers(run: str, task: str, models=(), styles=(), datasets=()) -> list[
         known = ", ".join(n for n, t in tasks().items() if t.open_answer)
         raise RatingError(f"--task {task}: not an open-answer task (those: {known})")
     folder = evaluation_folder(run)
-    config = json.loads((folder / A.EVAL_CONFIG).read_text())
     keep = lambda value, wanted: not wanted or value in wanted
-    preds = [
-        p
-        for p in read_jsonl(folder / A.PREDICTIONS)
-        if p["task"] == task and p["valid"]
-        if keep(p["model"], models) and keep(p["style"], styles) and keep(p["dataset"], datasets)
-    ]
+    try:
+        cfg = saved_config(folder)
+        check_manifest(folder, cfg)  # unfinished, or config, judgements or datasets changed since
+        preds, answers = [], hashlib.sha256()
+        for d in read_jsonl(folder / A.PREDICTIONS):
+            p = Prediction.from_dict(d)
+            answer_digest(answers, p)
+            wanted = ((p.model, models), (p.style, styles), (p.dataset, datasets))
+            if p.task == task and p.valid and all(keep(v, w) for v, w in wanted):
+                preds.append(p)
+        check_manifest(folder, cfg, answers.hexdigest(), parts=PARTS[-2:])  # answers, scores
+    except (Unverified, FileNotFoundError, ValueError, TypeError) as e:
+        raise RatingError(f"{folder}: not a run to rate: {e}") from None
     if not preds:
         raise RatingError(f"{folder}: no valid answers to {task} with these filters")
     t, items = get_task(task), {}
-    for name in {p["dataset"] for p in preds}:
-        root = Path(config["datasets"][name])
+    for name in {p.dataset for p in preds}:
+        root = Path(cfg.datasets[name])
         items.update({(name, it.id): (root, it) for it in load_items(root)})
     rows = []
     for p in preds:
-        root, it = items[(p["dataset"], p["item_id"])]
+        root, it = items[(p.dataset, p.item_id)]
         if len(it.images) != 1:
             raise RatingError(f"{root}: item {it.id} has {len(it.images)} images; rating shows one")
         rows.append(
             {
-                "answer_id": ":".join((p["dataset"], p["model"], p["style"], it.id)),
+                "answer_id": ":".join((p.dataset, p.model, p.style, it.id)),
                 "cluster": str(t.cluster(it)),
                 "image": str(root / it.images[0]),
                 "question": it.question,
                 "asked": t.prompt(it, str(root)).text,
                 "references": [str(r) for r in it.answer],
-                "answer": t.answer_text(it, p["parsed"]),
-                **{k: p[k] for k in ("task", "dataset", "model", "style", "item_id")},
+                "answer": t.answer_text(it, p.parsed),
+                **{k: getattr(p, k) for k in ("task", "dataset", "model", "style", "item_id")},
             }
         )
     return rows
 
 
+def served_folders(answers: list[dict]) -> tuple[Path, list[Path]]:
+    """``(document root, storages)`` of the answers' images: per dataset (``dataset``, else all one),
+    the common folder of its images' folders is a storage (one inside another is dropped); the
+    document root is the common folder of the storages (of one: its parent, as Label Studio wants a
+    storage below its root). A root that is a filesystem root (images in unrelated folder trees) is
+    refused: Label Studio would serve the whole disk."""
+    folders = {}
+    for a in answers:
+        folders.setdefault(a.get("dataset"), []).append(str(Path(a["image"]).resolve().parent))
+    found = sorted({Path(os.path.commonpath(f)) for f in folders.values()})
+    storages = [s for s in found if not any(o != s and o in s.parents for o in found)]
+    root = storages[0].parent if len(storages) == 1 else Path(os.path.commonpath(storages))
+    if root == Path(root.anchor):
+        raise RatingError(
+            f"the images lie in {', '.join(map(str, storages))}: Label Studio's document root "
+            f"would be {root}, serving the whole disk; rate the answers of one folder tree at a "
+            f"time (--dataset), or keep the datasets under one folder"
+        )
+    return root, storages
+
+
 def make_project(answers: list[dict], out: str | Path, criteria=tuple(CRITERIA), **about) -> dict:
     """Write the rating project of ``answers`` into ``out`` (built aside, swapped in whole; a
     folder of another kind is refused): the config, the tasks with their images as local-files
-    URLs under the parent of the images' common folder (the document root; that common folder is
-    the local storage to connect), and the project's description (``about`` added to it)."""
+    URLs under the document root, the folders to connect as local storage
+    (:func:`served_folders`), and the project's description (``about`` added to it)."""
     out = Path(out)
     check_ours(out, KIND)
     if not answers:
         raise RatingError(f"{out}: no answers to rate")
-    storage = Path(os.path.commonpath([str(Path(a["image"]).resolve().parent) for a in answers]))
+    root, storages = served_folders(answers)
     project = {
         **about,
         "answers": len(answers),
         "clusters": len({str(a["cluster"]) for a in answers}),
         "criteria": list(criteria),
-        "document_root": str(storage.parent),
-        "storage": str(storage),
+        "document_root": str(root),
+        "storages": [str(s) for s in storages],
     }
-    config, tasks_of = rating_config(criteria), rating_tasks(answers, storage.parent)  # checked
+    config, tasks_of = rating_config(criteria), rating_tasks(answers, root)  # checked
     building = aside_folder(out)
     (building / CONFIG).write_text(config)
     write_json(building / TASKS, tasks_of)
@@ -210,21 +287,44 @@ def _annotator(annotation: dict):
 
 
 def _votes(task: dict, where: str) -> dict[str, dict]:
-    """criterion -> annotator -> 1/0 of one exported task; one vote per annotator, the later one."""
+    """criterion -> annotator -> 1/0 of one exported task (checked against :data:`EXPORTED_TASK`);
+    one vote per annotator, the later one."""
     votes = {}
     annotations = sorted(task.get("annotations") or [], key=lambda a: a.get("id") or 0)
     for annotation in (a for a in annotations if not a.get("was_cancelled")):
         for r in annotation.get("result") or []:
-            name, value = r.get("from_name"), r.get("value")
-            value = value.get("choices") if isinstance(value, dict) else value
+            name, value = r["from_name"], r["value"]["choices"]
             if name not in CRITERIA:
                 raise RatingError(f"{where}: a result for {name!r}, no rating criterion")
-            if not (isinstance(value, list) and len(value) == 1 and value[0] in CHOICES):
+            if not (len(value) == 1 and value[0] in CHOICES):
                 raise RatingError(
                     f"{where}: {name}: expected one of {', '.join(CHOICES)}, got {value!r}"
                 )
             votes.setdefault(name, {})[_annotator(annotation)] = CHOICES[value[0]]
     return votes
+
+
+def _tasks(path: Path) -> list[dict]:
+    """An export's tasks, read within the cap (:func:`lib.io.annotations.read_capped`), checked as
+    a whole."""
+    try:
+        exported = json.loads(read_capped(path, "export").decode("utf-8"))
+    except LabelsError as e:
+        raise RatingError(str(e)) from None
+    except UnicodeDecodeError as e:
+        raise RatingError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except (ValueError, RecursionError) as e:  # not JSON, a number of too many digits, too deep
+        raise RatingError(f"{path}: not JSON ({e})") from None
+    if not isinstance(exported, list) or not all(
+        isinstance(t, dict) and isinstance(t.get("data"), dict) for t in exported
+    ):
+        raise RatingError(f"{path}: not a Label Studio JSON export (a list of tasks with data)")
+    return exported
+
+
+def _task_where(path: Path, i: int, task: dict) -> str:
+    """``FILE: task ID``, or the task's place in the file where its id is not a whole number."""
+    return f"{path}: task " + (str(task["id"]) if INTEGER.ok(task.get("id")) else f"#{i + 1}")
 
 
 def read_export(path: str | Path) -> tuple[list[tuple[str, dict]], dict]:
@@ -233,20 +333,17 @@ def read_export(path: str | Path) -> tuple[list[tuple[str, dict]], dict]:
     and what was left out: ``unrated`` (answers nobody rated), ``unrated_criteria`` (an answer's
     criterion nobody rated), ``tied`` (answer and criterion with as many Yes as No)."""
     path = Path(path)
-    try:
-        exported = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise RatingError(f"{path}: not JSON ({e.msg})") from None
-    if not isinstance(exported, list) or not all(
-        isinstance(t, dict) and isinstance(t.get("data"), dict) for t in exported
-    ):
-        raise RatingError(f"{path}: not a Label Studio JSON export (a list of tasks with data)")
+    exported = _tasks(path)
     left, voted, seen = Counter(unrated=0, unrated_criteria=0, tied=0), [], {}
-    for task in exported:
-        where, data = f"{path}: task {task.get('id')}", task["data"]
+    for i, task in enumerate(exported):
+        where, data = _task_where(path, i, task), task["data"]
         missing = [k for k in TASK_DATA if k not in data]
         if missing:
             raise RatingError(f"{where}: no rating task (its data lacks {', '.join(missing)})")
+        try:
+            check(task, EXPORTED_TASK, where)
+        except ForeignError as e:
+            raise RatingError(str(e)) from None
         if seen.setdefault(data["answer_id"], where) != where:
             raise RatingError(
                 f"{where}: answer {data['answer_id']!r} is also {seen[data['answer_id']]}"

@@ -1,6 +1,7 @@
 """python -m lib.agreement: human labels read with checks, every metric and judge of a profile held
 to them with intervals over images, written all or nothing into a folder of its own."""
 
+import html
 import json
 import re
 import subprocess
@@ -15,6 +16,7 @@ from lib import agreement as G
 from lib import agreement_view as V
 from lib import artifacts as A
 from lib import config
+from lib.families.yesbut.paper import HUMAN_CRITERIA
 from lib.io import kind_of
 from lib.papers import agreement_claims
 from lib.stages import analyze
@@ -69,13 +71,17 @@ def profile(tmp_path, monkeypatch):
         (lambda r: r.pop("cluster"), r"labels.jsonl:1: missing cluster"),
         (
             lambda r: r.update(label="maybe"),
-            r"labels.jsonl:1: label: expected 1/0, yes/no or true/false, got 'maybe'",
+            r"labels.jsonl:1: field label: expected 1/0, yes/no or true/false, got 'maybe'",
         ),
         (
             lambda r: r.update(references=[]),
-            r"labels.jsonl:1: references: expected a non-empty string or list",
+            r"labels.jsonl:1: field references: expected a non-empty string or list",
         ),
-        (lambda r: r.update(answer=3), r"labels.jsonl:1: answer: expected text, got 3"),
+        (lambda r: r.update(answer=3), r"labels.jsonl:1: field answer: expected text, got 3"),
+        (
+            lambda r: r.update(question="why \ud800"),
+            r"labels.jsonl:1: field question: expected text, got 'why \\ud800'",
+        ),
     ],
 )
 def test_a_bad_label_row_is_an_error_naming_file_line_and_field(tmp_path, edit, match):
@@ -87,7 +93,9 @@ def test_a_bad_label_row_is_an_error_naming_file_line_and_field(tmp_path, edit, 
 
 def test_one_answer_judged_on_two_criteria_must_be_the_same_answer(tmp_path):
     rows = ROWS + [{**ROWS[0], "criterion": "faithfulness", "answer": "something else"}]
-    with pytest.raises(G.AgreementError, match=r"labels.jsonl:7: answer 'i1.png:m1' has another"):
+    with pytest.raises(
+        G.AgreementError, match=r"labels.jsonl:7: answer 'i1.png:m1' has another.*labels.jsonl:1"
+    ):
         G.read_labels(_labels(tmp_path, rows))
 
 
@@ -180,22 +188,23 @@ def test_yesbuts_human_evaluation_is_150_model_answers_about_30_images():
     )  # the person's text is the reference
 
 
-@pytest.fixture
-def analyzed(tmp_path, profile):
-    """Stage 07 of a run with no earlier stage, holding the constant judges' profile to the labels."""
+def _analyze(tmp_path, profile, rows=ROWS, judges=("mute",), stage_06=None):
+    """Stage 07 of a run with no earlier stage, holding the profile's scorers (``stage_06``: its
+    stage 06 settings instead of the constant judges') and ``judges`` to ``rows``."""
     params = tmp_path / "params"
     common = params / "common.t.yaml"
     common.write_text(common.read_text().replace("[06_evaluate]", "[06_evaluate, 07_analyze]"))
+    if stage_06 is not None:
+        (params / "06_evaluate.t.yaml").write_text(stage_06)
     with open(params / "06_evaluate.t.yaml", "a") as f:
         f.write("n_resamples: 50\n")  # the run's stage 06 bootstrap, which 07's agreement takes
-    labels = _labels(tmp_path)
     resolved = config.resolve(
         analyze.AnalyzeConfig,
         profile,
         overrides={
-            "human_labels": str(labels),
+            "human_labels": str(_labels(tmp_path, rows)),
             "human_labels_task": "yesbut.understanding",
-            "human_labels_judges": ["mute"],  # a second judge model beside stage 06's
+            "human_labels_judges": list(judges),  # judge models beside stage 06's
         },
     )
     cfg = resolved.cfg
@@ -204,12 +213,18 @@ def analyzed(tmp_path, profile):
     return cfg, out, summary
 
 
+@pytest.fixture
+def analyzed(tmp_path, profile):
+    """Stage 07 of a run with no earlier stage, holding the constant judges' profile to the labels."""
+    return _analyze(tmp_path, profile)
+
+
 def _section(report) -> str:
     """The report's agreement section as text (tags dropped, cells apart)."""
-    html = report.read_text()
-    start = html.index(f"<h2 id='{V.ANCHOR}'>")
-    body = html[start : html.index("<nav>", start)]
-    return re.sub(r"\s*\n\s*", "\n", re.sub(r"<[^>]+>", "\n", body)).strip()
+    page = report.read_text()
+    start = page.index(f"<h2 id='{V.ANCHOR}'>")
+    body = page[start : page.index("<nav>", start)]
+    return html.unescape(re.sub(r"\s*\n\s*", "\n", re.sub(r"<[^>]+>", "\n", body)).strip())
 
 
 def test_stage_07_holds_the_runs_judges_to_the_labels_and_the_report_shows_it(analyzed):
@@ -242,14 +257,23 @@ def test_without_human_labels_stage_07_drops_the_folder_and_the_section(analyzed
     assert V.HEADING not in Path(summary["report"]).read_text()
 
 
+# ten answers, five judged right and five wrong (MIN_PER_CLASS of each: only the images may be few)
+TEN = [
+    {**ROWS[0], "answer_id": f"a{i}", "answer": f"answer {i}", "label": int(i < 5)}
+    for i in range(10)
+]
+
+
 @pytest.mark.parametrize("images, few", [(G.MIN_CLUSTERS - 1, True), (G.MIN_CLUSTERS, False)])
 def test_an_interval_over_too_few_images_is_flagged_not_shown_as_if_it_held(tmp_path, images, few):
-    rows = [{**r, "cluster": f"img{i % images}"} for i, r in enumerate(ROWS)]
+    assert G.MIN_PER_CLASS == 5
+    rows = [{**r, "cluster": f"img{i % images}"} for i, r in enumerate(TEN)]
     labels = G.read_labels(_labels(tmp_path, rows))
     answers = G.answers_of(labels)
-    scores = {"a": np.array([1.0, 0.0, 0.8, 0.9, 0.1, 0.7]), "b": np.array([0.2, 0.3, 0.1] * 2)}
+    scores = {"a": np.linspace(1, 0, 10), "b": np.array([0.2, 0.3, 0.1, 0.6, 0.4] * 2)}
     table = G.agreement_table(scores, answers, labels, n_resamples=50)
     assert (table["n_clusters"] == images).all() and (table["few_clusters"] == few).all()
+    assert not table["few_labels"].any()
     paired = G.paired_table(scores, answers, labels, table, n_resamples=50)
     assert len(paired) == 1 and (paired["few_clusters"] == few).all()
     shown = V.agreement_rows(table).set_index("scorer")["roc_auc"]
@@ -294,3 +318,153 @@ def test_the_browsers_disagree_filter_shows_exactly_where_a_judge_and_people_par
             cells = page.locator("tr.item td:nth-child(2)")
             shown = {cells.nth(i).text_content().split("\n")[-1] for i in range(cells.count())}
             assert shown == want, judge
+
+
+# --- several raters, limits, and a section that always builds -------------------------------------
+
+NO_POSITIVE = "no positive label: people judged every answer no"
+NO_SCORER_06 = "tasks:\n  yesbut.understanding: {text_metrics: []}\n"  # no metric, no judge
+
+
+def test_several_rows_for_one_answer_and_criterion_are_its_raters_majority_and_ties_counted(
+    tmp_path, profile
+):
+    """A CSV with a row per rater: each answer's label is the raters' majority (as a rating
+    export's), a tie is left out and counted, never broken - and scoring runs on."""
+    votes = {"i1.png:m1": (1, 1, 0), "i2.png:m3": (1, 0)}  # two to one; a tie
+    rows = [
+        {**r, "references": json.dumps(r["references"]), "label": v}
+        for r in ROWS
+        for v in votes.get(r["answer_id"], (r["label"],) * 3)
+    ]
+    path = tmp_path / "labels.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    labels = G.read_labels(path)
+    assert len(labels) == 5 and "i2.png:m3" not in set(labels["answer_id"])
+    assert labels.set_index("answer_id").loc["i1.png:m1", "label"] == 1
+    assert labels.attrs["left_out"] == {"rated_by_several": 6, "tied": 1}
+    summary = G.run(path, tmp_path / "out", profile, "yesbut.understanding", n_resamples=20)
+    assert summary["answers"] == 5 and summary["left_out"] == labels.attrs["left_out"]
+
+
+@pytest.mark.parametrize(
+    "name", ["labels.jsonl", "labels.csv", "export.json", "Human_Eval_Results.csv"]
+)
+def test_a_labels_file_past_the_cap_or_not_a_regular_file_is_refused_before_it_is_read(
+    tmp_path, monkeypatch, name
+):
+    from lib.io import annotations
+
+    path = tmp_path / name
+    path.write_text("x" * 200)
+    monkeypatch.setattr(annotations, "MAX_LABELS_BYTES", 100)
+    with pytest.raises(G.AgreementError, match=rf"{name}: larger than 100 bytes"):
+        G.read_labels(path)
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(G.AgreementError, match=rf"{name}: not a regular file"):
+        G.read_labels(path)
+
+
+def test_without_a_positive_label_each_statistic_says_why_and_the_report_builds(tmp_path, profile):
+    _, out, summary = _analyze(tmp_path, profile, [{**r, "label": "no"} for r in ROWS])
+    table = pd.read_csv(out / A.AGREED / "agreement.csv")
+    auc = table[table["statistic"] == "roc_auc"].set_index("scorer")
+    assert auc["value"].isna().all() and (auc["n_positive"] == 0).all()
+    assert (auc.loc[["bleu", "rouge_l", "lave[judge]"], "note"] == NO_POSITIVE).all()
+    assert auc.loc["lave[mute]", "note"] == "no answer both scored and labelled"  # unreadable
+    assert len(pd.read_csv(out / A.AGREED / "paired.csv")) == 0  # no AUC to rank scorers by
+    section = _section(Path(summary["report"]))
+    assert f"n/a ({NO_POSITIVE})" in section
+
+
+@pytest.mark.parametrize("positives, few", [(1, True), (4, True), (5, False)])
+def test_an_interval_resting_on_too_few_positives_is_flagged_like_too_few_images(
+    tmp_path, positives, few
+):
+    """Thirty images, one answer each: with one right answer the resamples that miss it have no
+    AUC and are dropped, so the interval would describe only those that drew it."""
+    assert G.MIN_PER_CLASS == 5
+    rows = [
+        {**ROWS[0], "answer_id": f"a{i}", "cluster": f"img{i}", "label": int(i < positives)}
+        for i in range(30)
+    ]
+    labels = G.read_labels(_labels(tmp_path, rows))
+    answers = G.answers_of(labels)
+    rng = np.random.default_rng(0)
+    scores = {"a": labels["label"].to_numpy() * 0.3 + rng.random(30), "b": rng.random(30)}
+    table = G.agreement_table(scores, answers, labels, n_resamples=50)
+    assert (table["few_labels"] == few).all() and not table["few_clusters"].any()
+    assert (table["n_positive"] == positives).all() and (
+        table["n_negative"] == 30 - positives
+    ).all()
+    shown = V.agreement_rows(table).set_index("scorer").loc["a", "roc_auc"]
+    flag = f"(too few answers labelled yes or no for an interval: {positives} yes, {30 - positives} no)"
+    assert (
+        shown.endswith(flag) if few else re.fullmatch(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", shown)
+    )
+    paired = G.paired_table(scores, answers, labels, table, n_resamples=50)
+    assert (paired["few_labels"] == few).all()
+    assert V.paired_rows(paired).iloc[0, 3].endswith(flag) == few
+
+
+def test_labels_no_scorer_covers_give_a_sentence_not_a_key_error(tmp_path, profile):
+    (tmp_path / "params" / "06_evaluate.t.yaml").write_text(NO_SCORER_06)
+    out = tmp_path / "agreement"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lib.agreement",
+            "--labels",
+            str(_labels(tmp_path)),
+            "--out",
+            str(out),
+        ]
+        + ["--profile", profile, "--task", "yesbut.understanding", "--no-profile-judge"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert (
+        done.stdout.startswith(G.NO_SCORER)
+        and json.loads(done.stdout[len(G.NO_SCORER) :])["note"] == G.NO_SCORER
+    )
+    assert len(pd.read_csv(out / "agreement.csv")) == 0
+
+
+def test_stage_07_with_no_scorer_shows_a_sentence_instead_of_the_tables(tmp_path, profile):
+    _, out, summary = _analyze(tmp_path, profile, judges=(), stage_06=NO_SCORER_06)
+    section = _section(Path(summary["report"]))
+    assert "6 answers about 2 images" in section and " ".join(V.NO_SCORER.split()) in " ".join(
+        section.split()
+    )
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (lambda r: r.pop("image_filename"), "image_filename"),
+        (
+            lambda r: r.update(order_of_overall_img_descriptions="7"),
+            "order_of_overall_img_descriptions",
+        ),
+        (lambda r: r.pop("correctness_2"), "correctness_2"),
+    ],
+)
+def test_a_release_file_that_is_not_the_releases_is_an_error_naming_line_and_field(
+    tmp_path, edit, field
+):
+    row = {
+        "image_filename": "a.jpg",
+        "order_of_overall_img_descriptions": "['humanannotation', 'm']",
+    }
+    for i in (1, 2):
+        row |= {f"description_{i}": f"text {i}"} | {f"{c}_{i}": "" for c in HUMAN_CRITERIA}
+    edit(row)
+    path = tmp_path / "Human_Eval_Results.csv"
+    pd.DataFrame([row]).to_csv(path, index=False)
+    with pytest.raises(
+        G.AgreementError, match=rf"Human_Eval_Results.csv:2: field {field}: expected"
+    ):
+        G.read_labels(path)

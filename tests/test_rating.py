@@ -14,7 +14,7 @@ from lib import agreement as G
 from lib import artifacts as A
 from lib import rating as R
 from lib.families.yesbut.paper import HUMAN_CRITERIA
-from lib.io import kind_of, load_items
+from lib.io import annotations, kind_of, load_items
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
 from lib.store import CallStore
@@ -197,10 +197,9 @@ def test_a_json_file_that_is_no_rating_export_is_refused_naming_what_it_lacks(tm
         G.read_labels(path)
 
 
-@pytest.fixture(scope="module")
-def evaluated(tmp_path_factory):
-    """A real stage 06 on the demo's vqa and mcq sets: two constant models, so every answer is known."""
-    root = tmp_path_factory.mktemp("rating")
+def _evaluate(root: Path) -> Path:
+    """A real stage 06 on the demo's vqa and mcq sets under ``root``: two constant models, so every
+    answer is known."""
     data = demo_datasets(root / "data")
     constant = lambda answer: {"backend": "constant", "answer": answer}
     cfg = E.EvalConfig(
@@ -212,6 +211,12 @@ def evaluated(tmp_path_factory):
     )
     E.run(cfg, root / A.EVALUATE, store=CallStore(root / "calls.sqlite"), progress=False)
     return root / A.EVALUATE
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    """A real stage 06, left as it finished (tests that change a run make their own)."""
+    return _evaluate(tmp_path_factory.mktemp("rating"))
 
 
 def test_a_runs_answers_to_an_open_task_become_rating_rows_with_their_items(evaluated):
@@ -252,8 +257,9 @@ def test_the_command_writes_a_project_whose_images_label_studio_serves_from_its_
     project = json.loads((out / R.PROJECT).read_text())
     assert project == json.loads(done.stdout)
     assert project["answers"] == 5 and project["available"] == 16 and project["task"] == "vqa.open"
-    root, storage = Path(project["document_root"]), Path(project["storage"])
-    assert storage.parent == root
+    root, storages = Path(project["document_root"]), [Path(p) for p in project["storages"]]
+    assert len(storages) == 1 and storages[0].parent == root
+    storage = storages[0]
     tasks = json.loads((out / R.TASKS).read_text())
     assert (
         len(tasks) == 5 and len({t["data"]["model"] for t in tasks}) == 2
@@ -273,3 +279,147 @@ def test_the_command_writes_a_project_whose_images_label_studio_serves_from_its_
     (mine / "todo.txt").write_text("mine")
     assert _command(evaluated, "--task", "vqa.open", "--out", mine).returncode == 2
     assert [p.name for p in mine.iterdir()] == ["todo.txt"]
+
+
+# --- an export read with limits; a run checked as rescore checks it; only the images' folders ---
+
+TASK = {
+    "id": 7,
+    "data": {**ANSWERS[0], "references": ["a dog"]},
+    "annotations": [_annotation(1, {"correctness": "Yes"})],
+}
+
+
+def _task():
+    """A copy of :data:`TASK` and where in it to break it."""
+    t = json.loads(json.dumps(TASK))
+    return t, t["annotations"][0], t["annotations"][0]["result"][0]
+
+
+@pytest.mark.parametrize(
+    "edit, field, expected",
+    [
+        (lambda t, a, r: t.update(id=[7]), "id", "a whole number"),
+        (lambda t, a, r: t.update(annotations="Yes"), "annotations", "a list"),
+        (lambda t, a, r: t["annotations"].append({**a, "id": "2"}), "annotations[1].id", "a whole"),
+        (lambda t, a, r: t["annotations"].append("Yes"), "annotations[1]", "an object"),
+        (lambda t, a, r: a.update(result={"x": 1}), "annotations[0].result", "a list"),
+        (lambda t, a, r: a.update(result=["Yes"]), "annotations[0].result[0]", "an object"),
+        (lambda t, a, r: r.update(value="Yes"), "annotations[0].result[0].value", "an object"),
+        (
+            lambda t, a, r: r["value"].update(choices="Yes"),
+            "annotations[0].result[0].value.choices",
+            "a list",
+        ),
+        (lambda t, a, r: r.update(from_name=None), "annotations[0].result[0].from_name", "text"),
+        (lambda t, a, r: a.update(completed_by=[1]), "annotations[0].completed_by", "a user id"),
+        (
+            lambda t, a, r: a.update(was_cancelled="no"),
+            "annotations[0].was_cancelled",
+            "true or false",
+        ),
+        (lambda t, a, r: t["data"].update(answer_id=["x"]), "data.answer_id", "text"),
+        (
+            lambda t, a, r: t["data"].update(references=3),
+            "data.references",
+            "text or a list of text",
+        ),
+        (lambda t, a, r: t["data"].update(cluster=3), "data.cluster", "text"),
+    ],
+)
+def test_a_malformed_export_is_an_error_naming_the_file_the_task_and_the_field(
+    tmp_path, edit, field, expected
+):
+    task, annotation, result = _task()
+    edit(task, annotation, result)
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps([task]))
+    where = "task #1" if field == "id" else "task 7"
+    with pytest.raises(R.RatingError) as e:
+        R.read_export(path)
+    assert str(e.value).startswith(f"{path}: {where}: field {field}: expected {expected}")
+    if field in ("id", "annotations", "annotations[1].id"):  # the command says so, no traceback
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "lib.agreement",
+                "--labels",
+                str(path),
+                "--out",
+                str(tmp_path / "o"),
+            ]
+            + ["--task", "vqa.open"],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 2 and done.stderr.startswith(f"error: {path}: {where}: field")
+        assert "Traceback" not in done.stderr
+
+
+def test_an_export_past_the_size_cap_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    path = _export(tmp_path, RATED)
+    monkeypatch.setattr(annotations, "MAX_LABELS_BYTES", path.stat().st_size - 1)
+    with pytest.raises(R.RatingError, match=r"export.json: larger than .* bytes"):
+        R.read_export(path)
+
+
+def test_a_run_rescore_would_refuse_is_not_rated(tmp_path):
+    """Stopped part way, answers edited, a dataset rewritten since: each refused with why, so no
+    rater reads today's question beside an answer to another one."""
+    folder = _evaluate(tmp_path)
+    assert R.run_answers(str(folder), "vqa.open")  # as it finished: rated
+    predictions = folder / A.PREDICTIONS
+    kept = predictions.read_text()
+    first = json.loads(kept.splitlines()[0])
+    edited = json.dumps({**first, "raw": "a horse"}) + "\n" + kept.split("\n", 1)[1]
+    predictions.write_text(edited)
+    with pytest.raises(R.RatingError, match=r"not a run to rate: .*the answers changed after"):
+        R.run_answers(str(folder), "vqa.open")
+    predictions.write_text(kept)
+    items = (
+        Path(json.loads((folder / A.EVAL_CONFIG).read_text())["datasets"]["vqa"]) / "items.jsonl"
+    )
+    items.write_text(items.read_text().replace("?", "??", 1))
+    with pytest.raises(R.RatingError, match=r"dataset 'vqa' .* changed since it was evaluated"):
+        R.run_answers(str(folder), "vqa.open")
+    items.write_text(items.read_text().replace("??", "?", 1))
+    assert R.run_answers(str(folder), "vqa.open")
+    (folder / A.EVAL_MANIFEST).unlink()  # as a stage 06 stopped before its manifest leaves it
+    done = _command(folder, "--task", "vqa.open", "--out", tmp_path / "rate")
+    assert done.returncode == 2 and "the evaluation did not finish" in done.stderr
+    assert (
+        done.stderr.startswith(f"error: {folder}: not a run to rate")
+        and "Traceback" not in done.stderr
+    )
+    assert not (tmp_path / "rate").exists()
+
+
+def _at(image: str, dataset: str, i: int) -> dict:
+    return {**ANSWERS[0], "answer_id": f"a{i}", "image": image, "dataset": dataset}
+
+
+def test_a_project_serves_each_datasets_image_folder_never_the_whole_disk(tmp_path):
+    answers = [
+        _at("/data/vqa/images/1.png", "vqa", 1),
+        _at("/data/vqa/images/2.png", "vqa", 2),
+        _at("/data/mcq/images/sub/3.png", "mcq", 3),
+        _at("/data/mcq/images/4.png", "mcq", 4),
+    ]
+    project = R.make_project(answers, tmp_path / "rate")
+    assert project["document_root"] == "/data"
+    assert project["storages"] == ["/data/mcq/images", "/data/vqa/images"]
+    tasks = json.loads((tmp_path / "rate" / R.TASKS).read_text())
+    assert tasks[2]["data"]["image"] == R.LOCAL_FILES + "mcq/images/sub/3.png"
+    one = R.make_project(answers[:2], tmp_path / "one")  # one folder: its parent is the root
+    assert one["document_root"] == "/data/vqa" and one["storages"] == ["/data/vqa/images"]
+    for trees in (
+        [_at("/data/vqa/1.png", "vqa", 1), _at("/srv/mcq/2.png", "mcq", 2)],
+        [_at("/data/vqa/1.png", "vqa", 1), _at("/srv/vqa/2.png", "vqa", 2)],
+        [_at("/1.png", "vqa", 1)],
+    ):
+        with pytest.raises(
+            R.RatingError, match=r"document root would be /, serving the whole disk"
+        ):
+            R.make_project(trees, tmp_path / "trees")
+        assert not (tmp_path / "trees").exists()

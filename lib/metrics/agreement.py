@@ -12,7 +12,10 @@ For each human criterion (a 0/1 verdict per answer, e.g. "the description is cor
 Every figure has a bootstrap interval that resamples clusters (the image: several answers about
 one image share its difficulty, :mod:`lib.metrics.stats`), and :func:`paired_agreement` gives the
 interval of "scorer A agrees with people better than scorer B", both scorers resampled together.
-A resample where a statistic is undefined (one class only) is left out of its interval.
+A resample where a statistic is undefined (one class only) is left out of its interval, so an
+interval over answers of which fewer than :data:`MIN_PER_CLASS` are labelled yes (or no) comes from
+the resamples that happened to draw them: each row counts both classes (``n_positive``,
+``n_negative``) for a table to flag it, and a statistic with no value says why (``note``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,23 @@ from lib.metrics.stats import (
 
 GRADED = ("roc_auc", "kendall_tau_b")
 CATEGORICAL = ("cohen_kappa", "krippendorff_alpha")
+# An interval needs both classes in most resamples: with k answers of a class among many images, about
+# e^-k of the cluster resamples draw none and are dropped, so below this count the interval describes
+# only the resamples that drew them, and a table flags it (as it flags too few images).
+MIN_PER_CLASS = 5
+
+
+def why_undefined(scores: np.ndarray, labels: np.ndarray) -> str:
+    """Why a statistic of ``scores`` against 0/1 ``labels`` has no value, in words."""
+    if len(labels) < 2:
+        return f"{('no answer', 'one answer only')[len(labels)]} both scored and labelled"
+    if not (labels == 1).any():
+        return "no positive label: people judged every answer no"
+    if not (labels == 0).any():
+        return "no negative label: people judged every answer yes"
+    if len(np.unique(scores)) < 2:
+        return "the scorer gave every answer the same score"
+    return "undefined on these answers"
 
 
 def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -125,8 +145,9 @@ def agreement(
     confidence: float = CONFIDENCE,
     seed: int = 0,
 ) -> list[dict]:
-    """One row per statistic: ``statistic, value, ci_low, ci_high, n, n_clusters`` of a scorer's
-    ``scores`` against people's ``labels`` (one per answer; ``clusters``: each answer's image)."""
+    """One row per statistic: ``statistic, value, ci_low, ci_high, n, n_clusters, n_positive,
+    n_negative, note`` of a scorer's ``scores`` against people's 0/1 ``labels`` (one per answer;
+    ``clusters``: each answer's image); ``note`` says why a value is missing, else is empty."""
     s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=float)
     if len(s) != len(y):
         raise ValueError(f"agreement: {len(s)} scores for {len(y)} labels")
@@ -143,6 +164,9 @@ def agreement(
                 "ci_high": high,
                 "n": len(s),
                 "n_clusters": n_clusters(clusters, len(s)),
+                "n_positive": int((y == 1).sum()),
+                "n_negative": int((y == 0).sum()),
+                "note": why_undefined(s, y) if math.isnan(value) else "",
             }
         )
     return rows

@@ -59,6 +59,24 @@ def test_a_statistic_undefined_on_the_answers_says_so():
     assert all(math.isnan(r["value"]) and math.isnan(r["ci_low"]) for r in rows)
 
 
+@pytest.mark.parametrize(
+    "scores, labels, why",
+    [
+        ([0.2, 0.5, 0.9], [1, 1, 1], "no negative label: people judged every answer yes"),
+        ([0.2, 0.5, 0.9], [0, 0, 0], "no positive label: people judged every answer no"),
+        ([0.5, 0.5, 0.5], [0, 1, 1], "the scorer gave every answer the same score"),
+        ([0.5], [1], "one answer only both scored and labelled"),
+        ([], [], "no answer both scored and labelled"),
+    ],
+)
+def test_each_row_counts_both_classes_and_a_missing_value_says_why(scores, labels, why):
+    r = agreement(scores, labels, statistics=("kendall_tau_b",), n_resamples=20)[0]
+    assert (r["n_positive"], r["n_negative"]) == (sum(labels), len(labels) - sum(labels))
+    assert math.isnan(r["value"]) and r["note"] == why
+    row = agreement([0.1, 0.9], [0, 1], statistics=("roc_auc",), n_resamples=20)[0]
+    assert row["value"] == 1.0 and row["note"] == ""
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_the_rank_auc_is_scikit_learns_ties_included(seed):
     """The AUC is computed from ranks for speed; scikit-learn's ``roc_auc_score`` is the reference,

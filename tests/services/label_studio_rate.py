@@ -3,10 +3,10 @@ created in a real Label Studio, rated through the API by several annotators, and
 
     python label_studio_rate.py URL TOKEN PROJECT_DIR RATINGS.json OUT_DIR
 
-PROJECT_DIR holds rating_config.xml, rating_tasks.json and rating_project.json (whose ``storage``
-is connected as the project's local storage). RATINGS.json: answer_id -> annotator -> criterion ->
-"Yes"/"No"; each annotator becomes a user and every rating is posted as an annotation completed
-by that user. Writes OUT_DIR/export.json, OUT_DIR/image.bin (the first task's image as Label
+PROJECT_DIR holds rating_config.xml, rating_tasks.json and rating_project.json (each folder of its
+``storages`` is connected as a local storage of the project). RATINGS.json: answer_id -> annotator
+-> criterion -> "Yes"/"No"; each annotator becomes a user and every rating is posted as an
+annotation completed by that user. Writes OUT_DIR/export.json, OUT_DIR/image.bin (the first task's image as Label
 Studio serves it) and OUT_DIR/export_bad.json (after one more annotation with a choice outside the
 config, which Label Studio does not validate). Prints the project, users and tasks as JSON."""
 
@@ -26,7 +26,8 @@ ls = LabelStudio(base_url=url, api_key=token, httpx_client=client)
 project = ls.projects.create(
     title="VQA Lab rating", label_config=(project_dir / "rating_config.xml").read_text()
 )
-ls.import_storage.local.create(project=project.id, path=about["storage"], title="images")
+for n, folder in enumerate(about["storages"]):
+    ls.import_storage.local.create(project=project.id, path=folder, title=f"images {n + 1}")
 ls.projects.import_tasks(
     id=project.id, request=json.loads((project_dir / "rating_tasks.json").read_text())
 )

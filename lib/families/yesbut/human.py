@@ -20,38 +20,52 @@ from lib.families.yesbut.task import Understanding
 HUMAN_EVAL_CSV = "Human_Eval_Results.csv"
 
 
+def _cell(row: dict, name: str, where: str) -> str:
+    if name not in row:
+        raise ValueError(f"{where}: field {name}: expected a column of {HUMAN_EVAL_CSV}")
+    return row[name]
+
+
 def human_judged_answers(csv_path: str | Path) -> pd.DataFrame:
     """One row per (model description, criterion): answer_id (``<image>:<model>``), cluster (the
-    image), question, references (the person's description), answer, criterion, label (0/1)."""
+    image), question, references (the person's description), answer, criterion, label (0/1).
+    A row that is not the release's raises ``ValueError`` naming the file, the line and the field."""
     csv_path = Path(csv_path)
     raw = pd.read_csv(csv_path, dtype=str, keep_default_na=False)
     question = Understanding.prompts()["why_funny"]
     rows = []
     for line, r in enumerate(raw.to_dict("records"), start=2):
+        where = f"{csv_path}:{line}"
+        cell = lambda name: _cell(r, name, where)
         try:
-            order = ast.literal_eval(r["order_of_overall_img_descriptions"])
-        except (ValueError, SyntaxError, KeyError) as e:
+            order = ast.literal_eval(cell("order_of_overall_img_descriptions"))
+        except (ValueError, SyntaxError, MemoryError, RecursionError) as e:
+            order = e
+        if not (isinstance(order, list) and all(isinstance(w, str) for w in order)):
             raise ValueError(
-                f"{csv_path}:{line}: order_of_overall_img_descriptions is not a list of writers ({e})"
+                f"{where}: field order_of_overall_img_descriptions: expected a list of writers, "
+                f"got {r['order_of_overall_img_descriptions'][:60]!r}"
             )
         if order.count(HUMAN) != 1:
             raise ValueError(
-                f"{csv_path}:{line}: {HUMAN!r} must write exactly one of the descriptions, got {order}"
+                f"{where}: field order_of_overall_img_descriptions: {HUMAN!r} must write exactly "
+                f"one of the descriptions, got {order}"
             )
-        reference = r[f"description_{order.index(HUMAN) + 1}"].strip()
+        reference = cell(f"description_{order.index(HUMAN) + 1}").strip()
+        image = cell("image_filename")
         for i, source in enumerate(order, start=1):
             if source == HUMAN:
                 continue
             for criterion in HUMAN_CRITERIA:
                 rows.append(
                     {
-                        "answer_id": f"{r['image_filename']}:{source}",
-                        "cluster": r["image_filename"],
+                        "answer_id": f"{image}:{source}",
+                        "cluster": image,
                         "question": question,
                         "references": [reference],
-                        "answer": r[f"description_{i}"].strip(),
+                        "answer": cell(f"description_{i}").strip(),
                         "criterion": criterion,
-                        "label": int(bool(r[f"{criterion}_{i}"].strip())),
+                        "label": int(bool(cell(f"{criterion}_{i}").strip())),
                     }
                 )
     return pd.DataFrame(rows)
