@@ -43,7 +43,7 @@ import yaml
 
 from lib import artifacts as A
 from lib.io import write_json
-from lib.paths import ROOT, RunLock, check_name, params_root, run_dir, stage_dir
+from lib.paths import ROOT, RunLock, check_name, params_root, stage_dir
 from lib.provenance import write_provenance
 from lib.ranks import ranks
 
@@ -353,10 +353,7 @@ def load_profile(name: str, params_dir: str | Path | None = None) -> Profile:
     """Read and check ``params/common.<name>.yaml`` (unknown stages, bad model specs, stage files of
     stages the profile does not run: errors naming the file and what to do)."""
     folder = Path(params_dir or params_root())
-    try:
-        check_name(name, "profile name")
-    except ValueError as e:
-        raise ParamsError(f"{e} (the profile's file is params/common.<name>.yaml)") from None
+    check_name(name, "profile name", ParamsError)
     path = folder / f"common.{name}.yaml"
     if not path.exists():
         known = profiles(folder)
@@ -386,10 +383,7 @@ def load_profile(name: str, params_dir: str | Path | None = None) -> Profile:
             )
     run, stages, models = data["run"], data["stages"], data.get("models") or {}
     check_type(run, str, f"{path}: run")
-    try:
-        run_dir(run)
-    except ValueError as e:
-        raise ParamsError(f"{path}: {e}") from None
+    check_name(run, f"{path}: run name", ParamsError)
     check_type(stages, list[str], f"{path}: stages")
     for s in stages:
         if s not in A.STAGES:
@@ -482,10 +476,7 @@ def resolve(
             f"{', '.join(prof.stages)}); add it there to run it"
         )
     if run:
-        try:
-            run_dir(run)
-        except ValueError as e:
-            raise ParamsError(f"--run: {e}") from None
+        check_name(run, "--run: run name", ParamsError)
     layers: list[tuple[str, dict]] = []
     if prof is not None:
         names = {f.name for f in fields(cls)}

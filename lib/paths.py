@@ -35,10 +35,14 @@ NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 NAME_RULE = "letters, digits and '._-' only, starting with a letter, digit or '_'"
 
 
-def check_name(name, what: str) -> str:
-    """``name`` when it matches :data:`NAME`; ValueError naming ``what`` and the value otherwise."""
+class BadName(ValueError):
+    """A run's or a profile's name is not :data:`NAME`."""
+
+
+def check_name(name, what: str, error: type[ValueError] = BadName) -> str:
+    """``name`` when it matches :data:`NAME`; ``error`` naming ``what`` and the value otherwise."""
     if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise ValueError(f"{what} {name!r} is not a plain name: use {NAME_RULE}")
+        raise error(f"{what} {name!r} is not a plain name: use {NAME_RULE}")
     return name
 
 

@@ -44,7 +44,7 @@ from lib.config import (
 )
 from lib.io import write_json
 from lib.models import check_spec
-from lib.paths import NOTEBOOKS, RunBusy, RunLock, params_root, run_dir
+from lib.paths import NOTEBOOKS, RunBusy, RunLock, check_name, params_root, run_dir
 from lib.provenance import machine
 from lib.scheduler import slurm
 from lib.scheduler.cluster import ClusterConfig, cluster_of
@@ -157,10 +157,7 @@ def plan(
     these of them; ``overrides``: stage -> fields set on top of the profile)."""
     configs = configs or STAGE_CONFIGS
     if run is not None:  # "" too: a name given is checked, never replaced by the profile's
-        try:
-            run_dir(run)
-        except ValueError as e:
-            raise ParamsError(f"--run: {e}") from None
+        check_name(run, "--run: run name", ParamsError)
     prof = load_profile(profile, params_dir)
     for label, spec in prof.models.items():  # the registry, used by a stage or not
         check_spec(spec, f"{prof.source}: models.{label}")
