@@ -13,7 +13,10 @@ untrained trained`` compares two models of one run). Prints the changed items by
 metrics with their paired intervals and McNemar tests, and the config diff; ``--json`` writes the
 whole result. Both runs are verified first as a rescore verifies one
 (:func:`lib.eval.manifest.check_manifest`). Exits 0 on success, 2 when a run or a filter value is
-missing, a run did not finish or was edited after it finished, or an import fails.
+missing, a run did not finish or was edited after it finished, or an import fails; and, before
+anything is imported, when A and B are one run (links resolved; unless a filter gives each its own
+value), an ``--import-to`` folder is an input or named twice, or an option is given twice
+(argparse would keep the last silently).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from lib import artifacts as A
-from lib.eval.compare import CAUSES, DIMENSIONS, CompareError, compare
+from lib.eval.compare import CAUSES, DIMENSIONS, CompareError, check_two_runs, compare
 from lib.eval.foreign import ForeignError, import_lmms_eval, is_lmms_eval_output
 from lib.io import write_json
 from lib.paths import stage_dir
@@ -49,13 +52,51 @@ def evaluation_folder(run: str) -> Path:
     return folder
 
 
+def _identity(run: str) -> Path:
+    """What a run argument names, links resolved: its evaluation folder, else the path given."""
+    try:
+        return evaluation_folder(run).resolve()
+    except CompareError:
+        return Path(run).resolve()
+
+
+def check_inputs(runs: list[str], import_to: list[str], filters: dict | None = None) -> None:
+    """Before anything is imported: the runs are two (:func:`lib.eval.compare.check_two_runs`),
+    and each ``--import-to`` folder is named once and is neither an input nor inside or around one
+    (an import there would replace what is compared)."""
+    given = {run: _identity(run) for run in runs}
+    if len(runs) == 2:
+        check_two_runs(given[runs[0]], given[runs[1]], filters)
+    seen: dict[Path, str] = {}
+    for target in import_to:
+        at = Path(target).resolve()
+        if at in seen:
+            raise CompareError(
+                f"--import-to names one folder twice ({seen[at]} and {target}, {at}): each "
+                f"lmms-eval run is imported into a folder of its own"
+            )
+        seen[at] = target
+        for run, folder in given.items():
+            if at == folder or at in folder.parents or folder in at.parents:
+                raise CompareError(
+                    f"--import-to {target} is, holds or is inside run {run} ({folder}), an input "
+                    f"of this comparison: importing there would replace what is compared; choose "
+                    f"another folder"
+                )
+
+
 def runs_to_compare(
-    runs: list[str], exports: list[str], import_to: list[str], stack: ExitStack
+    runs: list[str],
+    exports: list[str],
+    import_to: list[str],
+    stack: ExitStack,
+    filters: dict | None = None,
 ) -> tuple[list, dict]:
     """Each run's evaluation folder (:func:`evaluation_folder`), and the runs imported: lmms-eval
     output is imported first (:func:`lib.eval.foreign.import_lmms_eval`) into the next
-    ``import_to`` folder, else into a temporary one ``stack`` removes (the same output given twice
-    is imported once)."""
+    ``import_to`` folder, else into a temporary one ``stack`` removes (the same output given twice,
+    with a two-valued filter, is imported once). The inputs are checked first (:func:`check_inputs`)."""
+    check_inputs(runs, import_to, filters)
     folders, imported, targets = [], {}, list(import_to)
     foreign = [r for r in dict.fromkeys(runs) if not _evaluation(r) and is_lmms_eval_output(r)]
     if len(targets) > len(foreign):
@@ -151,6 +192,18 @@ def report(result: dict) -> str:
     return "\n".join(out)
 
 
+class _Once(argparse.Action):
+    """An option given at most once: a repeat is noted (``namespace.repeated``), for :func:`main` to
+    refuse, where argparse would keep the last value silently."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("given", {})
+        if self.dest in given:
+            namespace.__dict__.setdefault("repeated", []).append((given[self.dest], option_string))
+        given[self.dest] = option_string
+        setattr(namespace, self.dest, values)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m lib.compare", description="Compare two evaluation runs item by item."
@@ -164,16 +217,23 @@ def main(argv: list[str] | None = None) -> int:
             f"--{dim}",
             f"--{dim}s",
             dest=dim,
+            action=_Once,
             nargs="+",
             metavar=dim.upper(),
             help=f"one {dim} (both runs) or two (run A's, run B's)",
         )
-    ap.add_argument("--json", help="write the full result (every changed item) to this file")
     ap.add_argument(
-        "--n-resamples", type=int, help="bootstrap resamples (default: run A's n_resamples)"
+        "--json", action=_Once, help="write the full result (every changed item) to this file"
+    )
+    ap.add_argument(
+        "--n-resamples",
+        type=int,
+        action=_Once,
+        help="bootstrap resamples (default: run A's n_resamples)",
     )
     ap.add_argument(
         "--export",
+        action=_Once,
         nargs="+",
         default=[],
         metavar="TASKDIR",
@@ -181,20 +241,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--import-to",
+        action=_Once,
         nargs="+",
         default=[],
         metavar="DIR",
         help="lmms-eval runs: keep each imported evaluation folder here (default: a temporary folder)",
     )
     args = ap.parse_args(argv)
+    for first, again in getattr(args, "repeated", ()):
+        print(
+            f"error: {again} is given twice (also as {first}); give it once with all its values "
+            f"(e.g. --import-to DIR_A DIR_B)",
+            file=sys.stderr,
+        )
+        return 2
+    filters = {d: getattr(args, d) for d in DIMENSIONS}
     try:
         with ExitStack() as stack:
             folders, imported = runs_to_compare(
-                [args.run_a, args.run_b], args.export, args.import_to, stack
+                [args.run_a, args.run_b], args.export, args.import_to, stack, filters
             )
-            result = compare(
-                *folders, {d: getattr(args, d) for d in DIMENSIONS}, n_resamples=args.n_resamples
-            )
+            result = compare(*folders, filters, n_resamples=args.n_resamples)
             result = shown(result, [args.run_a, args.run_b], imported, args.import_to)
     except (CompareError, ForeignError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """Comparing two evaluation runs item by item (:mod:`lib.eval.compare`, ``python -m lib.compare``):
 real runs of stage 06 with rule-based models, each pair differing in exactly one thing (prompt
 style, the parser, a metric option, the judge, the model), every changed item put on that cause
-and no other; a run against itself changes nothing; the paired interval and the McNemar test
+and no other; a run against a copy of itself changes nothing, against itself is refused; the paired interval and the McNemar test
 checked against scipy and statsmodels on fixed data. A real lmms-eval run's samples
 (tests/fixtures/lmms_eval_0.7.3) imported as a foreign run: its replies kept as the model gave
 them and scored by VQA Lab, paired with ours, its prompt known from what it logged."""
@@ -99,10 +99,22 @@ def _only(result: dict, cause: str) -> None:
         assert all(v == 0 for c, v in m["by_cause"].items() if c != cause)
 
 
-def test_a_run_compared_with_itself_changes_nothing(runs):
-    result = X.compare(runs["base"], runs["base"])
+def test_a_run_compared_with_a_copy_of_itself_changes_nothing(runs, tmp_path):
+    copy = shutil.copytree(runs["base"], tmp_path / "copy")
+    result = X.compare(runs["base"], copy)
     assert result["paired"] > 0 and result["changed"] == 0 and not result["config"]
     assert all(m["difference"] == 0 and m["mcnemar_p"] in (None, 1.0) for m in result["metrics"])
+
+
+def test_one_folder_as_both_runs_is_refused_unless_a_filter_splits_it(runs, tmp_path):
+    """A run compared with itself always agrees: the same folder twice, or through a link, is an
+    error; two models of one run (a two-valued filter) are two runs."""
+    link = tmp_path / "link"
+    link.symlink_to(runs["base"])
+    for b in (runs["base"], link):
+        with pytest.raises(X.CompareError, match="runs A and B are one folder"):
+            X.compare(runs["base"], b)
+    assert X.compare(runs["base"], link, {"model": ["r", "two"]})["paired"] > 0
 
 
 def test_another_prompt_style_is_a_prompt_change(runs):
@@ -169,13 +181,18 @@ def test_items_only_one_run_has_are_counted_apart(runs):
 
 def test_the_command_line(runs, tmp_path, capsys):
     folder = str(runs["base"])
-    assert C.main([folder, folder, "--json", str(tmp_path / "r.json")]) == 0
+    copy = str(shutil.copytree(folder, tmp_path / "copy"))
+    assert C.main([folder, copy, "--json", str(tmp_path / "r.json")]) == 0
     assert "changed items: 0" in capsys.readouterr().out
     assert json.loads((tmp_path / "r.json").read_text())["changed"] == 0
     assert C.main([folder, str(runs["model"]), "--style", "zero_shot", "--dataset", "mcq"]) == 0
     assert "model" in capsys.readouterr().out
-    assert C.main([folder, folder, "--model", "nobody"]) == 2
+    assert C.main([folder, folder, "--model", "nobody", "r"]) == 2
     assert "has no model 'nobody'; it has: r, two, yes" in capsys.readouterr().err
+    assert C.main([folder, folder]) == 2
+    assert capsys.readouterr().err.startswith("error: runs A and B are one folder")
+    assert C.main([folder, copy, "--model", "r", "--model", "two"]) == 2
+    assert capsys.readouterr().err.startswith("error: --model is given twice (also as --model)")
     assert C.main([folder, str(tmp_path / "nowhere")]) == 2
     assert "predictions.jsonl" in capsys.readouterr().err
 
@@ -484,6 +501,30 @@ def _moved(foreign: dict, folder: Path, tasks: Path) -> Path:
 
 
 FIXTURE_TASKS = "/tmp/h5run/bt/lmms-eval0/tasks"  # where the fixture's run had its exports (its results file says)
+
+
+def test_an_import_never_goes_over_an_input_nor_two_into_one_folder(foreign, tmp_path, capsys):
+    """``--import-to X X`` for two lmms-eval runs, ``--import-to`` the earlier import that is run A,
+    or ``--import-to`` given twice: an error before anything is imported."""
+    other = _moved(foreign, tmp_path / "other", foreign["root"] / "tasks")
+    lmms, exports, x = str(LMMS_EVAL), ["--export", *foreign["exports"]], tmp_path / "x"
+    assert C.main([lmms, str(other), *exports, "--import-to", str(x), str(x)]) == 2
+    assert capsys.readouterr().err.startswith("error: --import-to names one folder twice")
+    assert not x.exists()
+    earlier = foreign["imported"]
+    before = {p.name: p.read_bytes() for p in earlier.iterdir()}
+    assert C.main([str(earlier), str(other), *exports, "--import-to", str(earlier)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"error: --import-to {earlier} is, holds or is inside"
+    )
+    assert {p.name: p.read_bytes() for p in earlier.iterdir()} == before
+    y = tmp_path / "y"
+    assert C.main([lmms, str(other), *exports, "--import-to", str(x), "--import-to", str(y)]) == 2
+    assert capsys.readouterr().err.startswith("error: --import-to is given twice")
+    assert not x.exists() and not y.exists()
+    assert C.main([lmms, lmms, *exports, "--import-to", str(x)]) == 2  # one run, named twice
+    assert capsys.readouterr().err.startswith("error: runs A and B are one folder")
+    assert not x.exists()
 
 
 def test_the_command_line_imports_lmms_eval_output(foreign, tmp_path, capsys):

@@ -12,6 +12,7 @@ from lib import io as vio
 from lib.families.memeqa import importer as memeqa
 from lib.families.memeqa.collect import collect_memeqa
 from lib.formats.__main__ import main
+from lib.io import folders
 from lib.schema import Item
 
 from .support.data import SHARED_DATA
@@ -786,3 +787,65 @@ def test_the_command_line_exit_codes(tmp_path, capsys):
         cwd=EXAMPLE.parents[1],
     )
     assert done.returncode == 1 and "items.jsonl: file: no such file" in done.stdout
+
+
+# --- folder markers (lib.io.folders): one rule for "ours" ------------------------------------------
+
+
+def test_a_marker_that_is_a_link_is_no_marker(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    folders.mark(theirs, "lmms-eval import")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    (mine / folders.MARKER).symlink_to(theirs / folders.MARKER)
+    assert folders.kind_of(mine) is None
+    with pytest.raises(folders.NotOurFolder, match=r"2 entries .*\.vqalab\.json, notes\.txt"):
+        folders.check_ours(mine, "lmms-eval import")
+    (mine / "notes.txt").unlink()  # a lone link is not empty either: someone put it there
+    with pytest.raises(folders.NotOurFolder):
+        folders.check_ours(mine, "lmms-eval import")
+
+
+def test_a_legacy_folder_holds_only_its_kinds_files_and_names_its_maker(tmp_path):
+    legacy = folders.Legacy(("data.json", "images"), ("*.csv",), says=("data.json", "by", "us"))
+    out = tmp_path / "old"
+    (out / "images").mkdir(parents=True)
+    (out / "data.json").write_text('{"by": "us"}')
+    (out / "t.csv").write_text("a\n")
+    folders.check_ours(out, "ours", legacy)  # before markers: recognised
+    (out / "notes.txt").write_text("keep")
+    with pytest.raises(folders.NotOurFolder):
+        folders.check_ours(out, "ours", legacy)
+    (out / "notes.txt").unlink()
+    (out / "data.json").write_text('{"by": "them"}')
+    with pytest.raises(folders.NotOurFolder):
+        folders.check_ours(out, "ours", legacy)
+    (out / "data.json").unlink()
+    (tmp_path / "record.json").write_text('{"by": "us"}')
+    (out / "data.json").symlink_to(tmp_path / "record.json")  # a record that is a link: not ours
+    with pytest.raises(folders.NotOurFolder):
+        folders.check_ours(out, "ours", legacy)
+
+
+def test_a_stage_folder_is_marked_and_an_unmarked_one_is_a_stage_only_where_a_run_keeps_it(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path / "outputs"))
+    old = tmp_path / "outputs" / "run" / "06_evaluate"  # a run's stage folder made before markers
+    old.mkdir(parents=True)
+    (old / "predictions.jsonl").write_text("")
+    folders.claim_stage(old, "06_evaluate")
+    assert folders.kind_of(old) == folders.stage_kind("06_evaluate")
+    elsewhere = tmp_path / "work" / "06_evaluate"  # the same name, somewhere else: someone's
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "predictions.jsonl").write_text("mine")
+    with pytest.raises(folders.NotOurFolder, match="not a stage 06_evaluate"):
+        folders.claim_stage(elsewhere, "06_evaluate")
+    with pytest.raises(folders.NotOurFolder, match="holds a stage 06_evaluate"):
+        folders.claim_stage(old, "07_analyze")  # another stage's folder
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["predictions.jsonl"]
+    new = tmp_path / "work" / "new"
+    folders.claim_stage(new, "07_analyze")
+    assert folders.kind_of(new) == "stage 07_analyze"

@@ -22,10 +22,21 @@ from pathlib import Path
 import pandas as pd
 
 from lib import artifacts as A
-from lib.eval.compare import CAUSES, DIMENSIONS, Run, compare, open_run, pair
+from lib.eval.compare import CAUSES, DIMENSIONS, Run, compare, open_runs, pair
 from lib.io import write_json, write_jsonl
+from lib.io.folders import Legacy, mark
 from lib.metrics.stats import CHANGES, score_change
 from lib.tasks.registry import get_task
+
+KIND = "run comparison"  # the marker of the folder write_comparison writes (lib.io.folders)
+# a comparison written before markers: the files write_comparison writes, nothing else
+LEGACY = Legacy(
+    tuple(
+        Path(p).name
+        for p in (A.COMPARED, A.COMPARED_CAUSES, A.COMPARED_METRICS, A.COMPARED_CONFIG)
+        + (A.COMPARED_ITEMS,)
+    )
+)
 
 
 def prompt_text(parts: dict) -> str:
@@ -74,7 +85,7 @@ def side_by_side(
     """:func:`lib.eval.compare.compare` whose changed items also carry both runs' prompts
     (``item["prompt"] = {"A": ..., "B": ...}``, :func:`prompt_text`) and which way their scores
     moved (``item["change"]``). Nothing is asked of a model: the requests are rebuilt."""
-    run_a, run_b = (x if isinstance(x, Run) else open_run(x) for x in (a, b))
+    run_a, run_b = open_runs(a, b, filters)
     result = compare(run_a, run_b, filters, n_resamples, seed)
     changed = {(tuple(it["group"]), it["dataset"], it["item_id"]): it for it in result["items"]}
     pairs, _, _ = pair(run_a, run_b, filters or {})
@@ -191,7 +202,8 @@ def comparison_tables(result: dict) -> dict[str, pd.DataFrame]:
 def write_comparison(stage_out: str | Path, result: dict) -> dict[str, Path]:
     """A comparison under a stage folder (07's ``comparison/``): the result without its items
     (:data:`lib.artifacts.COMPARED`), its tables as CSV and the changed items as JSONL. Returns
-    the paths by name."""
+    the paths by name. The folder is marked as a comparison (:data:`KIND`), so a rerun replaces
+    it and nothing else."""
     out = Path(stage_out)
     paths = {
         "result": out / A.COMPARED,
@@ -201,6 +213,7 @@ def write_comparison(stage_out: str | Path, result: dict) -> dict[str, Path]:
         "items": out / A.COMPARED_ITEMS,
     }
     paths["result"].parent.mkdir(parents=True, exist_ok=True)
+    mark(paths["result"].parent, KIND)
     for name, table in comparison_tables(result).items():
         table.to_csv(paths[name], index=False)
     write_jsonl(paths["items"], result["items"])

@@ -545,6 +545,28 @@ def _classified(run_a: Run, run_b: Run, pairs: list[tuple]) -> list[dict]:
     return out
 
 
+def check_two_runs(a: str | Path, b: str | Path, filters: dict | None = None) -> None:
+    """Refuse to compare a folder with itself (links resolved) unless a filter gives each run its
+    own value (``--model untrained trained``): a run compared with itself agrees on every item,
+    which a typo, a link or two imports into one folder would report as two runs agreeing."""
+    folder = Path(a).resolve()
+    if folder == Path(b).resolve() and not side_filters(filters or {})[2]:
+        given = f" (given as {a} and {b})" if str(a) != str(b) else ""
+        raise CompareError(
+            f"runs A and B are one folder, {folder}{given}: a run compared with itself always "
+            f"agrees; name two runs, or give a filter two values (e.g. --model untrained trained) "
+            f"to compare within one"
+        )
+
+
+def open_runs(a: str | Path | Run, b: str | Path | Run, filters: dict | None) -> tuple[Run, Run]:
+    """Both runs read and verified (:func:`open_run`); two folders that are one are refused first
+    (:func:`check_two_runs`). A :class:`Run` given is taken as it is."""
+    if not isinstance(a, Run) and not isinstance(b, Run):
+        check_two_runs(a, b, filters)
+    return tuple(x if isinstance(x, Run) else open_run(x) for x in (a, b))
+
+
 def compare(
     a: str | Path | Run,
     b: str | Path | Run,
@@ -554,8 +576,9 @@ def compare(
 ) -> dict:
     """Compare two evaluation folders item by item (module docstring): the counts of unpaired
     items, each cause's items and what explains them, every changed item, the metric rows
-    (:func:`metric_rows`) and the config diff. The bootstrap's settings default to run A's."""
-    run_a, run_b = (x if isinstance(x, Run) else open_run(x) for x in (a, b))
+    (:func:`metric_rows`) and the config diff. The bootstrap's settings default to run A's. One
+    folder given as both runs is refused (:func:`check_two_runs`)."""
+    run_a, run_b = open_runs(a, b, filters)
     n_resamples = run_a.cfg.n_resamples if n_resamples is None else n_resamples
     seed = run_a.cfg.seed if seed is None else seed
     pairs, only_a, only_b = pair(run_a, run_b, filters or {})

@@ -63,13 +63,20 @@ from lib.io import (
     write_json,
     write_jsonl,
 )
-from lib.io.folders import NotOurFolder, check_ours, mark
+from lib.io.folders import Legacy, NotOurFolder, check_ours, mark
 from lib.provenance import write_provenance
 from lib.schema import Prediction
 
-FOREIGN = "foreign.json"  # an imported evaluation folder's record (its presence marks the folder imported)
+FOREIGN = "foreign.json"  # an imported evaluation folder's record: what was imported from where
 KIND = "lmms-eval import"  # the kind its marker names (lib.io.folders): no other folder is written into
 HARNESS = "lmms-eval"
+# an import made before markers: only the files an import writes (the tables rescoring writes among
+# them), its foreign.json naming lmms-eval
+LEGACY = Legacy(
+    (FOREIGN, A.EVAL_CONFIG, A.PREDICTIONS, A.JUDGEMENTS, A.PROVENANCE, A.TABLES_META),
+    patterns=("*.csv",),
+    says=(FOREIGN, "harness", HARNESS),
+)
 STYLE = "zero_shot"  # the export's prompts are stage 06's zero-shot prompts
 SAMPLES = re.compile(
     r"^(?P<date>.+?)_samples_(?P<task>.+)\.jsonl$"
@@ -576,9 +583,9 @@ def _write(out: Path, cfg: EvalConfig, preds: list[Prediction], record: dict, so
 
 
 def _check_target(out: Path) -> None:
-    """Refuse an ``out`` that is not empty, a previous import (its marker, or its ``foreign.json``)."""
+    """Refuse an ``out`` that is not empty or a previous import (its marker, or :data:`LEGACY`)."""
     try:
-        check_ours(out, KIND, legacy=(FOREIGN,))
+        check_ours(out, KIND, legacy=LEGACY)
     except NotOurFolder as e:
         raise ForeignError(str(e)) from None
 

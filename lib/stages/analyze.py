@@ -28,7 +28,6 @@ the run's ``report.html``; with ``compare_with``, ``comparison/`` (:func:`lib.ev
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 from dataclasses import dataclass, field
 from functools import cache
@@ -43,9 +42,11 @@ from lib import agreement, cli, config, plots
 from lib import artifacts as A
 from lib.browser import write_browser
 from lib.compare import evaluation_folder
+from lib.eval import changes
 from lib.eval.changes import side_by_side, write_comparison
 from lib.eval.compare import CompareError
 from lib.io import AnnotationStore, load_image, load_items, write_csv
+from lib.io.folders import check_ours, claim_stage, remove_ours
 from lib.maps import tsne_2d, umap_2d, umap_module
 from lib.metrics.wordnet import ensure_wordnet
 from lib.models import Request, check_spec, generate, load_model
@@ -521,7 +522,7 @@ def comparison(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
     p, the config diff, the changed items. None, and no folder, without ``compare_with``. A run that
     did not finish or was edited since is refused (:class:`lib.eval.compare.CompareError`, naming it)."""
     folder = Path(out) / A.COMPARISON
-    shutil.rmtree(folder, ignore_errors=True)  # a rerun must not show an earlier run's comparison
+    remove_ours(folder, changes.KIND, changes.LEGACY)  # a rerun shows no earlier comparison
     if cfg.compare_with is None:
         return None
     try:  # both runs verified as a rescore verifies them (lib.eval.compare.open_run)
@@ -540,7 +541,7 @@ def human_agreement(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
     ``agreement/``. None, and no folder (a rerun must not show an earlier table), without labels."""
     folder = Path(out) / A.AGREED
     if not cfg.human_labels:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_ours(folder, agreement.KIND)
         return None
     profile = getattr(cfg, "origin", {}).get("profile")  # the profile that resolved this config
     task, judges = cfg.human_labels_task or None, cfg.human_labels_judges
@@ -580,8 +581,13 @@ def finish(
 def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     """The stage, step by step as notebook 07 runs it: maps, topics, the papers' figures and tables
     from whatever earlier stages wrote, the papers' numbers beside ours, the comparison with another
-    run, the scorers against human labels, summary and provenance, the report."""
+    run, the scorers against human labels, summary and provenance, the report. ``out`` is claimed
+    as this stage's folder first, and its ``comparison/`` and ``agreement/`` checked to be the ones
+    it writes (:mod:`lib.io.folders`): nothing of another kind is replaced or removed."""
     out = Path(out)
+    claim_stage(out, A.ANALYZE)
+    check_ours(out / A.COMPARISON, changes.KIND, changes.LEGACY)
+    check_ours(out / A.AGREED, agreement.KIND)
     (out / A.TABLES).mkdir(parents=True, exist_ok=True)
     images, _ = image_map(cfg, out)
     answers, _ = answer_map(cfg, out)

@@ -60,6 +60,7 @@ from lib.eval.rescore import rescore_folder
 from lib.eval.score import invalid_summary
 from lib.eval.settings import EvalConfig
 from lib.io import ItemsAt, release_memory
+from lib.io.folders import claim_stage
 from lib.paths import RunLock, run_dir, stage_dir
 from lib.ranks import Ranks, ranks
 
@@ -129,8 +130,11 @@ def finish(cfg: EvalConfig, out: str | Path, counts: dict, scores: dict) -> dict
 def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> dict:
     """The stage, step by step as notebook 06 runs it: the items to ask, every model on every dataset
     in every style with open answers judged (:func:`~lib.eval.ask.ask`), the tables scored from what
-    was stored (:func:`~lib.eval.rescore.rescore_folder`), summary and provenance."""
+    was stored (:func:`~lib.eval.rescore.rescore_folder`), summary and provenance. ``out`` must
+    be this stage's folder (:func:`lib.io.folders.claim_stage`), marked once the inputs are found."""
+    claim_stage(out, A.EVALUATE, write=False)
     cfg, data = items_to_ask(cfg, out)
+    claim_stage(out, A.EVALUATE, write=ranks().main)
     counts = ask(cfg, out, data, store, progress)
     if not ranks().main:
         return {}  # the main rank scores and writes the summary
@@ -231,10 +235,11 @@ def cluster_main(argv: list[str]) -> int:
         return 2
     out = Path(args.out) if args.out else stage.out
     try:
-        if command == "shard":
-            summary = shard(stage.cfg, out, Ranks(args.shard, args.num_shards))
-        else:
-            summary = merge(stage.cfg, out, args.num_shards)
+        with cli.claimed(out, stage.stage):
+            if command == "shard":
+                summary = shard(stage.cfg, out, Ranks(args.shard, args.num_shards))
+            else:
+                summary = merge(stage.cfg, out, args.num_shards)
     except (*cli.INPUT_ERRORS, PartRefused) as e:
         print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
         return 2

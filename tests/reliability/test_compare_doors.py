@@ -19,7 +19,7 @@ import pytest
 
 from lib import compare as C
 from lib.eval import compare as X
-from lib.io import load_items, save_dataset
+from lib.io import kind_of, load_items, save_dataset
 from lib.paths import ROOT
 from lib.stages import analyze
 from lib.stages import evaluate as E
@@ -102,6 +102,22 @@ def test_two_finished_runs_compare_as_before(finished, tmp_path, capsys):
     other = _copy(finished, tmp_path / "other")
     assert C.main([str(finished), str(other)]) == 0
     assert "changed items: 0" in capsys.readouterr().out
+
+
+def test_a_run_is_never_compared_with_itself_by_the_command_nor_by_stage_07(
+    finished, tmp_path, capsys
+):
+    link = tmp_path / "link"
+    link.symlink_to(finished)
+    _refused(finished, link, capsys, "runs A and B are one folder", str(finished))
+    _refused(finished.parent, finished, capsys, "runs A and B are one folder")  # a run folder
+    stage_07 = analyze.AnalyzeConfig(compare_with=str(link))  # this run's own evaluation
+    with pytest.raises(X.CompareError, match=r"compare_with .*: runs A and B are one folder"):
+        analyze.comparison(stage_07, finished.parent / "07_analyze")
+
+
+def test_a_stage_06_run_marks_its_folder_as_its_own(finished):
+    assert kind_of(finished) == "stage 06_evaluate"
 
 
 def test_a_run_killed_part_way_is_refused_by_the_command_and_by_stage_07(finished, tmp_path):

@@ -18,6 +18,7 @@ from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generat
 from lib.io import NotOurFolder
 from lib.paths import ROOT, RunBusy, RunLock
 from lib.stages import scrapbook as S
+from lib.stages.setup import demo_datasets
 from tests.support.scrapbook import SMALL
 
 # stage 04 on the smoke profile's sizes: a few images, seconds
@@ -111,6 +112,39 @@ def test_merge_replaces_its_own_output_and_a_dataset_written_before_markers(tmp_
         merge(shards, _notes(tmp_path / "notes"))
 
 
+def test_merge_and_shard_never_replace_another_dataset_such_as_stage_00s_mcq_set(tmp_path, shards):
+    """The rule for unmarked Scrapbook datasets made before markers is exact: a dataset of another
+    maker (stage 00's mcq set holds dataset.json and items.jsonl too) is not one."""
+    mcq = demo_datasets(tmp_path / "data")["mcq"]
+    before = {p.relative_to(mcq): p.read_bytes() for p in mcq.rglob("*") if p.is_file()}
+    with pytest.raises(NotOurFolder, match="not a scrapbook dataset"):
+        merge(shards, mcq)
+    merged = _cmd("merge", "--out", str(mcq), *map(str, shards))
+    assert merged.returncode == 2 and merged.stderr.startswith(f"error: {mcq} holds ")
+    params = tmp_path / "p.yaml"
+    params.write_text(json.dumps(SMALL))
+    sharded = _cmd(
+        "shard", "--params", str(params), "--shard", "0", "--num-shards", "2", "--out", str(mcq)
+    )
+    assert sharded.returncode == 2 and "Traceback" not in sharded.stderr
+    assert {p.relative_to(mcq): p.read_bytes() for p in mcq.rglob("*") if p.is_file()} == before
+
+
+def test_an_unmarked_scrapbook_dataset_with_anything_else_in_it_is_not_replaced(tmp_path, shards):
+    out = tmp_path / "merged"
+    merge(shards, out)
+    (out / ".vqalab.json").unlink()  # as made before markers
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(NotOurFolder, match="9 entries not made by this command"):
+        merge(shards, out)
+    (out / "notes.txt").unlink()
+    info = json.loads((out / "dataset.json").read_text())
+    (out / "dataset.json").write_text(json.dumps({**info, "name": "my-set"}))
+    with pytest.raises(NotOurFolder):  # made by someone else, though its files are Scrapbook's
+        merge(shards, out)
+    assert (out / "dataset.json").read_text() == json.dumps({**info, "name": "my-set"})
+
+
 # --- stage 04's run() checks where it uses -------------------------------------------------------
 
 
@@ -185,6 +219,7 @@ def test_run_is_refused_while_another_process_holds_the_run(tmp_path):
 CHILD = """
 import sys
 from lib.stages import scrapbook as S
+from lib.stages.setup import demo_datasets
 S.run(S.ScrapbookConfig(n_sets=1, objects_per_set=3, n_backgrounds=1, n_arrangements=1, n_region_pairs=2,
                         n_questions_per_type=1, n_preview=1), sys.argv[1], progress=False)
 print("ran", flush=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import resource
 import shutil
 import subprocess
@@ -76,8 +77,18 @@ def _run(tmp_path: Path, samples=None, results=None) -> tuple[Path, Path, Path]:
 
 
 def _args(src: Path, out: Path, tasks: list[str]) -> list[str]:
-    """`python -m lib.compare` of an lmms-eval run with itself, imported once into ``out``."""
-    return [str(src), str(src), "--export", *tasks, "--import-to", str(out)]
+    """`python -m lib.compare` of an lmms-eval run, imported into ``out``, with a twin of it (the
+    same run given twice is refused: a run compared with itself always agrees)."""
+    return [str(src), str(_twin(src)), "--export", *tasks, "--import-to", str(out)]
+
+
+def _twin(src: Path) -> Path:
+    """``src`` in a hard-linked copy of the run folder (``lmms_out``) holding it, made afresh."""
+    root = next(p for p in (src, *src.parents) if p.name == "lmms_out")
+    twin = root.with_name("lmms_out_twin")
+    shutil.rmtree(twin, ignore_errors=True)
+    shutil.copytree(root, twin, symlinks=True, copy_function=os.link)
+    return twin / src.relative_to(root)
 
 
 MEMORY = (

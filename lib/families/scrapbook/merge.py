@@ -27,9 +27,16 @@ from lib.io import (
     swap_in,
     write_json,
 )
+from lib.io.folders import Legacy
 
 KIND = "scrapbook dataset"  # the marker of a folder generate() or merge() writes (lib.io.folders)
-LEGACY = ("dataset.json", "items.jsonl")  # what such a folder always held, before markers
+# a Scrapbook dataset written before markers: only the files Scrapbook writes, its dataset.json
+# naming Scrapbook (any other dataset, e.g. stage 00's, holds dataset.json and items.jsonl too)
+LEGACY = Legacy(
+    ("images", "masks", "scenes.jsonl", "items.jsonl", "counts.csv", "concepts.csv")
+    + ("summary.json", "dataset.json"),
+    says=("dataset.json", "name", "scrapbook"),
+)
 SHARD_FILES = ("items.jsonl", "scenes.jsonl", "summary.json", "dataset.json")
 # the fields of a shard's summary.json that a merge adds up, with their types
 SUMMARY_FIELDS = {"units": int, "sets": list, "placement_failures": dict, "skipped_files": list}
