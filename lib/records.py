@@ -20,7 +20,8 @@ number, ``true`` or ``false``). ``meets_targets`` is :func:`meets` of the record
 the benchmark hands its targets to :func:`record`, which writes the verdict; the publisher and the
 documentation recompute it with the same function, and the tests check every committed record
 against it, so a record can fail. A committed record must also *succeed*: a target it misses is an
-error unless ``known_misses`` names it with a reason (figure -> why), which the documentation shows.
+error unless ``known_misses`` names it with a reason (figure -> why), which the documentation shows;
+a reason for a target the record meets is an error too.
 
 A record is *stale* (:func:`stale`) once the code it measures has changed since its commit: the
 benchmark module and the project modules it imports, compared as code (their syntax trees without
@@ -160,7 +161,8 @@ def meets(record: dict) -> bool:
 
 def known_misses(record: dict) -> dict[str, str]:
     """The targets a record admits it misses, each with its reason (``known_misses``: figure ->
-    why); a reason must be a sentence, not an empty string."""
+    why); a reason must be a sentence, not an empty string, and is refused on a target the record
+    meets (a stale reason, left from a run that missed, would show a miss the figures do not)."""
     misses = record.get("known_misses") or {}
     if not isinstance(misses, dict) or not all(
         isinstance(v, str) and v.strip() for v in misses.values()
@@ -172,6 +174,12 @@ def known_misses(record: dict) -> dict[str, str]:
     if unknown:
         raise TargetError(
             f"{_who(record)}: known_misses names {unknown}, which are not among its targets"
+        )
+    met = [name for name in misses if verdict(record, name)]
+    if met:
+        raise TargetError(
+            f"{_who(record)}: known_misses gives a reason for {met}, which it meets: remove the "
+            f"stale reason (a reason is for a target the record misses)"
         )
     return dict(misses)
 

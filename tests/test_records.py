@@ -227,6 +227,38 @@ def test_a_record_that_misses_a_target_fails_unless_it_says_why(path, tmp_path):
         check_record(copy)
 
 
+def test_a_known_miss_on_a_target_the_record_meets_is_refused():
+    """A reason is for a missed target: one given for a met target (stale, once the figure
+    recovered) is an error naming the record and the target, not a silent pass."""
+    rec = {
+        "benchmark": "judge",
+        "speedup": 2.0,
+        "slow": 0.5,
+        "targets": {"speedup": ">= 1.5", "slow": ">= 1"},
+        "known_misses": {"speedup": "slower on this host", "slow": "the prompt grew"},
+    }
+    with pytest.raises(
+        records.TargetError, match=r"record 'judge': known_misses gives a reason for \['speedup'\]"
+    ):
+        records.unexplained_misses(rec)
+    del rec["known_misses"]["speedup"]
+    assert records.unexplained_misses(rec) == []
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.stem)
+def test_a_committed_record_with_a_reason_for_a_met_target_fails(path, tmp_path):
+    rec = json.loads(path.read_text())
+    if rec.get("skipped"):
+        pytest.skip("nothing measured: no verdict to explain")
+    name, _ = _met_target(rec)
+    copy = tmp_path / path.name
+    copy.write_text(json.dumps({**rec, "known_misses": {name: "it missed once"}}))
+    with pytest.raises(
+        AssertionError, match=rf"reason for \[{re.escape(repr(name))}\], which it meets"
+    ):
+        check_record(copy)
+
+
 @pytest.mark.parametrize(
     "edit, match",
     [
