@@ -1,7 +1,9 @@
 """Intervals that resample what is independent: the image (a cluster of questions), not the
-question. Checked against statsmodels' cluster-robust standard error (an independent computation), a
-hand-worked case, and today's question-level interval when every item is its own cluster."""
+question. Checked against statsmodels' cluster-robust standard error (an independent computation),
+hand-worked cases, and the exact bootstrap distribution enumerated by brute force (with and without
+the short-circuit to the question-level path when every item is its own cluster)."""
 
+import itertools
 import math
 
 import numpy as np
@@ -71,12 +73,63 @@ def test_a_paired_difference_resamples_the_same_images_in_both_runs():
     assert (high - low) / 2 == pytest.approx(1.96 * fit.bse[0], rel=0.12)
 
 
-def test_every_item_its_own_cluster_gives_todays_question_level_interval():
-    x, _ = _clustered()
-    own = list(range(len(x)))
-    assert mean_ci(x, clusters=own) == mean_ci(x)
-    assert bootstrap_ci(_mean, [x], clusters=own) == bootstrap_ci(_mean, [x])
-    assert n_clusters(own, len(x)) == len(x) and n_clusters(None, len(x)) == len(x)
+def _exact_interval(x: np.ndarray, clusters: list, confidence: float = 0.95) -> tuple:
+    """The cluster bootstrap's interval by brute force, not through lib: every ordered draw of G
+    clusters out of G (G**G, equally likely), each draw's pooled mean; the values where that
+    distribution's CDF first reaches (1 - confidence) / 2 and (1 + confidence) / 2. The CDF must
+    not sit near either level, so a bootstrap of 20,000 resamples lands on the same value."""
+    keys = list(dict.fromkeys(clusters))
+    parts = [x[[c == k for c in clusters]] for k in keys]
+    means = [
+        np.concatenate([parts[i] for i in draw]).mean()
+        for draw in itertools.product(range(len(keys)), repeat=len(keys))
+    ]
+    values, counts = np.unique(np.round(means, 12), return_counts=True)
+    cdf = np.cumsum(counts) / counts.sum()
+    bounds = []
+    for level in ((1 - confidence) / 2, (1 + confidence) / 2):
+        assert np.abs(cdf - level).min() > 0.005, "the level sits on a jump: pick another case"
+        bounds.append(float(values[np.searchsorted(cdf, level)]))
+    return tuple(bounds)
+
+
+@pytest.mark.parametrize(
+    "clusters, hand",
+    [
+        # every answer its own image: the mean of 6 draws, 4 of them right -> k / 6, k ~ Bin(6, 2/3)
+        (list("abcdef"), (1 / 3, 1.0)),
+        # three images of two answers (0 0 | 1 1 | 1 1): k / 3, k ~ Bin(3, 2/3), P(k=0) = 1/27
+        (list("aabbcc"), (0.0, 1.0)),
+        # images of one, two and three answers (0 | 0 1 | 1 1 1)
+        (list("abbccc"), None),
+    ],
+)
+def test_the_interval_is_the_exact_bootstrap_whether_or_not_items_share_an_image(clusters, hand):
+    """Each item its own cluster takes the question-level path (a short-circuit), shared images the
+    cluster path: both must give the exact bootstrap interval, enumerated by brute force (and, for
+    the first two, worked by hand), so a short-circuit taken when it should not be moves a bound."""
+    x = np.array([0, 0, 1, 1, 1, 1], dtype=float)
+    exact = _exact_interval(x, clusters)
+    if hand is not None:
+        assert exact == pytest.approx(hand)
+    assert mean_ci(x, 20_000, clusters=clusters) == pytest.approx((2 / 3, *exact))
+    assert bootstrap_ci(_mean, [x], 20_000, clusters=clusters) == pytest.approx((2 / 3, *exact))
+    assert n_clusters(clusters, len(x)) == len(set(clusters))
+
+
+def test_every_item_its_own_cluster_gives_the_binomial_bootstrap_of_a_proportion():
+    """40 answers, 10 right, each its own image (and no clusters given): a resample's mean is
+    k / 40 with k ~ Binomial(40, 1/4) - scipy's quantiles of it, an independent reference for the
+    multinomial-count path the question-level bootstrap takes."""
+    from scipy.stats import binom
+
+    x = np.array([1.0] * 10 + [0.0] * 30)
+    exact = (binom.ppf(0.025, 40, 0.25) / 40, binom.ppf(0.975, 40, 0.25) / 40)
+    cdf = binom.cdf(np.array(exact) * 40, 40, 0.25)
+    assert abs(cdf[0] - 0.025) > 0.005 and abs(cdf[1] - 0.975) > 0.005  # off a jump
+    for clusters in (None, list(range(40))):
+        assert mean_ci(x, 20_000, clusters=clusters) == pytest.approx((0.25, *exact))
+    assert n_clusters(None, 40) == 40
 
 
 def test_one_image_has_no_interval_and_keys_must_match_the_items():
