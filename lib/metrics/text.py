@@ -92,6 +92,11 @@ def bleu_corpus(
     return value, float(low), float(high)
 
 
+# ROUGE-L stems words (rouge-score's Porter stemmer): the YesBut repository names py-rouge as its
+# ROUGE-L tool, and py-rouge's Rouge() stems by default; rouge-score's own default does not stem.
+ROUGE_STEMMER = True
+
+
 @lru_cache(maxsize=2)
 def _rouge_scorer(stemmer: bool):
     from rouge_score import rouge_scorer
@@ -100,9 +105,13 @@ def _rouge_scorer(stemmer: bool):
 
 
 def rouge_l(
-    predictions: Sequence[str], references: Sequence[Sequence[str]], stemmer: bool = True
+    predictions: Sequence[str],
+    references: Sequence[Sequence[str]],
+    stemmer: bool = ROUGE_STEMMER,
 ) -> list[float]:
-    """ROUGE-L F-measure (rouge-score), the best over the references."""
+    """ROUGE-L F-measure (rouge-score), the best over the references. ``stemmer`` is rouge-score's
+    ``use_stemmer``: True (:data:`ROUGE_STEMMER`) as the YesBut paper's tool scores,
+    False as rouge-score does by default."""
     _check(predictions, references, "rouge_l")
     scorer = _rouge_scorer(stemmer)
     return [

@@ -32,14 +32,31 @@ def test_bleu_is_sacrebleu_sentence_bleu():
     assert T.bleu(["the cat sat on the mat"], [["the cat sat on the mat"]])[0] == pytest.approx(1.0)
 
 
-def test_rouge_l_is_rouge_score_best_over_references():
+@pytest.mark.parametrize("stemmer", [True, False])
+def test_rouge_l_is_rouge_score_best_over_references(stemmer):
     from rouge_score import rouge_scorer
 
-    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=stemmer)
     expected = [
         max(scorer.score(r, p)["rougeL"].fmeasure for r in refs) for p, refs in zip(PREDS, REFS)
     ]
-    assert T.rouge_l(PREDS, REFS) == pytest.approx(expected)
+    assert T.rouge_l(PREDS, REFS, stemmer=stemmer) == pytest.approx(expected)
+
+
+def test_rouge_l_stems_by_default_as_the_yesbut_reference_tool_does():
+    """The YesBut repository scores ROUGE-L with py-rouge, whose ``Rouge()`` stems by default;
+    rouge-score's own default (``use_stemmer=False``) is ``stemmer=False``. Worked by hand: stemmed,
+    "the cats are running" is "the cat are run" against "the cat run" (LCS 3, P 3/4, R 1, F 6/7);
+    unstemmed only "the" is shared (P 1/4, R 1/3, F 2/7)."""
+    from rouge_score import rouge_scorer
+
+    pred, ref = "the cats are running", "the cat runs"
+    assert T.ROUGE_STEMMER is True
+    assert T.rouge_l([pred], [[ref]]) == [pytest.approx(6 / 7)]
+    for stemmer, hand in ((True, 6 / 7), (False, 2 / 7)):
+        library = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=stemmer)
+        assert library.score(ref, pred)["rougeL"].fmeasure == pytest.approx(hand)
+        assert T.rouge_l([pred], [[ref]], stemmer=stemmer) == [pytest.approx(hand)]
 
 
 def test_meteor_is_nltk_meteor_with_wordnet():
