@@ -21,12 +21,20 @@ from pathlib import Path
 from lib.config import OFFLINE_ENV, ParamsError, parse_yaml, resolve
 from lib.io import NotOurFolder
 from lib.io.folders import claim_stage, mark_stage
-from lib.paths import RunBusy
+from lib.paths import BadName, RunBusy, check_name
 from lib.ranks import ranks
 
 # errors in what a stage was given (a busy run, a bad value where it is used, an output folder of
 # another kind, an input that is not there), said as "error: ..." and exit 2
-INPUT_ERRORS = (RunBusy, ParamsError, NotOurFolder, FileNotFoundError)
+INPUT_ERRORS = (RunBusy, BadName, ParamsError, NotOurFolder, FileNotFoundError)
+
+
+def run_name(text: str) -> str:
+    """An argparse ``type`` for a run's name: :data:`lib.paths.NAME`, else argparse's error."""
+    try:
+        return check_name(text, "run name")
+    except BadName as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def go_offline() -> None:

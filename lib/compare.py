@@ -31,7 +31,7 @@ from lib import artifacts as A
 from lib.eval.compare import CAUSES, DIMENSIONS, CompareError, check_two_runs, compare
 from lib.eval.foreign import ForeignError, import_lmms_eval, is_lmms_eval_output
 from lib.io import write_json
-from lib.paths import stage_dir
+from lib.paths import check_name, stage_dir
 
 
 def evaluation_folder(run: str) -> Path:
@@ -44,7 +44,7 @@ def evaluation_folder(run: str) -> Path:
         raise CompareError(
             f"{run}: no {A.PREDICTIONS} there nor in its {A.EVALUATE}/ (run stage 06 first)"
         )
-    folder = stage_dir(run, A.EVALUATE, create=False)
+    folder = stage_dir(check_name(run, "run name", CompareError), A.EVALUATE, create=False)
     if not (folder / A.PREDICTIONS).exists():
         raise CompareError(
             f"run {run!r}: {folder / A.PREDICTIONS} not found (run stage 06 for it first)"

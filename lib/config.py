@@ -43,6 +43,7 @@ import yaml
 
 from lib import artifacts as A
 from lib.io import write_json
+from lib.io.folders import claim_stage, mark_stage
 from lib.paths import ROOT, RunLock, check_name, params_root, stage_dir
 from lib.provenance import write_provenance
 from lib.ranks import ranks
@@ -231,13 +232,19 @@ def stage_run(run):
     used (a notebook cell may have edited it since it was made: ``cfg.sets = ...``), and the run
     folder (``out``'s parent) locked while it writes, whoever calls it (the command line, a notebook,
     a script); the lock this process or the pipeline above it holds is joined (:class:`lib.paths.RunLock`), and only a job's
-    main rank locks (its other ranks write under it)."""
+    main rank locks (its other ranks write under it). ``out`` must be the stage's own folder
+    (:func:`lib.io.folders.claim_stage`), and is marked as such once the stage wrote in it."""
 
     @wraps(run)
     def checked(cfg, out, *args, **kwargs):
         check_values(cfg, f"{type(cfg).__name__} (as run() got it)")
         with RunLock(Path(out).parent, join=True) if ranks().main else nullcontext():
-            return run(cfg, out, *args, **kwargs)
+            claim_stage(out, cfg.STAGE, write=False)  # a folder of another kind: refused, as is
+            try:
+                return run(cfg, out, *args, **kwargs)
+            finally:  # finished or not: what it wrote is the stage's, so a rerun resumes it
+                if ranks().main:
+                    mark_stage(out, cfg.STAGE)
 
     return checked
 

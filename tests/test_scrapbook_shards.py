@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from lib.families.scrapbook import ScrapbookParamError
+from lib.io.folders import claim_stage
 from lib.paths import RunBusy, RunLock
 from lib.stages import scrapbook as S
 from tests.support.scrapbook import SMALL
@@ -83,6 +84,7 @@ def test_a_shard_locks_its_own_folder_not_the_run(tmp_path):
     """The shards of an array run at the same time: each holds its folder's lock, none the run's."""
     out = tmp_path / "04_scrapbook"
     cfg = _config(sets={})
+    claim_stage(out, "04_scrapbook")  # as the process making shard 1 did
     with RunLock(S.shard_folder(out, 1, 2)):  # shard 1 is being made by another process
         with pytest.raises(RunBusy, match="1-of-2"):
             S.shard(cfg, out, 1, 2, progress=False)

@@ -158,6 +158,7 @@ def shard(cfg: EvalConfig, out: str | Path, part: Ranks, store=None, progress: b
             "run the stage's own command"
         )
     cfg, data = items_to_ask(cfg, out)
+    claim_stage(out, A.EVALUATE)  # the stage's folder, made and marked: what merge() then takes
     with RunLock(shard_folder(out, part)):
         return ask_shard(cfg, out, data, part, store, progress)
 
@@ -195,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     rs = sub.add_parser(
         "rescore", help="recompute metrics.csv, levels.csv, errors.csv from stored outputs"
     )
-    rs.add_argument("--run", required=True, help="the run whose 06_evaluate folder to rescore")
+    rs.add_argument(
+        "--run", required=True, type=cli.run_name, help="the run whose 06_evaluate to rescore"
+    )
     rs.add_argument(
         "--unverified",
         action="store_true",

@@ -47,6 +47,7 @@ from lib.families.scrapbook.generate import generate
 from lib.families.scrapbook.merge import merge as merge_datasets
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
 from lib.io import write_csv
+from lib.io.folders import claim_stage
 from lib.paths import RunBusy, RunLock
 
 
@@ -201,6 +202,7 @@ def shard(
     if not 0 <= index < num_shards:
         raise ScrapbookParamError(f"--shard {index} must be in [0, --num-shards={num_shards})")
     folder = shard_folder(out, index, num_shards)
+    claim_stage(out, A.SCRAPBOOK)  # the stage's folder, made and marked: what merge() then takes
     with RunLock(folder):
         dataset = _dataset(cfg, folder, A.SCRAPBOOK_DATASET)
         return generate(cfg.params(), dataset, index, num_shards, progress, cfg.question_worker)
@@ -371,12 +373,19 @@ def _cluster_job(ap: argparse.ArgumentParser, command: str, args: argparse.Names
         return None
     cfg, k = stage.cfg, args.num_shards
     if command == "merge":
-        return lambda: merge(cfg, Path(args.out) if args.out else stage.out, k)
+        out = Path(args.out) if args.out else stage.out
+        return lambda: _as_stage(out, lambda: merge(cfg, out, k))
     if args.out:  # the dataset alone, in a folder of one's own choosing
         return lambda: generate(
             cfg.params(), args.out, args.shard, k, question_worker=cfg.question_worker
         )
-    return lambda: shard(cfg, stage.out, args.shard, k)
+    return lambda: _as_stage(stage.out, lambda: shard(cfg, stage.out, args.shard, k))
+
+
+def _as_stage(out: Path, work):
+    """``work()`` on the stage's folder ``out`` once it is checked to be stage 04's (marked after)."""
+    with cli.claimed(out, A.SCRAPBOOK):
+        return work()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import pytest
 from lib.config import ParamsError
 from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
 from lib.io import NotOurFolder
+from lib.io.folders import claim_stage
 from lib.paths import ROOT, RunBusy, RunLock
 from lib.stages import scrapbook as S
 from lib.stages.setup import demo_datasets
@@ -169,7 +170,7 @@ def test_run_refuses_a_config_edited_into_a_set_outside_its_folder_and_touches_n
 def test_run_never_writes_through_a_link_out_of_its_folder(tmp_path):
     elsewhere = _notes(tmp_path / "elsewhere")
     out = tmp_path / "run" / "04_scrapbook"
-    out.mkdir(parents=True)
+    claim_stage(out, "04_scrapbook")  # the stage's own folder, its datasets/ a link out of it
     (out / "datasets").symlink_to(elsewhere, target_is_directory=True)
     cfg = S.ScrapbookConfig(**TINY, sets={"train": {}})
     with pytest.raises(ParamsError, match=r"datasets/scrapbook.*outside"):

@@ -15,6 +15,7 @@ import yaml
 from lib.eval.ask import PartRefused, shard_folder
 from lib.families.scrapbook import ScrapbookParamError
 from lib.io import file_sha256
+from lib.io.folders import claim_stage
 from lib.paths import RunLock
 from lib.ranks import Ranks
 from lib.stages import evaluate as E
@@ -195,7 +196,7 @@ def _scrapbook_refused(cfg, out) -> str:
 
 def test_scrapbook_shards_in_a_linked_folder_merge_and_the_link_stays(tmp_path):
     out, scratch = tmp_path / "04_scrapbook", tmp_path / "scratch" / "shards"
-    out.mkdir()
+    claim_stage(out, "04_scrapbook")  # the stage's folder, its shards/ a link to a scratch disk
     scratch.mkdir(parents=True)
     (out / "shards").symlink_to(scratch)
     cfg = _scrapbook_shards(out)

@@ -89,8 +89,7 @@ def test_a_run_name_outside_the_outputs_is_refused_by_the_check(tmp_path):
         env={"VQALAB_PARAMS": str(folder), "PATH": "/usr/bin:/bin"},
     )
     assert (
-        r.returncode == 1
-        and "common.p.yaml: run name '../../etc' is not a plain name" in r.stderr
+        r.returncode == 1 and "common.p.yaml: run name '../../etc' is not a plain name" in r.stderr
     )
     assert "Traceback" not in r.stderr
 
@@ -265,3 +264,17 @@ def test_every_stage_config_made_in_python_is_checked(cls, values):
     module, _, name = cls.rpartition(".")
     with pytest.raises(ParamsError, match=rf"^{name}: "):
         getattr(importlib.import_module(module), name)(**values)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["lib.stages.evaluate", "rescore", "--run", "a b"],
+        ["lib.compare", "a b", "demo"],
+        ["lib.stages.scrapbook", "--profile", "smoke", "--run", "x$(id)"],
+    ],
+)
+def test_a_run_name_that_is_not_plain_is_an_error_of_every_command_not_a_traceback(argv):
+    r = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True)
+    assert r.returncode == 2 and "is not a plain name" in r.stderr and "error:" in r.stderr
+    assert "Traceback" not in r.stderr
