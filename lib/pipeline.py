@@ -320,12 +320,29 @@ def _execute(p: Plan, step: StagePlan, overrides: dict, progress: bool) -> float
             parameters={"profile": p.profile.name, "run": p.run, "overrides": overrides},
             progress_bar=progress,
             log_output=False,
+            config=_kernel_config(),
         )
     except PapermillExecutionError as e:
         raise StageFailed(step.stage, out, e) from None
     seconds = round(time.perf_counter() - start, 1)
     print(f"[{step.stage}] done in {seconds:.1f}s -> {out}", flush=True)
     return seconds
+
+
+# a Unix socket's path holds at most 107 bytes; an IPC kernel's are its connection file's + "-ipc-N"
+IPC_PATH_MAX = 107 - len("/kernel-00000000-0000-0000-0000-000000000000-ipc-5")
+
+
+def _kernel_config():
+    """The notebook kernels' transport: IPC (Unix sockets in Jupyter's runtime folder, readable by
+    this user only) where their paths fit, so the kernel talks over no TCP port and warns of none;
+    TCP, ipykernel's default (and its warning), where the runtime folder's path is too long."""
+    from jupyter_core.paths import jupyter_runtime_dir
+    from traitlets.config import Config
+
+    if len(os.fsencode(jupyter_runtime_dir())) > IPC_PATH_MAX:
+        return Config()
+    return Config({"KernelManager": {"transport": "ipc"}})
 
 
 def _overrides(assignments: list[str]) -> dict[str, dict]:

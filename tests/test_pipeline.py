@@ -429,3 +429,15 @@ def test_setup_steps_write_images_and_datasets_and_finish_refuses_an_invalid_con
     summary = json.loads((tmp_path / "summary.json").read_text())  # written before refusing
     assert (summary["probe_answers"], summary["constrained_invalid"]) == (2, 1)
     assert summary["datasets"] == {k: str(v) for k, v in folders.items()}
+
+
+def test_the_kernels_talk_over_ipc_and_print_no_transport_warning(tmp_path, outputs, capfd):
+    """The notebooks' kernels use Unix sockets, not TCP: the run prints no "Kernel is running over
+    TCP without encryption" (ipykernel writes it to the stderr the kernel inherits)."""
+    nb, params = _project(
+        tmp_path, {"01_collect": STAGE_COLLECT}, {"common.p.yaml": "run: r\nstages: [01_collect]\n"}
+    )
+    pipeline.run("p", notebooks_dir=nb, params_dir=params, progress=False)
+    said = capfd.readouterr()
+    assert "[01_collect] done in" in said.out and "TCP" not in said.err + said.out
+    assert pipeline._kernel_config().KernelManager.transport == "ipc"
