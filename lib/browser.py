@@ -17,7 +17,9 @@ report links every headline number to the answers behind it (:func:`link`).
 Given a comparison of another run (A) with this one (B) - :func:`lib.eval.changes.side_by_side`;
 stage 07 passes it when its ``compare_with`` names a run - the page gains two filters: ``change``
 (improved, worsened, mixed, same scores: :func:`lib.metrics.stats.score_change`) and ``cause`` (the
-first step where the two answers part ways: dataset, prompt, model, reading, scoring). Under each changed
+first step where the two answers part ways: dataset, prompt, model, reading, scoring), and
+``significant`` (changed and significant after correction: the answer changed and a metric of its
+group survives Holm's or Benjamini-Hochberg's correction across the comparison's rows). Under each changed
 answer, both runs' prompt, raw reply, read answer, outcome and scores side by side, and what
 explains the change (``index.html#cause=model&change=worsened``: the answers the model made worse).
 
@@ -52,7 +54,9 @@ from lib.tasks.registry import get_task
 FOLDER = "browser"  # under the run folder
 THUMB_PX = 160  # a thumbnail's longer side
 FILTERS = ("dataset", "task", "model", "style", "subset", "outcome")
-COMPARED = ("change", "cause")  # the filters a comparison adds
+COMPARED = ("change", "cause", "significant")  # the filters a comparison adds
+# significant: a changed answer whose group has a metric that survives the correction
+CORRECTIONS = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
 DISAGREE = "disagree"  # the filter 07's agreement with human labels adds
 KEY = ("dataset", "task", "model", "style", "item_id")  # one answer of a run
 OUTCOMES = ("right", "wrong", "invalid", "truncated", "error")
@@ -174,17 +178,27 @@ def _side(comparison: dict, item: dict, side: int) -> tuple:
     ) + (item["item_id"],)
 
 
+def significant_groups(comparison: dict) -> dict[tuple, list[str]]:
+    """Per group of the comparison, the corrections (:data:`CORRECTIONS`) under which one of its
+    metrics' B - A survives (:func:`lib.eval.paired.adjust`): the ``significant`` filter."""
+    out: dict[tuple, list[str]] = {}
+    for m in comparison["metrics"]:
+        named = out.setdefault(tuple(m["group"]), [])
+        named += [n for k, n in CORRECTIONS.items() if m.get(k) and n not in named]
+    return out
+
+
 def compared_rows(table: list[dict], comparison: dict) -> list[dict]:
     """Run B's ``table`` with the comparison's fields: every row's ``cause`` and ``change`` (empty
     for an answer the comparison found unchanged) and, for a changed one, what explains it, both
     prompts and scores, and run A's answer (``other``: its model, style, raw reply, reading, outcome)."""
     theirs = {tuple(r[k] for k in KEY): r for r in evaluation_rows(comparison["A"])}
     changed = {_side(comparison, it, -1): it for it in comparison["items"]}
-    out = []
+    out, kept = [], significant_groups(comparison)
     for r in table:
         it = changed.get(tuple(r[k] for k in KEY))
         if it is None:
-            out.append({**r, "cause": "", "change": ""})
+            out.append({**r, "cause": "", "change": "", "significant": []})
             continue
         other = theirs.get(_side(comparison, it, 0))
         if other is None:
@@ -199,6 +213,7 @@ def compared_rows(table: list[dict], comparison: dict) -> list[dict]:
                 "cause": it["cause"],
                 "change": it.get("change") or score_change(it["A"], it["B"]),
                 "because": "; ".join(it["because"]),
+                "significant": kept.get(tuple(it["group"]), []),
                 "prompt": prompts.get("B", ""),
                 "scores": _finite(it["B"]),
                 "other": {
@@ -323,6 +338,7 @@ def _filters(table: list[dict], comparison: dict | None, disagree: list[str]) ->
             "outcome": list(OUTCOMES),
             "change": list(CHANGES),
             "cause": list(comparison["causes"]) if comparison else [],
+            "significant": list(CORRECTIONS.values()),
             DISAGREE: disagree,
         }
     )

@@ -10,7 +10,9 @@ into a temporary folder or the ``--import-to`` folder given (one per lmms-eval r
 ``--export`` names the export folders where lmms-eval's results file no longer points at them. A
 filter given one value selects it in both runs; given two, run A's then run B's (``--model
 untrained trained`` compares two models of one run). Prints the changed items by first cause, the
-metrics with their paired intervals and McNemar tests, and the config diff; ``--json`` writes the
+metrics with their small-sample paired intervals, tests with Holm's and Benjamini-Hochberg's
+adjusted p across the rows (and which rows survive), McNemar tests that count clusters, a verdict
+in words per row (:func:`lib.eval.paired.verdict`), and the config diff; ``--json`` writes the
 whole result. Both runs are verified first as a rescore verifies one
 (:func:`lib.eval.manifest.check_manifest`). Exits 0 on success, 2 when a run or a filter value is
 missing, a run did not finish or was edited after it finished, or an import fails; and, before
@@ -31,6 +33,7 @@ from lib import artifacts as A
 from lib.eval.compare import CAUSES, DIMENSIONS, CompareError, check_two_runs, compare
 from lib.eval.foreign import ForeignError, import_lmms_eval, is_lmms_eval_output
 from lib.io import write_json
+from lib.metrics.multiple import LEVEL
 from lib.paths import check_name, stage_dir
 
 
@@ -142,6 +145,50 @@ def _num(x) -> str:
     return "-" if x is None else f"{x:+.3f}" if isinstance(x, float) else str(x)
 
 
+def _p(x) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def metric_lines(metrics: list[dict]) -> list[str]:
+    """The metric rows as text: A, B, B - A with its small-sample 95% interval over the clusters,
+    the smallest difference it detects, its test's p, Holm's and Benjamini-Hochberg's p across the
+    rows (``*``: the row survives the correction), McNemar's p (clusters counted), each cause's
+    share; under each row its verdict in words, then which rows survive."""
+    if not metrics:
+        return []
+    labels = ["/".join(map(str, m["group"])) for m in metrics]
+    w = max([5, *map(len, labels)])
+    out = [
+        "",
+        f"{'group':{w}} {'metric':16} {'n':>5} {'clust':>5} {'A':>7} {'B':>7} {'B-A':>7} "
+        f"{'95% CI (t)':>17} {'detects':>7} {'p':>8} {'Holm p':>9} {'BH p':>9} {'McNemar':>8}  "
+        + "  ".join(f"{c:>7}" for c in CAUSES),
+    ]
+    for label, m in zip(labels, metrics):
+        ci = f"[{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]" if m["ci_low"] == m["ci_low"] else "-"
+        detects = "-" if m["detectable"] is None else f"{m['detectable']:7.3f}"
+        holm = _p(m["p_holm"]) + ("*" if m["holm"] else " ")
+        bh = _p(m["p_bh"]) + ("*" if m["bh"] else " ")
+        out.append(
+            f"{label:{w}} {m['metric'][:16]:16} {m['n']:5} {m['n_clusters']:5} {m['A']:7.3f} "
+            f"{m['B']:7.3f} {m['difference']:+7.3f} {ci:>17} {detects:>7} {_p(m['p']):>8} "
+            f"{holm:>9} {bh:>9} {_p(m['mcnemar_p']):>8}  "
+            + "  ".join(f"{m['by_cause'][c]:+7.3f}" for c in CAUSES)
+        )
+        out.append(f"{'':{w}}   {m['words']}")
+    tested = [m for m in metrics if m["p_holm"] is not None]
+    for name, key in (
+        ("Holm (family-wise)", "holm"),
+        ("Benjamini-Hochberg (false discovery)", "bh"),
+    ):
+        kept = [f"{lb} {m['metric']}" for lb, m in zip(labels, metrics) if m[key]]
+        out.append(
+            f"after {name} correction at {LEVEL} over {len(tested)} rows: "
+            + (f"{len(kept)} survive: {', '.join(kept)}" if kept else "none survives")
+        )
+    return out
+
+
 def report(result: dict) -> str:
     """The comparison as text: counts, causes with what explains them, metrics, config diff."""
     out = [
@@ -161,28 +208,7 @@ def report(result: dict) -> str:
             out.append(
                 f"  {cause:8} {c['items']:6} items, {c['outcome_changed']} with another outcome; because: {named}"
             )
-    labels = ["/".join(map(str, m["group"])) for m in result["metrics"]]
-    w = max([5, *map(len, labels)])
-    if result["metrics"]:
-        out += [
-            "",
-            f"{'group':{w}} {'metric':16} {'n':>5} {'imgs':>5} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI':>17} "
-            f"{'detects':>7} {'McNemar p':>9}  " + "  ".join(f"{c:>7}" for c in CAUSES),
-        ]
-    for label, m in zip(labels, result["metrics"]):
-        ci = f"[{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]" if m["ci_low"] == m["ci_low"] else "-"
-        p = "-" if m["mcnemar_p"] is None else f"{m['mcnemar_p']:.3g}"
-        detects = "-" if m["detectable"] is None else f"{m['detectable']:7.3f}"
-        out.append(
-            f"{label:{w}} {m['metric'][:16]:16} {m['n']:5} {m['n_clusters']:5} {m['A']:7.3f} "
-            f"{m['B']:7.3f} {m['difference']:+7.3f} {ci:>17} {detects:>7} {p:>9}  "
-            + "  ".join(f"{m['by_cause'][c]:+7.3f}" for c in CAUSES)
-        )
-        if m["detectable"] is not None and 0 < abs(m["difference"]) < m["detectable"]:
-            out.append(
-                f"{'':{w}} {m['difference']:+.3f} is below the {m['detectable']:.3f} this comparison "
-                f"detects with 80% power over {m['n_clusters']} images: no evidence either way"
-            )
+    out += metric_lines(result["metrics"])
     out += [f"note: {n}" for n in result.get("notes", [])]
     out += ["", "config diff:" if result["config"] else "config diff: none"]
     out += [
@@ -226,12 +252,6 @@ def main(argv: list[str] | None = None) -> int:
         "--json", action=_Once, help="write the full result (every changed item) to this file"
     )
     ap.add_argument(
-        "--n-resamples",
-        type=int,
-        action=_Once,
-        help="bootstrap resamples (default: run A's n_resamples)",
-    )
-    ap.add_argument(
         "--export",
         action=_Once,
         nargs="+",
@@ -261,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             folders, imported = runs_to_compare(
                 [args.run_a, args.run_b], args.export, args.import_to, stack, filters
             )
-            result = compare(*folders, filters, n_resamples=args.n_resamples)
+            result = compare(*folders, filters)
             result = shown(result, [args.run_a, args.run_b], imported, args.import_to)
     except (CompareError, ForeignError) as e:
         print(f"error: {e}", file=sys.stderr)

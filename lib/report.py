@@ -28,6 +28,7 @@ from lib import agreement_view, browser
 from lib import artifacts as A
 from lib.htmlsafe import csp_meta, href, text
 from lib.io import atomic_file
+from lib.metrics.multiple import adjusted_text
 from lib.metrics.stats import CHANGES, interval_text
 from lib.paths import run_dir
 from lib.tasks.registry import tasks
@@ -327,8 +328,8 @@ def _linked_counts(causes: pd.DataFrame, has_items: bool) -> pd.DataFrame:
 
 
 def _headline_differences(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Each group's headline score: A, B, B - A with its paired interval, McNemar's p, and the
-    causes that carry B - A."""
+    """Each group's headline score: A, B, B - A with its interval, the verdict, p with Holm's and
+    BH's (``*``: survives the correction), and the causes that carry B - A."""
     head = metrics[metrics["headline"].astype(str) == "True"]
     shares = [c for c in metrics.columns if c.endswith(" share")]
     return pd.DataFrame(
@@ -346,11 +347,10 @@ def _headline_differences(metrics: pd.DataFrame) -> pd.DataFrame:
                 interval_text(d, lo, hi, c, fmt="+.3f")
                 for d, lo, hi, c in head[["difference", "ci_low", "ci_high", "n_clusters"]].values
             ],
-            "detects": [
-                "" if pd.isna(x) else f"{x:.3f}" + (" (B - A is below it)" if abs(d) < x else "")
-                for x, d in zip(head["detectable"], head["difference"])
+            "verdict": head["words"].fillna(""),
+            "p (Holm; BH)": [
+                adjusted_text(*r) for r in head[["p", "p_holm", "holm", "p_bh", "bh"]].values
             ],
-            "McNemar p": ["" if pd.isna(p) else f"{p:.3g}" for p in head["mcnemar_p"]],
             "carried by": [
                 "; ".join(f"{c[:-6]} {r[c]:+.3f}" for c in shares if r[c])
                 for _, r in head.iterrows()
@@ -390,9 +390,9 @@ def _comparison(root: Path) -> str:
         _table(
             head,
             "Headline score per group (the per-answer score its task's headline is made of): A, B, "
-            "B - A with its 95% paired bootstrap interval over the n_clusters images (the same images "
-            "resampled in both runs), the smallest difference it detects with 80% power, the exact "
-            "McNemar p (0/1 scores) and the causes that carry the difference",
+            "B - A with its 95% small-sample interval over the n_clusters images or image chains "
+            "(CR2 standard error, t quantiles), the verdict in words, the interval's p with Holm's "
+            "and Benjamini-Hochberg's across every row (* survives at 0.05) and the causes",
             max_rows=len(head),
             index=False,
             escape=False,

@@ -1,8 +1,9 @@
 """Comparing two evaluation runs item by item (:mod:`lib.eval.compare`, ``python -m lib.compare``):
 real runs of stage 06 with rule-based models, each pair differing in exactly one thing (prompt
 style, the parser, a metric option, the judge, the model), every changed item put on that cause
-and no other; a run against a copy of itself changes nothing, against itself is refused; the paired interval and the McNemar test
-checked against scipy and statsmodels on fixed data. A real lmms-eval run's samples
+and no other; a run against a copy of itself changes nothing, against itself is refused; the paired interval by hand and
+against statsmodels' paired t, the McNemar test against statsmodels on fixed data; the command
+line's words and adjusted p-values on the demo's sets against themselves with one model perturbed. A real lmms-eval run's samples
 (tests/fixtures/lmms_eval_0.7.3) imported as a foreign run: its replies kept as the model gave
 them and scored by VQA Lab, paired with ours, its prompt known from what it logged."""
 
@@ -16,11 +17,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import t
 
 from lib import compare as C
 from lib.eval import compare as X
 from lib.eval import foreign as F
-from lib.eval.paired import detectable_difference, mcnemar_exact, paired_difference
+from lib.eval.paired import difference_stats, mcnemar_exact, paired_difference
 from lib.export import main as export
 from lib.families.vqa.task import OpenVQA
 from lib.io import read_jsonl
@@ -197,6 +199,39 @@ def test_the_command_line(runs, tmp_path, capsys):
     assert "predictions.jsonl" in capsys.readouterr().err
 
 
+WORDINGS = re.compile(
+    r"^ +(B is (better|worse): |no difference detected, and one of \d\.\d{3} or more would have "
+    r"been seen |too few clusters to tell \()"
+)
+
+
+def test_the_command_line_words_and_adjusted_p_values(runs, capsys):
+    """The base run against itself with one model's answers perturbed (model r's seed): every metric
+    row has its verdict in one of the three wordings, the rows' Holm and BH p are printed, and the
+    rows that survive are named; a Scrapbook set's clusters are called what they are."""
+    assert C.main([str(runs["base"]), str(runs["model"])]) == 0
+    out = capsys.readouterr().out
+    result = X.compare(runs["base"], runs["model"])
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("group "))
+    assert "Holm p" in lines[header] and "BH p" in lines[header]
+    words = lines[header + 2 : header + 2 + 2 * len(result["metrics"]) : 2]
+    assert len(words) == len(result["metrics"]) and all(WORDINGS.match(w) for w in words)
+    assert {m["verdict"] for m in result["metrics"]} >= {"none detected"}
+    for m, w in zip(result["metrics"], words):
+        assert m["words"] == w.strip()
+        tested = m["verdict"] != "too few clusters"
+        assert (m["p_holm"] is not None) == tested and (m["p_bh"] is not None) == tested
+        if tested:
+            assert m["p"] <= m["p_bh"] <= m["p_holm"] <= 1
+    assert any(
+        line.startswith("after Holm (family-wise) correction at 0.05 over ") for line in lines
+    )
+    assert any(line.startswith("after Benjamini-Hochberg (false discovery)") for line in lines)
+    nouns = {m["group"][0]: m["clusters_are"] for m in result["metrics"]}
+    assert nouns["mcq"] == "images"
+
+
 # --- the statistics, against the reference implementations --------------------------------------
 
 RNG = np.random.default_rng(7)
@@ -204,27 +239,27 @@ A_SCORES = RNG.integers(0, 2, 120).astype(float)
 B_SCORES = np.where(RNG.random(120) < 0.25, 1 - A_SCORES, A_SCORES)
 
 
-def test_the_paired_interval_is_scipys_paired_bootstrap():
-    from scipy.stats import bootstrap
+def test_the_paired_interval_by_hand_over_equal_chains():
+    """Four chains of three questions; B - A per question 1,0,0 | 1,1,0 | 0,0,0 | 1,1,1: chain means
+    1/3, 2/3, 0, 1, their mean 1/2, sd sqrt(5/27), SE sqrt(5/27)/2; t(3)'s 0.975 quantile
+    3.182446 (table value). The rows' interval is that t interval, its p the t test."""
+    a = np.zeros(12)
+    b = np.array([1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 1], float)
+    chains = np.repeat(["w", "x", "y", "z"], 3)
+    se = (5 / 27) ** 0.5 / 2
+    row = difference_stats(a, b, list(chains))
+    assert (row["difference"], row["df"]) == (0.5, 3)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(
+        (0.5 - 3.182446 * se, 0.5 + 3.182446 * se), abs=1e-6
+    )
+    from scipy.stats import ttest_1samp  # the t test of the four chain means
 
-    for a, b in ((A_SCORES, B_SCORES), (RNG.random(50), RNG.random(50))):
-        value, low, high = paired_difference(a, b, n_resamples=500, seed=3)
-        ref = bootstrap(
-            (a, b),
-            lambda x, y, axis=-1: np.mean(y - x, axis=axis),
-            paired=True,
-            vectorized=True,
-            n_resamples=500,
-            method="percentile",
-            random_state=np.random.default_rng(3),
-        )
-        assert value == pytest.approx(b.mean() - a.mean())
-        assert (low, high) == pytest.approx(tuple(ref.confidence_interval), abs=1e-12)
+    assert row["p"] == pytest.approx(ttest_1samp([1 / 3, 2 / 3, 0, 1], 0).pvalue)
 
 
 def test_the_paired_interval_agrees_with_an_independent_paired_t_interval():
-    """Not scipy's bootstrap the code calls: statsmodels' t interval of the per-item differences.
-    On 400 items the percentile bootstrap and the t interval agree to a few percent of the width."""
+    """One question per cluster: the interval is statsmodels' paired t interval of the per-item
+    differences, and the percentile bootstrap (training's margins) agrees with it at 400 items."""
     from statsmodels.stats.weightstats import DescrStatsW
 
     rng = np.random.default_rng(11)
@@ -232,23 +267,31 @@ def test_the_paired_interval_agrees_with_an_independent_paired_t_interval():
         (rng.integers(0, 2, 400).astype(float), rng.integers(0, 2, 400).astype(float)),
         (rng.random(400), rng.random(400) + 0.05),
     ):
-        value, low, high = paired_difference(a, b, n_resamples=4000, seed=1)
+        row = difference_stats(a, b, None)
         t_low, t_high = DescrStatsW(b - a).tconfint_mean(alpha=0.05)
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((t_low, t_high), abs=1e-12)
+        value, low, high = paired_difference(a, b, n_resamples=4000, seed=1)
         width = t_high - t_low
         assert value == pytest.approx((b - a).mean(), abs=1e-12)
         assert low == pytest.approx(t_low, abs=0.05 * width)
         assert high == pytest.approx(t_high, abs=0.05 * width)
 
 
-def test_the_smallest_detectable_difference_by_hand_and_by_statsmodels_power():
-    """An interval [-0.1, 0.1] at 95% implies SE = 0.1 / 1.96; at 80% power a two-sided 5% test
-    detects (1.96 + 0.8416) x SE = 0.1429. statsmodels' normal power solver, asked for the effect
-    one standard error must carry, gives the same multiplier (its other tail adds < 1e-6)."""
+def test_the_smallest_detectable_difference_uses_the_intervals_t_quantiles():
+    """Over G clusters, (t_{G-1, 0.975} + t_{G-1, 0.8}) x SE; at many clusters statsmodels' normal
+    power solver's multiplier (1.96 + 0.84), at 8 clusters t(7)'s (2.364624 + 0.896030, table)."""
     from statsmodels.stats.power import NormalIndPower
 
-    assert detectable_difference(-0.1, 0.1) == pytest.approx(0.1 * (1.959964 + 0.841621) / 1.959964)
-    multiplier = NormalIndPower().solve_power(nobs1=1, ratio=0, alpha=0.05, power=0.8)
-    assert detectable_difference(0.2, 0.5) == pytest.approx(multiplier * 0.15 / 1.959964, rel=1e-5)
+    rng = np.random.default_rng(4)
+    for g, multiplier in (
+        (8, 2.364624 + 0.896030),
+        (4000, NormalIndPower().solve_power(nobs1=1, ratio=0, alpha=0.05, power=0.8)),
+    ):
+        clusters = list(np.repeat(np.arange(g), 3))
+        a, b = rng.integers(0, 2, 3 * g), rng.integers(0, 2, 3 * g)
+        row = difference_stats(a, b, clusters)
+        se = (row["ci_high"] - row["ci_low"]) / 2 / t.ppf(0.975, g - 1)
+        assert row["detectable"] == pytest.approx(multiplier * se, rel=2e-3)
 
 
 def test_the_mcnemar_test_is_statsmodels_exact_one():

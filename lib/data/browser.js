@@ -18,9 +18,11 @@ function load(names) {   // a dataset's rows are a script of their own: file:// 
   })));
 }
 
+const LABELS = {significant: "changed and significant after correction"};   // a filter's longer name
+
 function select(name, values, current) {
   const label = document.createElement("label");
-  label.textContent = name;
+  label.textContent = LABELS[name] || name;
   const sel = document.createElement("select");
   sel.id = "f-" + name;
   for (const v of ["", ...values]) {

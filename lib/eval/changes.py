@@ -8,7 +8,8 @@ comparison into the tables stage 07 writes (:func:`write_comparison`) and its re
 cause, the changed items and which way their scores moved (:func:`lib.metrics.stats.score_change`:
 improved, worsened, mixed, same scores); per group and per-item metric A, B, B - A with its paired
 interval and McNemar p, the group's headline score marked (the per-answer score its task's headline
-is made of, :attr:`lib.tasks.Task.headline_score`); the config diff.
+is made of, :attr:`lib.tasks.Task.headline_score`), with Holm's and Benjamini-Hochberg's p
+across the rows and the verdict in words (:mod:`lib.eval.paired`); the config diff.
 
     result = side_by_side("outputs/base/06_evaluate", "outputs/demo/06_evaluate")
     write_browser("outputs/demo", result)      # the browser's change and cause filters
@@ -123,10 +124,34 @@ def _dimension(result: dict, group: list, dim: str, side: int) -> str:
     return result["filters"][dim][side]
 
 
+# a metric row's statistics as the table keeps them (lib.eval.paired.metric_rows, adjust)
+STATISTICS = (
+    "n_clusters",
+    "clusters_are",
+    "A",
+    "B",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "df",
+    "detectable",
+    "p",
+    "p_holm",
+    "p_bh",
+    "holm",
+    "bh",
+    "mcnemar_p",
+    "verdict",
+    "words",
+)
+
+
 def metric_table(result: dict) -> pd.DataFrame:
     """Per group (its dataset, task, model and style; ``A -> B`` where a filter maps one onto
-    another) and per-item metric: n, A, B, B - A, the paired interval, McNemar's p and each cause's
-    share of B - A; ``headline`` marks the per-answer score the group's task leads with."""
+    another) and per-item metric: n, A, B, B - A, the small-sample interval, its test with Holm's
+    and Benjamini-Hochberg's p across the rows and whether the row survives each, McNemar's p, the
+    verdict in words and each cause's share of B - A; ``headline`` marks the per-answer score the
+    group's task leads with."""
     rows = []
     for m in result["metrics"]:
         dims = {
@@ -140,14 +165,7 @@ def metric_table(result: dict) -> pd.DataFrame:
                 "metric": m["metric"],
                 "headline": m["metric"] == (task.headline_score or task.headline[1]),
                 "n": m["n"],
-                "n_clusters": m["n_clusters"],
-                "A": m["A"],
-                "B": m["B"],
-                "difference": m["difference"],
-                "ci_low": m["ci_low"],
-                "ci_high": m["ci_high"],
-                "detectable": m["detectable"],
-                "mcnemar_p": m["mcnemar_p"],
+                **{k: m.get(k) for k in STATISTICS},
                 **{f"{c} share": m["by_cause"][c] for c in CAUSES},
             }
         )
@@ -156,14 +174,7 @@ def metric_table(result: dict) -> pd.DataFrame:
         "metric",
         "headline",
         "n",
-        "n_clusters",
-        "A",
-        "B",
-        "difference",
-        "ci_low",
-        "ci_high",
-        "detectable",
-        "mcnemar_p",
+        *STATISTICS,
         *(f"{c} share" for c in CAUSES),
     ]
     return pd.DataFrame(rows, columns=columns)

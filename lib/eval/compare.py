@@ -7,9 +7,10 @@ order, token limit, constraint, seed), ``model`` (the same request, another raw 
 (the same reply, read differently: parser, constrained choice) or ``scoring`` (the same reading,
 scored differently: a metric's option or version, the judge). Each cause names the config difference
 that explains it. Items only one run has are counted apart. For every per-item metric the two
-means, their paired difference with a paired bootstrap interval over the items' clusters (images,
-:mod:`lib.eval.paired`), the smallest difference it could detect, an exact McNemar test for 0/1
-scores, and the share of the difference each cause accounts for (the causes partition the items, so
+means, their paired difference with a small-sample interval over the items' clusters (images,
+image chains: :mod:`lib.eval.paired`), its test adjusted across rows (Holm, Benjamini-Hochberg),
+the smallest difference it could detect, a McNemar test for 0/1 scores that counts clusters, a
+verdict in words, and the share of the difference each cause accounts for (the causes partition the items, so
 the shares add up to the difference). Beside it the config diff of the two runs, with where each value came from.
 
 A prediction row keeps its ``call_key`` (model and request hashed together), not a digest of the
@@ -33,7 +34,7 @@ from lib import artifacts as A
 from lib.config import ParamsError
 from lib.eval.foreign import FOREIGN, logged_request
 from lib.eval.manifest import PARTS, Unverified, answer_digest, changed_datasets, check_manifest
-from lib.eval.paired import metric_rows
+from lib.eval.paired import adjust, clusters_are, metric_rows
 from lib.eval.requests import zero_shot
 from lib.eval.rescore import saved_config
 from lib.eval.settings import EvalConfig
@@ -490,15 +491,17 @@ def stale_notes(run_a: Run, run_b: Run) -> list[str]:
     ]
 
 
-def _cluster(run_a: Run, run_b: Run, a: dict) -> tuple:
+def _cluster(run_a: Run, run_b: Run, a: dict) -> tuple[tuple, tuple]:
     """What a paired item's interval resamples it with: its task's cluster (its image) in its
-    dataset, as either run's dataset has the item; the item alone where neither has it any more."""
+    dataset, as either run's dataset has the item, and the item's images; the item alone where
+    neither has it any more."""
     for run in (run_a, run_b):
         try:
-            return a["dataset"], get_task(a["task"]).cluster(run.item(a["dataset"], a["item_id"]))
+            item = run.item(a["dataset"], a["item_id"])
+            return (a["dataset"], get_task(a["task"]).cluster(item)), tuple(item.images)
         except (KeyError, LookupError, ValueError):
             continue
-    return a["dataset"], "item", a["item_id"]
+    return (a["dataset"], "item", a["item_id"]), ()
 
 
 def _pair_cause(run_a: Run, run_b: Run, key: tuple, a: dict, b: dict) -> dict:
@@ -508,7 +511,7 @@ def _pair_cause(run_a: Run, run_b: Run, key: tuple, a: dict, b: dict) -> dict:
     jb = run_b.judgements.get((b["model"], b["dataset"], b["item_id"], b["style"]))
     oa, ob = outcome(a, ja, judge_name(run_a, a)), outcome(b, jb, judge_name(run_b, b))
     p = {"key": key, "a": a, "b": b, "ja": ja, "jb": jb, "oa": oa, "ob": ob}
-    p["cluster"] = _cluster(run_a, run_b, a)
+    p["cluster"], p["images"] = _cluster(run_a, run_b, a)
     if gone := dataset_change(run_a, run_b, a, b):
         changed = first_cause(a, b, None, None, ja, jb) is not None
         return {
@@ -576,17 +579,18 @@ def compare(
 ) -> dict:
     """Compare two evaluation folders item by item (module docstring): the counts of unpaired
     items, each cause's items and what explains them, every changed item, the metric rows
-    (:func:`metric_rows`) and the config diff. The bootstrap's settings default to run A's. One
-    folder given as both runs is refused (:func:`check_two_runs`)."""
+    (:func:`metric_rows`, with Holm's and Benjamini-Hochberg's p across them: :func:`adjust`) and
+    the config diff. The intervals are small-sample t ones (:mod:`lib.eval.paired`), which draw
+    nothing at random: ``n_resamples`` and ``seed`` are accepted and unused. One folder given as
+    both runs is refused (:func:`check_two_runs`)."""
     run_a, run_b = open_runs(a, b, filters)
-    n_resamples = run_a.cfg.n_resamples if n_resamples is None else n_resamples
-    seed = run_a.cfg.seed if seed is None else seed
     pairs, only_a, only_b = pair(run_a, run_b, filters or {})
     causes = {c: {"items": 0, "outcome_changed": 0, "because": Counter()} for c in CAUSES}
-    items, scored = [], defaultdict(list)
+    items, scored, seen = [], defaultdict(list), defaultdict(lambda: defaultdict(set))
     for p in _classified(run_a, run_b, pairs):
         cause, oa, ob = p["cause"], p["oa"], p["ob"]
         scored[p["key"][0]].append((oa, ob, cause, p["cluster"]))
+        seen[p["key"][0]][p["cluster"]].update(p["images"])
         if cause is None:
             continue
         named = p.get("because") or because(
@@ -609,9 +613,13 @@ def compare(
         "only_A_items": [list(k[1:]) for k in only_a[:20]],
         "only_B_items": [list(k[1:]) for k in only_b[:20]],
         "causes": {c: {**v, "because": dict(v["because"])} for c, v in causes.items()},
-        "metrics": [
-            r for g in sorted(scored) for r in metric_rows(g, scored[g], n_resamples, seed, CAUSES)
-        ],
+        "metrics": adjust(
+            [
+                r
+                for g in sorted(scored)
+                for r in metric_rows(g, scored[g], CAUSES, clusters_are(seen[g].values()))
+            ]
+        ),
         "config": config_diff(run_a, run_b),
         "notes": foreign_notes(run_a, run_b) + stale_notes(run_a, run_b),
         "items": items,
