@@ -29,7 +29,7 @@ PARAMS = {
     "n_arrangements": 1,
     "objects_per_image": 3,
     "n_region_pairs": 1,
-    "n_questions_per_type": 1,
+    "n_questions_per_type": 2,  # two paraphrases: consistent_rate pools them per query
 }
 NOISE = [
     "yes",

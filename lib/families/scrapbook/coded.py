@@ -30,14 +30,10 @@ CORRECT, WRONG, INVALIDATED = (CATEGORY_NAMES.index(c) for c in (S.CORRECT, S.WR
 ANSWER_DISAGREEMENT, ERROR_DISAGREEMENT = (
     CATEGORY_NAMES.index(c) for c in (S.ANSWER_DISAGREEMENT, S.ERROR_DISAGREEMENT)
 )
-NO_PARENT, UNEVALUATED = (
-    -2,
-    -1,
-)  # an answer's parent code: none; an image none of the group's answers is about
-WIDER = {
-    "B": ("H", 2**16),
-    "H": ("i", 2**31),
-}  # a code array's next type code once its values outgrow it
+# an answer's parent code: none; an image none of the group's answers is about
+NO_PARENT, UNEVALUATED = -2, -1
+# a code array's next type code once its values outgrow it
+WIDER = {"B": ("H", 2**16), "H": ("i", 2**31)}
 CODE_LIMIT = {"B": 2**8, "H": 2**16, "i": 2**31}
 
 
@@ -110,18 +106,16 @@ class CodedAnswers:
     answer: np.ndarray
     valid: np.ndarray
     truncated: np.ndarray
-    cluster: np.ndarray | None = (
-        None  # each answer's image chain (Task.cluster), which intervals resample
-    )
+    # each answer's image chain (Task.cluster), which intervals resample
+    cluster: np.ndarray | None = None
 
     @property
     def correct(self) -> np.ndarray:
         return self.category == CORRECT
 
 
-BLOCK = (
-    2**16
-)  # rows whose ancestors are walked at a time: the walk's arrays stay small at any group size
+# rows whose ancestors are walked at a time: the walk's arrays stay small at any group size
+BLOCK = 2**16
 
 
 def combined(*keys: np.ndarray) -> np.ndarray:
@@ -230,13 +224,12 @@ def strict_categories(a: CodedAnswers) -> np.ndarray:
 
 def questions(a: CodedAnswers) -> dict[str, np.ndarray]:
     """One entry per question (image, query, paraphrase), in the order questions first appear:
-    ``absurd``, ``correct_all``, ``consistent``, ``category``, ``correct_all_strict`` and
-    ``category_strict`` (:func:`lib.families.scrapbook.consistency.questions`' rules)."""
+    ``absurd``, ``correct_all``, ``category``, ``correct_all_strict`` and ``category_strict``
+    (:func:`lib.families.scrapbook.consistency.questions`' rules)."""
     q, first = groups(a.image, a.query, a.paraphrase)
     n_q = len(first)
     versions, right = _count(q, n_q), _count(q, n_q, a.category == CORRECT)
     wrong = _count(q, n_q, a.category == WRONG)
-    consistency = right / versions
     correct_all = right == versions
     # the distinct answers (categories) are counted only where the rule reads them
     all_wrong, other_kinds = wrong == versions, right + wrong < versions
@@ -262,11 +255,19 @@ def questions(a: CodedAnswers) -> dict[str, np.ndarray]:
         "cluster": None if a.cluster is None else a.cluster[first],
         "absurd": a.absurd[first],
         "correct_all": correct_all,
-        "consistent": consistency >= S.THRESHOLD,
         "category": category,
         "correct_all_strict": correct_all & ~invalid,
         "category_strict": np.where(invalid, INVALIDATED, category),
     }
+
+
+def queries(a: CodedAnswers) -> dict[str, np.ndarray]:
+    """One entry per query on an image, every paraphrase in every form pooled, in order of first
+    appearance: ``cluster``, ``absurd``, ``consistent`` (:func:`S.queries`' rule)."""
+    q, first = groups(a.image, a.query)
+    right = _count(q, len(first), a.category == CORRECT) / _count(q, len(first))
+    cluster = None if a.cluster is None else a.cluster[first]
+    return {"cluster": cluster, "absurd": a.absurd[first], "consistent": right >= S.THRESHOLD}
 
 
 def _category_counts(codes: np.ndarray) -> dict[str, int]:
@@ -323,26 +324,24 @@ def tables(a: CodedAnswers, scoring: Scoring) -> tuple[Tables, np.ndarray]:
                 clusters=None if a.cluster is None else a.cluster[at],
             )
         )
-    qs = questions(a)
-    for filt, keep in (
-        ("non-absurd", ~qs["absurd"]),
-        ("full", np.ones(len(qs["absurd"]), dtype=bool)),
-    ):
-        for metric, col in (
-            ("accuracy_all_forms", "correct_all"),
-            ("accuracy_all_forms_strict", "correct_all_strict"),
-            ("consistent_rate", "consistent"),
+    qs, qy = questions(a), queries(a)
+    for filt in ("non-absurd", "full"):
+        for metric, units, col in (
+            ("accuracy_all_forms", qs, "correct_all"),
+            ("accuracy_all_forms_strict", qs, "correct_all_strict"),
+            ("consistent_rate", qy, "consistent"),
         ):
+            keep = ~units["absurd"] if filt == "non-absurd" else np.ones(len(units["absurd"]), bool)
             rows.append(
                 metric_row(
                     filt,
                     metric,
-                    qs[col][keep].astype(float),
+                    units[col][keep].astype(float),
                     int(keep.sum()),
                     n_inv,
                     scoring=scoring,
                     n_truncated=n_cut,
-                    clusters=None if qs["cluster"] is None else qs["cluster"][keep],
+                    clusters=None if units["cluster"] is None else units["cluster"][keep],
                 )
             )
     strict = strict_categories(a)

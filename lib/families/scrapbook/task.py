@@ -154,12 +154,14 @@ def scrapbook_tables(
                 clusters=None if clusters is None else clusters[at],
             )
         )
-    for filt, q in (("non-absurd", qs[~qs["absurd"]]), ("full", qs)):
-        for metric, col in (
-            ("accuracy_all_forms", "correct_all"),
-            ("accuracy_all_forms_strict", "correct_all_strict"),
-            ("consistent_rate", "consistent"),
+    qy = S.queries(frame)
+    for filt in ("non-absurd", "full"):
+        for metric, units, col in (
+            ("accuracy_all_forms", qs, "correct_all"),
+            ("accuracy_all_forms_strict", qs, "correct_all_strict"),
+            ("consistent_rate", qy, "consistent"),
         ):
+            q = units[~units["absurd"].astype(bool)] if filt == "non-absurd" else units
             rows.append(
                 metric_row(
                     filt,
