@@ -28,6 +28,9 @@ Writes, all or nothing, into ``--out`` (a folder of its own kind, never one hold
 - ``judge_checks.csv``: per judge, unreadable ratings, self-consistency (references in reverse
   order) and a verbosity probe (answers people judged right, padded with a true but irrelevant
   sentence: how often the rating moved);
+- ``corrected.csv``: per judge and model (an answer id ``<cluster>:<model>`` names it), its raw
+  accuracy, the one corrected by a third of people's ``correctness`` verdicts and people's mean on
+  that third alone, each with its interval, beside people's mean on all (:mod:`lib.metrics.ppi`);
 - ``scores.csv``: every answer's score by every scorer; ``labels.csv``: the labels, with the task.
 
 A row of ``agreement.csv`` or ``paired.csv`` whose interval rests on fewer than
@@ -60,6 +63,7 @@ from lib.io.annotations import (
     label_rows,
     labels_file,
 )
+from lib.metrics import ppi as P
 from lib.metrics import text as T
 from lib.metrics.agreement import (
     CATEGORICAL,
@@ -292,6 +296,15 @@ def agreement_table(
     return table.assign(**_flags(table))
 
 
+def corrected_table(scores, answers, labels, n_resamples=N_RESAMPLES, seed=0) -> pd.DataFrame:
+    """:func:`lib.metrics.ppi.corrected_table` of the judges (``<judge>[<model>]``) of ``scores``."""
+    judges = {k: s for k, s in scores.items() if k.endswith("]")}
+    verdict = dict(_verdicts(answers, labels)).get(P.CRITERION, np.full(len(answers), np.nan))
+    ids, at = answers["answer_id"].astype(str), answers["cluster"].astype(str).to_numpy()
+    models = [a[len(c) + 1 :] if a.startswith(f"{c}:") else "" for a, c in zip(ids, at)]
+    return P.corrected_table(judges, verdict, at, models, n_resamples=n_resamples, seed=seed)
+
+
 def _flags(table: pd.DataFrame) -> dict:
     """A row's interval is not to be trusted: ``few_clusters`` (images), ``few_labels`` (answers
     labelled yes, or no)."""
@@ -382,7 +395,7 @@ def scorers(
 def _write(out: Path, tables: dict[str, pd.DataFrame]) -> None:
     """The tables into ``out``, all or nothing: built aside, marked, swapped in whole."""
     building = aside_folder(out)
-    for name in A.AGREED_TABLES:
+    for name in (*A.AGREED_TABLES, P.TABLE):
         write_csv(building / f"{name}.csv", tables[name])
     mark(building, KIND)
     swap_in(building, out)
@@ -433,6 +446,7 @@ def run(
         "agreement": table,
         "paired": paired_table(scores, answers, labels, table, n_resamples, seed),
         "judge_checks": pd.DataFrame(checks),
+        P.TABLE: corrected_table(scores, answers, labels, n_resamples, seed),
         "scores": pd.concat([answers[["answer_id", "cluster"]], pd.DataFrame(scores)], axis=1),
         "labels": labels.assign(references=labels["references"].map(json.dumps), task=task),
     }

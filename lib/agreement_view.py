@@ -4,7 +4,8 @@ agrees with people" (:func:`section`) - per criterion and scorer every statistic
 over the images, flagged instead where too few images, or too few answers labelled yes or no
 (:data:`lib.metrics.agreement.MIN_PER_CLASS`), hold one, and where a statistic has no value the reason
 (no positive label, say); the paired "A agrees better than B"
-rows; the judge checks; what the papers say of it beside ours
+rows; each judge's accuracy corrected by people's verdicts (:func:`corrected_rows`); the
+judge checks; what the papers say of it beside ours
 (:func:`lib.papers.agreement_claims`) - and the item browser's rows of the labelled answers, each
 naming the judges people disagree with
 (:func:`browser_rows`).
@@ -20,6 +21,7 @@ import pandas as pd
 
 from lib import artifacts as A
 from lib.htmlsafe import text
+from lib.metrics import ppi as P
 from lib.metrics.agreement import MIN_PER_CLASS
 from lib.metrics.stats import MIN_CLUSTERS, interval_text
 from lib.papers import agreement_claims
@@ -35,12 +37,15 @@ NO_SCORER = (
 
 
 def read_agreed(run_folder: str | Path) -> dict[str, pd.DataFrame] | None:
-    """07's agreement tables (:data:`lib.artifacts.AGREED_TABLES`) by name; None when 07 held no
-    scorer to human labels. Text stays text ("NA" is an answer, not a missing value)."""
+    """07's agreement tables (:data:`lib.artifacts.AGREED_TABLES`, and the corrected accuracies
+    :data:`lib.metrics.ppi.TABLE`, empty in a folder written before it) by name; None when 07 held
+    no scorer to human labels. Text stays text ("NA" is an answer, not a missing value)."""
     folder = A.stage_folder(run_folder, A.ANALYZE) / A.AGREED
     if not (folder / "agreement.csv").exists():
         return None
-    return {name: _read(folder / f"{name}.csv") for name in A.AGREED_TABLES}
+    found = {name: _read(folder / f"{name}.csv") for name in A.AGREED_TABLES}
+    corrected = folder / f"{P.TABLE}.csv"
+    return found | {P.TABLE: _read(corrected) if corrected.exists() else pd.DataFrame()}
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -153,6 +158,32 @@ def paired_rows(paired: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+CORRECTED = {  # corrected_rows' columns: the estimate each shows
+    "judge raw (95% CI)": "judge_raw",
+    "corrected by people (95% CI)": "corrected",
+    "people alone (95% CI)": "human_only",
+}
+
+
+def corrected_rows(corrected: pd.DataFrame) -> pd.DataFrame:
+    """Per judge and model: the judge's raw accuracy, the one corrected by the kept labels and
+    people's mean on those labels alone, each as :func:`lib.metrics.stats.interval_text` shows it
+    (flagged where the kept labels are about too few images), and people's mean on every answer."""
+    head = ["scorer", "model", "n", "n_labelled"]
+    if corrected.empty:
+        return pd.DataFrame(columns=[*head, *CORRECTED, "people on every answer"])
+    rows = []
+    for r in corrected.itertuples():
+        row = {c: getattr(r, c) for c in head}
+        for column, v in CORRECTED.items():
+            value, low, high = (getattr(r, f"{v}{end}") for end in ("", "_low", "_high"))
+            row[column] = interval_text(value, low, high, r.n_clusters)
+            if r.few_clusters and v != "judge_raw" and not pd.isna(value):
+                row[column] = f"{value:.3f} (too few labelled images for an interval)"
+        rows.append(row)
+    return pd.DataFrame(rows).assign(**{"people on every answer": corrected["human_all"].round(3)})
+
+
 def section(run_folder: str | Path, table: Callable[..., str]) -> str:
     """The report's section (empty when 07 held no scorer to human labels; a sentence instead of
     the tables when no scorer covered them); ``table`` renders a frame as the report does
@@ -191,6 +222,15 @@ def section(run_folder: str | Path, table: Callable[..., str]) -> str:
             "verdict; for a judge, Cohen's kappa and Krippendorff's alpha of its top rating",
         ),
         (paired_rows(found["paired"]), "Does the best scorer agree better than each other one?"),
+        (
+            corrected_rows(found[P.TABLE]),
+            "What the labels buy: each judge's accuracy on people's correctness verdicts, per "
+            "model and over all - taken as it is, corrected by the n_labelled verdicts kept at "
+            "random (prediction-powered inference: the judge's mean on the other answers plus "
+            "the mean of people minus judge on the kept ones; interval over images), and "
+            "people's mean on the kept verdicts alone - beside people's mean on every answer, "
+            "which the two estimates aim at",
+        ),
         (
             checks,
             "Judge checks: unreadable ratings; self-consistency with the references reordered; "

@@ -18,6 +18,7 @@ from lib import artifacts as A
 from lib import config
 from lib.families.yesbut.paper import HUMAN_CRITERIA
 from lib.io import kind_of
+from lib.metrics import ppi as P
 from lib.papers import agreement_claims
 from lib.stages import analyze
 
@@ -231,7 +232,7 @@ def test_stage_07_holds_the_runs_judges_to_the_labels_and_the_report_shows_it(an
     cfg, out, summary = analyzed
     folder = out / A.AGREED
     assert sorted(p.name for p in folder.glob("*.csv")) == sorted(
-        f"{n}.csv" for n in A.AGREED_TABLES
+        f"{n}.csv" for n in (*A.AGREED_TABLES, P.TABLE)
     )
     assert kind_of(folder) == G.KIND
     table = pd.read_csv(folder / "agreement.csv")
@@ -468,3 +469,52 @@ def test_a_release_file_that_is_not_the_releases_is_an_error_naming_line_and_fie
         G.AgreementError, match=rf"Human_Eval_Results.csv:2: field {field}: expected"
     ):
         G.read_labels(path)
+
+
+# --- a judge's accuracy corrected by people ------------------------------------------------------
+
+
+@pytest.mark.needs_data("yesbut/Human_Eval_Results.csv")
+def test_stage_07_on_the_yesbut_profile_corrects_each_judges_accuracy_by_the_shipped_labels(
+    tmp_path, monkeypatch
+):
+    """The yesbut profile's stage 07 on the release's 150 verdicts: per judge and model (five VLMs
+    and all), the judge's raw accuracy beside the one corrected by a third of the verdicts kept at
+    random and people's mean on that third; the corrected interval covers people's mean on all 150.
+    The judge is a stand-in (yes where ROUGE-L against the person's description is in the top 70%:
+    lenient, weakly right) and only BLEU and ROUGE-L score, as SmolLM2 and BERTScore take minutes
+    on two cores (the agreement benchmark runs them)."""
+    from lib.metrics import text as T
+
+    found = G.scorers
+
+    def cheap(*args, **kwargs):
+        _, model, judges, tokens, _ = found(*args, **kwargs)
+        return ["bleu", "rouge_l"], model, judges, tokens, 200
+
+    def lenient(judge, model, answers, *args, candidates=None, **kwargs):
+        said = candidates if candidates is not None else answers["answer"].tolist()
+        rouge = np.asarray(T.rouge_l(said, answers["references"].tolist()))
+        return (rouge >= np.quantile(rouge, 0.3)).astype(float)
+
+    monkeypatch.setattr(G, "scorers", cheap)
+    monkeypatch.setattr(G, "load_model", lambda spec: spec)
+    monkeypatch.setattr(G, "judge_scores", lenient)
+    labels = SHARED_DATA / "yesbut" / "Human_Eval_Results.csv"
+    overrides = {"human_labels": str(labels), "paper_data": {}}
+    cfg = config.resolve(analyze.AnalyzeConfig, "yesbut", overrides=overrides).cfg
+    summary = analyze.run(cfg, tmp_path / "runs" / "yesbut" / A.ANALYZE)
+    table = pd.read_csv(Path(summary["report"]).parent / A.ANALYZE / A.AGREED / f"{P.TABLE}.csv")
+    writers = {"gpt4vision", "gemini", "llava", "minigpt", "kosmos"}  # the release's VLMs
+    assert set(table["scorer"]) == {"lave[judge]", "verdict[judge]"}
+    assert set(table["model"]) - {P.ALL} == writers and len(table) == 12, set(table["model"])
+    pooled = table[table["model"] == P.ALL]
+    assert (pooled[["n", "n_labelled", "n_clusters"]] == [150, 50, 30]).all().all()
+    assert (pooled["human_all"] == 40 / 150).all()
+    assert (pooled["judge_raw_low"] > pooled["human_all"]).all()  # lenient: its raw mean misses
+    assert pooled["corrected_covers"].all()  # the issue's check: corrected covers people's mean
+    for estimate in ("corrected", "human_only"):
+        low, high = pooled[f"{estimate}_low"], pooled[f"{estimate}_high"]
+        assert ((low <= pooled[estimate]) & (pooled[estimate] <= high)).all()
+    section = _section(Path(summary["report"]))
+    assert "What the labels buy" in section and "corrected by people (95% CI)" in section
