@@ -4,9 +4,10 @@ or ``--params FILE [--params FILE ...] --out DIR``.
 The config is resolved by :func:`lib.config.resolve`, the same function the notebooks and the
 pipeline use; this module adds only what a process started from a shell needs: parsing the
 arguments, going offline for an offline profile, the output folder claimed as the stage's
-(:func:`claimed`: never a folder of another kind), and a busy run folder said as an error. The run
-folder's lock is held by the stage's ``run()`` itself (:func:`lib.config.stage_run`), so a notebook
-or a script calling it is locked out of a run another process writes, as the command line is.
+(:func:`lib.io.folders.claimed`: never a folder of another kind), and a busy run folder said as an
+error. The run folder's lock is held by the stage's ``run()`` itself (:func:`lib.config.stage_run`),
+so a notebook or a script calling it is locked out of a run another process writes, as the command
+line is.
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ import argparse
 import json
 import os
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 from lib.config import OFFLINE_ENV, ParamsError, parse_yaml, resolve
 from lib.io import NotOurFolder
-from lib.io.folders import claim_stage, mark_stage
+from lib.io.folders import claimed
 from lib.paths import BadName, RunBusy, check_name
 from lib.ranks import ranks
 
@@ -107,20 +107,6 @@ def resolved(cls, args: argparse.Namespace):
     return stage
 
 
-@contextmanager
-def claimed(out: Path, stage: str):
-    """Run a stage into ``out`` once it is checked to be that stage's folder
-    (:func:`lib.io.folders.claim_stage`; a folder of another kind raises
-    :class:`~lib.io.NotOurFolder`, untouched); afterwards, finished or not, the main rank marks
-    what the stage wrote there as its own (:func:`lib.io.folders.mark_stage`)."""
-    claim_stage(out, stage, write=False)
-    try:
-        yield out
-    finally:
-        if ranks().main:
-            mark_stage(out, stage)
-
-
 def main(prog: str, cls, run, argv: list[str] | None = None, description: str = "") -> int:
     """The command line every stage shares: a profile and overrides (``--profile P --set k=v``)
     and/or params files (``--params FILE``, repeatable), resolved by :func:`lib.config.resolve`."""
@@ -130,7 +116,7 @@ def main(prog: str, cls, run, argv: list[str] | None = None, description: str = 
         return 2
     out = Path(args.out) if args.out else stage.out
     try:  # run() holds the run folder's lock (lib.config.stage_run)
-        with claimed(out, stage.stage):
+        with claimed(out, stage.stage, ranks().main):
             summary = run(stage.cfg, out)
     except INPUT_ERRORS as e:  # what the user gave, said as such: never a traceback
         print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)

@@ -43,7 +43,7 @@ import yaml
 
 from lib import artifacts as A
 from lib.io import write_json
-from lib.io.folders import claim_stage, mark_stage
+from lib.io.folders import claimed
 from lib.paths import ROOT, RunLock, check_name, params_root, stage_dir
 from lib.provenance import write_provenance
 from lib.ranks import ranks
@@ -238,13 +238,10 @@ def stage_run(run):
     @wraps(run)
     def checked(cfg, out, *args, **kwargs):
         check_values(cfg, f"{type(cfg).__name__} (as run() got it)")
-        with RunLock(Path(out).parent, join=True) if ranks().main else nullcontext():
-            claim_stage(out, cfg.STAGE, write=False)  # a folder of another kind: refused, as is
-            try:
+        main = ranks().main
+        with RunLock(Path(out).parent, join=True) if main else nullcontext():
+            with claimed(out, cfg.STAGE, mark=main):
                 return run(cfg, out, *args, **kwargs)
-            finally:  # finished or not: what it wrote is the stage's, so a rerun resumes it
-                if ranks().main:
-                    mark_stage(out, cfg.STAGE)
 
     return checked
 

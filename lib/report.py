@@ -4,8 +4,8 @@ with its interval and invalid rate, each linked to the answers behind it in the 
 (:mod:`lib.browser`, ``browser/`` beside the report), training against its baselines, the
 adversarial filter's outcome - then, where stage 07 compared the run with another
 (``compare_with``), the changed answers by first cause (each count linked to those answers in the
-browser, both runs side by side), each group's headline score A, B and B - A with its paired
-interval and McNemar p, and the config diff - then the papers' reproductions, which score agrees
+browser, both runs side by side), each group's headline score A, B and B - A with its interval,
+verdict and corrected p, and the config diff - then the papers' reproductions, which score agrees
 with people where stage 07 held the scorers to human labels (:mod:`lib.agreement_view`), a table of
 contents, and one section per stage, in order. Long tables show their top rows and link their CSV. A stage whose
 outputs are absent gets a line saying so and why, instead of failing the report. The run's provenance (params, seeds,

@@ -491,7 +491,7 @@ def test_the_report_has_a_comparison_section_linked_to_the_browser(compared):
     assert "<h2 id='comparison'>Compared with cmp-base</h2>" in page
     assert f"{result['paired']} answers paired, {result['changed']} changed" in page
     assert 'href="browser/index.html#cause=model&amp;change=worsened"' in page
-    assert "models.q.question_first" in page and "McNemar" in page
+    assert "models.q.question_first" in page and "p (Holm; BH)" in page and "verdict" in page
     assert (
         page.index("id='results'") < page.index("id='comparison'") < page.index("id='reproduction'")
     )

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from lib.eval.ask import PartRefused, shard_folder
+from lib.io.folders import claim_stage
 from lib.paths import RunBusy, RunLock
 from lib.ranks import Ranks
 from lib.stages import evaluate as E
@@ -135,6 +136,7 @@ def test_a_shard_locks_its_own_part_not_the_run(datasets, tmp_path):
     out = tmp_path / "06_evaluate"
     cfg = _yes(datasets)
     store = CallStore(tmp_path / "calls.sqlite")
+    claim_stage(out, "06_evaluate")  # as the process writing shard 1 did
     with RunLock(shard_folder(out, Ranks(1, 2))):  # shard 1 is being written by another process
         with pytest.raises(RunBusy, match="1-of-2"):
             E.shard(cfg, out, Ranks(1, 2), store, progress=False)

@@ -15,10 +15,8 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
-import shutil
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from lib import artifacts as A
@@ -30,13 +28,13 @@ from lib.eval.settings import EvalConfig
 from lib.io import (
     file_sha256,
     read_jsonl,
+    shards,
     share_strings,
     write_json,
     write_jsonl,
     write_jsonl_hashed,
 )
 from lib.models import generate, load_model
-from lib.paths import RunBusy, RunLock
 from lib.ranks import Ranks, ranks
 from lib.schema import Item, Judgement, Prediction
 from lib.store import CallStore, call_key
@@ -270,36 +268,22 @@ def ask_merged(
     return {"predict_seconds": round(slowest + time.perf_counter() - start, 2), **counts}
 
 
-@contextmanager
-def held_parts(out: str | Path, num_shards: int) -> Iterator[None]:
-    """The lock of each part there is (:class:`lib.paths.RunLock` on its folder, which its shard
-    holds while it writes), held for the length of a merge: a part whose shard is still writing it
-    is refused by name (:class:`PartRefused`), neither merged nor deleted."""
-    with ExitStack() as locks:
-        busy = []
-        for k in range(num_shards):
-            folder = shard_folder(out, Ranks(k, num_shards))
-            if not folder.is_dir():
-                continue  # a part never made: checked_parts names it
-            try:
-                locks.enter_context(RunLock(folder))
-            except RunBusy:
-                busy.append(f"{folder}: shard {k} of {num_shards} is still writing this part")
-        if busy:
-            wait = "wait for those shards to finish, then merge again (nothing was written)"
-            raise PartRefused("\n".join([f"{out}: the parts cannot be merged yet:", *busy, wait]))
-        yield
+def part_folders(out: str | Path, num_shards: int) -> list[Path]:
+    """The part folders of ``num_shards`` shards, in order (:func:`shard_folder`)."""
+    return [shard_folder(out, Ranks(k, num_shards)) for k in range(num_shards)]
+
+
+def held_parts(out: str | Path, num_shards: int):
+    """The parts' locks (which their shards hold while they write) held for the length of a merge:
+    a part still being written is refused by name (:class:`PartRefused`), neither merged nor
+    deleted (:func:`lib.io.shards.held`)."""
+    folders = part_folders(out, num_shards)
+    return shards.held(Path(out), folders, "parts", "writing this part", PartRefused)
 
 
 def remove_parts(out: str | Path, num_shards: int) -> None:
-    """The merged parts of ``num_shards`` shards removed, each part's folder, then ``shards/`` when
-    that leaves it empty; a ``shards/`` that is a link (to a scratch disk) is the user's and stays."""
-    for k in range(num_shards):
-        folder = shard_folder(out, Ranks(k, num_shards))
-        folder.unlink() if folder.is_symlink() else shutil.rmtree(folder)
-    shards = Path(out) / SHARDS
-    if not shards.is_symlink() and not any(shards.iterdir()):
-        shards.rmdir()
+    """The merged parts removed, then ``shards/`` unless it is a link (:func:`lib.io.shards.remove`)."""
+    shards.remove(part_folders(out, num_shards), Path(out) / SHARDS)
 
 
 # every field of a part.json, with its type: a part is merged only when all are there

@@ -362,3 +362,61 @@ def read_samples(path: Path) -> Iterator[tuple[int, dict]]:
             raise ForeignError(f"{path}:{n}: a sample is a JSON object, got {_got(sample)}")
         check(sample, SAMPLE, f"{path}:{n}")
         yield n, sample
+
+
+# --- which files make one lmms-eval run ------------------------------------------------------------
+
+SAMPLES = re.compile(
+    r"^(?P<date>.+?)_samples_(?P<task>.+)\.jsonl$"
+)  # lmms-eval's EvaluationTracker names
+
+
+def lmms_eval_files(path: str | Path) -> tuple[dict[str, Path], Path | None]:
+    """One lmms-eval run's samples files by task and its ``results.json`` (None when absent).
+    ``path``: its ``--output_path`` or model folder (holding one run), a samples file (that task
+    alone) or a ``*_results.json`` (every task of that run)."""
+    path = Path(path)
+    if not path.is_dir() and (path.exists() or path.is_symlink()):
+        regular_file(path)  # a device, a pipe or a broken link is refused here
+    if path.is_file():
+        m = SAMPLES.match(path.name)
+        if m:
+            folder, date, files = path.parent, m["date"], {m["task"]: path}
+        elif path.name.endswith("_results.json"):
+            folder, date = path.parent, path.name.removesuffix("_results.json")
+            files = {
+                m["task"]: f
+                for f in sorted(folder.glob(f"{date}_samples_*.jsonl"))
+                if (m := SAMPLES.match(f.name))
+            }
+            if not files:
+                raise ForeignError(
+                    f"{path}: no samples files beside it ({date}_samples_<task>.jsonl): rerun lmms-eval "
+                    f"with --log_samples"
+                )
+        else:
+            raise ForeignError(
+                f"{path}: not an lmms-eval samples file (<date>_samples_<task>.jsonl) nor its "
+                f"<date>_results.json"
+            )
+    elif path.is_dir():
+        found = [
+            (f, m) for f in sorted(path.rglob("*_samples_*.jsonl")) if (m := SAMPLES.match(f.name))
+        ]
+        runs = sorted({(f.parent, m["date"]) for f, m in found})
+        if not runs:
+            raise ForeignError(
+                f"{path}: no lmms-eval samples (<date>_samples_<task>.jsonl) here: run lmms-eval with "
+                f"--log_samples --output_path {path}"
+            )
+        if len(runs) > 1:
+            named = ", ".join(f"{p.name}/{d}" for p, d in runs)
+            raise ForeignError(
+                f"{path} holds {len(runs)} lmms-eval runs ({named}): "
+                f"name one by its <date>_results.json or a samples file"
+            )
+        (folder, date), files = runs[0], {m["task"]: f for f, m in found}
+    else:
+        raise ForeignError(f"{path}: no such file or folder")
+    results = folder / f"{date}_results.json"
+    return files, results if results.exists() else None

@@ -22,7 +22,8 @@ import json
 import os
 import shutil
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,6 +155,20 @@ def mark_stage(out: str | Path, stage: str) -> None:
     if out.is_dir() and not out.is_symlink() and kind_of(out) is None:
         if any(p.name not in HIDDEN for p in out.iterdir()):
             mark(out, stage_kind(stage))
+
+
+@contextmanager
+def claimed(out: str | Path, stage: str, mark: bool = True) -> Iterator[Path]:
+    """A block that writes ``stage``'s folder ``out``, once it is checked to be that stage's
+    (:func:`claim_stage`: a folder of another kind raises :class:`NotOurFolder`, untouched);
+    afterwards, finished or not, what the stage wrote there is marked as its own
+    (:func:`mark_stage`, unless ``mark`` is false: a job's other ranks), so a rerun resumes it."""
+    claim_stage(out, stage, write=False)
+    try:
+        yield Path(out)
+    finally:
+        if mark:
+            mark_stage(out, stage)
 
 
 def remove_ours(

@@ -43,10 +43,9 @@ from lib import artifacts as A
 from lib.browser import write_browser
 from lib.compare import evaluation_folder
 from lib.eval import changes
-from lib.eval.changes import side_by_side, write_comparison
 from lib.eval.compare import CompareError
 from lib.io import AnnotationStore, load_image, load_items, write_csv
-from lib.io.folders import check_ours, claim_stage, remove_ours
+from lib.io.folders import check_ours, remove_ours
 from lib.maps import tsne_2d, umap_2d, umap_module
 from lib.metrics.wordnet import ensure_wordnet
 from lib.models import Request, check_spec, generate, load_model
@@ -229,11 +228,8 @@ def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
     """A pivoted table as flat columns a reader (and a CSV) keeps: the index as columns, and
     column levels joined ("trained / zero_shot") instead of stacked header rows."""
     out = df.copy()
-    if isinstance(out.columns, pd.MultiIndex):
-        out.columns = [" / ".join(str(x) for x in col if str(x) != "") for col in out.columns]
-    else:
-        out.columns = [str(c) for c in out.columns]
-    out.columns.name = None
+    levels = out.columns if isinstance(out.columns, pd.MultiIndex) else [(c,) for c in out.columns]
+    out.columns = [" / ".join(str(x) for x in col if str(x) != "") for col in levels]
     return out.reset_index() if not isinstance(out.index, pd.RangeIndex) else out
 
 
@@ -431,8 +427,7 @@ def topic_model(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> tup
 
 def data_figures(cfg: AnalyzeConfig, out: str | Path) -> dict[str, tuple]:
     """The families' figures (:meth:`lib.tasks.analysis.Analysis.figures`: YesBut's Figures 3 and
-    14) and 03's iterations, each drawn where its data exists, under ``figures/``; name ->
-    ``(fig, ax)``."""
+    14) and 03's iterations, each drawn where its data exists, under ``figures/``; name -> fig, ax."""
     run_folder, figures = Path(out).parent, Path(out) / A.FIGURES
     drawn = {}
     for analysis, data in cfg.analyses():
@@ -526,12 +521,12 @@ def comparison(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
     if cfg.compare_with is None:
         return None
     try:  # both runs verified as a rescore verifies them (lib.eval.compare.open_run)
-        result = side_by_side(
+        result = changes.side_by_side(
             evaluation_folder(cfg.compare_with), A.stage_folder(Path(out).parent, A.EVALUATE)
         )
     except CompareError as e:
         raise CompareError(f"compare_with {cfg.compare_with!r}: {e}") from None
-    write_comparison(out, result)
+    changes.write_comparison(out, result)
     return result
 
 
@@ -581,11 +576,9 @@ def finish(
 def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     """The stage, step by step as notebook 07 runs it: maps, topics, the papers' figures and tables
     from whatever earlier stages wrote, the papers' numbers beside ours, the comparison with another
-    run, the scorers against human labels, summary and provenance, the report. ``out`` is claimed
-    as this stage's folder first, and its ``comparison/`` and ``agreement/`` checked to be the ones
-    it writes (:mod:`lib.io.folders`): nothing of another kind is replaced or removed."""
+    run, the scorers against human labels, summary and provenance, the report; its ``comparison/``
+    and ``agreement/`` are checked first to be its own kinds (nothing else is replaced)."""
     out = Path(out)
-    claim_stage(out, A.ANALYZE)
     check_ours(out / A.COMPARISON, changes.KIND, changes.LEGACY)
     check_ours(out / A.AGREED, agreement.KIND)
     (out / A.TABLES).mkdir(parents=True, exist_ok=True)

@@ -157,6 +157,7 @@ def shard(cfg: EvalConfig, out: str | Path, part: Ranks, store=None, progress: b
             "shard runs as one process; under torchrun the ranks split the questions themselves: "
             "run the stage's own command"
         )
+    claim_stage(out, A.EVALUATE, write=False)  # a folder of another kind: refused, untouched
     cfg, data = items_to_ask(cfg, out)
     claim_stage(out, A.EVALUATE)  # the stage's folder, made and marked: what merge() then takes
     with RunLock(shard_folder(out, part)):
@@ -238,11 +239,10 @@ def cluster_main(argv: list[str]) -> int:
         return 2
     out = Path(args.out) if args.out else stage.out
     try:
-        with cli.claimed(out, stage.stage):
-            if command == "shard":
-                summary = shard(stage.cfg, out, Ranks(args.shard, args.num_shards))
-            else:
-                summary = merge(stage.cfg, out, args.num_shards)
+        if command == "shard":  # each claims out as the stage's folder, as run() does
+            summary = shard(stage.cfg, out, Ranks(args.shard, args.num_shards))
+        else:
+            summary = merge(stage.cfg, out, args.num_shards)
     except (*cli.INPUT_ERRORS, PartRefused) as e:
         print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
         return 2

@@ -29,11 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import sys
 import typing
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
@@ -46,9 +43,9 @@ from lib.families.scrapbook import explore, figures, paper
 from lib.families.scrapbook.generate import generate
 from lib.families.scrapbook.merge import merge as merge_datasets
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
-from lib.io import write_csv
+from lib.io import shards, write_csv
 from lib.io.folders import claim_stage
-from lib.paths import RunBusy, RunLock
+from lib.paths import RunLock
 
 
 @dataclass
@@ -217,44 +214,13 @@ def merge(cfg: ScrapbookConfig, out: str | Path, num_shards: int, progress: bool
     summary and provenance. The shards' locks are held throughout (a shard still being made is
     refused), and the shards are removed only once the stage is finished."""
     out = Path(out)
-    with _held_shards(out, num_shards):
+    parts = [shard_folder(out, k, num_shards) for k in range(num_shards)]
+    with shards.held(out, parts, "shards", "being made", ScrapbookParamError):
         folders = checked_shards(cfg, out, num_shards)
         stats = merge_datasets(folders, _dataset(cfg, out, A.SCRAPBOOK_DATASET))
         summary = _after_main(cfg, out, stats, progress)
-        _remove_shards(out, num_shards)
+        shards.remove(parts, out / SHARDS)
     return summary
-
-
-@contextmanager
-def _held_shards(out: Path, num_shards: int) -> Iterator[None]:
-    """The lock of each shard folder there is (which :func:`shard` holds while it makes it), held for
-    the length of a merge: a shard still being made is refused by name, neither merged nor deleted."""
-    with ExitStack() as locks:
-        busy = []
-        for k in range(num_shards):
-            folder = shard_folder(out, k, num_shards)
-            if not folder.is_dir():
-                continue  # a shard never made: checked_shards names it
-            try:
-                locks.enter_context(RunLock(folder))
-            except RunBusy:
-                busy.append(f"{folder}: shard {k} of {num_shards} is still being made")
-        if busy:
-            wait = "wait for those shards to finish, then merge again (nothing was written)"
-            raise ScrapbookParamError(
-                "\n".join([f"{out}: the shards cannot be merged yet:", *busy, wait])
-            )
-        yield
-
-
-def _remove_shards(out: Path, num_shards: int) -> None:
-    """The merged shards removed, each shard's folder, then ``shards/`` when that leaves it empty; a
-    ``shards/`` that is a link (to a scratch disk) is the user's and stays."""
-    for k in range(num_shards):
-        folder = shard_folder(out, k, num_shards)
-        folder.unlink() if folder.is_symlink() else shutil.rmtree(folder)
-    if not (out / SHARDS).is_symlink() and not any((out / SHARDS).iterdir()):
-        (out / SHARDS).rmdir()
 
 
 def checked_shards(cfg: ScrapbookConfig, out: str | Path, num_shards: int) -> list[Path]:
@@ -374,18 +340,12 @@ def _cluster_job(ap: argparse.ArgumentParser, command: str, args: argparse.Names
     cfg, k = stage.cfg, args.num_shards
     if command == "merge":
         out = Path(args.out) if args.out else stage.out
-        return lambda: _as_stage(out, lambda: merge(cfg, out, k))
+        return lambda: merge(cfg, out, k)
     if args.out:  # the dataset alone, in a folder of one's own choosing
         return lambda: generate(
             cfg.params(), args.out, args.shard, k, question_worker=cfg.question_worker
         )
-    return lambda: _as_stage(stage.out, lambda: shard(cfg, stage.out, args.shard, k))
-
-
-def _as_stage(out: Path, work):
-    """``work()`` on the stage's folder ``out`` once it is checked to be stage 04's (marked after)."""
-    with cli.claimed(out, A.SCRAPBOOK):
-        return work()
+    return lambda: shard(cfg, stage.out, args.shard, k)
 
 
 if __name__ == "__main__":
