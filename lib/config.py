@@ -43,7 +43,7 @@ import yaml
 
 from lib import artifacts as A
 from lib.io import write_json
-from lib.io.folders import claimed
+from lib.io.folders import claimed, mark_stage
 from lib.paths import ROOT, RunLock, check_name, params_root, stage_dir
 from lib.provenance import write_provenance
 from lib.ranks import ranks
@@ -231,16 +231,15 @@ def stage_run(run):
     """A stage's ``run(cfg, out, ...)`` as every caller gets it: the config checked again where it is
     used (a notebook cell may have edited it since it was made: ``cfg.sets = ...``), and the run
     folder (``out``'s parent) locked while it writes, whoever calls it (the command line, a notebook,
-    a script); the lock this process or the pipeline above it holds is joined (:class:`lib.paths.RunLock`), and only a job's
-    main rank locks (its other ranks write under it). ``out`` must be the stage's own folder
-    (:func:`lib.io.folders.claim_stage`), and is marked as such once the stage wrote in it."""
+    a script); the lock this process or the pipeline above it holds is joined (:class:`lib.paths.RunLock`),
+    and ``out`` claimed as the stage's (:func:`lib.io.folders.claimed`), by a job's main rank."""
 
     @wraps(run)
     def checked(cfg, out, *args, **kwargs):
         check_values(cfg, f"{type(cfg).__name__} (as run() got it)")
-        main = ranks().main
-        with RunLock(Path(out).parent, join=True) if main else nullcontext():
-            with claimed(out, cfg.STAGE, mark=main):
+        # only the main rank locks, claims and marks: the other ranks write under it, meanwhile
+        with RunLock(Path(out).parent, join=True) if ranks().main else nullcontext() as lock:
+            with claimed(out, cfg.STAGE) if lock else nullcontext():
                 return run(cfg, out, *args, **kwargs)
 
     return checked
@@ -563,8 +562,10 @@ def replaced(cfg, **changes):
 
 
 def finish(out: Path, stage: str, cfg, summary: dict) -> dict:
-    """Every stage's last step: ``summary.json`` and ``provenance.json`` (the resolved config)."""
+    """Every stage's last step: ``summary.json``, ``provenance.json`` (the resolved config), and
+    the folder marked as the stage's (:func:`lib.io.folders.mark_stage`: a notebook's run too)."""
     write_json(out / "summary.json", summary)
+    mark_stage(out, stage)
     write_provenance(
         out, stage, cfg.to_dict(), getattr(cfg, "seed", None), origin=getattr(cfg, "origin", None)
     )

@@ -70,7 +70,9 @@ def _config(datasets, **kw):
 @pytest.fixture(scope="module")
 def finished(datasets, tmp_path_factory):
     out = tmp_path_factory.mktemp("eval-out")
-    store = CallStore(out / "calls.sqlite")
+    store = CallStore(
+        tmp_path_factory.mktemp("calls") / "calls.sqlite"
+    )  # beside the stage's folder
     with OpenAIStub() as judge_server:
         import os
 

@@ -42,9 +42,11 @@ KILLED = """import sys
 
 import yaml
 
+from lib.io.folders import claim_stage
 from lib.stages.train import TrainConfig
 from lib.training.loop import train
 
+claim_stage(sys.argv[2], "05_train")  # as the stage's run() claims its folder before it trains
 train(TrainConfig(**yaml.safe_load(open(sys.argv[1]))), sys.argv[2], progress=False, stop_after=3)
 """
 # accelerate's torchrun launcher with two processes on one machine, a free port (0: accelerate picks

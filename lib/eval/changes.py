@@ -76,18 +76,12 @@ def asked(run: Run, row: dict, side: str) -> str:
     return prompt_text(run.request(row))
 
 
-def side_by_side(
-    a: str | Path | Run,
-    b: str | Path | Run,
-    filters: dict | None = None,
-    n_resamples: int | None = None,
-    seed: int | None = None,
-) -> dict:
+def side_by_side(a: str | Path | Run, b: str | Path | Run, filters: dict | None = None) -> dict:
     """:func:`lib.eval.compare.compare` whose changed items also carry both runs' prompts
     (``item["prompt"] = {"A": ..., "B": ...}``, :func:`prompt_text`) and which way their scores
     moved (``item["change"]``). Nothing is asked of a model: the requests are rebuilt."""
     run_a, run_b = open_runs(a, b, filters)
-    result = compare(run_a, run_b, filters, n_resamples, seed)
+    result = compare(run_a, run_b, filters)
     changed = {(tuple(it["group"]), it["dataset"], it["item_id"]): it for it in result["items"]}
     pairs, _, _ = pair(run_a, run_b, filters or {})
     for key, ra, rb in pairs:

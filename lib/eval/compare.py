@@ -570,19 +570,12 @@ def open_runs(a: str | Path | Run, b: str | Path | Run, filters: dict | None) ->
     return tuple(x if isinstance(x, Run) else open_run(x) for x in (a, b))
 
 
-def compare(
-    a: str | Path | Run,
-    b: str | Path | Run,
-    filters: dict | None = None,
-    n_resamples: int | None = None,
-    seed: int | None = None,
-) -> dict:
+def compare(a: str | Path | Run, b: str | Path | Run, filters: dict | None = None) -> dict:
     """Compare two evaluation folders item by item (module docstring): the counts of unpaired
     items, each cause's items and what explains them, every changed item, the metric rows
     (:func:`metric_rows`, with Holm's and Benjamini-Hochberg's p across them: :func:`adjust`) and
     the config diff. The intervals are small-sample t ones (:mod:`lib.eval.paired`), which draw
-    nothing at random: ``n_resamples`` and ``seed`` are accepted and unused. One folder given as
-    both runs is refused (:func:`check_two_runs`)."""
+    nothing at random. One folder given as both runs is refused (:func:`check_two_runs`)."""
     run_a, run_b = open_runs(a, b, filters)
     pairs, only_a, only_b = pair(run_a, run_b, filters or {})
     causes = {c: {"items": 0, "outcome_changed": 0, "because": Counter()} for c in CAUSES}

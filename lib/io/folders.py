@@ -160,15 +160,19 @@ def mark_stage(out: str | Path, stage: str) -> None:
 @contextmanager
 def claimed(out: str | Path, stage: str, mark: bool = True) -> Iterator[Path]:
     """A block that writes ``stage``'s folder ``out``, once it is checked to be that stage's
-    (:func:`claim_stage`: a folder of another kind raises :class:`NotOurFolder`, untouched);
-    afterwards, finished or not, what the stage wrote there is marked as its own
-    (:func:`mark_stage`, unless ``mark`` is false: a job's other ranks), so a rerun resumes it."""
-    claim_stage(out, stage, write=False)
+    (:func:`claim_stage`: a folder of another kind raises :class:`NotOurFolder`, untouched). With
+    ``mark`` (not a job's other ranks, which write under the main one) the folder is made and
+    marked first, so a run killed part way is resumed into it; one the block made and left empty
+    on an error (an input refused) is removed again: nothing is left of a refused run."""
+    out = Path(out)
+    made = mark and not out.exists()
+    claim_stage(out, stage, write=mark)
     try:
-        yield Path(out)
-    finally:
-        if mark:
-            mark_stage(out, stage)
+        yield out
+    except BaseException:
+        if made and out.is_dir() and all(p.name in HIDDEN for p in out.iterdir()):
+            shutil.rmtree(out)
+        raise
 
 
 def remove_ours(

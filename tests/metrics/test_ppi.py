@@ -33,6 +33,7 @@ def test_lam_zero_is_peoples_mean_alone_and_the_judge_then_buys_nothing():
 def test_the_default_is_the_reference_packages_interval(lam):
     """ppi_py (pip install ppi-python) on data it did not see before: the same interval."""
     import ppi_py  # a dev dependency: the reference, never skipped
+
     rng = np.random.default_rng(3)
     y = (rng.random(60) < 0.4).astype(float)
     f = np.where(rng.random(60) < 0.7, y, 1 - y)
