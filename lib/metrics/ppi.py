@@ -19,7 +19,7 @@ about one image count as one unit, not five; this is our option, not the paper's
 evaluation): a random share of the labels kept (:func:`held_out`), the rest hidden, the judge's raw
 mean, the corrected one and people's mean on the kept labels, each with its clustered interval,
 beside people's mean on every answer, which both estimates aim at.
-:func:`coverage` measures by simulation how often each interval covers the true accuracy.
+``benchmarks/ppi.py`` measures by simulation how often each interval covers the true accuracy.
 """
 
 from __future__ import annotations
@@ -44,8 +44,6 @@ TABLE = "corrected"  # the agreement folder's table of corrected accuracies (cor
 CRITERION = "correctness"  # the verdict an accuracy counts
 ALL = "all"  # the model column of a row over every answer
 LABELLED_SHARE = 1 / 3  # the labels a held-out check keeps (YesBut's 150: 50), the rest hidden
-# the intervals a simulation compares (coverage): the corrected estimate with the paper's interval
-# and with ours, people's mean on the labelled answers alone, and the judge's mean taken as it is
 _ESTIMATES = [
     f"{e}{end}" for e in ("judge_raw", "corrected", "human_only") for end in ("", "_low", "_high")
 ]
@@ -60,7 +58,6 @@ COLUMNS = (
     "human_all",
 )
 COLUMNS += ("corrected_covers", "human_only_covers", "few_clusters")  # corrected_table's
-METHODS = ("ppi_paper", "ppi_clustered", "human_only", "judge_raw")
 
 
 def ppi_mean_ci(
@@ -200,66 +197,3 @@ def corrected_table(
                 | {"few_clusters": few}
             )
     return pd.DataFrame(rows, columns=list(COLUMNS))
-
-
-def _simulated(rng, n_images: int, per_image: int, shape: dict) -> tuple:
-    """One evaluation like YesBut's human evaluation: per image a difficulty and a judge leniency
-    (normal, ``spread`` on the logit scale: the answers about one image move together), a verdict
-    per answer, and a judge that says yes more often than people (``lenience``) and somewhat more
-    often to right answers (``skill``)."""
-    from scipy.special import expit
-
-    image = np.repeat(np.arange(n_images), per_image)
-    difficulty, leniency = rng.normal(size=(2, n_images)) * shape["spread"]
-    y = (rng.random(len(image)) < expit(shape["base"] + difficulty[image])).astype(float)
-    says_yes = shape["lenience"] + shape["skill"] * (2 * y - 1) + leniency[image]
-    return y, (rng.random(len(image)) < expit(says_yes)).astype(float), image
-
-
-SHAPE = {"base": -1.0, "spread": 1.0, "lenience": 1.0, "skill": 1.0}  # coverage's default data
-
-
-def coverage(
-    n_images: int = 30,
-    per_image: int = 5,
-    n_labelled: int = 50,
-    reps: int = 200,
-    n_resamples: int = N_RESAMPLES,
-    seed: int = 0,
-    shape: dict | None = None,
-    confidence: float = CONFIDENCE,
-    whole_images: bool = False,
-) -> dict[str, dict]:
-    """Per method of :data:`METHODS`, how often its interval covers the true accuracy (people's
-    mean over the whole population of images, by quadrature) in ``reps`` simulated evaluations
-    (:func:`_simulated` with ``shape``, default :data:`SHAPE`), ``n_labelled`` answers labelled at
-    random (``whole_images``: every answer of ``n_labelled / per_image`` images, as people label
-    an image's answers together), and its mean width."""
-    from scipy.special import expit
-
-    shape = {**SHAPE, **(shape or {})}
-    nodes, weights = np.polynomial.hermite_e.hermegauss(80)
-    truth = float(weights @ expit(shape["base"] + shape["spread"] * nodes) / weights.sum())
-    rng = np.random.default_rng(seed)
-    found = {m: [] for m in METHODS}
-    for rep in range(reps):
-        y, f, image = _simulated(rng, n_images, per_image, shape)
-        if whole_images:
-            kept = np.isin(image, rng.choice(n_images, n_labelled // per_image, replace=False))
-        else:
-            kept = np.zeros(len(y), dtype=bool)
-            kept[rng.choice(len(y), size=n_labelled, replace=False)] = True
-        args = (y[kept], f[kept], f[~kept], confidence)
-        at = {"clusters": image[kept], "clusters_unlabelled": image[~kept]}
-        found["ppi_paper"].append(ppi_mean_ci(*args))
-        found["ppi_clustered"].append(ppi_mean_ci(*args, **at, n_resamples=n_resamples, seed=rep))
-        found["human_only"].append(mean_ci(y[kept], n_resamples, confidence, rep, image[kept]))
-        found["judge_raw"].append(mean_ci(f, n_resamples, confidence, rep, image))
-    return {
-        m: {
-            "coverage": float(np.mean([low <= truth <= high for _, low, high in rows])),
-            "mean_width": float(np.mean([high - low for _, low, high in rows])),
-            "truth": truth,
-        }
-        for m, rows in found.items()
-    }

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from benchmarks.ppi import coverage
 from lib.metrics import ppi as P
 from lib.metrics.stats import mean_ci
 
@@ -92,7 +93,7 @@ def test_by_simulation_the_clustered_interval_covers_where_the_papers_does_not()
     interval, holding answers independent, covers far less than 95%; ours, resampling images,
     covers within the band a 150-run simulation allows (3 binomial SEs and the bootstrap's
     few-cluster shortfall: 0.89 to 0.99); the judge's raw mean, lenient, almost never."""
-    found = P.coverage(200, 15, 300, reps=150, n_resamples=200, whole_images=True)
+    found = coverage(200, 15, 300, reps=150, n_resamples=200, whole_images=True)
     assert 0.89 <= _band(found, "ppi_clustered") <= 0.99
     assert _band(found, "ppi_paper") < 0.85
     assert _band(found, "judge_raw") < 0.2
@@ -101,7 +102,7 @@ def test_by_simulation_the_clustered_interval_covers_where_the_papers_does_not()
 def test_by_simulation_both_cover_answers_labelled_at_random_like_yesbuts():
     """YesBut's shape (30 images, 5 answers each, 50 labelled at random): both corrected intervals
     cover within the band; the raw judge does not."""
-    found = P.coverage(30, 5, 50, reps=150, n_resamples=200)
+    found = coverage(30, 5, 50, reps=150, n_resamples=200)
     assert 0.89 <= _band(found, "ppi_clustered") <= 0.99
     assert 0.89 <= _band(found, "ppi_paper") <= 0.99
     assert _band(found, "judge_raw") < 0.2
