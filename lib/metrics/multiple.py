@@ -35,7 +35,8 @@ def _placed(p: Sequence, at: np.ndarray, adjusted: np.ndarray) -> list[float | N
 
 def holm(p: Sequence) -> list[float | None]:
     """Holm's step-down adjusted p-values, in the order given: sorted ascending, the k-th smallest
-    (k from 1) times ``m - k + 1``, made non-decreasing, capped at 1."""
+    (k from 1) times ``m - k + 1``, made non-decreasing, capped at 1. Written here because scipy,
+    a dependency, has Benjamini-Hochberg but not Holm, and statsmodels is only the tests' reference."""
     at, values = _family(p)
     m = len(values)
     order = np.argsort(values, kind="stable")
@@ -46,15 +47,13 @@ def holm(p: Sequence) -> list[float | None]:
 
 
 def benjamini_hochberg(p: Sequence) -> list[float | None]:
-    """Benjamini-Hochberg's step-up adjusted p-values (q-values), in the order given: sorted
-    ascending, the k-th smallest times ``m / k``, made non-decreasing from the largest down."""
+    """Benjamini-Hochberg's step-up adjusted p-values (q-values), in the order given
+    (:func:`scipy.stats.false_discovery_control`, imported here: scipy.stats costs a second to
+    import, which the report's pages, importing this module, need not pay)."""
+    from scipy.stats import false_discovery_control
+
     at, values = _family(p)
-    m = len(values)
-    order = np.argsort(values, kind="stable")
-    scaled = values[order] * m / np.arange(1, m + 1)
-    adjusted = np.empty(m)
-    adjusted[order] = np.minimum.accumulate(scaled[::-1])[::-1] if m else scaled
-    return _placed(p, at, adjusted)
+    return _placed(p, at, false_discovery_control(values) if len(values) else values)
 
 
 def survives(adjusted: float | None, level: float = LEVEL) -> bool:
