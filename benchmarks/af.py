@@ -21,10 +21,10 @@ from pathlib import Path
 
 from PIL import Image
 
+from benchmarks.records import host_state, record
 from lib import af
 from lib.models import load_model
-from lib.records import host_state, record
-from lib.store import CallStore
+from lib.models.store import CallStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.openai_server import OpenAIStub  # noqa: E402

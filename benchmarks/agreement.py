@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib import agreement
-from lib.paths import ROOT
-from lib.records import host_state, record
+from benchmarks.records import host_state, record
+from lib.agreement import scorers as agreement
+from lib.core.paths import ROOT
 
 LABELS = ROOT.parent / "shared" / "data" / "yesbut" / "Human_Eval_Results.csv"
 PROFILE = "demo"  # its stage-06 judge (SmolLM2) and yesbut.understanding's five text metrics

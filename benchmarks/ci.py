@@ -18,9 +18,9 @@ import shutil
 import subprocess
 import time
 
-from lib.paths import ROOT, outputs_root
-from lib.provenance import git_state
-from lib.records import host_state, record
+from benchmarks.records import host_state, record
+from lib.core.paths import ROOT, outputs_root
+from lib.io.provenance import git_state
 
 # success, not only speed: the run exited 0, and neither make test nor the services failed, errored (a
 # fixture whose service or browser is missing errors) or skipped (a check that did not run proves nothing)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from benchmarks.records import host_state, record
 from lib.metrics.smallsample import clustered_mean
 from lib.metrics.stats import N_RESAMPLES, mean_ci
-from lib.records import host_state, record
 
 CLUSTERS = (5, 8, 12, 30)  # the demo's Scrapbook sets have 8 and 12 chains
 REPLICATES = 4000  # the coverage's standard error is about 0.0035 at 95%

@@ -22,10 +22,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.records import host_state, record
 from lib import config
+from lib.core.paths import ROOT
 from lib.families.scrapbook import generate
-from lib.paths import ROOT
-from lib.records import host_state, record
 from lib.stages.scrapbook import ScrapbookConfig
 from lib.stages.train import TrainConfig
 

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.records import host_state, record
+from lib.core.paths import DATA
 from lib.families.scrapbook import ScrapbookParams, generate
 from lib.metrics import text as T
-from lib.paths import DATA
-from lib.records import host_state, record
+from lib.models.store import CallStore
 from lib.stages.evaluate import EvalConfig, rescore_folder, run
 from lib.stages.setup import demo_datasets
-from lib.store import CallStore
 
 N_PAIRS = 10_000
 # rescoring stored outputs is the point of keeping them: a changed metric or parser is seen at a tenth

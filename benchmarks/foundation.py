@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from benchmarks.records import host_state, record
+from lib.io.provenance import versions
 from lib.models import Request, generate, load_model
-from lib.provenance import versions
-from lib.records import host_state, record
-from lib.store import CallStore
+from lib.models.store import CallStore
 
 N = 64
 REPEATS = 3

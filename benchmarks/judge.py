@@ -13,9 +13,9 @@ from __future__ import annotations
 import statistics
 import time
 
+from benchmarks.records import host_state, record
 from lib.families.lave import judge as lave
 from lib.models import generate, load_model
-from lib.records import host_state, record
 
 N, REPS, MAX_NEW_TOKENS = 16, 3, 48
 # the prefix cache must pay for itself and change nothing the judge says

@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lib import agreement
+from benchmarks.records import host_state, record
+from lib.agreement import scorers as agreement
+from lib.core.paths import ROOT
 from lib.metrics import ppi
 from lib.metrics.stats import CONFIDENCE, mean_ci
-from lib.paths import ROOT
-from lib.records import host_state, record
 
 LABELS = ROOT.parent / "shared" / "data" / "yesbut" / "Human_Eval_Results.csv"
 PROFILE = "yesbut"  # the profile whose stage 07 holds its judge to these labels

@@ -8,7 +8,7 @@
 ``commit`` included (HEAD when it was measured, not when it is published). A record is refused -
 none of the records is published, and the error names each file - when it has no commit (written
 outside git, or before records carried one), when it states no targets or its ``meets_targets`` is
-not what its figures and targets give (:func:`lib.records.meets`), when it misses a target that its
+not what its figures and targets give (:func:`benchmarks.records.meets`), when it misses a target that its
 ``known_misses`` gives no reason for, when it was measured under load where the published record was
 measured on an idle machine, and when it was measured on a tree with uncommitted changes
 (``commit.dirty``): its figures are then no commit's. ``--allow-dirty`` publishes the last kind
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib import artifacts as A
+from benchmarks.records import RECORDS, REPRODUCTION, TargetError, meets, unexplained_misses
+from lib.core.paths import ROOT, outputs_root
+from lib.io import artifacts as A
 from lib.io import write_json
-from lib.paths import ROOT, outputs_root
-from lib.records import RECORDS, REPRODUCTION, TargetError, meets, unexplained_misses
 
 
 def refusal(rec: dict, allow_dirty: bool = False) -> str | None:

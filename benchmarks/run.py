@@ -2,7 +2,7 @@
 ``python -m benchmarks.publish`` (run next by ``make bench``) copies to ``benchmarks/records/``.
 
 ``python -m benchmarks.run --stale`` runs only those whose published record is stale (the code it
-measures changed since its commit: :func:`lib.records.stale`) or missing.
+measures changed since its commit: :func:`benchmarks.records.stale`) or missing.
 
 Before each benchmark it waits for the machine to settle (:func:`settle`): a CPU-bound benchmark
 leaves the 1-minute load average above the under-load line for a minute after it ends, so the
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from lib.records import RECORDS, UNDER_LOAD_PER_CORE, TargetError, stale
+from benchmarks.records import RECORDS, UNDER_LOAD_PER_CORE, TargetError, stale
 
 HERE = Path(__file__).parent
 SETTLE_BELOW = 0.6  # of the under-load line: the 1-minute load a benchmark waits for

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks.records import host_state, record
 from lib.families.scrapbook import ScrapbookParams, generate
-from lib.records import host_state, record
 from lib.stages.setup import demo_datasets
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}

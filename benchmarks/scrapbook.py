@@ -25,8 +25,8 @@ from dataclasses import asdict
 
 import yaml
 
-from lib.paths import PARAMS
-from lib.records import host_state, record
+from benchmarks.records import host_state, record
+from lib.core.paths import PARAMS
 from lib.stages.scrapbook import ScrapbookConfig
 
 REPEATS = 3
@@ -39,7 +39,7 @@ from pathlib import Path
 from lib.families.scrapbook import ScrapbookParams, generate
 from lib.families.scrapbook.generate import BackgroundIO
 from lib.families.scrapbook.scenes import build_unit, object_sets, prepare, set_backgrounds, units
-from lib.paths import cache_dir
+from lib.core.paths import cache_dir
 from collections import Counter
 
 def peak_rss_mb():

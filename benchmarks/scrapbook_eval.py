@@ -43,8 +43,8 @@ from pathlib import Path
 
 import yaml
 
-from lib.paths import PARAMS
-from lib.records import host_state, record
+from benchmarks.records import host_state, record
+from lib.core.paths import PARAMS
 
 THREE_MODELS_SIZE = 2_000
 CURVE = (2_000, 20_000, 200_000, 0)  # the constant baseline's; 0: every question
@@ -66,7 +66,7 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 from lib.stages import evaluate as E
-from lib.store import CallStore
+from lib.models.store import CallStore
 
 def peak_rss_mb():
     for line in open("/proc/self/status"):

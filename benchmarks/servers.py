@@ -16,8 +16,8 @@ from __future__ import annotations
 import statistics
 import time
 
+from benchmarks.records import host_state, record
 from lib.models import Request, generate, load_model
-from lib.records import host_state, record
 
 N, REPS = 32, 7  # 7 runs: with 3 the median ratio moved 1.57-1.70 between idle runs
 CAPACITY = 4  # requests a stub serves at once (a GPU's batch slots)

@@ -20,9 +20,9 @@ import sys
 
 import yaml
 
+from benchmarks.records import host_state, record
 from lib.config import load_profile
-from lib.paths import PARAMS
-from lib.records import host_state, record
+from lib.core.paths import PARAMS
 
 STEPS, REPS = 150, 3
 # the decoded-image cache is the default: it must make training at least 5% faster than decoding every

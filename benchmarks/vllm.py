@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.records import host_state, record  # noqa: E402
 from lib.models import Request, generate, load_model  # noqa: E402
 from lib.models.tiny import smollm2_path  # noqa: E402
-from lib.records import host_state, record  # noqa: E402
 from tests.services.servers import vllm_server  # noqa: E402
 
 N_REQUESTS, REPS, MAX_TOKENS = 64, 3, 16

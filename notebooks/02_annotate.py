@@ -37,10 +37,10 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import artifacts
-from lib.annotation_widget import AnnotationWidget
 from lib.config import resolve
 from lib.families.yesbut.paper import figure3_counts
+from lib.io import artifacts
+from lib.pages.annotation_widget import AnnotationWidget
 from lib.stages import annotate
 from lib.stages.collect import totals
 

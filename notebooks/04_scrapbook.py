@@ -37,9 +37,9 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import artifacts
 from lib.config import resolve
 from lib.families.scrapbook import explore
+from lib.io import artifacts
 from lib.stages import scrapbook as stage
 from lib.stages.scrapbook import ScrapbookConfig
 

@@ -37,8 +37,8 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import artifacts
 from lib.config import resolve
+from lib.io import artifacts
 from lib.stages import train
 
 resolved = resolve(train.TrainConfig, profile, run or None, overrides)  # as make run resolves it

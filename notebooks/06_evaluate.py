@@ -39,9 +39,10 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import artifacts, browser
 from lib.config import resolve
 from lib.families.vqa.task import OpenVQA
+from lib.io import artifacts
+from lib.pages import browser
 from lib.stages import evaluate
 
 resolved = resolve(evaluate.EvalConfig, profile, run or None, overrides)  # as make run resolves it

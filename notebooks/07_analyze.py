@@ -36,8 +36,9 @@ overrides: dict = {}  # config fields set on top of the profile, e.g. {"max_item
 import pandas as pd
 from IPython.display import display
 
-from lib import agreement_view, artifacts
 from lib.config import resolve
+from lib.io import artifacts
+from lib.pages import agreement_view
 from lib.stages import analyze
 
 resolved = resolve(
@@ -49,7 +50,7 @@ display(resolved.table())  # every field, and the params file that set it
 
 # %% [markdown]
 # ## Image map (YesBut Figure 4): collected images and style variants
-# Every earlier stage's outputs are read through `lib.artifacts`; a stage that did not run is
+# Every earlier stage's outputs are read through `lib.io.artifacts`; a stage that did not run is
 # skipped here and marked absent in the report. The silhouette says how well the groups separate.
 
 # %%

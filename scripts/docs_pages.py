@@ -5,7 +5,7 @@ A page asks for a generated block with a marker on a line of its own, ``<!-- vqa
 
 - ``params STAGE``      the stage's config fields: type, default (from the dataclass) and the why-comment
                         written beside the field in its source, and which shipped profiles set it
-- ``files STAGE``       the files a stage writes, from the run layout (``lib/artifacts.py``)
+- ``files STAGE``       the files a stage writes, from the run layout (``lib/io/artifacts.py``)
 - ``task_options``      each task's options (its ``Options`` dataclass) for stage 06's ``tasks:`` block
 - ``profiles``          the shipped profiles: their stages and whether they are offline (``params/``)
 - ``performance``       one section per benchmark from ``benchmarks/records/*.json``
@@ -33,9 +33,10 @@ from pathlib import Path
 
 import yaml
 
-from lib.htmlsafe import md_cell
-from lib.paths import ROOT
-from lib.records import (
+# mkdocs loads this hook by path: the project root, where benchmarks/ lives, is not on sys.path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.records import (  # noqa: E402
     COMMANDS,
     RECORDS,
     REPRODUCTION,
@@ -45,6 +46,8 @@ from lib.records import (
     stale,
     verdict,
 )
+from lib.core.paths import ROOT
+from lib.pages.htmlsafe import md_cell
 
 MARKER = re.compile(r"^<!-- vqalab: (\w+)\s*([^>]*?)\s*-->$", re.M)
 # benchmarks/ modules that measure nothing (the runner, the publisher)
@@ -81,7 +84,7 @@ def _cell(value) -> str:
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
     """A markdown table; a cell is a code span made by :func:`_cell` or text (escaped by
-    :func:`lib.htmlsafe.md_cell`: a record's or a docstring's ``<`` never becomes markup)."""
+    :func:`lib.pages.htmlsafe.md_cell`: a record's or a docstring's ``<`` never becomes markup)."""
 
     def cell(c) -> str:
         c = str(c)
@@ -98,7 +101,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 @cache
 def stage_configs() -> dict:
     """Stage name -> config class, as the pipeline holds them."""
-    from lib.pipeline import STAGE_CONFIGS
+    from lib.pipeline.execute import STAGE_CONFIGS
 
     return dict(STAGE_CONFIGS)
 
@@ -244,11 +247,11 @@ def task_options_markdown() -> str:
 
 
 def files_markdown(stage: str) -> str:
-    """The run layout's file names for ``stage`` (constants of lib/artifacts.py commented with its number)."""
-    from lib import artifacts as A
+    """The run layout's file names for ``stage`` (constants of lib/io/artifacts.py commented with its number)."""
+    from lib.io import artifacts as A
 
     number = stage[:2]
-    source = (ROOT / "lib" / "artifacts.py").read_text()
+    source = (ROOT / "lib" / "io" / "artifacts.py").read_text()
     rows = [
         ["`summary.json`", "its headline numbers"],
         [
@@ -265,7 +268,7 @@ def files_markdown(stage: str) -> str:
             value = getattr(A, name)
             if isinstance(value, str):
                 rows.append([f"`{value}`", m.group(4) or ""])
-    return f"Under `outputs/<run>/{stage}/` (names from `lib/artifacts.py`):\n\n" + _table(
+    return f"Under `outputs/<run>/{stage}/` (names from `lib/io/artifacts.py`):\n\n" + _table(
         ["file", "what"], rows
     )
 
@@ -349,7 +352,7 @@ def _flatten(value, prefix: str = "") -> list[tuple[str, object]]:
 
 def target_rows(record: dict) -> list[list[str]]:
     """One row per target the record states: the figure, its rule, its value and whether it is met
-    (:func:`lib.records.verdict`, the function that wrote ``meets_targets``)."""
+    (:func:`benchmarks.records.verdict`, the function that wrote ``meets_targets``)."""
     rows = []
     reasons = record.get("known_misses") if isinstance(record.get("known_misses"), dict) else {}
     for name, rule in (record.get("targets") or {}).items():
@@ -375,7 +378,7 @@ def target_rows(record: dict) -> list[list[str]]:
 
 
 def _targets_met(record: dict) -> str:
-    """The record's verdict as :func:`lib.records.meets` gives it from its figures and targets."""
+    """The record's verdict as :func:`benchmarks.records.meets` gives it from its figures and targets."""
     if record.get("skipped"):
         return "not measured (skipped)"
     try:
@@ -500,7 +503,7 @@ def _num(v):
 
 
 def reproduction_markdown(path: Path = REPRODUCTION) -> str:
-    from lib.papers import papers, stated_label
+    from lib.core.papers import papers, stated_label
 
     record = json.loads(path.read_text()) if path.exists() else {"papers": {}}
     stated = papers()

@@ -49,16 +49,16 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks.records import host_state, record
 from lib.config import load_profile
+from lib.core.paths import PARAMS, ROOT
 from lib.families import scrapbook
 from lib.io import load_items, read_jsonl, write_sample_images
+from lib.io.provenance import git_state, versions
 from lib.models import Constraint, Request, generate, load_model
-from lib.paths import PARAMS, ROOT
-from lib.preflight import problem as preflight_problem
-from lib.provenance import git_state, versions
-from lib.records import host_state, record
+from lib.models.store import CallStore, call_key
+from lib.pipeline.preflight import problem as preflight_problem
 from lib.stages.train import TrainConfig, start_training, train_steps, training_summary
-from lib.store import CallStore, call_key
 from lib.tasks import wants_question_first
 from lib.tasks.registry import task_of
 from tests.services.servers import vllm_server
@@ -565,7 +565,7 @@ STEPS = {
     "generate": (step_generate, ("lib.models.generate",)),
     "loglik": (
         step_loglik,
-        ("lib.models.generate", "lib.schema.Constraint", "lib.models.hf.HFModel._loglik"),
+        ("lib.models.generate", "lib.core.schema.Constraint", "lib.models.hf.HFModel._loglik"),
     ),
     "lora": (
         step_lora,
@@ -577,7 +577,7 @@ STEPS = {
     ),
     "eval_2proc": (
         step_eval_2proc,
-        ("lib.models.generate", "lib.store.CallStore", "lib.tasks.Task.request"),
+        ("lib.models.generate", "lib.models.store.CallStore", "lib.tasks.Task.request"),
     ),
     "vllm": (step_vllm, ("lib.models.api.OpenAIModel", "tests.services.servers.vllm_server")),
 }

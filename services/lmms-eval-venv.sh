@@ -57,7 +57,7 @@ REQ
 "$PY" - <<'PY'
 import lmms_eval.__main__, lmms_eval.evaluator, lmms_eval.models as models  # noqa: F401
 from importlib.metadata import version
-import lib.export  # noqa: F401  (what an exported utils.py imports)
+import lib.export.harnesses  # noqa: F401  (what an exported utils.py imports)
 models.get_model("llava_hf")
 print("lmms-eval", version("lmms-eval"), "torch", version("torch"), "transformers", version("transformers"))
 PY

@@ -11,12 +11,12 @@ from PIL import Image
 
 from lib import af
 from lib.af import engine, guards
+from lib.core.schema import JSON_SCHEMA, Response
 from lib.families.memeqa.importer import export_memeqa, import_memeqa
 from lib.io import load_items
 from lib.models import load_model
 from lib.models.baseline import _RuleModel
-from lib.schema import JSON_SCHEMA, Response
-from lib.store import CallStore
+from lib.models.store import CallStore
 
 from .support.data import SHARED_DATA
 from .support.openai_server import OpenAIStub

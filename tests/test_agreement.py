@@ -12,14 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import agreement as G
-from lib import agreement_view as V
-from lib import artifacts as A
 from lib import config
+from lib.agreement import scorers as G
+from lib.core.papers import agreement_claims
 from lib.families.yesbut.paper import HUMAN_CRITERIA
+from lib.io import artifacts as A
 from lib.io import kind_of
 from lib.metrics import ppi as P
-from lib.papers import agreement_claims
+from lib.pages import agreement_view as V
 from lib.stages import analyze
 
 from .support.data import SHARED_DATA
@@ -245,7 +245,7 @@ def test_stage_07_holds_the_runs_judges_to_the_labels_and_the_report_shows_it(an
     assert "Judge checks" in section and "What the papers say" in section
     for quote in agreement_claims()["the text says"]:  # from papers.yaml, never typed in the report
         assert " ".join(quote.split()) in " ".join(section.split())
-    # two images: below lib.agreement.MIN_CLUSTERS, so no interval is shown as if it held
+    # two images: below lib.agreement.scorers.MIN_CLUSTERS, so no interval is shown as if it held
     assert "1.000 (too few images for an interval: 2)" in section and " [" not in section
     assert f'href="#{V.ANCHOR}"' in Path(summary["report"]).read_text()  # in the contents
 

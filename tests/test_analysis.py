@@ -5,15 +5,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import artifacts as A
-from lib import plots
+from lib.core.paths import ROOT
 from lib.families.yesbut import figures
 from lib.families.yesbut.collect import collect_yesbut
 from lib.families.yesbut.paper import human_eval
 from lib.families.yesbut.release import read_yesbut_annotations
 from lib.families.yesbut.task import Understanding
-from lib.paths import ROOT
-from lib.report import build_report
+from lib.io import artifacts as A
+from lib.pages import plots
+from lib.pages.report import build_report
 from lib.stages import analyze, annotate
 from lib.tasks import Results
 
@@ -41,18 +41,18 @@ def test_descriptor_embeddings_separate_what_they_see(images, tmp_path):
 
 
 def test_a_process_reading_umaps_cached_kernels_draws_the_same_map(tmp_path):
-    """lib.maps caches umap-learn's numba kernels on disk: a process started after this one drew a
+    """lib.pages.maps caches umap-learn's numba kernels on disk: a process started after this one drew a
     map reads them from the cache (compiling none of them) and draws the same map to the bit."""
     import subprocess
     import sys
 
-    from lib.maps import umap_2d
+    from lib.pages.maps import umap_2d
 
     x = np.random.default_rng(0).normal(size=(12, 8)).astype("float32")
     np.save(tmp_path / "x.npy", x)
     here = umap_2d(x)  # compiled here, or read from the cache an earlier process wrote
     code = (
-        "import sys, numpy as np; from lib.maps import umap_2d, umap_module; "
+        "import sys, numpy as np; from lib.pages.maps import umap_2d, umap_module; "
         "np.save(sys.argv[1], umap_2d(np.load(sys.argv[2]))); "
         "s = umap_module().umap_.smooth_knn_dist.stats; print(sum(s.cache_hits.values()), sum(s.cache_misses.values()))"
     )
@@ -104,7 +104,7 @@ def test_clip_embeddings_from_a_local_checkpoint(tmp_path, images):
 
 
 def test_report_survives_missing_stages(tmp_path, monkeypatch):
-    from lib.paths import stage_dir
+    from lib.core.paths import stage_dir
 
     folder = stage_dir("report-partial", "02_annotate")
     store = annotate.AnnotationStore(folder / "annotations.jsonl")
@@ -184,7 +184,7 @@ def test_report_escapes_every_value_it_embeds(tmp_path):
     """Names and values from a run's outputs are text, never markup (a dataset called <script>...)."""
     import json
 
-    from lib.paths import stage_dir
+    from lib.core.paths import stage_dir
 
     evil = "<script>alert(1)</script>"
     folder = stage_dir("report-escape", "04_scrapbook")
@@ -206,7 +206,7 @@ def test_report_escapes_every_value_it_embeds(tmp_path):
 
 
 def test_report_tables_have_readable_headers_and_no_coordinate_dumps(tmp_path):
-    from lib.paths import stage_dir
+    from lib.core.paths import stage_dir
 
     metrics = pd.DataFrame(
         {
@@ -306,7 +306,7 @@ def test_yesbut_understanding_tables_and_figure5_as_the_paper_draws_them():
 def test_the_stage_steps_on_a_run_without_earlier_stages_return_nothing_to_draw():
     import json
 
-    from lib.paths import stage_dir
+    from lib.core.paths import stage_dir
 
     out = stage_dir("steps-bare", "07_analyze")
     cfg = analyze.AnalyzeConfig()
@@ -324,7 +324,7 @@ def test_the_stage_steps_on_a_run_without_earlier_stages_return_nothing_to_draw(
 
 
 def test_a_figure_step_saves_and_returns_each_figure_and_its_axes():
-    from lib.paths import stage_dir
+    from lib.core.paths import stage_dir
 
     af = stage_dir("steps-af", "03_adversarial_filter")
     pd.DataFrame(
@@ -415,7 +415,7 @@ def test_compare_with_defaults_to_none_and_is_a_params_field():
 
 
 def test_stage_07_writes_the_comparison_tables_of_the_two_runs(compared):
-    from lib.eval.compare import compare
+    from lib.compare.explain import compare
     from tests.support.pairs import CAUSE_OF_MODEL, CHANGED_KEYS, direction
 
     base, new, result, summary = compared
@@ -500,7 +500,7 @@ def test_the_report_has_a_comparison_section_linked_to_the_browser(compared):
 
 
 def test_a_comparison_opens_only_in_the_browser_of_its_run_b(compared):
-    from lib.browser import write_browser
+    from lib.pages.browser import write_browser
 
     base, _, result, _ = compared
     with pytest.raises(
@@ -523,8 +523,8 @@ def test_without_compare_with_stage_07_compares_nothing_and_drops_an_earlier_com
 
 
 def test_a_run_to_compare_with_that_is_not_there_is_named():
-    from lib.eval.compare import CompareError
-    from lib.paths import stage_dir
+    from lib.compare.explain import CompareError
+    from lib.core.paths import stage_dir
 
     with pytest.raises(CompareError, match="run 'nobody'.*run stage 06"):
         analyze.comparison(
@@ -533,8 +533,8 @@ def test_a_run_to_compare_with_that_is_not_there_is_named():
 
 
 def test_the_report_shows_the_trained_models_margins_over_both_baselines():
+    from lib.core.paths import stage_dir
     from lib.io import write_json
-    from lib.paths import stage_dir
 
     accuracy = {"accuracy": 0.7, "accuracy_presence": 0.8}
     margins = [

@@ -9,8 +9,8 @@ from PIL import Image
 
 from lib.families.yesbut.panels import compose
 from lib.models import load_model
+from lib.models.store import CallStore
 from lib.stages import annotate as A
-from lib.store import CallStore
 
 from .support.openai_server import OpenAIStub
 
@@ -203,7 +203,7 @@ def test_label_studio_import_accepts_only_what_the_export_writes(tmp_path):
 def test_the_label_studio_config_names_every_field_as_the_export_writes_it():
     import xml.etree.ElementTree as ET
 
-    from lib.schema import FIELDS
+    from lib.core.schema import FIELDS
     from lib.stages.annotate import label_studio_config
 
     view = ET.fromstring(label_studio_config())

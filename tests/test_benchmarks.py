@@ -1,4 +1,4 @@
-"""Benchmark records (lib/records.py): every record carries the machine and its load."""
+"""Benchmark records (benchmarks/records.py): every record carries the machine and its load."""
 
 import json
 import os
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lib import records
+from benchmarks import records
 
 
 @pytest.fixture

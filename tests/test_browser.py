@@ -24,7 +24,7 @@ def _free_port() -> int:
 def _notebook(path: Path, image: Path, store: Path) -> None:
     source = (
         f"from lib.stages.annotate import AnnotationStore\n"
-        f"from lib.annotation_widget import AnnotationWidget\n"
+        f"from lib.pages.annotation_widget import AnnotationWidget\n"
         f"w = AnnotationWidget([{{'id': 'pair-1', 'path': {str(image)!r}}}], AnnotationStore({str(store)!r}),\n"
         f"                     fields=['left_description', 'difficulty', 'satirical']).show()"
     )

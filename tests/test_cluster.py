@@ -1,5 +1,5 @@
-"""A profile's ``cluster:`` block (:mod:`lib.scheduler.cluster`) is checked where the profile is read, and the
-job scripts docs/scale-out.md shows are the ones :mod:`lib.scheduler.slurm` generates for the profile
+"""A profile's ``cluster:`` block (:mod:`lib.pipeline.scheduler.cluster`) is checked where the profile is read, and the
+job scripts docs/scale-out.md shows are the ones :mod:`lib.pipeline.scheduler.slurm` generates for the profile
 shown there. The jobs themselves run against a real slurmctld in tests/services/test_slurm.py."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lib import pipeline
 from lib.config import ParamsError, load_profile
-from lib.paths import ROOT
-from lib.scheduler import slurm
-from lib.scheduler.cluster import cluster_of
+from lib.core.paths import ROOT
+from lib.pipeline import execute as pipeline
+from lib.pipeline.scheduler import slurm
+from lib.pipeline.scheduler.cluster import cluster_of
 
 PAGE = ROOT / "docs" / "scale-out.md"
 SECTION = "## On a Slurm cluster"
@@ -83,7 +83,7 @@ def page_example() -> tuple[dict, dict[str, str]]:
 
 
 def generated(tmp_path, monkeypatch, profile: dict, names: list[str]) -> dict[str, str]:
-    """The scripts :func:`lib.scheduler.slurm.job_script` writes for ``profile`` (extending the
+    """The scripts :func:`lib.pipeline.scheduler.slurm.job_script` writes for ``profile`` (extending the
     real one, as the page's does), this machine's paths replaced by the page's."""
     params = _params(tmp_path, "real", {k: v for k, v in profile.items() if k != "extends"})
     (params / "common.mine.yaml").rename(params / f"common.{profile['run']}.yaml")
@@ -128,7 +128,7 @@ def test_the_job_scripts_on_the_scale_out_page_are_the_generated_ones(tmp_path, 
 
 
 class FakeSlurm:
-    """``sbatch`` and ``scontrol``/``scancel`` as :func:`lib.scheduler.slurm.slurm` runs them: each
+    """``sbatch`` and ``scontrol``/``scancel`` as :func:`lib.pipeline.scheduler.slurm.slurm` runs them: each
     submission recorded with its options and given the next job id; a job's state read from
     :attr:`shown` (``scontrol show job -o`` lines by job id)."""
 

@@ -1,4 +1,4 @@
-"""Comparing two evaluation runs item by item (:mod:`lib.eval.compare`, ``python -m lib.compare``):
+"""Comparing two evaluation runs item by item (:mod:`lib.compare.explain`, ``python -m lib.compare``):
 real runs of stage 06 with rule-based models, each pair differing in exactly one thing (prompt
 style, the parser, a metric option, the judge, the model), every changed item put on that cause
 and no other; a run against a copy of itself changes nothing, against itself is refused; the paired interval by hand and
@@ -19,17 +19,17 @@ import pandas as pd
 import pytest
 from scipy.stats import t
 
-from lib import compare as C
+from lib.compare import runs as C
+from lib.core.schema import FREE
 from lib.eval import compare as X
 from lib.eval import foreign as F
 from lib.eval.paired import difference_stats, mcnemar_exact, paired_difference
-from lib.export import main as export
+from lib.export.harnesses import main as export
 from lib.families.vqa.task import OpenVQA
 from lib.io import read_jsonl
-from lib.schema import FREE
+from lib.models.store import CallStore
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
-from lib.store import CallStore
 from tests.test_rescore_stream import make_datasets
 
 TWO = {

@@ -12,10 +12,10 @@ import papermill
 import pytest
 import yaml
 
-from lib import artifacts as A
-from lib import pipeline
 from lib.config import ParamsError, StageConfig, resolve
-from lib.paths import NOTEBOOKS, PARAMS
+from lib.core.paths import NOTEBOOKS, PARAMS
+from lib.io import artifacts as A
+from lib.pipeline import execute as pipeline
 from lib.stages.evaluate import EvalConfig
 from lib.stages.scrapbook import ScrapbookConfig
 

@@ -11,13 +11,13 @@ import os
 import pytest
 import yaml
 
+from lib.core.paths import RunBusy, RunLock
+from lib.core.ranks import Ranks
 from lib.eval.ask import PartRefused, shard_folder
 from lib.io.folders import claim_stage
-from lib.paths import RunBusy, RunLock
-from lib.ranks import Ranks
+from lib.models.store import CallStore
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
-from lib.store import CallStore
 
 from .support.openai_server import OpenAIStub
 

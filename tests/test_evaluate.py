@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from lib.config import ParamsError
+from lib.core.schema import Item, Prediction
 from lib.eval import ask as ask_module
 from lib.eval import rescore as rescore_module
 from lib.eval.items import load_eval_items, sample_indices
@@ -14,10 +15,9 @@ from lib.families.scrapbook import ScrapbookParams
 from lib.families.scrapbook import generate as scrapbook
 from lib.io import dataset_info, load_items, read_jsonl, save_dataset
 from lib.models import load_model
-from lib.schema import Item, Prediction
+from lib.models.store import CallStore
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
-from lib.store import CallStore
 from lib.tasks.registry import get_task, task_of
 
 from .support.openai_server import OpenAIStub
@@ -216,7 +216,7 @@ def test_rescore_needs_no_model_and_reproduces_the_tables(finished, monkeypatch)
 def test_rescore_cli_on_a_run(finished, monkeypatch, capsys):
     import shutil
 
-    from lib.paths import stage_dir
+    from lib.core.paths import stage_dir
 
     out, _, _ = finished
     target = stage_dir("rescore-cli", "06_evaluate")

@@ -9,11 +9,11 @@ import yaml
 from PIL import Image
 
 from lib.config import resolve
-from lib.export import export_lmms_eval, main
+from lib.core.schema import Prediction
+from lib.export.harnesses import export_lmms_eval, main
 from lib.families.scrapbook import ScrapbookParams
 from lib.families.scrapbook import generate as scrapbook
 from lib.io import load_items
-from lib.schema import Prediction
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
 from lib.tasks import Scoring

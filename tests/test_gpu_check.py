@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from lib.paths import ROOT
+from lib.core.paths import ROOT
 from scripts import gpu_check as G
 
 STEP_NAMES = [

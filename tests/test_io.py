@@ -9,11 +9,11 @@ from PIL import Image
 
 from lib import formats
 from lib import io as vio
+from lib.core.schema import Item
 from lib.families.memeqa import importer as memeqa
 from lib.families.memeqa.collect import collect_memeqa
 from lib.formats.__main__ import main
 from lib.io import folders
-from lib.schema import Item
 
 from .support.data import SHARED_DATA
 

@@ -5,7 +5,7 @@ import sys
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-from lib.paths import ROOT
+from lib.core.paths import ROOT
 
 LIB = ROOT / "lib"
 # The stages (DESIGN.md): lib/stages/<notebook's name>.py, each may use the layers below it, never
@@ -13,51 +13,14 @@ LIB = ROOT / "lib"
 STAGES = LIB / "stages"
 # Layers from the bottom; a module may import its own layer or any layer below it.
 LAYERS = [
-    {"paths", "schema", "ranks", "htmlsafe"},
-    {
-        "answers",
-        "provenance",
-        "io",
-        "store",
-        "artifacts",
-        "config",
-        "records",
-        "cli",
-    },  # records: benchmark records; cli: the stages' command line
-    {"models"},
-    {
-        "tasks",
-        "metrics",
-        "plots",
-        "papers",
-        "maps",
-    },  # tasks: what every task is; metrics: those any family may use; papers: stated numbers beside ours; maps: 2-D maps of embeddings
-    {
-        "families",
-        "formats",
-        "browser",
-        "report",
-        "agreement_view",
-        "annotation_widget",
-    },  # families: one folder per paper, found by looking
-    {
-        "eval",
-        "training",
-        "af",
-    },  # engines: evaluation (06, training's validation, the tests), training (05), AF (03)
-    {
-        "stages",
-        "export",
-        "compare",
-        "agreement",
-        "rating",
-    },  # export: datasets handed to other harnesses; compare: two runs item by item; agreement: scorers against people; rating: a run's answers as a Label Studio rating project (tools beside the stages)
-    {
-        "pipeline",
-        "preflight",
-        "scheduler",
-    },  # preflight: what a run needs is reachable, checked before it starts; scheduler: a profile's
-    # cluster: block and its stages as Slurm jobs
+    {"core"},  # records, answers read from text, paths, ranks, the papers' numbers
+    {"io", "config"},  # files and the run layout; stage configs, profiles and the command line
+    {"models"},  # backends and the call store
+    {"tasks", "metrics"},  # what every task is; metrics any family may use
+    {"families", "formats", "pages"},  # one folder per paper; other formats in; what people look at
+    {"eval", "training", "af"},  # engines: evaluation (06), training (05), AF (03)
+    {"stages", "export", "compare", "agreement", "rating"},  # the stages and the tools beside them
+    {"pipeline"},  # a profile run: notebooks, preflight, cluster jobs
 ]
 
 
@@ -129,7 +92,7 @@ def test_no_stage_imports_another_stage():
 def test_every_stage_is_named_as_its_notebook():
     """One rule for all eight: notebook ``NN_name.ipynb`` runs ``lib/stages/name.py``, whose config
     class is the stage ``NN_name`` (config + steps + ``run``, and ``python -m lib.stages.name``)."""
-    from lib.pipeline import STAGE_CONFIGS
+    from lib.pipeline.execute import STAGE_CONFIGS
 
     notebooks = {p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     modules = {p.stem for p in STAGES.glob("*.py") if p.stem != "__init__"}
@@ -269,26 +232,26 @@ MAX_MODULE_LINES = 500
 # function or module may pass the limit.
 LONG_MODULES = {
     "lib/af/engine.py": 696,
-    "lib/config.py": 572,
-    "lib/eval/compare.py": 702,
+    "lib/config/__init__.py": 574,
+    "lib/compare/explain.py": 702,
     "lib/eval/foreign.py": 675,
     "lib/families/scrapbook/consistency.py": 567,
     "lib/formats/custom.py": 526,
     "lib/models/api.py": 525,
     "lib/models/hf.py": 663,
     "lib/models/tiny.py": 634,
-    "lib/report.py": 504,
-    "lib/stages/analyze.py": 604,
-    "lib/stages/annotate.py": 622,
-    "lib/stages/collect.py": 506,
+    "lib/pages/report.py": 504,
+    "lib/stages/analyze.py": 606,
+    "lib/stages/annotate.py": 624,
+    "lib/stages/collect.py": 508,
 }
 LONG_FUNCTIONS = {
     "lib/af/engine.py:generate_distractors": 78,
     "lib/af/skeletons.py:from_annotations": 105,
-    "lib/config.py:resolve": 65,
+    "lib/config/__init__.py:resolve": 65,
     "lib/eval/foreign.py:imported_config": 63,
-    "lib/export.py:export_lmms_eval": 96,
-    "lib/export.py:main": 80,
+    "lib/export/harnesses.py:export_lmms_eval": 96,
+    "lib/export/harnesses.py:main": 80,
     "lib/families/lave/judge.py:judge": 65,
     "lib/families/memeqa/importer.py:read_memeqa": 62,
     "lib/families/scrapbook/coded.py:levels": 67,
@@ -306,7 +269,7 @@ LONG_FUNCTIONS = {
     "lib/models/hf.py:_decode_batch": 73,
     "lib/models/hf.py:_json_batch": 64,
     "lib/models/tiny.py:_build_florence2": 61,
-    "lib/report.py:_stage_body": 74,
+    "lib/pages/report.py:_stage_body": 74,
     "lib/stages/annotate.py:style_variants": 63,
     "lib/families/yesbut/collect.py:collect_yesbut": 69,
     "lib/stages/setup.py:demo_datasets": 90,
@@ -414,7 +377,7 @@ def test_a_stage_default_is_written_once_in_its_config_class():
     record's own: the limit of a request made without one, in the model layer below every stage.)"""
     import dataclasses
 
-    from lib.pipeline import STAGE_CONFIGS
+    from lib.pipeline.execute import STAGE_CONFIGS
 
     defaults: dict[str, set] = {}
     for cls in STAGE_CONFIGS.values():

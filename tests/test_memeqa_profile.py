@@ -10,12 +10,12 @@ import pytest
 from PIL import Image
 
 from lib import config
+from lib.core.paths import ROOT, outputs_root
 from lib.families.memeqa.task import MultipleChoice
-from lib.paths import ROOT, outputs_root
+from lib.models.store import CallStore
 from lib.stages import collect
 from lib.stages import evaluate as E
 from lib.stages import train as T
-from lib.store import CallStore
 from lib.tasks import Results
 
 from .support.data import SHARED_DATA

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from lib.models import Constraint, Request, generate, load_model
-from lib.store import CallStore
+from lib.models.store import CallStore
 
 from .support.openai_server import OpenAIStub
 
@@ -227,7 +227,7 @@ def test_a_grammar_failure_is_not_retried_a_plain_500_is(server):
 def test_cache_key_knows_what_the_server_serves():
     """Same URL and name, other weights behind it (vLLM's /v1/models root) or another label: other
     keys, so no cached answer of one setup is served for another."""
-    from lib.schema import fingerprint
+    from lib.core.schema import fingerprint
 
     served = {"id": "stub-vlm", "root": "/models/a", "max_model_len": 2048}
     with OpenAIStub(models=[served, {"id": "other", "root": "/models/c"}]) as s:
@@ -344,7 +344,7 @@ def test_two_servers_share_one_spec_by_requests_in_flight():
 
 @pytest.mark.parametrize("broken", ["refused", "500", "stalls"])
 def test_a_broken_server_costs_no_answer_and_changes_no_key(broken, refused_url):
-    from lib.store import call_key
+    from lib.models.store import call_key
 
     reqs = [
         Request.simple(f"q{i}", constraint=Constraint(choices=("yes", "no")) if i % 2 else None)
@@ -400,7 +400,7 @@ def test_a_list_of_servers_keys_its_cache_by_the_model_not_by_where_it_runs(tmp_
     """The rule (lib/models/api.py): servers of one list are interchangeable, so a list's keys hold
     no URL - any order, servers added or dropped, the same keys; a single URL string keeps its URL
     in its keys as always (existing caches stay valid), so a list does not reuse its answers."""
-    from lib.schema import fingerprint
+    from lib.core.schema import fingerprint
 
     served = {"id": "stub-vlm", "root": "/models/a", "max_model_len": 2048}
     reqs = [Request.simple(f"q{i}") for i in range(6)]
@@ -461,7 +461,7 @@ def test_the_spec_check_takes_a_list_of_urls_and_names_the_key_at_fault(base_url
 
 
 def test_the_preflight_asks_every_listed_server(refused_url):
-    from lib.preflight import problem
+    from lib.pipeline.preflight import problem
 
     with OpenAIStub(models=[{"id": "stub-vlm"}]) as a, OpenAIStub(models=[{"id": "stub-vlm"}]) as b:
         assert (

@@ -17,13 +17,13 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from lib import artifacts as A
-from lib.browser import write_browser
+from lib.core.schema import Item
+from lib.io import artifacts as A
 from lib.io import dataset_info, save_dataset
-from lib.report import build_report
-from lib.schema import Item
+from lib.models.store import CallStore
+from lib.pages.browser import write_browser
+from lib.pages.report import build_report
 from lib.stages import evaluate as E
-from lib.store import CallStore
 from tests.support.chromium import chromium_page
 from tests.support.stage06 import restamp
 
@@ -214,8 +214,8 @@ def test_hostile_labels_stay_text_and_the_browser_says_its_answers_are_not_the_r
 def hostile_comparison(hostile_run, tmp_path_factory):
     """The hostile run (A, its name a payload) compared with a copy (B) whose raw replies and whose
     model's answer in the config are payloads too: a ``model`` change on every answer, shown side
-    by side in B's browser and counted in B's report (:mod:`lib.eval.changes`)."""
-    from lib.eval.changes import side_by_side, write_comparison
+    by side in B's browser and counted in B's report (:mod:`lib.compare.changes`)."""
+    from lib.compare.changes import side_by_side, write_comparison
 
     run = tmp_path_factory.mktemp("compared") / "run"
     shutil.copytree(hostile_run, run)
@@ -270,7 +270,7 @@ def test_a_comparison_shows_both_runs_payloads_as_text_and_runs_none(hostile_com
 
 def test_a_csp_stops_a_script_an_escape_would_have_missed(tmp_path, page):
     """The second wall: a page with the report's policy and an injected inline script runs none of it."""
-    from lib.htmlsafe import csp_meta
+    from lib.pages.htmlsafe import csp_meta
 
     mark = "document.body.dataset.pwned='inline'"
     (tmp_path / "p.html").write_text(

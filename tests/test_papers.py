@@ -6,14 +6,14 @@ import shutil
 import pandas as pd
 import pytest
 
-from lib import artifacts as A
+from lib.core.papers import PAPER_COLUMNS, STATED, agreement_claims, papers, stated_label
+from lib.core.paths import stage_dir
 from lib.families.memeqa.collect import memeqa_dataset
 from lib.families.memeqa.paper import memeqa_reproduction
 from lib.families.yesbut.paper import HUMAN_CRITERIA, yesbut_reproduction
 from lib.families.yesbut.release import yesbut_stage
-from lib.papers import PAPER_COLUMNS, STATED, agreement_claims, papers, stated_label
-from lib.paths import stage_dir
-from lib.report import build_report
+from lib.io import artifacts as A
+from lib.pages.report import build_report
 from lib.stages import analyze
 
 from .support.data import SHARED_DATA

@@ -1,7 +1,7 @@
 import pytest
 
-from lib.answers import parse_choice, parse_json, parse_response
-from lib.schema import Constraint
+from lib.core.answers import parse_choice, parse_json, parse_response
+from lib.core.schema import Constraint
 
 
 @pytest.mark.parametrize(

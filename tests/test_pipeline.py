@@ -9,8 +9,8 @@ import sys
 import jupytext
 import pytest
 
-from lib import pipeline
 from lib.config import profiles
+from lib.pipeline import execute as pipeline
 
 from .support.openai_server import OpenAIStub
 
@@ -46,7 +46,7 @@ STAGE_API = (
 from lib.config import resolve
 from lib.models import Request, generate, load_model
 from lib.stages.evaluate import EvalConfig
-from lib.store import CallStore
+from lib.models.store import CallStore
 r = resolve(EvalConfig, profile, run or None, overrides)
 model = load_model(r.cfg.models["api"])
 print(model.spec)
@@ -384,7 +384,7 @@ def test_preflight_says_why_an_online_hub_id_cannot_be_loaded(
     from huggingface_hub import HfApi
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
-    from lib import preflight
+    from lib.pipeline import preflight
 
     def refuse(self, repo_id, token=None):
         cls = {"gated": GatedRepoError, "missing": RepositoryNotFoundError}.get(

@@ -11,7 +11,7 @@ import jupytext
 import pytest
 import yaml
 
-from lib.paths import NOTEBOOKS, ROOT
+from lib.core.paths import NOTEBOOKS, ROOT
 
 
 def _name(req: str) -> str:

@@ -10,14 +10,14 @@ from urllib.parse import unquote
 
 import pytest
 
-from lib import agreement as G
-from lib import artifacts as A
-from lib import rating as R
+from lib.agreement import scorers as G
 from lib.families.yesbut.paper import HUMAN_CRITERIA
 from lib.io import annotations, kind_of, load_items
+from lib.io import artifacts as A
+from lib.models.store import CallStore
+from lib.rating import labelstudio as R
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
-from lib.store import CallStore
 
 ANSWERS = [
     {
@@ -145,7 +145,7 @@ def test_an_export_gives_the_majority_and_counts_ties_and_unrated_answers_never_
     }
     assert left == {"tasks": 4, "raters": 3, "unrated": 1, "unrated_criteria": 2, "tied": 1}
     assert rows[0][0] == f"{path}: task 10 (correctness)"
-    labels = G.read_labels(path)  # the labels file lib.agreement reads
+    labels = G.read_labels(path)  # the labels file lib.agreement.scorers reads
     assert list(labels.columns) == list(G.LABEL_COLUMNS) and len(labels) == 3
     assert labels.loc[0, "references"] == ["a dog", "dog", "a dog"]
     assert labels.attrs["left_out"] == left

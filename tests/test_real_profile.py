@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from lib import artifacts as A
-from lib import pipeline
-from lib.paths import PARAMS, ROOT
+from lib.core.paths import PARAMS, ROOT
+from lib.io import artifacts as A
+from lib.pipeline import execute as pipeline
 
 from .support.hub_cache import BUILDERS, save_under_repo_id
 
@@ -76,7 +76,7 @@ RECORDED_RESOLVED = {("06_evaluate", "demo_data")}
 
 def hub_ids(plan) -> set[str]:
     """Every hub id the profile's resolved stages name."""
-    from lib.preflight import uses
+    from lib.pipeline.preflight import uses
 
     ids = set()
     for _, spec, _ in uses(plan.steps):

@@ -1,5 +1,5 @@
 """Numbers are generated, never typed: benchmark records carry their date, commit and machine, and
-state their targets, against which one function (lib.records.meets) judges them; the publish
+state their targets, against which one function (benchmarks.records.meets) judges them; the publish
 step copies them where the documentation reads them; the generated pages read the config classes, the
 records and the papers' values from the code (scripts/docs_pages.py, benchmarks/publish.py)."""
 
@@ -13,10 +13,9 @@ import warnings
 
 import pytest
 
-from benchmarks import publish
-from lib import records
+from benchmarks import publish, records
+from lib.core.papers import papers, stated_label
 from lib.families.scrapbook import paper as sb
-from lib.papers import papers, stated_label
 from scripts import docs_pages as pages
 
 COMMITTED = sorted(records.RECORDS.glob("*.json"))
@@ -124,7 +123,7 @@ def test_a_target_names_a_figure_by_its_path_in_the_record():
 
 def check_record(path) -> None:
     """What every committed record must be: it states targets, each names a figure the record has, its
-    ``meets_targets`` is what :func:`lib.records.meets` gives, every target is met or listed under
+    ``meets_targets`` is what :func:`benchmarks.records.meets` gives, every target is met or listed under
     ``known_misses`` with a reason, and one measured on an uncommitted tree carries publish's ``dirty`` mark."""
     rec = json.loads(path.read_text())
     assert rec.get("targets"), f"{path}: states no targets"
@@ -407,7 +406,7 @@ def test_the_performance_page_says_which_records_are_missing(tmp_path):
     )
     assert (
         "| `hf_batch_speedup` | &gt;= 4 | `5.0` | yes |" in section
-    )  # a cell's text escaped (lib.htmlsafe.md_cell)
+    )  # a cell's text escaped (lib.pages.htmlsafe.md_cell)
     assert (
         "| `cache_speedup` | &gt;= 50 | (no figure of that name in the record) | **cannot tell** |"
         in section
@@ -491,7 +490,7 @@ def test_a_record_is_stale_once_the_code_it_measures_changes_not_its_layout(tmp_
     (root / "benchmarks").mkdir()
     (root / "lib").mkdir()
     bench = root / "benchmarks" / "b.py"
-    bench.write_text("from lib.m import f\nfrom lib.records import record\n")
+    bench.write_text("from lib.m import f\nfrom benchmarks.records import record\n")
     (root / "lib" / "m.py").write_text('def f(x):\n    """Twice x."""\n    return 2 * x\n')
     (root / "lib" / "records.py").write_text("def record():\n    return 1\n")
     _git(root, "init", "-q")

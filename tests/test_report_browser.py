@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 from playwright.sync_api import expect
 
-from lib import artifacts as A
-from lib.browser import outcome, write_browser
-from lib.paths import ROOT
-from lib.report import build_report, headline_rows
-from lib.schema import Prediction
+from lib.core.paths import ROOT
+from lib.core.schema import Prediction
+from lib.io import artifacts as A
+from lib.models.store import CallStore
+from lib.pages.browser import outcome, write_browser
+from lib.pages.report import build_report, headline_rows
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
-from lib.store import CallStore
 from tests.support.chromium import chromium_page
 
 

@@ -1,7 +1,7 @@
 """One door each: a request is built in one place (:mod:`lib.eval.requests`), so what a comparison
 says an item was asked is what evaluation sent; and the preflight asks each backend what it needs
 (:meth:`lib.models.base.Model.preflight`), so a backend registered here, unknown to
-``lib/preflight.py``, is asked like the shipped ones."""
+``lib/pipeline/preflight.py``, is asked like the shipped ones."""
 
 from __future__ import annotations
 
@@ -9,16 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from lib import pipeline, preflight
+from lib.compare.explain import request_parts
+from lib.core.schema import image_sha256
 from lib.eval.ask import predict
-from lib.eval.compare import request_parts
 from lib.eval.settings import EvalConfig
 from lib.io import load_items
 from lib.models import BACKENDS, Model, load_model
 from lib.models.base import backend
-from lib.schema import image_sha256
+from lib.models.store import call_key
+from lib.pipeline import execute as pipeline
+from lib.pipeline import preflight
 from lib.stages.setup import demo_datasets
-from lib.store import call_key
 from lib.tasks import style_prompts
 
 # a closed answer set (constrained unless switched off) and free text

@@ -19,14 +19,14 @@ import pandas as pd
 import pytest
 
 from lib import tasks as T
+from lib.core.schema import Prediction
 from lib.eval import rescore as rescore_module
 from lib.families.scrapbook import ScrapbookParams
 from lib.families.scrapbook import generate as scrapbook
 from lib.io import load_items, read_jsonl
-from lib.schema import Prediction
+from lib.models.store import CallStore
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
-from lib.store import CallStore
 from lib.tasks.registry import get_task
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "stage06"

@@ -25,7 +25,7 @@ TIMING = ("latency_s",)  # a row's wall-clock fields: the only ones that may dif
 COUNTED = """import atexit, os, signal, sys
 
 from lib.stages import evaluate
-from lib.store import CallStore
+from lib.models.store import CallStore
 
 rank, kill_after, made = int(os.environ.get("RANK", 0)), int(os.environ.get("KILL_AFTER", 0)), []
 put = CallStore.put
@@ -85,7 +85,7 @@ def _made(done: subprocess.CompletedProcess) -> int:
 
 
 def _stored(root: Path) -> int:
-    from lib.store import CallStore
+    from lib.models.store import CallStore
 
     return len(CallStore(root / "outputs" / "cache" / "calls.sqlite"))
 

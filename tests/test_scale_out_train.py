@@ -31,7 +31,7 @@ import pytest
 import torch
 import yaml
 
-from lib.paths import ROOT
+from lib.core.paths import ROOT
 from lib.stages.train import TrainConfig
 from lib.training.loop import train
 

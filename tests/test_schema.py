@@ -1,6 +1,6 @@
 import pytest
 
-from lib.schema import Item, Judgement, Prediction
+from lib.core.schema import Item, Judgement, Prediction
 
 
 def test_item_round_trips_through_dict():

@@ -10,9 +10,9 @@ import json
 import pytest
 import yaml
 
+from lib.core.paths import RunBusy, RunLock
 from lib.families.scrapbook import ScrapbookParamError
 from lib.io.folders import claim_stage
-from lib.paths import RunBusy, RunLock
 from lib.stages import scrapbook as S
 from tests.support.scrapbook import SMALL
 

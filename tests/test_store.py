@@ -8,10 +8,10 @@ import sys
 import textwrap
 import time
 
+from lib.core.schema import Response
 from lib.models import Constraint, Request, generate
 from lib.models.base import Model
-from lib.schema import Response
-from lib.store import CallStore, call_key
+from lib.models.store import CallStore, call_key
 
 
 class Echo(Model):
@@ -103,7 +103,7 @@ def test_stored_raw_output_is_reparsed_without_a_model(tmp_path):
 KILL_SCRIPT = textwrap.dedent("""
     import json, os, sys, time
     from lib.models import Request, generate, load_model
-    from lib.store import CallStore
+    from lib.models.store import CallStore
 
     model = load_model({"backend": "tiny", "name": "llava"})
     inner = model._generate
@@ -152,7 +152,7 @@ def test_sigkill_halfway_then_rerun_loses_at_most_the_batch_in_flight(tmp_path, 
 TWIN_SCRIPT = textwrap.dedent("""
     import json, sys
     from lib.models import Request, generate, load_model
-    from lib.store import CallStore
+    from lib.models.store import CallStore
 
     model = load_model({"backend": "openai", "name": "stub", "base_url": sys.argv[2], "api_key_env": "VQALAB_TWIN_KEY",
                         "concurrency": 4, "batch_size": 8})
@@ -229,7 +229,7 @@ def test_a_store_opened_while_another_process_switches_it_to_wal_waits(tmp_path,
     switching a fresh file to WAL: the store retries instead of failing the evaluation."""
     import sqlite3
 
-    import lib.store as S
+    import lib.models.store as S
 
     real_connect, refused = sqlite3.connect, []
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from lib.core.schema import Item
 from lib.families.memeqa.importer import import_memeqa
 from lib.families.memeqa.task import letter_sets, parse_letter_set
 from lib.families.yesbut.datasets import yesbut_datasets
-from lib.schema import Item
 from lib.stages.setup import demo_datasets
 from lib.tasks.registry import task_of
 

@@ -11,14 +11,14 @@ import pytest
 from PIL import Image
 
 from lib import families
+from lib.core.paths import ROOT
+from lib.core.schema import Response
 from lib.io import dataset_info, read_jsonl, save_dataset
 from lib.models import load_model
-from lib.paths import ROOT
-from lib.schema import Response
+from lib.models.store import CallStore
 from lib.stages import analyze, collect
 from lib.stages import evaluate as E
 from lib.stages import train as T
-from lib.store import CallStore
 from lib.tasks import registry
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}

@@ -169,7 +169,7 @@ def test_training_filters_touch_the_train_split_only(dataset):
 def test_a_filter_applies_to_the_facets_an_item_has():
     """types / groups / forms filter on what an item's task says of it (Task.facets): a MemeQA
     question is filtered by its question type, never by the form it has not; empty keeps all."""
-    from lib.schema import Item
+    from lib.core.schema import Item
     from lib.tasks.registry import get_task
     from lib.training.data import _kept
 

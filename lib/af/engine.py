@@ -32,14 +32,14 @@ from typing import ClassVar
 import numpy as np
 from tqdm.auto import tqdm
 
-from lib import artifacts as A
 from lib import config
 from lib.af import rules
 from lib.af.guards import GUARDS, pick_without_tell, screen
 from lib.af.skeletons import LLM_TYPES, Skeleton, prompts
+from lib.core.schema import Item
+from lib.io import artifacts as A
 from lib.io import write_json
 from lib.models import Constraint, Request, check_spec, generate
-from lib.schema import Item
 from lib.tasks import wants_question_first
 from lib.tasks.registry import af_questions, task_of
 

@@ -23,7 +23,7 @@ from functools import cached_property
 import numpy as np
 
 from lib.af.skeletons import Skeleton, option, prompts
-from lib.schema import SENTIMENTS
+from lib.core.schema import SENTIMENTS
 
 OPPOSITE = {
     "positive": ("negative",),

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from lib.paths import DATA
-from lib.schema import SENTIMENTS
+from lib.core.paths import DATA
+from lib.core.schema import SENTIMENTS
 from lib.tasks.registry import split_reader
 
 TYPES = (

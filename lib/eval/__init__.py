@@ -13,7 +13,7 @@ whole project.
   :class:`lib.tasks.Scorer`, the group's metric rows and its family's score tables.
 - :mod:`lib.eval.manifest` - the fingerprints that tie an evaluation folder's parts together.
 - :mod:`lib.eval.rescore` - every table recomputed from the stored answers, streamed, no model.
-- :mod:`lib.eval.compare`, :mod:`lib.eval.changes`, :mod:`lib.eval.paired` - two runs paired item
+- :mod:`lib.compare.explain`, :mod:`lib.compare.changes`, :mod:`lib.eval.paired` - two runs paired item
   by item, each change put on its first cause, with paired intervals.
 - :mod:`lib.eval.foreign` - another harness's samples (lmms-eval) imported as an evaluation folder.
 """

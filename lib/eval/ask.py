@@ -19,12 +19,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from lib import artifacts as A
+from lib.core.ranks import Ranks, ranks
+from lib.core.schema import Item, Judgement, Prediction
 from lib.eval.items import item_key
 from lib.eval.manifest import answer_digest, manifest
 from lib.eval.requests import styled
 from lib.eval.score import read_answer
 from lib.eval.settings import EvalConfig
+from lib.io import artifacts as A
 from lib.io import (
     file_sha256,
     read_jsonl,
@@ -35,9 +37,7 @@ from lib.io import (
     write_jsonl_hashed,
 )
 from lib.models import generate, load_model
-from lib.ranks import Ranks, ranks
-from lib.schema import Item, Judgement, Prediction
-from lib.store import CallStore, call_key
+from lib.models.store import CallStore, call_key
 from lib.tasks.registry import task_of
 
 

@@ -1,5 +1,5 @@
 """Foreign runs: another harness's answers to a VQA Lab export as an evaluation folder, which
-:mod:`lib.eval.compare` pairs with a stage 06 run item by item (issue #46).
+:mod:`lib.compare.explain` pairs with a stage 06 run item by item (issue #46).
 
 lmms-eval (0.7.x) run with ``--log_samples`` on the tasks ``python -m lib.export lmms-eval`` wrote
 leaves, per task, ``<output_path>/<model>/<date>_samples_<task>.jsonl`` beside
@@ -9,7 +9,7 @@ stripped); lmms-eval adds the prompt text it sent (``input``) and the reply as t
 (``resps``, written only where it differs from the stripped ``filtered_resps``). The export
 folder's ``vqalab.json`` names the dataset, the tag and tasks, the question order and the scoring.
 
-:func:`import_lmms_eval` writes one :class:`lib.schema.Prediction` per sample, the reply kept as the
+:func:`import_lmms_eval` writes one :class:`lib.core.schema.Prediction` per sample, the reply kept as the
 model gave it, then reads and scores them with VQA Lab's own task code
 (:func:`lib.eval.rescore.rescore_folder`): an unreadable reply is kept raw and counted invalid,
 never dropped. Beside ``predictions.jsonl``: ``config.json`` (the export's dataset, the model as
@@ -39,7 +39,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from lib import artifacts as A
+from lib.core.schema import Prediction
 from lib.eval.foreign_schema import (
     EXPORT,
     RESULTS,
@@ -55,6 +55,7 @@ from lib.eval.foreign_schema import (
 )
 from lib.eval.rescore import rescore_folder
 from lib.eval.settings import EvalConfig
+from lib.io import artifacts as A
 from lib.io import (
     aside_folder,
     file_sha256,
@@ -65,8 +66,7 @@ from lib.io import (
     write_jsonl,
 )
 from lib.io.folders import Legacy, NotOurFolder, check_ours, mark
-from lib.provenance import write_provenance
-from lib.schema import Prediction
+from lib.io.provenance import write_provenance
 
 FOREIGN = "foreign.json"  # an imported evaluation folder's record: what was imported from where
 KIND = "lmms-eval import"  # the kind its marker names (lib.io.folders): no other folder is written into
@@ -269,7 +269,7 @@ def sample_prediction(sample: dict, where: str, dataset: str, label: str) -> Pre
 
 
 def logged_request(parts: dict, row: dict, record: dict) -> dict:
-    """The request an imported answer was asked with, in :func:`lib.eval.compare.request_parts`'s
+    """The request an imported answer was asked with, in :func:`lib.compare.explain.request_parts`'s
     terms: stage 06's for the export's settings (``parts``, rebuilt from the imported config) with
     what lmms-eval logged in its place - the prompt text it sent, its simple path - and, under
     ``unsplit``, why a changed reply cannot be put on the prompt or the model alone."""

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from lib.core.schema import Item
 from lib.eval.settings import EvalConfig
 from lib.io import ItemsAt, outside_images, release_memory, save_item_index, scan_items
-from lib.schema import Item
 from lib.tasks.registry import task_of
 
 UNIT_HASH_BITS = 2**63 - 1  # a sampling unit's code: its hash, non-negative

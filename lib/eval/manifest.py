@@ -1,7 +1,7 @@
 """The manifest of an evaluation folder: the fingerprints that tie its parts together (config,
 answers, judgements, the datasets as evaluated), written last by :func:`lib.eval.ask.ask`, and
 :func:`check_manifest`, the one check of whether a folder is a finished evaluation left as it
-was: a rescore (:mod:`lib.eval.rescore`) and a comparison (:mod:`lib.eval.compare`) make it
+was: a rescore (:mod:`lib.eval.rescore`) and a comparison (:mod:`lib.compare.explain`) make it
 before they trust the folder."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lib import artifacts as A
+from lib.core.schema import Prediction
 from lib.eval.settings import EvalConfig
+from lib.io import artifacts as A
 from lib.io import file_sha256
-from lib.schema import Prediction
 
 # what check_manifest verifies: a rescore checks the first three before it reads the answers, then
 # the answers; a comparison checks all but the datasets (a dataset changed since is a cause of its own)
@@ -86,7 +86,7 @@ def saved_manifest(out: Path) -> dict:
 
 def check_scores(out: Path) -> None:
     """Refuse a predictions file whose scores (or tables) are not those recorded when it was last
-    scored (:func:`lib.artifacts.stale_tables`: edited since, or a rescore stopped part way)."""
+    scored (:func:`lib.io.artifacts.stale_tables`: edited since, or a rescore stopped part way)."""
     if A.stale_tables(out) or not (out / A.TABLES_META).exists():
         raise Unverified(
             f"{out}: the scores are not those recorded when it was last scored ({A.PREDICTIONS} or its "

@@ -1,4 +1,4 @@
-"""The statistics of a paired comparison of two runs (:mod:`lib.eval.compare`): per metric, the
+"""The statistics of a paired comparison of two runs (:mod:`lib.compare.explain`): per metric, the
 paired difference B - A with an interval over the items' clusters (an image's questions move
 together, in both runs at once), the test that interval inverts, a McNemar test for 0/1 scores, the
 smallest difference the comparison could detect, and the words a reader is told.

@@ -2,15 +2,15 @@
 :meth:`~lib.tasks.Task.request` with the run's constraint, token limit and seed, in the model's
 question order) and a style's requests on top of it (:meth:`lib.tasks.styles.Style.final`).
 Evaluation (:func:`lib.eval.ask.predict`) sends them; comparison
-(:func:`lib.eval.compare.request_parts`) rebuilds the zero-shot one to name what differs between
+(:func:`lib.compare.explain.request_parts`) rebuilds the zero-shot one to name what differs between
 two runs, so the two cannot disagree about what was asked."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from lib.core.schema import Item, Request
 from lib.eval.settings import EvalConfig
-from lib.schema import Item, Request
 from lib.tasks import STYLES, wants_question_first
 from lib.tasks.registry import task_of
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lib import artifacts as A
+from lib.core.schema import Item, Prediction
 from lib.eval.manifest import Unverified, answer_digest, check_manifest
 from lib.eval.score import (
     group_tables,
@@ -39,7 +39,7 @@ from lib.io import (
     write_jsonl,
     write_lines_hashed,
 )
-from lib.schema import Item, Prediction
+from lib.io import artifacts as A
 from lib.tasks.registry import get_task
 
 # predictions read, located and re-read at a time: a rescore holds one chunk, not its file. Small:
@@ -192,7 +192,7 @@ def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
     stream through three passes over files (read and located, scored, corrected where only a
     whole group decides), so memory holds a chunk and each group's compact state
     (:class:`lib.tasks.Scorer`), not the predictions. The tables are written atomically and
-    recorded with their sources last (:func:`lib.artifacts.record_table_sources`)."""
+    recorded with their sources last (:func:`lib.io.artifacts.record_table_sources`)."""
     out = Path(out)
     cfg = saved_config(out)
     start = time.perf_counter()

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lib import artifacts as A
+from lib.core.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
+from lib.io import artifacts as A
 from lib.io import read_jsonl, share_strings
-from lib.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
 from lib.tasks import Scorer, Scoring, metric_row
 from lib.tasks.registry import get_judge, registry
 
@@ -49,7 +49,9 @@ def read_answer(task, item: Item, resp: Response, reasoning: Response | None = N
         meta["error"] = error
     else:
         parsed, method, valid = task.read_response(item, resp)
-    if resp.problem:  # why a reply was unreadable or cut (lib.answers), kept beside the raw text
+    if (
+        resp.problem
+    ):  # why a reply was unreadable or cut (lib.core.answers), kept beside the raw text
         meta["problem"] = resp.problem
     return {"parsed": task.jsonable(parsed), "method": method, "valid": valid, "meta": meta}
 

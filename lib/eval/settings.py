@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import ClassVar
 
-from lib import artifacts as A
 from lib import config
+from lib.io import artifacts as A
 from lib.models import check_spec
 from lib.tasks import PROMPT_STYLES, Scoring
 from lib.tasks.registry import get_judge, task_options, tasks

@@ -21,6 +21,7 @@ from pathlib import Path
 from PIL import Image
 from tqdm.auto import tqdm
 
+from lib.core.schema import Item
 from lib.families.memeqa.task import MultipleChoice
 from lib.families.vqa.task import OpenVQA
 from lib.formats.tsv import _LETTERS, _UNSAFE
@@ -34,7 +35,6 @@ from lib.io import (
     load_image,
     save_dataset,
 )
-from lib.schema import Item
 
 
 def default_task(has_options: bool) -> str:

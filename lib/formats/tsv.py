@@ -13,9 +13,9 @@ from pathlib import Path
 
 from PIL import Image
 
+from lib.core.schema import Item
 from lib.families.memeqa.task import MultipleChoice
 from lib.io import LoadReport, load_image
-from lib.schema import Item
 
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from lib.core.schema import check_annotation
 from lib.io.jsonl import append_jsonl, read_jsonl
-from lib.schema import check_annotation
 
-# human labels, one row per answer and criterion (lib.agreement)
+# human labels, one row per answer and criterion (lib.agreement.scorers)
 LABEL_COLUMNS = ("answer_id", "cluster", "question", "references", "answer", "criterion", "label")
 LABEL_VALUES = {"1": 1, "0": 0, "yes": 1, "no": 0, "true": 1, "false": 0}
 # A labels file (an export, a CSV or JSONL of labels, a release's file) is read whole: a rating task
@@ -32,7 +32,7 @@ class LabelsError(ValueError):
 
 class AnnotationStore:
     """Append-only annotations in a JSONL file (one row per item, annotator and field); :meth:`latest`
-    resolves them. Saved values are checked against :data:`lib.schema.FIELDS`."""
+    resolves them. Saved values are checked against :data:`lib.core.schema.FIELDS`."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)

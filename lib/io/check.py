@@ -12,11 +12,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from lib.core.schema import Item
 from lib.io.datasets import _outside
 from lib.io.digests import file_sha256
 from lib.io.images import ImageError, load_image
 from lib.io.manifest import _rerun
-from lib.schema import Item
 
 MAX_PROBLEMS = (
     50  # problems a check lists; the rest are counted: the first ones are those fixed first

@@ -1,6 +1,6 @@
 """Dataset folders: written, read whole, streamed, or read at offsets.
 
-A *dataset folder* is ``items.jsonl`` (one :class:`lib.schema.Item` per line) + ``images/`` +
+A *dataset folder* is ``items.jsonl`` (one :class:`lib.core.schema.Item` per line) + ``images/`` +
 ``dataset.json`` (name, version, created, provenance, license, and the manifest of
 :mod:`lib.io.manifest`). It loads with HF ``datasets``::
 
@@ -18,10 +18,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from lib.core.schema import Item
 from lib.io.jsonl import _malformed, write_json, write_jsonl_hashed
 from lib.io.manifest import _count_mismatch, _writer, check_complete, manifest_fields
 from lib.io.memory import CHUNK_LINES, _decode_chunk, paused_gc, share_strings
-from lib.schema import Item
 
 
 def dataset_info(

@@ -13,7 +13,7 @@ import secrets
 from hashlib import sha256
 from pathlib import Path
 
-from lib.paths import cache_dir
+from lib.core.paths import cache_dir
 
 
 def _stat_key(path: Path, kind: str, suffix: str) -> Path:

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from lib.paths import outputs_root
+from lib.core.paths import outputs_root
 
 MARKER = ".vqalab.json"
 HIDDEN = (MARKER, ".lock")  # our own leftovers: a folder holding only these is empty

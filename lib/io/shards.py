@@ -9,14 +9,14 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from lib.paths import RunBusy, RunLock
+from lib.core.paths import RunBusy, RunLock
 
 
 @contextmanager
 def held(
     out: Path, folders: list[Path], what: str, doing: str, error: Callable[[str], Exception]
 ) -> Iterator[None]:
-    """The lock (:class:`lib.paths.RunLock`) of each of the shard ``folders`` there is, held for
+    """The lock (:class:`lib.core.paths.RunLock`) of each of the shard ``folders`` there is, held for
     the block; ``error`` raised naming every one a shard process still holds (``what``: the shards'
     name, ``doing``: what such a process is still doing), before anything is merged."""
     with ExitStack() as locks:

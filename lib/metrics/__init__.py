@@ -8,7 +8,7 @@ per-item scores or a number, so any subset can be scored and bootstrapped.
 - :mod:`lib.metrics.shortcuts` - the shortcut audit of any multiple-choice dataset (text-only tells
   and a blind baseline built from them, beside chance).
 - :mod:`lib.metrics.stats` - bootstrap confidence intervals, over questions or over clusters (images).
-- :mod:`lib.metrics.agreement` - how well a scorer agrees with people (ROC AUC, Kendall tau-b, Cohen's
+- :mod:`lib.metrics.rater_agreement` - how well a scorer agrees with people (ROC AUC, Kendall tau-b, Cohen's
   kappa, Krippendorff's alpha), each with a clustered interval, and two scorers compared.
 
 A family's own metrics are in its folder: the LAVE judge (:mod:`lib.families.lave.judge`), the

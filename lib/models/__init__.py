@@ -17,11 +17,11 @@ is its module and its import below.
 
 from __future__ import annotations
 
-from lib.answers import parse_choice, parse_json, parse_response
 from lib.config import ParamsError, did_you_mean
+from lib.core.answers import parse_choice, parse_json, parse_response
+from lib.core.schema import Constraint, Request, Response
 from lib.models.base import BACKENDS, COMMON_SPEC_KEYS, Model
 from lib.models.runner import generate
-from lib.schema import Constraint, Request, Response
 
 # the backends, each registering itself by name (lib.models.base.backend); their heavy libraries
 # (torch, transformers, openai) are imported when a model loads, not here

@@ -27,7 +27,7 @@ original file bytes (the wire format: :mod:`lib.models.openai_format`).
 
 Whatever one reply holds fails that item only. Content that is not text (a list, a number, an
 object) is an error of the item, kept as JSON with the reason in ``error``. A reply longer than
-:data:`~lib.answers.MAX_REPLY_CHARS` is cut there and counted as truncated (``finish_reason:
+:data:`~lib.core.answers.MAX_REPLY_CHARS` is cut there and counted as truncated (``finish_reason:
 "length"``, the reason in ``problem``). A reply that cannot be read (JSON nested too deep, off its
 schema) is invalid, kept raw, with the reason in ``problem``.
 
@@ -76,8 +76,10 @@ import threading
 import time
 from pathlib import Path
 
-from lib.answers import cap_reply, not_text
 from lib.config import ParamsError, short
+from lib.core.answers import cap_reply, not_text
+from lib.core.paths import cache_dir
+from lib.core.schema import ERROR, FREE, INVALID, Request, Response, fingerprint
 from lib.models.base import Model, backend
 from lib.models.openai_format import (
     chat_request,
@@ -87,8 +89,6 @@ from lib.models.openai_format import (
     read_reply,
 )
 from lib.models.probe import server_problem
-from lib.paths import cache_dir
-from lib.schema import ERROR, FREE, INVALID, Request, Response, fingerprint
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

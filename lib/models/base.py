@@ -4,8 +4,8 @@ before a run starts (:meth:`Model.preflight`). A backend registers itself by nam
 :func:`backend`; ``lib.models`` imports each backend module, so a new backend is one module and one
 line there.
 
-The request/response records live in :mod:`lib.schema` (below the call store and the backends);
-the parsers that read raw text live in :mod:`lib.answers`.
+The request/response records live in :mod:`lib.core.schema` (below the call store and the backends);
+the parsers that read raw text live in :mod:`lib.core.answers`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from lib.config import ParamsError
-from lib.schema import Request, Response, fingerprint
+from lib.core.schema import Request, Response, fingerprint
 
 # keys every spec may hold, whatever its backend: the tasks read question_first
 COMMON_SPEC_KEYS = frozenset({"backend", "name", "label", "question_first"})
@@ -54,7 +54,7 @@ class Model:
     @classmethod
     def preflight(cls, spec: dict, offline: bool) -> str | None:
         """Why a model of ``spec`` cannot be loaded or reached here (weights, a server, a key), in
-        one line saying the fix, or None; ``offline``: the profile's. :mod:`lib.preflight` asks it
+        one line saying the fix, or None; ``offline``: the profile's. :mod:`lib.pipeline.preflight` asks it
         before a run computes anything. Nothing to reach by default (a model built or ruled here)."""
         return None
 

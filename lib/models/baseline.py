@@ -15,8 +15,8 @@ from __future__ import annotations
 import random
 
 from lib.config import ParamsError
+from lib.core.schema import CONSTRAINED_RANDOM, FREE, INVALID, Request, Response, fingerprint
 from lib.models.base import Model, backend
-from lib.schema import CONSTRAINED_RANDOM, FREE, INVALID, Request, Response, fingerprint
 
 
 class _RuleModel(Model):

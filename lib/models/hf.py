@@ -33,7 +33,8 @@ import json
 import time
 from pathlib import Path
 
-from lib.answers import parse_choice, parse_response
+from lib.core.answers import parse_choice, parse_response
+from lib.core.schema import CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Request, Response
 from lib.io import ImageCache, ImageError
 from lib.models.base import Model, backend
 from lib.models.hf_images import ImageTensors, rgb, with_format
@@ -49,7 +50,6 @@ from lib.models.hf_tokens import (
     common_prefix,
 )
 from lib.models.probe import hub_problem
-from lib.schema import CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Request, Response
 
 _NESTED_IMAGES = {
     "idefics2",

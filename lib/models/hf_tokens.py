@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from functools import lru_cache
 
-from lib.schema import CONSTRAINED_LOGLIK, Request, Response
+from lib.core.schema import CONSTRAINED_LOGLIK, Request, Response
 
 PREFIX_MIN_TOKENS = 64  # a shared prompt prefix shorter than this is encoded with each row
 PREFIX_SLACK_TOKENS = 32  # a cached prefix this much shorter than the batch's own still serves it

@@ -3,7 +3,7 @@
 ``{backend: imported, harness: lmms-eval, name: <its model>, ...}`` is what
 :mod:`lib.eval.foreign` writes into an imported evaluation folder's ``config.json``: the model
 lmms-eval ran, as lmms-eval recorded it (its model class, ``model_args``, whether it took the chat
-or the simple path, its decoding settings). The comparison (:mod:`lib.eval.compare`) names these
+or the simple path, its decoding settings). The comparison (:mod:`lib.compare.explain`) names these
 keys when the replies differ. Such a model cannot be asked from VQA Lab: its answers are the
 harness's, imported; asking it again raises.
 """

@@ -11,9 +11,9 @@ import io
 import re
 from pathlib import Path
 
-from lib.answers import choice_schema, parse_choice, parse_json_reply
+from lib.core.answers import choice_schema, parse_choice, parse_json_reply
+from lib.core.schema import FREE, INVALID, JSON_SCHEMA, Request
 from lib.io import load_image
-from lib.schema import FREE, INVALID, JSON_SCHEMA, Request
 
 # A choice travels as {"answer": "<choice>"}: the wrapper's tokens come on top of the answer's budget
 # (without them a 2-token budget ends inside the braces and every answer is a truncated invalid).

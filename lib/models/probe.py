@@ -1,7 +1,7 @@
 """Probes a backend's preflight (:meth:`lib.models.base.Model.preflight`) uses: can a hub id or
 folder be loaded here, does an OpenAI-compatible server answer with the key it is given. Each
 returns one line saying what is wrong and the fix, or None; none loads a model.
-:mod:`lib.preflight` asks every backend before a run computes anything.
+:mod:`lib.pipeline.preflight` asks every backend before a run computes anything.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lib import artifacts as A
-from lib.paths import outputs_root
+from lib.core.paths import outputs_root
+from lib.io import artifacts as A
 
 TIMEOUT_S = 10.0  # a server or hub that does not answer in this long is reported, not waited for
 

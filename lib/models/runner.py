@@ -6,9 +6,9 @@ from contextlib import nullcontext
 
 from tqdm.auto import tqdm
 
+from lib.core.schema import Request, Response
 from lib.models.base import Model
-from lib.schema import Request, Response
-from lib.store import call_key, claim_owner
+from lib.models.store import call_key, claim_owner
 
 
 class Results(list):

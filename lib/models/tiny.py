@@ -21,10 +21,10 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from lib.core.paths import DATA, cache_dir
 from lib.models.base import Model, backend
 from lib.models.hf import HFModel
 from lib.models.hf_processors import qwen2_5_vl_processor_class, qwen2_vl_processor_class
-from lib.paths import DATA, cache_dir
 
 # every family the seeds evaluate that transformers has (MiniGPT-4 is served: see the README)
 TINY_KINDS = (

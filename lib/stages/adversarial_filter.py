@@ -18,16 +18,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib import artifacts as A
-from lib import cli, config, plots
+from lib import config
 from lib.af.engine import AFConfig, blind_check, filter_questions, final_items, plus_variant
 from lib.af.skeletons import from_annotations, from_split
+from lib.config import cli
+from lib.core.schema import Item
 from lib.families.memeqa.importer import export_memeqa, import_memeqa
 from lib.io import AnnotationStore, dataset_info, images_roots, save_dataset
+from lib.io import artifacts as A
 from lib.metrics import shortcuts
 from lib.models import load_model
-from lib.schema import Item
-from lib.store import CallStore
+from lib.models.store import CallStore
+from lib.pages import plots
 
 
 def skeletons_of(cfg: AFConfig, run_folder: str | Path) -> tuple[list, list]:

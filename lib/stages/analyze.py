@@ -1,7 +1,7 @@
 """Stage 07 · Analyze: image and text embeddings, UMAP maps with a separation score, BERTopic
 topics, and the papers' figures and tables, each computed by its family (YesBut's Figures 3 and 14:
 :mod:`lib.families.yesbut.paper`; MemeQA's release statistics and shortcut audit:
-:mod:`lib.families.memeqa.paper`; the stated numbers beside ours: :mod:`lib.papers`).
+:mod:`lib.families.memeqa.paper`; the stated numbers beside ours: :mod:`lib.core.papers`).
 
 **Image embeddings**: CLIP image features through transformers (any CLIP hub id or local path).
 Where no CLIP weights exist (offline, as on the project's own machines) :func:`descriptor_embeddings`
@@ -19,10 +19,10 @@ Notebook 07 calls the steps :func:`run` composes one per section: :func:`image_m
 :func:`human_agreement` (every metric and judge against ``human_labels``), then
 :func:`finish` (summary, provenance, the item browser and the report).
 
-It reads every earlier stage's outputs through :mod:`lib.artifacts` (a stage that did not run is
+It reads every earlier stage's outputs through :mod:`lib.io.artifacts` (a stage that did not run is
 skipped, and the report says so) and writes ``tables/``, ``figures/``, ``paper.csv`` (the papers' stated
 numbers, typed once in ``lib/data/papers.yaml``, beside ours), ``summary.json``, ``provenance.json`` and
-the run's ``report.html``; with ``compare_with``, ``comparison/`` (:func:`lib.eval.changes.write_comparison`).
+the run's ``report.html``; with ``compare_with``, ``comparison/`` (:func:`lib.compare.changes.write_comparison`).
 """
 
 from __future__ import annotations
@@ -38,19 +38,22 @@ import numpy as np
 import pandas as pd
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from lib import agreement, cli, config, plots
-from lib import artifacts as A
-from lib.browser import write_browser
-from lib.compare import evaluation_folder
-from lib.eval import changes
-from lib.eval.compare import CompareError
+from lib import config
+from lib.agreement import scorers as agreement
+from lib.compare import changes
+from lib.compare.explain import CompareError
+from lib.compare.runs import evaluation_folder
+from lib.config import cli
 from lib.io import AnnotationStore, load_image, load_items, write_csv
+from lib.io import artifacts as A
 from lib.io.folders import check_ours, remove_ours
-from lib.maps import tsne_2d, umap_2d, umap_module
 from lib.metrics.wordnet import ensure_wordnet
 from lib.models import Request, check_spec, generate, load_model
 from lib.models.tiny import sentence_encoder
-from lib.report import build_report
+from lib.pages import plots
+from lib.pages.browser import write_browser
+from lib.pages.maps import tsne_2d, umap_2d, umap_module
+from lib.pages.report import build_report
 from lib.tasks import Results
 from lib.tasks.registry import registry, tasks
 
@@ -270,9 +273,9 @@ class AnalyzeConfig(config.StageConfig):
     topic_labeler: dict = field(default_factory=dict)  # any LLM spec for topic labels ({}: none)
     topic_label_max_new_tokens: int = 12  # a label of a few words
     # another run (its name, or an evaluation folder) whose answers this run's are paired with item
-    # by item, each change put on its first cause (lib.eval.compare); None: no comparison
+    # by item, each change put on its first cause (lib.compare.explain); None: no comparison
     compare_with: str | None = None
-    # human labels (lib.agreement's CSV/JSONL, or a release file a family reads: YesBut's
+    # human labels (lib.agreement.scorers's CSV/JSONL, or a release file a family reads: YesBut's
     # Human_Eval_Results.csv) that every metric and judge of the run's stage 06 is held to; "": none
     human_labels: str = ""
     human_labels_task: str = ""  # the task they answer (its metrics); "": the release's family says
@@ -512,15 +515,15 @@ def paper_table(cfg: AnalyzeConfig, out: str | Path) -> pd.DataFrame | None:
 
 def comparison(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
     """This run's answers (B) against ``cfg.compare_with``'s (A), item by item, both prompts kept
-    (:func:`lib.eval.changes.side_by_side`), written under ``comparison/``: per-cause counts of
+    (:func:`lib.compare.changes.side_by_side`), written under ``comparison/``: per-cause counts of
     improved and worsened items, every metric's A, B and B - A with its paired interval and McNemar
     p, the config diff, the changed items. None, and no folder, without ``compare_with``. A run that
-    did not finish or was edited since is refused (:class:`lib.eval.compare.CompareError`, naming it)."""
+    did not finish or was edited since is refused (:class:`lib.compare.explain.CompareError`, naming it)."""
     folder = Path(out) / A.COMPARISON
     remove_ours(folder, changes.KIND, changes.LEGACY)  # a rerun shows no earlier comparison
     if cfg.compare_with is None:
         return None
-    try:  # both runs verified as a rescore verifies them (lib.eval.compare.open_run)
+    try:  # both runs verified as a rescore verifies them (lib.compare.explain.open_run)
         result = changes.side_by_side(
             evaluation_folder(cfg.compare_with), A.stage_folder(Path(out).parent, A.EVALUATE)
         )
@@ -532,7 +535,7 @@ def comparison(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
 
 def human_agreement(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
     """Every text metric and judge of this run's profile (its stage 06 config, and the models
-    ``human_labels_judges`` adds) held to ``cfg.human_labels`` (:func:`lib.agreement.run`), under
+    ``human_labels_judges`` adds) held to ``cfg.human_labels`` (:func:`lib.agreement.scorers.run`), under
     ``agreement/``. None, and no folder (a rerun must not show an earlier table), without labels."""
     folder = Path(out) / A.AGREED
     if not cfg.human_labels:
@@ -554,7 +557,7 @@ def finish(
 ) -> dict:
     """The summary from what the steps returned (:func:`image_map`, :func:`answer_map`,
     :func:`topic_model`, :func:`result_tables`, :func:`comparison`), provenance, then the run's item
-    browser (:mod:`lib.browser`, with the comparison's filters) and ``report.html`` (its path added
+    browser (:mod:`lib.pages.browser`, with the comparison's filters) and ``report.html`` (its path added
     to the summary returned)."""
     out = Path(out)
     summary = {

@@ -13,7 +13,7 @@ overwritten in place, and the latest row per (item, annotator, field) wins. Mach
     run(AnnotateConfig(annotations_file="lib/data/demo/annotations.yaml"), out)   # the batch run
     python -m lib.stages.annotate --profile demo          # -> outputs/demo/02_annotate
 
-Interactive annotation (the widget, :mod:`lib.annotation_widget`) writes to the same store; :func:`run` then processes whatever
+Interactive annotation (the widget, :mod:`lib.pages.annotation_widget`) writes to the same store; :func:`run` then processes whatever
 the store holds. Notebook 02 calls the steps :func:`run` composes one per section:
 :func:`load_annotations`, :func:`machine_drafts`, :func:`annotator_agreement`, :func:`variants`,
 :func:`variants_figure`, :func:`panel_cuts_figure`, :func:`label_studio`, then :func:`finish`.
@@ -33,17 +33,19 @@ import yaml
 from PIL import Image, ImageFilter
 from tqdm.auto import tqdm
 
-from lib import artifacts as A
-from lib import cli, config, plots
+from lib import config
+from lib.config import cli
+from lib.core.paths import ROOT
+from lib.core.schema import CATEGORICAL, FIELD_BY_NAME, FIELDS
 from lib.families.yesbut.figures import panel_cuts
 from lib.families.yesbut.panels import compose, split
 from lib.families.yesbut.task import Understanding
 from lib.io import AnnotationStore, load_image, write_json, write_jsonl
+from lib.io import artifacts as A
 from lib.models import Request, check_spec, generate, load_model
 from lib.models.api import response_image
-from lib.paths import ROOT
-from lib.schema import CATEGORICAL, FIELD_BY_NAME, FIELDS
-from lib.store import CallStore
+from lib.models.store import CallStore
+from lib.pages import plots
 
 
 def load_annotation_file(

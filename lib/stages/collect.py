@@ -43,8 +43,8 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
-from lib import artifacts as A
-from lib import cli, config, plots
+from lib import config
+from lib.config import cli
 from lib.families.yesbut.collect import two_panels
 from lib.families.yesbut.demo import demo_pairs
 from lib.io import (
@@ -57,7 +57,9 @@ from lib.io import (
     write_jsonl,
     write_sample_images,
 )
+from lib.io import artifacts as A
 from lib.io.records import Record, record_for, records_of
+from lib.pages import plots
 from lib.tasks.registry import registry
 
 OWN_KINDS = ("demo", "folder", "urls", "hf")  # the sources every user has; families add theirs

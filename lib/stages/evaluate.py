@@ -4,7 +4,7 @@
     python -m lib.stages.evaluate --profile demo          # -> outputs/demo/06_evaluate
     python -m lib.stages.evaluate rescore --run RUN   # recompute every table from stored outputs, no model
 
-For cluster runs (a Slurm array, :mod:`lib.scheduler.slurm`), the questions in shards, each a job of
+For cluster runs (a Slurm array, :mod:`lib.pipeline.scheduler.slurm`), the questions in shards, each a job of
 its own, then merged (the config of each resolved as the stage resolves it: ``--profile``,
 ``--params``, ``--set``, ``--run``):
 
@@ -34,7 +34,7 @@ n_invalid: the interval resamples the n_clusters clusters - images, Scrapbook's 
 (the resolved config rescoring reads), ``summary.json``, ``provenance.json``. The tables are written
 atomically, then ``metrics.meta.json`` records the predictions and manifest they came from: a
 rerun or rescore stopped before that (a kill, a full disk) leaves tables every reader refuses
-(:func:`lib.artifacts.stale_tables`) rather than old numbers beside new predictions.
+(:func:`lib.io.artifacts.stale_tables`) rather than old numbers beside new predictions.
 """
 
 from __future__ import annotations
@@ -44,8 +44,10 @@ import json
 import sys
 from pathlib import Path
 
-from lib import artifacts as A
-from lib import cli, config
+from lib import config
+from lib.config import cli
+from lib.core.paths import RunLock, run_dir, stage_dir
+from lib.core.ranks import Ranks, ranks
 from lib.eval.ask import (
     PartRefused,
     ask,
@@ -60,9 +62,8 @@ from lib.eval.rescore import rescore_folder
 from lib.eval.score import invalid_summary
 from lib.eval.settings import EvalConfig
 from lib.io import ItemsAt, release_memory
+from lib.io import artifacts as A
 from lib.io.folders import claim_stage
-from lib.paths import RunLock, run_dir, stage_dir
-from lib.ranks import Ranks, ranks
 
 # the steps notebook 06 calls, the engine's among them
 __all__ = [
@@ -93,7 +94,7 @@ def run_of(cfg: EvalConfig, out: str | Path) -> Path:
 def resolved(cfg: EvalConfig, run_folder: str | Path) -> EvalConfig:
     """The config with ``stage:`` paths made paths of this run and the demo datasets (stage 00's)
     added when ``demo_data`` asks for them; what is not there (a model ``stage:05_train/best`` names,
-    stage 00's datasets) raises :class:`~lib.artifacts.MissingOutputs`, one line per problem."""
+    stage 00's datasets) raises :class:`~lib.io.artifacts.MissingOutputs`, one line per problem."""
     datasets = {name: A.resolve(folder, run_folder) for name, folder in cfg.datasets.items()}
     problems = A.missing_models(cfg.models, run_folder)
     if cfg.demo_data:

@@ -4,7 +4,7 @@ sets, the paper comparison.
     run(ScrapbookConfig(n_sets=1), out)                   # every step, as notebook 04 calls them
     python -m lib.stages.scrapbook --profile demo         # -> outputs/demo/04_scrapbook
 
-For cluster runs (a Slurm array, :mod:`lib.scheduler.slurm`), the main dataset in shards, each a job
+For cluster runs (a Slurm array, :mod:`lib.pipeline.scheduler.slurm`), the main dataset in shards, each a job
 of its own, then merged and the stage finished (the config of each resolved as the stage resolves
 it: ``--profile``, ``--params``, ``--set``, ``--run``):
 
@@ -37,15 +37,17 @@ from typing import ClassVar
 
 import pandas as pd
 
-from lib import artifacts as A
-from lib import cli, config, plots
+from lib import config
+from lib.config import cli
+from lib.core.paths import RunLock
 from lib.families.scrapbook import explore, figures, paper
 from lib.families.scrapbook.generate import generate
 from lib.families.scrapbook.merge import merge as merge_datasets
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
+from lib.io import artifacts as A
 from lib.io import shards, write_csv
 from lib.io.folders import claim_stage
-from lib.paths import RunLock
+from lib.pages import plots
 
 
 @dataclass

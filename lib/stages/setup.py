@@ -26,16 +26,17 @@ from typing import ClassVar
 import pandas as pd
 import yaml
 
-from lib import artifacts as A
-from lib import cli, config
+from lib import config
+from lib.config import cli
+from lib.core.paths import DATA
 from lib.families.memeqa.task import MultipleChoice
 from lib.families.vqa.task import OpenVQA
 from lib.families.yesbut.panels import completion_grid, compose
 from lib.families.yesbut.task import Completion, Detection, Understanding
+from lib.io import artifacts as A
 from lib.io import dataset_info, load_image, save_dataset, write_sample_images
 from lib.models import Constraint, Request, check_spec, generate, load_model
-from lib.paths import DATA
-from lib.store import CallStore
+from lib.models.store import CallStore
 
 
 @dataclass

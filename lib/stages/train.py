@@ -24,10 +24,12 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from lib import artifacts as A
-from lib import cli, config, plots
+from lib import config
+from lib.config import cli
+from lib.core.ranks import ranks
+from lib.io import artifacts as A
 from lib.models import check_spec, load_model
-from lib.ranks import ranks
+from lib.pages import plots
 from lib.tasks import wants_question_first
 from lib.training.data import Example, collate, load_examples
 from lib.training.loop import finish_training, start_training, train, train_steps, training_summary
@@ -227,7 +229,7 @@ def compare(cfg: TrainConfig, out_dir: str | Path) -> dict:
 
 def bind_datasets(cfg: TrainConfig, out: str | Path) -> TrainConfig:
     """The config with its dataset fields (``stage:`` / ``run:`` references to earlier stages'
-    folders, :func:`lib.artifacts.resolve`) resolved against the run folder of ``out``: what
+    folders, :func:`lib.io.artifacts.resolve`) resolved against the run folder of ``out``: what
     training reads and provenance records."""
     run_folder = Path(out).parent
     return config.replaced(

@@ -28,7 +28,7 @@ class Analysis:
         return {}
 
     def paper(self, run_folder: Path, data: str) -> pd.DataFrame | None:
-        """The paper's stated numbers beside ours (:func:`lib.papers.paper_frame` rows), or None."""
+        """The paper's stated numbers beside ours (:func:`lib.core.papers.paper_frame` rows), or None."""
         return None
 
     def documents(self, run_folder: Path, data: str) -> list[str]:

@@ -1,6 +1,6 @@
 """What every task is: the base class, the prompt record, the one image/question order, metric rows.
 
-A task turns an :class:`~lib.schema.Item` into a model request, says which answers are allowed
+A task turns an :class:`~lib.core.schema.Item` into a model request, says which answers are allowed
 (its closed answer set, or ``None`` for free text), reads a response without guessing, scores a
 group of predictions and aggregates those scores into metric rows, and reports them (its headline,
 its papers' tables). Evaluation (stage 06), the AF discriminator (stage 03) and training
@@ -24,11 +24,9 @@ import pandas as pd
 import yaml
 
 from lib import config
-from lib.answers import parse_choice
-from lib.metrics import text as T
-from lib.metrics.stats import mean_ci, n_clusters
-from lib.paths import DATA
-from lib.schema import (
+from lib.core.answers import parse_choice
+from lib.core.paths import DATA
+from lib.core.schema import (
     ERROR,
     FREE,
     INVALID,
@@ -39,6 +37,8 @@ from lib.schema import (
     Response,
     is_constrained,
 )
+from lib.metrics import text as T
+from lib.metrics.stats import mean_ci, n_clusters
 from lib.tasks.clusters import Clusters, cluster_codes
 
 QUESTION_FIRST = False  # images before the question unless a model spec says otherwise
@@ -247,7 +247,7 @@ class Unit:
     (Scrapbook's protocol: a query's forms on one image chain, consistency and precedence across
     them). A sample keeps a unit whole, units of lower ``order`` first (Scrapbook's level gating
     starts from level 1); a score that changed with another answer of its unit is explained by
-    that answer (:mod:`lib.eval.compare`)."""
+    that answer (:mod:`lib.compare.explain`)."""
 
     key: Hashable
     order: float = 0
@@ -266,7 +266,7 @@ class Task:
     headline: tuple[str, str] = ("all", "accuracy")
     # the per-answer score (a key of Prediction.scores) the headline is made of, where the headline
     # is not the mean of a score of that name (a macro average); None: the headline's own name.
-    # Two runs are compared item by item on it (lib.eval.changes)
+    # Two runs are compared item by item on it (lib.compare.changes)
     headline_score: str | None = None
     Options: typing.ClassVar[type] = TaskOptions  # what its params block may set
 

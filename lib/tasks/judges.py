@@ -3,7 +3,7 @@
 A judge is declared by its family (``JUDGES`` in the family's ``__init__``, :mod:`lib.tasks.registry`)
 and named by the tasks it rates (``tasks: {<task>: {judge: <name>}}`` in stage 06's params); the
 stage's ``judge`` is the model it runs on, any backend. The evaluation engine asks it for
-:class:`~lib.schema.Judgement` records (kept in ``judgements.jsonl``) and for its metric rows, and
+:class:`~lib.core.schema.Judgement` records (kept in ``judgements.jsonl``) and for its metric rows, and
 names no judge. A rating the judge cannot read is kept raw, marked invalid and counted: it is
 never turned into a middle score (:meth:`Judge.value` counts it as 0 in the judge's row).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lib.schema import Judgement
+from lib.core.schema import Judgement
 from lib.tasks.base import metric_row
 
 

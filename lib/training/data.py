@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from lib.core.schema import Item
 from lib.io import ImageError, load_image, load_items
 from lib.models.hf_images import ImageTensors
 from lib.models.hf_processors import chat_prompt
-from lib.schema import Item
 from lib.tasks import user_content
 from lib.tasks.registry import split_reader, task_of
 from lib.training.settings import TrainSettings

@@ -38,11 +38,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from lib import artifacts as A
+from lib.core.ranks import ranks
 from lib.io import ImageCache, append_jsonl, load_image, read_jsonl, write_json, write_jsonl
+from lib.io import artifacts as A
 from lib.models.hf_images import ImageTensors
 from lib.models.hf_processors import is_encoder_decoder
-from lib.ranks import ranks
 from lib.tasks import wants_question_first
 from lib.training.data import Example, answer_balance, collate, load_examples
 from lib.training.model import optimiser, prepare_model

@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from lib.core.schema import Prediction
 from lib.eval.paired import paired_difference
 from lib.eval.score import read_answer, score_group
 from lib.metrics.stats import N_RESAMPLES
 from lib.models import generate
 from lib.models.hf import HFModel
-from lib.schema import Prediction
 from lib.tasks import Scoring
 from lib.tasks.registry import get_task, task_of
 from lib.training.data import Example

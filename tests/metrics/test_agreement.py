@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from lib.metrics.agreement import CATEGORICAL, GRADED, agreement, paired_agreement
+from lib.metrics.rater_agreement import CATEGORICAL, GRADED, agreement, paired_agreement
 
 
 def _value(rows, name):
@@ -83,7 +83,7 @@ def test_the_rank_auc_is_scikit_learns_ties_included(seed):
     on scores with many ties (a judge's three ratings) and on continuous ones."""
     from sklearn.metrics import roc_auc_score
 
-    from lib.metrics.agreement import roc_auc
+    from lib.metrics.rater_agreement import roc_auc
 
     rng = np.random.default_rng(seed)
     right = rng.random(97) < 0.3

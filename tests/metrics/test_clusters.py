@@ -158,7 +158,7 @@ def test_a_metric_row_names_its_clusters_and_resamples_them():
 def test_each_task_names_what_its_answers_are_not_independent_of():
     """The image by default (MemeQA: the meme of up to 11 question types); YesBut: the two-panel
     image a description of a half or of the whole is of; Scrapbook: the image chain of a scene."""
-    from lib.schema import Item
+    from lib.core.schema import Item
     from lib.tasks.registry import get_task
 
     def item(task, images, **meta):

@@ -5,7 +5,7 @@ import pytest
 from lib.eval.settings import EvalConfig
 from lib.families.lave import judge as lave
 from lib.models import load_model
-from lib.store import CallStore
+from lib.models.store import CallStore
 
 from ..support.openai_server import OpenAIStub
 

@@ -3,8 +3,8 @@
 import ast
 import json
 
+from lib.core.paths import ROOT
 from lib.families.scrapbook.consistency import query_id
-from lib.paths import ROOT
 
 
 def test_a_query_id_is_its_canonical_json_whatever_the_key_order():

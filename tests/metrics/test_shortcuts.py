@@ -3,9 +3,9 @@
 import pytest
 
 from lib.af import engine, guards
+from lib.core.schema import Item
 from lib.families.memeqa.importer import import_memeqa
 from lib.metrics import shortcuts
-from lib.schema import Item
 
 from ..support.data import SHARED_DATA
 

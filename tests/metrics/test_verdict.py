@@ -6,13 +6,13 @@ import pandas as pd
 import pytest
 
 from lib.config import ParamsError
+from lib.core.schema import ERROR, Response
 from lib.families.verdict import judge as verdict
 from lib.io import read_jsonl
 from lib.models import load_model
-from lib.schema import ERROR, Response
+from lib.models.store import CallStore
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
-from lib.store import CallStore
 from lib.tasks.registry import get_judge, registry
 
 SMOLLM = {"backend": "tiny", "name": "smollm2"}

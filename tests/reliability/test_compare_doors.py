@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from lib import compare as C
+from lib.compare import runs as C
+from lib.core.paths import ROOT
 from lib.eval import compare as X
 from lib.io import kind_of, load_items, save_dataset
-from lib.paths import ROOT
+from lib.models.store import CallStore
 from lib.stages import analyze
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
-from lib.store import CallStore
 
 # the random baseline's reply follows its request; the constant one's does not
 MODELS = {"r": {"backend": "random", "seed": 0}, "yes": {"backend": "constant", "answer": "Yes."}}

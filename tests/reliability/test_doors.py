@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from lib.config import ParamsError
+from lib.core.paths import ROOT, RunBusy, RunLock
 from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
 from lib.io import NotOurFolder
 from lib.io.folders import claim_stage
-from lib.paths import ROOT, RunBusy, RunLock
 from lib.stages import scrapbook as S
 from lib.stages.setup import demo_datasets
 from tests.support.scrapbook import SMALL
@@ -192,7 +192,7 @@ def test_a_stage_run_refuses_a_dataset_folder_of_another_kind(tmp_path):
 
 HOLD = """
 import sys, time
-from lib.paths import RunLock
+from lib.core.paths import RunLock
 with RunLock(sys.argv[1]):
     print("held", flush=True)
     sys.stdin.read()

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from lib import artifacts as A
 from lib import io as vio
-from lib.browser import write_browser
 from lib.config import resolve
-from lib.paths import ROOT
+from lib.core.paths import ROOT
+from lib.io import artifacts as A
+from lib.pages.browser import write_browser
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
 from tests.support.chromium import chromium_page

@@ -14,7 +14,7 @@ import time
 import pandas as pd
 import pytest
 
-from lib import artifacts as A
+from lib.io import artifacts as A
 from lib.stages.evaluate import rescore_folder
 from lib.stages.setup import demo_datasets
 

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from lib import compare as C
+from lib.compare import runs as C
+from lib.core.paths import ROOT
 from lib.eval import foreign as F
 from lib.eval.foreign_schema import MAX_LINE_BYTES
-from lib.export import main as export
+from lib.export.harnesses import main as export
 from lib.io import manifest_fields, read_jsonl
 from lib.io.digests import file_sha256
 from lib.io.folders import kind_of
-from lib.paths import ROOT
 from lib.stages.setup import demo_datasets
 
 LMMS_EVAL = (

@@ -12,16 +12,16 @@ import json
 import pytest
 import yaml
 
+from lib.core.paths import RunLock
+from lib.core.ranks import Ranks
 from lib.eval.ask import PartRefused, shard_folder
 from lib.families.scrapbook import ScrapbookParamError
 from lib.io import file_sha256
 from lib.io.folders import claim_stage
-from lib.paths import RunLock
-from lib.ranks import Ranks
+from lib.models.store import CallStore
 from lib.stages import evaluate as E
 from lib.stages import scrapbook as S
 from lib.stages.setup import demo_datasets
-from lib.store import CallStore
 from tests.support.scrapbook import SMALL
 
 YES = {"backend": "constant", "answer": "yes"}

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from lib import pipeline
 from lib.config import ParamsError, load_layer
-from lib.provenance import redact
+from lib.io.provenance import redact
+from lib.pipeline import execute as pipeline
 
 COMMON = "run: r\nstages: [04_scrapbook]\n"
 
@@ -175,14 +175,14 @@ def test_a_second_writer_of_a_run_fails_at_once_naming_the_holder(tmp_path):
     """Two `make stage` of one run: the second stops before writing, naming the first's PID."""
     import os
 
-    from lib.paths import RunBusy, RunLock
+    from lib.core.paths import RunBusy, RunLock
 
     with RunLock(tmp_path / "run"):
         holder = subprocess.run(
             [
                 sys.executable,
                 "-c",
-                f"from lib.paths import RunLock\nwith RunLock({str(tmp_path / 'run')!r}): pass",
+                f"from lib.core.paths import RunLock\nwith RunLock({str(tmp_path / 'run')!r}): pass",
             ],
             capture_output=True,
             text=True,

@@ -6,13 +6,13 @@ import time
 
 import pytest
 
-from lib.answers import MAX_REPLY_CHARS, parse_choice, parse_json, parse_response
+from lib.core.answers import MAX_REPLY_CHARS, parse_choice, parse_json, parse_response
+from lib.core.schema import Item, Response
 from lib.eval.ask import predict
 from lib.io import dataset_info, save_dataset
 from lib.models import Constraint, Request, generate, load_model
-from lib.schema import Item, Response
+from lib.models.store import CallStore
 from lib.stages.evaluate import EvalConfig
-from lib.store import CallStore
 from lib.tasks.registry import get_task
 from tests.support.stage06 import rescored
 

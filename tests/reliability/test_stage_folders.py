@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lib import cli
-from lib.eval import changes
+from lib.compare import changes
+from lib.config import cli
 from lib.io import folders
 from lib.stages import analyze
 from lib.stages import evaluate as E

@@ -17,11 +17,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lib import artifacts as A
 from lib import io as vio
+from lib.core.paths import ROOT, stage_dir
+from lib.core.schema import Item
 from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
-from lib.paths import ROOT, stage_dir
-from lib.schema import Item
+from lib.io import artifacts as A
 from tests.support.scrapbook import SMALL
 
 # a build started by a subprocess once the file named by argv[3] exists (so two start together)
@@ -215,8 +215,8 @@ def mcq(tmp_path_factory):
 
 
 def _evaluate(mcq: str, out: Path, max_items: int):
+    from lib.models.store import CallStore
     from lib.stages import evaluate as E
-    from lib.store import CallStore
 
     cfg = E.EvalConfig(
         datasets={"mcq": mcq},
@@ -245,7 +245,7 @@ def test_a_full_disk_while_writing_the_tables_never_shows_the_old_metrics_as_new
     """Stage 06 rerun on other questions runs out of disk space while writing its tables, after the
     new predictions and manifest are written: the report withholds the old metrics and says why,
     the readers refuse them, and rescore (no model) makes tables of the current predictions."""
-    from lib.report import build_report
+    from lib.pages.report import build_report
     from lib.stages import evaluate as E
 
     run = f"enospc-{fail_at}"

@@ -15,11 +15,11 @@ import threading
 import time
 from collections import Counter
 
-import lib.store as S
+import lib.models.store as S
+from lib.core.schema import Response
 from lib.models import Request, generate
 from lib.models.base import Model
-from lib.schema import Response
-from lib.store import CallStore, call_key, claim_owner, owner_alive
+from lib.models.store import CallStore, call_key, claim_owner, owner_alive
 
 from ..support.openai_server import OpenAIStub
 
@@ -35,7 +35,7 @@ ASK = textwrap.dedent(
     """
     import json, os, sys, time
     from lib.models import Request, generate, load_model
-    from lib.store import CallStore
+    from lib.models.store import CallStore
 
     model = load_model({"backend": "openai", "name": "stub", "base_url": sys.argv[2], "api_key_env": "VQALAB_KILL_KEY",
                         "concurrency": int(sys.argv[3]), "batch_size": int(sys.argv[4]), "max_retries": 0})

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from lib import tasks as T
+from lib.core.schema import ERROR, Prediction
 from lib.families.scrapbook import ScrapbookParams, generate
 from lib.families.scrapbook import coded as C
 from lib.io import load_items
-from lib.schema import ERROR, Prediction
 from lib.tasks.registry import get_task
 
 PARAMS = {

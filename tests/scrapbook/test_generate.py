@@ -12,11 +12,11 @@ import pytest
 import yaml
 from PIL import Image
 
+from lib.core.schema import Item
 from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
 from lib.families.scrapbook import questions as Q
 from lib.families.scrapbook.layout import region_of
 from lib.families.scrapbook.objects import vocabulary
-from lib.schema import Item
 from tests.support.scrapbook import SMALL
 
 

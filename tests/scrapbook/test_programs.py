@@ -6,13 +6,13 @@ import json
 import pytest
 
 from lib.config import resolve
+from lib.core.schema import Item
 from lib.families.scrapbook import programs as P
 from lib.families.scrapbook import questions as Q
 from lib.families.scrapbook.consistency import query_id
 from lib.families.scrapbook.items import item_jsonl, queries
 from lib.families.scrapbook.params import ScrapbookParams
 from lib.families.scrapbook.task import ScrapbookQA
-from lib.schema import Item
 from lib.stages.scrapbook import ScrapbookConfig
 
 SCENE = {

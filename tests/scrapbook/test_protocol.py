@@ -7,8 +7,8 @@ from lib.config import ParamsError
 from lib.families.scrapbook import ScrapbookParams, generate
 from lib.io import load_items, read_jsonl
 from lib.models import Constraint, Request, load_model
+from lib.models.store import CallStore
 from lib.stages import evaluate as E
-from lib.store import CallStore
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """People rating model answers through a real Label Studio (its own venv, SQLite, 127.0.0.1): the
-project ``lib.rating`` writes is created with label-studio-sdk, rated through the API by three
+project ``lib.rating.labelstudio`` writes is created with label-studio-sdk, rated through the API by three
 annotators, exported, read back as human labels and held against every metric and judge by
-``lib.agreement``."""
+``lib.agreement.scorers``."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from lib import agreement as G
-from lib import rating as R
-from lib.store import CallStore
+from lib.agreement import scorers as G
+from lib.models.store import CallStore
+from lib.rating import labelstudio as R
 
 from .servers import label_studio_server
 
@@ -175,7 +175,7 @@ def test_people_rate_answers_in_a_real_label_studio_and_every_scorer_is_held_to_
     ):
         G.read_labels(tmp_path / "export_bad.json")
 
-    # lib.agreement end to end on the export: a row per scorer with its interval over the images
+    # lib.agreement.scorers end to end on the export: a row per scorer with its interval over the images
     out = tmp_path / "agreement"
     summary = G.run(
         export,

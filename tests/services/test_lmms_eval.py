@@ -20,16 +20,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lib.compare.explain import compare
 from lib.config import replaced, resolve
-from lib.eval.compare import compare
+from lib.core.schema import Prediction
 from lib.eval.foreign import import_lmms_eval
-from lib.export import main as export
+from lib.export.harnesses import main as export
 from lib.io import load_items, read_jsonl
+from lib.models.store import CallStore
 from lib.models.tiny import tiny_vlm_path
-from lib.schema import Prediction
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
-from lib.store import CallStore
 from tests.support.stage06 import rescored
 
 from .conftest import _python

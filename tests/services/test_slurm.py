@@ -30,7 +30,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from lib.paths import ROOT
+from lib.core.paths import ROOT
 
 from .slurm_cluster import SlurmCluster, missing
 
@@ -167,7 +167,7 @@ def _without(value):
 
 
 def calls(outputs: Path) -> dict[str, float]:
-    """The run's call store: key -> when the call was stored (:class:`lib.store.CallStore`); empty
+    """The run's call store: key -> when the call was stored (:class:`lib.models.store.CallStore`); empty
     before the first call."""
     path = outputs / "cache" / "calls.sqlite"
     try:

@@ -13,14 +13,14 @@ import pytest
 from PIL import Image
 
 from lib.af import engine
+from lib.core.schema import fingerprint
 from lib.io import load_items, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
 from lib.models.openai_format import schema_problems
-from lib.schema import fingerprint
+from lib.models.store import CallStore
 from lib.stages import adversarial_filter as af_stage
 from lib.stages import evaluate as E
 from lib.stages.setup import demo_datasets
-from lib.store import CallStore
 
 from ..support.hostile_server import HostileStub
 from .conftest import spec

@@ -86,7 +86,7 @@ def _roberta(folder: Path) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import RobertaConfig, RobertaModel, RobertaTokenizerFast
 
-    from lib.paths import DATA
+    from lib.core.paths import DATA
 
     special = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))

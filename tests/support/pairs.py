@@ -1,5 +1,5 @@
 """Two real runs of stage 06 that differ in three known ways, for the tests of a comparison seen
-by stage 07, its report and the item browser (``lib.eval.changes``).
+by stage 07, its report and the item browser (``lib.compare.changes``).
 
 Rule-based models over the demo's mcq and vqa sets and a small Scrapbook set, from one call cache:
 run B gives model ``r`` another seed (a ``model`` change), model ``q`` its question before the
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lib import artifacts as A
-from lib.paths import stage_dir
+from lib.core.paths import stage_dir
+from lib.io import artifacts as A
+from lib.models.store import CallStore
 from lib.stages import evaluate as E
-from lib.store import CallStore
 from lib.tasks.base import QUESTION_FIRST
 
 YES = {"backend": "constant", "answer": "Yes."}  # right under Scrapbook's reading by words only

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib import artifacts as A
+from lib.core.schema import Prediction
 from lib.eval.manifest import answer_digest, manifest
 from lib.eval.rescore import rescore_folder, saved_config
 from lib.eval.settings import EvalConfig
+from lib.io import artifacts as A
 from lib.io import read_jsonl, write_json, write_jsonl
-from lib.schema import Prediction
 
 
 def rescored(

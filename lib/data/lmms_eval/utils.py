@@ -6,7 +6,7 @@ Lab parses an unconstrained answer), so the numbers are VQA Lab's. VQA Lab must 
 where lmms-eval runs (``pip install --no-deps -e <vqa-lab>`` plus its ``lmms-eval`` extra, or its
 folder on PYTHONPATH); ``vqalab.json`` beside this file says where the dataset's images are and
 how to score. lmms-eval's chat path (``doc_to_messages``) asks what VQA Lab's stage 06 asks; its
-"simple" path (``doc_to_text``) lets the model place its own image tokens (see ``lib/export.py``).
+"simple" path (``doc_to_text``) lets the model place its own image tokens (see ``lib/export/harnesses.py``).
 """
 
 import json
@@ -49,7 +49,7 @@ def process_results(doc, results):
 def _aggregate(metric, rows):
     """NaN for a metric the evaluated docs have no rows of (a subset ``--limit`` left out)."""
     # deferred on purpose: lmms-eval imports this file to register the hooks, before VQA Lab is needed
-    from lib.export import metric_value
+    from lib.export.harnesses import metric_value
 
     return metric_value(HERE, metric, rows)
 

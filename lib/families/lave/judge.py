@@ -24,8 +24,8 @@ from pathlib import Path
 
 import yaml
 
+from lib.core.schema import Judgement
 from lib.models import Constraint, Request, generate
-from lib.schema import Judgement
 from lib.tasks import metric_row
 from lib.tasks.judges import Judge
 

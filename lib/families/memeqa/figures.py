@@ -1,5 +1,5 @@
 """MemeQA's figure: accuracy per question type, returning ``(fig, ax)`` (saved by
-:func:`lib.plots.save`)."""
+:func:`lib.pages.plots.save`)."""
 
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ import re
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
+from lib.core.schema import Item
 from lib.families.memeqa.task import MultipleChoice
 from lib.io import write_json
-from lib.schema import Item
 
 MEMEQA_KEYS = ("id", "img", "question", "options", "general_type", "specific_type", "answer_key")
 

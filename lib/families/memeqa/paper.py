@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib import artifacts as A
+from lib.core.papers import paper_frame
+from lib.io import artifacts as A
 from lib.io import load_dataset_info, load_items
 from lib.metrics import shortcuts
-from lib.papers import paper_frame
 from lib.tasks.analysis import Analysis
 
 TRAIN_SPLIT = "train"  # the MemeQA release's file (train.json) of its training set

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from lib.core.schema import INVALID, Item
 from lib.families.memeqa import figures
 from lib.metrics import classification as C
 from lib.metrics.stats import bootstrap_ci
-from lib.schema import INVALID, Item
 from lib.tasks.base import (
     Prompt,
     Results,

@@ -1,4 +1,4 @@
-"""Scrapbook's figures, returning ``(fig, ax)`` (saved by :func:`lib.plots.save`): the questions
+"""Scrapbook's figures, returning ``(fig, ax)`` (saved by :func:`lib.pages.plots.save`): the questions
 per type and form of a generated set, and level-1 accuracy per concept and form (Figures 17-31)."""
 
 from __future__ import annotations

@@ -40,12 +40,12 @@ from pathlib import Path
 
 from PIL import Image
 
+from lib.core.paths import cache_dir
 from lib.families.scrapbook.items import Summary, compact_json, item_jsonl
 from lib.families.scrapbook.merge import built_aside, finish_dataset
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
 from lib.families.scrapbook.scenes import build_unit, object_sets, prepare, set_backgrounds, units
 from lib.io import HashingWriter
-from lib.paths import cache_dir
 
 
 def generate(
@@ -59,7 +59,7 @@ def generate(
     """Generate (this shard of) the dataset into ``out_dir`` as a stream; returns the summary.
 
     Writes ``images/`` and ``masks/`` (PNG; mask pixel k = object k, 0 = background),
-    ``scenes.jsonl``, ``items.jsonl`` (one :class:`lib.schema.Item` per line), ``counts.csv``,
+    ``scenes.jsonl``, ``items.jsonl`` (one :class:`lib.core.schema.Item` per line), ``counts.csv``,
     ``concepts.csv``, ``summary.json`` and ``dataset.json`` (last, with the manifest readers check:
     :mod:`lib.io`). Memory stays flat: rows go to disk as they are made. The folder is built beside
     ``out_dir`` under a name no other run uses and swapped in when complete (:func:`built_aside`),

@@ -45,7 +45,7 @@ def item_jsonl(
     """The dataset rows of one image as JSONL text (one line per row): n paraphrases per query, in
     the four forms.
 
-    Each line is one :class:`lib.schema.Item` (task :attr:`ScrapbookQA.name`), written by hand
+    Each line is one :class:`lib.core.schema.Item` (task :attr:`ScrapbookQA.name`), written by hand
     rather than with ``json.dumps(Item(...).to_dict())``: a Scrapbook set has hundreds of thousands
     of rows that share most of their JSON, so the pieces are encoded once per query and form, each
     row only escapes its paraphrase, and the rows' pieces are joined once per image rather than

@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lib.core.schema import ERROR, Item
 from lib.families.scrapbook import coded as C
 from lib.families.scrapbook import consistency as S
 from lib.families.scrapbook import figures
 from lib.families.scrapbook.tables import ERRORS, LEVELS
-from lib.schema import ERROR, Item
 from lib.tasks.base import (
     Prompt,
     Results,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
+from lib.core.schema import ERROR, INVALID, PARSE_EXACT, Judgement, is_constrained
 from lib.models import Constraint, Request, generate
-from lib.schema import ERROR, INVALID, PARSE_EXACT, Judgement, is_constrained
 from lib.tasks.judges import Judge
 
 

@@ -20,7 +20,9 @@ from lib.families.yesbut.human import HUMAN_EVAL_CSV, human_judged_answers
 from lib.families.yesbut.task import Completion, Detection, Understanding
 
 TASKS = (Detection(), Understanding(), Completion())
-HUMAN_LABELS = {HUMAN_EVAL_CSV: (Understanding.name, human_judged_answers)}  # read by lib.agreement
+HUMAN_LABELS = {
+    HUMAN_EVAL_CSV: (Understanding.name, human_judged_answers)
+}  # read by lib.agreement.scorers
 SOURCES = {"yesbut": YesButSource()}  # stage 01: {kind: yesbut, path: <a clone of the repository>}
 MANIFEST_DATASETS = (manifest_datasets,)  # stage 01: detection / understanding / completion sets
 ANALYSIS = YesButAnalysis()  # stage 07: Figures 3 and 14, the release's texts, the paper's numbers

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib import artifacts as A
 from lib.families.yesbut import figures
 from lib.families.yesbut.human import HUMAN_EVAL_CSV
 from lib.families.yesbut.paper import figure3_counts, human_eval, yesbut_reproduction
 from lib.families.yesbut.release import ANNOTATIONS_CSV, read_yesbut_annotations
 from lib.io import AnnotationStore
+from lib.io import artifacts as A
 from lib.tasks.analysis import Analysis
 
 FIGURE3_FIELDS = ["text_in_left", "text_in_right", "connected", "difficulty"]

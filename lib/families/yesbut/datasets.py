@@ -13,10 +13,10 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lib.core.schema import Item
 from lib.families.yesbut.panels import completion_grid, split
 from lib.families.yesbut.task import Completion, Detection, Understanding
 from lib.io import dataset_info, images_roots, load_image, save_dataset
-from lib.schema import Item
 
 
 def detection_items(records: list[dict]) -> list[Item]:

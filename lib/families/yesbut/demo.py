@@ -9,9 +9,9 @@ from pathlib import Path
 
 import yaml
 
+from lib.core.paths import DATA
 from lib.families.yesbut.panels import compose
 from lib.io import load_image
-from lib.paths import DATA
 
 
 def demo_pairs(photos: dict[str, str | Path], dest: str | Path) -> list[tuple[Path, dict]]:

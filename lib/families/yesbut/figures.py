@@ -1,5 +1,5 @@
 """YesBut's figures, one function per figure returning ``(fig, ax)`` (saved by
-:func:`lib.plots.save`): 01's two-panel cuts for a person to check, Figure 3 (annotation counts),
+:func:`lib.pages.plots.save`): 01's two-panel cuts for a person to check, Figure 3 (annotation counts),
 Figure 5 (understanding metrics) and Figure 14 (the human evaluation)."""
 
 from __future__ import annotations

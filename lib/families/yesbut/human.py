@@ -4,7 +4,7 @@
 five by VLMs (``order_of_overall_img_descriptions`` names the writer of description i) - each judged
 by people (majority of three) on four criteria (a non-empty cell = yes). The five model
 descriptions of an image are its answers; the person's description is their reference; the
-question is the WHYFUNNY prompt they answered. Rows follow :data:`lib.agreement.LABEL_COLUMNS`.
+question is the WHYFUNNY prompt they answered. Rows follow :data:`lib.agreement.scorers.LABEL_COLUMNS`.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lib.core.papers import paper_frame
+from lib.core.schema import DIFFICULTY
 from lib.families.yesbut.release import ANNOTATIONS_CSV, read_yesbut_annotations, yesbut_stage
-from lib.papers import paper_frame
-from lib.schema import DIFFICULTY
 
 HUMAN = "humanannotation"  # Human_Eval_Results.csv's name for the human-written description
 

@@ -16,11 +16,11 @@ from typing import ClassVar
 
 import pandas as pd
 
+from lib.core.schema import Item
 from lib.families.yesbut import figures
 from lib.metrics import classification as C
 from lib.metrics import text as T
 from lib.metrics.stats import bootstrap_ci
-from lib.schema import Item
 from lib.tasks.base import (
     TEXT_METRICS,
     Prompt,

@@ -12,10 +12,10 @@ import pandas as pd
 from lib.families.toy.task import COLOURS, Colour
 from PIL import Image
 
-from lib import artifacts as A
+from lib.core.papers import PAPER_COLUMNS
 from lib.io import LoadReport, dataset_info, images_roots, save_dataset
+from lib.io import artifacts as A
 from lib.io.records import records_of
-from lib.papers import PAPER_COLUMNS
 from lib.tasks.analysis import Analysis
 from lib.tasks.collection import Source
 

@@ -1,0 +1,2 @@
+"""Datasets handed to the evaluation harnesses researchers already run (:mod:`lib.export.harnesses`,
+``python -m lib.export``)."""

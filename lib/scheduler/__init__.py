@@ -1,2 +1,0 @@
-"""The pipeline's stages as jobs of a cluster's scheduler: Slurm (:mod:`lib.scheduler.slurm`), chosen by
-a profile's ``cluster:`` block (:class:`lib.scheduler.cluster.ClusterConfig`)."""
