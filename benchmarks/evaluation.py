@@ -18,7 +18,7 @@ import numpy as np
 from benchmarks.records import host_state, record
 from lib.core.paths import DATA
 from lib.families.scrapbook import ScrapbookParams, generate
-from lib.metrics import text as T
+from lib.metrics import text
 from lib.models.store import CallStore
 from lib.stages.evaluate import EvalConfig, rescore_folder, run
 from lib.stages.setup import demo_datasets
@@ -39,11 +39,11 @@ def _pairs(n: int, seed: int = 0) -> tuple[list[str], list[list[str]]]:
 
 def text_metrics(n: int = N_PAIRS) -> dict:
     preds, refs = _pairs(n)
-    T.meteor(preds[:2], refs[:2])  # WordNet load, once per process, outside the timing
+    text.meteor(preds[:2], refs[:2])  # WordNet load, once per process, outside the timing
     seconds = {}
     for name in ("bleu", "rouge_l", "meteor", "anls"):
         start = time.perf_counter()
-        getattr(T, name)(preds, refs)
+        getattr(text, name)(preds, refs)
         seconds[name] = round(time.perf_counter() - start, 2)
     return {
         "text_metrics_10k_seconds": round(sum(seconds.values()), 2),

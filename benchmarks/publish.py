@@ -33,8 +33,7 @@ import pandas as pd
 
 from benchmarks.records import RECORDS, REPRODUCTION, TargetError, meets, unexplained_misses
 from lib.core.paths import ROOT, outputs_root
-from lib.io import artifacts as A
-from lib.io import write_json
+from lib.io import artifacts, write_json
 
 
 def refusal(rec: dict, allow_dirty: bool = False) -> str | None:
@@ -132,11 +131,11 @@ def reproduction_entries(run: str) -> dict[str, dict]:
     """Paper -> its rows from every ``paper.csv`` of ``outputs/<run>/``, with the stage's provenance."""
     folder = outputs_root() / run
     out: dict[str, dict] = {}
-    for stage in A.STAGES:
-        csv = A.stage_folder(folder, stage) / A.PAPER
+    for stage in artifacts.STAGES:
+        csv = artifacts.stage_folder(folder, stage) / artifacts.PAPER
         if not csv.exists():
             continue
-        prov = A.read_json(folder, stage, A.PROVENANCE) or {}
+        prov = artifacts.read_json(folder, stage, artifacts.PROVENANCE) or {}
         table = pd.read_csv(csv, dtype=object, keep_default_na=False)
         for paper, rows in table.groupby("paper", sort=False):
             records = []

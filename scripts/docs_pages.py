@@ -248,7 +248,7 @@ def task_options_markdown() -> str:
 
 def files_markdown(stage: str) -> str:
     """The run layout's file names for ``stage`` (constants of lib/io/artifacts.py commented with its number)."""
-    from lib.io import artifacts as A
+    from lib.io import artifacts
 
     number = stage[:2]
     source = (ROOT / "lib" / "io" / "artifacts.py").read_text()
@@ -265,7 +265,7 @@ def files_markdown(stage: str) -> str:
             continue
         names = [n.strip() for n in m.group(1).split(",")]
         for name in names:
-            value = getattr(A, name)
+            value = getattr(artifacts, name)
             if isinstance(value, str):
                 rows.append([f"`{value}`", m.group(4) or ""])
     return f"Under `outputs/<run>/{stage}/` (names from `lib/io/artifacts.py`):\n\n" + _table(

@@ -13,13 +13,12 @@ import pandas as pd
 import pytest
 
 from lib import config
-from lib.agreement import scorers as G
+from lib.agreement import scorers as agreement_scorers
 from lib.core.papers import agreement_claims
 from lib.families.yesbut.paper import HUMAN_CRITERIA
-from lib.io import artifacts as A
-from lib.io import kind_of
-from lib.metrics import ppi as P
-from lib.pages import agreement_view as V
+from lib.io import artifacts, kind_of
+from lib.metrics import ppi
+from lib.pages import agreement_view
 from lib.stages import analyze
 
 from .support.data import SHARED_DATA
@@ -88,21 +87,22 @@ def profile(tmp_path, monkeypatch):
 def test_a_bad_label_row_is_an_error_naming_file_line_and_field(tmp_path, edit, match):
     rows = [dict(r) for r in ROWS]
     edit(rows[0])
-    with pytest.raises(G.AgreementError, match=match):
-        G.read_labels(_labels(tmp_path, rows))
+    with pytest.raises(agreement_scorers.AgreementError, match=match):
+        agreement_scorers.read_labels(_labels(tmp_path, rows))
 
 
 def test_one_answer_judged_on_two_criteria_must_be_the_same_answer(tmp_path):
     rows = ROWS + [{**ROWS[0], "criterion": "faithfulness", "answer": "something else"}]
     with pytest.raises(
-        G.AgreementError, match=r"labels.jsonl:7: answer 'i1.png:m1' has another.*labels.jsonl:1"
+        agreement_scorers.AgreementError,
+        match=r"labels.jsonl:7: answer 'i1.png:m1' has another.*labels.jsonl:1",
     ):
-        G.read_labels(_labels(tmp_path, rows))
+        agreement_scorers.read_labels(_labels(tmp_path, rows))
 
 
 def test_metrics_and_judges_are_held_to_the_labels_with_intervals_over_images(tmp_path, profile):
     out = tmp_path / "agreement"
-    summary = G.run(
+    summary = agreement_scorers.run(
         _labels(tmp_path),
         out,
         profile,
@@ -143,7 +143,7 @@ def test_metrics_and_judges_are_held_to_the_labels_with_intervals_over_images(tm
     assert checks.loc["lave[judge]", "padded"] == 4  # the answers people judged right
     scores = pd.read_csv(out / "scores.csv")
     assert len(scores) == 6 and scores["lave[mute]"].isna().all()
-    assert kind_of(out) == G.KIND
+    assert kind_of(out) == agreement_scorers.KIND
 
 
 def test_the_command_refuses_a_folder_of_another_kind_and_leaves_it(tmp_path, profile):
@@ -173,8 +173,8 @@ def test_the_command_refuses_a_folder_of_another_kind_and_leaves_it(tmp_path, pr
 
 @pytest.mark.needs_data("yesbut/Human_Eval_Results.csv")
 def test_yesbuts_human_evaluation_is_150_model_answers_about_30_images():
-    labels = G.read_labels(SHARED_DATA / "yesbut" / "Human_Eval_Results.csv")
-    answers = G.answers_of(labels)
+    labels = agreement_scorers.read_labels(SHARED_DATA / "yesbut" / "Human_Eval_Results.csv")
+    answers = agreement_scorers.answers_of(labels)
     assert len(answers) == 150 and answers["cluster"].nunique() == 30
     correct = labels[labels["criterion"] == "correctness"]
     assert correct["label"].sum() == 40  # judged correct by people (majority of three)
@@ -209,7 +209,7 @@ def _analyze(tmp_path, profile, rows=ROWS, judges=("mute",), stage_06=None):
         },
     )
     cfg = resolved.cfg
-    out = tmp_path / "runs" / "t" / A.ANALYZE
+    out = tmp_path / "runs" / "t" / artifacts.ANALYZE
     summary = analyze.run(cfg, out)
     return cfg, out, summary
 
@@ -223,23 +223,23 @@ def analyzed(tmp_path, profile):
 def _section(report) -> str:
     """The report's agreement section as text (tags dropped, cells apart)."""
     page = report.read_text()
-    start = page.index(f"<h2 id='{V.ANCHOR}'>")
+    start = page.index(f"<h2 id='{agreement_view.ANCHOR}'>")
     body = page[start : page.index("<nav>", start)]
     return html.unescape(re.sub(r"\s*\n\s*", "\n", re.sub(r"<[^>]+>", "\n", body)).strip())
 
 
 def test_stage_07_holds_the_runs_judges_to_the_labels_and_the_report_shows_it(analyzed):
     cfg, out, summary = analyzed
-    folder = out / A.AGREED
+    folder = out / artifacts.AGREED
     assert sorted(p.name for p in folder.glob("*.csv")) == sorted(
-        f"{n}.csv" for n in (*A.AGREED_TABLES, P.TABLE)
+        f"{n}.csv" for n in (*artifacts.AGREED_TABLES, ppi.TABLE)
     )
-    assert kind_of(folder) == G.KIND
+    assert kind_of(folder) == agreement_scorers.KIND
     table = pd.read_csv(folder / "agreement.csv")
     scorers = {"bleu", "rouge_l", "lave[judge]", "verdict[judge]", "lave[mute]", "verdict[mute]"}
     assert set(table["scorer"]) == scorers
     section = _section(Path(summary["report"]))
-    assert section.startswith(V.HEADING) and "6 answers about 2 images" in section
+    assert section.startswith(agreement_view.HEADING) and "6 answers about 2 images" in section
     for scorer in scorers:
         assert f"\n{scorer}\n" in section
     assert "Judge checks" in section and "What the papers say" in section
@@ -247,15 +247,17 @@ def test_stage_07_holds_the_runs_judges_to_the_labels_and_the_report_shows_it(an
         assert " ".join(quote.split()) in " ".join(section.split())
     # two images: below lib.agreement.scorers.MIN_CLUSTERS, so no interval is shown as if it held
     assert "1.000 (too few images for an interval: 2)" in section and " [" not in section
-    assert f'href="#{V.ANCHOR}"' in Path(summary["report"]).read_text()  # in the contents
+    assert (
+        f'href="#{agreement_view.ANCHOR}"' in Path(summary["report"]).read_text()
+    )  # in the contents
 
 
 def test_without_human_labels_stage_07_drops_the_folder_and_the_section(analyzed):
     cfg, out, _ = analyzed
     cfg.human_labels = ""
     summary = analyze.run(cfg, out)
-    assert not (out / A.AGREED).exists()
-    assert V.HEADING not in Path(summary["report"]).read_text()
+    assert not (out / artifacts.AGREED).exists()
+    assert agreement_view.HEADING not in Path(summary["report"]).read_text()
 
 
 # ten answers, five judged right and five wrong (MIN_PER_CLASS of each: only the images may be few)
@@ -265,24 +267,27 @@ TEN = [
 ]
 
 
-@pytest.mark.parametrize("images, few", [(G.MIN_CLUSTERS - 1, True), (G.MIN_CLUSTERS, False)])
+@pytest.mark.parametrize(
+    "images, few",
+    [(agreement_scorers.MIN_CLUSTERS - 1, True), (agreement_scorers.MIN_CLUSTERS, False)],
+)
 def test_an_interval_over_too_few_images_is_flagged_not_shown_as_if_it_held(tmp_path, images, few):
-    assert G.MIN_PER_CLASS == 5
+    assert agreement_scorers.MIN_PER_CLASS == 5
     rows = [{**r, "cluster": f"img{i % images}"} for i, r in enumerate(TEN)]
-    labels = G.read_labels(_labels(tmp_path, rows))
-    answers = G.answers_of(labels)
+    labels = agreement_scorers.read_labels(_labels(tmp_path, rows))
+    answers = agreement_scorers.answers_of(labels)
     scores = {"a": np.linspace(1, 0, 10), "b": np.array([0.2, 0.3, 0.1, 0.6, 0.4] * 2)}
-    table = G.agreement_table(scores, answers, labels, n_resamples=50)
+    table = agreement_scorers.agreement_table(scores, answers, labels, n_resamples=50)
     assert (table["n_clusters"] == images).all() and (table["few_clusters"] == few).all()
     assert not table["few_labels"].any()
-    paired = G.paired_table(scores, answers, labels, table, n_resamples=50)
+    paired = agreement_scorers.paired_table(scores, answers, labels, table, n_resamples=50)
     assert len(paired) == 1 and (paired["few_clusters"] == few).all()
-    shown = V.agreement_rows(table).set_index("scorer")["roc_auc"]
+    shown = agreement_view.agreement_rows(table).set_index("scorer")["roc_auc"]
     if few:
         assert shown["a"] == f"1.000 (too few images for an interval: {images})"
     else:
         assert re.fullmatch(r"1\.000 \[\d\.\d{3}, \d\.\d{3}\]", shown["a"])
-    assert ("too few images" in V.paired_rows(paired).iloc[0, 3]) == few
+    assert ("too few images" in agreement_view.paired_rows(paired).iloc[0, 3]) == few
 
 
 @pytest.mark.usefixtures("chromium")
@@ -295,8 +300,8 @@ def test_the_browsers_disagree_filter_shows_exactly_where_a_judge_and_people_par
     from tests.support.chromium import chromium_page
 
     _, out, _ = analyzed
-    scores = pd.read_csv(out / A.AGREED / "scores.csv").set_index("answer_id")
-    labels = pd.read_csv(out / A.AGREED / "labels.csv")
+    scores = pd.read_csv(out / artifacts.AGREED / "scores.csv").set_index("answer_id")
+    labels = pd.read_csv(out / artifacts.AGREED / "labels.csv")
 
     def parting(judge):
         return {
@@ -340,11 +345,13 @@ def test_several_rows_for_one_answer_and_criterion_are_its_raters_majority_and_t
     ]
     path = tmp_path / "labels.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
-    labels = G.read_labels(path)
+    labels = agreement_scorers.read_labels(path)
     assert len(labels) == 5 and "i2.png:m3" not in set(labels["answer_id"])
     assert labels.set_index("answer_id").loc["i1.png:m1", "label"] == 1
     assert labels.attrs["left_out"] == {"rated_by_several": 6, "tied": 1}
-    summary = G.run(path, tmp_path / "out", profile, "yesbut.understanding", n_resamples=20)
+    summary = agreement_scorers.run(
+        path, tmp_path / "out", profile, "yesbut.understanding", n_resamples=20
+    )
     assert summary["answers"] == 5 and summary["left_out"] == labels.attrs["left_out"]
 
 
@@ -359,22 +366,22 @@ def test_a_labels_file_past_the_cap_or_not_a_regular_file_is_refused_before_it_i
     path = tmp_path / name
     path.write_text("x" * 200)
     monkeypatch.setattr(annotations, "MAX_LABELS_BYTES", 100)
-    with pytest.raises(G.AgreementError, match=rf"{name}: larger than 100 bytes"):
-        G.read_labels(path)
+    with pytest.raises(agreement_scorers.AgreementError, match=rf"{name}: larger than 100 bytes"):
+        agreement_scorers.read_labels(path)
     path.unlink()
     path.mkdir()
-    with pytest.raises(G.AgreementError, match=rf"{name}: not a regular file"):
-        G.read_labels(path)
+    with pytest.raises(agreement_scorers.AgreementError, match=rf"{name}: not a regular file"):
+        agreement_scorers.read_labels(path)
 
 
 def test_without_a_positive_label_each_statistic_says_why_and_the_report_builds(tmp_path, profile):
     _, out, summary = _analyze(tmp_path, profile, [{**r, "label": "no"} for r in ROWS])
-    table = pd.read_csv(out / A.AGREED / "agreement.csv")
+    table = pd.read_csv(out / artifacts.AGREED / "agreement.csv")
     auc = table[table["statistic"] == "roc_auc"].set_index("scorer")
     assert auc["value"].isna().all() and (auc["n_positive"] == 0).all()
     assert (auc.loc[["bleu", "rouge_l", "lave[judge]"], "note"] == NO_POSITIVE).all()
     assert auc.loc["lave[mute]", "note"] == "no answer both scored and labelled"  # unreadable
-    assert len(pd.read_csv(out / A.AGREED / "paired.csv")) == 0  # no AUC to rank scorers by
+    assert len(pd.read_csv(out / artifacts.AGREED / "paired.csv")) == 0  # no AUC to rank scorers by
     section = _section(Path(summary["report"]))
     assert f"n/a ({NO_POSITIVE})" in section
 
@@ -385,28 +392,28 @@ def test_an_interval_resting_on_too_few_positives_is_flagged_like_too_few_images
 ):
     """Thirty images, one answer each: with one right answer the resamples that miss it have no
     AUC and are dropped, so the interval would describe only those that drew it."""
-    assert G.MIN_PER_CLASS == 5
+    assert agreement_scorers.MIN_PER_CLASS == 5
     rows = [
         {**ROWS[0], "answer_id": f"a{i}", "cluster": f"img{i}", "label": int(i < positives)}
         for i in range(30)
     ]
-    labels = G.read_labels(_labels(tmp_path, rows))
-    answers = G.answers_of(labels)
+    labels = agreement_scorers.read_labels(_labels(tmp_path, rows))
+    answers = agreement_scorers.answers_of(labels)
     rng = np.random.default_rng(0)
     scores = {"a": labels["label"].to_numpy() * 0.3 + rng.random(30), "b": rng.random(30)}
-    table = G.agreement_table(scores, answers, labels, n_resamples=50)
+    table = agreement_scorers.agreement_table(scores, answers, labels, n_resamples=50)
     assert (table["few_labels"] == few).all() and not table["few_clusters"].any()
     assert (table["n_positive"] == positives).all() and (
         table["n_negative"] == 30 - positives
     ).all()
-    shown = V.agreement_rows(table).set_index("scorer").loc["a", "roc_auc"]
+    shown = agreement_view.agreement_rows(table).set_index("scorer").loc["a", "roc_auc"]
     flag = f"(too few answers labelled yes or no for an interval: {positives} yes, {30 - positives} no)"
     assert (
         shown.endswith(flag) if few else re.fullmatch(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", shown)
     )
-    paired = G.paired_table(scores, answers, labels, table, n_resamples=50)
+    paired = agreement_scorers.paired_table(scores, answers, labels, table, n_resamples=50)
     assert (paired["few_labels"] == few).all()
-    assert V.paired_rows(paired).iloc[0, 3].endswith(flag) == few
+    assert agreement_view.paired_rows(paired).iloc[0, 3].endswith(flag) == few
 
 
 def test_labels_no_scorer_covers_give_a_sentence_not_a_key_error(tmp_path, profile):
@@ -428,8 +435,9 @@ def test_labels_no_scorer_covers_give_a_sentence_not_a_key_error(tmp_path, profi
     )
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert (
-        done.stdout.startswith(G.NO_SCORER)
-        and json.loads(done.stdout[len(G.NO_SCORER) :])["note"] == G.NO_SCORER
+        done.stdout.startswith(agreement_scorers.NO_SCORER)
+        and json.loads(done.stdout[len(agreement_scorers.NO_SCORER) :])["note"]
+        == agreement_scorers.NO_SCORER
     )
     assert len(pd.read_csv(out / "agreement.csv")) == 0
 
@@ -437,9 +445,9 @@ def test_labels_no_scorer_covers_give_a_sentence_not_a_key_error(tmp_path, profi
 def test_stage_07_with_no_scorer_shows_a_sentence_instead_of_the_tables(tmp_path, profile):
     _, out, summary = _analyze(tmp_path, profile, judges=(), stage_06=NO_SCORER_06)
     section = _section(Path(summary["report"]))
-    assert "6 answers about 2 images" in section and " ".join(V.NO_SCORER.split()) in " ".join(
-        section.split()
-    )
+    assert "6 answers about 2 images" in section and " ".join(
+        agreement_view.NO_SCORER.split()
+    ) in " ".join(section.split())
 
 
 @pytest.mark.parametrize(
@@ -466,9 +474,10 @@ def test_a_release_file_that_is_not_the_releases_is_an_error_naming_line_and_fie
     path = tmp_path / "Human_Eval_Results.csv"
     pd.DataFrame([row]).to_csv(path, index=False)
     with pytest.raises(
-        G.AgreementError, match=rf"Human_Eval_Results.csv:2: field {field}: expected"
+        agreement_scorers.AgreementError,
+        match=rf"Human_Eval_Results.csv:2: field {field}: expected",
     ):
-        G.read_labels(path)
+        agreement_scorers.read_labels(path)
 
 
 # --- a judge's accuracy corrected by people ------------------------------------------------------
@@ -484,9 +493,9 @@ def test_stage_07_on_the_yesbut_profile_corrects_each_judges_accuracy_by_the_shi
     The judge is a stand-in (yes where ROUGE-L against the person's description is in the top 70%:
     lenient, weakly right) and only BLEU and ROUGE-L score, as SmolLM2 and BERTScore take minutes
     on two cores (the agreement benchmark runs them)."""
-    from lib.metrics import text as T
+    from lib.metrics import text as text_metrics
 
-    found = G.scorers
+    found = agreement_scorers.scorers
 
     def cheap(*args, **kwargs):
         _, model, judges, tokens, _ = found(*args, **kwargs)
@@ -494,21 +503,23 @@ def test_stage_07_on_the_yesbut_profile_corrects_each_judges_accuracy_by_the_shi
 
     def lenient(judge, model, answers, *args, candidates=None, **kwargs):
         said = candidates if candidates is not None else answers["answer"].tolist()
-        rouge = np.asarray(T.rouge_l(said, answers["references"].tolist()))
+        rouge = np.asarray(text_metrics.rouge_l(said, answers["references"].tolist()))
         return (rouge >= np.quantile(rouge, 0.3)).astype(float)
 
-    monkeypatch.setattr(G, "scorers", cheap)
-    monkeypatch.setattr(G, "load_model", lambda spec: spec)
-    monkeypatch.setattr(G, "judge_scores", lenient)
+    monkeypatch.setattr(agreement_scorers, "scorers", cheap)
+    monkeypatch.setattr(agreement_scorers, "load_model", lambda spec: spec)
+    monkeypatch.setattr(agreement_scorers, "judge_scores", lenient)
     labels = SHARED_DATA / "yesbut" / "Human_Eval_Results.csv"
     overrides = {"human_labels": str(labels), "paper_data": {}}
     cfg = config.resolve(analyze.AnalyzeConfig, "yesbut", overrides=overrides).cfg
-    summary = analyze.run(cfg, tmp_path / "runs" / "yesbut" / A.ANALYZE)
-    table = pd.read_csv(Path(summary["report"]).parent / A.ANALYZE / A.AGREED / f"{P.TABLE}.csv")
+    summary = analyze.run(cfg, tmp_path / "runs" / "yesbut" / artifacts.ANALYZE)
+    table = pd.read_csv(
+        Path(summary["report"]).parent / artifacts.ANALYZE / artifacts.AGREED / f"{ppi.TABLE}.csv"
+    )
     writers = {"gpt4vision", "gemini", "llava", "minigpt", "kosmos"}  # the release's VLMs
     assert set(table["scorer"]) == {"lave[judge]", "verdict[judge]"}
-    assert set(table["model"]) - {P.ALL} == writers and len(table) == 12, set(table["model"])
-    pooled = table[table["model"] == P.ALL]
+    assert set(table["model"]) - {ppi.ALL} == writers and len(table) == 12, set(table["model"])
+    pooled = table[table["model"] == ppi.ALL]
     assert (pooled[["n", "n_labelled", "n_clusters"]] == [150, 50, 30]).all().all()
     assert (pooled["human_all"] == 40 / 150).all()
     assert (pooled["judge_raw_low"] > pooled["human_all"]).all()  # lenient: its raw mean misses

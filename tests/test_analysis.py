@@ -11,7 +11,7 @@ from lib.families.yesbut.collect import collect_yesbut
 from lib.families.yesbut.paper import human_eval
 from lib.families.yesbut.release import read_yesbut_annotations
 from lib.families.yesbut.task import Understanding
-from lib.io import artifacts as A
+from lib.io import artifacts
 from lib.pages import plots
 from lib.pages.report import build_report
 from lib.stages import analyze, annotate
@@ -542,8 +542,8 @@ def test_the_report_shows_the_trained_models_margins_over_both_baselines():
         for over in ("majority", "blank")
     ]
     write_json(
-        stage_dir("report-margins", A.TRAIN) / A.SUMMARY,
-        {**{k: accuracy for k in A.TRAIN_SYSTEMS}, "n_test": 1000, "margins": margins},
+        stage_dir("report-margins", artifacts.TRAIN) / artifacts.SUMMARY,
+        {**{k: accuracy for k in artifacts.TRAIN_SYSTEMS}, "n_test": 1000, "margins": margins},
     )
     page = build_report("report-margins").read_text()
     section = page.split("margin over the majority answer and over itself asked about blank")[1]

@@ -10,14 +10,14 @@ from PIL import Image
 from lib.families.yesbut.panels import compose
 from lib.models import load_model
 from lib.models.store import CallStore
-from lib.stages import annotate as A
+from lib.stages import annotate
 
 from .support.openai_server import OpenAIStub
 
 
 @pytest.fixture
 def store(tmp_path):
-    return A.AnnotationStore(tmp_path / "annotations.jsonl")
+    return annotate.AnnotationStore(tmp_path / "annotations.jsonl")
 
 
 def test_saves_append_and_the_latest_value_wins(store):
@@ -58,7 +58,7 @@ def test_agreement_matches_the_reference_libraries(store):
     for i, (x, y) in enumerate(zip(a, b)):
         store.save(f"img{i}", "ana", {"difficulty": x})
         store.save(f"img{i}", "ben", {"difficulty": y})
-    row = A.agreement(store, fields=["difficulty"]).iloc[0]
+    row = annotate.agreement(store, fields=["difficulty"]).iloc[0]
     assert row["items"] == 6 and row["annotators"] == 2
     assert row["cohen_kappa"] == pytest.approx(cohen_kappa_score(a, b))
     codes = {"EASY": 0, "HARD": 1, "MEDIUM": 2}
@@ -82,13 +82,13 @@ def test_label_studio_round_trip(store, tmp_path):
             "targets": [{"target": "cats"}],
         },
     )
-    tasks = A.export_label_studio(store, {"img1": "/data/img1.png"})
+    tasks = annotate.export_label_studio(store, {"img1": "/data/img1.png"})
     assert (
         tasks[0]["data"]["image"] == "/data/img1.png"
         and tasks[0]["annotations"][0]["completed_by"]["email"] == "ana"
     )
-    other = A.AnnotationStore(tmp_path / "other.jsonl")
-    A.import_label_studio(json.loads(json.dumps(tasks)), other)
+    other = annotate.AnnotationStore(tmp_path / "other.jsonl")
+    annotate.import_label_studio(json.loads(json.dumps(tasks)), other)
     pd.testing.assert_frame_equal(other.table(), store.table())
 
 
@@ -96,7 +96,7 @@ def test_machine_drafts_are_never_mixed_with_human_rows(store, tmp_path, tiny_ll
     img = tmp_path / "pair.png"
     compose(Image.new("RGB", (60, 60), "red"), Image.new("RGB", (60, 60), "blue")).save(img)
     store.save("pair", "ana", {"overall_description": "human words"})
-    n = A.preannotate(
+    n = annotate.preannotate(
         tiny_llava, [{"id": "pair", "path": str(img)}], store, max_new_tokens=4, progress=False
     )
     assert n == 3
@@ -123,7 +123,7 @@ def test_style_variants_through_an_images_api_are_cached_and_costed(tmp_path, mo
                 "price_per_image": 0.04,
             }
         )
-        made = A.style_variants(
+        made = annotate.style_variants(
             rec, desc, tmp_path / "out", model=model, store=store, progress=False
         )
         prompts = [b["prompt"] for b in server.bodies]
@@ -141,11 +141,11 @@ def test_style_variants_through_an_images_api_are_cached_and_costed(tmp_path, mo
         assert server.auth_headers == {
             "Bearer sk-img"
         }  # the key from the variable the spec names, as for chat
-        again = A.style_variants(
+        again = annotate.style_variants(
             rec, desc, tmp_path / "out2", model=model, store=store, progress=False
         )
         assert len(server.bodies) == 4  # cached by prompt and model: nothing paid twice
-    assert [(m["left_style"], m["right_style"]) for m in made] == A.STAGE3 + A.STAGE4
+    assert [(m["left_style"], m["right_style"]) for m in made] == annotate.STAGE3 + annotate.STAGE4
     assert {m["stage"] for m in made} == {3, 4} and all(
         Image.open(m["path"]).width > 100 for m in made
     )
@@ -153,7 +153,7 @@ def test_style_variants_through_an_images_api_are_cached_and_costed(tmp_path, mo
     assert [Image.open(a["path"]).tobytes() for a in again] == [
         Image.open(m["path"]).tobytes() for m in made
     ]
-    labelled, missing = A.apply_labels(made, {"pair-ORIG-STICK": True, "pair-3D-3D": False})
+    labelled, missing = annotate.apply_labels(made, {"pair-ORIG-STICK": True, "pair-3D-3D": False})
     assert [v["label"] for v in labelled] == ["satirical", "non_satirical"] and len(missing) == 6
 
 
@@ -162,14 +162,14 @@ def test_local_stylizer_draws_black_on_white():
 
     photo = Image.new("RGB", (100, 100), "white")
     photo.paste(Image.new("RGB", (40, 40), (200, 30, 30)), (30, 30))
-    stick = np.asarray(A.stylize_local(photo, "STICK").convert("L"))
+    stick = np.asarray(annotate.stylize_local(photo, "STICK").convert("L"))
     assert set(np.unique(stick)) <= {0, 255} and stick[50, 50] == 0 and stick[5, 5] == 255
     with pytest.raises(ValueError, match="unknown style"):
-        A.stylize_local(photo, "WATERCOLOUR")
+        annotate.stylize_local(photo, "WATERCOLOUR")
 
 
 def test_label_studio_import_accepts_only_what_the_export_writes(tmp_path):
-    store = A.AnnotationStore(tmp_path / "a.jsonl")
+    store = annotate.AnnotationStore(tmp_path / "a.jsonl")
     choice = lambda field, c: {
         "from_name": field,
         "to_name": "image",
@@ -192,21 +192,21 @@ def test_label_studio_import_accepts_only_what_the_export_writes(tmp_path):
         ValueError,
         match=r"task 1 \(id=2\).*result 0: field 'connected' expects the choice 'Yes' or 'No', got 'Maybe'",
     ):
-        A.import_label_studio([good, maybe], store)
+        annotate.import_label_studio([good, maybe], store)
     assert store.table()["connected"].tolist() == [
         True
     ]  # the good task before it is kept, nothing of the bad one
     with pytest.raises(ValueError, match=r"task 0 \(id=None\): malformed"):
-        A.import_label_studio([{"annotations": []}], store)
+        annotate.import_label_studio([{"annotations": []}], store)
 
 
 def test_the_label_studio_config_names_every_field_as_the_export_writes_it():
-    import xml.etree.ElementTree as ET
+    from xml.etree import ElementTree
 
     from lib.core.schema import FIELDS
     from lib.stages.annotate import label_studio_config
 
-    view = ET.fromstring(label_studio_config())
+    view = ElementTree.fromstring(label_studio_config())
     controls = {c.get("name"): c for c in view if c.tag in ("Choices", "TextArea")}
     assert list(controls) == [f.name for f in FIELDS]
     assert view.find("Image").get("value") == "$image" and all(
@@ -244,34 +244,35 @@ def test_the_stage_steps_load_once_make_variants_draw_and_export(tmp_path):
             ]
         )
     )
-    cfg = A.AnnotateConfig(annotations_file=str(tmp_path / "ann.yaml"), stages=[3])
-    assert A.load_annotations(cfg, out, panels) == 2
-    assert A.load_annotations(cfg, out, panels) == 0  # the store is append-only: loaded once
-    assert A.machine_drafts(cfg, out, panels) == 0  # no drafting model
-    assert list(A.annotator_agreement(out)["field"]) == list(
+    cfg = annotate.AnnotateConfig(annotations_file=str(tmp_path / "ann.yaml"), stages=[3])
+    assert annotate.load_annotations(cfg, out, panels) == 2
+    assert annotate.load_annotations(cfg, out, panels) == 0  # the store is append-only: loaded once
+    assert annotate.machine_drafts(cfg, out, panels) == 0  # no drafting model
+    assert list(annotate.annotator_agreement(out)["field"]) == list(
         pd.read_csv(out / "agreement.csv")["field"]
     )
-    made = A.variants(cfg, out, panels, call_store=CallStore(tmp_path / "calls.sqlite"))
-    assert [(v["left_style"], v["right_style"]) for v in made["variants"]] == A.STAGE3
+    made = annotate.variants(cfg, out, panels, call_store=CallStore(tmp_path / "calls.sqlite"))
+    assert [(v["left_style"], v["right_style"]) for v in made["variants"]] == annotate.STAGE3
     assert (
         made["labelled"] == []
         and len(made["unlabelled"]) == 3
         and made["source"] == "local stylizer"
     )
     assert (
-        A.variants_figure(out, made["labelled"]) == (None, None) and not (out / "figures").exists()
+        annotate.variants_figure(out, made["labelled"]) == (None, None)
+        and not (out / "figures").exists()
     )
-    labelled, _ = A.apply_labels(made["variants"], {made["variants"][0]["id"]: True})
-    fig, ax = A.variants_figure(out, labelled)
+    labelled, _ = annotate.apply_labels(made["variants"], {made["variants"][0]["id"]: True})
+    fig, ax = annotate.variants_figure(out, labelled)
     assert fig is not None and (out / "figures" / "variants.png").exists()
-    assert A.panel_cuts_figure(cfg, out, panels) == (None, None)  # 01 recorded no layouts
-    tasks = A.label_studio(out, panels)
+    assert annotate.panel_cuts_figure(cfg, out, panels) == (None, None)  # 01 recorded no layouts
+    tasks = annotate.label_studio(out, panels)
     assert (
         json.loads((out / "label_studio.json").read_text()) == tasks
         and tasks[0]["data"]["item"] == "img-1"
     )
-    assert (out / "label_studio_config.xml").read_text() == A.label_studio_config()
-    summary = A.finish(cfg, out, panels, panels, 2, 0, made)
+    assert (out / "label_studio_config.xml").read_text() == annotate.label_studio_config()
+    summary = annotate.finish(cfg, out, panels, panels, 2, 0, made)
     assert summary == json.loads((out / "summary.json").read_text())
     assert (summary["annotated_items"], summary["variants"], summary["waiting_for_a_label"]) == (
         1,

@@ -265,7 +265,7 @@ def test_each_bad_url_is_reported_with_its_reason_and_the_good_ones_kept(tmp_pat
 
 def test_a_relative_source_path_collects_into_datasets_stage_06_can_read(tmp_path, monkeypatch):
     from lib.eval.items import load_eval_items
-    from lib.stages import evaluate as E
+    from lib.stages import evaluate
 
     root = tmp_path / "project" / "yesbut"
     (root / "images" / "stage_2").mkdir(parents=True)
@@ -281,7 +281,9 @@ def test_a_relative_source_path_collects_into_datasets_stage_06_can_read(tmp_pat
     manifest = [json.loads(line) for line in open(out / "manifest.jsonl")]
     assert all(r["path"].startswith("/") for r in manifest)
     monkeypatch.chdir(tmp_path)  # a later stage, run from elsewhere
-    loaded = load_eval_items(E.EvalConfig(datasets={"yesbut": str(out / "datasets" / "yesbut")}))
+    loaded = load_eval_items(
+        evaluate.EvalConfig(datasets={"yesbut": str(out / "datasets" / "yesbut")})
+    )
     folder, items = loaded["yesbut"]
     assert {it.task for it in items} == {"yesbut.detection"} and len(items) == 2
 

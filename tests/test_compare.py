@@ -19,16 +19,16 @@ import pandas as pd
 import pytest
 from scipy.stats import t
 
-from lib.compare import runs as C
+from lib.compare import runs as compare_runs
 from lib.core.schema import FREE
-from lib.eval import compare as X
-from lib.eval import foreign as F
+from lib.eval import compare
+from lib.eval import foreign as foreign_runs
 from lib.eval.paired import difference_stats, mcnemar_exact, paired_difference
 from lib.export.harnesses import main as export
 from lib.families.vqa.task import OpenVQA
 from lib.io import read_jsonl
 from lib.models.store import CallStore
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 from lib.stages.setup import demo_datasets
 from tests.test_rescore_stream import make_datasets
 
@@ -70,7 +70,9 @@ def runs(tmp_path_factory):
     out = {}
     for name, change in changes.items():
         out[name] = root / name
-        E.run(E.EvalConfig(**{**base, **change}), out[name], store=store, progress=False)
+        evaluate.run(
+            evaluate.EvalConfig(**{**base, **change}), out[name], store=store, progress=False
+        )
     return out
 
 
@@ -85,7 +87,7 @@ def reread(runs, tmp_path_factory):
             "read",
             lambda self, item, text, constrained_value=None: (text.strip().upper(), FREE),
         )
-        E.rescore_folder(folder)
+        evaluate.rescore_folder(folder)
     return folder
 
 
@@ -103,7 +105,7 @@ def _only(result: dict, cause: str) -> None:
 
 def test_a_run_compared_with_a_copy_of_itself_changes_nothing(runs, tmp_path):
     copy = shutil.copytree(runs["base"], tmp_path / "copy")
-    result = X.compare(runs["base"], copy)
+    result = compare.compare(runs["base"], copy)
     assert result["paired"] > 0 and result["changed"] == 0 and not result["config"]
     assert all(m["difference"] == 0 and m["mcnemar_p"] in (None, 1.0) for m in result["metrics"])
 
@@ -114,13 +116,13 @@ def test_one_folder_as_both_runs_is_refused_unless_a_filter_splits_it(runs, tmp_
     link = tmp_path / "link"
     link.symlink_to(runs["base"])
     for b in (runs["base"], link):
-        with pytest.raises(X.CompareError, match="runs A and B are one folder"):
-            X.compare(runs["base"], b)
-    assert X.compare(runs["base"], link, {"model": ["r", "two"]})["paired"] > 0
+        with pytest.raises(compare.CompareError, match="runs A and B are one folder"):
+            compare.compare(runs["base"], b)
+    assert compare.compare(runs["base"], link, {"model": ["r", "two"]})["paired"] > 0
 
 
 def test_another_prompt_style_is_a_prompt_change(runs):
-    result = X.compare(runs["base"], runs["style"], {"style": ["zero_shot", "cot"]})
+    result = compare.compare(runs["base"], runs["style"], {"style": ["zero_shot", "cot"]})
     _only(result, "prompt")
     assert result["changed"] == result["paired"]  # every request differs
     assert set(result["causes"]["prompt"]["because"]) == {"style"}
@@ -128,14 +130,14 @@ def test_another_prompt_style_is_a_prompt_change(runs):
 
 
 def test_a_parser_change_is_a_reading_change(runs, reread):
-    result = X.compare(runs["base"], reread)
+    result = compare.compare(runs["base"], reread)
     _only(result, "reading")
     assert all(it["dataset"] == "vqa" for it in result["items"])
     assert all(b.startswith("parser") for b in result["causes"]["reading"]["because"])
 
 
 def test_a_metric_option_is_a_scoring_change(runs):
-    result = X.compare(runs["base"], runs["metric"])
+    result = compare.compare(runs["base"], runs["metric"])
     _only(result, "scoring")
     assert set(result["causes"]["scoring"]["because"]) == {"metric option tasks.scrapbook.qa exact"}
     assert [(r["key"], r["A"], r["B"], r["A_from"]) for r in result["config"]] == [
@@ -144,7 +146,7 @@ def test_a_metric_option_is_a_scoring_change(runs):
 
 
 def test_another_judge_is_a_scoring_change(runs):
-    result = X.compare(runs["base"], runs["judge"])
+    result = compare.compare(runs["base"], runs["judge"])
     _only(result, "scoring")
     assert set(result["causes"]["scoring"]["because"]) == {"judge answer"}
     assert all(
@@ -154,7 +156,7 @@ def test_another_judge_is_a_scoring_change(runs):
 
 
 def test_another_model_is_a_model_change(runs):
-    result = X.compare(runs["base"], runs["model"])
+    result = compare.compare(runs["base"], runs["model"])
     _only(result, "model")
     assert set(result["causes"]["model"]["because"]) == {"model seed"}
     assert {it["group"][2] for it in result["items"]} == {
@@ -163,7 +165,7 @@ def test_another_model_is_a_model_change(runs):
 
 
 def test_two_models_of_one_run_are_compared_by_their_labels(runs):
-    result = X.compare(runs["base"], runs["base"], {"model": ["r", "two"]})
+    result = compare.compare(runs["base"], runs["base"], {"model": ["r", "two"]})
     assert result["group_by"] == ["dataset", "task", "style"] and result["changed"] > 0
     assert set(result["causes"]["model"]["because"]) >= {
         "model backend",
@@ -173,10 +175,10 @@ def test_two_models_of_one_run_are_compared_by_their_labels(runs):
 
 
 def test_items_only_one_run_has_are_counted_apart(runs):
-    a, b = X.open_run(runs["base"]), X.open_run(runs["base"])
+    a, b = compare.open_run(runs["base"]), compare.open_run(runs["base"])
     dropped = [r for r in b.rows if r["dataset"] == "mcq"][:3]
     b.rows = [r for r in b.rows if r not in dropped]
-    result = X.compare(a, b)
+    result = compare.compare(a, b)
     assert result["only_A"] == 3 and result["only_B"] == 0 and result["changed"] == 0
     assert sorted(result["only_A_items"]) == sorted([r["dataset"], r["item_id"]] for r in dropped)
 
@@ -184,18 +186,21 @@ def test_items_only_one_run_has_are_counted_apart(runs):
 def test_the_command_line(runs, tmp_path, capsys):
     folder = str(runs["base"])
     copy = str(shutil.copytree(folder, tmp_path / "copy"))
-    assert C.main([folder, copy, "--json", str(tmp_path / "r.json")]) == 0
+    assert compare_runs.main([folder, copy, "--json", str(tmp_path / "r.json")]) == 0
     assert "changed items: 0" in capsys.readouterr().out
     assert json.loads((tmp_path / "r.json").read_text())["changed"] == 0
-    assert C.main([folder, str(runs["model"]), "--style", "zero_shot", "--dataset", "mcq"]) == 0
+    assert (
+        compare_runs.main([folder, str(runs["model"]), "--style", "zero_shot", "--dataset", "mcq"])
+        == 0
+    )
     assert "model" in capsys.readouterr().out
-    assert C.main([folder, folder, "--model", "nobody", "r"]) == 2
+    assert compare_runs.main([folder, folder, "--model", "nobody", "r"]) == 2
     assert "has no model 'nobody'; it has: r, two, yes" in capsys.readouterr().err
-    assert C.main([folder, folder]) == 2
+    assert compare_runs.main([folder, folder]) == 2
     assert capsys.readouterr().err.startswith("error: runs A and B are one folder")
-    assert C.main([folder, copy, "--model", "r", "--model", "two"]) == 2
+    assert compare_runs.main([folder, copy, "--model", "r", "--model", "two"]) == 2
     assert capsys.readouterr().err.startswith("error: --model is given twice (also as --model)")
-    assert C.main([folder, str(tmp_path / "nowhere")]) == 2
+    assert compare_runs.main([folder, str(tmp_path / "nowhere")]) == 2
     assert "predictions.jsonl" in capsys.readouterr().err
 
 
@@ -209,9 +214,9 @@ def test_the_command_line_words_and_adjusted_p_values(runs, capsys):
     """The base run against itself with one model's answers perturbed (model r's seed): every metric
     row has its verdict in one of the three wordings, the rows' Holm and BH p are printed, and the
     rows that survive are named; a Scrapbook set's clusters are called what they are."""
-    assert C.main([str(runs["base"]), str(runs["model"])]) == 0
+    assert compare_runs.main([str(runs["base"]), str(runs["model"])]) == 0
     out = capsys.readouterr().out
-    result = X.compare(runs["base"], runs["model"])
+    result = compare.compare(runs["base"], runs["model"])
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("group "))
     assert "Holm p" in lines[header] and "BH p" in lines[header]
@@ -349,8 +354,8 @@ def foreign(tmp_path_factory):
             )
             == 0
         )
-    record = F.import_lmms_eval(LMMS_EVAL, root / "imported", exports=exports)
-    cfg = E.EvalConfig(
+    record = foreign_runs.import_lmms_eval(LMMS_EVAL, root / "imported", exports=exports)
+    cfg = evaluate.EvalConfig(
         datasets={n: str(folders[n]) for n in ("mcq", "vqa")},
         styles=["zero_shot"],
         constrain=False,
@@ -359,7 +364,7 @@ def foreign(tmp_path_factory):
         seed=1,
         n_resamples=200,
     )
-    E.run(cfg, root / "ours", store=CallStore(root / "calls.sqlite"), progress=False)
+    evaluate.run(cfg, root / "ours", store=CallStore(root / "calls.sqlite"), progress=False)
     return {
         "root": root,
         "exports": exports,
@@ -369,15 +374,15 @@ def foreign(tmp_path_factory):
     }
 
 
-def _import_changed(foreign: dict, name: str, change) -> tuple[X.Run, dict]:
+def _import_changed(foreign: dict, name: str, change) -> tuple[compare.Run, dict]:
     """The fixture with ``change(sample)`` applied to every real sample row (results file kept),
     imported as ``name``; returns the imported run and its record."""
     src = foreign["root"] / f"{name}-src"
     shutil.copytree(LMMS_EVAL, src)
     for f in src.rglob("*_samples_*.jsonl"):
         f.write_text("".join(json.dumps(change(json.loads(line))) + "\n" for line in f.open()))
-    record = F.import_lmms_eval(src, foreign["root"] / name, exports=foreign["exports"])
-    return X.open_run(foreign["root"] / name), record
+    record = foreign_runs.import_lmms_eval(src, foreign["root"] / name, exports=foreign["exports"])
+    return compare.open_run(foreign["root"] / name), record
 
 
 def test_lmms_eval_samples_are_imported_as_the_model_replied_read_and_scored_by_vqa_lab(foreign):
@@ -421,7 +426,7 @@ def test_lmms_eval_samples_are_imported_as_the_model_replied_read_and_scored_by_
 
 
 def test_an_lmms_eval_run_pairs_with_ours_and_each_change_is_put_on_the_model(foreign):
-    result = X.compare(foreign["ours"], foreign["imported"])
+    result = compare.compare(foreign["ours"], foreign["imported"])
     assert result["paired"] == 16 and result["only_A"] == result["only_B"] == 0
     assert result["changed"] == 16 and {it["cause"] for it in result["items"]} == {
         "model"
@@ -455,7 +460,7 @@ def test_a_prompt_lmms_eval_logged_differently_is_a_prompt_change(foreign):
             else s
         ),
     )
-    result = X.compare(X.open_run(foreign["imported"]), edited)
+    result = compare.compare(compare.open_run(foreign["imported"]), edited)
     assert result["changed"] == 8 and {(it["dataset"], it["cause"]) for it in result["items"]} == {
         ("mcq", "prompt")
     }
@@ -467,8 +472,8 @@ def test_the_simple_path_is_a_prompt_change(foreign, tmp_path):
     shutil.copytree(LMMS_EVAL, src)
     (results,) = src.rglob("*_results.json")
     results.write_text(results.read_text().replace("LlavaHf (chat)", "LlavaHf (simple)"))
-    F.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"])
-    result = X.compare(foreign["ours"], tmp_path / "imported")
+    foreign_runs.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"])
+    result = compare.compare(foreign["ours"], tmp_path / "imported")
     assert result["changed"] == 16 and result["causes"]["prompt"]["because"] == {"template": 16}
     assert any("simple path" in n for n in result["notes"])
 
@@ -478,13 +483,13 @@ def test_without_the_logged_prompt_prompt_and_model_are_not_split(foreign):
         foreign, "unlogged", lambda s: {k: v for k, v in s.items() if k != "input"}
     )
     assert record["logged_input"] == 0
-    result = X.compare(X.open_run(foreign["ours"]), unlogged)
+    result = compare.compare(compare.open_run(foreign["ours"]), unlogged)
     assert result["changed"] == 16 and {it["cause"] for it in result["items"]} == {"prompt"}
     (why,) = result["causes"]["prompt"]["because"]
     assert why.startswith("prompt or model, not split: lmms-eval logged no prompt text")
     assert any("not split from model" in n for n in result["notes"])
-    same = X.compare(
-        X.open_run(foreign["imported"]), unlogged
+    same = compare.compare(
+        compare.open_run(foreign["imported"]), unlogged
     )  # the same replies: nothing to split
     assert same["paired"] == 16 and same["changed"] == 0
 
@@ -496,13 +501,15 @@ def test_tasks_vqa_lab_did_not_export_are_left_out_and_listed(foreign, tmp_path)
         "*_results.json"
     )  # as if the vqa task were another benchmark's: no vqalab_task
     results.write_text(results.read_text().replace('"vqalab_task": "vqa.open"', '"other": 1'))
-    record = F.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"][:1])
+    record = foreign_runs.import_lmms_eval(
+        src, tmp_path / "imported", exports=foreign["exports"][:1]
+    )
     assert record["n_samples"] == {"vqalab_mcq_mcq": 8} and record["not_vqalab"] == [
         "vqalab_vqa_vqa_open"
     ]
     results.write_text(results.read_text().replace('"vqalab_task": "mcq"', '"other": 1'))
-    with pytest.raises(F.ForeignError, match="no task here was exported by VQA Lab"):
-        F.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"])
+    with pytest.raises(foreign_runs.ForeignError, match="no task here was exported by VQA Lab"):
+        foreign_runs.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"])
 
 
 @pytest.mark.parametrize(
@@ -531,8 +538,8 @@ def test_a_bad_samples_file_is_refused_naming_the_file_and_line(foreign, tmp_pat
     shutil.copytree(LMMS_EVAL, src)
     (f,) = src.rglob("*_samples_vqalab_mcq_mcq.jsonl")
     f.write_text("".join(damage(f.read_text().splitlines(keepends=True))))
-    with pytest.raises(F.ForeignError, match=re.escape(f"{f}{message}")):
-        F.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"])
+    with pytest.raises(foreign_runs.ForeignError, match=re.escape(f"{f}{message}")):
+        foreign_runs.import_lmms_eval(src, tmp_path / "imported", exports=foreign["exports"])
 
 
 def _moved(foreign: dict, folder: Path, tasks: Path) -> Path:
@@ -551,21 +558,28 @@ def test_an_import_never_goes_over_an_input_nor_two_into_one_folder(foreign, tmp
     or ``--import-to`` given twice: an error before anything is imported."""
     other = _moved(foreign, tmp_path / "other", foreign["root"] / "tasks")
     lmms, exports, x = str(LMMS_EVAL), ["--export", *foreign["exports"]], tmp_path / "x"
-    assert C.main([lmms, str(other), *exports, "--import-to", str(x), str(x)]) == 2
+    assert compare_runs.main([lmms, str(other), *exports, "--import-to", str(x), str(x)]) == 2
     assert capsys.readouterr().err.startswith("error: --import-to names one folder twice")
     assert not x.exists()
     earlier = foreign["imported"]
     before = {p.name: p.read_bytes() for p in earlier.iterdir()}
-    assert C.main([str(earlier), str(other), *exports, "--import-to", str(earlier)]) == 2
+    assert compare_runs.main([str(earlier), str(other), *exports, "--import-to", str(earlier)]) == 2
     assert capsys.readouterr().err.startswith(
         f"error: --import-to {earlier} is, holds or is inside"
     )
     assert {p.name: p.read_bytes() for p in earlier.iterdir()} == before
     y = tmp_path / "y"
-    assert C.main([lmms, str(other), *exports, "--import-to", str(x), "--import-to", str(y)]) == 2
+    assert (
+        compare_runs.main(
+            [lmms, str(other), *exports, "--import-to", str(x), "--import-to", str(y)]
+        )
+        == 2
+    )
     assert capsys.readouterr().err.startswith("error: --import-to is given twice")
     assert not x.exists() and not y.exists()
-    assert C.main([lmms, lmms, *exports, "--import-to", str(x)]) == 2  # one run, named twice
+    assert (
+        compare_runs.main([lmms, lmms, *exports, "--import-to", str(x)]) == 2
+    )  # one run, named twice
     assert capsys.readouterr().err.startswith("error: runs A and B are one folder")
     assert not x.exists()
 
@@ -573,7 +587,9 @@ def test_an_import_never_goes_over_an_input_nor_two_into_one_folder(foreign, tmp
 def test_the_command_line_imports_lmms_eval_output(foreign, tmp_path, capsys):
     ours, kept = str(foreign["ours"]), tmp_path / "kept"
     assert (
-        C.main([ours, str(LMMS_EVAL), "--export", *foreign["exports"], "--import-to", str(kept)])
+        compare_runs.main(
+            [ours, str(LMMS_EVAL), "--export", *foreign["exports"], "--import-to", str(kept)]
+        )
         == 0
     )
     out = capsys.readouterr().out
@@ -585,8 +601,10 @@ def test_the_command_line_imports_lmms_eval_output(foreign, tmp_path, capsys):
     found = _moved(
         foreign, tmp_path / "found", foreign["root"] / "tasks"
     )  # the exports found where lmms-eval read them
-    assert C.main([ours, str(found), "--dataset", "vqa"]) == 0  # imported into a temporary folder
+    assert (
+        compare_runs.main([ours, str(found), "--dataset", "vqa"]) == 0
+    )  # imported into a temporary folder
     assert "paired items: 8" in capsys.readouterr().out
     gone = _moved(foreign, tmp_path / "gone", tmp_path / "nowhere")
-    assert C.main([ours, str(gone)]) == 2
+    assert compare_runs.main([ours, str(gone)]) == 2
     assert "no VQA Lab export of them found" in capsys.readouterr().err

@@ -14,13 +14,13 @@ import yaml
 
 from lib.config import ParamsError, StageConfig, resolve
 from lib.core.paths import NOTEBOOKS, PARAMS
-from lib.io import artifacts as A
+from lib.io import artifacts
 from lib.pipeline import execute as pipeline
 from lib.stages.evaluate import EvalConfig
 from lib.stages.scrapbook import ScrapbookConfig
 
 
-@pytest.mark.parametrize("stage", A.STAGES)
+@pytest.mark.parametrize("stage", artifacts.STAGES)
 def test_a_notebook_parameters_cell_names_the_profile_and_run_only_never_a_stage_value(stage):
     declared = papermill.inspect_notebook(str(NOTEBOOKS / f"{stage}.ipynb"))
     assert set(declared) == set(pipeline.NOTEBOOK_PARAMETERS), stage
@@ -31,7 +31,7 @@ def test_a_notebook_parameters_cell_names_the_profile_and_run_only_never_a_stage
     }
 
 
-@pytest.mark.parametrize("stage", A.STAGES)
+@pytest.mark.parametrize("stage", artifacts.STAGES)
 def test_every_config_field_is_settable_from_a_profile(stage, tmp_path):
     """Each field of the stage's class, set in a profile's stage file to its default, is accepted."""
     cls = pipeline.STAGE_CONFIGS[stage]
@@ -43,7 +43,7 @@ def test_every_config_field_is_settable_from_a_profile(stage, tmp_path):
         yaml.safe_dump({"run": "r", "stages": [stage], "models": models})
     )
     values = cls.defaults()
-    if stage == A.TRAIN:
+    if stage == artifacts.TRAIN:
         values["dataset"] = "stage:04_scrapbook/datasets/scrapbook"
     (tmp_path / f"{stage}.p.yaml").write_text(yaml.safe_dump(values))
     resolved = resolve(cls, "p", params_dir=tmp_path)
@@ -96,10 +96,10 @@ def test_every_stage_config_is_a_stage_config_with_a_command_line():
     for stage, cls in pipeline.STAGE_CONFIGS.items():
         assert issubclass(cls, StageConfig), stage
         cls.from_params({}, source="defaults") if stage not in (
-            A.TRAIN,
+            artifacts.TRAIN,
         ) else None  # defaults are valid
     with pytest.raises(ParamsError, match="dataset must name a dataset folder"):
-        pipeline.STAGE_CONFIGS[A.TRAIN].from_params({}, source="defaults")
+        pipeline.STAGE_CONFIGS[artifacts.TRAIN].from_params({}, source="defaults")
 
 
 def _files(folder):
@@ -121,7 +121,7 @@ def test_the_command_line_writes_what_the_notebook_writes(tmp_path, monkeypatch)
     )
     params = tmp_path / "01.yaml"
     params.write_text(yaml.safe_dump({"sources": [{"kind": "demo"}]}))
-    cli_out = tmp_path / "outputs" / "cli" / A.COLLECT
+    cli_out = tmp_path / "outputs" / "cli" / artifacts.COLLECT
     r = subprocess.run(
         [
             sys.executable,
@@ -137,7 +137,7 @@ def test_the_command_line_writes_what_the_notebook_writes(tmp_path, monkeypatch)
         timeout=300,
     )
     assert r.returncode == 0, r.stderr
-    assert _files(nb_out / A.COLLECT) == _files(cli_out)
+    assert _files(nb_out / artifacts.COLLECT) == _files(cli_out)
     assert {"summary.json", "provenance.json", "manifest.jsonl"} <= set(_files(cli_out))
     summary = json.loads((cli_out / "summary.json").read_text())
     assert summary == json.loads(r.stdout) and summary["manifest"] > 0
@@ -166,7 +166,7 @@ def test_a_notebook_opened_as_it_is_resolves_the_demo_profile(monkeypatch):
 def test_an_extending_profile_reads_its_parent_files_first_and_adds_its_models():
     real, served = pipeline.plan("real"), pipeline.plan("real_vllm")
     assert served.profile.stages == real.profile.stages and served.run == "real_vllm"
-    ev = next(s for s in served.steps if s.stage == A.EVALUATE).resolved
+    ev = next(s for s in served.steps if s.stage == artifacts.EVALUATE).resolved
     assert ev.files == [
         "params/common.real_vllm.yaml",
         "params/06_evaluate.real.yaml",

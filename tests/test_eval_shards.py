@@ -16,7 +16,7 @@ from lib.core.ranks import Ranks
 from lib.eval.ask import PartRefused, shard_folder
 from lib.io.folders import claim_stage
 from lib.models.store import CallStore
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 from lib.stages.setup import demo_datasets
 
 from .support.openai_server import OpenAIStub
@@ -31,7 +31,7 @@ def datasets(tmp_path_factory) -> dict[str, str]:
     return {k: str(v) for k, v in demo_datasets(tmp_path_factory.mktemp("data")).items()}
 
 
-def _config(datasets: dict, **kw) -> E.EvalConfig:
+def _config(datasets: dict, **kw) -> evaluate.EvalConfig:
     base = dict(
         datasets=datasets,
         models={"tiny": TINY},
@@ -42,7 +42,7 @@ def _config(datasets: dict, **kw) -> E.EvalConfig:
         n_resamples=50,
         tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}},
     )
-    return E.EvalConfig(**{**base, **kw})
+    return evaluate.EvalConfig(**{**base, **kw})
 
 
 @pytest.mark.slow
@@ -55,11 +55,11 @@ def test_two_shards_and_a_merge_write_the_bytes_of_a_one_process_run(datasets, t
         judge = {"backend": "openai", "name": "judge", "base_url": server.url}
         cfg = _config(datasets, judge={**judge, "api_key_env": "VQALAB_JUDGE_KEY"})
         sharded, one = tmp_path / "sharded" / "06_evaluate", tmp_path / "one" / "06_evaluate"
-        parts = [E.shard(cfg, sharded, Ranks(k, 2), store, progress=False) for k in range(2)]
+        parts = [evaluate.shard(cfg, sharded, Ranks(k, 2), store, progress=False) for k in range(2)]
         assert len(store) > 0 and not (sharded / "predictions.jsonl").exists()
-        merged = E.merge(cfg, sharded, 2, store, progress=False)
+        merged = evaluate.merge(cfg, sharded, 2, store, progress=False)
         asked = len(store)
-        single = E.run(cfg, one, store, progress=False)
+        single = evaluate.run(cfg, one, store, progress=False)
     assert len(store) == asked  # the one-process run asked nothing the shards had not
     assert all(p["rows"] > 0 for p in parts) and abs(parts[0]["rows"] - parts[1]["rows"]) <= 9
     assert merged["predictions"] == single["predictions"] == sum(p["rows"] for p in parts)
@@ -75,9 +75,9 @@ def test_two_shards_and_a_merge_write_the_bytes_of_a_one_process_run(datasets, t
     )
 
 
-def _yes(datasets: dict, **kw) -> E.EvalConfig:
+def _yes(datasets: dict, **kw) -> evaluate.EvalConfig:
     """A quick config: one dataset, a model that answers "yes"."""
-    return E.EvalConfig(
+    return evaluate.EvalConfig(
         datasets={"mcq": datasets["mcq"]},
         models={"yes": YES},
         styles=["zero_shot"],
@@ -86,18 +86,18 @@ def _yes(datasets: dict, **kw) -> E.EvalConfig:
     )
 
 
-def _parts(datasets: dict, out, num_shards: int, **kw) -> E.EvalConfig:
+def _parts(datasets: dict, out, num_shards: int, **kw) -> evaluate.EvalConfig:
     """The config of :func:`_yes` and the parts of ``num_shards`` shards made with it in ``out``."""
     cfg = _yes(datasets, **kw)
     store = CallStore(out.parent / "calls.sqlite")
     for k in range(num_shards):
-        E.shard(cfg, out, Ranks(k, num_shards), store, progress=False)
+        evaluate.shard(cfg, out, Ranks(k, num_shards), store, progress=False)
     return cfg
 
 
 def _refused(cfg, out, num_shards: int) -> str:
     with pytest.raises(PartRefused) as e:
-        E.merge(cfg, out, num_shards, CallStore(out.parent / "calls.sqlite"), progress=False)
+        evaluate.merge(cfg, out, num_shards, CallStore(out.parent / "calls.sqlite"), progress=False)
     assert not (out / "predictions.jsonl").exists() and not (out / "manifest.json").exists()
     return str(e.value)
 
@@ -139,11 +139,11 @@ def test_a_shard_locks_its_own_part_not_the_run(datasets, tmp_path):
     claim_stage(out, "06_evaluate")  # as the process writing shard 1 did
     with RunLock(shard_folder(out, Ranks(1, 2))):  # shard 1 is being written by another process
         with pytest.raises(RunBusy, match="1-of-2"):
-            E.shard(cfg, out, Ranks(1, 2), store, progress=False)
-        E.shard(cfg, out, Ranks(0, 2), store, progress=False)  # its sibling is not held up
+            evaluate.shard(cfg, out, Ranks(1, 2), store, progress=False)
+        evaluate.shard(cfg, out, Ranks(0, 2), store, progress=False)  # its sibling is not held up
     with RunLock(tmp_path):  # the run's lock, as a sibling shard never holds it but merge does
-        E.shard(cfg, out, Ranks(1, 2), store, progress=False)
-    assert E.merge(cfg, out, 2, store, progress=False)["predictions"] > 0
+        evaluate.shard(cfg, out, Ranks(1, 2), store, progress=False)
+    assert evaluate.merge(cfg, out, 2, store, progress=False)["predictions"] > 0
 
 
 def test_the_commands_refuse_a_shard_out_of_range_and_name_a_refused_part(
@@ -155,13 +155,13 @@ def test_the_commands_refuse_a_shard_out_of_range_and_name_a_refused_part(
     params.write_text(yaml.safe_dump({**values, "n_resamples": 20}))
     common = ["--params", str(params), "--out", str(out)]
     with pytest.raises(SystemExit):
-        E.main(["shard", *common, "--shard", "2", "--num-shards", "2"])
+        evaluate.main(["shard", *common, "--shard", "2", "--num-shards", "2"])
     assert "--shard: 0 to 1 for 2 shards, got 2" in capsys.readouterr().err
-    assert E.main(["shard", *common, "--shard", "0", "--num-shards", "2"]) == 0
-    assert E.main(["merge", *common, "--num-shards", "2", "--set", "seed=5"]) == 2
+    assert evaluate.main(["shard", *common, "--shard", "0", "--num-shards", "2"]) == 0
+    assert evaluate.main(["merge", *common, "--num-shards", "2", "--set", "seed=5"]) == 2
     err = capsys.readouterr().err
     assert "error: " in err and "shards/1-of-2/predictions.jsonl: missing" in err
     assert "shards/0-of-2/predictions.jsonl: made for another config" in err
-    assert E.main(["shard", *common, "--shard", "1", "--num-shards", "2"]) == 0
-    assert E.main(["merge", *common, "--num-shards", "2"]) == 0
+    assert evaluate.main(["shard", *common, "--shard", "1", "--num-shards", "2"]) == 0
+    assert evaluate.main(["merge", *common, "--num-shards", "2"]) == 0
     assert (out / "manifest.json").exists() and not (out / "shards").exists()

@@ -16,7 +16,7 @@ from lib.families.scrapbook import generate as scrapbook
 from lib.io import dataset_info, load_items, read_jsonl, save_dataset
 from lib.models import load_model
 from lib.models.store import CallStore
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 from lib.stages.setup import demo_datasets
 from lib.tasks.registry import get_task, task_of
 
@@ -64,7 +64,7 @@ def _config(datasets, **kw):
         n_resamples=100,
         tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l", "meteor", "cider"]}},
     )
-    return E.EvalConfig(**{**base, **kw})
+    return evaluate.EvalConfig(**{**base, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def finished(datasets, tmp_path_factory):
             "base_url": judge_server.url,
             "api_key_env": "VQALAB_JUDGE_KEY",
         }
-        summary = E.run(_config(datasets, judge=judge), out, store=store, progress=False)
+        summary = evaluate.run(_config(datasets, judge=judge), out, store=store, progress=False)
     return out, store, summary
 
 
@@ -208,7 +208,7 @@ def test_rescore_needs_no_model_and_reproduces_the_tables(finished, monkeypatch)
     monkeypatch.setattr("lib.models.load_model", no_model)
     for n in before:
         (out / n).unlink()
-    E.rescore_folder(out)
+    evaluate.rescore_folder(out)
     for n, df in before.items():
         pd.testing.assert_frame_equal(pd.read_csv(out / n), df)
 
@@ -222,7 +222,7 @@ def test_rescore_cli_on_a_run(finished, monkeypatch, capsys):
     target = stage_dir("rescore-cli", "06_evaluate")
     for f in ("config.json", "predictions.jsonl", "judgements.jsonl", "manifest.json"):
         shutil.copy(out / f, target / f)
-    assert E.main(["rescore", "--run", "rescore-cli"]) == 0
+    assert evaluate.main(["rescore", "--run", "rescore-cli"]) == 0
     assert json.loads(capsys.readouterr().out)["metrics"] > 0
     assert (target / "metrics.csv").exists() and (target / "levels.csv").exists()
 
@@ -247,12 +247,12 @@ def test_a_killed_evaluation_resumes_without_repeating_calls(datasets, tmp_path)
             "tiny", model, items[:5], datasets["mcq"], "zero_shot", cfg, store, progress=False
         )  # then "killed"
         first = sum(calls)
-        E.run(cfg, tmp_path / "out", store=store, progress=False)
+        evaluate.run(cfg, tmp_path / "out", store=store, progress=False)
         assert first == 5 and sum(calls) - first == len(items) - 5 + len(
             load_items(datasets["vqa"])
         )
         calls.clear()
-        E.run(cfg, tmp_path / "out", store=store, progress=False)
+        evaluate.run(cfg, tmp_path / "out", store=store, progress=False)
         assert sum(calls) == 0  # a finished evaluation reruns from the cache alone
     finally:
         HFModel._generate = original
@@ -315,14 +315,14 @@ def test_garbage_from_an_api_model_is_counted_never_fatal(tmp_path, monkeypatch)
             "base_url": server.url,
             "api_key_env": "VQALAB_TEST_KEY",
         }
-        cfg = E.EvalConfig(
+        cfg = evaluate.EvalConfig(
             datasets={"g": str(folder)},
             models={"api": spec},
             styles=["zero_shot"],
             constrain=False,
             n_resamples=50,
         )
-        E.run(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
+        evaluate.run(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
     preds = {p["item_id"]: p for p in read_jsonl(tmp_path / "out" / "predictions.jsonl")}
     assert len(preds) == len(items)
     assert {k for k, p in preds.items() if not p["valid"]} == {
@@ -361,7 +361,7 @@ def test_items_are_identified_by_dataset_and_id(tmp_path):
     b = _open_dataset(tmp_path / "b", {"q1": "blue", "q2": "seven"})
     out = tmp_path / "eval"
     out.mkdir()
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets={"a": str(tmp_path / "a"), "b": str(tmp_path / "b")},
         models={"m": TINY},
         styles=["zero_shot"],
@@ -381,7 +381,7 @@ def test_items_are_identified_by_dataset_and_id(tmp_path):
         for it in its
     ]
     (out / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
-    E.rescore_folder(out, unverified=True)  # written by hand: no manifest
+    evaluate.rescore_folder(out, unverified=True)  # written by hand: no manifest
     m = pd.read_csv(out / "metrics.csv")
     exact = m[m["metric"] == "exact_match"].set_index("dataset")["value"]
     assert exact.to_dict() == {"a": 1.0, "b": 1.0}  # every model answer is its own item's gold
@@ -394,7 +394,7 @@ def test_a_duplicate_id_within_a_dataset_is_an_error_naming_both_lines(tmp_path)
             json.dumps(Item(id="q1", task="vqa.open", question="another?", answer=["x"]).to_dict())
             + "\n"
         )
-    cfg = E.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": TINY})
+    cfg = evaluate.EvalConfig(datasets={"d": str(tmp_path / "d")}, models={"m": TINY})
     with pytest.raises(
         ValueError, match=r"dataset 'd': .*items.jsonl has id 'q1' twice \(records 1 and 2\)"
     ):
@@ -424,10 +424,10 @@ def test_a_reply_that_is_no_chat_completion_fails_that_request_only(tmp_path, mo
             "api_key_env": "VQALAB_TEST_KEY",
             "max_retries": 0,
         }
-        cfg = E.EvalConfig(
+        cfg = evaluate.EvalConfig(
             datasets={"o": str(folder)}, models={"api": spec}, styles=["zero_shot"], n_resamples=20
         )
-        E.run(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
+        evaluate.run(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
     preds = {p["item_id"]: p for p in read_jsonl(tmp_path / "out" / "predictions.jsonl")}
     assert preds["html"]["method"] == preds["empty"]["method"] == "error"
     assert "not a chat completion" in preds["empty"]["meta"]["error"]
@@ -458,17 +458,17 @@ def test_the_key_never_lands_on_disk(tmp_path, monkeypatch):
             "api_key_env": "VQALAB_SECRET_KEY",
             "max_retries": 0,
         }
-        cfg = E.EvalConfig(
+        cfg = evaluate.EvalConfig(
             datasets={"k": str(folder)}, models={"api": spec}, styles=["zero_shot"], n_resamples=20
         )
-        E.run(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
+        evaluate.run(cfg, tmp_path / "out", store=CallStore(tmp_path / "c.sqlite"), progress=False)
     preds = {p["item_id"]: p for p in read_jsonl(tmp_path / "out" / "predictions.jsonl")}
     assert preds["a"]["method"] == "error" and "<redacted>" in preds["a"]["meta"]["error"]
     assert "<redacted>" in preds["b"]["raw"]
     for path in [*(tmp_path / "out").iterdir(), tmp_path / "c.sqlite"]:
         assert secret.encode() not in path.read_bytes(), path.name
     with pytest.raises(ParamsError, match="not shown") as e:
-        E.EvalConfig.from_params(
+        evaluate.EvalConfig.from_params(
             {"models": {"m": {**spec, "api_key_env": secret}}}, source="06.yaml"
         )
     assert secret not in str(e.value)
@@ -480,12 +480,12 @@ def test_the_key_never_lands_on_disk(tmp_path, monkeypatch):
 
 
 def test_each_task_can_have_its_own_answer_length():
-    cfg = E.EvalConfig.from_params(
+    cfg = evaluate.EvalConfig.from_params(
         {"max_new_tokens": 32, "tasks": {"yesbut.understanding": {"max_new_tokens": 256}}}
     )
     assert cfg.answer_tokens("yesbut.understanding") == 256 and cfg.answer_tokens("mcq") == 32
     with pytest.raises(ParamsError, match="yesbut.explain"):
-        E.EvalConfig.from_params(
+        evaluate.EvalConfig.from_params(
             {"tasks": {"yesbut.explain": {"max_new_tokens": 64}}}, source="06.yaml"
         )
 
@@ -493,13 +493,13 @@ def test_each_task_can_have_its_own_answer_length():
 def test_a_tasks_options_are_checked_where_they_are_written():
     """Each task's block under ``tasks:`` builds its own options class: an unknown key or a value
     out of range is refused naming the file, the task and the key."""
-    cfg = E.EvalConfig.from_params(
+    cfg = evaluate.EvalConfig.from_params(
         {"tasks": {"scrapbook.qa": {"exact": "words"}, "vqa.open": {"judge": None}}}
     )
     assert cfg.options["scrapbook.qa"].exact == "words" and cfg.options["vqa.open"].judge is None
     assert cfg.scoring().of(get_task("scrapbook.qa")).exact == "words"
     assert cfg.judged_tasks() == {}  # no judge model: nothing is judged
-    judged = E.EvalConfig.from_params(
+    judged = evaluate.EvalConfig.from_params(
         {"judge": {"backend": "tiny", "name": "smollm2"}}
     ).judged_tasks()
     assert {name: judge.name for name, judge in judged.items()} == {"vqa.open": "lave"}
@@ -507,11 +507,15 @@ def test_a_tasks_options_are_checked_where_they_are_written():
         ParamsError,
         match=r"06.yaml: tasks.scrapbook.qa: unknown key 'exactt' \(did you mean 'exact'\?\)",
     ):
-        E.EvalConfig.from_params({"tasks": {"scrapbook.qa": {"exactt": "words"}}}, source="06.yaml")
+        evaluate.EvalConfig.from_params(
+            {"tasks": {"scrapbook.qa": {"exactt": "words"}}}, source="06.yaml"
+        )
     with pytest.raises(ParamsError, match="06.yaml: tasks.scrapbook.qa: exact='wordz'"):
-        E.EvalConfig.from_params({"tasks": {"scrapbook.qa": {"exact": "wordz"}}}, source="06.yaml")
+        evaluate.EvalConfig.from_params(
+            {"tasks": {"scrapbook.qa": {"exact": "wordz"}}}, source="06.yaml"
+        )
     with pytest.raises(ParamsError, match="tasks.yesbut.understanding.bertscore_model must be"):
-        E.EvalConfig.from_params(
+        evaluate.EvalConfig.from_params(
             {"tasks": {"yesbut.understanding": {"bertscore_model": 3}}}, source="06.yaml"
         )
 
@@ -520,7 +524,7 @@ def test_a_tasks_options_are_checked_where_they_are_written():
 def test_a_streamed_sample_is_the_sample_of_the_whole_file(datasets, name, max_items):
     """load_eval_items streams the file and reads back only the sampled lines: the same items, in
     the same order, as sampling the fully loaded dataset (units kept whole for Scrapbook)."""
-    cfg = E.EvalConfig(datasets={name: datasets[name]}, max_items=max_items, seed=3)
+    cfg = evaluate.EvalConfig(datasets={name: datasets[name]}, max_items=max_items, seed=3)
     streamed = load_eval_items(cfg)[name][1]
     whole = _whole_file_sample(datasets[name], max_items, 3)
     assert [it.to_dict() for it in streamed] == [it.to_dict() for it in whole]
@@ -622,7 +626,9 @@ def test_asking_in_chunks_writes_the_same_predictions_and_tables(datasets, tmp_p
     for chunk in (ask_module.PREDICT_CHUNK, 7):
         monkeypatch.setattr(ask_module, "PREDICT_CHUNK", chunk)
         outs[chunk] = tmp_path / f"chunk{chunk}"
-        E.run(cfg, outs[chunk], store=CallStore(tmp_path / f"calls{chunk}.sqlite"), progress=False)
+        evaluate.run(
+            cfg, outs[chunk], store=CallStore(tmp_path / f"calls{chunk}.sqlite"), progress=False
+        )
     whole, chunked = (
         [
             {k: v for k, v in p.items() if k != "latency_s"}
@@ -650,14 +656,14 @@ def test_a_dataset_rewritten_with_the_same_size_and_time_is_indexed_again_on_res
 
     folder = tmp_path / "scrapbook"
     shutil.copytree(datasets["scrapbook"], folder)
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets={"scrapbook": str(folder)},
         models={"yes": {"backend": "constant", "answer": "yes"}},
         styles=["zero_shot"],
         n_resamples=50,
     )
     out = tmp_path / "06_evaluate"
-    E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    evaluate.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     before = {n: pd.read_csv(out / n) for n in ("metrics.csv", "levels.csv", "errors.csv")}
     path = folder / "items.jsonl"
     st = path.stat()
@@ -672,7 +678,7 @@ def test_a_dataset_rewritten_with_the_same_size_and_time_is_indexed_again_on_res
         "IdLookup",
         lambda *a, **k: rebuilds.append(k.get("rebuild")) or real(*a, **k),
     )
-    E.rescore_folder(out)
+    evaluate.rescore_folder(out)
     assert rebuilds == [False, True]
     for n, df in before.items():
         pd.testing.assert_frame_equal(pd.read_csv(out / n), df)
@@ -683,12 +689,12 @@ def test_run_is_its_steps_in_order(datasets, tmp_path):
         {k: v for k, v in datasets.items() if k != "scrapbook"}, styles=["zero_shot"], max_items=8
     )
     store = CallStore(tmp_path / "calls.sqlite")
-    by_run = E.run(cfg, tmp_path / "a" / "06_evaluate", store=store, progress=False)
+    by_run = evaluate.run(cfg, tmp_path / "a" / "06_evaluate", store=store, progress=False)
     out = tmp_path / "b" / "06_evaluate"
-    resolved, data = E.items_to_ask(cfg, out)
-    counts = E.ask(resolved, out, data, store=store, progress=False)
+    resolved, data = evaluate.items_to_ask(cfg, out)
+    counts = evaluate.ask(resolved, out, data, store=store, progress=False)
     assert counts["predictions"] == by_run["predictions"] and (out / "manifest.json").exists()
-    by_steps = E.finish(resolved, out, counts, E.rescore_folder(out))
+    by_steps = evaluate.finish(resolved, out, counts, evaluate.rescore_folder(out))
     timings = ("predict_seconds", "rescore_seconds")
     assert list(by_steps) == list(by_run)
     assert {k: v for k, v in by_steps.items() if k not in timings} == {

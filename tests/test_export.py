@@ -14,7 +14,7 @@ from lib.export.harnesses import export_lmms_eval, main
 from lib.families.scrapbook import ScrapbookParams
 from lib.families.scrapbook import generate as scrapbook
 from lib.io import load_items
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 from lib.stages.setup import demo_datasets
 from lib.tasks import Scoring
 from lib.tasks.registry import get_task
@@ -96,7 +96,7 @@ def _stage06(name, folder, its, raws, out) -> dict[str, float]:
         Prediction(item_id=it.id, model="m", task=it.task, raw=r, dataset=name)
         for it, r in zip(its, raws)
     ]
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets={name: str(folder)},
         constrain=False,
         tasks=SCORING.tasks,
@@ -213,7 +213,7 @@ def _settings(task_dir):
 def test_profile_sets_the_defaults_the_command_line_overrides(datasets, tmp_path, capsys):
     """--profile demo: stage 06's question order (its models ask the question first) and token limit
     (8); explicit flags win; without a profile, today's defaults (32, images first)."""
-    demo = resolve(E.EvalConfig, "demo").cfg
+    demo = resolve(evaluate.EvalConfig, "demo").cfg
     mcq = str(datasets["mcq"])
     assert (
         main(["lmms-eval", "--dataset", mcq, "--out", str(tmp_path / "demo"), "--profile", "demo"])

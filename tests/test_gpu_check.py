@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from lib.core.paths import ROOT
-from scripts import gpu_check as G
+from scripts import gpu_check
 
 STEP_NAMES = [
     "load",
@@ -50,7 +50,11 @@ def _script(tmp_path, *args) -> subprocess.CompletedProcess:
 def test_without_a_gpu_it_says_so_in_one_line_writes_nothing_and_exits_0(tmp_path):
     r = _script(tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.strip() == G.NO_GPU == "no CUDA GPU here: gpu-check needs one; nothing was run"
+    assert (
+        r.stdout.strip()
+        == gpu_check.NO_GPU
+        == "no CUDA GPU here: gpu-check needs one; nothing was run"
+    )
     assert not (tmp_path / "outputs").exists()  # no gpu.json, not even the folder
 
 
@@ -79,7 +83,7 @@ def test_dry_run_prints_the_plan_without_a_gpu_and_writes_nothing(tmp_path):
     assert [line[1] for line in step_lines] == STEP_NAMES
     eval_line = next(line for line in out.splitlines() if " eval_2proc " in line)
     assert eval_line.lstrip().startswith("skip") and "needs 2 GPUs" in eval_line
-    assert out.strip().endswith(f"(dry run) {G.NO_GPU}")
+    assert out.strip().endswith(f"(dry run) {gpu_check.NO_GPU}")
     assert not (tmp_path / "outputs").exists()
 
 
@@ -99,10 +103,10 @@ def _resolve(dotted: str):
 
 @pytest.mark.parametrize("devices", [1, 2])
 def test_the_plan_lists_every_step_each_a_function_through_the_projects_api(devices):
-    p = G.plan(devices, tiny=True)
+    p = gpu_check.plan(devices, tiny=True)
     assert [s["step"] for s in p["steps"]] == STEP_NAMES
     for s in p["steps"]:
-        fn, uses = G.STEPS[s["step"]]
+        fn, uses = gpu_check.STEPS[s["step"]]
         assert inspect.isfunction(fn) and list(inspect.signature(fn).parameters)[:2] == [
             "ctx",
             "role",
@@ -124,19 +128,21 @@ def test_the_plan_lists_every_step_each_a_function_through_the_projects_api(devi
 
 
 def test_real_models_are_tried_first_and_tiny_ones_stand_in_saying_why(monkeypatch):
-    monkeypatch.setattr(G, "preflight_problem", lambda spec, offline: None)
-    real = G.pick_models("real")
+    monkeypatch.setattr(gpu_check, "preflight_problem", lambda spec, offline: None)
+    real = gpu_check.pick_models("real")
     assert (
         real["vlm"]["spec"]["name"] == "Qwen/Qwen2-VL-7B-Instruct"
         and real["llm"]["spec"]["backend"] == "hf"
     )
     assert real["vlm"]["source"] == "params/common.real.yaml models.vlm"
-    assert {real[r]["spec"][k] for r in G.ROLES for k in ("dtype", "device_map")} == {
+    assert {real[r]["spec"][k] for r in gpu_check.ROLES for k in ("dtype", "device_map")} == {
         "bfloat16",
         "auto",
     }
-    monkeypatch.setattr(G, "preflight_problem", lambda spec, offline: "not in the local hub cache")
-    tiny = G.pick_models("real")
+    monkeypatch.setattr(
+        gpu_check, "preflight_problem", lambda spec, offline: "not in the local hub cache"
+    )
+    tiny = gpu_check.pick_models("real")
     assert tiny["vlm"]["spec"]["name"] == "llava"
     assert tiny["vlm"]["note"] == "instead of Qwen/Qwen2-VL-7B-Instruct: not in the local hub cache"
 
@@ -152,9 +158,9 @@ def _fails(ctx, role):
 def test_a_failing_step_is_recorded_and_the_next_one_runs(monkeypatch, tmp_path):
     monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path))
     monkeypatch.setattr(
-        G, "STEPS", {"load": (_ok, ()), "generate": (_fails, ()), "loglik": (_ok, ())}
+        gpu_check, "STEPS", {"load": (_ok, ()), "generate": (_fails, ()), "loglik": (_ok, ())}
     )
-    spec = {"backend": "tiny", "name": "llava", **G.GPU_KEYS}
+    spec = {"backend": "tiny", "name": "llava", **gpu_check.GPU_KEYS}
     p = {
         "profile": "real",
         "device_count": 1,
@@ -166,7 +172,7 @@ def test_a_failing_step_is_recorded_and_the_next_one_runs(monkeypatch, tmp_path)
             {"step": "loglik", "model": "vlm", "skip": None, "uses": []},
         ],
     }
-    result = G.run_check(p, G.Budget())
+    result = gpu_check.run_check(p, gpu_check.Budget())
     assert result == json.loads((tmp_path / "bench" / "gpu.json").read_text())
     assert [r["status"] for r in result["steps"]] == ["ok", "error", "skipped", "ok"]
     failed = result["steps"][1]
@@ -203,8 +209,8 @@ def test_a_failing_step_is_recorded_and_the_next_one_runs(monkeypatch, tmp_path)
 @pytest.mark.slow
 def test_the_steps_run_on_this_cpu_with_the_tiny_llava(tmp_path):
     """What the GPU runs, on the CPU at a toy budget: every call's signature meets the real API."""
-    p = G.plan(0, tiny=True)
-    budget = G.Budget(
+    p = gpu_check.plan(0, tiny=True)
+    budget = gpu_check.Budget(
         requests=4,
         new_tokens=4,
         one_at_a_time=2,
@@ -214,10 +220,10 @@ def test_the_steps_run_on_this_cpu_with_the_tiny_llava(tmp_path):
         eval_items=4,
         eval_tokens=4,
     )
-    ctx = G.Check(p, budget, tmp_path)
+    ctx = gpu_check.Check(p, budget, tmp_path)
     try:
         rows = {
-            s["step"]: G.run_step(ctx, {**s, "skip": None})
+            s["step"]: gpu_check.run_step(ctx, {**s, "skip": None})
             for s in p["steps"]
             if s["model"] == "vlm"
         }

@@ -280,9 +280,9 @@ def test_many_image_files_never_lose_the_key_of_an_opened_one(tmp_path, monkeypa
     import numpy as np
     from PIL import Image
 
-    import lib.models.hf_images as H
+    from lib.models import hf_images
 
-    monkeypatch.setattr(H, "IMAGE_DIGESTS", 6)
+    monkeypatch.setattr(hf_images, "IMAGE_DIGESTS", 6)
     rng = np.random.default_rng(1)
     files = []
     for i in range(14):

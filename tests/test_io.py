@@ -280,7 +280,7 @@ def test_an_item_with_fewer_than_two_options_is_refused_by_name():
 )  # all items (checked in the pass) or a sample (checked after)
 def test_an_evaluation_names_the_items_whose_images_cannot_be_read(tmp_path, max_items):
     from lib.eval.items import load_eval_items
-    from lib.stages import evaluate as E
+    from lib.stages import evaluate
 
     (tmp_path / "d" / "images" / "folder.png").mkdir(parents=True)
     vio.save_dataset(
@@ -292,7 +292,7 @@ def test_an_evaluation_names_the_items_whose_images_cannot_be_read(tmp_path, max
         ],
         vio.dataset_info("d"),
     )
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets={"d": str(tmp_path / "d")},
         models={"m": {"backend": "tiny", "name": "llava"}},
         max_items=max_items,
@@ -306,19 +306,19 @@ def test_an_evaluation_names_the_items_whose_images_cannot_be_read(tmp_path, max
 
 
 def test_an_annotation_file_that_is_no_list_of_records_is_refused_by_name(tmp_path):
-    from lib.stages import annotate as A
+    from lib.stages import annotate
 
     path = tmp_path / "ann.yaml"
     path.write_text("item: pair-1\nannotator: ana\n")
     with pytest.raises(ValueError, match=r"ann\.yaml: an annotation file is a list of records"):
-        A.load_annotation_file(path, A.AnnotationStore(tmp_path / "a.jsonl"))
+        annotate.load_annotation_file(path, annotate.AnnotationStore(tmp_path / "a.jsonl"))
 
 
 def test_image_paths_that_leave_the_dataset_folder_are_refused_unless_declared(tmp_path):
     """An absolute path or one escaping with .. is read and, with an API backend, sent off the
     machine: an evaluation refuses it unless dataset.json declares the folder it points into."""
     from lib.eval.items import load_eval_items
-    from lib.stages import evaluate as E
+    from lib.stages import evaluate
 
     outside = tmp_path / "elsewhere"
     outside.mkdir()
@@ -336,7 +336,7 @@ def test_image_paths_that_leave_the_dataset_folder_are_refused_unless_declared(t
         ),
     ]
     vio.save_dataset(tmp_path / "d", items, vio.dataset_info("d"))
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets={"d": str(tmp_path / "d")}, models={"m": {"backend": "tiny", "name": "llava"}}
     )
     with pytest.raises(

@@ -13,9 +13,8 @@ from lib import config
 from lib.core.paths import ROOT, outputs_root
 from lib.families.memeqa.task import MultipleChoice
 from lib.models.store import CallStore
-from lib.stages import collect
-from lib.stages import evaluate as E
-from lib.stages import train as T
+from lib.stages import collect, evaluate
+from lib.stages import train as train_stage
 from lib.tasks import Results
 
 from .support.data import SHARED_DATA
@@ -70,7 +69,7 @@ def test_the_memeqa_profile_trains_four_families_and_tabulates_six_models_per_ty
         "memeqa_images": str(data / "images"),
     }
     for m, kind in TINY_OF.items():
-        shipped = config.resolve(T.TrainConfig, f"memeqa_{m}").cfg
+        shipped = config.resolve(train_stage.TrainConfig, f"memeqa_{m}").cfg
         assert (
             shipped.lora_r,
             shipped.lora_alpha,
@@ -80,7 +79,7 @@ def test_the_memeqa_profile_trains_four_families_and_tabulates_six_models_per_ty
             shipped.epochs,
         ) == (8, 8, 0.1, 1e-5, "constant", 3)  # the original's setup
         stage = config.resolve(
-            T.TrainConfig,
+            train_stage.TrainConfig,
             f"memeqa_{m}",
             overrides=dict(
                 paths,
@@ -95,7 +94,9 @@ def test_the_memeqa_profile_trains_four_families_and_tabulates_six_models_per_ty
                 max_test=11,
             ),
         )
-        summary = T.run(stage.cfg, outputs_root() / stage.run / "05_train", progress=False)
+        summary = train_stage.run(
+            stage.cfg, outputs_root() / stage.run / "05_train", progress=False
+        )
         assert (
             summary["training"]["selected_by"] == "macro"
             and summary["training"]["model"]["mode"] == "lora"
@@ -112,13 +113,15 @@ def test_the_memeqa_profile_trains_four_families_and_tabulates_six_models_per_ty
     )
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("NEBIUS_API_KEY", "sk-test")
-    cfg = config.resolve(E.EvalConfig, "memeqa").cfg
+    cfg = config.resolve(evaluate.EvalConfig, "memeqa").cfg
     with OpenAIStub() as server:
         for label in ("gpt-4o", "qvq-72b-preview"):  # the API models, served locally
             cfg.models[label].update(base_url=server.url)
         for label, spec in cfg.models.items():
             spec.pop("device_map", None), spec.pop("dtype", None)
-        E.run(cfg, run / "06_evaluate", store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+        evaluate.run(
+            cfg, run / "06_evaluate", store=CallStore(tmp_path / "calls.sqlite"), progress=False
+        )
     metrics = pd.read_csv(run / "06_evaluate" / "metrics.csv")
     table = MultipleChoice().paper_tables(Results(metrics))["memeqa_types_memeqa-test"]
     assert set(table["model"]) == set(cfg.models) and len(table) == 6

@@ -18,12 +18,11 @@ import pytest
 from PIL import Image
 
 from lib.core.schema import Item
-from lib.io import artifacts as A
-from lib.io import dataset_info, save_dataset
+from lib.io import artifacts, dataset_info, save_dataset
 from lib.models.store import CallStore
 from lib.pages.browser import write_browser
 from lib.pages.report import build_report
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 from tests.support.chromium import chromium_page
 from tests.support.stage06 import restamp
 
@@ -67,14 +66,16 @@ def hostile_run(tmp_path_factory):
         Item("q2", "vqa.open", "What colour?", ["images/a.png"], None, [payload("reference")] * 3),
     ]
     save_dataset(data, items, dataset_info("hostile"))
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets={"hostile": str(data)},
         models={"const": {"backend": "constant", "answer": payload("raw reply")}},
         styles=["zero_shot"],
         n_resamples=20,
     )
     run = root / RUN_NAME
-    E.run(cfg, run / A.EVALUATE, store=CallStore(root / "calls.sqlite"), progress=False)
+    evaluate.run(
+        cfg, run / artifacts.EVALUATE, store=CallStore(root / "calls.sqlite"), progress=False
+    )
     judged = {
         "item_id": "q2",
         "model": "const",
@@ -86,14 +87,14 @@ def hostile_run(tmp_path_factory):
         "valid": True,
         "meta": {"dataset": "hostile", "style": "zero_shot"},
     }
-    (run / A.EVALUATE / A.JUDGEMENTS).write_text(json.dumps(judged) + "\n")
+    (run / artifacts.EVALUATE / artifacts.JUDGEMENTS).write_text(json.dumps(judged) + "\n")
     restamp(
-        run / A.EVALUATE
+        run / artifacts.EVALUATE
     )  # a finished run holding a hostile rationale, as a comparison accepts it
-    analyze = A.stage_folder(run, A.ANALYZE)
-    (analyze / A.TABLES).mkdir(parents=True)
+    analyze = artifacts.stage_folder(run, artifacts.ANALYZE)
+    (analyze / artifacts.TABLES).mkdir(parents=True)
     pd.DataFrame({"topic": [0], "words": [payload("topic words")]}).to_csv(
-        analyze / A.TABLES / "topics.csv", index=False
+        analyze / artifacts.TABLES / "topics.csv", index=False
     )
     (analyze / "figures").mkdir()
     Image.new("RGB", (8, 8)).save(analyze / "figures" / f"{_slashless('figure caption')}.png")
@@ -107,17 +108,23 @@ def hostile_labels(hostile_run, tmp_path_factory):
     """The same run with the dataset, model and style labels in its files made hostile."""
     run = tmp_path_factory.mktemp("labels") / "run"
     shutil.copytree(hostile_run, run)
-    folder = run / A.EVALUATE
+    folder = run / artifacts.EVALUATE
     labels = {
         "dataset": payload("dataset label"),
         "model": payload("model label"),
         "style": payload("style label"),
     }
-    cfg = json.loads((folder / A.EVAL_CONFIG).read_text())
+    cfg = json.loads((folder / artifacts.EVAL_CONFIG).read_text())
     cfg["datasets"] = {labels["dataset"]: cfg["datasets"]["hostile"]}
-    (folder / A.EVAL_CONFIG).write_text(json.dumps(cfg))
-    rows = [json.loads(line) for line in (folder / A.PREDICTIONS).read_text().split("\n") if line]
-    (folder / A.PREDICTIONS).write_text("".join(json.dumps({**r, **labels}) + "\n" for r in rows))
+    (folder / artifacts.EVAL_CONFIG).write_text(json.dumps(cfg))
+    rows = [
+        json.loads(line)
+        for line in (folder / artifacts.PREDICTIONS).read_text().split("\n")
+        if line
+    ]
+    (folder / artifacts.PREDICTIONS).write_text(
+        "".join(json.dumps({**r, **labels}) + "\n" for r in rows)
+    )
     write_browser(run)
     build_report(run)
     return run, labels
@@ -146,12 +153,12 @@ def _assert_inert(page, url, texts):
 
 
 def test_a_report_shows_every_payload_as_text_and_runs_none(hostile_run, page):
-    report = (hostile_run / A.REPORT).read_text()
+    report = (hostile_run / artifacts.REPORT).read_text()
     assert len(re.findall(r"<script", report, re.I)) == 0  # the report has no script at all
     assert "Content-Security-Policy" in report
     _assert_inert(
         page,
-        (hostile_run / A.REPORT).as_uri(),
+        (hostile_run / artifacts.REPORT).as_uri(),
         [
             payload("subset").replace("\u2028", " ")[:40],
             payload("topic words")[:40],
@@ -207,7 +214,7 @@ def test_hostile_labels_stay_text_and_the_browser_says_its_answers_are_not_the_r
     for field, text in labels.items():
         assert text[:40] in cells, field
     assert page.evaluate("document.body.dataset.pwned") is None
-    _assert_inert(page, (run / A.REPORT).as_uri(), ["Stale results withheld"])
+    _assert_inert(page, (run / artifacts.REPORT).as_uri(), ["Stale results withheld"])
 
 
 @pytest.fixture(scope="module")
@@ -219,18 +226,22 @@ def hostile_comparison(hostile_run, tmp_path_factory):
 
     run = tmp_path_factory.mktemp("compared") / "run"
     shutil.copytree(hostile_run, run)
-    folder = run / A.EVALUATE
-    cfg = json.loads((folder / A.EVAL_CONFIG).read_text())
+    folder = run / artifacts.EVALUATE
+    cfg = json.loads((folder / artifacts.EVAL_CONFIG).read_text())
     cfg["models"]["const"]["answer"] = payload("config value")
-    (folder / A.EVAL_CONFIG).write_text(json.dumps(cfg))
-    rows = [json.loads(line) for line in (folder / A.PREDICTIONS).read_text().split("\n") if line]
-    (folder / A.PREDICTIONS).write_text(
+    (folder / artifacts.EVAL_CONFIG).write_text(json.dumps(cfg))
+    rows = [
+        json.loads(line)
+        for line in (folder / artifacts.PREDICTIONS).read_text().split("\n")
+        if line
+    ]
+    (folder / artifacts.PREDICTIONS).write_text(
         "".join(json.dumps({**r, "raw": payload("B raw reply")}) + "\n" for r in rows)
     )
     restamp(folder)  # B as if stage 06 had written these replies (a comparison refuses edited runs)
-    result = side_by_side(hostile_run / A.EVALUATE, folder)
+    result = side_by_side(hostile_run / artifacts.EVALUATE, folder)
     assert result["changed"] == len(rows) and result["causes"]["model"]["items"] == len(rows)
-    write_comparison(A.stage_folder(run, A.ANALYZE), result)
+    write_comparison(artifacts.stage_folder(run, artifacts.ANALYZE), result)
     write_browser(run, result)
     build_report(run)
     return run
@@ -259,11 +270,11 @@ def test_a_comparison_shows_both_runs_payloads_as_text_and_runs_none(hostile_com
     assert page.evaluate("document.body.dataset.pwned") is None and not page.query_selector(
         "img[src=x], svg"
     )
-    report = (run / A.REPORT).read_text()
+    report = (run / artifacts.REPORT).read_text()
     assert len(re.findall(r"<script", report, re.I)) == 0
     _assert_inert(
         page,
-        (run / A.REPORT).as_uri(),
+        (run / artifacts.REPORT).as_uri(),
         [f"Compared with {RUN_NAME}", payload("config value").replace("\u2028", " ")[:40]],
     )
 

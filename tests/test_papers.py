@@ -12,7 +12,7 @@ from lib.families.memeqa.collect import memeqa_dataset
 from lib.families.memeqa.paper import memeqa_reproduction
 from lib.families.yesbut.paper import HUMAN_CRITERIA, yesbut_reproduction
 from lib.families.yesbut.release import yesbut_stage
-from lib.io import artifacts as A
+from lib.io import artifacts
 from lib.pages.report import build_report
 from lib.stages import analyze
 
@@ -100,12 +100,14 @@ def test_yesbut_without_the_human_evaluation_says_why_its_rows_are_empty(tmp_pat
 @pytest.fixture(scope="module")
 def memeqa_run():
     """A run whose stage 01 collected the released MemeQA train and dev splits (None-)."""
-    run = stage_dir("papers-memeqa", A.COLLECT).parent
+    run = stage_dir("papers-memeqa", artifacts.COLLECT).parent
     for split in ("train", "dev"):
         memeqa_dataset(
             MEMEQA / "none-minus" / f"{split}.json",
             MEMEQA / "images",
-            A.dataset_folder(A.stage_folder(run, A.COLLECT), f"memeqa_{split}"),
+            artifacts.dataset_folder(
+                artifacts.stage_folder(run, artifacts.COLLECT), f"memeqa_{split}"
+            ),
         )
     return run
 
@@ -134,9 +136,9 @@ def test_memeqa_release_statistics_beside_ours(memeqa_run):
 @needs_yesbut
 @needs_memeqa
 def test_the_stage_writes_both_papers_rows_in_one_paper_csv_and_the_report_shows_it(memeqa_run):
-    out = A.stage_folder(memeqa_run, A.ANALYZE)
+    out = artifacts.stage_folder(memeqa_run, artifacts.ANALYZE)
     table = analyze.paper_table(analyze.AnalyzeConfig(paper_data={"yesbut": str(YESBUT)}), out)
-    written = pd.read_csv(out / A.PAPER, keep_default_na=False)
+    written = pd.read_csv(out / artifacts.PAPER, keep_default_na=False)
     assert list(written["paper"].unique()) == ["MemeQA", "YesBut"] and len(written) == len(table)
     for paper in ("YesBut", "MemeQA"):
         values = dict(zip(written["quantity"], written["paper_value"]))
@@ -146,10 +148,10 @@ def test_the_stage_writes_both_papers_rows_in_one_paper_csv_and_the_report_shows
 
 
 def test_without_the_papers_data_the_stage_writes_no_paper_csv():
-    out = stage_dir("papers-bare", A.ANALYZE)
-    (out / A.PAPER).write_text("paper,quantity\nYesBut,left by an earlier run\n")
+    out = stage_dir("papers-bare", artifacts.ANALYZE)
+    (out / artifacts.PAPER).write_text("paper,quantity\nYesBut,left by an earlier run\n")
     assert analyze.paper_table(analyze.AnalyzeConfig(), out) is None
-    assert not (out / A.PAPER).exists()
+    assert not (out / artifacts.PAPER).exists()
 
 
 SEEDS = {"YesBut": "001_cff4cffb7ad98524.txt", "LAVE": "002_1ef572e342c2980d.txt"}

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from lib.core.paths import PARAMS, ROOT
-from lib.io import artifacts as A
+from lib.io import artifacts
 from lib.pipeline import execute as pipeline
 
 from .support.hub_cache import BUILDERS, save_under_repo_id
@@ -81,7 +81,9 @@ def hub_ids(plan) -> set[str]:
     ids = set()
     for _, spec, _ in uses(plan.steps):
         name = spec if isinstance(spec, str) else spec.get("name", "")
-        if (isinstance(spec, str) or spec.get("backend") == "hf") and not A.is_run_output(name):
+        if (isinstance(spec, str) or spec.get("backend") == "hf") and not artifacts.is_run_output(
+            name
+        ):
             ids.add(name)
     return ids
 
@@ -168,9 +170,11 @@ def test_make_run_real_offline_against_a_hub_cache_of_tiny_models(hub, tmp_path)
         and "00_setup               runs: params/common.real.yaml" in r.stdout
     )
     _check_provenance(pipeline.plan(PROFILE), outputs / PROFILE, SHRINK)
-    setup = json.loads((outputs / PROFILE / A.SETUP / "provenance.json").read_text())
+    setup = json.loads((outputs / PROFILE / artifacts.SETUP / "provenance.json").read_text())
     assert setup["params"]["models"]["vlm"]["name"] == "Qwen/Qwen2-VL-7B-Instruct"
-    train = json.loads((outputs / PROFILE / A.TRAIN / "provenance.json").read_text())["params"]
+    train = json.loads((outputs / PROFILE / artifacts.TRAIN / "provenance.json").read_text())[
+        "params"
+    ]
     assert (train["lora_r"], train["lr"], train["full_finetune"], train["model"]["name"]) == (
         8,
         1e-5,
@@ -178,9 +182,9 @@ def test_make_run_real_offline_against_a_hub_cache_of_tiny_models(hub, tmp_path)
         "Qwen/Qwen2-VL-7B-Instruct",
     )
     assert (
-        outputs / PROFILE / A.TRAIN / "best" / "adapter_config.json"
+        outputs / PROFILE / artifacts.TRAIN / "best" / "adapter_config.json"
     ).exists()  # LoRA, as the preset says
-    metrics = A.read_table(outputs / PROFILE, A.EVALUATE, A.METRICS)
+    metrics = artifacts.read_table(outputs / PROFILE, artifacts.EVALUATE, artifacts.METRICS)
     assert {"trained", "base"} <= set(metrics.model)
     assert (outputs / PROFILE / "report.html").exists()
 
@@ -198,14 +202,16 @@ def test_your_model_quick_start(hub, tmp_path):
     _make_run("mine", _env(hub, outputs, VQALAB_PARAMS=str(params)), tmp_path)
     plan = pipeline.plan("mine", params_dir=params)
     _check_provenance(plan, outputs / "mine", SHRINK)
-    setup = json.loads((outputs / "mine" / A.SETUP / "provenance.json").read_text())["params"][
-        "models"
-    ]
+    setup = json.loads((outputs / "mine" / artifacts.SETUP / "provenance.json").read_text())[
+        "params"
+    ]["models"]
     assert (
         setup["vlm"]["name"] == "Qwen/Qwen2-VL-2B-Instruct"
         and setup["llm"]["name"] == "Qwen/Qwen2.5-7B-Instruct"
     )
-    assert set(A.read_table(outputs / "mine", A.EVALUATE, A.METRICS).model) >= {"trained", "base"}
+    assert set(
+        artifacts.read_table(outputs / "mine", artifacts.EVALUATE, artifacts.METRICS).model
+    ) >= {"trained", "base"}
 
 
 def test_your_dataset_quick_start(hub, tmp_path):

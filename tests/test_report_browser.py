@@ -14,11 +14,11 @@ from playwright.sync_api import expect
 
 from lib.core.paths import ROOT
 from lib.core.schema import Prediction
-from lib.io import artifacts as A
+from lib.io import artifacts
 from lib.models.store import CallStore
 from lib.pages.browser import outcome, write_browser
 from lib.pages.report import build_report, headline_rows
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 from lib.stages.setup import demo_datasets
 from tests.support.chromium import chromium_page
 
@@ -39,7 +39,7 @@ def run_folder(tmp_path_factory):
     """A run with stage 06 only: the tiny VLM on the demo's mcq, vqa and yesbut sets."""
     root = tmp_path_factory.mktemp("report-run")
     folders = {k: str(v) for k, v in demo_datasets(root / "data").items()}
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets=folders,
         models={"tiny": TINY},
         styles=["zero_shot"],
@@ -48,7 +48,9 @@ def run_folder(tmp_path_factory):
         tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}},
     )
     run = root / "run"
-    E.run(cfg, run / A.EVALUATE, store=CallStore(root / "calls.sqlite"), progress=False)
+    evaluate.run(
+        cfg, run / artifacts.EVALUATE, store=CallStore(root / "calls.sqlite"), progress=False
+    )
     write_browser(run)
     build_report(run)
     return run
@@ -69,12 +71,12 @@ def _shot(page, name):
 
 
 def test_the_report_opens_with_the_results_and_they_are_metrics_csv(run_folder, page):
-    page.goto((run_folder / A.REPORT).as_uri())
+    page.goto((run_folder / artifacts.REPORT).as_uri())
     table = page.locator("h2#results + h4 + table")
     assert table.is_visible() and table.bounding_box()["y"] < 900  # on the first screen
     _shot(page, "report-summary.png")
     shown = pd.read_html(io.StringIO(table.inner_html().join(("<table>", "</table>"))))[0]
-    metrics = pd.read_csv(run_folder / A.EVALUATE / A.METRICS)
+    metrics = pd.read_csv(run_folder / artifacts.EVALUATE / artifacts.METRICS)
     expected = headline_rows(metrics)
     assert len(shown) == len(expected)
     for (_, s), (_, e) in zip(shown.iterrows(), expected.iterrows()):
@@ -101,9 +103,9 @@ def test_the_report_opens_with_the_results_and_they_are_metrics_csv(run_folder, 
 def test_a_headline_links_to_exactly_its_answers_and_filters_narrow_them(run_folder, page):
     preds = [
         Prediction.from_dict(json.loads(line))
-        for line in open(run_folder / A.EVALUATE / A.PREDICTIONS)
+        for line in open(run_folder / artifacts.EVALUATE / artifacts.PREDICTIONS)
     ]
-    page.goto((run_folder / A.REPORT).as_uri())
+    page.goto((run_folder / artifacts.REPORT).as_uri())
     link = page.locator("h2#results + h4 + table a").first
     href = link.get_attribute("href")
     link.click()  # as a reader does
@@ -151,7 +153,7 @@ def pair_run(tmp_path_factory):
 
     base, new = evaluate_pair(tmp_path_factory.mktemp("pair"), "browse-base", "browse-new")
     cfg = analyze.AnalyzeConfig(compare_with="browse-base")
-    out = new / A.ANALYZE
+    out = new / artifacts.ANALYZE
     analyze.finish(cfg, out, None, [], {"topics": "none"}, {}, analyze.comparison(cfg, out))
     return base, new
 
@@ -180,12 +182,12 @@ def served(pair_run):
 def _answers(run) -> dict[tuple, dict]:
     return {
         (r["dataset"], r["task"], r["model"], r["style"], r["item_id"]): r
-        for r in map(json.loads, open(run / A.EVALUATE / A.PREDICTIONS))
+        for r in map(json.loads, open(run / artifacts.EVALUATE / artifacts.PREDICTIONS))
     }
 
 
 def _changed(run) -> list[dict]:
-    return [json.loads(line) for line in open(run / A.ANALYZE / A.COMPARED_ITEMS)]
+    return [json.loads(line) for line in open(run / artifacts.ANALYZE / artifacts.COMPARED_ITEMS)]
 
 
 def test_the_change_and_cause_filters_show_exactly_those_answers_side_by_side(
@@ -248,7 +250,7 @@ def test_the_change_and_cause_filters_show_exactly_those_answers_side_by_side(
 def test_the_reports_comparison_links_each_count_to_its_answers(pair_run, page):
     base, new = pair_run
     changed = _changed(new)
-    page.goto((new / A.REPORT).as_uri())
+    page.goto((new / artifacts.REPORT).as_uri())
     section = page.locator("h2#comparison")
     assert section.inner_text() == "Compared with browse-base"
     section.scroll_into_view_if_needed()

@@ -18,14 +18,14 @@ from unittest import mock
 import pandas as pd
 import pytest
 
-from lib import tasks as T
+from lib import tasks
 from lib.core.schema import Prediction
 from lib.eval import rescore as rescore_module
 from lib.families.scrapbook import ScrapbookParams
 from lib.families.scrapbook import generate as scrapbook
 from lib.io import load_items, read_jsonl
 from lib.models.store import CallStore
-from lib.stages import evaluate as E
+from lib.stages import evaluate as evaluate_stage
 from lib.stages.setup import demo_datasets
 from lib.tasks.registry import get_task
 
@@ -72,7 +72,7 @@ def evaluate(root: Path) -> Path:
             "base_url": server.url,
             "api_key_env": "VQALAB_JUDGE_KEY",
         }
-        cfg = E.EvalConfig(
+        cfg = evaluate_stage.EvalConfig(
             datasets=make_datasets(root / "data"),
             models=MODELS,
             styles=["zero_shot", "cot"],
@@ -86,7 +86,7 @@ def evaluate(root: Path) -> Path:
                 "vqa.open": {"judge": "lave"},
             },
         )
-        E.run(cfg, out, store=CallStore(root / "calls.sqlite"), progress=False)
+        evaluate_stage.run(cfg, out, store=CallStore(root / "calls.sqlite"), progress=False)
     return out
 
 
@@ -140,7 +140,7 @@ def test_rescoring_in_chunks_of_any_size_writes_the_same_files(finished, tmp_pat
         monkeypatch.setattr(rescore_module, "RESCORE_CHUNK", chunk)
         folder = tmp_path / f"chunk{chunk}"
         shutil.copytree(finished, folder)
-        E.rescore_folder(folder)
+        evaluate_stage.rescore_folder(folder)
         _same_tables(finished, folder)
         assert (folder / "predictions.jsonl").read_bytes() == (
             finished / "predictions.jsonl"
@@ -149,7 +149,7 @@ def test_rescoring_in_chunks_of_any_size_writes_the_same_files(finished, tmp_pat
 
 
 def _answers(finished: Path) -> tuple[list[Prediction], list]:
-    cfg = E.EvalConfig(**json.loads((finished / "config.json").read_text()))
+    cfg = evaluate_stage.EvalConfig(**json.loads((finished / "config.json").read_text()))
     items = {it.id: it for it in load_items(cfg.datasets["scrapbook"])}
     preds = [
         Prediction.from_dict(d)
@@ -166,7 +166,7 @@ def test_the_streamed_scrapbook_scorer_equals_the_protocols_frame(finished, exac
     the frame of all of them (the plain :class:`lib.tasks.Scorer`)."""
     task, scoring = (
         get_task("scrapbook.qa"),
-        T.Scoring(n_resamples=200, seed=3, tasks={"scrapbook.qa": {"exact": exact}}),
+        tasks.Scoring(n_resamples=200, seed=3, tasks={"scrapbook.qa": {"exact": exact}}),
     )
     preds, items = _answers(finished)
     groups: dict = {}
@@ -175,7 +175,7 @@ def test_the_streamed_scrapbook_scorer_equals_the_protocols_frame(finished, exac
     assert len(groups) == len(MODELS) * 2
     for pairs in groups.values():
         made = {}
-        for kind, step in ((T.Scorer, len(pairs)), (type(task.scorer(scoring)), 5)):
+        for kind, step in ((tasks.Scorer, len(pairs)), (type(task.scorer(scoring)), 5)):
             group = [Prediction.from_dict(p.to_dict()) for p, _ in pairs]
             scorer = kind(task, scoring)
             for k in range(0, len(group), step):

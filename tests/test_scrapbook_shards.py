@@ -13,7 +13,7 @@ import yaml
 from lib.core.paths import RunBusy, RunLock
 from lib.families.scrapbook import ScrapbookParamError
 from lib.io.folders import claim_stage
-from lib.stages import scrapbook as S
+from lib.stages import scrapbook
 from tests.support.scrapbook import SMALL
 
 # the dataset files a merge must give byte for byte (dataset.json and summary.json say when and from
@@ -21,9 +21,9 @@ from tests.support.scrapbook import SMALL
 SAME = ("items.jsonl", "scenes.jsonl", "counts.csv", "concepts.csv")
 
 
-def _config(**kw) -> S.ScrapbookConfig:
+def _config(**kw) -> scrapbook.ScrapbookConfig:
     """A small main dataset (24 images) and a further set, as the demo's stage has."""
-    return S.ScrapbookConfig(
+    return scrapbook.ScrapbookConfig(
         **{**SMALL, "n_preview": 1, "sets": {"fresh": {**SMALL, "seed": 7}}, **kw}
     )
 
@@ -39,10 +39,10 @@ def _files(folder) -> dict[str, bytes]:
 def test_two_shards_and_a_merge_write_the_stage_folder_of_a_one_process_run(tmp_path):
     cfg = _config()
     sharded, one = tmp_path / "sharded" / "04_scrapbook", tmp_path / "one" / "04_scrapbook"
-    made = [S.shard(cfg, sharded, k, 2, progress=False) for k in range(2)]
+    made = [scrapbook.shard(cfg, sharded, k, 2, progress=False) for k in range(2)]
     assert not (sharded / "datasets").exists()  # a shard writes its own folder only
-    merged = S.merge(cfg, sharded, 2, progress=False)
-    single = S.run(cfg, one, progress=False)
+    merged = scrapbook.merge(cfg, sharded, 2, progress=False)
+    single = scrapbook.run(cfg, one, progress=False)
     assert [m["images"] for m in made] == [12, 12] and merged["images"] == single["images"] == 24
     assert json.dumps(merged) == json.dumps(single).replace(str(one), str(sharded))
     for name in ("scrapbook", "fresh"):
@@ -59,7 +59,7 @@ def test_two_shards_and_a_merge_write_the_stage_folder_of_a_one_process_run(tmp_
 
 def _refused(cfg, out, num_shards: int) -> str:
     with pytest.raises(ScrapbookParamError) as e:
-        S.merge(cfg, out, num_shards, progress=False)
+        scrapbook.merge(cfg, out, num_shards, progress=False)
     assert not (out / "datasets").exists() and not (out / "summary.json").exists()
     return str(e.value)
 
@@ -67,8 +67,8 @@ def _refused(cfg, out, num_shards: int) -> str:
 def test_a_missing_shard_or_one_made_otherwise_is_refused_naming_it(tmp_path):
     out = tmp_path / "04_scrapbook"
     cfg = _config()
-    S.shard(cfg, out, 0, 2, progress=False)
-    S.shard(_config(seed=3), out, 1, 2, progress=False)  # another seed: another dataset
+    scrapbook.shard(cfg, out, 0, 2, progress=False)
+    scrapbook.shard(_config(seed=3), out, 1, 2, progress=False)  # another seed: another dataset
     said = _refused(cfg, out, 2)
     assert f"{out}/shards/1-of-2/datasets/scrapbook: made with other seed than this merge's" in said
     assert "0-of-2" not in said and "shard --shard K --num-shards 2" in said
@@ -85,13 +85,13 @@ def test_a_shard_locks_its_own_folder_not_the_run(tmp_path):
     out = tmp_path / "04_scrapbook"
     cfg = _config(sets={})
     claim_stage(out, "04_scrapbook")  # as the process making shard 1 did
-    with RunLock(S.shard_folder(out, 1, 2)):  # shard 1 is being made by another process
+    with RunLock(scrapbook.shard_folder(out, 1, 2)):  # shard 1 is being made by another process
         with pytest.raises(RunBusy, match="1-of-2"):
-            S.shard(cfg, out, 1, 2, progress=False)
-        S.shard(cfg, out, 0, 2, progress=False)  # its sibling is not held up
+            scrapbook.shard(cfg, out, 1, 2, progress=False)
+        scrapbook.shard(cfg, out, 0, 2, progress=False)  # its sibling is not held up
     with RunLock(tmp_path):  # the run's lock, as a sibling shard never holds it but merge does
-        S.shard(cfg, out, 1, 2, progress=False)
-    assert S.merge(cfg, out, 2, progress=False)["images"] == 24
+        scrapbook.shard(cfg, out, 1, 2, progress=False)
+    assert scrapbook.merge(cfg, out, 2, progress=False)["images"] == 24
 
 
 def test_the_commands_make_the_runs_shards_and_refuse_a_bad_set_by_name(
@@ -103,19 +103,21 @@ def test_the_commands_make_the_runs_shards_and_refuse_a_bad_set_by_name(
     common = ["--params", str(params), "--run", "r"]
     out = tmp_path / "outputs" / "r" / "04_scrapbook"
     with pytest.raises(SystemExit):
-        S.cluster_main(["shard", *common, "--shard", "2", "--num-shards", "2"])
+        scrapbook.cluster_main(["shard", *common, "--shard", "2", "--num-shards", "2"])
     assert "--shard: 0 to 1 for 2 shards, got 2" in capsys.readouterr().err
-    assert S.cluster_main(["shard", *common, "--shard", "0", "--num-shards", "2"]) == 0
+    assert scrapbook.cluster_main(["shard", *common, "--shard", "0", "--num-shards", "2"]) == 0
     assert (out / "shards" / "0-of-2" / "datasets" / "scrapbook" / "items.jsonl").exists()
-    assert S.cluster_main(["merge", *common, "--num-shards", "2", "--set", "seed=5"]) == 2
+    assert scrapbook.cluster_main(["merge", *common, "--num-shards", "2", "--set", "seed=5"]) == 2
     err = capsys.readouterr().err
     assert "error: " in err and "shards/1-of-2/datasets/scrapbook: missing" in err
     assert "shards/0-of-2/datasets/scrapbook: made with other seed" in err
-    assert S.cluster_main(["shard", *common, "--shard", "1", "--num-shards", "2"]) == 0
+    assert scrapbook.cluster_main(["shard", *common, "--shard", "1", "--num-shards", "2"]) == 0
     capsys.readouterr()
-    assert S.cluster_main(["merge", *common, "--num-shards", "2"]) == 0
+    assert scrapbook.cluster_main(["merge", *common, "--num-shards", "2"]) == 0
     assert json.loads(capsys.readouterr().out)["images"] == 24
     assert (out / "provenance.json").exists() and not (out / "shards").exists()
     with pytest.raises(SystemExit):  # the two forms of merge are not mixed
-        S.cluster_main(["merge", "--num-shards", "2", "--out", str(tmp_path / "m"), str(out)])
+        scrapbook.cluster_main(
+            ["merge", "--num-shards", "2", "--out", str(tmp_path / "m"), str(out)]
+        )
     assert "not both" in capsys.readouterr().err

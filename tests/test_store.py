@@ -229,7 +229,7 @@ def test_a_store_opened_while_another_process_switches_it_to_wal_waits(tmp_path,
     switching a fresh file to WAL: the store retries instead of failing the evaluation."""
     import sqlite3
 
-    import lib.models.store as S
+    from lib.models import store as call_store
 
     real_connect, refused = sqlite3.connect, []
 
@@ -246,7 +246,7 @@ def test_a_store_opened_while_another_process_switches_it_to_wal_waits(tmp_path,
         def __getattr__(self, name):
             return getattr(self._db, name)
 
-    monkeypatch.setattr(S.sqlite3, "connect", lambda *a, **k: Busy(real_connect(*a, **k)))
-    store = S.CallStore(tmp_path / "calls.sqlite")
+    monkeypatch.setattr(call_store.sqlite3, "connect", lambda *a, **k: Busy(real_connect(*a, **k)))
+    store = call_store.CallStore(tmp_path / "calls.sqlite")
     assert len(refused) == 3
     assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -16,9 +16,7 @@ from lib.core.schema import Response
 from lib.io import dataset_info, read_jsonl, save_dataset
 from lib.models import load_model
 from lib.models.store import CallStore
-from lib.stages import analyze, collect
-from lib.stages import evaluate as E
-from lib.stages import train as T
+from lib.stages import analyze, collect, evaluate, train
 from lib.tasks import registry
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
@@ -63,7 +61,7 @@ def toy(family, tmp_path):
 
 def test_a_task_defined_outside_lib_is_evaluated_and_rescored(toy, tmp_path):
     folder, items = toy
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets={"toy": str(folder)},
         models={"tiny": TINY},
         styles=["zero_shot", "cot"],
@@ -72,7 +70,7 @@ def test_a_task_defined_outside_lib_is_evaluated_and_rescored(toy, tmp_path):
         n_resamples=50,
     )
     out = tmp_path / "eval"
-    E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    evaluate.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     preds = list(read_jsonl(out / "predictions.jsonl"))
     assert len(preds) == 2 * len(items) and {p["task"] for p in preds} == {"toy.colour"}
     # constrained to the task's closed set: every answer is one of its colours
@@ -93,13 +91,13 @@ def test_a_task_defined_outside_lib_is_evaluated_and_rescored(toy, tmp_path):
         sum(p["parsed"] == "red" for p in preds if p["style"] == "zero_shot") / len(items)
     )
     before = metrics.copy()
-    E.rescore_folder(out)
+    evaluate.rescore_folder(out)
     pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), before)
 
 
 def test_its_options_are_one_params_block_and_its_tables_reach_the_analysis(toy, tmp_path):
     folder, items = toy
-    cfg = E.EvalConfig.from_params(
+    cfg = evaluate.EvalConfig.from_params(
         {
             "datasets": {"toy": str(folder)},
             "models": {"tiny": TINY},
@@ -110,7 +108,7 @@ def test_its_options_are_one_params_block_and_its_tables_reach_the_analysis(toy,
         }
     )
     out = tmp_path / "run" / "06_evaluate"
-    E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    evaluate.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     preds = list(read_jsonl(out / "predictions.jsonl"))
     metrics = pd.read_csv(out / "metrics.csv")
     warm = metrics[(metrics["task"] == "toy.colour") & (metrics["metric"] == "warm")][
@@ -125,17 +123,17 @@ def test_its_options_are_one_params_block_and_its_tables_reach_the_analysis(toy,
     with pytest.raises(
         Exception, match=r"tasks.toy.colour: unknown key 'wram' \(did you mean 'warm'\?\)"
     ):
-        E.EvalConfig.from_params({"tasks": {"toy.colour": {"wram": "blue"}}})
+        evaluate.EvalConfig.from_params({"tasks": {"toy.colour": {"wram": "blue"}}})
 
 
 def test_training_validates_and_trains_with_the_tasks_own_methods(toy):
     folder, items = toy
     backend = load_model(TINY).load()
-    examples = [T.Example(it, str(folder)) for it in items]
-    accuracies = T.evaluate_examples(
-        backend.model, backend.processor, examples, T.TrainConfig.val_max_new_tokens
+    examples = [train.Example(it, str(folder)) for it in items]
+    accuracies = train.evaluate_examples(
+        backend.model, backend.processor, examples, train.TrainConfig.val_max_new_tokens
     )
-    hits = T.score_examples(
+    hits = train.score_examples(
         examples, [Response(text=c) for c in ("red", "blue", "blue", "red", "green", "Blue.")]
     )
     assert hits == [True, False, True, True, True, True]
@@ -145,21 +143,21 @@ def test_training_validates_and_trains_with_the_tasks_own_methods(toy):
         "macro",
     }  # target kinds are Scrapbook's only
     tok = backend.processor.tokenizer
-    batch = T.collate(examples[:2], backend.processor, tok.eos_token)
+    batch = train.collate(examples[:2], backend.processor, tok.eos_token)
     labelled = batch["labels"][0][batch["labels"][0] != -100].tolist()
     assert tok.decode(labelled) == "red" + tok.eos_token  # the task's target text is what is learnt
 
 
 def _evaluated(folder, out, tmp_path):
     """Stage 06 on the toy dataset at ``folder`` (zero-shot, the tiny LLaVA) into ``out``."""
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets={"toy": str(folder)},
         models={"tiny": TINY},
         styles=["zero_shot"],
         max_new_tokens=4,
         n_resamples=20,
     )
-    E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    evaluate.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     return out
 
 
@@ -168,13 +166,13 @@ def test_rescore_refuses_parts_that_do_not_belong_together(toy, tmp_path):
     grade stored answers against other gold, so it refuses and says why."""
     folder, items = toy
     out = _evaluated(folder, tmp_path / "eval", tmp_path)
-    E.rescore_folder(out)  # a finished evaluation rescores
+    evaluate.rescore_folder(out)  # a finished evaluation rescores
     lines = (folder / "items.jsonl").read_text().splitlines()
     (folder / "items.jsonl").write_text("\n".join(lines[::-1]).replace('"red"', '"blue"') + "\n")
     with pytest.raises(ValueError, match=r"dataset 'toy' .* changed since it was evaluated"):
-        E.rescore_folder(out)
+        evaluate.rescore_folder(out)
     (folder / "items.jsonl").write_text("\n".join(lines) + "\n")
-    E.rescore_folder(out)
+    evaluate.rescore_folder(out)
     kept = (out / "predictions.jsonl").read_text()
     (out / "predictions.jsonl").write_text(
         kept.replace(f'"{items[0].id}"', '"not-in-the-dataset"', 1)
@@ -182,19 +180,19 @@ def test_rescore_refuses_parts_that_do_not_belong_together(toy, tmp_path):
     with pytest.raises(
         ValueError, match="not-in-the-dataset.*the answers changed after the evaluation finished"
     ):
-        E.rescore_folder(
+        evaluate.rescore_folder(
             out
         )  # another run's predictions: refused with the manifest's reason, not a traceback
     assert not list(out.glob(".predictions.*"))  # the rescore's pass files are gone
     (out / "predictions.jsonl").write_text(kept)
-    E.rescore_folder(out)
+    evaluate.rescore_folder(out)
     (
         out / "manifest.json"
     ).unlink()  # what a killed rerun leaves: new config beside old predictions
     with pytest.raises(ValueError, match="did not finish"):
-        E.rescore_folder(out)
-    assert E.main(["rescore", "--run", "no-such-run"]) == 2  # a clear error, exit status 2
-    E.rescore_folder(out, unverified=True)  # the user's explicit choice
+        evaluate.rescore_folder(out)
+    assert evaluate.main(["rescore", "--run", "no-such-run"]) == 2  # a clear error, exit status 2
+    evaluate.rescore_folder(out, unverified=True)  # the user's explicit choice
 
 
 def test_it_is_collected_evaluated_and_analysed_into_paper_csv_and_a_figure(family, tmp_path):

@@ -230,16 +230,16 @@ def test_balanced_drawing_makes_every_answer_of_a_type_as_likely_and_keeps_the_t
 
 
 def test_curriculum_trains_on_the_focus_questions_first(dataset, tmp_path, monkeypatch):
-    import lib.training.loop as T
+    from lib.training import loop
 
     seen = []
-    real = T.collate
+    real = loop.collate
 
     def spy(examples, *args, **kwargs):
         seen.append({e.facets["target"] for e in examples})
         return real(examples, *args, **kwargs)
 
-    monkeypatch.setattr(T, "collate", spy)
+    monkeypatch.setattr(loop, "collate", spy)
     cfg = _cfg(dataset, focus_targets=["color"], focus_steps=3, train_types=["presence"])
     train(cfg, tmp_path / "curriculum", progress=False)
     assert all(kinds == {"color"} for kinds in seen[:3]) and any(
@@ -449,9 +449,9 @@ def test_a_short_training_gives_the_recorded_curve_on_any_machine(dataset, tmp_p
 def test_a_kill_between_checkpoints_leaves_no_duplicate_curve_rows(dataset, tmp_path, monkeypatch):
     """Killed after step 5 (checkpoints at 2, 4, 6): the resumed run trains step 5 again from the
     step-4 checkpoint, and the curve lists every step once."""
-    import lib.training.loop as T
+    from lib.training import loop
 
-    real = T.append_jsonl
+    real = loop.append_jsonl
 
     def killed_after_step_5(path, rows):
         n = real(path, rows)
@@ -459,10 +459,10 @@ def test_a_kill_between_checkpoints_leaves_no_duplicate_curve_rows(dataset, tmp_
             raise KeyboardInterrupt("killed")
         return n
 
-    monkeypatch.setattr(T, "append_jsonl", killed_after_step_5)
+    monkeypatch.setattr(loop, "append_jsonl", killed_after_step_5)
     with pytest.raises(KeyboardInterrupt):
         train(_cfg(dataset), tmp_path / "k", progress=False)
-    monkeypatch.setattr(T, "append_jsonl", real)
+    monkeypatch.setattr(loop, "append_jsonl", real)
     train(_cfg(dataset), tmp_path / "k", progress=False)
     steps = [
         json.loads(x)["step"] for x in (tmp_path / "k" / "curve.jsonl").read_text().splitlines()
@@ -676,23 +676,23 @@ def test_prepared_image_tensors_hash_an_image_object_once(dataset, monkeypatch):
 
 def test_the_stage_steps_called_one_by_one_write_what_run_writes(dataset, tmp_path):
     """Notebook 05 calls the steps one per section; ``run`` composes the same steps."""
-    import lib.stages.train as T
+    from lib.stages import train as train_stage
 
     cfg = _cfg(dataset, max_test=8)
     a, b = tmp_path / "steps" / "05_train", tmp_path / "run" / "05_train"
-    bound = T.bind_datasets(cfg, a)
+    bound = train_stage.bind_datasets(cfg, a)
     assert bound.dataset == str(dataset)  # a folder named outright stays as it is
-    training = T.train(bound, a, resume=bound.resume, progress=False)
-    curve, (fig, ax) = T.curve(a)
+    training = train_stage.train(bound, a, resume=bound.resume, progress=False)
+    curve, (fig, ax) = train_stage.curve(a)
     assert (
         curve["step"].max() == training["steps"]
         and fig.axes
         and (a / "figures" / "training_curve.png").exists()
     )
-    result, (fig, ax) = T.comparison(bound, a)
+    result, (fig, ax) = train_stage.comparison(bound, a)
     assert result["n_test"] == 8 and fig.axes and (a / "figures" / "base_vs_trained.png").exists()
-    summary = T.finish(bound, a, training, result)
-    ran = T.run(cfg, b, progress=False)
+    summary = train_stage.finish(bound, a, training, result)
+    ran = train_stage.run(cfg, b, progress=False)
 
     def untimed(s):
         return {

@@ -37,8 +37,7 @@ from lib.af import rules
 from lib.af.guards import GUARDS, pick_without_tell, screen
 from lib.af.skeletons import LLM_TYPES, Skeleton, prompts
 from lib.core.schema import Item
-from lib.io import artifacts as A
-from lib.io import write_json
+from lib.io import artifacts, write_json
 from lib.models import Constraint, Request, check_spec, generate
 from lib.tasks import wants_question_first
 from lib.tasks.registry import af_questions, task_of
@@ -78,7 +77,7 @@ def options_schema(n: int) -> dict:
 class AFConfig(config.StageConfig):
     """Stage 03: where the skeletons come from, the models, and the loop's settings."""
 
-    STAGE: ClassVar[str] = A.AF
+    STAGE: ClassVar[str] = artifacts.AF
     MODEL_ROLES: ClassVar[dict] = {
         "generator": "llm",
         "discriminators": "vlm",

@@ -53,8 +53,7 @@ import pandas as pd
 
 from lib import config
 from lib.eval.settings import EvalConfig
-from lib.io import NotOurFolder, aside_folder, check_ours, mark, swap_in, write_csv
-from lib.io import artifacts as A
+from lib.io import NotOurFolder, artifacts, aside_folder, check_ours, mark, swap_in, write_csv
 from lib.io.annotations import (
     LABEL_COLUMNS,
     LabelsError,
@@ -63,8 +62,7 @@ from lib.io.annotations import (
     label_rows,
     labels_file,
 )
-from lib.metrics import ppi as P
-from lib.metrics import text as T
+from lib.metrics import ppi, text
 from lib.metrics.rater_agreement import (
     CATEGORICAL,
     GRADED,
@@ -165,9 +163,9 @@ def metric_scores(
     cands, refs = answers["answer"].tolist(), answers["references"].tolist()
     return {
         m: np.asarray(
-            T.bertscore(cands, refs, model=bertscore_model)
+            text.bertscore(cands, refs, model=bertscore_model)
             if m == "bertscore"
-            else getattr(T, m)(cands, refs),
+            else getattr(text, m)(cands, refs),
             dtype=float,
         )
         for m in metrics
@@ -299,10 +297,10 @@ def agreement_table(
 def corrected_table(scores, answers, labels, n_resamples=N_RESAMPLES, seed=0) -> pd.DataFrame:
     """:func:`lib.metrics.ppi.corrected_table` of the judges (``<judge>[<model>]``) of ``scores``."""
     judges = {k: s for k, s in scores.items() if k.endswith("]")}
-    verdict = dict(_verdicts(answers, labels)).get(P.CRITERION, np.full(len(answers), np.nan))
+    verdict = dict(_verdicts(answers, labels)).get(ppi.CRITERION, np.full(len(answers), np.nan))
     ids, at = answers["answer_id"].astype(str), answers["cluster"].astype(str).to_numpy()
     models = [a[len(c) + 1 :] if a.startswith(f"{c}:") else "" for a, c in zip(ids, at)]
-    return P.corrected_table(judges, verdict, at, models, n_resamples=n_resamples, seed=seed)
+    return ppi.corrected_table(judges, verdict, at, models, n_resamples=n_resamples, seed=seed)
 
 
 def _flags(table: pd.DataFrame) -> dict:
@@ -395,7 +393,7 @@ def scorers(
 def _write(out: Path, tables: dict[str, pd.DataFrame]) -> None:
     """The tables into ``out``, all or nothing: built aside, marked, swapped in whole."""
     building = aside_folder(out)
-    for name in (*A.AGREED_TABLES, P.TABLE):
+    for name in (*artifacts.AGREED_TABLES, ppi.TABLE):
         write_csv(building / f"{name}.csv", tables[name])
     mark(building, KIND)
     swap_in(building, out)
@@ -446,7 +444,7 @@ def run(
         "agreement": table,
         "paired": paired_table(scores, answers, labels, table, n_resamples, seed),
         "judge_checks": pd.DataFrame(checks),
-        P.TABLE: corrected_table(scores, answers, labels, n_resamples, seed),
+        ppi.TABLE: corrected_table(scores, answers, labels, n_resamples, seed),
         "scores": pd.concat([answers[["answer_id", "cluster"]], pd.DataFrame(scores)], axis=1),
         "labels": labels.assign(references=labels["references"].map(json.dumps), task=task),
     }

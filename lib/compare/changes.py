@@ -23,8 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.compare.explain import CAUSES, DIMENSIONS, Run, compare, open_runs, pair
-from lib.io import artifacts as A
-from lib.io import write_json, write_jsonl
+from lib.io import artifacts, write_json, write_jsonl
 from lib.io.folders import Legacy, mark
 from lib.metrics.stats import CHANGES, score_change
 from lib.tasks.registry import get_task
@@ -34,8 +33,13 @@ KIND = "run comparison"  # the marker of the folder write_comparison writes (lib
 LEGACY = Legacy(
     tuple(
         Path(p).name
-        for p in (A.COMPARED, A.COMPARED_CAUSES, A.COMPARED_METRICS, A.COMPARED_CONFIG)
-        + (A.COMPARED_ITEMS,)
+        for p in (
+            artifacts.COMPARED,
+            artifacts.COMPARED_CAUSES,
+            artifacts.COMPARED_METRICS,
+            artifacts.COMPARED_CONFIG,
+        )
+        + (artifacts.COMPARED_ITEMS,)
     )
 )
 
@@ -211,11 +215,11 @@ def write_comparison(stage_out: str | Path, result: dict) -> dict[str, Path]:
     it and nothing else."""
     out = Path(stage_out)
     paths = {
-        "result": out / A.COMPARED,
-        "causes": out / A.COMPARED_CAUSES,
-        "metrics": out / A.COMPARED_METRICS,
-        "config": out / A.COMPARED_CONFIG,
-        "items": out / A.COMPARED_ITEMS,
+        "result": out / artifacts.COMPARED,
+        "causes": out / artifacts.COMPARED_CAUSES,
+        "metrics": out / artifacts.COMPARED_METRICS,
+        "config": out / artifacts.COMPARED_CONFIG,
+        "items": out / artifacts.COMPARED_ITEMS,
     }
     paths["result"].parent.mkdir(parents=True, exist_ok=True)
     mark(paths["result"].parent, KIND)

@@ -38,8 +38,7 @@ from lib.eval.paired import adjust, clusters_are, metric_rows
 from lib.eval.requests import zero_shot
 from lib.eval.rescore import saved_config
 from lib.eval.settings import EvalConfig
-from lib.io import artifacts as A
-from lib.io import load_items, read_jsonl
+from lib.io import artifacts, load_items, read_jsonl
 from lib.tasks import style_prompts, wants_question_first
 from lib.tasks.registry import get_task
 
@@ -124,10 +123,10 @@ def _verified(folder: Path, cfg: EvalConfig) -> tuple[list[dict], dict]:
     """The folder's predictions and manifest, once :func:`lib.eval.manifest.check_manifest` finds it
     finished and unedited (:data:`VERIFIED`; an lmms-eval import has no manifest: its scores alone)."""
     rows, answers = [], hashlib.sha256()
-    for d in read_jsonl(folder / A.PREDICTIONS):
+    for d in read_jsonl(folder / artifacts.PREDICTIONS):
         rows.append(d)
         answer_digest(answers, Prediction.from_dict(d))
-    imported = (folder / FOREIGN).exists() and not (folder / A.EVAL_MANIFEST).exists()
+    imported = (folder / FOREIGN).exists() and not (folder / artifacts.EVAL_MANIFEST).exists()
     try:
         saved = check_manifest(
             folder, cfg, answers.hexdigest(), parts=("scores",) if imported else VERIFIED
@@ -141,18 +140,18 @@ def open_run(folder: str | Path) -> Run:
     """An evaluation folder (``outputs/<run>/06_evaluate``) read for comparing, verified first
     (:func:`_verified`); the datasets rewritten since it asked them are noted (``Run.stale``)."""
     folder = Path(folder)
-    if not (folder / A.PREDICTIONS).exists():
+    if not (folder / artifacts.PREDICTIONS).exists():
         raise CompareError(
-            f"{folder / A.PREDICTIONS} not found: {folder} holds no finished evaluation (run stage 06)"
+            f"{folder / artifacts.PREDICTIONS} not found: {folder} holds no finished evaluation (run stage 06)"
         )
     try:
         cfg = saved_config(folder)
     except (FileNotFoundError, ValueError) as e:
         raise CompareError(str(e)) from None
     rows, saved = _verified(folder, cfg)
-    prov = folder / A.PROVENANCE
+    prov = folder / artifacts.PROVENANCE
     judgements = {}
-    if (folder / A.JUDGEMENTS).exists():
+    if (folder / artifacts.JUDGEMENTS).exists():
         judgements = {
             (
                 j["model"],
@@ -160,7 +159,7 @@ def open_run(folder: str | Path) -> Run:
                 j["item_id"],
                 j["meta"].get("style", "zero_shot"),
             ): j
-            for j in read_jsonl(folder / A.JUDGEMENTS)
+            for j in read_jsonl(folder / artifacts.JUDGEMENTS)
         }
     return foreign_run(
         Run(

@@ -32,25 +32,24 @@ from pathlib import Path
 from lib.compare.explain import CAUSES, DIMENSIONS, CompareError, check_two_runs, compare
 from lib.core.paths import check_name, stage_dir
 from lib.eval.foreign import ForeignError, import_lmms_eval, is_lmms_eval_output
-from lib.io import artifacts as A
-from lib.io import write_json
+from lib.io import artifacts, write_json
 from lib.metrics.multiple import LEVEL
 
 
 def evaluation_folder(run: str) -> Path:
     """A run name's ``06_evaluate`` folder, or the folder given (or its ``06_evaluate``)."""
     path = Path(run)
-    for folder in (path / A.EVALUATE, path) if path.is_dir() else ():
-        if (folder / A.PREDICTIONS).exists():
+    for folder in (path / artifacts.EVALUATE, path) if path.is_dir() else ():
+        if (folder / artifacts.PREDICTIONS).exists():
             return folder
     if "/" in run or run.startswith("."):
         raise CompareError(
-            f"{run}: no {A.PREDICTIONS} there nor in its {A.EVALUATE}/ (run stage 06 first)"
+            f"{run}: no {artifacts.PREDICTIONS} there nor in its {artifacts.EVALUATE}/ (run stage 06 first)"
         )
-    folder = stage_dir(check_name(run, "run name", CompareError), A.EVALUATE, create=False)
-    if not (folder / A.PREDICTIONS).exists():
+    folder = stage_dir(check_name(run, "run name", CompareError), artifacts.EVALUATE, create=False)
+    if not (folder / artifacts.PREDICTIONS).exists():
         raise CompareError(
-            f"run {run!r}: {folder / A.PREDICTIONS} not found (run stage 06 for it first)"
+            f"run {run!r}: {folder / artifacts.PREDICTIONS} not found (run stage 06 for it first)"
         )
     return folder
 
@@ -111,7 +110,7 @@ def runs_to_compare(
             out = (
                 Path(targets.pop(0))
                 if targets
-                else Path(stack.enter_context(tempfile.TemporaryDirectory())) / A.EVALUATE
+                else Path(stack.enter_context(tempfile.TemporaryDirectory())) / artifacts.EVALUATE
             )
             import_lmms_eval(run, out, exports)
             imported[run] = out

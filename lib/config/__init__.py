@@ -43,8 +43,7 @@ import yaml
 
 from lib.core.paths import ROOT, RunLock, check_name, params_root, stage_dir
 from lib.core.ranks import ranks
-from lib.io import artifacts as A
-from lib.io import write_json
+from lib.io import artifacts, write_json
 from lib.io.folders import claimed, mark_stage
 from lib.io.provenance import write_provenance
 
@@ -384,16 +383,16 @@ def load_profile(name: str, params_dir: str | Path | None = None) -> Profile:
         if key not in data:
             raise ParamsError(
                 f"{path}: a profile must say its {key!r} (run: the outputs folder name; "
-                f"stages: the stages it runs, from {', '.join(A.STAGES)})"
+                f"stages: the stages it runs, from {', '.join(artifacts.STAGES)})"
             )
     run, stages, models = data["run"], data["stages"], data.get("models") or {}
     check_type(run, str, f"{path}: run")
     check_name(run, f"{path}: run name", ParamsError)
     check_type(stages, list[str], f"{path}: stages")
     for s in stages:
-        if s not in A.STAGES:
+        if s not in artifacts.STAGES:
             raise ParamsError(
-                f"{path}: unknown stage {s!r} in stages{did_you_mean(s, A.STAGES)} (stages: {', '.join(A.STAGES)})"
+                f"{path}: unknown stage {s!r} in stages{did_you_mean(s, artifacts.STAGES)} (stages: {', '.join(artifacts.STAGES)})"
             )
     check_type(
         models, dict[str, dict], f"{path}: models"
@@ -409,7 +408,7 @@ def load_profile(name: str, params_dir: str | Path | None = None) -> Profile:
             )
     shared = {k: v for k, v in data.items() if k not in PROFILE_KEYS}
     cluster = data.get("cluster", parent and parent.cluster)  # extends: the parent's unless set
-    stages = [s for s in A.STAGES if s in stages]
+    stages = [s for s in artifacts.STAGES if s in stages]
     return Profile(name, run, stages, models, offline, shared, path, parent, cluster)
 
 

@@ -26,8 +26,8 @@ from lib.eval.manifest import answer_digest, manifest
 from lib.eval.requests import styled
 from lib.eval.score import read_answer
 from lib.eval.settings import EvalConfig
-from lib.io import artifacts as A
 from lib.io import (
+    artifacts,
     file_sha256,
     read_jsonl,
     shards,
@@ -175,7 +175,7 @@ def ask(cfg: EvalConfig, out: str | Path, data: dict, store=None, progress: bool
     job = ranks()
     # from here until the new manifest is written the folder is "unfinished": rescore refuses it
     if job.main:
-        (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
+        (out / artifacts.EVAL_MANIFEST).unlink(missing_ok=True)
     start = time.perf_counter()
     made = _predictions(cfg, data, store, progress and job.main, job)
     if job.world > 1:  # each rank writes its part; the main rank merges them and goes on alone
@@ -200,13 +200,13 @@ def _publish(
     last, the manifest; the counts for the summary."""
     answers, todo = hashlib.sha256(), []
     n_preds = write_jsonl(
-        out / A.PREDICTIONS, _rows((p for _, p in made), answers, todo, cfg.judged_tasks())
+        out / artifacts.PREDICTIONS, _rows((p for _, p in made), answers, todo, cfg.judged_tasks())
     )
     judgements = _judge(cfg, data, todo, store, progress) if todo else []
-    write_jsonl(out / A.JUDGEMENTS, (j.to_dict() for j in judgements))
-    write_json(out / A.EVAL_CONFIG, cfg.to_dict())
+    write_jsonl(out / artifacts.JUDGEMENTS, (j.to_dict() for j in judgements))
+    write_json(out / artifacts.EVAL_CONFIG, cfg.to_dict())
     # last, atomically: the parts belong together
-    write_json(out / A.EVAL_MANIFEST, manifest(out, cfg, answers.hexdigest()))
+    write_json(out / artifacts.EVAL_MANIFEST, manifest(out, cfg, answers.hexdigest()))
     return {
         "predictions": n_preds,
         "judgements": len(judgements),
@@ -241,7 +241,7 @@ def ask_shard(
     store = store if store is not None else CallStore.default()
     start = time.perf_counter()
     made = _predictions(cfg, data, store, progress, shard)
-    rows, _, digest = write_jsonl_hashed(folder / A.PREDICTIONS, _ordered(made))
+    rows, _, digest = write_jsonl_hashed(folder / artifacts.PREDICTIONS, _ordered(made))
     seconds = round(time.perf_counter() - start, 2)
     info = {**_made_from(cfg, shard), "rows": rows, "sha256": digest, "seconds": seconds}
     write_json(folder / PART_INFO, info)
@@ -261,9 +261,11 @@ def ask_merged(
     infos = checked_parts(cfg, out, data, num_shards)
     slowest = max(info["seconds"] for info in infos)
     store = store if store is not None else CallStore.default()
-    (out / A.EVAL_MANIFEST).unlink(missing_ok=True)
+    (out / artifacts.EVAL_MANIFEST).unlink(missing_ok=True)
     start = time.perf_counter()
-    parts = [shard_folder(out, Ranks(k, num_shards)) / A.PREDICTIONS for k in range(num_shards)]
+    parts = [
+        shard_folder(out, Ranks(k, num_shards)) / artifacts.PREDICTIONS for k in range(num_shards)
+    ]
     counts = _publish(cfg, out, data, _merged(parts), store, progress)
     return {"predict_seconds": round(slowest + time.perf_counter() - start, 2), **counts}
 
@@ -306,7 +308,7 @@ def checked_parts(cfg: EvalConfig, out: str | Path, data: dict, num_shards: int)
     infos, problems = [], []
     for k in range(num_shards):
         shard = Ranks(k, num_shards)
-        part = shard_folder(out, shard) / A.PREDICTIONS
+        part = shard_folder(out, shard) / artifacts.PREDICTIONS
         info, problem = _part_info(part)
         if info is None:
             problems.append(problem)

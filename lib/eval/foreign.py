@@ -55,8 +55,8 @@ from lib.eval.foreign_schema import (
 )
 from lib.eval.rescore import rescore_folder
 from lib.eval.settings import EvalConfig
-from lib.io import artifacts as A
 from lib.io import (
+    artifacts,
     aside_folder,
     file_sha256,
     item_index,
@@ -74,7 +74,14 @@ HARNESS = "lmms-eval"
 # an import made before markers: only the files an import writes (the tables rescoring writes among
 # them), its foreign.json naming lmms-eval
 LEGACY = Legacy(
-    (FOREIGN, A.EVAL_CONFIG, A.PREDICTIONS, A.JUDGEMENTS, A.PROVENANCE, A.TABLES_META),
+    (
+        FOREIGN,
+        artifacts.EVAL_CONFIG,
+        artifacts.PREDICTIONS,
+        artifacts.JUDGEMENTS,
+        artifacts.PROVENANCE,
+        artifacts.TABLES_META,
+    ),
     patterns=("*.csv",),
     says=(FOREIGN, "harness", HARNESS),
 )
@@ -103,7 +110,7 @@ def is_lmms_eval_output(path: str | Path) -> bool:
         return bool(SAMPLES.match(path.name)) or path.name.endswith("_results.json")
     return (
         path.is_dir()
-        and not (path / A.PREDICTIONS).exists()
+        and not (path / artifacts.PREDICTIONS).exists()
         and any(
             f for pattern in ("*_samples_*.jsonl", "*_results.json") for f in path.rglob(pattern)
         )
@@ -516,8 +523,8 @@ def _reported(results: dict, task: str) -> dict:
 def _write(out: Path, cfg: EvalConfig, preds: list[Prediction], record: dict, sources: dict) -> int:
     """The imported folder's files, written into ``out`` (a new folder) and scored; returns the
     count of answers VQA Lab could not read."""
-    write_json(out / A.EVAL_CONFIG, cfg.to_dict())
-    write_jsonl(out / A.PREDICTIONS, (p.to_dict() for p in preds))
+    write_json(out / artifacts.EVAL_CONFIG, cfg.to_dict())
+    write_jsonl(out / artifacts.PREDICTIONS, (p.to_dict() for p in preds))
     write_json(out / FOREIGN, record)
     write_provenance(
         out,

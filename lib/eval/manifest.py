@@ -11,17 +11,16 @@ from pathlib import Path
 
 from lib.core.schema import Prediction
 from lib.eval.settings import EvalConfig
-from lib.io import artifacts as A
-from lib.io import file_sha256
+from lib.io import artifacts, file_sha256
 
 # what check_manifest verifies: a rescore checks the first three before it reads the answers, then
 # the answers; a comparison checks all but the datasets (a dataset changed since is a cause of its own)
 BEFORE_READING = ("config", "judgements", "datasets")
 PARTS = (*BEFORE_READING, "answers", "scores")
 _FILES = {
-    "config": f"{A.EVAL_CONFIG} no longer matches",
-    "judgements": f"{A.JUDGEMENTS} no longer matches",
-    "answers": f"the replies in {A.PREDICTIONS} no longer match",
+    "config": f"{artifacts.EVAL_CONFIG} no longer matches",
+    "judgements": f"{artifacts.JUDGEMENTS} no longer matches",
+    "answers": f"the replies in {artifacts.PREDICTIONS} no longer match",
 }
 
 
@@ -41,9 +40,9 @@ def manifest(out: Path, cfg: EvalConfig, answers: str) -> dict:
     (:func:`answer_digest` of every prediction written), its judgements and every dataset's items as
     they were evaluated."""
     return {
-        "config": file_sha256(out / A.EVAL_CONFIG, remember=False),
+        "config": file_sha256(out / artifacts.EVAL_CONFIG, remember=False),
         "answers": answers,
-        "judgements": file_sha256(out / A.JUDGEMENTS, remember=False),
+        "judgements": file_sha256(out / artifacts.JUDGEMENTS, remember=False),
         "datasets": {
             name: file_sha256(Path(folder) / "items.jsonl") for name, folder in cfg.datasets.items()
         },
@@ -63,7 +62,7 @@ def changed_datasets(cfg: EvalConfig, saved: dict) -> dict[str, str | None]:
 
 def saved_manifest(out: Path) -> dict:
     """An evaluation folder's manifest, refused (:class:`Unverified`) when the evaluation did not finish."""
-    path = out / A.EVAL_MANIFEST
+    path = out / artifacts.EVAL_MANIFEST
     try:
         saved = json.loads(path.read_text())
     except FileNotFoundError:
@@ -87,9 +86,9 @@ def saved_manifest(out: Path) -> dict:
 def check_scores(out: Path) -> None:
     """Refuse a predictions file whose scores (or tables) are not those recorded when it was last
     scored (:func:`lib.io.artifacts.stale_tables`: edited since, or a rescore stopped part way)."""
-    if A.stale_tables(out) or not (out / A.TABLES_META).exists():
+    if artifacts.stale_tables(out) or not (out / artifacts.TABLES_META).exists():
         raise Unverified(
-            f"{out}: the scores are not those recorded when it was last scored ({A.PREDICTIONS} or its "
+            f"{out}: the scores are not those recorded when it was last scored ({artifacts.PREDICTIONS} or its "
             f"tables were edited since, or a rescore stopped part way); recompute them from the stored "
             f"replies (no model is called): python -m lib.stages.evaluate rescore --run {out.parent.name}"
         )
@@ -106,15 +105,15 @@ def check_manifest(
     out = Path(out)
     saved = saved_manifest(out) if set(parts) - {"scores"} else {}
     now = {
-        "config": file_sha256(out / A.EVAL_CONFIG, remember=False),
+        "config": file_sha256(out / artifacts.EVAL_CONFIG, remember=False),
         "answers": answers,
-        "judgements": file_sha256(out / A.JUDGEMENTS, remember=False),
+        "judgements": file_sha256(out / artifacts.JUDGEMENTS, remember=False),
     }
     for part in (p for p in ("config", "judgements", "answers") if p in parts):
         if saved.get(part) != now[part]:
             raise Unverified(
                 f"{out}: the {part} changed after the evaluation finished ({_FILES[part]} what its "
-                f"{A.EVAL_MANIFEST} records); rerun stage 06"
+                f"{artifacts.EVAL_MANIFEST} records); rerun stage 06"
             )
     for name in changed_datasets(cfg, saved) if "datasets" in parts else ():
         raise Unverified(

@@ -33,13 +33,13 @@ from lib.io import (
     IdLookup,
     ItemsAt,
     ItemsChanged,
+    artifacts,
     jsonl_line,
     read_jsonl,
     write_csv,
     write_jsonl,
     write_lines_hashed,
 )
-from lib.io import artifacts as A
 from lib.tasks.registry import get_task
 
 # predictions read, located and re-read at a time: a rescore holds one chunk, not its file. Small:
@@ -54,7 +54,7 @@ PASSES = (
 
 def saved_config(out: Path) -> EvalConfig:
     """The config an evaluation folder was made with (its ``config.json``)."""
-    cfg_path = out / A.EVAL_CONFIG
+    cfg_path = out / artifacts.EVAL_CONFIG
     if not cfg_path.exists():
         raise FileNotFoundError(
             f"{cfg_path} not found: {out} holds no finished evaluation to rescore"
@@ -97,7 +97,7 @@ def _read_pass(
     answers read again and handed to their group's scorer (``scorers``; judged ones noted in
     ``rated``); yields each as it now is."""
     scoring, judged, lookups = cfg.scoring(), judgements_by_answer(read_judgements(out)), {}
-    rows = read_jsonl(out / A.PREDICTIONS)
+    rows = read_jsonl(out / artifacts.PREDICTIONS)
     while chunk := [Prediction.from_dict(d) for d in itertools.islice(rows, RESCORE_CHUNK)]:
         for p in chunk:
             answer_digest(answers, p)
@@ -174,9 +174,9 @@ def _rescore(out: Path, cfg: EvalConfig, unverified: bool, rebuild: bool) -> tup
             [group_tables(key, scorers[key], rated[key], scoring) for key in sorted(scorers)]
         )
         # the tables' record goes first and comes back last: a stop in between leaves tables readers refuse
-        A.forget_table_sources(out)
+        artifacts.forget_table_sources(out)
         _, _, predictions = write_lines_hashed(
-            out / A.PREDICTIONS, _corrected(scored_file, scorers, group_of)
+            out / artifacts.PREDICTIONS, _corrected(scored_file, scorers, group_of)
         )
     finally:
         for path in (scoring_file, scored_file):
@@ -208,9 +208,9 @@ def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
         except ItemsChanged:  # rewritten in place with the same size and time: index it again, once
             if rebuild:
                 raise
-    made = {A.METRICS: metrics, **{f"{name}.csv": df for name, df in extra.items()}}
+    made = {artifacts.METRICS: metrics, **{f"{name}.csv": df for name, df in extra.items()}}
     digests = {name: write_csv(out / name, df) for name, df in made.items()}
-    A.record_table_sources(out, digests, predictions)
+    artifacts.record_table_sources(out, digests, predictions)
     return {
         "rescore_seconds": round(time.perf_counter() - start, 3),
         "metrics": len(metrics),

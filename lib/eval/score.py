@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lib.core.schema import ERROR, Item, Judgement, Prediction, Response, is_constrained
-from lib.io import artifacts as A
-from lib.io import read_jsonl, share_strings
+from lib.io import artifacts, read_jsonl, share_strings
 from lib.tasks import Scorer, Scoring, metric_row
 from lib.tasks.registry import get_judge, registry
 
@@ -154,7 +153,7 @@ def tables(parts: list[tuple]) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
 
 def read_judgements(out: Path) -> list[Judgement]:
     """An evaluation folder's judgements (none when it has no judge)."""
-    path = out / A.JUDGEMENTS
+    path = out / artifacts.JUDGEMENTS
     return (
         [Judgement.from_dict(share_strings(d, Judgement.REPEATED)) for d in read_jsonl(path)]
         if path.exists()
@@ -166,7 +165,7 @@ def invalid_summary(out: str | Path) -> pd.DataFrame:
     """Invalid and truncated answers per model, task and style: counts, total, rate and the methods
     that read the rest."""
     rows = defaultdict(lambda: defaultdict(int))
-    for d in read_jsonl(Path(out) / A.PREDICTIONS):
+    for d in read_jsonl(Path(out) / artifacts.PREDICTIONS):
         key = (d["model"], d.get("dataset", d["meta"].get("dataset", "")), d["task"], d["style"])
         rows[key]["n"] += 1
         rows[key]["invalid"] += not d["valid"]

@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import ClassVar
 
 from lib import config
-from lib.io import artifacts as A
+from lib.io import artifacts
 from lib.models import check_spec
 from lib.tasks import PROMPT_STYLES, Scoring
 from lib.tasks.registry import get_judge, task_options, tasks
@@ -19,7 +19,7 @@ from lib.tasks.registry import get_judge, task_options, tasks
 class EvalConfig(config.StageConfig):
     """What to evaluate: dataset folders by name, model specs by label, prompt styles, settings."""
 
-    STAGE: ClassVar[str] = A.EVALUATE
+    STAGE: ClassVar[str] = artifacts.EVALUATE
     MODEL_ROLES: ClassVar[dict] = {"models": "vlm", "judge": None}
 
     datasets: dict[str, str] = field(

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from lib.core.paths import outputs_root
-from lib.io import artifacts as A
+from lib.io import artifacts
 
 TIMEOUT_S = 10.0  # a server or hub that does not answer in this long is reported, not waited for
 
@@ -30,12 +30,12 @@ def hub_problem(name: str, offline: bool) -> str | None:
     if name.startswith("stage:"):
         return None  # made by this run
     if name.startswith("run:"):
-        path = Path(A.resolve(name, outputs_root()))
+        path = Path(artifacts.resolve(name, outputs_root()))
         return (
             None if path.exists() else f"{path} does not exist: run the profile that makes it first"
         )
     if _is_local(name):
-        return A.model_folder_problem(Path(name).expanduser(), "a hub id is owner/name")
+        return artifacts.model_folder_problem(Path(name).expanduser(), "a hub id is owner/name")
     from huggingface_hub import try_to_load_from_cache
 
     if isinstance(try_to_load_from_cache(name, "config.json"), str):

@@ -178,21 +178,21 @@ def _build_llava(tok, image_size: int = IMAGE_SIZE, patch: int = PATCH):
 def _build_qwen_vl(tok, version: str = "2"):
     """Qwen2-VL (``version="2"``) or Qwen2.5-VL (``"2.5"``: window attention in its vision tower),
     with 8x8 patches of 14 px merged into 16 image tokens."""
-    import transformers as T
+    import transformers
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     if version == "2":
         Config, Model, text_type, processor_cls = (
-            T.Qwen2VLConfig,
-            T.Qwen2VLForConditionalGeneration,
+            transformers.Qwen2VLConfig,
+            transformers.Qwen2VLForConditionalGeneration,
             "qwen2_vl_text",
             qwen2_vl_processor_class(),
         )
         vision = {"depth": 2, "embed_dim": 64, "hidden_size": 128, "num_heads": 4, "mlp_ratio": 2}
     else:
         Config, Model, text_type, processor_cls = (
-            T.Qwen2_5_VLConfig,
-            T.Qwen2_5_VLForConditionalGeneration,
+            transformers.Qwen2_5_VLConfig,
+            transformers.Qwen2_5_VLForConditionalGeneration,
             "qwen2_5_vl_text",
             qwen2_5_vl_processor_class(),
         )
@@ -326,7 +326,7 @@ def _blip_family(tok, lm: str, instruct: bool):
     or Flan-T5 language model. The processors prepend the query placeholders themselves (no image
     markup in the chat template). InstructBLIP's Q-Former reads the instruction with its own
     tokenizer (BERT's in the real checkpoints); the tiny one reuses the language model's."""
-    import transformers as T
+    import transformers
     from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
 
     text = {"opt": _opt_config, "llama": _text_config, "t5": _t5_config}[lm](tok)
@@ -341,9 +341,17 @@ def _blip_family(tok, lm: str, instruct: bool):
     }
     n_query = 8
     Config, Model, Processor = (
-        (T.InstructBlipConfig, T.InstructBlipForConditionalGeneration, T.InstructBlipProcessor)
+        (
+            transformers.InstructBlipConfig,
+            transformers.InstructBlipForConditionalGeneration,
+            transformers.InstructBlipProcessor,
+        )
         if instruct
-        else (T.Blip2Config, T.Blip2ForConditionalGeneration, T.Blip2Processor)
+        else (
+            transformers.Blip2Config,
+            transformers.Blip2ForConditionalGeneration,
+            transformers.Blip2Processor,
+        )
     )
     config = Config(
         vision_config=_vision(),

@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from lib.core.papers import agreement_claims
-from lib.io import artifacts as A
-from lib.metrics import ppi as P
+from lib.io import artifacts
+from lib.metrics import ppi
 from lib.metrics.rater_agreement import MIN_PER_CLASS
 from lib.metrics.stats import MIN_CLUSTERS, interval_text
 from lib.pages.htmlsafe import text
@@ -40,12 +40,12 @@ def read_agreed(run_folder: str | Path) -> dict[str, pd.DataFrame] | None:
     """07's agreement tables (:data:`lib.io.artifacts.AGREED_TABLES`, and the corrected accuracies
     :data:`lib.metrics.ppi.TABLE`, empty in a folder written before it) by name; None when 07 held
     no scorer to human labels. Text stays text ("NA" is an answer, not a missing value)."""
-    folder = A.stage_folder(run_folder, A.ANALYZE) / A.AGREED
+    folder = artifacts.stage_folder(run_folder, artifacts.ANALYZE) / artifacts.AGREED
     if not (folder / "agreement.csv").exists():
         return None
-    found = {name: _read(folder / f"{name}.csv") for name in A.AGREED_TABLES}
-    corrected = folder / f"{P.TABLE}.csv"
-    return found | {P.TABLE: _read(corrected) if corrected.exists() else pd.DataFrame()}
+    found = {name: _read(folder / f"{name}.csv") for name in artifacts.AGREED_TABLES}
+    corrected = folder / f"{ppi.TABLE}.csv"
+    return found | {ppi.TABLE: _read(corrected) if corrected.exists() else pd.DataFrame()}
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -223,7 +223,7 @@ def section(run_folder: str | Path, table: Callable[..., str]) -> str:
         ),
         (paired_rows(found["paired"]), "Does the best scorer agree better than each other one?"),
         (
-            corrected_rows(found[P.TABLE]),
+            corrected_rows(found[ppi.TABLE]),
             "What the labels buy: each judge's accuracy on people's correctness verdicts, per "
             "model and over all - taken as it is, corrected by the n_labelled verdicts kept at "
             "random (prediction-powered inference: the judge's mean on the other answers plus "

@@ -27,7 +27,7 @@ class AnnotationWidget:
     def __init__(
         self, records: list[dict], store: AnnotationStore, fields=FIELDS, annotator: str = ""
     ):
-        import ipywidgets as W
+        import ipywidgets
 
         if not records:
             raise ValueError("AnnotationWidget needs at least one record (id, path)")
@@ -37,38 +37,47 @@ class AnnotationWidget:
             [FIELD_BY_NAME.get(f, f) if isinstance(f, str) else f for f in fields],
         )
         self.index = 0
-        self.annotator = W.Text(value=annotator, description="annotator", placeholder="your name")
-        self.title = W.HTML()
-        self.images = [W.Image(format="png", layout=W.Layout(max_height="320px")) for _ in range(3)]
+        self.annotator = ipywidgets.Text(
+            value=annotator, description="annotator", placeholder="your name"
+        )
+        self.title = ipywidgets.HTML()
+        self.images = [
+            ipywidgets.Image(format="png", layout=ipywidgets.Layout(max_height="320px"))
+            for _ in range(3)
+        ]
         self.inputs = {}
         for f in self.fields:
             if f.kind == "bool":
-                w = W.ToggleButtons(
+                w = ipywidgets.ToggleButtons(
                     options=[("?", None), ("yes", True), ("no", False)], description=f.name
                 )
             elif f.kind == "choice":
-                w = W.ToggleButtons(
+                w = ipywidgets.ToggleButtons(
                     options=[("?", None)] + [(c, c) for c in f.choices], description=f.name
                 )
             else:
-                w = W.Textarea(description=f.name, placeholder=f.help, layout=W.Layout(width="95%"))
+                w = ipywidgets.Textarea(
+                    description=f.name, placeholder=f.help, layout=ipywidgets.Layout(width="95%")
+                )
             w.add_class(f"vqalab-field-{f.name}")
             self.inputs[f.name] = w
-        self.status = W.HTML()
-        self.buttons = {name: W.Button(description=name) for name in ("previous", "save", "next")}
+        self.status = ipywidgets.HTML()
+        self.buttons = {
+            name: ipywidgets.Button(description=name) for name in ("previous", "save", "next")
+        }
         for name, b in self.buttons.items():
             b.add_class(f"vqalab-{name}")
         self.buttons["previous"].on_click(lambda _: self.go(-1))
         self.buttons["next"].on_click(lambda _: self.go(1))
         self.buttons["save"].on_click(lambda _: self.save())
         self.annotator.add_class("vqalab-annotator")
-        self.box = W.VBox(
+        self.box = ipywidgets.VBox(
             [
                 self.annotator,
                 self.title,
-                W.HBox(self.images),
+                ipywidgets.HBox(self.images),
                 *self.inputs.values(),
-                W.HBox(list(self.buttons.values())),
+                ipywidgets.HBox(list(self.buttons.values())),
                 self.status,
             ]
         )

@@ -45,8 +45,7 @@ from PIL import Image
 
 from lib.core.paths import DATA
 from lib.core.schema import ERROR, Item, Prediction
-from lib.io import artifacts as A
-from lib.io import atomic_file, item_index, read_items_at, read_jsonl, share_strings
+from lib.io import artifacts, atomic_file, item_index, read_items_at, read_jsonl, share_strings
 from lib.metrics.stats import CHANGES, score_change
 from lib.pages import agreement_view
 from lib.pages.htmlsafe import csp_meta, json_block, json_text, text
@@ -95,7 +94,7 @@ def outcome(p: Prediction) -> str:
 
 
 def _judgements(folder: Path) -> dict[tuple, dict]:
-    path = folder / A.JUDGEMENTS
+    path = folder / artifacts.JUDGEMENTS
     return {
         (j["model"], j["meta"].get("dataset", ""), j["item_id"], j["meta"].get("style")): j
         for j in (read_jsonl(path) if path.exists() else ())
@@ -117,7 +116,7 @@ def evaluation_rows(folder: str | Path) -> list[dict]:
     """One row per prediction of an evaluation folder (a run's ``06_evaluate``; see the module
     docstring); images as paths."""
     folder = Path(folder)
-    path = folder / A.PREDICTIONS
+    path = folder / artifacts.PREDICTIONS
     preds = (
         [Prediction.from_dict(share_strings(d, Prediction.REPEATED)) for d in read_jsonl(path)]
         if path.exists()
@@ -125,7 +124,7 @@ def evaluation_rows(folder: str | Path) -> list[dict]:
     )
     if not preds:
         return []
-    config = json.loads((folder / A.EVAL_CONFIG).read_text())
+    config = json.loads((folder / artifacts.EVAL_CONFIG).read_text())
     wanted = defaultdict(set)
     for p in preds:
         wanted[p.dataset].add(p.item_id)
@@ -159,7 +158,7 @@ def evaluation_rows(folder: str | Path) -> list[dict]:
 
 def rows(run_folder: str | Path) -> list[dict]:
     """One row per prediction of the run's stage 06 (:func:`evaluation_rows`)."""
-    return evaluation_rows(A.stage_folder(run_folder, A.EVALUATE))
+    return evaluation_rows(artifacts.stage_folder(run_folder, artifacts.EVALUATE))
 
 
 def _finite(scores: dict) -> dict:
@@ -234,7 +233,7 @@ def compared_rows(table: list[dict], comparison: dict) -> list[dict]:
 def run_label(folder: str | Path) -> str:
     """The name a reader knows an evaluation folder by: its run's, for a run's ``06_evaluate``."""
     folder = Path(folder)
-    return folder.parent.name if folder.name == A.EVALUATE else folder.name
+    return folder.parent.name if folder.name == artifacts.EVALUATE else folder.name
 
 
 def frame(run_folder: str | Path, **filters) -> pd.DataFrame:
@@ -311,11 +310,11 @@ def _compared(
     of it, and the line above the filters; the rows as they are without a comparison."""
     if comparison is None:
         return table, None, ""
-    ours = A.stage_folder(run_folder, A.EVALUATE)
+    ours = artifacts.stage_folder(run_folder, artifacts.EVALUATE)
     if Path(comparison["B"]).resolve() != ours.resolve():
         raise ValueError(
             f"the comparison's run B is {comparison['B']}, not this run's {ours}: compare this run "
-            f"(B) with the other (A)"
+            f"(B) with the other (artifacts)"
         )
     said = {
         "A": run_label(comparison["A"]),
@@ -384,7 +383,7 @@ def write_browser(run_folder: str | Path, comparison: dict | None = None) -> Pat
         "comparison": said,
     }
     shutil.copyfile(_TEMPLATE.with_suffix(".js"), folder / "browser.js")
-    why = A.stale_tables(A.stage_folder(run_folder, A.EVALUATE))
+    why = artifacts.stale_tables(artifacts.stage_folder(run_folder, artifacts.EVALUATE))
     fill = {
         "csp": csp_meta(scripts=True, images="'self'"),
         "run": text(run_folder.name),

@@ -25,8 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.core.paths import run_dir
-from lib.io import artifacts as A
-from lib.io import atomic_file
+from lib.io import artifacts, atomic_file
 from lib.metrics.multiple import adjusted_text
 from lib.metrics.stats import CHANGES, interval_text
 from lib.pages import agreement_view, browser
@@ -34,14 +33,14 @@ from lib.pages.htmlsafe import csp_meta, href, text
 from lib.tasks.registry import tasks
 
 TITLES = {
-    A.SETUP: "Setup: models and probes",
-    A.COLLECT: "Collect: images and manifest",
-    A.ANNOTATE: "Annotate: annotations, agreement, style variants",
-    A.AF: "Adversarial filtering of distractors",
-    A.SCRAPBOOK: "Scrapbook: synthetic probing datasets",
-    A.TRAIN: "Train: fine-tuning",
-    A.EVALUATE: "Evaluate: predictions, metrics, Scrapbook protocol",
-    A.ANALYZE: "Analyze: maps, topics, the papers' figures",
+    artifacts.SETUP: "Setup: models and probes",
+    artifacts.COLLECT: "Collect: images and manifest",
+    artifacts.ANNOTATE: "Annotate: annotations, agreement, style variants",
+    artifacts.AF: "Adversarial filtering of distractors",
+    artifacts.SCRAPBOOK: "Scrapbook: synthetic probing datasets",
+    artifacts.TRAIN: "Train: fine-tuning",
+    artifacts.EVALUATE: "Evaluate: predictions, metrics, Scrapbook protocol",
+    artifacts.ANALYZE: "Analyze: maps, topics, the papers' figures",
 }
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
 h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #bbb}
@@ -105,7 +104,7 @@ def _csv(path: Path, title: str, root: Path | None = None, **kw) -> str:
 
 
 def _provenance(folder: Path) -> str:
-    p = folder / A.PROVENANCE
+    p = folder / artifacts.PROVENANCE
     if not p.exists():
         return "<p class='prov'>no provenance.json</p>"
     prov = json.loads(p.read_text())
@@ -141,36 +140,38 @@ def _withheld(why: str) -> str:
 
 def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
     parts = []
-    summary = A.read_summary(root, stage) or {}
-    if stage == A.SETUP and summary:
+    summary = artifacts.read_summary(root, stage) or {}
+    if stage == artifacts.SETUP and summary:
         parts.append(
             f"<p>{summary['probe_answers']} probe answers from {summary['models']} models "
             f"({summary['constrained_invalid']} constrained answers invalid); demo datasets: "
             f"{text(', '.join(summary['datasets']) or 'none')}.</p>"
         )
-        parts.append(_csv(folder / A.PROBE, "Probe answers", root))
-    if stage == A.COLLECT and (rep := A.read_json(root, stage, A.COLLECT_REPORT)):
+        parts.append(_csv(folder / artifacts.PROBE, "Probe answers", root))
+    if stage == artifacts.COLLECT and (
+        rep := artifacts.read_json(root, stage, artifacts.COLLECT_REPORT)
+    ):
         parts.append(
             f"<p>{rep['collected']} images collected, {len(rep['bad_files'])} bad files, "
             f"{len(rep['duplicates'])} duplicates removed, {rep['kept']} kept.</p>"
         )
-    if stage == A.ANNOTATE:
-        parts.append(_csv(folder / A.AGREEMENT, "Agreement per categorical field", root))
-    if stage == A.AF and summary:
-        if (folder / A.SHORTCUTS).exists():
+    if stage == artifacts.ANNOTATE:
+        parts.append(_csv(folder / artifacts.AGREEMENT, "Agreement per categorical field", root))
+    if stage == artifacts.AF and summary:
+        if (folder / artifacts.SHORTCUTS).exists():
             parts.append(
                 _csv(
-                    folder / A.SHORTCUTS,
+                    folder / artifacts.SHORTCUTS,
                     "Shortcut audit: how often a text-only tell picks the answer, "
                     "beside chance (lib.metrics.shortcuts)",
                     root,
                 )
             )
-    if stage == A.SCRAPBOOK:
+    if stage == artifacts.SCRAPBOOK:
         for name, d in summary.get("datasets", {}).items():
             parts.append(f"<p>{text(name)}: {d['images']} images, {d['questions']:,} questions</p>")
-    if stage == A.TRAIN and summary:
-        table = pd.DataFrame({k: summary[k] for k in A.TRAIN_SYSTEMS if k in summary}).T
+    if stage == artifacts.TRAIN and summary:
+        table = pd.DataFrame({k: summary[k] for k in artifacts.TRAIN_SYSTEMS if k in summary}).T
         n = f"({summary.get('n_test')} questions)"
         parts.append(_table(table, f"Held-out accuracy by question type and target kind {n}"))
         what = "over the majority answer and over itself asked about blank pictures"
@@ -179,7 +180,11 @@ def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
             parts.append(
                 _table(margins, f"The trained model's margin {what}, 95% over images", 8, False)
             )
-    m = A.read_table(root, stage, A.METRICS) if stage == A.EVALUATE else None
+    m = (
+        artifacts.read_table(root, stage, artifacts.METRICS)
+        if stage == artifacts.EVALUATE
+        else None
+    )
     if m is not None:
         inv = m[m["metric"] == "invalid_rate"][
             ["model", "dataset", "task", "style", "value", "n", "n_invalid", "n_truncated"]
@@ -188,7 +193,7 @@ def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
             _table(
                 inv.rename(columns={"value": "invalid_rate"}),
                 "Invalid answers (kept raw, counted wrong) and answers cut off by the token limit",
-                csv=f"{A.EVALUATE}/{A.METRICS}",
+                csv=f"{artifacts.EVALUATE}/{artifacts.METRICS}",
             )
         )
         head = m[m["subset"].isin(["all", "non-absurd"]) & (m["metric"] != "invalid_rate")]
@@ -198,14 +203,14 @@ def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
                     index=["dataset", "task", "metric"], columns=["model", "style"], values="value"
                 ),
                 "Every metric of the whole sets",
-                csv=f"{A.EVALUATE}/{A.METRICS}",
+                csv=f"{artifacts.EVALUATE}/{artifacts.METRICS}",
             )
         )
         parts.append(
             _csv(folder / "errors.csv", "Scrapbook overall and error categories (errors.csv)", root)
         )
-    if stage == A.ANALYZE:
-        for p in sorted((folder / A.TABLES).glob("*.csv")):
+    if stage == artifacts.ANALYZE:
+        for p in sorted((folder / artifacts.TABLES).glob("*.csv")):
             # point coordinates are data for a figure, not a table to read
             if p.stem not in DATA_TABLES:
                 parts.append(_csv(p, p.stem.replace("_", " "), root))
@@ -280,16 +285,16 @@ def _results(root: Path) -> str:
     """The first screen: headline metrics (each linked to its answers), training against its
     baselines, the adversarial filter's outcome."""
     parts = []
-    folder = A.stage_folder(root, A.EVALUATE)
-    why = A.stale_tables(folder) if folder.is_dir() else None
-    metrics = None if why else A.read_table(root, A.EVALUATE, A.METRICS)
+    folder = artifacts.stage_folder(root, artifacts.EVALUATE)
+    why = artifacts.stale_tables(folder) if folder.is_dir() else None
+    metrics = None if why else artifacts.read_table(root, artifacts.EVALUATE, artifacts.METRICS)
     if metrics is not None and len(metrics):
         parts.append(_headline_table(root, headline_rows(metrics)))
     elif why:
         parts.append(_withheld(why))
-    train = A.read_summary(root, A.TRAIN) or {}
+    train = artifacts.read_summary(root, artifacts.TRAIN) or {}
     if "trained" in train:
-        table = pd.DataFrame({k: train[k] for k in A.TRAIN_SYSTEMS[::-1] if k in train}).T
+        table = pd.DataFrame({k: train[k] for k in artifacts.TRAIN_SYSTEMS[::-1] if k in train}).T
         parts.append(
             _table(
                 table[[c for c in table.columns if c.count("_") <= 1]],
@@ -300,7 +305,7 @@ def _results(root: Path) -> str:
                 max_rows=5,
             )
         )
-    af = A.read_summary(root, A.AF) or {}
+    af = artifacts.read_summary(root, artifacts.AF) or {}
     if "questions" in af:
         parts.append(
             f"<p>Adversarial filtering (stage 03): {af['questions']} questions kept from {af['skeletons']} "
@@ -363,7 +368,7 @@ def _comparison(root: Path) -> str:
     """Stage 07's comparison of this run (B) with another (A, ``compare_with``): the counts, the
     changed answers by first cause (linked to the item browser), each group's headline score A, B
     and B - A, and the config diff; empty when 07 compared nothing."""
-    found = A.read_comparison(root)
+    found = artifacts.read_comparison(root)
     if found is None:
         return ""
     other, tables = browser.run_label(found["A"]), found["tables"]
@@ -380,12 +385,12 @@ def _comparison(root: Path) -> str:
         "scores moved (each count opens those answers in the item browser, both runs side by side)",
         index=False,
         escape=False,
-        csv=f"{A.ANALYZE}/{A.COMPARED_CAUSES}",
+        csv=f"{artifacts.ANALYZE}/{artifacts.COMPARED_CAUSES}",
     )
     head = _headline_differences(tables["metrics"]).map(
         lambda v: text(v) if isinstance(v, str) else v
     )
-    every = f"{A.ANALYZE}/{A.COMPARED_METRICS}"
+    every = f"{artifacts.ANALYZE}/{artifacts.COMPARED_METRICS}"
     metrics = (
         _table(
             head,
@@ -423,7 +428,9 @@ REPRODUCIBLE = (
 def _reproduction(root: Path) -> str:
     """Every paper number a stage of this run reproduced (its ``paper.csv``: the paper's value beside
     ours, equal or with the reason they differ), or what would reproduce them."""
-    tables = [(stage, A.stage_folder(root, stage) / A.PAPER) for stage in A.STAGES]
+    tables = [
+        (stage, artifacts.stage_folder(root, stage) / artifacts.PAPER) for stage in artifacts.STAGES
+    ]
     parts = [_csv(path, f"{stage}", root) for stage, path in tables if path.exists()]
     if not parts:
         return (
@@ -456,10 +463,10 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
     ``run`` is a run name (``outputs/<run>/``) or a run folder."""
     root = Path(run) if isinstance(run, Path) else run_dir(run)
     run = root.name
-    out = out or root / A.REPORT
+    out = out or root / artifacts.REPORT
     sections, absent, stale, shown = [], [], [], set()
     for stage, title in TITLES.items():
-        folder = A.stage_folder(root, stage)
+        folder = artifacts.stage_folder(root, stage)
         if not folder.is_dir() or not any(folder.iterdir()):
             why = (
                 "no outputs: the stage was not run for this run"
@@ -472,7 +479,7 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
                 f"{why}.</p>"
             )
             continue
-        why = A.stale_tables(folder) if stage == A.EVALUATE else None
+        why = artifacts.stale_tables(folder) if stage == artifacts.EVALUATE else None
         if why:
             stale.append(stage)
         body = _withheld(why) if why else _stage_body(root, stage, folder, shown)

@@ -41,8 +41,7 @@ from lib.config import (
     resolve,
 )
 from lib.core.paths import NOTEBOOKS, RunBusy, RunLock, check_name, params_root, run_dir
-from lib.io import artifacts as A
-from lib.io import write_json
+from lib.io import artifacts, write_json
 from lib.io.provenance import machine
 from lib.models import check_spec
 from lib.pipeline import preflight
@@ -119,7 +118,7 @@ class Plan:
             f"profile {self.profile.name} ({self.profile.source}, {mode}) -> {run_dir(self.run)}"
         ]
         running = {s.stage: s for s in self.steps}
-        for stage in A.STAGES:
+        for stage in artifacts.STAGES:
             if stage in running:
                 lines.append(
                     f"  {stage:<22} runs: {' + '.join(running[stage].sources) or 'class defaults'}"
@@ -166,19 +165,19 @@ def plan(
         if stage not in prof.stages:
             hint = (
                 did_you_mean(stage, prof.stages)
-                if stage not in A.STAGES
+                if stage not in artifacts.STAGES
                 else f"; add it to stages in {prof.source}"
             )
             raise ParamsError(
                 f"profile {prof.name} does not run {stage!r} (its stages: {', '.join(prof.stages)}){hint}"
             )
     steps, skipped, used = [], {}, set()
-    for stage in A.STAGES:
+    for stage in artifacts.STAGES:
         if stage not in prof.stages:
             skipped[stage] = f"not in the stages of {prof.source.name}"
             continue
         resolved = resolve(configs[stage], prof, run, overrides.get(stage), params_dir)
-        if stage != A.SETUP:
+        if stage != artifacts.SETUP:
             used |= resolved.refs
         if stages and stage not in stages:
             skipped[stage] = "not selected (--stage)"
@@ -275,7 +274,7 @@ def _record_timings(
     if path.exists():
         seconds = json.loads(path.read_text()).get("seconds", {})
     seconds.update(timings)
-    seconds = {s: seconds[s] for s in A.STAGES if s in seconds}
+    seconds = {s: seconds[s] for s in artifacts.STAGES if s in seconds}
     record = {
         "profile": profile,
         "seconds": seconds,

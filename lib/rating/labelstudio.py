@@ -62,6 +62,7 @@ from lib.eval.manifest import PARTS, Unverified, answer_digest, check_manifest
 from lib.eval.rescore import saved_config
 from lib.io import (
     NotOurFolder,
+    artifacts,
     aside_folder,
     check_ours,
     load_items,
@@ -70,7 +71,6 @@ from lib.io import (
     swap_in,
     write_json,
 )
-from lib.io import artifacts as A
 from lib.io.annotations import LabelsError, read_capped
 from lib.tasks.registry import get_task, tasks
 
@@ -197,7 +197,7 @@ def run_answers(run: str, task: str, models=(), styles=(), datasets=()) -> list[
         cfg = saved_config(folder)
         check_manifest(folder, cfg)  # unfinished, or config, judgements or datasets changed since
         preds, answers = [], hashlib.sha256()
-        for d in read_jsonl(folder / A.PREDICTIONS):
+        for d in read_jsonl(folder / artifacts.PREDICTIONS):
             p = Prediction.from_dict(d)
             answer_digest(answers, p)
             wanted = ((p.model, models), (p.style, styles), (p.dataset, datasets))

@@ -24,8 +24,7 @@ from lib.af.skeletons import from_annotations, from_split
 from lib.config import cli
 from lib.core.schema import Item
 from lib.families.memeqa.importer import export_memeqa, import_memeqa
-from lib.io import AnnotationStore, dataset_info, images_roots, save_dataset
-from lib.io import artifacts as A
+from lib.io import AnnotationStore, artifacts, dataset_info, images_roots, save_dataset
 from lib.metrics import shortcuts
 from lib.models import load_model
 from lib.models.store import CallStore
@@ -36,10 +35,10 @@ def skeletons_of(cfg: AFConfig, run_folder: str | Path) -> tuple[list, list]:
     """The skeleton questions (from 02's annotations of 01's images, or a MemeQA JSON) and the ids
     skipped for having no correct option to keep."""
     if cfg.skeletons_from == "annotations":
-        images = {r["id"]: r["path"] for r in A.read_manifest(run_folder)}
+        images = {r["id"]: r["path"] for r in artifacts.read_manifest(run_folder)}
         skeletons, skipped = (
             from_annotations(
-                AnnotationStore(A.annotations_path(run_folder)).table(),
+                AnnotationStore(artifacts.annotations_path(run_folder)).table(),
                 images,
                 cfg.completion_blanks,
                 cfg.seed,
@@ -79,11 +78,11 @@ def iteration_table(out: str | Path, state: dict) -> tuple[pd.DataFrame, tuple]:
     ``figures/iterations`` when there was one); the table and ``(fig, ax)``, or ``(None, None)``."""
     out = Path(out)
     iterations = pd.DataFrame(state["iterations"])
-    iterations.to_csv(out / A.ITERATIONS, index=False)
+    iterations.to_csv(out / artifacts.ITERATIONS, index=False)
     if not len(iterations):
         return iterations, (None, None)
     fig, ax = plots.af_curves(iterations)
-    plots.save(fig, out / A.FIGURES, "iterations", close=True)
+    plots.save(fig, out / artifacts.FIGURES, "iterations", close=True)
     return iterations, (fig, ax)
 
 
@@ -113,7 +112,7 @@ def datasets(
         variants["none-plus"] = [plus_variant(i, cfg.seed) for i in items]
     folders = {}
     for variant, its in variants.items():
-        folder = folders[variant] = A.dataset_folder(out, A.AF_DATASETS[variant])
+        folder = folders[variant] = artifacts.dataset_folder(out, artifacts.AF_DATASETS[variant])
         save_dataset(
             folder,
             its,
@@ -123,7 +122,7 @@ def datasets(
                 images_roots=images_roots(its, folder),
             ),
         )
-        export_memeqa(its, out / A.MEMEQA_EXPORT / f"{variant}.json")
+        export_memeqa(its, out / artifacts.MEMEQA_EXPORT / f"{variant}.json")
     return variants, folders
 
 
@@ -137,7 +136,7 @@ def shortcut_audit(
     if cfg.skeletons_from != "annotations":  # the released questions the skeletons came from
         audits["source"] = shortcuts.audit(import_memeqa(cfg.skeletons_from))
     table = pd.concat([t.assign(dataset=k) for k, t in audits.items()], ignore_index=True)
-    table.to_csv(Path(out) / A.SHORTCUTS, index=False)
+    table.to_csv(Path(out) / artifacts.SHORTCUTS, index=False)
     return audits, table
 
 
@@ -163,7 +162,7 @@ def finish(
         "iterations": len(iterations),
         "datasets": {v: str(f) for v, f in folders.items()},
     }
-    return config.finish(Path(out), A.AF, cfg, summary)
+    return config.finish(Path(out), artifacts.AF, cfg, summary)
 
 
 @config.stage_run

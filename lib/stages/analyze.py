@@ -44,8 +44,7 @@ from lib.compare import changes
 from lib.compare.explain import CompareError
 from lib.compare.runs import evaluation_folder
 from lib.config import cli
-from lib.io import AnnotationStore, load_image, load_items, write_csv
-from lib.io import artifacts as A
+from lib.io import AnnotationStore, artifacts, load_image, load_items, write_csv
 from lib.io.folders import check_ours, remove_ours
 from lib.metrics.wordnet import ensure_wordnet
 from lib.models import Request, check_spec, generate, load_model
@@ -259,7 +258,7 @@ def label_topics(model, info: pd.DataFrame, max_new_tokens: int, store=None) -> 
 class AnalyzeConfig(config.StageConfig):
     """Which embeddings, which external data for the paper reproductions, BERTopic's settings."""
 
-    STAGE: ClassVar[str] = A.ANALYZE
+    STAGE: ClassVar[str] = artifacts.ANALYZE
     MODEL_ROLES: ClassVar[dict] = {"topic_labeler": None}
     HUB_FIELDS: ClassVar[tuple] = ("clip_model",)  # hub ids the preflight checks
 
@@ -308,8 +307,10 @@ def image_map(cfg: AnalyzeConfig, out: str | Path) -> tuple[dict | None, dict[st
     Returns the embedding's name and the groups' silhouettes (None with fewer than 4 images) and
     each colouring's ``(fig, ax)``."""
     out = Path(out)
-    tables, figures = out / A.TABLES, out / A.FIGURES
-    images = A.read_records(out.parent, A.COLLECT, A.MANIFEST) + A.read_variants(out.parent)
+    tables, figures = out / artifacts.TABLES, out / artifacts.FIGURES
+    images = artifacts.read_records(
+        out.parent, artifacts.COLLECT, artifacts.MANIFEST
+    ) + artifacts.read_variants(out.parent)
     if len(images) < 4:
         return None, {}
     meta = pd.DataFrame(images)
@@ -334,13 +335,13 @@ def image_map(cfg: AnalyzeConfig, out: str | Path) -> tuple[dict | None, dict[st
 def open_answers(run_folder: Path) -> list[dict]:
     """06's valid, whole answers to open-answer tasks (invalid and truncated ones left out) and
     their references, for the answer map and topics."""
-    config_06 = A.read_json(run_folder, A.EVALUATE, A.EVAL_CONFIG)
+    config_06 = artifacts.read_json(run_folder, artifacts.EVALUATE, artifacts.EVAL_CONFIG)
     if config_06 is None:
         return []
     open_task = lambda name: name in tasks() and tasks()[name].open_answer
     predictions = [
         p
-        for p in A.read_records(run_folder, A.EVALUATE, A.PREDICTIONS)
+        for p in artifacts.read_records(run_folder, artifacts.EVALUATE, artifacts.PREDICTIONS)
         if open_task(p["task"]) and p["valid"] and not p.get("truncated")
     ]  # what was read whole
     refs = {
@@ -377,7 +378,7 @@ def answer_map(cfg: AnalyzeConfig, out: str | Path) -> tuple[list[dict], tuple]:
         "all-MiniLM-L6-v2",
         separation(xt, texts["kind"].str.startswith("generated")),
     )
-    plots.save(fig, Path(out) / A.FIGURES, "tsne_answers", close=True)
+    plots.save(fig, Path(out) / artifacts.FIGURES, "tsne_answers", close=True)
     return answers, (fig, ax)
 
 
@@ -385,13 +386,13 @@ def topic_documents(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) ->
     """The texts topics are found in: 02's descriptions, the families' own (the YesBut release's
     half descriptions), 06's open answers and references (``answers``) and the judge's rationales."""
     run_folder = Path(out).parent
-    latest = AnnotationStore(A.annotations_path(run_folder)).latest()
+    latest = AnnotationStore(artifacts.annotations_path(run_folder)).latest()
     docs = [v for f, v in zip(latest["field"], latest["value"]) if f.endswith("description")]
     docs += [d for analysis, data in cfg.analyses() for d in analysis.documents(run_folder, data)]
     docs += [a["text"] for a in answers]
     docs += [
         j["rationale"]
-        for j in A.read_records(run_folder, A.EVALUATE, A.JUDGEMENTS)
+        for j in artifacts.read_records(run_folder, artifacts.EVALUATE, artifacts.JUDGEMENTS)
         if j["rationale"]
     ]
     return [d for d in docs if isinstance(d, str) and d.strip()]
@@ -418,10 +419,10 @@ def topic_model(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> tup
             info["Label"] = label_topics(
                 load_model(cfg.topic_labeler), info, cfg.topic_label_max_new_tokens
             )
-        (out / A.TABLES).mkdir(parents=True, exist_ok=True)
-        info.to_csv(out / A.TABLES / "topics.csv", index=False)
+        (out / artifacts.TABLES).mkdir(parents=True, exist_ok=True)
+        info.to_csv(out / artifacts.TABLES / "topics.csv", index=False)
         fig, ax = plots.topic_sizes(info)
-        plots.save(fig, out / A.FIGURES, "topic_sizes", close=True)
+        plots.save(fig, out / artifacts.FIGURES, "topic_sizes", close=True)
     except ValueError as e:
         return {"topics": f"none: {e}", "table": None, "unreadable": unreadable}, (None, None)
     found = {"topics": int((info["Topic"] != -1).sum()), "table": info, "unreadable": unreadable}
@@ -431,11 +432,11 @@ def topic_model(cfg: AnalyzeConfig, out: str | Path, answers: list[dict]) -> tup
 def data_figures(cfg: AnalyzeConfig, out: str | Path) -> dict[str, tuple]:
     """The families' figures (:meth:`lib.tasks.analysis.Analysis.figures`: YesBut's Figures 3 and
     14) and 03's iterations, each drawn where its data exists, under ``figures/``; name -> fig, ax."""
-    run_folder, figures = Path(out).parent, Path(out) / A.FIGURES
+    run_folder, figures = Path(out).parent, Path(out) / artifacts.FIGURES
     drawn = {}
     for analysis, data in cfg.analyses():
         drawn.update(analysis.figures(run_folder, data))
-    iterations = A.read_table(run_folder, A.AF, A.ITERATIONS)
+    iterations = artifacts.read_table(run_folder, artifacts.AF, artifacts.ITERATIONS)
     if iterations is not None and len(iterations):
         drawn["af_iterations"] = plots.af_curves(iterations)
     for name, (fig, _) in drawn.items():
@@ -449,7 +450,10 @@ def task_results(
     """Every task's paper tables (:meth:`~lib.tasks.Task.paper_tables`, tidy) and figures
     (:meth:`~lib.tasks.Task.paper_figures`) from stage 06's results: ``metrics`` and the score
     tables the families declare beside it (:mod:`lib.tasks.registry`). Nothing is written."""
-    read = {n: A.read_table(run_folder, A.EVALUATE, f"{n}.csv") for n in registry().score_tables}
+    read = {
+        n: artifacts.read_table(run_folder, artifacts.EVALUATE, f"{n}.csv")
+        for n in registry().score_tables
+    }
     results = Results(metrics, {name: df for name, df in read.items() if df is not None})
     tables, figures = {}, {}
     for task in tasks().values():
@@ -489,11 +493,11 @@ def result_tables(
     tables, figures = {}, {}
     for analysis, data in cfg.analyses():
         tables.update({n: tidy_table(df) for n, df in analysis.tables(run_folder, data).items()})
-    metrics = A.read_table(run_folder, A.EVALUATE, A.METRICS)
+    metrics = artifacts.read_table(run_folder, artifacts.EVALUATE, artifacts.METRICS)
     if metrics is not None:
         made, figures = task_results(run_folder, metrics)
         tables.update(made)
-    save_results(Path(out) / A.TABLES, Path(out) / A.FIGURES, tables, figures)
+    save_results(Path(out) / artifacts.TABLES, Path(out) / artifacts.FIGURES, tables, figures)
     return tables, figures
 
 
@@ -507,9 +511,9 @@ def paper_table(cfg: AnalyzeConfig, out: str | Path) -> pd.DataFrame | None:
     frames = [f for f in found if f is not None]
     if not frames:
         # a rerun without the data must not show an earlier run's rows
-        return (out / A.PAPER).unlink(missing_ok=True)
+        return (out / artifacts.PAPER).unlink(missing_ok=True)
     table = pd.concat(frames, ignore_index=True)
-    write_csv(out / A.PAPER, table)
+    write_csv(out / artifacts.PAPER, table)
     return table
 
 
@@ -519,13 +523,14 @@ def comparison(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
     improved and worsened items, every metric's A, B and B - A with its paired interval and McNemar
     p, the config diff, the changed items. None, and no folder, without ``compare_with``. A run that
     did not finish or was edited since is refused (:class:`lib.compare.explain.CompareError`, naming it)."""
-    folder = Path(out) / A.COMPARISON
+    folder = Path(out) / artifacts.COMPARISON
     remove_ours(folder, changes.KIND, changes.LEGACY)  # a rerun shows no earlier comparison
     if cfg.compare_with is None:
         return None
     try:  # both runs verified as a rescore verifies them (lib.compare.explain.open_run)
         result = changes.side_by_side(
-            evaluation_folder(cfg.compare_with), A.stage_folder(Path(out).parent, A.EVALUATE)
+            evaluation_folder(cfg.compare_with),
+            artifacts.stage_folder(Path(out).parent, artifacts.EVALUATE),
         )
     except CompareError as e:
         raise CompareError(f"compare_with {cfg.compare_with!r}: {e}") from None
@@ -537,7 +542,7 @@ def human_agreement(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
     """Every text metric and judge of this run's profile (its stage 06 config, and the models
     ``human_labels_judges`` adds) held to ``cfg.human_labels`` (:func:`lib.agreement.scorers.run`), under
     ``agreement/``. None, and no folder (a rerun must not show an earlier table), without labels."""
-    folder = Path(out) / A.AGREED
+    folder = Path(out) / artifacts.AGREED
     if not cfg.human_labels:
         remove_ours(folder, agreement.KIND)
         return None
@@ -569,7 +574,7 @@ def finish(
         "comparison": compared
         and {k: compared[k] for k in ("A", "paired", "changed", "only_A", "only_B")},
     }
-    config.finish(out, A.ANALYZE, cfg, summary)
+    config.finish(out, artifacts.ANALYZE, cfg, summary)
     write_browser(out.parent, compared)  # before the report, which links its headline numbers to it
     summary["report"] = str(build_report(out.parent))
     return summary
@@ -582,9 +587,9 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     run, the scorers against human labels, summary and provenance, the report; its ``comparison/``
     and ``agreement/`` are checked first to be its own kinds (nothing else is replaced)."""
     out = Path(out)
-    check_ours(out / A.COMPARISON, changes.KIND, changes.LEGACY)
-    check_ours(out / A.AGREED, agreement.KIND)
-    (out / A.TABLES).mkdir(parents=True, exist_ok=True)
+    check_ours(out / artifacts.COMPARISON, changes.KIND, changes.LEGACY)
+    check_ours(out / artifacts.AGREED, agreement.KIND)
+    (out / artifacts.TABLES).mkdir(parents=True, exist_ok=True)
     images, _ = image_map(cfg, out)
     answers, _ = answer_map(cfg, out)
     found, _ = topic_model(cfg, out, answers)

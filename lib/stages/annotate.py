@@ -40,8 +40,7 @@ from lib.core.schema import CATEGORICAL, FIELD_BY_NAME, FIELDS
 from lib.families.yesbut.figures import panel_cuts
 from lib.families.yesbut.panels import compose, split
 from lib.families.yesbut.task import Understanding
-from lib.io import AnnotationStore, load_image, write_json, write_jsonl
-from lib.io import artifacts as A
+from lib.io import AnnotationStore, artifacts, load_image, write_json, write_jsonl
 from lib.models import Request, check_spec, generate, load_model
 from lib.models.api import response_image
 from lib.models.store import CallStore
@@ -409,7 +408,7 @@ def apply_labels(variants: list[dict], labels: dict[str, bool]) -> tuple[list[di
 class AnnotateConfig(config.StageConfig):
     """Where the annotations come from, which model drafts, how style variants are made."""
 
-    STAGE: ClassVar[str] = A.ANNOTATE
+    STAGE: ClassVar[str] = artifacts.ANNOTATE
     MODEL_ROLES: ClassVar[dict] = {"preannotate_model": None, "variants_model": None}
 
     seed: int = 0  # annotation is deterministic; recorded in provenance
@@ -453,7 +452,7 @@ def _project_path(path: str) -> Path:
 
 
 def _store(out: str | Path) -> AnnotationStore:
-    return AnnotationStore(Path(out) / A.ANNOTATIONS)
+    return AnnotationStore(Path(out) / artifacts.ANNOTATIONS)
 
 
 def load_annotations(cfg: AnnotateConfig, out: str | Path, panels: list[dict]) -> int:
@@ -493,7 +492,7 @@ def machine_drafts(
 def annotator_agreement(out: str | Path) -> pd.DataFrame:
     """Agreement between annotators per categorical field (:func:`agreement`), written to ``agreement.csv``."""
     table = agreement(_store(out))
-    table.to_csv(Path(out) / A.AGREEMENT, index=False)
+    table.to_csv(Path(out) / artifacts.AGREEMENT, index=False)
     return table
 
 
@@ -530,7 +529,7 @@ def variants(
         else {}
     )
     labelled, unlabelled = apply_labels(made, labels)
-    write_jsonl(out / A.VARIANTS, labelled)
+    write_jsonl(out / artifacts.VARIANTS, labelled)
     return {
         "variants": made,
         "labelled": labelled,
@@ -549,7 +548,7 @@ def variants_figure(out: str | Path, labelled: list[dict]):
         cols=3,
         grid_lines=False,
     )
-    plots.save(fig, Path(out) / A.FIGURES, "variants", close=True)
+    plots.save(fig, Path(out) / artifacts.FIGURES, "variants", close=True)
     return fig, ax
 
 
@@ -558,7 +557,7 @@ def panel_cuts_figure(cfg: AnnotateConfig, out: str | Path, manifest: list[dict]
     if not any(r.get("layout") for r in manifest):
         return None, None
     fig, ax = panel_cuts(manifest, seed=cfg.seed)
-    plots.save(fig, Path(out) / A.FIGURES, "panel_cuts", close=True)
+    plots.save(fig, Path(out) / artifacts.FIGURES, "panel_cuts", close=True)
     return fig, ax
 
 
@@ -567,8 +566,8 @@ def label_studio(out: str | Path, panels: list[dict]) -> list[dict]:
     labelling config they fit (``label_studio_config.xml``); returns the tasks."""
     out = Path(out)
     tasks = export_label_studio(_store(out), {r["id"]: r["path"] for r in panels})
-    write_json(out / A.LABEL_STUDIO, tasks)
-    (out / A.LABEL_STUDIO_CONFIG).write_text(label_studio_config())
+    write_json(out / artifacts.LABEL_STUDIO, tasks)
+    (out / artifacts.LABEL_STUDIO_CONFIG).write_text(label_studio_config())
     return tasks
 
 
@@ -593,7 +592,7 @@ def finish(
         "waiting_for_a_label": len(made["unlabelled"]),
         "variant_source": made["source"],
     }
-    return config.finish(Path(out), A.ANNOTATE, cfg, summary)
+    return config.finish(Path(out), artifacts.ANNOTATE, cfg, summary)
 
 
 @config.stage_run
@@ -603,7 +602,7 @@ def run(cfg: AnnotateConfig, out: str | Path, call_store=None, progress: bool = 
     figures, the Label Studio export, summary and provenance."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    manifest = A.read_manifest(out.parent)
+    manifest = artifacts.read_manifest(out.parent)
     panels = panels_to_annotate(manifest)
     call_store = call_store or CallStore.default()
     loaded = load_annotations(cfg, out, panels)

@@ -50,6 +50,7 @@ from lib.families.yesbut.demo import demo_pairs
 from lib.io import (
     ImageError,
     LoadReport,
+    artifacts,
     load_image,
     read_jsonl,
     scan_images,
@@ -57,7 +58,6 @@ from lib.io import (
     write_jsonl,
     write_sample_images,
 )
-from lib.io import artifacts as A
 from lib.io.records import Record, record_for, records_of
 from lib.pages import plots
 from lib.tasks.registry import registry
@@ -353,7 +353,7 @@ def totals(manifest):
 class CollectConfig(config.StageConfig):
     """Where the images come from and what counts as a duplicate."""
 
-    STAGE: ClassVar[str] = A.COLLECT
+    STAGE: ClassVar[str] = artifacts.COLLECT
 
     seed: int = 0  # the completion options' A/B placement in the YesBut dataset; collection is deterministic
     sources: list[dict] = field(
@@ -409,7 +409,7 @@ def build_manifest(
     and the report."""
     out = Path(out)
     kept, dropped = deduplicate(records, near=cfg.near_duplicate_distance)
-    path = out / A.MANIFEST
+    path = out / artifacts.MANIFEST
     manifest, removed = merge_manifest(list(read_jsonl(path)) if path.exists() else [], kept)
     write_jsonl(path, manifest)
     flagged = [
@@ -427,7 +427,7 @@ def build_manifest(
         "not_verified_two_panels": flagged,
         "removed_since_last_collection": [{"id": r["id"], "path": r["path"]} for r in removed],
     }
-    write_json(out / A.COLLECT_REPORT, report)
+    write_json(out / artifacts.COLLECT_REPORT, report)
     return manifest, report
 
 
@@ -440,7 +440,7 @@ def sample_figure(out: str | Path, manifest: list[dict], n: int = 6):
         cols=3,
         grid_lines=False,
     )
-    plots.save(fig, Path(out) / A.FIGURES, "sample", close=True)
+    plots.save(fig, Path(out) / artifacts.FIGURES, "sample", close=True)
     return fig, ax
 
 
@@ -448,7 +448,7 @@ def datasets(cfg: CollectConfig, out: str | Path, manifest: list[dict]) -> dict[
     """The dataset folders 06 evaluates, under ``datasets/``: each family source's own (a MemeQA
     split's questions, ``memeqa_<json stem>``) and, with ``cfg.manifest_datasets``, those the
     families build from the manifest (YesBut's, when it holds labelled images); name -> folder."""
-    folder_of = lambda name: A.dataset_folder(out, name)
+    folder_of = lambda name: artifacts.dataset_folder(out, name)
     folders, kinds = {}, registry().sources
     for source in cfg.sources:
         if source["kind"] in kinds:
@@ -481,7 +481,7 @@ def finish(
         "per_source": report["per_source"],
         "datasets": {name: str(folder) for name, folder in folders.items()},
     }
-    return config.finish(Path(out), A.COLLECT, cfg, summary)
+    return config.finish(Path(out), artifacts.COLLECT, cfg, summary)
 
 
 @config.stage_run

@@ -61,8 +61,7 @@ from lib.eval.items import load_eval_items
 from lib.eval.rescore import rescore_folder
 from lib.eval.score import invalid_summary
 from lib.eval.settings import EvalConfig
-from lib.io import ItemsAt, release_memory
-from lib.io import artifacts as A
+from lib.io import ItemsAt, artifacts, release_memory
 from lib.io.folders import claim_stage
 
 # the steps notebook 06 calls, the engine's among them
@@ -95,19 +94,21 @@ def resolved(cfg: EvalConfig, run_folder: str | Path) -> EvalConfig:
     """The config with ``stage:`` paths made paths of this run and the demo datasets (stage 00's)
     added when ``demo_data`` asks for them; what is not there (a model ``stage:05_train/best`` names,
     stage 00's datasets) raises :class:`~lib.io.artifacts.MissingOutputs`, one line per problem."""
-    datasets = {name: A.resolve(folder, run_folder) for name, folder in cfg.datasets.items()}
-    problems = A.missing_models(cfg.models, run_folder)
+    datasets = {
+        name: artifacts.resolve(folder, run_folder) for name, folder in cfg.datasets.items()
+    }
+    problems = artifacts.missing_models(cfg.models, run_folder)
     if cfg.demo_data:
-        demo = A.datasets_of(run_folder, A.SETUP)
+        demo = artifacts.datasets_of(run_folder, artifacts.SETUP)
         if not demo:
             problems.append(
-                f"demo_data: no datasets in {A.stage_folder(run_folder, A.SETUP) / A.DATASETS}; run "
+                f"demo_data: no datasets in {artifacts.stage_folder(run_folder, artifacts.SETUP) / artifacts.DATASETS}; run "
                 f"stage 00_setup of run {Path(run_folder).name} first, or set demo_data=false"
             )
         datasets.update({name: str(folder) for name, folder in demo.items()})
     if problems:
-        raise A.MissingOutputs("\n".join(problems))
-    models = {label: A.resolve_spec(spec, run_folder) for label, spec in cfg.models.items()}
+        raise artifacts.MissingOutputs("\n".join(problems))
+    models = {label: artifacts.resolve_spec(spec, run_folder) for label, spec in cfg.models.items()}
     return config.replaced(cfg, datasets=datasets, models=models, demo_data=False)
 
 
@@ -124,7 +125,7 @@ def finish(cfg: EvalConfig, out: str | Path, counts: dict, scores: dict) -> dict
     """The summary - ``scores`` (:func:`~lib.eval.rescore.rescore_folder`'s) then ``counts``
     (:func:`~lib.eval.ask.ask`'s) - and the
     provenance of ``cfg`` (:func:`items_to_ask`'s, with this run's paths)."""
-    return config.finish(Path(out), A.EVALUATE, cfg, {**scores, **counts})
+    return config.finish(Path(out), artifacts.EVALUATE, cfg, {**scores, **counts})
 
 
 @config.stage_run
@@ -133,9 +134,9 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     in every style with open answers judged (:func:`~lib.eval.ask.ask`), the tables scored from what
     was stored (:func:`~lib.eval.rescore.rescore_folder`), summary and provenance. ``out`` must
     be this stage's folder (:func:`lib.io.folders.claim_stage`), marked once the inputs are found."""
-    claim_stage(out, A.EVALUATE, write=False)
+    claim_stage(out, artifacts.EVALUATE, write=False)
     cfg, data = items_to_ask(cfg, out)
-    claim_stage(out, A.EVALUATE, write=ranks().main)
+    claim_stage(out, artifacts.EVALUATE, write=ranks().main)
     counts = ask(cfg, out, data, store, progress)
     if not ranks().main:
         return {}  # the main rank scores and writes the summary
@@ -158,9 +159,13 @@ def shard(cfg: EvalConfig, out: str | Path, part: Ranks, store=None, progress: b
             "shard runs as one process; under torchrun the ranks split the questions themselves: "
             "run the stage's own command"
         )
-    claim_stage(out, A.EVALUATE, write=False)  # a folder of another kind: refused, untouched
+    claim_stage(
+        out, artifacts.EVALUATE, write=False
+    )  # a folder of another kind: refused, untouched
     cfg, data = items_to_ask(cfg, out)
-    claim_stage(out, A.EVALUATE)  # the stage's folder, made and marked: what merge() then takes
+    claim_stage(
+        out, artifacts.EVALUATE
+    )  # the stage's folder, made and marked: what merge() then takes
     with RunLock(shard_folder(out, part)):
         return ask_shard(cfg, out, data, part, store, progress)
 
@@ -207,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         help="rescore a folder without a matching manifest.json",
     )
     args = ap.parse_args(argv)
-    folder = stage_dir(args.run, A.EVALUATE, create=False)
-    stale = A.stale_tables(folder) if folder.is_dir() else None
+    folder = stage_dir(args.run, artifacts.EVALUATE, create=False)
+    stale = artifacts.stale_tables(folder) if folder.is_dir() else None
     try:
         summary = rescore_folder(folder, unverified=args.unverified)
     except (ValueError, FileNotFoundError) as e:

@@ -44,8 +44,7 @@ from lib.families.scrapbook import explore, figures, paper
 from lib.families.scrapbook.generate import generate
 from lib.families.scrapbook.merge import merge as merge_datasets
 from lib.families.scrapbook.params import ScrapbookParamError, ScrapbookParams
-from lib.io import artifacts as A
-from lib.io import shards, write_csv
+from lib.io import artifacts, shards, write_csv
 from lib.io.folders import claim_stage
 from lib.pages import plots
 
@@ -54,7 +53,7 @@ from lib.pages import plots
 class ScrapbookConfig(ScrapbookParams, config.StageConfig):
     """The main dataset's generator parameters (:class:`ScrapbookParams`), plus further named sets."""
 
-    STAGE: ClassVar[str] = A.SCRAPBOOK
+    STAGE: ClassVar[str] = artifacts.SCRAPBOOK
 
     sets: dict[str, dict] = field(
         default_factory=dict
@@ -102,7 +101,7 @@ def main_dataset(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -
     concepts.csv) from ``cfg.params()``, validated first; returns the generator's statistics."""
     return generate(
         cfg.params(),
-        _dataset(cfg, out, A.SCRAPBOOK_DATASET),
+        _dataset(cfg, out, artifacts.SCRAPBOOK_DATASET),
         progress=progress,
         question_worker=cfg.question_worker,
     )
@@ -111,18 +110,18 @@ def main_dataset(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -
 def sample_figure(cfg: ScrapbookConfig, out: str | Path):
     """The last image of the first ``cfg.n_preview`` units with the nine absolute regions drawn
     (``figures/samples``); ``(fig, ax)``."""
-    main = A.dataset_folder(out, A.SCRAPBOOK_DATASET)
+    main = artifacts.dataset_folder(out, artifacts.SCRAPBOOK_DATASET)
     fig, ax = plots.image_grid(*explore.preview(main, explore.read_scenes(main), cfg.n_preview))
-    plots.save(fig, Path(out) / A.FIGURES, "samples", close=True)
+    plots.save(fig, Path(out) / artifacts.FIGURES, "samples", close=True)
     return fig, ax
 
 
 def question_counts(out: str | Path) -> tuple[pd.DataFrame, tuple]:
     """The main dataset's questions per type, group, subgroup and form (its ``counts.csv``) and
     their figure (``figures/question_counts``); the table and ``(fig, ax)``."""
-    counts = pd.read_csv(A.dataset_folder(out, A.SCRAPBOOK_DATASET) / "counts.csv")
+    counts = pd.read_csv(artifacts.dataset_folder(out, artifacts.SCRAPBOOK_DATASET) / "counts.csv")
     fig, ax = figures.question_counts(counts)
-    plots.save(fig, Path(out) / A.FIGURES, "question_counts", close=True)
+    plots.save(fig, Path(out) / artifacts.FIGURES, "question_counts", close=True)
     return counts, (fig, ax)
 
 
@@ -131,7 +130,7 @@ def further_sets(cfg: ScrapbookConfig, out: str | Path, progress: bool = True) -
     set names its own); name -> its folder, images, questions and placement failures."""
     briefs = {}
     for name in cfg.sets:
-        if name == A.SCRAPBOOK_DATASET:
+        if name == artifacts.SCRAPBOOK_DATASET:
             raise config.ParamsError(f"sets: {name!r} is the main dataset's name; choose another")
         folder = _dataset(cfg, out, name)
         briefs[name] = _brief(
@@ -148,18 +147,18 @@ def paper_table(cfg: ScrapbookConfig, out: str | Path) -> pd.DataFrame | None:
     (``paper.csv``, :func:`lib.families.scrapbook.paper.reproduction`); None otherwise."""
     if not cfg.compare_to_paper:
         return None
-    table = paper.reproduction(A.dataset_folder(out, A.SCRAPBOOK_DATASET))
-    write_csv(Path(out) / A.PAPER, table)
+    table = paper.reproduction(artifacts.dataset_folder(out, artifacts.SCRAPBOOK_DATASET))
+    write_csv(Path(out) / artifacts.PAPER, table)
     return table
 
 
 def finish(cfg: ScrapbookConfig, out: str | Path, stats: dict, sets: dict[str, dict]) -> dict:
     """The summary from what the steps returned (:func:`main_dataset`'s statistics, :func:`further_sets`'
     briefs) and provenance."""
-    main = A.dataset_folder(out, A.SCRAPBOOK_DATASET)
-    summary = {"datasets": {A.SCRAPBOOK_DATASET: _brief(stats, main), **sets}}
+    main = artifacts.dataset_folder(out, artifacts.SCRAPBOOK_DATASET)
+    summary = {"datasets": {artifacts.SCRAPBOOK_DATASET: _brief(stats, main), **sets}}
     summary.update({k: stats[k] for k in ("images", "questions", "by_type", "placement_failures")})
-    return config.finish(Path(out), A.SCRAPBOOK, cfg, summary)
+    return config.finish(Path(out), artifacts.SCRAPBOOK, cfg, summary)
 
 
 @config.stage_run
@@ -201,9 +200,11 @@ def shard(
     if not 0 <= index < num_shards:
         raise ScrapbookParamError(f"--shard {index} must be in [0, --num-shards={num_shards})")
     folder = shard_folder(out, index, num_shards)
-    claim_stage(out, A.SCRAPBOOK)  # the stage's folder, made and marked: what merge() then takes
+    claim_stage(
+        out, artifacts.SCRAPBOOK
+    )  # the stage's folder, made and marked: what merge() then takes
     with RunLock(folder):
-        dataset = _dataset(cfg, folder, A.SCRAPBOOK_DATASET)
+        dataset = _dataset(cfg, folder, artifacts.SCRAPBOOK_DATASET)
         return generate(cfg.params(), dataset, index, num_shards, progress, cfg.question_worker)
 
 
@@ -219,7 +220,7 @@ def merge(cfg: ScrapbookConfig, out: str | Path, num_shards: int, progress: bool
     parts = [shard_folder(out, k, num_shards) for k in range(num_shards)]
     with shards.held(out, parts, "shards", "being made", ScrapbookParamError):
         folders = checked_shards(cfg, out, num_shards)
-        stats = merge_datasets(folders, _dataset(cfg, out, A.SCRAPBOOK_DATASET))
+        stats = merge_datasets(folders, _dataset(cfg, out, artifacts.SCRAPBOOK_DATASET))
         summary = _after_main(cfg, out, stats, progress)
         shards.remove(parts, out / SHARDS)
     return summary
@@ -233,7 +234,9 @@ def checked_shards(cfg: ScrapbookConfig, out: str | Path, num_shards: int) -> li
     wanted = json.loads(json.dumps(asdict(cfg.params())))  # as a shard's summary.json holds them
     folders, problems = [], []
     for k in range(num_shards):
-        folder = A.dataset_folder(shard_folder(out, k, num_shards), A.SCRAPBOOK_DATASET)
+        folder = artifacts.dataset_folder(
+            shard_folder(out, k, num_shards), artifacts.SCRAPBOOK_DATASET
+        )
         try:
             made = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
             params, at = dict(made["params"].items()), (made["shard"], made["num_shards"])
@@ -268,7 +271,7 @@ def _dataset(cfg: ScrapbookConfig, out: str | Path, name: str) -> Path:
     """The folder of dataset ``name``, the config checked again first (a notebook cell may have edited
     it since it was made); a folder that a link would put outside ``out`` is refused."""
     config.check_values(cfg, type(cfg).__name__)
-    folder = A.dataset_folder(out, name)
+    folder = artifacts.dataset_folder(out, name)
     if not folder.resolve().is_relative_to(Path(out).resolve()):
         raise config.ParamsError(
             f"{folder} is {folder.resolve()}, outside {out}: a stage writes only inside its own "

@@ -33,8 +33,7 @@ from lib.families.memeqa.task import MultipleChoice
 from lib.families.vqa.task import OpenVQA
 from lib.families.yesbut.panels import completion_grid, compose
 from lib.families.yesbut.task import Completion, Detection, Understanding
-from lib.io import artifacts as A
-from lib.io import dataset_info, load_image, save_dataset, write_sample_images
+from lib.io import artifacts, dataset_info, load_image, save_dataset, write_sample_images
 from lib.models import Constraint, Request, check_spec, generate, load_model
 from lib.models.store import CallStore
 
@@ -43,7 +42,7 @@ from lib.models.store import CallStore
 class SetupConfig(config.StageConfig):
     """Which models to build and probe, and whether to write the demo's datasets."""
 
-    STAGE: ClassVar[str] = A.SETUP
+    STAGE: ClassVar[str] = artifacts.SETUP
     # In a profile, ``models`` is the profile's whole registry: exactly the models its stages use.
     MODEL_ROLES: ClassVar[dict] = {"models": "*"}
 
@@ -64,12 +63,12 @@ class SetupConfig(config.StageConfig):
 
     def specs(self) -> dict[str, dict]:
         """The models to probe now: those a later stage makes (``stage:``/``run:`` paths) are left out."""
-        return {k: v for k, v in self.models.items() if not A.is_run_output(v.get("name"))}
+        return {k: v for k, v in self.models.items() if not artifacts.is_run_output(v.get("name"))}
 
 
 def sample_images(out: str | Path) -> list[Path]:
     """Write the demo's sample photographs into ``out/images/``; returns their paths."""
-    return write_sample_images(Path(out) / A.SAMPLE_IMAGES)
+    return write_sample_images(Path(out) / artifacts.SAMPLE_IMAGES)
 
 
 def probe(
@@ -77,14 +76,14 @@ def probe(
 ) -> pd.DataFrame:
     """Build and probe every model of ``cfg`` (:func:`probe_models`) and write ``probe.csv``; one row per answer."""
     table = probe_models(cfg.specs(), images, store if store is not None else CallStore.default())
-    table.to_csv(Path(out) / A.PROBE, index=False)
+    table.to_csv(Path(out) / artifacts.PROBE, index=False)
     return table
 
 
 def datasets(cfg: SetupConfig, out: str | Path) -> dict[str, Path]:
     """The embedded demo's evaluation datasets under ``out/datasets/`` (:func:`demo_datasets`) when
     ``cfg.demo_datasets`` asks for them; name -> folder."""
-    return demo_datasets(Path(out) / A.DATASETS, seed=cfg.seed) if cfg.demo_datasets else {}
+    return demo_datasets(Path(out) / artifacts.DATASETS, seed=cfg.seed) if cfg.demo_datasets else {}
 
 
 def finish(
@@ -106,12 +105,12 @@ def finish(
         "sample_images": [p.name for p in images],
         "datasets": {k: str(v) for k, v in folders.items()},
     }
-    config.finish(out, A.SETUP, cfg, summary)
+    config.finish(out, artifacts.SETUP, cfg, summary)
     if summary["constrained_invalid"]:
         bad = constrained[~constrained.valid]
         raise RuntimeError(
             f"{len(bad)} constrained probe answer(s) invalid (models {sorted(set(bad.model))}): "
-            f"see {out / A.PROBE}"
+            f"see {out / artifacts.PROBE}"
         )
     return summary
 

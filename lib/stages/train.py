@@ -27,7 +27,7 @@ import pandas as pd
 from lib import config
 from lib.config import cli
 from lib.core.ranks import ranks
-from lib.io import artifacts as A
+from lib.io import artifacts
 from lib.models import check_spec, load_model
 from lib.pages import plots
 from lib.tasks import wants_question_first
@@ -71,7 +71,7 @@ __all__ = [
 class TrainConfig(config.StageConfig):
     """Training parameters (all plain values, so a YAML params file maps onto them)."""
 
-    STAGE: ClassVar[str] = A.TRAIN
+    STAGE: ClassVar[str] = artifacts.TRAIN
     MODEL_ROLES: ClassVar[dict] = {"model": "vlm"}
 
     model: dict = field(default_factory=lambda: {"backend": "tiny", "name": "llava"})
@@ -187,7 +187,9 @@ class TrainConfig(config.StageConfig):
         }
 
 
-SYSTEMS = A.TRAIN_SYSTEMS  # the held-out comparison's systems, in the order tables show them
+SYSTEMS = (
+    artifacts.TRAIN_SYSTEMS
+)  # the held-out comparison's systems, in the order tables show them
 
 
 def compare(cfg: TrainConfig, out_dir: str | Path) -> dict:
@@ -235,7 +237,7 @@ def bind_datasets(cfg: TrainConfig, out: str | Path) -> TrainConfig:
     return config.replaced(
         cfg,
         **{
-            k: A.resolve(getattr(cfg, k), run_folder)
+            k: artifacts.resolve(getattr(cfg, k), run_folder)
             for k in ("dataset", "val_dataset", "test_dataset")
             if getattr(cfg, k)
         },
@@ -245,9 +247,9 @@ def bind_datasets(cfg: TrainConfig, out: str | Path) -> TrainConfig:
 def curve(out: str | Path) -> tuple[pd.DataFrame, tuple]:
     """The training curve :func:`train` wrote (``curve.csv``: loss per step, validation scores where
     measured) and its figure (``figures/training_curve``); the table and ``(fig, ax)``."""
-    table = pd.read_csv(Path(out) / A.CURVE)
+    table = pd.read_csv(Path(out) / artifacts.CURVE)
     fig, ax = plots.training_curve(table)
-    plots.save(fig, Path(out) / A.FIGURES, "training_curve", close=True)
+    plots.save(fig, Path(out) / artifacts.FIGURES, "training_curve", close=True)
     return table, (fig, ax)
 
 
@@ -256,7 +258,7 @@ def comparison(cfg: TrainConfig, out: str | Path) -> tuple[dict, tuple]:
     chart (``figures/base_vs_trained``); the result and ``(fig, ax)``."""
     result = compare(cfg, out)
     fig, ax = plots.accuracy_bars(pd.DataFrame({k: result[k] for k in SYSTEMS}).T, result["n"])
-    plots.save(fig, Path(out) / A.FIGURES, "base_vs_trained", close=True)
+    plots.save(fig, Path(out) / artifacts.FIGURES, "base_vs_trained", close=True)
     return result, (fig, ax)
 
 
@@ -270,7 +272,7 @@ def finish(cfg: TrainConfig, out: str | Path, training: dict, result: dict) -> d
         "n_test": result["n_test"],
         "training": training,
     }
-    return config.finish(Path(out), A.TRAIN, cfg, summary)
+    return config.finish(Path(out), artifacts.TRAIN, cfg, summary)
 
 
 @config.stage_run

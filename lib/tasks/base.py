@@ -37,7 +37,7 @@ from lib.core.schema import (
     Response,
     is_constrained,
 )
-from lib.metrics import text as T
+from lib.metrics import text as text_metrics
 from lib.metrics.stats import mean_ci, n_clusters
 from lib.tasks.clusters import Clusters, cluster_codes
 
@@ -229,7 +229,7 @@ def text_scores(
     cands = [p.parsed if p.valid else "" for p in preds]
     table = {}
     for name in names:
-        fn = getattr(T, name)
+        fn = getattr(text_metrics, name)
         table[name] = (
             fn(cands, refs, model=bertscore_model) if name == "bertscore" else fn(cands, refs)
         )

@@ -39,8 +39,15 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from lib.core.ranks import ranks
-from lib.io import ImageCache, append_jsonl, load_image, read_jsonl, write_json, write_jsonl
-from lib.io import artifacts as A
+from lib.io import (
+    ImageCache,
+    append_jsonl,
+    artifacts,
+    load_image,
+    read_jsonl,
+    write_json,
+    write_jsonl,
+)
 from lib.models.hf_images import ImageTensors
 from lib.models.hf_processors import is_encoder_decoder
 from lib.tasks import wants_question_first
@@ -112,7 +119,7 @@ def resume_state(acc, cfg: TrainSettings, out: Path, resume: bool = True) -> dic
         "settings": cfg.settings(),
         "processes": acc.num_processes,
     }
-    ckpt = out / A.CHECKPOINT
+    ckpt = out / artifacts.CHECKPOINT
     if resume and (ckpt / "trainer.json").exists():
         saved = json.loads((ckpt / "trainer.json").read_text())
         if saved.get("settings") != cfg.settings():
@@ -265,8 +272,8 @@ def validate(s: Session, force_save: bool = False) -> dict:
     state["validated_step"] = state["step"]
     better = metrics[s.select] > state["best"]
     state["best"] = max(state["best"], metrics[s.select])
-    if acc.is_main_process and (better or (force_save and not (s.out / A.BEST).is_dir())):
-        save_weights(s, A.BEST)
+    if acc.is_main_process and (better or (force_save and not (s.out / artifacts.BEST).is_dir())):
+        save_weights(s, artifacts.BEST)
     return {**{f"val_{k}": v for k, v in metrics.items()}, "val_majority": s.val_majority}
 
 
@@ -350,9 +357,9 @@ def focus_examples(cfg: TrainSettings, train: list[Example]) -> list[Example]:
 def save_checkpoint(s: Session) -> None:
     """``checkpoint/``: the accelerator's full state and ``trainer.json``; ``curve.csv`` brought up to date.
     Every process calls it (each saves its RNG state); the main one writes the rest."""
-    s.acc.save_state(str(s.out / A.CHECKPOINT))
+    s.acc.save_state(str(s.out / artifacts.CHECKPOINT))
     if s.acc.is_main_process:
-        write_json(s.out / A.CHECKPOINT / "trainer.json", s.state)
+        write_json(s.out / artifacts.CHECKPOINT / "trainer.json", s.state)
         write_curve(s.out)
 
 
@@ -397,7 +404,7 @@ def finish_training(s: Session) -> None:
     and the checkpoint."""
     state = s.state
     if _main_says(
-        s.acc, state.get("validated_step") != state["step"] or not (s.out / A.BEST).is_dir()
+        s.acc, state.get("validated_step") != state["step"] or not (s.out / artifacts.BEST).is_dir()
     ):
         row = {
             "step": state["step"],
@@ -455,6 +462,6 @@ def train(
 
 def write_curve(out: Path) -> Path:
     """``curve.csv`` from the per-step log (validation columns filled on evaluation steps)."""
-    path = out / A.CURVE
+    path = out / artifacts.CURVE
     pd.DataFrame(list(read_jsonl(out / "curve.jsonl"))).to_csv(path, index=False)
     return path

@@ -5,24 +5,24 @@ import math
 import numpy as np
 import pytest
 
-from lib.metrics import classification as C
+from lib.metrics import classification
 from lib.metrics.stats import bootstrap_ci, mean_ci
 
 
 def test_invalid_answers_stay_in_every_denominator():
     gold = ["Y", "N", "Y", "N"]
     pred = ["Y", None, "Y", "Y"]  # one invalid
-    assert C.accuracy(gold, pred) == 0.5
+    assert classification.accuracy(gold, pred) == 0.5
     from sklearn.metrics import f1_score
 
     # invalid is never positive: as if it were a third label
-    assert C.binary_f1(gold, pred, "Y") == pytest.approx(
+    assert classification.binary_f1(gold, pred, "Y") == pytest.approx(
         f1_score(gold, ["Y", "X", "Y", "Y"], labels=["Y"], average="macro")
     )
-    assert C.binary_f1(gold, pred, "Y") == pytest.approx(
+    assert classification.binary_f1(gold, pred, "Y") == pytest.approx(
         2 * 1.0 * (2 / 3) / (1.0 + 2 / 3)
     )  # recall 1, precision 2/3
-    assert C.macro_f1(gold, pred) == pytest.approx(
+    assert classification.macro_f1(gold, pred) == pytest.approx(
         f1_score(gold, ["Y", "X", "Y", "Y"], labels=["N", "Y"], average="macro")
     )
 
@@ -30,7 +30,7 @@ def test_invalid_answers_stay_in_every_denominator():
 def test_mcq_exact_and_jaccard_credit():
     gold = [[0, 2], [1], [], [3]]
     pred = [[0], [1], [], None]
-    s = C.mcq_scores(gold, pred)
+    s = classification.mcq_scores(gold, pred)
     assert s["exact"] == [0.0, 1.0, 1.0, 0.0]
     assert s["jaccard"] == [0.5, 1.0, 1.0, 0.0]  # "none" answered "none" = full credit; invalid = 0
 
@@ -38,7 +38,7 @@ def test_mcq_exact_and_jaccard_credit():
 def test_micro_and_macro_over_question_types():
     scores = [1, 1, 1, 0, 0, 1]
     types = ["a", "a", "a", "a", "b", "b"]
-    r = C.per_type(scores, types)
+    r = classification.per_type(scores, types)
     assert r["micro"] == pytest.approx(4 / 6)
     assert r["by_type"] == {"a": 0.75, "b": 0.5}
     assert r["macro"] == pytest.approx(0.625)
@@ -54,17 +54,19 @@ def test_bootstrap_intervals_are_deterministic_and_bracket_the_value():
     gold = ["Y", "N"] * 20 + ["N"] * 10
     pred = ["Y", "Y"] * 20 + [None, "N"] * 5
     for labels, reference in (
-        (["Y"], C.binary_f1(gold, pred, "Y")),
-        (["Y", "N"], C.macro_f1(gold, pred, ["Y", "N"])),
+        (["Y"], classification.binary_f1(gold, pred, "Y")),
+        (["Y", "N"], classification.macro_f1(gold, pred, ["Y", "N"])),
     ):
-        stat, arrays = C.f1_statistic(gold, pred, labels)
+        stat, arrays = classification.f1_statistic(gold, pred, labels)
         f, flo, fhi = bootstrap_ci(stat, arrays, 200)
         assert (
             f == pytest.approx(reference) and flo < f < fhi
         )  # the vectorised F1 is scikit-learn's
     scores, types = [1, 1, 1, 0, 0, 1], ["a", "a", "a", "a", "b", "b"]
-    stat, arrays = C.macro_over_types_statistic(scores, types)
-    assert bootstrap_ci(stat, arrays, 100)[0] == pytest.approx(C.per_type(scores, types)["macro"])
+    stat, arrays = classification.macro_over_types_statistic(scores, types)
+    assert bootstrap_ci(stat, arrays, 100)[0] == pytest.approx(
+        classification.per_type(scores, types)["macro"]
+    )
 
 
 def test_a_means_interval_from_resampled_counts_is_the_index_bootstraps():

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from lib.families.scrapbook import consistency as S
+from lib.families.scrapbook import consistency
 
 YN = ("yes", "no", "not applicable")
 REGIONS = ("top left", "center", "center left", "not applicable")
@@ -13,71 +13,82 @@ COLORS = ("gray", "red", "not applicable")
 @pytest.mark.parametrize(
     "output, expected, form, category",
     [
-        ("yes", "yes", "original", S.CORRECT),
+        ("yes", "yes", "original", consistency.CORRECT),
         (
             "Yes, there is one.",
             "yes",
             "original",
-            S.CORRECT,
+            consistency.CORRECT,
         ),  # contained: enough for original/direction
         (
             "Yes, there is one.",
             "yes",
             "condition",
-            S.UNEXPECTED,
+            consistency.UNEXPECTED,
         ),  # exact forms need the answer alone
         (
             "Yes",
             "yes",
             "enumerated",
-            S.CORRECT,
+            consistency.CORRECT,
         ),  # the paper's exact match: case aside, the raw answer
-        ("Yes.", "yes", "enumerated", S.UNEXPECTED),
-        (" squares1 No 2 pentagonsON", "no", "enumerated", S.UNEXPECTED),  # never read as "no"
-        ("upper left", "top left", "original", S.CORRECT),  # the generator's own synonyms
-        ("upper left", "top left", "condition", S.CORRECT),
+        ("Yes.", "yes", "enumerated", consistency.UNEXPECTED),
+        (
+            " squares1 No 2 pentagonsON",
+            "no",
+            "enumerated",
+            consistency.UNEXPECTED,
+        ),  # never read as "no"
+        ("upper left", "top left", "original", consistency.CORRECT),  # the generator's own synonyms
+        ("upper left", "top left", "condition", consistency.CORRECT),
         (
             "upper left",
             "top left",
             "enumerated",
-            S.UNEXPECTED,
+            consistency.UNEXPECTED,
         ),  # enumerated: one of the listed words
-        ("it is in the middle", "center", "direction", S.CORRECT),
-        ("on the left half", "center left", "original", S.CORRECT),
+        ("it is in the middle", "center", "direction", consistency.CORRECT),
+        ("on the left half", "center left", "original", consistency.CORRECT),
         (
             "top left",
             "center left",
             "original",
-            S.WRONG,
+            consistency.WRONG,
         ),  # "left" inside "top left" is not a second answer
-        ("yes and no", "yes", "original", S.MULTIPLE),
-        ("no", "yes", "direction", S.WRONG),
-        ("banana", "yes", "original", S.UNEXPECTED),
-        ("not applicable", "<unk>", "enumerated", S.CORRECT),
+        ("yes and no", "yes", "original", consistency.MULTIPLE),
+        ("no", "yes", "direction", consistency.WRONG),
+        ("banana", "yes", "original", consistency.UNEXPECTED),
+        ("not applicable", "<unk>", "enumerated", consistency.CORRECT),
         (
             "it is at the center left",
             "center left",
             "original",
-            S.CORRECT,
+            consistency.CORRECT,
         ),  # longest match: not also "center"
-        ("center", "center left", "condition", S.WRONG),
-        ("grey", "gray", "original", S.CORRECT),
-        ("", "yes", "original", S.UNEXPECTED),
+        ("center", "center left", "condition", consistency.WRONG),
+        ("grey", "gray", "original", consistency.CORRECT),
+        ("", "yes", "original", consistency.UNEXPECTED),
     ],
 )
 def test_categories(output, expected, form, category):
     space = REGIONS if expected in REGIONS else COLORS if expected in COLORS else YN
-    assert S.categorize(output, expected, form, space) == category
+    assert consistency.categorize(output, expected, form, space) == category
 
 
 def test_counting_reads_number_words_and_any_number():
     assert (
-        S.categorize("there are two circles", "2", "original", ("0", "1", "2"), counting=True)
-        == S.CORRECT
+        consistency.categorize(
+            "there are two circles", "2", "original", ("0", "1", "2"), counting=True
+        )
+        == consistency.CORRECT
     )
-    assert S.categorize("7", "2", "condition", ("0", "1", "2"), counting=True) == S.WRONG
     assert (
-        S.categorize("2 or 3", "2", "original", ("0", "1", "2", "3"), counting=True) == S.MULTIPLE
+        consistency.categorize("7", "2", "condition", ("0", "1", "2"), counting=True)
+        == consistency.WRONG
+    )
+    assert (
+        consistency.categorize("2 or 3", "2", "original", ("0", "1", "2", "3"), counting=True)
+        == consistency.MULTIPLE
     )
 
 
@@ -107,19 +118,21 @@ def _rows(answers):
 
 
 def test_precedence_invalidates_a_correct_answer_wrong_on_the_simpler_image():
-    df = S.score_versions(_rows({("a", "original"): "no", ("b", "original"): "yes"}))
+    df = consistency.score_versions(_rows({("a", "original"): "no", ("b", "original"): "yes"}))
     b = df[df["image"] == "b"].iloc[0]
-    assert b["correct"] and not b["correct_strict"] and b["category_strict"] == S.INVALIDATED
-    df = S.score_versions(_rows({("a", "original"): "yes", ("b", "original"): "yes"}))
+    assert (
+        b["correct"] and not b["correct_strict"] and b["category_strict"] == consistency.INVALIDATED
+    )
+    df = consistency.score_versions(_rows({("a", "original"): "yes", ("b", "original"): "yes"}))
     assert df["correct_strict"].all()
 
 
 def test_aggregated_categories_and_consistency():
     forms = ("original", "condition", "direction", "enumerated")
-    agree = S.score_versions(_rows({("a", f): "yes" for f in forms}))
-    q = S.questions(agree).iloc[0]
-    assert q["correct_all"] and q["consistency"] == 1.0 and q["category"] == S.CORRECT
-    mixed = S.score_versions(
+    agree = consistency.score_versions(_rows({("a", f): "yes" for f in forms}))
+    q = consistency.questions(agree).iloc[0]
+    assert q["correct_all"] and q["consistency"] == 1.0 and q["category"] == consistency.CORRECT
+    mixed = consistency.score_versions(
         _rows(
             {
                 ("a", "original"): "yes",
@@ -129,28 +142,36 @@ def test_aggregated_categories_and_consistency():
             }
         )
     )
-    q = S.questions(mixed).iloc[0]
-    assert q["category"] == S.ANSWER_DISAGREEMENT and q["consistency"] == 0.75
-    errs = S.score_versions(_rows({("a", "original"): "banana", ("a", "condition"): "no"}))
-    assert S.questions(errs).iloc[0]["category"] == S.ERROR_DISAGREEMENT
-    table = S.error_table(errs, S.questions(errs))
+    q = consistency.questions(mixed).iloc[0]
+    assert q["category"] == consistency.ANSWER_DISAGREEMENT and q["consistency"] == 0.75
+    errs = consistency.score_versions(
+        _rows({("a", "original"): "banana", ("a", "condition"): "no"})
+    )
+    assert consistency.questions(errs).iloc[0]["category"] == consistency.ERROR_DISAGREEMENT
+    table = consistency.error_table(errs, consistency.questions(errs))
     agg = table[(table["unit"] == "aggregated") & (table["filter"] == "all")].set_index("category")[
         "count"
     ]
-    assert agg[S.ERROR_DISAGREEMENT] == 1 and agg["total"] == 1
+    assert agg[consistency.ERROR_DISAGREEMENT] == 1 and agg["total"] == 1
 
 
 def test_words_mode_is_the_lenient_reading_one_parameter_away():
-    assert S.categorize("Yes.", "yes", "enumerated", YN, exact="words") == S.CORRECT
     assert (
-        S.categorize("two", "2", "condition", ("0", "1", "2"), counting=True, exact="words")
-        == S.CORRECT
+        consistency.categorize("Yes.", "yes", "enumerated", YN, exact="words")
+        == consistency.CORRECT
     )
     assert (
-        S.categorize("two", "2", "condition", ("0", "1", "2"), counting=True) == S.UNEXPECTED
+        consistency.categorize(
+            "two", "2", "condition", ("0", "1", "2"), counting=True, exact="words"
+        )
+        == consistency.CORRECT
+    )
+    assert (
+        consistency.categorize("two", "2", "condition", ("0", "1", "2"), counting=True)
+        == consistency.UNEXPECTED
     )  # not the digit
     with pytest.raises(ValueError, match="exact"):
-        S.categorize("yes", "yes", "enumerated", YN, exact="loose")
+        consistency.categorize("yes", "yes", "enumerated", YN, exact="loose")
 
 
 def _colour_rows(outputs, paraphrase=0, image="a"):
@@ -178,14 +199,16 @@ def _colour_rows(outputs, paraphrase=0, image="a"):
 
 def test_aggregated_categories_are_decided_from_the_answers():
     forms = ("original", "condition", "direction", "enumerated")
-    four_colours = S.questions(
-        S.score_versions(
+    four_colours = consistency.questions(
+        consistency.score_versions(
             pd.DataFrame(_colour_rows(dict(zip(forms, ("red", "blue", "yellow", "white")))))
         )
     )
-    assert four_colours.iloc[0]["category"] == S.ANSWER_DISAGREEMENT
-    same = S.questions(S.score_versions(pd.DataFrame(_colour_rows({f: "red" for f in forms}))))
-    assert same.iloc[0]["category"] == S.WRONG
+    assert four_colours.iloc[0]["category"] == consistency.ANSWER_DISAGREEMENT
+    same = consistency.questions(
+        consistency.score_versions(pd.DataFrame(_colour_rows({f: "red" for f in forms})))
+    )
+    assert same.iloc[0]["category"] == consistency.WRONG
 
 
 def test_a_question_is_one_paraphrase_with_its_four_forms():
@@ -195,7 +218,7 @@ def test_a_question_is_one_paraphrase_with_its_four_forms():
         + _colour_rows({f: "green" for f in forms}, 1)
         + _colour_rows({f: "green" for f in forms[:3]} | {"enumerated": "red"}, 2)
     )
-    q = S.questions(S.score_versions(pd.DataFrame(rows)))
+    q = consistency.questions(consistency.score_versions(pd.DataFrame(rows)))
     assert len(q) == 3 and (q["versions"] == 4).all()
     assert q["correct_all"].tolist() == [True, True, False] and q["consistency"].tolist() == [
         1.0,
@@ -236,16 +259,16 @@ def test_corrects_minus_corrects_star_is_invalidated_by_construction():
                 }
                 for f, o in zip(forms, outs)
             ]
-    scored = S.score_versions(pd.DataFrame(rows))
-    qs = S.questions(scored)
-    overall = S.overall_table(scored, qs).set_index("filter")
-    errors = S.error_table(scored, qs)
+    scored = consistency.score_versions(pd.DataFrame(rows))
+    qs = consistency.questions(scored)
+    overall = consistency.overall_table(scored, qs).set_index("filter")
+    errors = consistency.error_table(scored, qs)
     agg = errors[(errors["unit"] == "aggregated") & (errors["filter"] == "all")].set_index(
         "category"
     )["count"]
     corrects, corrects_star = overall.loc["full", "correct"], overall.loc["full*", "correct"]
     assert (corrects, corrects_star) == (6, 2)  # b and c (4 questions) rest on a wrong answer on a
-    assert corrects - corrects_star == agg[S.INVALIDATED] == 4
+    assert corrects - corrects_star == agg[consistency.INVALIDATED] == 4
     assert agg["total"] == len(qs) - corrects_star
 
 
@@ -286,7 +309,7 @@ def test_level_gating_needs_present_and_absent_questions_and_passes_nothing_for_
     rows += _gating_rows("shape:triangle", right, 1) + _gating_rows(
         "shape:pentagon", right, 3, ("relation:left", "reference_shape:square")
     )
-    lv = S.levels(pd.DataFrame(rows))
+    lv = consistency.levels(pd.DataFrame(rows))
     one = lv[(lv["level"] == 1) & (lv["form"] == "all")].groupby("concept")["passed"].all()
     assert one["shape:circle"] and one["shape:triangle"]
     assert not one["shape:square"] and not one["color:white"]
@@ -298,7 +321,7 @@ def test_level_gating_needs_present_and_absent_questions_and_passes_nothing_for_
     assert lv[
         lv["level"] == 3
     ].empty  # the reference square failed level 1: its relative questions are gated out
-    no_model = S.levels(pd.DataFrame(_gating_rows("shape:circle", always_no)))
+    no_model = consistency.levels(pd.DataFrame(_gating_rows("shape:circle", always_no)))
     assert not no_model["passed"].any()  # right on every absent question, still no concept passes
 
 
@@ -322,14 +345,19 @@ def test_consistency_pools_a_querys_paraphrases_and_forms_at_the_papers_threshol
     different forms", over its iterations. Two paraphrases x four forms are eight askings: seven
     right (0.875) is consistent though one paraphrase is not right in every form; six (0.75) is
     not; over one paraphrase's four forms 0.8 needs all four."""
-    scored = S.score_versions(_paraphrased({"p": 0, "q": 1, "r": 2}))
-    qy = S.queries(scored).set_index("image")
+    scored = consistency.score_versions(_paraphrased({"p": 0, "q": 1, "r": 2}))
+    qy = consistency.queries(scored).set_index("image")
     assert qy["consistency"].tolist() == [1.0, 0.875, 0.75]
     assert qy["consistent"].tolist() == [True, True, False]
-    qs = S.questions(scored)
+    qs = consistency.questions(scored)
     assert qs.groupby("image")["correct_all"].mean().tolist() == [1.0, 0.5, 0.5]
-    one = S.score_versions(_rows({("a", f): "no" if f == "original" else "yes" for f in FORMS}))
-    assert not S.queries(one)["consistent"].item() and not S.questions(one)["correct_all"].item()
+    one = consistency.score_versions(
+        _rows({("a", f): "no" if f == "original" else "yes" for f in FORMS})
+    )
+    assert (
+        not consistency.queries(one)["consistent"].item()
+        and not consistency.questions(one)["correct_all"].item()
+    )
 
 
 def test_consistent_rate_is_over_queries_and_differs_from_all_forms_accuracy():
@@ -341,7 +369,7 @@ def test_consistent_rate_is_over_queries_and_differs_from_all_forms_accuracy():
     from lib.families.scrapbook.task import scrapbook_tables
     from lib.tasks import Scoring
 
-    scored = S.score_versions(_paraphrased({"p": 0, "q": 1, "r": 2}))
+    scored = consistency.score_versions(_paraphrased({"p": 0, "q": 1, "r": 2}))
     flags = np.ones(len(scored), bool), np.zeros(len(scored), bool)
     rows = pd.DataFrame(scrapbook_tables(scored, *flags, Scoring(n_resamples=50)).rows)
     at = rows.set_index(["subset", "metric"])

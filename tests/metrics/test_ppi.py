@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from benchmarks.ppi import coverage
-from lib.metrics import ppi as P
+from lib.metrics import ppi
 from lib.metrics.stats import mean_ci
 
 # four labelled answers (people's verdict, the judge's score) and six the judge alone scored
@@ -18,14 +18,14 @@ Z95 = 1.959963984540054  # the normal quantile at 0.975
 def test_the_paper_interval_by_hand():
     """Judge mean on the unlabelled answers 4/6, rectifier (people - judge) 0, -1, 1, 0: mean 0,
     variance 1/2; the judge's variance 2/9: SE = sqrt(2/9 / 6 + 1/2 / 4) = sqrt(35/216)."""
-    estimate, low, high = P.ppi_mean_ci(HUMAN, JUDGE, UNLABELLED)
+    estimate, low, high = ppi.ppi_mean_ci(HUMAN, JUDGE, UNLABELLED)
     se = math.sqrt(35 / 216)
     assert estimate == pytest.approx(2 / 3)
     assert (low, high) == pytest.approx((2 / 3 - Z95 * se, 2 / 3 + Z95 * se))
 
 
 def test_lam_zero_is_peoples_mean_alone_and_the_judge_then_buys_nothing():
-    estimate, low, high = P.ppi_mean_ci(HUMAN, JUDGE, UNLABELLED, lam=0.0)
+    estimate, low, high = ppi.ppi_mean_ci(HUMAN, JUDGE, UNLABELLED, lam=0.0)
     se = math.sqrt(np.var(HUMAN) / 4)  # the classical interval, ddof 0 as the paper's
     assert (estimate, low, high) == pytest.approx((0.75, 0.75 - Z95 * se, 0.75 + Z95 * se))
 
@@ -40,7 +40,7 @@ def test_the_default_is_the_reference_packages_interval(lam):
     f = np.where(rng.random(60) < 0.7, y, 1 - y)
     unlabelled = (rng.random(500) < 0.5).astype(float)
     want = ppi_py.ppi_mean_ci(y, f, unlabelled, alpha=0.05, lam=lam)
-    _, low, high = P.ppi_mean_ci(y, f, unlabelled, lam=lam)
+    _, low, high = ppi.ppi_mean_ci(y, f, unlabelled, lam=lam)
     assert (low, high) == pytest.approx((float(want[0][0]), float(want[1][0])))
 
 
@@ -52,10 +52,10 @@ def test_clusters_count_an_images_copies_as_one_unit():
     f = np.where(rng.random(40) < 0.7, y, 1 - y)
     u = (rng.random(200) < 0.5).astype(float)
     at, at_u = np.arange(40), np.arange(40, 240)
-    once = P.ppi_mean_ci(y, f, u, clusters=at, clusters_unlabelled=at_u, n_resamples=2000)
+    once = ppi.ppi_mean_ci(y, f, u, clusters=at, clusters_unlabelled=at_u, n_resamples=2000)
     copies = [np.repeat(a, 5) for a in (y, f, u, at, at_u)]
-    paper = P.ppi_mean_ci(*copies[:3])
-    clustered = P.ppi_mean_ci(
+    paper = ppi.ppi_mean_ci(*copies[:3])
+    clustered = ppi.ppi_mean_ci(
         *copies[:3], clusters=copies[3], clusters_unlabelled=copies[4], n_resamples=2000
     )
     width = once[2] - once[1]
@@ -65,9 +65,9 @@ def test_clusters_count_an_images_copies_as_one_unit():
 
 
 def test_held_out_keeps_a_share_at_random_and_the_same_for_a_seed():
-    kept = P.held_out(150, seed=1)
-    assert kept.sum() == 50 and (kept == P.held_out(150, seed=1)).all()
-    assert (kept != P.held_out(150, seed=2)).any() and P.held_out(3).sum() == 2
+    kept = ppi.held_out(150, seed=1)
+    assert kept.sum() == 50 and (kept == ppi.held_out(150, seed=1)).all()
+    assert (kept != ppi.held_out(150, seed=2)).any() and ppi.held_out(3).sum() == 2
 
 
 def test_corrected_sets_the_estimates_beside_peoples_mean_on_every_answer():
@@ -75,11 +75,11 @@ def test_corrected_sets_the_estimates_beside_peoples_mean_on_every_answer():
     clusters = np.repeat(np.arange(30), 5)
     y = (rng.random(150) < 0.3).astype(float)
     judge = np.ones(150)  # a judge that calls every answer right: its raw accuracy is 1
-    row = P.corrected(judge, y, clusters, P.held_out(150), n_resamples=200)
+    row = ppi.corrected(judge, y, clusters, ppi.held_out(150), n_resamples=200)
     assert row["judge_raw"] == 1.0 and row["human_all"] == pytest.approx(y.mean())
     # a constant judge carries no information: corrected is people's mean on the kept labels
     assert row["corrected"] == pytest.approx(row["human_only"])
-    kept = P.held_out(150)
+    kept = ppi.held_out(150)
     assert row["human_only"] == pytest.approx(y[kept].mean()) and row["n_labelled"] == 50
     assert row["human_only"] == mean_ci(y[kept], 200, clusters=clusters[kept])[0]
 

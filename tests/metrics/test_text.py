@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from lib.metrics import text as T
+from lib.metrics import text
 
 PREDS = [
     "a cat sits on the mat",
@@ -26,10 +26,12 @@ REFS = [
 def test_bleu_is_sacrebleu_sentence_bleu():
     import sacrebleu
 
-    assert T.bleu(PREDS, REFS) == pytest.approx(
+    assert text.bleu(PREDS, REFS) == pytest.approx(
         [sacrebleu.sentence_bleu(p, r).score / 100 for p, r in zip(PREDS, REFS)]
     )
-    assert T.bleu(["the cat sat on the mat"], [["the cat sat on the mat"]])[0] == pytest.approx(1.0)
+    assert text.bleu(["the cat sat on the mat"], [["the cat sat on the mat"]])[0] == pytest.approx(
+        1.0
+    )
 
 
 @pytest.mark.parametrize("stemmer", [True, False])
@@ -40,7 +42,7 @@ def test_rouge_l_is_rouge_score_best_over_references(stemmer):
     expected = [
         max(scorer.score(r, p)["rougeL"].fmeasure for r in refs) for p, refs in zip(PREDS, REFS)
     ]
-    assert T.rouge_l(PREDS, REFS, stemmer=stemmer) == pytest.approx(expected)
+    assert text.rouge_l(PREDS, REFS, stemmer=stemmer) == pytest.approx(expected)
 
 
 def test_rouge_l_stems_by_default_as_the_yesbut_reference_tool_does():
@@ -51,12 +53,12 @@ def test_rouge_l_stems_by_default_as_the_yesbut_reference_tool_does():
     from rouge_score import rouge_scorer
 
     pred, ref = "the cats are running", "the cat runs"
-    assert T.ROUGE_STEMMER is True
-    assert T.rouge_l([pred], [[ref]]) == [pytest.approx(6 / 7)]
+    assert text.ROUGE_STEMMER is True
+    assert text.rouge_l([pred], [[ref]]) == [pytest.approx(6 / 7)]
     for stemmer, hand in ((True, 6 / 7), (False, 2 / 7)):
         library = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=stemmer)
         assert library.score(ref, pred)["rougeL"].fmeasure == pytest.approx(hand)
-        assert T.rouge_l([pred], [[ref]], stemmer=stemmer) == [pytest.approx(hand)]
+        assert text.rouge_l([pred], [[ref]], stemmer=stemmer) == [pytest.approx(hand)]
 
 
 def test_meteor_is_nltk_meteor_with_wordnet():
@@ -65,22 +67,22 @@ def test_meteor_is_nltk_meteor_with_wordnet():
     from lib.metrics.wordnet import ensure_wordnet
 
     expected = [
-        meteor_score([T.tokenize(r) for r in refs], T.tokenize(p), wordnet=ensure_wordnet())
+        meteor_score([text.tokenize(r) for r in refs], text.tokenize(p), wordnet=ensure_wordnet())
         for p, refs in zip(PREDS, REFS)
     ]
-    assert T.meteor(PREDS, REFS) == pytest.approx(expected)
+    assert text.meteor(PREDS, REFS) == pytest.approx(expected)
     # WordNet is really used: a synonym ("auto" shares car.n.01 with "car") beats an unrelated word
-    syn, other = T.meteor(["the auto is red", "the banana is red"], [["the car is red"]] * 2)
+    syn, other = text.meteor(["the auto is red", "the banana is red"], [["the car is red"]] * 2)
     assert syn > other
 
 
 def test_cider_is_pycocoevalcap_cider():
     from pycocoevalcap.cider.cider import Cider
 
-    gts = {i: [" ".join(T.tokenize(r)) for r in refs] for i, refs in enumerate(REFS)}
-    res = {i: [" ".join(T.tokenize(p))] for i, p in enumerate(PREDS)}
+    gts = {i: [" ".join(text.tokenize(r)) for r in refs] for i, refs in enumerate(REFS)}
+    res = {i: [" ".join(text.tokenize(p))] for i, p in enumerate(PREDS)}
     corpus, per_item = Cider().compute_score(gts, res)
-    ours = T.cider(PREDS, REFS)
+    ours = text.cider(PREDS, REFS)
     assert ours == pytest.approx(list(per_item))
     assert sum(ours) / len(ours) == pytest.approx(corpus)
 
@@ -98,7 +100,7 @@ def test_bertscore_is_bert_score_with_local_minilm():
         num_layers=6,
         device="cpu",
     )
-    ours = T.bertscore(PREDS, REFS)
+    ours = text.bertscore(PREDS, REFS)
     assert [ours[i] for i in keep] == pytest.approx([float(x) for x in f1], abs=1e-5)
     assert (
         ours[PREDS.index("")] == 0.0
@@ -107,21 +109,21 @@ def test_bertscore_is_bert_score_with_local_minilm():
 
 
 def test_anls_follows_the_docvqa_definition():
-    assert T.anls(["Hello"], [["hello"]]) == [1.0]
+    assert text.anls(["Hello"], [["hello"]]) == [1.0]
     # one edit in five characters: NL = 0.2 -> 0.8; beyond the 0.5 threshold -> 0
-    assert T.anls(["hellp"], [["hello"]]) == [pytest.approx(0.8)]
-    assert T.anls(["xyz"], [["hello"]]) == [0.0]
-    assert T.anls(["hellp"], [["nope", "hello"]]) == [pytest.approx(0.8)]  # best reference
+    assert text.anls(["hellp"], [["hello"]]) == [pytest.approx(0.8)]
+    assert text.anls(["xyz"], [["hello"]]) == [0.0]
+    assert text.anls(["hellp"], [["nope", "hello"]]) == [pytest.approx(0.8)]  # best reference
 
 
 def test_vqa_accuracy_averages_over_annotator_subsets():
     refs = ["2"] * 2 + ["two dogs"] * 8
     # "2" matches 2 of 10: leaving out a "2" leaves 1 match (1/3), else 2 matches (2/3)
     expected = (2 * (1 / 3) + 8 * (2 / 3)) / 10
-    assert T.vqa_accuracy(["Two."], [refs]) == [pytest.approx(expected)]
-    assert T.vqa_accuracy(["yes"], [["yes"] * 10]) == [1.0]
-    assert T.vqa_accuracy(["no"], [["yes"] * 10]) == [0.0]
-    assert T.vqa_accuracy(["a Cat."], [["cat"]], rule="lenient") == [
+    assert text.vqa_accuracy(["Two."], [refs]) == [pytest.approx(expected)]
+    assert text.vqa_accuracy(["yes"], [["yes"] * 10]) == [1.0]
+    assert text.vqa_accuracy(["no"], [["yes"] * 10]) == [0.0]
+    assert text.vqa_accuracy(["a Cat."], [["cat"]], rule="lenient") == [
         1.0
     ]  # lenient: one reference is exact match
 
@@ -177,25 +179,25 @@ def test_vqa_accuracy_averages_over_annotator_subsets():
     ],
 )
 def test_vqa_accuracy_equals_the_official_script(prediction, references, official):
-    assert T.vqa_accuracy([prediction], [references]) == [
+    assert text.vqa_accuracy([prediction], [references]) == [
         official
     ]  # same arithmetic, so exactly equal
 
 
 def test_normalisation_and_exact_match():
     assert (
-        T.normalize_vqa("The Two  dogs, running!") == "2 dogs running"
+        text.normalize_vqa("The Two  dogs, running!") == "2 dogs running"
     )  # "!" is in the official list
-    assert T.normalize_vqa("3.5 meters.") == "3.5 meters"
-    assert T.exact_match(["A dog."], [["dog", "puppy"]]) == [1.0]
+    assert text.normalize_vqa("3.5 meters.") == "3.5 meters"
+    assert text.exact_match(["A dog."], [["dog", "puppy"]]) == [1.0]
 
 
 def test_bad_reference_lists_name_the_item():
     with pytest.raises(ValueError, match="item 1"):
-        T.bleu(["a", "b"], [["a"], "b"])
+        text.bleu(["a", "b"], [["a"], "b"])
     with pytest.raises(ValueError, match="2 predictions but 1"):
-        T.anls(["a", "b"], [["a"]])
-    assert not math.isnan(T.rouge_l([""], [["x"]])[0])
+        text.anls(["a", "b"], [["a"]])
+    assert not math.isnan(text.rouge_l([""], [["x"]])[0])
 
 
 def test_the_java_tokenizers_chatter_is_logged_not_printed(capfd, caplog):

@@ -11,7 +11,7 @@ from lib.families.verdict import judge as verdict
 from lib.io import read_jsonl
 from lib.models import load_model
 from lib.models.store import CallStore
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 from lib.stages.setup import demo_datasets
 from lib.tasks.registry import get_judge, registry
 
@@ -59,7 +59,7 @@ def test_the_families_declare_both_judges():
 
 def test_stage_06_runs_the_judge_a_task_names_and_a_rescore_gives_its_rows_back(tmp_path):
     folders = demo_datasets(tmp_path / "demo")
-    cfg = E.EvalConfig.from_params(
+    cfg = evaluate.EvalConfig.from_params(
         {
             "datasets": {"vqa": str(folders["vqa"])},
             "models": {"tiny": TINY},
@@ -72,7 +72,7 @@ def test_stage_06_runs_the_judge_a_task_names_and_a_rescore_gives_its_rows_back(
         }
     )
     out = tmp_path / "eval"
-    E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    evaluate.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     metrics = pd.read_csv(out / "metrics.csv")
     names = set(metrics[metrics["task"] == "vqa.open"]["metric"])
     assert "verdict" in names and not {"lave", "lave_reference"} & names
@@ -80,7 +80,7 @@ def test_stage_06_runs_the_judge_a_task_names_and_a_rescore_gives_its_rows_back(
     assert len(judged) == len(list(read_jsonl(out / "predictions.jsonl")))
     row = metrics[metrics["metric"] == "verdict"].iloc[0]
     assert row["value"] == pytest.approx(sum(j["score"] or 0 for j in judged) / len(judged))
-    E.rescore_folder(out)
+    evaluate.rescore_folder(out)
     pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), metrics)
 
 
@@ -93,4 +93,4 @@ def test_stage_06_runs_the_judge_a_task_names_and_a_rescore_gives_its_rows_back(
 )
 def test_a_judge_is_named_by_a_declared_name(value, message):
     with pytest.raises(ParamsError, match=message):
-        E.EvalConfig.from_params({"tasks": {"vqa.open": {"judge": value}}})
+        evaluate.EvalConfig.from_params({"tasks": {"vqa.open": {"judge": value}}})

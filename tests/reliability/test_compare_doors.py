@@ -17,13 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from lib.compare import runs as C
+from lib.compare import runs
 from lib.core.paths import ROOT
-from lib.eval import compare as X
+from lib.eval import compare
 from lib.io import kind_of, load_items, save_dataset
 from lib.models.store import CallStore
-from lib.stages import analyze
-from lib.stages import evaluate as E
+from lib.stages import analyze, evaluate
 from lib.stages.setup import demo_datasets
 
 # the random baseline's reply follows its request; the constant one's does not
@@ -49,13 +48,13 @@ E.run(cfg, out, progress=False)
 
 
 def _evaluate(data: Path, out: Path, store: CallStore) -> Path:
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets={"mcq": str(data / "mcq"), "vqa": str(data / "vqa")},
         models=MODELS,
         styles=["zero_shot"],
         n_resamples=20,
     )
-    E.run(cfg, out, store=store, progress=False)
+    evaluate.run(cfg, out, store=store, progress=False)
     return out
 
 
@@ -90,7 +89,7 @@ def _reorder(folder: Path) -> None:
 
 def _refused(a: Path, b: Path, capsys, *words: str) -> str:
     """``python -m lib.compare a b`` (in process) exits 2 with one ``error:`` line holding ``words``."""
-    assert C.main([str(a), str(b)]) == 2
+    assert runs.main([str(a), str(b)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err
     for word in words:
@@ -100,7 +99,7 @@ def _refused(a: Path, b: Path, capsys, *words: str) -> str:
 
 def test_two_finished_runs_compare_as_before(finished, tmp_path, capsys):
     other = _copy(finished, tmp_path / "other")
-    assert C.main([str(finished), str(other)]) == 0
+    assert runs.main([str(finished), str(other)]) == 0
     assert "changed items: 0" in capsys.readouterr().out
 
 
@@ -112,7 +111,7 @@ def test_a_run_is_never_compared_with_itself_by_the_command_nor_by_stage_07(
     _refused(finished, link, capsys, "runs A and B are one folder", str(finished))
     _refused(finished.parent, finished, capsys, "runs A and B are one folder")  # a run folder
     stage_07 = analyze.AnalyzeConfig(compare_with=str(link))  # this run's own evaluation
-    with pytest.raises(X.CompareError, match=r"compare_with .*: runs A and B are one folder"):
+    with pytest.raises(compare.CompareError, match=r"compare_with .*: runs A and B are one folder"):
         analyze.comparison(stage_07, finished.parent / "07_analyze")
 
 
@@ -164,7 +163,7 @@ def test_a_run_killed_part_way_is_refused_by_the_command_and_by_stage_07(finishe
     )
     stage_07 = analyze.AnalyzeConfig(compare_with=str(killed))
     with pytest.raises(
-        X.CompareError, match=r"compare_with .*did not finish.*rerun stage 06"
+        compare.CompareError, match=r"compare_with .*did not finish.*rerun stage 06"
     ) as refused:
         analyze.comparison(stage_07, finished.parent / "07_analyze")
     said = done.stderr.removeprefix("error: ").strip()
@@ -172,7 +171,7 @@ def test_a_run_killed_part_way_is_refused_by_the_command_and_by_stage_07(finishe
     with pytest.raises(
         ValueError
     ) as rescore:  # the check stage 06's rescore makes, in the same words
-        E.rescore_folder(killed)
+        evaluate.rescore_folder(killed)
     assert str(rescore.value).startswith(said.removeprefix("cannot compare "))
 
 
@@ -203,7 +202,7 @@ def test_replies_edited_after_the_run_finished_are_refused(finished, tmp_path, c
         "answers changed after the evaluation finished",
         "rerun stage 06",
     )
-    E.rescore_folder(
+    evaluate.rescore_folder(
         edited, unverified=True
     )  # its tables now agree with the edited replies: still not the run's
     _refused(edited, finished, capsys, str(edited), "answers changed after the evaluation finished")
@@ -225,7 +224,7 @@ def test_a_dataset_rewritten_in_place_between_the_runs_is_its_own_cause_not_the_
     run_a = _evaluate(data, tmp_path / "a" / "06_evaluate", store)
     _reorder(data / "mcq")
     run_b = _evaluate(data, tmp_path / "b" / "06_evaluate", store)
-    result = X.compare(run_a, run_b)
+    result = compare.compare(run_a, run_b)
     assert result["changed"] > 0 and result["causes"]["model"]["items"] == 0
     assert {(it["dataset"], it["cause"]) for it in result["items"]} == {("mcq", "dataset")}
     assert result["causes"]["dataset"]["because"] == {
@@ -233,7 +232,7 @@ def test_a_dataset_rewritten_in_place_between_the_runs_is_its_own_cause_not_the_
     }
     for m in result["metrics"]:
         assert sum(m["by_cause"].values()) == pytest.approx(m["difference"], abs=1e-12)
-    assert C.main([str(run_a), str(run_b)]) == 0
+    assert runs.main([str(run_a), str(run_b)]) == 0
     assert "dataset 'mcq' changed since run A" in capsys.readouterr().out
     # both runs asked the same version, rewritten since: what they were asked cannot be rebuilt
     _reorder(data / "mcq")  # back to run A's order, which run B did not answer

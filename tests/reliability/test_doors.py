@@ -18,7 +18,7 @@ from lib.core.paths import ROOT, RunBusy, RunLock
 from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
 from lib.io import NotOurFolder
 from lib.io.folders import claim_stage
-from lib.stages import scrapbook as S
+from lib.stages import scrapbook
 from lib.stages.setup import demo_datasets
 from tests.support.scrapbook import SMALL
 
@@ -152,18 +152,18 @@ def test_an_unmarked_scrapbook_dataset_with_anything_else_in_it_is_not_replaced(
 def test_run_refuses_a_config_edited_into_a_set_outside_its_folder_and_touches_nothing(tmp_path):
     elsewhere = _notes(tmp_path / "elsewhere")
     out = tmp_path / "run" / "04_scrapbook"
-    cfg = S.ScrapbookConfig(**TINY)
+    cfg = scrapbook.ScrapbookConfig(**TINY)
     cfg.sets = {"../../../elsewhere": {}}  # a notebook cell, after the config was made and checked
     with pytest.raises(
         ParamsError, match=r"sets: '\.\./\.\./\.\./elsewhere' is not a dataset name"
     ):
-        S.run(cfg, out, progress=False)
+        scrapbook.run(cfg, out, progress=False)
     with pytest.raises(ParamsError, match="is not a dataset name"):
-        S.further_sets(cfg, out, progress=False)  # the step the notebook calls checks too
-    cfg = S.ScrapbookConfig(**TINY)
+        scrapbook.further_sets(cfg, out, progress=False)  # the step the notebook calls checks too
+    cfg = scrapbook.ScrapbookConfig(**TINY)
     cfg.n_sets = "2"
     with pytest.raises(ParamsError, match="n_sets"):
-        S.run(cfg, out, progress=False)
+        scrapbook.run(cfg, out, progress=False)
     assert [p.name for p in elsewhere.iterdir()] == ["todo.txt"] and not out.exists()
 
 
@@ -172,11 +172,11 @@ def test_run_never_writes_through_a_link_out_of_its_folder(tmp_path):
     out = tmp_path / "run" / "04_scrapbook"
     claim_stage(out, "04_scrapbook")  # the stage's own folder, its datasets/ a link out of it
     (out / "datasets").symlink_to(elsewhere, target_is_directory=True)
-    cfg = S.ScrapbookConfig(**TINY, sets={"train": {}})
+    cfg = scrapbook.ScrapbookConfig(**TINY, sets={"train": {}})
     with pytest.raises(ParamsError, match=r"datasets/scrapbook.*outside"):
-        S.run(cfg, out, progress=False)
+        scrapbook.run(cfg, out, progress=False)
     with pytest.raises(ParamsError, match=r"datasets/train.*outside"):
-        S.further_sets(cfg, out, progress=False)
+        scrapbook.further_sets(cfg, out, progress=False)
     assert [p.name for p in elsewhere.iterdir()] == ["todo.txt"]
 
 
@@ -184,7 +184,9 @@ def test_a_stage_run_refuses_a_dataset_folder_of_another_kind(tmp_path):
     out = tmp_path / "run" / "04_scrapbook"
     notes = _notes(out / "datasets" / "train")
     with pytest.raises(NotOurFolder, match="todo.txt"):
-        S.further_sets(S.ScrapbookConfig(**TINY, sets={"train": {}}), out, progress=False)
+        scrapbook.further_sets(
+            scrapbook.ScrapbookConfig(**TINY, sets={"train": {}}), out, progress=False
+        )
     assert [p.name for p in notes.iterdir()] == ["todo.txt"]
 
 
@@ -210,7 +212,7 @@ def test_run_is_refused_while_another_process_holds_the_run(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RunBusy, match=f"PID {holder.pid}"):
-            S.run(S.ScrapbookConfig(**TINY), run / "04_scrapbook", progress=False)
+            scrapbook.run(scrapbook.ScrapbookConfig(**TINY), run / "04_scrapbook", progress=False)
         assert not (run / "04_scrapbook").exists()
     finally:
         holder.communicate("", timeout=60)
@@ -230,7 +232,12 @@ print("ran", flush=True)
 def test_run_joins_the_lock_its_own_process_or_the_process_above_it_holds(tmp_path, monkeypatch):
     run = tmp_path / "run"
     with RunLock(run):  # a caller (a script, a launcher) that holds the run itself, in this process
-        assert S.run(S.ScrapbookConfig(**TINY), run / "04_scrapbook", progress=False)["images"] > 0
+        assert (
+            scrapbook.run(scrapbook.ScrapbookConfig(**TINY), run / "04_scrapbook", progress=False)[
+                "images"
+            ]
+            > 0
+        )
         child = subprocess.run(
             [sys.executable, "-c", CHILD, str(run / "04b")],
             cwd=ROOT,
@@ -265,7 +272,12 @@ def test_only_the_main_rank_of_a_job_takes_the_lock(tmp_path, monkeypatch):
         assert holder.stdout.readline().strip() == "held"  # rank 0 of the job, say
         monkeypatch.setenv("RANK", "1")
         monkeypatch.setenv("WORLD_SIZE", "2")
-        assert S.run(S.ScrapbookConfig(**TINY), run / "04_scrapbook", progress=False)["images"] > 0
+        assert (
+            scrapbook.run(scrapbook.ScrapbookConfig(**TINY), run / "04_scrapbook", progress=False)[
+                "images"
+            ]
+            > 0
+        )
     finally:
         holder.communicate("", timeout=60)
 

@@ -18,9 +18,9 @@ from playwright.sync_api import expect
 from lib import io as vio
 from lib.config import resolve
 from lib.core.paths import ROOT
-from lib.io import artifacts as A
+from lib.io import artifacts
 from lib.pages.browser import write_browser
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 from lib.stages.setup import demo_datasets
 from tests.support.chromium import chromium_page
 
@@ -58,9 +58,9 @@ def test_evaluating_the_demo_model_on_ones_own_dataset_names_the_missing_model_a
     """Without a trained model the command stops before anything runs: ``error:`` naming the model,
     its spec value and the run path it looked at (the run's, from --run or the profile - never a
     folder beside --out), exit 2, no traceback, nothing written where --out points."""
-    outputs, out = tmp_path / "outputs", tmp_path / "outputs" / "mine" / A.EVALUATE
+    outputs, out = tmp_path / "outputs", tmp_path / "outputs" / "mine" / artifacts.EVALUATE
     r = _evaluate(outputs, out, *(["--run", run] if run else []))
-    looked = outputs / (run or "demo") / A.TRAIN / A.BEST
+    looked = outputs / (run or "demo") / artifacts.TRAIN / artifacts.BEST
     assert r.returncode == 2, r.stderr[-3000:]
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     line = next(x for x in r.stderr.splitlines() if x.startswith("error:"))
@@ -72,7 +72,7 @@ def test_a_dataset_folder_that_is_not_there_is_an_error_naming_it(tmp_path):
     typo = tmp_path / "typo"
     r = _evaluate(
         tmp_path / "outputs",
-        tmp_path / "out" / A.EVALUATE,
+        tmp_path / "out" / artifacts.EVALUATE,
         "--set",
         f"datasets={{mine: {typo}}}",
         "--set",
@@ -88,27 +88,30 @@ def test_stage_paths_name_the_run_of_the_config_not_the_folder_beside_out(tmp_pa
     """A folder at the run's ``05_train/best`` is the one used, whatever --out says; a config made
     by hand (no profile, no run) still reads ``stage:`` paths beside its output folder."""
     monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path / "outputs"))
-    best = tmp_path / "outputs" / "demo" / A.TRAIN / A.BEST
+    best = tmp_path / "outputs" / "demo" / artifacts.TRAIN / artifacts.BEST
     best.mkdir(parents=True)
     (best / "config.json").write_text("{}")
-    cfg = resolve(E.EvalConfig, "demo", overrides={**MINE, "demo_data": False}).cfg
-    used, data = E.items_to_ask(cfg, tmp_path / "elsewhere" / A.EVALUATE)
+    cfg = resolve(evaluate.EvalConfig, "demo", overrides={**MINE, "demo_data": False}).cfg
+    used, data = evaluate.items_to_ask(cfg, tmp_path / "elsewhere" / artifacts.EVALUATE)
     assert used.models["trained"]["name"] == str(best) and set(data) == {"mine"}
-    other = resolve(E.EvalConfig, "demo", run="other", overrides={**MINE, "demo_data": False}).cfg
-    looked = re.escape(str(tmp_path / "outputs" / "other" / A.TRAIN / A.BEST))
+    other = resolve(
+        evaluate.EvalConfig, "demo", run="other", overrides={**MINE, "demo_data": False}
+    ).cfg
+    looked = re.escape(str(tmp_path / "outputs" / "other" / artifacts.TRAIN / artifacts.BEST))
     with pytest.raises(
-        A.MissingOutputs, match=rf"model 'trained' \(name: stage:05_train/best\): folder {looked} "
+        artifacts.MissingOutputs,
+        match=rf"model 'trained' \(name: stage:05_train/best\): folder {looked} ",
     ):
-        E.items_to_ask(
-            other, best.parent.parent / A.EVALUATE
+        evaluate.items_to_ask(
+            other, best.parent.parent / artifacts.EVALUATE
         )  # the demo run's folder: still run "other"'s model
-    by_hand = E.EvalConfig(
+    by_hand = evaluate.EvalConfig(
         datasets={"mine": str(EXAMPLE)},
         models={"t": {"backend": "hf", "name": "stage:05_train/best"}},
     )
-    assert E.items_to_ask(by_hand, best.parent.parent / A.EVALUATE)[0].models["t"]["name"] == str(
-        best
-    )
+    assert evaluate.items_to_ask(by_hand, best.parent.parent / artifacts.EVALUATE)[0].models["t"][
+        "name"
+    ] == str(best)
 
 
 # a writer of one file through atomic_file that stops half way and waits (to be killed); argv: the file
@@ -133,7 +136,7 @@ def _writer(path: Path) -> subprocess.Popen:
 def test_a_killed_writers_temporary_file_is_removed_by_the_next_writer_and_a_live_ones_kept(
     tmp_path,
 ):
-    target = tmp_path / A.PREDICTIONS
+    target = tmp_path / artifacts.PREDICTIONS
     vio.write_jsonl(target, [{"id": 1}])
     killed = _writer(target)
     os.kill(killed.pid, signal.SIGKILL)
@@ -162,13 +165,13 @@ def browsed(tmp_path_factory):
     """A run's item browser: the constant baseline on the demo's mcq and vqa sets (no model to load)."""
     root = tmp_path_factory.mktemp("browsed")
     folders = demo_datasets(root / "data")
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets={k: str(folders[k]) for k in ("mcq", "vqa")},
         styles=["zero_shot"],
         models={"baseline": {"backend": "constant", "answer": "A"}},
         n_resamples=20,
     )
-    E.run(cfg, root / "run" / A.EVALUATE, progress=False)
+    evaluate.run(cfg, root / "run" / artifacts.EVALUATE, progress=False)
     return write_browser(root / "run")
 
 
@@ -187,7 +190,9 @@ def test_an_unknown_dataset_in_the_browsers_address_is_said_and_the_page_stays_u
         page.select_option("#f-dataset", "mcq")
         n = sum(
             1
-            for p in vio.read_jsonl(browsed.parent.parent / A.EVALUATE / A.PREDICTIONS)
+            for p in vio.read_jsonl(
+                browsed.parent.parent / artifacts.EVALUATE / artifacts.PREDICTIONS
+            )
             if p["dataset"] == "mcq"
         )
         expect(page.locator("#count")).to_have_text(re.compile(rf"^{n} answers"), timeout=30_000)

@@ -14,7 +14,7 @@ import time
 import pandas as pd
 import pytest
 
-from lib.io import artifacts as A
+from lib.io import artifacts
 from lib.stages.evaluate import rescore_folder
 from lib.stages.setup import demo_datasets
 
@@ -46,8 +46,8 @@ def _child(folder, run, answer, cap=0):
 def _consistent_or_refused(run, tmp_path) -> str:
     """'refused' (a clear error), or 'consistent' (metrics equal a rescore of the predictions held)."""
     try:
-        shown = A.read_table(run, A.EVALUATE, A.METRICS)
-    except (A.StaleTables, ValueError, FileNotFoundError) as e:
+        shown = artifacts.read_table(run, artifacts.EVALUATE, artifacts.METRICS)
+    except (artifacts.StaleTables, ValueError, FileNotFoundError) as e:
         assert "rescore" in str(e) or "rerun" in str(e) or "run stage" in str(e), (
             f"a refusal says what to do: {e}"
         )
@@ -58,7 +58,7 @@ def _consistent_or_refused(run, tmp_path) -> str:
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(run, copy)
     rescore_folder(copy / "06_evaluate")
-    again = pd.read_csv(copy / "06_evaluate" / A.METRICS)
+    again = pd.read_csv(copy / "06_evaluate" / artifacts.METRICS)
     pd.testing.assert_frame_equal(
         shown.reset_index(drop=True), again.reset_index(drop=True), check_dtype=False
     )

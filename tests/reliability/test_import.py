@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from lib.compare import runs as C
+from lib.compare import runs
 from lib.core.paths import ROOT
-from lib.eval import foreign as F
+from lib.eval import foreign
 from lib.eval.foreign_schema import MAX_LINE_BYTES
 from lib.export.harnesses import main as export
 from lib.io import manifest_fields, read_jsonl
@@ -199,7 +199,7 @@ def test_a_wrong_type_or_number_is_refused_naming_file_line_and_field(
 ):
     src, mcq, res = _run(tmp_path, **{where: change})
     out = tmp_path / "imported"
-    assert C.main(_args(src, out, exports["tasks"])) == 2
+    assert runs.main(_args(src, out, exports["tasks"])) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and f"{mcq if where == 'samples' else res}{message}" in err, (
         err
@@ -222,7 +222,7 @@ def test_the_command_prints_an_error_not_a_traceback(exports, tmp_path):
 def test_a_lone_surrogate_is_refused_and_the_previous_import_kept_whole(exports, tmp_path, capsys):
     out = tmp_path / "imported"
     good, _, _ = _run(tmp_path / "good")
-    assert C.main(_args(good, out, exports["tasks"])) == 0
+    assert runs.main(_args(good, out, exports["tasks"])) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     src, mcq, _ = _run(tmp_path, samples=_first(resps="\ud800 A"))
     p = _command(src, out, exports["tasks"])
@@ -256,11 +256,11 @@ def test_a_task_of_the_results_without_its_samples_file_is_refused(exports, tmp_
     src, mcq, res = _run(tmp_path)
     (mcq.parent / VQA).unlink()
     for given in (src, res):  # the run's folder, its results file: every task of the run
-        assert C.main(_args(given, tmp_path / "imported", exports["tasks"])) == 2
+        assert runs.main(_args(given, tmp_path / "imported", exports["tasks"])) == 2
         err = capsys.readouterr().err
         assert f"task vqalab_vqa_vqa_open has no samples file (looked for {mcq.parent}/" in err, err
     assert (
-        C.main(_args(mcq, tmp_path / "imported", exports["tasks"][:1])) == 0
+        runs.main(_args(mcq, tmp_path / "imported", exports["tasks"][:1])) == 0
     )  # one samples file: that task alone
     capsys.readouterr()
 
@@ -323,15 +323,15 @@ def test_an_older_export_without_the_digest_imports_with_a_warning(exports, tmp_
     )
     src, _, _ = _run(tmp_path)
     out, tasks = tmp_path / "imported", [str(task_dir), exports["tasks"][1]]
-    assert C.main(_args(src, out, tasks)) == 0
+    assert runs.main(_args(src, out, tasks)) == 0
     printed = capsys.readouterr()
     assert "paired items: 16" in printed.out
     assert f"warning: the export {task_dir} records no digest of dataset mcq" in printed.err
-    assert json.loads((out / F.FOREIGN).read_text())["unverified_datasets"] == ["mcq"]
+    assert json.loads((out / foreign.FOREIGN).read_text())["unverified_datasets"] == ["mcq"]
     # an item removed from that dataset since: refused naming the sample and the item, nothing written
     lines = (data / "items.jsonl").read_text().splitlines(keepends=True)
     _rewrite(data, lines[1:])
-    assert C.main(_args(src, tmp_path / "again", tasks)) == 2
+    assert runs.main(_args(src, tmp_path / "again", tasks)) == 2
     assert (
         f"{MCQ}:1: item 'demo-mcq-01' (mcq) is not in the dataset mcq ({data})"
         in capsys.readouterr().err
@@ -372,15 +372,15 @@ def test_import_to_a_folder_of_another_kind_is_refused_and_left_untouched(
     }
     for name, content in files.items():
         (mine / name).write_bytes(content)
-    assert C.main(_args(src, mine, exports["tasks"])) == 2
+    assert runs.main(_args(src, mine, exports["tasks"])) == 2
     assert "not a lmms-eval import: nothing was written" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in mine.iterdir()} == files
     out = tmp_path / "imported"  # its own kind: imported, marked, imported again
-    assert C.main(_args(src, out, exports["tasks"])) == 0 and kind_of(out) == F.KIND
+    assert runs.main(_args(src, out, exports["tasks"])) == 0 and kind_of(out) == foreign.KIND
     assert (
-        C.main(_args(src, out, exports["tasks"])) == 0
+        runs.main(_args(src, out, exports["tasks"])) == 0
         and len(list(read_jsonl(out / "predictions.jsonl"))) == 16
     )
     (out / ".vqalab.json").unlink()  # an import made before markers: recognised by its foreign.json
-    assert C.main(_args(src, out, exports["tasks"])) == 0 and kind_of(out) == F.KIND
+    assert runs.main(_args(src, out, exports["tasks"])) == 0 and kind_of(out) == foreign.KIND
     capsys.readouterr()

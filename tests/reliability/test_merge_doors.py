@@ -19,8 +19,7 @@ from lib.families.scrapbook import ScrapbookParamError
 from lib.io import file_sha256
 from lib.io.folders import claim_stage
 from lib.models.store import CallStore
-from lib.stages import evaluate as E
-from lib.stages import scrapbook as S
+from lib.stages import evaluate, scrapbook
 from lib.stages.setup import demo_datasets
 from tests.support.scrapbook import SMALL
 
@@ -41,7 +40,7 @@ def sharded(mcq, tmp_path) -> tuple[list[str], object]:
     out = tmp_path / "06_evaluate"
     common = ["--params", str(params), "--out", str(out)]
     for k in range(2):
-        assert E.main(["shard", *common, "--shard", str(k), "--num-shards", "2"]) == 0
+        assert evaluate.main(["shard", *common, "--shard", str(k), "--num-shards", "2"]) == 0
     return common, out
 
 
@@ -53,7 +52,7 @@ def _refused_by_cli(common, out, capsys) -> str:
     """The merge command's error (exit code 2, no traceback), with nothing written and every part
     still there to merge again."""
     capsys.readouterr()
-    assert E.main(["merge", *common, "--num-shards", "2"]) == 2
+    assert evaluate.main(["merge", *common, "--num-shards", "2"]) == 2
     err = capsys.readouterr().err
     assert "\nerror: " in err and "Traceback" not in err
     for name in ("predictions.jsonl", "manifest.json", "metrics.csv", "summary.json"):
@@ -63,7 +62,7 @@ def _refused_by_cli(common, out, capsys) -> str:
 
 
 def _merges(common, out) -> None:
-    assert E.main(["merge", *common, "--num-shards", "2"]) == 0
+    assert evaluate.main(["merge", *common, "--num-shards", "2"]) == 0
     assert (out / "metrics.csv").exists() and (out / "summary.json").exists()
 
 
@@ -107,8 +106,8 @@ def test_the_parts_stay_until_the_summary_is_written(sharded, capsys, monkeypatc
     def failing(*args, **kwargs):
         raise FileNotFoundError("scoring stopped")
 
-    monkeypatch.setattr(E, "rescore_folder", failing)
-    assert E.main(["merge", *common, "--num-shards", "2"]) == 2
+    monkeypatch.setattr(evaluate, "rescore_folder", failing)
+    assert evaluate.main(["merge", *common, "--num-shards", "2"]) == 2
     assert "scoring stopped" in capsys.readouterr().err
     assert all(_info(out, k).exists() for k in range(2))
     monkeypatch.undo()
@@ -127,7 +126,7 @@ def test_a_shards_folder_that_is_a_link_merges_and_stays(mcq, tmp_path, monkeypa
     params.write_text(yaml.safe_dump({**values, "n_resamples": 20}))
     common = ["--params", str(params), "--run", "r"]
     for k in range(2):
-        assert E.main(["shard", *common, "--shard", str(k), "--num-shards", "2"]) == 0
+        assert evaluate.main(["shard", *common, "--shard", str(k), "--num-shards", "2"]) == 0
     assert sorted(p.name for p in scratch.iterdir()) == ["0-of-2", "1-of-2"]
     _merges(common, out)
     assert (out / "shards").is_symlink() and not any(scratch.iterdir())  # the user's link stays
@@ -153,10 +152,10 @@ def _rewrite(part, lines: list[str]) -> None:
 
 def test_a_part_whose_rows_are_not_its_shards_in_order_is_refused(mcq, tmp_path):
     out = tmp_path / "06_evaluate"
-    cfg = E.EvalConfig(datasets={"mcq": mcq}, models={"yes": YES}, n_resamples=20)
+    cfg = evaluate.EvalConfig(datasets={"mcq": mcq}, models={"yes": YES}, n_resamples=20)
     store = CallStore(tmp_path / "calls.sqlite")
     for k in range(2):
-        E.shard(cfg, out, Ranks(k, 2), store, progress=False)
+        evaluate.shard(cfg, out, Ranks(k, 2), store, progress=False)
     part = shard_folder(out, Ranks(0, 2)) / "predictions.jsonl"
     other = shard_folder(out, Ranks(1, 2)) / "predictions.jsonl"
     lines, theirs = part.read_text().splitlines(True), other.read_text().splitlines(True)
@@ -168,29 +167,31 @@ def test_a_part_whose_rows_are_not_its_shards_in_order_is_refused(mcq, tmp_path)
     ]:
         _rewrite(part, changed)
         with pytest.raises(PartRefused) as e:
-            E.merge(cfg, out, 2, store, progress=False)
+            evaluate.merge(cfg, out, 2, store, progress=False)
         assert f"{part}: {said}" in str(e.value) and "1-of-2" not in str(e.value), said
         assert not (out / "predictions.jsonl").exists()
     _rewrite(part, lines)
-    assert E.merge(cfg, out, 2, store, progress=False)["predictions"] > 0
+    assert evaluate.merge(cfg, out, 2, store, progress=False)["predictions"] > 0
 
 
 # Stage 04: the same doors for the shards of the main Scrapbook dataset
 
 
-def _scrapbook_shards(out, num_shards: int = 2) -> S.ScrapbookConfig:
-    cfg = S.ScrapbookConfig(**SMALL, n_preview=1)
+def _scrapbook_shards(out, num_shards: int = 2) -> scrapbook.ScrapbookConfig:
+    cfg = scrapbook.ScrapbookConfig(**SMALL, n_preview=1)
     for k in range(num_shards):
-        S.shard(cfg, out, k, num_shards, progress=False)
+        scrapbook.shard(cfg, out, k, num_shards, progress=False)
     return cfg
 
 
 def _scrapbook_refused(cfg, out) -> str:
     with pytest.raises(ScrapbookParamError) as e:
-        S.merge(cfg, out, 2, progress=False)
+        scrapbook.merge(cfg, out, 2, progress=False)
     # nothing written: no dataset (a merge builds it aside, then swaps it in), no summary
     assert not (out / "datasets" / "scrapbook").exists() and not (out / "summary.json").exists()
-    assert all((S.shard_folder(out, k, 2) / "datasets" / "scrapbook").is_dir() for k in range(2))
+    assert all(
+        (scrapbook.shard_folder(out, k, 2) / "datasets" / "scrapbook").is_dir() for k in range(2)
+    )
     return str(e.value)
 
 
@@ -200,7 +201,7 @@ def test_scrapbook_shards_in_a_linked_folder_merge_and_the_link_stays(tmp_path):
     scratch.mkdir(parents=True)
     (out / "shards").symlink_to(scratch)
     cfg = _scrapbook_shards(out)
-    assert S.merge(cfg, out, 2, progress=False)["images"] == 24
+    assert scrapbook.merge(cfg, out, 2, progress=False)["images"] == 24
     assert (out / "summary.json").exists() and (out / "shards").is_symlink()
     assert not any(scratch.iterdir())
 
@@ -208,24 +209,24 @@ def test_scrapbook_shards_in_a_linked_folder_merge_and_the_link_stays(tmp_path):
 def test_a_scrapbook_shard_whose_lock_is_held_is_refused_not_deleted(tmp_path):
     out = tmp_path / "04_scrapbook"
     cfg = _scrapbook_shards(out)
-    with RunLock(S.shard_folder(out, 1, 2)):  # shard 1 is being made again, elsewhere
+    with RunLock(scrapbook.shard_folder(out, 1, 2)):  # shard 1 is being made again, elsewhere
         said = _scrapbook_refused(cfg, out)
-    assert f"{S.shard_folder(out, 1, 2)}: shard 1 of 2 is still being made" in said
+    assert f"{scrapbook.shard_folder(out, 1, 2)}: shard 1 of 2 is still being made" in said
     assert "0-of-2" not in said
-    assert S.merge(cfg, out, 2, progress=False)["images"] == 24
+    assert scrapbook.merge(cfg, out, 2, progress=False)["images"] == 24
 
 
 def test_a_scrapbook_shard_whose_units_are_out_of_order_is_refused(tmp_path):
     out = tmp_path / "04_scrapbook"
     cfg = _scrapbook_shards(out)
-    scenes = S.shard_folder(out, 0, 2) / "datasets" / "scrapbook" / "scenes.jsonl"
+    scenes = scrapbook.shard_folder(out, 0, 2) / "datasets" / "scrapbook" / "scenes.jsonl"
     lines = scenes.read_text().splitlines(True)
     kept = "".join(lines)
     scenes.write_text("".join([*lines[-1:], *lines[:-1]]))  # its last unit's image put first
     said = _scrapbook_refused(cfg, out)
     assert f"{scenes}: line 2 is unit" in said and "comes before" in said
     scenes.write_text(kept)
-    assert S.merge(cfg, out, 2, progress=False)["images"] == 24
+    assert scrapbook.merge(cfg, out, 2, progress=False)["images"] == 24
 
 
 def test_a_scrapbook_shard_summary_without_a_field_is_an_error_naming_it(
@@ -236,15 +237,17 @@ def test_a_scrapbook_shard_summary_without_a_field_is_an_error_naming_it(
     params.write_text(yaml.safe_dump({**SMALL, "n_preview": 1}))
     common = ["--params", str(params), "--run", "r"]
     for k in range(2):
-        assert S.cluster_main(["shard", *common, "--shard", str(k), "--num-shards", "2"]) == 0
+        assert (
+            scrapbook.cluster_main(["shard", *common, "--shard", str(k), "--num-shards", "2"]) == 0
+        )
     out = tmp_path / "outputs" / "r" / "04_scrapbook"
-    summary = S.shard_folder(out, 1, 2) / "datasets" / "scrapbook" / "summary.json"
+    summary = scrapbook.shard_folder(out, 1, 2) / "datasets" / "scrapbook" / "summary.json"
     kept = summary.read_text()
     summary.write_text(json.dumps({k: v for k, v in json.loads(kept).items() if k != "units"}))
     capsys.readouterr()
-    assert S.cluster_main(["merge", *common, "--num-shards", "2"]) == 2
+    assert scrapbook.cluster_main(["merge", *common, "--num-shards", "2"]) == 2
     err = capsys.readouterr().err
     assert "\nerror: merge: " in err and f"{summary}: field 'units' missing" in err
     assert "Traceback" not in err and not (out / "datasets" / "scrapbook").exists()
     summary.write_text(kept)
-    assert S.cluster_main(["merge", *common, "--num-shards", "2"]) == 0
+    assert scrapbook.cluster_main(["merge", *common, "--num-shards", "2"]) == 0

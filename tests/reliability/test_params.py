@@ -239,13 +239,13 @@ def test_an_evaluation_label_that_is_not_a_name_is_refused(key, name):
 def test_a_notebook_call_refuses_the_label_the_command_line_refuses(tmp_path):
     """``lib.stages.evaluate.run(EvalConfig(...))`` from a notebook or a script is checked where the config
     is made (no params file involved): the same message as the command line's, naming the class."""
-    from lib.stages import evaluate as E
+    from lib.stages import evaluate
 
     label = "<img src=x onerror=alert(1)>"
     with pytest.raises(ParamsError) as cli:
-        E.EvalConfig.from_params({"datasets": {label: "folder"}}, source="06.yaml")
+        evaluate.EvalConfig.from_params({"datasets": {label: "folder"}}, source="06.yaml")
     with pytest.raises(ParamsError) as call:
-        E.run(E.EvalConfig(datasets={label: "folder"}), tmp_path / "06")
+        evaluate.run(evaluate.EvalConfig(datasets={label: "folder"}), tmp_path / "06")
     assert str(cli.value) == "06.yaml: " + str(call.value).removeprefix("EvalConfig: ")
     assert not (tmp_path / "06").exists()  # refused before anything is written
 

@@ -11,8 +11,7 @@ import pytest
 from lib.compare import changes
 from lib.config import cli
 from lib.io import folders
-from lib.stages import analyze
-from lib.stages import evaluate as E
+from lib.stages import analyze, evaluate
 
 
 def _work(folder: Path, *subs: str) -> dict:
@@ -32,14 +31,14 @@ def _files(folder: Path) -> dict:
 def test_stage_06_out_a_folder_of_other_work_is_an_error_and_touches_nothing(tmp_path, capsys):
     notes = tmp_path / "notes"
     before = _work(notes)
-    assert E.main(["--profile", "smoke", "--out", str(notes)]) == 2
+    assert evaluate.main(["--profile", "smoke", "--out", str(notes)]) == 2
     err = capsys.readouterr().err
     assert f"\nerror: {notes} holds 1 entries not made by this command (notes.txt)" in err
     assert "not a stage 06_evaluate" in err and "Traceback" not in err
     with pytest.raises(folders.NotOurFolder):  # run() as a notebook calls it
-        E.run(E.EvalConfig(), notes)
+        evaluate.run(evaluate.EvalConfig(), notes)
     assert (
-        E.main(
+        evaluate.main(
             ["shard", "--profile", "smoke", "--shard", "0", "--num-shards", "2"]
             + ["--out", str(notes)]
         )
@@ -52,7 +51,7 @@ def test_stage_06_out_a_folder_of_other_work_is_an_error_and_touches_nothing(tmp
 def test_a_stage_folder_is_not_another_stages_and_is_marked_as_its_own(tmp_path, capsys):
     out = tmp_path / "mine"
     folders.claim_stage(out, "07_analyze")
-    assert E.main(["--profile", "smoke", "--out", str(out)]) == 2
+    assert evaluate.main(["--profile", "smoke", "--out", str(out)]) == 2
     assert "holds a stage 07_analyze, not a stage 06_evaluate" in capsys.readouterr().err
     assert folders.kind_of(out) == "stage 07_analyze"
 
@@ -100,6 +99,6 @@ def test_the_command_line_marks_what_a_stage_wrote_and_creates_nothing_when_it_w
 
     for run, out in ((writes, tmp_path / "wrote"), (stops, tmp_path / "nothing")):
         argv = ["--profile", "smoke", "--out", str(out)]
-        assert cli.main("python -m lib.stages.evaluate", E.EvalConfig, run, argv) == 2
+        assert cli.main("python -m lib.stages.evaluate", evaluate.EvalConfig, run, argv) == 2
     assert folders.kind_of(tmp_path / "wrote") == "stage 06_evaluate"  # a rerun resumes it
     assert not (tmp_path / "nothing").exists()

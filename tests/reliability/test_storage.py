@@ -21,7 +21,7 @@ from lib import io as vio
 from lib.core.paths import ROOT, stage_dir
 from lib.core.schema import Item
 from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
-from lib.io import artifacts as A
+from lib.io import artifacts
 from tests.support.scrapbook import SMALL
 
 # a build started by a subprocess once the file named by argv[3] exists (so two start together)
@@ -216,9 +216,9 @@ def mcq(tmp_path_factory):
 
 def _evaluate(mcq: str, out: Path, max_items: int):
     from lib.models.store import CallStore
-    from lib.stages import evaluate as E
+    from lib.stages import evaluate
 
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets={"mcq": mcq},
         models={"tiny": TINY},
         styles=["zero_shot"],
@@ -227,12 +227,12 @@ def _evaluate(mcq: str, out: Path, max_items: int):
         n_resamples=20,
         tasks={"yesbut.understanding": {"text_metrics": ["bleu"]}},
     )
-    return E.run(cfg, out, store=CallStore(out.parent / "calls.sqlite"), progress=False)
+    return evaluate.run(cfg, out, store=CallStore(out.parent / "calls.sqlite"), progress=False)
 
 
 def _asked(out: Path) -> int:
     """How many questions 06's metrics say were asked (its readers refuse stale tables)."""
-    m = A.read_table(out.parent, A.EVALUATE, A.METRICS)
+    m = artifacts.read_table(out.parent, artifacts.EVALUATE, artifacts.METRICS)
     return int(m.loc[m["metric"] == "invalid_rate", "n"].iloc[0])
 
 
@@ -246,10 +246,10 @@ def test_a_full_disk_while_writing_the_tables_never_shows_the_old_metrics_as_new
     new predictions and manifest are written: the report withholds the old metrics and says why,
     the readers refuse them, and rescore (no model) makes tables of the current predictions."""
     from lib.pages.report import build_report
-    from lib.stages import evaluate as E
+    from lib.stages import evaluate
 
     run = f"enospc-{fail_at}"
-    out = stage_dir(run, A.EVALUATE)
+    out = stage_dir(run, artifacts.EVALUATE)
     _evaluate(mcq, out, max_items=4)
     assert _asked(out) == 4
     assert "Headline metrics" in build_report(out.parent).read_text()
@@ -266,7 +266,10 @@ def test_a_full_disk_while_writing_the_tables_never_shows_the_old_metrics_as_new
     with pytest.raises(OSError, match="No space left"):
         _evaluate(mcq, out, max_items=7)
     monkeypatch.setattr(pd.DataFrame, "to_csv", real)
-    assert len(list(vio.read_jsonl(out / A.PREDICTIONS))) == 7 and (out / A.EVAL_MANIFEST).exists()
+    assert (
+        len(list(vio.read_jsonl(out / artifacts.PREDICTIONS))) == 7
+        and (out / artifacts.EVAL_MANIFEST).exists()
+    )
     assert not [
         p.name for p in out.iterdir() if p.name.endswith(".tmp")
     ]  # no half-written table left about
@@ -274,8 +277,8 @@ def test_a_full_disk_while_writing_the_tables_never_shows_the_old_metrics_as_new
     with pytest.raises(
         ValueError, match=rf"{out}.*python -m lib.stages.evaluate rescore --run {run}"
     ) as refused:
-        A.read_table(out.parent, A.EVALUATE, A.METRICS)
-    assert refused.type is A.StaleTables
+        artifacts.read_table(out.parent, artifacts.EVALUATE, artifacts.METRICS)
+    assert refused.type is artifacts.StaleTables
     page = build_report(out.parent).read_text()
     assert (
         "Metrics withheld" in page
@@ -283,7 +286,7 @@ def test_a_full_disk_while_writing_the_tables_never_shows_the_old_metrics_as_new
         and "Headline metrics" not in page
     )
 
-    assert E.main(["rescore", "--run", run]) == 0
+    assert evaluate.main(["rescore", "--run", run]) == 0
     assert "replaced stale tables" in capsys.readouterr().err
     assert _asked(out) == 7
     page = build_report(out.parent).read_text()
@@ -293,18 +296,18 @@ def test_a_full_disk_while_writing_the_tables_never_shows_the_old_metrics_as_new
 def test_tables_edited_or_predictions_replaced_after_scoring_are_refused(mcq):
     """The record of what the tables came from is checked, not only its presence: a table
     replaced after scoring, or new predictions, make every reader refuse them."""
-    out = stage_dir("tables-record", A.EVALUATE)
+    out = stage_dir("tables-record", artifacts.EVALUATE)
     _evaluate(mcq, out, max_items=4)
-    assert A.stale_tables(out) is None
-    metrics = out / A.METRICS
+    assert artifacts.stale_tables(out) is None
+    metrics = out / artifacts.METRICS
     kept = metrics.read_bytes()
     metrics.write_bytes(kept.replace(b"tiny", b"tinY"))
-    assert "metrics.csv is not the table recorded" in A.stale_tables(out)
+    assert "metrics.csv is not the table recorded" in artifacts.stale_tables(out)
     metrics.write_bytes(kept)
-    assert A.stale_tables(out) is None
-    with open(out / A.PREDICTIONS, "a") as f:
+    assert artifacts.stale_tables(out) is None
+    with open(out / artifacts.PREDICTIONS, "a") as f:
         f.write("\n")
-    assert "other predictions than the current predictions.jsonl" in A.stale_tables(out)
+    assert "other predictions than the current predictions.jsonl" in artifacts.stale_tables(out)
 
 
 def test_an_atomic_write_stopped_by_a_full_disk_leaves_the_old_file_whole(tmp_path):

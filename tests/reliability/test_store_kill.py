@@ -15,9 +15,9 @@ import threading
 import time
 from collections import Counter
 
-import lib.models.store as S
 from lib.core.schema import Response
 from lib.models import Request, generate
+from lib.models import store as call_store
 from lib.models.base import Model
 from lib.models.store import CallStore, call_key, claim_owner, owner_alive
 
@@ -242,7 +242,7 @@ def test_claims_of_another_host_hold_while_renewed_and_lapse_when_not(tmp_path):
 
 def test_a_process_renews_its_claims_while_it_makes_them(tmp_path, monkeypatch):
     """generate keeps its claims' lease fresh during a call longer than the renewal interval."""
-    monkeypatch.setattr(S, "RENEW_S", 0.05)
+    monkeypatch.setattr(call_store, "RENEW_S", 0.05)
     db = tmp_path / "calls.sqlite"
     seen = []
 

@@ -12,10 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import tasks as T
+from lib import tasks
 from lib.core.schema import ERROR, Prediction
-from lib.families.scrapbook import ScrapbookParams, generate
-from lib.families.scrapbook import coded as C
+from lib.families.scrapbook import ScrapbookParams, coded, generate
 from lib.io import load_items
 from lib.tasks.registry import get_task
 
@@ -89,7 +88,7 @@ def _both(pairs, scoring, step: int):
     streamed Scrapbook scorer fed ``step`` answers at a time."""
     task = get_task("scrapbook.qa")
     made = []
-    for kind, chunk in ((T.Scorer, len(pairs)), (type(task.scorer(scoring)), step)):
+    for kind, chunk in ((tasks.Scorer, len(pairs)), (type(task.scorer(scoring)), step)):
         group = [Prediction.from_dict(p.to_dict()) for p, _ in pairs]
         scorer = kind(task, scoring)
         for k in range(0, len(group), chunk):
@@ -122,7 +121,7 @@ def test_the_coded_rules_equal_the_protocols_frame(items, seed, right, order, ex
         parents = sorted({it.meta["parent"] for _, it in pairs if it.meta.get("parent")})
         dropped = set(rng.sample(parents, len(parents) // 2))
         pairs = [pair for pair in pairs if pair[1].meta["image"] not in dropped]
-    scoring = T.Scoring(n_resamples=50, seed=seed, tasks={"scrapbook.qa": {"exact": exact}})
+    scoring = tasks.Scoring(n_resamples=50, seed=seed, tasks={"scrapbook.qa": {"exact": exact}})
     (held, held_tables), (streamed, streamed_tables) = _both(pairs, scoring, step=97)
     assert streamed == held
     assert (
@@ -138,19 +137,21 @@ def test_the_coded_rules_equal_the_protocols_frame(items, seed, right, order, ex
 def test_groups_number_rows_in_order_of_first_appearance_either_way():
     runs = np.array([5, 5, 2, 2, 2, 9])  # each key in one run: no sort
     scattered = np.array([5, 2, 5, 9, 2, 2])
-    assert [g.tolist() for g in C.groups(runs)] == [[0, 0, 1, 1, 1, 2], [0, 2, 5]]
-    assert [g.tolist() for g in C.groups(scattered)] == [[0, 1, 0, 2, 1, 1], [0, 1, 3]]
+    assert [g.tolist() for g in coded.groups(runs)] == [[0, 0, 1, 1, 1, 2], [0, 2, 5]]
+    assert [g.tolist() for g in coded.groups(scattered)] == [[0, 1, 0, 2, 1, 1], [0, 1, 3]]
     a, b = np.array([1, 1, 0, 0]), np.array([0, 1, 0, 0])
-    assert [g.tolist() for g in C.groups(a, b)] == [[0, 1, 2, 2], [0, 1, 2]]
+    assert [g.tolist() for g in coded.groups(a, b)] == [[0, 1, 2, 2], [0, 1, 2]]
 
 
 def test_codes_widen_as_values_come_and_fixed_answers_are_a_mapping():
-    codes = C.Codes()
+    codes = coded.Codes()
     for v in range(300):
         codes.add(f"v{v}")
     codes.add("v7")
     assert codes.codes.typecode == "H" and codes.array()[-1] == 7 and codes[299] == "v299"
-    fixed = C.Fixed(np.array([False, True, False, True]), {"correct": 1.0, "correct_strict": 0.0})
+    fixed = coded.Fixed(
+        np.array([False, True, False, True]), {"correct": 1.0, "correct_strict": 0.0}
+    )
     assert (
         1 in fixed
         and 2 not in fixed

@@ -13,8 +13,7 @@ import yaml
 from PIL import Image
 
 from lib.core.schema import Item
-from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge
-from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook import ScrapbookParamError, ScrapbookParams, generate, merge, questions
 from lib.families.scrapbook.layout import region_of
 from lib.families.scrapbook.objects import vocabulary
 from tests.support.scrapbook import SMALL
@@ -86,11 +85,13 @@ def test_every_answer_agrees_with_the_pixels(unique_all):
             row = json.loads(line)
             item = Item.from_dict(row)
             m = item.meta
-            truth = Q.answer(m["query"], scenes[m["image"]])
-            expected = "not applicable" if m["form"] == "enumerated" and truth == Q.UNK else truth
+            truth = questions.answer(m["query"], scenes[m["image"]])
+            expected = (
+                "not applicable" if m["form"] == "enumerated" and truth == questions.UNK else truth
+            )
             assert item.answer == [expected], item.id
-            assert m["absurd"] == (truth == Q.UNK)
-            assert m["subgroup"] == Q.subgroup(m["query"], scenes[m["image"]])
+            assert m["absurd"] == (truth == questions.UNK)
+            assert m["subgroup"] == questions.subgroup(m["query"], scenes[m["image"]])
             if m["form"] == "enumerated":
                 assert item.answer[0] in m["alternatives"]
             n += 1

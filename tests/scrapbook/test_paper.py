@@ -5,9 +5,7 @@ from collections import Counter
 
 import pytest
 
-from lib.families.scrapbook import consistency as S
-from lib.families.scrapbook import paper
-from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook import consistency, paper, questions
 from lib.families.scrapbook.layout import OTHER_REGION_SHARE, region_shares, relation
 
 
@@ -159,14 +157,19 @@ def test_cardinal_relations_need_overlap_on_the_other_axis():
 
 
 def test_the_matcher_accepts_every_region_name_the_generator_uses():
-    regions = tuple(Q.expressions()["regions"])
-    for region, names in Q.expressions()["regions"].items():
+    regions = tuple(questions.expressions()["regions"])
+    for region, names in questions.expressions()["regions"].items():
         for name in names:
-            assert S.categorize(f"it is on the {name}", region, "original", regions) == S.CORRECT, (
+            assert (
+                consistency.categorize(f"it is on the {name}", region, "original", regions)
+                == consistency.CORRECT
+            ), (
                 region,
                 name,
             )
-            assert S.categorize(name, region, "condition", regions) == S.CORRECT, (region, name)
+            assert (
+                consistency.categorize(name, region, "condition", regions) == consistency.CORRECT
+            ), (region, name)
 
 
 def test_the_reproduction_table_puts_each_paper_number_beside_ours(unique_all):

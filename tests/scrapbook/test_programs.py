@@ -7,8 +7,7 @@ import pytest
 
 from lib.config import resolve
 from lib.core.schema import Item
-from lib.families.scrapbook import programs as P
-from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook import programs, questions
 from lib.families.scrapbook.consistency import query_id
 from lib.families.scrapbook.items import item_jsonl, queries
 from lib.families.scrapbook.params import ScrapbookParams
@@ -45,9 +44,11 @@ N_WRONG = ScrapbookParams.n_wrong_positions  # the generator's default
 
 
 def test_every_type_is_asked_by_one_program_and_names_its_answer_kind():
-    asked = [t for p in P.programs() for t in p.types]
-    assert sorted(asked) == sorted(Q.TYPES)
-    assert all(Q.templates()[t]["answer"] in Q.ANSWER_KINDS for t in Q.TYPES)
+    asked = [t for p in programs.programs() for t in p.types]
+    assert sorted(asked) == sorted(questions.TYPES)
+    assert all(
+        questions.templates()[t]["answer"] in questions.ANSWER_KINDS for t in questions.TYPES
+    )
 
 
 def test_a_program_runs_its_clauses_as_nested_loops():
@@ -62,11 +63,11 @@ def test_a_program_runs_its_clauses_as_nested_loops():
     }
     got = [
         q
-        for _, q in P.keyed_queries(
-            SCENE, n_wrong_positions=N_WRONG, compiled=(P.compile_program(spec),)
+        for _, q in programs.keyed_queries(
+            SCENE, n_wrong_positions=N_WRONG, compiled=(programs.compile_program(spec),)
         )
     ]
-    facts = P.Facts(SCENE, ["red", "blue", "green"], ["circle", "square", "triangle"], 0, 3)
+    facts = programs.Facts(SCENE, ["red", "blue", "green"], ["circle", "square", "triangle"], 0, 3)
     assert got == [
         {"type": k, "group": "np", "target": t}
         for t in facts.targets
@@ -102,24 +103,26 @@ def test_a_program_runs_its_clauses_as_nested_loops():
     ],
 )
 def test_a_program_that_cannot_run_names_the_clause(step, message):
-    with pytest.raises(P.ProgramError, match="demo step 1") as e:
-        P.compile_program({"types": ["presence"], "steps": [step]}, "demo")
+    with pytest.raises(programs.ProgramError, match="demo step 1") as e:
+        programs.compile_program({"types": ["presence"], "steps": [step]}, "demo")
     assert message in str(e.value)
 
 
 def test_a_scene_gets_each_query_once_and_recognition_only_where_it_has_an_answer():
-    keyed = P.keyed_queries(SCENE, n_wrong_positions=N_WRONG)
+    keyed = programs.keyed_queries(SCENE, n_wrong_positions=N_WRONG)
     keys = [k for k, _ in keyed]
     assert len(keys) == len(set(keys)) and all(k == query_id(q) for k, q in keyed)
-    assert {q["type"] for _, q in keyed} == set(Q.TYPES)
-    assert all(Q.answer(q, SCENE) != Q.UNK for _, q in keyed if q["type"] == "recognition")
+    assert {q["type"] for _, q in keyed} == set(questions.TYPES)
+    assert all(
+        questions.answer(q, SCENE) != questions.UNK for _, q in keyed if q["type"] == "recognition"
+    )
     assert queries(SCENE) == [q for _, q in keyed]
     assert (
-        P.keyed_queries(SCENE, seed=1, n_wrong_positions=N_WRONG) != keyed
+        programs.keyed_queries(SCENE, seed=1, n_wrong_positions=N_WRONG) != keyed
     )  # wrong claims and positions are drawn with the seed
-    assert P.keyed_queries(SCENE, seed=1, n_wrong_positions=N_WRONG) == P.keyed_queries(
+    assert programs.keyed_queries(
         SCENE, seed=1, n_wrong_positions=N_WRONG
-    )
+    ) == programs.keyed_queries(SCENE, seed=1, n_wrong_positions=N_WRONG)
 
 
 def _first_scene(folder):
@@ -133,7 +136,7 @@ def test_generation_and_scoring_share_one_query_identity(unique_all):
     scene = _first_scene(out)
     asked = {
         k
-        for k, _ in P.keyed_queries(
+        for k, _ in programs.keyed_queries(
             scene,
             params.colors,
             params.shapes,
@@ -150,7 +153,10 @@ def test_generation_and_scoring_share_one_query_identity(unique_all):
             seen.add(task.unit(item).key[1])  # the scorer's key of the item's query
     assert seen == asked
     q = json.loads(next(iter(asked)))
-    assert Q.paraphrases(q) == Q.paraphrases(q, query_id(q)) and json.loads(query_id(q)) == q
+    assert (
+        questions.paraphrases(q) == questions.paraphrases(q, query_id(q))
+        and json.loads(query_id(q)) == q
+    )
 
 
 def test_the_fast_item_writer_writes_what_the_schema_would(unique_all):
@@ -171,4 +177,4 @@ def test_the_fast_item_writer_writes_what_the_schema_would(unique_all):
         assert line == json.dumps(item.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
         assert item.task == ScrapbookQA.name
         forms.add(item.meta["form"])
-    assert forms == set(Q.FORMS)
+    assert forms == set(questions.FORMS)

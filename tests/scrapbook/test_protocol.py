@@ -8,7 +8,7 @@ from lib.families.scrapbook import ScrapbookParams, generate
 from lib.io import load_items, read_jsonl
 from lib.models import Constraint, Request, load_model
 from lib.models.store import CallStore
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def evaluated(tmp_path_factory):
         root / "sb",
         progress=False,
     )
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets={"sb": str(root / "sb")},
         styles=["zero_shot"],
         n_resamples=50,
@@ -41,7 +41,7 @@ def evaluated(tmp_path_factory):
             "random": {"backend": "random", "seed": 3},
         },
     )
-    E.run(cfg, root / "out", store=CallStore(root / "calls.sqlite"), progress=False)
+    evaluate.run(cfg, root / "out", store=CallStore(root / "calls.sqlite"), progress=False)
     return root / "out"
 
 
@@ -98,4 +98,4 @@ def test_random_baseline_is_a_function_of_the_request_not_of_the_order():
 )
 def test_baseline_specs_are_checked(spec, key):
     with pytest.raises(ParamsError, match=key):
-        E.EvalConfig.from_params({"models": {"floor": spec}}, source="06.yaml")
+        evaluate.EvalConfig.from_params({"models": {"floor": spec}}, source="06.yaml")

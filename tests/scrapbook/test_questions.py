@@ -2,7 +2,7 @@
 
 import pytest
 
-from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook import questions
 from lib.families.scrapbook.layout import relation
 
 SCENE = {
@@ -186,8 +186,8 @@ SCENE = {
     ],
 )
 def test_answers_and_subgroups_follow_the_paper_rules(query, answer, subgroup):
-    assert Q.answer(query, SCENE) == answer
-    assert Q.subgroup(query, SCENE) == subgroup
+    assert questions.answer(query, SCENE) == answer
+    assert questions.subgroup(query, SCENE) == subgroup
 
 
 @pytest.mark.parametrize(
@@ -250,7 +250,7 @@ def test_answers_and_subgroups_follow_the_paper_rules(query, answer, subgroup):
     ],
 )
 def test_levels_match_the_papers_examples(query, level):
-    assert Q.level(query) == level
+    assert questions.level(query) == level
 
 
 def test_relations_are_the_eight_of_figure_8():
@@ -269,19 +269,19 @@ def test_templates_expand_into_many_paraphrases():
         "target": {"color": "red", "shape": "circle"},
         "region": "top left",
     }
-    texts = Q.paraphrases(q)
+    texts = questions.paraphrases(q)
     assert len(texts) >= 20 and len(set(texts)) == len(texts)
     assert "is there a red circle on the top left?" in texts
     assert all("{" not in t for t in texts)
     q = {"type": "counting", "group": "np", "target": {"color": "orange"}}
-    assert "how many orange objects are there in the image?" in Q.paraphrases(q)
+    assert "how many orange objects are there in the image?" in questions.paraphrases(q)
 
 
 def test_rendered_forms_snapshot():
     q = {"type": "presence", "group": "np", "target": {"shape": "circle"}}
-    alts = Q.alternatives(q, 5, [], [], [])
+    alts = questions.alternatives(q, 5, [], [], [])
     text = "is there a circle in the image?"
-    assert [Q.render(text, f, q, alts) for f in Q.FORMS] == [
+    assert [questions.render(text, f, q, alts) for f in questions.FORMS] == [
         "is there a circle in the image?",
         "is there a circle in the image? answer yes or no, when applicable.",
         "based on the scene, answer this question with a short sentence: is there a circle in the image?",

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from lib.agreement import scorers as G
+from lib.agreement import scorers
 from lib.models.store import CallStore
-from lib.rating import labelstudio as R
+from lib.rating import labelstudio
 
 from .servers import label_studio_server
 
@@ -113,7 +113,7 @@ def test_people_rate_answers_in_a_real_label_studio_and_every_scorer_is_held_to_
 ):
     files, project_dir = tmp_path / "files", tmp_path / "project"
     answers = _answers(files)
-    about = R.make_project(answers, project_dir, ("correctness", "faithfulness"))
+    about = labelstudio.make_project(answers, project_dir, ("correctness", "faithfulness"))
     assert about["document_root"] == str(files.resolve()) and about["answers"] == 8
     (tmp_path / "ratings.json").write_text(json.dumps(RATINGS))
     token = secrets.token_hex(20)
@@ -150,7 +150,7 @@ def test_people_rate_answers_in_a_real_label_studio_and_every_scorer_is_held_to_
     # the labels read back are the majorities of what was submitted; the tie and the unrated
     # answer are left out and counted
     export = tmp_path / "export.json"
-    labels = G.read_labels(export)
+    labels = scorers.read_labels(export)
     assert {(r.answer_id, r.criterion): r.label for r in labels.itertuples()} == EXPECTED
     assert labels.attrs["left_out"] == {
         "tasks": 8,
@@ -171,13 +171,13 @@ def test_people_rate_answers_in_a_real_label_studio_and_every_scorer_is_held_to_
     # a choice outside the config (Label Studio does not validate results) is refused by task id
     bad = info["tasks"]["good:i3"]
     with pytest.raises(
-        G.AgreementError, match=rf"export_bad.json: task {bad}: correctness: .*Maybe"
+        scorers.AgreementError, match=rf"export_bad.json: task {bad}: correctness: .*Maybe"
     ):
-        G.read_labels(tmp_path / "export_bad.json")
+        scorers.read_labels(tmp_path / "export_bad.json")
 
     # lib.agreement.scorers end to end on the export: a row per scorer with its interval over the images
     out = tmp_path / "agreement"
-    summary = G.run(
+    summary = scorers.run(
         export,
         out,
         profile,

@@ -28,7 +28,7 @@ from lib.export.harnesses import main as export
 from lib.io import load_items, read_jsonl
 from lib.models.store import CallStore
 from lib.models.tiny import tiny_vlm_path
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 from lib.stages.setup import demo_datasets
 from tests.support.stage06 import rescored
 
@@ -73,7 +73,7 @@ def setup(lmms_eval_python, tmp_path_factory):
             == 0
         )
     cfg = resolve(
-        E.EvalConfig,
+        evaluate.EvalConfig,
         "demo",
         overrides={
             "datasets": {name: str(folders[name]) for name in DATASETS},
@@ -85,7 +85,7 @@ def setup(lmms_eval_python, tmp_path_factory):
         },
     ).cfg
     start = time.perf_counter()
-    E.run(cfg, root / "06_evaluate", store=CallStore(root / "calls.sqlite"), progress=False)
+    evaluate.run(cfg, root / "06_evaluate", store=CallStore(root / "calls.sqlite"), progress=False)
     spec = cfg.models[MODEL]
     assert spec["backend"] == "tiny" and spec["name"] == "llava"
     folder = tiny_vlm_path(
@@ -276,7 +276,7 @@ def test_its_samples_imported_pair_with_stage_06_item_by_item(setup, full_run):
     assert theirs.to_dict() == pytest.approx(ours.to_dict(), abs=1e-12, nan_ok=True)
 
     constrained = replaced(setup["cfg"], constrain=True)
-    E.run(
+    evaluate.run(
         constrained, root / "06_constrained", store=CallStore(root / "calls.sqlite"), progress=False
     )
     result = compare(root / "06_constrained", root / "imported")

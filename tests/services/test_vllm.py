@@ -19,7 +19,7 @@ from lib.models import Constraint, Request, generate, load_model
 from lib.models.openai_format import schema_problems
 from lib.models.store import CallStore
 from lib.stages import adversarial_filter as af_stage
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 from lib.stages.setup import demo_datasets
 
 from ..support.hostile_server import HostileStub
@@ -329,7 +329,7 @@ def test_stage_06_on_a_small_dataset(vllm, tmp_path):
     folders = {
         k: str(v) for k, v in demo_datasets(tmp_path / "demo").items() if k in ("mcq", "yesbut")
     }
-    cfg = E.EvalConfig(
+    cfg = evaluate.EvalConfig(
         datasets=folders,
         models={"vllm": spec(vllm["vision"])},
         styles=["zero_shot"],
@@ -339,7 +339,7 @@ def test_stage_06_on_a_small_dataset(vllm, tmp_path):
         tasks={"yesbut.understanding": {"text_metrics": ["bleu", "rouge_l"]}},
     )
     out = tmp_path / "run" / "06_evaluate"
-    summary = E.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
+    summary = evaluate.run(cfg, out, store=CallStore(tmp_path / "calls.sqlite"), progress=False)
     preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     n_items = sum(
         len([i for i in load_items(f) if i.task in cfg.only_tasks]) for f in folders.values()

@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from lib.core.paths import stage_dir
-from lib.io import artifacts as A
+from lib.io import artifacts
 from lib.models.store import CallStore
-from lib.stages import evaluate as E
+from lib.stages import evaluate
 from lib.tasks.base import QUESTION_FIRST
 
 YES = {"backend": "constant", "answer": "Yes."}  # right under Scrapbook's reading by words only
@@ -51,8 +51,8 @@ def evaluate_pair(root: Path, run_a: str, run_b: str) -> tuple[Path, Path]:
         (run_a, {"models": MODELS_A}),
         (run_b, {"models": MODELS_B, "tasks": {"scrapbook.qa": {"exact": "words"}}}),
     ):
-        out = stage_dir(run, A.EVALUATE)
-        E.run(E.EvalConfig(**base, **change), out, store=store, progress=False)
+        out = stage_dir(run, artifacts.EVALUATE)
+        evaluate.run(evaluate.EvalConfig(**base, **change), out, store=store, progress=False)
         folders.append(out.parent)
     return folders[0], folders[1]
 

@@ -13,8 +13,7 @@ from lib.core.schema import Prediction
 from lib.eval.manifest import answer_digest, manifest
 from lib.eval.rescore import rescore_folder, saved_config
 from lib.eval.settings import EvalConfig
-from lib.io import artifacts as A
-from lib.io import read_jsonl, write_json, write_jsonl
+from lib.io import artifacts, read_jsonl, write_json, write_jsonl
 
 
 def rescored(
@@ -24,12 +23,12 @@ def rescored(
     ``metrics.csv``. ``cfg.datasets`` must name the folders of the predictions' items."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / A.EVAL_CONFIG, cfg.to_dict())
-    write_jsonl(folder / A.PREDICTIONS, (p.to_dict() for p in preds))
+    write_json(folder / artifacts.EVAL_CONFIG, cfg.to_dict())
+    write_jsonl(folder / artifacts.PREDICTIONS, (p.to_dict() for p in preds))
     rescore_folder(folder, unverified=True)  # no manifest: these answers were not asked by stage 06
-    return [Prediction.from_dict(d) for d in read_jsonl(folder / A.PREDICTIONS)], pd.read_csv(
-        folder / A.METRICS
-    )
+    return [
+        Prediction.from_dict(d) for d in read_jsonl(folder / artifacts.PREDICTIONS)
+    ], pd.read_csv(folder / artifacts.METRICS)
 
 
 def restamp(folder: str | Path) -> None:
@@ -38,9 +37,10 @@ def restamp(folder: str | Path) -> None:
     are, then its tables rescored from its predictions (which records that manifest)."""
     folder = Path(folder)
     answers = hashlib.sha256()
-    for d in read_jsonl(folder / A.PREDICTIONS):
+    for d in read_jsonl(folder / artifacts.PREDICTIONS):
         answer_digest(answers, Prediction.from_dict(d))
     write_json(
-        folder / A.EVAL_MANIFEST, manifest(folder, saved_config(folder), answers.hexdigest())
+        folder / artifacts.EVAL_MANIFEST,
+        manifest(folder, saved_config(folder), answers.hexdigest()),
     )
     rescore_folder(folder, unverified=True)

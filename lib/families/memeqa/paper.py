@@ -10,8 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.core.papers import paper_frame
-from lib.io import artifacts as A
-from lib.io import load_dataset_info, load_items
+from lib.io import artifacts, load_dataset_info, load_items
 from lib.metrics import shortcuts
 from lib.tasks.analysis import Analysis
 
@@ -21,7 +20,7 @@ TRAIN_SPLIT = "train"  # the MemeQA release's file (train.json) of its training 
 def memeqa_splits(run_folder: str | Path) -> dict[str, list]:
     """Stage 01's MemeQA datasets' items, by the split each was read from (its JSON file's stem)."""
     splits = {}
-    for name, folder in A.datasets_of(run_folder, A.COLLECT).items():
+    for name, folder in artifacts.datasets_of(run_folder, artifacts.COLLECT).items():
         info = load_dataset_info(folder)
         if info.get("name") == "memeqa":
             splits[Path(info.get("provenance", {}).get("json", name)).stem] = load_items(folder)
@@ -85,7 +84,7 @@ class MemeQAAnalysis(Analysis):
     beside the paper's (stage 01's MemeQA splits)."""
 
     def tables(self, run_folder: Path, data: str) -> dict[str, pd.DataFrame]:
-        audit = A.read_table(run_folder, A.AF, A.SHORTCUTS)
+        audit = artifacts.read_table(run_folder, artifacts.AF, artifacts.SHORTCUTS)
         return (
             {"memeqa_shortcuts": shortcut_summary(audit)}
             if audit is not None and len(audit)

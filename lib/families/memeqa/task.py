@@ -17,7 +17,7 @@ import pandas as pd
 
 from lib.core.schema import INVALID, Item
 from lib.families.memeqa import figures
-from lib.metrics import classification as C
+from lib.metrics import classification
 from lib.metrics.stats import bootstrap_ci
 from lib.tasks.base import (
     Prompt,
@@ -172,7 +172,7 @@ class MultipleChoice(Task):
                 pred = set(p.parsed) if is_multi(it) else {LETTERS.index(p.parsed)}
             p.scores = {
                 "exact": float(pred is not None and pred == gold),
-                "jaccard": C.jaccard(gold, pred),
+                "jaccard": classification.jaccard(gold, pred),
             }
             p.correct = bool(p.scores["exact"])
 
@@ -216,7 +216,7 @@ class MultipleChoice(Task):
                     clusters=memes,
                 )
             )
-            stat, arrays = C.macro_over_types_statistic(vals, types)
+            stat, arrays = classification.macro_over_types_statistic(vals, types)
             ci = bootstrap_ci(stat, arrays, scoring.n_resamples, seed=scoring.seed, clusters=memes)
             rows.append(
                 metric_row(

@@ -20,15 +20,19 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lib.families.scrapbook import consistency as S
+from lib.families.scrapbook import consistency
 from lib.families.scrapbook.tables import ERRORS, LEVELS
 from lib.tasks.base import Scoring, Tables, metric_row
 
 # a category as a code: its index here (the individual categories, then the aggregated ones)
-CATEGORY_NAMES = (S.CORRECT, *S.CATEGORIES)
-CORRECT, WRONG, INVALIDATED = (CATEGORY_NAMES.index(c) for c in (S.CORRECT, S.WRONG, S.INVALIDATED))
+CATEGORY_NAMES = (consistency.CORRECT, *consistency.CATEGORIES)
+CORRECT, WRONG, INVALIDATED = (
+    CATEGORY_NAMES.index(c)
+    for c in (consistency.CORRECT, consistency.WRONG, consistency.INVALIDATED)
+)
 ANSWER_DISAGREEMENT, ERROR_DISAGREEMENT = (
-    CATEGORY_NAMES.index(c) for c in (S.ANSWER_DISAGREEMENT, S.ERROR_DISAGREEMENT)
+    CATEGORY_NAMES.index(c)
+    for c in (consistency.ANSWER_DISAGREEMENT, consistency.ERROR_DISAGREEMENT)
 )
 # an answer's parent code: none; an image none of the group's answers is about
 NO_PARENT, UNEVALUATED = -2, -1
@@ -267,7 +271,11 @@ def queries(a: CodedAnswers) -> dict[str, np.ndarray]:
     q, first = groups(a.image, a.query)
     right = _count(q, len(first), a.category == CORRECT) / _count(q, len(first))
     cluster = None if a.cluster is None else a.cluster[first]
-    return {"cluster": cluster, "absurd": a.absurd[first], "consistent": right >= S.THRESHOLD}
+    return {
+        "cluster": cluster,
+        "absurd": a.absurd[first],
+        "consistent": right >= consistency.THRESHOLD,
+    }
 
 
 def _category_counts(codes: np.ndarray) -> dict[str, int]:
@@ -284,14 +292,16 @@ def errors(a: CodedAnswers, strict: np.ndarray, qs: dict) -> pd.DataFrame:
         ("aggregated", qs["absurd"], qs["category_strict"]),
     ):
         for filt, keep in (("non-absurd", ~absurd), ("all", np.ones(len(absurd), dtype=bool))):
-            rows.extend(S.error_rows(a.model, filt, unit, _category_counts(category[keep])))
+            rows.extend(
+                consistency.error_rows(a.model, filt, unit, _category_counts(category[keep]))
+            )
     overall = []
     for filt, keep in (
         ("non-absurd", ~qs["absurd"]),
         ("full", np.ones(len(qs["absurd"]), dtype=bool)),
     ):
         overall.extend(
-            S.overall_rows(
+            consistency.overall_rows(
                 a.model,
                 filt,
                 int(keep.sum()),
@@ -299,7 +309,7 @@ def errors(a: CodedAnswers, strict: np.ndarray, qs: dict) -> pd.DataFrame:
                 int(qs["correct_all_strict"][keep].sum()),
             )
         )
-    return S.errors_frame(pd.DataFrame(rows), pd.DataFrame(overall))
+    return consistency.errors_frame(pd.DataFrame(rows), pd.DataFrame(overall))
 
 
 def tables(a: CodedAnswers, scoring: Scoring) -> tuple[Tables, np.ndarray]:
@@ -354,7 +364,9 @@ def tables(a: CodedAnswers, scoring: Scoring) -> tuple[Tables, np.ndarray]:
 def _names(a: CodedAnswers) -> tuple[list[tuple], np.ndarray, list[str]]:
     """Each concepts code's concept names (a reference object's concept is the concept itself),
     its key's number and the keys ("|"-joined names: codes with the same names share one)."""
-    names = [tuple(dict.fromkeys(S.concept_name(c) for c in cs)) for cs in a.concept_values]
+    names = [
+        tuple(dict.fromkeys(consistency.concept_name(c) for c in cs)) for cs in a.concept_values
+    ]
     number: dict[str, int] = {}
     key = np.array([number.setdefault("|".join(cs), len(number)) for cs in names], dtype=np.int64)
     return names, key, list(number)
@@ -408,7 +420,7 @@ def _sum_rows(keys: tuple, ok: np.ndarray, label) -> list[tuple]:
 
 
 def levels(
-    a: CodedAnswers, threshold: float = S.THRESHOLD, gate_types=S.GATE_TYPES
+    a: CodedAnswers, threshold: float = consistency.THRESHOLD, gate_types=consistency.GATE_TYPES
 ) -> pd.DataFrame:
     """:func:`lib.families.scrapbook.consistency.levels` of the group's answers: level gating and the
     per-level rows, by concept, type, subgroup and form (``all``: every version correct)."""
@@ -468,12 +480,12 @@ def levels(
             ),
         ):
             rows.extend(
-                S._level_row(a.model, level, labels, k, n, now)
+                consistency._level_row(a.model, level, labels, k, n, now)
                 for labels, k, n in _sum_rows(keys, ok, label)
             )
         seen.update(x for c in np.unique(a.concepts[lv]).tolist() for x in names[c])
         passed |= {part for c in now for part in c.split("|")}
-    return pd.DataFrame(rows, columns=S.LEVEL_COLUMNS)
+    return pd.DataFrame(rows, columns=consistency.LEVEL_COLUMNS)
 
 
 class Fixed(Mapping):

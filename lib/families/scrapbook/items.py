@@ -9,8 +9,7 @@ import random
 from collections import Counter
 from functools import lru_cache
 
-from lib.families.scrapbook import programs as P
-from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook import programs, questions
 from lib.families.scrapbook.objects import vocabulary
 from lib.families.scrapbook.params import ScrapbookParams
 from lib.families.scrapbook.task import ScrapbookQA
@@ -29,7 +28,7 @@ def queries(
     drawn with the dataset's seed from the dataset's colours and shapes (by default the vocabulary's)."""
     return [
         q
-        for _, q in P.keyed_queries(
+        for _, q in programs.keyed_queries(
             scene, colors, shapes, seed, n_wrong_positions=n_wrong_positions
         )
     ]
@@ -63,20 +62,20 @@ def item_jsonl(
         '"form":"'
     )
     types, groups = set(params.types), set(params.groups)
-    forms = tuple(f for f in Q.FORMS if f in params.forms)
+    forms = tuple(f for f in questions.FORMS if f in params.forms)
     # what a kind of question (its type, or what it asks) shares on this image: its alternatives and,
     # per form, the question's JSON-escaped affixes and the row's end (scene, form, alternatives)
     per_kind: dict[str, tuple[list[str], list[tuple[str, str, str, str]]]] = {}
-    for key, query in P.keyed_queries(
+    for key, query in programs.keyed_queries(
         scene, colors, shapes, params.seed, n_wrong_positions=params.n_wrong_positions
     ):
         if query["type"] not in types or query["group"] not in groups:
             continue
-        texts = Q.paraphrases(query, key)
+        texts = questions.paraphrases(query, key)
         chosen = rng.sample(texts, min(params.n_questions_per_type, len(texts)))
-        answer = Q.answer(query, scene)
+        answer = questions.answer(query, scene)
         level, query_json = _query_json(key)
-        subgroup = Q.subgroup(query, scene)
+        subgroup = questions.subgroup(query, scene)
         kind = query["ask"] if query["type"] == "recognition" else query["type"]
         if kind not in per_kind:
             alts = _alternatives(kind, params.objects_per_set, tuple(colors), tuple(shapes))
@@ -100,7 +99,7 @@ def item_jsonl(
                 ],
             )
         alts, affixes = per_kind[kind]
-        absurd = answer == Q.UNK
+        absurd = answer == questions.UNK
         if summary is not None:
             summary.add(
                 {
@@ -151,10 +150,12 @@ class Summary:
         self.answers: dict = {}  # (level, kind, value) -> set of answer classes seen
         self.images = 0
 
-    def add(self, meta: dict, answer: str, paraphrases: int = 1, forms: tuple = Q.FORMS) -> None:
+    def add(
+        self, meta: dict, answer: str, paraphrases: int = 1, forms: tuple = questions.FORMS
+    ) -> None:
         """Count ``paraphrases`` questions of one query in each of ``forms``."""
         m = meta
-        absurd = answer == Q.UNK
+        absurd = answer == questions.UNK
         self._queries[(m["type"], m["group"], m["subgroup"], m["level"], absurd, tuple(forms))] += (
             paraphrases
         )
@@ -172,7 +173,7 @@ class Summary:
                     else "zero"
                     if answer == "0"
                     else "unk"
-                    if answer == Q.UNK
+                    if answer == questions.UNK
                     else "positive"
                 )
                 self.answers.setdefault((m["level"], kind, value), set()).add(cls)
@@ -180,8 +181,11 @@ class Summary:
     def add_row(self, row: dict) -> None:
         """Count one stored row (used when merging shards)."""
         answer = row["answer"][0]
-        if row["meta"]["form"] == "enumerated" and answer == Q.templates()["not_applicable"]:
-            answer = Q.UNK
+        if (
+            row["meta"]["form"] == "enumerated"
+            and answer == questions.templates()["not_applicable"]
+        ):
+            answer = questions.UNK
         self.add(row["meta"], answer, 1, (row["meta"]["form"],))
 
     @property
@@ -254,7 +258,7 @@ def _query_json(key: str) -> tuple[int, str]:
     """A query's level and its ``"level":..,"concepts":..,"query":..`` JSON (keys sorted), once per
     distinct query (``key``: its :func:`lib.families.scrapbook.consistency.query_id`)."""
     query = json.loads(key)
-    concepts = Q.concepts(query)
+    concepts = questions.concepts(query)
     level = min(4, len(concepts))
     return (
         level,
@@ -278,11 +282,11 @@ def _kind_query(kind: str) -> dict:
 
 @lru_cache(maxsize=256)
 def _affixes(kind: str, alts: tuple) -> dict:
-    return Q.affixes(_kind_query(kind), list(alts))
+    return questions.affixes(_kind_query(kind), list(alts))
 
 
 @lru_cache(maxsize=256)
 def _alternatives(kind: str, max_count: int, colors: tuple, shapes: tuple) -> list[str]:
-    return Q.alternatives(
+    return questions.alternatives(
         _kind_query(kind), max_count, list(colors), list(shapes), list(vocabulary()["regions"])
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lib.config import ParamsError
-from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook import questions
 from lib.families.scrapbook.objects import vocabulary
 
 SELECTIONS = ("same", "unique", "random")
@@ -51,11 +51,13 @@ class ScrapbookParams:
     size_step: int = field(
         default_factory=lambda: vocabulary()["size_step"]
     )  # growth per object (paper: 40)
-    types: list[str] = field(default_factory=lambda: list(Q.TYPES))  # question types to generate
+    types: list[str] = field(
+        default_factory=lambda: list(questions.TYPES)
+    )  # question types to generate
     groups: list[str] = field(
         default_factory=lambda: ["np", "abs", "rel"]
     )  # position groups to generate
-    forms: list[str] = field(default_factory=lambda: list(Q.FORMS))  # forms to generate
+    forms: list[str] = field(default_factory=lambda: list(questions.FORMS))  # forms to generate
     seed: int = 0
     max_tries: int = 400  # placement draws per object before giving up (counted, reported)
 
@@ -155,9 +157,9 @@ class ScrapbookParams:
         """The types, groups and forms asked for, the canvas, and objects that fit its regions."""
         bad, n = self._bad, self.objects_per_set
         for name, allowed in (
-            ("types", Q.TYPES),
+            ("types", questions.TYPES),
             ("groups", ("np", "abs", "rel")),
-            ("forms", Q.FORMS),
+            ("forms", questions.FORMS),
         ):
             chosen = getattr(self, name)
             if not chosen or any(c not in allowed for c in chosen):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from lib.families.scrapbook import questions as Q
+from lib.families.scrapbook import questions
 from lib.families.scrapbook.consistency import query_id
 from lib.families.scrapbook.layout import relation
 from lib.families.scrapbook.objects import vocabulary
@@ -190,7 +190,9 @@ HANDLERS: dict[str, Callable] = {
     "region_of": lambda f, obj: obj.rec["region"],
 }
 # tests a program's `keep` applies to each query it asks
-KEEP: dict[str, Callable] = {"answerable": lambda f, query: Q.answer(query, f.scene) != Q.UNK}
+KEEP: dict[str, Callable] = {
+    "answerable": lambda f, query: questions.answer(query, f.scene) != questions.UNK
+}
 
 
 # --- compiling a program -------------------------------------------------------------------------
@@ -375,7 +377,7 @@ def programs() -> tuple[Program, ...]:
             spec,
             f"lib/families/scrapbook/data/templates.yaml programs[{i}] ({', '.join(spec['types'])})",
         )
-        for i, spec in enumerate(Q.templates()["programs"])
+        for i, spec in enumerate(questions.templates()["programs"])
     )
 
 

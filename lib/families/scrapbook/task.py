@@ -28,9 +28,7 @@ import numpy as np
 import pandas as pd
 
 from lib.core.schema import ERROR, Item
-from lib.families.scrapbook import coded as C
-from lib.families.scrapbook import consistency as S
-from lib.families.scrapbook import figures
+from lib.families.scrapbook import coded, consistency, figures
 from lib.families.scrapbook.tables import ERRORS, LEVELS
 from lib.tasks.base import (
     Prompt,
@@ -94,7 +92,7 @@ def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
                 it.id,
                 m["image"],
                 m.get("parent"),
-                S.query_id(m["query"]),
+                consistency.query_id(m["query"]),
                 m["type"],
                 m["form"],
                 m["level"],
@@ -109,7 +107,9 @@ def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
         kind = (m["type"], m["query"].get("ask"))
         kinds.append(kind := seen_kinds.setdefault(kind, kind))
         if spaces is None:
-            seen[kind].update(m.get("alternatives") or [a for a in it.answer if a != S.UNK])
+            seen[kind].update(
+                m.get("alternatives") or [a for a in it.answer if a != consistency.UNK]
+            )
     spaces = spaces or {k: tuple(sorted(v)) for k, v in seen.items()}
     labels: dict = {}
     columns = {
@@ -135,7 +135,7 @@ def scrapbook_tables(
     code in that order). Every value handed to a bootstrap is a numpy array of 0/1 scores, which
     :func:`lib.metrics.stats.mean_ci` resamples by image chain."""
     n_inv, n_cut = int((~valid).sum()), int(truncated.sum())
-    qs = S.questions(frame)
+    qs = consistency.questions(frame)
     chain = None if clusters is None else dict(zip(frame["image"], clusters))
     rows = []
     for form, sub in frame[["form", "correct"]].groupby(
@@ -154,7 +154,7 @@ def scrapbook_tables(
                 clusters=None if clusters is None else clusters[at],
             )
         )
-    qy = S.queries(frame)
+    qy = consistency.queries(frame)
     for filt in ("non-absurd", "full"):
         for metric, units, col in (
             ("accuracy_all_forms", qs, "correct_all"),
@@ -174,8 +174,10 @@ def scrapbook_tables(
                     clusters=None if chain is None else q["image"].map(chain).to_numpy(),
                 )
             )
-    errors = S.errors_frame(S.error_table(frame, qs), S.overall_table(frame, qs))
-    return Tables(rows, {LEVELS: S.levels(frame), ERRORS: errors})
+    errors = consistency.errors_frame(
+        consistency.error_table(frame, qs), consistency.overall_table(frame, qs)
+    )
+    return Tables(rows, {LEVELS: consistency.levels(frame), ERRORS: errors})
 
 
 READ_MEMO = (
@@ -212,9 +214,9 @@ class ScrapbookScorer(Scorer):
     def __init__(self, task: Task, scoring: Scoring):
         super().__init__(task, scoring)
         self.exact = scoring.of(task).exact
-        self.coded = {k: C.Codes() for k in self.CODED}
+        self.coded = {k: coded.Codes() for k in self.CODED}
         self.absurd = bytearray()
-        self.category, self.answer = array("b"), C.Codes()
+        self.category, self.answer = array("b"), coded.Codes()
         self.seen: dict = defaultdict(set)
         self.model = None
         self._spaces = None
@@ -231,7 +233,7 @@ class ScrapbookScorer(Scorer):
             for k, v in (
                 ("image", m["image"]),
                 ("parent", m.get("parent")),
-                ("query", S.query_id(m["query"])),
+                ("query", consistency.query_id(m["query"])),
                 ("paraphrase", m.get("paraphrase", 0)),
                 ("type", m["type"]),
                 ("form", m["form"]),
@@ -243,12 +245,14 @@ class ScrapbookScorer(Scorer):
             ):
                 c[k].add(v)
             self.absurd.append(bool(m["absurd"]))
-            self.seen[kind].update(m.get("alternatives") or [a for a in it.answer if a != S.UNK])
+            self.seen[kind].update(
+                m.get("alternatives") or [a for a in it.answer if a != consistency.UNK]
+            )
 
     def _read_answer(self, output, expected: int, form: int, kind: int) -> tuple:
         c = self.coded
         k = c["kind"].values[kind]
-        return S.read_answer(
+        return consistency.read_answer(
             output,
             c["expected"].values[expected],
             c["form"].values[form],
@@ -268,22 +272,22 @@ class ScrapbookScorer(Scorer):
             c["form"].codes[i],
             c["kind"].codes[i],
         )
-        ok = category == S.CORRECT
-        self.category.append(C.CATEGORY_NAMES.index(category))
+        ok = category == consistency.CORRECT
+        self.category.append(coded.CATEGORY_NAMES.index(category))
         self.answer.add(answer)
         p.correct = ok
         p.scores = {"correct": float(ok), "correct_strict": float(ok)}  # precedence: corrections()
         p.meta["category"] = category
         return p
 
-    def answers(self) -> C.CodedAnswers:
+    def answers(self) -> coded.CodedAnswers:
         """The group's scored answers as arrays of codes (views of what :meth:`add` and :meth:`score` kept)."""
         c = self.coded
         images = {v: k for k, v in enumerate(c["image"].values)}
         # a parent as its image's code: none, or an image no answer is about, as the protocol reads them
         parent = np.array(
             [
-                C.NO_PARENT if v is None else images.get(v, C.UNEVALUATED)
+                coded.NO_PARENT if v is None else images.get(v, coded.UNEVALUATED)
                 for v in c["parent"].values
             ],
             dtype=np.int32,
@@ -291,7 +295,7 @@ class ScrapbookScorer(Scorer):
         arrays = {
             k: c[k].array() for k in ("image", "query", "paraphrase", "type", "form", "concepts")
         }
-        return C.CodedAnswers(
+        return coded.CodedAnswers(
             model=self.model,
             parent=parent[c["parent"].array()],
             **arrays,
@@ -311,13 +315,13 @@ class ScrapbookScorer(Scorer):
     def tables(self) -> Tables:
         if self._tables is None:
             self._read.cache_clear()
-            self._tables, self._fixed = C.tables(self.answers(), self.scoring)
+            self._tables, self._fixed = coded.tables(self.answers(), self.scoring)
         return self._tables
 
     def corrections(self) -> Mapping[int, dict]:
         """Answers right on their own but wrong on a simpler image: ``correct_strict`` is 0."""
         self.tables()
-        return C.Fixed(self._fixed, {"correct": 1.0, "correct_strict": 0.0})
+        return coded.Fixed(self._fixed, {"correct": 1.0, "correct_strict": 0.0})
 
 
 @dataclass(frozen=True)
@@ -328,8 +332,8 @@ class ScrapbookOptions(TaskOptions):
     exact: str = "paper"
 
     def __post_init__(self):
-        if self.exact not in S.EXACT_MODES:
-            raise ValueError(f"exact={self.exact!r}: choose one of {S.EXACT_MODES}")
+        if self.exact not in consistency.EXACT_MODES:
+            raise ValueError(f"exact={self.exact!r}: choose one of {consistency.EXACT_MODES}")
 
 
 def target_kind(meta: dict) -> str:
@@ -363,7 +367,9 @@ class ScrapbookQA(Task):
         )
 
     def score(self, preds, items, scoring: Scoring) -> pd.DataFrame:
-        frame = S.score_versions(scrapbook_frame(preds, items), exact=scoring.of(self).exact)
+        frame = consistency.score_versions(
+            scrapbook_frame(preds, items), exact=scoring.of(self).exact
+        )
         for p, cat, ok, strict in zip(
             preds, frame["category"], frame["correct"], frame["correct_strict"]
         ):
@@ -428,7 +434,8 @@ class ScrapbookQA(Task):
         """One query on one image chain, every form of it: scored together by the protocol, level 1
         before level 2."""
         return Unit(
-            (tuple(item.meta.get("unit") or ()), S.query_id(item.meta["query"])), item.meta["level"]
+            (tuple(item.meta.get("unit") or ()), consistency.query_id(item.meta["query"])),
+            item.meta["level"],
         )
 
     def cluster(self, item: Item) -> tuple:

@@ -13,8 +13,7 @@ from lib.families.yesbut import figures
 from lib.families.yesbut.human import HUMAN_EVAL_CSV
 from lib.families.yesbut.paper import figure3_counts, human_eval, yesbut_reproduction
 from lib.families.yesbut.release import ANNOTATIONS_CSV, read_yesbut_annotations
-from lib.io import AnnotationStore
-from lib.io import artifacts as A
+from lib.io import AnnotationStore, artifacts
 from lib.tasks.analysis import Analysis
 
 FIGURE3_FIELDS = ["text_in_left", "text_in_right", "connected", "difficulty"]
@@ -28,7 +27,9 @@ def release_annotations(data: str) -> dict:
 class YesButAnalysis(Analysis):
     def figures(self, run_folder: Path, data: str) -> dict[str, tuple]:
         drawn = {}
-        human = AnnotationStore(A.annotations_path(run_folder)).table().drop_duplicates("item")
+        human = (
+            AnnotationStore(artifacts.annotations_path(run_folder)).table().drop_duplicates("item")
+        )
         if set(FIGURE3_FIELDS) <= set(human.columns):
             drawn["yesbut_fig3_demo_annotations"] = figures.yesbut_fig3(
                 figure3_counts(human.dropna(subset=FIGURE3_FIELDS))

@@ -18,8 +18,8 @@ import pandas as pd
 
 from lib.core.schema import Item
 from lib.families.yesbut import figures
-from lib.metrics import classification as C
-from lib.metrics import text as T
+from lib.metrics import classification
+from lib.metrics import text as text_metrics
 from lib.metrics.stats import bootstrap_ci
 from lib.tasks.base import (
     TEXT_METRICS,
@@ -99,7 +99,7 @@ class Detection(_OneLabel):
         gold = [self.target(it) for it in items]
         pred = [p.parsed if p.valid else None for p in preds]
         for metric, labels in (("f1", ["Y"]), ("macro_f1", ["Y", "N"])):
-            stat, arrays = C.f1_statistic(gold, pred, labels)
+            stat, arrays = classification.f1_statistic(gold, pred, labels)
             images = cluster_codes(self, items)
             tables.rows.append(
                 metric_row(
@@ -224,7 +224,7 @@ class Understanding(Task):
                     )
                 )
             if "bleu" in preds[0].scores:
-                ci = T.bleu_corpus(
+                ci = text_metrics.bleu_corpus(
                     [preds[i].parsed if preds[i].valid else "" for i in idx],
                     [refs[i] for i in idx],
                     scoring.n_resamples,

@@ -25,14 +25,14 @@ import re
 from dataclasses import dataclass, field, replace
 
 from lib.config import ParamsError, Profile, dataclass_from
-from lib.io import artifacts as A
+from lib.io import artifacts
 
 # Stages that run as several processes (ranks: lib.core.ranks), one per GPU and node, the only ones a job
 # may spread over nodes; the others run as one process (which may use several GPUs: device_map).
-MULTI_PROCESS = (A.TRAIN, A.EVALUATE)
+MULTI_PROCESS = (artifacts.TRAIN, artifacts.EVALUATE)
 # Stages whose work splits into shards run as separate jobs, then merged (``python -m
 # lib.stages.<stage> shard`` / ``merge``): a job array and a job after it.
-SHARDED = (A.SCRAPBOOK, A.EVALUATE)
+SHARDED = (artifacts.SCRAPBOOK, artifacts.EVALUATE)
 # Slurm's --time forms: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
 TIME = re.compile(r"\d+(:\d\d){0,2}|\d+-\d+(:\d\d){0,2}")
 

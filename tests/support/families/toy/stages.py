@@ -13,8 +13,7 @@ from lib.families.toy.task import COLOURS, Colour
 from PIL import Image
 
 from lib.core.papers import PAPER_COLUMNS
-from lib.io import LoadReport, dataset_info, images_roots, save_dataset
-from lib.io import artifacts as A
+from lib.io import LoadReport, artifacts, dataset_info, images_roots, save_dataset
 from lib.io.records import records_of
 from lib.tasks.analysis import Analysis
 from lib.tasks.collection import Source
@@ -49,7 +48,7 @@ def toy_dataset(manifest, folder_of, seed):
 
 class ToyAnalysis(Analysis):
     def figures(self, run_folder, data):
-        metrics = A.read_table(run_folder, A.EVALUATE, A.METRICS)
+        metrics = artifacts.read_table(run_folder, artifacts.EVALUATE, artifacts.METRICS)
         if metrics is None:
             return {}
         rows = metrics[(metrics["task"] == Colour.name) & (metrics["metric"] == "accuracy")]
@@ -59,7 +58,7 @@ class ToyAnalysis(Analysis):
         return {"toy_accuracy": (fig, ax)}
 
     def paper(self, run_folder, data):
-        metrics = A.read_table(run_folder, A.EVALUATE, A.METRICS)
+        metrics = artifacts.read_table(run_folder, artifacts.EVALUATE, artifacts.METRICS)
         if metrics is None:
             return None
         ours = metrics[(metrics["task"] == Colour.name) & (metrics["metric"] == "accuracy")]
