@@ -3,8 +3,7 @@
 #   services/lmms-eval-venv.sh       -> prints the venv's python
 # lmms-eval's own requirements pull torchvision, wandb, audio and video stacks, and an unpinned
 # torch (a CUDA build); its CLI and llava_hf need few of them. So: lmms-eval --no-deps, beside the
-# packages it imports on the way to a local task and llava_hf (what ENVIRONMENT.md lists, and what
-# a bare venv showed missing), the project's torch pin (the machine's pip config stays: it holds
+# packages it imports on the way to a local task and llava_hf (what a bare venv showed missing), the project's torch pin (the machine's pip config stays: it holds
 # the local CPU wheel), transformers/accelerate/datasets in the project's ranges, and this clone
 # installed --no-deps with its `lmms-eval` extra, so an exported utils.py imports VQA Lab's scoring.
 set -euo pipefail

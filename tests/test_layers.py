@@ -1,4 +1,5 @@
-"""The package's shape: imports go one way down the layers of DESIGN.md, and stages stay apart."""
+"""The package's shape: imports go one way down the layers of docs/architecture.md, and stages stay
+apart."""
 
 import ast
 import sys
@@ -8,8 +9,8 @@ from pathlib import Path
 from lib.core.paths import ROOT
 
 LIB = ROOT / "lib"
-# The stages (DESIGN.md): lib/stages/<notebook's name>.py, each may use the layers below it, never
-# another stage.
+# The stages (docs/architecture.md): lib/stages/<notebook's name>.py, each may use the layers below
+# it, never another stage.
 STAGES = LIB / "stages"
 # Layers from the bottom; a module may import its own layer or any layer below it.
 LAYERS = [
@@ -22,6 +23,17 @@ LAYERS = [
     {"stages", "export", "compare", "agreement", "rating"},  # the stages and the tools beside them
     {"pipeline"},  # a profile run: notebooks, preflight, cluster jobs
 ]
+
+
+def test_the_architecture_page_states_these_layers():
+    """docs/architecture.md's layer block, top first, is :data:`LAYERS` - one list, said twice."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    block = page.split("## Layers", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    stated = [{name.strip() for name in line.split(",")} for line in block.strip().splitlines()]
+    assert stated == LAYERS[::-1]
+    assert {p.name for p in LIB.iterdir() if (p / "__init__.py").exists()} - {"data"} == {
+        name for layer in LAYERS for name in layer
+    }, "a package in no layer, or a layer naming no package"
 
 
 def _module(path: Path) -> str:
@@ -241,7 +253,7 @@ LONG_MODULES = {
     "lib/models/hf.py": 663,
     "lib/models/tiny.py": 634,
     "lib/pages/report.py": 504,
-    "lib/stages/analyze.py": 606,
+    "lib/stages/analyze.py": 611,
     "lib/stages/annotate.py": 624,
     "lib/stages/collect.py": 508,
 }

@@ -1,6 +1,6 @@
 """Stage 06 over several processes, as researchers launch it: ``torchrun --nproc_per_node 2 -m
 lib.stages.evaluate ...`` (on GPUs ``accelerate launch`` starts the same processes; on CPU torchrun gives
-them a gloo group, ENVIRONMENT.md). Each rank asks its share of the questions into its own part,
+them a gloo group). Each rank asks its share of the questions into its own part,
 the main rank merges, judges and scores: predictions and metrics equal the single-process run's.
 The call cache is emptied before each fresh run, so the ranks really generate. The two-process run is
 first killed part-way (rank 1 SIGKILLed after its third stored call, torchrun then stops rank 0); the

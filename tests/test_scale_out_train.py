@@ -1,5 +1,5 @@
 """Stage 05 over several processes, as researchers launch it: ``torchrun --nproc_per_node 2 -m
-lib.stages.train ...`` (gloo on CPU, ENVIRONMENT.md), and ``accelerate launch`` with the two-process config
+lib.stages.train ...`` (gloo on CPU), and ``accelerate launch`` with the two-process config
 docs/scale-out.md shows. ``batch_size`` is per process: two ranks with batch 2 train on the examples
 one process with batch 4 draws, in the same steps, each rank its half, gradients averaged by DDP. The
 torchrun run is killed after its step-4 checkpoint, the stage command resumes it; both launches are

@@ -170,7 +170,7 @@ def label_studio_server(
     password: str = "vqalab-test-pw",
 ) -> Server:
     """``label-studio start`` on 127.0.0.1 with SQLite in ``data_dir``, serving local files under
-    ``files_root``, a user whose legacy API token is ``token`` (ENVIRONMENT.md's flags)."""
+    ``files_root``, a user whose legacy API token is ``token``."""
     port = free_port()
     exe = str(Path(python).with_name("label-studio"))
     argv = [

@@ -2,8 +2,8 @@
 slurmd (nodes n1 and n2 on this one host), configured in a temporary folder with their own key,
 ports, state and logs, started as daemons and stopped by the PID in each one's pid file.
 
-Debian's slurm-wlm and munge (``services/slurm.sh`` installs them when run as root); the recipe and
-its traps are in ENVIRONMENT.md "Slurm on one machine". Running as root is required: slurmd starts
+Debian's slurm-wlm and munge (``services/slurm.sh`` installs them when run as root); the recipe is
+``services/slurm.sh`` and this module. Running as root is required: slurmd starts
 jobs as their user and ``SlurmUser=root`` keeps one account for every daemon.
 """
 

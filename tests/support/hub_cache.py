@@ -1,6 +1,6 @@
 """A Hugging Face hub-layout cache of tiny random models saved under real repo ids, so that a real
 profile's exact params run offline: ``$HF_HOME/hub/models--<org>--<name>/snapshots/<hash>/`` plus
-``refs/main`` (ENVIRONMENT.md, "A real hub id, offline"). Each id gets a model of the same
+``refs/main``, the layout ``huggingface_hub`` resolves offline. Each id gets a model of the same
 architecture and processor classes as the real checkpoint, a few hundred thousand parameters."""
 
 from __future__ import annotations
