@@ -478,7 +478,9 @@ def performance_markdown(records: Path = RECORDS) -> str:
         targets = target_rows(rec)
         if targets:  # the figures the record is judged on first, every field below, folded
             parts.append(_table(["figure", "target", "value", "met"], targets) + "\n")
-        figures = {k: v for k, v in rec.items() if k not in RECORD_META}
+        for title, table in (rec.get("tables") or {}).items():  # a record's own tables, as stated
+            parts.append(f"**{md_cell(title)}**\n\n{_table(table['columns'], table['rows'])}\n")
+        figures = {k: v for k, v in rec.items() if k not in (*RECORD_META, "tables")}
         rows = [[f"`{key}`", _cell(value)] for key, value in _flatten(figures)]
         table = _table(["figure", "value"], rows)
         parts.append(

@@ -29,6 +29,9 @@ from lib.config import finish, resolve
 from lib.stages.collect import CollectConfig
 r = resolve(CollectConfig, profile, run or None, overrides)
 (r.out / "values.json").write_text(json.dumps(r.cfg.to_dict()))
+# %% [markdown]
+# ## Finish
+# %%
 finish(r.out, r.stage, r.cfg, {"ok": True})
 """
 )
@@ -257,6 +260,12 @@ def test_layers_run_skipped_stages_and_provenance(tmp_path, outputs, capsys):
         f"{record['total_s']:.1f}",
     ]
     assert f"on {os.cpu_count()} cores of {record['machine']['cpu_model']}" in table[-1]
+    # where 01's seconds went: the kernel, the setup cell and each step under its heading, adding up
+    parts = record["parts"]["01_collect"]
+    assert set(parts) == {"kernel", "setup", "Finish"} and set(record["parts"]) == {"01_collect"}
+    assert abs(sum(parts.values()) - seconds["01_collect"]) <= 0.1 * len(parts)
+    assert table[2].split()[:2] == ["01_collect", f"{seconds['01_collect']:.1f}"]
+    assert table[2].endswith(f"{parts['Finish']:.1f} Finish")
 
 
 def test_failing_stage_stops_the_run_and_names_the_executed_notebook(tmp_path, outputs):

@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-from benchmarks import publish, records
+from benchmarks import demo_run, publish, records
 from lib.core.papers import papers, stated_label
 from lib.families.scrapbook import paper as sb
 from scripts import docs_pages as pages
@@ -444,6 +444,29 @@ def test_a_records_targets_lead_its_section_with_their_verdicts(tmp_path):
         '??? note "Every field of the record"'
     )
     assert "    | `curve[0].peak_rss_mb` | `259` |" in section  # the rest, folded below
+
+
+def test_a_records_own_tables_show_under_its_targets_not_among_its_fields(tmp_path):
+    timings = {
+        "seconds": {"06_evaluate": 10.0},
+        "parts": {"06_evaluate": {"kernel": 1.0, "setup": 2.0, "Ask <every> model": 7.0}},
+    }
+    (tmp_path / "demo_run.json").write_text(
+        json.dumps(
+            {
+                "stages_seconds": 10.0,
+                "tables": demo_run.stage_tables(timings),
+                "targets": {"stages_seconds": "<= 240"},
+                "meets_targets": True,
+                "date": "2026-01-01T00:00:00+00:00",
+            }
+        )
+    )
+    section = pages.performance_markdown(tmp_path).split("## `demo_run`")[1].split("## `")[0]
+    assert "**06_evaluate: 10.0 s**\n\n| part | seconds | share |" in section
+    assert "| Ask &lt;every&gt; model | 7.0 | 70% |" in section  # escaped, as every cell
+    assert section.index("| `stages_seconds` | &lt;= 240") < section.index("**06_evaluate")
+    assert "`tables" not in section  # shown once, as tables
 
 
 def test_the_committed_records_render_with_their_verdicts_and_marks():

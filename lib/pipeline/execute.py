@@ -264,21 +264,24 @@ def _loadavg() -> list[float]:
 
 
 def _record_timings(
-    path: Path, profile: str, timings: dict[str, float], load_before: list[float]
+    path: Path,
+    profile: str,
+    timings: dict[str, tuple[float, dict[str, float]]],
+    load_before: list[float],
 ) -> dict:
-    """``timings.json``: seconds per stage, the stages just run replacing their earlier entries
-    (``make stage`` after ``make run`` keeps the others), in pipeline order; their total; the machine
-    (CPU model, cores, GPUs) and its load averages before and after, since a busy machine takes
-    longer for the same work."""
-    seconds = {}
-    if path.exists():
-        seconds = json.loads(path.read_text()).get("seconds", {})
-    seconds.update(timings)
-    seconds = {s: seconds[s] for s in artifacts.STAGES if s in seconds}
+    """``timings.json``: seconds per stage and where they went (:func:`stage_parts`), the stages just
+    run replacing their earlier entries (``make stage`` after ``make run`` keeps the others), in
+    pipeline order; their total; the machine (CPU model, cores, GPUs) and its load averages before
+    and after, since a busy machine takes longer for the same work."""
+    old = json.loads(path.read_text()) if path.exists() else {}
+    seconds, parts = old.get("seconds", {}), old.get("parts", {})
+    seconds.update({stage: wall for stage, (wall, _) in timings.items()})
+    parts.update({stage: where for stage, (_, where) in timings.items()})
     record = {
         "profile": profile,
-        "seconds": seconds,
-        "total_s": round(sum(seconds.values()), 1),
+        "seconds": {s: seconds[s] for s in artifacts.STAGES if s in seconds},
+        "parts": {s: parts[s] for s in artifacts.STAGES if s in parts},
+        "total_s": round(sum(seconds[s] for s in artifacts.STAGES if s in seconds), 1),
         "machine": machine(),
         "loadavg": {"before": load_before, "after": _loadavg()},
     }
@@ -286,13 +289,39 @@ def _record_timings(
     return record
 
 
+def stage_parts(executed: Path, wall: float) -> dict[str, float]:
+    """Where a stage notebook's seconds went: papermill's duration of each code cell, summed under
+    the ``##`` heading of the markdown above it (``setup``: the parameters, imports and config
+    before the first heading), and ``kernel``: the rest of the wall time (starting and stopping the
+    kernel, papermill writing the notebook)."""
+    parts, label = {}, "setup"
+    for cell in json.loads(executed.read_text())["cells"]:
+        if cell["cell_type"] == "markdown":
+            lines = "".join(cell["source"]).splitlines()
+            label = next((h[3:].strip() for h in lines if h.startswith("## ")), label)
+        elif cell["cell_type"] == "code":
+            took = (cell["metadata"].get("papermill") or {}).get("duration") or 0.0
+            parts[label] = parts.get(label, 0.0) + took
+    parts = {name: round(took, 1) for name, took in parts.items()}
+    return {"kernel": round(max(wall - sum(parts.values()), 0.0), 1), **parts}
+
+
 def timings_table(record: dict) -> str:
-    """``timings.json`` as the table the pipeline prints at its end."""
-    rows = [f"{stage:<24}{s:>9.1f}" for stage, s in record["seconds"].items()]
+    """``timings.json`` as the table the pipeline prints at its end: per stage its seconds, the
+    kernel's and the setup cell's share, and the step that took longest."""
+    rows = []
+    for stage, wall in record["seconds"].items():
+        where = dict(record.get("parts", {}).get(stage, {}))
+        kernel, setup = where.pop("kernel", None), where.pop("setup", None)
+        step = max(where, key=where.get, default=None)
+        rows.append(
+            f"{stage:<24}{wall:>9.1f}{_cell(kernel):>9}{_cell(setup):>9}  "
+            + (f"{where[step]:.1f} {step}" if step else "")
+        )
     m = record["machine"]
     return "\n".join(
         [
-            f"{'stage':<24}{'seconds':>9}",
+            f"{'stage':<24}{'seconds':>9}{'kernel':>9}{'setup':>9}  longest step",
             *rows,
             f"{'total':<24}{record['total_s']:>9.1f}",
             f"on {m['cores']} cores of {m['cpu_model']}{', ' + ', '.join(m['gpu']) if m['gpu'] else ''}; "
@@ -301,8 +330,15 @@ def timings_table(record: dict) -> str:
     )
 
 
-def _execute(p: Plan, step: StagePlan, overrides: dict, progress: bool) -> float:
-    """One stage notebook, executed into ``outputs/<run>/executed/``; its seconds."""
+def _cell(seconds: float | None) -> str:
+    return "" if seconds is None else f"{seconds:.1f}"
+
+
+def _execute(
+    p: Plan, step: StagePlan, overrides: dict, progress: bool
+) -> tuple[float, dict[str, float]]:
+    """One stage notebook, executed into ``outputs/<run>/executed/``; its seconds and where they
+    went (:func:`stage_parts`)."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -325,7 +361,7 @@ def _execute(p: Plan, step: StagePlan, overrides: dict, progress: bool) -> float
         raise StageFailed(step.stage, out, e) from None
     seconds = round(time.perf_counter() - start, 1)
     print(f"[{step.stage}] done in {seconds:.1f}s -> {out}", flush=True)
-    return seconds
+    return seconds, stage_parts(out, seconds)
 
 
 # a Unix socket's path holds at most 107 bytes; an IPC kernel's are its connection file's + "-ipc-N"

@@ -1,0 +1,69 @@
+"""Where ``make run`` spends its time (``make bench``): the demo profile's pipeline, every stage, as
+the README's command runs it (``python -m lib.pipeline --profile demo``), into a fresh outputs
+folder with an empty call cache, so nothing is reused from an earlier run.
+
+The record keeps each stage's seconds and where they went (``timings.json``'s ``parts``: the
+kernel's start and stop, the setup cell, then each step of the notebook under its heading,
+:func:`lib.pipeline.execute.stage_parts`), rendered as a table per stage in the documentation, and
+the stages' total against :data:`STAGES_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.records import host_state, record
+from lib.core.paths import ROOT
+from lib.pipeline.execute import plan
+
+PROFILE = "demo"
+# a newcomer's first command: the whole demo in four minutes of stages on two cores
+STAGES_SECONDS = 240
+
+
+def stage_tables(timings: dict) -> dict:
+    """One table per stage: each part of its seconds and its share of them."""
+    tables = {}
+    for stage, seconds in timings["seconds"].items():
+        parts = timings["parts"].get(stage, {})
+        tables[f"{stage}: {seconds:.1f} s"] = {
+            "columns": ["part", "seconds", "share"],
+            "rows": [
+                [name, took, f"{took / seconds:.0%}" if seconds else ""]
+                for name, took in parts.items()
+            ],
+        }
+    return tables
+
+
+def main() -> dict:
+    before = host_state()
+    run = plan(PROFILE).run
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "VQALAB_OUTPUTS": tmp}
+        subprocess.run(
+            [sys.executable, "-m", "lib.pipeline", "--profile", PROFILE],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        timings = json.loads((Path(tmp) / run / "timings.json").read_text())
+    result = {
+        "profile": PROFILE,
+        "stages_seconds": timings["total_s"],
+        "seconds": timings["seconds"],
+        "parts": timings["parts"],
+        "tables": stage_tables(timings),
+    }
+    return record("demo_run", result, before, {"stages_seconds": f"<= {STAGES_SECONDS}"})
+
+
+if __name__ == "__main__":
+    main()
