@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import html
 import io
 import json
 import re
@@ -47,7 +48,6 @@ from benchmarks.records import (  # noqa: E402
     verdict,
 )
 from lib.core.paths import ROOT
-from lib.pages.htmlsafe import md_cell
 
 MARKER = re.compile(r"^<!-- vqalab: (\w+)\s*([^>]*?)\s*-->$", re.M)
 # benchmarks/ modules that measure nothing (the runner, the publisher)
@@ -82,9 +82,15 @@ def _cell(value) -> str:
     return "`" + text.replace("|", "\\|").replace("`", "'") + "`" if text else ""
 
 
+def md_cell(value) -> str:
+    """``value`` as a markdown table cell: raw HTML escaped (markdown passes it through), ``|`` and
+    newlines kept from breaking the row."""
+    return html.escape(str(value)).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
     """A markdown table; a cell is a code span made by :func:`_cell` or text (escaped by
-    :func:`lib.pages.htmlsafe.md_cell`: a record's or a docstring's ``<`` never becomes markup)."""
+    :func:`md_cell`: a record's or a docstring's ``<`` never becomes markup)."""
 
     def cell(c) -> str:
         c = str(c)

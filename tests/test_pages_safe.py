@@ -280,14 +280,28 @@ def test_a_comparison_shows_both_runs_payloads_as_text_and_runs_none(hostile_com
 
 
 def test_a_csp_stops_a_script_an_escape_would_have_missed(tmp_path, page):
-    """The second wall: a page with the report's policy and an injected inline script runs none of it."""
-    from lib.pages.htmlsafe import csp_meta
+    """The second wall: a page with the pages' policy (scripts from files beside it allowed) and an
+    injected inline script runs none of it."""
+    from lib.pages.render import ENV
 
     mark = "document.body.dataset.pwned='inline'"
+    injected = f'<script>{mark}</script><img src=x onerror="{mark}">'
+    template = '{% extends "page.html" %}{% set scripts = true %}{% block body %}'
     (tmp_path / "p.html").write_text(
-        f"<!doctype html><html><head>{csp_meta(scripts=True)}</head><body>"
-        f'<script>{mark}</script><img src=x onerror="{mark}"></body></html>'
+        ENV.from_string(template + injected + "{% endblock %}").render()
     )
     page.goto((tmp_path / "p.html").as_uri())
     page.wait_for_load_state("load")
     assert page.evaluate("document.body.dataset.pwned") is None
+
+
+def test_a_value_is_text_never_markup_or_a_template():
+    """What a template puts in is escaped, and never rendered again: ``{{ }}`` in data stays text."""
+    from lib.pages.render import ENV, Link, table
+
+    hostile = ["{{ 7 * 7 }}{% if true %}x{% endif %}", '"><img src=x onerror="alert(1)">']
+    shown = table(pd.DataFrame({"cell": hostile, "link": [Link("a.csv?x=1&y=2", hostile[1])] * 2}))
+    page = ENV.from_string('{% from "tables.html" import table %}{{ table(t) }}').render(t=shown)
+    assert "{{ 7 * 7 }}{% if true %}x{% endif %}" in page and "49" not in page
+    assert "<img" not in page and "&#34;&gt;&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in page
+    assert 'href="a.csv?x=1&amp;y=2"' in page

@@ -379,6 +379,13 @@ def test_the_field_comments_are_the_sources():
     assert notes["focus_targets"].startswith("curriculum")
 
 
+def test_a_markdown_cell_shows_markup_pipes_and_newlines_as_text():
+    """A record's or a docstring's text in a generated table: raw HTML (which markdown passes
+    through) escaped, a ``|`` and a line break kept from ending the cell or the row."""
+    cell = pages.md_cell('<img src=x onerror="a">|b\r\nc')
+    assert cell == "&lt;img src=x onerror=&quot;a&quot;&gt;\\|b  c"
+
+
 def test_the_performance_page_says_which_records_are_missing(tmp_path):
     (tmp_path / "foundation.json").write_text(
         json.dumps(
@@ -406,7 +413,7 @@ def test_the_performance_page_says_which_records_are_missing(tmp_path):
     )
     assert (
         "| `hf_batch_speedup` | &gt;= 4 | `5.0` | yes |" in section
-    )  # a cell's text escaped (lib.pages.htmlsafe.md_cell)
+    )  # a cell's text escaped (scripts.docs_pages.md_cell)
     assert (
         "| `cache_speedup` | &gt;= 50 | (no figure of that name in the record) | **cannot tell** |"
         in section

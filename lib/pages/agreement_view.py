@@ -14,7 +14,6 @@ naming the judges people disagree with
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +23,7 @@ from lib.io import artifacts
 from lib.metrics import ppi
 from lib.metrics.rater_agreement import MIN_PER_CLASS
 from lib.metrics.stats import MIN_CLUSTERS, interval_text
-from lib.pages.htmlsafe import text
+from lib.pages.render import table
 
 HEADING = "Which score agrees with people"
 ANCHOR = "agreement"  # the report's section id
@@ -184,36 +183,30 @@ def corrected_rows(corrected: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).assign(**{"people on every answer": corrected["human_all"].round(3)})
 
 
-def section(run_folder: str | Path, table: Callable[..., str]) -> str:
-    """The report's section (empty when 07 held no scorer to human labels; a sentence instead of
-    the tables when no scorer covered them); ``table`` renders a frame as the report does
-    (``table(df, caption, max_rows=..., index=False)``)."""
+def section(run_folder: str | Path) -> dict | None:
+    """What the report's section (``lib/data/templates/agreement.html``) shows: the labelled answers,
+    images and criteria, how many statistics are flagged, and its tables (:func:`lib.pages.render.table`;
+    only the papers' claims when no scorer covered the labels); None when 07 held no scorer to
+    human labels."""
     found = read_agreed(run_folder)
     if found is None:
-        return ""
+        return None
     labels, agreed = found["labels"], found["agreement"]
-    n, images = labels["answer_id"].nunique(), labels["cluster"].nunique()
-    criteria = ", ".join(dict.fromkeys(labels["criterion"]))
-    head = (
-        f"<h2 id='{ANCHOR}'>{HEADING}</h2><p>{n} answers about {images} images, each judged by "
-        f"people on {text(criteria)}, "
-    )
     claims = (agreement_claims(), "What the papers say of how their scores agree with people")
+    said = {
+        "heading": HEADING,
+        "anchor": ANCHOR,
+        "no_scorer": NO_SCORER,
+        "answers": labels["answer_id"].nunique(),
+        "images": labels["cluster"].nunique(),
+        "criteria": ", ".join(dict.fromkeys(labels["criterion"])),
+        "scored": not agreed.empty,
+        "statistics": len(agreed),
+    }
     if agreed.empty:
-        return f"{head}and {text(NO_SCORER)}</p>" + table(
-            *claims, max_rows=len(claims[0]), index=False
-        )
+        return said | {"tables": [table(*claims, max_rows=len(claims[0]), index=False)]}
     flags = [c for c in ("few_clusters", "few_labels") if c in agreed]
     flagged = int((agreed[flags].astype(bool).any(axis=1) & agreed["value"].notna()).sum())
-    intro = head + (
-        f"scored by every text metric of its task and every judge of the run's stage 06. Each "
-        f"statistic has its 95% bootstrap interval over the n_clusters images the n answers are "
-        f"about (a judge's unreadable ratings are left out of n and counted in the judge checks); "
-        f"{flagged} of {len(agreed)} statistics rest on too few images "
-        f"(lib.metrics.stats.MIN_CLUSTERS) or too few answers labelled yes or no "
-        f"(lib.metrics.rater_agreement.MIN_PER_CLASS) for an interval and are flagged instead; one with "
-        f"no value says why.</p>"
-    )
     checks = found["judge_checks"]
     parts = [
         (
@@ -240,6 +233,5 @@ def section(run_folder: str | Path, table: Callable[..., str]) -> str:
         ),
         claims,
     ]
-    return intro + "".join(
-        table(df, caption, max_rows=len(df), index=False) for df, caption in parts
-    )
+    tables = [table(df, caption, max_rows=len(df), index=False) for df, caption in parts]
+    return said | {"flagged": flagged, "tables": tables}

@@ -32,9 +32,9 @@ and the ``disagree`` filter shows those where a judge and the people disagree on
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import math
-import re
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -45,10 +45,10 @@ from PIL import Image
 
 from lib.core.paths import DATA
 from lib.core.schema import ERROR, Item, Prediction
-from lib.io import artifacts, atomic_file, item_index, read_items_at, read_jsonl, share_strings
+from lib.io import artifacts, item_index, read_items_at, read_jsonl, share_strings
 from lib.metrics.stats import CHANGES, score_change
 from lib.pages import agreement_view
-from lib.pages.htmlsafe import csp_meta, json_block, json_text, text
+from lib.pages.render import write_page
 from lib.tasks.registry import get_task
 
 FOLDER = "browser"  # under the run folder
@@ -61,7 +61,7 @@ DISAGREE = "disagree"  # the filter 07's agreement with human labels adds
 KEY = ("dataset", "task", "model", "style", "item_id")  # one answer of a run
 OUTCOMES = ("right", "wrong", "invalid", "truncated", "error")
 PAGE_ROWS = 50
-_TEMPLATE = DATA / "browser.html"  # and browser.js beside it
+SCRIPT = DATA / "browser.js"  # the page's script (its template: lib/data/templates/browser.html)
 COLUMNS = (
     "dataset",
     "task",
@@ -253,7 +253,7 @@ def show(df: pd.DataFrame, max_rows: int = PAGE_ROWS):
     rows' text escaped: a dataset's or a model's text never becomes markup in the notebook)."""
     df = df.head(max_rows).copy()
     df["image"] = [
-        f'<img src="{text(Path(ims[0]).as_uri())}" width="{THUMB_PX}">' if ims else ""
+        f'<img src="{html.escape(Path(ims[0]).as_uri())}" width="{THUMB_PX}">' if ims else ""
         for ims in df["images"]
     ]
     cols = [
@@ -305,11 +305,11 @@ def link(**filters) -> str:
 
 def _compared(
     run_folder: Path, table: list[dict], comparison: dict | None
-) -> tuple[list[dict], dict | None, str]:
-    """The rows with the comparison's fields (:func:`compared_rows`), what the page's index says
-    of it, and the line above the filters; the rows as they are without a comparison."""
+) -> tuple[list[dict], dict | None]:
+    """The rows with the comparison's fields (:func:`compared_rows`) and what the page says of it
+    (run A's name and the counts); the rows as they are without a comparison."""
     if comparison is None:
-        return table, None, ""
+        return table, None
     ours = artifacts.stage_folder(run_folder, artifacts.EVALUATE)
     if Path(comparison["B"]).resolve() != ours.resolve():
         raise ValueError(
@@ -320,12 +320,7 @@ def _compared(
         "A": run_label(comparison["A"]),
         **{k: comparison[k] for k in ("paired", "changed", "only_A", "only_B")},
     }
-    line = (
-        f'<p id="compared">Compared with <b>{text(said["A"])}</b> (A; this run is B): {said["paired"]} answers '
-        f"paired, {said['changed']} changed (only in A: {said['only_A']}, only in B: {said['only_B']}). Pick a "
-        f"change or a cause to see the changed answers, each with both runs side by side.</p>"
-    )
-    return compared_rows(table, comparison), said, line
+    return compared_rows(table, comparison), said
 
 
 def _filters(table: list[dict], comparison: dict | None, disagree: list[str]) -> tuple:
@@ -356,7 +351,7 @@ def write_browser(run_folder: str | Path, comparison: dict | None = None) -> Pat
     table = rows(run_folder)
     if not table + labelled:
         return None
-    table, said, line = _compared(run_folder, table, comparison)
+    table, said = _compared(run_folder, table, comparison)
     table += labelled
     folder = run_folder / FOLDER
     shutil.rmtree(folder, ignore_errors=True)
@@ -370,8 +365,10 @@ def write_browser(run_folder: str | Path, comparison: dict | None = None) -> Pat
     files = {}
     for i, (name, rs) in enumerate(sorted(by_dataset.items())):
         files[name] = f"data/{i}.js"
+        # a script file, never read as HTML: JSON is JavaScript (ES2019), nothing in it to escape
+        name_js, rows_js = (json.dumps(v, ensure_ascii=False) for v in (name, rs))
         (folder / files[name]).write_text(
-            f"VQALAB.loaded({json_text(name)}, {json_text(rs)});\n", encoding="utf-8"
+            f"VQALAB.loaded({name_js}, {rows_js});\n", encoding="utf-8"
         )
     filters, values = _filters(table, comparison if said else None, disagree)
     index = {
@@ -382,26 +379,14 @@ def write_browser(run_folder: str | Path, comparison: dict | None = None) -> Pat
         "page_rows": PAGE_ROWS,
         "comparison": said,
     }
-    shutil.copyfile(_TEMPLATE.with_suffix(".js"), folder / "browser.js")
-    why = artifacts.stale_tables(artifacts.stage_folder(run_folder, artifacts.EVALUATE))
-    fill = {
-        "csp": csp_meta(scripts=True, images="'self'"),
-        "run": text(run_folder.name),
-        "index": json_block("index", index),
-        "stale": f'<p id="stale" class="stale"><b>These answers are not the ones the report\'s metrics were computed '
-        f"from.</b> {text(why)}</p>"
-        if why
-        else "",
-        "compared": line,
-        "agreed": f'<p id="agreed">{len(labelled)} answers people labelled (dataset '
-        f"<b>{text(agreement_view.DATASET)}</b>): pick a judge and a criterion under "
-        f"<b>disagree</b> to see those where the judge and the people disagree.</p>"
-        if disagree
-        else "",
-    }
-    page = re.sub(
-        r"\{\{(\w+)\}\}", lambda m: fill[m.group(1)], _TEMPLATE.read_text()
-    )  # one pass: data never re-read
-    with atomic_file(folder / "index.html", "w", encoding="utf-8") as f:
-        f.write(page)
-    return folder / "index.html"
+    shutil.copyfile(SCRIPT, folder / "browser.js")
+    agreed = {"labelled": len(labelled), "dataset": agreement_view.DATASET} if disagree else None
+    return write_page(
+        folder / "index.html",
+        "browser.html",
+        run=run_folder.name,
+        index=index,
+        stale=artifacts.stale_tables(artifacts.stage_folder(run_folder, artifacts.EVALUATE)),
+        compared=said,
+        agreed=agreed,
+    )

@@ -25,11 +25,11 @@ from pathlib import Path
 import pandas as pd
 
 from lib.core.paths import run_dir
-from lib.io import artifacts, atomic_file
+from lib.io import artifacts
 from lib.metrics.multiple import adjusted_text
 from lib.metrics.stats import CHANGES, interval_text
 from lib.pages import agreement_view, browser
-from lib.pages.htmlsafe import csp_meta, href, text
+from lib.pages.render import Link, table, write_page
 from lib.tasks.registry import tasks
 
 TITLES = {
@@ -42,180 +42,111 @@ TITLES = {
     artifacts.EVALUATE: "Evaluate: predictions, metrics, Scrapbook protocol",
     artifacts.ANALYZE: "Analyze: maps, topics, the papers' figures",
 }
-_CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
-h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #bbb}
-table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
-img{max-width:min(100%,760px);margin:.5em 0;border:1px solid #eee}.absent{color:#a00}.prov{font-size:11px;color:#555}
-details{margin:.3em 0}nav ol{columns:2;font-size:14px}.more{font-size:12px;color:#555}"""
-TOP_ROWS = 10  # a long table shows this many rows and links its CSV
-
-
 DATA_TABLES = {"umap_images"}  # written for reuse; the report shows their figures instead
+# A part of a section (lib/data/templates/tables.html's block): a paragraph (text), a table
+# (lib.pages.render.table), a figure ({"png": base64, "name": ...}) or {"withheld": why}.
+Block = str | dict
 
 
-def _img(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<figure><img src="data:image/png;base64,{data}" alt="{text(path.stem)}"><figcaption>{text(path.stem)}</figcaption></figure>'
-
-
-def _table(
-    df: pd.DataFrame,
-    title: str = "",
-    max_rows: int = TOP_ROWS,
-    index: bool = True,
-    csv: str = "",
-    escape: bool = True,
-) -> str:
-    """An HTML table: counts as integers, other numbers to 3 decimals; a tidy frame without its
-    row numbers (``index=False``). A longer table shows its top ``max_rows`` and links its ``csv``
-    (a path relative to the report). ``escape=False``: cells hold HTML made here (links)."""
-    more = ""
-    if len(df) > max_rows:
-        where = (
-            f' - all {len(df)} in <a href="{href(csv)}">{text(Path(csv).name)}</a>' if csv else ""
-        )
-        more = f"<p class='more'>top {max_rows} of {len(df)} rows{where}</p>"
-    head = f"<h4>{text(title)}</h4>" if title else ""
-    df = df.head(max_rows).copy()
-    for col in df.columns:
-        values = df[col]
-        if (
-            values.dtype.kind == "f"
-            and values.notna().any()
-            and (values.dropna() % 1 == 0).all()
-            and (values.dropna().abs() > 1).any()
-        ):
-            df[col] = values.astype("Int64")  # a column of counts, not 12.000
-    return (
-        head
-        + df.to_html(
-            float_format=lambda v: f"{v:.3f}", na_rep="", border=0, index=index, escape=escape
-        )
-        + more
-    )
-
-
-def _csv(path: Path, title: str, root: Path | None = None, **kw) -> str:
+def _csv(path: Path, title: str, root: Path) -> Block:
     try:
-        df = pd.read_csv(path, **kw)
+        df = pd.read_csv(path)
     except (pd.errors.EmptyDataError, FileNotFoundError):
-        return f"<p>{text(title)}: empty</p>"
-    return _table(df, title, index=False, csv=str(path.relative_to(root)) if root else str(path))
+        return f"{title}: empty"
+    return table(df, title, index=False, csv=str(path.relative_to(root)))
 
 
-def _provenance(folder: Path) -> str:
+def _provenance(folder: Path) -> dict | None:
+    """The stage's provenance line (when, which commit, the seed) and its parameters as JSON."""
     p = folder / artifacts.PROVENANCE
     if not p.exists():
-        return "<p class='prov'>no provenance.json</p>"
+        return None
     prov = json.loads(p.read_text())
     git = prov.get("git", {})
-    head = (
-        f"created {prov.get('created', '?')} · git {str(git.get('sha', '?'))[:12]}"
-        f"{' (dirty)' if git.get('dirty') else ''} · seed {prov.get('seed')}"
-    )
-    return (
-        f"<p class='prov'>{text(head)}</p><details><summary>parameters</summary><pre>"
-        f"{text(json.dumps(prov.get('params', {}), indent=1, default=str))}</pre></details>"
-    )
+    return {
+        "head": f"created {prov.get('created', '?')} · git {str(git.get('sha', '?'))[:12]}"
+        f"{' (dirty)' if git.get('dirty') else ''} · seed {prov.get('seed')}",
+        "params": json.dumps(prov.get("params", {}), indent=1, default=str),
+    }
 
 
-def _figures(folder: Path, shown: set[str]) -> str:
+def _figures(folder: Path, shown: set[str]) -> list[Block]:
     """The folder's figures, each once in the report (a later stage redrawing one is skipped)."""
     out = []
     for p in sorted(folder.rglob("figures/*.png")):
         if p.stem not in shown:
             shown.add(p.stem)
-            out.append(_img(p))
-    return "".join(out)
+            out.append({"png": base64.b64encode(p.read_bytes()).decode(), "name": p.stem})
+    return out
 
 
-def _withheld(why: str) -> str:
-    """A section whose tables do not come from its current outputs: neither they nor the figures
-    drawn from them are shown (they may be another run's numbers)."""
-    return (
-        f"<p class='absent'><b>Metrics withheld: stale or unverified tables.</b> {text(why)}</p>"
-        f"<p class='absent'>This section's figures are withheld with them.</p>"
+def _evaluate_tables(root: Path, folder: Path) -> list[Block]:
+    """Stage 06's invalid and cut-off answers, every metric of the whole sets, and Scrapbook's errors."""
+    m = artifacts.read_table(root, artifacts.EVALUATE, artifacts.METRICS)
+    if m is None:
+        return []
+    csv = f"{artifacts.EVALUATE}/{artifacts.METRICS}"
+    inv = m[m["metric"] == "invalid_rate"][
+        ["model", "dataset", "task", "style", "value", "n", "n_invalid", "n_truncated"]
+    ]
+    head = m[m["subset"].isin(["all", "non-absurd"]) & (m["metric"] != "invalid_rate")]
+    every = head.pivot_table(
+        index=["dataset", "task", "metric"], columns=["model", "style"], values="value"
     )
+    return [
+        table(
+            inv.rename(columns={"value": "invalid_rate"}),
+            "Invalid answers (kept raw, counted wrong) and answers cut off by the token limit",
+            csv=csv,
+        ),
+        table(every, "Every metric of the whole sets", csv=csv),
+        _csv(folder / "errors.csv", "Scrapbook overall and error categories (errors.csv)", root),
+    ]
 
 
-def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> str:
-    parts = []
+def _stage_body(root: Path, stage: str, folder: Path, shown: set[str]) -> list[Block]:
+    parts: list[Block] = []
     summary = artifacts.read_summary(root, stage) or {}
     if stage == artifacts.SETUP and summary:
         parts.append(
-            f"<p>{summary['probe_answers']} probe answers from {summary['models']} models "
+            f"{summary['probe_answers']} probe answers from {summary['models']} models "
             f"({summary['constrained_invalid']} constrained answers invalid); demo datasets: "
-            f"{text(', '.join(summary['datasets']) or 'none')}.</p>"
+            f"{', '.join(summary['datasets']) or 'none'}."
         )
         parts.append(_csv(folder / artifacts.PROBE, "Probe answers", root))
     if stage == artifacts.COLLECT and (
         rep := artifacts.read_json(root, stage, artifacts.COLLECT_REPORT)
     ):
         parts.append(
-            f"<p>{rep['collected']} images collected, {len(rep['bad_files'])} bad files, "
-            f"{len(rep['duplicates'])} duplicates removed, {rep['kept']} kept.</p>"
+            f"{rep['collected']} images collected, {len(rep['bad_files'])} bad files, "
+            f"{len(rep['duplicates'])} duplicates removed, {rep['kept']} kept."
         )
     if stage == artifacts.ANNOTATE:
         parts.append(_csv(folder / artifacts.AGREEMENT, "Agreement per categorical field", root))
-    if stage == artifacts.AF and summary:
-        if (folder / artifacts.SHORTCUTS).exists():
-            parts.append(
-                _csv(
-                    folder / artifacts.SHORTCUTS,
-                    "Shortcut audit: how often a text-only tell picks the answer, "
-                    "beside chance (lib.metrics.shortcuts)",
-                    root,
-                )
-            )
+    if stage == artifacts.AF and summary and (folder / artifacts.SHORTCUTS).exists():
+        what = "Shortcut audit: how often a text-only tell picks the answer, beside chance"
+        parts.append(_csv(folder / artifacts.SHORTCUTS, f"{what} (lib.metrics.shortcuts)", root))
     if stage == artifacts.SCRAPBOOK:
         for name, d in summary.get("datasets", {}).items():
-            parts.append(f"<p>{text(name)}: {d['images']} images, {d['questions']:,} questions</p>")
+            parts.append(f"{name}: {d['images']} images, {d['questions']:,} questions")
     if stage == artifacts.TRAIN and summary:
-        table = pd.DataFrame({k: summary[k] for k in artifacts.TRAIN_SYSTEMS if k in summary}).T
+        systems = pd.DataFrame({k: summary[k] for k in artifacts.TRAIN_SYSTEMS if k in summary}).T
         n = f"({summary.get('n_test')} questions)"
-        parts.append(_table(table, f"Held-out accuracy by question type and target kind {n}"))
+        parts.append(table(systems, f"Held-out accuracy by question type and target kind {n}"))
         what = "over the majority answer and over itself asked about blank pictures"
         if summary.get("margins"):  # a run of older code has none
             margins = pd.DataFrame(summary["margins"])
             parts.append(
-                _table(margins, f"The trained model's margin {what}, 95% over images", 8, False)
+                table(margins, f"The trained model's margin {what}, 95% over images", 8, False)
             )
-    m = (
-        artifacts.read_table(root, stage, artifacts.METRICS)
-        if stage == artifacts.EVALUATE
-        else None
-    )
-    if m is not None:
-        inv = m[m["metric"] == "invalid_rate"][
-            ["model", "dataset", "task", "style", "value", "n", "n_invalid", "n_truncated"]
-        ]
-        parts.append(
-            _table(
-                inv.rename(columns={"value": "invalid_rate"}),
-                "Invalid answers (kept raw, counted wrong) and answers cut off by the token limit",
-                csv=f"{artifacts.EVALUATE}/{artifacts.METRICS}",
-            )
-        )
-        head = m[m["subset"].isin(["all", "non-absurd"]) & (m["metric"] != "invalid_rate")]
-        parts.append(
-            _table(
-                head.pivot_table(
-                    index=["dataset", "task", "metric"], columns=["model", "style"], values="value"
-                ),
-                "Every metric of the whole sets",
-                csv=f"{artifacts.EVALUATE}/{artifacts.METRICS}",
-            )
-        )
-        parts.append(
-            _csv(folder / "errors.csv", "Scrapbook overall and error categories (errors.csv)", root)
-        )
+    if stage == artifacts.EVALUATE:
+        parts += _evaluate_tables(root, folder)
     if stage == artifacts.ANALYZE:
         for p in sorted((folder / artifacts.TABLES).glob("*.csv")):
             # point coordinates are data for a figure, not a table to read
             if p.stem not in DATA_TABLES:
                 parts.append(_csv(p, p.stem.replace("_", " "), root))
-    parts.append(_figures(folder, shown))
-    return "".join(parts)
+    return parts + _figures(folder, shown)
 
 
 def headline_rows(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -256,48 +187,44 @@ def headline_rows(metrics: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
-def _headline_table(root: Path, head: pd.DataFrame) -> str:
+def _headline_table(root: Path, head: pd.DataFrame) -> dict:
     """The headline rows, each value with its interval and linked to its answers in the browser."""
+    has_items = (root / browser.FOLDER / "index.html").exists()
     links = [
-        f'<a href="{href(browser.link(dataset=d, task=t, model=m, style=s))}">items</a>'
-        if (root / browser.FOLDER / "index.html").exists()
-        else ""
+        Link(browser.link(dataset=d, task=t, model=m, style=s), "items") if has_items else ""
         for d, t, m, s in zip(head["dataset"], head["task"], head["model"], head["style"])
     ]
     shown = zip(head["value"], head["ci_low"], head["ci_high"], head["n_clusters"])
     head["value (95% CI)"] = [interval_text(*r) for r in shown]
     head["invalid_rate"] = head["invalid_rate"].map(lambda v: f"{v:.1%}" if pd.notna(v) else "")
     first = ["dataset", "task", "model", "style", "subset", "metric"]
-    head = head[first + ["value (95% CI)", "n", "n_clusters", "invalid_rate"]]
-    # every cell from data is text...
-    head = head.map(lambda v: text(v) if isinstance(v, str) else v)
-    head["answers"] = links  # ...and the links are the tags made here
+    head = head[first + ["value (95% CI)", "n", "n_clusters", "invalid_rate"]].assign(answers=links)
     caption = (
         "Headline metrics: one per dataset, task, model and prompt style (95% bootstrap interval over "
         "the n_clusters images the n answers are about - Scrapbook: image chains - since answers "
         "about one image move together, flagged instead below lib.metrics.stats.MIN_CLUSTERS images; "
         "invalid answers are counted wrong)"
     )
-    return _table(head, caption, max_rows=len(head), index=False, escape=False)
+    return table(head, caption, max_rows=len(head), index=False)
 
 
-def _results(root: Path) -> str:
+def _results(root: Path) -> list[Block]:
     """The first screen: headline metrics (each linked to its answers), training against its
     baselines, the adversarial filter's outcome."""
-    parts = []
+    parts: list[Block] = []
     folder = artifacts.stage_folder(root, artifacts.EVALUATE)
     why = artifacts.stale_tables(folder) if folder.is_dir() else None
     metrics = None if why else artifacts.read_table(root, artifacts.EVALUATE, artifacts.METRICS)
     if metrics is not None and len(metrics):
         parts.append(_headline_table(root, headline_rows(metrics)))
     elif why:
-        parts.append(_withheld(why))
+        parts.append({"withheld": why})
     train = artifacts.read_summary(root, artifacts.TRAIN) or {}
     if "trained" in train:
-        table = pd.DataFrame({k: train[k] for k in artifacts.TRAIN_SYSTEMS[::-1] if k in train}).T
+        systems = pd.DataFrame({k: train[k] for k in artifacts.TRAIN_SYSTEMS[::-1] if k in train}).T
         parts.append(
-            _table(
-                table[[c for c in table.columns if c.count("_") <= 1]],
+            table(
+                systems[[c for c in systems.columns if c.count("_") <= 1]],
                 f"Fine-tuning (stage 05): "
                 f"held-out accuracy of the trained model, itself asked about blank pictures, its "
                 f"base and the majority answer "
@@ -308,28 +235,24 @@ def _results(root: Path) -> str:
     af = artifacts.read_summary(root, artifacts.AF) or {}
     if "questions" in af:
         parts.append(
-            f"<p>Adversarial filtering (stage 03): {af['questions']} questions kept from {af['skeletons']} "
+            f"Adversarial filtering (stage 03): {af['questions']} questions kept from {af['skeletons']} "
             f"skeletons; {af['fooled']} fooled every discriminator; {af['blind_answerable']} answerable "
-            f"without the image.</p>"
+            f"without the image."
         )
-    return (
-        "".join(parts)
-        or "<p class='absent'>No results: stages 03, 05 and 06 have no outputs in this run.</p>"
-    )
+    return parts
 
 
 def _linked_counts(causes: pd.DataFrame, has_items: bool) -> pd.DataFrame:
     """The per-cause table with its counts linked to those answers in the item browser."""
-    table = causes.copy()
-    table["because"] = table["because"].fillna("").map(text)
+    linked = causes.assign(because=causes["because"].fillna(""))
     for col in ["items", *CHANGES]:
-        table[col] = [
-            f'<a href="{href(browser.link(cause=c, change=None if col == "items" else col))}">{n}</a>'
+        linked[col] = [
+            Link(browser.link(cause=c, change=None if col == "items" else col), str(n))
             if has_items and n
-            else str(n)
-            for c, n in zip(table["cause"], table[col])
+            else n
+            for c, n in zip(linked["cause"], linked[col])
         ]
-    return table.rename(columns={"items": "changed"})
+    return linked.rename(columns={"items": "changed"})
 
 
 def _headline_differences(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -364,58 +287,41 @@ def _headline_differences(metrics: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _comparison(root: Path) -> str:
+def _comparison(root: Path) -> dict | None:
     """Stage 07's comparison of this run (B) with another (A, ``compare_with``): the counts, the
     changed answers by first cause (linked to the item browser), each group's headline score A, B
-    and B - A, and the config diff; empty when 07 compared nothing."""
+    and B - A, and the config diff; None when 07 compared nothing."""
     found = artifacts.read_comparison(root)
     if found is None:
-        return ""
-    other, tables = browser.run_label(found["A"]), found["tables"]
-    has_items = (root / browser.FOLDER / "index.html").exists()
-    intro = (
-        f"<p>This run is B, <b>{text(other)}</b> is A: every answer both gave (same dataset, task, model, style "
-        f"and item) is paired, and a changed one is put on the first step where the two part ways - the "
-        f"request (prompt), the raw reply (model), its reading, its scoring. {found['paired']} answers paired, "
-        f"{found['changed']} changed; only in A: {found['only_A']}, only in B: {found['only_B']}.</p>"
-    )
-    causes = _table(
-        _linked_counts(tables["causes"], has_items),
+        return None
+    tables = found["tables"]
+    causes = table(
+        _linked_counts(tables["causes"], (root / browser.FOLDER / "index.html").exists()),
         "Changed answers by first cause: which way their "
         "scores moved (each count opens those answers in the item browser, both runs side by side)",
         index=False,
-        escape=False,
         csv=f"{artifacts.ANALYZE}/{artifacts.COMPARED_CAUSES}",
     )
-    head = _headline_differences(tables["metrics"]).map(
-        lambda v: text(v) if isinstance(v, str) else v
-    )
-    every = f"{artifacts.ANALYZE}/{artifacts.COMPARED_METRICS}"
-    metrics = (
-        _table(
-            head,
-            "Headline score per group (the per-answer score its task's headline is made of): A, B, "
-            "B - A with its 95% small-sample interval over the n_clusters images or image chains "
-            "(CR2 standard error, t quantiles), the verdict in words, the interval's p with Holm's "
-            "and Benjamini-Hochberg's across every row (* survives at 0.05) and the causes",
-            max_rows=len(head),
-            index=False,
-            escape=False,
-        )
-        + f"<p class='more'>every per-item metric: <a href=\"{href(every)}\">{text(every)}</a></p>"
+    head = _headline_differences(tables["metrics"])
+    metrics = table(
+        head,
+        "Headline score per group (the per-answer score its task's headline is made of): A, B, "
+        "B - A with its 95% small-sample interval over the n_clusters images or image chains "
+        "(CR2 standard error, t quantiles), the verdict in words, the interval's p with Holm's "
+        "and Benjamini-Hochberg's across every row (* survives at 0.05) and the causes",
+        max_rows=len(head),
+        index=False,
     )
     config = tables["config"]
-    diff = (
-        _table(
-            config,
-            "Config diff: every resolved value that differs, and where each came from",
-            index=False,
-            max_rows=len(config),
-        )
-        if len(config)
-        else "<p>Config diff: none - the runs were asked alike.</p>"
-    )
-    return f"<h2 id='comparison'>Compared with {text(other)}</h2>" + intro + causes + metrics + diff
+    what = "Config diff: every resolved value that differs, and where each came from"
+    return {
+        **{k: found[k] for k in ("paired", "changed", "only_A", "only_B")},
+        "other": browser.run_label(found["A"]),
+        "causes": causes,
+        "metrics": metrics,
+        "every": f"{artifacts.ANALYZE}/{artifacts.COMPARED_METRICS}",
+        "config": table(config, what, index=False, max_rows=len(config)) if len(config) else None,
+    }
 
 
 REPRODUCIBLE = (
@@ -425,87 +331,41 @@ REPRODUCIBLE = (
 )
 
 
-def _reproduction(root: Path) -> str:
-    """Every paper number a stage of this run reproduced (its ``paper.csv``: the paper's value beside
-    ours, equal or with the reason they differ), or what would reproduce them."""
-    tables = [
-        (stage, artifacts.stage_folder(root, stage) / artifacts.PAPER) for stage in artifacts.STAGES
-    ]
-    parts = [_csv(path, f"{stage}", root) for stage, path in tables if path.exists()]
-    if not parts:
-        return (
-            f"<p>This run computes none of the papers' determined numbers: they need the papers' data or "
-            f"parameters ({text(REPRODUCIBLE)}).</p>"
-        )
-    return (
-        "<p>Each row: the paper's value, ours, whether they are equal, and why not where they differ.</p>"
-        + "".join(parts)
-    )
-
-
-def _contents(stages: list[tuple[str, str]], compared: bool = False, agreed: bool = False) -> str:
-    links = (
-        [("results", "Results")]
-        + ([("comparison", "Compared with another run")] if compared else [])
-        + [("reproduction", "Reproduction: the papers beside this run")]
-        + ([(agreement_view.ANCHOR, agreement_view.HEADING)] if agreed else [])
-    )
-    links += [(f"stage-{stage}", f"{stage} · {title}") for stage, title in stages]
-    return (
-        "<nav><h2>Contents</h2><ol>"
-        + "".join(f'<li><a href="#{a}">{text(t)}</a></li>' for a, t in links)
-        + "</ol></nav>"
-    )
+def _section(root: Path, stage: str, title: str, shown: set[str]) -> dict:
+    """A stage's section: why it is absent, or its provenance and its body (its tables withheld,
+    with why, where they do not come from its current outputs)."""
+    folder = artifacts.stage_folder(root, stage)
+    said = {"stage": stage, "title": title}
+    if not folder.is_dir():
+        return said | {"absent": "no outputs: the stage was not run for this run"}
+    if not any(folder.iterdir()):
+        return said | {"absent": "its folder is empty"}
+    why = artifacts.stale_tables(folder) if stage == artifacts.EVALUATE else None
+    body = [{"withheld": why}] if why else _stage_body(root, stage, folder, shown)
+    return said | {"stale": bool(why), "provenance": _provenance(folder), "blocks": body}
 
 
 def build_report(run: str | Path, out: Path | None = None) -> Path:
     """Write ``<run folder>/report.html`` from whatever stage outputs exist; returns its path.
-    ``run`` is a run name (``outputs/<run>/``) or a run folder."""
+    ``run`` is a run name (``outputs/<run>/``) or a run folder. The page is
+    ``lib/data/templates/report.html``."""
     root = Path(run) if isinstance(run, Path) else run_dir(run)
-    run = root.name
-    out = out or root / artifacts.REPORT
-    sections, absent, stale, shown = [], [], [], set()
-    for stage, title in TITLES.items():
-        folder = artifacts.stage_folder(root, stage)
-        if not folder.is_dir() or not any(folder.iterdir()):
-            why = (
-                "no outputs: the stage was not run for this run"
-                if not folder.is_dir()
-                else "its folder is empty"
-            )
-            absent.append(stage)
-            sections.append(
-                f"<h2 id='stage-{stage}'>{stage} · {text(title)}</h2><p class='absent'>Absent - "
-                f"{why}.</p>"
-            )
-            continue
-        why = artifacts.stale_tables(folder) if stage == artifacts.EVALUATE else None
-        if why:
-            stale.append(stage)
-        body = _withheld(why) if why else _stage_body(root, stage, folder, shown)
-        sections.append(
-            f"<h2 id='stage-{stage}'>{stage} · {text(title)}</h2>{_provenance(folder)}{body}"
-        )
-    created = datetime.now(UTC).isoformat(timespec="seconds")
-    compared, agreed = _comparison(root), agreement_view.section(root, _table)
-    summary = (
-        f"<p>Run <b>{text(run)}</b>, report built {created}. Sections without outputs: "
-        f"{', '.join(absent) or 'none'}.</p>"
+    shown: set[str] = set()
+    sections = [_section(root, stage, title, shown) for stage, title in TITLES.items()]
+    # every paper number a stage of this run reproduced (its paper.csv: the paper's value beside
+    # ours, equal or with the reason they differ)
+    papers = {s: artifacts.stage_folder(root, s) / artifacts.PAPER for s in artifacts.STAGES}
+    return write_page(
+        out or root / artifacts.REPORT,
+        "report.html",
+        run=root.name,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        sections=sections,
+        absent=[s["stage"] for s in sections if "absent" in s],
+        stale=[s["stage"] for s in sections if s.get("stale")],
+        results=_results(root),
+        compared=_comparison(root),
+        reproduced=[_csv(p, stage, root) for stage, p in papers.items() if p.exists()],
+        reproducible=REPRODUCIBLE,
+        agreed=agreement_view.section(root),
     )
-    if stale:
-        summary += (
-            f"<p class='absent'><b>Stale results withheld</b> in {', '.join(stale)}: the tables do not come "
-            f"from the current predictions (see the section).</p>"
-        )
-    page = (
-        f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>VQA Lab · {text(run)}</title>"
-        f"<style>{_CSS}</style></head><body><h1>VQA Lab report · {text(run)}</h1>{summary}"
-        f"<h2 id='results'>Results</h2>{_results(root)}{compared}"
-        f"<h2 id='reproduction'>Reproduction: the papers beside this run</h2>{_reproduction(root)}"
-        f"{agreed}{_contents(list(TITLES.items()), bool(compared), bool(agreed))}"
-        f"{''.join(sections)}</body></html>"
-    )
-    # a stopped build leaves the previous report whole
-    with atomic_file(out, "w", encoding="utf-8") as f:
-        f.write(page)
-    return out
