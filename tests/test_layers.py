@@ -283,7 +283,6 @@ LONG_FUNCTIONS = {
     "lib/stages/setup.py:demo_datasets": 90,
     "lib/training/data.py:load_examples": 66,
     "lib/training/data.py:collate": 73,
-    "lib/training/loop.py:start_training": 62,
 }
 
 

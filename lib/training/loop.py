@@ -159,28 +159,36 @@ def resume_state(acc, cfg: TrainSettings, out: Path, resume: bool = True) -> dic
     return state
 
 
-def start_training(cfg: TrainSettings, out: Path, resume: bool = True) -> Session:
-    """Everything a run trains with: the accelerator (every RNG seeded), the examples (unreadable
-    images skipped and said), the prepared model, its optimiser and the state to continue from."""
+def _accelerator(cfg: TrainSettings, processes: int, precision: str):
+    """The run's accelerate ``Accelerator``. split_batches: our steps count global batches (drawn
+    whole, then split over the ranks), so the learning-rate schedule steps once per optimiser step,
+    not once per process. cpu: without an accelerator, accelerate joins torchrun's processes into a
+    gloo group only when told (else each trains alone). find_unused_parameters: a VLM has trained
+    weights no loss reaches (the vision tower's last layer when features come from the one before),
+    and DDP otherwise waits for their gradients forever."""
     import torch  # deferred on purpose: torch is heavy, and importing lib.training must stay cheap
     from accelerate import Accelerator  # deferred on purpose: accelerate imports torch (heavy)
-    from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs, set_seed
+    from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs
 
-    processes = ranks().world
-    check_data_parallel(cfg, processes)
-    precision = precision_for(cfg.mixed_precision)
-    # split_batches: our steps count global batches (drawn whole, then split over the ranks), so the
-    # learning-rate schedule steps once per optimiser step, not once per process. cpu: without an
-    # accelerator, accelerate joins torchrun's processes into a gloo group only when told (else each trains alone).
-    # find_unused_parameters: a VLM has trained weights no loss reaches (the vision tower's last layer when
-    # features come from the one before), and DDP otherwise waits for their gradients forever
-    acc = Accelerator(
+    return Accelerator(
         mixed_precision=precision,
         gradient_accumulation_steps=cfg.grad_accum,
         dataloader_config=DataLoaderConfiguration(split_batches=True),
         cpu=processes > 1 and not torch.accelerator.is_available(),
         kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
     )
+
+
+def start_training(cfg: TrainSettings, out: Path, resume: bool = True) -> Session:
+    """Everything a run trains with: the accelerator (every RNG seeded), the examples (unreadable
+    images skipped and said), the prepared model, its optimiser and the state to continue from."""
+    import torch  # deferred on purpose: torch is heavy, and importing lib.training must stay cheap
+    from accelerate.utils import set_seed
+
+    processes = ranks().world
+    check_data_parallel(cfg, processes)
+    precision = precision_for(cfg.mixed_precision)
+    acc = _accelerator(cfg, processes, precision)
     set_seed(cfg.seed)
     if cfg.cpu_threads and not torch.accelerator.is_available():
         torch.set_num_threads(cfg.cpu_threads)
