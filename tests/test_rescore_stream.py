@@ -3,8 +3,8 @@ gives the tables and scores of the in-memory path it replaced: pinned against wh
 wrote on the demo datasets and a small Scrapbook set (``tests/snapshots/stage06/``, written by
 ``python -m tests.test_rescore_stream`` with the code of the time; the tolerance is zero: the same
 counts reach the same seeded bootstrap), in chunks of any size, and Scrapbook's streamed scorer
-against the protocol's frame functions (:meth:`ScrapbookQA.score` / :meth:`ScrapbookQA.aggregate`)
-on every answer."""
+against the tests' reference reading of the protocol on a frame of every answer
+(tests/scrapbook/reference_consistency.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from lib.models.store import CallStore
 from lib.stages import evaluate as evaluate_stage
 from lib.stages.setup import demo_datasets
 from lib.tasks.registry import get_task
+from tests.scrapbook.reference_consistency import FrameQA
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "stage06"
 TABLES = ("metrics.csv", "levels.csv", "errors.csv")
@@ -162,8 +163,8 @@ def _answers(finished: Path) -> tuple[list[Prediction], list]:
 @pytest.mark.parametrize("exact", ["paper", "words"])
 def test_the_streamed_scrapbook_scorer_equals_the_protocols_frame(finished, exact):
     """Per (model, style): the scorer fed a few answers at a time scores each answer and makes
-    every row, level and error as :meth:`ScrapbookQA.score` and :meth:`ScrapbookQA.aggregate` do on
-    the frame of all of them (the plain :class:`lib.tasks.Scorer`)."""
+    every row, level and error as the reference's frame functions do on all of them at once
+    (:class:`FrameQA` through the plain :class:`lib.tasks.Scorer`)."""
     task, scoring = (
         get_task("scrapbook.qa"),
         tasks.Scoring(n_resamples=200, seed=3, tasks={"scrapbook.qa": {"exact": exact}}),
@@ -175,9 +176,11 @@ def test_the_streamed_scrapbook_scorer_equals_the_protocols_frame(finished, exac
     assert len(groups) == len(MODELS) * 2
     for pairs in groups.values():
         made = {}
-        for kind, step in ((tasks.Scorer, len(pairs)), (type(task.scorer(scoring)), 5)):
+        for kind, scorer, step in (
+            ("frame", tasks.Scorer(FrameQA(), scoring), len(pairs)),
+            ("streamed", task.scorer(scoring), 5),
+        ):
             group = [Prediction.from_dict(p.to_dict()) for p, _ in pairs]
-            scorer = kind(task, scoring)
             for k in range(0, len(group), step):
                 scorer.add(group[k : k + step], [it for _, it in pairs[k : k + step]])
             scored = [scorer.score(Prediction.from_dict(p.to_dict())) for p in group]

@@ -12,7 +12,8 @@ per-item scores or a number, so any subset can be scored and bootstrapped.
   kappa, Krippendorff's alpha), each with a clustered interval, and two scorers compared.
 
 A family's own metrics are in its folder: the LAVE judge (:mod:`lib.families.lave.judge`), the
-Scrapbook protocol (:mod:`lib.families.scrapbook.consistency`).
+Scrapbook protocol (:mod:`lib.families.scrapbook.consistency`, its group rules in
+:mod:`lib.families.scrapbook.coded`).
 """
 
 from lib.metrics.classification import accuracy, binary_f1, jaccard, macro_f1, mcq_scores, per_type

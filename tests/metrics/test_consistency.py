@@ -1,13 +1,79 @@
-"""The Scrapbook protocol: matching per form, error categories, precedence, aggregation, gating."""
+"""The Scrapbook protocol: matching per form, error categories, precedence, aggregation, gating.
 
+The group rules are read twice on each case: by the tests' frame functions
+(tests/scrapbook/reference_consistency.py), whose results the cases state, and by lib's rules on
+codes (:mod:`lib.families.scrapbook.coded`), held equal to them (:func:`_lib_reads_it_alike`)."""
+
+import numpy as np
 import pandas as pd
 import pytest
 
-from lib.families.scrapbook import consistency
+from lib.families.scrapbook import coded, consistency
+from lib.families.scrapbook.task import Codes
+from lib.tasks import Scoring
+from tests.scrapbook import reference_consistency as frame
 
 YN = ("yes", "no", "not applicable")
 REGIONS = ("top left", "center", "center left", "not applicable")
 COLORS = ("gray", "red", "not applicable")
+
+CODED = ("image", "query", "paraphrase", "type", "form", "level", "subgroup", "concepts", "answer")
+DEFAULTS = {"paraphrase": 0, "answer": None}
+
+
+def coded_answers(scored: pd.DataFrame) -> coded.CodedAnswers:
+    """A frame of one model's answers (read: ``category`` and ``answer``, or only ``correct``) as
+    Scrapbook's scorer codes them for lib's group rules."""
+    assert scored["model"].nunique() == 1
+    n, c = len(scored), {k: Codes() for k in CODED}
+    for k, codes in c.items():
+        for v in scored[k] if k in scored else [DEFAULTS[k]] * n:
+            codes.add(tuple(v) if k == "concepts" else v)
+    images = {v: i for i, v in enumerate(c["image"].values)}
+    parents = scored["parent"] if "parent" in scored else [None] * n
+    categories = (
+        scored["category"]
+        if "category" in scored
+        else np.where(scored["correct"], consistency.CORRECT, consistency.WRONG)
+    )
+    return coded.CodedAnswers(
+        model=scored["model"].iloc[0],
+        parent=np.array(
+            [coded.NO_PARENT if v is None else images.get(v, coded.UNEVALUATED) for v in parents]
+        ),
+        **{k: c[k].array() for k in ("image", "query", "paraphrase", "type", "form", "concepts")},
+        types=c["type"].values,
+        forms=c["form"].values,
+        level=c["level"].numbers(),
+        subgroup=c["subgroup"].numbers(),
+        concept_values=c["concepts"].values,
+        absurd=scored["absurd"].to_numpy(dtype=bool),
+        category=np.array([coded.CATEGORY_NAMES.index(x) for x in categories], dtype=np.int8),
+        answer=c["answer"].array(),
+        valid=np.ones(n, dtype=bool),
+        truncated=np.zeros(n, dtype=bool),
+    )
+
+
+def _names(codes) -> list[str]:
+    return [coded.CATEGORY_NAMES[k] for k in codes]
+
+
+def _lib_reads_it_alike(scored: pd.DataFrame) -> None:
+    """lib's group rules on codes give what the frame functions give on ``scored``: each
+    answer's strict category, each question's categories and correctness, each query's
+    consistency, the levels and the errors."""
+    a, qs = coded_answers(scored), frame.questions(scored)
+    strict, got = coded.strict_categories(a), coded.questions(a)
+    assert _names(strict) == scored["category_strict"].tolist()
+    for col in ("correct_all", "correct_all_strict"):
+        assert got[col].tolist() == qs[col].tolist(), col
+    for col in ("category", "category_strict"):
+        assert _names(got[col]) == qs[col].tolist(), col
+    assert coded.queries(a)["consistent"].tolist() == frame.queries(scored)["consistent"].tolist()
+    errors = frame.errors_frame(frame.error_table(scored, qs), frame.overall_table(scored, qs))
+    pd.testing.assert_frame_equal(coded.errors(a, strict, got), errors)
+    pd.testing.assert_frame_equal(coded.levels(a), frame.levels(scored))
 
 
 @pytest.mark.parametrize(
@@ -118,21 +184,23 @@ def _rows(answers):
 
 
 def test_precedence_invalidates_a_correct_answer_wrong_on_the_simpler_image():
-    df = consistency.score_versions(_rows({("a", "original"): "no", ("b", "original"): "yes"}))
+    df = frame.score_versions(_rows({("a", "original"): "no", ("b", "original"): "yes"}))
     b = df[df["image"] == "b"].iloc[0]
     assert (
         b["correct"] and not b["correct_strict"] and b["category_strict"] == consistency.INVALIDATED
     )
-    df = consistency.score_versions(_rows({("a", "original"): "yes", ("b", "original"): "yes"}))
+    _lib_reads_it_alike(df)
+    df = frame.score_versions(_rows({("a", "original"): "yes", ("b", "original"): "yes"}))
     assert df["correct_strict"].all()
+    _lib_reads_it_alike(df)
 
 
 def test_aggregated_categories_and_consistency():
     forms = ("original", "condition", "direction", "enumerated")
-    agree = consistency.score_versions(_rows({("a", f): "yes" for f in forms}))
-    q = consistency.questions(agree).iloc[0]
+    agree = frame.score_versions(_rows({("a", f): "yes" for f in forms}))
+    q = frame.questions(agree).iloc[0]
     assert q["correct_all"] and q["consistency"] == 1.0 and q["category"] == consistency.CORRECT
-    mixed = consistency.score_versions(
+    mixed = frame.score_versions(
         _rows(
             {
                 ("a", "original"): "yes",
@@ -142,17 +210,17 @@ def test_aggregated_categories_and_consistency():
             }
         )
     )
-    q = consistency.questions(mixed).iloc[0]
+    q = frame.questions(mixed).iloc[0]
     assert q["category"] == consistency.ANSWER_DISAGREEMENT and q["consistency"] == 0.75
-    errs = consistency.score_versions(
-        _rows({("a", "original"): "banana", ("a", "condition"): "no"})
-    )
-    assert consistency.questions(errs).iloc[0]["category"] == consistency.ERROR_DISAGREEMENT
-    table = consistency.error_table(errs, consistency.questions(errs))
+    errs = frame.score_versions(_rows({("a", "original"): "banana", ("a", "condition"): "no"}))
+    assert frame.questions(errs).iloc[0]["category"] == consistency.ERROR_DISAGREEMENT
+    table = frame.error_table(errs, frame.questions(errs))
     agg = table[(table["unit"] == "aggregated") & (table["filter"] == "all")].set_index("category")[
         "count"
     ]
     assert agg[consistency.ERROR_DISAGREEMENT] == 1 and agg["total"] == 1
+    for scored in (agree, mixed, errs):
+        _lib_reads_it_alike(scored)
 
 
 def test_words_mode_is_the_lenient_reading_one_parameter_away():
@@ -199,16 +267,14 @@ def _colour_rows(outputs, paraphrase=0, image="a"):
 
 def test_aggregated_categories_are_decided_from_the_answers():
     forms = ("original", "condition", "direction", "enumerated")
-    four_colours = consistency.questions(
-        consistency.score_versions(
-            pd.DataFrame(_colour_rows(dict(zip(forms, ("red", "blue", "yellow", "white")))))
-        )
+    four_colours = frame.score_versions(
+        pd.DataFrame(_colour_rows(dict(zip(forms, ("red", "blue", "yellow", "white")))))
     )
-    assert four_colours.iloc[0]["category"] == consistency.ANSWER_DISAGREEMENT
-    same = consistency.questions(
-        consistency.score_versions(pd.DataFrame(_colour_rows({f: "red" for f in forms})))
-    )
-    assert same.iloc[0]["category"] == consistency.WRONG
+    assert frame.questions(four_colours).iloc[0]["category"] == consistency.ANSWER_DISAGREEMENT
+    same = frame.score_versions(pd.DataFrame(_colour_rows({f: "red" for f in forms})))
+    assert frame.questions(same).iloc[0]["category"] == consistency.WRONG
+    _lib_reads_it_alike(four_colours)
+    _lib_reads_it_alike(same)
 
 
 def test_a_question_is_one_paraphrase_with_its_four_forms():
@@ -218,8 +284,10 @@ def test_a_question_is_one_paraphrase_with_its_four_forms():
         + _colour_rows({f: "green" for f in forms}, 1)
         + _colour_rows({f: "green" for f in forms[:3]} | {"enumerated": "red"}, 2)
     )
-    q = consistency.questions(consistency.score_versions(pd.DataFrame(rows)))
+    scored = frame.score_versions(pd.DataFrame(rows))
+    q = frame.questions(scored)
     assert len(q) == 3 and (q["versions"] == 4).all()
+    _lib_reads_it_alike(scored)
     assert q["correct_all"].tolist() == [True, True, False] and q["consistency"].tolist() == [
         1.0,
         1.0,
@@ -259,10 +327,10 @@ def test_corrects_minus_corrects_star_is_invalidated_by_construction():
                 }
                 for f, o in zip(forms, outs)
             ]
-    scored = consistency.score_versions(pd.DataFrame(rows))
-    qs = consistency.questions(scored)
-    overall = consistency.overall_table(scored, qs).set_index("filter")
-    errors = consistency.error_table(scored, qs)
+    scored = frame.score_versions(pd.DataFrame(rows))
+    qs = frame.questions(scored)
+    overall = frame.overall_table(scored, qs).set_index("filter")
+    errors = frame.error_table(scored, qs)
     agg = errors[(errors["unit"] == "aggregated") & (errors["filter"] == "all")].set_index(
         "category"
     )["count"]
@@ -270,6 +338,7 @@ def test_corrects_minus_corrects_star_is_invalidated_by_construction():
     assert (corrects, corrects_star) == (6, 2)  # b and c (4 questions) rest on a wrong answer on a
     assert corrects - corrects_star == agg[consistency.INVALIDATED] == 4
     assert agg["total"] == len(qs) - corrects_star
+    _lib_reads_it_alike(scored)
 
 
 def _gating_rows(concept, answers, level=1, extra=()):
@@ -309,7 +378,8 @@ def test_level_gating_needs_present_and_absent_questions_and_passes_nothing_for_
     rows += _gating_rows("shape:triangle", right, 1) + _gating_rows(
         "shape:pentagon", right, 3, ("relation:left", "reference_shape:square")
     )
-    lv = consistency.levels(pd.DataFrame(rows))
+    lv = frame.levels(pd.DataFrame(rows))
+    pd.testing.assert_frame_equal(coded.levels(coded_answers(pd.DataFrame(rows))), lv)
     one = lv[(lv["level"] == 1) & (lv["form"] == "all")].groupby("concept")["passed"].all()
     assert one["shape:circle"] and one["shape:triangle"]
     assert not one["shape:square"] and not one["color:white"]
@@ -321,7 +391,11 @@ def test_level_gating_needs_present_and_absent_questions_and_passes_nothing_for_
     assert lv[
         lv["level"] == 3
     ].empty  # the reference square failed level 1: its relative questions are gated out
-    no_model = consistency.levels(pd.DataFrame(_gating_rows("shape:circle", always_no)))
+    no_model = frame.levels(pd.DataFrame(_gating_rows("shape:circle", always_no)))
+    pd.testing.assert_frame_equal(
+        coded.levels(coded_answers(pd.DataFrame(_gating_rows("shape:circle", always_no)))),
+        no_model,
+    )
     assert not no_model["passed"].any()  # right on every absent question, still no concept passes
 
 
@@ -345,33 +419,30 @@ def test_consistency_pools_a_querys_paraphrases_and_forms_at_the_papers_threshol
     different forms", over its iterations. Two paraphrases x four forms are eight askings: seven
     right (0.875) is consistent though one paraphrase is not right in every form; six (0.75) is
     not; over one paraphrase's four forms 0.8 needs all four."""
-    scored = consistency.score_versions(_paraphrased({"p": 0, "q": 1, "r": 2}))
-    qy = consistency.queries(scored).set_index("image")
+    scored = frame.score_versions(_paraphrased({"p": 0, "q": 1, "r": 2}))
+    qy = frame.queries(scored).set_index("image")
     assert qy["consistency"].tolist() == [1.0, 0.875, 0.75]
     assert qy["consistent"].tolist() == [True, True, False]
-    qs = consistency.questions(scored)
+    qs = frame.questions(scored)
     assert qs.groupby("image")["correct_all"].mean().tolist() == [1.0, 0.5, 0.5]
-    one = consistency.score_versions(
-        _rows({("a", f): "no" if f == "original" else "yes" for f in FORMS})
-    )
+    one = frame.score_versions(_rows({("a", f): "no" if f == "original" else "yes" for f in FORMS}))
     assert (
-        not consistency.queries(one)["consistent"].item()
-        and not consistency.questions(one)["correct_all"].item()
+        not frame.queries(one)["consistent"].item()
+        and not frame.questions(one)["correct_all"].item()
     )
+    _lib_reads_it_alike(scored)
+    _lib_reads_it_alike(one)
 
 
 def test_consistent_rate_is_over_queries_and_differs_from_all_forms_accuracy():
     """The table rows: ``consistent_rate`` over queries (p and q of p, q, r: 2 of 3),
     ``accuracy_all_forms`` over questions (both of p's paraphrases, and q's and r's second: 4 of
-    6). ``tests/scrapbook/test_coded.py`` holds the streamed scorer's coded rules to the same rows."""
-    import numpy as np
-
-    from lib.families.scrapbook.task import scrapbook_tables
-    from lib.tasks import Scoring
-
-    scored = consistency.score_versions(_paraphrased({"p": 0, "q": 1, "r": 2}))
+    6), as the frame functions and lib's rules on codes make them."""
+    scored = frame.score_versions(_paraphrased({"p": 0, "q": 1, "r": 2}))
     flags = np.ones(len(scored), bool), np.zeros(len(scored), bool)
-    rows = pd.DataFrame(scrapbook_tables(scored, *flags, Scoring(n_resamples=50)).rows)
+    rows = pd.DataFrame(frame.scrapbook_tables(scored, *flags, Scoring(n_resamples=50)).rows)
+    tables, _ = coded.tables(coded_answers(scored), Scoring(n_resamples=50))
+    pd.testing.assert_frame_equal(pd.DataFrame(tables.rows), rows)
     at = rows.set_index(["subset", "metric"])
     for subset in ("non-absurd", "full"):
         assert at.loc[(subset, "consistent_rate"), "value"] == pytest.approx(2 / 3)

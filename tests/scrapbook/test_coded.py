@@ -1,8 +1,9 @@
 """Scrapbook's rules on coded answers (:mod:`lib.families.scrapbook.coded`, what stage 06's streamed
-scorer runs) against the protocol's frame functions (:mod:`lib.families.scrapbook.consistency`,
-through the plain :class:`lib.tasks.Scorer`) on messy answer sets: random answers (right, wrong,
-several, none, not applicable, failed calls), questions out of order (the grouping's sorting
-path), images whose parent has no answer (a chain cut), several levels and both matchings."""
+scorer runs) against the tests' reference reading of the protocol on pandas frames
+(tests/scrapbook/reference_consistency.py, through the plain :class:`lib.tasks.Scorer`) on messy
+answer sets: random answers (right, wrong, several, none, not applicable, failed calls), questions
+out of order (the grouping's sorting path), images whose parent has no answer (a chain cut),
+several levels and both matchings."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import pytest
 from lib import tasks
 from lib.core.schema import ERROR, Prediction
 from lib.families.scrapbook import ScrapbookParams, coded, generate
+from lib.families.scrapbook.task import Codes, Fixed
 from lib.io import load_items
 from lib.tasks.registry import get_task
+from tests.scrapbook.reference_consistency import FrameQA
 
 PARAMS = {
     "canvas": [160, 160],
@@ -83,14 +86,19 @@ def _answers(items, seed: int, right: float) -> list[tuple[Prediction, object]]:
     return pairs
 
 
-def _both(pairs, scoring, step: int):
-    """(scores, tables) of the plain Scorer (the frame functions on every answer) and of the
-    streamed Scrapbook scorer fed ``step`` answers at a time."""
+def _all_three(pairs, scoring, step: int):
+    """(scores, tables) of the plain Scorer running the reference (the frame functions on every
+    answer), of lib's streamed Scrapbook scorer fed ``step`` answers at a time, and of the plain
+    Scorer running lib's task (:meth:`ScrapbookQA.score` / ``aggregate`` on every answer, as
+    the harness export does)."""
     task = get_task("scrapbook.qa")
     made = []
-    for kind, chunk in ((tasks.Scorer, len(pairs)), (type(task.scorer(scoring)), step)):
+    for scorer, chunk in (
+        (tasks.Scorer(FrameQA(), scoring), len(pairs)),
+        (task.scorer(scoring), step),
+        (tasks.Scorer(task, scoring), len(pairs)),
+    ):
         group = [Prediction.from_dict(p.to_dict()) for p, _ in pairs]
-        scorer = kind(task, scoring)
         for k in range(0, len(group), chunk):
             scorer.add(group[k : k + chunk], [it for _, it in pairs[k : k + chunk]])
         scored = [scorer.score(Prediction.from_dict(p.to_dict())) for p in group]
@@ -122,16 +130,15 @@ def test_the_coded_rules_equal_the_protocols_frame(items, seed, right, order, ex
         dropped = set(rng.sample(parents, len(parents) // 2))
         pairs = [pair for pair in pairs if pair[1].meta["image"] not in dropped]
     scoring = tasks.Scoring(n_resamples=50, seed=seed, tasks={"scrapbook.qa": {"exact": exact}})
-    (held, held_tables), (streamed, streamed_tables) = _both(pairs, scoring, step=97)
-    assert streamed == held
+    (held, held_tables), *libs = _all_three(pairs, scoring, step=97)
     assert (
         sum(s["correct"] != s["correct_strict"] for _, s, _ in held) > 0
     )  # precedence was at work
-    pd.testing.assert_frame_equal(
-        pd.DataFrame(streamed_tables.rows), pd.DataFrame(held_tables.rows)
-    )
-    pd.testing.assert_frame_equal(streamed_tables.tables["levels"], held_tables.tables["levels"])
-    pd.testing.assert_frame_equal(streamed_tables.tables["errors"], held_tables.tables["errors"])
+    for scores, tables in libs:
+        assert scores == held
+        pd.testing.assert_frame_equal(pd.DataFrame(tables.rows), pd.DataFrame(held_tables.rows))
+        for name in ("levels", "errors"):
+            pd.testing.assert_frame_equal(tables.tables[name], held_tables.tables[name])
 
 
 def test_groups_number_rows_in_order_of_first_appearance_either_way():
@@ -144,14 +151,12 @@ def test_groups_number_rows_in_order_of_first_appearance_either_way():
 
 
 def test_codes_widen_as_values_come_and_fixed_answers_are_a_mapping():
-    codes = coded.Codes()
+    codes = Codes()
     for v in range(300):
         codes.add(f"v{v}")
     codes.add("v7")
     assert codes.codes.typecode == "H" and codes.array()[-1] == 7 and codes[299] == "v299"
-    fixed = coded.Fixed(
-        np.array([False, True, False, True]), {"correct": 1.0, "correct_strict": 0.0}
-    )
+    fixed = Fixed(np.array([False, True, False, True]), {"correct": 1.0, "correct_strict": 0.0})
     assert (
         1 in fixed
         and 2 not in fixed

@@ -11,8 +11,9 @@ programs (which queries a scene gets: the templates' programs and their handlers
 generator's parameters and checks), scenes (sets, units, a unit's images), items (an image's question
 lines, the summary), generate (the streamed run), merge (writing a folder, merging shards), paper (Unique All beside the paper's counts), task (the
 ``scrapbook`` task: prompts, reading and scoring by the paper's protocol), consistency (that
-protocol: matching per form, error categories, consistency), coded (the protocol's group rules on
-a group's answers as integer codes: what stage 06's streamed scorer runs), explore (a dataset's summary);
+protocol's rules; it reads one answer and writes the tables' rows), coded (the protocol's group
+rules - precedence, questions, consistency, levels, errors - on a group's answers as integer codes:
+what the task's scorer runs), explore (a dataset's summary);
 ``data/``: templates, vocabulary and expressions; ``prompts.yaml``: the task's prompt texts.
 """
 

@@ -1,20 +1,21 @@
-"""The Scrapbook protocol's aggregate rules (:mod:`lib.families.scrapbook.consistency`) on a
-group's answers held as numpy arrays of integer codes: precedence over ancestor images,
-questions and their aggregated categories, level gating, the metric rows and the error tables.
+"""The Scrapbook protocol's group rules (:mod:`lib.families.scrapbook.consistency` states them) on
+a group's answers held as numpy arrays of integer codes: precedence over ancestor images,
+questions and their aggregated categories, consistency, level gating, the metric rows and the
+error tables.
 
-Stage 06's streamed scorer (:class:`lib.families.scrapbook.task.ScrapbookScorer`) keeps each
-answer as a few small codes (:class:`Codes`) and hands them here (:class:`CodedAnswers`). The
-frame functions of :mod:`~lib.families.scrapbook.consistency` read the protocol rule by rule on a
-pandas frame of every answer; on a paper-sized group (hundreds of thousands of answers) that frame
-and its joins and group-bys cost hundreds of megabytes, growing with every answer. Here the same
-rules run as sorts and counts over integer arrays (a few bytes per answer), and only the tables
-(rows per concept, category, form) are built as frames, by the same row functions; the tests hold
-both readings equal on every answer (tests/test_rescore_stream.py)."""
+Scrapbook's scorer (:class:`lib.families.scrapbook.task.ScrapbookScorer`, which stage 06 streams
+and :class:`~lib.families.scrapbook.task.ScrapbookQA` runs on a group in memory) keeps each answer
+as a few small codes (:class:`~lib.families.scrapbook.task.Codes`) and hands them here
+(:class:`CodedAnswers`). A pandas frame of every answer, with its joins and group-bys, costs
+hundreds of megabytes on a paper-sized group (hundreds of thousands of answers); here the rules
+run as sorts and counts over integer arrays (a few bytes per answer), and only the tables (rows
+per concept, category, form) are built as frames, by
+:mod:`~lib.families.scrapbook.consistency`'s row functions. The tests hold every answer's scores
+and every table equal to a second reading of the rules on pandas frames
+(tests/scrapbook/reference_consistency.py)."""
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,51 +37,6 @@ ANSWER_DISAGREEMENT, ERROR_DISAGREEMENT = (
 )
 # an answer's parent code: none; an image none of the group's answers is about
 NO_PARENT, UNEVALUATED = -2, -1
-# a code array's next type code once its values outgrow it
-WIDER = {"B": ("H", 2**16), "H": ("i", 2**31)}
-CODE_LIMIT = {"B": 2**8, "H": 2**16, "i": 2**31}
-
-
-class Codes:
-    """One column of a streamed group as codes into its distinct values, each value held once:
-    one byte per answer while the column has at most 256 distinct values, two up to 65,536, then
-    four (widened as they come)."""
-
-    def __init__(self):
-        self.codes, self.values, self._code = array("B"), [], {}
-
-    def add(self, value) -> int:
-        code = self._code.get(value)
-        if code is None:
-            code = self._code[value] = len(self.values)
-            self.values.append(value)
-            if code == CODE_LIMIT[self.codes.typecode]:
-                self.codes = array(WIDER[self.codes.typecode][0], self.codes)
-        self.codes.append(code)
-        return code
-
-    def __getitem__(self, i: int):
-        return self.values[self.codes[i]]
-
-    def array(self) -> np.ndarray:
-        """The codes as a numpy array (a view of the codes, not a copy)."""
-        return (
-            np.frombuffer(self.codes, dtype=self.codes.typecode)
-            if len(self.codes)
-            else np.zeros(0, dtype=np.int8)
-        )
-
-    def numbers(self) -> np.ndarray:
-        """Each row's value, the values being integers, in the narrowest integer type that holds them."""
-        values = np.asarray(self.values, dtype=np.int64)
-        kind = (
-            np.result_type(
-                np.min_scalar_type(int(values.min())), np.min_scalar_type(int(values.max()))
-            )
-            if len(values)
-            else np.int64
-        )
-        return values.astype(kind)[self.array()]
 
 
 @dataclass
@@ -186,8 +142,7 @@ def _on_failed_ancestor(
 ) -> np.ndarray:
     """Per row: does an ancestor ``a`` of the row's image (``parents``: :func:`_image_parents`)
     hold a unit (``a``, the row's ``other`` code) with a row not ``ok``? The protocol's precedence
-    check (:func:`lib.families.scrapbook.consistency.with_precedence`), ancestor by ancestor for
-    :data:`BLOCK` rows at a time instead of a join of every pair."""
+    check, ancestor by ancestor for :data:`BLOCK` rows at a time instead of a join of every pair."""
     size = int(other.max()) + 1 if len(other) else 1
     bad = np.flatnonzero(~ok)
     failed = np.unique(
@@ -228,8 +183,10 @@ def strict_categories(a: CodedAnswers) -> np.ndarray:
 
 def questions(a: CodedAnswers) -> dict[str, np.ndarray]:
     """One entry per question (image, query, paraphrase), in the order questions first appear:
-    ``absurd``, ``correct_all``, ``category``, ``correct_all_strict`` and ``category_strict``
-    (:func:`lib.families.scrapbook.consistency.questions`' rules)."""
+    ``absurd``, ``correct_all``, ``category``, ``correct_all_strict`` and ``category_strict``.
+    A question's category: every version correct, correct; every version wrong with the same
+    plausible answer, wrong; every version correct or wrong otherwise, answer disagreement; one
+    other category throughout, that category; else error disagreement."""
     q, first = groups(a.image, a.query, a.paraphrase)
     n_q = len(first)
     versions, right = _count(q, n_q), _count(q, n_q, a.category == CORRECT)
@@ -267,7 +224,8 @@ def questions(a: CodedAnswers) -> dict[str, np.ndarray]:
 
 def queries(a: CodedAnswers) -> dict[str, np.ndarray]:
     """One entry per query on an image, every paraphrase in every form pooled, in order of first
-    appearance: ``cluster``, ``absurd``, ``consistent`` (:func:`S.queries`' rule)."""
+    appearance: ``cluster``, ``absurd`` and ``consistent`` (right at least
+    :data:`~lib.families.scrapbook.consistency.THRESHOLD` of the time)."""
     q, first = groups(a.image, a.query)
     right = _count(q, len(first), a.category == CORRECT) / _count(q, len(first))
     cluster = None if a.cluster is None else a.cluster[first]
@@ -283,9 +241,10 @@ def _category_counts(codes: np.ndarray) -> dict[str, int]:
 
 
 def errors(a: CodedAnswers, strict: np.ndarray, qs: dict) -> pd.DataFrame:
-    """Tables 8, 9, 10 and 15 as :func:`lib.families.scrapbook.task.scrapbook_tables` writes them:
-    the error counts of answers and questions (:func:`lib.families.scrapbook.consistency.error_rows`),
-    then the questions right in all versions (:func:`~lib.families.scrapbook.consistency.overall_rows`)."""
+    """errors.csv's rows of the group (Tables 8, 9, 10 and 15): the error counts of answers and
+    questions (:func:`lib.families.scrapbook.consistency.error_rows`), non-absurd and all, then
+    the questions right in all versions
+    (:func:`~lib.families.scrapbook.consistency.overall_rows`)."""
     rows = []
     for unit, absurd, category in (
         ("individual", a.absurd, strict),
@@ -313,9 +272,11 @@ def errors(a: CodedAnswers, strict: np.ndarray, qs: dict) -> pd.DataFrame:
 
 
 def tables(a: CodedAnswers, scoring: Scoring) -> tuple[Tables, np.ndarray]:
-    """The group's metric rows, levels and errors (as :func:`lib.families.scrapbook.task.scrapbook_tables`
-    makes them from the frame of every answer), and which answers the precedence check changed
-    (correct on their own, not ``correct_strict``: a flag per answer)."""
+    """The group's metric rows (each form's accuracy over answers; over non-absurd and all
+    questions the all-versions accuracy, without and with precedence, and over queries
+    ``consistent_rate``, every value a 0/1 array the bootstrap resamples by image chain), its
+    levels and errors, and which answers the precedence check changed (correct on their own, not
+    ``correct_strict``: a flag per answer)."""
     valid, truncated = a.valid, a.truncated
     n_inv, n_cut = int((~valid).sum()), int(truncated.sum())
     correct = a.correct
@@ -380,7 +341,9 @@ def _passes(
     types: list[int],
     threshold: float,
 ) -> bool:
-    """:func:`lib.families.scrapbook.consistency._passes` on a level's questions of one concept."""
+    """Does a concept pass (``in_concept``: a level's questions of it)? Enabled (present and
+    absent questions of every gating type) and every (type, subgroup) right in all versions at
+    least ``threshold`` of the time."""
     for t in types:
         sel = in_concept & (q_type == t)
         subgroups = np.unique(q_sub[sel])
@@ -410,102 +373,84 @@ def _gated(
     return gated, concept[a.concepts[gated]], list(number)
 
 
-def _sum_rows(keys: tuple, ok: np.ndarray, label) -> list[tuple]:
-    """(label(first row of a group), correct, n) per group of equal ``keys``, sorted by label."""
+def _questions_of(a: CodedAnswers, gated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The questions (image, query, paraphrase) of a level's ``gated`` answers: each one's first
+    answer (a position in ``gated``) and whether every version of it is right."""
+    if not len(gated):
+        return gated, np.zeros(0, dtype=bool)
+    q, first = groups(a.image[gated], a.query[gated], a.paraphrase[gated])
+    return first, _count(q, len(first), a.correct[gated]) == _count(q, len(first))
+
+
+def _sums(keys: tuple, ok: np.ndarray) -> list[tuple[int, int, int]]:
+    """(first row, correct, n) per group of equal ``keys``."""
     if not len(ok):
         return []
     g, first = groups(*keys)
     n, k = _count(g, len(first)), _count(g, len(first), ok)
-    return sorted((label(i), int(k[j]), int(n[j])) for j, i in enumerate(first.tolist()))
+    return list(zip(first.tolist(), k.tolist(), n.tolist()))
+
+
+def _level_rows(a: CodedAnswers, level, gated, labels: tuple, questions: tuple, now: set) -> list:
+    """levels.csv's rows of one level, sorted by their labels: the ``gated`` answers right per
+    concepts, concept, type, subgroup and form, then the questions right in all versions per
+    concepts, concept, type and subgroup (form ``all``). ``labels``: the answers' concepts-key and
+    concept codes, each with its names; ``questions``: :func:`_questions_of`."""
+    (ckey, key_names), (concept, concept_names) = labels
+    first, q_ok = questions
+    t, s = a.type[gated], a.subgroup[gated]
+    rows = []
+    for pick, form, ok in (
+        (lambda x: x, a.form[gated], a.correct[gated]),
+        (lambda x: x[first], None, q_ok),
+    ):
+        ck, co, ty, sg = pick(ckey), pick(concept), pick(t), pick(s)
+        keys = (ck, co, ty, np.unique(sg, return_inverse=True)[1].reshape(-1))
+        found = sorted(
+            (
+                (
+                    key_names[ck[i]],
+                    concept_names[co[i]],
+                    a.types[ty[i]],
+                    int(sg[i]),
+                    "all" if form is None else a.forms[form[i]],
+                ),
+                k,
+                n,
+            )
+            for i, k, n in _sums(keys if form is None else (*keys, form), ok)
+        )
+        rows.extend(consistency.level_row(a.model, level, *row, now) for row in found)
+    return rows
 
 
 def levels(
     a: CodedAnswers, threshold: float = consistency.THRESHOLD, gate_types=consistency.GATE_TYPES
 ) -> pd.DataFrame:
-    """:func:`lib.families.scrapbook.consistency.levels` of the group's answers: level gating and the
-    per-level rows, by concept, type, subgroup and form (``all``: every version correct)."""
+    """Level gating and the per-level rows (Figures 17-31, Tables 5-6 and 11-14) of the group's
+    presence and counting answers (non-absurd), by concepts, concept, type, subgroup and form
+    (``all``: every version correct); from level 2 on only questions whose earlier concepts
+    passed appear (:mod:`lib.families.scrapbook.consistency`'s rule)."""
     gate = np.isin(a.type, [k for k, t in enumerate(a.types) if t in gate_types]) & ~a.absurd
     rows_at = np.flatnonzero(gate)
     present = {a.types[k] for k in np.unique(a.type[rows_at]).tolist()}
     types = [a.types.index(t) for t in gate_types if t in present]
     names, key, key_names = _names(a)
-    correct, subgroup = a.correct, a.subgroup
     passed: set[str] = set()
     seen: set[str] = set()  # concepts asked about at lower levels
     rows = []
     for level in sorted(np.unique(a.level[rows_at]).tolist()):
         lv = rows_at[a.level[rows_at] == level]
         gated, concept, concept_names = _gated(a, names, lv, seen, passed)
-        ckey = key[a.concepts[gated]]
-        q, first = (
-            groups(a.image[gated], a.query[gated], a.paraphrase[gated])
-            if len(gated)
-            else (gated, gated)
-        )
-        q_ok = _count(q, len(first), correct[gated]) == _count(q, len(first))
-        q_type, q_sub, q_concept = a.type[gated][first], subgroup[gated][first], concept[first]
+        first, q_ok = _questions_of(a, gated)
+        q_type, q_sub, q_concept = a.type[gated][first], a.subgroup[gated][first], concept[first]
         now = {
             concept_names[c]
             for c in np.unique(q_concept).tolist()
             if _passes(q_concept == c, q_type, q_sub, q_ok, types, threshold)
         }
-        t, f, s = a.type[gated], a.form[gated], subgroup[gated]
-        for keys, ok, label in (
-            (
-                (ckey, concept, t, np.unique(s, return_inverse=True)[1].reshape(-1), f),
-                correct[gated],
-                lambda i: (
-                    key_names[ckey[i]],
-                    concept_names[concept[i]],
-                    a.types[t[i]],
-                    int(s[i]),
-                    a.forms[f[i]],
-                ),
-            ),
-            (
-                (
-                    ckey[first],
-                    q_concept,
-                    q_type,
-                    np.unique(q_sub, return_inverse=True)[1].reshape(-1),
-                ),
-                q_ok,
-                lambda j: (
-                    key_names[ckey[first[j]]],
-                    concept_names[q_concept[j]],
-                    a.types[q_type[j]],
-                    int(q_sub[j]),
-                    "all",
-                ),
-            ),
-        ):
-            rows.extend(
-                consistency._level_row(a.model, level, labels, k, n, now)
-                for labels, k, n in _sum_rows(keys, ok, label)
-            )
+        labels = (key[a.concepts[gated]], key_names), (concept, concept_names)
+        rows += _level_rows(a, level, gated, labels, (first, q_ok), now)
         seen.update(x for c in np.unique(a.concepts[lv]).tolist() for x in names[c])
         passed |= {part for c in now for part in c.split("|")}
     return pd.DataFrame(rows, columns=consistency.LEVEL_COLUMNS)
-
-
-class Fixed(Mapping):
-    """The answers ``fixed`` marks (one flag per answer of the group), each with ``scores``: what
-    :meth:`lib.tasks.Scorer.corrections` returns, held as a byte per answer instead of a dict per
-    corrected answer (a rescore asks of every answer whether it is corrected)."""
-
-    def __init__(self, fixed: np.ndarray, scores: dict):
-        self.fixed, self.scores = np.asarray(fixed, dtype=bool).tobytes(), scores
-
-    def __contains__(self, i) -> bool:
-        return isinstance(i, (int, np.integer)) and 0 <= i < len(self.fixed) and self.fixed[i] == 1
-
-    def __getitem__(self, i) -> dict:
-        if i not in self:
-            raise KeyError(i)
-        return dict(self.scores)
-
-    def __iter__(self):
-        return iter(np.flatnonzero(np.frombuffer(self.fixed, dtype=bool)).tolist())
-
-    def __len__(self) -> int:
-        return self.fixed.count(1)

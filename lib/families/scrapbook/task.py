@@ -9,10 +9,9 @@ model's *raw* output - never an answer parsed out of it - so "Yes, there is a ci
 paraphrase and version), lowest levels first.
 
 Stage 06 scores a group a chunk at a time with :class:`ScrapbookScorer`, which keeps each answer's
-question and reading as codes and runs the protocol's group rules on them
+question and reading as codes (:class:`Codes`) and runs the protocol's group rules on them
 (:mod:`lib.families.scrapbook.coded`); :meth:`ScrapbookQA.score` and :meth:`ScrapbookQA.aggregate`
-run the same rules as frame functions (:mod:`lib.families.scrapbook.consistency`) on predictions
-and items held in memory, and the tests hold the two equal.
+run the same scorer on predictions and items held in memory.
 """
 
 from __future__ import annotations
@@ -39,145 +38,77 @@ from lib.tasks.base import (
     Task,
     TaskOptions,
     Unit,
-    cluster_codes,
-    metric_row,
 )
 from lib.tasks.styles import ZeroShot
 
-# the frame's strings stay Python objects (shared with the records), not copied into pyarrow
-# strings (a second copy of every answer's text)
-TEXT_COLUMNS = (
-    "model",
-    "item_id",
-    "image",
-    "parent",
-    "query",
-    "type",
-    "form",
-    "expected",
-    "output",
-)
-ITEM_COLUMNS = (
-    "item_id",
-    "image",
-    "parent",
-    "query",
-    "type",
-    "form",
-    "level",
-    "concepts",
-    "subgroup",
-    "absurd",
-    "paraphrase",
-    "expected",
-)
+# a code array's next type code once its values outgrow it
+WIDER = {"B": ("H", 2**16), "H": ("i", 2**31)}
+CODE_LIMIT = {"B": 2**8, "H": 2**16, "i": 2**31}
 
 
-def scrapbook_frame(preds, items, spaces: dict | None = None) -> pd.DataFrame:
-    """One row per answer, in the shape :func:`lib.families.scrapbook.consistency.score_versions` reads.
-    Built column by column in one pass over ``items`` (any iterable, such as the lazily read
-    :class:`lib.io.ItemsAt`): no item is held once its row is made (a list of row dicts, or the
-    items themselves, would grow with every answer)."""
-    columns: dict[str, list] = {k: [] for k in ITEM_COLUMNS}
-    # each row's question kind, and each kind's answer vocabulary: the alternatives its enumerated
-    # form lists (union over the items); kinds without an enumerated question use the expected answers
-    kinds, seen, seen_kinds = [], defaultdict(set), {}
-    # one object per distinct value of a column (labels, queries, concepts), however the items were read
-    shared: dict[str, dict] = {k: {} for k in ITEM_COLUMNS}
-    for it in items:
-        m = it.meta
-        for k, v in zip(
-            ITEM_COLUMNS,
-            (
-                it.id,
-                m["image"],
-                m.get("parent"),
-                consistency.query_id(m["query"]),
-                m["type"],
-                m["form"],
-                m["level"],
-                tuple(m["concepts"]),
-                m["subgroup"],
-                bool(m["absurd"]),
-                m.get("paraphrase", 0),
-                it.answer[0],
-            ),
-        ):
-            columns[k].append(v if k == "item_id" else shared[k].setdefault(v, v))
-        kind = (m["type"], m["query"].get("ask"))
-        kinds.append(kind := seen_kinds.setdefault(kind, kind))
-        if spaces is None:
-            seen[kind].update(
-                m.get("alternatives") or [a for a in it.answer if a != consistency.UNK]
-            )
-    spaces = spaces or {k: tuple(sorted(v)) for k, v in seen.items()}
-    labels: dict = {}
-    columns = {
-        "model": [labels.setdefault((p.model, p.style), f"{p.model} [{p.style}]") for p in preds],
-        **columns,
-        "output": [None if p.method == ERROR else p.raw for p in preds],
-        "space": [spaces[k] for k in kinds],
-    }
-    return pd.DataFrame(
-        {k: pd.Series(v, dtype=object if k in TEXT_COLUMNS else None) for k, v in columns.items()}
-    )
+class Codes:
+    """One column of a streamed group as codes into its distinct values, each value held once:
+    one byte per answer while the column has at most 256 distinct values, two up to 65,536, then
+    four (widened as they come)."""
 
+    def __init__(self):
+        self.codes, self.values, self._code = array("B"), [], {}
 
-def scrapbook_tables(
-    frame: pd.DataFrame,
-    valid: np.ndarray,
-    truncated: np.ndarray,
-    scoring: Scoring,
-    clusters: np.ndarray | None = None,
-) -> Tables:
-    """The protocol's metric rows, levels and errors of a scored frame (one row per answer, in the
-    group's order; ``valid``, ``truncated`` and ``clusters``: each answer's flags and image-chain
-    code in that order). Every value handed to a bootstrap is a numpy array of 0/1 scores, which
-    :func:`lib.metrics.stats.mean_ci` resamples by image chain."""
-    n_inv, n_cut = int((~valid).sum()), int(truncated.sum())
-    qs = consistency.questions(frame)
-    chain = None if clusters is None else dict(zip(frame["image"], clusters))
-    rows = []
-    for form, sub in frame[["form", "correct"]].groupby(
-        "form"
-    ):  # the two columns it reads, not every one
-        at = sub.index.to_numpy()
-        rows.append(
-            metric_row(
-                f"form={form}",
-                "accuracy",
-                sub["correct"].to_numpy(dtype=float),
-                len(sub),
-                int((~valid[at]).sum()),
-                scoring=scoring,
-                n_truncated=int(truncated[at].sum()),
-                clusters=None if clusters is None else clusters[at],
-            )
+    def add(self, value) -> int:
+        code = self._code.get(value)
+        if code is None:
+            code = self._code[value] = len(self.values)
+            self.values.append(value)
+            if code == CODE_LIMIT[self.codes.typecode]:
+                self.codes = array(WIDER[self.codes.typecode][0], self.codes)
+        self.codes.append(code)
+        return code
+
+    def __getitem__(self, i: int):
+        return self.values[self.codes[i]]
+
+    def array(self) -> np.ndarray:
+        """The codes as a numpy array (a view of the codes, not a copy)."""
+        return (
+            np.frombuffer(self.codes, dtype=self.codes.typecode)
+            if len(self.codes)
+            else np.zeros(0, dtype=np.int8)
         )
-    qy = consistency.queries(frame)
-    for filt in ("non-absurd", "full"):
-        for metric, units, col in (
-            ("accuracy_all_forms", qs, "correct_all"),
-            ("accuracy_all_forms_strict", qs, "correct_all_strict"),
-            ("consistent_rate", qy, "consistent"),
-        ):
-            q = units[~units["absurd"].astype(bool)] if filt == "non-absurd" else units
-            rows.append(
-                metric_row(
-                    filt,
-                    metric,
-                    q[col].to_numpy(dtype=float),
-                    len(q),
-                    n_inv,
-                    scoring=scoring,
-                    n_truncated=n_cut,
-                    clusters=None if chain is None else q["image"].map(chain).to_numpy(),
-                )
+
+    def numbers(self) -> np.ndarray:
+        """Each row's value, the values being integers, in the narrowest integer type that holds them."""
+        values = np.asarray(self.values, dtype=np.int64)
+        kind = (
+            np.result_type(
+                np.min_scalar_type(int(values.min())), np.min_scalar_type(int(values.max()))
             )
-    errors = consistency.errors_frame(
-        consistency.error_table(frame, qs), consistency.overall_table(frame, qs)
-    )
-    return Tables(rows, {LEVELS: consistency.levels(frame), ERRORS: errors})
+            if len(values)
+            else np.int64
+        )
+        return values.astype(kind)[self.array()]
+
+
+class Fixed(Mapping):
+    """The answers ``fixed`` marks (one flag per answer of the group), each with ``scores``: what
+    :meth:`lib.tasks.Scorer.corrections` returns, held as a byte per answer instead of a dict per
+    corrected answer (a rescore asks of every answer whether it is corrected)."""
+
+    def __init__(self, fixed: np.ndarray, scores: dict):
+        self.fixed, self.scores = np.asarray(fixed, dtype=bool).tobytes(), scores
+
+    def __contains__(self, i) -> bool:
+        return isinstance(i, (int, np.integer)) and 0 <= i < len(self.fixed) and self.fixed[i] == 1
+
+    def __getitem__(self, i) -> dict:
+        if i not in self:
+            raise KeyError(i)
+        return dict(self.scores)
+
+    def __iter__(self):
+        return iter(np.flatnonzero(np.frombuffer(self.fixed, dtype=bool)).tolist())
+
+    def __len__(self) -> int:
+        return self.fixed.count(1)
 
 
 READ_MEMO = (
@@ -187,15 +118,14 @@ READ_MEMO = (
 
 class ScrapbookScorer(Scorer):
     """``scrapbook.qa`` streamed: :meth:`add` keeps each answer's question as a few small codes
-    (:class:`lib.families.scrapbook.coded.Codes`: image, parent, query, paraphrase, type, form,
-    level, subgroup, concepts, expected answer, question kind) and gathers each kind's answer
-    vocabulary; :meth:`score` reads the answer (the protocol's
+    (:class:`Codes`: image, parent, query, paraphrase, type, form, level, subgroup, concepts,
+    expected answer, question kind) and gathers each kind's answer vocabulary; :meth:`score`
+    reads the answer (the protocol's
     :func:`lib.families.scrapbook.consistency.read_answer`, against the whole group's vocabulary)
     and keeps its category and plausible answer as codes; :meth:`tables` runs the protocol's
     precedence, question, level and error rules on those codes
-    (:func:`lib.families.scrapbook.coded.tables`), giving what :func:`scrapbook_tables` gives on the
-    frame of every answer. No prediction, item or frame of every answer is held: a paper-sized
-    group keeps about twenty bytes per answer."""
+    (:func:`lib.families.scrapbook.coded.tables`). No prediction, item or frame of every answer is
+    held: a paper-sized group keeps about twenty bytes per answer."""
 
     CODED = (
         "image",
@@ -214,9 +144,9 @@ class ScrapbookScorer(Scorer):
     def __init__(self, task: Task, scoring: Scoring):
         super().__init__(task, scoring)
         self.exact = scoring.of(task).exact
-        self.coded = {k: coded.Codes() for k in self.CODED}
+        self.coded = {k: Codes() for k in self.CODED}
         self.absurd = bytearray()
-        self.category, self.answer = array("b"), coded.Codes()
+        self.category, self.answer = array("b"), Codes()
         self.seen: dict = defaultdict(set)
         self.model = None
         self._spaces = None
@@ -321,7 +251,7 @@ class ScrapbookScorer(Scorer):
     def corrections(self) -> Mapping[int, dict]:
         """Answers right on their own but wrong on a simpler image: ``correct_strict`` is 0."""
         self.tables()
-        return coded.Fixed(self._fixed, {"correct": 1.0, "correct_strict": 0.0})
+        return Fixed(self._fixed, {"correct": 1.0, "correct_strict": 0.0})
 
 
 @dataclass(frozen=True)
@@ -366,27 +296,21 @@ class ScrapbookQA(Task):
             p["answer_trigger"],
         )
 
-    def score(self, preds, items, scoring: Scoring) -> pd.DataFrame:
-        frame = consistency.score_versions(
-            scrapbook_frame(preds, items), exact=scoring.of(self).exact
-        )
-        for p, cat, ok, strict in zip(
-            preds, frame["category"], frame["correct"], frame["correct_strict"]
-        ):
-            p.correct = bool(ok)
-            p.scores = {"correct": float(ok), "correct_strict": float(strict)}
-            p.meta["category"] = cat
-        return frame
+    def score(self, preds, items, scoring: Scoring) -> ScrapbookScorer:
+        """The group scored by :class:`ScrapbookScorer` all at once: each prediction's category,
+        ``correct`` and ``correct_strict`` (precedence applied); returns the scorer, whose tables
+        :meth:`aggregate` takes."""
+        scorer = ScrapbookScorer(self, scoring)
+        scorer.add(preds, items)
+        for p in preds:
+            scorer.score(p)
+        for i, scores in scorer.corrections().items():
+            preds[i].scores = scores
+        return scorer
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
-        frame = state if state is not None else self.score(preds, items, scoring)
-        return scrapbook_tables(
-            frame,
-            np.array([bool(p.valid) for p in preds], dtype=bool),
-            np.array([bool(p.truncated) for p in preds], dtype=bool),
-            scoring,
-            cluster_codes(self, items),
-        )
+        scorer = state if state is not None else self.score(preds, items, scoring)
+        return scorer.tables()
 
     def scorer(self, scoring: Scoring) -> Scorer:
         return ScrapbookScorer(self, scoring)
