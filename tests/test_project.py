@@ -166,3 +166,23 @@ def test_a_test_needing_absent_shared_data_skips_or_fails_where_it_is_required(
             and "VQALAB_DATA_REQUIRED=1" in done.stdout
         )
     assert "VQALAB_DATA_REQUIRED=1 " in (ROOT / ".ci" / "run").read_text()
+
+
+OUTSIDE = re.compile(r"\b(DESIGN|ENVIRONMENT|STYLE)\.md\b|shared/seeds")
+
+
+def test_no_project_file_cites_a_document_outside_the_project():
+    """A reader of a clone has only the clone: facts are stated where they are used (or in docs/),
+    papers by their title (CITATION.cff), never as a path to a file the clone does not hold."""
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    cited = [
+        f"{path}:{n}"
+        for path in tracked
+        if (ROOT / path).suffix in {".py", ".md", ".yaml", ".yml", ".sh", ".toml", ".cff", ""}
+        and (ROOT / path).is_file()
+        for n, line in enumerate((ROOT / path).read_text(errors="replace").splitlines(), 1)
+        if OUTSIDE.search(line) and path != "tests/test_project.py"
+    ]
+    assert not cited, f"cites a document outside the project: {cited}"

@@ -1,4 +1,4 @@
-"""LAVE (paper: ../shared/seeds/002_1ef572e342c2980d.txt): an LLM judge rating an answer 1-3
+"""LAVE (paper: "LAVE: Zero-shot VQA Evaluation on Docmatix with LLMs", CITATION.cff): an LLM judge rating an answer 1-3
 against reference answers, score (rating - 1) / 2.
 
 - ``judge.py``: the prompt as the reference implementation (mair-lab/lave) builds it, the rating

@@ -1,4 +1,4 @@
-"""MemeQA (paper: ../shared/seeds/000_ce3b79121c844bc4.txt): multiple-choice questions about memes.
+"""MemeQA (paper: "MemeQA: Holistic Evaluation for Meme Understanding", CITATION.cff): multiple-choice questions about memes.
 
 - ``task.py``: the ``mcq`` task (single and multi answer, lettered options; exact and Jaccard,
   micro and per question type; the paper's tables)

@@ -1,5 +1,6 @@
 """Scrapbook: synthetic probing datasets for VQA (objects at absolute and relative positions,
-templated questions in four forms, validation levels). Paper: ../shared/seeds/003_876a3124b98bb2e8.txt.
+templated questions in four forms, validation levels). Paper: "A Framework for Generating
+Artificial Datasets to Validate Absolute and Relative Position Concepts" (CITATION.cff).
 
     from lib.families.scrapbook import ScrapbookParams, generate
     stats = generate(ScrapbookParams(n_sets=1), "outputs/demo/04_scrapbook")

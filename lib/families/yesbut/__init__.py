@@ -1,4 +1,4 @@
-"""YesBut (paper: ../shared/seeds/001_cff4cffb7ad98524.txt): two-panel satirical images.
+"""YesBut (paper: "YesBut: A High-Quality Annotated Multimodal Dataset...", CITATION.cff): two-panel satirical images.
 
 - ``task.py``: ``yesbut.detection``, ``yesbut.understanding`` and ``yesbut.completion`` with the
   paper's prompts, metrics and tables
