@@ -233,7 +233,6 @@ MAX_MODULE_LINES = 500
 LONG_MODULES = {
     "lib/config/__init__.py": 574,
     "lib/families/scrapbook/consistency.py": 567,
-    "lib/formats/custom.py": 526,
     "lib/pages/report.py": 504,
     "lib/stages/analyze.py": 606,
     "lib/stages/annotate.py": 624,
@@ -249,10 +248,6 @@ LONG_FUNCTIONS = {
     "lib/families/scrapbook/consistency.py:levels": 71,
     "lib/families/scrapbook/items.py:item_jsonl": 103,
     "lib/families/yesbut/panels.py:layout": 62,
-    "lib/formats/__main__.py:main": 86,
-    "lib/formats/custom.py:import_csv": 78,
-    "lib/formats/custom.py:import_hf": 83,
-    "lib/formats/tsv.py:import_tsv": 64,
     "lib/io/check.py:check_dataset": 84,
     "lib/pages/report.py:_stage_body": 74,
     "lib/stages/annotate.py:style_variants": 63,
