@@ -240,18 +240,11 @@ LONG_MODULES = {
 }
 LONG_FUNCTIONS = {
     "lib/config/__init__.py:resolve": 65,
-    "lib/export/harnesses.py:export_lmms_eval": 96,
-    "lib/export/harnesses.py:main": 80,
-    "lib/families/lave/judge.py:judge": 65,
-    "lib/families/memeqa/importer.py:read_memeqa": 62,
     "lib/families/scrapbook/coded.py:levels": 67,
     "lib/families/scrapbook/consistency.py:levels": 71,
     "lib/families/scrapbook/items.py:item_jsonl": 103,
-    "lib/families/yesbut/panels.py:layout": 62,
-    "lib/io/check.py:check_dataset": 84,
     "lib/pages/report.py:_stage_body": 74,
     "lib/stages/annotate.py:style_variants": 63,
-    "lib/families/yesbut/collect.py:collect_yesbut": 69,
     "lib/stages/setup.py:demo_datasets": 90,
     "lib/training/data.py:load_examples": 66,
     "lib/training/data.py:collate": 73,
