@@ -128,7 +128,7 @@ def structured_output() -> dict:
     """SmolLM2 under the AF options schema: one request at a time vs one batch (no call cache)."""
     import statistics
 
-    from lib.af.engine import options_schema
+    from lib.af.generation import options_schema
     from lib.models import Constraint, Request, generate
 
     model = load_model({"backend": "tiny", "name": "smollm2"})

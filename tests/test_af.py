@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from lib import af
-from lib.af import engine, guards
+from lib.af import engine, generation, guards, questions
 from lib.core.schema import JSON_SCHEMA, Response
 from lib.families.memeqa.importer import export_memeqa, import_memeqa
 from lib.io import load_items
@@ -225,10 +225,10 @@ def test_nota_position_and_balanced_answers(image):
     cfg = af.AFConfig(nota_position="last")
     positions = []
     for i in range(40):
-        q = engine.QState(
+        q = questions.QState(
             skeleton={"id": f"q{i}", "type": "intent_id", "correct": ["right"], "meta": {}}
         )
-        engine.assemble(q, ["w1", "w2"], cfg, 1, "rule")
+        questions.assemble(q, ["w1", "w2"], cfg, 1, "rule")
         assert q.options[-1] == "None of the above"
         positions.append(q.answer[0])
     assert set(positions) == {0, 1, 2}  # the seeded shuffle spreads the correct answer
@@ -238,10 +238,10 @@ def test_none_of_the_above_as_the_release_builds_it():
     """None+ = None- with one option removed at random and NOTA appended at D, correct exactly when
     no correct option remains (25.8% of single-answer train questions in the release)."""
     cfg = af.AFConfig()
-    assert engine.n_distractors({"type": "intent_id", "correct": ["right"]}, cfg) == 3
+    assert questions.n_distractors({"type": "intent_id", "correct": ["right"]}, cfg) == 3
     nota_right, positions = 0, set()
     for i in range(200):
-        q = engine.QState(
+        q = questions.QState(
             skeleton={
                 "id": f"q{i}",
                 "type": "intent_id",
@@ -252,9 +252,9 @@ def test_none_of_the_above_as_the_release_builds_it():
                 "general_type": "single",
             }
         )
-        engine.assemble(q, ["w1", "w2", "w3"], cfg, 1, "rule")
+        questions.assemble(q, ["w1", "w2", "w3"], cfg, 1, "rule")
         assert len(q.options) == 4 and "None of the above" not in q.options  # filtered as None-
-        plus = engine.plus_variant(engine.as_item(q), cfg.seed)
+        plus = questions.plus_variant(questions.as_item(q), cfg.seed)
         assert (
             len(plus.options) == 4
             and plus.options[-1] == "None of the above"
@@ -268,7 +268,7 @@ def test_none_of_the_above_as_the_release_builds_it():
             nota_right += 1
         positions.add(plus.answer[0])
     assert positions == {0, 1, 2, 3} and 30 <= nota_right <= 70  # one in four, by the seeded draw
-    many = engine.QState(
+    many = questions.QState(
         skeleton={
             "id": "m",
             "type": "viz_id",
@@ -279,9 +279,9 @@ def test_none_of_the_above_as_the_release_builds_it():
             "general_type": "multi",
         }
     )
-    engine.assemble(many, ["w"] * engine.n_distractors(many.skeleton, cfg), cfg, 1, "rule")
+    questions.assemble(many, ["w"] * questions.n_distractors(many.skeleton, cfg), cfg, 1, "rule")
     assert len(many.options) == 4  # never 5-6 options, whatever the number of correct statements
-    assert engine.as_item(many).meta["general_type"] == "multi"
+    assert questions.as_item(many).meta["general_type"] == "multi"
 
 
 def test_release_types_keep_their_answer_kind():
@@ -444,7 +444,7 @@ def test_the_generator_sees_what_the_meme_shows():
     ]
     sk = af.from_annotations(pd.DataFrame(table), {"m1": "m1.png"})[0]
     assert sk.meta["caption"] == "A cat sleeps on a keyboard on a Monday morning."
-    req = engine._gen_request(sk.to_dict(), 3, [], af.AFConfig(), 0)
+    req = generation._gen_request(sk.to_dict(), 3, [], af.AFConfig(), 0)
     text = req.messages[-1]["content"][-1]["text"]
     assert (
         text.startswith("The meme shows: A cat sleeps on a keyboard") and "to mock Mondays" in text
@@ -468,7 +468,7 @@ def test_none_plus_is_derived_from_none_minus_exactly_as_the_release_derives_it(
         if len(m["options"]) != 4:
             continue  # conditional sentiment: three options, no None+ twin to derive
         removed = next(i for i in range(4) if i == 3 or m["options"][i] != r["options"][i])
-        assert engine.none_plus(m["options"], flags(m), removed) == (r["options"], flags(r)), r[
+        assert questions.none_plus(m["options"], flags(m), removed) == (r["options"], flags(r)), r[
             "id"
         ]
         matched += 1
@@ -521,7 +521,7 @@ def test_the_answer_is_never_left_the_uniquely_shortest_or_longest():
         and {"cut", "veto"} & set(picked)
     )
     assert guards.pick_without_tell(["ban"], ["ignoring", "overlook", "dismiss"], 3) is None
-    schema = engine.options_schema(3)["properties"]["options"]["items"]
+    schema = generation.options_schema(3)["properties"]["options"]["items"]
     import re
 
     assert (
@@ -571,7 +571,7 @@ def test_rule_types_from_a_memeqa_split_get_distractors():
         sample = [s for s in sks if s.type == kind][:20]
         assert sample, kind
         for s in sample:
-            n = engine.n_distractors(s.to_dict(), af.AFConfig())
+            n = questions.n_distractors(s.to_dict(), af.AFConfig())
             assert (
                 len(rules.distractors(s.to_dict(), n, [], pool, np.random.default_rng(0))) >= n
             ), s.id
@@ -658,9 +658,9 @@ def test_af_end_to_end_on_the_released_questions_writes_all_11_types_in_both_for
             pool.setdefault(f"[{kind}]", []).extend(
                 o for i, o in enumerate(r["options"]) if i not in keys
             )
-    real_request = engine._gen_request
+    real_request = generation._gen_request
     monkeypatch.setattr(
-        engine, "_gen_request", lambda sk, *a: _tagged(real_request(sk, *a), f"[{sk['type']}]")
+        generation, "_gen_request", lambda sk, *a: _tagged(real_request(sk, *a), f"[{sk['type']}]")
     )
     generator = _ReleasedDistractors(pool)
     # the profile would name a real generator; this run's loader hands back the scripted one for it
@@ -705,7 +705,7 @@ def test_af_end_to_end_on_the_released_questions_writes_all_11_types_in_both_for
             continue
         removed = [o for o in m["options"] if o not in p["options"]]
         assert len(removed) == 1 and p["options"][-1] == nota, qid
-        assert engine.none_plus(m["options"], flags(m), m["options"].index(removed[0])) == (
+        assert questions.none_plus(m["options"], flags(m), m["options"].index(removed[0])) == (
             p["options"],
             flags(p),
         )
@@ -807,9 +807,9 @@ def test_the_generators_token_budget_fits_the_longest_released_distractors():
     cfg = af.AFConfig()
     for kind, option in longest.items():
         reply = json.dumps({"options": [option] * 3})
-        assert len(tok(reply)["input_ids"]) <= engine.generation_tokens(kind, 3, cfg), kind
+        assert len(tok(reply)["input_ids"]) <= generation.generation_tokens(kind, 3, cfg), kind
     assert (
-        engine.generation_tokens("intent_id", 3, af.AFConfig(max_new_tokens=48)) == 48
+        generation.generation_tokens("intent_id", 3, af.AFConfig(max_new_tokens=48)) == 48
     )  # an explicit budget wins
 
 

@@ -124,7 +124,7 @@ def test_structured_output_is_batched_with_the_same_answers_as_one_at_a_time(nam
     """JSON-schema requests run as one batch per schema (outlines' batch generation), with exactly
     the answers one-at-a-time generation gives; requests under two schemas in one call are grouped,
     and a schema's compiled generator is reused by later calls."""
-    from lib.af.engine import options_schema
+    from lib.af.generation import options_schema
 
     model = load_model({"backend": "tiny", "name": name})
     imgs = [images[0]] if name == "llava" else []
@@ -350,7 +350,7 @@ def test_an_af_retry_samples_a_new_structured_reply_reproducibly():
     import torch
 
     from lib import af
-    from lib.af import engine
+    from lib.af import generation
 
     sk = af.Skeleton(
         id="deriv_comp/0",
@@ -361,7 +361,7 @@ def test_an_af_retry_samples_a_new_structured_reply_reproducibly():
         meta={"blanked": "People ____ for hours to buy a new phone."},
     ).to_dict()
     first, retry, again = (
-        engine._gen_request(sk, 3, [], af.AFConfig(seed=0), attempt) for attempt in range(3)
+        generation._gen_request(sk, 3, [], af.AFConfig(seed=0), attempt) for attempt in range(3)
     )
     assert (first.temperature, first.seed) == (0.0, 0)
     assert (retry.temperature, retry.seed) == (0.8, 1) and (again.temperature, again.seed) == (

@@ -182,7 +182,7 @@ def test_a_model_outside_transformers_is_evaluated_through_its_own_server(
 def test_every_schema_the_project_sends_compiles_on_vllm_engines():
     """Closed objects, anchored patterns, repeat counts xgrammar accepts: the AF options schema for
     every option count stage 03 asks for and the choice schema every closed answer set becomes."""
-    from lib.af.engine import options_schema
+    from lib.af.generation import options_schema
     from lib.models.openai_format import response_format, schema_problems
 
     def sent_for(constraint):
@@ -252,7 +252,7 @@ def test_cache_key_knows_what_the_server_serves():
 def test_a_reply_is_checked_against_the_whole_schema_not_only_what_the_server_enforced(server):
     """The options' maxLength stays out of what the server gets (xgrammar refuses it beside a
     pattern) and is checked here: an over-long option is invalid, kept raw."""
-    from lib.af.engine import OPTION_MAX_LENGTH, options_schema
+    from lib.af.generation import OPTION_MAX_LENGTH, options_schema
     from lib.models.openai_format import response_format
 
     c = Constraint(json_schema=options_schema(1))

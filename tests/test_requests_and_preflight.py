@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lib.compare.explain import request_parts
+from lib.compare.evaluations import request_parts
 from lib.core.schema import image_sha256
 from lib.eval.ask import predict
 from lib.eval.settings import EvalConfig

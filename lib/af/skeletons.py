@@ -179,6 +179,116 @@ def _merged_rows(table) -> dict[str, dict]:
     return rows
 
 
+def _meme_context(r: dict) -> dict:
+    """What the generator may know about the meme: its annotated description (the original used a
+    caption model) and its text, when annotated."""
+    caption = r.get("overall_description") or " / ".join(
+        d
+        for d in (r.get("left_description"), r.get("right_description"))
+        if isinstance(d, str) and d
+    )
+    return {
+        k: v for k, v in (("caption", caption), ("text", r.get("text"))) if isinstance(v, str) and v
+    }
+
+
+@dataclass
+class _MemeSkeletons:
+    """The skeletons of one annotated meme as they are added: its id, its image, what the generator
+    may know about it (:func:`_meme_context`) and how its sentences are blanked."""
+
+    item: str
+    images: list[str]
+    context: dict
+    blanks: int
+    seed: int
+    out: list[Skeleton] = field(default_factory=list)
+
+    def add(self, kind: str, correct: list[str], n: int | str = 0, **meta) -> None:
+        """A skeleton of type ``kind``, single or multi as the release's rule for the type says."""
+        self.out.append(
+            Skeleton(
+                id=f"{kind}/{self.item}/{n}",
+                type=kind,
+                images=self.images,
+                correct=list(correct),
+                general_type="multi" if kind in MULTI_TYPES else "single",
+                question=_question(kind, **{k: v for k, v in meta.items() if isinstance(v, str)}),
+                meta={"source": "annotations", "item": self.item, **self.context, **meta},
+            )
+        )
+
+    def completions(self, kind: str, n: int, sentence: str) -> None:
+        """Up to ``blanks`` completion skeletons of ``sentence``, one per blanked span."""
+        for blanked, span, a, b in blank_spans(sentence, self.blanks, self.seed):
+            self.add(
+                kind,
+                [span],
+                n=f"{n}/maskstart{a}_maskend{b}",
+                blanked=blanked,
+                sentence=sentence,
+            )
+
+
+def _add_sentences(meme: _MemeSkeletons, r: dict) -> None:
+    """The skeletons of the annotated sentences: intents and derivations (identified and completed),
+    background knowledge and visual cues."""
+    for n, intent in enumerate(r.get("intents") or []):
+        meme.add("intent_id", [intent], n=n)
+        meme.completions("intent_comp", n, intent)
+    derivs = list(r.get("derivations") or [])
+    if derivs:
+        meme.add("deriv_id", derivs)
+        for n, d in enumerate(derivs):
+            meme.completions("deriv_comp", n, d)
+    for kind, field_name in (("bk_id", "background_knowledge"), ("viz_id", "visual_cues")):
+        values = list(r.get(field_name) or [])
+        if values:
+            meme.add(kind, values)
+
+
+def _add_targets(meme: _MemeSkeletons, targets: list[dict]) -> None:
+    """The skeletons of the annotated targets: who is targeted, with which sentiment and action, and
+    the conditional questions about each target."""
+    if not targets:
+        return
+    names = [option("tar_id", target=t["target"]) for t in targets]
+    meme.add("tar_id", names, targets=targets)
+    with_sent = [t for t in targets if t.get("sentiment")]
+    if with_sent:
+        meme.add(
+            "tar_sent_id",
+            [
+                option("tar_sent_id", sentiment=t["sentiment"], target=t["target"])
+                for t in with_sent
+            ],
+            targets=with_sent,
+        )
+    with_act = [t for t in targets if t.get("action")]
+    if with_act:
+        meme.add(
+            "tar_act_id",
+            [option("tar_act_id", action=t["action"], target=t["target"]) for t in with_act],
+            targets=with_act,
+        )
+    for n, t in enumerate(targets):
+        if t.get("action"):
+            meme.add(
+                "cond_act_id",
+                [option("cond_act_id", action=t["action"])],
+                n=n,
+                target=t["target"],
+                sentiment=t.get("sentiment", ""),
+            )
+        if t.get("sentiment"):
+            meme.add(
+                "cond_sent_id",
+                [option("cond_sent_id", sentiment=t["sentiment"])],
+                n=n,
+                target=t["target"],
+            )
+
+
 def from_annotations(
     table, images: dict[str, str], blanks: int = 3, seed: int = 0
 ) -> list[Skeleton]:
@@ -189,100 +299,10 @@ def from_annotations(
     for item, r in _merged_rows(table).items():
         if item not in images:
             continue
-        img = [images[item]]
-        # what the generator may know about the meme: its annotated description (the original used a
-        # caption model) and its text, when annotated
-        caption = r.get("overall_description") or " / ".join(
-            d
-            for d in (r.get("left_description"), r.get("right_description"))
-            if isinstance(d, str) and d
-        )
-        context = {
-            k: v
-            for k, v in (("caption", caption), ("text", r.get("text")))
-            if isinstance(v, str) and v
-        }
-
-        def add(kind, correct, general=None, n=0, **meta):
-            general = "multi" if kind in MULTI_TYPES else "single"  # the release's rule, per type
-            out.append(
-                Skeleton(
-                    id=f"{kind}/{item}/{n}",
-                    type=kind,
-                    images=img,
-                    correct=list(correct),
-                    general_type=general,
-                    question=_question(
-                        kind, **{k: v for k, v in meta.items() if isinstance(v, str)}
-                    ),
-                    meta={"source": "annotations", "item": item, **context, **meta},
-                )
-            )
-
-        def completions(kind, n, sentence):
-            for blanked, span, a, b in blank_spans(sentence, blanks, seed):
-                add(
-                    kind,
-                    [span],
-                    n=f"{n}/maskstart{a}_maskend{b}",
-                    blanked=blanked,
-                    sentence=sentence,
-                )
-
-        for n, intent in enumerate(r.get("intents") or []):
-            add("intent_id", [intent], n=n)
-            completions("intent_comp", n, intent)
-        derivs = list(r.get("derivations") or [])
-        if derivs:
-            add("deriv_id", derivs, "multi" if len(derivs) > 1 else "single")
-            for n, d in enumerate(derivs):
-                completions("deriv_comp", n, d)
-        for kind, field_name in (("bk_id", "background_knowledge"), ("viz_id", "visual_cues")):
-            values = list(r.get(field_name) or [])
-            if values:
-                add(kind, values, "multi" if len(values) > 1 else "single")
-        targets = [t for t in (r.get("targets") or []) if t.get("target")]
-        if targets:
-            names = [option("tar_id", target=t["target"]) for t in targets]
-            add("tar_id", names, "multi" if len(names) > 1 else "single", targets=targets)
-            with_sent = [t for t in targets if t.get("sentiment")]
-            if with_sent:
-                add(
-                    "tar_sent_id",
-                    [
-                        option("tar_sent_id", sentiment=t["sentiment"], target=t["target"])
-                        for t in with_sent
-                    ],
-                    "multi" if len(with_sent) > 1 else "single",
-                    targets=with_sent,
-                )
-            with_act = [t for t in targets if t.get("action")]
-            if with_act:
-                add(
-                    "tar_act_id",
-                    [
-                        option("tar_act_id", action=t["action"], target=t["target"])
-                        for t in with_act
-                    ],
-                    "multi" if len(with_act) > 1 else "single",
-                    targets=with_act,
-                )
-            for n, t in enumerate(targets):
-                if t.get("action"):
-                    add(
-                        "cond_act_id",
-                        [option("cond_act_id", action=t["action"])],
-                        n=n,
-                        target=t["target"],
-                        sentiment=t.get("sentiment", ""),
-                    )
-                if t.get("sentiment"):
-                    add(
-                        "cond_sent_id",
-                        [option("cond_sent_id", sentiment=t["sentiment"])],
-                        n=n,
-                        target=t["target"],
-                    )
+        meme = _MemeSkeletons(item, [images[item]], _meme_context(r), blanks, seed)
+        _add_sentences(meme, r)
+        _add_targets(meme, [t for t in (r.get("targets") or []) if t.get("target")])
+        out += meme.out
     return out
 
 

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from lib.compare.explain import CAUSES, DIMENSIONS, CompareError, check_two_runs, compare
 from lib.core.paths import check_name, stage_dir
-from lib.eval.foreign import ForeignError, import_lmms_eval, is_lmms_eval_output
+from lib.eval.foreign import ForeignError, import_lmms_eval
+from lib.eval.foreign_files import is_lmms_eval_output
 from lib.io import artifacts, write_json
 from lib.metrics.multiple import LEVEL
 

@@ -23,28 +23,36 @@ The export's dataset must be the one it recorded (``items_sha256``; an older exp
 imports with a warning), and hold every item answered. The folder is built aside and swapped in
 whole (all or nothing), marked as :data:`KIND`; a folder of another kind is never written into.
 
-What lmms-eval sent is known as far as it logged it (:func:`logged_request`): the prompt text
-(``input``); the path its model took (``results.json``'s ``model_backend``: ``chat`` sends the
-export's own message, images and text in VQA Lab's order, ``simple`` lets the model wrap the text
-and place the images); the token limits (each task's ``generation_kwargs``). Where the samples
-lack ``input`` or the results file is missing, a changed reply cannot be put on the prompt or on
-the model alone: the comparison says so (:data:`NO_INPUT`, :data:`NO_PATH`).
+What lmms-eval sent is known as far as it logged it
+(:func:`lib.eval.foreign_samples.logged_request`): the prompt text (``input``); the path its model
+took (``results.json``'s ``model_backend``: ``chat`` sends the export's own message, images and text
+in VQA Lab's order, ``simple`` lets the model wrap the text and place the images); the token limits
+(each task's ``generation_kwargs``). Where the samples lack ``input`` or the results file is
+missing, a changed reply cannot be put on the prompt or on the model alone: the comparison says so
+(:data:`lib.eval.foreign_samples.NO_INPUT`, :data:`lib.eval.foreign_samples.NO_PATH`).
+
+Finding the files is :mod:`lib.eval.foreign_files`, one sample :mod:`lib.eval.foreign_samples`,
+the imported config :mod:`lib.eval.foreign_config`.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 import sys
 from pathlib import Path
 
 from lib.core.schema import Prediction
+from lib.eval.foreign_config import (
+    HARNESS,
+    generation_kwargs,
+    imported_config,
+    model_label,
+    model_path,
+)
+from lib.eval.foreign_files import check_sampled, doc_ids, find_exports, ours
+from lib.eval.foreign_samples import sample_prediction
 from lib.eval.foreign_schema import (
-    EXPORT,
     RESULTS,
-    ROW_KEY,
-    SAMPLES,
     ForeignError,
     check_tasks,
     clean,
@@ -60,7 +68,6 @@ from lib.io import (
     aside_folder,
     file_sha256,
     item_index,
-    read_jsonl,
     swap_in,
     write_json,
     write_jsonl,
@@ -70,7 +77,6 @@ from lib.io.provenance import write_provenance
 
 FOREIGN = "foreign.json"  # an imported evaluation folder's record: what was imported from where
 KIND = "lmms-eval import"  # the kind its marker names (lib.io.folders): no other folder is written into
-HARNESS = "lmms-eval"
 # an import made before markers: only the files an import writes (the tables rescoring writes among
 # them), its foreign.json naming lmms-eval
 LEGACY = Legacy(
@@ -85,272 +91,6 @@ LEGACY = Legacy(
     patterns=("*.csv",),
     says=(FOREIGN, "harness", HARNESS),
 )
-STYLE = "zero_shot"  # the export's prompts are stage 06's zero-shot prompts
-NO_INPUT = (
-    "lmms-eval logged no prompt text (`input`) for this item: whether it asked what VQA Lab asks is "
-    "unknown"
-)
-NO_PATH = (
-    "no lmms-eval results.json beside the samples: whether its model got VQA Lab's message (chat path) or "
-    "placed the images itself (simple path) is unknown"
-)
-SIMPLE_PATH = (
-    "lmms-eval simple path (doc_to_text): the model's own prompt template and image placement"
-)
-
-
-# --- finding the files ------------------------------------------------------------------------------
-
-
-def is_lmms_eval_output(path: str | Path) -> bool:
-    """Does ``path`` look like lmms-eval output (a samples or results file, a folder holding them)
-    rather than an evaluation folder? (Results without samples fail the import, saying why.)"""
-    path = Path(path)
-    if path.is_file():
-        return bool(SAMPLES.match(path.name)) or path.name.endswith("_results.json")
-    return (
-        path.is_dir()
-        and not (path / artifacts.PREDICTIONS).exists()
-        and any(
-            f for pattern in ("*_samples_*.jsonl", "*_results.json") for f in path.rglob(pattern)
-        )
-    )
-
-
-def check_sampled(files: dict, results: dict, results_path: Path | None, given: Path) -> None:
-    """Refuse a run whose results file names a VQA Lab task without its samples file (unless one
-    samples file was given: that task alone is imported)."""
-    if results_path is None or SAMPLES.match(given.name):
-        return
-    date = results_path.name.removesuffix("_results.json")
-    missing = [
-        t
-        for t, c in (results.get("configs") or {}).items()
-        if "vqalab_task" in ((c or {}).get("metadata") or {}) and t not in files
-    ]
-    if missing:
-        raise ForeignError(
-            "; ".join(
-                f"{results_path}: task {t} has no samples file (looked for "
-                f"{results_path.parent}/{date}_samples_{t}.jsonl)"
-                for t in missing
-            )
-            + ": rerun lmms-eval with --log_samples, or import one samples file alone"
-        )
-
-
-def _read_export(folder: Path) -> dict:
-    """An export's ``vqalab.json`` (:data:`lib.eval.foreign_schema.EXPORT`), its labels made printable."""
-    info = read_json(folder / "vqalab.json", "the export's vqalab.json", EXPORT)
-    return {
-        **info,
-        "name": printable(info["name"]),
-        "settings_from": clean(info.get("settings_from")),
-    }
-
-
-def find_exports(tasks, results: dict, folders=()) -> dict[str, tuple[Path, dict]]:
-    """Each lmms-eval task's VQA Lab export (its folder and ``vqalab.json``): from ``folders``
-    given, else the folder ``results.json`` says the task's docs came from."""
-    given = [Path(f) for f in folders]
-    recorded = [
-        Path(t).parent
-        for c in (results.get("configs") or {}).values()
-        if isinstance(c, dict)
-        for t in [((c.get("dataset_kwargs") or {}).get("data_files") or {}).get("test")]
-        if isinstance(t, str)
-    ]
-    found = {}
-    for folder in [*given, *recorded]:
-        if not (folder / "vqalab.json").exists():
-            if folder in given:
-                raise ForeignError(
-                    f"{folder}: no vqalab.json: not a folder `python -m lib.export lmms-eval --out` "
-                    f"wrote"
-                )
-            continue
-        info = _read_export(folder)
-        for task in info.get("tasks", []):
-            found.setdefault(task, (folder, info))
-    missing = sorted(set(tasks) - set(found))
-    if missing:
-        looked = (
-            ", ".join(map(str, dict.fromkeys([*given, *recorded])))
-            or "nowhere: no results.json names one"
-        )
-        raise ForeignError(
-            f"lmms-eval task(s) {missing}: no VQA Lab export of them found (looked in {looked}); give "
-            f"the folder `python -m lib.export lmms-eval --out` wrote (--export TASKDIR)"
-        )
-    return {t: found[t] for t in tasks}
-
-
-def ours(files: dict, results: dict) -> tuple[dict, list[str]]:
-    """The samples files of VQA Lab's exported tasks, and the other tasks of the run (its results
-    file says which: an exported task's config carries ``metadata.vqalab_task``); without a
-    results file every task is taken for VQA Lab's."""
-    configs = results.get("configs") or {}
-    others = [
-        t
-        for t in files
-        if isinstance(configs.get(t), dict)
-        and "vqalab_task" not in (configs[t].get("metadata") or {})
-    ]
-    if len(others) == len(files):
-        raise ForeignError(
-            f"{', '.join(map(str, files.values()))}: no task here was exported by VQA Lab "
-            f"(`python -m lib.export lmms-eval`): nothing to import"
-        )
-    return {t: f for t, f in files.items() if t not in others}, others
-
-
-def _doc_ids(folder: Path) -> set[tuple[str, str]]:
-    """(VQA Lab task, item id) of every doc the export wrote (``docs_<task>.jsonl``)."""
-    try:
-        return {
-            (d["task"], d["id"]) for f in sorted(folder.glob("docs_*.jsonl")) for d in read_jsonl(f)
-        }
-    except (OSError, ValueError, KeyError, TypeError) as e:  # an export edited by hand
-        raise ForeignError(
-            f"{folder}: the export's docs cannot be read ({e}): export the dataset again"
-        ) from None
-
-
-# --- one sample -------------------------------------------------------------------------------------
-
-
-def reply(sample: dict, where: str) -> str:
-    """The reply as the model gave it: ``resps`` (before lmms-eval stripped it) where logged, else
-    ``filtered_resps``, else the export's row's ``raw``; a missing one is the empty reply (read as
-    invalid, like any unreadable answer)."""
-    for key in ("resps", "filtered_resps"):
-        if key in sample:
-            value = sample[key]
-            while isinstance(
-                value, list
-            ):  # lmms-eval wraps a doc's requests and their replies in lists
-                if len(value) != 1:
-                    raise ForeignError(
-                        f"{where}: {key} holds {len(value)} replies; VQA Lab keeps one answer per "
-                        f"item (run lmms-eval with --repeats 1)"
-                    )
-                value = value[0]
-            return "" if value is None else value if isinstance(value, str) else json.dumps(value)
-    raw = sample[ROW_KEY].get("raw")
-    return raw if isinstance(raw, str) else ""
-
-
-def sample_prediction(sample: dict, where: str, dataset: str, label: str) -> Prediction:
-    """The :class:`Prediction` of one sample row (unread: :func:`import_lmms_eval` reads and scores
-    them all); what lmms-eval logged of the request goes into ``meta['lmms_eval']``."""
-    row = sample.get(ROW_KEY)
-    if (
-        not isinstance(row, dict)
-        or not isinstance(row.get("id"), str)
-        or not isinstance(row.get("task"), str)
-    ):
-        raise ForeignError(
-            f"{where}: no VQA Lab row under {ROW_KEY!r} (the item's id and task, as the exported "
-            f"process_results writes them): not a task `python -m lib.export lmms-eval` wrote"
-        )
-    raw = reply(sample, where)
-    counts = next((c for c in sample.get("token_counts") or [] if isinstance(c, dict)), {})
-    tokens = int(counts.get("output_tokens") or 0)
-    logged = {"line": int(where.rsplit(":", 1)[1]), "doc_id": sample.get("doc_id")}
-    if isinstance(sample.get("input"), str):
-        logged["input"] = sample["input"]
-    filtered = sample.get("filtered_resps")
-    if filtered is not None and filtered != raw:
-        logged["filtered_resps"] = filtered
-    return Prediction(
-        item_id=row["id"],
-        model=label,
-        task=row["task"],
-        raw=raw,
-        dataset=dataset,
-        style=STYLE,
-        prompt_tokens=int(counts.get("input_tokens") or 0),
-        completion_tokens=tokens,
-        meta={"lmms_eval": logged},
-    )
-
-
-def logged_request(parts: dict, row: dict, record: dict) -> dict:
-    """The request an imported answer was asked with, in :func:`lib.compare.explain.request_parts`'s
-    terms: stage 06's for the export's settings (``parts``, rebuilt from the imported config) with
-    what lmms-eval logged in its place - the prompt text it sent, its simple path - and, under
-    ``unsplit``, why a changed reply cannot be put on the prompt or the model alone."""
-    logged = (row.get("meta") or {}).get("lmms_eval") or {}
-    parts = dict(parts)
-    if isinstance(logged.get("input"), str):
-        parts["texts"] = [logged["input"]]
-    if record.get("path") == "simple":
-        parts["style texts"] = SIMPLE_PATH
-    why = [
-        w
-        for w, unknown in ((NO_INPUT, "input" not in logged), (NO_PATH, not record.get("path")))
-        if unknown
-    ]
-    if why:
-        parts["unsplit"] = "; ".join(why)
-    return parts
-
-
-# --- the run ----------------------------------------------------------------------------------------
-
-
-def _path(results: dict) -> str | None:
-    """``chat`` or ``simple``: the path lmms-eval's model took (its ``model_backend``), None unknown."""
-    m = re.search(r"\((\w+)\)\s*$", str((results.get("config") or {}).get("model_backend") or ""))
-    return m.group(1) if m else None
-
-
-def _generation(results: dict, task: str) -> dict:
-    return dict(((results.get("configs") or {}).get(task) or {}).get("generation_kwargs") or {})
-
-
-def _one(values: dict, what: str):
-    """The one value every export agrees on; several raise (import those lmms-eval tasks apart)."""
-    distinct = {json.dumps(v, sort_keys=True): v for v in values.values()}
-    if len(distinct) > 1:
-        raise ForeignError(
-            f"the exports differ in {what} ({', '.join(f'{k}: {v}' for k, v in values.items())}): "
-            f"import their lmms-eval tasks one at a time (a samples file each)"
-        )
-    return next(iter(distinct.values()))
-
-
-def model_spec(results: dict, exports: dict, tasks) -> dict:
-    """The ``imported`` spec of the model lmms-eval ran (:mod:`lib.models.imported`), as it recorded it."""
-    config = results.get("config") or {}
-    generation = _one(
-        {
-            t: {k: v for k, v in _generation(results, t).items() if k != "max_new_tokens"}
-            for t in tasks
-        },
-        "decoding settings",
-    )
-    spec = {
-        "backend": "imported",
-        "harness": HARNESS,
-        "harness_version": results.get("lmms_eval_version"),
-        "name": results.get("model_name") or config.get("model"),
-        "model": results.get("model_source"),
-        "model_args": config.get("model_args"),
-        "path": _path(results),
-        "generation": generation or None,
-        "question_first": _one(
-            {name: info["question_first"] for name, (_, info) in exports.items()}, "question order"
-        ),
-    }
-    return clean({k: v for k, v in spec.items() if v is not None})  # labels a comparison prints
-
-
-def _label(found: dict) -> str:
-    """The imported model's label: the stage 06 model the exports took their settings from (so the
-    comparison pairs it with that model's answers), else ``lmms-eval``."""
-    labels = {(info.get("settings_from") or {}).get("model") for _, info in found.values()}
-    return labels.pop() if len(labels) == 1 and None not in labels else HARNESS
 
 
 def _predictions(
@@ -362,7 +102,7 @@ def _predictions(
     preds, limits, seen, counts = [], {}, {}, {}
     for lmms_task, path in sorted(files.items()):
         folder, info = found[lmms_task]
-        ids, generation = _doc_ids(folder), _generation(results, lmms_task)
+        ids, generation = doc_ids(folder), generation_kwargs(results, lmms_task)
         for line, sample in read_samples(path):
             where = f"{path}:{line}"
             p = sample_prediction(sample, where, info["name"], label)
@@ -445,71 +185,6 @@ def check_datasets(named: dict, found: dict, preds: list[Prediction], where: dic
     return unverified
 
 
-def imported_config(
-    found: dict, results: dict, results_path: Path | None, label: str, limits: dict
-) -> tuple:
-    """The imported folder's :class:`EvalConfig` and where each of its values came from (recorded
-    as provenance's ``params_from``, which the comparison's config diff shows)."""
-    exports = {info["name"]: (folder, info) for folder, info in found.values()}
-    scoring = _one(
-        {
-            name: {k: info["scoring"][k] for k in ("n_resamples", "seed")}
-            for name, (_, info) in exports.items()
-        },
-        "scoring settings",
-    )
-    tasks: dict = {}
-    for name, (_, info) in exports.items():
-        for task, options in (info["scoring"].get("tasks") or {}).items():
-            if options is None:  # null: the task's defaults, as absent
-                continue
-            tasks[task] = _one(
-                {"before": tasks.get(task, options), name: options}, f"task {task}'s options"
-            )
-    base = max(sorted(set(limits.values())), key=list(limits.values()).count)  # the commonest limit
-    for task, limit in limits.items():
-        if limit != base or "max_new_tokens" in tasks.get(task, {}):
-            tasks[task] = {**tasks.get(task, {}), "max_new_tokens": limit}
-    try:
-        cfg = EvalConfig(
-            datasets={name: info["dataset"] for name, (_, info) in exports.items()},
-            models={label: model_spec(results, exports, found)},
-            styles=[STYLE],
-            constrain=False,
-            max_new_tokens=base,
-            tasks=tasks,
-            judge=None,
-            **scoring,
-        )
-    except ValueError as e:  # ParamsError: a label or an export's setting this version refuses
-        raise ForeignError(f"the imported config: {e}") from None
-    ran = (
-        f"lmms-eval {printable(results_path.name)}"
-        if results_path
-        else "the export's vqalab.json (no lmms-eval results.json)"
-    )
-    sources = {
-        "datasets": "the export's vqalab.json",
-        "models": ran,
-        "styles": "the export (zero-shot prompts)",
-        "constrain": "lmms-eval generate_until (free generation)",
-        "max_new_tokens": ran,
-        "tasks": ran,
-        "n_resamples": "the export's vqalab.json",
-        "seed": "the export's vqalab.json",
-    }
-    for name in (
-        "demo_data",
-        "only_tasks",
-        "cot_max_new_tokens",
-        "judge",
-        "judge_max_new_tokens",
-        "max_items",
-    ):
-        sources[name] = "not used by an lmms-eval import"
-    return cfg, sources
-
-
 def _reported(results: dict, task: str) -> dict:
     """lmms-eval's own numbers of a task (its aggregations: VQA Lab's scoring, run inside lmms-eval)."""
     values = (results.get("results") or {}).get(task) or {}
@@ -585,7 +260,7 @@ def _record(
         "results": str(results_path.resolve()) if results_path else None,
         "exports": {name: str(Path(folder).resolve()) for name, folder in named.items()},
         "model": label,
-        "path": _path(results),
+        "path": model_path(results),
         "settings": {k: config.get(k) for k in ("limit", "offset", "gen_kwargs", "random_seed")}
         | {
             k: results.get(k)
@@ -602,7 +277,7 @@ def import_lmms_eval(
     folder, a samples file or its results file) into the evaluation folder ``out``, read and scored
     by VQA Lab (module docstring); all or nothing, and never into a folder of another kind
     (:data:`KIND`). ``exports``: the export folders, where ``results.json`` no longer points at
-    them; ``label``: the model's label (default :func:`_label`). Returns the record written to
+    them; ``label``: the model's label (default :func:`lib.eval.foreign_config.model_label`). Returns the record written to
     ``foreign.json``, with ``invalid``: the answers VQA Lab could not read."""
     out = Path(out)
     _check_target(out)
@@ -619,7 +294,7 @@ def import_lmms_eval(
                 f"two exports named {info['name']!r} ({named[info['name']]}, {folder}): export one "
                 f"with another --name"
             )
-    label = label or _label(found)
+    label = label or model_label(found)
     preds, limits, counts, where = _predictions(files, found, results, label)
     unverified = check_datasets(named, found, preds, where)
     cfg, sources = imported_config(found, results, results_path, label, limits)

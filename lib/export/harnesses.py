@@ -216,6 +216,64 @@ def _task_config(
     }
 
 
+def _task_docs(task, items: list[Item], dataset: Path) -> list[dict]:
+    """The lmms-eval docs of one task's items: the prompt stage 06 builds, the images, the target
+    text and the whole item (which the exported scoring reads)."""
+    docs = []
+    for it in items:
+        p = task.prompt(it, dataset)
+        docs.append(
+            {
+                "id": it.id,
+                "task": it.task,
+                "prompt": p.text,
+                "images": list(it.images),
+                "target": task.target_text(it),
+                "item": json.dumps(it.to_dict()),
+            }
+        )
+    return docs
+
+
+def _write_task(
+    out: Path, tag: str, task_name: str, items: list[Item], dataset: Path, scoring, limit: int
+) -> tuple[str, dict]:
+    """One VQA Lab task's docs and YAML written into ``out``; returns its lmms-eval task name and
+    the scores of its gold answers (whose keys are the metrics it reports)."""
+    docs = _task_docs(get_task(task_name), items, dataset)
+    slug = _slug(task_name)
+    write_jsonl(out / f"docs_{slug}.jsonl", docs)
+    gold = score_items(items, [d["target"] for d in docs], scoring)
+    lmms_task = f"{tag}_{slug}"
+    config = _task_config(
+        lmms_task, tag, out / f"docs_{slug}.jsonl", limit, sorted(gold), task_name
+    )
+    _write_yaml(out / f"{lmms_task}.yaml", config)
+    return lmms_task, gold
+
+
+def _write_hooks(out: Path, metrics: dict) -> None:
+    """``utils.py``: the template's hooks and one aggregation function per metric reported."""
+    every = sorted({m for ms in metrics.values() for m in ms})
+    hooks = TEMPLATE.read_text() + "".join(
+        f"\n\ndef aggregate_{_slug(m)}(rows):\n    return _aggregate({m!r}, rows)\n" for m in every
+    )
+    (out / "utils.py").write_text(hooks)
+
+
+def _items_by_task(dataset: Path, tasks: list[str] | None) -> dict[str, list[Item]]:
+    """The dataset's items (of ``tasks`` only, when given) by task; none to export is an error."""
+    items = [it for it in load_items(dataset) if not tasks or it.task in tasks]
+    if not items:
+        raise ValueError(
+            f"{dataset}/items.jsonl: no items{' of tasks ' + str(tasks) if tasks else ''} to export"
+        )
+    by_task: dict[str, list[Item]] = {}
+    for it in items:
+        by_task.setdefault(it.task, []).append(it)
+    return by_task
+
+
 def export_lmms_eval(
     dataset: str | Path,
     out: str | Path,
@@ -235,57 +293,21 @@ def export_lmms_eval(
     scoring = scoring or Scoring()
     task_max_new_tokens = task_max_new_tokens or {}
     name = _slug(name or dataset.name)
-    digest = file_sha256(
-        dataset / "items.jsonl"
-    )  # before reading: the import refuses the set changed since
-    items = [it for it in load_items(dataset) if not tasks or it.task in tasks]
-    if not items:
-        raise ValueError(
-            f"{dataset}/items.jsonl: no items{' of tasks ' + str(tasks) if tasks else ''} to export"
-        )
-    by_task: dict[str, list[Item]] = {}
-    for it in items:
-        by_task.setdefault(it.task, []).append(it)
+    # before reading: the import refuses the set changed since
+    digest = file_sha256(dataset / "items.jsonl")
+    by_task = _items_by_task(dataset, tasks)
     out.mkdir(parents=True, exist_ok=True)
     tag = f"vqalab_{name}"
     _remove_old_group(out / f"{tag}.yaml", tag)
     metrics, gold, names, limits = {}, {}, [], {}
     for task_name, its in by_task.items():
-        task = get_task(task_name)
-        docs = []
-        for it in its:
-            p = task.prompt(it, dataset)
-            docs.append(
-                {
-                    "id": it.id,
-                    "task": it.task,
-                    "prompt": p.text,
-                    "images": list(it.images),
-                    "target": task.target_text(it),
-                    "item": json.dumps(it.to_dict()),
-                }
-            )
-        slug = _slug(task_name)
-        write_jsonl(out / f"docs_{slug}.jsonl", docs)
-        gold[task_name] = score_items(its, [d["target"] for d in docs], scoring)
-        metrics[task_name] = sorted(gold[task_name])
-        lmms_task = f"{tag}_{slug}"
-        names.append(lmms_task)
         limits[task_name] = task_max_new_tokens.get(task_name, max_new_tokens)
-        config = _task_config(
-            lmms_task,
-            tag,
-            out / f"docs_{slug}.jsonl",
-            limits[task_name],
-            metrics[task_name],
-            task_name,
+        lmms_task, gold[task_name] = _write_task(
+            out, tag, task_name, its, dataset, scoring, limits[task_name]
         )
-        _write_yaml(out / f"{lmms_task}.yaml", config)
-    every = sorted({m for ms in metrics.values() for m in ms})
-    hooks = TEMPLATE.read_text() + "".join(
-        f"\n\ndef aggregate_{_slug(m)}(rows):\n    return _aggregate({m!r}, rows)\n" for m in every
-    )
-    (out / "utils.py").write_text(hooks)
+        metrics[task_name] = sorted(gold[task_name])
+        names.append(lmms_task)
+    _write_hooks(out, metrics)
     info = {
         "dataset": str(dataset),
         "items_sha256": digest,
@@ -331,7 +353,7 @@ def _write_yaml(path: Path, config: dict) -> None:
     path.write_text(re.sub(r"'(!function [\w.]+)'", r"\1", text))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m lib.export", description="Export a VQA Lab dataset to other harnesses."
     )
@@ -367,46 +389,52 @@ def main(argv: list[str] | None = None) -> int:
     tsv = sub.add_parser("tsv", help="a VLMEvalKit TSV (base64 images)")
     tsv.add_argument("--dataset", required=True)
     tsv.add_argument("--out", required=True)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _lmms_eval_command(args) -> dict:
+    """``lmms-eval``: the export, its settings from the command line over the profile's; what it
+    prints."""
+    if args.model and not args.profile:
+        raise ValueError("--model names a model of a profile: give --profile too")
+    settings = profile_settings(args.profile, args.model) if args.profile else {}
+    limits = settings.get("task_max_new_tokens", {})
+    if args.max_new_tokens is not None:  # said on the command line: every task
+        limits = {}
+    question_first = args.question_first
+    if question_first is None:
+        question_first = settings.get("question_first", QUESTION_FIRST)
+    info = export_lmms_eval(
+        args.dataset,
+        args.out,
+        args.name,
+        args.tasks,
+        args.max_new_tokens
+        if args.max_new_tokens is not None
+        else settings.get("max_new_tokens", ANSWER_TOKENS),
+        question_first,
+        settings.get("scoring"),
+        limits,
+        {k: settings[k] for k in ("profile", "model")} if settings else None,
+    )
+    return {
+        "out": args.out,
+        "tag": info["tag"],
+        "tasks": info["tasks"],
+        "items": info["n_items"],
+        "question_first": info["question_first"],
+        "max_new_tokens": info["max_new_tokens"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         if args.format == "tsv":
             n = export_tsv(args.dataset, load_items(args.dataset), args.out)
             print(json.dumps({"out": args.out, "items": n}))
         else:
-            if args.model and not args.profile:
-                raise ValueError("--model names a model of a profile: give --profile too")
-            settings = profile_settings(args.profile, args.model) if args.profile else {}
-            limits = settings.get("task_max_new_tokens", {})
-            if args.max_new_tokens is not None:  # said on the command line: every task
-                limits = {}
-            question_first = args.question_first
-            if question_first is None:
-                question_first = settings.get("question_first", QUESTION_FIRST)
-            info = export_lmms_eval(
-                args.dataset,
-                args.out,
-                args.name,
-                args.tasks,
-                args.max_new_tokens
-                if args.max_new_tokens is not None
-                else settings.get("max_new_tokens", ANSWER_TOKENS),
-                question_first,
-                settings.get("scoring"),
-                limits,
-                {k: settings[k] for k in ("profile", "model")} if settings else None,
-            )
-            print(
-                json.dumps(
-                    {
-                        "out": args.out,
-                        "tag": info["tag"],
-                        "tasks": info["tasks"],
-                        "items": info["n_items"],
-                        "question_first": info["question_first"],
-                        "max_new_tokens": info["max_new_tokens"],
-                    }
-                )
-            )
+            print(json.dumps(_lmms_eval_command(args)))
     except (FileNotFoundError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

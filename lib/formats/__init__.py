@@ -16,15 +16,13 @@ python -m lib.formats import-hf PATH --out DIR [--split S] [--task T] [--image-c
 """
 
 from lib.formats.custom import (
-    HF_BATCH,
     Columns,
     import_csv,
-    import_hf,
-    open_hf,
     parse_answer,
     parse_options,
     staged_folder,
 )
+from lib.formats.huggingface import HF_BATCH, import_hf, open_hf
 from lib.formats.tsv import export_tsv, import_tsv
 
 __all__ = [

@@ -11,28 +11,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lib.formats.custom import Columns, default_task, import_csv, import_hf
+from lib.formats.custom import Columns, default_task, import_csv
+from lib.formats.huggingface import import_hf
 from lib.io import MAX_PROBLEMS, DatasetError, check_dataset
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``check DIR`` (exit 1 when it has problems), ``import-csv`` and ``import-hf`` (exit 1 when
-    the source or the folder made has problems, 2 on an error such as a missing file)."""
-    ap = argparse.ArgumentParser(
-        prog="python -m lib.formats",
-        description="Check a dataset folder, or make one from a CSV or a Hugging Face dataset.",
-    )
-    sub = ap.add_subparsers(dest="command", required=True)
-    check = sub.add_parser(
-        "check", help="list every problem of a dataset folder (items.jsonl, images/, dataset.json)"
-    )
-    check.add_argument("folder")
-    check.add_argument(
-        "--max-problems",
-        type=int,
-        default=MAX_PROBLEMS,
-        help="problems listed; the rest are counted",
-    )
+def _add_import_arguments(sub) -> None:
+    """The ``import-csv`` and ``import-hf`` commands: what both take, then each one's own."""
     for command, source in (
         ("import-csv", "the CSV file"),
         ("import-hf", "a save_to_disk folder or a parquet file"),
@@ -73,25 +58,52 @@ def main(argv: list[str] | None = None) -> int:
                 "id": "default: id; '' numbers the rows",
             }.get(role, f"default: {default}"),
         )
-    args = ap.parse_args(argv)
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.formats",
+        description="Check a dataset folder, or make one from a CSV or a Hugging Face dataset.",
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+    check = sub.add_parser(
+        "check", help="list every problem of a dataset folder (items.jsonl, images/, dataset.json)"
+    )
+    check.add_argument("folder")
+    check.add_argument(
+        "--max-problems",
+        type=int,
+        default=MAX_PROBLEMS,
+        help="problems listed; the rest are counted",
+    )
+    _add_import_arguments(sub)
+    return ap
+
+
+def _run(args):
+    """The command ``args`` name, run: the dataset folder's check."""
+    if args.command == "check":
+        return check_dataset(args.folder, args.max_problems)
+    if args.command == "import-csv":
+        return import_csv(
+            args.source, args.out, args.task, args.images_root, args.name, args.license
+        )
+    columns = Columns(
+        args.id_column,
+        args.image_column,
+        args.question_column,
+        args.options_column,
+        args.answer_column,
+    )
+    return import_hf(args.source, args.out, args.split, args.task, columns, args.name, args.license)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``check DIR`` (exit 1 when it has problems), ``import-csv`` and ``import-hf`` (exit 1 when
+    the source or the folder made has problems, 2 on an error such as a missing file)."""
+    args = _parser().parse_args(argv)
     try:
-        if args.command == "check":
-            found = check_dataset(args.folder, args.max_problems)
-        elif args.command == "import-csv":
-            found = import_csv(
-                args.source, args.out, args.task, args.images_root, args.name, args.license
-            )
-        else:
-            columns = Columns(
-                args.id_column,
-                args.image_column,
-                args.question_column,
-                args.options_column,
-                args.answer_column,
-            )
-            found = import_hf(
-                args.source, args.out, args.split, args.task, columns, args.name, args.license
-            )
+        found = _run(args)
     except DatasetError as e:
         print(e)
         print(f"nothing was written to {args.out}")

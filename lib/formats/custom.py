@@ -1,6 +1,7 @@
-"""Your own dataset: a dataset folder made from a CSV or a Hugging Face dataset.
+"""Your own dataset: a dataset folder made from a CSV or a Hugging Face dataset (the latter:
+:mod:`lib.formats.huggingface`).
 
-:func:`import_csv` and :func:`import_hf` name the row and column of every problem of the source
+:func:`import_csv` and :func:`lib.formats.huggingface.import_hf` name the row and column of every problem of the source
 (:class:`lib.io.DatasetError`) before anything is written, build the folder aside and put it in
 place whole (:func:`staged_folder`), and return the new folder's :func:`lib.io.check_dataset`.
 ``examples/my_dataset`` is one to copy.
@@ -9,22 +10,17 @@ place whole (:func:`staged_folder`), and return the new folder's :func:`lib.io.c
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import shutil
-import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from PIL import Image
-from tqdm.auto import tqdm
-
 from lib.core.schema import Item
 from lib.families.memeqa.task import MultipleChoice
 from lib.families.vqa.task import OpenVQA
-from lib.formats.tsv import _LETTERS, _UNSAFE
+from lib.formats.tsv import _LETTERS
 from lib.io import (
     DatasetCheck,
     DatasetError,
@@ -139,7 +135,7 @@ def _option_index(token, options: list[str]) -> int:
     return named.pop()
 
 
-def _row_item(
+def row_item(
     row: dict, cols: Columns, rid: str, images: list[str], task: str | None, meta: dict, add
 ) -> Item | None:
     """The Item a source row makes, or None after ``add(column, message)`` for each problem."""
@@ -182,7 +178,7 @@ def _row_item(
         return None
 
 
-def _fresh(out: str | Path) -> Path:
+def fresh_folder(out: str | Path) -> Path:
     """``out``, refused (before any work) when it exists and is not an empty folder."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -195,7 +191,7 @@ def staged_folder(out: str | Path):
     """A fresh folder beside ``out`` (:func:`aside_folder`), renamed to ``out`` when the block
     succeeds and removed when it fails: an import leaves a whole dataset folder or none. ``out``
     must be absent or empty (one made meanwhile by another run is not replaced: the rename fails)."""
-    out = _fresh(out)
+    out = fresh_folder(out)
     tmp = aside_folder(out, "partial")
     try:
         (tmp / "images").mkdir()
@@ -258,6 +254,64 @@ def _csv_meta(row: dict, add) -> dict:
     return meta
 
 
+def _check_header(path: Path, header: list[str], found: DatasetCheck) -> None:
+    """Refuse a CSV whose header lacks a column every row needs, naming each."""
+    for column in ("id", "image", "question", "answer"):
+        if column not in header:
+            found.add(
+                path.name,
+                1,
+                column,
+                f"no such column; the header has {header}; name the columns id, image, "
+                f"question, options, answer",
+            )
+    if not found.ok:
+        raise DatasetError(found)
+
+
+def _csv_id(row: dict, n: int, first: dict, add) -> str:
+    """A CSV row's id (empty when it has none), recorded in ``first`` (id -> row) the first time;
+    an empty or duplicate id is reported through ``add``."""
+    rid = (row.get("id") or "").strip()
+    if not rid:
+        add("id", "empty; every row needs an id")
+    elif rid in first:
+        add("id", f"duplicate id {rid!r} (first on row {first[rid]}); ids must be unique")
+    else:
+        first[rid] = n
+    return rid
+
+
+def _csv_items(path: Path, root: Path, task: str | None, found: DatasetCheck, copies: dict) -> list:
+    """The Items of a CSV's rows (every problem added to ``found``), their images recorded in
+    ``copies`` (path in the dataset folder -> source file)."""
+    items, first = [], {}  # first: id -> row
+    with path.open(
+        newline="", encoding="utf-8-sig"
+    ) as f:  # -sig: a spreadsheet's byte-order mark is no header
+        reader = csv.DictReader(f)
+        _check_header(path, reader.fieldnames or [], found)
+        for n, row in enumerate(reader, 2):  # row 1 is the header, as a spreadsheet numbers them
+
+            def add(column, message, n=n):
+                found.add(path.name, n, column, message)
+
+            rid = _csv_id(row, n, first, add)
+            images = _csv_images(row, root, copies, add)
+            item = row_item(
+                row,
+                Columns(options="options"),
+                rid or "?",
+                images,
+                (row.get("task") or "").strip() or task,
+                _csv_meta(row, add),
+                add,
+            )
+            if item is not None and rid:
+                items.append(item)
+    return items
+
+
 def import_csv(
     path: str | Path,
     out: str | Path,
@@ -275,50 +329,11 @@ def import_csv(
     (:func:`parse_answer`); optional ``task`` (else ``task``, else ``mcq`` for rows with options,
     ``vqa.open`` without) and ``meta`` (a JSON object). Every problem of every row is reported,
     naming row and column (:class:`DatasetError`), before anything is written."""
-    path, out = Path(path), _fresh(out)
+    path, out = Path(path), fresh_folder(out)
     root = Path(images_root) if images_root is not None else path.parent
     found = DatasetCheck(path)
-    items, copies, first = [], {}, {}  # copies: path in out -> source file; first: id -> row
-    with path.open(
-        newline="", encoding="utf-8-sig"
-    ) as f:  # -sig: a spreadsheet's byte-order mark is no header
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        for column in ("id", "image", "question", "answer"):
-            if column not in header:
-                found.add(
-                    path.name,
-                    1,
-                    column,
-                    f"no such column; the header has {header}; name the columns id, image, "
-                    f"question, options, answer",
-                )
-        if not found.ok:
-            raise DatasetError(found)
-        for n, row in enumerate(reader, 2):  # row 1 is the header, as a spreadsheet numbers them
-
-            def add(column, message, n=n):
-                found.add(path.name, n, column, message)
-
-            rid = (row.get("id") or "").strip()
-            if not rid:
-                add("id", "empty; every row needs an id")
-            elif rid in first:
-                add("id", f"duplicate id {rid!r} (first on row {first[rid]}); ids must be unique")
-            else:
-                first[rid] = n
-            images = _csv_images(row, root, copies, add)
-            item = _row_item(
-                row,
-                Columns(options="options"),
-                rid or "?",
-                images,
-                (row.get("task") or "").strip() or task,
-                _csv_meta(row, add),
-                add,
-            )
-            if item is not None and rid:
-                items.append(item)
+    copies: dict = {}  # path in out -> source file
+    items = _csv_items(path, root, task, found, copies)
     if not found.ok:
         raise DatasetError(found)
     info = dataset_info(
@@ -336,191 +351,3 @@ def import_csv(
             shutil.copyfile(src, tmp / dest)
         save_dataset(tmp, items, info)
     return check_dataset(out)
-
-
-def open_hf(path: str | Path, split: str | None = None, cache_dir: str | Path | None = None):
-    """``(dataset, folder its relative image paths start from)`` for a Hugging Face ``datasets``
-    folder written by ``save_to_disk`` (one split, or a DatasetDict with ``split``, needed when it
-    holds several) or a parquet file."""
-    import datasets  # deferred: Hugging Face datasets is heavy and only this import needs it
-
-    path = Path(path)
-    if path.is_file():
-        if path.suffix != ".parquet":
-            raise ValueError(f"{path}: neither a parquet file nor a folder written by save_to_disk")
-        if split:
-            raise ValueError(f"{path}: a parquet file is one split; drop --split")
-        return datasets.Dataset.from_parquet(
-            str(path), cache_dir=str(cache_dir) if cache_dir else None
-        ), path.parent
-    if not path.is_dir():
-        raise FileNotFoundError(f"{path}: no such file or folder")
-    ds = datasets.load_from_disk(str(path))
-    if isinstance(ds, datasets.DatasetDict):
-        if split is None and len(ds) != 1:
-            raise ValueError(f"{path} holds the splits {list(ds)}; pass --split NAME")
-        split = split or next(iter(ds))
-        if split not in ds:
-            raise ValueError(f"{path} has no split {split!r}; it has {list(ds)}")
-        return ds[split], path / split
-    if split:
-        raise ValueError(f"{path} holds one split (no DatasetDict); drop --split")
-    return ds, path
-
-
-HF_BATCH = 256  # rows converted from Arrow at a time: a batch's images in memory, not the dataset's
-
-
-def _hf_columns(
-    have: list[str], columns: Columns, label: str, found: DatasetCheck
-) -> tuple[Columns, dict]:
-    """The columns an import reads (``options`` when the dataset has such a column and none is
-    named) and role -> column; a named column the dataset lacks raises :class:`DatasetError`."""
-    if columns.options is None:
-        columns = Columns(
-            columns.id,
-            columns.image,
-            columns.question,
-            "options" if "options" in have else None,
-            columns.answer,
-        )
-    wanted = {
-        "id": columns.id,
-        "image": columns.image,
-        "question": columns.question,
-        "options": columns.options,
-        "answer": columns.answer,
-    }
-    for role, column in wanted.items():
-        if column and column not in have:
-            found.add(
-                label,
-                None,
-                column,
-                f"no such column; the dataset has {have}; pass --{role}-column NAME"
-                + (" (or --id-column '' to number the rows)" if role == "id" else ""),
-            )
-    if not found.ok:
-        raise DatasetError(found)
-    return columns, wanted
-
-
-def import_hf(
-    path: str | Path,
-    out: str | Path,
-    split: str | None = None,
-    task: str | None = None,
-    columns: Columns = Columns(),
-    name: str | None = None,
-    license: str = "unspecified",
-    cache_dir: str | Path | None = None,
-) -> DatasetCheck:
-    """Make the dataset folder ``out`` from a Hugging Face dataset (:func:`open_hf`) and return its
-    :func:`check_dataset`. Each column is named in ``columns`` (no guessing); an image cell is an
-    ``Image`` feature's bytes (written as they are: no re-encoding), raw bytes, a PIL image or a
-    path (relative to the dataset's folder), or a list of those. Options and answers are read as
-    :func:`parse_options` and :func:`parse_answer` read them; the task is ``task``, else ``mcq``
-    for rows with options and ``vqa.open`` without. ``cache_dir``: where ``datasets`` caches a
-    parquet file's Arrow copy (its default cache when None)."""
-    out = _fresh(out)
-    ds, source = open_hf(path, split, cache_dir)
-    label = Path(path).name
-    found = DatasetCheck(Path(path))
-    columns, wanted = _hf_columns(ds.column_names, columns, label, found)
-    items, first, names = [], {}, set()
-    with staged_folder(out) as tmp:
-        table = ds.with_format(
-            "arrow"
-        )  # image cells stay their stored bytes: nothing decoded, nothing re-encoded
-        for start in tqdm(
-            range(0, len(ds), HF_BATCH), desc=f"importing {label}", unit=" batches", disable=None
-        ):
-            for n, row in enumerate(table[start : start + HF_BATCH].to_pylist(), start):
-
-                def add(column, message, n=n):
-                    found.add(label, n, column, message)
-
-                rid = str(n) if not columns.id else row.get(columns.id)
-                rid = str(rid) if isinstance(rid, int) and not isinstance(rid, bool) else rid
-                if not isinstance(rid, str) or not rid:
-                    add(
-                        columns.id,
-                        f"{rid!r} is not an id; pass --id-column of a column of unique ids, or "
-                        f"--id-column '' to number the rows",
-                    )
-                    continue
-                if rid in first:
-                    add(
-                        columns.id,
-                        f"duplicate id {rid!r} (first in row {first[rid]}); ids must be unique",
-                    )
-                    continue
-                first[rid] = n
-                cell = row.get(columns.image)
-                images = []
-                for k, value in enumerate(cell if isinstance(cell, list) else [cell]):
-                    stem = _UNSAFE.sub("_", rid) + (f"_{k}" if isinstance(cell, list) else "")
-                    stem = (
-                        stem if stem not in names else f"{stem}_row{n}"
-                    )  # ids 'a/b' and 'a_b' share a safe name
-                    names.add(stem)
-                    try:
-                        images.append(_write_hf_image(value, tmp, stem, source))
-                    except ValueError as e:
-                        add(columns.image, str(e))
-                item = _row_item(row, columns, rid, images, task, {}, add)
-                if item is not None:
-                    items.append(item)
-        if not found.ok:
-            raise DatasetError(found)  # the staged folder is removed: nothing written
-        save_dataset(
-            tmp,
-            items,
-            dataset_info(
-                name or out.name,
-                license=license,
-                provenance={
-                    "importer": "python -m lib.formats import-hf",
-                    "source": str(Path(path).resolve()),
-                    "split": split,
-                    "columns": {k: v for k, v in wanted.items() if v is not None},
-                },
-            ),
-        )
-    return check_dataset(out)
-
-
-def _write_hf_image(value, folder: Path, stem: str, source: Path) -> str:
-    """Write one image cell under ``folder/images/`` as ``stem`` plus the suffix of its format,
-    validated by :func:`load_image`; returns its path relative to ``folder``."""
-    if isinstance(value, dict):  # an Image feature's stored form
-        value = value.get("bytes") if value.get("bytes") is not None else value.get("path")
-    if isinstance(value, Image.Image):
-        buf = io.BytesIO()
-        value.save(buf, format=value.format or "PNG")
-        value = buf.getvalue()
-    if isinstance(value, str):
-        src = Path(value) if Path(value).is_absolute() else source / value
-        if not src.is_file():
-            raise ValueError(f"no such image file {src}; relative image paths start from {source}")
-        value = src.read_bytes()
-    if not isinstance(value, (bytes, bytearray)):
-        raise ValueError(
-            f"no image in this cell (got {type(value).__name__}); give image bytes, a PIL image or a path"
-        )
-    try:
-        with warnings.catch_warnings():  # a bomb is refused by load_image below, not announced here
-            warnings.simplefilter("ignore")
-            with Image.open(io.BytesIO(value)) as im:
-                fmt = im.format
-    except Exception:
-        fmt = None
-    suffix = {"JPEG": "jpg"}.get(fmt, (fmt or "bin").lower())
-    dest = folder / "images" / f"{stem}.{suffix}"
-    dest.write_bytes(value)
-    try:
-        load_image(dest, mode=None)
-    except ImageError as e:
-        dest.unlink()
-        raise ValueError(f"{str(e).removeprefix(f'{dest}: ')}; replace the image") from None
-    return dest.relative_to(folder).as_posix()

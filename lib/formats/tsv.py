@@ -57,6 +57,43 @@ def export_tsv(folder: str | Path, items: Iterable[Item], path: str | Path) -> i
     return len(items)
 
 
+def _tsv_answer(answer: str, options: list[str]) -> list:
+    """A row's answer: option letters as indices where it has options, else reference texts (one,
+    or a JSON list); a ValueError says why it cannot be read."""
+    if options:
+        if not answer or any(c not in _LETTERS[: len(options)] for c in answer):
+            raise ValueError(
+                f"answer {answer!r} is not option letters A-{_LETTERS[len(options) - 1]}"
+            )
+        return [_LETTERS.index(c) for c in answer]
+    try:
+        ans = json.loads(answer) if answer.startswith("[") else [answer]
+    except json.JSONDecodeError as e:
+        raise ValueError(f"answer {answer[:80]!r} is not valid JSON ({e})") from None
+    if not isinstance(ans, list) or not all(isinstance(a, str) for a in ans):
+        raise ValueError(f"answer {answer[:80]!r} is not a list of reference texts")
+    return ans
+
+
+def _tsv_image(image: str, rid: str, folder: Path) -> str:
+    """A row's base64 image written under ``folder/images/``; its path in the folder. A
+    ValueError says why it does not decode."""
+    try:
+        data = base64.b64decode(image, validate=True)
+        with (
+            warnings.catch_warnings()
+        ):  # a decompression bomb is refused, not loaded with a warning
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as im:
+                im.load()
+                ext = (im.format or "png").lower().replace("jpeg", "jpg")
+    except Exception as e:
+        raise ValueError(f"image does not decode: {type(e).__name__}: {e}") from None
+    rel = f"images/{_UNSAFE.sub('_', rid)}.{ext}"  # ids may hold '/' (MemeQA's do)
+    (folder / rel).write_bytes(data)
+    return rel
+
+
 def import_tsv(
     path: str | Path, folder: str | Path, task: str = MultipleChoice.name
 ) -> tuple[list[Item], LoadReport]:
@@ -71,43 +108,12 @@ def import_tsv(
             rid = row.get("id") or row.get("index") or str(n)
             where = f"{path}:{n} (id={rid})"
             options = [row[c] for c in _LETTERS if row.get(c)]
-            answer = row.get("answer", "")
-            if options:
-                if not answer or any(c not in _LETTERS[: len(options)] for c in answer):
-                    report.add_skip(
-                        where,
-                        f"answer {answer!r} is not option letters A-{_LETTERS[len(options) - 1]}",
-                    )
-                    continue
-                ans = [_LETTERS.index(c) for c in answer]
-            else:
-                try:
-                    ans = json.loads(answer) if answer.startswith("[") else [answer]
-                except json.JSONDecodeError as e:
-                    report.add_skip(where, f"answer {answer[:80]!r} is not valid JSON ({e})")
-                    continue
-                if not isinstance(ans, list) or not all(isinstance(a, str) for a in ans):
-                    report.add_skip(
-                        where, f"answer {answer[:80]!r} is not a list of reference texts"
-                    )
-                    continue
-            images = []
-            if row.get("image"):
-                try:
-                    data = base64.b64decode(row["image"], validate=True)
-                    with (
-                        warnings.catch_warnings()
-                    ):  # a decompression bomb is refused, not loaded with a warning
-                        warnings.simplefilter("error", Image.DecompressionBombWarning)
-                        with Image.open(io.BytesIO(data)) as im:
-                            im.load()
-                            ext = (im.format or "png").lower().replace("jpeg", "jpg")
-                except Exception as e:
-                    report.add_skip(where, f"image does not decode: {type(e).__name__}: {e}")
-                    continue
-                rel = f"images/{_UNSAFE.sub('_', rid)}.{ext}"  # ids may hold '/' (MemeQA's do)
-                (folder / rel).write_bytes(data)
-                images.append(rel)
+            try:
+                ans = _tsv_answer(row.get("answer", ""), options)
+                images = [_tsv_image(row["image"], rid, folder)] if row.get("image") else []
+            except ValueError as e:
+                report.add_skip(where, str(e))
+                continue
             items.append(
                 Item(
                     id=str(rid),

@@ -171,6 +171,54 @@ def _blame(row: dict, error: Exception) -> list[tuple[str, str]]:
     return out or [("record", str(error))]
 
 
+def _parsed_line(raw: bytes, n: int, found: DatasetCheck) -> tuple[bool, object]:
+    """``(True, value)`` of line ``n`` of ``items.jsonl``, or ``(False, None)`` after adding why it
+    is not JSON (not UTF-8, malformed)."""
+    try:
+        return True, json.loads(raw)
+    except UnicodeDecodeError as e:
+        found.add(
+            "items.jsonl",
+            n,
+            "json",
+            f"not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8",
+        )
+    except json.JSONDecodeError as e:
+        found.add(
+            "items.jsonl",
+            n,
+            "json",
+            f"malformed JSON ({e.msg} at column {e.colno}); fix or remove the line",
+        )
+    return False, None
+
+
+def _check_row(row, n: int, found: DatasetCheck, first: dict, seen: set, image_problem) -> None:
+    """The problems of line ``n``'s value: not a valid Item, an id seen before (``first``: id -> its
+    first line), an image that ``image_problem`` finds wrong (each image checked once: ``seen``)."""
+    for name, message in item_problems(row):
+        found.add("items.jsonl", n, name, message)
+    if not isinstance(row, dict):
+        return
+    rid = row.get("id")
+    if isinstance(rid, str) and rid:
+        if rid in first:
+            found.add(
+                "items.jsonl",
+                n,
+                "id",
+                f"duplicate id {rid!r} (first on line {first[rid]}); ids must be unique",
+            )
+        else:
+            first[rid] = n
+    images = row.get("images")
+    for k, im in enumerate(images if isinstance(images, list) else []):
+        if isinstance(im, str) and im and im not in seen:  # each image checked (and reported) once
+            seen.add(im)
+            if why := image_problem(im):
+                found.add("items.jsonl", n, f"images[{k}]", why)
+
+
 def check_dataset(folder: str | Path, limit: int = MAX_PROBLEMS) -> DatasetCheck:
     """Every problem of a dataset folder, not only the first, each naming file, line and field:
     ``dataset.json`` present and valid, every ``items.jsonl`` line valid JSON and a valid Item
@@ -202,47 +250,16 @@ def check_dataset(folder: str | Path, limit: int = MAX_PROBLEMS) -> DatasetCheck
             if not raw.strip():
                 continue
             found.items += 1
-            try:
-                row = json.loads(raw)
-            except UnicodeDecodeError as e:
-                found.add(
-                    "items.jsonl",
+            parsed, row = _parsed_line(raw, n, found)
+            if parsed:
+                _check_row(
+                    row,
                     n,
-                    "json",
-                    f"not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8",
+                    found,
+                    first,
+                    seen_images,
+                    lambda im: _image_problem(folder, here, roots, im),
                 )
-                continue
-            except json.JSONDecodeError as e:
-                found.add(
-                    "items.jsonl",
-                    n,
-                    "json",
-                    f"malformed JSON ({e.msg} at column {e.colno}); fix or remove the line",
-                )
-                continue
-            for name, message in item_problems(row):
-                found.add("items.jsonl", n, name, message)
-            if not isinstance(row, dict):
-                continue
-            rid = row.get("id")
-            if isinstance(rid, str) and rid:
-                if rid in first:
-                    found.add(
-                        "items.jsonl",
-                        n,
-                        "id",
-                        f"duplicate id {rid!r} (first on line {first[rid]}); ids must be unique",
-                    )
-                else:
-                    first[rid] = n
-            images = row.get("images")
-            for k, im in enumerate(images if isinstance(images, list) else []):
-                if (
-                    isinstance(im, str) and im and im not in seen_images
-                ):  # each image checked (and reported) once
-                    seen_images.add(im)
-                    if why := _image_problem(folder, here, roots, im):
-                        found.add("items.jsonl", n, f"images[{k}]", why)
     found.images = len(seen_images)
     if isinstance(info, dict) and "num_items" in info and info["num_items"] != found.items:
         found.add(

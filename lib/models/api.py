@@ -23,7 +23,8 @@ HTTP 429 and 5xx answers and timeouts are retried with exponential backoff and j
 body however slowly it drips in (the client's own timeout bounds each read only) - and an attempt
 past it is retried like any timeout. A call that still fails is recorded as ``method="error"`` with
 the error text and the rest of the batch completes. Images travel as base64 data URLs of the
-original file bytes (the wire format: :mod:`lib.models.openai_format`).
+original file bytes (the wire format: :mod:`lib.models.openai_format`; the servers and the
+client that routes each attempt: :mod:`lib.models.api_servers`).
 
 Whatever one reply holds fails that item only. Content that is not text (a list, a number, an
 object) is an error of the item, kept as JSON with the reason in ``error``. A reply longer than
@@ -67,7 +68,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextvars
 import hashlib
 import json
 import os
@@ -76,15 +76,22 @@ import threading
 import time
 from pathlib import Path
 
-from lib.config import ParamsError, short
+from lib.config import ParamsError
 from lib.core.answers import cap_reply, not_text
 from lib.core.paths import cache_dir
 from lib.core.schema import ERROR, FREE, INVALID, Request, Response, fingerprint
+from lib.models.api_servers import (
+    ANY_LISTED_SERVER,
+    TRIED,
+    ServerPool,
+    base_urls,
+    check_base_url,
+    routed_client,
+)
 from lib.models.base import Model, backend
 from lib.models.openai_format import (
     chat_request,
     completion_parts,
-    grammar_failure,
     last_text,
     read_reply,
 )
@@ -100,76 +107,6 @@ def response_image(response: Response):
     if response.method == ERROR or not response.text:
         raise ValueError(f"the images API gave no image: {response.error or 'empty response'}")
     return Image.open(cache_dir() / response.text).convert("RGB")
-
-
-# A server that failed an attempt is passed over for this many of the spec's next attempts: a dead
-# server then costs one failed attempt now and then, not one per request, and a restarted one is
-# back within a batch. Counted in attempts, never seconds (time on these machines says little).
-COOLDOWN_REQUESTS = 16
-# What a list's fingerprint holds where a single server's holds its URL (see the module docstring).
-ANY_LISTED_SERVER = "<any listed server>"
-
-
-def check_base_url(value, where: str) -> None:
-    """An ``openai`` spec's ``base_url``: one server's URL (a string, as always), or a list of the
-    URLs of interchangeable servers of one model (non-empty strings, each once)."""
-    if value is None or isinstance(value, str):
-        return
-    if not isinstance(value, list) or not value:
-        raise ParamsError(
-            f"{where}.base_url must be a server's URL or a non-empty list of them "
-            f"(servers of one model), got {short(value)}"
-        )
-    for i, url in enumerate(value):
-        if not isinstance(url, str) or not url.strip():
-            raise ParamsError(
-                f"{where}.base_url[{i}] must be a server's URL (e.g. http://127.0.0.1:8000/v1), "
-                f"got {short(url)}"
-            )
-        if url in value[:i]:
-            raise ParamsError(f"{where}.base_url lists {url!r} twice: list each server once")
-
-
-def base_urls(spec: dict) -> list[str]:
-    """The servers of an ``openai`` spec: none (api.openai.com), its one ``base_url``, or its list."""
-    base = spec.get("base_url")
-    check_base_url(base, f"model spec {spec.get('name')!r}")
-    return list(base) if isinstance(base, list) else [base] if base else []
-
-
-class ServerPool:
-    """Which of a spec's servers takes an attempt (see the module docstring): the fewest in
-    flight, ties to the first; a request's untried servers before the others; a server that failed
-    passed over for ``cooldown`` picks. Plain counters, used from one event loop at a time."""
-
-    def __init__(self, n: int, cooldown: int = COOLDOWN_REQUESTS):
-        self.n, self.cooldown = n, cooldown
-        self.in_flight = [0] * n
-        self.sent = [0] * n  # attempts sent to each server
-        self.failures = [0] * n
-        self.picks = 0
-        self._cool_until = [0] * n  # a server is passed over until the pick count exceeds this
-
-    def pick(self, tried=()) -> int:
-        """The server for an attempt of a request that has already tried the servers ``tried``."""
-        self.picks += 1
-        pool = [i for i in range(self.n) if i not in tried] or list(range(self.n))
-        ready = [i for i in pool if self._cool_until[i] < self.picks]
-        i = (
-            min(ready, key=lambda i: (self.in_flight[i], i))
-            if ready
-            else min(pool, key=lambda i: (self._cool_until[i], self.in_flight[i], i))
-        )
-        self.sent[i] += 1
-        return i
-
-    def failed(self, i: int) -> None:
-        self.failures[i] += 1
-        self._cool_until[i] = self.picks + self.cooldown
-
-
-# The servers the request being sent has tried (one set per request: each runs in its own task).
-_TRIED: contextvars.ContextVar[set] = contextvars.ContextVar("tried_servers")
 
 
 @backend("openai")
@@ -301,72 +238,11 @@ class OpenAIModel(Model):
         self._api_key()  # fail before any request when no key is reachable
 
     def _client(self):
-        import openai
-        from openai import AsyncOpenAI
-
-        # the hooks each attempt goes through (httpx2 clients)
-        if not all(hasattr(AsyncOpenAI, hook) for hook in ("_send_request", "_sleep_for_retry")):
-            raise RuntimeError(
-                f"openai {openai.__version__} is too old for the per-attempt deadline (timeout_s) and "
-                f"the choice of server; upgrade it: pip install -U openai"
-            )
-        import httpx2  # what the openai client sends with, and whose timeouts it retries
-
-        deadline_s = float(self.spec.get("timeout_s", 60))
+        """The async client of this spec's servers (:func:`lib.models.api_servers.routed_client`)."""
         pool, bases = self.pool, [url.rstrip("/") + "/" for url in self.urls]
-
-        class Client(AsyncOpenAI):
-            # the openai client's retry rule, minus grammar failures
-            def _should_retry(self, response) -> bool:
-                return not grammar_failure(response) and super()._should_retry(response)
-
-            async def _sleep_for_retry(self, *, retries_taken: int, **kwargs) -> None:
-                tried = _TRIED.get(None)
-                # a server it has not tried takes it at once
-                if tried is not None and len(tried) < pool.n:
-                    return
-                # then one server's backoff: the attempts that went round the servers do not lengthen it
-                await super()._sleep_for_retry(
-                    retries_taken=max(0, retries_taken - (pool.n - 1)), **kwargs
-                )
-
-            async def _send_request(self, request, **kwargs):
-                tried = _TRIED.get(None)
-                tried = set() if tried is None else tried
-                i = pool.pick(tried)
-                tried.add(i)
-                # the client built the request for the first server's URL: send it to server i
-                if i:
-                    own, url = str(self.base_url), str(request.url)
-                    if not url.startswith(own):
-                        raise RuntimeError(
-                            f"cannot route {url} to {bases[i]}: it is not under {own}"
-                        )
-                    request.url = httpx2.URL(bases[i] + url[len(own) :])
-                    request.headers["Host"] = request.url.netloc.decode("ascii")
-                pool.in_flight[i] += 1
-                # One attempt, body included, within timeout_s: the client's timeout bounds each read,
-                # so a body dripped a byte at a time would never end. A timeout is retried as any is.
-                try:
-                    async with asyncio.timeout(deadline_s):
-                        response = await super()._send_request(request, **kwargs)
-                except TimeoutError:
-                    pool.failed(i)
-                    raise httpx2.ReadTimeout(
-                        f"no whole reply within timeout_s={deadline_s:g}s", request=request
-                    ) from None
-                except Exception:  # refused, reset: the client retries these
-                    pool.failed(i)
-                    raise
-                finally:
-                    pool.in_flight[i] -= 1
-                # 429, 5xx: retried elsewhere
-                if response.status_code >= 400 and self._should_retry(response):
-                    pool.failed(i)
-                return response
-
+        client_class = routed_client(pool, bases, float(self.spec.get("timeout_s", 60)))
         # servers - 1 attempts more than one server's, for trying each server once first
-        return Client(
+        return client_class(
             base_url=self.urls[0] if self.urls else None,
             api_key=self._api_key(),
             max_retries=int(self.spec.get("max_retries", 5)) + pool.n - 1,
@@ -416,79 +292,89 @@ class OpenAIModel(Model):
         )
 
     async def _one(self, client, sem: asyncio.Semaphore, r: Request) -> Response:
-        _TRIED.set(set())  # this request's own (each request runs in its own task)
-        if self.spec.get("endpoint") == "images":
-            async with sem:
-                return await self._image(client, r)
+        TRIED.set(set())  # this request's own (each request runs in its own task)
         async with sem:
-            start = time.perf_counter()
-            kwargs = chat_request(self.spec["name"], r)
-            fmt = kwargs.get("response_format")
-            try:
-                completion = await client.chat.completions.create(**kwargs)
-            except Exception as e:  # after the client's own retries: record, do not sink the batch
-                return Response(
-                    text="",
-                    parsed=None,
-                    method=ERROR,
-                    valid=False,
-                    error=self._redact(f"{type(e).__name__}: {e}"),
-                    latency_s=time.perf_counter() - start,
-                )
-            latency = time.perf_counter() - start
-            try:  # a 200 that is no chat completion (an HTML page, choices: []) fails this request only
-                content, finish, pt, ct = completion_parts(completion)
-            except (AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
-                return Response(
-                    text="",
-                    method=ERROR,
-                    valid=False,
-                    latency_s=latency,
-                    error=self._redact(
-                        f"not a chat completion ({type(e).__name__}: {e}): {str(completion)[:200]!r}"
-                    ),
-                )
-            usage_fields = dict(
-                prompt_tokens=pt,
-                completion_tokens=ct,
-                latency_s=latency,
-                cost_usd=self._cost(pt, ct),
+            if self.spec.get("endpoint") == "images":
+                return await self._image(client, r)
+            return await self._chat(client, r)
+
+    async def _chat(self, client, r: Request) -> Response:
+        """One chat completion: an error of the call or of what came back fails this request only."""
+        start = time.perf_counter()
+        kwargs = chat_request(self.spec["name"], r)
+        try:
+            completion = await client.chat.completions.create(**kwargs)
+        except Exception as e:  # after the client's own retries: record, do not sink the batch
+            return Response(
+                text="",
+                parsed=None,
+                method=ERROR,
+                valid=False,
+                error=self._redact(f"{type(e).__name__}: {e}"),
+                latency_s=time.perf_counter() - start,
             )
-            is_text = content is None or isinstance(content, str)
-            raw, error = (content or "", None) if is_text else not_text(content)
-            # redacted whole: a cut must not keep part of a key
-            text, problem = cap_reply(self._redact(raw))
-            if error:  # a list, a number, an object: no answer, kept as JSON
-                return Response(
-                    text=text,
-                    method=ERROR,
-                    valid=False,
-                    error="; ".join(x for x in (error, problem) if x),
-                    finish_reason=finish,
-                    **usage_fields,
-                )
-            if problem:  # cut like a reply that hit the token limit, and counted with them
-                problem += f"; the server's finish_reason was {finish!r}"
-                finish = "length"
-            try:
-                parsed, method, valid, unread = read_reply(text, r, fmt)
-            except Exception as e:  # whatever one reply does to a parser fails that item only
-                parsed, method, valid, unread = (
-                    None,
-                    INVALID,
-                    False,
-                    f"unreadable ({type(e).__name__})",
-                )
-            problem = "; ".join(x for x in (problem, unread) if x) or None
+        latency = time.perf_counter() - start
+        try:  # a 200 that is no chat completion (an HTML page, choices: []) fails this request only
+            content, finish, pt, ct = completion_parts(completion)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
+            return Response(
+                text="",
+                method=ERROR,
+                valid=False,
+                latency_s=latency,
+                error=self._redact(
+                    f"not a chat completion ({type(e).__name__}: {e}): {str(completion)[:200]!r}"
+                ),
+            )
+        usage_fields = dict(
+            prompt_tokens=pt,
+            completion_tokens=ct,
+            latency_s=latency,
+            cost_usd=self._cost(pt, ct),
+        )
+        return self._read_content(content, finish, r, kwargs.get("response_format"), usage_fields)
+
+    def _read_content(
+        self, content, finish: str | None, r: Request, fmt, usage_fields: dict
+    ) -> Response:
+        """A completion's content as a response: content that is not text an error kept as JSON, a
+        reply past the length cap cut and counted as truncated, the reply read as ``r`` asks (a
+        parser's failure fails this item only)."""
+        is_text = content is None or isinstance(content, str)
+        raw, error = (content or "", None) if is_text else not_text(content)
+        # redacted whole: a cut must not keep part of a key
+        text, problem = cap_reply(self._redact(raw))
+        if error:  # a list, a number, an object: no answer, kept as JSON
             return Response(
                 text=text,
-                parsed=parsed,
-                method=method,
-                valid=valid,
+                method=ERROR,
+                valid=False,
+                error="; ".join(x for x in (error, problem) if x),
                 finish_reason=finish,
-                problem=problem,
                 **usage_fields,
             )
+        if problem:  # cut like a reply that hit the token limit, and counted with them
+            problem += f"; the server's finish_reason was {finish!r}"
+            finish = "length"
+        try:
+            parsed, method, valid, unread = read_reply(text, r, fmt)
+        except Exception as e:  # whatever one reply does to a parser fails that item only
+            parsed, method, valid, unread = (
+                None,
+                INVALID,
+                False,
+                f"unreadable ({type(e).__name__})",
+            )
+        problem = "; ".join(x for x in (problem, unread) if x) or None
+        return Response(
+            text=text,
+            parsed=parsed,
+            method=method,
+            valid=valid,
+            finish_reason=finish,
+            problem=problem,
+            **usage_fields,
+        )
 
     async def _run(self, requests: list[Request], on_result) -> list[Response]:
         sem = asyncio.Semaphore(self.concurrency * self.pool.n)

@@ -23,7 +23,9 @@ through outlines, batched per schema and settings like the other kinds.
 
 The backend class is here; its images (the processed-image cache) are in :mod:`lib.models.hf_images`,
 its processors and chat prompts in :mod:`lib.models.hf_processors`, its token-level helpers (choice
-trie, shared prefixes, choice log-likelihoods) in :mod:`lib.models.hf_tokens`.
+trie, shared prefixes, choice log-likelihoods) in :mod:`lib.models.hf_tokens`; the steps it takes in
+from sibling classes - the prompt-prefix cache, choice scoring by log-likelihood, JSON output - in
+:mod:`lib.models.hf_prefix`, :mod:`lib.models.hf_loglik` and :mod:`lib.models.hf_json`.
 """
 
 from __future__ import annotations
@@ -34,21 +36,15 @@ import time
 from pathlib import Path
 
 from lib.core.answers import parse_choice, parse_response
-from lib.core.schema import CONSTRAINED_TRIE, INVALID, JSON_SCHEMA, Request, Response
+from lib.core.schema import CONSTRAINED_TRIE, INVALID, Request, Response
 from lib.io import ImageCache, ImageError
 from lib.models.base import Model, backend
-from lib.models.hf_images import ImageTensors, rgb, with_format
+from lib.models.hf_images import ImageTensors, rgb
+from lib.models.hf_json import JsonOutput
+from lib.models.hf_loglik import ChoiceScoring
+from lib.models.hf_prefix import PrefixCache
 from lib.models.hf_processors import chat_prompt, is_encoder_decoder, load_processor
-from lib.models.hf_tokens import (
-    PREFIX_CACHE_ENTRIES,
-    PREFIX_MIN_TOKENS,
-    PREFIX_SLACK_TOKENS,
-    ChoiceTrie,
-    best_choices,
-    cache_arg,
-    choice_tensors,
-    common_prefix,
-)
+from lib.models.hf_tokens import ChoiceTrie
 from lib.models.probe import hub_problem
 
 _NESTED_IMAGES = {
@@ -57,10 +53,6 @@ _NESTED_IMAGES = {
     "smolvlm",
     "mllama",
 }  # processors wanting one list per sample
-# VLMs whose forward continues from a KV cache without the images (log-likelihood from one prefill);
-# Qwen-VL's rotary positions and BLIP-2 / Kosmos-2 / Florence-2's image inputs need the whole row
-_PREFILL_TYPES = {"llava", "llava_next", "idefics3"}
-JSON_GENERATORS = 8  # compiled JSON-schema generators a model keeps
 
 
 def _local_fingerprint(path: Path) -> dict:
@@ -79,8 +71,10 @@ def _local_fingerprint(path: Path) -> dict:
 
 
 @backend("hf")
-class HFModel(Model):
-    """A transformers model behind the common interface (see the module docstring for the spec)."""
+class HFModel(PrefixCache, ChoiceScoring, JsonOutput, Model):
+    """A transformers model behind the common interface (see the module docstring for the spec): its
+    prefix cache, choice scoring and JSON output are taken in from :mod:`lib.models.hf_prefix`,
+    :mod:`lib.models.hf_loglik` and :mod:`lib.models.hf_json`."""
 
     SPEC_KEYS = frozenset(
         {
@@ -313,106 +307,6 @@ class HFModel(Model):
         with self._tensors.around(self.processor):
             return self.processor(**kwargs)
 
-    def _prefix_caching(self) -> bool:
-        return not (self.is_vlm or self.encoder_decoder) and bool(
-            self.spec.get("prefix_cache", True)
-        )
-
-    def _token_ids(self, batch: list[Request]) -> list[list[int]]:
-        return [self.tokenizer.encode(self._chat_text(r), add_special_tokens=False) for r in batch]
-
-    def _prefix_groups(self, ids: list[list[int]]) -> list[list[int]]:
-        """The batch split where its rows fall into families sharing much longer prefixes than the
-        whole batch does (LAVE's yes/no and general demonstrations sorted next to each other): each
-        family of two or more rows whose common prefix is ``PREFIX_MIN_TOKENS`` longer, then the
-        rest (``ids``: the rows' prompt tokens). One group (the batch) when there is no such family."""
-        whole = [list(range(len(ids)))]
-        if len(ids) < 3:
-            return whole
-        common = common_prefix(ids)
-        families: dict[int, list[int]] = {}
-        for i, row in enumerate(ids):
-            families.setdefault(row[common] if len(row) > common else -1, []).append(i)
-        gaining = [
-            idx
-            for idx in families.values()
-            if len(idx) > 1 and common_prefix([ids[i] for i in idx]) - common >= PREFIX_MIN_TOKENS
-        ]
-        if not gaining:
-            return whole
-        taken = {i for idx in gaining for i in idx}
-        rest = [i for i in range(len(ids)) if i not in taken]
-        return gaining + ([rest] if rest else [])
-
-    def _shared_prefix(self, batch: list[Request], ids: list[list[int]] | None):
-        """Inputs for ``generate`` that start from a cached prefix, or None where there is none.
-
-        A text LM's batch often shares a long prompt prefix: LAVE's task definition and eight
-        demonstrations precede every question, MemeQA-style generators repeat their instructions.
-        That prefix (the batch's longest common run of tokens, at least ``PREFIX_MIN_TOKENS``, or a
-        prefix already encoded that every row starts with, at most ``PREFIX_SLACK_TOKENS`` shorter:
-        batches of LAVE's prompts differ in their questions' first words) is encoded once per model -
-        kept for the next batches, the last ``PREFIX_CACHE_ENTRIES`` prefixes - and each row
-        continues from a copy of its KV cache. Rows are laid out
-        ``prefix + left padding + own suffix`` with the padding masked, so each token sees the
-        same tokens at the same positions (positions come from the attention mask) as in the plain
-        left-padded batch: the same answers (tested), the long prefix paid once instead of per row.
-        VLM prompts carry images and encoder-decoders encode the whole prompt: they never take it."""
-        import copy
-
-        import torch
-
-        if ids is None:
-            return None
-        common, first = common_prefix(ids), ids[0]
-        if common < PREFIX_MIN_TOKENS:
-            return None
-        # a prefix already encoded that this batch shares serves it, unless the batch shares much more
-        key = max(
-            (
-                k
-                for k in self._prefixes
-                if common - PREFIX_SLACK_TOKENS <= len(k) <= common and tuple(first[: len(k)]) == k
-            ),
-            key=len,
-            default=None,
-        )
-        if key is None and len(batch) == 1:
-            return None  # a prefix of one row's own is shared with nothing
-        key, common = (key, len(key)) if key else (tuple(first[:common]), common)
-        cache = self._prefixes.pop(key, None)
-        device = self.model.device
-        if cache is None:
-            with torch.inference_mode():
-                prefix = self.model(
-                    input_ids=torch.tensor([first[:common]], device=device), use_cache=True
-                )
-                cache = getattr(prefix, cache_arg())
-        self._prefixes[key] = cache
-        while len(self._prefixes) > PREFIX_CACHE_ENTRIES:
-            self._prefixes.pop(next(iter(self._prefixes)))
-        cache = copy.deepcopy(cache)
-        # one copy per row
-        cache.reorder_cache(torch.zeros(len(batch), dtype=torch.long, device=device))
-        width = max(len(row) for row in ids) - common
-        pad = self.tokenizer.pad_token_id
-        input_ids = [
-            first[:common] + [pad] * (width - len(row) + common) + row[common:] for row in ids
-        ]
-        mask = [
-            [1] * common + [0] * (width - len(row) + common) + [1] * (len(row) - common)
-            for row in ids
-        ]
-        self.padding = (
-            self.padding[0] + sum(m.count(0) for m in mask),
-            self.padding[1] + sum(map(len, mask)),
-        )
-        return {
-            "input_ids": torch.tensor(input_ids, device=device),
-            "attention_mask": torch.tensor(mask, device=device),
-            cache_arg(): cache,
-        }
-
     def _decode(self, batch: list[Request], trie: bool) -> list[Response]:
         """Generate for a batch; a text LM's prompts are tokenised once here for the prefix cache
         (split by prefix family, then each part from its shared prefix)."""
@@ -427,52 +321,31 @@ class HFModel(Model):
                 out[i] = resp
         return out
 
-    def _decode_batch(
-        self, batch: list[Request], trie: bool, ids: list[list[int]] | None = None
-    ) -> list[Response]:
-        import torch
-
-        r0 = batch[0]
-        start = time.perf_counter()
-        enc = self._shared_prefix(batch, ids) or self._encode(batch)
-        prompt_len = enc["input_ids"].shape[1]
-        eos = self.tokenizer.eos_token_id
-        gen = {
-            "max_new_tokens": r0.max_new_tokens,
-            "do_sample": r0.temperature > 0,
-            "pad_token_id": self.tokenizer.pad_token_id,
+    def _trie_settings(self, batch: list[Request], skip: int, eos: int) -> dict:
+        """``generate`` settings that keep each row to its choices: greedy steps through a token trie
+        of them (``skip``: the tokens before the answer), no longer than the longest choice."""
+        tries = [
+            ChoiceTrie(
+                [self.tokenizer.encode(c, add_special_tokens=False) for c in r.constraint.choices]
+            )
+            for r in batch
+        ]
+        longest = max(
+            len(self.tokenizer.encode(c, add_special_tokens=False))
+            for r in batch
+            for c in r.constraint.choices
+        )
+        return {
+            "max_new_tokens": longest + 1,
+            "prefix_allowed_tokens_fn": lambda b, ids: tries[b].allowed(ids[skip:].tolist(), eos),
         }
-        if r0.temperature > 0:
-            gen.update(temperature=r0.temperature, top_p=r0.top_p)
-            # one seed per batch: sampled answers depend on batch make-up
-            torch.manual_seed(r0.seed)
-        # decoder-only models return prompt + answer; encoder-decoders the decoder start token + answer
-        skip = 1 if self.encoder_decoder else prompt_len
-        if trie:
-            tries = [
-                ChoiceTrie(
-                    [
-                        self.tokenizer.encode(c, add_special_tokens=False)
-                        for c in r.constraint.choices
-                    ]
-                )
-                for r in batch
-            ]
-            gen["max_new_tokens"] = (
-                max(
-                    len(self.tokenizer.encode(c, add_special_tokens=False))
-                    for r in batch
-                    for c in r.constraint.choices
-                )
-                + 1
-            )
-            gen["prefix_allowed_tokens_fn"] = lambda b, ids: tries[b].allowed(
-                ids[skip:].tolist(), eos
-            )
-        with torch.inference_mode():
-            out = self.model.generate(**enc, **gen)
-        elapsed = time.perf_counter() - start
-        new = out[:, skip:]
+
+    def _read_batch(
+        self, batch: list[Request], enc, new, trie: bool, limit: int, elapsed: float
+    ) -> list[Response]:
+        """The batch's responses from the generated tokens ``new``: each reply read (a trie's choice,
+        else as its constraint says), its tokens counted, cut where no end came within ``limit``."""
+        eos = self.tokenizer.eos_token_id
         texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
         responses = []
         for b, (r, text) in enumerate(zip(batch, texts)):
@@ -480,7 +353,7 @@ class HFModel(Model):
             n_new = next(
                 (j for j, t in enumerate(ids) if t in (eos, self.tokenizer.pad_token_id)), len(ids)
             )
-            cut = not trie and n_new >= gen["max_new_tokens"]  # no end of turn within the limit
+            cut = not trie and n_new >= limit  # no end of turn within the limit
             if trie:
                 value, _ = parse_choice(text, r.constraint.choices)
                 method, valid = (CONSTRAINED_TRIE, True) if value is not None else (INVALID, False)
@@ -500,149 +373,32 @@ class HFModel(Model):
             )
         return responses
 
-    def _loglik(self, batch: list[Request]) -> list[Response]:
-        """Score every choice's tokens after the prompt; answer the most likely (sum of log-probs).
-        Where the model can continue from a cache without its images (text LMs, LLaVA, LLaVA-NeXT,
-        Idefics3), the prompt and its images are encoded once and every choice is scored from the
-        cached prefix (:meth:`_loglik_prefill`); elsewhere each (prompt, choice) row is encoded whole."""
+    def _decode_batch(
+        self, batch: list[Request], trie: bool, ids: list[list[int]] | None = None
+    ) -> list[Response]:
         import torch
 
-        start = time.perf_counter()
-        if self._can_prefill():
-            return self._loglik_prefill(batch, start)
-        rows = [(r, c) for r in batch for c in r.constraint.choices]
-        enc = self._encode([r for r, _ in rows])
-        suffix, suffix_mask = choice_tensors(
-            self.tokenizer, [c for _, c in rows], self.model.device
-        )
-        prompt_len = enc["input_ids"].shape[1]
-        if (
-            self.encoder_decoder
-        ):  # the choice is the decoder's target: its log-likelihood given the prompt
-            labels = suffix.masked_fill(suffix_mask == 0, -100)
-            with torch.inference_mode():
-                logits = self.model(**enc, labels=labels).logits.float()
-            return best_choices(
-                batch, logits, suffix, suffix_mask, enc["attention_mask"].sum(-1), start
-            )
-        for name in list(
-            enc.keys()
-        ):  # per-token tensors (ids, mask, token types) grow by the suffix
-            t = enc[name]
-            if (
-                name == "pixel_values"
-                or not hasattr(t, "shape")
-                or t.dim() != 2
-                or t.shape[1] != prompt_len
-            ):
-                continue
-            extra = (
-                suffix
-                if name == "input_ids"
-                else suffix_mask
-                if name == "attention_mask"
-                else torch.zeros_like(suffix)
-            )
-            enc[name] = torch.cat([t, extra.to(t.dtype)], dim=1)
-        with torch.inference_mode():
-            logits = self.model(**enc).logits[:, prompt_len - 1 : -1].float()
-        # the rows grew by the choices
-        prompt_tokens = enc["attention_mask"].sum(-1) - suffix_mask.sum(-1)
-        return best_choices(batch, logits, suffix, suffix_mask, prompt_tokens, start)
-
-    def _can_prefill(self) -> bool:
-        return not self.encoder_decoder and (not self.is_vlm or self._model_type in _PREFILL_TYPES)
-
-    def _loglik_prefill(self, batch: list[Request], start: float) -> list[Response]:
-        """One prefill per request: the prompt (images included) is encoded once, its KV cache is
-        repeated for the request's choices, and every choice's tokens are scored from it - the same
-        positions and attention as encoding each row whole, at a fraction of the cost."""
-        import torch
-
-        enc = self._encode(batch)
-        with torch.inference_mode():
-            prefix = self.model(**enc, use_cache=True)
-        rows = [(b, c) for b, r in enumerate(batch) for c in r.constraint.choices]
-        idx = torch.tensor([b for b, _ in rows], device=self.model.device)
-        cache = getattr(prefix, cache_arg())
-        cache.reorder_cache(idx)  # one copy of the request's prefix per choice
-        suffix, suffix_mask = choice_tensors(
-            self.tokenizer, [c for _, c in rows], self.model.device
-        )
-        prompt_mask = enc["attention_mask"][idx]
-        with torch.inference_mode():
-            tail = self.model(
-                input_ids=suffix,
-                attention_mask=torch.cat([prompt_mask, suffix_mask], dim=1),
-                use_cache=False,
-                **{cache_arg(): cache},
-            ).logits
-        logits = torch.cat([prefix.logits[:, -1][idx].unsqueeze(1), tail[:, :-1]], dim=1).float()
-        return best_choices(batch, logits, suffix, suffix_mask, prompt_mask.sum(-1), start)
-
-    def _json_batch(self, batch: list[Request]) -> list[Response]:
-        """Structured output under one JSON schema for a batch of requests, through outlines
-        (constrained decoding; its transformers model batches with left padding: the same answers
-        as one request at a time, tested).
-
-        The batch shares its settings (``_generate`` groups by them). Temperature 0 decodes
-        greedily; above 0 it samples (``temperature``, ``top_p``) from the batch's ``seed``, so an
-        adversarial-filtering retry, which asks again at a temperature with another seed, gets a
-        new reply, and the same seed gives the same reply again. As in :meth:`_decode_batch`, one
-        seed serves the batch: a sampled reply depends on the batch it ran in. The seed is set
-        inside a forked torch RNG, so the caller's global RNG state is left as it was."""
-        import outlines
-        import torch
-        from outlines.types import JsonSchema
-
-        if not hasattr(self, "_outlines"):
-            self._outlines = outlines.from_transformers(self.model, self.processor)
-        start = time.perf_counter()
-        prompts = []
-        for r in batch:
-            text = self._chat_text(r)
-            images = [self._image(im) for im in r.images()]
-            prompts.append(
-                [text, *[outlines.inputs.Image(with_format(im)) for im in images]]
-                if images
-                else text
-            )
-        # key order is the output's property order
-        schema = json.dumps(batch[0].constraint.json_schema)
-        generator = self._json_generators.pop(schema, None) or outlines.Generator(
-            self._outlines, JsonSchema(schema)
-        )
-        self._json_generators[schema] = (
-            generator  # compiling a schema's index takes seconds; outlines resets it per call
-        )
-        while len(self._json_generators) > JSON_GENERATORS:
-            self._json_generators.pop(next(iter(self._json_generators)))
         r0 = batch[0]
-        settings = {"max_new_tokens": r0.max_new_tokens, "do_sample": r0.temperature > 0}
+        start = time.perf_counter()
+        enc = self._shared_prefix(batch, ids) or self._encode(batch)
+        prompt_len = enc["input_ids"].shape[1]
+        gen = {
+            "max_new_tokens": r0.max_new_tokens,
+            "do_sample": r0.temperature > 0,
+            "pad_token_id": self.tokenizer.pad_token_id,
+        }
         if r0.temperature > 0:
-            settings.update(temperature=r0.temperature, top_p=r0.top_p)
-        devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(r0.seed)  # only sampling draws from it; greedy decoding is unchanged
-            texts = (
-                generator.batch(prompts, **settings)
-                if len(batch) > 1
-                else [generator(prompts[0], **settings)]
-            )
+            gen.update(temperature=r0.temperature, top_p=r0.top_p)
+            # one seed per batch: sampled answers depend on batch make-up
+            torch.manual_seed(r0.seed)
+        # decoder-only models return prompt + answer; encoder-decoders the decoder start token + answer
+        skip = 1 if self.encoder_decoder else prompt_len
+        if trie:
+            gen.update(self._trie_settings(batch, skip, self.tokenizer.eos_token_id))
+        with torch.inference_mode():
+            out = self.model.generate(**enc, **gen)
         elapsed = time.perf_counter() - start
-        out = []
-        for r, text in zip(batch, texts):
-            value, method, valid = parse_response(text, r.constraint)
-            out.append(
-                Response(
-                    text=text,
-                    parsed=value,
-                    method=JSON_SCHEMA if valid else INVALID,
-                    valid=valid,
-                    latency_s=elapsed,
-                )
-            )
-        return out
+        return self._read_batch(batch, enc, out[:, skip:], trie, gen["max_new_tokens"], elapsed)
 
 
 def cpu_settings(name, dtype, device_map):

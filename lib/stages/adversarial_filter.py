@@ -19,7 +19,9 @@ from pathlib import Path
 import pandas as pd
 
 from lib import config
-from lib.af.engine import AFConfig, blind_check, filter_questions, final_items, plus_variant
+from lib.af.configuration import AFConfig
+from lib.af.engine import blind_check, filter_questions, final_items
+from lib.af.questions import plus_variant
 from lib.af.skeletons import from_annotations, from_split
 from lib.config import cli
 from lib.core.schema import Item

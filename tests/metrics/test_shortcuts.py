@@ -2,7 +2,7 @@
 
 import pytest
 
-from lib.af import engine, guards
+from lib.af import engine, guards, questions
 from lib.core.schema import Item
 from lib.families.memeqa.importer import import_memeqa
 from lib.metrics import shortcuts
@@ -68,10 +68,10 @@ def test_af_output_sits_at_chance_for_the_tells_it_guards_against():
         ]
         kept, _ = guards.screen(written, correct, [], 1.0, 0.4)
         chosen = guards.pick_without_tell(
-            correct, kept, engine.n_distractors({"type": "intent_id", "correct": correct}, cfg)
+            correct, kept, questions.n_distractors({"type": "intent_id", "correct": correct}, cfg)
         )
         assert chosen is not None
-        q = engine.QState(
+        q = questions.QState(
             skeleton={
                 "id": f"intent_id/{i}",
                 "type": "intent_id",
@@ -82,8 +82,8 @@ def test_af_output_sits_at_chance_for_the_tells_it_guards_against():
                 "general_type": "single",
             }
         )
-        engine.assemble(q, chosen, cfg.__class__(none_of_the_above=False), 1, "generator")
-        items.append(engine.as_item(q))
+        questions.assemble(q, chosen, cfg.__class__(none_of_the_above=False), 1, "generator")
+        items.append(questions.as_item(q))
     table = shortcuts.audit(items).set_index("tell")
     for tell in ("capitalisation", "final_stop"):
         assert table.loc[tell, "fired"] == 0, tell

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from lib.af import engine
+from lib.af import engine, generation
 from lib.core.schema import fingerprint
 from lib.io import load_items, write_sample_images
 from lib.models import Constraint, Request, generate, load_model
@@ -86,7 +86,7 @@ def test_every_schema_the_project_sends_compiles_on_both_vllm_engines(
         return response_format(Request.simple("q", constraint=constraint))["json_schema"]["schema"]
 
     sent = {
-        f"options_{n}": sent_for(Constraint(json_schema=engine.options_schema(n)))
+        f"options_{n}": sent_for(Constraint(json_schema=generation.options_schema(n)))
         for n in range(1, 6)
     }
     sent.update(
@@ -139,14 +139,14 @@ def test_the_af_options_schema_compiles_on_the_default_engine(vllm):
         Request.simple(
             f"Write {n} wrong answers to: what colour is the sky? Reply as JSON.",
             max_new_tokens=120,
-            constraint=Constraint(json_schema=engine.options_schema(n)),
+            constraint=Constraint(json_schema=generation.options_schema(n)),
         )
         for n in n_options
     ]
     for n, r in zip(n_options, generate(text, reqs, progress=False)):
         assert (r.method, r.valid, r.error) == ("json_schema", True, None), r.text
         assert len(r.parsed["options"]) == n
-        assert all(re.match(engine.OPTION_PATTERN, o) for o in r.parsed["options"])
+        assert all(re.match(generation.OPTION_PATTERN, o) for o in r.parsed["options"])
     # a pattern beside a length goes without the length (xgrammar would answer 400); a repeat
     # count above 128 reaches xgrammar and fails there: recorded as an error, the run goes on
     string = {"type": "object", "required": ["a"], "additionalProperties": False}

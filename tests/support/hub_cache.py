@@ -20,7 +20,7 @@ def _qwen2_vl(folder: Path) -> None:
 def _qwen2_lm(folder: Path) -> None:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from lib.models.tiny import build_tokenizer
+    from lib.models.tiny_tokenizer import build_tokenizer
 
     tok = build_tokenizer("text")
     config = Qwen2Config(
@@ -49,7 +49,7 @@ def _clip(folder: Path) -> None:
     from transformers import CLIPConfig, CLIPModel
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
-    from lib.models.tiny import build_tokenizer
+    from lib.models.tiny_tokenizer import build_tokenizer
 
     tok = build_tokenizer("text")
     config = CLIPConfig(

@@ -131,6 +131,35 @@ def judge_requests(
     ]
 
 
+def _constrained_ratings(
+    model, requests: list, first: list, parsed: list, methods: list, store, progress: bool
+) -> None:
+    """Ask again, constrained to "1", "2" or "3", where a reply held no rating (``parsed`` and
+    ``methods`` updated in place; the rationale stays the first reply's)."""
+    retry = [i for i, (rating, _) in enumerate(parsed) if rating is None and first[i].error is None]
+    if not retry:
+        return
+    followup = [
+        Request(
+            messages=requests[i].messages
+            + [
+                {"role": "assistant", "content": first[i].text},
+                {"role": "user", "content": prompt_data()["rating_followup"]},
+            ],
+            max_new_tokens=2,
+            constraint=Constraint(choices=("1", "2", "3")),
+        )
+        for i in retry
+    ]
+    second = generate(
+        model, followup, store=store, progress=progress, desc="LAVE constrained ratings"
+    )
+    for i, resp in zip(retry, second):
+        if resp.valid and resp.parsed in ("1", "2", "3"):
+            parsed[i] = (int(resp.parsed), first[i].text.strip())
+            methods[i] = resp.method
+
+
 def judge(
     model,
     questions: Sequence[str],
@@ -153,27 +182,8 @@ def judge(
     )
     parsed = [read_rating(r.text) if r.error is None else (None, "") for r in first]
     methods = ["parse:rating" if rating is not None else "invalid" for rating, _ in parsed]
-    retry = [i for i, (rating, _) in enumerate(parsed) if rating is None and first[i].error is None]
-    if constrain and retry:
-        followup = [
-            Request(
-                messages=requests[i].messages
-                + [
-                    {"role": "assistant", "content": first[i].text},
-                    {"role": "user", "content": prompt_data()["rating_followup"]},
-                ],
-                max_new_tokens=2,
-                constraint=Constraint(choices=("1", "2", "3")),
-            )
-            for i in retry
-        ]
-        second = generate(
-            model, followup, store=store, progress=progress, desc="LAVE constrained ratings"
-        )
-        for i, resp in zip(retry, second):
-            if resp.valid and resp.parsed in ("1", "2", "3"):
-                parsed[i] = (int(resp.parsed), first[i].text.strip())
-                methods[i] = resp.method
+    if constrain:
+        _constrained_ratings(model, requests, first, parsed, methods, store, progress)
     ids = list(item_ids) if item_ids is not None else [str(i) for i in range(len(questions))]
     out = []
     for i, ((rating, rationale), resp) in enumerate(zip(parsed, first)):

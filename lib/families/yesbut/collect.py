@@ -28,6 +28,48 @@ def two_panels(image) -> dict:
     return {"layout": asdict(layout(image))}
 
 
+def _generated_images(root: Path, licence: str, report: LoadReport) -> list[tuple[Path, dict]]:
+    """The images of stages 3 and 4, each with what its folder (label, stage) and its name (the
+    timestamp and styles) say; a file whose name does not follow the pattern is skipped."""
+    generated = []
+    folders = (
+        sorted((root / "images" / "stage_3_and_4").glob("yesbut_stage_*"))
+        if (root / "images" / "stage_3_and_4").exists()
+        else []
+    )
+    for folder in folders:
+        if not (m := parse_stage_folder(folder.name)):
+            continue
+        paths, rep = scan_images(folder)
+        report.skipped.extend(rep.skipped)
+        for p in paths:
+            parsed = parse_yesbut_name(p.name)
+            if parsed is None:
+                report.add_skip(str(p), "file name does not follow {ts}_{L}_YES_{R}_BUT")
+                continue
+            generated.append(
+                (p, {"licence": licence, "label": m["label"], "stage": m["stage"], **parsed})
+            )
+    return generated
+
+
+def _link_originals(gen: list[Record], by_ts: dict, report: LoadReport) -> None:
+    """Each generated record linked to its stage-2 original through the timestamp, sharing its
+    annotation; one without an original is kept, with a note."""
+    for rec in gen:
+        original = by_ts.get(rec.timestamp)
+        rec.original = original.id if original else None
+        rec.annotation = dict(original.annotation) if original else {}
+        if original is None:
+            report.notes.append(
+                (
+                    rec.path,
+                    f"its original {rec.timestamp} is not in images/stage_2 (missing, or not "
+                    f"an image: a git-lfs pointer?): kept without an original or annotation",
+                )
+            )
+
+
 def collect_yesbut(
     root: str | Path, licence: str = "YesBut dataset (see its repository)", progress: bool = True
 ) -> tuple[list[Record], LoadReport]:
@@ -54,25 +96,7 @@ def collect_yesbut(
 
     sub = records_of(stage2, "yesbut", report, progress, stage2_extra, check=two_panels)
     by_ts = {r.timestamp: r for r in sub if r.timestamp}
-    generated = []
-    folders = (
-        sorted((root / "images" / "stage_3_and_4").glob("yesbut_stage_*"))
-        if (root / "images" / "stage_3_and_4").exists()
-        else []
-    )
-    for folder in folders:
-        if not (m := parse_stage_folder(folder.name)):
-            continue
-        paths, rep = scan_images(folder)
-        report.skipped.extend(rep.skipped)
-        for p in paths:
-            parsed = parse_yesbut_name(p.name)
-            if parsed is None:
-                report.add_skip(str(p), "file name does not follow {ts}_{L}_YES_{R}_BUT")
-                continue
-            generated.append(
-                (p, {"licence": licence, "label": m["label"], "stage": m["stage"], **parsed})
-            )
+    generated = _generated_images(root, licence, report)
     extras = {str(p): e for p, e in generated}
     gen = records_of(
         [p for p, _ in generated],
@@ -83,18 +107,7 @@ def collect_yesbut(
         desc="collect yesbut stages 3-4",
         check=two_panels,
     )
-    for rec in gen:  # linked to the stage-2 original through the timestamp, sharing its annotation
-        original = by_ts.get(rec.timestamp)
-        rec.original = original.id if original else None
-        rec.annotation = dict(original.annotation) if original else {}
-        if original is None:
-            report.notes.append(
-                (
-                    rec.path,
-                    f"its original {rec.timestamp} is not in images/stage_2 (missing, or not "
-                    f"an image: a git-lfs pointer?): kept without an original or annotation",
-                )
-            )
+    _link_originals(gen, by_ts, report)
     report.loaded = len(sub) + len(gen)
     return sub + gen, report
 

@@ -57,27 +57,10 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(edges[::2], edges[1::2]))
 
 
-def layout(image: Image.Image) -> Layout:
-    """Check that ``image`` is two panels side by side and find where they meet.
-
-    Hand-written (no library checks comic layouts): on a grey copy ``PROFILE_WIDTH`` wide, a column
-    is uniform when nearly all its pixels (``UNIFORM_SHARE``) match its median; a narrow run of
-    uniform columns away from the edges is a *gutter* (a white or black strip between panels). At
-    full resolution a column is a *seam* when the mean step to the next one is an outlier and sharp
-    (``SEAM_SHARPNESS`` times the steps beside it: two pictures abutting on a straight line, not the
-    slanted edge of an object in a photo). Inside ``CENTRE``: a gutter, else a seam, else a wide uniform run covering
-    the middle (two white stick-figure backgrounds meeting: uniform backgrounds are no evidence
-    against two panels) = two panels, cut at the gutter that stands out most from the columns on
-    both its sides (a uniform strip inside one picture, a night sky, does not), else at the seam or
-    background nearest the middle. None there but boundaries
-    near both thirds = three panels. Nothing = unverified: the layout promises two panels, so
-    :func:`split` cuts at the middle unless told to refuse."""
-    w, h = image.size
-    grey = image.convert("L")
-    gray_full = np.asarray(grey, dtype=np.float32)
-    gray = np.asarray(
-        grey.resize((PROFILE_WIDTH, max(1, round(h * PROFILE_WIDTH / w)))), dtype=np.float32
-    )
+def _uniform_runs(gray: np.ndarray) -> tuple[list[float], list[float]]:
+    """On the narrow grey copy: the gutters (narrow runs of uniform columns away from the edges),
+    the most contrasted with the columns on both sides first, and the uniform runs covering the
+    centre; each as the share of the width its middle is at."""
     n = gray.shape[1]
     uniform = (np.abs(gray - np.median(gray, axis=0)) <= UNIFORM_TOLERANCE).mean(
         axis=0
@@ -96,7 +79,13 @@ def layout(image: Image.Image) -> Layout:
     narrow.sort(key=lambda r: -contrast[r])
     gutters = [(a + b - 1) / 2 / n for a, b in narrow]
     covering = [(a + b - 1) / 2 / n for a, b in runs if a < CENTRE[1] * n and b > CENTRE[0] * n]
-    # seams at full resolution (a resize blurs a one-pixel step away): the mean step to the next column
+    return gutters, covering
+
+
+def _seams(gray_full: np.ndarray) -> list[float]:
+    """The seams at full resolution (a resize blurs a one-pixel step away), as shares of the width:
+    columns whose mean step to the next is an outlier and sharp against the steps beside it."""
+    w = gray_full.shape[1]
     step = np.abs(np.diff(gray_full, axis=1)).mean(axis=0)
     side = np.maximum(
         np.roll(step, SEAM_SIDE), np.roll(step, -SEAM_SIDE)
@@ -104,7 +93,31 @@ def layout(image: Image.Image) -> Layout:
     strong = (step >= max(SEAM_MIN, SEAM_FACTOR * float(np.median(step)))) & (
         step >= SEAM_SHARPNESS * side
     )
-    seams = list((np.flatnonzero(strong) + 1) / w)
+    return list((np.flatnonzero(strong) + 1) / w)
+
+
+def layout(image: Image.Image) -> Layout:
+    """Check that ``image`` is two panels side by side and find where they meet.
+
+    Hand-written (no library checks comic layouts): on a grey copy ``PROFILE_WIDTH`` wide, a column
+    is uniform when nearly all its pixels (``UNIFORM_SHARE``) match its median; a narrow run of
+    uniform columns away from the edges is a *gutter* (a white or black strip between panels). At
+    full resolution a column is a *seam* when the mean step to the next one is an outlier and sharp
+    (``SEAM_SHARPNESS`` times the steps beside it: two pictures abutting on a straight line, not the
+    slanted edge of an object in a photo). Inside ``CENTRE``: a gutter, else a seam, else a wide uniform run covering
+    the middle (two white stick-figure backgrounds meeting: uniform backgrounds are no evidence
+    against two panels) = two panels, cut at the gutter that stands out most from the columns on
+    both its sides (a uniform strip inside one picture, a night sky, does not), else at the seam or
+    background nearest the middle. None there but boundaries
+    near both thirds = three panels. Nothing = unverified: the layout promises two panels, so
+    :func:`split` cuts at the middle unless told to refuse."""
+    w, h = image.size
+    grey = image.convert("L")
+    gray = np.asarray(
+        grey.resize((PROFILE_WIDTH, max(1, round(h * PROFILE_WIDTH / w)))), dtype=np.float32
+    )
+    gutters, covering = _uniform_runs(gray)
+    seams = _seams(np.asarray(grey, dtype=np.float32))
     inside = lambda xs: [x for x in xs if CENTRE[0] <= x <= CENTRE[1]]
     for kind, found in (
         ("gutter", inside(gutters)),
