@@ -19,9 +19,9 @@ import pandas as pd
 import pytest
 from scipy.stats import t
 
+from lib.compare import explain as compare
 from lib.compare import runs as compare_runs
 from lib.core.schema import FREE
-from lib.eval import compare
 from lib.eval import foreign as foreign_runs
 from lib.eval.paired import difference_stats, mcnemar_exact, paired_difference
 from lib.export.harnesses import main as export

@@ -73,8 +73,8 @@ def load_processor(path: str, model_type: str, kw: dict):
 @cache
 def image_only_processor_class(name: str):
     """transformers' processor ``name`` (Qwen2VLProcessor, Qwen2_5_VLProcessor) without its video
-    slot: the stock one needs torchvision, which cannot import beside the CPU torch pinned here
-    (ENVIRONMENT.md), and images never need it. Built on first use (importing transformers at
+    slot: the stock one needs torchvision, which cannot import beside the CPU torch pinned here,
+    and images never need it. Built on first use (importing transformers at
     import time would cost seconds) and once per process."""
     import transformers
 

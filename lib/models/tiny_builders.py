@@ -7,7 +7,9 @@ from __future__ import annotations
 from lib.models.hf_processors import qwen2_5_vl_processor_class, qwen2_vl_processor_class
 from lib.models.tiny_tokenizer import build_tokenizer
 
-IMAGE_SIZE = 112  # ENVIRONMENT.md trials: 112 px / patch 16 (49 tokens) was the best CPU trade-off
+IMAGE_SIZE = (
+    112  # in trials on CPU, 112 px / patch 16 (49 tokens) was the best speed-to-learning trade-off
+)
 PATCH = 16
 
 
@@ -23,7 +25,7 @@ def _text_config(tok, seed_hidden: int = 128):
         num_key_value_heads=4,
         max_position_embeddings=1024,
         tie_word_embeddings=True,
-        # 0.1 rather than 0.02: at 0.02 tiny models collapse to one constant answer (ENVIRONMENT.md)
+        # 0.1 rather than 0.02: at 0.02 tiny models collapse to one constant answer
         initializer_range=0.1,
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,

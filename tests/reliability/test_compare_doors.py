@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from lib.compare import explain as compare
 from lib.compare import runs
 from lib.core.paths import ROOT
-from lib.eval import compare
 from lib.io import kind_of, load_items, save_dataset
 from lib.models.store import CallStore
 from lib.stages import analyze, evaluate
