@@ -394,3 +394,14 @@ def test_no_engine_imports_a_family():
     importing the family: a new paper is its own folder."""
     named = sorted((a, b) for a, b in _edges() if _top(a) in ENGINES and _top(b) == "families")
     assert not named, f"engines importing a family: {named}"
+
+
+def test_no_two_lib_modules_share_a_name_outside_the_families():
+    """One name per concept: ``lib.io.manifest`` and ``lib.eval.manifest`` would read alike in a
+    traceback. A family's files (``task.py``, ``judge.py``) share names by the plug-in convention,
+    and every package has its ``__init__`` (and a command's ``__main__``)."""
+    seen: dict[str, list[str]] = {}
+    for path in LIB.rglob("*.py"):
+        if path.relative_to(LIB).parts[0] != "families" and not path.name.startswith("__"):
+            seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert not {n: p for n, p in seen.items() if len(p) > 1}

@@ -1,6 +1,6 @@
 """One door each: a request is built in one place (:mod:`lib.eval.requests`), so what a comparison
 says an item was asked is what evaluation sent; and the preflight asks each backend what it needs
-(:meth:`lib.models.base.Model.preflight`), so a backend registered here, unknown to
+(:meth:`lib.models.backend.Model.preflight`), so a backend registered here, unknown to
 ``lib/pipeline/preflight.py``, is asked like the shipped ones."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from lib.eval.ask import predict
 from lib.eval.settings import EvalConfig
 from lib.io import load_items
 from lib.models import BACKENDS, Model, load_model
-from lib.models.base import backend
+from lib.models.backend import backend
 from lib.models.store import call_key
 from lib.pipeline import execute as pipeline
 from lib.pipeline import preflight

@@ -10,7 +10,7 @@ import time
 
 from lib.core.schema import Response
 from lib.models import Constraint, Request, generate
-from lib.models.base import Model
+from lib.models.backend import Model
 from lib.models.store import CallStore, call_key
 
 

@@ -25,12 +25,13 @@ Every stage's ``run()`` goes through :func:`stage_run` (its config checked again
 locked); the command line itself (arguments, offline profiles) is :mod:`lib.config.cli`.
 
 The package's modules, each named for its job: :mod:`~lib.config.errors` (:class:`ParamsError`),
-:mod:`~lib.config.validation` (values against annotations), :mod:`~lib.config.files` (params YAML),
+:mod:`~lib.config.checks` (values against annotations), :mod:`~lib.config.files` (params YAML),
 :mod:`~lib.config.profile` (``common.<profile>.yaml``), :mod:`~lib.config.stage` (what every stage
 config is), :mod:`~lib.config.resolution` (:func:`resolve`); their public names are importable from
 here.
 """
 
+from lib.config.checks import check_fields, check_type, dataclass_from, field_types
 from lib.config.errors import ParamsError, did_you_mean, short
 from lib.config.files import load_layer, parse_yaml
 from lib.config.profile import OFFLINE_ENV, PROFILE_KEYS, Profile, load_profile, profiles
@@ -43,7 +44,6 @@ from lib.config.stage import (
     replaced,
     stage_run,
 )
-from lib.config.validation import check_fields, check_type, dataclass_from, field_types
 
 __all__ = [
     "OFFLINE_ENV",

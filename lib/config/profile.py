@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from lib.config.checks import check_type
 from lib.config.errors import ParamsError, did_you_mean
 from lib.config.files import load_layer
-from lib.config.validation import check_type
 from lib.core.paths import check_name, params_root
 from lib.io import artifacts
 

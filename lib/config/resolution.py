@@ -9,11 +9,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lib.config.checks import check_fields, field_types
 from lib.config.errors import ParamsError, did_you_mean
 from lib.config.files import load_layer
 from lib.config.profile import PROFILE_KEYS, Profile, load_profile
 from lib.config.stage import StageConfig, model_names
-from lib.config.validation import check_fields, field_types
 from lib.core.paths import ROOT, check_name, stage_dir
 
 

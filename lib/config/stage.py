@@ -13,8 +13,8 @@ from dataclasses import MISSING, asdict, fields, replace
 from functools import wraps
 from pathlib import Path
 
+from lib.config.checks import check_fields
 from lib.config.errors import ParamsError, did_you_mean
-from lib.config.validation import check_fields
 from lib.core.paths import RunLock
 from lib.core.ranks import ranks
 from lib.io import write_json

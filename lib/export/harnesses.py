@@ -65,8 +65,8 @@ from lib.formats import export_tsv
 from lib.io import file_sha256, load_items, share_strings, write_json, write_jsonl
 from lib.io.provenance import provenance
 from lib.tasks import Scoring
-from lib.tasks.base import QUESTION_FIRST, wants_question_first
 from lib.tasks.registry import get_task
+from lib.tasks.task import QUESTION_FIRST, wants_question_first
 
 TEMPLATE = DATA / "lmms_eval" / "utils.py"
 ANSWER_TOKENS = (

@@ -7,7 +7,7 @@
 - :mod:`lib.io.digests`: files' SHA-256 digests, remembered by path, size and modification time.
 - :mod:`lib.io.annotations`: the append-only annotation file (:class:`AnnotationStore`).
 - :mod:`lib.io.images`: validated image loading, the decoded-image cache, the demo's photographs.
-- :mod:`lib.io.manifest`: when a dataset folder is complete (what ``dataset.json`` records must hold).
+- :mod:`lib.io.dataset_manifest`: when a dataset folder is complete (what ``dataset.json`` records must hold).
 - :mod:`lib.io.swap`: folders built aside and swapped in whole.
 - :mod:`lib.io.folders`: output folders marked with their kind; a folder of another kind is never overwritten.
 - :mod:`lib.io.datasets`: dataset folders written, read whole, streamed, or read at offsets.
@@ -27,6 +27,14 @@ from lib.io.check import (
     DatasetProblem,
     check_dataset,
     item_problems,
+)
+from lib.io.dataset_manifest import (
+    MANIFEST_KEYS,
+    IncompleteDataset,
+    check_complete,
+    dataset_manifest,
+    manifest_fields,
+    verify_dataset,
 )
 from lib.io.datasets import (
     ItemsAt,
@@ -69,14 +77,6 @@ from lib.io.jsonl import (
     write_jsonl,
     write_jsonl_hashed,
     write_lines_hashed,
-)
-from lib.io.manifest import (
-    MANIFEST_KEYS,
-    IncompleteDataset,
-    check_complete,
-    dataset_manifest,
-    manifest_fields,
-    verify_dataset,
 )
 from lib.io.memory import (
     CHUNK_LINES,

@@ -13,10 +13,10 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from lib.core.schema import Item
+from lib.io.dataset_manifest import _rerun
 from lib.io.datasets import _outside
 from lib.io.digests import file_sha256
 from lib.io.images import ImageError, load_image
-from lib.io.manifest import _rerun
 
 MAX_PROBLEMS = (
     50  # problems a check lists; the rest are counted: the first ones are those fixed first

@@ -2,11 +2,11 @@
 
 A *dataset folder* is ``items.jsonl`` (one :class:`lib.core.schema.Item` per line) + ``images/`` +
 ``dataset.json`` (name, version, created, provenance, license, and the manifest of
-:mod:`lib.io.manifest`). It loads with HF ``datasets``::
+:mod:`lib.io.dataset_manifest`). It loads with HF ``datasets``::
 
     datasets.load_dataset("json", data_files=str(folder / "items.jsonl"), split="train")
 
-Every reader here refuses a folder its manifest does not describe (:func:`lib.io.manifest.check_complete`).
+Every reader here refuses a folder its manifest does not describe (:func:`lib.io.dataset_manifest.check_complete`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lib.core.schema import Item
+from lib.io.dataset_manifest import _count_mismatch, _writer, check_complete, manifest_fields
 from lib.io.jsonl import _malformed, write_json, write_jsonl_hashed
-from lib.io.manifest import _count_mismatch, _writer, check_complete, manifest_fields
 from lib.io.memory import CHUNK_LINES, _decode_chunk, paused_gc, share_strings
 
 

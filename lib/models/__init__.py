@@ -9,9 +9,9 @@ Backends: ``hf`` (transformers, any hub id or local path), ``openai`` (any OpenA
 endpoint, vLLM included), ``tiny`` (the embedded offline models of :mod:`lib.models.tiny`),
 ``constant`` and ``random`` (the baselines of :mod:`lib.models.baseline`), ``imported`` (answers
 another harness produced, :mod:`lib.models.imported`: never asked). Each is a
-:class:`~lib.models.base.Model` subclass that declares the spec keys it reads, checks its spec and
+:class:`~lib.models.backend.Model` subclass that declares the spec keys it reads, checks its spec and
 its own preflight (what it needs reachable before a run starts; the probes are in
-:mod:`lib.models.probe`), and registers itself by name (:func:`lib.models.base.backend`): adding one
+:mod:`lib.models.probe`), and registers itself by name (:func:`lib.models.backend.backend`): adding one
 is its module and its import below.
 """
 
@@ -20,10 +20,10 @@ from __future__ import annotations
 from lib.config import ParamsError, did_you_mean
 from lib.core.answers import parse_choice, parse_json, parse_response
 from lib.core.schema import Constraint, Request, Response
-from lib.models.base import BACKENDS, COMMON_SPEC_KEYS, Model
+from lib.models.backend import BACKENDS, COMMON_SPEC_KEYS, Model
 from lib.models.runner import generate
 
-# the backends, each registering itself by name (lib.models.base.backend); their heavy libraries
+# the backends, each registering itself by name (lib.models.backend.backend); their heavy libraries
 # (torch, transformers, openai) are imported when a model loads, not here
 from lib.models import api, baseline, hf, imported, tiny  # noqa: E402,F401  isort: skip
 
@@ -31,7 +31,7 @@ from lib.models import api, baseline, hf, imported, tiny  # noqa: E402,F401  iso
 def check_spec(spec, where: str, allow_empty: bool = False) -> None:
     """A model spec: a mapping naming a registered ``backend``, holding only the keys that backend
     reads (a misspelt one is refused with a suggestion), never a key itself, and passing the
-    backend's own :meth:`~lib.models.base.Model.check_spec`. ``allow_empty``: ``{}`` / None mean
+    backend's own :meth:`~lib.models.backend.Model.check_spec`. ``allow_empty``: ``{}`` / None mean
     "no model"."""
     if allow_empty and spec in ({}, None):
         return

@@ -88,7 +88,7 @@ from lib.models.api_servers import (
     check_base_url,
     routed_client,
 )
-from lib.models.base import Model, backend
+from lib.models.backend import Model, backend
 from lib.models.openai_format import (
     chat_request,
     completion_parts,

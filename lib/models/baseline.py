@@ -16,7 +16,7 @@ import random
 
 from lib.config import ParamsError
 from lib.core.schema import CONSTRAINED_RANDOM, FREE, INVALID, Request, Response, fingerprint
-from lib.models.base import Model, backend
+from lib.models.backend import Model, backend
 
 
 class _RuleModel(Model):

@@ -38,7 +38,7 @@ from pathlib import Path
 from lib.core.answers import parse_choice, parse_response
 from lib.core.schema import CONSTRAINED_TRIE, INVALID, Request, Response
 from lib.io import ImageCache, ImageError
-from lib.models.base import Model, backend
+from lib.models.backend import Model, backend
 from lib.models.hf_images import ImageTensors, rgb
 from lib.models.hf_json import JsonOutput
 from lib.models.hf_loglik import ChoiceScoring

@@ -11,7 +11,7 @@ harness's, imported; asking it again raises.
 from __future__ import annotations
 
 from lib.config import ParamsError
-from lib.models.base import Model, backend
+from lib.models.backend import Model, backend
 
 
 @backend("imported")

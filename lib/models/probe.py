@@ -1,4 +1,4 @@
-"""Probes a backend's preflight (:meth:`lib.models.base.Model.preflight`) uses: can a hub id or
+"""Probes a backend's preflight (:meth:`lib.models.backend.Model.preflight`) uses: can a hub id or
 folder be loaded here, does an OpenAI-compatible server answer with the key it is given. Each
 returns one line saying what is wrong and the fix, or None; none loads a model.
 :mod:`lib.pipeline.preflight` asks every backend before a run computes anything.

@@ -7,7 +7,7 @@ from contextlib import nullcontext
 from tqdm.auto import tqdm
 
 from lib.core.schema import Request, Response
-from lib.models.base import Model
+from lib.models.backend import Model
 from lib.models.store import call_key, claim_owner
 
 

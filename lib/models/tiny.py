@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from lib.core.paths import cache_dir
-from lib.models.base import Model, backend
+from lib.models.backend import Model, backend
 from lib.models.hf import HFModel
 from lib.models.tiny_builders import build_tiny_vlm
 

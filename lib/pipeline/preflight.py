@@ -5,7 +5,7 @@ needs is there, and say in one line per problem which model, which params file, 
     make run PROFILE=real                                  # runs it first, stops on a problem
 
 What is checked, per model spec the profile's stages use (each checked once), is what its backend
-says it needs (:meth:`~lib.models.base.Model.preflight`, the backend found by name as a model is
+says it needs (:meth:`~lib.models.backend.Model.preflight`, the backend found by name as a model is
 loaded), so a new backend needs no edit here. The ``hf`` backend checks its weights (in the local
 hub cache, or online reachable with the caller's ``$HF_TOKEN``; a folder; an earlier run's output:
 :func:`lib.models.probe.hub_problem`), the ``openai`` backend its key variable and every server of

@@ -1,5 +1,5 @@
-"""What every task is: the :class:`~lib.tasks.base.Task` base class (prompt, reading, scoring,
-aggregating, paper tables), its options and metric rows (:mod:`~lib.tasks.base`), and the prompt
+"""What every task is: the :class:`~lib.tasks.task.Task` base class (prompt, reading, scoring,
+aggregating, paper tables), its options and metric rows (:mod:`~lib.tasks.task`), and the prompt
 styles (:mod:`~lib.tasks.styles`: zero-shot, chain of thought).
 
 The tasks themselves live with their family of work in :mod:`lib.families` (``lib/families/<family>/``),
@@ -10,7 +10,8 @@ folder's ``prompts.yaml``; its settings are a block under ``tasks:`` in stage 06
 
 from __future__ import annotations
 
-from lib.tasks.base import (
+from lib.tasks.styles import PROMPT_STYLES, STYLES, Style
+from lib.tasks.task import (
     Clusters,
     Prompt,
     Results,
@@ -27,7 +28,6 @@ from lib.tasks.base import (
     user_content,
     wants_question_first,
 )
-from lib.tasks.styles import PROMPT_STYLES, STYLES, Style
 
 __all__ = [
     "PROMPT_STYLES",

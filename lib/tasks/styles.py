@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lib.models import Request, generate
-from lib.tasks.base import Prompt, style_prompts, user_content
+from lib.tasks.task import Prompt, style_prompts, user_content
 
 
 class Style:

@@ -1,7 +1,7 @@
 """The training engine: stage 05 (:mod:`lib.stages.train`) binds it to a run; ``scripts/gpu_check.py``
 and the tests drive it directly.
 
-- :mod:`lib.training.settings` - what is derived from the stage's settings (precision, step budget,
+- :mod:`lib.training.plan` - what is derived from the stage's settings (precision, step budget,
   the data-parallel check).
 - :mod:`lib.training.data` - examples, splits, filters, collated batches, balanced drawing.
 - :mod:`lib.training.model` - the model prepared for LoRA or full fine-tuning, its optimiser,

@@ -23,7 +23,7 @@ from lib.models.hf_images import ImageTensors
 from lib.models.hf_processors import chat_prompt
 from lib.tasks import user_content
 from lib.tasks.registry import split_reader, task_of
-from lib.training.settings import TrainSettings
+from lib.training.plan import TrainSettings
 
 
 @dataclass

@@ -54,7 +54,7 @@ from lib.tasks import wants_question_first
 from lib.training.data import Example, answer_balance, collate, load_examples
 from lib.training.loss import answer_loss, keeps_answer_logits
 from lib.training.model import optimiser, prepare_model
-from lib.training.settings import TrainSettings, check_data_parallel, precision_for, step_budget
+from lib.training.plan import TrainSettings, check_data_parallel, precision_for, step_budget
 from lib.training.validation import (
     accuracies,
     ask_examples,

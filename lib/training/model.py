@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lib.models import load_model
-from lib.training.settings import TrainSettings
+from lib.training.plan import TrainSettings
 
 # Where a VLM keeps its language model (LLaVA, Qwen-VL, BLIP-2, Florence-2: language_model; Idefics3,
 # Kosmos-2: text_model): LoRA adapts that model's Linear layers unless told otherwise.

@@ -24,7 +24,7 @@ from lib.models.hf import HFModel
 from lib.tasks import Scoring
 from lib.tasks.registry import get_task, task_of
 from lib.training.data import Example
-from lib.training.settings import TrainSettings
+from lib.training.plan import TrainSettings
 
 
 def validation_sample(cfg: TrainSettings, val: list[Example]) -> list[Example]:

@@ -18,7 +18,7 @@ from collections import Counter
 from lib.core.schema import Response
 from lib.models import Request, generate
 from lib.models import store as call_store
-from lib.models.base import Model
+from lib.models.backend import Model
 from lib.models.store import CallStore, call_key, claim_owner, owner_alive
 
 from ..support.openai_server import OpenAIStub

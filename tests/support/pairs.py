@@ -16,7 +16,7 @@ from lib.core.paths import stage_dir
 from lib.io import artifacts
 from lib.models.store import CallStore
 from lib.stages import evaluate
-from lib.tasks.base import QUESTION_FIRST
+from lib.tasks.task import QUESTION_FIRST
 
 YES = {"backend": "constant", "answer": "Yes."}  # right under Scrapbook's reading by words only
 MODELS_A = {

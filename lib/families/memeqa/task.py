@@ -19,7 +19,7 @@ from lib.core.schema import INVALID, Item
 from lib.families.memeqa import figures
 from lib.metrics import classification
 from lib.metrics.stats import bootstrap_ci
-from lib.tasks.base import (
+from lib.tasks.task import (
     Prompt,
     Results,
     Scoring,

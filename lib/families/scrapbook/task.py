@@ -29,7 +29,8 @@ import pandas as pd
 from lib.core.schema import ERROR, Item
 from lib.families.scrapbook import coded, consistency, figures
 from lib.families.scrapbook.tables import ERRORS, LEVELS
-from lib.tasks.base import (
+from lib.tasks.styles import ZeroShot
+from lib.tasks.task import (
     Prompt,
     Results,
     Scorer,
@@ -39,7 +40,6 @@ from lib.tasks.base import (
     TaskOptions,
     Unit,
 )
-from lib.tasks.styles import ZeroShot
 
 # a code array's next type code once its values outgrow it
 WIDER = {"B": ("H", 2**16), "H": ("i", 2**31)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lib.tasks.base import (
+from lib.tasks.task import (
     Prompt,
     Scoring,
     Tables,

@@ -21,7 +21,7 @@ from lib.families.yesbut import figures
 from lib.metrics import classification
 from lib.metrics import text as text_metrics
 from lib.metrics.stats import bootstrap_ci
-from lib.tasks.base import (
+from lib.tasks.task import (
     TEXT_METRICS,
     Prompt,
     Results,
