@@ -56,7 +56,7 @@ display(resolved.table())  # every field, and the params file that set it
 # %%
 images, maps = analyze.image_map(cfg, out)
 display(pd.Series(images["silhouette"] if images else {}, name="silhouette").to_frame())
-for fig, ax in maps.values():
+for fig, _ax in maps.values():
     display(fig)
 
 # %% [markdown]
@@ -80,7 +80,7 @@ fig
 
 # %%
 drawn = analyze.data_figures(cfg, out)
-for fig, ax in drawn.values():
+for fig, _ax in drawn.values():
     display(fig)
 
 # %% [markdown]

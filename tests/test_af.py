@@ -38,7 +38,7 @@ def _rule_skeletons(image):
     ]
     other = [{"target": "astronauts", "sentiment": "negative", "action": "ridicules"}]
     sk = []
-    for i, (ts, item) in enumerate(((targets, "m1"), (other, "m2"))):
+    for _i, (ts, item) in enumerate(((targets, "m1"), (other, "m2"))):
         sk.append(
             af.Skeleton(
                 id=f"tar_act_id/{item}",

@@ -79,7 +79,7 @@ def lab(tmp_path):
         ],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=open(tmp_path / "lab.log", "w"),
+        stderr=open(tmp_path / "lab.log", "w"),  # noqa: SIM115 - the server process writes it until it stops
     )
     url = f"http://127.0.0.1:{port}"
     for _ in range(120):
@@ -119,7 +119,7 @@ def test_fill_one_annotation_in_jupyterlab(lab, chromium):
         # busy machine JupyterLab may ask first (e.g. which kernel, when it is slow to start): its
         # default answer, as a user would press Enter, and its text kept for a failure's message
         dialogs = []
-        for attempt in range(6):
+        for _attempt in range(6):
             if page.locator(".jp-Dialog").count():
                 dialogs.append(page.inner_text(".jp-Dialog"))
                 page.click(".jp-Dialog .jp-mod-accept")

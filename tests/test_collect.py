@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -114,7 +115,7 @@ def test_recollecting_a_changed_source_drops_and_lists_stale_records(tmp_path, i
     collect.run(cfg, out)
     (folder / "2.png").unlink()
     summary = collect.run(cfg, out)
-    manifest = [json.loads(line) for line in open(out / "manifest.jsonl")]
+    manifest = [json.loads(line) for line in Path(out / "manifest.jsonl").read_text().splitlines()]
     report = json.loads((out / "report.json").read_text())
     assert (
         summary["manifest"] == len(manifest) == 2 and summary["removed_since_last_collection"] == 1
@@ -278,7 +279,7 @@ def test_a_relative_source_path_collects_into_datasets_stage_06_can_read(tmp_pat
     )  # the source given relative to the project, as params files do
     out = tmp_path / "runs" / "01_collect"
     collect.run(collect.CollectConfig(sources=[{"kind": "yesbut", "path": "yesbut"}]), out)
-    manifest = [json.loads(line) for line in open(out / "manifest.jsonl")]
+    manifest = [json.loads(line) for line in Path(out / "manifest.jsonl").read_text().splitlines()]
     assert all(r["path"].startswith("/") for r in manifest)
     monkeypatch.chdir(tmp_path)  # a later stage, run from elsewhere
     loaded = load_eval_items(
@@ -303,7 +304,9 @@ def test_images_that_are_not_two_panels_are_flagged_by_name_and_never_cut(tmp_pa
     )  # three panels
     out = tmp_path / "run" / "01_collect"
     collect.run(collect.CollectConfig(sources=[{"kind": "yesbut", "path": str(root)}]), out)
-    manifest = {r["name"]: r for r in map(json.loads, open(out / "manifest.jsonl"))}
+    manifest = {
+        r["name"]: r for r in map(json.loads, Path(out / "manifest.jsonl").read_text().splitlines())
+    }
     assert manifest["111"]["layout"]["panels"] == 2 and manifest["333"]["layout"]["panels"] == 3
     report = json.loads((out / "report.json").read_text())
     assert [(f["path"].split("/")[-1], f["panels"]) for f in report["not_verified_two_panels"]] == [

@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import math
+from pathlib import Path
 
 import pytest
 import yaml
@@ -125,7 +126,12 @@ def test_exported_task_asks_vqalab_prompts_and_scores_as_stage_06(datasets, tmp_
         assert config["tag"] == f"vqalab_{name}"  # --tasks vqalab_<name> runs them all
         task_name = config["metadata"]["vqalab_task"]
         its = by_task[task_name]
-        docs = [json.loads(line) for line in open(config["dataset_kwargs"]["data_files"]["test"])]
+        docs = [
+            json.loads(line)
+            for line in Path(config["dataset_kwargs"]["data_files"]["test"])
+            .read_text()
+            .splitlines()
+        ]
         assert [d["id"] for d in docs] == [it.id for it in its]
         for d, it in zip(docs[:4], its):
             prompt = get_task(it.task).prompt(it, folder)
@@ -181,7 +187,10 @@ def test_an_aggregation_without_rows_of_a_subset_reports_nan(datasets, tmp_path)
     info = export_lmms_eval(folder, tmp_path / "mcq", scoring=SCORING)
     (lmms_task,) = info["tasks"]
     config = _function_tags(tmp_path / "mcq", tmp_path / "mcq" / f"{lmms_task}.yaml")
-    docs = [json.loads(line) for line in open(config["dataset_kwargs"]["data_files"]["test"])]
+    docs = [
+        json.loads(line)
+        for line in Path(config["dataset_kwargs"]["data_files"]["test"]).read_text().splitlines()
+    ]
     items = {it.id: it for it in load_items(folder)}
     subsets = {items[d["id"]].meta["specific_type"] for d in docs}
     absent = sorted(subsets)[0]
@@ -205,7 +214,9 @@ def test_an_aggregation_without_rows_of_a_subset_reports_nan(datasets, tmp_path)
 def _settings(task_dir):
     info = json.loads((task_dir / "vqalab.json").read_text())
     config = _function_tags(task_dir, task_dir / f"{info['tasks'][0]}.yaml")
-    doc = json.loads(open(config["dataset_kwargs"]["data_files"]["test"]).readline())
+    doc = json.loads(
+        Path(config["dataset_kwargs"]["data_files"]["test"]).read_text().splitlines()[0]
+    )
     order = [c["type"] for c in config["doc_to_messages"](doc)[0]["content"]]
     return info, config["generation_kwargs"]["max_new_tokens"], order
 

@@ -119,7 +119,7 @@ def test_the_plan_lists_every_step_each_a_function_through_the_projects_api(devi
     if devices < 2:
         assert "needs 2 GPUs" in skips["eval_2proc"]
     assert (skips["vllm"] is None) == (importlib.util.find_spec("vllm") is not None)
-    for role, m in p["models"].items():
+    for _role, m in p["models"].items():
         assert (
             m["spec"]["backend"] == "tiny"
             and m["spec"]["dtype"] == "bfloat16"

@@ -117,7 +117,7 @@ def test_the_memeqa_profile_trains_four_families_and_tabulates_six_models_per_ty
     with OpenAIStub() as server:
         for label in ("gpt-4o", "qvq-72b-preview"):  # the API models, served locally
             cfg.models[label].update(base_url=server.url)
-        for label, spec in cfg.models.items():
+        for spec in cfg.models.values():
             spec.pop("device_map", None), spec.pop("dtype", None)
         evaluate.run(
             cfg, run / "06_evaluate", store=CallStore(tmp_path / "calls.sqlite"), progress=False

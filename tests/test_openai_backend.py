@@ -425,7 +425,7 @@ def test_a_list_of_servers_keys_its_cache_by_the_model_not_by_where_it_runs(tmp_
                 _servers([other.url]).fingerprint != _servers([a.url]).fingerprint
             )  # other weights, other keys
             with pytest.raises(ValueError, match="serve different models"):
-                _servers([a.url, other.url]).fingerprint
+                _ = _servers([a.url, other.url]).fingerprint
     # servers that do not say what they serve: known by name and label, never taken for api.openai.com
     assert (
         _servers([refused_url]).fingerprint

@@ -506,7 +506,9 @@ def test_the_committed_records_render_with_their_verdicts_and_marks():
         if stale:
             stale_ones[path.stem] = stale
     if stale_ones:  # said, not failed: measuring again is `make bench STALE=1` on an idle machine
-        warnings.warn(StaleRecords(f"stale records (make bench STALE=1): {stale_ones}"))
+        warnings.warn(
+            StaleRecords(f"stale records (make bench STALE=1): {stale_ones}"), stacklevel=2
+        )
 
 
 def _git(root, *args) -> str:

@@ -7,6 +7,7 @@ exactly the predictions of predictions.jsonl. Screenshots of both are saved for 
 import io
 import json
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -103,7 +104,9 @@ def test_the_report_opens_with_the_results_and_they_are_metrics_csv(run_folder, 
 def test_a_headline_links_to_exactly_its_answers_and_filters_narrow_them(run_folder, page):
     preds = [
         Prediction.from_dict(json.loads(line))
-        for line in open(run_folder / artifacts.EVALUATE / artifacts.PREDICTIONS)
+        for line in Path(run_folder / artifacts.EVALUATE / artifacts.PREDICTIONS)
+        .read_text()
+        .splitlines()
     ]
     page.goto((run_folder / artifacts.REPORT).as_uri())
     link = page.locator("h2#results + h4 + table a").first

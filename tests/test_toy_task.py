@@ -48,13 +48,13 @@ def test_the_toy_family_is_found_by_its_folder_alone(family):
 
 @pytest.fixture
 def toy(family, tmp_path):
-    Colour, colours = family.task.Colour, family.task.COLOURS
+    Colour, colours = family.task.Colour, family.task.COLOURS  # noqa: N806 - a class, named as one
     folder = tmp_path / "toy"
     (folder / "images").mkdir(parents=True)
     items = []
     for i, (name, rgb) in enumerate(list(colours.items()) * 2):
         Image.new("RGB", (56, 56), rgb).save(folder / "images" / f"{i}.png")
-        items.append(Colour.make_item(f"toy-{i}", f"images/{i}.png", name))
+        items.append(Colour.make_item(f"toy-{i}", f"images/{i}.png", name))  # noqa: N806 - a class, named as one
     save_dataset(folder, items, dataset_info("toy"))
     return folder, items
 

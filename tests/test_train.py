@@ -565,7 +565,9 @@ def test_multiple_choice_training_uses_the_datasets_splits_options_letters_and_t
     )
     summary = train(cfg, tmp_path / "out", progress=False)
     assert summary["selected_by"] == "macro"  # MemeQA picks its checkpoint by the macro over types
-    curve = [json.loads(line) for line in open(tmp_path / "out" / "curve.jsonl")]
+    curve = [
+        json.loads(line) for line in Path(tmp_path / "out" / "curve.jsonl").read_text().splitlines()
+    ]
     assert any("val_macro" in r for r in curve) and (tmp_path / "out" / "best").is_dir()
     leaking = tmp_path / "leak.json"
     leaking.write_text(paths["train"].read_text())
@@ -593,7 +595,10 @@ def test_an_epoch_budget_and_the_originals_constant_learning_rate(dataset, tmp_p
     data, _ = load_examples(cfg)
     summary = train(cfg, tmp_path / "e", progress=False)
     assert summary["steps"] == int(np.ceil(0.5 * len(data["train"]) / cfg.batch_size))
-    lrs = {round(json.loads(line)["lr"], 9) for line in open(tmp_path / "e" / "curve.jsonl")}
+    lrs = {
+        round(json.loads(line)["lr"], 9)
+        for line in Path(tmp_path / "e" / "curve.jsonl").read_text().splitlines()
+    }
     assert lrs == {cfg.lr}
 
 
@@ -608,7 +613,10 @@ def test_the_image_cache_trains_the_same_model_without_decoding_images_again(dat
         tmp_path / "p",
         progress=False,
     )
-    loss = lambda d: [json.loads(line)["loss"] for line in open(tmp_path / d / "curve.jsonl")]
+    loss = lambda d: [
+        json.loads(line)["loss"]
+        for line in Path(tmp_path / d / "curve.jsonl").read_text().splitlines()
+    ]
     assert loss("c") == loss("p")  # the same pixels, the same batches: the same training
     info = cached["image_cache"]
     assert (

@@ -50,8 +50,51 @@ MULTI_TYPES = ("deriv_id", "bk_id", "viz_id", "tar_id", "tar_sent_id", "tar_act_
 LLM_TYPES = ("intent_comp", "deriv_comp", "intent_id", "deriv_id", "bk_id", "viz_id")
 BLANK = "____"
 _STOP = set(
-    "a an the of to in on at for and or but is are was were be been being it its this that these those "
-    "with by as from about into than then so very can could would should will just not no".split()
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "and",
+        "or",
+        "but",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "with",
+        "by",
+        "as",
+        "from",
+        "about",
+        "into",
+        "than",
+        "then",
+        "so",
+        "very",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "just",
+        "not",
+        "no",
+    ]
 )
 
 

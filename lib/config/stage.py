@@ -102,9 +102,11 @@ def stage_run(run):
     def checked(cfg, out, *args, **kwargs):
         check_values(cfg, f"{type(cfg).__name__} (as run() got it)")
         # only the main rank locks, claims and marks: the other ranks write under it, meanwhile
-        with RunLock(Path(out).parent, join=True) if ranks().main else nullcontext() as lock:
-            with claimed(out, cfg.STAGE) if lock else nullcontext():
-                return run(cfg, out, *args, **kwargs)
+        with (
+            RunLock(Path(out).parent, join=True) if ranks().main else nullcontext() as lock,
+            claimed(out, cfg.STAGE) if lock else nullcontext(),
+        ):
+            return run(cfg, out, *args, **kwargs)
 
     return checked
 

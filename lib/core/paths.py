@@ -121,7 +121,7 @@ def _acquire(path: Path):
     """The lock file, open and locked by this process; :class:`RunBusy` naming the holder otherwise."""
     import fcntl
 
-    f = open(path, "a+")
+    f = open(path, "a+")  # noqa: SIM115 - the lock lasts as long as the file is open
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

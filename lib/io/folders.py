@@ -152,9 +152,13 @@ def mark_stage(out: str | Path, stage: str) -> None:
     """Mark ``out`` as ``stage``'s folder once the stage has written in it (finished or not, so a
     stopped run resumes); nothing is created, and a folder marked otherwise meanwhile is left."""
     out = Path(out)
-    if out.is_dir() and not out.is_symlink() and kind_of(out) is None:
-        if any(p.name not in HIDDEN for p in out.iterdir()):
-            mark(out, stage_kind(stage))
+    if (
+        out.is_dir()
+        and not out.is_symlink()
+        and kind_of(out) is None
+        and any(p.name not in HIDDEN for p in out.iterdir())
+    ):
+        mark(out, stage_kind(stage))
 
 
 @contextmanager

@@ -258,7 +258,9 @@ _MANUAL_MAP = {
     "none": "0",
     **{
         w: str(i)
-        for i, w in enumerate("zero one two three four five six seven eight nine ten".split())
+        for i, w in enumerate(
+            ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+        )
     },
 }
 _ARTICLES = {"a", "an", "the"}

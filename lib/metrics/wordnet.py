@@ -57,10 +57,11 @@ def install_wordnet(target: Path | None = None) -> Path:
                 f, dest / f.name
             )  # a copy: NLTK rejects corpus roots reached through links
     lines = []
-    for raw in gzip.open(_LEXNAMES_MAN, "rt", errors="replace"):
-        m = re.match(r"^(\d\d)\s+((adj|adv|noun|verb)\.\w+)", raw)
-        if m:
-            lines.append(f"{m.group(1)}\t{m.group(2)}\t{_CATEGORY[m.group(3)]}")
+    with gzip.open(_LEXNAMES_MAN, "rt", errors="replace") as man:
+        for raw in man:
+            m = re.match(r"^(\d\d)\s+((adj|adv|noun|verb)\.\w+)", raw)
+            if m:
+                lines.append(f"{m.group(1)}\t{m.group(2)}\t{_CATEGORY[m.group(3)]}")
     if len(lines) != 45:
         raise LookupError(
             f"could not read WordNet's 45 lexicographer file names from {_LEXNAMES_MAN} (got {len(lines)})"

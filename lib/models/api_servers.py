@@ -99,7 +99,7 @@ def routed_client(pool: ServerPool, bases: list[str], deadline_s: float):
     """An ``AsyncOpenAI`` subclass whose every attempt goes to the server ``pool`` picks (``bases``:
     the servers' URLs, each ending in ``/``) and ends within ``deadline_s``, its body included; a
     grammar failure is not retried, and the backoff starts once every server has been tried."""
-    AsyncOpenAI = _async_openai()
+    AsyncOpenAI = _async_openai()  # noqa: N806 - a class, named as one
     import httpx2  # what the openai client sends with, and whose timeouts it retries
 
     class Client(AsyncOpenAI):

@@ -80,7 +80,7 @@ def image_only_processor_class(name: str):
 
     base = getattr(transformers, name)
 
-    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):  # noqa: N807 - the built class's own __init__
         base.__init__(
             self,
             image_processor,

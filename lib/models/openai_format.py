@@ -157,9 +157,10 @@ def schema_problems(schema: dict, where: str = "$") -> list[str]:
     problems = []
     if not isinstance(schema, dict):
         return problems
-    if schema.get("type") == "object" or "properties" in schema:
-        if schema.get("additionalProperties") is not False:
-            problems.append(f"{where}: object without additionalProperties: false")
+    if (schema.get("type") == "object" or "properties" in schema) and schema.get(
+        "additionalProperties"
+    ) is not False:
+        problems.append(f"{where}: object without additionalProperties: false")
     pattern = schema.get("pattern")
     if pattern is not None:
         if not (pattern.startswith("^") and pattern.endswith("$")):

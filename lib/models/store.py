@@ -12,6 +12,7 @@ stored: a rerun tries them again. Unparseable answers *are* stored: the model di
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -213,10 +214,9 @@ class CallStore:
 
         def beat() -> None:
             while not stop.wait(RENEW_S):
-                try:
+                # the store busy past its timeout: renewed at the next beat
+                with contextlib.suppress(sqlite3.Error):
                     self.renew(owner)
-                except sqlite3.Error:  # the store busy past its timeout: renewed at the next beat
-                    pass
 
         thread = threading.Thread(target=beat, name="claims-lease", daemon=True)
         thread.start()

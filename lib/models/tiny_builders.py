@@ -82,7 +82,7 @@ def _build_qwen_vl(tok, version: str = "2"):
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     if version == "2":
-        Config, Model, text_type, processor_cls = (
+        Config, Model, text_type, processor_cls = (  # noqa: N806 - classes, named as classes
             transformers.Qwen2VLConfig,
             transformers.Qwen2VLForConditionalGeneration,
             "qwen2_vl_text",
@@ -90,7 +90,7 @@ def _build_qwen_vl(tok, version: str = "2"):
         )
         vision = {"depth": 2, "embed_dim": 64, "hidden_size": 128, "num_heads": 4, "mlp_ratio": 2}
     else:
-        Config, Model, text_type, processor_cls = (
+        Config, Model, text_type, processor_cls = (  # noqa: N806 - classes, named as classes
             transformers.Qwen2_5_VLConfig,
             transformers.Qwen2_5_VLForConditionalGeneration,
             "qwen2_5_vl_text",
@@ -240,7 +240,7 @@ def _blip_family(tok, lm: str, instruct: bool):
         "pad_token_id": tok.pad_token_id,
     }
     n_query = 8
-    Config, Model, Processor = (
+    Config, Model, Processor = (  # noqa: N806 - classes, named as classes
         (
             transformers.InstructBlipConfig,
             transformers.InstructBlipForConditionalGeneration,

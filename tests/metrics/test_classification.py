@@ -47,7 +47,7 @@ def test_micro_and_macro_over_question_types():
 def test_bootstrap_intervals_are_deterministic_and_bracket_the_value():
     vals = [1.0] * 30 + [0.0] * 70
     v, lo, hi = mean_ci(vals, seed=3)
-    assert v == pytest.approx(0.3) and lo < v < hi and 0.18 < lo and hi < 0.42
+    assert v == pytest.approx(0.3) and lo < v < hi and lo > 0.18 and hi < 0.42
     assert mean_ci(vals, seed=3) == (v, lo, hi)
     assert mean_ci([1.0, 1.0, 1.0]) == (1.0, 1.0, 1.0)
     assert all(math.isnan(x) for x in mean_ci([])) and math.isnan(mean_ci([0.5])[1])

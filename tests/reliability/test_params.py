@@ -188,9 +188,8 @@ def test_a_second_writer_of_a_run_fails_at_once_naming_the_holder(tmp_path):
             text=True,
         )
         assert holder.returncode != 0 and f"being written by PID {os.getpid()}" in holder.stderr
-        with pytest.raises(RunBusy):
-            with RunLock(tmp_path / "run"):
-                pass
+        with pytest.raises(RunBusy), RunLock(tmp_path / "run"):
+            pass
     with RunLock(tmp_path / "run"):  # released: the next writer goes ahead
         pass
 

@@ -316,10 +316,9 @@ def test_an_atomic_write_stopped_by_a_full_disk_leaves_the_old_file_whole(tmp_pa
     path = tmp_path / "metrics.csv"
     vio.write_csv(path, pd.DataFrame({"a": [1, 2]}))
     before = path.read_bytes()
-    with pytest.raises(OSError, match="No space"):
-        with vio.atomic_file(path) as f:
-            f.write(b"a\n9\n")
-            raise OSError(errno.ENOSPC, "No space left on device")
+    with pytest.raises(OSError, match="No space"), vio.atomic_file(path) as f:
+        f.write(b"a\n9\n")
+        raise OSError(errno.ENOSPC, "No space left on device")
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["metrics.csv"]
 
 

@@ -152,7 +152,7 @@ def questions(scored: pd.DataFrame) -> pd.DataFrame:
     g = scored.assign(
         _correct=cat == CORRECT,
         _wrong=cat == WRONG,
-        _answer=scored["answer"] if "answer" in scored else None,
+        _answer=scored.get("answer", None),
     ).groupby(keys, sort=False)
     out = g.agg(
         type=("type", "first"),
@@ -260,7 +260,7 @@ def levels(
         seen: set[str] = set()  # concepts asked about at lower levels
         for level in sorted(m["level"].unique()):
             lv = m[m["level"] == level]
-            gated = lv[lv["concepts"].map(lambda cs: all(c in passed for c in cs if c in seen))]
+            gated = lv[lv["concepts"].map(lambda cs: all(c in passed for c in cs if c in seen))]  # noqa: B023 - called within this iteration
             new = {
                 cs: "|".join([c for c in cs if c not in seen] or cs)
                 for cs in set(gated["concepts"])

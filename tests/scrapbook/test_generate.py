@@ -66,7 +66,7 @@ def _scene_from_pixels(folder: Path, scene: dict) -> dict:
 def test_every_answer_agrees_with_the_pixels(unique_all):
     out, stats = unique_all
     scenes = {}
-    for line in open(out / "scenes.jsonl"):
+    for line in Path(out / "scenes.jsonl").read_text().splitlines():
         sc = json.loads(line)
         pixel = _scene_from_pixels(out, sc)
         assert [(o["box"], o["color"], o["region"]) for o in pixel["objects"]] == [
@@ -152,14 +152,14 @@ def test_union_of_shards_equals_the_unsharded_output(tmp_path):
 def test_regenerating_over_a_folder_swaps_a_complete_build_in(tmp_path, monkeypatch):
     """A run killed while regenerating (its question-lines worker still busy) leaves the old
     dataset whole; a finished one replaces it."""
-    G = sys.modules[
+    generate_module = sys.modules[
         "lib.families.scrapbook.generate"
     ]  # the module (lib.families.scrapbook.generate is also the function)
 
     out = tmp_path / "ds"
     first = generate(ScrapbookParams(**SMALL), out, progress=False)
     before = (out / "items.jsonl").read_bytes()
-    real = G.build_unit
+    real = generate_module.build_unit
     units = []
 
     def killed(
@@ -170,13 +170,13 @@ def test_regenerating_over_a_folder_swaps_a_complete_build_in(tmp_path, monkeypa
             raise KeyboardInterrupt("killed mid-way")
         return real(*a, **k)
 
-    monkeypatch.setattr(G, "build_unit", killed)
+    monkeypatch.setattr(generate_module, "build_unit", killed)
     with pytest.raises(KeyboardInterrupt):
         generate(ScrapbookParams(**{**SMALL, "seed": 5}), out, progress=False, question_worker=True)
     assert (out / "items.jsonl").read_bytes() == before and len(
         list((out / "images").iterdir())
     ) == first["images"]
-    monkeypatch.setattr(G, "build_unit", real)
+    monkeypatch.setattr(generate_module, "build_unit", real)
     generate(ScrapbookParams(**{**SMALL, "seed": 5}), out, progress=False)
     assert (out / "items.jsonl").read_bytes() != before
     assert json.loads((out / "summary.json").read_text())["params"]["seed"] == 5
@@ -189,15 +189,15 @@ def test_a_failure_making_question_lines_is_raised_with_its_traceback_and_leaves
     """With ``question_worker`` the question lines are made by a worker process (QuestionLines): its
     error reaches the caller with the file and the worker's traceback, and the half-built folder is
     removed."""
-    G = sys.modules["lib.families.scrapbook.generate"]
-    real = G.item_jsonl
+    generate_module = sys.modules["lib.families.scrapbook.generate"]
+    real = generate_module.item_jsonl
 
     def broken(scene, *a, **k):
         if scene["id"].endswith("_x2"):
             raise ValueError(f"no lines for {scene['id']}")
         return real(scene, *a, **k)
 
-    monkeypatch.setattr(G, "item_jsonl", broken)
+    monkeypatch.setattr(generate_module, "item_jsonl", broken)
     with pytest.raises(
         RuntimeError,
         match=r"(?s)items\.jsonl.*failed in the worker.*ValueError: no lines for s0_b0_a\d_p\d_x2",
@@ -209,21 +209,21 @@ def test_a_failure_making_question_lines_is_raised_with_its_traceback_and_leaves
 def test_question_lines_are_the_same_bytes_made_here_by_a_worker_or_here_where_none_can_be_forked(
     tmp_path, monkeypatch
 ):
-    G = sys.modules["lib.families.scrapbook.generate"]
-    forks, real_process = [], G.multiprocessing.get_context("fork").Process
+    generate_module = sys.modules["lib.families.scrapbook.generate"]
+    forks, real_process = [], generate_module.multiprocessing.get_context("fork").Process
 
     def counted(*a, **k):
         forks.append(k.get("name"))
         return real_process(*a, **k)
 
-    monkeypatch.setattr(G.multiprocessing.get_context("fork"), "Process", counted)
+    monkeypatch.setattr(generate_module.multiprocessing.get_context("fork"), "Process", counted)
     plain = generate(ScrapbookParams(**SMALL), tmp_path / "plain", progress=False)
     assert forks == []  # plainly, unless asked
     forked = generate(
         ScrapbookParams(**SMALL), tmp_path / "forked", progress=False, question_worker=True
     )
     assert forks == ["scrapbook-questions"]
-    monkeypatch.setattr(G.multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    monkeypatch.setattr(generate_module.multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     inline = generate(
         ScrapbookParams(**SMALL), tmp_path / "inline", progress=False, question_worker=True
     )
@@ -312,7 +312,7 @@ def test_cutout_folder_objects_and_unreadable_file_reported(tmp_path, capsys):
     assert "bad.png" in capsys.readouterr().out
     kinds = {o["shape"] for s in stats["sets"] for o in s}
     assert kinds <= {"dog", "cat", "bus", "traffic light"} and stats["images"] > 0
-    row = json.loads(open(tmp_path / "out" / "items.jsonl").readline())
+    row = json.loads(Path(tmp_path / "out" / "items.jsonl").read_text().splitlines()[0])
     assert "color" not in row["meta"]["query"]["target"]
 
 
@@ -504,7 +504,9 @@ def test_sample_photographs_as_backgrounds(tmp_path):
         tmp_path / "o",
         progress=False,
     )
-    scenes = [json.loads(line) for line in open(tmp_path / "o" / "scenes.jsonl")]
+    scenes = [
+        json.loads(line) for line in Path(tmp_path / "o" / "scenes.jsonl").read_text().splitlines()
+    ]
     assert {Path(s["background"]).stem for s in scenes} <= {
         "astronaut",
         "hubble_deep_field",
@@ -533,7 +535,7 @@ def test_canvas_sizes_and_question_filters(tmp_path):
     stats = generate(params, tmp_path / "o", progress=False)
     assert set(stats["by_type"]) == {"presence"} and set(stats["by_group"]) == {"np"}
     assert set(stats["by_form"]) == {"original", "enumerated"}
-    scene = json.loads(open(tmp_path / "o" / "scenes.jsonl").readline())
+    scene = json.loads(Path(tmp_path / "o" / "scenes.jsonl").read_text().splitlines()[0])
     assert (scene["width"], scene["height"]) == (224, 224) and scene["objects"][0]["size"] == 40
     assert Image.open(tmp_path / "o" / scene["image"]).size == (224, 224)
     with pytest.raises(ScrapbookParamError, match="types"):
@@ -547,7 +549,7 @@ def test_placement_draws_the_boxes_randint_would():
 
     from lib.families.scrapbook.layout import Placer, inside_fraction, overlaps
 
-    def reference(rng, W, H, w, h, others, region, check, tries=400, margin=4):
+    def reference(rng, W, H, w, h, others, region, check, tries=400, margin=4):  # noqa: N803, N806 - the canvas W x H beside an object's w x h
         if w > W or h > H:
             return None
         if region is None:
@@ -575,7 +577,7 @@ def test_placement_draws_the_boxes_randint_would():
 
     cases = random.Random(0)
     for case in range(300):
-        W, H = cases.choice([(168, 168), (1280, 768)])
+        W, H = cases.choice([(168, 168), (1280, 768)])  # noqa: N803, N806 - the canvas W x H beside an object's w x h
         w, h = cases.randint(10, W // 2), cases.randint(10, H // 2)
         others = [
             (x, y, x + cases.randint(5, 90), y + cases.randint(5, 90))

@@ -2,6 +2,7 @@
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -14,9 +15,11 @@ def originals(unique_all):
     """The dataset folder, its original-form rows and its scenes."""
     folder = unique_all[0]
     rows = [
-        json.loads(line) for line in open(folder / "items.jsonl") if '"form":"original"' in line
+        json.loads(line)
+        for line in Path(folder / "items.jsonl").read_text().splitlines()
+        if '"form":"original"' in line
     ]
-    scenes = [json.loads(line) for line in open(folder / "scenes.jsonl")]
+    scenes = [json.loads(line) for line in Path(folder / "scenes.jsonl").read_text().splitlines()]
     assert rows and all(r["meta"]["form"] == "original" for r in rows)
     return folder, rows, scenes
 

@@ -71,7 +71,7 @@ def test_random_baseline_draws_from_the_closed_set_and_is_invalid_elsewhere(eval
 
 def test_corrects_minus_corrects_star_equals_invalidated_in_errors_csv(evaluated):
     errors = pd.read_csv(evaluated / "errors.csv")
-    for model, e in errors.groupby("model"):
+    for _model, e in errors.groupby("model"):
         q = e[e["unit"] == "questions"].set_index("filter")
         agg = e[(e["unit"] == "aggregated") & (e["filter"] == "all")].set_index("category")["count"]
         assert (

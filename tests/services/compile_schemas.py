@@ -8,6 +8,7 @@ which compiles with llguidance against the tokenizer."""
 
 import json
 import sys
+from pathlib import Path
 
 import xgrammar as xgr
 from llguidance.hf import from_tokenizer
@@ -16,7 +17,7 @@ from vllm.sampling_params import SamplingParams, StructuredOutputsParams
 from vllm.v1.structured_output.backend_guidance import validate_guidance_grammar
 from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
 
-schemas = json.loads(open(sys.argv[1]).read())
+schemas = json.loads(Path(sys.argv[1]).read_text())
 tok = AutoTokenizer.from_pretrained(sys.argv[2])
 compiler = xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(tok))
 ll_tok = from_tokenizer(tok)

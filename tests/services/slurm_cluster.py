@@ -9,6 +9,7 @@ jobs as their user and ``SlurmUser=root`` keeps one account for every daemon.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -206,7 +207,5 @@ def _stop(pid: int, grace_s: float = 10) -> None:
         if not Path(f"/proc/{pid}").exists():
             return
         time.sleep(0.2)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

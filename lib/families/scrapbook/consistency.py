@@ -81,12 +81,38 @@ UNK = "<unk>"
 THRESHOLD = 0.8
 GATE_TYPES = ("presence", "counting")
 # levels.csv's columns (after the stage's dataset and style)
-LEVEL_COLUMNS = "model level concepts concept type subgroup form n correct accuracy passed".split()
+LEVEL_COLUMNS = [
+    "model",
+    "level",
+    "concepts",
+    "concept",
+    "type",
+    "subgroup",
+    "form",
+    "n",
+    "correct",
+    "accuracy",
+    "passed",
+]
 
 _NUMBER_WORDS = {
     w: str(i)
     for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve".split()
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+        ]
     )
 }
 _WORD = re.compile(r"[a-z0-9<>]+(?:[-'][a-z0-9]+)*")

@@ -31,6 +31,7 @@ generator's own modules:
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import traceback
 from collections import Counter, deque
@@ -100,18 +101,18 @@ def _generate(
         QuestionLines(
             out / ".items.jsonl.part", params, shapes, colors, question_worker
         ) as questions,
+        BackgroundIO() as io,
     ):
-        with BackgroundIO() as io:
-            for unit in tqdm(mine, desc="scrapbook units", disable=not progress):
-                s, b = unit[0], unit[1]
-                for step in build_unit(params, unit, sets[s], backgrounds[s][b], failures):
-                    io.save(step.image, out / step.scene["image"])
-                    io.save(
-                        step.mask, out / step.scene["mask"], compress_level=1
-                    )  # label maps: fast zlib suffices
-                    io.write(scenes_f, (compact_json(step.scene) + "\n").encode())
-                    questions.add(step.scene)
-                    images += 1
+        for unit in tqdm(mine, desc="scrapbook units", disable=not progress):
+            s, b = unit[0], unit[1]
+            for step in build_unit(params, unit, sets[s], backgrounds[s][b], failures):
+                io.save(step.image, out / step.scene["image"])
+                io.save(
+                    step.mask, out / step.scene["mask"], compress_level=1
+                )  # label maps: fast zlib suffices
+                io.write(scenes_f, (compact_json(step.scene) + "\n").encode())
+                questions.add(step.scene)
+                images += 1
     (out / ".items.jsonl.part").replace(out / "items.jsonl")
     (out / ".scenes.jsonl.part").replace(out / "scenes.jsonl")
     questions.summary.images = images
@@ -211,7 +212,7 @@ class _ItemsFile:
     here."""
 
     def __init__(self, path: Path, params: ScrapbookParams, shapes: list[str], colors: list[str]):
-        self._f = open(path, "wb")
+        self._f = open(path, "wb")  # noqa: SIM115 - the writer owns the file until its close()
         self._items, self._args, self.summary = (
             HashingWriter(self._f),
             (params, shapes, colors),
@@ -242,10 +243,8 @@ def _question_worker(
     except EOFError:
         return  # the parent is gone: nobody to answer (the folder it was building is cleared by the next build)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):  # the parent is gone
             conn.send(("error", traceback.format_exc()))
-        except OSError:
-            pass  # the parent is gone
     finally:
         conn.close()
 

@@ -140,7 +140,8 @@ def reproduction(folder: str | Path) -> pd.DataFrame:
     """Every number above as one table (the stage's ``paper.csv``, read by the report): quantity,
     the paper's value, ours, whether they are equal, the reason where not, and the command."""
     folder = Path(folder)
-    images = sum(1 for _ in open(folder / "scenes.jsonl", encoding="utf-8"))
+    with open(folder / "scenes.jsonl", encoding="utf-8") as scenes:
+        images = sum(1 for _ in scenes)
     rows = [
         _row(
             "images (section 5.2.3)",

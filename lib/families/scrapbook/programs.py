@@ -409,7 +409,7 @@ def keyed_queries(
 
         def emit(query: dict) -> None:
             key = query_id(query)
-            if key not in seen and (keep is None or keep(facts, query)):
+            if key not in seen and (keep is None or keep(facts, query)):  # noqa: B023 - called within this iteration
                 seen.add(key)
                 out.append((key, query))
 

@@ -272,7 +272,11 @@ def _place_pair(
             if main_box is None:
                 break
             ref_box = placer.place(
-                rw, rh, [main_box], ref_area, check=lambda box: relation(main_box, box) == rel
+                rw,
+                rh,
+                [main_box],
+                ref_area,
+                check=lambda box: relation(main_box, box) == rel,  # noqa: B023 - called within this iteration
             )
             if ref_box is not None:
                 return rel, main_box, ref_box
@@ -333,7 +337,7 @@ def _steps(
     unit_regions = [
         region_of(bx, width, height) for bx in boxes
     ]  # where this unit's objects are (or will be)
-    for k, (spec, box, role) in enumerate(zip(specs, boxes, roles)):
+    for k, (spec, box, _role) in enumerate(zip(specs, boxes, roles)):
         spr, m = sprite(spec)
         canvas = canvas.copy()
         canvas.paste(spr, box[:2], m)

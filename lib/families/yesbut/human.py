@@ -36,7 +36,7 @@ def human_judged_answers(csv_path: str | Path) -> pd.DataFrame:
     rows = []
     for line, r in enumerate(raw.to_dict("records"), start=2):
         where = f"{csv_path}:{line}"
-        cell = lambda name: _cell(r, name, where)
+        cell = lambda name: _cell(r, name, where)  # noqa: B023 - called within this iteration
         try:
             order = ast.literal_eval(cell("order_of_overall_img_descriptions"))
         except (ValueError, SyntaxError, MemoryError, RecursionError) as e:
