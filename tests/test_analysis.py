@@ -12,7 +12,7 @@ from lib.families.yesbut.paper import human_eval
 from lib.families.yesbut.release import read_yesbut_annotations
 from lib.families.yesbut.task import Understanding
 from lib.io import artifacts
-from lib.pages import plots
+from lib.pages import embeddings, maps, plots, topics
 from lib.pages.report import build_report
 from lib.stages import analyze, annotate
 from lib.tasks import Results
@@ -33,10 +33,10 @@ def test_descriptor_embeddings_separate_what_they_see(images, tmp_path):
         im.paste(Image.new("RGB", (10 + 5 * i, 10), "white"), (5, 5))
         im.save(p)
         paths.append(p)
-    x, name = analyze.image_embeddings(paths)
-    assert name == analyze.DESCRIPTOR and np.allclose(np.linalg.norm(x, axis=1), 1)
-    assert analyze.separation(x, ["r"] * 3 + ["b"] * 3) > 0.5
-    a, b = analyze.umap_2d(x, seed=3), analyze.umap_2d(x, seed=3)
+    x, name = embeddings.image_embeddings(paths)
+    assert name == embeddings.DESCRIPTOR and np.allclose(np.linalg.norm(x, axis=1), 1)
+    assert embeddings.separation(x, ["r"] * 3 + ["b"] * 3) > 0.5
+    a, b = maps.umap_2d(x, seed=3), maps.umap_2d(x, seed=3)
     assert np.array_equal(a, b)  # a fixed seed gives the same map
 
 
@@ -95,7 +95,7 @@ def test_clip_embeddings_from_a_local_checkpoint(tmp_path, images):
     CLIPImageProcessorPil(
         size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
     ).save_pretrained(tmp_path / "clip")
-    x, name = analyze.image_embeddings(images, clip_model=str(tmp_path / "clip"))
+    x, name = embeddings.image_embeddings(images, clip_model=str(tmp_path / "clip"))
     assert (
         x.shape == (len(images), 16)
         and "CLIP" in name
@@ -153,8 +153,8 @@ def test_human_eval_tidy_table_and_figure14():
 def test_topics_of_the_half_descriptions_are_deterministic():
     halves = read_yesbut_annotations(YESBUT / "YesBut_Stage2_Annotation.csv").values()
     docs = [h[k] for h in list(halves)[:120] for k in ("left_description", "right_description")]
-    info, ids = analyze.topics(docs, seed=0, min_topic_size=8)
-    again, ids2 = analyze.topics(docs, seed=0, min_topic_size=8)
+    info, ids = topics.topics(docs, seed=0, min_topic_size=8)
+    again, ids2 = topics.topics(docs, seed=0, min_topic_size=8)
     assert ids == ids2 and info.equals(again)
     assert (info["Topic"] >= 0).sum() >= 2 and info["Count"].sum() == len(docs)
     assert (
@@ -169,15 +169,19 @@ def test_umap_of_the_sample_images_by_half_style():
     gen = [r for r in recs if r.stage in (3, 4)]
     meta = pd.DataFrame([r.to_dict() for r in gen])
     meta["style"] = meta["left_style"] + "|" + meta["right_style"]
-    x, name = analyze.image_embeddings(meta["path"])
-    coords = analyze.umap_2d(x, seed=0)
-    assert coords.shape == (len(gen), 2) and np.array_equal(coords, analyze.umap_2d(x, seed=0))
-    score = analyze.separation(x, meta["left_style"])
+    x, name = embeddings.image_embeddings(meta["path"])
+    coords = maps.umap_2d(x, seed=0)
+    assert coords.shape == (len(gen), 2) and np.array_equal(coords, maps.umap_2d(x, seed=0))
+    score = embeddings.separation(x, meta["left_style"])
     assert -1 <= score <= 1
     fig, ax = plots.embedding_map(
-        analyze.embedding_frame(coords, meta[["style"]]), "style", "YesBut stages 3-4", name, score
+        embeddings.embedding_frame(coords, meta[["style"]]),
+        "style",
+        "YesBut stages 3-4",
+        name,
+        score,
     )
-    assert analyze.DESCRIPTOR in ax.get_title()
+    assert embeddings.DESCRIPTOR in ax.get_title()
 
 
 def test_report_escapes_every_value_it_embeds(tmp_path):
@@ -358,9 +362,9 @@ def test_topics_are_named_by_words_of_readable_texts_only():
         "boats in the harbour",
     ]
     garbled = ["rddddddddddddhow", "14ionale hexagon0hinddescri", "xqzv wpt krrr"]
-    readable, dropped = analyze.readable_texts(words * 2 + garbled)
+    readable, dropped = topics.readable_texts(words * 2 + garbled)
     assert dropped == len(garbled) and readable == words * 2
-    info, ids = analyze.topics(readable, seed=0, min_topic_size=4)
+    info, ids = topics.topics(readable, seed=0, min_topic_size=4)
     for topic, name in zip(info["Topic"], info["Name"]):
         docs = " ".join(t for t, i in zip(readable, ids) if i == topic).lower()
         assert all(w in docs for w in name.split("_")[1:]), (name, docs)

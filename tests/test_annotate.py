@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from lib.families.yesbut import variants
 from lib.families.yesbut.panels import compose
+from lib.io import annotation_exchange
 from lib.models import load_model
 from lib.models.store import CallStore
 from lib.stages import annotate
@@ -82,13 +84,13 @@ def test_label_studio_round_trip(store, tmp_path):
             "targets": [{"target": "cats"}],
         },
     )
-    tasks = annotate.export_label_studio(store, {"img1": "/data/img1.png"})
+    tasks = annotation_exchange.export_label_studio(store, {"img1": "/data/img1.png"})
     assert (
         tasks[0]["data"]["image"] == "/data/img1.png"
         and tasks[0]["annotations"][0]["completed_by"]["email"] == "ana"
     )
     other = annotate.AnnotationStore(tmp_path / "other.jsonl")
-    annotate.import_label_studio(json.loads(json.dumps(tasks)), other)
+    annotation_exchange.import_label_studio(json.loads(json.dumps(tasks)), other)
     pd.testing.assert_frame_equal(other.table(), store.table())
 
 
@@ -123,7 +125,7 @@ def test_style_variants_through_an_images_api_are_cached_and_costed(tmp_path, mo
                 "price_per_image": 0.04,
             }
         )
-        made = annotate.style_variants(
+        made = variants.style_variants(
             rec, desc, tmp_path / "out", model=model, store=store, progress=False
         )
         prompts = [b["prompt"] for b in server.bodies]
@@ -141,11 +143,11 @@ def test_style_variants_through_an_images_api_are_cached_and_costed(tmp_path, mo
         assert server.auth_headers == {
             "Bearer sk-img"
         }  # the key from the variable the spec names, as for chat
-        again = annotate.style_variants(
+        again = variants.style_variants(
             rec, desc, tmp_path / "out2", model=model, store=store, progress=False
         )
         assert len(server.bodies) == 4  # cached by prompt and model: nothing paid twice
-    assert [(m["left_style"], m["right_style"]) for m in made] == annotate.STAGE3 + annotate.STAGE4
+    assert [(m["left_style"], m["right_style"]) for m in made] == variants.STAGE3 + variants.STAGE4
     assert {m["stage"] for m in made} == {3, 4} and all(
         Image.open(m["path"]).width > 100 for m in made
     )
@@ -153,7 +155,7 @@ def test_style_variants_through_an_images_api_are_cached_and_costed(tmp_path, mo
     assert [Image.open(a["path"]).tobytes() for a in again] == [
         Image.open(m["path"]).tobytes() for m in made
     ]
-    labelled, missing = annotate.apply_labels(made, {"pair-ORIG-STICK": True, "pair-3D-3D": False})
+    labelled, missing = variants.apply_labels(made, {"pair-ORIG-STICK": True, "pair-3D-3D": False})
     assert [v["label"] for v in labelled] == ["satirical", "non_satirical"] and len(missing) == 6
 
 
@@ -162,10 +164,10 @@ def test_local_stylizer_draws_black_on_white():
 
     photo = Image.new("RGB", (100, 100), "white")
     photo.paste(Image.new("RGB", (40, 40), (200, 30, 30)), (30, 30))
-    stick = np.asarray(annotate.stylize_local(photo, "STICK").convert("L"))
+    stick = np.asarray(variants.stylize_local(photo, "STICK").convert("L"))
     assert set(np.unique(stick)) <= {0, 255} and stick[50, 50] == 0 and stick[5, 5] == 255
     with pytest.raises(ValueError, match="unknown style"):
-        annotate.stylize_local(photo, "WATERCOLOUR")
+        variants.stylize_local(photo, "WATERCOLOUR")
 
 
 def test_label_studio_import_accepts_only_what_the_export_writes(tmp_path):
@@ -192,19 +194,19 @@ def test_label_studio_import_accepts_only_what_the_export_writes(tmp_path):
         ValueError,
         match=r"task 1 \(id=2\).*result 0: field 'connected' expects the choice 'Yes' or 'No', got 'Maybe'",
     ):
-        annotate.import_label_studio([good, maybe], store)
+        annotation_exchange.import_label_studio([good, maybe], store)
     assert store.table()["connected"].tolist() == [
         True
     ]  # the good task before it is kept, nothing of the bad one
     with pytest.raises(ValueError, match=r"task 0 \(id=None\): malformed"):
-        annotate.import_label_studio([{"annotations": []}], store)
+        annotation_exchange.import_label_studio([{"annotations": []}], store)
 
 
 def test_the_label_studio_config_names_every_field_as_the_export_writes_it():
     from xml.etree import ElementTree
 
     from lib.core.schema import FIELDS
-    from lib.stages.annotate import label_studio_config
+    from lib.io.annotation_exchange import label_studio_config
 
     view = ElementTree.fromstring(label_studio_config())
     controls = {c.get("name"): c for c in view if c.tag in ("Choices", "TextArea")}
@@ -252,7 +254,7 @@ def test_the_stage_steps_load_once_make_variants_draw_and_export(tmp_path):
         pd.read_csv(out / "agreement.csv")["field"]
     )
     made = annotate.variants(cfg, out, panels, call_store=CallStore(tmp_path / "calls.sqlite"))
-    assert [(v["left_style"], v["right_style"]) for v in made["variants"]] == annotate.STAGE3
+    assert [(v["left_style"], v["right_style"]) for v in made["variants"]] == variants.STAGE3
     assert (
         made["labelled"] == []
         and len(made["unlabelled"]) == 3
@@ -262,7 +264,7 @@ def test_the_stage_steps_load_once_make_variants_draw_and_export(tmp_path):
         annotate.variants_figure(out, made["labelled"]) == (None, None)
         and not (out / "figures").exists()
     )
-    labelled, _ = annotate.apply_labels(made["variants"], {made["variants"][0]["id"]: True})
+    labelled, _ = variants.apply_labels(made["variants"], {made["variants"][0]["id"]: True})
     fig, ax = annotate.variants_figure(out, labelled)
     assert fig is not None and (out / "figures" / "variants.png").exists()
     assert annotate.panel_cuts_figure(cfg, out, panels) == (None, None)  # 01 recorded no layouts
@@ -271,7 +273,9 @@ def test_the_stage_steps_load_once_make_variants_draw_and_export(tmp_path):
         json.loads((out / "label_studio.json").read_text()) == tasks
         and tasks[0]["data"]["item"] == "img-1"
     )
-    assert (out / "label_studio_config.xml").read_text() == annotate.label_studio_config()
+    assert (
+        out / "label_studio_config.xml"
+    ).read_text() == annotation_exchange.label_studio_config()
     summary = annotate.finish(cfg, out, panels, panels, 2, 0, made)
     assert summary == json.loads((out / "summary.json").read_text())
     assert (summary["annotated_items"], summary["variants"], summary["waiting_for_a_label"]) == (

@@ -12,6 +12,7 @@ from lib.families.yesbut import figures
 from lib.families.yesbut.collect import collect_yesbut
 from lib.families.yesbut.paper import figure3_counts
 from lib.families.yesbut.release import read_yesbut_annotations
+from lib.io import duplicates
 from lib.io.records import record_for
 from lib.stages import collect
 
@@ -39,7 +40,7 @@ def test_folder_reports_bad_files_and_removes_duplicates_by_one_rule(tmp_path, i
         "notes.txt",
         "broken.jpg",
     }
-    kept, dropped = collect.deduplicate(recs, near=6)
+    kept, dropped = duplicates.deduplicate(recs, near=6)
     by_path = {d["path"].split("/")[-1]: d for d in dropped}
     assert set(by_path) == {"copy.png", "resized.jpg"}
     assert by_path["copy.png"]["kind"] == "exact" and by_path["resized.jpg"]["kind"] == "near"
@@ -74,9 +75,9 @@ def _scene(light: str, path, style_right: str = "photo"):
 def test_a_perceptual_hash_match_is_only_a_candidate(tmp_path):
     red, green = _scene("red", tmp_path / "red.png"), _scene("green", tmp_path / "green.png")
     recs = [record_for(p, "folder") for p in (red, green)]
-    kept, dropped = collect.deduplicate(recs, near=64)  # every pair is a hash candidate
+    kept, dropped = duplicates.deduplicate(recs, near=64)  # every pair is a hash candidate
     assert len(kept) == 2 and dropped == []  # the pixels of the right half tell them apart
-    assert max(collect.pixel_difference(str(red), str(green))) > collect.PIXEL_BLOCK_TOLERANCE
+    assert max(duplicates.pixel_difference(str(red), str(green))) > duplicates.PIXEL_BLOCK_TOLERANCE
 
 
 def test_other_labels_and_style_variants_are_never_duplicates(tmp_path):
@@ -99,7 +100,7 @@ def test_other_labels_and_style_variants_are_never_duplicates(tmp_path):
     same = record_for(
         copy, "yesbut", label="satirical", timestamp="t3", left_style="ORIG", right_style="ORIG"
     )
-    kept, dropped = collect.deduplicate([a, other_label, variant, same], near=8)
+    kept, dropped = duplicates.deduplicate([a, other_label, variant, same], near=8)
     assert [d["path"] for d in dropped] == [same.path] and len(kept) == 3
 
 

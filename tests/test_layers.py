@@ -237,71 +237,30 @@ def test_no_task_name_is_written_outside_its_family():
 
 
 MAX_FUNCTION_LINES = 60
-MAX_MODULE_LINES = 500
-# Lines as ruff format writes them. The limits held while lines were packed up to 120 characters;
-# formatted at 100, the functions and modules below exceed them: debt, each to be split into named
-# steps or a package. Listed with their size at formatting, they may shrink, never grow, and no other
-# function or module may pass the limit.
-LONG_MODULES = {
-    "lib/stages/analyze.py": 611,
-    "lib/stages/annotate.py": 624,
-    "lib/stages/collect.py": 508,
-}
-LONG_FUNCTIONS = {
-    "lib/families/scrapbook/items.py:item_jsonl": 103,
-    "lib/stages/annotate.py:style_variants": 63,
-    "lib/stages/setup.py:demo_datasets": 90,
-    "lib/training/data.py:load_examples": 66,
-    "lib/training/data.py:collate": 73,
-}
-
-
-def _function_sizes() -> dict[str, int]:
-    sizes: dict[str, int] = {}
-    for path in sorted(LIB.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                key = f"{path.relative_to(ROOT)}:{node.name}"
-                sizes[key] = max(sizes.get(key, 0), node.end_lineno - node.lineno + 1)
-    return sizes
-
-
-def _over(sizes: dict[str, int], limit: int, debt: dict[str, int]) -> list[str]:
-    """What passes ``limit`` and is not listed in ``debt``, or has grown past its listed size."""
-    return [
-        f"{k} ({n} lines{f', listed at {debt[k]}' if k in debt else ''})"
-        for k, n in sizes.items()
-        if n > max(limit, debt.get(k, 0))
-    ]
+MAX_MODULE_LINES = 500  # both counted in lines as ruff format writes them
 
 
 def test_no_function_in_lib_is_longer_than_60_lines():
     """Stage functions are composed of named steps a notebook can call one per section."""
-    long = _over(_function_sizes(), MAX_FUNCTION_LINES, LONG_FUNCTIONS)
-    assert not long, (
-        f"functions over {MAX_FUNCTION_LINES} lines (or past their listed size): {long}"
-    )
+    long = [
+        f"{path.relative_to(ROOT)}:{node.name} ({n} lines)"
+        for path in sorted(LIB.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (n := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES
+    ]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
 
 
 def test_no_module_in_lib_is_longer_than_500_lines():
     """A module is one cohesive piece a newcomer reads in one sitting; an engine grown past this
     splits into a package (lib/eval, lib/training) rather than growing a stage."""
-    sizes = {
-        str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in sorted(LIB.rglob("*.py"))
-    }
-    long = _over(sizes, MAX_MODULE_LINES, LONG_MODULES)
-    assert not long, f"modules over {MAX_MODULE_LINES} lines (or past their listed size): {long}"
-
-
-def test_the_listed_debt_is_still_debt():
-    """An entry that no longer passes its limit is removed from the list, so the list stays the debt."""
-    functions, modules = (
-        _function_sizes(),
-        {k: len((ROOT / k).read_text().splitlines()) for k in LONG_MODULES},
-    )
-    paid = [k for k in LONG_FUNCTIONS if functions.get(k, 0) <= MAX_FUNCTION_LINES]
-    paid += [k for k, n in modules.items() if n <= MAX_MODULE_LINES]
-    assert not paid, f"no longer over the limit, remove from the list: {paid}"
+    long = [
+        f"{path.relative_to(ROOT)} ({n} lines)"
+        for path in sorted(LIB.rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
 def test_a_function_level_import_of_lib_says_why_it_is_deferred():

@@ -3,12 +3,10 @@ topics, and the papers' figures and tables, each computed by its family (YesBut'
 :mod:`lib.families.yesbut.paper`; MemeQA's release statistics and shortcut audit:
 :mod:`lib.families.memeqa.paper`; the stated numbers beside ours: :mod:`lib.core.papers`).
 
-**Image embeddings**: CLIP image features through transformers (any CLIP hub id or local path).
-Where no CLIP weights exist (offline, as on the project's own machines) :func:`descriptor_embeddings`
-stands in - a colour histogram (HSV) and a gradient-orientation histogram (HOG, scikit-image) per
-image - and every map says which embedding it shows. **Text embeddings**: all-MiniLM-L6-v2
-(sentence-transformers). **UMAP** (umap-learn) and BERTopic run with fixed seeds, so the same inputs
-give the same coordinates and topics.
+**Embeddings** (:mod:`lib.pages.embeddings`): CLIP image features, or where no CLIP weights exist
+a colour + HOG descriptor, and every map says which it shows; all-MiniLM-L6-v2 for texts. **Maps**
+(:mod:`lib.pages.maps`): UMAP and t-SNE. **Topics** (:mod:`lib.pages.topics`): BERTopic over the
+readable texts. All run with fixed seeds, so the same inputs give the same coordinates and topics.
 
     run(AnalyzeConfig(), out)                              # every step in order, report.html included
     python -m lib.stages.analyze --profile demo          # -> outputs/demo/07_analyze
@@ -27,16 +25,12 @@ the run's ``report.html``; with ``compare_with``, ``comparison/`` (:func:`lib.co
 
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
 import pandas as pd
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from lib import config
 from lib.agreement import scorers as agreement
@@ -44,186 +38,19 @@ from lib.compare import changes
 from lib.compare.explain import CompareError
 from lib.compare.runs import evaluation_folder
 from lib.config import cli
-from lib.io import AnnotationStore, artifacts, load_image, load_items, write_csv
+from lib.io import AnnotationStore, artifacts, load_items, write_csv
 from lib.io.folders import check_ours, remove_ours
-from lib.metrics.wordnet import ensure_wordnet
-from lib.models import Request, check_spec, generate, load_model
-from lib.models.tiny import sentence_encoder
+from lib.models import check_spec, load_model
 from lib.pages import plots
 from lib.pages.browser import write_browser
-from lib.pages.maps import tsne_2d, umap_2d, umap_module
+from lib.pages.embeddings import embedding_frame, image_embeddings, separation, text_embeddings
+from lib.pages.maps import tsne_2d, umap_2d
 from lib.pages.report import build_report
+from lib.pages.topics import label_topics, readable_texts, topics
 from lib.tasks import Results
 from lib.tasks.registry import registry, tasks
 
-DESCRIPTOR = "colour + HOG descriptor (no CLIP weights)"
-
-
-# --- embeddings ------------------------------------------------------------------------------------
-
-
-def descriptor_embeddings(paths, size: int = 96) -> np.ndarray:
-    """Hand-made image descriptor (L2-normalised): an 8x4x4 HSV colour histogram and a 9-bin HOG
-    orientation histogram pooled over the image. It sees colour and texture, not meaning: a stand-in
-    so maps can be drawn without CLIP weights."""
-    from skimage.feature import hog
-
-    rows = []
-    for p in paths:
-        image = load_image(p).resize((size, size))
-        hsv = np.asarray(image.convert("HSV"), dtype=float) / 256
-        colour, _ = np.histogramdd(hsv.reshape(-1, 3), bins=(8, 4, 4), range=((0, 1),) * 3)
-        gray = np.asarray(image.convert("L"), dtype=float) / 255
-        grad = hog(
-            gray,
-            orientations=9,
-            pixels_per_cell=(16, 16),
-            cells_per_block=(1, 1),
-            feature_vector=True,
-        )
-        grad = grad.reshape(-1, 9).mean(axis=0)
-        v = np.concatenate([colour.ravel() / colour.sum(), grad / (grad.sum() or 1)])
-        rows.append(v / (np.linalg.norm(v) or 1))
-    return np.asarray(rows)
-
-
-def clip_embeddings(paths, model: str, batch_size: int = 32) -> np.ndarray:
-    """CLIP image features (L2-normalised) from any CLIP checkpoint (hub id or local folder)."""
-    import torch
-    from transformers import CLIPModel
-    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
-
-    try:
-        clip = CLIPModel.from_pretrained(model).eval()
-        processor = CLIPImageProcessorPil.from_pretrained(model)
-    except OSError as e:
-        raise OSError(
-            f"cannot load the CLIP model {model!r}: {e}. A hub id needs the network (or a prior "
-            f"download); leave clip_model empty to use the {DESCRIPTOR}."
-        ) from e
-    out = []
-    with torch.no_grad():
-        for i in range(0, len(paths), batch_size):
-            images = [load_image(p) for p in paths[i : i + batch_size]]
-            pixels = processor(images=images, return_tensors="pt")["pixel_values"]
-            feats = clip.get_image_features(pixel_values=pixels)
-            feats = getattr(feats, "pooler_output", feats)
-            out.append(torch.nn.functional.normalize(feats, dim=-1).numpy())
-    return np.concatenate(out)
-
-
-def image_embeddings(paths, clip_model: str = "") -> tuple[np.ndarray, str]:
-    """(embeddings, name of the embedding): CLIP when ``clip_model`` is given, else the descriptor."""
-    if clip_model:
-        return clip_embeddings(list(paths), clip_model), f"CLIP image features ({clip_model})"
-    return descriptor_embeddings(list(paths)), DESCRIPTOR
-
-
-def text_embeddings(texts, model: str | None = None) -> np.ndarray:
-    """Sentence embeddings (normalised); default all-MiniLM-L6-v2 from its PyPI package."""
-    return sentence_encoder(model).encode(
-        list(texts), normalize_embeddings=True, show_progress_bar=False
-    )
-
-
-# --- maps ----------------------------------------------------------------------------------------
-
-
-def separation(x: np.ndarray, labels) -> float:
-    """Silhouette score (scikit-learn, cosine) of ``labels`` in the embedding space: 1 = well separated
-    groups, 0 = overlapping, < 0 = mixed. NaN with fewer than two groups."""
-    from sklearn.metrics import silhouette_score
-
-    labels = np.asarray([str(v) for v in labels])
-    if len(set(labels)) < 2 or len(set(labels)) >= len(labels):
-        return float("nan")
-    return float(silhouette_score(x, labels, metric="cosine"))
-
-
-def embedding_frame(coords: np.ndarray, meta: pd.DataFrame) -> pd.DataFrame:
-    return pd.concat(
-        [pd.DataFrame(coords, columns=["x", "y"]), meta.reset_index(drop=True)], axis=1
-    )
-
-
-# --- topics --------------------------------------------------------------------------------------
-
-_LETTERS = re.compile(r"[a-z]+")
-MIN_WORD_SHARE = 0.5  # a readable text: at least this share of its letter runs are dictionary words
-
-
-@cache
-def _is_word(token: str) -> bool:
-    """WordNet knows it, inflections included (asked once per distinct token)."""
-    return ensure_wordnet().morphy(token) is not None
-
-
-def dictionary_words(text: str) -> list[str]:
-    """The text's English words (:func:`_is_word`) of 2+ letters, stop words left out: what a topic
-    may be named by. A garbled run such as "rddddddddhow" is none."""
-    return [
-        t
-        for t in _LETTERS.findall(text.lower())
-        if len(t) > 1 and t not in ENGLISH_STOP_WORDS and _is_word(t)
-    ]
-
-
-def readable_texts(texts) -> tuple[list[str], int]:
-    """``(readable, left out)``: texts whose letter runs are mostly words (:data:`MIN_WORD_SHARE`)
-    and hold at least one word beyond stop words; the rest (a tiny model's noise) is counted."""
-    keep = []
-    for text in map(str, texts):
-        runs = [t for t in _LETTERS.findall(text.lower()) if len(t) > 1]
-        words = dictionary_words(text)
-        known = len(words) + sum(t in ENGLISH_STOP_WORDS for t in runs)
-        if words and known >= MIN_WORD_SHARE * len(runs):
-            keep.append(text)
-    return keep, len(texts) - len(keep)
-
-
-def topics(texts, seed: int = 0, min_topic_size: int = 5, embeddings: np.ndarray | None = None):
-    """BERTopic with MiniLM embeddings, a seeded UMAP and HDBSCAN: ``(topic_info, per-text topic ids)``.
-    ``topic_info`` has Topic, Count, Name and the representative words; topic -1 is BERTopic's outliers.
-    Topics are named by :func:`dictionary_words` only, so a name is made of words of its texts."""
-    from bertopic import BERTopic
-    from hdbscan import HDBSCAN
-    from sklearn.feature_extraction.text import CountVectorizer
-
-    texts = [str(t) for t in texts]
-    if len(texts) < 2 * min_topic_size:
-        raise ValueError(
-            f"BERTopic needs at least {2 * min_topic_size} texts for topics of >= {min_topic_size}, "
-            f"got {len(texts)}"
-        )
-    encoder = sentence_encoder()
-    if embeddings is None:
-        embeddings = encoder.encode(texts, normalize_embeddings=True, show_progress_bar=False)
-    model = BERTopic(
-        embedding_model=encoder,
-        umap_model=umap_module().UMAP(
-            n_neighbors=max(2, min(15, len(texts) - 1)),
-            n_components=5,
-            min_dist=0.0,
-            metric="cosine",
-            random_state=seed,
-        ),
-        hdbscan_model=HDBSCAN(
-            min_cluster_size=min_topic_size,
-            metric="euclidean",
-            cluster_selection_method="eom",
-            prediction_data=True,
-        ),
-        vectorizer_model=CountVectorizer(analyzer=dictionary_words, min_df=1),
-        min_topic_size=min_topic_size,
-        calculate_probabilities=False,
-    )
-    ids, _ = model.fit_transform(texts, embeddings)
-    info = model.get_topic_info()
-    words = [[w for w, _ in (model.get_topic(t) or []) if w.strip()][:8] for t in info["Topic"]]
-    # BERTopic pads short topics with empty words: dropped
-    info["Words"] = [", ".join(w) for w in words]
-    info["Name"] = [f"{t}_" + "_".join(w[:3]) for t, w in zip(info["Topic"], words)]
-    return info[["Topic", "Count", "Name", "Words"]], list(ids)
+# --- tables ---------------------------------------------------------------------------------------
 
 
 def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -235,23 +62,7 @@ def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index() if not isinstance(out.index, pd.RangeIndex) else out
 
 
-def label_topics(model, info: pd.DataFrame, max_new_tokens: int, store=None) -> list[str]:
-    """A short label per topic written by any LLM backend from its representative words (at most
-    ``max_new_tokens``: ``AnalyzeConfig.topic_label_max_new_tokens``)."""
-    reqs = [
-        Request.simple(
-            f"Give a short label (at most five words) for a topic described by these words: {w}.",
-            max_new_tokens=max_new_tokens,
-        )
-        for w in info["Words"]
-    ]
-    return [
-        r.text.strip().splitlines()[0] if r.text.strip() else ""
-        for r in generate(model, reqs, store=store, progress=False)
-    ]
-
-
-# --- the stage --------------------------------------------------------------------------------------
+# --- the stage ------------------------------------------------------------------------------------
 
 
 @dataclass

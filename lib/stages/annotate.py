@@ -1,5 +1,6 @@
 """Stage 02 · Annotate: the annotation schema, an append-only store, agreement, Label Studio
-exchange, machine pre-annotation, style variants (stages 3-4) and the YesBut statistics.
+exchange (:mod:`lib.io.annotation_exchange`), machine pre-annotation, style variants (YesBut's
+stages 3-4: :mod:`lib.families.yesbut.variants`) and the YesBut statistics.
 
 **Schema** (:data:`FIELDS`): YesBut's fields (left / right / overall description, text in each
 half, halves connected, difficulty), the satirical label, and MemeQA's needs (intents, derivations,
@@ -21,7 +22,6 @@ the store holds. Notebook 02 calls the steps :func:`run` composes one per sectio
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,19 +30,23 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 import yaml
-from PIL import Image, ImageFilter
-from tqdm.auto import tqdm
+from PIL import Image
 
 from lib import config
 from lib.config import cli
 from lib.core.paths import ROOT
-from lib.core.schema import CATEGORICAL, FIELD_BY_NAME, FIELDS
+from lib.core.schema import (
+    CATEGORICAL,
+    FIELD_BY_NAME,
+    FIELDS,  # noqa: F401 - notebook 02's widget shows annotate.FIELDS
+)
 from lib.families.yesbut.figures import panel_cuts
-from lib.families.yesbut.panels import compose, split
+from lib.families.yesbut.panels import split
 from lib.families.yesbut.task import Understanding
+from lib.families.yesbut.variants import apply_labels, style_variants
 from lib.io import AnnotationStore, artifacts, load_image, write_json, write_jsonl
+from lib.io.annotation_exchange import export_label_studio, label_studio_config
 from lib.models import Request, check_spec, generate, load_model
-from lib.models.api import response_image
 from lib.models.store import CallStore
 from lib.pages import plots
 
@@ -133,121 +137,6 @@ def agreement(store: AnnotationStore, fields=CATEGORICAL) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# --- Label Studio ------------------------------------------------------------------------------
-
-
-def _ls_result(field: str, value) -> dict:
-    f = FIELD_BY_NAME[field]
-    if f.kind in ("bool", "choice"):
-        return {
-            "from_name": field,
-            "to_name": "image",
-            "type": "choices",
-            "value": {"choices": [("Yes" if value else "No") if f.kind == "bool" else value]},
-        }
-    text = (
-        value
-        if f.kind == "text"
-        else (json.dumps(value) if f.kind == "targets" else "\n".join(value))
-    )
-    return {"from_name": field, "to_name": "image", "type": "textarea", "value": {"text": [text]}}
-
-
-def label_studio_config() -> str:
-    """The labelling config (Label Studio's XML) of the annotation schema: yes/no and closed
-    fields as single choices, free text, lists (one per line) and targets (JSON) as text areas,
-    named like the fields, so exported results read back with :func:`import_label_studio`."""
-    from xml.sax.saxutils import quoteattr
-
-    parts = ["<View>", '  <Image name="image" value="$image"/>']
-    for f in FIELDS:
-        parts.append(f"  <Header value={quoteattr(f.help or f.name)}/>")
-        if f.kind in ("bool", "choice"):
-            values = ("Yes", "No") if f.kind == "bool" else f.choices
-            options = "".join(f"<Choice value={quoteattr(str(v))}/>" for v in values)
-            parts.append(
-                f'  <Choices name="{f.name}" toName="image" choice="single">{options}</Choices>'
-            )
-        else:
-            parts.append(f'  <TextArea name="{f.name}" toName="image" maxSubmissions="1"/>')
-    return "\n".join(parts + ["</View>"]) + "\n"
-
-
-def export_label_studio(store: AnnotationStore, images: dict[str, str]) -> list[dict]:
-    """Label Studio tasks with their annotations (one per annotator), images by URL/path."""
-    latest = store.latest()
-    tasks = []
-    for n, (item, path) in enumerate(images.items(), start=1):
-        anns = []
-        for who, sub in latest[latest["item"] == item].groupby("annotator"):
-            anns.append(
-                {
-                    "completed_by": {"email": who},
-                    "result": [_ls_result(f, v) for f, v in zip(sub["field"], sub["value"])],
-                }
-            )
-        tasks.append({"id": n, "data": {"image": path, "item": item}, "annotations": anns})
-    return tasks
-
-
-def _ls_value(f, r: dict):
-    """The annotation value of one Label Studio result, accepting exactly what the export writes."""
-    if f.kind in ("bool", "choice"):
-        if r.get("type") != "choices":
-            raise ValueError(
-                f"field {f.name!r} expects a choices result, got type {r.get('type')!r}"
-            )
-        (c,) = r["value"]["choices"]
-        if f.kind == "bool":
-            if c not in ("Yes", "No"):
-                raise ValueError(f"field {f.name!r} expects the choice 'Yes' or 'No', got {c!r}")
-            return c == "Yes"
-        return c
-    (text,) = r["value"]["text"]
-    return (
-        text
-        if f.kind == "text"
-        else (
-            json.loads(text) if f.kind == "targets" else [x for x in text.splitlines() if x.strip()]
-        )
-    )
-
-
-def import_label_studio(tasks: list[dict], store: AnnotationStore) -> int:
-    """Append the annotations of Label Studio tasks (as exported above or by Label Studio) to ``store``;
-    an annotation Label Studio exports is credited to ``label-studio-user-<id>`` (its user id), its
-    predictions (pre-annotations) are not read.
-    Only the exact choices the export writes are accepted ("Maybe" is no bool); a malformed task or
-    result raises naming its index, before anything of that task is saved. Results for fields
-    outside the schema (other labelling configs) are left out."""
-    n = 0
-    for i, t in enumerate(tasks):
-        try:
-            item = t["data"].get("item") or str(t["id"])
-            parsed = []
-            for ann in t.get("annotations", []):
-                who = ann.get(
-                    "completed_by", {}
-                )  # ours: {"email": name}; Label Studio's export: a user id
-                who = who.get("email") if isinstance(who, dict) else f"label-studio-user-{who}"
-                values = {}
-                for j, r in enumerate(ann.get("result", [])):
-                    if r.get("from_name") in FIELD_BY_NAME:
-                        try:
-                            values[r["from_name"]] = _ls_value(FIELD_BY_NAME[r["from_name"]], r)
-                        except (KeyError, TypeError, ValueError) as e:
-                            raise ValueError(f"result {j}: {e}") from None
-                parsed.append((who or "label-studio", values))
-        except (KeyError, TypeError, AttributeError, ValueError) as e:
-            raise ValueError(
-                f"Label Studio task {i} (id={t.get('id') if isinstance(t, dict) else None!r}): "
-                f"malformed ({type(e).__name__}: {e})"
-            ) from None
-        for who, values in parsed:
-            n += store.save(item, who, values)
-    return n
-
-
 # --- machine pre-annotation -------------------------------------------------------------------
 
 
@@ -284,121 +173,6 @@ def preannotate(
         store.save(item, model.name, values, source=f"machine:{model.name}")
         for item, values in drafts.items()
     )
-
-
-# --- style variants (stages 3 and 4) ----------------------------------------------------------
-
-PROMPTS = {
-    "STICK": "Draw using stick figures (black silhouette against a white background) - {description}",
-    "3D": "Draw using 3D black silhouettes against a white background - {description}",
-}
-STAGE3 = [("ORIG", "STICK"), ("STICK", "ORIG"), ("STICK", "STICK")]
-STAGE4 = [("ORIG", "3D"), ("3D", "ORIG"), ("STICK", "3D"), ("3D", "STICK"), ("3D", "3D")]
-
-
-def stylize_local(image: Image.Image, style: str, size: int = 512) -> Image.Image:
-    """The offline stand-in for the image API: ``STICK`` = a black silhouette of the scene's
-    foreground (Otsu threshold on the grey image, scikit-image) with its edges, on white; ``3D`` = the
-    same silhouette shaded by the image's own luminance and a drop shadow. It keeps the layout of the
-    original half, not its content's meaning - good enough for the demo's pipeline, not for a dataset."""
-    from skimage.filters import threshold_otsu
-
-    img = image.convert("RGB")
-    img.thumbnail((size, size))  # shrink large halves, never enlarge
-    gray = np.asarray(img.convert("L"), dtype=float)
-    mask = gray < threshold_otsu(gray) if gray.std() > 0 else np.zeros_like(gray, bool)
-    if mask.mean() > 0.5:
-        mask = ~mask
-    edges = np.asarray(img.convert("L").filter(ImageFilter.FIND_EDGES)) > 60
-    edges[[0, -1], :] = edges[:, [0, -1]] = False  # the filter's frame is not an edge of the scene
-    if style == "STICK":
-        out = np.where(mask | edges, 0, 255).astype(np.uint8)
-        return Image.fromarray(out).convert("RGB")
-    if style == "3D":
-        shade = np.clip(gray * 0.35, 0, 90)
-        shadow = np.roll(np.roll(mask, 6, axis=0), 6, axis=1) & ~mask
-        out = np.full(gray.shape, 255.0)
-        out[shadow] = 190
-        out[mask] = shade[mask]
-        return Image.fromarray(out.astype(np.uint8)).convert("RGB")
-    raise ValueError(f"unknown style {style!r}; styles: STICK, 3D")
-
-
-def style_variants(
-    records: list[dict],
-    descriptions: dict[str, dict],
-    out: str | Path,
-    model=None,
-    store=None,
-    stages=(3, 4),
-    progress: bool = True,
-) -> list[dict]:
-    """For each two-panel image with left/right descriptions, generate STICK (stage 3) and 3D (stage 4)
-    halves - through an images ``model`` (an ``openai`` spec with ``endpoint: images``) with the
-    paper's prompts, all in one cached, costed batch, or by :func:`stylize_local` offline - and
-    compose every left/right style combination of those stages. Returns one record per image."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    combos = (STAGE3 if 3 in stages else []) + (STAGE4 if 4 in stages else [])
-    styles = sorted({s for pair in combos for s in pair} - {"ORIG"})
-    halves, asks = {}, []
-    for r in records:
-        halves[r["id"]] = dict(zip(("left", "right"), split(load_image(r["path"]))))
-        for side in ("left", "right"):
-            text = descriptions.get(r["id"], {}).get(f"{side}_description")
-            for style in styles:
-                if model is not None and text:
-                    asks.append(((r["id"], side, style), PROMPTS[style].format(description=text)))
-    drawn = {}
-    if asks:
-        responses = generate(
-            model,
-            [Request.simple(prompt) for _, prompt in asks],
-            store=store,
-            progress=progress,
-            desc=f"style variants ({model.name})",
-        )
-        drawn = {key: response_image(resp) for (key, _), resp in zip(asks, responses)}
-    made = []
-    for r in tqdm(records, desc="style variants", unit="image", disable=not progress):
-        h = halves[r["id"]]
-        versions = {("left", "ORIG"): h["left"], ("right", "ORIG"): h["right"]}
-        for side in ("left", "right"):
-            for style in styles:
-                versions[(side, style)] = drawn.get((r["id"], side, style)) or stylize_local(
-                    h[side], style
-                )
-        for left, right in combos:
-            stage = 3 if (left, right) in STAGE3 else 4
-            stem = r.get("name") or r["id"]
-            name = f"{stem}_{left}_YES_{right}_BUT.png"
-            compose(versions[("left", left)], versions[("right", right)], height=384).save(
-                out / name
-            )
-            made.append(
-                {
-                    "id": f"{stem}-{left}-{right}",
-                    "path": str(out / name),
-                    "original": r["id"],
-                    "left_style": left,
-                    "right_style": right,
-                    "stage": stage,
-                    "generator": model.name if model is not None and asks else "local-stylizer",
-                }
-            )
-    return made
-
-
-def apply_labels(variants: list[dict], labels: dict[str, bool]) -> tuple[list[dict], list[str]]:
-    """Attach satirical / non-satirical labels (from the widget or a labels file) to the variants;
-    returns (labelled variants, ids still unlabelled)."""
-    out, missing = [], []
-    for v in variants:
-        if v["id"] in labels:
-            out.append({**v, "label": "satirical" if labels[v["id"]] else "non_satirical"})
-        else:
-            missing.append(v["id"])
-    return out, missing
 
 
 # --- the stage --------------------------------------------------------------------------------------
@@ -503,9 +277,10 @@ def variants(
     call_store=None,
     progress: bool = False,
 ) -> dict:
-    """Style variants of the satirical panels (:func:`style_variants`) and their labels from
-    ``cfg.variant_labels_file``; the labelled ones are written to ``variants.jsonl``. Returns
-    ``variants``, ``labelled``, ``unlabelled`` (ids) and ``source`` (what drew them)."""
+    """Style variants of the satirical panels (:func:`lib.families.yesbut.variants.style_variants`)
+    and their labels from ``cfg.variant_labels_file``; the labelled ones are written to
+    ``variants.jsonl``. Returns ``variants``, ``labelled``, ``unlabelled`` (ids) and ``source``
+    (what drew them)."""
     out = Path(out)
     images_model = load_model(cfg.variants_model) if cfg.variants_model else None
     first = _store(out).table().drop_duplicates("item").set_index("item")

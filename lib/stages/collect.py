@@ -9,11 +9,11 @@ same sources gives the same ids and adding images later keeps the existing ones)
 original) and ``annotation`` (YesBut stage-2 fields joined by file name).
 
 Bad files (empty, truncated, not an image) are reported by name and counted, never ingested.
-Duplicates follow one documented rule (:func:`deduplicate`): exact copies (same SHA-256) and near
-copies (a perceptual-hash match confirmed by the pixels of both halves) of an earlier record are
-removed and reported with both paths and the evidence; images of different labels and style
-variants of one YesBut original never are; "earlier" is the order the sources were given, then
-path. A rerun with changed sources rebuilds the manifest from what they give now (ids kept) and
+Duplicates follow one documented rule (:func:`lib.io.duplicates.deduplicate`): exact copies (same
+SHA-256) and near copies (a perceptual-hash match confirmed by the pixels of both halves) of an
+earlier record are removed and reported with both paths and the evidence; images of different
+labels and style variants of one YesBut original never are; "earlier" is the order the sources
+were given, then path. A rerun with changed sources rebuilds the manifest from what they give now (ids kept) and
 lists what it no longer holds in ``report.json``.
 
     run(CollectConfig(sources=[{"kind": "demo"}]), out)      # every step, as notebook 01 calls them
@@ -33,11 +33,9 @@ import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar
 
-import imagehash
 import matplotlib.cbook
 import numpy as np
 from PIL import Image
@@ -51,13 +49,13 @@ from lib.io import (
     ImageError,
     LoadReport,
     artifacts,
-    load_image,
     read_jsonl,
     scan_images,
     write_json,
     write_jsonl,
     write_sample_images,
 )
+from lib.io.duplicates import deduplicate
 from lib.io.records import Record, record_for, records_of
 from lib.pages import plots
 from lib.tasks.registry import registry
@@ -228,101 +226,6 @@ def gather(
 def source_kinds() -> list[str]:
     """Every kind a ``sources`` entry may name: the stage's own, then the families'."""
     return [*OWN_KINDS, *registry().sources]
-
-
-PIXEL_BLOCK_TOLERANCE = (
-    12.0  # a near copy differs by at most this much (0-255) in every 8x8 block of each half
-)
-
-
-@lru_cache(maxsize=64)
-def _halves(path: str) -> tuple:
-    """Each half of the image (cut down the middle) as a 64x64 RGB array; cached, so an image that
-    is a candidate for several others is read once."""
-    image = load_image(path)
-    w, h = image.size
-    return tuple(
-        np.asarray(image.crop(box).resize((64, 64)), dtype=np.float32)
-        for box in ((0, 0, w // 2, h), (w // 2, 0, w, h))
-    )
-
-
-def pixel_difference(a: str, b: str) -> list[float]:
-    """Per half (left, right): the largest mean absolute RGB difference over the 8x8 blocks of the
-    two images at 64x64 per half - small for a re-encoded or resized copy, large wherever one
-    detail differs (a red light turned green, a stick figure drawn where a photo was)."""
-    diffs = []
-    for x, y in zip(_halves(a), _halves(b)):
-        d = np.abs(x - y).reshape(8, 8, 8, 8, 3).mean(axis=(1, 3, 4))
-        diffs.append(round(float(d.max()), 2))
-    return diffs
-
-
-def _family(r: Record) -> tuple | None:
-    """Images made from one original (YesBut's stage-2 image and its restylings: one source, one
-    timestamp) share this."""
-    return (r.source, r.timestamp) if r.timestamp else None
-
-
-def deduplicate(records: list[Record], near: int = 4) -> tuple[list[Record], list[dict]]:
-    """Drop copies of an earlier record; each drop is reported with both paths and the evidence.
-
-    Exact copies have the same SHA-256. A perceptual-hash match (Hamming distance <= ``near``; 0
-    disables) is only a *candidate*: it is a copy when :func:`pixel_difference` stays within
-    :data:`PIXEL_BLOCK_TOLERANCE` in both halves. Images of different labels, and images of one
-    YesBut original in different styles, are never copies of each other (two panels in another
-    style are the point of the dataset)."""
-    kept, dropped, seen_sha, hashes = [], [], {}, []
-    by_id = {}
-    for r in records:
-        first = seen_sha.get(r.sha256)
-        if first is not None and by_id[first].label == r.label:
-            dropped.append(
-                {
-                    "id": r.id,
-                    "path": r.path,
-                    "duplicate_of": first,
-                    "duplicate_path": by_id[first].path,
-                    "kind": "exact",
-                    "distance": 0,
-                    "pixel_difference": [0.0, 0.0],
-                }
-            )
-            continue
-        h = imagehash.hex_to_hash(r.phash)
-        match = None
-        for k, kh in hashes if near else ():
-            other = by_id[k]
-            if h - kh > near or other.label != r.label:
-                continue
-            if (
-                _family(r) is not None
-                and _family(r) == _family(other)
-                and (r.left_style, r.right_style) != (other.left_style, other.right_style)
-            ):
-                continue  # a style variant of the same original
-            diff = pixel_difference(other.path, r.path)
-            if max(diff) <= PIXEL_BLOCK_TOLERANCE:
-                match = (k, h - kh, diff)
-                break
-        if match:
-            dropped.append(
-                {
-                    "id": r.id,
-                    "path": r.path,
-                    "duplicate_of": match[0],
-                    "duplicate_path": by_id[match[0]].path,
-                    "kind": "near",
-                    "distance": int(match[1]),
-                    "pixel_difference": match[2],
-                }
-            )
-            continue
-        seen_sha.setdefault(r.sha256, r.id)
-        by_id[r.id] = r
-        hashes.append((r.id, h))
-        kept.append(r)
-    return kept, dropped
 
 
 def merge_manifest(existing: list[dict], new: list[Record]) -> tuple[list[dict], list[dict]]:

@@ -195,25 +195,18 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
     Completion options are placed A/B by a seeded shuffle."""
     spec = yaml.safe_load((DATA / "demo" / "evaluation.yaml").read_text())
     out = Path(out)
-    info = lambda name: dataset_info(
-        name,
-        license="demo (scikit-image sample images)",
-        provenance={"source": "lib/data/demo/evaluation.yaml"},
-    )
-    mcq = (
-        MultipleChoice.name
-    )  # the multiple-choice set and its block in evaluation.yaml are named after its task
+    # the multiple-choice set and its block in evaluation.yaml are named after its task
+    mcq = MultipleChoice.name
     folders = {}
     for name in (mcq, "vqa", "yesbut"):
         folders[name] = out / name
         write_sample_images(folders[name] / "images")
-    img = lambda name: f"images/{name}.png"
     save_dataset(
         folders[mcq],
         [
             MultipleChoice.make_item(
                 r["id"],
-                [img(r["image"])],
+                [_image(r["image"])],
                 r["question"],
                 r["answer"],
                 r["options"],
@@ -222,22 +215,44 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
             )
             for r in spec[mcq]
         ],
-        info(f"demo-{mcq}"),
+        _demo_info(f"demo-{mcq}"),
     )
     save_dataset(
         folders["vqa"],
         [
-            OpenVQA.make_item(r["id"], [img(r["image"])], r["question"], r["answers"])
+            OpenVQA.make_item(r["id"], [_image(r["image"])], r["question"], r["answers"])
             for r in spec["vqa"]
         ],
-        info("demo-vqa"),
+        _demo_info("demo-vqa"),
     )
     root = folders["yesbut"]
-    photo = lambda name: load_image(root / img(name))
-    items, pairs = [], {r["id"]: r for r in spec["yesbut"]}
-    for r in spec["yesbut"]:
-        path = f"images/{r['id']}.png"
-        compose(photo(r["left"]), photo(r["right"]), height=256).save(root / path)
+    items = _yesbut_items(root, spec["yesbut"]) + _completion_items(root, spec, seed)
+    save_dataset(root, items, _demo_info("demo-yesbut"))
+    return folders
+
+
+def _demo_info(name: str) -> dict:
+    return dataset_info(
+        name,
+        license="demo (scikit-image sample images)",
+        provenance={"source": "lib/data/demo/evaluation.yaml"},
+    )
+
+
+def _image(name: str) -> str:
+    """An image's path in a demo dataset folder, relative to it."""
+    return f"images/{name}.png"
+
+
+def _yesbut_items(root: Path, pairs: list[dict]) -> list:
+    """Each pair of photographs composed into a two-panel image under ``root``: its detection item
+    and, when satirical, the understanding items of its halves and of the whole."""
+    items = []
+    for r in pairs:
+        path = _image(r["id"])
+        compose(
+            load_image(root / _image(r["left"])), load_image(root / _image(r["right"])), height=256
+        ).save(root / path)
         meta = {
             "left": r["left"],
             "right": r["right"],
@@ -247,20 +262,29 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
         items.append(Detection.make_item(f"{r['id']}-detection", path, r["satirical"], meta))
         if r["satirical"]:
             for part, ref, image in (
-                ("left", r["left_description"], img(r["left"])),
-                ("right", r["right_description"], img(r["right"])),
+                ("left", r["left_description"], _image(r["left"])),
+                ("right", r["right_description"], _image(r["right"])),
                 ("whole", r["overall_description"], path),
             ):
                 items.append(
                     Understanding.make_item(f"{r['id']}-{part}", image, ref, {**meta, "part": part})
                 )
+    return items
+
+
+def _completion_items(root: Path, spec: dict, seed: int) -> list:
+    """The completion items: each pair with one half missing, its 2x2 grid under ``root`` and the
+    right half and a distractor as the options, placed A/B by a shuffle seeded with ``seed``."""
+    pairs = {r["id"]: r for r in spec["yesbut"]}
+    photo = lambda name: load_image(root / _image(name))
     rng = random.Random(seed)
+    items = []
     for c in spec["completion"]:
         pair = pairs[c["pair"]]
         correct = pair["right"] if c["missing"] == "but" else pair["left"]
         options = [correct, c["distractor"]]
         rng.shuffle(options)
-        path = f"images/{c['id']}.png"
+        path = _image(c["id"])
         completion_grid(
             photo(pair["left"]),
             photo(pair["right"]),
@@ -277,8 +301,7 @@ def demo_datasets(out: str | Path, seed: int = 0) -> dict[str, Path]:
                 {"pair": c["pair"], "missing": c["missing"], "options": options},
             )
         )
-    save_dataset(root, items, info("demo-yesbut"))
-    return folders
+    return items
 
 
 if __name__ == "__main__":

@@ -104,6 +104,30 @@ def load_examples(cfg: TrainSettings) -> tuple[dict[str, list[Example]], dict]:
         if cfg.val_dataset
         else {"all": cfg.dataset}
     )
+    assigned = _assign(_read_parts(cfg, sources), cfg, sources)
+    bad = _unreadable_images(assigned)
+    out: dict[str, list[Example]] = {"train": [], "val": [], "test": []}
+    for part, e in assigned:
+        if _image_name(e) not in bad and _wanted(cfg, part, e):
+            out[part].append(e)
+    report = {
+        "items": len(assigned),
+        "splits": "the dataset's own" if cfg.val_dataset else "by image",
+        "skipped_images": bad,
+        "skipped_items": sum(_image_name(e) in bad for _, e in assigned),
+        **{f"{k}_examples": len(v) for k, v in out.items()},
+        **{f"{k}_images": len({e.image for e in v}) for k, v in out.items()},
+    }
+    return out, report
+
+
+def _image_name(e: Example) -> str:
+    """The example's image as its item names it."""
+    return e.item.images[0]
+
+
+def _read_parts(cfg: TrainSettings, sources: dict[str, str]) -> dict[str, list[Example]]:
+    """The filtered examples of each source (:func:`_kept`); a source left with none is an error."""
     parts: dict[str, list[Example]] = {}
     for part, source in sources.items():
         items, root = _read_split(source, cfg)
@@ -112,55 +136,53 @@ def load_examples(cfg: TrainSettings) -> tuple[dict[str, list[Example]], dict]:
             raise ValueError(
                 f"{source}: no items match types={cfg.types} groups={cfg.groups} forms={cfg.forms}"
             )
-    name = lambda e: e.item.images[0]  # the image as the items name it
+    return parts
+
+
+def _assign(
+    parts: dict[str, list[Example]], cfg: TrainSettings, sources: dict[str, str]
+) -> list[tuple[str, Example]]:
+    """``(split, example)`` for every example: drawn by image from ``all``, or the dataset's own
+    splits, checked to share no image."""
     if "all" in parts:
         split = split_by_image(
-            [name(e) for e in parts["all"]], cfg.val_fraction, cfg.test_fraction, cfg.seed
+            [_image_name(e) for e in parts["all"]], cfg.val_fraction, cfg.test_fraction, cfg.seed
         )
-        assigned = [(split[name(e)], e) for e in parts["all"]]
-    else:
-        seen: dict[str, str] = {}
-        for part, examples in parts.items():
-            for e in examples:
-                other = seen.setdefault(str(Path(e.image).resolve()), part)
-                if other != part:
-                    raise ValueError(
-                        f"image {name(e)} is in both the {other} and the {part} split "
-                        f"({sources[other]}, {sources[part]}): the splits must not share images"
-                    )
-        assigned = [(part, e) for part, examples in parts.items() for e in examples]
-    bad: dict[str, str] = {}  # keyed by the image as the items name it
-    for root, image in sorted({(e.root, name(e)) for _, e in assigned}):
+        return [(split[_image_name(e)], e) for e in parts["all"]]
+    seen: dict[str, str] = {}
+    for part, examples in parts.items():
+        for e in examples:
+            other = seen.setdefault(str(Path(e.image).resolve()), part)
+            if other != part:
+                raise ValueError(
+                    f"image {_image_name(e)} is in both the {other} and the {part} split "
+                    f"({sources[other]}, {sources[part]}): the splits must not share images"
+                )
+    return [(part, e) for part, examples in parts.items() for e in examples]
+
+
+def _unreadable_images(assigned: list[tuple[str, Example]]) -> dict[str, str]:
+    """Image (as the items name it) -> why it cannot be read, for every image that cannot."""
+    bad: dict[str, str] = {}
+    for root, image in sorted({(e.root, _image_name(e)) for _, e in assigned}):
         try:
             load_image(Path(root) / image)
         except ImageError as err:
             bad[image] = str(err)
-    out: dict[str, list[Example]] = {"train": [], "val": [], "test": []}
-    for part, e in assigned:
-        if name(e) in bad:
-            continue
-        if (
-            part != "train"
-            and cfg.eval_levels
-            and "level" in e.facets
-            and e.facets["level"] not in cfg.eval_levels
-        ):
-            continue
-        if part == "train" and (
-            (cfg.train_targets and "target" in e.facets and not e.describes_only(cfg.train_targets))
-            or (cfg.train_types and "type" in e.facets and e.facets["type"] not in cfg.train_types)
-        ):
-            continue
-        out[part].append(e)
-    report = {
-        "items": len(assigned),
-        "splits": "the dataset's own" if cfg.val_dataset else "by image",
-        "skipped_images": bad,
-        "skipped_items": sum(name(e) in bad for _, e in assigned),
-        **{f"{k}_examples": len(v) for k, v in out.items()},
-        **{f"{k}_images": len({e.image for e in v}) for k, v in out.items()},
-    }
-    return out, report
+    return bad
+
+
+def _wanted(cfg: TrainSettings, part: str, e: Example) -> bool:
+    """Does the split keep the example: validation and test only the ``eval_levels``, training only
+    the ``train_targets`` and ``train_types`` (each where the item has that facet)?"""
+    if part != "train":
+        return not (
+            cfg.eval_levels and "level" in e.facets and e.facets["level"] not in cfg.eval_levels
+        )
+    return not (
+        (cfg.train_targets and "target" in e.facets and not e.describes_only(cfg.train_targets))
+        or (cfg.train_types and "type" in e.facets and e.facets["type"] not in cfg.train_types)
+    )
 
 
 def collate(
@@ -181,22 +203,9 @@ def collate(
 
     tok = processor.tokenizer
     tok.padding_side = "left"
-    fmt = (spec or {}).get("prompt_format", "{text}")
-    texts = [
-        chat_prompt(
-            processor,
-            [
-                {
-                    "role": "user",
-                    "content": user_content(
-                        task_of(e.item).prompt(e.item, e.root).text, [None], question_first
-                    ),
-                }
-            ],
-            fmt,
-        )
-        for e in examples
-    ]
+    texts = _prompts(
+        examples, processor, question_first, (spec or {}).get("prompt_format", "{text}")
+    )
     pictures = [images(e.image) for e in examples]  # ``images``: a loader, e.g. an ImageCache
     nested = processor.__class__.__name__.startswith(("Idefics", "SmolVLM"))
     with image_tensors.around(processor) if image_tensors is not None else nullcontext():
@@ -211,6 +220,34 @@ def collate(
         width = max(map(len, answers))
         enc["labels"] = torch.tensor([a + [-100] * (width - len(a)) for a in answers])
         return dict(enc)
+    return _answers_appended(enc, answers, tok.pad_token_id)
+
+
+def _prompts(examples: list[Example], processor, question_first: bool, fmt: str) -> list[str]:
+    """Each example's task prompt in the chat template, its image where evaluation puts it."""
+    return [
+        chat_prompt(
+            processor,
+            [
+                {
+                    "role": "user",
+                    "content": user_content(
+                        task_of(e.item).prompt(e.item, e.root).text, [None], question_first
+                    ),
+                }
+            ],
+            fmt,
+        )
+        for e in examples
+    ]
+
+
+def _answers_appended(enc, answers: list[list[int]], pad: int) -> dict:
+    """A decoder's batch: each left-padded prompt of ``enc`` unpadded, its answer tokens appended,
+    then right-padded; ``labels`` on the answer tokens only (-100 elsewhere). Inputs that are not
+    per token (pixel values) are passed on as they are."""
+    import torch  # deferred on purpose: torch is heavy, and importing lib.training must stay cheap
+
     mask = enc["attention_mask"].bool()
     per_token = [
         k
@@ -225,7 +262,6 @@ def collate(
             rows[k].append(kept + (ans if k == "input_ids" else [0] * len(ans)))
         labels.append([-100] * int(mask[i].sum()) + ans)
     width = max(map(len, labels))
-    pad = tok.pad_token_id
     batch = {
         k: torch.tensor([r + [pad if k == "input_ids" else 0] * (width - len(r)) for r in v])
         for k, v in rows.items()

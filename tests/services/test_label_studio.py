@@ -11,7 +11,11 @@ from pathlib import Path
 from PIL import Image
 
 from lib.io import AnnotationStore
-from lib.stages.annotate import export_label_studio, import_label_studio, label_studio_config
+from lib.io.annotation_exchange import (
+    export_label_studio,
+    import_label_studio,
+    label_studio_config,
+)
 
 from .servers import label_studio_server
 

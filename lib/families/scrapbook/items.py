@@ -78,55 +78,12 @@ def item_jsonl(
         subgroup = questions.subgroup(query, scene)
         kind = query["ask"] if query["type"] == "recognition" else query["type"]
         if kind not in per_kind:
-            alts = _alternatives(kind, params.objects_per_set, tuple(colors), tuple(shapes))
-            per_kind[kind] = (
-                alts,
-                [
-                    (
-                        form,
-                        _encode_str(pre)[1:-1],
-                        _encode_str(suf)[1:-1] + '"',
-                        f'{scene_json}{form}"'
-                        + (
-                            f',"alternatives":{_alts_json(tuple(alts))}'
-                            if form == "enumerated"
-                            else ""
-                        )
-                        + "}}\n",
-                    )
-                    for form, (pre, suf) in _affixes(kind, tuple(alts)).items()
-                    if form in forms
-                ],
-            )
+            per_kind[kind] = _kind_pieces(kind, scene_json, forms, params, colors, shapes)
         alts, affixes = per_kind[kind]
-        absurd = answer == questions.UNK
         if summary is not None:
-            summary.add(
-                {
-                    "type": query["type"],
-                    "group": query["group"],
-                    "subgroup": subgroup,
-                    "level": level,
-                    "query": query,
-                },
-                answer,
-                len(chosen),
-                forms,
-            )
-        # meta: type, group, subgroup, level, concepts, query, absurd, image, parent, unit, form[, alternatives]
-        meta_json = (
-            f'{{"type":"{query["type"]}","group":"{query["group"]}","subgroup":{subgroup},'
-            f'{query_json},"absurd":{"true" if absurd else "false"},"paraphrase":'
-        )
-        body = (
-            f',"images":{image},"options":null,"answer":[{_encode_str(answer)}],"meta":{meta_json}'
-        )
-        # an absurd question's enumerated form answers with the last alternative ("not applicable")
-        enumerated = (
-            f',"images":{image},"options":null,"answer":[{_encode_str(alts[-1])}],"meta":{meta_json}'
-            if absurd
-            else body
-        )
+            meta = {"type": query["type"], "group": query["group"], "subgroup": subgroup}
+            summary.add({**meta, "level": level, "query": query}, answer, len(chosen), forms)
+        body, enumerated = _row_bodies(query, subgroup, query_json, image, answer, alts)
         pieces = [
             (pre, suf + (enumerated if form == "enumerated" else body), end)
             for form, pre, suf, end in affixes
@@ -137,6 +94,52 @@ def item_jsonl(
                 parts += (head, f"{n:05d}", mid, '"', pre, escaped, rest, paraphrase, end)
                 n += 1
     return "".join(parts)
+
+
+def _kind_pieces(
+    kind: str,
+    scene_json: str,
+    forms: tuple,
+    params: ScrapbookParams,
+    colors: list[str],
+    shapes: list[str],
+) -> tuple[list[str], list[tuple[str, str, str, str]]]:
+    """What a kind of question shares on one image (:func:`item_jsonl`): its alternatives and, per
+    form of ``forms``, ``(form, the question's JSON-escaped prefix, its suffix, the row's end)``."""
+    alts = _alternatives(kind, params.objects_per_set, tuple(colors), tuple(shapes))
+    return alts, [
+        (
+            form,
+            _encode_str(pre)[1:-1],
+            _encode_str(suf)[1:-1] + '"',
+            f'{scene_json}{form}"'
+            + (f',"alternatives":{_alts_json(tuple(alts))}' if form == "enumerated" else "")
+            + "}}\n",
+        )
+        for form, (pre, suf) in _affixes(kind, tuple(alts)).items()
+        if form in forms
+    ]
+
+
+def _row_bodies(
+    query: dict, subgroup, query_json: str, image: str, answer: str, alts: list[str]
+) -> tuple[str, str]:
+    """A query's rows from the images on, up to their paraphrase number: ``(body, enumerated)``,
+    the second the enumerated form's (an absurd question's answers with the last alternative, "not
+    applicable")."""
+    absurd = answer == questions.UNK
+    # meta: type, group, subgroup, level, concepts, query, absurd, image, parent, unit, form[, alternatives]
+    meta_json = (
+        f'{{"type":"{query["type"]}","group":"{query["group"]}","subgroup":{subgroup},'
+        f'{query_json},"absurd":{"true" if absurd else "false"},"paraphrase":'
+    )
+    body = f',"images":{image},"options":null,"answer":[{_encode_str(answer)}],"meta":{meta_json}'
+    enumerated = (
+        f',"images":{image},"options":null,"answer":[{_encode_str(alts[-1])}],"meta":{meta_json}'
+        if absurd
+        else body
+    )
+    return body, enumerated
 
 
 class Summary:
