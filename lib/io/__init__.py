@@ -17,7 +17,6 @@
 Foreign formats (MemeQA JSON, base64 TSV) and the CSV / Hugging Face imports are in :mod:`lib.formats`.
 """
 
-from lib.io.annotations import AnnotationStore
 from lib.io.check import (
     ITEM_FIELDS,
     ITEM_REQUIRED,
@@ -87,6 +86,18 @@ from lib.io.memory import (
     share_strings,
 )
 from lib.io.swap import aside_folder, swap_in
+
+
+def __getattr__(name: str):
+    """:class:`AnnotationStore` on first use: its module imports pandas, which most users of
+    :mod:`lib.io` - every stage, the evaluation engine - never need."""
+    if name == "AnnotationStore":
+        # deferred on purpose: pandas is imported only where annotations are kept
+        from lib.io.annotations import AnnotationStore
+
+        return AnnotationStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AnnotationStore",

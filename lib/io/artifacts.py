@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from lib.core.paths import outputs_root
 from lib.io import file_sha256, read_jsonl, write_json
+
+# pandas is imported by the two readers of tables, not here: every stage imports this module
+if TYPE_CHECKING:
+    import pandas as pd
 
 SETUP, COLLECT, ANNOTATE, AF, SCRAPBOOK, TRAIN, EVALUATE, ANALYZE = (
     "00_setup",
@@ -278,6 +281,8 @@ def read_table(run_folder: str | Path, stage: str, name: str) -> pd.DataFrame | 
         return None
     if stage == EVALUATE and path.match(EVAL_TABLES) and (why := stale_tables(path.parent)):
         raise StaleTables(why)
+    import pandas as pd
+
     return pd.read_csv(path)
 
 
@@ -298,6 +303,8 @@ def read_comparison(run_folder: str | Path) -> dict | None:
     result = read_json(run_folder, ANALYZE, COMPARED)
     if result is None:
         return None
+    import pandas as pd
+
     tables = {"causes": COMPARED_CAUSES, "metrics": COMPARED_METRICS, "config": COMPARED_CONFIG}
     folder = stage_folder(run_folder, ANALYZE)
     return {

@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
+
+# matplotlib.pyplot is imported by each figure, not here: the task registry imports every family
+# for any stage, and pyplot is one of the slowest imports of all
 
 
 def accuracy_by_type(metrics: pd.DataFrame, metric: str = "exact"):
     """MemeQA: accuracy per question type with the micro and macro averages as lines; ``metrics``
     holds the multiple-choice task's rows (:meth:`lib.tasks.Task.rows`)."""
+    import matplotlib.pyplot as plt
+
     table = metrics[metrics["metric"] == metric].pivot_table(
         index="subset", columns=["model", "style"], values="value"
     )

@@ -4,8 +4,10 @@ Figure 5 (understanding metrics) and Figure 14 (the human evaluation)."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
+
+# matplotlib.pyplot is imported by each figure, not here: the task registry imports every family
+# for any stage, and pyplot is one of the slowest imports of all
 
 
 def panel_cuts(records: list[dict], n: int = 24, seed: int = 0, cols: int = 6):
@@ -14,6 +16,7 @@ def panel_cuts(records: list[dict], n: int = 24, seed: int = 0, cols: int = 6):
     seeded sample of verified ones, each with its cut drawn (red: found, dashed: the middle)."""
     import random
 
+    import matplotlib.pyplot as plt
     from PIL import Image
 
     checked = [r for r in records if r.get("layout")]
@@ -49,6 +52,8 @@ def panel_cuts(records: list[dict], n: int = 24, seed: int = 0, cols: int = 6):
 
 def yesbut_fig3(counts: dict):
     """YesBut Figure 3: annotation distributions (text in the image, connected halves, difficulty)."""
+    import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, len(counts), figsize=(4 * len(counts), 3.2), squeeze=False)
     axes = axes[0]
     for ax, (name, series) in zip(axes, counts.items()):
@@ -67,6 +72,8 @@ def understanding_metrics(frame: pd.DataFrame):
     METEOR, BERTScore) at annotation stages 2, 3, 4 and over all images; left panel the whole image
     (WHYFUNNY prompt), right panel the sub-images ("Describe the image", left and right averaged).
     ``frame`` is :meth:`lib.families.yesbut.task.Understanding.frame`."""
+    import matplotlib.pyplot as plt
+
     mean = frame[
         (frame["metric"] == "mean of 4")
         & (frame["group"].str.startswith("stage") | (frame["group"] == "all"))
@@ -97,6 +104,8 @@ def understanding_metrics(frame: pd.DataFrame):
 
 def human_eval_bars(tidy: pd.DataFrame):
     """YesBut Figure 14: share of descriptions judged yes per criterion and source (model or human)."""
+    import matplotlib.pyplot as plt
+
     table = tidy.groupby(["criterion", "source"])["yes"].mean().unstack("source")
     fig, ax = plt.subplots(figsize=(8, 3.5))
     table.plot.bar(ax=ax, width=0.8)
