@@ -27,6 +27,7 @@ from lib.eval.requests import styled
 from lib.eval.score import read_answer
 from lib.eval.settings import EvalConfig
 from lib.io import (
+    Outlived,
     artifacts,
     file_sha256,
     read_jsonl,
@@ -84,6 +85,9 @@ def predict(
 
 # questions asked per generate() call: a large evaluation never holds all its requests
 PREDICT_CHUNK = 4096
+# the models asking loaded and let go: whether one outlived its last reference (a reference cycle)
+# says whether handing their memory back needs the collector's pass (lib.io.memory)
+LET_GO = Outlived()
 
 
 def _predictions(
@@ -96,6 +100,7 @@ def _predictions(
     ranks' parts merge into the order one process writes."""
     for mi, (label, spec) in enumerate(cfg.models.items()):
         model = load_model(spec)
+        LET_GO.watch(model)
         for di, (name, (root, items)) in enumerate(data.items()):
             chunks = _asked(len(items), shard)
             for si, style in enumerate(cfg.styles):
@@ -419,6 +424,7 @@ def _judge(
     """Judgements of the predictions ``todo``, each by its task's judge, in ``todo``'s order (the
     judge model is let go on return)."""
     judge_model, judges = load_model(cfg.judge), cfg.judged_tasks()
+    LET_GO.watch(judge_model)
     wanted = {item_key(p.dataset, p.item_id) for p in todo}
     by_key = {
         k: it

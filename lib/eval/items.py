@@ -31,7 +31,9 @@ def load_eval_items(cfg: EvalConfig) -> dict[str, tuple[Path, ItemsAt]]:
                 f"dataset {name!r}: {folder}/items.jsonl not found (check the `datasets` parameter)"
             )
         items, uses = _select_items(name, folder, cfg)
-        release_memory()  # the pass's garbage, before a model is loaded beside it
+        # the pass's garbage, before a model is loaded beside it: records and buffers, no cycles,
+        # so no collector's pass (lib.io.memory)
+        release_memory(collect=False)
         _check_images(name, folder, uses if uses is not None else _image_uses(items))
         out[name] = (folder, items)
     return out

@@ -80,6 +80,7 @@ from lib.io.jsonl import (
 from lib.io.memory import (
     CHUNK_LINES,
     SHARED_STRING_CHARS,
+    Outlived,
     decode_lines,
     paused_gc,
     release_memory,
@@ -159,6 +160,7 @@ __all__ = [
     "verify_dataset",
     "CHUNK_LINES",
     "SHARED_STRING_CHARS",
+    "Outlived",
     "decode_lines",
     "paused_gc",
     "release_memory",

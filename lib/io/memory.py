@@ -22,6 +22,10 @@
   threshold moves large buffers (numpy arrays, tensors) into that heap, so what a finished phase
   freed would still count in the next phase's peak resident memory. Hand-written, through
   ``ctypes``: the standard library has no binding for ``malloc_trim`` (a no-op under another libc).
+  The collector's pass is skipped (``collect=False``) where the phase's garbage holds no cycles -
+  a pass over records, a model its last reference freed (:class:`Outlived`) - since it walks every
+  object the process holds, torch's and transformers' included, for nothing to find (stage 06's
+  largest cost of its own, ``benchmarks/overhead.py``); the trim alone costs next to nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import functools
 import gc
 import json
 import sys
+import weakref
 from contextlib import contextmanager
 
 CHUNK_LINES = 2048  # lines decoded by one json.loads (see decode_lines)
@@ -63,13 +68,35 @@ def _shared(value, intern=sys.intern):
     return value
 
 
-def release_memory() -> None:
-    """Hand memory freed by a finished phase back to the system: the garbage collector's pass,
-    then glibc's ``malloc_trim`` (no-op elsewhere; why: the module docstring)."""
-    gc.collect()
+def release_memory(collect: bool = True) -> None:
+    """Hand memory freed by a finished phase back to the system: the garbage collector's pass
+    (unless ``collect=False``: the phase left no cycles), then glibc's ``malloc_trim`` (no-op
+    elsewhere; why: the module docstring)."""
+    if collect:
+        gc.collect()
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+class Outlived:
+    """Weak references to objects a phase let go (:meth:`watch`), to tell whether any outlived its
+    last reference (:meth:`__bool__`): held by a reference cycle, which only the collector's pass
+    frees. An object that takes no weak reference counts as outlived."""
+
+    def __init__(self):
+        self._refs: list = []
+        self._unwatchable = False
+
+    def watch(self, obj) -> None:
+        self._refs = [ref for ref in self._refs if ref() is not None]
+        try:
+            self._refs.append(weakref.ref(obj))
+        except TypeError:
+            self._unwatchable = True
+
+    def __bool__(self) -> bool:
+        return self._unwatchable or any(ref() is not None for ref in self._refs)
 
 
 @functools.cache

@@ -49,6 +49,7 @@ from lib.config import cli
 from lib.core.paths import RunLock, run_dir, stage_dir
 from lib.core.ranks import Ranks, ranks
 from lib.eval.ask import (
+    LET_GO,
     PartRefused,
     ask,
     ask_merged,
@@ -141,7 +142,9 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     if not ranks().main:
         return {}  # the main rank scores and writes the summary
     del data  # rescoring reads what it needs back
-    release_memory()  # what the models used, before rescoring adds its own
+    # what the models used, before rescoring adds its own; the collector's pass (a walk over every
+    # object, torch's included) only where a model outlived its last reference
+    release_memory(collect=bool(LET_GO))
     return finish(cfg, out, counts, rescore_folder(out))
 
 
