@@ -5,11 +5,14 @@ folder with an empty call cache, so nothing is reused from an earlier run.
 The record keeps each stage's seconds and where they went (``timings.json``'s ``parts``: the
 kernel's start and stop, the setup cell, then each step of the notebook under its heading,
 :func:`lib.pipeline.execute.stage_parts`), rendered as a table per stage in the documentation, and
-the stages' total against :data:`STAGES_SECONDS`.
+the stages' total against :data:`STAGES_SECONDS`, and the digests of what the run made (every
+dataset's questions, stage 06's tables), so a change that should leave the demo alone can be held to
+them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -41,6 +44,18 @@ def stage_tables(timings: dict) -> dict:
     return tables
 
 
+def digests(run: Path) -> dict[str, str]:
+    """sha256 (first 12 hex digits) of each dataset's ``items.jsonl`` and stage 06's tables."""
+    made = sorted(run.glob("*/datasets/*/items.jsonl")) + [
+        run / "06_evaluate" / name for name in ("metrics.csv", "levels.csv", "errors.csv")
+    ]
+    return {
+        str(path.relative_to(run)): hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        for path in made
+        if path.exists()
+    }
+
+
 def main() -> dict:
     before = host_state()
     run = plan(PROFILE).run
@@ -55,12 +70,14 @@ def main() -> dict:
             text=True,
         )
         timings = json.loads((Path(tmp) / run / "timings.json").read_text())
+        made = digests(Path(tmp) / run)
     result = {
         "profile": PROFILE,
         "stages_seconds": timings["total_s"],
         "seconds": timings["seconds"],
         "parts": timings["parts"],
         "tables": stage_tables(timings),
+        "digests": made,
     }
     return record("demo_run", result, before, {"stages_seconds": f"<= {STAGES_SECONDS}"})
 
