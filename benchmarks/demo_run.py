@@ -12,7 +12,6 @@ them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from benchmarks.records import host_state, record
 from lib.core.paths import ROOT
+from lib.io import file_sha256
 from lib.pipeline.execute import plan
 
 PROFILE = "demo"
@@ -49,11 +49,8 @@ def digests(run: Path) -> dict[str, str]:
     made = sorted(run.glob("*/datasets/*/items.jsonl")) + [
         run / "06_evaluate" / name for name in ("metrics.csv", "levels.csv", "errors.csv")
     ]
-    return {
-        str(path.relative_to(run)): hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-        for path in made
-        if path.exists()
-    }
+    found = {str(path.relative_to(run)): file_sha256(path, remember=False) for path in made}
+    return {name: digest[:12] for name, digest in found.items() if digest}
 
 
 def main() -> dict:
