@@ -17,7 +17,7 @@ LAYERS = [
     {"core"},  # records, answers read from text, paths, ranks, the papers' numbers
     {"io", "config"},  # files and the run layout; stage configs, profiles and the command line
     {"models"},  # backends and the call store
-    {"tasks", "metrics"},  # what every task is; metrics any family may use
+    {"tasks", "metrics", "items"},  # what every task is; metrics any family may use; item quality
     {"families", "formats", "pages"},  # one folder per paper; other formats in; what people look at
     {"eval", "training", "af"},  # engines: evaluation (06), training (05), AF (03)
     {"stages", "export", "compare", "agreement", "rating"},  # the stages and the tools beside them
