@@ -3,4 +3,7 @@
 - :mod:`lib.items.bank` - every answer of every model, style and run pooled per item (dataset,
   digest, id) in one Parquet file, with people's verdicts where there are any; appended by run,
   rebuilt on demand.
+- :mod:`lib.items.classical` - per item: share correct, corrected point-biserial discrimination,
+  the most common wrong answer; flags (saturated, never right, negative discrimination, a wrong
+  answer the respondents agree on).
 """
