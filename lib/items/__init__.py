@@ -6,4 +6,6 @@
 - :mod:`lib.items.classical` - per item: share correct, corrected point-biserial discrimination,
   the most common wrong answer; flags (saturated, never right, negative discrimination, a wrong
   answer the respondents agree on).
+- :mod:`lib.items.irt` - a two-parameter logistic fit (difficulty, discrimination, their standard
+  errors) where enough respondents answered.
 """
