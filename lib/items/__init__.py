@@ -8,4 +8,6 @@
   answer the respondents agree on).
 - :mod:`lib.items.irt` - a two-parameter logistic fit (difficulty, discrimination, their standard
   errors) where enough respondents answered.
+- :mod:`lib.items.subsets` - a tenth of the items that estimates every respondent's accuracy,
+  checked by leaving each respondent out.
 """
