@@ -10,4 +10,6 @@
   errors) where enough respondents answered.
 - :mod:`lib.items.subsets` - a tenth of the items that estimates every respondent's accuracy,
   checked by leaving each respondent out.
+
+``python -m lib.items`` builds a bank from runs and reports on it.
 """

@@ -1,5 +1,6 @@
 """The item bank: answers pooled per item (dataset, digest, id) across runs, appended without
-duplicates, a changed dataset kept apart, people's verdicts joined, bad input named."""
+duplicates, a changed dataset kept apart, people's verdicts joined, bad input named; and its
+command line."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from lib.io import artifacts, write_json, write_jsonl
 from lib.items import bank
+from lib.items.__main__ import main
 
 
 def _answer(item, model, correct, parsed="A", dataset="d", style="zero_shot", **more) -> dict:
@@ -144,6 +146,31 @@ def test_a_folder_without_answers_or_a_file_that_is_no_bank_is_refused(tmp_path)
     again = make_run(tmp_path, "r2", ROWS)
     with pytest.raises(bank.BankError, match="given twice"):
         bank.build([again, again / artifacts.EVALUATE])
+
+
+def test_the_command_builds_a_bank_and_reports_each_dataset(tmp_path, capsys):
+    path = tmp_path / "bank.parquet"
+    assert main(["build", "--runs", str(make_run(tmp_path, "r1", ROWS)), "--bank", str(path)]) == 0
+    assert "4 answers to 2 items from 1 run(s)" in capsys.readouterr().out
+    r2 = make_run(tmp_path, "r2", [_answer("q1", "m3", True)])
+    assert main(["append", "--run", str(r2), "--bank", str(path)]) == 0
+    assert "5 answers" in capsys.readouterr().out
+    csv = tmp_path / "items.csv"
+    assert main(["report", "--bank", str(path), "--items", str(csv)]) == 0
+    out = capsys.readouterr().out
+    assert "d (v1): 2 items, up to 3 respondents" in out
+    assert "2PL: not enough respondents (n = 3 < 20)" in out
+    assert "subset: not enough respondents (n = 3 < 10)" in out
+    assert set(pd.read_csv(csv)["item_id"]) == {"q1", "q2"}
+
+
+def test_the_command_says_what_is_wrong_and_exits_2(tmp_path, capsys):
+    assert main(["report", "--bank", str(tmp_path / "none.parquet")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'none.parquet'}: no bank")
+    made = tmp_path / "x.parquet"
+    assert main(["build", "--runs", str(tmp_path / "nowhere"), "--bank", str(made)]) == 2
+    assert "nowhere: no predictions.jsonl" in capsys.readouterr().err
+    assert not made.exists()
 
 
 def test_an_answer_is_stored_as_canonical_json():
