@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from lib.families.scrapbook.draws import free_positions
 from lib.families.scrapbook.objects import vocabulary
 
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (x1, y1 exclusive)
@@ -98,8 +99,8 @@ class Placer:
         given) and passes ``check(box)``; None after ``max_tries`` draws.
 
         Each try draws x then y uniformly (``randint``'s stream: ``randint(lo, hi)`` is
-        ``lo + _randbelow(hi - lo + 1)``, called here directly: a layout makes hundreds of draws,
-        and placement is the inner loop of a Scrapbook set's generation; the same boxes, seed for seed)."""
+        ``lo + _randbelow(hi - lo + 1)``); the tries up to the check run compiled
+        (:func:`lib.families.scrapbook.draws.free_positions`: the same boxes, seed for seed)."""
         if w > self.width or h > self.height:
             return None
         if region is None:
@@ -109,22 +110,20 @@ class Placer:
             y_lo, y_hi = max(0, region[1] - h // 4), min(self.height - h, region[3] - 3 * h // 4)
             if x_lo > x_hi or y_lo > y_hi:
                 return None
-        below, nx, ny, m = self.rng._randbelow, x_hi - x_lo + 1, y_hi - y_lo + 1, self.margin
-        area = w * h
-        for _ in range(self.max_tries):
-            x = x_lo + below(nx)
-            y = y_lo + below(ny)
-            x1, y1 = x + w, y + h
-            if region is not None:  # inside_fraction(box, region) >= 0.75, inlined
-                iw = min(x1, region[2]) - max(x, region[0])
-                ih = min(y1, region[3]) - max(y, region[1])
-                if iw <= 0 or ih <= 0 or iw * ih / area < 0.75:
-                    continue
-            for o in others:  # overlaps(box, o, margin), inlined
-                if not (x1 + m <= o[0] or o[2] + m <= x or y1 + m <= o[1] or o[3] + m <= y):
-                    break
-            else:
-                box = (x, y, x1, y1)
-                if check is None or check(box):
-                    return box
+        found, drawn, move_on = free_positions(
+            self.rng,
+            (w, h),
+            (x_lo, y_lo),
+            (x_hi - x_lo + 1, y_hi - y_lo + 1),
+            region,
+            others,
+            self.margin,
+            self.max_tries,
+        )
+        for x, y, words in found:
+            box = (x, y, x + w, y + h)
+            if check is None or check(box):
+                move_on(words)
+                return box
+        move_on(drawn)
         return None
