@@ -9,6 +9,7 @@ A page asks for a generated block with a marker on a line of its own, ``<!-- vqa
 - ``task_options``      each task's options (its ``Options`` dataclass) for stage 06's ``tasks:`` block
 - ``profiles``          the shipped profiles: their stages and whether they are offline (``params/``)
 - ``performance``       one section per benchmark from ``benchmarks/records/*.json``
+- ``slow_tests``        the suite's tests of 20 s or more, with what each proves (``suite`` record)
 - ``reproduction``      the papers' numbers beside ours from ``docs/records/reproduction.json``
 - ``citations``         the works VQA Lab implements, from ``CITATION.cff``
 
@@ -589,12 +590,32 @@ def citations_markdown() -> str:
 
 # --- the hook ---------------------------------------------------------------------------------------
 
+
+def slow_tests_markdown(records: Path = RECORDS) -> str:
+    """The ``suite`` record's slow tests (``python -m benchmarks.suite``): when, on what, and the
+    table as the record states it; a sentence where there is no record yet."""
+    path = records / "suite.json"
+    if not path.exists():
+        return (
+            "No record yet: `python -m benchmarks.suite` runs the suite and lists its slow tests.\n"
+        )
+    rec = json.loads(path.read_text())
+    title, table = next(iter(rec["tables"].items()))
+    return (
+        f"`make test` took {rec['seconds']:.0f} s ({rec['passed']:,} passed) on {_machine(rec)}, "
+        f"commit `{rec['commit']['sha'][:10]}` (`benchmarks/records/suite.json`); its {title}:\n\n"
+        + _table(table["columns"], table["rows"])
+        + "\n"
+    )
+
+
 BLOCKS: dict[str, typing.Callable[..., str]] = {
     "params": params_markdown,
     "files": files_markdown,
     "task_options": task_options_markdown,
     "profiles": profiles_markdown,
     "performance": performance_markdown,
+    "slow_tests": slow_tests_markdown,
     "reproduction": reproduction_markdown,
     "citations": citations_markdown,
 }

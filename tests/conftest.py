@@ -4,6 +4,7 @@ repository's outputs/, and two workers never write the same run)."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -39,6 +40,25 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     check_needed_data(
         item
     )  # a needs_data test skips without its data, or fails where it is required
+
+
+_SECONDS: dict[
+    str, float
+] = {}  # test id -> setup + call + teardown seconds (VQALAB_TEST_DURATIONS)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add up each test's phases where ``VQALAB_TEST_DURATIONS`` asks for them (the controller
+    hears every worker's reports): ``python -m benchmarks.suite`` lists the slow tests from them."""
+    if os.environ.get("VQALAB_TEST_DURATIONS") and not os.environ.get("PYTEST_XDIST_WORKER"):
+        _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if (path := os.environ.get("VQALAB_TEST_DURATIONS")) and not os.environ.get(
+        "PYTEST_XDIST_WORKER"
+    ):
+        Path(path).write_text(json.dumps(_SECONDS, indent=1))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

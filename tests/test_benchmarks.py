@@ -113,3 +113,44 @@ def test_make_bench_lets_the_load_of_one_benchmark_settle_before_the_next(monkey
     waits.clear()
     bench_run.settle()  # never settles: gives up once SETTLE_AT_MOST_S have passed
     assert sum(waits) == bench_run.SETTLE_AT_MOST_S - 5
+
+
+def test_the_suite_record_lists_each_slow_test_with_what_it_proves(tmp_path):
+    """``benchmarks.suite`` keeps the tests of 20 s or more, slowest first, each with the first line
+    of its docstring (else its module's, a notebook's title, or its name in words)."""
+    from benchmarks.suite import SLOW_SECONDS, command, slow_tests
+
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_a.py").write_text(
+        '"""Module line."""\n\n\ndef test_one():\n    """Proves one thing.\n\n    More."""\n\n\n'
+        "def test_two():\n    pass\n"
+    )
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "05_train.py").write_text("# %% [markdown]\n# # 05 · Train\n")
+    timed = [
+        ("tests/test_a.py::test_one", SLOW_SECONDS + 1),
+        ("tests/test_a.py::test_two[x]", SLOW_SECONDS + 5),
+        ("tests/test_a.py::test_fast", SLOW_SECONDS - 0.1),
+        ("notebooks/05_train.ipynb::Cell 3", 90.0),
+        ("tests/test_gone.py::test_lost_name", 30.0),
+    ]
+    assert slow_tests(timed, tmp_path) == [
+        {
+            "test": "notebooks/05_train.ipynb::Cell 3",
+            "seconds": 90.0,
+            "proves": "notebook 05 · Train runs on the smoke profile (nbval)",
+        },
+        {"test": "tests/test_gone.py::test_lost_name", "seconds": 30.0, "proves": "lost name"},
+        {
+            "test": "tests/test_a.py::test_two[x]",
+            "seconds": SLOW_SECONDS + 5,
+            "proves": "Module line.",
+        },
+        {
+            "test": "tests/test_a.py::test_one",
+            "seconds": SLOW_SECONDS + 1,
+            "proves": "Proves one thing.",
+        },
+    ]
+    assert command()[1:] == ["-m", "pytest", *command()[3:]] and "-n" in command()
