@@ -31,6 +31,12 @@ from lib.core.paths import ROOT
 SLOW_SECONDS = 20.0  # a test at least this long is listed with what it proves
 SUITE_SECONDS = 480  # make test's pytest, idle, on the project's 2-core machine
 TARGETS = {"seconds": f"<= {SUITE_SECONDS}", "failed": "== 0", "errors": "== 0"}
+# why the suite misses its time today (stated in the record beside the figure while it does)
+SLOW_REASON = (
+    "the suite's halving is open: the learning gate still trains the demo's full 2,500 steps "
+    "(fewer steps at a higher rate did not keep the margins), and the real profile's two make runs "
+    "still run every stage each"
+)
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
@@ -99,6 +105,8 @@ def main() -> dict:
         "slow_tests": slow,
         "tables": {f"tests of {SLOW_SECONDS:.0f} s or more": table(slow)},
     }
+    if result["seconds"] > SUITE_SECONDS:
+        result["known_misses"] = {"seconds": SLOW_REASON}
     return record("suite", result, before, TARGETS)
 
 
