@@ -287,11 +287,12 @@ def test_yesbut_understanding_tables_and_figure5_as_the_paper_draws_them():
         "model"
     )["value"]
     assert mean.to_dict() == pytest.approx({"a": 0.3, "b": 0.5})
-    tables = Understanding().paper_tables(Results(metrics))
+    tables = Understanding().paper(Results(metrics))
     assert set(tables) == {
         "table6_understanding_by_stage",
         "table7_understanding_by_difficulty",
         "table8_understanding_by_text",
+        "yesbut_fig5_understanding",  # its figure beside its tables
     }
     t6 = analyze.tidy_table(tables["table6_understanding_by_stage"])
     assert {"model", "prompt", "group", "mean of 4"} <= set(t6.columns) and set(t6["group"]) == {

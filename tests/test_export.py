@@ -76,7 +76,7 @@ def _replies(items):
     out = []
     for i, it in enumerate(items):
         task = get_task(it.task)
-        gold = task.target_text(it)
+        gold = task.reader.target_text(it)
         out.append([gold, "zebra banana" if it.options is None else "Z", "I cannot tell."][i % 3])
     return out
 

@@ -221,7 +221,7 @@ def _sources():
 
 def test_no_task_name_is_written_outside_its_family():
     """A task owns everything about itself: items are made by its ``make_item``, its rows selected by
-    its ``rows``, its tables by its ``paper_tables``, its settings set in params. So no module outside
+    its ``rows``, its tables by its ``paper``, its settings set in params. So no module outside
     its family's folder, and no notebook, holds a task's name as a string (docstrings may mention one)."""
     owner = _task_families()
     offenders = [

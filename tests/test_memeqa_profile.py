@@ -123,7 +123,7 @@ def test_the_memeqa_profile_trains_four_families_and_tabulates_six_models_per_ty
             cfg, run / "06_evaluate", store=CallStore(tmp_path / "calls.sqlite"), progress=False
         )
     metrics = pd.read_csv(run / "06_evaluate" / "metrics.csv")
-    table = MultipleChoice().paper_tables(Results(metrics))["memeqa_types_memeqa-test"]
+    table = MultipleChoice().paper(Results(metrics))["memeqa_types_memeqa-test"]
     assert set(table["model"]) == set(cfg.models) and len(table) == 6
     types = [c for c in table.columns if c not in ("model", "style", "micro", "macro")]
     assert len(types) == 11  # MemeQA's 11 question types, one column each

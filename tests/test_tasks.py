@@ -24,11 +24,11 @@ def build_prompt(item, root):
 
 
 def read_answer(item, text):
-    return task_of(item).read(item, text)
+    return task_of(item).reader.read(item, text, task_of(item).choices(item))
 
 
 def target(item):
-    return task_of(item).target(item)
+    return task_of(item).reader.target(item)
 
 
 def _scrapbook_item(form="enumerated"):

@@ -72,7 +72,7 @@ def discriminate(
 
 def is_right(item: Item, answer) -> bool:
     """Is a read answer the gold one? (The discriminator's test.)"""
-    return answer is not None and answer == task_of(item).target(item)
+    return answer is not None and answer == task_of(item).reader.target(item)
 
 
 # --- the loop -------------------------------------------------------------------------------------

@@ -439,7 +439,7 @@ def _judge(
         made = judge.judge(
             judge_model,
             [judged[i].question for i in at],
-            [task_of(judged[i]).target(judged[i]) for i in at],
+            [task_of(judged[i]).reader.target(judged[i]) for i in at],
             [todo[i].raw for i in at],
             store=store,
             item_ids=[todo[i].item_id for i in at],

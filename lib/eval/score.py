@@ -52,7 +52,7 @@ def read_answer(task, item: Item, resp: Response, reasoning: Response | None = N
         resp.problem
     ):  # why a reply was unreadable or cut (lib.core.answers), kept beside the raw text
         meta["problem"] = resp.problem
-    return {"parsed": task.jsonable(parsed), "method": method, "valid": valid, "meta": meta}
+    return {"parsed": task.reader.jsonable(parsed), "method": method, "valid": valid, "meta": meta}
 
 
 def groups(preds: list[Prediction]) -> dict[tuple, list[Prediction]]:
@@ -68,7 +68,7 @@ def reread(task, group: list[Prediction], items) -> None:
     for p, it in zip(group, items):
         if p.method != ERROR and not is_constrained(p.method):
             parsed, p.method, p.valid = task.read_response(it, Response(text=p.raw, method="free"))
-            p.parsed = task.jsonable(parsed)
+            p.parsed = task.reader.jsonable(parsed)
 
 
 def score_group(task, preds: list[Prediction], items: list[Item], scoring: Scoring) -> Scorer:

@@ -60,6 +60,7 @@ import yaml
 from lib.config import ParamsError, resolve
 from lib.core.paths import DATA
 from lib.core.schema import Item, Prediction, Response
+from lib.eval.score import score_group
 from lib.eval.settings import EvalConfig
 from lib.formats import export_tsv
 from lib.io import file_sha256, load_items, share_strings, write_json, write_jsonl
@@ -94,13 +95,12 @@ def score_items(items: list[Item], raws: list[str], scoring: Scoring) -> dict[st
                 model="lmms-eval",
                 task=it.task,
                 raw=raw,
-                parsed=task.jsonable(parsed),
+                parsed=task.reader.jsonable(parsed),
                 method=method,
                 valid=valid,
             )
         )
-    state = task.score(preds, items, scoring)
-    rows = task.aggregate(preds, items, scoring, state).rows
+    rows = score_group(task, preds, items, scoring).tables().rows
     out = {
         r["metric"] if r["subset"] == "all" else f"{r['metric']}[{r['subset']}]": float(r["value"])
         for r in rows
@@ -228,7 +228,7 @@ def _task_docs(task, items: list[Item], dataset: Path) -> list[dict]:
                 "task": it.task,
                 "prompt": p.text,
                 "images": list(it.images),
-                "target": task.target_text(it),
+                "target": task.reader.target_text(it),
                 "item": json.dumps(it.to_dict()),
             }
         )

@@ -225,7 +225,7 @@ def run_answers(run: str, task: str, models=(), styles=(), datasets=()) -> list[
                 "question": it.question,
                 "asked": t.prompt(it, str(root)).text,
                 "references": [str(r) for r in it.answer],
-                "answer": t.answer_text(it, p.parsed),
+                "answer": t.reader.answer_text(it, p.parsed),
                 **{k: getattr(p, k) for k in ("task", "dataset", "model", "style", "item_id")},
             }
         )

@@ -258,9 +258,9 @@ def data_figures(cfg: AnalyzeConfig, out: str | Path) -> dict[str, tuple]:
 def task_results(
     run_folder: Path, metrics: pd.DataFrame
 ) -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
-    """Every task's paper tables (:meth:`~lib.tasks.Task.paper_tables`, tidy) and figures
-    (:meth:`~lib.tasks.Task.paper_figures`) from stage 06's results: ``metrics`` and the score
-    tables the families declare beside it (:mod:`lib.tasks.registry`). Nothing is written."""
+    """Every task's paper tables (tidy) and figures (:meth:`~lib.tasks.Task.paper`) from stage
+    06's results: ``metrics`` and the score tables the families declare beside it
+    (:mod:`lib.tasks.registry`). Nothing is written."""
     read = {
         n: artifacts.read_table(run_folder, artifacts.EVALUATE, f"{n}.csv")
         for n in registry().score_tables
@@ -268,8 +268,11 @@ def task_results(
     results = Results(metrics, {name: df for name, df in read.items() if df is not None})
     tables, figures = {}, {}
     for task in tasks().values():
-        tables.update({name: tidy_table(df) for name, df in task.paper_tables(results).items()})
-        figures.update(task.paper_figures(results))
+        for name, made in task.paper(results).items():
+            if isinstance(made, pd.DataFrame):
+                tables[name] = tidy_table(made)
+            else:
+                figures[name] = made
     return tables, figures
 
 

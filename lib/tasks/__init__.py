@@ -1,5 +1,6 @@
-"""What every task is: the :class:`~lib.tasks.task.Task` base class (prompt, reading, scoring,
-aggregating, paper tables), its options and metric rows (:mod:`~lib.tasks.task`), and the prompt
+"""What every task is: the :class:`~lib.tasks.task.Task` base class (prompt, scoring, aggregating,
+paper tables), its answer :class:`~lib.tasks.task.Reader` and options (:mod:`~lib.tasks.task`), the
+metrics registered by name, scorers and metric rows (:mod:`~lib.tasks.scoring`), and the prompt
 styles (:mod:`~lib.tasks.styles`: zero-shot, chain of thought).
 
 The tasks themselves live with their family of work in :mod:`lib.families` (``lib/families/<family>/``),
@@ -10,20 +11,17 @@ folder's ``prompts.yaml``; its settings are a block under ``tasks:`` in stage 06
 
 from __future__ import annotations
 
+from lib.tasks.clusters import Clusters, cluster_codes
+from lib.tasks.scoring import Scorer, Scoring, Tables, metric, metric_row, n_truncated
 from lib.tasks.styles import PROMPT_STYLES, STYLES, Style
 from lib.tasks.task import (
-    Clusters,
+    Label,
     Prompt,
+    Reader,
     Results,
-    Scorer,
-    Scoring,
-    Tables,
     Task,
     TaskOptions,
     Unit,
-    cluster_codes,
-    metric_row,
-    n_truncated,
     style_prompts,
     user_content,
     wants_question_first,
@@ -33,7 +31,9 @@ __all__ = [
     "PROMPT_STYLES",
     "STYLES",
     "Clusters",
+    "Label",
     "Prompt",
+    "Reader",
     "Results",
     "Scorer",
     "Scoring",
@@ -43,6 +43,7 @@ __all__ = [
     "TaskOptions",
     "Unit",
     "cluster_codes",
+    "metric",
     "metric_row",
     "n_truncated",
     "style_prompts",

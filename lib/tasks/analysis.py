@@ -5,7 +5,7 @@ folder of its public release (``paper_data: {<family>: <folder>}`` in stage 07's
 
 Every method returns nothing by default, so a family overrides what it has; the stage names no
 family. A task's own tables and figures from stage 06's results stay its
-:meth:`lib.tasks.Task.paper_tables` and :meth:`~lib.tasks.Task.paper_figures`.
+:meth:`lib.tasks.Task.paper`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lib.core.schema import Judgement
-from lib.tasks.task import metric_row
+from lib.tasks.scoring import metric_row
 
 
 class Judge:

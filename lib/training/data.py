@@ -4,7 +4,7 @@ say of them (:meth:`Task.facets`: question type, group, form, level, target), ba
 with labels on the answer tokens only, and answer-balanced drawing probabilities.
 
 Prompts and targets are the items' tasks' (:mod:`lib.families`): training learns
-:meth:`Task.target_text` after :meth:`Task.prompt`, in the image/question order and chat template
+:meth:`Reader.target_text` after :meth:`Task.prompt`, in the image/question order and chat template
 evaluation uses."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Example:
     @property
     def answer(self) -> str:
         """The text the model is trained to produce (the task's target text)."""
-        return task_of(self.item).target_text(self.item)
+        return task_of(self.item).reader.target_text(self.item)
 
     @cached_property
     def facets(self) -> dict:

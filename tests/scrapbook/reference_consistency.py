@@ -41,8 +41,7 @@ from lib.families.scrapbook.consistency import (
 )
 from lib.families.scrapbook.tables import ERRORS, LEVELS
 from lib.families.scrapbook.task import ScrapbookQA
-from lib.tasks import Scoring
-from lib.tasks.task import Tables, cluster_codes, metric_row
+from lib.tasks import Scoring, Tables, cluster_codes, metric_row
 
 
 def _ancestors(image, parent: dict):

@@ -86,17 +86,15 @@ def _answers(items, seed: int, right: float) -> list[tuple[Prediction, object]]:
     return pairs
 
 
-def _all_three(pairs, scoring, step: int):
+def _both(pairs, scoring, step: int):
     """(scores, tables) of the plain Scorer running the reference (the frame functions on every
-    answer), of lib's streamed Scrapbook scorer fed ``step`` answers at a time, and of the plain
-    Scorer running lib's task (:meth:`ScrapbookQA.score` / ``aggregate`` on every answer, as
-    the harness export does)."""
+    answer) and of lib's streamed Scrapbook scorer fed ``step`` answers at a time (every caller's,
+    the harness export's included: :func:`lib.eval.score.score_group`)."""
     task = get_task("scrapbook.qa")
     made = []
     for scorer, chunk in (
         (tasks.Scorer(FrameQA(), scoring), len(pairs)),
         (task.scorer(scoring), step),
-        (tasks.Scorer(task, scoring), len(pairs)),
     ):
         group = [Prediction.from_dict(p.to_dict()) for p, _ in pairs]
         for k in range(0, len(group), chunk):
@@ -130,7 +128,7 @@ def test_the_coded_rules_equal_the_protocols_frame(items, seed, right, order, ex
         dropped = set(rng.sample(parents, len(parents) // 2))
         pairs = [pair for pair in pairs if pair[1].meta["image"] not in dropped]
     scoring = tasks.Scoring(n_resamples=50, seed=seed, tasks={"scrapbook.qa": {"exact": exact}})
-    (held, held_tables), *libs = _all_three(pairs, scoring, step=97)
+    (held, held_tables), *libs = _both(pairs, scoring, step=97)
     assert (
         sum(s["correct"] != s["correct_strict"] for _, s, _ in held) > 0
     )  # precedence was at work

@@ -19,13 +19,15 @@ from lib.core.schema import INVALID, Item
 from lib.families.memeqa import figures
 from lib.metrics import classification
 from lib.metrics.stats import bootstrap_ci
-from lib.tasks.task import (
+from lib.tasks import (
     Prompt,
+    Reader,
     Results,
     Scoring,
     Tables,
     Task,
     cluster_codes,
+    metric,
     metric_row,
     n_truncated,
 )
@@ -87,6 +89,57 @@ def format_options(options: list[str]) -> str:
     return "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
 
 
+class Letters(Reader):
+    """A single answer's letter, or a multi-answer item's set of option indices (read from "A, C",
+    "N"...; stored as sorted indices, shown as letters)."""
+
+    def target(self, item: Item):
+        """A letter (single answer) or a frozenset of option indices (multi-answer)."""
+        return frozenset(item.answer) if is_multi(item) else LETTERS[item.answer[0]]
+
+    def target_text(self, item: Item) -> str:
+        if is_multi(item):
+            return (
+                ", ".join(LETTERS[i] for i in sorted(item.answer)) if item.answer else NONE_LETTER
+            )
+        return LETTERS[item.answer[0]]
+
+    def answer_text(self, item: Item, stored) -> str:
+        """A multi-answer item's stored option indices as letters ("A, C"; "N": none of them)."""
+        if is_multi(item) and isinstance(stored, list):
+            return ", ".join(LETTERS[i] for i in stored) or NONE_LETTER
+        return super().answer_text(item, stored)
+
+    def read(self, item: Item, text: str, choices, constrained_value=None) -> tuple:
+        if not is_multi(item):
+            return super().read(item, text, choices, constrained_value)
+        value = parse_letter_set(
+            constrained_value if constrained_value is not None else text,
+            len(item.options),
+            not has_none_option(item),
+        )
+        return (value, "parse:letters") if value is not None else (None, INVALID)
+
+
+def _chosen(p, item: Item) -> set | None:
+    if p.parsed is None:
+        return None
+    return set(p.parsed) if is_multi(item) else {LETTERS.index(p.parsed)}
+
+
+@metric("exact")
+def exact(preds, items, task, scoring) -> list[float]:
+    """1 where the chosen options are the gold ones, all of them."""
+    chosen = [_chosen(p, it) for p, it in zip(preds, items)]
+    return [float(c is not None and c == set(it.answer)) for c, it in zip(chosen, items)]
+
+
+@metric("jaccard")
+def jaccard(preds, items, task, scoring) -> list[float]:
+    """Partial credit: the chosen and gold options' intersection over their union."""
+    return [classification.jaccard(set(it.answer), _chosen(p, it)) for p, it in zip(preds, items)]
+
+
 class MultipleChoice(Task):
     name = "mcq"
     validation_metric = "macro"  # MemeQA selects by the dev macro average over its question types
@@ -95,6 +148,8 @@ class MultipleChoice(Task):
         "exact_macro",
     )  # MemeQA's main results: the macro average over question types
     headline_score = "exact"  # the macro average's per-answer part
+    reader = Letters()
+    metrics, correct_if = ("exact", "jaccard"), "exact"
 
     @classmethod
     def make_item(
@@ -136,46 +191,6 @@ class MultipleChoice(Task):
         text = p["single"].format(question=item.question, options=opts)
         return Prompt(text, images, choices, p["answer_trigger"]["single"].format(last=choices[-1]))
 
-    def target(self, item: Item):
-        """A letter (single answer) or a frozenset of option indices (multi-answer)."""
-        return frozenset(item.answer) if is_multi(item) else LETTERS[item.answer[0]]
-
-    def target_text(self, item: Item) -> str:
-        if is_multi(item):
-            return (
-                ", ".join(LETTERS[i] for i in sorted(item.answer)) if item.answer else NONE_LETTER
-            )
-        return LETTERS[item.answer[0]]
-
-    def answer_text(self, item: Item, stored) -> str:
-        """A multi-answer item's stored option indices as letters ("A, C"; "N": none of them)."""
-        if is_multi(item) and isinstance(stored, list):
-            return ", ".join(LETTERS[i] for i in stored) or NONE_LETTER
-        return super().answer_text(item, stored)
-
-    def read(self, item: Item, text: str, constrained_value=None) -> tuple:
-        if not is_multi(item):
-            return super().read(item, text, constrained_value)
-        value = parse_letter_set(
-            constrained_value if constrained_value is not None else text,
-            len(item.options),
-            not has_none_option(item),
-        )
-        return (value, "parse:letters") if value is not None else (None, INVALID)
-
-    def score(self, preds, items, scoring: Scoring):
-        for p, it in zip(preds, items):
-            gold = set(it.answer)
-            if p.parsed is None:
-                pred = None
-            else:
-                pred = set(p.parsed) if is_multi(it) else {LETTERS.index(p.parsed)}
-            p.scores = {
-                "exact": float(pred is not None and pred == gold),
-                "jaccard": classification.jaccard(gold, pred),
-            }
-            p.correct = bool(p.scores["exact"])
-
     def subset(self, item: Item) -> str:
         return item.meta.get("specific_type", "all")
 
@@ -184,17 +199,12 @@ class MultipleChoice(Task):
         kind = item.meta.get("specific_type")
         return {"type": kind} if kind else {}
 
-    def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
-        """MemeQA's per-type table (the paper's main results) per multiple-choice dataset:
-        ``memeqa_types_<dataset>``."""
-        return {
-            f"memeqa_types_{dataset}": table
-            for (dataset,), table in type_tables(self.rows(results.metrics)).items()
-        }
-
-    def paper_figures(self, results: Results) -> dict[str, object]:
+    def paper(self, results: Results) -> dict[str, object]:
+        """MemeQA's per-type table (the paper's main results) per multiple-choice dataset,
+        ``memeqa_types_<dataset>``, and its figure of them."""
         m = self.rows(results.metrics)
-        return {"memeqa_accuracy_by_type": figures.accuracy_by_type(m)[0]} if len(m) else {}
+        out = {f"memeqa_types_{d}": table for (d,), table in type_tables(m).items()}
+        return {**out, "memeqa_accuracy_by_type": figures.accuracy_by_type(m)[0]} if len(m) else out
 
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         n, n_inv = len(preds), sum(not p.valid for p in preds)
@@ -202,12 +212,12 @@ class MultipleChoice(Task):
         n_trunc = n_truncated(preds)
         memes = cluster_codes(self, items)  # a meme's questions (up to 11 types) move together
         rows = []
-        for metric in ("exact", "jaccard"):
-            vals = [p.scores[metric] for p in preds]
+        for name in scoring.names(self):  # exact and jaccard unless params list one of them
+            vals = [p.scores[name] for p in preds]
             rows.append(
                 metric_row(
                     "all",
-                    f"{metric}_micro",
+                    f"{name}_micro",
                     vals,
                     n,
                     n_inv,
@@ -221,7 +231,7 @@ class MultipleChoice(Task):
             rows.append(
                 metric_row(
                     "all",
-                    f"{metric}_macro",
+                    f"{name}_macro",
                     n=n,
                     n_invalid=n_inv,
                     n_truncated=n_trunc,
@@ -235,7 +245,7 @@ class MultipleChoice(Task):
                 rows.append(
                     metric_row(
                         t,
-                        metric,
+                        name,
                         [vals[i] for i in at],
                         len(at),
                         sum(not p.valid for p in sub_preds),

@@ -23,7 +23,7 @@ import pandas as pd
 
 from lib.families.scrapbook import consistency
 from lib.families.scrapbook.tables import ERRORS, LEVELS
-from lib.tasks.task import Scoring, Tables, metric_row
+from lib.tasks.scoring import Scoring, Tables, metric_row
 
 # a category as a code: its index here (the individual categories, then the aggregated ones)
 CATEGORY_NAMES = (consistency.CORRECT, *consistency.CATEGORIES)

@@ -10,8 +10,8 @@ paraphrase and version), lowest levels first.
 
 Stage 06 scores a group a chunk at a time with :class:`ScrapbookScorer`, which keeps each answer's
 question and reading as codes (:class:`Codes`) and runs the protocol's group rules on them
-(:mod:`lib.families.scrapbook.coded`); :meth:`ScrapbookQA.score` and :meth:`ScrapbookQA.aggregate`
-run the same scorer on predictions and items held in memory.
+(:mod:`lib.families.scrapbook.coded`); :func:`lib.eval.score.score_group` runs the same scorer on
+predictions and items held in memory.
 """
 
 from __future__ import annotations
@@ -24,22 +24,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from lib.core.schema import ERROR, Item
 from lib.families.scrapbook import coded, consistency, figures
 from lib.families.scrapbook.tables import ERRORS, LEVELS
+from lib.tasks import Prompt, Results, Scorer, Scoring, Tables, Task, TaskOptions, Unit
 from lib.tasks.styles import ZeroShot
-from lib.tasks.task import (
-    Prompt,
-    Results,
-    Scorer,
-    Scoring,
-    Tables,
-    Task,
-    TaskOptions,
-    Unit,
-)
 
 # a code array's next type code once its values outgrow it
 WIDER = {"B": ("H", 2**16), "H": ("i", 2**31)}
@@ -296,31 +286,16 @@ class ScrapbookQA(Task):
             p["answer_trigger"],
         )
 
-    def score(self, preds, items, scoring: Scoring) -> ScrapbookScorer:
-        """The group scored by :class:`ScrapbookScorer` all at once: each prediction's category,
-        ``correct`` and ``correct_strict`` (precedence applied); returns the scorer, whose tables
-        :meth:`aggregate` takes."""
-        scorer = ScrapbookScorer(self, scoring)
-        scorer.add(preds, items)
-        for p in preds:
-            scorer.score(p)
-        for i, scores in scorer.corrections().items():
-            preds[i].scores = scores
-        return scorer
-
-    def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
-        scorer = state if state is not None else self.score(preds, items, scoring)
-        return scorer.tables()
-
     def scorer(self, scoring: Scoring) -> Scorer:
         return ScrapbookScorer(self, scoring)
 
     def subset(self, item: Item) -> str:
         return f"form={item.meta['form']}"
 
-    def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
+    def paper(self, results: Results) -> dict[str, object]:
         """Scrapbook Table 8 (overall), Tables 9/10/15 (aggregated error types) and Tables 11-14
-        (level 2 by position, type and subgroup) from stage 06's errors and levels."""
+        (level 2 by position, type and subgroup) from stage 06's errors and levels, and Figures
+        17-31 (level 1 by concept and form), zero-shot, per dataset and model."""
         out, errors, levels = {}, results.table(ERRORS), results.table(LEVELS)
         if len(errors):
             q = errors[errors["unit"] == "questions"]
@@ -341,18 +316,12 @@ class ScrapbookQA(Task):
                     values="cell",
                     aggfunc="first",
                 )
+            out.update(
+                (f"scrapbook_level1_{dataset}_{model}", figures.scrapbook_level1(lv)[0])
+                for (dataset, model, style), lv in levels.groupby(["dataset", "model", "style"])
+                if style == ZeroShot.name and (lv["level"] == 1).any()
+            )
         return out
-
-    def paper_figures(self, results: Results) -> dict[str, object]:
-        """Scrapbook Figures 17-31 (level 1 by concept and form), zero-shot, per dataset and model."""
-        levels = results.table(LEVELS)
-        if not len(levels):
-            return {}
-        return {
-            f"scrapbook_level1_{dataset}_{model}": figures.scrapbook_level1(lv)[0]
-            for (dataset, model, style), lv in levels.groupby(["dataset", "model", "style"])
-            if style == ZeroShot.name and (lv["level"] == 1).any()
-        }
 
     def unit(self, item: Item) -> Unit:
         """One query on one image chain, every form of it: scored together by the protocol, level 1

@@ -21,8 +21,8 @@ from lib.families.yesbut import figures
 from lib.metrics import classification
 from lib.metrics import text as text_metrics
 from lib.metrics.stats import bootstrap_ci
-from lib.tasks.task import (
-    TEXT_METRICS,
+from lib.tasks import (
+    Label,
     Prompt,
     Results,
     Scoring,
@@ -32,10 +32,9 @@ from lib.tasks.task import (
     cluster_codes,
     metric_row,
     n_truncated,
-    set_text_scores,
     style_prompts,
-    text_scores,
 )
+from lib.tasks.scoring import TEXT_METRICS
 
 
 def _images(item: Item, root) -> tuple[str, ...]:
@@ -50,8 +49,9 @@ class _OneLabel(Task):
     prompt_key = ""  # the prompt and answer-trigger key in the yesbut block
     table = ""
     table_metrics: tuple[str, ...] = ("accuracy",)
+    reader = Label()
 
-    def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
+    def paper(self, results: Results) -> dict[str, pd.DataFrame]:
         m = self.rows(results.metrics)
         m = m[m["metric"].isin(self.table_metrics) & (m["subset"] == "all")].copy()
         if m.empty:
@@ -78,9 +78,6 @@ class _OneLabel(Task):
             p["answer_trigger"][self.prompt_key],
         )
 
-    def target(self, item):
-        return item.answer[0]
-
 
 class Detection(_OneLabel):
     name = "yesbut.detection"
@@ -96,7 +93,7 @@ class Detection(_OneLabel):
     def aggregate(self, preds, items, scoring: Scoring, state=None) -> Tables:
         tables = super().aggregate(preds, items, scoring)
         n, n_inv = len(preds), sum(not p.valid for p in preds)
-        gold = [self.target(it) for it in items]
+        gold = [self.reader.target(it) for it in items]
         pred = [p.parsed if p.valid else None for p in preds]
         for metric, labels in (("f1", ["Y"]), ("macro_f1", ["Y", "N"])):
             stat, arrays = classification.f1_statistic(gold, pred, labels)
@@ -154,6 +151,7 @@ class Understanding(Task):
     open_answer = True
     Options = UnderstandingOptions
     headline = ("all", "rouge_l")
+    metrics, correct_if = TEXT_METRICS, None  # its options' text_metrics choose among them
 
     @classmethod
     def make_item(cls, id: str, image: str, reference: str, meta: dict) -> Item:
@@ -172,15 +170,6 @@ class Understanding(Task):
             )
         text = p["why_funny"] if part == "whole" else p["describe"]
         return Prompt(text, _images(item, root), None, style_prompts()["cot"]["answer_trigger"])
-
-    def score(self, preds, items, scoring: Scoring):
-        opts = scoring.of(self)
-        set_text_scores(
-            preds,
-            text_scores(
-                preds, [self.target(it) for it in items], opts.text_metrics, opts.bertscore_model
-            ),
-        )
 
     def subsets(self, items) -> dict[str, list[int]]:
         """``all``, each part, each part within each stage (Figure 5, Table 6), and the whole image
@@ -201,7 +190,7 @@ class Understanding(Task):
         """Per subset, the mean of each per-answer metric (BERTScore's row names its model) and,
         beside sentence BLEU's mean, corpus BLEU - what the paper's tool reports."""
         rows, model = [], scoring.of(self).bertscore_model
-        refs = [self.target(it) for it in items]
+        refs = [self.reader.target(it) for it in items]
         images = cluster_codes(self, items)
         for subset, idx in self.subsets(items).items():
             n_inv, n_cut = (
@@ -276,9 +265,10 @@ class Understanding(Task):
             [m[["model", "subset", "part", "group", "metric", "value"]], mean], ignore_index=True
         )
 
-    def paper_tables(self, results: Results) -> dict[str, pd.DataFrame]:
+    def paper(self, results: Results) -> dict[str, object]:
         """YesBut Tables 6 (by annotation stage, both prompts), 7 (WHYFUNNY by difficulty) and 8
-        (WHYFUNNY by text in the image): one row per model and group, a column per metric and their mean."""
+        (WHYFUNNY by text in the image): one row per model and group, a column per metric and their
+        mean; and Figure 5 (the metrics by part and stage)."""
         f = self.frame(results.metrics)
         if f.empty:
             return {}
@@ -289,9 +279,10 @@ class Understanding(Task):
             )
         )
         out = {
+            "yesbut_fig5_understanding": figures.understanding_metrics(f)[0],
             "table6_understanding_by_stage": stages.pivot_table(
                 index=["model", "prompt", "group"], columns="metric", values="value"
-            ).round(4)
+            ).round(4),
         }
         for name, key in (
             ("table7_understanding_by_difficulty", "difficulty"),
@@ -306,14 +297,6 @@ class Understanding(Task):
                     .round(4)
                 )
         return out
-
-    def paper_figures(self, results: Results) -> dict[str, object]:
-        frame = self.frame(results.metrics)
-        return (
-            {"yesbut_fig5_understanding": figures.understanding_metrics(frame)[0]}
-            if len(frame)
-            else {}
-        )
 
 
 def bertscore_name(model: str | None) -> str:

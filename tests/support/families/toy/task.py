@@ -1,11 +1,12 @@
-"""``toy.colour``: name the colour of a plain image; scored by accuracy and by a made-up "warm" rate."""
+"""``toy.colour``: name the colour of a plain image; scored by accuracy and by a made-up "warm" rate,
+a metric of the family's own registered by name."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from lib.tasks import Prompt, Tables, Task, TaskOptions, metric_row
+from lib.tasks import Label, Prompt, Task, TaskOptions, metric
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220)}
 
@@ -15,9 +16,17 @@ class ColourOptions(TaskOptions):
     warm: str = "red"  # the colour the "warm" rate counts
 
 
+@metric("warm")
+def warm(preds, items, task, scoring):
+    """1 where the answer is the colour the task's options call warm."""
+    return [float(p.parsed == scoring.of(task).warm) for p in preds]
+
+
 class Colour(Task):
     name = "toy.colour"
     Options = ColourOptions
+    reader = Label()
+    metrics = ("accuracy", "warm")
 
     @classmethod
     def make_item(cls, id, image, colour):
@@ -37,27 +46,7 @@ class Colour(Task):
             p["answer_trigger"],
         )
 
-    def target(self, item):
-        return item.answer[0]
-
-    def score(self, preds, items, scoring):
-        for p, it in zip(preds, items):
-            p.correct = p.valid and p.parsed == it.answer[0]
-            p.scores = {
-                "accuracy": float(p.correct),
-                "warm": float(p.parsed == scoring.of(self).warm),
-            }
-
-    def aggregate(self, preds, items, scoring, state=None):
-        n, n_inv = len(preds), sum(not p.valid for p in preds)
-        return Tables(
-            [
-                metric_row("all", m, [p.scores[m] for p in preds], n, n_inv, scoring=scoring)
-                for m in ("accuracy", "warm")
-            ]
-        )
-
-    def paper_tables(self, results):
+    def paper(self, results):
         rows = self.rows(results.metrics)
         return {
             "toy_table1": rows.pivot_table(
