@@ -21,6 +21,7 @@ from lib.stages.setup import demo_datasets
 from lib.tasks.registry import get_task, task_of
 
 from .support.openai_server import OpenAIStub
+from .support.stage06 import rescored
 
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8, "question_first": True}
 
@@ -703,3 +704,52 @@ def test_run_is_its_steps_in_order(datasets, tmp_path):
     assert json.loads((out / "summary.json").read_text()) == by_steps
     for name in ("metrics.csv", "config.json"):
         assert (out / name).read_text() == (tmp_path / "a" / "06_evaluate" / name).read_text()
+
+
+def test_a_profile_lists_the_metrics_stage_06_scores(tmp_path):
+    """``metrics:`` in stage 06's params names metrics registered in :mod:`lib.tasks.scoring`: an
+    unknown name is refused at the config check with the closest one suggested; the listed ones
+    are the metric rows a task writes where it can score them (an open answer any text metric), and
+    a task the list names none of keeps its own."""
+    with pytest.raises(
+        ParamsError, match=r"06.yaml: metrics: unknown metric 'rouge' \(did you mean 'rouge_l'\?\)"
+    ):
+        evaluate.EvalConfig.from_params({"metrics": ["rouge"]}, source="06.yaml")
+    items = [
+        Item(id=f"o{i}", task="vqa.open", question="What is it?", answer=["a cat"])
+        for i in range(3)
+    ] + [
+        Item(id=f"m{i}", task="mcq", question="Which?", options=["cat", "dog"], answer=[0])
+        for i in range(3)
+    ]
+    save_dataset(tmp_path / "d", items, dataset_info("d"))
+    replies = ["a cat", "a dog", "cat", "A", "B", "A"]
+    preds = [
+        Prediction(item_id=it.id, model="m", task=it.task, raw=raw, dataset="d")
+        for it, raw in zip(items, replies)
+    ]
+
+    def written(metrics: list[str]) -> dict[str, set]:
+        cfg = evaluate.EvalConfig(
+            datasets={"d": str(tmp_path / "d")}, styles=["zero_shot"], metrics=metrics
+        )
+        scored, table = rescored(cfg, preds, tmp_path / "06" / "_".join(metrics or ["own"]))
+        assert set(scored[0].scores) == set(table[table["task"] == "vqa.open"]["metric"]) - {
+            "invalid_rate"
+        }  # what each answer keeps is what the rows are made of
+        return {t: set(table[table["task"] == t]["metric"]) for t in ("vqa.open", "mcq")}
+
+    mcq = {"invalid_rate", *(f"{m}_{k}" for m in ("exact", "jaccard") for k in ("micro", "macro"))}
+    mcq |= {"exact", "jaccard"}  # per question type (these items have none: subset "all")
+    assert written([]) == {
+        "vqa.open": {"invalid_rate", "exact_match", "anls", "vqa_accuracy"},
+        "mcq": mcq,
+    }
+    assert written(["bleu", "exact_match"]) == {
+        "vqa.open": {"invalid_rate", "bleu", "exact_match"},
+        "mcq": mcq,
+    }
+    assert written(["exact"]) == {
+        "vqa.open": {"invalid_rate", "exact_match", "anls", "vqa_accuracy"},
+        "mcq": {"invalid_rate", "exact_micro", "exact_macro", "exact"},
+    }

@@ -12,7 +12,7 @@ from lib import config
 from lib.io import artifacts
 from lib.models import check_spec
 from lib.tasks import PROMPT_STYLES, Scoring
-from lib.tasks.registry import get_judge, task_options, tasks
+from lib.tasks.registry import check_metrics, get_judge, task_options, tasks
 
 
 @dataclass
@@ -37,6 +37,9 @@ class EvalConfig(config.StageConfig):
     )  # the tasks asked; empty: every task found in the datasets
     # each task's options: {name: {max_new_tokens, judge, and its own (its task's Options)}}
     tasks: dict[str, dict] = field(default_factory=dict)
+    # the per-answer metrics scored, by name (lib.tasks.scoring); each task scores those it can
+    # (its own; any text metric where answers are open). Empty: each task's own
+    metrics: list[str] = field(default_factory=list)
     constrain: bool = (
         True  # constrained decoding over closed answer sets (each backend constrains its own way)
     )
@@ -77,6 +80,7 @@ class EvalConfig(config.StageConfig):
                 f"{source}: only_tasks: unknown task(s) {unknown}; known: {', '.join(tasks())}"
             )
         task_options(self.tasks, f"{source}: tasks")
+        check_metrics(self.metrics, f"{source}: metrics")
 
     @cached_property
     def options(self) -> dict:
@@ -112,4 +116,4 @@ class EvalConfig(config.StageConfig):
         }
 
     def scoring(self) -> Scoring:
-        return Scoring(self.n_resamples, self.seed, dict(self.tasks))
+        return Scoring(self.n_resamples, self.seed, dict(self.tasks), tuple(self.metrics))

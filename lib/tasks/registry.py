@@ -31,6 +31,7 @@ from functools import cache
 from pathlib import Path
 
 from lib.config import ParamsError, did_you_mean
+from lib.tasks.scoring import METRICS
 
 PACKAGE = "lib.families"  # where families are found: each package on its path is one
 
@@ -167,6 +168,18 @@ def task_options(blocks: dict[str, dict], where: str = "tasks") -> dict:
     return {name: known[name].options(block, f"{where}.{name}") for name, block in blocks.items()}
 
 
+def check_metrics(names, where: str = "metrics") -> None:
+    """Raise :class:`ParamsError` naming ``where`` for a name no metric is registered under (the
+    families' once they are found: :mod:`lib.tasks.scoring`), with the closest one suggested."""
+    registry()
+    for name in names:
+        if name not in METRICS:
+            raise ParamsError(
+                f"{where}: unknown metric {name!r}{did_you_mean(name, METRICS)} "
+                f"(metrics: {', '.join(sorted(METRICS))})"
+            )
+
+
 def af_questions():
     """The task stage 03's questions are items of (a family's ``AF_QUESTIONS``)."""
     task = registry().af_questions
@@ -185,6 +198,7 @@ __all__ = [
     "Family",
     "Registry",
     "af_questions",
+    "check_metrics",
     "discover",
     "get_judge",
     "get_task",
