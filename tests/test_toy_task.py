@@ -13,7 +13,7 @@ from PIL import Image
 from lib import families
 from lib.core.paths import ROOT
 from lib.core.schema import Response
-from lib.io import dataset_info, read_jsonl, save_dataset
+from lib.io import artifacts, dataset_info, read_jsonl, save_dataset
 from lib.models import load_model
 from lib.models.store import CallStore
 from lib.stages import analyze, collect, evaluate, train
@@ -91,8 +91,19 @@ def test_a_task_defined_outside_lib_is_evaluated_and_rescored(toy, tmp_path):
         sum(p["parsed"] == "red" for p in preds if p["style"] == "zero_shot") / len(items)
     )
     before = metrics.copy()
+    # stage 06 writes its answers as item-bank rows beside its tables, one per answer, recorded
+    # with them: a bank written by anything else is refused as stale
+    answers = pd.read_parquet(out / artifacts.ITEM_BANK)
+    assert len(answers) == len(preds) and set(answers["style"]) == {"zero_shot", "cot"}
+    assert answers["correct"].tolist() == [
+        p["correct"] for p in sorted(preds, key=lambda p: (p["item_id"], p["style"]))
+    ]
+    assert artifacts.stale_tables(out) is None
     evaluate.rescore_folder(out)
     pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), before)
+    assert pd.read_parquet(out / artifacts.ITEM_BANK).equals(answers)
+    answers.head(1).to_parquet(out / artifacts.ITEM_BANK)
+    assert artifacts.ITEM_BANK in artifacts.stale_tables(out)
 
 
 def test_its_options_are_one_params_block_and_its_tables_reach_the_analysis(toy, tmp_path):

@@ -34,12 +34,14 @@ from lib.io import (
     ItemsAt,
     ItemsChanged,
     artifacts,
+    file_sha256,
     jsonl_line,
     read_jsonl,
     write_csv,
     write_jsonl,
     write_lines_hashed,
 )
+from lib.items import bank
 from lib.tasks.registry import get_task
 
 # predictions read, located and re-read at a time: a rescore holds one chunk, not its file. Small:
@@ -185,6 +187,21 @@ def _rescore(out: Path, cfg: EvalConfig, unverified: bool, rebuild: bool) -> tup
     return made, predictions, invalid
 
 
+def _write_bank(out: Path) -> dict[str, str]:
+    """The folder's answers as item-bank rows (:func:`lib.items.bank.run_answers`, no people's
+    verdicts: those are a later stage's) in :data:`~lib.io.artifacts.ITEM_BANK`, and its digest
+    for the tables' record; nothing (and no old file) where the manifest names no datasets (an
+    unverified rescore of a folder without one)."""
+    path = out / artifacts.ITEM_BANK
+    try:
+        rows = bank.run_answers(out, verdicts=False)
+    except bank.BankError:
+        path.unlink(missing_ok=True)
+        return {}
+    bank.write(rows, path)
+    return {artifacts.ITEM_BANK: file_sha256(path, remember=False)}
+
+
 def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
     """Recompute predictions' scores, metrics.csv and the score tables from the stored
     predictions, judgements and datasets of an evaluation folder - no model is loaded or called.
@@ -210,6 +227,7 @@ def rescore_folder(out: str | Path, unverified: bool = False) -> dict:
                 raise
     made = {artifacts.METRICS: metrics, **{f"{name}.csv": df for name, df in extra.items()}}
     digests = {name: write_csv(out / name, df) for name, df in made.items()}
+    digests.update(_write_bank(out))
     artifacts.record_table_sources(out, digests, predictions)
     return {
         "rescore_seconds": round(time.perf_counter() - start, 3),

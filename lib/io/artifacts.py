@@ -8,7 +8,8 @@ always sit at ``<stage>/datasets/<name>/`` (items.jsonl + images/ + dataset.json
 A params value ``stage:NN_stage/sub/path`` names a path inside the run folder (e.g.
 ``stage:04_scrapbook/datasets/scrapbook``), so params files never hold absolute output paths.
 
-06's derived tables (metrics.csv, levels.csv, errors.csv) are written with a record of what they
+06's derived tables (metrics.csv, levels.csv, errors.csv, and its answers as item-bank rows,
+items.parquet) are written with a record of what they
 were computed from (``metrics.meta.json``: the SHA-256 of each table, of the predictions file and of
 the evaluation's manifest, written after the tables). :func:`read_table` refuses a table whose
 record is missing or no longer matches (:class:`StaleTables`: a rerun or a rescore that stopped
@@ -75,12 +76,23 @@ EVAL_CONFIG = "config.json"  # 06
 EVAL_MANIFEST = (
     "manifest.json"  # 06: written last; ties config, predictions, judgements and datasets together
 )
+ITEM_BANK = (
+    "items.parquet"  # 06: its answers as item-bank rows (lib.items.bank), made with its tables
+)
 EVAL_TABLES = "*.csv"  # 06: every table is derived from the predictions (rescore remakes them)
 TABLES_META = "metrics.meta.json"  # 06: written after the tables; what they were computed from
 PAPER = "paper.csv"  # any stage: the paper numbers it reproduced (paper, quantity, paper_value, ours, equal, note)
 REPORT = "report.html"  # 07, at the run folder's root
 AGREED = "agreement"  # 07 (human_labels; and python -m lib.agreement): scorers against people
 AGREED_TABLES = ("agreement", "paired", "judge_checks", "scores", "labels")  # AGREED's <name>.csv
+ITEMS = "items"  # 07: item quality (lib.items.quality): the tables below, figures/, cards/
+ITEM_STATS = "items/item_stats.csv"  # 07: per item: respondents, share right, discrimination, flags
+ITEM_FLAGS = (
+    "items/flags.csv"  # 07: per item: its key and one 0/1 column per flag (the browser's filter)
+)
+ITEM_IRT = "items/irt.csv"  # 07: per item of a fitted dataset: 2PL a, b and their standard errors
+ITEM_DATASETS = "items/datasets.csv"  # 07: per dataset version: items, respondents, flags, statuses
+ITEM_CARDS = "items/cards"  # 07: <dataset>.json and <dataset>.md, the dataset cards
 COMPARISON = "comparison"  # 07: this run's answers against another run's (compare_with), item by item; the files below
 COMPARED = "comparison/comparison.json"  # 07: the two runs, paired and changed items, causes, metric rows, config diff
 COMPARED_CAUSES = "comparison/causes.csv"  # 07: per cause, the changed items, how many improved or worsened, and why
@@ -208,12 +220,25 @@ def record_table_sources(folder: str | Path, tables: dict[str, str], predictions
     )
 
 
+def item_bank_file(folder: str | Path) -> Path | None:
+    """06's answers as item-bank rows (:data:`ITEM_BANK`) in the evaluation folder ``folder``; None
+    where it wrote none (a run of older code: the bank is then made from its predictions). Refused
+    (:class:`StaleTables`) when they do not come from its current predictions."""
+    path = Path(folder) / ITEM_BANK
+    if not path.exists():
+        return None
+    if why := stale_tables(folder):
+        raise StaleTables(why)
+    return path
+
+
 def stale_tables(folder: str | Path) -> str | None:
     """Why 06's tables in ``folder`` cannot be shown as its results, or None when they can (or
     when there are none). They must have a record (:data:`TABLES_META`) whose digests match the
     tables, the current predictions and the current manifest."""
     folder = Path(folder)
     present = sorted(p.name for p in folder.glob(EVAL_TABLES))
+    present += [ITEM_BANK] if present and (folder / ITEM_BANK).exists() else []
     if not present:
         return None
     fix = f"recompute them (no model is called): python -m lib.stages.evaluate rescore --run {folder.parent.name}"

@@ -112,9 +112,10 @@ def _checked(path: Path, line: int, row: dict, digests: dict[str, str]) -> dict:
     return {k: row[k] for k in FIELDS} | {"digest": digests[row["dataset"]], "answer": answer}
 
 
-def run_answers(folder: str | Path) -> pd.DataFrame:
+def run_answers(folder: str | Path, verdicts: bool = True) -> pd.DataFrame:
     """One run's answers as bank rows (:data:`COLUMNS`, plus people's verdicts where there are
-    any). ``folder`` is a run folder or its ``06_evaluate`` folder."""
+    any and ``verdicts`` asks for them: stage 06, writing its own rows, reads no later stage).
+    ``folder`` is a run folder or its ``06_evaluate`` folder."""
     folder = evaluation_folder(folder)
     digests, path = dataset_digests(folder), folder / artifacts.PREDICTIONS
     try:
@@ -128,7 +129,7 @@ def run_answers(folder: str | Path) -> pd.DataFrame:
     if twice.any():
         key = frame.loc[twice, [*ITEM, "model", "style"]].iloc[0].to_dict()
         raise BankError(f"{path}: one model and style answered an item twice: {key}")
-    return _with_verdicts(frame, folder)
+    return _with_verdicts(frame, folder) if verdicts else frame
 
 
 def _verdicts(folder: Path) -> pd.DataFrame | None:
