@@ -14,17 +14,20 @@ readable texts. All run with fixed seeds, so the same inputs give the same coord
 Notebook 07 calls the steps :func:`run` composes one per section: :func:`image_map`,
 :func:`answer_map`, :func:`topic_model`, :func:`data_figures`, :func:`result_tables`,
 :func:`paper_table`, :func:`comparison` (this run against ``compare_with``'s, item by item),
-:func:`human_agreement` (every metric and judge against ``human_labels``), then
+:func:`human_agreement` (every metric and judge against ``human_labels``), :func:`item_quality`
+(which items are good: :mod:`lib.items.quality`), then
 :func:`finish` (summary, provenance, the item browser and the report).
 
 It reads every earlier stage's outputs through :mod:`lib.io.artifacts` (a stage that did not run is
 skipped, and the report says so) and writes ``tables/``, ``figures/``, ``paper.csv`` (the papers' stated
 numbers, typed once in ``lib/data/papers.yaml``, beside ours), ``summary.json``, ``provenance.json`` and
-the run's ``report.html``; with ``compare_with``, ``comparison/`` (:func:`lib.compare.changes.write_comparison`).
+the run's ``report.html``; with ``compare_with``, ``comparison/`` (:func:`lib.compare.changes.write_comparison`);
+with stage 06's answers, ``items/`` (item statistics, flags, the 2PL fit, dataset cards).
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +43,8 @@ from lib.compare.runs import evaluation_folder
 from lib.config import cli
 from lib.io import AnnotationStore, artifacts, load_items, write_csv
 from lib.io.folders import check_ours, remove_ours
+from lib.items import cards, quality
+from lib.items.bank import BankError, dataset_digests
 from lib.models import check_spec, load_model
 from lib.pages import plots
 from lib.pages.browser import write_browser
@@ -365,6 +370,41 @@ def human_agreement(cfg: AnalyzeConfig, out: str | Path) -> dict | None:
     return agreement.run(cfg.human_labels, folder, profile, task, judges, seed=cfg.seed)
 
 
+def item_quality(cfg: AnalyzeConfig, out: str | Path) -> quality.Quality | None:
+    """Which items are good (:mod:`lib.items.quality`): the item bank of this run's stage 06 and
+    of ``compare_with``'s, every audit of :data:`lib.items.quality.AUDITS` over it, written under
+    ``items/`` (``item_stats.csv``, ``flags.csv``, ``datasets.csv``, ``irt.csv`` where a 2PL was
+    fitted, ``summary.json``, ``figures/``) with a card per dataset of this run (``cards/``).
+    None, and no folder, without stage 06; a bank that cannot be read (stale answers) leaves only
+    the reason, which the report shows."""
+    folder = Path(out) / artifacts.ITEMS
+    shutil.rmtree(folder, ignore_errors=True)  # a rerun shows no earlier run's items
+    ours = artifacts.stage_folder(Path(out).parent, artifacts.EVALUATE)
+    if not (ours / artifacts.PREDICTIONS).exists():
+        return None
+    others = [] if cfg.compare_with is None else [_other_run(cfg.compare_with)]
+    try:
+        bank = quality.gather([ours, *others])
+    except (BankError, artifacts.StaleTables) as e:
+        quality.withheld(folder, str(e))
+        return None
+    found = quality.assess(bank)
+    summary = quality.write(found, folder, dataset_digests(ours).items())
+    for name, (fig, _) in found.figures.items():
+        plots.save(fig, folder / artifacts.FIGURES, name, close=True)
+    cards.write_cards(
+        found.datasets(), summary, list(found.figures), Path(out) / artifacts.ITEM_CARDS
+    )
+    return found
+
+
+def _other_run(name: str) -> Path:
+    try:
+        return evaluation_folder(name)
+    except CompareError as e:
+        raise CompareError(f"compare_with {name!r}: {e}") from None
+
+
 def finish(
     cfg: AnalyzeConfig,
     out: str | Path,
@@ -373,9 +413,11 @@ def finish(
     found: dict,
     tables: dict,
     compared: dict | None = None,
+    items: quality.Quality | None = None,
 ) -> dict:
     """The summary from what the steps returned (:func:`image_map`, :func:`answer_map`,
-    :func:`topic_model`, :func:`result_tables`, :func:`comparison`), provenance, then the run's item
+    :func:`topic_model`, :func:`result_tables`, :func:`comparison`, :func:`item_quality`),
+    provenance, then the run's item
     browser (:mod:`lib.pages.browser`, with the comparison's filters) and ``report.html`` (its path added
     to the summary returned)."""
     out = Path(out)
@@ -411,7 +453,8 @@ def run(cfg: AnalyzeConfig, out: str | Path, progress: bool = False) -> dict:
     tables, _ = result_tables(cfg, out)
     paper_table(cfg, out)
     human_agreement(cfg, out)
-    return finish(cfg, out, images, answers, found, tables, comparison(cfg, out))
+    items = item_quality(cfg, out)
+    return finish(cfg, out, images, answers, found, tables, comparison(cfg, out), items)
 
 
 if __name__ == "__main__":
