@@ -97,7 +97,7 @@ function render(rows) {
       if (!t) { img.appendChild(text(document.createElement("span"), "(image missing)")); continue; }
       const im = document.createElement("img"); im.src = t; im.loading = "lazy"; im.alt = r.item_id; img.appendChild(im);
     }
-    cell(tr, r.dataset + " · " + r.task + "\n" + r.item_id);
+    cell(tr, r.dataset + " · " + r.task + "\n" + r.item_id + (r.flag && r.flag.length ? "\nflagged: " + r.flag.join(", ") : ""));
     cell(tr, r.model + " · " + r.style);
     cell(tr, r.subset);
     const q = cell(tr, r.question, "q");

@@ -27,6 +27,10 @@ Where stage 07 held the run's scorers to human labels (``human_labels``: :mod:`l
 the labelled answers are rows too (dataset "human labels": people's verdicts, every scorer's score),
 and the ``disagree`` filter shows those where a judge and the people disagree on a criterion
 (``index.html#disagree=lave[judge] · correctness``).
+
+Where stage 07 assessed the items (:mod:`lib.items.quality`), the ``flag`` filter shows the answers
+to the items carrying a flag (``index.html#flag=agreed_wrong``: saturated, never right, negative
+discrimination, agreed wrong, and any flag a further audit raises), read from its ``flags.csv``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from PIL import Image
 from lib.core.paths import DATA
 from lib.core.schema import ERROR, Item, Prediction
 from lib.io import artifacts, item_index, read_items_at, read_jsonl, share_strings
+from lib.items import quality
 from lib.metrics.stats import CHANGES, score_change
 from lib.pages import agreement_view
 from lib.pages.render import write_page
@@ -58,6 +63,7 @@ COMPARED = ("change", "cause", "significant")  # the filters a comparison adds
 # significant: a changed answer whose group has a metric that survives the correction
 CORRECTIONS = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
 DISAGREE = "disagree"  # the filter 07's agreement with human labels adds
+FLAG = "flag"  # the filter 07's item quality adds: the flags an answer's item carries
 KEY = ("dataset", "task", "model", "style", "item_id")  # one answer of a run
 OUTCOMES = ("right", "wrong", "invalid", "truncated", "error")
 PAGE_ROWS = 50
@@ -297,8 +303,8 @@ def _thumb(path: str, folder: Path, made: dict[str, str]) -> str:
 def link(**filters) -> str:
     """The browser's address from the run folder (``browser/index.html#...``) showing the rows of
     ``filters`` (:data:`FILTERS`; :data:`COMPARED` where the browser holds a comparison,
-    :data:`DISAGREE` where it holds labelled answers)."""
-    known = FILTERS + COMPARED + (DISAGREE,)
+    :data:`DISAGREE` where it holds labelled answers, :data:`FLAG` where stage 07 flagged items)."""
+    known = FILTERS + COMPARED + (DISAGREE, FLAG)
     shown = {k: v for k, v in filters.items() if k in known and v is not None}
     return f"{FOLDER}/index.html" + (f"#{urlencode(shown)}" if shown else "")
 
@@ -323,10 +329,27 @@ def _compared(
     return compared_rows(table, comparison), said
 
 
-def _filters(table: list[dict], comparison: dict | None, disagree: list[str]) -> tuple:
-    """The page's filters (a comparison's and the labelled answers' where there are some) and every
-    value each one offers."""
+def item_flags(run_folder: str | Path) -> tuple[dict[tuple[str, str], list[str]], list[str]]:
+    """The :data:`FLAG` filter's data: per (dataset, item id) of this run the flags stage 07 found
+    its item to carry (:mod:`lib.items.quality`'s ``flags.csv``), and every flag its audits raise
+    (none where it assessed no items)."""
+    summary = quality.read_summary(run_folder)
+    flags = quality.read_table(run_folder, artifacts.ITEM_FLAGS)
+    if summary is None or flags is None:
+        return {}, []
+    ours = {(d["dataset"], d["digest"]) for d in summary["datasets"] if d["ours"]}
+    names = summary["flags"]
+    mine = flags[[k in ours for k in zip(flags["dataset"], flags["digest"])]]
+    marked = mine[names].to_numpy() == 1
+    keys = zip(mine["dataset"], mine["item_id"])
+    return {k: [n for n, on in zip(names, row) if on] for k, row in zip(keys, marked)}, names
+
+
+def _filters(table: list[dict], comparison: dict | None, disagree: list[str], flags=()) -> tuple:
+    """The page's filters (a comparison's, the labelled answers' and the items' flags where there
+    are some) and every value each one offers."""
     filters = FILTERS + (COMPARED if comparison else ()) + ((DISAGREE,) if disagree else ())
+    filters += (FLAG,) if flags else ()
     values = {k: sorted({str(r[k]) for r in table} - {""}) for k in FILTERS if k != "outcome"}
     values.update(
         {
@@ -335,6 +358,7 @@ def _filters(table: list[dict], comparison: dict | None, disagree: list[str]) ->
             "cause": list(comparison["causes"]) if comparison else [],
             "significant": list(CORRECTIONS.values()),
             DISAGREE: disagree,
+            FLAG: list(flags),
         }
     )
     return filters, values
@@ -352,6 +376,9 @@ def write_browser(run_folder: str | Path, comparison: dict | None = None) -> Pat
     if not table + labelled:
         return None
     table, said = _compared(run_folder, table, comparison)
+    flagged, flags = item_flags(run_folder)
+    if flags:
+        table = [{**r, FLAG: flagged.get((r["dataset"], r["item_id"]), [])} for r in table]
     table += labelled
     folder = run_folder / FOLDER
     shutil.rmtree(folder, ignore_errors=True)
@@ -370,7 +397,7 @@ def write_browser(run_folder: str | Path, comparison: dict | None = None) -> Pat
         (folder / files[name]).write_text(
             f"VQALAB.loaded({name_js}, {rows_js});\n", encoding="utf-8"
         )
-    filters, values = _filters(table, comparison if said else None, disagree)
+    filters, values = _filters(table, comparison if said else None, disagree, flags)
     index = {
         "files": files,
         "counts": {k: len(v) for k, v in by_dataset.items()},
@@ -389,4 +416,5 @@ def write_browser(run_folder: str | Path, comparison: dict | None = None) -> Pat
         stale=artifacts.stale_tables(artifacts.stage_folder(run_folder, artifacts.EVALUATE)),
         compared=said,
         agreed=agreed,
+        flags=[f.replace("_", " ") for f in flags],
     )

@@ -6,7 +6,8 @@ adversarial filter's outcome - then, where stage 07 compared the run with anothe
 (``compare_with``), the changed answers by first cause (each count linked to those answers in the
 browser, both runs side by side), each group's headline score A, B and B - A with its interval,
 verdict and corrected p, and the config diff - then the papers' reproductions, which score agrees
-with people where stage 07 held the scorers to human labels (:mod:`lib.pages.agreement_view`), a table of
+with people where stage 07 held the scorers to human labels (:mod:`lib.pages.agreement_view`), which
+items are good (:mod:`lib.pages.items_view`: flags, figures, the flagged items with their images), a table of
 contents, and one section per stage, in order. Long tables show their top rows and link their CSV. A stage whose
 outputs are absent gets a line saying so and why, instead of failing the report. The run's provenance (params, seeds,
 models, git SHA) and the invalid-answer rates are part of it. Every stage's outputs are read
@@ -28,7 +29,7 @@ from lib.core.paths import run_dir
 from lib.io import artifacts
 from lib.metrics.multiple import adjusted_text
 from lib.metrics.stats import CHANGES, interval_text
-from lib.pages import agreement_view, browser
+from lib.pages import agreement_view, browser, items_view
 from lib.pages.render import Link, table, write_page
 from lib.tasks.registry import tasks
 
@@ -351,6 +352,7 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
     ``lib/data/templates/report.html``."""
     root = Path(run) if isinstance(run, Path) else run_dir(run)
     shown: set[str] = set()
+    items = items_view.section(root, shown)  # first: its figures are not shown again below
     sections = [_section(root, stage, title, shown) for stage, title in TITLES.items()]
     # every paper number a stage of this run reproduced (its paper.csv: the paper's value beside
     # ours, equal or with the reason they differ)
@@ -368,4 +370,5 @@ def build_report(run: str | Path, out: Path | None = None) -> Path:
         reproduced=[_csv(p, stage, root) for stage, p in papers.items() if p.exists()],
         reproducible=REPRODUCIBLE,
         agreed=agreement_view.section(root),
+        items=items,
     )
