@@ -129,9 +129,25 @@ display(
 ) if agreed else print("human_labels is not set: no agreement with people")
 
 # %% [markdown]
+# ## Item quality: which items are good
+# Every answer of this run's stage 06 (and of `compare_with`'s) pooled per item: the share right,
+# discrimination, the most common wrong answer, and the flags (saturated, never right, negative
+# discrimination, agreed wrong). The 2PL fit and the subset check say when too few respondents
+# answered. The report shows the flagged items with their images; the browser filters by flag.
+
+# %%
+items = analyze.item_quality(cfg, out)
+if items is not None:
+    display(items.datasets())
+    fig, _ax = items.figures["item_difficulty"]
+    display(fig)
+else:
+    print("no item quality: stage 06 has no answers for this run, or they are stale")
+
+# %% [markdown]
 # ## Summary, provenance and the report
 
 # %%
-summary = analyze.finish(cfg, out, images, answers, found, tables, compared)
+summary = analyze.finish(cfg, out, images, answers, found, tables, compared, items)
 print(f"report: {summary['report']}")
 assert (out.parent / artifacts.REPORT).exists()
