@@ -416,10 +416,10 @@ def finish(
     items: quality.Quality | None = None,
 ) -> dict:
     """The summary from what the steps returned (:func:`image_map`, :func:`answer_map`,
-    :func:`topic_model`, :func:`result_tables`, :func:`comparison`, :func:`item_quality`),
-    provenance, then the run's item
-    browser (:mod:`lib.pages.browser`, with the comparison's filters) and ``report.html`` (its path added
-    to the summary returned)."""
+    :func:`topic_model`, :func:`result_tables`, :func:`comparison`, :func:`item_quality`: the runs
+    pooled and how many items carry each flag), provenance, then the run's item browser
+    (:mod:`lib.pages.browser`, with the comparison's and the flags' filters) and ``report.html``
+    (its path added to the summary returned)."""
     out = Path(out)
     summary = {
         "image_map": images,
@@ -429,6 +429,7 @@ def finish(
         "tables": list(tables),
         "comparison": compared
         and {k: compared[k] for k in ("A", "paired", "changed", "only_A", "only_B")},
+        "items": items and {"runs": items.runs, "flagged": quality.flagged_counts(items)},
     }
     config.finish(out, artifacts.ANALYZE, cfg, summary)
     write_browser(out.parent, compared)  # before the report, which links its headline numbers to it

@@ -19,7 +19,6 @@ from lib.io import artifacts, dataset_info, save_dataset, write_json, write_json
 from lib.items import quality
 from lib.items.classical import FLAGS
 from lib.pages import browser, items_view
-from lib.pages.report import build_report
 from lib.stages import analyze
 
 MODELS = ("m1", "m2", "m3", "m4", "m5")  # five respondents: enough to flag (4), too few for 2PL
@@ -74,9 +73,10 @@ def run(tmp_path_factory):
     write_jsonl(folder / artifacts.PREDICTIONS, rows)
     write_json(folder / artifacts.EVAL_MANIFEST, {"datasets": {"quiz": "v1"}})
     write_json(folder / artifacts.EVAL_CONFIG, {"datasets": {"quiz": str(root / "data" / "quiz")}})
-    found = analyze.item_quality(analyze.AnalyzeConfig(), root / "planted" / artifacts.ANALYZE)
-    browser.write_browser(root / "planted")
-    build_report(root / "planted")
+    cfg, out = analyze.AnalyzeConfig(), root / "planted" / artifacts.ANALYZE
+    found = analyze.item_quality(cfg, out)
+    summary = analyze.finish(cfg, out, None, [], {"topics": "none"}, {}, None, found)
+    assert summary["items"]["flagged"]["never_right"] == 2  # the stage's summary counts them
     return root / "planted", found
 
 
