@@ -23,9 +23,11 @@ first of :data:`lib.metrics.shortcuts.BLIND_ORDER` that fires, else option A - t
 :func:`lib.metrics.shortcuts.audit`), which stays the *explanation* of what a tell gives away;
 :func:`blind_table` puts both beside chance, each with an interval resampling images.
 
-Readers (``kind``): ``"linear"`` (the above). A second reader - the project's text LLM scoring
-each option by its log-likelihood after the question - would be a function of the same shape
-(items, folds, seed -> rows) added to :data:`READERS`; it is not built.
+Readers (``kind``, :data:`READERS`): ``"linear"`` (the above) and ``"llm"``, the project's text
+LLM (:data:`LLM`, any model spec) as a second reader: each option scored by its log-likelihood
+after the question (a ``loglik`` choice constraint through :func:`lib.models.generate`), softmaxed
+within the item. It is asked zero-shot, so nothing is held out; what it knows of the world, not of
+this dataset's habits, is what it brings.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from sklearn.linear_model import LogisticRegression
 from lib.items.text_features import NGrams, image_folds, standardised, surface_features
 from lib.metrics.shortcuts import BLIND_ORDER, fires
 from lib.metrics.stats import N_RESAMPLES, mean_ci
+from lib.models import Constraint, Request, generate, load_model
 
 COLUMNS = (
     "item_id",
@@ -57,6 +60,7 @@ COLUMNS = (
 )
 FOLDS = 5
 MAX_OPEN_CLASSES = 20  # more distinct open answers than this are free text, not a class to predict
+LLM = {"backend": "tiny", "name": "smollm2"}  # the project's text LLM, offline in every profile
 C = 1.0  # inverse regularisation of both readers; the default, not tuned on any release
 # the dual solver's stopping rule: at its default tolerance it stops at the iteration cap, unconverged,
 # with the same answers to the fourth decimal; this one converges, in seconds
@@ -132,35 +136,73 @@ def _within_items(scores: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def _mcq_rows(items: list, folds: int, seed: int) -> list[dict]:
-    """One row per multiple-choice item: the linear reader's and the rule-based verdicts."""
+def _single(items: list) -> tuple[list, list[dict]]:
+    """(single-answer items, a skip row for each multi-answer one)."""
     is_single = [it.meta.get("general_type") != "multi" and len(it.answer) == 1 for it in items]
-    single = [it for it, one in zip(items, is_single) if one]
-    rows = [
-        _row(
-            it, "choice", len(it.options), reason="multi-answer: only single-answer items are read"
-        )
+    why = "multi-answer: only single-answer items are read"
+    skipped = [
+        _row(it, "choice", len(it.options), reason=why)
         for it, one in zip(items, is_single)
         if not one
     ]
+    return [it for it, one in zip(items, is_single) if one], skipped
+
+
+def _choice_row(item, p: np.ndarray) -> dict:
+    """A scored multiple-choice item: ``p`` its options' probabilities without the image."""
+    pick, right = int(np.argmax(p)), item.answer[0]
+    return _row(
+        item,
+        "choice",
+        len(item.options),
+        p_blind=float(p[right]),
+        predicted=pick,
+        correct=float(pick == right),
+        rule_correct=float(rule_pick(list(item.options)) == right),
+    )
+
+
+def _linear_rows(items: list, folds: int, seed: int, **_) -> list[dict]:
+    """One row per multiple-choice item: the linear reader's and the rule-based verdicts."""
+    single, rows = _single(items)
     scores = _option_scores(single, folds, seed) if single else None
     if scores is None:
         why = "fewer than two images: nothing to hold out"
         return rows + [_row(it, "choice", len(it.options), reason=why) for it in single]
     probs = _within_items(scores, np.array([len(it.options) for it in single]))
-    for it, p in zip(single, probs):
-        pick = int(np.argmax(p))
-        rows.append(
-            _row(
-                it,
-                "choice",
-                len(it.options),
-                p_blind=float(p[it.answer[0]]),
-                predicted=pick,
-                correct=float(pick == it.answer[0]),
-                rule_correct=float(rule_pick(list(it.options)) == it.answer[0]),
-            )
+    return rows + [_choice_row(it, p) for it, p in zip(single, probs)]
+
+
+def _llm_rows(
+    items: list, folds: int, seed: int, llm: dict | None = None, store=None
+) -> list[dict]:
+    """One row per multiple-choice item: each option's log-likelihood after the question under a
+    text LLM (``llm``, a model spec; :data:`LLM` by default), softmaxed within the item. Nothing
+    is trained, so nothing is held out: ``folds`` is not used. ``store``: a call store, so a
+    rerun asks the model nothing it answered before."""
+    single, rows = _single(items)
+    distinct = [len(set(it.options)) == len(it.options) and all(it.options) for it in single]
+    why = "empty or repeated options: a log-likelihood cannot tell them apart"
+    rows += [
+        _row(it, "choice", len(it.options), reason=why) for it, d in zip(single, distinct) if not d
+    ]
+    asked = [it for it, d in zip(single, distinct) if d]
+    requests = [
+        Request.simple(
+            it.question, seed=seed, constraint=Constraint(tuple(it.options), method="loglik")
         )
+        for it in asked
+    ]
+    answers = (
+        generate(load_model(llm or LLM), requests, store=store, progress=False) if asked else []
+    )
+    for it, answer in zip(asked, answers):
+        if not answer.scores:
+            why = f"the model gave no scores ({answer.error or answer.problem or 'no reason'})"
+            rows.append(_row(it, "choice", len(it.options), reason=why))
+            continue
+        scores = np.array([answer.scores[o] for o in it.options])
+        rows.append(_choice_row(it, _within_items(scores, np.array([len(scores)]))[0]))
     return rows
 
 
@@ -205,31 +247,36 @@ def _open_rows(items: list, folds: int, seed: int) -> list[dict]:
     ]
 
 
-READERS: dict[str, Callable[[list, int, int], list[dict]]] = {"linear": _mcq_rows}
+READERS: dict[str, Callable[..., list[dict]]] = {"linear": _linear_rows, "llm": _llm_rows}
 
 
 def blind_reader(
-    items: Sequence, kind: str = "linear", folds: int = FOLDS, seed: int = 0, dataset: str = ""
+    items: Sequence,
+    kind: str = "linear",
+    folds: int = FOLDS,
+    seed: int = 0,
+    dataset: str = "",
+    llm: dict | None = None,
+    store=None,
 ) -> pd.DataFrame:
     """One row per item (:data:`COLUMNS`, plus ``dataset``): its blind probability, the reader's
     answer and verdict, chance, the rule-based verdict, or the reason it was not scored.
 
     Args:
         items: one dataset's Items (multiple choice and open ones alike).
-        kind: the reader (:data:`READERS`).
+        kind: the multiple-choice reader (:data:`READERS`); open answers are read linearly.
         folds: cross-fitting folds, grouped by image.
-        seed: the folds' shuffle and the solver's.
+        seed: the folds' shuffle and the solver's (the LLM's request seed).
+        llm, store: the ``llm`` reader's model spec (:data:`LLM` by default) and call store.
     """
     if kind not in READERS:
-        raise ValueError(
-            f"blind_reader: unknown kind {kind!r}; built: {sorted(READERS)} (an 'llm' reader "
-            "scoring options by the text model's log-likelihood is not built yet)"
-        )
+        raise ValueError(f"blind_reader: unknown kind {kind!r}; known: {sorted(READERS)}")
     if folds < 2:
         raise ValueError(f"blind_reader: folds must be at least 2, got {folds}")
     mcq = [it for it in items if it.options is not None]
     open_ = [it for it in items if it.options is None]
-    rows = (READERS[kind](mcq, folds, seed) if mcq else []) + (
+    read = READERS[kind]
+    rows = (read(mcq, folds, seed, llm=llm, store=store) if mcq else []) + (
         _open_rows(open_, folds, seed) if open_ else []
     )
     order = {it.id: n for n, it in enumerate(items)}

@@ -22,11 +22,13 @@ WORDS = [
 CUE = "sure"  # the give-away word planted in the right option: as long as every other word
 
 
-def _mcq(n: int, image: str, options: list[str], answer: int, qtype: str = "t") -> Item:
+def _mcq(
+    n: int, image: str, options: list[str], answer: int, qtype: str = "t", question: str = ""
+) -> Item:
     return Item(
         id=f"q{n}",
         task="mcq",
-        question=f"What does picture {image} show?",
+        question=question or f"What does picture {image} show?",
         images=[f"images/{image}.png"],
         options=options,
         answer=[answer],
@@ -170,8 +172,8 @@ def test_closed_open_answers_are_read_from_the_question_alone():
 
 def test_an_unknown_reader_or_too_few_folds_is_refused():
     items, _ = planted(10)
-    with pytest.raises(ValueError, match="unknown kind 'llm'.*not built"):
-        blind_reader(items, kind="llm")
+    with pytest.raises(ValueError, match="unknown kind 'svm'; known: \\['linear', 'llm'\\]"):
+        blind_reader(items, kind="svm")
     with pytest.raises(ValueError, match="folds must be at least 2"):
         blind_reader(items, folds=1)
 
@@ -198,3 +200,20 @@ def test_memeqa_is_answered_far_above_the_rule_based_baseline_without_images(spl
     assert whole["n"] == len(single) and whole["blind"] >= floor
     assert whole["blind"] - whole["rule_based"] >= margin
     assert whole["blind_low"] > whole["rule_high"]  # apart beyond both intervals
+
+
+@pytest.mark.slow
+def test_the_llm_reader_prefers_the_option_the_text_model_finds_likely():
+    """SmolLM2, zero-shot: common knowledge is answered without an image; an item whose options
+    repeat is skipped with the reason."""
+    facts = [
+        ("What colour is the sky on a clear day?", ["spoon", "blue", "Tuesday", "seven"], 1),
+        ("How many legs does a dog have?", ["purple", "never", "four", "cheese"], 2),
+        ("Which animal says meow?", ["a cat", "a table", "a cloud", "a number"], 0),
+    ]
+    items = [_mcq(n, f"img{n}", o, a, question=q) for n, (q, o, a) in enumerate(facts)]
+    items.append(_mcq(9, "img9", ["same", "same", "other"], 2))
+    scored = blind_reader(items, kind="llm").set_index("item_id")
+    assert scored.loc[["q0", "q1", "q2"], "correct"].eq(1.0).all()
+    assert (scored.loc[["q0", "q1", "q2"], "p_blind"] > 0.5).all()
+    assert scored.loc["q9", "reason"].startswith("empty or repeated options")
