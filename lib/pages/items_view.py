@@ -65,14 +65,16 @@ def _shown(row: pd.Series, found: dict) -> dict:
     folder, it = found.get((row["dataset"], row["item_id"]), (None, None))
     task = get_task(row["task"])
     wrong = "" if pd.isna(row["wrong_answer"]) else row["wrong_answer"]
-    wrong_text = task.answer_text(it, json.loads(wrong)) if wrong and it is not None else wrong
+    wrong_text = (
+        task.reader.answer_text(it, json.loads(wrong)) if wrong and it is not None else wrong
+    )
     return {
         "dataset": row["dataset"],
         "item_id": row["item_id"],
         "images": [t for im in (it.images if it else []) if (t := _thumb(folder / im))],
         "question": it.question if it else "(the item is no longer in its dataset folder)",
         "options": list(it.options or []) if it else [],
-        "key": task.target_text(it) if it else "",
+        "key": task.reader.target_text(it) if it else "",
         "wrong": wrong_text,
         "wrong_share": "" if pd.isna(row["wrong_share"]) else f"{row['wrong_share']:.0%}",
         "right": round(row["p"] * row["n"]),
