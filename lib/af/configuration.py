@@ -72,6 +72,14 @@ class AFConfig(config.StageConfig):
         12  # a discriminator's answer is an option's letter (or a few)
     )
     temperature: float = 0.0
+    # the blind gate (lib.af.blind_gate): the discriminators see the image, so a question whose text
+    # alone gives the answer away can fool them and still be answered blind; above this probability
+    # of the right answer without the image (the linear blind reader, cross-fitted by image) a
+    # question is not kept. 0: off
+    blind_threshold: float = 0.0
+    # above the threshold: "resample" (new distractors, as when the discriminators answer) or "drop";
+    # either way a question still above it after the last iteration is dropped
+    blind_action: str = "resample"
 
     def check(self, source: str) -> None:
         if self.nota_position not in ("release", "last", "random"):
@@ -83,6 +91,14 @@ class AFConfig(config.StageConfig):
             raise config.ParamsError(
                 f"{source}: combine must be 'vote' or 'all', got {self.combine!r}"
             )
+        if not 0 <= self.blind_threshold < 1:
+            raise config.ParamsError(
+                f"{source}: blind_threshold must be in [0, 1) (0: off), got {self.blind_threshold!r}"
+            )
+        if self.blind_action not in ("resample", "drop"):
+            raise config.ParamsError(
+                f"{source}: blind_action must be 'resample' or 'drop', got {self.blind_action!r}"
+            )
         check_spec(self.generator, f"{source}: generator", allow_empty=True)
         check_spec(self.blind_model, f"{source}: blind_model", allow_empty=True)
         if not self.discriminators:
@@ -93,4 +109,6 @@ class AFConfig(config.StageConfig):
     def loop_settings(self) -> dict:
         """What a resumed loop must share with the run it resumes (models and settings, not sources)."""
         skip = {"skeletons_from", "memeqa_images", "max_skeletons", "blind_model"}
+        if not self.blind_threshold:  # off: a state saved before the gate existed still resumes
+            skip |= {"blind_threshold", "blind_action"}
         return {k: v for k, v in asdict(self).items() if k not in skip}

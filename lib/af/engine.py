@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from lib.af import rules
+from lib.af import blind_gate, rules
 from lib.af.configuration import AFConfig
 from lib.af.generation import generate_distractors
 from lib.af.guards import GUARDS
@@ -174,7 +174,8 @@ def iteration_row(
 ) -> dict:
     """An iteration's row of the log: questions asked, waiting and fooled, the discriminator's
     accuracy over every question that has options, rejections and calls, seconds since ``start``."""
-    asked = [q for q in qs.values() if q.options]  # accuracy over every question that has options
+    # accuracy over every question that has options (and was not dropped by the blind gate)
+    asked = [q for q in qs.values() if q.options and q.status != blind_gate.DROPPED]
     still_right = sum(q.status != "accepted" for q in asked)
     # active = the questions sent to the discriminator; waiting = active ones without new valid
     # distractors this iteration (they sit it out and stay active, unless a rule ran out of candidates)
@@ -235,9 +236,10 @@ def filter_iteration(
         if qs[qid].status == "active":
             qs[qid].status = "never_fooled"
     fooled, unreadable = judge(ready, items, answers, discriminators, cfg, it)
-    state["iterations"].append(
-        iteration_row(it, qs, active, ready, fooled, unreadable, stats, start)
-    )
+    row = iteration_row(it, qs, active, ready, fooled, unreadable, stats, start)
+    if cfg.blind_threshold:  # beside the discriminators' verdict, the text-only reader's
+        row.update(blind_gate.gate(qs, ready, cfg))
+    state["iterations"].append(row)
     state["questions"] = {k: asdict(v) for k, v in qs.items()}
     state["iteration"] = it
     if is_finished(state, cfg, fooled):
@@ -284,18 +286,22 @@ def filter_questions(
         write_json(path, state)
         bar.update(1)
     bar.close()
-    write_json(path, close_loop(state))
+    close_loop(state)
+    if cfg.blind_threshold:
+        blind_gate.final_pass(state, cfg)
+    write_json(path, state)
     return state
 
 
 def final_items(state: dict) -> list[Item]:
     """Accepted and never-fooled questions as mcq Items (options with their origins, the iteration a
     question was accepted in, its distractor history) in the form they were filtered in (their None+
-    twins: :func:`plus_variant`). Questions that never got options are left out."""
+    twins: :func:`plus_variant`). Questions that never got options, or that the blind gate dropped,
+    are left out."""
     items = []
     for q in state["questions"].values():
         qs = QState(**q)
-        if not qs.options:
+        if not qs.options or qs.status == blind_gate.DROPPED:
             continue
         item = as_item(qs)
         item.meta.update(

@@ -25,7 +25,7 @@ def seeded_rng(*parts) -> np.random.Generator:
 @dataclass
 class QState:
     skeleton: dict
-    status: str = "active"  # active | accepted | never_fooled
+    status: str = "active"  # active | accepted | never_fooled | blind_dropped
     options: list = field(default_factory=list)
     origins: list = field(default_factory=list)
     answer: list = field(default_factory=list)

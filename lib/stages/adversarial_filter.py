@@ -13,12 +13,14 @@ iterations, ``summary.json`` and ``provenance.json``.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 from lib import config
+from lib.af import blind_gate
 from lib.af.configuration import AFConfig
 from lib.af.engine import blind_check, filter_questions, final_items
 from lib.af.questions import plus_variant
@@ -142,6 +144,13 @@ def shortcut_audit(
     return audits, table
 
 
+def state_blind(out: str | Path) -> dict:
+    """The blind gate's record in the loop's ``state.json`` (:func:`lib.af.blind_gate.final_pass`);
+    empty when the gate was off."""
+    path = Path(out) / "state.json"
+    return json.loads(path.read_text()).get("blind", {}) if path.exists() else {}
+
+
 def finish(
     cfg: AFConfig,
     out: str | Path,
@@ -153,7 +162,8 @@ def finish(
     audits: dict[str, pd.DataFrame],
 ) -> dict:
     """The summary from what the steps returned (:func:`skeletons_of`, :func:`iteration_table`,
-    :func:`questions`, :func:`datasets`, :func:`shortcut_audit`) and provenance."""
+    :func:`questions`, :func:`datasets`, :func:`shortcut_audit`) and provenance; with the blind
+    gate on, its counts and a sentence saying them (``blind_gate``)."""
     summary = {
         "skeletons": len(skeletons),
         "skipped_skeletons": len(skipped),
@@ -164,6 +174,9 @@ def finish(
         "iterations": len(iterations),
         "datasets": {v: str(f) for v, f in folders.items()},
     }
+    blind = state_blind(out)
+    if blind:  # the blind gate was on (AFConfig.blind_threshold): its counts and a sentence
+        summary["blind_gate"] = {**blind, "note": blind_gate.sentence(blind)}
     return config.finish(Path(out), artifacts.AF, cfg, summary)
 
 
