@@ -3,6 +3,8 @@
     python -m lib.items build --runs RUN [RUN ...] --bank PATH
     python -m lib.items append --run RUN --bank PATH
     python -m lib.items report --bank PATH [--items CSV]
+    python -m lib.items review --run RUN --out DIR [--flag F ...] [--limit N] [--seed S]
+    python -m lib.items apply --export FILE --dataset DIR --out DIR
 
 A RUN is a run folder, its ``06_evaluate`` folder, or a run name of the outputs root. ``build``
 writes the bank of exactly these runs (the file at PATH replaced whole); ``append`` adds one run's
@@ -10,19 +12,22 @@ answers to it, replacing the rows that run had. ``report`` prints per dataset ve
 respondents and flagged items (:mod:`lib.items.classical`), the 2PL fit's status
 (:mod:`lib.items.irt`: fitted, with how many items it finds reversed, or why not) and the subset
 check's (:mod:`lib.items.subsets`: its error beside random subsets', or why not); ``--items``
-writes every item's statistics, flags and 2PL parameters as CSV. Exits 0; 2 with ``error: ...``
-when a run or the bank cannot be read.
+writes every item's statistics, flags and 2PL parameters as CSV. ``review`` writes the Label Studio
+project reviewing a run's flagged items (stage 07's tables), ``apply`` the new dataset version its
+export's verdicts make, with its changelog (:mod:`lib.items.review`). Exits 0; 2 with
+``error: ...`` when a run, the bank, a dataset or an export cannot be read.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import pandas as pd
 
-from lib.io import write_csv
-from lib.items import bank, classical, irt, subsets
+from lib.io import NotOurFolder, write_csv
+from lib.items import bank, classical, irt, review, subsets
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,7 +42,43 @@ def _parser() -> argparse.ArgumentParser:
     shown = commands.add_parser("report", help="flags, the 2PL fit and the subset check")
     shown.add_argument("--bank", required=True, help="the bank's Parquet file")
     shown.add_argument("--items", help="write every item's statistics and parameters here (CSV)")
+    asked = commands.add_parser("review", help="a Label Studio project of a run's flagged items")
+    asked.add_argument("--run", required=True, help="a run name or folder (after stage 07)")
+    asked.add_argument(
+        "--out", required=True, help="the project's folder (new, empty or a review's)"
+    )
+    asked.add_argument("--flag", action="append", default=[], help="only items carrying it")
+    asked.add_argument("--limit", type=_positive, help="review at most this many items (a sample)")
+    asked.add_argument("--seed", type=int, default=0, help="the sample's shuffle seed")
+    applied = commands.add_parser(
+        "apply", help="a review export's verdicts as a new dataset version"
+    )
+    applied.add_argument("--export", required=True, help="Label Studio's JSON export of the review")
+    applied.add_argument("--dataset", required=True, help="the dataset folder it reviewed")
+    applied.add_argument("--out", required=True, help="the new version's folder (new or empty)")
     return ap
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text}: expected a whole number > 0")
+    return int(text)
+
+
+def _reviewed(args) -> int:
+    """The ``review`` and ``apply`` commands: what they wrote, as JSON."""
+    try:
+        if args.command == "review":
+            flags = tuple(args.flag)
+            said = review.review_project(args.run, args.out, flags, args.limit, args.seed)
+        else:
+            said = review.apply_review(args.export, args.dataset, args.out)
+            said = {k: v for k, v in said.items() if k != "changes"}
+    except (review.ReviewError, bank.BankError, NotOurFolder, OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(said, indent=1))
+    return 0
 
 
 def report(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -73,6 +114,8 @@ def _said(row: pd.Series) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("review", "apply"):
+        return _reviewed(args)
     try:
         if args.command == "build":
             table = bank.build(args.runs)

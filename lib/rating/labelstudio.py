@@ -37,12 +37,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import random
 import sys
 from collections import Counter
 from pathlib import Path
-from urllib.parse import quote
 from xml.sax.saxutils import quoteattr
 
 from lib.compare.runs import CompareError, evaluation_folder
@@ -71,7 +69,15 @@ from lib.io import (
     swap_in,
     write_json,
 )
-from lib.io.annotations import LabelsError, read_capped
+from lib.io.labelstudio_files import (
+    LOCAL_FILES,  # noqa: F401 - callers read it here, beside the tasks that use it
+    LabelStudioError,
+    annotator,
+    exported_tasks,
+    local_files_url,
+    served_folders,
+    task_where,
+)
 from lib.tasks.registry import get_task, tasks
 
 # The criteria people rate, named as YesBut's human evaluation names them (lib.families.yesbut),
@@ -87,7 +93,6 @@ CHOICES = {"Yes": 1, "No": 0}
 TASK_DATA = ("answer_id", "cluster", "question", "references", "answer")
 KIND = "rating"  # the output folder's marker (lib.io.folders)
 CONFIG, TASKS, PROJECT = "rating_config.xml", "rating_tasks.json", "rating_project.json"
-LOCAL_FILES = "/data/local-files/?d="  # Label Studio's URL of a file under its document root
 
 # What the reading of an export uses of a task, checked before it is used (lib.eval.foreign_schema)
 _RATER = Field(
@@ -116,8 +121,9 @@ EXPORTED_TASK = obj(
 )
 
 
-class RatingError(ValueError):
-    """A rating project that cannot be made, or an export that cannot be read as ratings."""
+# A rating project that cannot be made, or an export that cannot be read as ratings: the error of
+# every Label Studio project (lib.io.labelstudio_files), whose helpers this module uses
+RatingError = LabelStudioError
 
 
 def rating_config(criteria=tuple(CRITERIA)) -> str:
@@ -146,15 +152,6 @@ def rating_config(criteria=tuple(CRITERIA)) -> str:
             f'  <Choices name="{c}" toName="answer" choice="single"{required}>{options}</Choices>',
         ]
     return "\n".join(parts + ["</View>"]) + "\n"
-
-
-def local_files_url(image: str | Path, document_root: str | Path) -> str:
-    """Label Studio's local-files URL of ``image``, a file under ``document_root``."""
-    try:
-        rel = Path(image).resolve().relative_to(Path(document_root).resolve())
-    except ValueError:
-        raise RatingError(f"{image}: not under the document root {document_root}") from None
-    return LOCAL_FILES + quote(rel.as_posix(), safe="/")
 
 
 def rating_tasks(answers: list[dict], document_root: str | Path | None = None) -> list[dict]:
@@ -232,27 +229,6 @@ def run_answers(run: str, task: str, models=(), styles=(), datasets=()) -> list[
     return rows
 
 
-def served_folders(answers: list[dict]) -> tuple[Path, list[Path]]:
-    """``(document root, storages)`` of the answers' images: per dataset (``dataset``, else all one),
-    the common folder of its images' folders is a storage (one inside another is dropped); the
-    document root is the common folder of the storages (of one: its parent, as Label Studio wants a
-    storage below its root). A root that is a filesystem root (images in unrelated folder trees) is
-    refused: Label Studio would serve the whole disk."""
-    folders = {}
-    for a in answers:
-        folders.setdefault(a.get("dataset"), []).append(str(Path(a["image"]).resolve().parent))
-    found = sorted({Path(os.path.commonpath(f)) for f in folders.values()})
-    storages = [s for s in found if not any(o != s and o in s.parents for o in found)]
-    root = storages[0].parent if len(storages) == 1 else Path(os.path.commonpath(storages))
-    if root == Path(root.anchor):
-        raise RatingError(
-            f"the images lie in {', '.join(map(str, storages))}: Label Studio's document root "
-            f"would be {root}, serving the whole disk; rate the answers of one folder tree at a "
-            f"time (--dataset), or keep the datasets under one folder"
-        )
-    return root, storages
-
-
 def make_project(answers: list[dict], out: str | Path, criteria=tuple(CRITERIA), **about) -> dict:
     """Write the rating project of ``answers`` into ``out`` (built aside, swapped in whole; a
     folder of another kind is refused): the config, the tasks with their images as local-files
@@ -281,11 +257,6 @@ def make_project(answers: list[dict], out: str | Path, criteria=tuple(CRITERIA),
     return project
 
 
-def _annotator(annotation: dict):
-    who = annotation.get("completed_by")  # Label Studio: a user id, or the user as an object
-    return who.get("id", who.get("email")) if isinstance(who, dict) else who
-
-
 def _votes(task: dict, where: str) -> dict[str, dict]:
     """criterion -> annotator -> 1/0 of one exported task (checked against :data:`EXPORTED_TASK`);
     one vote per annotator, the later one."""
@@ -300,31 +271,8 @@ def _votes(task: dict, where: str) -> dict[str, dict]:
                 raise RatingError(
                     f"{where}: {name}: expected one of {', '.join(CHOICES)}, got {value!r}"
                 )
-            votes.setdefault(name, {})[_annotator(annotation)] = CHOICES[value[0]]
+            votes.setdefault(name, {})[annotator(annotation)] = CHOICES[value[0]]
     return votes
-
-
-def _tasks(path: Path) -> list[dict]:
-    """An export's tasks, read within the cap (:func:`lib.io.annotations.read_capped`), checked as
-    a whole."""
-    try:
-        exported = json.loads(read_capped(path, "export").decode("utf-8"))
-    except LabelsError as e:
-        raise RatingError(str(e)) from None
-    except UnicodeDecodeError as e:
-        raise RatingError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except (ValueError, RecursionError) as e:  # not JSON, a number of too many digits, too deep
-        raise RatingError(f"{path}: not JSON ({e})") from None
-    if not isinstance(exported, list) or not all(
-        isinstance(t, dict) and isinstance(t.get("data"), dict) for t in exported
-    ):
-        raise RatingError(f"{path}: not a Label Studio JSON export (a list of tasks with data)")
-    return exported
-
-
-def _task_where(path: Path, i: int, task: dict) -> str:
-    """``FILE: task ID``, or the task's place in the file where its id is not a whole number."""
-    return f"{path}: task " + (str(task["id"]) if INTEGER.ok(task.get("id")) else f"#{i + 1}")
 
 
 def read_export(path: str | Path) -> tuple[list[tuple[str, dict]], dict]:
@@ -333,10 +281,10 @@ def read_export(path: str | Path) -> tuple[list[tuple[str, dict]], dict]:
     and what was left out: ``unrated`` (answers nobody rated), ``unrated_criteria`` (an answer's
     criterion nobody rated), ``tied`` (answer and criterion with as many Yes as No)."""
     path = Path(path)
-    exported = _tasks(path)
+    exported = exported_tasks(path)
     left, voted, seen = Counter(unrated=0, unrated_criteria=0, tied=0), [], {}
     for i, task in enumerate(exported):
-        where, data = _task_where(path, i, task), task["data"]
+        where, data = task_where(path, i, task), task["data"]
         missing = [k for k in TASK_DATA if k not in data]
         if missing:
             raise RatingError(f"{where}: no rating task (its data lacks {', '.join(missing)})")
