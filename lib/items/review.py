@@ -34,6 +34,7 @@ import os
 import random
 import shutil
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
@@ -293,10 +294,10 @@ def _change(item: Item, verdict: str, what) -> tuple[Item | None, str, str, str]
     if verdict == "drop":
         return None, "dropped", item.question, ""
     if verdict == "rewrite" and what != item.question:
-        new = Item(**{**item.__dict__, "question": what})
+        new = replace(item, question=what)
         return new, "question", item.question, what
     if verdict == "fix key" and list(what) != list(item.answer):
-        new = Item(**{**item.__dict__, "answer": list(what)})
+        new = replace(item, answer=list(what))
         return new, "key", _key_text(item), _key_text(new)
     return None
 
@@ -347,7 +348,7 @@ def _link_images(items: list[Item], source: Path, building: Path) -> list[Item]:
                 except OSError:
                     shutil.copy2(src, dst)
                 done.add(im)
-        moved.append(Item(**{**it.__dict__, "images": paths}) if paths != it.images else it)
+        moved.append(replace(it, images=paths) if paths != it.images else it)
     return moved
 
 
