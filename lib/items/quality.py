@@ -13,10 +13,11 @@ runs each audit of :data:`AUDITS` over the bank and puts what they found togethe
 the report's flagged items), per dataset version its columns (``datasets.csv``) and a sentence
 for the page and the card (``not enough respondents (n = 4 < 20) for a 2PL fit`` is a sentence,
 not an error), tables of its own (``<name>.csv``) and figures (``figures/<name>``). The
-classical statistics (:func:`classical`), the 2PL fit (:func:`irt_fit`) and the subset check
-(:func:`subset_check`) are the three of today; a further audit (the blind reader, the image-leak
-audit) is one more such function added to :data:`AUDITS`, and its flags, tables, figures and
-sentences reach the tables, the report, the browser and the cards with no other change. The bank's
+classical statistics (:func:`classical`), the 2PL fit (:func:`irt_fit`), the subset check
+(:func:`subset_check`), the blind reader and the image leaks (:func:`lib.items.audits.blind`,
+:func:`lib.items.audits.leaks`) are today's; a further audit is one more such function added to
+:data:`AUDITS`, and its flags, tables, figures and sentences reach the tables, the report, the
+browser and the cards with no other change. The bank's
 ``source`` column names each answer's evaluation folder, whose ``config.json`` names the datasets'
 folders: an audit that reads the items' text or images starts there.
 """
@@ -24,45 +25,21 @@ folders: an audit that reads the items' text or images starts there.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from lib.io import artifacts, write_csv, write_json
+from lib.items import audits, irt, subsets
 from lib.items import bank as bank_rows
 from lib.items import classical as stats_of
-from lib.items import irt, subsets
 from lib.items.bank import ITEM, BankError
 from lib.items.figures import distributions
+from lib.items.finding import DATASET, Audit, Finding
 
-DATASET = ["dataset", "digest"]  # a dataset version: what every per-dataset table is keyed by
 SUMMARY = "summary.json"  # under 07_analyze/items/: the runs pooled, each dataset's sentences
-
-
-@dataclass
-class Finding:
-    """What one audit found; every part may be empty.
-
-    - ``items``: per item (index :data:`lib.items.bank.ITEM`) the columns it adds to ``item_stats.csv``;
-    - ``flags``: per item (same index) one bool column per flag it raises;
-    - ``datasets``: per dataset version (index ``dataset, digest``) its columns of ``datasets.csv``;
-    - ``said``: per dataset version, one sentence a reader needs (a status, why there is none);
-    - ``tables``: name -> frame, written as ``items/<name>.csv``;
-    - ``figures``: name -> ``(fig, ax)``, saved under ``items/figures/``.
-    """
-
-    name: str
-    items: pd.DataFrame | None = None
-    flags: pd.DataFrame | None = None
-    datasets: pd.DataFrame | None = None
-    said: dict[tuple[str, str], str] = field(default_factory=dict)
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    figures: dict[str, tuple] = field(default_factory=dict)
-
-
-Audit = Callable[[pd.DataFrame], Finding]
 
 
 def _counted(n: int, least: int) -> str:
@@ -162,8 +139,8 @@ def subset_check(bank: pd.DataFrame) -> Finding:
     return Finding("subsets", datasets=table[["subset", "subset_size", "subset_mae"]], said=said)
 
 
-# the audits stage 07 runs, in order; a further audit (blind reader, image leaks) is added here
-AUDITS: tuple[Audit, ...] = (classical, irt_fit, subset_check)
+# the audits stage 07 runs, in order; a further audit is one more function here
+AUDITS: tuple[Audit, ...] = (classical, irt_fit, subset_check, audits.blind, audits.leaks)
 
 
 @dataclass

@@ -117,6 +117,9 @@ def test_the_dataset_card_says_what_a_reader_needs(run):
         "never_right": 2,
         "negative_discrimination": 0,
         "agreed_wrong": 1,
+        "blind_solvable": 0,  # the blind and leak audits' flags, counted though none fired
+        "leaked_image": 0,
+        "repeated_question": 0,
     }
     assert card["irt"] == "not enough respondents" and card["difficulty"]["median"] == 0.6
     text = (cards / "quiz.md").read_text()
@@ -157,7 +160,8 @@ def test_the_browser_offers_a_flag_filter_fed_by_stage_07(run):
     folder, _ = run
     index = _index(folder)
     assert "flag" in index["filters"]
-    assert index["values"]["flag"] == list(FLAGS)  # every flag, even one no item carries
+    every = [*FLAGS, "blind_solvable", "leaked_image", "repeated_question"]
+    assert index["values"]["flag"] == every  # every flag, even one no item carries
     data = (folder / browser.FOLDER / index["files"]["quiz"]).read_text()
     rows = json.loads(data[data.index(", ") + 2 : data.rindex(");")])
     flagged = {r["item_id"]: r["flag"] for r in rows}
