@@ -9,14 +9,15 @@ digest the evaluation recorded (a dataset rebuilt since holds other items). Othe
 says why, per dataset version, and reads nothing of it.
 
 **Blind** (:func:`blind`): the linear text-only reader of :mod:`lib.items.blind`, cross-fitted
-in :data:`lib.items.blind.FOLDS` folds by image, over every item of the dataset version; per
+in :data:`lib.items.blind.FOLDS` folds by image, over the items the bank holds (those evaluated; a
+folder larger than the evaluation's sample is not read whole); per
 item of the bank its ``p_blind``, flagged ``blind_solvable`` when it exceeds both
 :data:`BLIND_FLAG` and its chance by :data:`BLIND_MARGIN`; per dataset version the blind accuracy
 beside chance and the rule-based tells (``blind.csv``: :func:`lib.items.blind.blind_table`), a
 sentence, and a figure of the ``p_blind`` distributions. A dataset of fewer than
 :data:`MIN_IMAGES` images is too small to hold images out: a sentence says so.
 
-**Leaks** (:func:`leaks`): every image of every readable dataset version against every other
+**Leaks** (:func:`leaks`): every image of the evaluated items of every readable dataset version against every other
 (:func:`lib.items.leaks.image_leaks`: exact, resized, recompressed, mirrored, cropped and
 recoloured copies), and the questions asked again of a copied image
 (:func:`lib.items.leaks.repeated_questions`). Splits kept as datasets of their own (a train and a
@@ -36,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lib.io import artifacts, file_sha256, load_items
+from lib.io import artifacts, file_sha256, item_index, read_items_at
 from lib.items.bank import ITEM
 from lib.items.blind import FOLDS, blind_reader, blind_table, image_of
 from lib.items.figures import distributions
@@ -83,6 +84,14 @@ def readable(bank: pd.DataFrame) -> dict[Version, tuple[Path | None, str]]:
     return {key: _folder_of(key, list(s)) for key, s in sources}
 
 
+def evaluated(bank: pd.DataFrame, version: Version, folder: Path) -> list:
+    """The items of this dataset version the bank holds answers to, from its folder: a folder
+    larger than the evaluation's sample is read, audited and shown as evaluated."""
+    mine = bank[(bank["dataset"] == version[0]) & (bank["digest"] == version[1])]
+    offsets = item_index(folder, wanted=set(mine["item_id"]))  # the index cache: outputs/cache/
+    return read_items_at(folder, sorted(offsets.values()))
+
+
 def _labels(versions) -> dict[Version, str]:
     """A dataset version's name on figures and in pair tables: its name, with the digest's start
     where two versions share a name."""
@@ -121,15 +130,17 @@ def _blind_said(scored: pd.DataFrame) -> str:
     return f"blind reader (linear, {FOLDS} folds by image): " + "; ".join(parts)
 
 
-def _read_blind(version: Version, folder: Path) -> tuple[pd.DataFrame | None, str]:
-    items = load_items(folder)
+def _read_blind(version: Version, items: list) -> tuple[pd.DataFrame | None, str]:
     images = len({image_of(it) for it in items})
     if images < MIN_IMAGES:
         return None, (
             f"blind reader: too few images (n = {images} < {MIN_IMAGES}) for {FOLDS} folds by "
             "image; not read"
         )
-    scored = blind_reader(items, kind="linear", folds=FOLDS, dataset=version[0])
+    try:
+        scored = blind_reader(items, kind="linear", folds=FOLDS, dataset=version[0])
+    except ValueError as e:  # text the reader cannot fit (no n-gram in common): said, not raised
+        return None, f"blind reader: its text could not be read ({e})"
     return scored.assign(digest=version[1]), _blind_said(scored)
 
 
@@ -151,7 +162,7 @@ def blind(bank: pd.DataFrame) -> Finding:
         if folder is None:
             found.said[version] = f"blind reader: {why}"
             continue
-        scored, found.said[version] = _read_blind(version, folder)
+        scored, found.said[version] = _read_blind(version, evaluated(bank, version, folder))
         if scored is not None:
             frames.append(scored)
     if not frames:
@@ -209,7 +220,7 @@ def _leaks_said(label: str, pairs: pd.DataFrame, repeats: pd.DataFrame) -> str:
     others = sorted((set(across["split_a"]) | set(across["split_b"])) - {label})
     asked = ((repeats["split_a"] == label) | (repeats["split_b"] == label)).sum()
     text = f"image leaks: {len(own)} of its images have a copy in another dataset"
-    text += f" ({kinds}; in {', '.join(others)})" if len(own) else ""
+    text += f" ({len(across)} pairs: {kinds}; with {', '.join(others)})" if len(own) else ""
     text += f", {int((mine['scope'] == 'within').sum())} copy pairs within it"
     return text + f"; {int(asked)} questions asked again of a copied image in another dataset"
 
@@ -229,7 +240,7 @@ def leaks(bank: pd.DataFrame) -> Finding:
         if folder is None:
             found.said[version] = f"image leaks: {why}"
         else:
-            read[labels[version]] = (folder, load_items(folder))
+            read[labels[version]] = (folder, evaluated(bank, version, folder))
     if not read:
         return found
     pairs = image_leaks({label: _paths(folder, items) for label, (folder, items) in read.items()})

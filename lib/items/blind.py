@@ -228,7 +228,11 @@ def _open_rows(items: list, folds: int, seed: int) -> list[dict]:
         )
         return [_row(it, "open", 0, reason=why) for it in items]
     y = np.array([names.index(c) for c in classes])
-    grams = NGrams([it.question for it in items])
+    try:
+        grams = NGrams([it.question for it in items])
+    except ValueError:  # no n-gram frequent enough in the questions (a handful of short ones)
+        why = "open answers: the questions share no word or character n-gram to read"
+        return [_row(it, "open", 0, reason=why) for it in items]
     probs = np.zeros((len(items), len(names)))
     for train, test in splits:
         x_train, x_test = grams.fold(train, test)
