@@ -148,4 +148,4 @@ def test_a_backend_built_here_has_nothing_to_reach_though_it_extends_hf():
     assert preflight.problem({"backend": "tiny", "name": "llava"}, offline=True) is None
     hf = preflight.problem({"backend": "hf", "name": "no-such-org/no-such-model"}, offline=True)
     assert "not in the local hub cache" in hf and "the profile is offline" in hf
-    assert "not one of" in preflight.problem({"backend": "gone", "name": "x"}, offline=True)
+    assert "must be one of" in preflight.problem({"backend": "gone", "name": "x"}, offline=True)

@@ -17,10 +17,10 @@ is its module and its import below.
 
 from __future__ import annotations
 
-from lib.config import ParamsError, did_you_mean
+from lib.config import ParamsError
 from lib.core.answers import parse_choice, parse_json, parse_response
 from lib.core.schema import Constraint, Request, Response
-from lib.models.backend import BACKENDS, COMMON_SPEC_KEYS, Model
+from lib.models.backend import BACKENDS, Model
 from lib.models.runner import generate
 
 # the backends, each registering itself by name (lib.models.backend.backend); their heavy libraries
@@ -28,41 +28,30 @@ from lib.models.runner import generate
 from lib.models import api, baseline, hf, imported, tiny  # noqa: E402,F401  isort: skip
 
 
-def check_spec(spec, where: str, allow_empty: bool = False) -> None:
-    """A model spec: a mapping naming a registered ``backend``, holding only the keys that backend
-    reads (a misspelt one is refused with a suggestion), never a key itself, and passing the
-    backend's own :meth:`~lib.models.backend.Model.check_spec`. ``allow_empty``: ``{}`` / None mean
-    "no model"."""
+def check_spec(spec, where: str, allow_empty: bool = False) -> type[Model] | None:
+    """The backend of a model spec, which checked it: a mapping naming a registered ``backend``,
+    then that backend's :meth:`~lib.models.backend.Model.check_spec` (its keys and values), the
+    one place that says what its spec holds. Every caller (stage configs, the profile's models,
+    the preflight, :func:`load_model`) checks through here; a bad spec raises
+    :class:`~lib.config.ParamsError` naming ``where``. ``allow_empty``: ``{}`` / None mean "no
+    model" (None returned)."""
     if allow_empty and spec in ({}, None):
-        return
+        return None
     if not isinstance(spec, dict):
         raise ParamsError(f"{where} must be a model spec (a mapping with 'backend'), got {spec!r}")
-    if "api_key" in spec:
-        raise ParamsError(
-            f"{where}: put the *name* of an environment variable in 'api_key_env', never a key"
-        )
     cls = BACKENDS.get(spec.get("backend"))
     if cls is None:
         raise ParamsError(
             f"{where}.backend must be one of {tuple(BACKENDS)}, got {spec.get('backend')!r}"
         )
-    keys = COMMON_SPEC_KEYS | cls.SPEC_KEYS
-    unknown = sorted(set(spec) - keys)
-    if unknown:
-        raise ParamsError(
-            f"{where}: unknown key {unknown[0]!r} for a {spec['backend']} model"
-            f"{did_you_mean(unknown[0], keys)} (keys: {', '.join(sorted(keys))})"
-        )
     cls.check_spec(spec, where)
+    return cls
 
 
 def load_model(spec: dict) -> Model:
-    """A lazily loaded model from a spec dict such as ``{backend: hf, name: ..., dtype: bfloat16}``."""
-    if not isinstance(spec, dict) or spec.get("backend") not in BACKENDS:
-        raise ValueError(
-            f"a model spec is a dict whose 'backend' is one of {', '.join(BACKENDS)}, got {spec!r}"
-        )
-    return BACKENDS[spec["backend"]](spec)
+    """A lazily loaded model from a spec dict such as ``{backend: hf, name: ..., dtype: bfloat16}``,
+    checked first (a spec built in code is refused as one read from params)."""
+    return check_spec(spec, "model spec")(spec)
 
 
 __all__ = [

@@ -132,6 +132,7 @@ class OpenAIModel(Model):
 
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
+        super().check_spec(spec, where)
         cls._needs_name(spec, where)
         check_base_url(spec.get("base_url"), where)
         env = spec.get("api_key_env")
@@ -147,19 +148,7 @@ class OpenAIModel(Model):
         return server_problem(spec)
 
     def __init__(self, spec: dict):
-        super().__init__(spec)
-        if "api_key" in spec:
-            raise ValueError(
-                "put the NAME of an environment variable in the spec's 'api_key_env', "
-                "never the key itself in 'api_key'"
-            )
-        env = spec.get("api_key_env", "OPENAI_API_KEY")
-        if not isinstance(env, str) or not _ENV_NAME.match(env):
-            # the message never repeats the value: it may be the key itself
-            raise ValueError(
-                f"model {spec.get('name')!r}: api_key_env must be the NAME of an environment variable "
-                f"(letters, digits, _), not a key; the value given is not shown"
-            )
+        super().__init__(spec)  # checked by check_spec (lib.models.load_model)
         self.urls = base_urls(spec)
         self.pool = ServerPool(max(1, len(self.urls)))
         self.concurrency = int(spec.get("concurrency", 16))  # per server

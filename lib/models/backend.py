@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from lib.config import ParamsError
+from lib.config import ParamsError, did_you_mean
 from lib.core.schema import Request, Response, fingerprint
 
 # keys every spec may hold, whatever its backend: the tasks read question_first
@@ -48,8 +48,21 @@ class Model:
 
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
-        """Refuse a spec this backend cannot use (:class:`lib.config.ParamsError` naming ``where``);
-        its keys are checked by :func:`lib.models.check_spec` before."""
+        """Refuse a spec this backend cannot use (:class:`lib.config.ParamsError` naming ``where``):
+        here, a key it does not read (a misspelt one with a suggestion) or a key itself; a backend
+        adds its own rules after ``super().check_spec``. Reached through :func:`lib.models.check_spec`,
+        which finds the backend."""
+        if "api_key" in spec:
+            raise ParamsError(
+                f"{where}: put the *name* of an environment variable in 'api_key_env', never a key"
+            )
+        keys = COMMON_SPEC_KEYS | cls.SPEC_KEYS
+        unknown = sorted(set(spec) - keys)
+        if unknown:
+            raise ParamsError(
+                f"{where}: unknown key {unknown[0]!r} for a {spec['backend']} model"
+                f"{did_you_mean(unknown[0], keys)} (keys: {', '.join(sorted(keys))})"
+            )
 
     @classmethod
     def preflight(cls, spec: dict, offline: bool) -> str | None:

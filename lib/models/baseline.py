@@ -45,18 +45,12 @@ class ConstantModel(_RuleModel):
 
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
+        super().check_spec(spec, where)
         if not isinstance(spec.get("answer"), str):
             raise ParamsError(
                 f"{where}.answer must be the text the constant baseline always gives, got "
                 f"{spec.get('answer')!r}"
             )
-
-    def __init__(self, spec: dict):
-        if not isinstance(spec.get("answer"), str):
-            raise ValueError(
-                f"a constant baseline needs the answer it always gives: answer: <text>, got {spec!r}"
-            )
-        super().__init__(spec)
 
     @property
     def name(self) -> str:
@@ -72,6 +66,7 @@ class RandomModel(_RuleModel):
 
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
+        super().check_spec(spec, where)
         if not isinstance(spec.get("seed", 0), int) or isinstance(spec.get("seed", 0), bool):
             raise ParamsError(f"{where}.seed must be an integer, got {spec.get('seed')!r}")
 

@@ -92,6 +92,7 @@ class HFModel(PrefixCache, ChoiceScoring, JsonOutput, Model):
 
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
+        super().check_spec(spec, where)
         cls._needs_name(spec, where)
 
     @classmethod

@@ -22,6 +22,7 @@ class ImportedModel(Model):
 
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
+        super().check_spec(spec, where)
         if not isinstance(spec.get("harness"), str):
             raise ParamsError(
                 f"{where}.harness must name the harness whose answers were imported (lmms-eval), got "

@@ -135,6 +135,7 @@ class TinyModel(HFModel):
     @classmethod
     def check_spec(cls, spec: dict, where: str) -> None:
         """Any name of the embedded models (an unknown one is refused when the model is built)."""
+        super(HFModel, cls).check_spec(spec, where)  # its keys, not hf's required name
 
     preflight = Model.preflight  # nothing to reach (not hf's hub check): built here from a config
 

@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import json
 
-from lib.models import BACKENDS
+from lib.config import ParamsError
+from lib.models import check_spec
 from lib.models.probe import hub_problem
 
 
 def problem(spec: dict, offline: bool) -> str | None:
     """Why the model of ``spec`` cannot be used here, as its backend checks it, or None."""
-    cls = BACKENDS.get(spec.get("backend"))
-    if cls is None:
-        return f"backend {spec.get('backend')!r} is not one of {', '.join(BACKENDS)}"
+    try:
+        cls = check_spec(spec, "spec")
+    except ParamsError as e:
+        return str(e)
     return cls.preflight(spec, offline)
 
 
