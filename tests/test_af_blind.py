@@ -78,6 +78,8 @@ def run_stage(
     out = tmp_path / name / "03_adversarial_filter"
     summary = stage.run(cfg, out, store=CallStore(tmp_path / "c.sqlite"), progress=False)
     items = load_items(out / "datasets" / "adversarial")
+    if settings.get("blind_threshold"):  # the None+ twins the stage writes beside them
+        summary["none_plus_items"] = load_items(out / "datasets" / "adversarial_none_plus")
     return summary, items, pd.read_csv(out / "iterations.csv")
 
 
@@ -96,6 +98,7 @@ def test_the_gate_keeps_no_question_answered_blind_above_the_threshold(tmp_path,
         tmp_path, monkeypatch, skeletons, "on", blind_threshold=0.5
     )
     assert above(items, 0.5) == [] and len(items) >= 15  # the clean questions stay
+    assert above(summary["none_plus_items"], 0.5) == []  # nor their None+ twins
     # the cued ones go (the few left are those the shrunken set no longer teaches the word by)
     assert len({i.id for i in items} & cued) <= len(cued) // 4
     gate = summary["blind_gate"]
@@ -103,7 +106,7 @@ def test_the_gate_keeps_no_question_answered_blind_above_the_threshold(tmp_path,
     # right option still says the word, the last pass dropped them
     assert gate["sent_back"] == iterations["blind_sent_back"].sum() > 0
     assert gate["dropped_at_end"] > 0 and gate["dropped_in_loop"] == 0
-    assert gate["kept_max_p_blind"] <= 0.5
+    assert gate["kept_max_p_blind"] <= 0.5 and gate["kept_max_p_blind_none_plus"] <= 0.5
     assert f"sent back {gate['sent_back']} accepted question(s)" in gate["note"]
     assert summary["questions"] == len(items) == len(skeletons) - gate["dropped_at_end"]
     assert {"blind_above", "blind_sent_back", "blind_dropped", "blind_scored"} <= set(iterations)

@@ -21,7 +21,7 @@ from dataclasses import asdict
 import numpy as np
 
 from lib.af.configuration import AFConfig
-from lib.af.questions import QState, as_item
+from lib.af.questions import QState, as_item, plus_variant
 from lib.items.blind import FOLDS, blind_reader
 
 DROPPED = "blind_dropped"
@@ -29,13 +29,17 @@ KEPT = ("accepted", "never_fooled")
 FIXED_OPTIONS = ("cond_sent_id",)  # their options never change: new distractors cannot help
 
 
-def p_blind(qs: list[QState], seed: int) -> tuple[dict[str, float], Counter]:
+def p_blind(qs: list[QState], seed: int, twins: bool = False) -> tuple[dict[str, float], Counter]:
     """``p_blind`` of each question that has options and is not dropped (NaN where unscored), and
-    the unscored ones counted by the reader's reason."""
+    the unscored ones counted by the reader's reason. ``twins``: of their None+ twins instead
+    (:func:`lib.af.questions.plus_variant`, as the stage writes them)."""
     shown = [q for q in qs if q.options and q.status != DROPPED]
     if not shown:
         return {}, Counter()
-    scored = blind_reader([as_item(q) for q in shown], folds=FOLDS, seed=seed)
+    items = [as_item(q) for q in shown]
+    if twins:
+        items = [plus_variant(it, seed) for it in items]
+    scored = blind_reader(items, folds=FOLDS, seed=seed)
     reasons = Counter(r for r in scored["reason"] if r)
     return dict(zip(scored["item_id"], scored["p_blind"])), reasons
 
@@ -67,16 +71,24 @@ def gate(qs: dict[str, QState], ready: list[QState], cfg: AFConfig) -> dict:
 
 def final_pass(state: dict, cfg: AFConfig) -> dict:
     """Drop the kept questions still above the threshold (status ``blind_dropped``), scoring the
-    rest again until none is above it; records and returns ``state["blind"]``. Run once: a rerun of
-    a finished state keeps its record."""
+    rest again until none is above it - in the None- form and, where the stage writes them, in the
+    None+ twins (a question goes when either form is above); records and returns
+    ``state["blind"]``. Run once: a rerun of a finished state keeps its record."""
     if "blind" in state:
         return state["blind"]
     qs = {k: QState(**v) for k, v in state["questions"].items()}
+    twins = cfg.nota_position == "release" and cfg.none_of_the_above  # the stage's None+ form
     dropped, rounds, reasons = 0, 0, Counter()
     while True:
         kept = [q for q in qs.values() if q.options and q.status in KEPT]
         p, reasons = p_blind(kept, cfg.seed)
-        above = [q for q in kept if p.get(q.skeleton["id"], np.nan) > cfg.blind_threshold]
+        plus = p_blind(kept, cfg.seed, twins=True)[0] if twins else {}
+        above = [
+            q
+            for q in kept
+            if p.get(q.skeleton["id"], np.nan) > cfg.blind_threshold
+            or plus.get(q.skeleton["id"], np.nan) > cfg.blind_threshold
+        ]
         rounds += 1
         for q in above:
             q.status, q.accepted_iteration = DROPPED, None
@@ -85,6 +97,7 @@ def final_pass(state: dict, cfg: AFConfig) -> dict:
             break
     rows = state["iterations"]
     scored = [v for v in p.values() if not np.isnan(v)]
+    scored_plus = [v for v in plus.values() if not np.isnan(v)]
     state["questions"] = {k: asdict(qs[k]) for k in state["questions"]}
     state["blind"] = {
         "threshold": cfg.blind_threshold,
@@ -95,6 +108,7 @@ def final_pass(state: dict, cfg: AFConfig) -> dict:
         "rounds_at_end": rounds,
         "kept_scored": len(scored),
         "kept_max_p_blind": max(scored) if scored else None,
+        "kept_max_p_blind_none_plus": max(scored_plus) if scored_plus else None,
         "kept_unscored": dict(reasons),
     }
     return state["blind"]
