@@ -4,7 +4,8 @@ its items, respondents, difficulty and flag counts (each count of this run's dat
 those items in the item browser), each audit's sentence (a 2PL fit, or why there is none), the
 figures, then per flag the flagged items of this run with their images, question, key and the most
 common wrong answer with its share, :data:`SHOWN_PER_FLAG` at most, "and N more" linked to the
-browser (whose ``flag`` filter is :func:`lib.pages.browser.item_flags`'s). Every flag an audit raises is
+browser (whose ``flag`` filter is :func:`lib.pages.browser.item_flags`'s), and the image copies
+across datasets side by side (:func:`_leak_pairs`). Every flag an audit raises is
 shown the same way: a further audit adds its flags to ``flags.csv`` and they appear here.
 """
 
@@ -146,6 +147,28 @@ def _counts(run_folder: Path, summary: dict, has_items: bool) -> dict | None:
     )
 
 
+def _leak_pairs(run_folder: Path) -> dict | None:
+    """The image copies across datasets (``items/leaks.csv``, :func:`lib.items.audits.leaks`) side
+    by side: the first :data:`SHOWN_PER_FLAG` pairs, closest first, and how many more."""
+    pairs = quality.read_table(run_folder, f"{artifacts.ITEMS}/leaks.csv")
+    if pairs is None or not len(pairs):
+        return None
+    pairs = pairs.sort_values(["difference", "distance", "a", "b"])
+    rows = [
+        {
+            "images": [_thumb(Path(r["a"])), _thumb(Path(r["b"]))],
+            "datasets": f"{r['dataset_a']} · {r['dataset_b']}",
+            "names": f"{Path(r['a']).name} · {Path(r['b']).name}",
+            "kind": r["kind"],
+            "distance": int(r["distance"]),
+            "difference": f"{r['difference']:.1f}",
+        }
+        for _, r in pairs.head(SHOWN_PER_FLAG).iterrows()
+    ]
+    csv = f"{artifacts.ANALYZE}/{artifacts.ITEMS}/leaks.csv"
+    return {"rows": rows, "total": len(pairs), "more": len(pairs) - len(rows), "csv": csv}
+
+
 def _figures(run_folder: Path, shown: set[str]) -> list[dict]:
     folder = artifacts.stage_folder(run_folder, artifacts.ANALYZE) / artifacts.ITEMS
     out = []
@@ -181,6 +204,7 @@ def section(run_folder: str | Path, shown: set[str] | None = None) -> dict | Non
         "said": _said(summary),
         "figures": _figures(run_folder, set() if shown is None else shown),
         "flagged": _flagged(run_folder, summary, has_items),
+        "leaks": _leak_pairs(run_folder),
         "shown_per_flag": SHOWN_PER_FLAG,
         "cards": [
             f"{artifacts.ANALYZE}/{artifacts.ITEM_CARDS}/{p.name}"

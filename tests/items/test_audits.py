@@ -140,3 +140,15 @@ def test_a_changed_dataset_is_said_and_not_read(run):
     assert "changed since it was evaluated" in found.said[("other", "not-its-digest")]
     assert "other" not in set(found.flags.index.get_level_values("dataset"))
     assert not found.flags["leaked_image"].any()  # quiz alone holds no copy of another's image
+
+
+def test_the_report_shows_a_copied_image_pair_side_by_side(run):
+    """The report's item-quality section puts the two images of a leak pair side by side."""
+    from lib.pages import items_view
+
+    folder, _ = run
+    leaks = items_view.section(folder)["leaks"]
+    assert leaks["total"] == 1 and leaks["more"] == 0
+    (pair,) = leaks["rows"]
+    assert pair["kind"] == "mirrored" and all(pair["images"])  # both thumbnails embedded
+    assert set(pair["datasets"].split(" · ")) == {"quiz", "other"}
