@@ -4,7 +4,8 @@ is the whole of ``make test``): writes outputs/bench/suite.json.
 ``make test``'s pytest command as the Makefile runs it (its workers, the smoke profile, offline,
 the services left out), asked to write each test's seconds (``VQALAB_TEST_DURATIONS``: the suite's
 ``tests/conftest.py`` adds up setup, call and teardown per test id); the record keeps the run's
-seconds and counts (pytest's own summary line) and every test that took ``SLOW_SECONDS`` or more -
+seconds and counts (pytest's own summary line; its whole output is kept in
+outputs/bench/suite.log) and every test that took ``SLOW_SECONDS`` or more -
 its seconds and what it proves (the first line of its docstring, or of its module's; a
 notebook's title), slowest first. ``docs/development.md``
 shows that list (its ``slow_tests`` block), so a contributor sees where the suite's time goes and
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from benchmarks.ci import pytest_runs
 from benchmarks.records import host_state, record
-from lib.core.paths import ROOT
+from lib.core.paths import ROOT, outputs_root
 
 SLOW_SECONDS = 20.0  # a test at least this long is listed with what it proves
 SUITE_SECONDS = 480  # make test's pytest, idle, on the project's 2-core machine
@@ -37,6 +38,7 @@ SLOW_REASON = (
     "(fewer steps at a higher rate did not keep the margins), and the real profile's two make runs "
     "still run every stage each"
 )
+LOG = outputs_root() / "bench" / "suite.log"  # pytest's own output, kept beside the record
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
@@ -45,6 +47,13 @@ def command() -> list[str]:
     make = (ROOT / "Makefile").read_text()
     line = re.search(r"^test:.*?\n(?:\t.*\n)*?\t\$\(OFFLINE\) (.*-m pytest .*)$", make, re.M)
     return [sys.executable, "-m", "pytest", *line.group(1).split("-m pytest", 1)[1].split()]
+
+
+def first_sentence(doc: str) -> str:
+    """A docstring's first sentence (its first paragraph, up to the first full stop that ends a
+    sentence), on one line."""
+    paragraph = " ".join(doc.strip().split("\n\n", 1)[0].split())
+    return re.split(r"(?<=[.!?])\s(?=[A-Z`(*])", paragraph, maxsplit=1)[0]
 
 
 def proves(test: str, root: Path = ROOT) -> str:
@@ -59,7 +68,7 @@ def proves(test: str, root: Path = ROOT) -> str:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
                 doc = ast.get_docstring(node) or ast.get_docstring(tree)
                 if doc:
-                    return doc.strip().splitlines()[0]
+                    return first_sentence(doc)
     notebook = file.with_suffix(".py") if file.suffix == ".ipynb" else None
     if notebook is not None and notebook.exists():
         for line in notebook.read_text().splitlines():
@@ -96,6 +105,8 @@ def main() -> dict:
             "VQALAB_TEST_DURATIONS": str(timed),
         }
         done = subprocess.run(command(), cwd=ROOT, env=env, capture_output=True, text=True)
+        LOG.parent.mkdir(parents=True, exist_ok=True)
+        LOG.write_text(done.stdout + done.stderr)  # what failed or errored, by name
         summary = pytest_runs(done.stdout)[-1]
         slow = slow_tests(list(json.loads(timed.read_text()).items()))
     result = {
