@@ -30,6 +30,7 @@ from lib.io import read_jsonl
 from lib.models.store import CallStore
 from lib.stages import evaluate
 from lib.stages.setup import demo_datasets
+from lib.tasks.task import Reader
 from tests.test_rescore_stream import make_datasets
 
 TWO = {
@@ -81,12 +82,13 @@ def reread(runs, tmp_path_factory):
     """The base run rescored with another parser of open answers: the same replies, read differently."""
     folder = tmp_path_factory.mktemp("reread") / "06_evaluate"
     shutil.copytree(runs["base"], folder)
+
+    class Shouting(Reader):  # another parser: the same replies, read in capitals
+        def read(self, item, text, choices, constrained_value=None):
+            return text.strip().upper(), FREE
+
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(
-            OpenVQA,
-            "read",
-            lambda self, item, text, constrained_value=None: (text.strip().upper(), FREE),
-        )
+        mp.setattr(OpenVQA, "reader", Shouting())
         evaluate.rescore_folder(folder)
     return folder
 
