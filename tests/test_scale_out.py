@@ -115,10 +115,8 @@ def test_two_processes_give_the_single_process_predictions_and_metrics(tmp_path)
     one, _ = _evaluate(params, tmp_path, 1)
     calls = _stored(tmp_path)
     _, killed = _evaluate(params, tmp_path, 2, kill_after=3, ok=False)
-    assert (
-        "SIGKILL" in killed.stderr
-        and not (tmp_path / "2" / "06_evaluate" / "predictions.jsonl").exists()
-    )
+    assert "SIGKILL" in killed.stderr, killed.stderr[-3000:]  # rank 1's kill, not another failure
+    assert not (tmp_path / "2" / "06_evaluate" / "predictions.jsonl").exists()
     left = _stored(tmp_path)  # what the killed run stored before it stopped
     assert 3 <= left < calls
     two, resumed = _evaluate(params, tmp_path, 2, fresh=False)

@@ -34,6 +34,13 @@ HIDDEN = (MARKER, ".lock")  # our own leftovers: a folder holding only these is 
 RECORD_LIMIT = 1 << 20  # a marker or a legacy record larger than this is not ours
 
 
+def hidden(name: str) -> bool:
+    """Is ``name`` a leftover of our own: the marker, the lock, or a marker being written
+    (:func:`mark`'s temporary file, which a job's other rank checking the folder at that moment
+    sees; a stale one from a killed writer is nothing either)?"""
+    return name in HIDDEN or (name.startswith(f"{MARKER}.") and name.endswith(".tmp"))
+
+
 class NotOurFolder(ValueError):
     """A command was pointed at a folder that holds something other than its own kind of output."""
 
@@ -74,7 +81,7 @@ class Legacy:
 
     def __call__(self, folder: Path) -> bool:
         for p in folder.iterdir():
-            if p.name in HIDDEN and not p.is_symlink():
+            if hidden(p.name) and not p.is_symlink():
                 continue
             known = p.name in self.names or any(fnmatch.fnmatch(p.name, g) for g in self.patterns)
             if not known or p.is_symlink():
@@ -101,7 +108,7 @@ def check_ours(folder: str | Path, kind: str, legacy: Callable[[Path], bool] | N
     found = kind_of(folder)
     if found == kind:
         return
-    entries = sorted(p.name for p in folder.iterdir() if p.name not in HIDDEN or p.is_symlink())
+    entries = sorted(p.name for p in folder.iterdir() if not hidden(p.name) or p.is_symlink())
     if found is None and not entries:
         return
     if found is None and legacy is not None and legacy(folder):
@@ -156,7 +163,7 @@ def mark_stage(out: str | Path, stage: str) -> None:
         out.is_dir()
         and not out.is_symlink()
         and kind_of(out) is None
-        and any(p.name not in HIDDEN for p in out.iterdir())
+        and any(not hidden(p.name) for p in out.iterdir())
     ):
         mark(out, stage_kind(stage))
 
@@ -174,7 +181,7 @@ def claimed(out: str | Path, stage: str, mark: bool = True) -> Iterator[Path]:
     try:
         yield out
     except BaseException:
-        if made and out.is_dir() and all(p.name in HIDDEN for p in out.iterdir()):
+        if made and out.is_dir() and all(hidden(p.name) for p in out.iterdir()):
             shutil.rmtree(out)
         raise
 

@@ -4,6 +4,7 @@ replaces or removes only the ``comparison/`` and ``agreement/`` it wrote itself.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,24 @@ def test_a_stage_folder_is_not_another_stages_and_is_marked_as_its_own(tmp_path,
     assert evaluate.main(["--profile", "smoke", "--out", str(out)]) == 2
     assert "holds a stage 07_analyze, not a stage 06_evaluate" in capsys.readouterr().err
     assert folders.kind_of(out) == "stage 07_analyze"
+
+
+def test_another_rank_checking_while_the_main_rank_marks_the_folder_goes_on(tmp_path, monkeypatch):
+    """Under torchrun every rank checks the stage folder while the main rank makes and marks it;
+    one that looks between the marker's temporary file and its rename sees no stranger's entry (a
+    CI run lost its second rank to that window)."""
+    out, seen = tmp_path / "06_evaluate", []
+    replace = folders.os.replace
+
+    def other_rank_looks_first(src, dst):
+        seen.append(sorted(p.name for p in out.iterdir()))
+        folders.claim_stage(out, "06_evaluate", write=False)  # rank 1, in the window
+        replace(src, dst)
+
+    monkeypatch.setattr(folders.os, "replace", other_rank_looks_first)
+    folders.claim_stage(out, "06_evaluate")
+    assert seen == [[f"{folders.MARKER}.{os.getpid()}.tmp"]]
+    assert folders.kind_of(out) == "stage 06_evaluate"
 
 
 def test_stage_07_out_never_removes_a_comparison_or_agreement_it_did_not_write(tmp_path, capsys):
