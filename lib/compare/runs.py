@@ -30,7 +30,6 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from lib.compare.explain import CAUSES, DIMENSIONS, CompareError, check_two_runs, compare
-from lib.core.paths import check_name, stage_dir
 from lib.eval.foreign import ForeignError, import_lmms_eval
 from lib.eval.foreign_files import is_lmms_eval_output
 from lib.io import artifacts, write_json
@@ -39,20 +38,7 @@ from lib.metrics.multiple import LEVEL
 
 def evaluation_folder(run: str) -> Path:
     """A run name's ``06_evaluate`` folder, or the folder given (or its ``06_evaluate``)."""
-    path = Path(run)
-    for folder in (path / artifacts.EVALUATE, path) if path.is_dir() else ():
-        if (folder / artifacts.PREDICTIONS).exists():
-            return folder
-    if "/" in run or run.startswith("."):
-        raise CompareError(
-            f"{run}: no {artifacts.PREDICTIONS} there nor in its {artifacts.EVALUATE}/ (run stage 06 first)"
-        )
-    folder = stage_dir(check_name(run, "run name", CompareError), artifacts.EVALUATE, create=False)
-    if not (folder / artifacts.PREDICTIONS).exists():
-        raise CompareError(
-            f"run {run!r}: {folder / artifacts.PREDICTIONS} not found (run stage 06 for it first)"
-        )
-    return folder
+    return artifacts.evaluation_folder(run, CompareError)
 
 
 def _identity(run: str) -> Path:

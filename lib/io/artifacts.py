@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lib.core.paths import outputs_root
+from lib.core.paths import check_name, outputs_root, stage_dir
 from lib.io import file_sha256, read_jsonl, write_json
 
 # pandas is imported by the two readers of tables, not here: every stage imports this module
@@ -156,6 +156,22 @@ def resolve_spec(spec: dict, run_folder: str | Path) -> dict:
 class MissingOutputs(FileNotFoundError):
     """What a stage reads from a run (a model it trained, the datasets it wrote) is not there; one
     line per problem, said before the stage starts."""
+
+
+def evaluation_folder(run: str | Path, error: type[ValueError] = ValueError) -> Path:
+    """The ``06_evaluate`` folder a run argument names: a folder holding predictions, a run folder
+    whose ``06_evaluate`` holds them, or a plain run name (``outputs/<run>/06_evaluate``); ``error``
+    (the caller's own kind) naming what was looked at otherwise."""
+    path, text = Path(run), str(run)
+    for folder in (path / EVALUATE, path) if path.is_dir() else ():
+        if (folder / PREDICTIONS).is_file():
+            return folder
+    if "/" in text or text.startswith("."):
+        raise error(f"{text}: no {PREDICTIONS} there nor in its {EVALUATE}/ (run stage 06 first)")
+    folder = stage_dir(check_name(text, "run name", error), EVALUATE, create=False)
+    if not (folder / PREDICTIONS).is_file():
+        raise error(f"run {text!r}: {folder / PREDICTIONS} not found (run stage 06 for it first)")
+    return folder
 
 
 def model_folder_problem(path: Path, hint: str) -> str | None:

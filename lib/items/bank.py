@@ -29,7 +29,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib.core.paths import NAME, outputs_root
 from lib.io import JSONLError, artifacts, atomic_file, read_jsonl
 
 ITEM = ("dataset", "digest", "item_id")  # an item's identity
@@ -53,19 +52,8 @@ class BankError(ValueError):
 
 
 def evaluation_folder(path: str | Path) -> Path:
-    """The ``06_evaluate`` folder of ``path``: the folder itself when it holds predictions, else
-    its ``06_evaluate`` subfolder (a run folder); a plain name that is no folder here is a run
-    of the outputs root (``outputs/<run>/06_evaluate``)."""
-    path = Path(path)
-    if not path.exists() and NAME.fullmatch(str(path)):
-        path = outputs_root() / str(path)
-    for folder in (path, path / artifacts.EVALUATE):
-        if (folder / artifacts.PREDICTIONS).is_file():
-            return folder
-    raise BankError(
-        f"{path}: no {artifacts.PREDICTIONS} there nor in its {artifacts.EVALUATE}/ "
-        f"(give a run folder or its {artifacts.EVALUATE} folder, after stage 06 finished)"
-    )
+    """The ``06_evaluate`` folder of a run folder, an evaluation folder or a run name."""
+    return artifacts.evaluation_folder(path, BankError)
 
 
 def run_name(folder: Path) -> str:
