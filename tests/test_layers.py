@@ -2,6 +2,7 @@
 apart."""
 
 import ast
+import subprocess
 import sys
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
@@ -364,3 +365,18 @@ def test_no_two_lib_modules_share_a_name_outside_the_families():
         if path.relative_to(LIB).parts[0] != "families" and not path.name.startswith("__"):
             seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
     assert not {n: p for n, p in seen.items() if len(p) > 1}
+
+
+def test_stage_06_resolves_its_config_without_the_plotting_library():
+    """A command-line evaluation draws nothing: importing the stage and resolving the demo's config
+    (which loads every task family) leaves matplotlib unloaded - a family imports pyplot in the
+    function that draws (about half a second of every evaluation's start, benchmarks/overhead.py)."""
+    code = (
+        "import sys; from lib import config; from lib.stages import evaluate; "
+        "config.resolve(evaluate.EvalConfig, 'demo'); "
+        "print(sorted(m for m in sys.modules if m.startswith('matplotlib')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout[:500]

@@ -3,13 +3,14 @@ per type and form of a generated set, and level-1 accuracy per concept and form 
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 
 def question_counts(counts: pd.DataFrame):
     """Questions per type, stacked by group (the shape of the paper's section 5.2 counts)."""
+    import matplotlib.pyplot as plt  # here: stage 06 imports the family, and draws nothing
+
     table = counts.groupby(["type", "group"])["questions"].sum().unstack("group").fillna(0)
     fig, ax = plt.subplots(figsize=(6, 3.2))
     table.plot.barh(stacked=True, ax=ax)
@@ -24,6 +25,8 @@ def scrapbook_level1(levels: pd.DataFrame, qtype: str = "presence", threshold: f
     """Scrapbook Figures 17-31: per level-1 concept, five bars - all forms (the aggregated bar that
     decides the concept) then original, condition, direction, enumerated - green at or above the
     threshold, red below, stacked over the wrong share in grey."""
+    import matplotlib.pyplot as plt
+
     lv = levels[(levels["level"] == 1) & (levels["type"] == qtype)]
     forms = ["all", "original", "condition", "direction", "enumerated"]
     table = (
