@@ -1,0 +1,92 @@
+"""OpenMP's spin over a whole demo training, alone on the machine (``make bench``).
+
+``lib`` sets ``GOMP_SPINCOUNT=1000`` before torch loads (``lib/__init__.py``): libgomp's threads
+spin 1,000 turns at a barrier before they sleep, instead of its own 300,000. Beside a busy process
+that is what keeps a two-thread training from waiting on a descheduled thread
+(``benchmarks/train.py``'s ``spin.busy_speedup``, over 150 steps); this benchmark asks what it
+costs where the short spin has nothing to win: stage 05 exactly as the demo runs it
+(``python -m lib.stages.train --profile demo``: every step of its budget, the curriculum, the
+checkpoints, the held-out comparison), on the demo's training scenes, with the short spin and with
+libgomp's own, ``REPEATS`` runs of each taking turns, on an idle machine. Scheduling only: the
+trained weights must be the same bytes under both spins (``same_weights``).
+
+Per spin the record keeps each run's process seconds (start to exit) and the stage's own training
+seconds, and their medians; ``idle_ratio`` is the long spin's median training seconds over the
+short spin's (above 1: the short spin is faster). The target: the short spin costs at most
+``IDLE_COST`` of a training alone, so the default stays the short spin whatever the load - a run
+cannot know, when torch loads, whether the machine will be shared while it trains.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.demo_training import _train_set
+from benchmarks.records import host_state, record
+from lib.core.paths import ROOT
+
+REPEATS = 3
+SPINS = {"short": "1000", "long": "300000"}  # lib's default; libgomp's own
+IDLE_COST = 0.05  # the short spin at most 5% slower than the long one over a whole training alone
+TARGETS = {"idle_ratio": f">= {1 - IDLE_COST}", "same_weights": "== true"}
+
+
+def _train(run: Path, spin: str, rep: int) -> dict:
+    """One demo training with ``GOMP_SPINCOUNT=spin``: its seconds and its weights' digest."""
+    out = run / f"05_train_{spin}_{rep}"
+    env = {**os.environ, "GOMP_SPINCOUNT": spin}
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "lib.stages.train", "--profile", "demo", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"training with GOMP_SPINCOUNT={spin} failed:\n{done.stderr[-3000:]}")
+    summary = json.loads((out / "summary.json").read_text())
+    weights = hashlib.sha256((out / "best" / "model.safetensors").read_bytes()).hexdigest()
+    return {
+        "process_seconds": round(seconds, 1),
+        "train_seconds": summary["train_seconds"],
+        "weights": weights,
+    }
+
+
+def main() -> dict:
+    before = host_state()
+    runs = {name: [] for name in SPINS}
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp)
+        _train_set(run)
+        for rep in range(REPEATS):
+            for name, spin in SPINS.items():  # taking turns: a drift in the machine hits both
+                runs[name].append(_train(run, spin, rep))
+    result = {"steps": "the demo's (params/05_train.demo.yaml)", "repeats": REPEATS}
+    for name, spin in SPINS.items():
+        result[name] = {
+            "GOMP_SPINCOUNT": int(spin),
+            "train_seconds": [r["train_seconds"] for r in runs[name]],
+            "process_seconds": [r["process_seconds"] for r in runs[name]],
+            "median_train_seconds": statistics.median(r["train_seconds"] for r in runs[name]),
+            "median_process_seconds": statistics.median(r["process_seconds"] for r in runs[name]),
+        }
+    result["idle_ratio"] = round(
+        result["long"]["median_train_seconds"] / result["short"]["median_train_seconds"], 3
+    )
+    result["same_weights"] = len({r["weights"] for rs in runs.values() for r in rs}) == 1
+    return record("spin", result, before, TARGETS)
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(), indent=1))
