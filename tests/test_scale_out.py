@@ -3,7 +3,8 @@ lib.stages.evaluate ...`` (on GPUs ``accelerate launch`` starts the same process
 them a gloo group). Each rank asks its share of the questions into its own part,
 the main rank merges, judges and scores: predictions and metrics equal the single-process run's.
 The call cache is emptied before each fresh run, so the ranks really generate. The two-process run is
-first killed part-way (rank 1 SIGKILLed after its third stored call, torchrun then stops rank 0); the
+first killed part-way (rank 1 SIGKILLed after its third stored call, torchrun then stops rank 0), its
+main rank started late, so rank 1 must wait for it to claim the folder before writing its part; the
 same command resumes it from the shared call cache, making only the calls the killed run had not."""
 
 import json
@@ -22,12 +23,15 @@ from lib.stages.setup import demo_datasets
 TINY = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8}
 TIMING = ("latency_s",)  # a row's wall-clock fields: the only ones that may differ
 # stage 06's command, counting the calls each rank stores; rank 1 SIGKILLs itself after KILL_AFTER of them
-COUNTED = """import atexit, os, signal, sys
+COUNTED = """import atexit, os, signal, sys, time
+
+rank, kill_after, made = int(os.environ.get("RANK", 0)), int(os.environ.get("KILL_AFTER", 0)), []
+if rank == 0:  # the main rank late (a loaded machine): the others must still wait for its claim
+    time.sleep(float(os.environ.get("MAIN_LATE", 0)))
 
 from lib.stages import evaluate
 from lib.models.store import CallStore
 
-rank, kill_after, made = int(os.environ.get("RANK", 0)), int(os.environ.get("KILL_AFTER", 0)), []
 put = CallStore.put
 
 
@@ -51,6 +55,7 @@ def _evaluate(
     fresh: bool = True,
     kill_after: int = 0,
     ok: bool = True,
+    main_late: float = 0,
 ) -> tuple[Path, subprocess.CompletedProcess]:
     """One evaluation into ``root/<processes>``; the outputs root (the tiny model built once, the
     call cache) is shared, its call cache emptied first when ``fresh``."""
@@ -63,6 +68,7 @@ def _evaluate(
         "VQALAB_OUTPUTS": str(root / "outputs"),
         "OMP_NUM_THREADS": "1",
         "KILL_AFTER": str(kill_after),
+        "MAIN_LATE": str(main_late),
     }
     script = [str(root / "counted.py"), "--params", str(params), "--out", str(out)]
     if processes == 1:
@@ -114,7 +120,8 @@ def test_two_processes_give_the_single_process_predictions_and_metrics(tmp_path)
     )
     one, _ = _evaluate(params, tmp_path, 1)
     calls = _stored(tmp_path)
-    _, killed = _evaluate(params, tmp_path, 2, kill_after=3, ok=False)
+    # rank 0 starts 5 s late: rank 1 reaches its part before rank 0 claims the folder, and waits
+    _, killed = _evaluate(params, tmp_path, 2, kill_after=3, ok=False, main_late=5)
     assert "SIGKILL" in killed.stderr, killed.stderr[-3000:]  # rank 1's kill, not another failure
     assert not (tmp_path / "2" / "06_evaluate" / "predictions.jsonl").exists()
     left = _stored(tmp_path)  # what the killed run stored before it stopped

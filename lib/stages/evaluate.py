@@ -134,7 +134,11 @@ def run(cfg: EvalConfig, out: str | Path, store=None, progress: bool = True) -> 
     """The stage, step by step as notebook 06 runs it: the items to ask, every model on every dataset
     in every style with open answers judged (:func:`~lib.eval.ask.ask`), the tables scored from what
     was stored (:func:`~lib.eval.rescore.rescore_folder`), summary and provenance. ``out`` must
-    be this stage's folder (:func:`lib.io.folders.claim_stage`), marked once the inputs are found."""
+    be this stage's folder (:func:`lib.io.folders.claim_stage`), marked once the inputs are found.
+    Under torchrun the other ranks first wait for the main rank, which claims the folder before it
+    gets here (:func:`lib.config.stage_run`): a part written into a folder not yet claimed would
+    make it look like someone else's."""
+    ranks().barrier()  # alone: nothing to wait for
     claim_stage(out, artifacts.EVALUATE, write=False)
     cfg, data = items_to_ask(cfg, out)
     claim_stage(out, artifacts.EVALUATE, write=ranks().main)
