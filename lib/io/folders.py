@@ -20,6 +20,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import shutil
 import stat
 from collections.abc import Callable, Iterator
@@ -38,7 +39,7 @@ def hidden(name: str) -> bool:
     """Is ``name`` a leftover of our own: the marker, the lock, or a marker being written
     (:func:`mark`'s temporary file, which a job's other rank checking the folder at that moment
     sees; a stale one from a killed writer is nothing either)?"""
-    return name in HIDDEN or (name.startswith(f"{MARKER}.") and name.endswith(".tmp"))
+    return name in HIDDEN or re.fullmatch(rf"{re.escape(MARKER)}\.\d+\.tmp", name) is not None
 
 
 class NotOurFolder(ValueError):
