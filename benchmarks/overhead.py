@@ -6,7 +6,8 @@ own sampler with the demo's seed), with the same prompt text (built once here by
 request building and chat template) and the same pictures, and must give the same replies
 (``mismatches`` counts the items whose replies differ; the benchmark stops on any at batch 1). The
 bare side is its own process, ``python -m benchmarks.overhead bare JOB``, which imports torch,
-transformers and PIL and nothing of the project: each picture decoded once, then item by item
+transformers and PIL and nothing of the project (nor the OpenMP spin ``import lib`` sets: the
+user's own, else libgomp's): each picture decoded once, then item by item
 ``processor(...)`` and ``model.generate(do_sample=False, max_new_tokens=N)``. Stage 06 is the command a
 user types, ``python -m lib.stages.evaluate --profile demo --set ... --out DIR``, with its own fresh
 call cache (``VQALAB_OUTPUTS`` a new folder), free decoding (``constrain=false``: the bare side has no
@@ -49,6 +50,10 @@ TARGETS = {
     "long.mismatches": "== 0",
 }
 SIDES = ("bare", "stage06", "stage06_batched")
+# the OpenMP spin the user's environment sets, read before anything imports lib (whose import sets
+# its own default into this process's environment, which every child would inherit): the bare loop
+# runs as a user's script would, under the user's setting or libgomp's own
+USER_SPIN = os.environ.get("GOMP_SPINCOUNT")
 
 
 def bare(job_path: str) -> None:
@@ -83,8 +88,11 @@ def bare(job_path: str) -> None:
     Path(job["replies"]).write_text(json.dumps(replies))
 
 
-def _env(outputs: Path | None = None) -> dict:
+def _env(outputs: Path | None = None, bare: bool = False) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    if bare:  # nothing of lib's: the spin as the user's environment has it
+        env.pop("GOMP_SPINCOUNT", None)
+        env.update({"GOMP_SPINCOUNT": USER_SPIN} if USER_SPIN is not None else {})
     if outputs is not None:
         env["VQALAB_OUTPUTS"] = str(outputs)
     return env
@@ -215,7 +223,9 @@ def stage06_command(folder: Path, model: Path, tokens: int, out: Path, batch: in
 def run_side(side: str, folder: Path, model: Path, tokens: int, job: Path, work: Path) -> tuple:
     """One run of one side: its seconds, process start to exit, and its replies in question order."""
     if side == "bare":
-        seconds = _timed([sys.executable, "-m", "benchmarks.overhead", "bare", str(job)], _env())
+        seconds = _timed(
+            [sys.executable, "-m", "benchmarks.overhead", "bare", str(job)], _env(bare=True)
+        )
         return seconds, json.loads(job.with_suffix(".replies.json").read_text())
     outputs = Path(tempfile.mkdtemp(dir=work))  # a fresh call cache
     out = outputs / "06_evaluate"
