@@ -134,3 +134,33 @@ def test_two_processes_give_the_single_process_predictions_and_metrics(tmp_path)
     )
     assert not list(two.glob("predictions.rank*.jsonl"))  # the parts are merged away
     assert json.loads((two / "summary.json").read_text())["predictions"] == len(_rows(one))
+
+
+WAITS = """import os, sys, time
+from pathlib import Path
+from lib.core.ranks import ranks
+
+job, mark = ranks(), Path(sys.argv[1])
+job.barrier()  # the first: the process group's setup waits for every rank anyway
+if job.main:
+    time.sleep(2)
+    mark.write_text("main was here")
+job.barrier()  # the second must wait too
+assert mark.exists(), f"rank {job.rank} left the second barrier before the main rank reached it"
+"""
+
+
+def test_every_barrier_waits_for_every_rank_not_only_the_first(tmp_path):
+    """On a CPU accelerate sets up torchrun's gloo group but its wait_for_everyone returns at once;
+    only the group's setup (the first barrier) waited, so stage 06's main rank could merge the parts
+    before the others had written theirs (CI caught it)."""
+    (tmp_path / "waits.py").write_text(WAITS)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc_per_node=2"]
+        + [str(tmp_path / "waits.py"), str(tmp_path / "mark")],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -26,9 +26,16 @@ class Ranks:
         """Wait until every rank of the job gets here (nothing to wait for alone)."""
         if self.world > 1:
             # deferred on purpose: accelerate brings torch; a single process never needs it here
-            from accelerate import PartialState
+            import torch.distributed as dist
+            from accelerate import DistributedType, PartialState
 
-            PartialState().wait_for_everyone()
+            state = PartialState()  # the process group, set up on first use
+            if state.distributed_type == DistributedType.NO:
+                # on a CPU accelerate sets up torchrun's gloo group but waits in it only when told
+                # cpu=True: its wait_for_everyone would return at once (only the group's setup waits)
+                dist.barrier()
+            else:
+                state.wait_for_everyone()
 
 
 def ranks() -> Ranks:
