@@ -72,14 +72,6 @@ def _train(run: Path, name: str, spin: str | None, rep: int) -> dict:
     }
 
 
-def _lib_spin() -> str:
-    """The spin ``import lib`` sets where the environment sets none."""
-    code = "import os; os.environ.pop('GOMP_SPINCOUNT', None); import lib; print(os.environ['GOMP_SPINCOUNT'])"
-    return subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.strip()
-
-
 def main() -> dict:
     before = host_state()
     runs = {name: [] for name in SPINS}
@@ -92,7 +84,7 @@ def main() -> dict:
     result = {"steps": "the demo's (params/05_train.demo.yaml)", "repeats": REPEATS}
     for name, spin in SPINS.items():
         result[name] = {
-            "GOMP_SPINCOUNT": int(spin or _lib_spin()),
+            "GOMP_SPINCOUNT": int(spin or lib.SHORT_SPIN),
             "train_seconds": [r["train_seconds"] for r in runs[name]],
             "process_seconds": [r["process_seconds"] for r in runs[name]],
             "median_train_seconds": statistics.median(r["train_seconds"] for r in runs[name]),

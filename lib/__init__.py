@@ -8,4 +8,5 @@ import os
 # one busy process); a short spin gives most of that time back, at a cost on idle cores that short
 # runs cannot tell from noise (benchmarks/train.py measures both; benchmarks/demo_training.py's
 # full trainings are the longer check). Scheduling only: the numbers are the same. A user's value wins.
-os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+SHORT_SPIN = "1000"  # turns (benchmarks/spin.py, benchmarks/train.py: against libgomp's)
+os.environ.setdefault("GOMP_SPINCOUNT", SHORT_SPIN)

@@ -370,7 +370,7 @@ def test_no_two_lib_modules_share_a_name_outside_the_families():
 def test_stage_06_resolves_its_config_without_the_plotting_library():
     """A command-line evaluation draws nothing: importing the stage and resolving the demo's config
     (which loads every task family) leaves matplotlib unloaded - a family imports pyplot in the
-    function that draws (about half a second of every evaluation's start, benchmarks/overhead.py)."""
+    function that draws (the plotting library's import is part of every evaluation's start)."""
     code = (
         "import sys; from lib import config; from lib.stages import evaluate; "
         "config.resolve(evaluate.EvalConfig, 'demo'); "
