@@ -37,8 +37,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import lib
-
 N_ITEMS = 300
 REPEATS = 3
 SHORT_TOKENS = 8  # the demo's stage 06 token limit
@@ -52,6 +50,10 @@ TARGETS = {
     "long.mismatches": "== 0",
 }
 SIDES = ("bare", "stage06", "stage06_batched")
+# the OpenMP spin the user's environment sets, read before anything imports lib (whose import sets
+# its own default into this process's environment, which every child would inherit): the bare loop
+# runs as a user's script would, under the user's setting or libgomp's own
+USER_SPIN = os.environ.get("GOMP_SPINCOUNT")
 
 
 def bare(job_path: str) -> None:
@@ -87,12 +89,10 @@ def bare(job_path: str) -> None:
 
 
 def _env(outputs: Path | None = None, bare: bool = False) -> dict:
-    # nothing of lib's on the bare side: the spin as the user's environment has it
-    env = {
-        **(lib.unchosen() if bare else os.environ),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-    }
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    if bare:  # nothing of lib's: the spin as the user's environment has it
+        env.pop("GOMP_SPINCOUNT", None)
+        env.update({"GOMP_SPINCOUNT": USER_SPIN} if USER_SPIN is not None else {})
     if outputs is not None:
         env["VQALAB_OUTPUTS"] = str(outputs)
     return env

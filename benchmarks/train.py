@@ -5,22 +5,21 @@ its PNGs), ``REPS`` runs of each taking turns, the medians compared. Each runs i
 subprocess so the peak RSS is the training's own. Writes
 outputs/bench/train.json.
 
-The cached and uncached runs take the spin ``lib`` chooses (``lib/__init__.py``). ``spin``: the same
-cached training on torch's default threads (one per core) with OpenMP's short spin
-(``GOMP_SPINCOUNT=lib.SHORT_SPIN``, lib's choice while other work runs) against libgomp's own
-300,000 turns (its choice alone), beside one process busy on a core (``busy_*``) and alone
-(``idle_*``), ``REPS`` runs of each taking turns.
+``spin``: the same cached training on torch's default threads (one per core) with OpenMP's short
+spin (``GOMP_SPINCOUNT``, which ``lib`` sets) against libgomp's own 300,000 turns, beside one
+process busy on a core (``busy_*``: the case the short spin is for) and alone (``idle_*``: what it
+may cost), ``REPS`` runs of each taking turns.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import yaml
 
-import lib
 from benchmarks.records import host_state, record
 from lib.config import load_profile
 from lib.core.paths import PARAMS
@@ -28,12 +27,12 @@ from lib.core.paths import PARAMS
 STEPS, REPS = 150, 3
 # the decoded-image cache is the default: it must make training at least 5% faster than decoding every
 # step's PNGs (tokens per second, medians of REPS runs each, the two settings taking turns)
-# lib's choice of OpenMP spin (lib/__init__.py): beside a busy process the short spin at least 1.2x
-# faster than libgomp's 300,000 turns; alone not clearly faster (else it should be chosen alone too)
+# OpenMP's short spin (lib/__init__.py): beside a busy process at least 1.2x faster than libgomp's
+# 300,000 turns, and alone no more than 10% slower (the record holds what was measured)
 TARGETS = {
     "image_cache_speedup": ">= 1.05",
     "spin.busy_speedup": ">= 1.2",
-    "spin.idle_ratio": "< 1.05",
+    "spin.idle_ratio": ">= 0.9",
 }
 LONG_SPIN = "300000"  # libgomp's default
 
@@ -71,17 +70,16 @@ def main() -> dict:
     try:
         reps = {"busy_short_spin": [], "busy_long_spin": []}
         for _ in range(REPS):
-            for label, spin in (("busy_short_spin", lib.SHORT_SPIN), ("busy_long_spin", LONG_SPIN)):
+            for label, spin in (("busy_short_spin", None), ("busy_long_spin", LONG_SPIN)):
                 reps[label].append(_train(demo, 1024, spin))
     finally:
         busy.kill()
         busy.wait()
-    reps |= {"cached": [], "uncached": [], "idle_short_spin": [], "idle_long_spin": []}
+    reps |= {"cached": [], "uncached": [], "idle_long_spin": []}
     for _ in range(REPS):
         for label, cache_mb, spin in (
             ("cached", 1024, None),
             ("uncached", 0, None),
-            ("idle_short_spin", 1024, lib.SHORT_SPIN),
             ("idle_long_spin", 1024, LONG_SPIN),
         ):
             reps[label].append(_train(demo, cache_mb, spin))
@@ -111,9 +109,8 @@ def main() -> dict:
             "busy_tokens_per_second": speed["busy_short_spin"],
             "busy_long_spin_tokens_per_second": speed["busy_long_spin"],
             "busy_speedup": round(speed["busy_short_spin"] / speed["busy_long_spin"], 2),
-            "idle_tokens_per_second": speed["idle_short_spin"],
             "idle_long_spin_tokens_per_second": speed["idle_long_spin"],
-            "idle_ratio": round(speed["idle_short_spin"] / speed["idle_long_spin"], 2),
+            "idle_ratio": round(speed["cached"] / speed["idle_long_spin"], 2),
         },
         "reps": REPS,
         "all_tokens_per_second": {
@@ -124,8 +121,10 @@ def main() -> dict:
 
 
 def _train(demo: dict, cache_mb: int, spin: str | None) -> dict:
-    """One training subprocess's figures; ``spin``: its ``GOMP_SPINCOUNT`` (None: lib's choice)."""
-    env = {**lib.unchosen(), **({"GOMP_SPINCOUNT": spin} if spin else {})}
+    """One training subprocess's figures; ``spin``: its ``GOMP_SPINCOUNT`` (None: lib's own)."""
+    env = {**os.environ, **({"GOMP_SPINCOUNT": spin} if spin else {})}
+    if spin is None:
+        env.pop("GOMP_SPINCOUNT", None)
     r = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(demo), str(STEPS), str(cache_mb)],
         capture_output=True,

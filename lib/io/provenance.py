@@ -164,7 +164,6 @@ def provenance(
         "seed": seed,
         "versions": versions(),
         "platform": platform.platform(),
-        "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),  # lib's choice (lib/__init__.py)
         "argv": sys.argv[:1],
     }
 
