@@ -27,6 +27,12 @@ from lib.pipeline.execute import plan
 PROFILE = "demo"
 # a newcomer's first command: the whole demo in four minutes of stages on two cores
 STAGES_SECONDS = 240
+# why the demo misses its time today (stated in the record beside the figure while it does)
+SLOW_REASON = (
+    "stage 05 trains the demo's whole step budget (params/05_train.demo.yaml), about as long as the "
+    "target alone: fewer steps at a higher rate, or fewer image tokens, did not keep the margins "
+    "benchmarks/demo_training.py holds it to"
+)
 
 
 def stage_tables(timings: dict) -> dict:
@@ -80,6 +86,8 @@ def main() -> dict:
     }
     # every stage the profile declares ran (a pipeline stopped early would time less)
     targets = {"stages_run": f"== {len(planned.steps)}", "stages_seconds": f"<= {STAGES_SECONDS}"}
+    if result["stages_seconds"] > STAGES_SECONDS:
+        result["known_misses"] = {"stages_seconds": SLOW_REASON}
     return record("demo_run", result, before, targets)
 
 
