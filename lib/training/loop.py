@@ -402,7 +402,7 @@ def train_steps(s: Session, progress: bool = True, stop_after: int | None = None
         if s.acc.is_main_process:
             append_jsonl(s.out / "curve.jsonl", [row])
         bar.update(1)
-        bar.set_postfix(loss=f"{row['loss']:.3f}")
+        bar.set_postfix(loss=f"{row['loss']:.3f}", refresh=False)
         if step % cfg.checkpoint_every == 0:
             save_checkpoint(s)
             if stop_after is not None and step >= stop_after:
