@@ -75,11 +75,15 @@ MISSED = (
 )
 
 
+def _short(value) -> str:
+    """A value as text (JSON unless a string), shortened past 90 characters."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text[:87] + "..." if len(text) > 90 else text
+
+
 def _cell(value) -> str:
     """A value as a markdown table cell: code-formatted, pipes escaped, long values shortened."""
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    if len(text) > 90:
-        text = text[:87] + "..."
+    text = _short(value)
     return "`" + text.replace("|", "\\|").replace("`", "'") + "`" if text else ""
 
 
@@ -373,7 +377,7 @@ def target_rows(record: dict) -> list[list[str]]:
                 if verdict(record, name)
                 else MISSED
                 + (
-                    f" — known miss: {_cell(reasons[name])}"
+                    f" — known miss: {_short(reasons[name])}"  # text: the cell is escaped
                     if name in reasons
                     else " — no reason stated"
                 )
