@@ -86,9 +86,7 @@ def main() -> dict:
     }
     # every stage the profile declares ran (a pipeline stopped early would time less)
     targets = {"stages_run": f"== {len(planned.steps)}", "stages_seconds": f"<= {STAGES_SECONDS}"}
-    if result["stages_seconds"] > STAGES_SECONDS:
-        result["known_misses"] = {"stages_seconds": SLOW_REASON}
-    return record("demo_run", result, before, targets)
+    return record("demo_run", result, before, targets, {"stages_seconds": SLOW_REASON})
 
 
 if __name__ == "__main__":

@@ -230,9 +230,17 @@ def under_load(before: dict, after: dict, cores: int) -> tuple[bool, float]:
     return before["loadavg"][0] > limit or after["loadavg"][0] - own > limit, own
 
 
-def record(name: str, result: dict, before: dict, targets: dict[str, str]) -> dict:
+def record(
+    name: str,
+    result: dict,
+    before: dict,
+    targets: dict[str, str],
+    reasons: dict[str, str] | None = None,
+) -> dict:
     """Write ``result`` with its ``targets`` (figure -> rule), whether it meets them (:func:`meets`),
     the date, the commit, the machine and its load (``before``: :func:`host_state` at the start).
+    ``reasons`` (figure -> why it misses its target today) become ``known_misses`` for the figures
+    that miss, judged by their rules (a reason on a met figure would be refused as stale).
 
     A result that says it was ``skipped`` measured nothing: it states its targets and has no verdict.
     Targets that cannot be judged (:class:`TargetError`) are raised once the record is written, so a
@@ -249,6 +257,8 @@ def record(name: str, result: dict, before: dict, targets: dict[str, str]) -> di
     problem = None
     if "skipped" not in result:
         try:
+            missed = {k: why for k, why in (reasons or {}).items() if not verdict(result, k)}
+            result |= {"known_misses": missed} if missed else {}
             result["meets_targets"] = meets(result)
         except TargetError as e:
             problem = e

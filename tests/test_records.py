@@ -66,6 +66,17 @@ def test_a_record_states_its_targets_and_its_verdict_follows_from_them(monkeypat
     assert kept["speedup"] == 2.0 and "meets_targets" not in kept
 
 
+def test_a_reason_is_kept_only_for_a_figure_that_misses_its_target(monkeypatch, tmp_path):
+    monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path))
+    before, rule, why = records.host_state(), {"seconds": "<= 480"}, {"seconds": "training is long"}
+    slow = records.record("demo", {"seconds": 600}, before, rule, why)
+    assert slow["known_misses"] == why and records.unexplained_misses(slow) == []
+    fast = records.record("demo", {"seconds": 300}, before, rule, why)
+    assert "known_misses" not in fast and fast["meets_targets"] is True
+    with pytest.raises(records.TargetError, match="no target stated for 'secs'"):
+        records.record("demo", {"seconds": 600}, before, rule, {"secs": "misnamed"})
+
+
 @pytest.mark.parametrize(
     "value, rule, met",
     [
