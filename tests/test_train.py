@@ -82,6 +82,30 @@ def test_loss_is_on_the_answer_tokens_only(dataset):
         )  # answer ends the sequence
 
 
+def test_collate_makes_each_prompt_once_per_chat_template(dataset, monkeypatch):
+    """A question's chat prompt is rendered once per text and template: the same questions again
+    render nothing and give the same batch; a changed template is rendered anew."""
+    from lib.models import load_model
+    from lib.training import data as training_data
+
+    processor = load_model(TINY).load().processor
+    examples, eos = load_examples(_cfg(dataset))[0]["train"][:4], processor.tokenizer.eos_token
+    rendered, real = [], training_data.chat_prompt
+    monkeypatch.setattr(training_data, "chat_prompt", lambda *a: rendered.append(a) or real(*a))
+    first = collate(examples, processor, eos)
+    made = len(rendered)
+    again = collate(examples, processor, eos)
+    assert 0 < made <= 4 and len(rendered) == made
+    assert all(torch.equal(again[k], first[k]) for k in first)
+    monkeypatch.setattr(
+        processor, "chat_template", processor.chat_template.replace("}}\n", "}}:\n")
+    )
+    changed = collate(examples, processor, eos)
+    assert (
+        len(rendered) == 2 * made and changed["input_ids"].tolist() != first["input_ids"].tolist()
+    )
+
+
 def test_lora_targets_the_language_model_only():
     cfg = TrainConfig(
         model=TINY, dataset="stage:04_scrapbook/datasets/scrapbook", full_finetune=False
