@@ -33,7 +33,12 @@ SEEDS = (0, 1, 2)
 # trained minus the majority answer, and minus itself asked about blank pictures, held-out accuracy
 # (tests/test_learning.py's gate holds the shipped training to the same)
 MARGINS = {"presence": 0.15, "counting": 0.10}
-TRAIN_SECONDS = 180
+TRAIN_SECONDS = 120  # the demo's training, halved (the fast-demo issue's target)
+SLOW_REASON = (
+    "the demo's 2,500 steps, each the model's own forward and backward at its size; fewer steps "
+    "(1,500 or 2,000, colour first for 600 or 800) and fewer image tokens (25) missed seed 1's "
+    "presence margin"
+)
 
 
 def _train_set(run: Path) -> None:
@@ -115,7 +120,8 @@ def main() -> dict:
         },
         "seeds": runs,
     }
-    return record("demo_training", result, before, targets(runs))
+    slow = {f"seeds[{i}].train_seconds": SLOW_REASON for i in range(len(runs))}
+    return record("demo_training", result, before, targets(runs), slow)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Training benchmark (``make bench``): tokens per second and peak memory of the demo training
-setup (tiny LLaVA at 56x56, full fine-tuning, batch 16) on this machine, over a fixed number of steps,
+setup (its tiny LLaVA, full fine-tuning, batch 16) on this machine, over a fixed number of steps,
 with the decoded-image cache (the default) and without it (``image_cache_mb: 0``, every step decodes
 its PNGs), ``REPS`` runs of each taking turns, the medians compared. Each runs in a fresh
 subprocess so the peak RSS is the training's own. Writes
