@@ -16,8 +16,8 @@ answer-set constraint), zero-shot only, no judge; once at batch 1 like the bare 
 
 Two kinds of answer: ``short``, the demo's trained model (stage 05 as the demo trains it, ``python
 -m lib.stages.train --profile demo``; ``--trained DIR`` takes a folder already trained) answering
-in at most ``SHORT_TOKENS`` tokens, and ``long``, the untrained demo student (``{backend: tiny,
-name: llava, image_size: 56, patch: 8, question_first: true}``), which rarely stops, answering in
+in at most ``SHORT_TOKENS`` tokens, and ``long``, the untrained demo student (the demo profile's
+``student``, :func:`demo_student`), which rarely stops, answering in
 ``LONG_TOKENS``. For each side the record keeps ``end_to_end_s`` (process start to exit, imports
 and model load included, on ``N_ITEMS`` questions) and ``per_item_ms`` (the slope between that run
 and one of a tenth of the questions, which removes every fixed cost), each the median of
@@ -41,7 +41,6 @@ N_ITEMS = 300
 REPEATS = 3
 SHORT_TOKENS = 8  # the demo's stage 06 token limit
 LONG_TOKENS = 64
-STUDENT = {"backend": "tiny", "name": "llava", "image_size": 56, "patch": 8, "question_first": True}
 SEED = 1  # the demo's stage 06 seed: the sample it draws
 RATIO = {"end_to_end_ratio": "<= 1.2", "per_item_ratio": "<= 1.05"}
 TARGETS = {
@@ -237,13 +236,23 @@ def run_side(side: str, folder: Path, model: Path, tokens: int, job: Path, work:
     return seconds, [by_id[i] for i in ids]
 
 
-def answers(kind: str, label: str, model: Path, tokens: int, sets: dict, tmp: Path) -> dict:
-    """Every side on the ``N`` questions and their tenth, ``REPEATS`` times in turn."""
+def demo_student() -> dict:
+    """The demo profile's student (``params/common.demo.yaml``): what stage 05 trains, untrained."""
+    from lib.config import load_profile
+
+    return dict(load_profile("demo").models["student"])
+
+
+def answers(
+    kind: str, label: str, model: Path, tokens: int, sets: dict, tmp: Path, spec: dict
+) -> dict:
+    """Every side on the ``N`` questions and their tenth, ``REPEATS`` times in turn; ``spec``: the
+    student's model spec (its prompt order and chat template)."""
     work = tmp / kind
     work.mkdir()
     jobs = {n: work / f"job{n}.json" for n in sets}
     for n, folder in sets.items():
-        write_job(folder, model, STUDENT, tokens, jobs[n])
+        write_job(folder, model, spec, tokens, jobs[n])
     seconds = {side: {n: [] for n in sets} for side in SIDES}
     mismatches = {side: 0 for side in SIDES[1:]}  # the most of any one run
     for _ in range(REPEATS):
@@ -293,12 +302,13 @@ def main(argv: list[str] | None = None) -> dict:
         tmp = Path(tmp)
         sets = question_sets(tmp, args.n)
         trained = Path(args.trained) if args.trained else trained_model(tmp / "train")
-        options = {k: STUDENT[k] for k in ("image_size", "patch")}
-        student = tiny_vlm_path(STUDENT["name"], 0, **options)
+        spec = demo_student()
+        options = {k: spec[k] for k in ("image_size", "patch")}
+        student = tiny_vlm_path(spec["name"], 0, **options)
         result = {
             "setup": {"questions": max(sets), "repeats": REPEATS, "trained_here": not args.trained},
-            "short": answers("short", "trained", trained, SHORT_TOKENS, sets, tmp),
-            "long": answers("long", "student", student, LONG_TOKENS, sets, tmp),
+            "short": answers("short", "trained", trained, SHORT_TOKENS, sets, tmp, spec),
+            "long": answers("long", "student", student, LONG_TOKENS, sets, tmp, spec),
         }
     return record("overhead", result, before, TARGETS)
 
