@@ -285,11 +285,12 @@ def _answers_appended(enc, answers: list[list[int]], pad: int) -> dict:
     batch["attention_mask"] = torch.zeros((len(answers), width), dtype=torch.long)
     batch["labels"] = torch.full((len(answers), width), -100, dtype=torch.long)
     for i, (n, ans) in enumerate(zip(lengths, answers)):
+        ids, end = torch.tensor(ans, dtype=torch.long), n + len(ans)
         for k in per_token:
             batch[k][i, :n] = enc[k][i][mask[i]]
-            batch[k][i, n : n + len(ans)] = torch.tensor(ans) if k == "input_ids" else 0
-        batch["attention_mask"][i, : n + len(ans)] = 1
-        batch["labels"][i, n : n + len(ans)] = torch.tensor(ans)
+            batch[k][i, n:end] = ids if k == "input_ids" else 0
+        batch["attention_mask"][i, :end] = 1
+        batch["labels"][i, n:end] = ids
     for k, v in enc.items():
         if k not in batch and k not in per_token:
             batch[k] = v
