@@ -49,10 +49,15 @@ TARGETS = {
     "long.mismatches": "== 0",
 }
 SIDES = ("bare", "stage06", "stage06_batched")
-# the OpenMP spin the user's environment sets, read before anything imports lib (whose import sets
-# its own default into this process's environment, which every child would inherit): the bare loop
-# runs as a user's script would, under the user's setting or libgomp's own
-USER_SPIN = os.environ.get("GOMP_SPINCOUNT")
+# the OpenMP spin the user's environment sets, read before anything imports lib (whose import may set
+# its own choice into this process's environment, which every child would inherit; a parent's choice
+# is marked as lib's): the bare loop runs as a user's script would, under the user's setting or
+# libgomp's own
+USER_SPIN = (
+    os.environ.get("GOMP_SPINCOUNT")
+    if os.environ.get("GOMP_SPINCOUNT") != os.environ.get("VQALAB_GOMP_SPINCOUNT")
+    else None
+)
 
 
 def bare(job_path: str) -> None:

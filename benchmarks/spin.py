@@ -1,10 +1,11 @@
 """OpenMP's spin over a whole demo training, alone on the machine (``make bench``).
 
-``lib`` sets ``GOMP_SPINCOUNT=1000`` before torch loads (``lib/__init__.py``): libgomp's threads
-spin 1,000 turns at a barrier before they sleep, instead of its own 300,000. Beside a busy process
-that is what keeps a two-thread training from waiting on a descheduled thread
-(``benchmarks/train.py``'s ``spin.busy_speedup``, over 150 steps); this benchmark asks what it
-costs where the short spin has nothing to win: stage 05 exactly as the demo runs it
+``lib`` chooses ``GOMP_SPINCOUNT`` as each process starts (``lib/__init__.py``): 1,000 turns at a
+barrier before libgomp's threads sleep where other tasks share the cores, libgomp's own 300,000
+where the process has them alone. Beside a busy process the short spin is what keeps a two-thread
+training from waiting on a descheduled thread (``benchmarks/train.py``'s ``spin.busy_speedup``, over
+150 steps); this benchmark asks what either spin costs a training that has the machine alone, where
+the choice falls on the long one but load may arrive later: stage 05 exactly as the demo runs it
 (``python -m lib.stages.train --profile demo``: every step of its budget, the curriculum, the
 checkpoints, the held-out comparison), on the demo's training scenes, with the short spin and with
 libgomp's own, ``REPEATS`` runs of each taking turns, on an idle machine. Scheduling only: the
@@ -13,8 +14,8 @@ trained weights must be the same bytes under both spins (``same_weights``).
 Per spin the record keeps each run's process seconds (start to exit) and the stage's own training
 seconds, and their medians; ``idle_ratio`` is the long spin's median training seconds over the
 short spin's (above 1: the short spin is faster). The target: the short spin costs at most
-``IDLE_COST`` of a training alone, so the default stays the short spin whatever the load - a run
-cannot know, when torch loads, whether the machine will be shared while it trains.
+``IDLE_COST`` of a training alone, so a training that the choice left on the short spin (the cores
+were shared as it started, then freed) loses little.
 """
 
 from __future__ import annotations
@@ -37,18 +38,16 @@ from lib.core.paths import ROOT
 from lib.stages import train  # noqa: F401 - measured in a subprocess
 
 REPEATS = 3
-SPINS = {"short": None, "long": "300000"}  # lib's default (GOMP_SPINCOUNT unset); libgomp's own
+SPINS = {"short": lib.SHORT_SPIN, "long": "300000"}  # lib's short spin; libgomp's own
 IDLE_COST = 0.05  # the short spin at most 5% slower than the long one over a whole training alone
 TARGETS = {"idle_ratio": f">= {1 - IDLE_COST}", "same_weights": "== true"}
 
 
-def _train(run: Path, name: str, spin: str | None, rep: int) -> dict:
-    """One demo training with ``GOMP_SPINCOUNT=spin`` (None: lib's own): its seconds and the digest
+def _train(run: Path, name: str, spin: str, rep: int) -> dict:
+    """One demo training with ``GOMP_SPINCOUNT=spin``, set as a user sets it: its seconds and the digest
     of its weights, the best and the last."""
     out = run / f"05_train_{name}_{rep}"
-    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
-    if spin is not None:
-        env["GOMP_SPINCOUNT"] = spin
+    env = {k: v for k, v in os.environ.items() if k != lib.SPIN_MARK} | {"GOMP_SPINCOUNT": spin}
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "lib.stages.train", "--profile", "demo", "--out", str(out)],
@@ -84,7 +83,7 @@ def main() -> dict:
     result = {"steps": "the demo's (params/05_train.demo.yaml)", "repeats": REPEATS}
     for name, spin in SPINS.items():
         result[name] = {
-            "GOMP_SPINCOUNT": int(spin or lib.SHORT_SPIN),
+            "GOMP_SPINCOUNT": int(spin),
             "train_seconds": [r["train_seconds"] for r in runs[name]],
             "process_seconds": [r["process_seconds"] for r in runs[name]],
             "median_train_seconds": statistics.median(r["train_seconds"] for r in runs[name]),

@@ -6,7 +6,7 @@ subprocess so the peak RSS is the training's own. Writes
 outputs/bench/train.json.
 
 ``spin``: the same cached training on torch's default threads (one per core) with OpenMP's short
-spin (``GOMP_SPINCOUNT``, which ``lib`` sets) against libgomp's own 300,000 turns, beside one
+spin (``GOMP_SPINCOUNT=1000``, which ``lib`` sets where the cores are shared) against libgomp's own 300,000 turns, beside one
 process busy on a core (``busy_*``: the case the short spin is for) and alone (``idle_*``: what it
 may cost), ``REPS`` runs of each taking turns.
 """
@@ -21,6 +21,7 @@ import sys
 import yaml
 
 from benchmarks.records import host_state, record
+from lib import SHORT_SPIN, SPIN_MARK
 from lib.config import load_profile
 from lib.core.paths import PARAMS
 
@@ -70,7 +71,7 @@ def main() -> dict:
     try:
         reps = {"busy_short_spin": [], "busy_long_spin": []}
         for _ in range(REPS):
-            for label, spin in (("busy_short_spin", None), ("busy_long_spin", LONG_SPIN)):
+            for label, spin in (("busy_short_spin", SHORT_SPIN), ("busy_long_spin", LONG_SPIN)):
                 reps[label].append(_train(demo, 1024, spin))
     finally:
         busy.kill()
@@ -78,8 +79,8 @@ def main() -> dict:
     reps |= {"cached": [], "uncached": [], "idle_long_spin": []}
     for _ in range(REPS):
         for label, cache_mb, spin in (
-            ("cached", 1024, None),
-            ("uncached", 0, None),
+            ("cached", 1024, SHORT_SPIN),
+            ("uncached", 0, SHORT_SPIN),
             ("idle_long_spin", 1024, LONG_SPIN),
         ):
             reps[label].append(_train(demo, cache_mb, spin))
@@ -120,11 +121,9 @@ def main() -> dict:
     return record("train", result, before, TARGETS)
 
 
-def _train(demo: dict, cache_mb: int, spin: str | None) -> dict:
-    """One training subprocess's figures; ``spin``: its ``GOMP_SPINCOUNT`` (None: lib's own)."""
-    env = {**os.environ, **({"GOMP_SPINCOUNT": spin} if spin else {})}
-    if spin is None:
-        env.pop("GOMP_SPINCOUNT", None)
+def _train(demo: dict, cache_mb: int, spin: str) -> dict:
+    """One training subprocess's figures; ``spin``: its ``GOMP_SPINCOUNT``, set as a user sets it."""
+    env = {k: v for k, v in os.environ.items() if k != SPIN_MARK} | {"GOMP_SPINCOUNT": spin}
     r = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(demo), str(STEPS), str(cache_mb)],
         capture_output=True,

@@ -755,15 +755,50 @@ def test_cpu_threads_sets_the_threads_training_sums_with(dataset, tmp_path):
         _cfg(dataset, cpu_threads=-1).check("p.yaml")
 
 
-@pytest.mark.parametrize("given, seen", [(None, "1000"), ("300000", "300000")])
-def test_openmp_spins_briefly_unless_the_user_says_otherwise(given, seen):
-    """``lib`` shortens OpenMP's spin before torch loads libgomp (which reads it then); a value the
-    user set is kept."""
+def test_openmp_spins_briefly_only_where_the_cores_are_shared():
+    """``lib`` chooses OpenMP's spin by the tasks runnable beside the process: libgomp's own (unset)
+    alone, the short one beside any other, and the short one where it cannot tell."""
+    import lib
+
+    assert lib.openmp_spin(0) is None
+    assert lib.openmp_spin(1) == lib.openmp_spin(7) == lib.openmp_spin(None) == lib.SHORT_SPIN
+    assert lib.others_running() >= 0  # this machine's /proc/loadavg reads
+
+
+def _spin_seen(env: dict) -> tuple[str, str]:
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
-    env |= {"GOMP_SPINCOUNT": given} if given else {}
-    code = "import lib, os, sys; assert 'torch' not in sys.modules; print(os.environ['GOMP_SPINCOUNT'])"
+    code = (
+        "import lib, os, sys; assert 'torch' not in sys.modules; "
+        "print(os.environ.get('GOMP_SPINCOUNT', '-'), os.environ.get(lib.SPIN_MARK, '-'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.stdout.strip() == seen, out.stderr
+    assert out.returncode == 0, out.stderr
+    return tuple(out.stdout.split())
+
+
+def test_openmp_spin_is_chosen_before_torch_loads_and_a_users_value_wins():
+    """Beside a busy process ``import lib`` sets the short spin, marked as its own, before torch
+    loads libgomp (which reads it then); a child given that mark chooses anew; a value the user set
+    is kept."""
+    import subprocess
+    import sys
+
+    import lib
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", lib.SPIN_MARK)}
+    busy = subprocess.Popen(
+        [sys.executable, "-c", "print(flush=True)\nwhile True: pass"], stdout=subprocess.PIPE
+    )
+    try:
+        busy.stdout.readline()  # it runs
+        assert _spin_seen(env) == (lib.SHORT_SPIN, lib.SHORT_SPIN)
+        # a parent's choice is remade (here beside the same busy process: the same)
+        assert (
+            _spin_seen(env | {"GOMP_SPINCOUNT": "77", lib.SPIN_MARK: "77"}) == (lib.SHORT_SPIN,) * 2
+        )
+        assert _spin_seen(env | {"GOMP_SPINCOUNT": "300000"}) == ("300000", "-")
+    finally:
+        busy.kill()
+        busy.wait()
