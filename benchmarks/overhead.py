@@ -49,15 +49,6 @@ TARGETS = {
     "long.mismatches": "== 0",
 }
 SIDES = ("bare", "stage06", "stage06_batched")
-# the OpenMP spin the user's environment sets, read before anything imports lib (whose import may set
-# its own choice into this process's environment, which every child would inherit; a parent's choice
-# is marked as lib's): the bare loop runs as a user's script would, under the user's setting or
-# libgomp's own
-USER_SPIN = (
-    os.environ.get("GOMP_SPINCOUNT")
-    if os.environ.get("GOMP_SPINCOUNT") != os.environ.get("VQALAB_GOMP_SPINCOUNT")
-    else None
-)
 
 
 def bare(job_path: str) -> None:
@@ -94,9 +85,14 @@ def bare(job_path: str) -> None:
 
 def _env(outputs: Path | None = None, bare: bool = False) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    if bare:  # nothing of lib's: the spin as the user's environment has it
-        env.pop("GOMP_SPINCOUNT", None)
-        env.update({"GOMP_SPINCOUNT": USER_SPIN} if USER_SPIN is not None else {})
+    if bare:  # nothing of lib's: the spin as the user's environment has it, not lib's marked choice
+        from lib import SPIN_MARK, set_spin, users_spin
+
+        spin = users_spin(env)
+        for key in ("GOMP_SPINCOUNT", SPIN_MARK):
+            env.pop(key, None)
+        if spin is not None:
+            set_spin(spin, env)
     if outputs is not None:
         env["VQALAB_OUTPUTS"] = str(outputs)
     return env

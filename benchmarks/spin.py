@@ -47,7 +47,8 @@ def _train(run: Path, name: str, spin: str, rep: int) -> dict:
     """One demo training with ``GOMP_SPINCOUNT=spin``, set as a user sets it: its seconds and the digest
     of its weights, the best and the last."""
     out = run / f"05_train_{name}_{rep}"
-    env = {k: v for k, v in os.environ.items() if k != lib.SPIN_MARK} | {"GOMP_SPINCOUNT": spin}
+    env = dict(os.environ)
+    lib.set_spin(spin, env)
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "lib.stages.train", "--profile", "demo", "--out", str(out)],

@@ -21,7 +21,7 @@ import sys
 import yaml
 
 from benchmarks.records import host_state, record
-from lib import SHORT_SPIN, SPIN_MARK
+from lib import SHORT_SPIN, set_spin
 from lib.config import load_profile
 from lib.core.paths import PARAMS
 
@@ -123,7 +123,8 @@ def main() -> dict:
 
 def _train(demo: dict, cache_mb: int, spin: str) -> dict:
     """One training subprocess's figures; ``spin``: its ``GOMP_SPINCOUNT``, set as a user sets it."""
-    env = {k: v for k, v in os.environ.items() if k != SPIN_MARK} | {"GOMP_SPINCOUNT": spin}
+    env = dict(os.environ)
+    set_spin(spin, env)
     r = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(demo), str(STEPS), str(cache_mb)],
         capture_output=True,

@@ -39,10 +39,21 @@ def openmp_spin(others: int | None) -> str | None:
     return None if others == 0 else SHORT_SPIN
 
 
+def users_spin(env=os.environ) -> str | None:
+    """The ``GOMP_SPINCOUNT`` the user set in ``env``; None where unset or lib's own (marked) choice."""
+    given = env.get("GOMP_SPINCOUNT")
+    return None if given is None or given == env.get(SPIN_MARK) else given
+
+
+def set_spin(spin: str, env=os.environ) -> None:
+    """Set ``GOMP_SPINCOUNT=spin`` in ``env`` as a user sets it (unmarked: every child keeps it)."""
+    env.pop(SPIN_MARK, None)
+    env["GOMP_SPINCOUNT"] = spin
+
+
 def _choose_spin() -> None:
-    given = os.environ.get("GOMP_SPINCOUNT")
-    if given is not None and given != os.environ.get(SPIN_MARK):
-        return  # the user's
+    if users_spin() is not None:
+        return
     spin = openmp_spin(others_running())
     for key in ("GOMP_SPINCOUNT", SPIN_MARK):
         if spin is None:

@@ -30,11 +30,10 @@ if worker := os.environ.get(
     # and where a process runs several threads all the same (a stage's own `cpu_threads`), OpenMP's
     # short spin: the workers share the cores by construction, which lib's choice at a process's
     # start (lib/__init__.py) may not see; set here as a user sets it, so every child keeps it
-    from lib import SHORT_SPIN, SPIN_MARK
+    from lib import SHORT_SPIN, set_spin, users_spin
 
-    if os.environ.get("GOMP_SPINCOUNT") in (None, os.environ.get(SPIN_MARK)):
-        os.environ["GOMP_SPINCOUNT"] = SHORT_SPIN
-        os.environ.pop(SPIN_MARK, None)
+    if users_spin() is None:
+        set_spin(SHORT_SPIN)
 os.environ.setdefault("VQALAB_OUTPUTS", tempfile.mkdtemp(prefix="vqalab-test-outputs-"))
 os.environ["VQALAB_PROFILE"] = (
     "smoke"  # the notebooks under nbval resolve the smoke profile (params/*.smoke.yaml)

@@ -68,8 +68,8 @@ def cache_dir(*parts: str) -> Path:
 
 def machine_cache(*parts: str) -> Path:
     """A folder under ``$VQALAB_MACHINE_CACHE`` (default ``~/.cache/vqalab``) for what is made once
-    per machine from installed packages, whatever the outputs folder (the converted SmolLM2; the
-    services' venvs live beside it)."""
+    per machine from installed packages, whatever the outputs folder (the converted SmolLM2; by
+    default beside the services' venvs, ``services/*-venv.sh``)."""
     root = os.environ.get("VQALAB_MACHINE_CACHE") or Path.home() / ".cache" / "vqalab"
     path = Path(root).joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
