@@ -7,7 +7,7 @@ import os
 # the cores, a descheduled thread then holds every parallel region (a two-thread training several
 # times slower beside one busy process) and a short spin gives most of that time back; where the
 # process has the cores alone, the long spin is what keeps a thread awake between the small steps of
-# generation (stage 06 at batch 1: about 1.6x the time per item with the short spin). So each process
+# generation (stage 06 at batch 1: benchmarks/overhead.py). So each process
 # chooses when it starts (:func:`openmp_spin`); a run that finds the cores shared only later keeps
 # the long spin. Scheduling only: the numbers are the same. A user's value wins; lib's own choice is
 # marked (``SPIN_MARK``) so that a child process chooses anew.
