@@ -1,5 +1,6 @@
 """WordNet 3.0 for METEOR: NLTK reads it from ``<nltk_data>/corpora/wordnet``; offline, Debian's
 ``wordnet-base`` and ``wordnet-sense-index`` packages provide the files (``python -m lib.metrics.wordnet`` installs them).
+The project reads it in English only (:func:`ensure_wordnet`).
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 import sys
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,18 +24,36 @@ def nltk_data_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def ensure_wordnet():
-    """The NLTK WordNet reader, installing WordNet from Debian's ``wordnet-base`` into
-    :func:`nltk_data_dir` when NLTK cannot find one (copies the files, writes ``lexnames``)."""
+    """NLTK's WordNet reader, English only (:func:`english_wordnet`), installing WordNet from
+    Debian's ``wordnet-base`` into :func:`nltk_data_dir` when NLTK cannot find one (copies the
+    files, writes ``lexnames``)."""
     import nltk
 
     try:
-        nltk.data.find("corpora/wordnet")
+        root = nltk.data.find("corpora/wordnet")
     except LookupError:
-        install_wordnet()
-    from nltk.corpus import wordnet
+        root = install_wordnet()
+    return english_wordnet(root)
 
-    wordnet.ensure_loaded()
-    return wordnet
+
+def english_wordnet(root):
+    """NLTK's :class:`WordNetCorpusReader` on ``root`` without the Open Multilingual Wordnet.
+
+    Hand-made because of one step of NLTK's reader: on every load it maps the loaded WordNet's
+    synsets to those of "wordnet" (``map_wn``, reading ``index.sense``'s 200,000 lines twice through
+    NLTK's stream reader) - most of the seconds a process spends loading WordNet. The map serves
+    only the OMW's other languages (it re-keys their data files as they load); METEOR and the topic
+    words look up English lemmas, and no OMW is installed, so this reader skips it. Every English
+    lookup is NLTK's own (tests/metrics/test_text.py compares it with NLTK's stock reader)."""
+    from nltk.corpus.reader import WordNetCorpusReader
+
+    class EnglishWordNet(WordNetCorpusReader):
+        def map_wn(self, version="wordnet"):
+            return None  # the OMW's map: no other language is read
+
+    with warnings.catch_warnings():  # "the multilingual functions are not available": as meant
+        warnings.simplefilter("ignore")
+        return EnglishWordNet(root, None)
 
 
 def install_wordnet(target: Path | None = None) -> Path:

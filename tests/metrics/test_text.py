@@ -76,6 +76,28 @@ def test_meteor_is_nltk_meteor_with_wordnet():
     assert syn > other
 
 
+def test_the_english_wordnet_reads_as_nltks_stock_reader():
+    """lib's WordNet skips only NLTK's map for the multilingual wordnet: every English lemma, its
+    synsets, morphy's base forms and METEOR are those of NLTK's own reader on the same files."""
+    from nltk.corpus.reader import WordNetCorpusReader
+    from nltk.translate.meteor_score import meteor_score
+
+    from lib.metrics.wordnet import ensure_wordnet
+
+    ours = ensure_wordnet()
+    stock = WordNetCorpusReader(ours.root, None)  # NLTK's reader, map included
+    assert ours.map30 is None and stock.map30, "the map is what lib's reader leaves out"
+    assert ours._lemma_pos_offset_map == stock._lemma_pos_offset_map  # every lemma and its synsets
+    for word in ("cats", "running", "auto", "better", "geese", "red", "panels", "satirical"):
+        assert ours.morphy(word) == stock.morphy(word), word
+        assert [(s.name(), s.lemma_names()) for s in ours.synsets(word)] == [
+            (s.name(), s.lemma_names()) for s in stock.synsets(word)
+        ], word
+    for p, refs in zip(PREDS, REFS):
+        tokens = [text.tokenize(r) for r in refs], text.tokenize(p)
+        assert meteor_score(*tokens, wordnet=ours) == meteor_score(*tokens, wordnet=stock)
+
+
 def test_cider_is_pycocoevalcap_cider():
     from pycocoevalcap.cider.cider import Cider
 
