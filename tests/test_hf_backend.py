@@ -180,6 +180,29 @@ def test_structured_output_is_batched_with_the_same_answers_as_one_at_a_time(nam
     )  # each schema compiled once, reused by the one-at-a-time calls
 
 
+def test_json_decoding_leaves_out_only_the_length_outlines_puts_in_place_of_the_pattern():
+    """The schema outlines decodes (:func:`decoding_schema`) gives the whole schema's regex but for
+    the bound outlines_core puts on a string whose pattern it drops: the same strings up to the
+    length, where a reply is then checked against the whole schema and is invalid."""
+    import json
+    import re
+
+    from outlines_core.json_schema import build_regex_from_schema
+
+    from lib.af.generation import OPTION_MAX_LENGTH, options_schema
+    from lib.core.answers import parse_response
+    from lib.models.hf_json import decoding_schema
+
+    for n in (1, 3):
+        whole = build_regex_from_schema(json.dumps(options_schema(n)))
+        ours = build_regex_from_schema(json.dumps(decoding_schema(options_schema(n))))
+        assert "[A-Za-z0-9" not in whole, "outlines_core now decodes the pattern: revisit"
+        assert whole == ours.replace(')*"', f'){{0,{OPTION_MAX_LENGTH}}}"') != ours
+    long = json.dumps({"options": ["a" * (OPTION_MAX_LENGTH + 1)]})
+    assert re.fullmatch(ours, json.dumps({"options": ["a cat", "a dog", "a bird"]}))
+    assert not parse_response(long, Constraint(json_schema=options_schema(1)))[2]
+
+
 @pytest.mark.parametrize("kind", ["smollm2", "llava", "llava_next", "idefics3"])
 def test_loglik_from_one_prefill_equals_encoding_every_choice_whole(kind, images, monkeypatch):
     """The prompt and its image encoded once, the choices scored from its cache: the same scores
@@ -380,6 +403,7 @@ def test_an_af_retry_samples_a_new_structured_reply_reproducibly():
 
     from lib import af
     from lib.af import generation
+    from lib.models.hf_json import decoding_schema
 
     sk = af.Skeleton(
         id="deriv_comp/0",
@@ -406,7 +430,7 @@ def test_an_af_retry_samples_a_new_structured_reply_reproducibly():
     greedy, sampled, other = (
         generate(model, [r], progress=False)[0] for r in (first, retry, again)
     )
-    schema = json.dumps(first.constraint.json_schema)
+    schema = json.dumps(decoding_schema(first.constraint.json_schema))  # as it was compiled
     before = model._json_generators[schema](
         model._chat_text(first), max_new_tokens=first.max_new_tokens, do_sample=False
     )

@@ -13,6 +13,30 @@ from lib.models.hf_images import with_format
 JSON_GENERATORS = 8  # compiled JSON-schema generators a model keeps
 
 
+def decoding_schema(schema):
+    """``schema`` as outlines decodes it here: a string with a ``pattern`` loses the pattern and its
+    ``minLength``/``maxLength``; the reply is checked against the whole schema (:func:`parse_response`),
+    so a string that breaks either is invalid, never accepted.
+
+    The same strings outlines decodes from the whole schema, without its cost: given a length beside
+    a pattern, outlines_core drops the pattern and bounds a plain JSON string by the length, and
+    compiling that bound into its index (a state per character of the length) costs seconds per
+    schema in every process, the index hundreds of megabytes - for a bound the token budget already
+    sets (the adversarial filter's options are such strings). Decoded unbounded, a reply differs only where a string runs to the
+    length, and then it is invalid instead of cut. The pattern is not enforced while decoding
+    either: outlines matches it against the JSON text, not the string it encodes, and the options'
+    pattern admits the quote that ends the string."""
+    if isinstance(schema, list):
+        return [decoding_schema(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: decoding_schema(v) for k, v in schema.items()}
+    if isinstance(out.get("pattern"), str):
+        for key in ("pattern", "minLength", "maxLength"):
+            out.pop(key, None)
+    return out
+
+
 class JsonOutput:
     """The JSON-schema steps of :class:`lib.models.hf.HFModel` (its ``model``, ``processor``,
     ``_chat_text``, ``_image`` and ``_json_generators``)."""
@@ -67,7 +91,9 @@ class JsonOutput:
         start = time.perf_counter()
         prompts = self._json_prompts(batch)
         # key order is the output's property order
-        generator = self._json_generator(json.dumps(batch[0].constraint.json_schema))
+        generator = self._json_generator(
+            json.dumps(decoding_schema(batch[0].constraint.json_schema))
+        )
         r0 = batch[0]
         settings = {"max_new_tokens": r0.max_new_tokens, "do_sample": r0.temperature > 0}
         if r0.temperature > 0:
