@@ -135,6 +135,22 @@ def _off_choice_wrapper(text: str, choices) -> bool:
     )
 
 
+def without_beside_pattern(schema, keys: tuple[str, ...]):
+    """``schema`` with ``keys`` left out of every object that has a string ``pattern`` (nested
+    schemas included): what a constrained decoder that cannot take a pattern with them gets
+    (:func:`lib.models.openai_format.portable_schema`, :func:`lib.models.hf_json.decoding_schema`).
+    """
+    if isinstance(schema, list):
+        return [without_beside_pattern(x, keys) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: without_beside_pattern(v, keys) for k, v in schema.items()}
+    if isinstance(out.get("pattern"), str):
+        for key in keys:
+            out.pop(key, None)
+    return out
+
+
 def parse_json_reply(text: str, schema: dict | None = None) -> tuple[Any, str, str | None]:
     """``(value, method, problem)``: :func:`parse_json`, and why a reply holding JSON was not read
     (nested too deep, does not fit ``schema``); ``problem`` is None when it was read or when the

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from lib.core.answers import parse_response
+from lib.core.answers import parse_response, without_beside_pattern
 from lib.core.schema import INVALID, JSON_SCHEMA, Request, Response
 from lib.models.hf_images import with_format
 
@@ -22,19 +22,11 @@ def decoding_schema(schema):
     a pattern, outlines_core drops the pattern and bounds a plain JSON string by the length, and
     compiling that bound into its index (a state per character of the length) costs seconds per
     schema in every process, the index hundreds of megabytes - for a bound the token budget already
-    sets (the adversarial filter's options are such strings). Decoded unbounded, a reply differs only where a string runs to the
-    length, and then it is invalid instead of cut. The pattern is not enforced while decoding
-    either: outlines matches it against the JSON text, not the string it encodes, and the options'
-    pattern admits the quote that ends the string."""
-    if isinstance(schema, list):
-        return [decoding_schema(x) for x in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: decoding_schema(v) for k, v in schema.items()}
-    if isinstance(out.get("pattern"), str):
-        for key in ("pattern", "minLength", "maxLength"):
-            out.pop(key, None)
-    return out
+    sets (the adversarial filter's options are such strings). Decoded unbounded, a reply differs
+    only where a string runs to the length, and then it is invalid instead of cut. The pattern is
+    not enforced while decoding either: outlines matches it against the JSON text, not the string
+    it encodes, and the options' pattern admits the quote that ends the string."""
+    return without_beside_pattern(schema, ("pattern", "minLength", "maxLength"))
 
 
 class JsonOutput:

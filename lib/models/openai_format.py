@@ -11,7 +11,12 @@ import io
 import re
 from pathlib import Path
 
-from lib.core.answers import choice_schema, parse_choice, parse_json_reply
+from lib.core.answers import (
+    choice_schema,
+    parse_choice,
+    parse_json_reply,
+    without_beside_pattern,
+)
 from lib.core.schema import FREE, INVALID, JSON_SCHEMA, Request
 from lib.io import load_image
 
@@ -82,15 +87,7 @@ def portable_schema(schema):
     """``schema`` as servers get it: a string's ``minLength``/``maxLength`` beside a ``pattern``
     left out (xgrammar, vLLM's default engine, refuses the pair with a 400). The reply is checked
     against the whole schema here, so an over-long string is still invalid, never accepted."""
-    if isinstance(schema, list):
-        return [portable_schema(x) for x in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: portable_schema(v) for k, v in schema.items()}
-    if "pattern" in out and isinstance(out["pattern"], str):
-        out.pop("minLength", None)
-        out.pop("maxLength", None)
-    return out
+    return without_beside_pattern(schema, ("minLength", "maxLength"))
 
 
 def chat_request(model: str, r: Request) -> dict:
