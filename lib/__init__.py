@@ -40,7 +40,8 @@ def openmp_spin(others: int | None) -> str | None:
 
 
 def users_spin(env=os.environ) -> str | None:
-    """The ``GOMP_SPINCOUNT`` the user set in ``env``; None where unset or lib's own (marked) choice."""
+    """The ``GOMP_SPINCOUNT`` the user set in ``env``; None where unset or lib's own (marked)
+    choice."""
     given = env.get("GOMP_SPINCOUNT")
     return None if given is None or given == env.get(SPIN_MARK) else given
 

@@ -15,8 +15,8 @@ JSON_GENERATORS = 8  # compiled JSON-schema generators a model keeps
 
 def decoding_schema(schema):
     """``schema`` as outlines decodes it here: a string with a ``pattern`` loses the pattern and its
-    ``minLength``/``maxLength``; the reply is checked against the whole schema (:func:`parse_response`),
-    so a string that breaks either is invalid, never accepted.
+    ``minLength``/``maxLength``; the reply is checked against the whole schema
+    (:func:`parse_response`), so a string that breaks either is invalid, never accepted.
 
     The same strings outlines decodes from the whole schema, without its cost: given a length beside
     a pattern, outlines_core drops the pattern and bounds a plain JSON string by the length, and

