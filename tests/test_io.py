@@ -352,6 +352,91 @@ def test_image_paths_that_leave_the_dataset_folder_are_refused_unless_declared(t
     assert [it.id for it in load_eval_items(cfg)["d"][1]] == ["abs", "up"]  # declared: allowed
 
 
+def test_a_stage_dataset_holds_the_images_its_run_made_and_reads_the_same_when_moved(tmp_path):
+    """held_images: an image elsewhere in the run is linked into the dataset's images/ (two files of
+    one name kept apart), one inside the folder named relative to it, one outside the run kept by
+    its path; the items are the same bytes in another run folder, and the folder reads moved."""
+    external = tmp_path / "mine" / "photo.png"
+    external.parent.mkdir()
+    Image.new("RGB", (8, 8), "blue").save(external)
+
+    def build(run: Path) -> Path:
+        made = run / "01_collect" / "images"
+        for sub, colour in (("pairs", "red"), ("variants", "green")):
+            (made / sub).mkdir(parents=True)
+            Image.new("RGB", (8, 8), colour).save(made / sub / "a.png")
+        folder = run / "03_adversarial_filter" / "datasets" / "adv"
+        (folder / "images").mkdir(parents=True)
+        Image.new("RGB", (8, 8), "white").save(folder / "images" / "a.png")  # the folder's own
+        items = [
+            Item(
+                id="1",
+                task="vqa.open",
+                question="q",
+                answer=["a"],
+                images=[str(made / "pairs" / "a.png")],
+            ),
+            Item(
+                id="2",
+                task="vqa.open",
+                question="q",
+                answer=["a"],
+                images=[str(made / "variants" / "a.png")],
+            ),
+            Item(
+                id="3",
+                task="vqa.open",
+                question="q",
+                answer=["a"],
+                images=[str(folder / "images" / "a.png")],
+            ),
+            Item(
+                id="4",
+                task="vqa.open",
+                question="q",
+                answer=["a"],
+                images=[str(made / "pairs" / "a.png"), str(external)],
+            ),
+        ]
+        held = vio.held_images(items, folder)
+        vio.save_dataset(
+            folder, held, vio.dataset_info("adv", images_roots=vio.images_roots(held, folder))
+        )
+        return folder
+
+    one, two = build(tmp_path / "run1"), build(tmp_path / "run2")
+    assert (one / "items.jsonl").read_bytes() == (two / "items.jsonl").read_bytes()
+    images = [it.images for it in vio.load_items(one)]
+    assert images == [
+        ["images/a-2.png"],
+        ["images/a-3.png"],
+        ["images/a.png"],
+        ["images/a-2.png", str(external)],
+    ]
+    colours = {
+        im: Image.open(one / im).getpixel((0, 0))
+        for im in ("images/a.png", "images/a-2.png", "images/a-3.png")
+    }
+    assert colours == {
+        "images/a.png": (255, 255, 255),
+        "images/a-2.png": (255, 0, 0),
+        "images/a-3.png": (0, 128, 0),
+    }
+    assert vio.load_dataset_info(one)["images_roots"] == [str(external.parent)]
+    shutil.rmtree(
+        tmp_path / "run1" / "01_collect"
+    )  # the run's other files gone: the dataset still reads
+    moved = tmp_path / "elsewhere"
+    shutil.move(tmp_path / "run1", moved)
+    folder = moved / "03_adversarial_filter" / "datasets" / "adv"
+    assert not vio.outside_images(
+        folder, [(it.id, im) for it in vio.load_items(folder) for im in it.images]
+    )
+    assert all(
+        Image.open(folder / im).size == (8, 8) for it in vio.load_items(folder) for im in it.images
+    )
+
+
 def test_tsv_import_reports_a_malformed_answer_and_refuses_a_decompression_bomb(
     tmp_path, monkeypatch
 ):

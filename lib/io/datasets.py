@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -210,6 +213,59 @@ class ItemsAt(Sequence):
 def load_dataset_info(folder: str | Path) -> dict:
     """A folder's ``dataset.json``: its description and manifest (see the module docstring)."""
     return json.loads((Path(folder) / "dataset.json").read_text())
+
+
+def held_images(items: Iterable[Item], folder: str | Path) -> list[Item]:
+    """``items`` with the images their run made held by the dataset ``folder`` itself, as
+    :func:`save_dataset` expects: an image inside ``folder`` named relative to it; one elsewhere in
+    the run (``<run>/<stage>/datasets/<name>``: an earlier stage's or this stage's own files)
+    linked - a hard link, else a copy - into ``folder/images/`` under its file name (``-2``,
+    ``-3``... after the stem where two files share one) and named so. An image outside the run (a
+    user's image folder, declared by :func:`images_roots`) keeps its path. The folder then reads
+    the same wherever its run is moved, and its ``items.jsonl`` is the same bytes from run to run
+    (absolute paths named the run's folder)."""
+    # paths compared as written (made absolute, ``..`` folded), not through symbolic links
+    folder, items = Path(os.path.abspath(folder)), list(items)
+    run = folder.parents[2]
+    where = lambda im: Path(os.path.normpath(folder / im))  # noqa: E731
+    inside = lambda src: src.relative_to(folder).as_posix()  # noqa: E731
+    # the folder's own files keep their names: a linked file never takes one
+    names = {
+        inside(src) for it in items for im in it.images if (src := where(im)).is_relative_to(folder)
+    }
+    held: dict[Path, str] = {}  # source file -> its name in the folder
+    out = []
+    for it in items:
+        paths = []
+        for im in it.images:
+            src = where(im)
+            if src.is_relative_to(folder):
+                paths.append(inside(src))
+            elif src.is_relative_to(run):
+                if src not in held:
+                    held[src] = _link_in(src, folder, names)
+                paths.append(held[src])
+            else:
+                paths.append(im)
+        out.append(replace(it, images=paths) if paths != list(it.images) else it)
+    return out
+
+
+def _link_in(src: Path, folder: Path, names: set[str]) -> str:
+    """``src`` linked (else copied) into ``folder/images/`` under a name not yet in ``names``."""
+    name, n = src.name, 1
+    while f"images/{name}" in names:
+        n += 1
+        name = f"{src.stem}-{n}{src.suffix}"
+    names.add(f"images/{name}")
+    dst = folder / "images" / name
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.unlink(missing_ok=True)  # a file of an earlier build into this folder
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+    return f"images/{name}"
 
 
 def images_roots(items: Iterable[Item], folder: str | Path) -> list[str]:

@@ -28,7 +28,14 @@ from lib.af.skeletons import from_annotations, from_split
 from lib.config import cli
 from lib.core.schema import Item
 from lib.families.memeqa.importer import export_memeqa, import_memeqa
-from lib.io import AnnotationStore, artifacts, dataset_info, images_roots, save_dataset
+from lib.io import (
+    AnnotationStore,
+    artifacts,
+    dataset_info,
+    held_images,
+    images_roots,
+    save_dataset,
+)
 from lib.metrics import shortcuts
 from lib.models import load_model
 from lib.models.store import CallStore
@@ -117,6 +124,7 @@ def datasets(
     folders = {}
     for variant, its in variants.items():
         folder = folders[variant] = artifacts.dataset_folder(out, artifacts.AF_DATASETS[variant])
+        its = variants[variant] = held_images(its, folder)
         save_dataset(
             folder,
             its,

@@ -16,7 +16,7 @@ from pathlib import Path
 from lib.core.schema import Item
 from lib.families.yesbut.panels import completion_grid, split
 from lib.families.yesbut.task import Completion, Detection, Understanding
-from lib.io import dataset_info, images_roots, load_image, save_dataset
+from lib.io import dataset_info, held_images, images_roots, load_image, save_dataset
 
 
 def detection_items(records: list[dict]) -> list[Item]:
@@ -200,10 +200,11 @@ def yesbut_datasets(records: list[dict], out: str | Path, seed: int = 0) -> Path
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
     halves, uncut = Halves(out / "images"), three_panel_ids(records)
-    items = (
+    items = held_images(
         detection_items(records)
         + understanding_items(records, halves, uncut)
-        + completion_items(records, halves, uncut, seed)
+        + completion_items(records, halves, uncut, seed),
+        out,
     )
     save_dataset(
         out,
