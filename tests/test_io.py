@@ -368,35 +368,15 @@ def test_a_stage_dataset_holds_the_images_its_run_made_and_reads_the_same_when_m
         folder = run / "03_adversarial_filter" / "datasets" / "adv"
         (folder / "images").mkdir(parents=True)
         Image.new("RGB", (8, 8), "white").save(folder / "images" / "a.png")  # the folder's own
+        paths = [
+            [str(made / "pairs" / "a.png")],
+            [str(made / "variants" / "a.png")],
+            [str(folder / "images" / "a.png")],
+            [str(made / "pairs" / "a.png"), str(external)],
+        ]
         items = [
-            Item(
-                id="1",
-                task="vqa.open",
-                question="q",
-                answer=["a"],
-                images=[str(made / "pairs" / "a.png")],
-            ),
-            Item(
-                id="2",
-                task="vqa.open",
-                question="q",
-                answer=["a"],
-                images=[str(made / "variants" / "a.png")],
-            ),
-            Item(
-                id="3",
-                task="vqa.open",
-                question="q",
-                answer=["a"],
-                images=[str(folder / "images" / "a.png")],
-            ),
-            Item(
-                id="4",
-                task="vqa.open",
-                question="q",
-                answer=["a"],
-                images=[str(made / "pairs" / "a.png"), str(external)],
-            ),
+            Item(id=str(i), task="vqa.open", question="q", answer=["a"], images=ims)
+            for i, ims in enumerate(paths, 1)
         ]
         held = vio.held_images(items, folder)
         vio.save_dataset(
