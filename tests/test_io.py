@@ -403,9 +403,8 @@ def test_a_stage_dataset_holds_the_images_its_run_made_and_reads_the_same_when_m
         "images/a-3.png": (0, 128, 0),
     }
     assert vio.load_dataset_info(one)["images_roots"] == [str(external.parent)]
-    shutil.rmtree(
-        tmp_path / "run1" / "01_collect"
-    )  # the run's other files gone: the dataset still reads
+    # the run's other files gone: the dataset still reads
+    shutil.rmtree(tmp_path / "run1" / "01_collect")
     moved = tmp_path / "elsewhere"
     shutil.move(tmp_path / "run1", moved)
     folder = moved / "03_adversarial_filter" / "datasets" / "adv"

@@ -261,11 +261,17 @@ def _link_in(src: Path, folder: Path, names: set[str]) -> str:
     dst = folder / "images" / name
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.unlink(missing_ok=True)  # a file of an earlier build into this folder
+    link_or_copy(src, dst)
+    return f"images/{name}"
+
+
+def link_or_copy(src: Path, dst: Path) -> None:
+    """``dst`` as a hard link to ``src`` (no second copy of an image on the disk), else - another
+    file system, or one without hard links - a copy keeping its times."""
     try:
         os.link(src, dst)
     except OSError:
         shutil.copy2(src, dst)
-    return f"images/{name}"
 
 
 def images_roots(items: Iterable[Item], folder: str | Path) -> list[str]:

@@ -30,9 +30,7 @@ link, else a copy), a ``dataset.json`` naming its ``parent`` (the original's dig
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -49,6 +47,7 @@ from lib.io import (
     dataset_info,
     file_sha256,
     images_roots,
+    link_or_copy,
     load_dataset_info,
     load_items,
     mark,
@@ -343,10 +342,7 @@ def _link_images(items: list[Item], source: Path, building: Path) -> list[Item]:
             if im not in done:
                 dst = building / im
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    os.link(src, dst)
-                except OSError:
-                    shutil.copy2(src, dst)
+                link_or_copy(src, dst)
                 done.add(im)
         moved.append(replace(it, images=paths) if paths != it.images else it)
     return moved
