@@ -38,8 +38,10 @@ SLOW_REASON = (
     "the demo's 2,500 steps, each the model's own forward and backward at its size (a batch of 32 "
     "costs a step about twice one of 16, torch.compile gave no faster step); fewer steps (1,500 or "
     "2,000, colour first for 600 or 800) and fewer image tokens (25) missed seed 1's presence "
-    "margin, 1,500 steps at twice the rate (6e-4) left seed 1 at the answer prior, and batches of "
-    "8 over the same steps missed seed 0's margins"
+    "margin, 1,500 steps at twice the rate (6e-4) left seed 1 at the answer prior, batches of "
+    "8 over the same steps missed seed 0's margins, and a tokenizer keeping the questions' words "
+    "whole (rows of ~18 text tokens, not ~31) missed seed 0's counting margin over blank pictures "
+    "at 2,000 and at 2,500 steps"
 )
 
 
